@@ -33,11 +33,17 @@ Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "BinnedStatistics",
     "CalibrationCurve",
     "assign_bins",
+    "auroc",
     "bin_edges",
     "binned_statistics",
+    "brier_score",
     "calibration_curve",
+    "calibration_error_from_statistics",
+    "expected_calibration_error",
+    "mean_log_loss",
 ]
 
 STRATEGIES = ("quantile", "uniform")
@@ -321,3 +327,250 @@ def calibration_curve(
         _percentile_interval(_safe_div(boot.score_sum, boot.count), confidence),
         _percentile_interval(_safe_div(boot.label_sum, boot.count), confidence),
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# Metrics: ECE (binned and debiased), Brier score, log loss, AUROC
+# ----------------------------------------------------------------------------------------------
+
+NORMS = ("l1", "l2", "max")
+MULTICLASS_MODES = ("top_label", "classwise")
+
+
+def _check_multiclass(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None, n_bins: int | None
+) -> None:
+    """Raise ``ValueError`` on bad multiclass input: scores ``(n, k)``, labels in ``[0, k)``."""
+    s, y = _concrete(scores), _concrete(labels)
+    if s is not None:
+        if s.ndim != 2 or s.shape[1] < 2:
+            raise ValueError(f"multiclass scores must have shape (n, k>=2), got {s.shape}")
+        if s.shape[0] == 0:
+            raise ValueError("scores is empty")
+        if np.any(np.isnan(s)):
+            raise ValueError("scores contains NaN")
+        if np.any((s < 0) | (s > 1)):
+            raise ValueError("scores has values outside [0, 1]")
+        if n_bins is not None and s.shape[0] < n_bins:
+            raise ValueError(f"scores has {s.shape[0]} observations, fewer than n_bins={n_bins}")
+    if y is not None:
+        if s is not None and y.shape != s.shape[:1]:
+            raise ValueError(f"labels must have shape ({s.shape[0]},), got {y.shape}")
+        if s is not None and not np.all((y >= 0) & (y < s.shape[1]) & (y == np.round(y))):
+            raise ValueError(f"labels must be class indices in [0, {s.shape[1]})")
+    if s is not None:
+        _check_weights(sample_weight, s.shape[0])
+
+
+def _check_scores_labels(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None, n_bins: int | None
+) -> int:
+    """Validate binary (1-D scores) or multiclass (2-D scores) input; return the scores' ndim."""
+    ndim = jnp.ndim(scores)
+    if ndim == 1:
+        _check_binary(scores, labels, sample_weight, n_bins)
+    elif ndim == 2:
+        _check_multiclass(scores, labels, sample_weight, n_bins)
+    else:
+        raise ValueError(f"scores must have shape (n,) or (n, k), got {jnp.shape(scores)}")
+    return ndim
+
+
+def calibration_error_from_statistics(
+    stats: BinnedStatistics, norm: str = "l1", debias: bool = False
+) -> Array:
+    """Binned calibration error from per-bin sums (batched over leading axes).
+
+    With ``p_b`` the bin's share of the weight and ``d_b`` its mean score minus its event rate:
+    ``l1`` is ``sum_b p_b |d_b|`` (the usual ECE), ``l2`` is ``sqrt(sum_b p_b d_b^2)`` and ``max``
+    is ``max_b |d_b|`` over nonempty bins. With ``debias`` (``l2`` only) each squared gap is
+    reduced by the sampling variance of the bin's event rate, ``r_b (1 - r_b) / (n_b - 1)``, the
+    debiased estimator of Kumar, Liang & Ma (2019, "Verified Uncertainty Calibration"), and the
+    square root is taken of its positive part; ``n_b`` is the bin's effective sample size
+    ``(sum w)^2 / sum w^2`` (its count when unweighted), and bins with ``n_b <= 1`` keep their
+    plug-in term.
+
+    Args:
+      stats: per-bin sums, arrays ``(..., n_bins)``.
+      norm: ``"l1"``, ``"l2"`` or ``"max"``.
+      debias: subtract the binomial noise (``norm="l2"`` only).
+
+    Returns:
+      The calibration error, shape ``(...)``.
+    """
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    if debias and norm != "l2":
+        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+    filled = stats.count > 0
+    safe_count = jnp.where(filled, stats.count, 1.0)
+    gap = jnp.where(filled, (stats.score_sum - stats.label_sum) / safe_count, 0.0)
+    share = stats.count / jnp.sum(stats.count, axis=-1, keepdims=True)
+    if norm == "l1":
+        return jnp.sum(share * jnp.abs(gap), axis=-1)
+    if norm == "max":
+        return jnp.max(jnp.abs(gap), axis=-1)
+    sq = jnp.square(gap)
+    if debias:
+        rate = jnp.where(filled, stats.label_sum / safe_count, 0.0)
+        n_eff = jnp.square(stats.count) / jnp.where(filled, stats.weight_sq_sum, 1.0)
+        noise = rate * (1.0 - rate) / jnp.where(n_eff > 1.0, n_eff - 1.0, 1.0)
+        sq = sq - jnp.where(n_eff > 1.0, noise, 0.0)
+        return jnp.sqrt(jnp.maximum(jnp.sum(share * sq, axis=-1), 0.0))
+    return jnp.sqrt(jnp.sum(share * sq, axis=-1))
+
+
+def _binary_ece(
+    scores: Array,
+    labels: Array,
+    weights: Array,
+    n_bins: int,
+    strategy: str,
+    norm: str,
+    debias: bool,
+) -> Array:
+    edges = bin_edges(scores, n_bins, strategy)
+    stats = binned_statistics(scores, labels, assign_bins(scores, edges), n_bins, weights)
+    return calibration_error_from_statistics(stats, norm, debias)
+
+
+def expected_calibration_error(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    sample_weight: ArrayLike | None = None,
+    *,
+    norm: str = "l1",
+    debias: bool = False,
+    multiclass: str = "top_label",
+) -> Array:
+    """Expected calibration error: the binned distance of the calibration curve from the diagonal.
+
+    Measures the failure of Definition 1 (``a = P(y | a)``). See
+    :func:`calibration_error_from_statistics` for the norms and the debiased estimator.
+
+    Args:
+      scores: binary positive-class scores ``(n,)`` or multiclass scores ``(n, k)``.
+      labels: ``{0, 1}`` labels ``(n,)``, or class indices in ``[0, k)`` for multiclass.
+      n_bins: number of bins.
+      strategy: ``"quantile"`` (equal mass, the paper's deciles) or ``"uniform"``.
+      sample_weight: non-negative weights ``(n,)``.
+      norm: ``"l1"`` (ECE), ``"l2"`` (RMS calibration error) or ``"max"`` (MCE).
+      debias: the debiased ``l2`` estimator of Kumar, Liang & Ma (2019).
+      multiclass: for ``(n, k)`` scores, ``"top_label"`` (calibration of the top score as the
+        probability that the top class is right) or ``"classwise"`` (the mean over classes of the
+        binary error of class ``j``'s scores against ``labels == j``).
+
+    Returns:
+      A scalar.
+    """
+    _check_n_bins(n_bins)
+    _check_strategy(strategy)
+    if multiclass not in MULTICLASS_MODES:
+        raise ValueError(f"multiclass must be one of {MULTICLASS_MODES}, got {multiclass!r}")
+    ndim = _check_scores_labels(scores, labels, sample_weight, n_bins)
+    s = _float(scores)
+    w = _weights(sample_weight, s)
+    y = jnp.asarray(labels)
+    if ndim == 1:
+        return _binary_ece(s, y, w, n_bins, strategy, norm, debias)
+    if multiclass == "top_label":
+        correct = jnp.argmax(s, axis=-1) == y
+        return _binary_ece(jnp.max(s, axis=-1), correct, w, n_bins, strategy, norm, debias)
+    onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
+    per_class = jax.vmap(
+        lambda sk, yk: _binary_ece(sk, yk, w, n_bins, strategy, norm, debias), in_axes=1
+    )(s, onehot)
+    return jnp.mean(per_class)
+
+
+def _weighted_mean(values: Array, weights: Array) -> Array:
+    return jnp.sum(weights * values) / jnp.sum(weights)
+
+
+def brier_score(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
+) -> Array:
+    """Mean squared error of the scores: ``(a - y)^2`` (binary) or ``sum_k (a_k - 1{y=k})^2``.
+
+    Args:
+      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
+      labels: ``{0, 1}`` or class indices.
+      sample_weight: non-negative weights ``(n,)``.
+
+    Returns:
+      The weighted mean, a scalar.
+    """
+    ndim = _check_scores_labels(scores, labels, sample_weight, None)
+    s = _float(scores)
+    w = _weights(sample_weight, s)
+    y = jnp.asarray(labels)
+    if ndim == 1:
+        per_obs = jnp.square(s - y.astype(s.dtype))
+    else:
+        per_obs = jnp.sum(jnp.square(s - jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)), axis=-1)
+    return _weighted_mean(per_obs, w)
+
+
+def mean_log_loss(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
+) -> Array:
+    """Mean cross-entropy ``-log a_y`` of the scores (no clipping: a score of 0 on the true class
+    gives ``inf``).
+
+    Args:
+      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
+      labels: ``{0, 1}`` or class indices.
+      sample_weight: non-negative weights ``(n,)``.
+
+    Returns:
+      The weighted mean, a scalar.
+    """
+    ndim = _check_scores_labels(scores, labels, sample_weight, None)
+    s = _float(scores)
+    w = _weights(sample_weight, s)
+    y = jnp.asarray(labels)
+    if ndim == 1:
+        per_obs = jnp.where(y == 1, -jnp.log(s), -jnp.log1p(-s))
+    else:
+        per_obs = -jnp.log(jnp.take_along_axis(s, y[:, None].astype(jnp.int32), axis=-1)[:, 0])
+    return _weighted_mean(per_obs, w)
+
+
+def _binary_auroc(scores: Array, positive: Array, weights: Array) -> Array:
+    """Weighted Mann-Whitney statistic: P(score of a positive > of a negative) + P(tie) / 2."""
+    order = jnp.argsort(scores)
+    s_sorted = scores[order]
+    neg_w = (weights * (1.0 - positive))[order]
+    cum = jnp.concatenate([jnp.zeros(1, neg_w.dtype), jnp.cumsum(neg_w)])
+    lo = jnp.searchsorted(s_sorted, scores, side="left")
+    hi = jnp.searchsorted(s_sorted, scores, side="right")
+    below, tied = cum[lo], cum[hi] - cum[lo]
+    pos_w = weights * positive
+    return jnp.sum(pos_w * (below + 0.5 * tied)) / (jnp.sum(pos_w) * jnp.sum(neg_w))
+
+
+def auroc(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None) -> Array:
+    """Area under the ROC curve, ties counted one half (the Mann-Whitney statistic).
+
+    For multiclass scores ``(n, k)``, the unweighted mean over classes of the one-vs-rest AUROC
+    (scikit-learn's ``multi_class="ovr", average="macro"``). NaN where a class has no positive or
+    no negative observation.
+
+    Args:
+      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
+      labels: ``{0, 1}`` or class indices.
+      sample_weight: non-negative weights ``(n,)``.
+
+    Returns:
+      A scalar in ``[0, 1]``.
+    """
+    ndim = _check_scores_labels(scores, labels, sample_weight, None)
+    s = _float(scores)
+    w = _weights(sample_weight, s)
+    y = jnp.asarray(labels)
+    if ndim == 1:
+        return _binary_auroc(s, y.astype(s.dtype), w)
+    onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
+    return jnp.mean(jax.vmap(lambda sk, yk: _binary_auroc(sk, yk, w), in_axes=1)(s, onehot))
