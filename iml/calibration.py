@@ -23,26 +23,41 @@ Conventions shared by every function here:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iml.losses import BinaryLoss, log_loss
+from iml.scoring import (
+    loss_corrected_score,
+    loss_corrected_score_for_loss,
+    optimal_score,
+    optimal_score_for_loss,
+)
+
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "BetaSweep",
     "BinnedStatistics",
     "CalibrationCurve",
+    "LossCalibrationCurve",
+    "LossCalibrationTest",
     "assign_bins",
     "auroc",
+    "beta_sweep",
     "bin_edges",
     "binned_statistics",
     "brier_score",
     "calibration_curve",
     "calibration_error_from_statistics",
     "expected_calibration_error",
+    "loss_calibration_curve",
+    "loss_calibration_test",
     "mean_log_loss",
 ]
 
@@ -574,3 +589,500 @@ def auroc(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None 
         return _binary_auroc(s, y.astype(s.dtype), w)
     onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
     return jnp.mean(jax.vmap(lambda sk, yk: _binary_auroc(sk, yk, w), in_axes=1)(s, onehot))
+
+
+# ----------------------------------------------------------------------------------------------
+# Loss calibration (Definition 2): the gap, the curve of Figure 3, and the test
+# ----------------------------------------------------------------------------------------------
+
+
+class _Rule(NamedTuple):
+    """A loss and its optimal scoring rule, from either a class weight beta or any loss."""
+
+    loss_pos: Callable[[Array], Array]  # a -> L(a, 1)
+    loss_neg: Callable[[Array], Array]  # a -> L(a, 0)
+    optimal: Callable[[Array], Array]  # posterior gamma -> c(gamma), eq. choice
+    corrected: Callable[[Array], Array]  # score a -> c^{-1}(a), the loss-corrected score
+
+
+def _rule(beta_or_loss: float | ArrayLike | BinaryLoss, base_loss: BinaryLoss) -> _Rule:
+    """The beta-weighted loss of eq. ``b-loss-bin`` (closed forms, Prop. 2 and Cor. 1), or the
+    generic rule of any differentiable binary loss (``iml.scoring``'s autodiff rules)."""
+    if callable(beta_or_loss):
+        loss = beta_or_loss
+        return _Rule(
+            lambda a: loss(a, jnp.ones_like(a)),
+            lambda a: loss(a, jnp.zeros_like(a)),
+            lambda g: optimal_score_for_loss(loss, g),
+            lambda a: loss_corrected_score_for_loss(loss, a),
+        )
+    b = _concrete(beta_or_loss)
+    if b is not None and (b.ndim != 0 or not 0.0 < float(b) < 1.0):
+        raise ValueError(f"beta must be a scalar in (0, 1) or a loss callable, got {b!r}")
+    beta = jnp.asarray(beta_or_loss, jnp.float32)
+    return _Rule(
+        lambda a: beta * base_loss(a, jnp.ones_like(a)),
+        lambda a: (1.0 - beta) * base_loss(a, jnp.zeros_like(a)),
+        lambda g: optimal_score(g, beta),
+        lambda a: loss_corrected_score(a, beta),
+    )
+
+
+class _LossSums(NamedTuple):
+    """Per-bin sums that determine the loss-calibration gap (all linear in the weights)."""
+
+    count: Array  # sum w
+    positives: Array  # sum w y
+    loss_pos: Array  # sum w y L(a, 1)
+    loss_neg: Array  # sum w (1 - y) L(a, 0)
+
+
+def _loss_sums(
+    bins: Array, n_bins: int, labels: Array, weights: Array, l_pos: Array, l_neg: Array
+) -> _LossSums:
+    y = labels.astype(weights.dtype)
+    # where(), not a product, so that an infinite loss of the other label does not give 0 * inf.
+    wl_pos = jnp.where(y == 1, weights * l_pos, 0.0)
+    wl_neg = jnp.where(y == 1, 0.0, weights * l_neg)
+
+    def seg(v: Array) -> Array:
+        return jax.ops.segment_sum(v, bins, num_segments=n_bins)
+
+    return _LossSums(seg(weights), seg(weights * y), seg(wl_pos), seg(wl_neg))
+
+
+def _loss_reduction(
+    sums: _LossSums, optimal: Callable[[Array], Array], loss_pos: Callable, loss_neg: Callable
+) -> tuple[Array, Array]:
+    """Per bin: the loss of the bin's scores minus the loss of the best single alternative
+    ``a' = c(event rate)`` (Definition 2's wholesale switch). Returns (reduction, a')."""
+    filled = sums.count > 0
+    rate = jnp.where(filled, sums.positives / jnp.where(filled, sums.count, 1.0), 0.5)
+    best = optimal(rate)
+    negatives = sums.count - sums.positives
+    alt = jnp.where(sums.positives > 0, sums.positives * loss_pos(best), 0.0) + jnp.where(
+        negatives > 0, negatives * loss_neg(best), 0.0
+    )
+    reduction = jnp.where(filled, sums.loss_pos + sums.loss_neg - alt, 0.0)
+    return reduction, jnp.where(filled, best, jnp.nan)
+
+
+class LossCalibrationCurve(NamedTuple):
+    """The loss calibration curve of the paper's Figure 3 (a pytree).
+
+    Attributes:
+      mean_score: mean raw score per bin, ``(n_bins,)`` (NaN if empty).
+      event_rate: rate of label 1 per bin, the bin's empirical posterior (NaN if empty).
+      count: sum of weights per bin.
+      edges: bin edges, ``(n_bins + 1,)``.
+      optimal_score: ``c(event_rate)``, the score the rule assigns to the bin's empirical
+        posterior (NaN if empty). Loss calibration (Def. 2) holds when it matches ``mean_score``.
+      posterior_grid: posteriors ``gamma`` (logit-spaced on ``[1e-4, 1 - 1e-4]``), ``(n_grid,)``.
+      optimal_score_grid: the theoretical map ``c(gamma)`` on the grid: plotting
+        ``(optimal_score_grid, posterior_grid)`` next to ``(mean_score, event_rate)`` is Fig. 3.
+      event_rate_interval: bootstrap interval of ``event_rate``, ``(2, n_bins)``, or ``None``.
+    """
+
+    mean_score: Array
+    event_rate: Array
+    count: Array
+    edges: Array
+    optimal_score: Array
+    posterior_grid: Array
+    optimal_score_grid: Array
+    event_rate_interval: Array | None = None
+
+
+def loss_calibration_curve(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    beta_or_loss: float | ArrayLike | BinaryLoss,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    sample_weight: ArrayLike | None = None,
+    *,
+    n_grid: int = 200,
+    n_bootstrap: int = 0,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> LossCalibrationCurve:
+    """The empirical calibration curve against the theoretical map ``c`` (Figure 3, Prop. 2).
+
+    If the scores are loss-calibrated (Definition 2), the points ``(mean_score, event_rate)`` lie
+    on the curve ``a = c(gamma)``: for a class weight ``beta`` it is ``c^beta`` of eq.
+    ``choice-b1``; for any other differentiable loss, the generic rule
+    ``iml.scoring.optimal_score_for_loss``.
+
+    Args:
+      scores: raw positive-class scores ``(n,)`` of a model trained with the loss.
+      labels: ``{0, 1}`` labels ``(n,)``.
+      beta_or_loss: the class weight ``beta`` in ``(0, 1)`` of the beta-weighted log loss, or a
+        binary loss ``L(a, y)``.
+      n_bins: number of bins.
+      strategy: ``"quantile"`` or ``"uniform"``.
+      sample_weight: non-negative weights ``(n,)``.
+      n_grid: number of points of the theoretical curve.
+      n_bootstrap: replicates for the event rates' percentile intervals (0 for none).
+      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
+      confidence: coverage of the intervals.
+
+    Returns:
+      A :class:`LossCalibrationCurve`.
+    """
+    rule = _rule(beta_or_loss, log_loss)
+    curve = calibration_curve(
+        scores,
+        labels,
+        n_bins,
+        strategy,
+        sample_weight,
+        n_bootstrap=n_bootstrap,
+        key=key,
+        confidence=confidence,
+    )
+    grid = jax.nn.sigmoid(jnp.linspace(-9.21024, 9.21024, n_grid))  # logit(1e-4) .. logit(1-1e-4)
+    filled = curve.count > 0
+    best = jnp.where(filled, rule.optimal(jnp.where(filled, curve.event_rate, 0.5)), jnp.nan)
+    return LossCalibrationCurve(
+        curve.mean_score,
+        curve.event_rate,
+        curve.count,
+        curve.edges,
+        best,
+        grid,
+        rule.optimal(grid),
+        curve.event_rate_interval,
+    )
+
+
+class LossCalibrationTest(NamedTuple):
+    """Result of :func:`loss_calibration_test` (a pytree).
+
+    Attributes:
+      loss_reduction: per bin, the loss that switching all of the bin's scores to ``a'`` would
+        save, divided by the total weight (so the bins sum to ``gap``); 0 for empty bins. It can be
+        negative: the bin's own scores may discriminate better than any single score.
+      gap: the total per observation, the test statistic.
+      p_value: parametric-bootstrap p-value under H0 (the scores are loss-calibrated).
+      gap_interval: nonparametric-bootstrap percentile interval of ``gap``, ``(2,)``.
+      null_gaps: the gaps of the labels simulated under H0, ``(n_bootstrap,)``.
+      optimal_score: ``a' = c(event rate)`` per bin (NaN if empty).
+      count: sum of weights per bin.
+      edges: bin edges.
+    """
+
+    loss_reduction: Array
+    gap: Array
+    p_value: Array
+    gap_interval: Array
+    null_gaps: Array
+    optimal_score: Array
+    count: Array
+    edges: Array
+
+
+def loss_calibration_test(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    beta_or_loss: float | ArrayLike | BinaryLoss,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    sample_weight: ArrayLike | None = None,
+    *,
+    base_loss: BinaryLoss = log_loss,
+    n_bootstrap: int = 200,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> LossCalibrationTest:
+    """Test of loss calibration (Definition 2) by a wholesale switch of each bin's scores.
+
+    For each bin ``b`` (scores binned as in :func:`calibration_curve`), the statistic compares the
+    loss of the bin's own scores with the loss of the best single alternative, the rule applied to
+    the bin's empirical posterior, ``a'_b = c(event rate of b)``::
+
+        reduction_b = sum_{i in b} w_i [L(a_i, y_i) - L(a'_b, y_i)],
+        gap = sum_b reduction_b / sum_i w_i.
+
+    Definition 2 says no switch reduces the loss. With binned, non-constant scores the gap of a
+    loss-calibrated model is not exactly 0 (negative where scores discriminate within a bin,
+    positive by sampling noise), so it is judged against its distribution under H0, obtained by a
+    parametric bootstrap: by Prop. 4, under H0 each label is ``y* ~ Bernoulli(c^{-1}(a))`` (the
+    loss-corrected score; for a general loss ``iml.scoring.loss_corrected_score_for_loss``); the
+    gap is recomputed on the simulated labels (bins fixed) and
+    ``p = (1 + #{null gap >= observed gap}) / (1 + n_bootstrap)``. The interval of the gap
+    resamples observations (nonparametric bootstrap, bins fixed).
+
+    Under jit, with unvalidated input, a NaN loss-corrected score (a general loss whose rule is not
+    invertible at some score) makes the p-value NaN.
+
+    Args:
+      scores: raw positive-class scores ``(n,)`` in ``[0, 1]``.
+      labels: ``{0, 1}`` labels ``(n,)``.
+      beta_or_loss: the class weight ``beta`` in ``(0, 1)`` of the beta-weighted ``base_loss``
+        (eq. ``b-loss-bin``), or any differentiable binary loss ``L(a, y)``.
+      n_bins: number of bins.
+      strategy: ``"quantile"`` or ``"uniform"``.
+      sample_weight: non-negative weights ``(n,)``.
+      base_loss: the strictly proper base loss when ``beta_or_loss`` is a weight.
+      n_bootstrap: replicates, for the null distribution and for the interval each.
+      key: ``jax.random`` key (required).
+      confidence: coverage of the interval.
+
+    Returns:
+      A :class:`LossCalibrationTest`. A score of exactly 0 or 1 with the opposite label makes the
+      log-loss gap infinite (such a label is impossible under H0): ``p = 1 / (1 + n_bootstrap)``.
+    """
+    _check_n_bins(n_bins)
+    _check_strategy(strategy)
+    _check_binary(scores, labels, sample_weight, n_bins)
+    if n_bootstrap < 1:
+        raise ValueError(f"n_bootstrap must be a positive integer, got {n_bootstrap!r}")
+    _check_bootstrap(n_bootstrap, key, confidence)
+    rule = _rule(beta_or_loss, base_loss)
+    a = _float(scores)
+    y = jnp.asarray(labels).astype(a.dtype)
+    w = _weights(sample_weight, a)
+    edges = bin_edges(a, n_bins, strategy)
+    bins = assign_bins(a, edges)
+    l_pos, l_neg = rule.loss_pos(a), rule.loss_neg(a)
+
+    def gap_of(labels_: Array, weights_: Array) -> tuple[Array, Array]:
+        sums = _loss_sums(bins, n_bins, labels_, weights_, l_pos, l_neg)
+        reduction, best = _loss_reduction(sums, rule.optimal, rule.loss_pos, rule.loss_neg)
+        return reduction / jnp.sum(weights_), best
+
+    reduction, best = gap_of(y, w)
+    gap = jnp.sum(reduction)
+    key_null, key_boot = jax.random.split(key)
+    posterior = rule.corrected(a)
+
+    def null_gap(k: Array) -> Array:
+        y_star = (jax.random.uniform(k, a.shape, a.dtype) < posterior).astype(a.dtype)
+        return jnp.sum(gap_of(y_star, w)[0])
+
+    null_gaps = jax.lax.map(null_gap, jax.random.split(key_null, n_bootstrap), batch_size=16)
+    exceed = jnp.sum(null_gaps >= gap)
+    p_value = (1.0 + exceed) / (1.0 + n_bootstrap)
+    p_value = jnp.where(jnp.any(jnp.isnan(posterior)), jnp.nan, p_value)
+    counts = _bootstrap_counts(key_boot, a.shape[0], n_bootstrap)
+    boot = jax.lax.map(lambda m: jnp.sum(gap_of(y, w * m)[0]), counts, batch_size=16)
+    interval = _percentile_interval(boot, confidence)
+    count = jax.ops.segment_sum(w, bins, num_segments=n_bins)
+    return LossCalibrationTest(reduction, gap, p_value, interval, null_gaps, best, count, edges)
+
+
+# ----------------------------------------------------------------------------------------------
+# Beta sweep: calibration of the loss-corrected scores for many class weights at once
+# ----------------------------------------------------------------------------------------------
+
+
+class BetaSweep(NamedTuple):
+    """Calibration of the loss-corrected scores ``g^beta(a)`` for every ``beta`` (a pytree).
+
+    The bins are the quantile bins of the raw scores, which are those of every set of corrected
+    scores (``g^beta`` is strictly increasing), so counts and event rates do not depend on beta.
+
+    Attributes:
+      betas: ``(m,)``.
+      edges: quantile edges of the raw scores, ``(n_bins + 1,)``.
+      count: sum of weights per bin, ``(n_bins,)``.
+      event_rate: rate of label 1 per bin, ``(n_bins,)`` (NaN if empty).
+      mean_score: mean loss-corrected score per bin, ``(m, n_bins)`` (NaN if empty).
+      ece: calibration error of the corrected scores, ``(m,)``.
+      loss_calibration_gap: the gap of :func:`loss_calibration_test` of the raw scores under
+        the beta-weighted base loss, per observation, ``(m,)``.
+      event_rate_interval: ``(2, n_bins)`` percentile bootstrap interval (``None`` without
+        bootstrap); likewise ``mean_score_interval`` ``(2, m, n_bins)``, ``ece_interval``
+        ``(2, m)`` and ``gap_interval`` ``(2, m)``.
+    """
+
+    betas: Array
+    edges: Array
+    count: Array
+    event_rate: Array
+    mean_score: Array
+    ece: Array
+    loss_calibration_gap: Array
+    event_rate_interval: Array | None = None
+    mean_score_interval: Array | None = None
+    ece_interval: Array | None = None
+    gap_interval: Array | None = None
+
+
+def _prefix_products(weights: Array, values: Array, boundaries: Array, tile: int) -> Array:
+    """``sum_{i < k} weights[r, i] * values[i, j]`` at every boundary ``k``: ``(K, R, J)``.
+
+    A matrix product per tile of ``tile`` rows, a cumulative sum over tiles, and one masked
+    partial-tile product per boundary: exact, with static shapes for traced boundaries, at the cost
+    of one ``(R, n) @ (n, J)`` product plus ``K`` small ones. Requires ``n % tile == 0`` and
+    every boundary ``< n``.
+    """
+    r, n = weights.shape
+    t = n // tile
+    per_tile = jnp.einsum(
+        "rtc,tcj->trj",
+        weights.reshape(r, t, tile),
+        values.reshape(t, tile, -1),
+        precision=jax.lax.Precision.HIGHEST,
+    )
+    cumulative = jnp.concatenate([jnp.zeros_like(per_tile[:1]), jnp.cumsum(per_tile, axis=0)])
+
+    def at(k: Array) -> Array:
+        i = k // tile
+        w_tile = jax.lax.dynamic_slice_in_dim(weights, i * tile, tile, axis=1)
+        w_tile = jnp.where(jnp.arange(tile) < k - i * tile, w_tile, 0.0)
+        v_tile = jax.lax.dynamic_slice_in_dim(values, i * tile, tile, axis=0)
+        return cumulative[i] + jnp.matmul(w_tile, v_tile, precision=jax.lax.Precision.HIGHEST)
+
+    return jax.vmap(at)(boundaries)
+
+
+def beta_sweep(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    betas: ArrayLike,
+    n_bins: int = 10,
+    n_bootstrap: int = 200,
+    key: Array | None = None,
+    *,
+    sample_weight: ArrayLike | None = None,
+    norm: str = "l1",
+    debias: bool = False,
+    base_loss: BinaryLoss = log_loss,
+    confidence: float = 0.95,
+    beta_chunk: int = 64,
+    tile: int = 1024,
+) -> BetaSweep:
+    """Calibration curves, ECE and loss-calibration gaps of ``g^beta(a)`` for every beta at once.
+
+    For each candidate weight ``beta``, the loss-corrected scores ``g^beta(a)`` (Cor. 1) are binned
+    into the quantile bins (deciles for ``n_bins=10``) and compared with the event rates; by
+    Prop. 5 they are calibrated exactly when the raw scores are loss-calibrated to ``L^beta``,
+    whose gap (:func:`loss_calibration_test`'s statistic) is reported beside.
+
+    The work is arranged so that only what depends on beta is recomputed per beta: the scores are
+    sorted once (quantile bins are contiguous runs of the sorted scores), the bootstrap
+    replicates are multinomial weight vectors drawn once, the per-bin label and loss sums of every
+    replicate are computed once, and the per-bin sums of corrected scores of all replicates come
+    from one matrix product per chunk of ``beta_chunk`` betas (:func:`_prefix_products`). The
+    bootstrap is exact (observations resampled, bins held fixed), not an approximation.
+
+    Args:
+      scores: raw positive-class scores ``(n,)`` in ``[0, 1]``.
+      labels: ``{0, 1}`` labels ``(n,)``.
+      betas: candidate class weights ``(m,)`` in ``(0, 1)``.
+      n_bins: number of quantile bins.
+      n_bootstrap: bootstrap replicates for the intervals (0 for none).
+      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
+      sample_weight: non-negative weights ``(n,)``.
+      norm: ECE norm, ``"l1"``, ``"l2"`` or ``"max"``.
+      debias: Kumar, Liang & Ma's debiased estimator (``norm="l2"``).
+      base_loss: strictly proper base loss of the beta-weighted loss (for the gap).
+      confidence: coverage of the intervals.
+      beta_chunk: betas per matrix product (bounds memory: ``n x beta_chunk`` floats).
+      tile: rows per tile of the product.
+
+    Returns:
+      A :class:`BetaSweep`.
+    """
+    _check_n_bins(n_bins)
+    _check_binary(scores, labels, sample_weight, n_bins)
+    _check_bootstrap(n_bootstrap, key, confidence)
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    if debias and norm != "l2":
+        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+    b = _concrete(betas)
+    if b is not None and (b.ndim != 1 or b.size == 0 or not np.all((b > 0) & (b < 1))):
+        raise ValueError("betas must be a non-empty 1-D array of values in (0, 1)")
+    a = _float(scores)
+    n = a.shape[0]
+    betas = jnp.asarray(betas, a.dtype)
+    m = betas.shape[0]
+    w = _weights(sample_weight, a)
+
+    # Sort once; quantile bins are contiguous runs of the sorted scores.
+    order = jnp.argsort(a)
+    a_sorted, y_sorted, w_sorted = a[order], jnp.asarray(labels)[order].astype(a.dtype), w[order]
+    edges = bin_edges(a, n_bins, "quantile")
+    bins = assign_bins(a_sorted, edges)
+    boundaries = jnp.searchsorted(bins, jnp.arange(n_bins + 1), side="left")
+
+    # Row 0: the sample itself; rows 1..B: bootstrap replicates (multinomial multiplicities).
+    if n_bootstrap > 0:
+        multiplicity = _bootstrap_counts(key, n, n_bootstrap)
+        replicate_w = jnp.concatenate([w_sorted[None], w_sorted * multiplicity])
+    else:
+        replicate_w = w_sorted[None]
+
+    # Everything linear in the weights but independent of beta, for all replicates at once.
+    l_pos = base_loss(a_sorted, jnp.ones_like(a_sorted))
+    l_neg = base_loss(a_sorted, jnp.zeros_like(a_sorted))
+    sums = jax.vmap(lambda wr: _loss_sums(bins, n_bins, y_sorted, wr, l_pos, l_neg))(replicate_w)
+    weight_sq = jax.vmap(lambda wr: jax.ops.segment_sum(wr * wr, bins, num_segments=n_bins))(
+        replicate_w
+    )
+
+    # Pad observations to whole tiles (zero weight) so every boundary k <= n lies in a tile.
+    n_pad = (n // tile + 1) * tile
+    w_pad = jnp.pad(replicate_w, ((0, 0), (0, n_pad - n)))
+    a_pad = jnp.pad(a_sorted, (0, n_pad - n))
+    n_chunks = -(-m // beta_chunk)
+    betas_pad = jnp.pad(betas, (0, n_chunks * beta_chunk - m), constant_values=0.5)
+
+    def chunk(beta_c: Array):
+        corrected = loss_corrected_score(a_pad[:, None], beta_c[None, :])  # (n_pad, J)
+        prefix = _prefix_products(w_pad, corrected, boundaries, tile)  # (K, R, J)
+        score_sum = jnp.moveaxis(prefix[1:] - prefix[:-1], 0, -1)  # (R, J, n_bins)
+        stats = BinnedStatistics(
+            sums.count[:, None], score_sum, sums.positives[:, None], weight_sq[:, None]
+        )
+        ece = calibration_error_from_statistics(stats, norm, debias)  # (R, J)
+        scaled = _LossSums(
+            sums.count[:, None],
+            sums.positives[:, None],
+            beta_c[None, :, None] * sums.loss_pos[:, None],
+            (1.0 - beta_c[None, :, None]) * sums.loss_neg[:, None],
+        )
+        reduction, _ = _loss_reduction(
+            scaled,
+            lambda g: optimal_score(g, beta_c[None, :, None]),
+            lambda s: beta_c[None, :, None] * base_loss(s, jnp.ones_like(s)),
+            lambda s: (1.0 - beta_c[None, :, None]) * base_loss(s, jnp.zeros_like(s)),
+        )
+        gap = jnp.sum(reduction, axis=-1) / jnp.sum(sums.count, axis=-1)[:, None]  # (R, J)
+        mean = _safe_div(score_sum, sums.count[:, None])
+        if n_bootstrap == 0:
+            return mean[0], ece[0], gap[0]
+        return (
+            mean[0],
+            ece[0],
+            gap[0],
+            _percentile_interval(mean[1:], confidence),
+            _percentile_interval(ece[1:], confidence),
+            _percentile_interval(gap[1:], confidence),
+        )
+
+    out = jax.lax.map(chunk, betas_pad.reshape(n_chunks, beta_chunk))
+
+    def unchunk(x: Array, interval: bool = False) -> Array:
+        if interval:  # (chunks, 2, J, ...) -> (2, m, ...)
+            x = jnp.moveaxis(x, 1, 0)
+            return x.reshape(2, n_chunks * beta_chunk, *x.shape[3:])[:, :m]
+        return x.reshape(n_chunks * beta_chunk, *x.shape[2:])[:m]
+
+    count = sums.count[0]
+    event_rate = _safe_div(sums.positives[0], count)
+    result = BetaSweep(
+        betas, edges, count, event_rate, unchunk(out[0]), unchunk(out[1]), unchunk(out[2])
+    )
+    if n_bootstrap == 0:
+        return result
+    return result._replace(
+        event_rate_interval=_percentile_interval(
+            _safe_div(sums.positives[1:], sums.count[1:]), confidence
+        ),
+        mean_score_interval=unchunk(out[3], True),
+        ece_interval=unchunk(out[4], True),
+        gap_interval=unchunk(out[5], True),
+    )
