@@ -346,3 +346,188 @@ def test_ece_rejects_bad_options():
         cal.expected_calibration_error(s, y, norm="l3")
     with pytest.raises(ValueError, match="multiclass"):
         cal.expected_calibration_error(s, y, multiclass="pairwise")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss calibration (Definition 2) and the beta sweep
+# ---------------------------------------------------------------------------------------------
+
+
+def _loss_calibrated_sample(key, n: int, beta: float):
+    """Posteriors ~ Beta(1, 5) (inverse CDF), scores c^beta(posterior), labels ~ posterior."""
+    from iml.scoring import optimal_score
+
+    k1, k2 = jax.random.split(key)
+    posterior = 1.0 - (1.0 - jax.random.uniform(k1, (n,))) ** (1.0 / 5.0)
+    scores = optimal_score(posterior, beta)
+    labels = (jax.random.uniform(k2, (n,)) < posterior).astype(jnp.int32)
+    return scores, labels
+
+
+def test_loss_calibration_test_size_and_power():
+    """Rejection rate at alpha = 0.05 over 200 simulated datasets of 1,000 observations.
+
+    H0 true (scores optimal for beta = 0.8, tested at 0.8): the rejection rate is the test's size.
+    H0 false (the same kind of data tested at beta = 0.65, i.e. the wrong loss): its power.
+    """
+
+    @jax.jit
+    def rejection_rate(keys, test_beta):
+        def one(k):
+            k_data, k_test = jax.random.split(k)
+            scores, labels = _loss_calibrated_sample(k_data, 1000, 0.8)
+            r = cal.loss_calibration_test(scores, labels, test_beta, n_bootstrap=99, key=k_test)
+            covered = (r.gap_interval[0] <= r.gap) & (r.gap <= r.gap_interval[1])
+            return r.p_value <= 0.05, covered
+
+        rejected, covered = jax.lax.map(one, keys)
+        return jnp.mean(rejected), jnp.mean(covered)
+
+    keys = jax.random.split(jax.random.key(10), 200)
+    size, covered = rejection_rate(keys, 0.8)
+    power, _ = rejection_rate(keys, 0.65)
+    # Binomial sd of a rate near 0.05 over 200 datasets is about 0.015.
+    assert 0.015 <= float(size) <= 0.095, float(size)
+    assert float(power) >= 0.9, float(power)
+    assert float(covered) >= 0.9
+
+
+def test_loss_calibration_gap_by_hand_and_generic_rule_agrees():
+    from iml.losses import beta_weighted_loss
+    from iml.scoring import optimal_score
+
+    scores, labels = _loss_calibrated_sample(jax.random.key(11), 3000, 0.9)
+    s, y = np.asarray(scores, np.float64), np.asarray(labels)
+    key = jax.random.key(12)
+    r = cal.loss_calibration_test(scores, labels, 0.9, n_bootstrap=49, key=key)
+    # By hand in float64: each decile's loss minus the loss of a' = c^beta(rate) for all of it.
+    edges = np.percentile(s, np.linspace(0, 100, 11))
+    bins = np.searchsorted(edges[1:-1], s)
+    beta = 0.9
+
+    def lb(a, yy):
+        return np.where(yy == 1, -beta * np.log(a), -(1 - beta) * np.log1p(-a))
+
+    reduction = []
+    for b in range(10):
+        m = bins == b
+        best = float(optimal_score(y[m].mean(), beta))
+        np.testing.assert_allclose(r.optimal_score[b], best, rtol=1e-5)
+        reduction.append((lb(s[m], y[m]).sum() - lb(np.full(m.sum(), best), y[m]).sum()) / 3000)
+    np.testing.assert_allclose(r.loss_reduction, reduction, atol=2e-6)
+    np.testing.assert_allclose(r.gap, np.sum(reduction), atol=1e-5)
+    assert 0.05 < float(r.p_value) <= 1.0
+    # The same loss given as a callable goes through the generic rule: same statistic.
+    generic = cal.loss_calibration_test(
+        scores, labels, lambda a, t: beta_weighted_loss(a, t, 0.9), n_bootstrap=49, key=key
+    )
+    np.testing.assert_allclose(generic.gap, r.gap, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(generic.optimal_score, r.optimal_score, rtol=1e-3)
+    np.testing.assert_allclose(generic.p_value, r.p_value, atol=0.06)
+
+
+def test_loss_calibration_test_with_focal_loss_passes_and_raw_posteriors_fail():
+    from iml.losses import focal_loss
+    from iml.scoring import optimal_score_for_loss
+
+    k1, k2, k3 = jax.random.split(jax.random.key(13), 3)
+    posterior = 1.0 - (1.0 - jax.random.uniform(k1, (2000,))) ** (1.0 / 3.0)
+    labels = (jax.random.uniform(k2, (2000,)) < posterior).astype(jnp.int32)
+    posterior = jnp.clip(posterior, 1e-3, 1 - 1e-3)
+    focal = lambda a, y: focal_loss(a, y, 2.0, 0.5)  # noqa: E731
+    optimal = optimal_score_for_loss(focal, posterior)
+    passed = cal.loss_calibration_test(optimal, labels, focal, n_bootstrap=99, key=k3)
+    failed = cal.loss_calibration_test(posterior, labels, focal, n_bootstrap=99, key=k3)
+    assert float(passed.p_value) > 0.05
+    assert float(failed.p_value) <= 0.05
+
+
+def test_loss_calibration_curve_against_theoretical_map():
+    from iml.scoring import optimal_score
+
+    scores, labels = _loss_calibrated_sample(jax.random.key(14), 20_000, 0.9)
+    curve = cal.loss_calibration_curve(scores, labels, 0.9)
+    np.testing.assert_allclose(curve.optimal_score, optimal_score(curve.event_rate, 0.9), rtol=1e-5)
+    np.testing.assert_allclose(
+        curve.optimal_score_grid, optimal_score(curve.posterior_grid, 0.9), rtol=1e-5
+    )
+    # Loss-calibrated: the empirical points lie near the theoretical map, not near the diagonal.
+    assert float(jnp.max(jnp.abs(curve.optimal_score - curve.mean_score))) < 0.06
+    assert float(jnp.max(jnp.abs(curve.event_rate - curve.mean_score))) > 0.2
+    wrong = cal.loss_calibration_curve(scores, labels, 0.5)
+    assert float(jnp.max(jnp.abs(wrong.optimal_score - wrong.mean_score))) > 0.2
+
+
+def test_beta_sweep_matches_per_beta_computations_and_exact_bootstrap():
+    from iml.scoring import loss_corrected_score
+
+    scores, labels = _loss_calibrated_sample(jax.random.key(15), 1500, 0.9)
+    betas = jnp.array([0.3, 0.6, 0.8, 0.9, 0.95], jnp.float32)
+    key = jax.random.key(16)
+    sweep_fn = jax.jit(
+        lambda s, y, b, k: cal.beta_sweep(s, y, b, n_bootstrap=40, key=k, beta_chunk=2, tile=64)
+    )
+    sw = sweep_fn(scores, labels, betas, key)
+    one_chunk = cal.beta_sweep(scores, labels, betas, n_bootstrap=40, key=key, beta_chunk=8)
+    np.testing.assert_allclose(sw.ece, one_chunk.ece, rtol=1e-5)
+    np.testing.assert_allclose(sw.ece_interval, one_chunk.ece_interval, rtol=1e-4)
+    for i, beta in enumerate(np.asarray(betas)):
+        corrected = loss_corrected_score(scores, beta)
+        curve = cal.calibration_curve(corrected, labels)
+        np.testing.assert_allclose(sw.mean_score[i], curve.mean_score, rtol=1e-5)
+        np.testing.assert_allclose(sw.event_rate, curve.event_rate, rtol=1e-6)
+        np.testing.assert_allclose(
+            sw.ece[i], cal.expected_calibration_error(corrected, labels), rtol=1e-4
+        )
+        test = cal.loss_calibration_test(scores, labels, float(beta), n_bootstrap=1, key=key)
+        np.testing.assert_allclose(sw.loss_calibration_gap[i], test.gap, rtol=1e-4, atol=1e-7)
+    # The bootstrap intervals, recomputed in float64 NumPy from the same resampling multiplicities
+    # (the sweep resamples the scores in sorted order with fixed bins).
+    mult = np.asarray(cal._bootstrap_counts(key, 1500, 40), np.float64)
+    order = np.argsort(np.asarray(scores), kind="stable")
+    s = np.asarray(scores, np.float64)[order]
+    y = np.asarray(labels, np.float64)[order]
+    bins = np.searchsorted(np.asarray(sw.edges, np.float64)[1:-1], s)
+    for i, beta in enumerate(np.asarray(betas, np.float64)):
+        g = (1 - beta) * s / ((1 - beta) * s + beta * (1 - s))
+        eces, means = [], []
+        for m in mult:
+            cnt = np.bincount(bins, m, 10)
+            mean = np.bincount(bins, m * g, 10) / cnt
+            rate = np.bincount(bins, m * y, 10) / cnt
+            eces.append(np.sum(cnt / cnt.sum() * np.abs(mean - rate)))
+            means.append(mean)
+        np.testing.assert_allclose(
+            sw.ece_interval[:, i], np.percentile(eces, [2.5, 97.5]), rtol=1e-4, atol=1e-6
+        )
+        np.testing.assert_allclose(
+            sw.mean_score_interval[:, i], np.percentile(means, [2.5, 97.5], axis=0), rtol=1e-4
+        )
+
+
+def test_beta_sweep_finds_the_training_weight():
+    scores, labels = _loss_calibrated_sample(jax.random.key(17), 20_000, 0.9)
+    betas = jnp.linspace(0.5, 0.99, 50)
+    sw = cal.beta_sweep(scores, labels, betas, n_bootstrap=0)
+    best_ece = float(betas[jnp.argmin(sw.ece)])
+    best_gap = float(betas[jnp.argmin(sw.loss_calibration_gap)])
+    assert abs(best_ece - 0.9) < 0.03 and abs(best_gap - 0.9) < 0.03
+    assert sw.ece_interval is None and sw.mean_score.shape == (50, 10)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda s, y: cal.beta_sweep(s, y, [0.5, 1.0], n_bootstrap=0), "betas"),
+        (lambda s, y: cal.beta_sweep(s, y, [0.5], n_bootstrap=5), "key"),
+        (lambda s, y: cal.beta_sweep(s, y, [0.5], n_bootstrap=0, norm="l1", debias=True), "debias"),
+        (lambda s, y: cal.loss_calibration_test(s, y, 1.5, key=jax.random.key(0)), "beta"),
+        (lambda s, y: cal.loss_calibration_test(s, y, 0.5, n_bootstrap=0), "n_bootstrap"),
+        (lambda s, y: cal.loss_calibration_test(s, y * 2, 0.5, key=jax.random.key(0)), "labels"),
+        (lambda s, y: cal.loss_calibration_curve(s[:5], y[:5], 0.5), "fewer than n_bins"),
+    ],
+)
+def test_sweep_and_loss_calibration_reject_bad_input(call, match):
+    scores, labels = _binary_sample(100)
+    with pytest.raises(ValueError, match=match):
+        call(scores, labels)
