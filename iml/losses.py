@@ -229,6 +229,22 @@ def class_weighted_cross_entropy(a: ArrayLike, y: ArrayLike, class_weights: Arra
     return -w[y] * jnp.log(a_y)
 
 
+def _log_softmax_and_complement(z: Array, y: Array) -> tuple[Array, Array]:
+    """``log p_y`` and ``log(1 - p_y)`` for ``p = softmax(z)``, both to full relative precision.
+
+    ``log_softmax`` loses relative precision when ``p_y`` is near one (a difference of two large
+    numbers); there ``log p_y = log1p(-(1 - p_y))`` with ``1 - p_y`` from a logsumexp over the
+    other classes is exact to rounding.
+    """
+    log_p = jnp.take_along_axis(jax.nn.log_softmax(z, axis=-1), y[..., None], axis=-1)[..., 0]
+    others = jnp.where(jax.nn.one_hot(y, z.shape[-1], dtype=bool), -jnp.inf, z)
+    log_q = jax.nn.logsumexp(others, axis=-1) - jax.nn.logsumexp(z, axis=-1)
+    near_one = log_q < -np.log(2.0)
+    # The inner where keeps the unused branch finite so that gradients stay finite too.
+    complement = jnp.log1p(-jnp.exp(jnp.where(near_one, log_q, -1.0)))
+    return jnp.where(near_one, complement, log_p), log_q
+
+
 def class_weighted_softmax_cross_entropy(
     logits: ArrayLike, y: ArrayLike, class_weights: ArrayLike
 ) -> Array:
@@ -236,8 +252,8 @@ def class_weighted_softmax_cross_entropy(
     z = jnp.asarray(logits)
     y = jnp.asarray(y)
     w = jnp.asarray(class_weights, z.dtype)
-    log_p = jax.nn.log_softmax(z, axis=-1)
-    return -w[y] * jnp.take_along_axis(log_p, y[..., None], axis=-1)[..., 0]
+    log_p, _ = _log_softmax_and_complement(z, y)
+    return -w[y] * log_p
 
 
 # ----------------------------------------------------------------------------------------------
@@ -245,9 +261,7 @@ def class_weighted_softmax_cross_entropy(
 # ----------------------------------------------------------------------------------------------
 
 
-def focal_loss(
-    a: ArrayLike, y: ArrayLike, gamma: ArrayLike = 2.0, alpha: ArrayLike = 0.5
-) -> Array:
+def focal_loss(a: ArrayLike, y: ArrayLike, gamma: ArrayLike = 2.0, alpha: ArrayLike = 0.5) -> Array:
     """Binary focal loss on probabilities (Lin et al. 2017).
 
     ``-2 alpha y (1 - a)^gamma log a - 2 (1 - alpha)(1 - y) a^gamma log(1 - a)``. With
@@ -306,9 +320,6 @@ def softmax_focal_loss(
     """:func:`focal_loss_multiclass` of ``softmax(logits)``, computed stably."""
     z = jnp.asarray(logits)
     y = jnp.asarray(y)
-    log_p = jnp.take_along_axis(jax.nn.log_softmax(z, axis=-1), y[..., None], axis=-1)[..., 0]
-    # log(1 - p_y) = log(sum_{k != y} p_k): a logsumexp over the other classes avoids 1 - p_y.
-    others = jnp.where(jax.nn.one_hot(y, z.shape[-1], dtype=bool), -jnp.inf, z)
-    log_q = jax.nn.logsumexp(others, axis=-1) - jax.nn.logsumexp(z, axis=-1)
+    log_p, log_q = _log_softmax_and_complement(z, y)
     w = 1.0 if class_weights is None else jnp.asarray(class_weights, z.dtype)[y]
     return -w * jnp.exp(jnp.asarray(gamma, z.dtype) * log_q) * log_p
