@@ -23,6 +23,7 @@ Conventions shared by every function here:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -329,6 +330,22 @@ def calibration_curve(
     _check_strategy(strategy)
     _check_binary(scores, labels, sample_weight, n_bins)
     _check_bootstrap(n_bootstrap, key, confidence)
+    return _calibration_curve(
+        scores, labels, sample_weight, key, n_bins, strategy, n_bootstrap, confidence
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
+def _calibration_curve(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None,
+    key: Array | None,
+    n_bins: int,
+    strategy: str,
+    n_bootstrap: int,
+    confidence: float,
+) -> CalibrationCurve:
     s = _float(scores)
     w = _weights(sample_weight, s)
     edges = bin_edges(s, n_bins, strategy)
@@ -441,6 +458,9 @@ def calibration_error_from_statistics(
     return jnp.sqrt(jnp.sum(share * sq, axis=-1))
 
 
+_EMPTY_STATS = BinnedStatistics(*np.ones((4, 1), np.float32))
+
+
 def _binary_ece(
     scores: Array,
     labels: Array,
@@ -490,11 +510,28 @@ def expected_calibration_error(
     _check_strategy(strategy)
     if multiclass not in MULTICLASS_MODES:
         raise ValueError(f"multiclass must be one of {MULTICLASS_MODES}, got {multiclass!r}")
-    ndim = _check_scores_labels(scores, labels, sample_weight, n_bins)
+    _check_scores_labels(scores, labels, sample_weight, n_bins)
+    calibration_error_from_statistics(_EMPTY_STATS, norm, debias)  # validates norm and debias
+    return _expected_calibration_error(
+        scores, labels, sample_weight, n_bins, strategy, norm, debias, multiclass
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5, 6, 7))
+def _expected_calibration_error(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None,
+    n_bins: int,
+    strategy: str,
+    norm: str,
+    debias: bool,
+    multiclass: str,
+) -> Array:
     s = _float(scores)
     w = _weights(sample_weight, s)
     y = jnp.asarray(labels)
-    if ndim == 1:
+    if s.ndim == 1:
         return _binary_ece(s, y, w, n_bins, strategy, norm, debias)
     if multiclass == "top_label":
         correct = jnp.argmax(s, axis=-1) == y
@@ -841,7 +878,38 @@ def loss_calibration_test(
     if n_bootstrap < 1:
         raise ValueError(f"n_bootstrap must be a positive integer, got {n_bootstrap!r}")
     _check_bootstrap(n_bootstrap, key, confidence)
-    rule = _rule(beta_or_loss, base_loss)
+    _rule(beta_or_loss, base_loss)  # validates beta
+    loss, beta = (beta_or_loss, None) if callable(beta_or_loss) else (None, beta_or_loss)
+    return _loss_calibration_test(
+        scores,
+        labels,
+        sample_weight,
+        key,
+        beta,
+        loss,
+        base_loss,
+        n_bins,
+        strategy,
+        n_bootstrap,
+        confidence,
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10))
+def _loss_calibration_test(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None,
+    key: Array,
+    beta: ArrayLike | None,
+    loss: BinaryLoss | None,
+    base_loss: BinaryLoss,
+    n_bins: int,
+    strategy: str,
+    n_bootstrap: int,
+    confidence: float,
+) -> LossCalibrationTest:
+    rule = _rule(beta if loss is None else loss, base_loss)
     a = _float(scores)
     y = jnp.asarray(labels).astype(a.dtype)
     w = _weights(sample_weight, a)
@@ -997,6 +1065,39 @@ def beta_sweep(
     b = _concrete(betas)
     if b is not None and (b.ndim != 1 or b.size == 0 or not np.all((b > 0) & (b < 1))):
         raise ValueError("betas must be a non-empty 1-D array of values in (0, 1)")
+    return _beta_sweep(
+        scores,
+        labels,
+        betas,
+        sample_weight,
+        key,
+        n_bins,
+        n_bootstrap,
+        norm,
+        debias,
+        base_loss,
+        confidence,
+        beta_chunk,
+        tile,
+    )
+
+
+@functools.partial(jax.jit, static_argnums=tuple(range(5, 13)))
+def _beta_sweep(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    betas: ArrayLike,
+    sample_weight: ArrayLike | None,
+    key: Array | None,
+    n_bins: int,
+    n_bootstrap: int,
+    norm: str,
+    debias: bool,
+    base_loss: BinaryLoss,
+    confidence: float,
+    beta_chunk: int,
+    tile: int,
+) -> BetaSweep:
     a = _float(scores)
     n = a.shape[0]
     betas = jnp.asarray(betas, a.dtype)
