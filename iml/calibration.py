@@ -227,9 +227,16 @@ def _bin_sums(values: Array, bins: Array, n_bins: int) -> Array:
     """Per-bin sums of the rows of ``values`` ``(k, n)``: ``(k, n_bins)``.
 
     A product with the one-hot bin matrix rather than a scatter: it stays a matrix product under
-    ``vmap`` (batched scatters are slow on CPU)."""
+    ``vmap`` (batched scatters are slow on CPU). Non-finite entries are summed apart so that an
+    infinite loss or a NaN stays in its own bin instead of leaking through ``0 * inf``.
+    """
     onehot = jax.nn.one_hot(jnp.asarray(bins), n_bins, dtype=values.dtype)
-    return jnp.matmul(values, onehot, precision=jax.lax.Precision.HIGHEST)
+    finite = jnp.isfinite(values)
+    sums = jnp.matmul(jnp.where(finite, values, 0.0), onehot, precision=jax.lax.Precision.HIGHEST)
+    flags = jnp.concatenate([values == jnp.inf, values == -jnp.inf, jnp.isnan(values)], axis=-2)
+    pos_inf, neg_inf, nan = jnp.split(jnp.matmul(flags.astype(values.dtype), onehot) > 0, 3, -2)
+    sums = jnp.where(pos_inf, jnp.inf, jnp.where(neg_inf, -jnp.inf, sums))
+    return jnp.where(nan | (pos_inf & neg_inf), jnp.nan, sums)
 
 
 def _safe_div(num: Array, den: Array) -> Array:
@@ -606,7 +613,8 @@ def _binary_auroc(scores: Array, positive: Array, weights: Array) -> Array:
     hi = jnp.searchsorted(s_sorted, scores, side="right")
     below, tied = cum[lo], cum[hi] - cum[lo]
     pos_w = weights * positive
-    return jnp.sum(pos_w * (below + 0.5 * tied)) / (jnp.sum(pos_w) * jnp.sum(neg_w))
+    area = jnp.sum(pos_w * (below + 0.5 * tied)) / (jnp.sum(pos_w) * jnp.sum(neg_w))
+    return jnp.where(jnp.any(jnp.isnan(scores)), jnp.nan, area)
 
 
 def auroc(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None) -> Array:
@@ -685,8 +693,10 @@ def _loss_sums(
 ) -> _LossSums:
     y = labels.astype(weights.dtype)
     # where(), not a product, so that an infinite loss of the other label does not give 0 * inf.
-    wl_pos = jnp.where(y == 1, weights * l_pos, 0.0)
-    wl_neg = jnp.where(y == 1, 0.0, weights * l_neg)
+    # Observations of zero weight (or resampled zero times) are absent, even with infinite loss.
+    present = weights > 0
+    wl_pos = jnp.where((y == 1) & present, weights * l_pos, 0.0)
+    wl_neg = jnp.where((y == 1) | ~present, 0.0, weights * l_neg)
 
     return _LossSums(*_bin_sums(jnp.stack([weights, weights * y, wl_pos, wl_neg]), bins, n_bins))
 

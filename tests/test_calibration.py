@@ -531,3 +531,43 @@ def test_sweep_and_loss_calibration_reject_bad_input(call, match):
     scores, labels = _binary_sample(100)
     with pytest.raises(ValueError, match=match):
         call(scores, labels)
+
+
+def test_under_jit_nan_scores_give_nan_results_instead_of_errors():
+    scores, labels = _binary_sample(200, seed=18)
+    scores[7] = np.nan
+    curve = jax.jit(lambda s, y: cal.calibration_curve(s, y, strategy="uniform"))(scores, labels)
+    # The NaN stays in the bin it was assigned to; the other bins are unaffected.
+    filled = np.asarray(curve.count) > 0
+    assert int(np.sum(np.isnan(np.asarray(curve.mean_score))[filled])) == 1
+    assert np.isnan(float(jax.jit(cal.expected_calibration_error)(scores, labels)))
+    assert np.isnan(float(jax.jit(cal.auroc)(scores, labels)))
+    assert np.isnan(float(jax.jit(cal.brier_score)(scores, labels)))
+
+
+def test_impossible_label_makes_the_gap_infinite_and_rejects():
+    scores, labels = _binary_sample(200, seed=19)
+    scores[0], labels[0] = 0.0, 1  # a positive at score 0: impossible under H0
+    r = cal.loss_calibration_test(scores, labels, 0.5, n_bootstrap=19, key=jax.random.key(0))
+    assert np.isinf(float(r.gap)) and int(np.sum(np.isinf(np.asarray(r.loss_reduction)))) == 1
+    np.testing.assert_allclose(r.p_value, 1 / 20)
+
+
+def test_beta_sweep_debiased_l2_and_generic_loss_curve():
+    from iml.losses import beta_weighted_loss
+    from iml.scoring import loss_corrected_score, optimal_score
+
+    scores, labels = _loss_calibrated_sample(jax.random.key(20), 2000, 0.7)
+    betas = jnp.array([0.6, 0.7])
+    sw = cal.beta_sweep(scores, labels, betas, n_bootstrap=0, norm="l2", debias=True)
+    for i in range(2):
+        expected = cal.expected_calibration_error(
+            loss_corrected_score(scores, betas[i]), labels, norm="l2", debias=True
+        )
+        np.testing.assert_allclose(sw.ece[i], expected, rtol=1e-4, atol=1e-6)
+    curve = cal.loss_calibration_curve(
+        scores, labels, lambda a, y: beta_weighted_loss(a, y, 0.7), n_grid=50
+    )
+    np.testing.assert_allclose(
+        curve.optimal_score_grid, optimal_score(curve.posterior_grid, 0.7), rtol=1e-4
+    )
