@@ -215,28 +215,43 @@ class BinnedStatistics(NamedTuple):
 def binned_statistics(
     scores: ArrayLike, labels: ArrayLike, bins: ArrayLike, n_bins: int, weights: ArrayLike
 ) -> BinnedStatistics:
-    """Weighted per-bin sums of a fixed bin assignment (segment sums; jit/vmap-safe)."""
-    s, y, w = _float(scores), jnp.asarray(labels), jnp.asarray(weights)
-    y = y.astype(s.dtype)
-    w = w.astype(s.dtype)
-    sums = _bin_sums(jnp.stack([w, w * s, w * y, w * w]), bins, n_bins)
-    return BinnedStatistics(*sums)
+    """Weighted per-bin sums of a fixed bin assignment (jit/vmap-safe).
 
-
-def _bin_sums(values: Array, bins: Array, n_bins: int) -> Array:
-    """Per-bin sums of the rows of ``values`` ``(k, n)``: ``(k, n_bins)``.
-
-    A product with the one-hot bin matrix rather than a scatter: it stays a matrix product under
-    ``vmap`` (batched scatters are slow on CPU). Non-finite entries are summed apart so that an
-    infinite loss or a NaN stays in its own bin instead of leaking through ``0 * inf``.
+    ``weights`` may carry leading batch axes (e.g. bootstrap replicates): the sums of all of them
+    are one matrix product. A NaN score makes its own bin's score sum NaN and no other.
     """
-    onehot = jax.nn.one_hot(jnp.asarray(bins), n_bins, dtype=values.dtype)
-    finite = jnp.isfinite(values)
-    sums = jnp.matmul(jnp.where(finite, values, 0.0), onehot, precision=jax.lax.Precision.HIGHEST)
-    flags = jnp.concatenate([values == jnp.inf, values == -jnp.inf, jnp.isnan(values)], axis=-2)
-    pos_inf, neg_inf, nan = jnp.split(jnp.matmul(flags.astype(values.dtype), onehot) > 0, 3, -2)
-    sums = jnp.where(pos_inf, jnp.inf, jnp.where(neg_inf, -jnp.inf, sums))
-    return jnp.where(nan | (pos_inf & neg_inf), jnp.nan, sums)
+    s, w = _float(scores), jnp.asarray(weights)
+    y = jnp.asarray(labels).astype(s.dtype)
+    w = w.astype(s.dtype)
+    nan = jnp.isnan(s)
+    features = jnp.stack([jnp.ones_like(s), jnp.where(nan, 0.0, s), y, nan.astype(s.dtype)])
+    count, score_sum, label_sum, nan_count = _unstack(_weighted_bin_sums(w, features, bins, n_bins))
+    weight_sq = _weighted_bin_sums(w * w, jnp.ones_like(s)[None], bins, n_bins)[..., 0, :]
+    score_sum = jnp.where(nan_count > 0, jnp.nan, score_sum)
+    return BinnedStatistics(count, score_sum, label_sum, weight_sq)
+
+
+def _unstack(x: Array) -> list[Array]:
+    return [x[..., k, :] for k in range(x.shape[-2])]
+
+
+def _bin_matrix(features: Array, bins: ArrayLike, n_bins: int) -> Array:
+    """``M[i, (k, b)] = features[k, i] 1[bins_i = b]``, shape ``(n, k * n_bins)``."""
+    onehot = jax.nn.one_hot(jnp.asarray(bins), n_bins, dtype=features.dtype)
+    k, n = features.shape
+    return (features.T[:, :, None] * onehot[:, None, :]).reshape(n, k * n_bins)
+
+
+def _weighted_bin_sums(weights: Array, features: Array, bins: ArrayLike, n_bins: int) -> Array:
+    """``sum_i weights[..., i] features[k, i] 1[bins_i = b]``, shape ``(..., k, n_bins)``.
+
+    One matrix product with :func:`_bin_matrix` rather than a scatter, so that a batch of weight
+    vectors (bootstrap replicates, or ``vmap``) is a single product; scatters batched by ``vmap``
+    are slow on CPU. ``features`` must be finite (``0 * inf`` would leak across bins).
+    """
+    m = _bin_matrix(features, bins, n_bins)
+    out = jnp.matmul(weights, m, precision=jax.lax.Precision.HIGHEST)
+    return out.reshape(*weights.shape[:-1], features.shape[0], n_bins)
 
 
 def _safe_div(num: Array, den: Array) -> Array:
@@ -363,7 +378,7 @@ def _calibration_curve(
     if n_bootstrap == 0:
         return CalibrationCurve(mean_score, event_rate, st.count, edges)
     counts = _bootstrap_counts(key, s.shape[0], n_bootstrap)
-    boot = jax.vmap(lambda m: binned_statistics(s, labels, bins, n_bins, w * m))(counts)
+    boot = binned_statistics(s, labels, bins, n_bins, w * counts)  # one product for all
     return CalibrationCurve(
         mean_score,
         event_rate,
@@ -688,17 +703,37 @@ class _LossSums(NamedTuple):
     loss_neg: Array  # sum w (1 - y) L(a, 0)
 
 
-def _loss_sums(
-    bins: Array, n_bins: int, labels: Array, weights: Array, l_pos: Array, l_neg: Array
-) -> _LossSums:
-    y = labels.astype(weights.dtype)
-    # where(), not a product, so that an infinite loss of the other label does not give 0 * inf.
-    # Observations of zero weight (or resampled zero times) are absent, even with infinite loss.
-    present = weights > 0
-    wl_pos = jnp.where((y == 1) & present, weights * l_pos, 0.0)
-    wl_neg = jnp.where((y == 1) | ~present, 0.0, weights * l_neg)
+def _loss_matrices(bins: Array, n_bins: int, l_pos: Array, l_neg: Array) -> tuple[Array, Array]:
+    """Bin matrices ``(M0, M1)`` with ``_LossSums(w, y) = w @ M0 + (w * y) @ M1`` (all linear).
 
-    return _LossSums(*_bin_sums(jnp.stack([weights, weights * y, wl_pos, wl_neg]), bins, n_bins))
+    Rows: count, positives, finite parts of ``y L(a, 1)`` and ``(1 - y) L(a, 0)``, and flags of
+    infinite and NaN losses, so that an infinite loss (a score of 0 or 1 with the other label)
+    makes its own bin's sum infinite without ``0 * inf`` leaking into other bins.
+    """
+    fin_pos = jnp.where(jnp.isfinite(l_pos), l_pos, 0.0)
+    fin_neg = jnp.where(jnp.isfinite(l_neg), l_neg, 0.0)
+    inf_pos = (l_pos == jnp.inf).astype(l_pos.dtype)
+    inf_neg = (l_neg == jnp.inf).astype(l_neg.dtype)
+    nan_pos = jnp.isnan(l_pos).astype(l_pos.dtype)
+    nan_neg = jnp.isnan(l_neg).astype(l_neg.dtype)
+    one, zero = jnp.ones_like(fin_pos), jnp.zeros_like(fin_pos)
+    f0 = jnp.stack([one, zero, zero, fin_neg, zero, inf_neg, nan_neg])
+    f1 = jnp.stack([zero, one, fin_pos, -fin_neg, inf_pos, -inf_neg, nan_pos - nan_neg])
+    return _bin_matrix(f0, bins, n_bins), _bin_matrix(f1, bins, n_bins)
+
+
+def _loss_sums(weights: Array, labels: Array, matrices: tuple[Array, Array]) -> _LossSums:
+    """Per-bin loss sums for weights and labels ``(..., n)`` (broadcast), ``(..., n_bins)``."""
+    m0, m1 = matrices
+    hp = jax.lax.Precision.HIGHEST
+    y = labels.astype(weights.dtype)
+    flat = jnp.matmul(weights, m0, precision=hp) + jnp.matmul(weights * y, m1, precision=hp)
+    out = flat.reshape(*flat.shape[:-1], 7, -1)
+    count, positives, loss_pos, loss_neg, inf_pos, inf_neg, nan = _unstack(out)
+    nan = nan > 0
+    loss_pos = jnp.where(nan, jnp.nan, jnp.where(inf_pos > 0, jnp.inf, loss_pos))
+    loss_neg = jnp.where(nan, jnp.nan, jnp.where(inf_neg > 0, jnp.inf, loss_neg))
+    return _LossSums(count, positives, loss_pos, loss_neg)
 
 
 def _loss_reduction(
@@ -925,29 +960,29 @@ def _loss_calibration_test(
     w = _weights(sample_weight, a)
     edges = bin_edges(a, n_bins, strategy)
     bins = assign_bins(a, edges)
-    l_pos, l_neg = rule.loss_pos(a), rule.loss_neg(a)
+    matrices = _loss_matrices(bins, n_bins, rule.loss_pos(a), rule.loss_neg(a))
 
     def gap_of(labels_: Array, weights_: Array) -> tuple[Array, Array]:
-        sums = _loss_sums(bins, n_bins, labels_, weights_, l_pos, l_neg)
+        sums = _loss_sums(weights_, labels_, matrices)
         reduction, best = _loss_reduction(sums, rule.optimal, rule.loss_pos, rule.loss_neg)
-        return reduction / jnp.sum(weights_), best
+        return reduction / jnp.sum(weights_, axis=-1, keepdims=True), best
 
     reduction, best = gap_of(y, w)
     gap = jnp.sum(reduction)
     key_null, key_boot = jax.random.split(key)
     posterior = rule.corrected(a)
 
-    # H0 labels for all replicates at once (B x n), then B matrix-product gaps.
+    # H0 labels for all replicates at once (B x n); their gaps are one matrix product.
     uniforms = jax.random.uniform(key_null, (n_bootstrap, a.shape[0]), a.dtype)
     y_star = (uniforms < posterior).astype(a.dtype)
-    null_gaps = jax.vmap(lambda ys: jnp.sum(gap_of(ys, w)[0]))(y_star)
+    null_gaps = jnp.sum(gap_of(y_star, w)[0], axis=-1)
     exceed = jnp.sum(null_gaps >= gap)
     p_value = (1.0 + exceed) / (1.0 + n_bootstrap)
     p_value = jnp.where(jnp.any(jnp.isnan(posterior)), jnp.nan, p_value)
     counts = _bootstrap_counts(key_boot, a.shape[0], n_bootstrap)
-    boot = jax.vmap(lambda m: jnp.sum(gap_of(y, w * m)[0]))(counts)
+    boot = jnp.sum(gap_of(y, w * counts)[0], axis=-1)
     interval = _percentile_interval(boot, confidence)
-    count = _bin_sums(w[None], bins, n_bins)[0]
+    count = _weighted_bin_sums(w, jnp.ones_like(w)[None], bins, n_bins)[0]
     return LossCalibrationTest(reduction, gap, p_value, interval, null_gaps, best, count, edges)
 
 
@@ -1131,8 +1166,9 @@ def _beta_sweep(
     # Everything linear in the weights but independent of beta, for all replicates at once.
     l_pos = base_loss(a_sorted, jnp.ones_like(a_sorted))
     l_neg = base_loss(a_sorted, jnp.zeros_like(a_sorted))
-    sums = jax.vmap(lambda wr: _loss_sums(bins, n_bins, y_sorted, wr, l_pos, l_neg))(replicate_w)
-    weight_sq = _bin_sums(replicate_w * replicate_w, bins, n_bins)
+    sums = _loss_sums(replicate_w, y_sorted, _loss_matrices(bins, n_bins, l_pos, l_neg))
+    ones = jnp.ones_like(a_sorted)[None]
+    weight_sq = _weighted_bin_sums(replicate_w * replicate_w, ones, bins, n_bins)[:, 0]
 
     # Pad observations to whole tiles (zero weight) so every boundary k <= n lies in a tile.
     n_pad = (n // tile + 1) * tile
