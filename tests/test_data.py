@@ -272,6 +272,7 @@ def test_chestxray14_bad_release_layouts_raise(tmp_path, meta, sample_images, tr
         tmp_path / "release", meta, {name: sample_images / name}, train_val_names, [name]
     )
     (manual / "test_list.txt").write_text("not_in_labels.png")
+    os.symlink(sample_images / name, manual / "images" / "not_in_labels.png")
     with pytest.raises(ValueError, match=re.escape("not_in_labels.png")):
         load_dataset("chestxray14", data_dir=tmp_path / "tfds", manual_dir=manual, image_size=8)
     (manual / "test_list.txt").unlink()

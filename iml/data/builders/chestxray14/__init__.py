@@ -9,6 +9,7 @@ from iml.data.builders.chestxray14.chestxray14_dataset_builder import (
     find_label_file,
     index_images,
     read_image_list,
+    read_label_file,
     read_release,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "find_label_file",
     "index_images",
     "read_image_list",
+    "read_label_file",
     "read_release",
 ]

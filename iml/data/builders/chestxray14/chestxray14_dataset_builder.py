@@ -44,6 +44,8 @@ __all__ = [
     "find_label_file",
     "index_images",
     "read_image_list",
+    "read_label_file",
+    "read_release",
 ]
 
 PNEUMONIA = "Pneumonia"
@@ -63,7 +65,6 @@ class ChestXray14Labels(NamedTuple):
     image_ids: np.ndarray  # str file names, e.g. "00000013_005.png"
     labels: np.ndarray  # int32, 1 where 'Finding Labels' contains Pneumonia
     patient_ids: np.ndarray  # int32
-    finding_labels: np.ndarray  # str, the raw '|'-separated findings
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -72,53 +73,56 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8", newline="")
 
 
-def chestxray14_labels(csv_path: str | os.PathLike[str]) -> ChestXray14Labels:
-    """Read a ChestX-ray14 label file (``Data_Entry_2017[_v2020].csv[.gz]``).
-
-    The pneumonia label is 1 when ``Pneumonia`` is one of the '|'-separated 'Finding Labels'.
-
-    Args:
-      csv_path: the label file; ``.gz`` files are decompressed on the fly.
-
-    Returns:
-      :class:`ChestXray14Labels` ``(image_ids, labels, patient_ids, finding_labels)``.
-
-    Raises:
-      FileNotFoundError: if the file does not exist.
-      ValueError: if a needed column is missing, a patient id is not an integer, or an image
-        name repeats.
-    """
+def read_label_file(csv_path: str | os.PathLike[str]) -> tuple[ChestXray14Labels, np.ndarray]:
+    """:func:`chestxray14_labels` and the raw '|'-separated 'Finding Labels' of every row."""
     path = Path(csv_path)
     if not path.is_file():
         raise FileNotFoundError(f"ChestX-ray14 label file not found: {path}")
     needed = ("Image Index", "Finding Labels", "Patient ID")
-    image_ids, findings, patients = [], [], []
     with _open_text(path) as f:
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in needed if c not in header]
         if missing:
             raise ValueError(f"label file {path} lacks column(s) {missing}; header is {header}")
-        i_img, i_find, i_pat = (header.index(c) for c in needed)
-        for line, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            try:
-                patients.append(int(row[i_pat]))
-            except (ValueError, IndexError) as e:
-                raise ValueError(f"label file {path}, line {line}: bad 'Patient ID' ({e})") from e
-            image_ids.append(row[i_img].strip())
-            findings.append(row[i_find].strip())
-    ids = np.asarray(image_ids, dtype=str)
+        rows = [row for row in reader if row]
+    width = max(header.index(c) for c in needed) + 1
+    short = next((i for i, row in enumerate(rows) if len(row) < width), None)
+    if short is not None:
+        raise ValueError(f"label file {path}, data row {short + 1}: too few fields")
+    columns = list(zip(*rows, strict=False)) if rows else [()] * len(header)
+    ids = np.asarray(columns[header.index("Image Index")], dtype=str)
+    findings = np.asarray(columns[header.index("Finding Labels")], dtype=str)
+    try:
+        patients = np.asarray(columns[header.index("Patient ID")], dtype=str).astype(np.int64)
+    except ValueError as e:
+        raise ValueError(f"label file {path}: a 'Patient ID' is not an integer ({e})") from e
     if len(np.unique(ids)) != len(ids):
         raise ValueError(f"label file {path} names some image more than once")
-    labels = np.asarray([PNEUMONIA in f.split("|") for f in findings], dtype=np.int32)
-    return ChestXray14Labels(
-        image_ids=ids,
-        labels=labels,
-        patient_ids=np.asarray(patients, dtype=np.int32),
-        finding_labels=np.asarray(findings, dtype=str),
-    )
+    labels = np.asarray([PNEUMONIA in f.split("|") for f in findings.tolist()], dtype=np.int32)
+    table = ChestXray14Labels(image_ids=ids, labels=labels, patient_ids=patients.astype(np.int32))
+    return table, findings
+
+
+def chestxray14_labels(csv_path: str | os.PathLike[str]) -> ChestXray14Labels:
+    """Read a ChestX-ray14 label file (``Data_Entry_2017[_v2020].csv[.gz]``).
+
+    The pneumonia label is 1 when ``Pneumonia`` is one of the '|'-separated 'Finding Labels'
+    (the paper's binary task, ``y = 1`` for pneumonia).
+
+    Args:
+      csv_path: the label file; ``.gz`` files are decompressed on the fly.
+
+    Returns:
+      :class:`ChestXray14Labels` ``(image_ids, labels, patient_ids)``: str file names, int32
+      pneumonia labels and int32 patient ids, in file order.
+
+    Raises:
+      FileNotFoundError: if the file does not exist.
+      ValueError: if a needed column is missing, a patient id is not an integer, or an image
+        name repeats.
+    """
+    return read_label_file(csv_path)[0]
 
 
 def find_label_file(manual_dir: str | os.PathLike[str]) -> Path:
@@ -188,6 +192,9 @@ class _Record(NamedTuple):
 def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, list[_Record]]:
     """Check a local release and list its examples per split, before decoding any image.
 
+    Cheap checks come first: the list files, then that every listed image exists, then the
+    label file.
+
     Raises:
       FileNotFoundError: if the label file, a list file, the image folder or a listed image is
         missing (the message names the missing images, at most ten, and their count).
@@ -196,36 +203,39 @@ def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, list[_Record]]
     root = Path(manual_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"ChestX-ray14 manual_dir not found: {root}")
-    table = chestxray14_labels(find_label_file(root))
+    label_file = find_label_file(root)
     lists = {split: read_image_list(root / name) for split, name in LIST_FILES.items()}
     overlap = set(lists["train"]) & set(lists["test"])
     if overlap:
         raise ValueError(f"{len(overlap)} image(s) are in both split lists, e.g. {min(overlap)}")
-    row_of = {name: i for i, name in enumerate(table.image_ids.tolist())}
     images = index_images(root)
-    records: dict[str, list[_Record]] = {}
     for split, names in lists.items():
-        unknown = [n for n in names if n not in row_of]
-        if unknown:
-            raise ValueError(
-                f"{len(unknown)} image(s) of {LIST_FILES[split]} are not in the label file, "
-                f"e.g. {unknown[:10]}"
-            )
         missing = [n for n in names if n not in images]
         if missing:
             raise FileNotFoundError(
                 f"{len(missing)} image(s) named in {root / LIST_FILES[split]} are missing from "
                 f"the image folders of {root}: {missing[:10]}"
             )
+    table, findings = read_label_file(label_file)
+    row_of = {name: i for i, name in enumerate(table.image_ids.tolist())}
+    records: dict[str, list[_Record]] = {}
+    for split, names in lists.items():
+        unknown = [n for n in names if n not in row_of]
+        if unknown:
+            raise ValueError(
+                f"{len(unknown)} image(s) of {LIST_FILES[split]} are not in the label file "
+                f"{label_file}, e.g. {unknown[:10]}"
+            )
+        rows = [row_of[n] for n in names]
         records[split] = [
             _Record(
                 image_id=n,
                 path=images[n],
-                label=int(table.labels[row_of[n]]),
-                patient_id=int(table.patient_ids[row_of[n]]),
-                finding_labels=str(table.finding_labels[row_of[n]]),
+                label=int(table.labels[r]),
+                patient_id=int(table.patient_ids[r]),
+                finding_labels=str(findings[r]),
             )
-            for n in names
+            for n, r in zip(names, rows, strict=True)
         ]
     return records
 
