@@ -222,11 +222,10 @@ def test_chestxray14_sample_prepared_with_labels_patients_and_split(
     expected_split = np.where(np.isin(ds.ids, list(train_val_names)), "train", "test")
     np.testing.assert_array_equal(ds.split, expected_split)
     # Random access returns exactly the decoded, resized files (the RGBA ones included).
-    picks = np.asarray(
-        [int(np.flatnonzero(ds.ids == n)[0]) for n in ("00004934_000.png",)] + [3, 0]
-    )
+    rgba = [int(np.flatnonzero(ds.ids == n)[0]) for n in ("00004934_000.png", "00005813_000.png")]
+    picks = np.asarray([*rgba, 3, 0])
     batch = ds.get_batch(picks)
-    assert batch.shape == (3, 28, 28, 1) and batch.dtype == np.uint8
+    assert batch.shape == (4, 28, 28, 1) and batch.dtype == np.uint8
     for image, i in zip(batch, picks, strict=True):
         np.testing.assert_array_equal(image, load_grayscale(sample_images / ds.ids[i], 28))
 
