@@ -136,6 +136,10 @@ def test_float32_accuracy_at_extreme_weights_and_scores():
     assert ours.dtype == np.float32
     ref = (1 - b) * a / ((1 - b) * a + b * (1 - a))
     np.testing.assert_allclose(ours, ref, rtol=4 * np.finfo(np.float32).eps, atol=0)
+    compiled = jax.jit(S.loss_corrected_score)(a32[None, :], beta32[:, None])
+    np.testing.assert_allclose(compiled, ref, rtol=4 * np.finfo(np.float32).eps, atol=0)
+    into = S.loss_corrected_score_into(jnp.zeros(ours.shape), a32[None, :], beta32[:, None])
+    np.testing.assert_allclose(into, ref, rtol=4 * np.finfo(np.float32).eps, atol=0)
     ours_c = np.asarray(S.optimal_score(a32[None, :], beta32[:, None]))
     ref_c = b * a / (b * a + (1 - b) * (1 - a))
     np.testing.assert_allclose(ours_c, ref_c, rtol=4 * np.finfo(np.float32).eps, atol=0)
@@ -505,3 +509,21 @@ def test_foc_check_flags_a_wrong_rule():
 def test_foc_check_rejects_boundary_posteriors():
     with pytest.raises(ValueError, match="posteriors"):
         S.check_first_order_conditions(L.log_loss, lambda g: g, jnp.array([0.0, 0.5]))
+
+
+def test_loss_corrected_score_into_reuses_the_buffer_and_matches():
+    scores = jnp.linspace(0.0, 1.0, 11)
+    grid = jnp.array([0.05, 0.5, 0.97])
+    buffer = jnp.zeros((3, 11), jnp.float32)
+    out = S.loss_corrected_score_into(buffer, scores[None, :], grid[:, None])
+    eps = np.finfo(np.float32).eps  # fused compiled code may round differently by an ulp
+    ref = S.loss_corrected_score(scores[None, :], grid[:, None])
+    np.testing.assert_allclose(out, ref, rtol=2 * eps)
+    assert buffer.is_deleted()  # donated: its memory now holds the result
+    again = S.loss_corrected_score_into(out, scores[None, :] * 0.5, grid[:, None])
+    ref = S.loss_corrected_score(scores[None, :] * 0.5, grid[:, None])
+    np.testing.assert_allclose(again, ref, rtol=2 * eps)
+    with pytest.raises(ValueError, match="out must be"):
+        S.loss_corrected_score_into(jnp.zeros((2, 11)), scores[None, :], grid[:, None])
+    with pytest.raises(ValueError, match="beta"):
+        S.loss_corrected_score_into(again, scores[None, :], jnp.array([[0.1], [1.0], [0.3]]))
