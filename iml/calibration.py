@@ -17,8 +17,10 @@ Conventions shared by every function here:
   between duplicates are empty.
 * **Empty bins** have ``count == 0`` and ``NaN`` means; metrics skip them.
 * **Validation**: when arrays are concrete, bad input raises ``ValueError`` naming the argument.
-  Under ``jax.jit`` nothing can be checked: NaN scores propagate to NaN results, labels are used
-  as given (a binary label other than 1 counts as negative), and negative weights are used as given.
+  Under ``jax.jit`` values cannot be inspected; instead every result that depends on an invalid
+  entry is NaN (never a plausible wrong number): a NaN score, a binary label outside ``{0, 1}``
+  or a multiclass label outside ``[0, k)``, and a negative weight all give NaN. A NaN score or
+  bad label in one bin of a curve makes that bin's means NaN and leaves the other bins intact.
 """
 
 from __future__ import annotations
@@ -140,9 +142,22 @@ def _check_binary(
 
 
 def _weights(sample_weight: ArrayLike | None, like: Array) -> Array:
+    """Weights as floats; under jit a negative weight becomes NaN (so results are NaN)."""
     if sample_weight is None:
         return jnp.ones(like.shape[:1], like.dtype)
-    return jnp.asarray(sample_weight, like.dtype)
+    w = jnp.asarray(sample_weight, like.dtype)
+    return jnp.where(w >= 0, w, jnp.nan)
+
+
+def _labels(labels: ArrayLike, like: Array) -> Array:
+    """Binary labels as floats; under jit a label outside {0, 1} becomes NaN."""
+    y = jnp.asarray(labels).astype(like.dtype)
+    return jnp.where((y == 0) | (y == 1), y, jnp.nan)
+
+
+def _class_labels_invalid(labels: Array, n_classes: int) -> Array:
+    """Whether any multiclass label is outside ``[0, n_classes)`` (checked under jit)."""
+    return jnp.any((labels < 0) | (labels >= n_classes))
 
 
 def _float(x: ArrayLike) -> Array:
@@ -218,16 +233,19 @@ def binned_statistics(
     """Weighted per-bin sums of a fixed bin assignment (jit/vmap-safe).
 
     ``weights`` may carry leading batch axes (e.g. bootstrap replicates): the sums of all of them
-    are one matrix product. A NaN score makes its own bin's score sum NaN and no other.
+    are one matrix product. A NaN score or a label outside {0, 1} makes its own bin's sums NaN and
+    no other bin's.
     """
     s, w = _float(scores), jnp.asarray(weights)
-    y = jnp.asarray(labels).astype(s.dtype)
+    y = _labels(labels, s)
     w = w.astype(s.dtype)
-    nan = jnp.isnan(s)
-    features = jnp.stack([jnp.ones_like(s), jnp.where(nan, 0.0, s), y, nan.astype(s.dtype)])
+    nan = jnp.isnan(s) | jnp.isnan(y)
+    s, y = jnp.where(nan, 0.0, s), jnp.where(nan, 0.0, y)
+    features = jnp.stack([jnp.ones_like(s), s, y, nan.astype(s.dtype)])
     count, score_sum, label_sum, nan_count = _unstack(_weighted_bin_sums(w, features, bins, n_bins))
     weight_sq = _weighted_bin_sums(w * w, jnp.ones_like(s)[None], bins, n_bins)[..., 0, :]
     score_sum = jnp.where(nan_count > 0, jnp.nan, score_sum)
+    label_sum = jnp.where(nan_count > 0, jnp.nan, label_sum)
     return BinnedStatistics(count, score_sum, label_sum, weight_sq)
 
 
@@ -557,12 +575,14 @@ def _expected_calibration_error(
         return _binary_ece(s, y, w, n_bins, strategy, norm, debias)
     if multiclass == "top_label":
         correct = jnp.argmax(s, axis=-1) == y
-        return _binary_ece(jnp.max(s, axis=-1), correct, w, n_bins, strategy, norm, debias)
-    onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
-    per_class = jax.vmap(
-        lambda sk, yk: _binary_ece(sk, yk, w, n_bins, strategy, norm, debias), in_axes=1
-    )(s, onehot)
-    return jnp.mean(per_class)
+        error = _binary_ece(jnp.max(s, axis=-1), correct, w, n_bins, strategy, norm, debias)
+    else:
+        onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
+        per_class = jax.vmap(
+            lambda sk, yk: _binary_ece(sk, yk, w, n_bins, strategy, norm, debias), in_axes=1
+        )(s, onehot)
+        error = jnp.mean(per_class)
+    return jnp.where(_class_labels_invalid(y, s.shape[1]), jnp.nan, error)
 
 
 def _weighted_mean(values: Array, weights: Array) -> Array:
@@ -587,10 +607,9 @@ def brier_score(
     w = _weights(sample_weight, s)
     y = jnp.asarray(labels)
     if ndim == 1:
-        per_obs = jnp.square(s - y.astype(s.dtype))
-    else:
-        per_obs = jnp.sum(jnp.square(s - jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)), axis=-1)
-    return _weighted_mean(per_obs, w)
+        return _weighted_mean(jnp.square(s - _labels(y, s)), w)
+    per_obs = jnp.sum(jnp.square(s - jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)), axis=-1)
+    return jnp.where(_class_labels_invalid(y, s.shape[1]), jnp.nan, _weighted_mean(per_obs, w))
 
 
 def mean_log_loss(
@@ -612,10 +631,11 @@ def mean_log_loss(
     w = _weights(sample_weight, s)
     y = jnp.asarray(labels)
     if ndim == 1:
+        y = _labels(y, s)
         per_obs = jnp.where(y == 1, -jnp.log(s), -jnp.log1p(-s))
-    else:
-        per_obs = -jnp.log(jnp.take_along_axis(s, y[:, None].astype(jnp.int32), axis=-1)[:, 0])
-    return _weighted_mean(per_obs, w)
+        return _weighted_mean(jnp.where(jnp.isnan(y), jnp.nan, per_obs), w)
+    per_obs = -jnp.log(jnp.take_along_axis(s, y[:, None].astype(jnp.int32), axis=-1)[:, 0])
+    return jnp.where(_class_labels_invalid(y, s.shape[1]), jnp.nan, _weighted_mean(per_obs, w))
 
 
 def _binary_auroc(scores: Array, positive: Array, weights: Array) -> Array:
@@ -652,9 +672,10 @@ def auroc(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None 
     w = _weights(sample_weight, s)
     y = jnp.asarray(labels)
     if ndim == 1:
-        return _binary_auroc(s, y.astype(s.dtype), w)
+        return _binary_auroc(s, _labels(y, s), w)
     onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
-    return jnp.mean(jax.vmap(lambda sk, yk: _binary_auroc(sk, yk, w), in_axes=1)(s, onehot))
+    area = jnp.mean(jax.vmap(lambda sk, yk: _binary_auroc(sk, yk, w), in_axes=1)(s, onehot))
+    return jnp.where(_class_labels_invalid(y, s.shape[1]), jnp.nan, area)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -748,7 +769,9 @@ def _loss_reduction(
     alt = jnp.where(sums.positives > 0, sums.positives * loss_pos(best), 0.0) + jnp.where(
         negatives > 0, negatives * loss_neg(best), 0.0
     )
-    reduction = jnp.where(filled, sums.loss_pos + sums.loss_neg - alt, 0.0)
+    # Only a truly empty bin counts 0; a NaN count (invalid input under jit) stays NaN.
+    empty = sums.count == 0
+    reduction = jnp.where(empty, 0.0, sums.loss_pos + sums.loss_neg - alt)
     return reduction, jnp.where(filled, best, jnp.nan)
 
 
@@ -956,7 +979,7 @@ def _loss_calibration_test(
 ) -> LossCalibrationTest:
     rule = _rule(beta if loss is None else loss, base_loss)
     a = _float(scores)
-    y = jnp.asarray(labels).astype(a.dtype)
+    y = _labels(labels, a)
     w = _weights(sample_weight, a)
     edges = bin_edges(a, n_bins, strategy)
     bins = assign_bins(a, edges)
@@ -978,7 +1001,7 @@ def _loss_calibration_test(
     null_gaps = jnp.sum(gap_of(y_star, w)[0], axis=-1)
     exceed = jnp.sum(null_gaps >= gap)
     p_value = (1.0 + exceed) / (1.0 + n_bootstrap)
-    p_value = jnp.where(jnp.any(jnp.isnan(posterior)), jnp.nan, p_value)
+    p_value = jnp.where(jnp.any(jnp.isnan(posterior)) | jnp.isnan(gap), jnp.nan, p_value)
     counts = _bootstrap_counts(key_boot, a.shape[0], n_bootstrap)
     boot = jnp.sum(gap_of(y, w * counts)[0], axis=-1)
     interval = _percentile_interval(boot, confidence)
@@ -1151,7 +1174,7 @@ def _beta_sweep(
 
     # Sort once; quantile bins are contiguous runs of the sorted scores.
     order = jnp.argsort(a)
-    a_sorted, y_sorted, w_sorted = a[order], jnp.asarray(labels)[order].astype(a.dtype), w[order]
+    a_sorted, y_sorted, w_sorted = a[order], _labels(labels, a)[order], w[order]
     edges = bin_edges(a, n_bins, "quantile")
     bins = assign_bins(a_sorted, edges)
     boundaries = jnp.searchsorted(bins, jnp.arange(n_bins + 1), side="left")
