@@ -50,8 +50,8 @@ from iml import losses
 # $$L_{\rm focal}(a, y) = -2\alpha\, y\, (1-a)^{f} \log a - 2(1-\alpha)(1-y)\, a^{f}\log(1-a),$$
 #
 # with focusing parameter $f$ (called `gamma` in Lin et al. and in the function's signature; here
-# $\gamma$ is the posterior) and positive-class weight $\alpha$. With $f = 0$ it is the
-# $\beta$-weighted log loss of eq. 7 with $\beta = \alpha$.
+# $\gamma$ is the posterior) and positive-class weight $\alpha$. With $f = 0$ it is twice the
+# $\beta$-weighted log loss of eq. 7 with $\beta = \alpha$, so its rule is Proposition 2's.
 #
 # `iml.optimal_score_for_loss(loss, gamma, *params)` solves eq. 5 by bisection on the first-order
 # condition $\gamma L'(a, 1) + (1 - \gamma) L'(a, 0) = 0$, with $L' = \partial L/\partial a$ from

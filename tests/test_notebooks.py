@@ -51,6 +51,15 @@ def read_percent_source(text: str) -> nbformat.NotebookNode:
     return jupytext.reads(text, fmt="py:percent")
 
 
+def _body(percent_source: str) -> str:
+    """A percent-format source without its leading ``# ---`` header block."""
+    lines = percent_source.splitlines(keepends=True)
+    if lines and lines[0].startswith("# ---"):
+        end = next(i for i in range(1, len(lines)) if lines[i].startswith("# ---"))
+        lines = lines[end + 1 :]
+    return "".join(lines)
+
+
 def _cell_errors(notebook: nbformat.NotebookNode) -> list[str]:
     return [
         f"cell {i}: {output.get('ename')}: {output.get('evalue')}"
@@ -76,6 +85,11 @@ def test_notebook_is_a_percent_format_source_with_checks(path: Path):
     # Executing a notebook should check something, not only draw it.
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
     assert "assert " in code
+    # Saving from Jupyter through jupytext rewrites the file: it must come back unchanged (below
+    # the header, whose jupytext_version line follows the installed version).
+    source = path.read_text()
+    rewritten = jupytext.writes(notebook, fmt="py:percent")
+    assert _body(rewritten) == _body(source)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.name for path in NOTEBOOKS])
