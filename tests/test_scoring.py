@@ -84,11 +84,10 @@ def test_optimal_score_increases_in_gamma(g1, g2, beta):
     lo, hi = sorted((g1, g2))
     with jax.enable_x64(True):
         assert S.optimal_score(lo, beta) <= S.optimal_score(hi, beta)
-        if hi > lo:
-            # Strictly, in logits: logit c = logit gamma + logit beta.
-            assert S.optimal_logit(np.log(hi / (1 - hi)), beta) > S.optimal_logit(
-                np.log(lo / (1 - lo)), beta
-            )
+        # Strictly, in logits: logit c = logit gamma + logit beta.
+        z_lo, z_hi = np.log(lo / (1 - lo)), np.log(hi / (1 - hi))
+        if z_hi > z_lo:
+            assert S.optimal_logit(z_hi, beta) > S.optimal_logit(z_lo, beta)
 
 
 @given(gamma=interior, beta=betas)
@@ -527,3 +526,28 @@ def test_loss_corrected_score_into_reuses_the_buffer_and_matches():
         S.loss_corrected_score_into(jnp.zeros((2, 11)), scores[None, :], grid[:, None])
     with pytest.raises(ValueError, match="beta"):
         S.loss_corrected_score_into(again, scores[None, :], jnp.array([[0.1], [1.0], [0.3]]))
+
+
+def test_generic_rule_finds_the_global_minimum_among_several():
+    # Root loss sqrt|a - y| makes the expected loss concave: its minimum is at a boundary, 1 for
+    # gamma > 1/2 and 0 below, with a local minimum at the other end.
+    def root(a, y):
+        return jnp.sqrt(jnp.abs(a - y))
+
+    a = S.optimal_score_for_loss(root, jnp.array([0.2, 0.45, 0.55, 0.9]))
+    np.testing.assert_allclose(a, [0.0, 0.0, 1.0, 1.0], atol=1e-6)
+
+    # A double well in the logit, tilted by gamma:
+    # E(z) = (z^2 - 4)^2 / 10 + 0.3 z (gamma - 1/2), whose global minimum is near z = -2 for
+    # gamma > 1/2, with a local one near z = +2.
+    def wells(a, y):
+        z = jnp.log(a) - jnp.log1p(-a)
+        return (z * z - 4.0) ** 2 / 10.0 + (y - 0.5) * 0.3 * z
+
+    gamma = 0.7
+    z = np.linspace(-8, 8, 160_001)
+    expected = (z * z - 4.0) ** 2 / 10.0 + 0.3 * z * (gamma - 0.5)
+    best = 1 / (1 + np.exp(-z[np.argmin(expected)]))
+    assert best < 0.5
+    ours = S.optimal_score_for_loss(wells, jnp.array([gamma]))
+    np.testing.assert_allclose(ours, [best], atol=1e-4)
