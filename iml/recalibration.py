@@ -31,6 +31,7 @@ Concrete bad input raises ``ValueError`` naming the argument; under ``jit`` noth
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -207,8 +208,14 @@ def platt_fit(
             _check_labels(labels, np.asarray(scores).shape[0])
             _check_weights(sample_weight, np.asarray(scores).shape[0])
     s = _float(scores)
+    return _platt_kernel(s, labels, _weights(sample_weight, s), features, smooth_targets, n_iter)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5))
+def _platt_kernel(
+    s: Array, labels: ArrayLike, w: Array, features: str, smooth_targets: bool, n_iter: int
+) -> PlattParams:
     y = jnp.asarray(labels, s.dtype)
-    w = _weights(sample_weight, s)
     f = _logit(s) if features == "logit" else s
     if smooth_targets:
         n_pos = jnp.sum(w * y)
@@ -288,8 +295,11 @@ def temperature_fit(
         _check_labels(labels, z.shape[0], 2 if z.ndim == 1 else z.shape[1])
         _check_weights(sample_weight, z.shape[0])
     z = _float(logits)
-    y = jnp.asarray(labels)
-    w = _weights(sample_weight, z)
+    return _temperature_kernel(z, jnp.asarray(labels), _weights(sample_weight, z), n_iter)
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _temperature_kernel(z: Array, y: Array, w: Array, n_iter: int) -> Array:
     slope = jax.grad(_temperature_nll)
 
     def bisect(_: int, bounds: tuple[Array, Array]) -> tuple[Array, Array]:
@@ -399,8 +409,11 @@ def isotonic_fit(
         if sample_weight is not None and (np.asarray(sample_weight) == 0).any():
             raise ValueError("sample_weight must be positive for isotonic_fit (drop zero rows)")
     s = _float(scores)
-    y = jnp.asarray(labels, s.dtype)
-    w = _weights(sample_weight, s)
+    return _isotonic_kernel(s, jnp.asarray(labels, s.dtype), _weights(sample_weight, s))
+
+
+@jax.jit
+def _isotonic_kernel(s: Array, y: Array, w: Array) -> IsotonicParams:
     size = s.shape[0]
     order = jnp.argsort(s)
     s, y, w = s[order], y[order], w[order]
@@ -473,8 +486,13 @@ def histogram_binning_fit(
         if strategy not in ("uniform", "quantile"):
             raise ValueError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")
     s = _float(scores)
-    y = jnp.asarray(labels, s.dtype)
-    w = _weights(sample_weight, s)
+    return _histogram_kernel(
+        s, jnp.asarray(labels, s.dtype), _weights(sample_weight, s), n_bins, strategy
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _histogram_kernel(s: Array, y: Array, w: Array, n_bins: int, strategy: str) -> HistogramParams:
     grid = jnp.linspace(0.0, 1.0, n_bins + 1, dtype=s.dtype)
     if strategy == "quantile":
         edges = jnp.quantile(s, grid).at[0].set(0.0).at[-1].set(1.0)

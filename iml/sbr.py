@@ -31,6 +31,7 @@ eq. ``b-loss-multi``, Proposition 3) or a callable binary loss ``L(a, y)`` (the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -78,12 +79,21 @@ class _Loss:
     def multiclass(self) -> bool:
         return self.kind == "B"
 
+    @property
+    def B(self) -> Array:
+        """The weight matrix (stored as nested tuples so that the spec hashes for ``jit``)."""
+        return jnp.asarray(self.param, jnp.float32)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.param) if self.kind == "B" else 2
+
     def value(self, a: Array, y: Array) -> Array:
         """``L(a, y)``: ``a`` is ``[...]`` (binary) or ``[..., n]``; ``y`` integer labels."""
         if self.kind == "beta":
             return beta_weighted_loss(a, y, self.param, base=log_loss)
         if self.kind == "B":
-            return matrix_weighted_loss(a, y, self.param, base=log_loss)
+            return matrix_weighted_loss(a, y, self.B, base=log_loss)
         return self.param(a, y)
 
     def optimal(self, gamma: Array) -> Array:
@@ -91,7 +101,7 @@ class _Loss:
         if self.kind == "beta":
             return optimal_score(gamma[:, 1], self.param)
         if self.kind == "B":
-            return optimal_score_multiclass(gamma, self.param)
+            return optimal_score_multiclass(gamma, self.B)
         return optimal_score_for_loss(self.param, gamma[:, 1])
 
 
@@ -106,7 +116,7 @@ def _parse_loss(loss_or_beta: LossSpec) -> _Loss:
     if x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] >= 2:
         if not np.isfinite(x).all() or (x <= 0).any():
             raise ValueError("B must have positive, finite entries")
-        return _Loss("B", jnp.asarray(x, jnp.float32))
+        return _Loss("B", tuple(map(tuple, x.tolist())))
     raise ValueError(
         "loss_or_beta must be a number beta in (0, 1), a square matrix B or a callable loss, "
         f"got an array of shape {x.shape}"
@@ -240,10 +250,20 @@ def simulate_scores(
     _check_model(prior, experiment)
     if not isinstance(n, int | np.integer) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
+    spec = _loss_from_keywords(beta, B, loss)
     prior = jnp.asarray(prior, jnp.float32)
     experiment = jnp.asarray(experiment, jnp.float32)
+    if not spec.multiclass and prior.shape[0] != 2:
+        raise ValueError(f"beta and loss need a binary model (2 labels), got {prior.shape[0]}")
+    return _simulate_kernel(key, prior, experiment, int(n), spec)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _simulate_kernel(
+    key: Array, prior: Array, experiment: Array, n: int, spec: _Loss
+) -> tuple[Array, Array, Array, Array]:
     gamma = bayesian_posteriors(prior, experiment)
-    alpha = optimal_signal_scores(gamma, beta=beta, B=B, loss=loss)
+    alpha = spec.optimal(gamma)
     key_y, key_s = jax.random.split(key)
     labels = jax.random.categorical(key_y, jnp.log(prior), shape=(n,))
     log_experiment = jnp.log(experiment.T)  # [n_labels, S]
@@ -286,6 +306,13 @@ def simulate_gaussian_scores(
     if np.isnan(separation) or not separation > 0.0:
         raise ValueError(f"separation must be positive, got {separation}")
     spec = _loss_from_keywords(beta, None, loss)
+    return _gaussian_kernel(key, int(n), spec, prevalence, separation)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _gaussian_kernel(
+    key: Array, n: int, spec: _Loss, prevalence: ArrayLike, separation: ArrayLike
+) -> tuple[Array, Array, Array, Array]:
     key_y, key_x = jax.random.split(key)
     labels = jax.random.bernoulli(key_y, prevalence, (n,)).astype(jnp.int32)
     x = separation * labels + jax.random.normal(key_x, (n,))
@@ -418,6 +445,7 @@ def _distinct_gap(joint: np.ndarray) -> tuple[float, tuple[int, int] | None]:
     return float(gaps[i]), (min(i, int(partners[i])), max(i, int(partners[i])))
 
 
+@functools.partial(jax.jit, static_argnums=(0,))
 def _condition3(
     spec: _Loss, alpha: Array, gamma: Array, counts: Array | None
 ) -> tuple[Array, Array, Array, Array]:
@@ -443,7 +471,7 @@ def _condition3(
 
     h = jax.vmap(grads)(alpha)  # [S, k] (binary) or [S, k, n]
     if spec.multiclass:
-        null = jnp.clip(loss_corrected_score_multiclass(alpha, spec.param), 0.0, 1.0)
+        null = jnp.clip(loss_corrected_score_multiclass(alpha, spec.B), 0.0, 1.0)
         null = null / jnp.sum(null, axis=-1, keepdims=True)
         mean = jnp.einsum("sy,syn->sn", gamma, h)
         var = jnp.einsum("sy,syn->sn", null, h**2)
@@ -558,7 +586,7 @@ def signal_based_representation_from_joint(
 
 def _check_spec_shapes(spec: _Loss, alpha: np.ndarray, k: int) -> None:
     if spec.multiclass:
-        n = spec.param.shape[0]
+        n = spec.n_classes
         if alpha.ndim != 2 or alpha.shape[1] != n or k != n:
             raise ValueError(f"B is {n}x{n}: scores must be [N, {n}] with {n} classes")
     elif alpha.ndim != 1 or k != 2:
@@ -618,7 +646,7 @@ def signal_based_representation(
         raise ValueError("scores contains NaN")
     if (s < 0).any() or (s > 1).any():
         raise ValueError("scores must lie in [0, 1]")
-    n_classes = spec.param.shape[0] if spec.multiclass else 2
+    n_classes = spec.n_classes
     _check_spec_shapes(spec, s, n_classes)
     N = s.shape[0]
     y = np.asarray(labels)
