@@ -427,22 +427,26 @@ class SignalBasedRepresentation:
 
 
 def _distinct_gap(joint: np.ndarray) -> tuple[float, tuple[int, int] | None]:
-    """``min_{s != s'} max_y |joint[s] - joint[s']|`` (quadratic, in blocks of rows)."""
-    S = joint.shape[0]
-    if S < 2:
+    """``min_{s != s'} max_y |joint[s] - joint[s']|`` and the pair attaining it."""
+    if joint.shape[0] < 2:
         return float("inf"), None
-    j = jnp.asarray(joint)
-    big = jnp.asarray(jnp.inf, j.dtype)
+    gaps, partners = _nearest_rows(jnp.asarray(joint))
+    i = int(jnp.argmin(gaps))
+    return float(gaps[i]), (min(i, int(partners[i])), max(i, int(partners[i])))
+
+
+@jax.jit
+def _nearest_rows(j: Array) -> tuple[Array, Array]:
+    """Per row, the L-infinity distance to the nearest other row and its index (in blocks)."""
+    S = j.shape[0]
 
     def row_min(i: Array) -> tuple[Array, Array]:
         d = jnp.max(jnp.abs(j - j[i]), axis=1)
-        d = jnp.where(jnp.arange(S) == i, big, d)
+        d = jnp.where(jnp.arange(S) == i, jnp.inf, d)
         k = jnp.argmin(d)
         return d[k], k
 
-    gaps, partners = jax.lax.map(row_min, jnp.arange(S), batch_size=min(S, 256))
-    i = int(jnp.argmin(gaps))
-    return float(gaps[i]), (min(i, int(partners[i])), max(i, int(partners[i])))
+    return jax.lax.map(row_min, jnp.arange(S), batch_size=min(S, 256))
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
