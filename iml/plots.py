@@ -11,6 +11,8 @@ opens a window and nothing depends on the backend; :func:`save_figure` writes it
 * :func:`figure4_loss_corrected`: calibration curves of the loss-corrected scores
   ``(c^beta)^{-1}(a)`` (Figure 4, Corollary 1).
 * :func:`reliability_diagram`: calibration curve above a histogram of the scores.
+* :func:`figure_metric_vs_size`: metrics of recalibration methods against the size of the
+  calibration set (``experiments/recalibration_vs_size.py``).
 
 Lines that tests and readers look for carry a ``gid``: ``"diagonal"`` for the 45-degree line,
 ``"data-<beta>"`` for a binned curve and ``"theory-<beta>"`` for a theoretical one.
@@ -37,6 +39,7 @@ __all__ = [
     "figure2_theoretical_curves",
     "figure3_loss_calibration",
     "figure4_loss_corrected",
+    "figure_metric_vs_size",
     "reliability_diagram",
     "save_figure",
 ]
@@ -316,6 +319,61 @@ def reliability_diagram(
     bottom.hist(np.asarray(scores, dtype=float), bins=np.linspace(0, 1, n_bins + 1), color="0.5")
     bottom.set_xlabel("confidence score")
     bottom.set_ylabel("count")
+    return fig
+
+
+def figure_metric_vs_size(
+    sizes: Sequence[int],
+    values: Mapping[str, Mapping[str, ArrayLike]],
+    metrics: Sequence[str] = ("ece", "brier", "log_loss"),
+    reference: Mapping[str, float] | None = None,
+) -> Figure:
+    """Metrics of several methods against the calibration-set size, one panel per metric.
+
+    Args:
+      sizes: calibration-set sizes ``[n_sizes]`` (a log axis).
+      values: ``method -> metric -> [n_sizes, n_replicates]`` values; each method is drawn as its
+        median over replicates with the interquartile range shaded.
+      metrics: which metrics, one panel each (log y axis).
+      reference: optional ``metric -> value`` drawn as a dotted horizontal line (e.g. the
+        metric of the true posteriors).
+    """
+    if not values:
+        raise ValueError("values is empty")
+    sizes = np.asarray(sizes, dtype=float)
+    if sizes.ndim != 1 or sizes.size == 0 or (sizes <= 0).any():
+        raise ValueError("sizes must be a non-empty list of positive sizes")
+    from matplotlib import colormaps
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    fig = Figure(figsize=(4.2 * len(metrics), 4.6), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(metrics)))
+    palette = colormaps["tab10"]
+    for ax, metric in zip(axes, metrics, strict=True):
+        for i, (name, by_metric) in enumerate(values.items()):
+            if metric not in by_metric:
+                raise ValueError(f"values[{name!r}] has no metric {metric!r}")
+            v = np.asarray(by_metric[metric], dtype=float).reshape(sizes.size, -1)
+            analytic = name == "loss correction"
+            color = "tab:red" if analytic else palette(i % 10 if i % 10 != 3 else 9)
+            ax.plot(sizes, np.nanmedian(v, axis=1), "-", marker="o", ms=3, color=color,
+                    lw=2.5 if analytic else 1.2, zorder=3 if analytic else 2, label=name,
+                    gid=f"method-{name}")  # fmt: skip
+            lo, hi = np.nanquantile(v, 0.25, axis=1), np.nanquantile(v, 0.75, axis=1)
+            ax.fill_between(sizes, lo, hi, color=color, alpha=0.15, lw=0)
+        if reference is not None and metric in reference:
+            ax.axhline(reference[metric], color="black", ls=":", lw=1.2, label="true posterior",
+                       zorder=4)  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("calibration-set size")
+        ax.set_title(metric.replace("_", " "))
+        ax.grid(True, which="major", alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 4),
+               fontsize="small")  # fmt: skip
     return fig
 
 
