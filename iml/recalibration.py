@@ -394,7 +394,8 @@ def isotonic_fit(
     Args:
       scores: ``[N]`` scores (any real numbers).
       labels: ``[N]`` labels in ``{0, 1}`` (any real responses work arithmetically).
-      sample_weight: optional weights ``[N]``; must be positive (drop zero-weight rows first).
+      sample_weight: optional non-negative weights ``[N]``; rows of weight zero are ignored, so
+        calibration sets of different sizes can be padded to one shape and vmapped.
 
     Returns:
       :class:`IsotonicParams` of size ``N``.
@@ -406,8 +407,6 @@ def isotonic_fit(
             raise ValueError(f"scores must be one-dimensional, got shape {s_np.shape}")
         _check_labels(labels, s_np.shape[0])
         _check_weights(sample_weight, s_np.shape[0])
-        if sample_weight is not None and (np.asarray(sample_weight) == 0).any():
-            raise ValueError("sample_weight must be positive for isotonic_fit (drop zero rows)")
     s = _float(scores)
     return _isotonic_kernel(s, jnp.asarray(labels, s.dtype), _weights(sample_weight, s))
 
@@ -415,15 +414,18 @@ def isotonic_fit(
 @jax.jit
 def _isotonic_kernel(s: Array, y: Array, w: Array) -> IsotonicParams:
     size = s.shape[0]
-    order = jnp.argsort(s)
-    s, y, w = s[order], y[order], w[order]
-    is_new = jnp.concatenate([jnp.array([True]), s[1:] != s[:-1]])
+    valid = w > 0
+    # Zero-weight rows go last and join the last real group with no weight: they are padding,
+    # so calibration sets of different sizes can share one shape (and be vmapped).
+    order = jnp.lexsort((s, ~valid))
+    s, y, w, valid = s[order], y[order], w[order], valid[order]
+    is_new = jnp.concatenate([jnp.array([True]), s[1:] != s[:-1]]) & valid
     group = jnp.cumsum(is_new) - 1
-    n_unique = group[-1] + 1
+    n_unique = jnp.sum(is_new)
     ws = jax.ops.segment_sum(w, group, num_segments=size)
     wy = jax.ops.segment_sum(w * y, group, num_segments=size)
-    knots = jax.ops.segment_max(s, group, num_segments=size)
-    knots = jnp.where(jnp.arange(size) < n_unique, knots, s[-1])
+    knots = jax.ops.segment_max(jnp.where(valid, s, -jnp.inf), group, num_segments=size)
+    knots = jnp.where(jnp.arange(size) < n_unique, knots, knots[n_unique - 1])
     means = wy / jnp.where(ws > 0, ws, 1.0)
     fitted = pool_adjacent_violators(means, jnp.where(ws > 0, ws, 1.0), n_unique)
     return IsotonicParams(x=knots, y=fitted)
@@ -663,10 +665,6 @@ class IsotonicCalibration(Recalibrator):
 
     def _fit(self, scores, labels, sample_weight) -> IsotonicParams:
         _check_binary(scores, labels, sample_weight)
-        if sample_weight is not None:
-            keep = np.asarray(sample_weight) > 0
-            scores, labels = np.asarray(scores)[keep], np.asarray(labels)[keep]
-            sample_weight = np.asarray(sample_weight)[keep]
         return isotonic_fit(scores, labels, sample_weight)
 
     def _transform(self, params, scores) -> Array:

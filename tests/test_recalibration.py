@@ -75,6 +75,18 @@ def test_pool_adjacent_violators_vmaps_and_ignores_padding():
         assert np.all(np.diff(np.asarray(batched[i, :k])) >= -1e-6)
 
 
+def test_isotonic_zero_weight_rows_are_padding_so_replicates_of_any_size_vmap(binary_data):
+    s, y, _ = binary_data
+    sizes = (1500, 900, 300)
+    weights = np.stack([(np.arange(1500) < k).astype(np.float32) for k in sizes])
+    fits = jax.vmap(isotonic_fit, in_axes=(None, None, 0))(s, y, weights)
+    grid = np.linspace(0.0, 1.0, 101)
+    for i, k in enumerate(sizes):
+        reference = IsotonicRegression(out_of_bounds="clip").fit(s[:k], y[:k])
+        got = isotonic_transform(jax.tree.map(lambda a, i=i: a[i], fits), grid)
+        np.testing.assert_allclose(got, reference.predict(grid), atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------------
 # Platt and temperature scaling
 # ---------------------------------------------------------------------------------------------
@@ -260,3 +272,38 @@ def test_bad_configuration_raises_value_error():
         PlattScaling().transform(_S)
     with pytest.raises(ValueError, match="train_prior"):
         prior_shift_ratio(1.5, 0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The experiment, in --quick mode
+# ---------------------------------------------------------------------------------------------
+
+
+def test_recalibration_vs_size_quick_run_writes_sane_outputs(tmp_path):
+    import json
+
+    import matplotlib.image
+
+    from experiments.recalibration_vs_size import main
+
+    main(["--quick", "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert (
+        "python -m experiments.recalibration_vs_size --quick"
+        in (tmp_path / "results.md").read_text()
+    )
+    assert matplotlib.image.imread(tmp_path / "recalibration_vs_size.png").ndim == 3
+    summary = results["summary"]
+    for method, by_metric in summary.items():
+        for metric, stats in by_metric.items():
+            med = np.asarray(stats["median"])
+            assert med.shape == (len(results["sizes"]),), (method, metric)
+            assert np.all(np.isfinite(med)) and np.all(med >= 0), (method, metric)
+            assert np.all(med <= 1.0 if metric != "log_loss" else med < 14.0), (method, metric)
+    ece = {m: summary[m]["ece"]["median"][0] for m in summary}
+    # The analytic correction needs no data: at the smallest size it beats every fitted method.
+    for fitted in ("Platt", "temperature", "isotonic", "histogram", "prior shift (fitted)"):
+        assert ece["loss correction"] < ece[fitted], (fitted, ece)
+    # And it is as calibrated as the true posteriors, while the raw weighted scores are not.
+    assert abs(ece["loss correction"] - results["oracle_posterior"]["ece"]) < 1e-3
+    assert ece["uncorrected"] > 10 * ece["loss correction"]
