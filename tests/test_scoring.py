@@ -250,7 +250,7 @@ def test_weights_depending_only_on_true_class_give_proportional_correction():
     np.testing.assert_allclose(S.loss_corrected_score_class_weighted(a, w), expected, atol=2e-6)
 
 
-@settings(max_examples=20)
+@settings(max_examples=10)
 @given(seed=st.integers(0, 2**31 - 1), n=st.sampled_from([2, 3, 5]))
 def test_multiclass_round_trip_for_random_positive_B(seed, n):
     k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
@@ -318,7 +318,7 @@ def user_loss():
     return L.proper_loss(lambda t: 1.0 / jnp.sqrt(t * (1.0 - t)))
 
 
-def brute_force_minimiser(loss, gamma, *params, n=200_001):
+def brute_force_minimiser(loss, gamma, *params, n=50_001):
     grid = jnp.asarray(np.linspace(1e-6, 1 - 1e-6, n), jnp.float64)
     expected = gamma * loss(grid, 1.0, *params) + (1 - gamma) * loss(grid, 0.0, *params)
     return float(grid[jnp.argmin(expected)])
@@ -347,7 +347,7 @@ def test_brute_force_minimiser_matches_the_rule(x64, name, loss, params, closed_
     gammas = [0.02, 0.3, 0.5, 0.85]
     rule = S.optimal_score_for_loss(loss, jnp.asarray(gammas, jnp.float64), *params)
     for gamma, a in zip(gammas, np.asarray(rule), strict=True):
-        assert a == pytest.approx(brute_force_minimiser(loss, gamma, *params), abs=2e-5)
+        assert a == pytest.approx(brute_force_minimiser(loss, gamma, *params), abs=3e-5)
         if closed_form is not None:
             assert a == pytest.approx(closed_form(gamma), rel=1e-9)
 
