@@ -424,6 +424,28 @@ def _programs(
     }
 
 
+# Fields of TrainConfig that the compiled programs do not depend on (they enter as array shapes,
+# arguments, or only on the host); resetting them lets runs that differ only there share programs.
+_HOST_FIELDS = (
+    "learning_rate",
+    "batch_size",
+    "eval_batch_size",
+    "max_epochs",
+    "flip",
+    "member_batching",
+    "conv_impl",
+    "checkpoint_every_steps",
+)
+
+
+def _programs_for(
+    model: nn.Module, batching: str, mesh: Mesh, config: TrainConfig
+) -> dict[str, Callable[..., Any]]:
+    defaults = TrainConfig()
+    key = dataclasses.replace(config, **{f: getattr(defaults, f) for f in _HOST_FIELDS})
+    return _programs(model, batching, mesh, key)
+
+
 def _put(mesh: Mesh, array: np.ndarray, *axes: str | None) -> jax.Array:
     """A host array (the same on every process) as a global array sharded by ``axes``."""
     array = np.asarray(array)
@@ -534,7 +556,7 @@ def init_ensemble(
     Returns:
       A :class:`MemberState` whose leaves have a leading member axis, sharded over ``'ensemble'``.
     """
-    programs = _programs(model, "vmap", mesh, config)
+    programs = _programs_for(model, "vmap", mesh, config)
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(m.seed))) for m in members])
     lrs = np.asarray([m.lr or config.learning_rate for m in members], np.float32)
     sample = jnp.zeros((1, *image_shape), image_dtype)
@@ -597,7 +619,7 @@ def train_ensemble(
     )
     _check_mesh(mesh, k, config)
     model, batching = resolve_member_batching(model, config)
-    programs = _programs(model, batching, mesh, config)
+    programs = _programs_for(model, batching, mesh, config)
     fetch_images = _Fetcher(data.get_batch, image_shape, image_dtype)
     fetch_labels = labels.__getitem__
     beta = _put(mesh, np.asarray([m.beta for m in members], np.float32), ENSEMBLE_AXIS)
@@ -760,7 +782,7 @@ def predict_ensemble(
         mesh = states.lr.sharding.mesh
     _check_mesh(mesh, k, config)
     model, batching = resolve_member_batching(model, config)
-    programs = _programs(model, batching, mesh, config)
+    programs = _programs_for(model, batching, mesh, config)
     probe = data.get_batch(index_sets[0][:1])
     image_shape = _check_images(probe, 1, "probe batch")
     fetch = _Fetcher(data.get_batch, image_shape, np.asarray(probe).dtype)
