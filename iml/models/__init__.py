@@ -10,8 +10,17 @@ from iml.models.densenet import (
     Transition,
     densenet121,
     densenet_small,
+    init_classifier,
     min_input_size,
     validate_images,
+)
+from iml.models.torchvision_weights import (
+    densenet_variables_from_state_dict,
+    load_torchvision_densenet,
+    normalize_legacy_keys,
+    read_torch_state_dict,
+    torchvision_key,
+    variables_to_torchvision_state_dict,
 )
 
 __all__ = [
@@ -24,6 +33,13 @@ __all__ = [
     "Transition",
     "densenet121",
     "densenet_small",
+    "densenet_variables_from_state_dict",
+    "init_classifier",
+    "load_torchvision_densenet",
     "min_input_size",
+    "normalize_legacy_keys",
+    "read_torch_state_dict",
+    "torchvision_key",
     "validate_images",
+    "variables_to_torchvision_state_dict",
 ]

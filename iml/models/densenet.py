@@ -46,6 +46,7 @@ __all__ = [
     "Transition",
     "densenet121",
     "densenet_small",
+    "init_classifier",
     "min_input_size",
     "validate_images",
 ]
@@ -355,12 +356,21 @@ class DenseNet(nn.Module):
                 )(x, train)
         x = BatchNorm(relu=True, dtype=self.dtype, name="norm5")(x, train)
         x = jnp.mean(x.astype(jnp.float32), axis=(1, 2))
-        return nn.Dense(
-            self.num_outputs,
-            kernel_init=_dense_init,
-            bias_init=nn.initializers.zeros,
-            name="classifier",
-        )(x)
+        return _classifier(self.num_outputs)(x)
+
+
+def _classifier(num_outputs: int) -> nn.Dense:
+    return nn.Dense(
+        num_outputs, kernel_init=_dense_init, bias_init=nn.initializers.zeros, name="classifier"
+    )
+
+
+def init_classifier(rng: jax.Array, in_features: int, num_outputs: int) -> dict[str, Array]:
+    """Fresh classifier parameters ``{"kernel": [in, out], "bias": [out]}`` as the model inits them.
+
+    Used to put a new head on imported features (e.g. one logit on ImageNet features).
+    """
+    return _classifier(num_outputs).init(rng, jnp.zeros((1, in_features), jnp.float32))["params"]
 
 
 def min_input_size(model: DenseNet) -> int:
