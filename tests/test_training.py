@@ -230,7 +230,7 @@ def test_beta_orders_the_mean_score_as_the_weighting_predicts(trained, tiny_data
     assert means[0] < means[-1]
 
 
-def test_one_device_with_map_batching_trains_the_same_ensemble_as_four_with_vmap(
+def test_one_device_with_map_batching_trains_the_same_ensemble_as_four_with_the_default(
     trained, tiny_data
 ):
     states4, history4, _ = trained
@@ -263,10 +263,9 @@ def test_trains_the_project_densenet_with_the_configured_conv_impl(tiny_data):
         model, tiny_members(), tiny_data, config, mesh=mesh, progress=False
     )
     assert all(len(h.val_loss) == 1 and np.isfinite(h.val_loss[0]) for h in history)
-    scores = predict_ensemble(model, states, tiny_data, np.arange(72, 96), config)
-    assert all(s.shape == (24,) and np.all((s > 0) & (s < 1)) for s in scores)
-    # Members differ in seed and beta, so their scores differ.
-    assert not np.allclose(scores[0], scores[1])
+    # Members differ in seed and beta, so they end with different parameters.
+    kernels = np.asarray(jax.tree.leaves(states.best_params)[0])
+    assert kernels.shape[0] == 4 and not np.allclose(kernels[0], kernels[1])
 
 
 def test_diverging_members_are_stopped_and_named_while_the_others_go_on():

@@ -65,11 +65,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # How members are batched, per backend: (member_batching, conv_impl). Chosen by measurement with
-# `python -m experiments.benchmarks.ensemble` (K=8 small DenseNets, 28x28, batch 16 per member);
-# the figures are in that module's docstring. GPU and TPU have not been measured: there vmap
-# over an XLA convolution (a grouped convolution) is the conventional choice.
+# `python -m experiments.benchmarks.ensemble --repeats 7` (K=8 small DenseNets, 28x28x1, batch 16
+# per member; ratio of member-images/s over 8 single-model steps in a row; one CPU device of a
+# shared 2-core machine under heavy load, so the figures are rough): loop/xla 0.68, map/matmul
+# 0.26, loop/matmul 0.20, vmap/xla 0.17, vmap/matmul 0.17, map/xla 0.07. No strategy beats the
+# baseline on that CPU, so 'loop' (the baseline's own program, called per member on the stacked
+# state) is the CPU default. GPU and TPU were not measured: vmap over XLA convolutions (grouped
+# convolutions) is the conventional choice there and the default until someone measures.
 DEFAULT_MEMBER_BATCHING: dict[str, tuple[str, str]] = {
-    "cpu": ("vmap", "matmul"),
+    "cpu": ("loop", "xla"),
     "gpu": ("vmap", "xla"),
     "tpu": ("vmap", "xla"),
 }
