@@ -1,6 +1,45 @@
 """iml: loss-corrected confidence scores for class-weighted classifiers.
 
-Implements Caplin, Martin & Marx, *Calibrating for Class Weights by Modeling Machine Learning*.
+Implements Caplin, Martin & Marx, *Calibrating for Class Weights by Modeling Machine Learning*:
+weighted proper losses (:mod:`iml.losses`), optimal scoring rules and their inverses
+(:mod:`iml.scoring`), calibration analysis, recalibration baselines, the DenseNet beta-ensemble
+trainer and the experiment pipeline.
 """
 
+from iml.scoring import (
+    check_first_order_conditions,
+    check_invertibility,
+    loss_corrected_logit,
+    loss_corrected_score,
+    loss_corrected_score_class_weighted,
+    loss_corrected_score_for_loss,
+    loss_corrected_score_into,
+    loss_corrected_score_multiclass,
+    loss_corrected_score_multiclass_for_loss,
+    optimal_logit,
+    optimal_score,
+    optimal_score_class_weighted,
+    optimal_score_for_loss,
+    optimal_score_multiclass,
+    optimal_score_multiclass_for_loss,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "check_first_order_conditions",
+    "check_invertibility",
+    "loss_corrected_logit",
+    "loss_corrected_score",
+    "loss_corrected_score_class_weighted",
+    "loss_corrected_score_for_loss",
+    "loss_corrected_score_into",
+    "loss_corrected_score_multiclass",
+    "loss_corrected_score_multiclass_for_loss",
+    "optimal_logit",
+    "optimal_score",
+    "optimal_score_class_weighted",
+    "optimal_score_for_loss",
+    "optimal_score_multiclass",
+    "optimal_score_multiclass_for_loss",
+]

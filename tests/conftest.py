@@ -9,8 +9,8 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-import jax  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+import jax
+from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_num_cpu_devices", 8)
 

@@ -1,0 +1,106 @@
+"""Input checks shared by the math layers.
+
+Public functions validate their arguments when the arrays are concrete (ordinary calls) and raise
+``ValueError`` naming the argument. Under a JAX transformation (``jit``, ``vmap``, ``grad``) values
+are unknown at trace time, so the functions instead turn every output that depends on an invalid
+input into NaN (:func:`nan_unless`): never a plausible wrong number. Shapes are static, so shape
+errors raise under transformations too.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+
+
+def is_concrete(*xs: object) -> bool:
+    """True when none of ``xs`` is a tracer, i.e. their values can be inspected now."""
+    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def _describe(values: np.ndarray) -> str:
+    finite = values[np.isfinite(values)]
+    parts = []
+    if np.isnan(values).any():
+        parts.append(f"{int(np.isnan(values).sum())} NaN")
+    if finite.size:
+        parts.append(f"min {finite.min():.6g}, max {finite.max():.6g}")
+    return ", ".join(parts)
+
+
+def check_interval(
+    name: str, x: object, low: float, high: float, *, open_low: bool, open_high: bool
+) -> None:
+    """Raise ``ValueError`` if concrete ``x`` has NaN or entries outside the interval."""
+    if not is_concrete(x):
+        return
+    values = np.asarray(x, dtype=np.float64)
+    if values.size == 0:
+        return
+    below = values <= low if open_low else values < low
+    above = values >= high if open_high else values > high
+    if np.isnan(values).any() or below.any() or above.any():
+        lo, hi = ("(" if open_low else "["), (")" if open_high else "]")
+        raise ValueError(
+            f"{name} must lie in {lo}{low:g}, {high:g}{hi} without NaN; got {_describe(values)}"
+        )
+
+
+def check_beta(name: str, beta: object) -> None:
+    """A class weight ``beta`` must lie in the open interval (0, 1)."""
+    check_interval(name, beta, 0.0, 1.0, open_low=True, open_high=True)
+
+
+def check_unit(name: str, x: object) -> None:
+    """Scores and posteriors must lie in the closed interval [0, 1]."""
+    check_interval(name, x, 0.0, 1.0, open_low=False, open_high=False)
+
+
+def check_broadcastable(**arrays: object) -> tuple[int, ...]:
+    """Raise ``ValueError`` naming the arguments whose shapes do not broadcast together."""
+    shapes = {name: tuple(np.shape(x)) for name, x in arrays.items()}
+    try:
+        return tuple(np.broadcast_shapes(*shapes.values()))
+    except ValueError:
+        described = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ValueError(f"shapes do not broadcast together: {described}") from None
+
+
+def check_weight_matrix(name: str, B: object) -> None:
+    """A class-weight matrix must be square, finite and strictly positive (Proposition 3)."""
+    shape = np.shape(B)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"{name} must be a square [n, n] matrix; got shape {shape}")
+    if shape[0] < 2:
+        raise ValueError(f"{name} must have at least 2 classes; got shape {shape}")
+    if is_concrete(B):
+        values = np.asarray(B, dtype=np.float64)
+        if not np.isfinite(values).all() or (values <= 0).any():
+            raise ValueError(
+                f"{name} must have finite, strictly positive entries; got {_describe(values)}"
+            )
+
+
+def check_simplex(name: str, x: object, atol: float = 1e-4) -> None:
+    """Posteriors must be non-negative and sum to one along the last axis."""
+    if not is_concrete(x):
+        return
+    values = np.asarray(x, dtype=np.float64)
+    if values.size == 0:
+        return
+    if np.isnan(values).any() or (values < 0).any():
+        raise ValueError(f"{name} must be non-negative without NaN; got {_describe(values)}")
+    sums = values.sum(axis=-1)
+    if np.abs(sums - 1.0).max() > atol:
+        raise ValueError(
+            f"{name} must sum to 1 along the last axis (classes); sums range over "
+            f"[{sums.min():.6g}, {sums.max():.6g}]"
+        )
+
+
+def nan_unless(valid: Array, x: Array) -> Array:
+    """``x`` where ``valid`` holds, NaN elsewhere: how invalid input shows under transformations."""
+    return jnp.where(valid, x, jnp.asarray(jnp.nan, x.dtype))

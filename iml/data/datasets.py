@@ -1,0 +1,563 @@
+"""One interface to every data source: ``load_dataset(name, ...) -> Dataset``.
+
+Image sources (``digits``, ``pneumoniamnist``, ``chestxray14``) are TFDS builders prepared once
+into ``data_dir`` (``array_record`` files; default ``~/.cache/iml/tfds`` or ``$IML_DATA_DIR``)
+and then read with random access through ``builder.as_data_source()``. Tabular sources (``csv``,
+``adult``, ``letter``) are parsed with the csv module into arrays held in memory.
+
+A :class:`Dataset` concatenates the official splits (where there are any) in a fixed order and
+records them in ``split``; the experiment pipeline makes its own nested cross-validation folds
+(:mod:`iml.data.folds`) over all examples, grouped by ``groups``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from iml.data.builders import builder_config
+from iml.data.builders.chestxray14 import Chestxray14, find_label_file
+from iml.data.builders.digits import Digits
+from iml.data.builders.pneumoniamnist import NATIVE_SIZES, Pneumoniamnist, npz_file_name
+from iml.data.tabular import DEFAULT_MISSING, Table, encode_table, read_adult, read_csv_rows
+from iml.data.tabular import read_letter as _read_letter
+
+__all__ = [
+    "DATASETS",
+    "DEFAULT_POSITIVE_DIGIT",
+    "ENV_DATA_DIR",
+    "Dataset",
+    "default_data_dir",
+    "load_csv",
+    "load_dataset",
+]
+
+DATASETS = ("digits", "pneumoniamnist", "chestxray14", "csv", "adult", "letter")
+ENV_DATA_DIR = "IML_DATA_DIR"
+# Digit 8 is one of the digits most often confused with others (3, 1, 9), so a classifier's
+# scores spread over (0, 1) instead of collapsing onto 0 and 1 as they do for an easy digit such
+# as 0; 174 of the 1,797 images (9.7%) are eights.
+DEFAULT_POSITIVE_DIGIT = 8
+
+# Options accepted by each source besides data_dir, manual_dir and image_size.
+_OPTIONS: dict[str, frozenset[str]] = {
+    "digits": frozenset({"positive_digit"}),
+    "pneumoniamnist": frozenset(),
+    "chestxray14": frozenset(),
+    "csv": frozenset(
+        {
+            "path",
+            "target",
+            "positive",
+            "names",
+            "header",
+            "delimiter",
+            "missing_values",
+            "standardize",
+        }
+    ),
+    "adult": frozenset({"names", "standardize"}),
+    "letter": frozenset({"positive_letter", "standardize"}),
+}
+
+
+def default_data_dir() -> Path:
+    """Where prepared TFDS data lives: ``$IML_DATA_DIR`` if set, else ``~/.cache/iml/tfds``."""
+    return Path(os.environ.get(ENV_DATA_DIR) or Path.home() / ".cache" / "iml" / "tfds")
+
+
+# ----------------------------------------------------------------------------------------------
+# The Dataset
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Dataset:
+    """A binary classification dataset with per-example metadata and random access to inputs.
+
+    Attributes:
+      name: the source name (``"digits"``, ``"chestxray14"``, ...).
+      labels: int32 ``[N]`` binary labels (1 = the positive, usually rare, class).
+      groups: ``[N]`` group of each example for grouped folds: patient ids where the source has
+        them (ChestX-ray14), else ``np.arange(N)``.
+      ids: ``[N]`` identifiers (image file names, ``"split/index"`` strings or row numbers).
+      input_shape: shape of one input: ``(H, W, 1)`` images or ``(d,)`` features.
+      kind: ``"image"`` (uint8 NHWC batches) or ``"tabular"`` (float32 batches).
+      reader: ``indices -> batch``; use :meth:`get_batch`, which validates the indices.
+      split: ``[N]`` official split of each example (``"train"``, ``"val"``, ``"test"``) where the
+        source defines one, else None.
+      classes: int32 ``[N]`` original class of each example for multiclass sources (digit,
+        letter index), else None.
+      class_names: names of those classes, else None.
+      feature_names: names of the tabular feature columns, else None.
+    """
+
+    name: str
+    labels: np.ndarray
+    groups: np.ndarray
+    ids: np.ndarray
+    input_shape: tuple[int, ...]
+    kind: Literal["image", "tabular"]
+    reader: Callable[[np.ndarray], np.ndarray] = dataclasses.field(repr=False)
+    split: np.ndarray | None = None
+    classes: np.ndarray | None = None
+    class_names: tuple[str, ...] | None = None
+    feature_names: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        labels = np.asarray(self.labels)
+        if labels.ndim != 1 or not np.isin(labels, (0, 1)).all():
+            raise ValueError(f"labels must be a 1-D array of 0/1, got shape {labels.shape}")
+        n = labels.shape[0]
+        object.__setattr__(self, "labels", labels.astype(np.int32))
+        for field in ("groups", "ids", "split", "classes"):
+            value = getattr(self, field)
+            if value is not None and np.shape(value) != (n,):
+                raise ValueError(f"{field} must have shape ({n},), got {np.shape(value)}")
+        if self.kind not in ("image", "tabular"):
+            raise ValueError(f"kind must be 'image' or 'tabular', got {self.kind!r}")
+
+    @property
+    def num_examples(self) -> int:
+        """Number of examples ``N``."""
+        return int(self.labels.shape[0])
+
+    @property
+    def prevalence(self) -> float:
+        """Fraction of positive labels, ``P(y = 1)``."""
+        return float(self.labels.mean()) if self.num_examples else float("nan")
+
+    def get_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Inputs of the examples at ``indices`` (random access, any order, repeats allowed).
+
+        Returns:
+          ``uint8 [B, H, W, 1]`` for images, ``float32 [B, d]`` for tabular data.
+
+        Raises:
+          ValueError: if ``indices`` is not a 1-D integer array within ``[0, N)``.
+        """
+        idx = np.asarray(indices)
+        if idx.size == 0:
+            idx = idx.astype(np.int64).reshape(0)
+        if idx.ndim != 1 or idx.dtype.kind not in "iu":
+            raise ValueError(
+                f"indices must be a 1-D integer array, got shape {idx.shape} dtype {idx.dtype}"
+            )
+        if idx.size and (idx.min() < 0 or idx.max() >= self.num_examples):
+            raise ValueError(
+                f"indices must lie in [0, {self.num_examples}), got [{idx.min()}, {idx.max()}]"
+            )
+        return self.reader(idx.astype(np.int64))
+
+
+# ----------------------------------------------------------------------------------------------
+# TFDS-backed image sources
+# ----------------------------------------------------------------------------------------------
+
+
+class _DataSourceReader:
+    """Reads images at global indices from the data sources of consecutive splits."""
+
+    def __init__(self, sources: Sequence[Any], input_shape: tuple[int, ...]) -> None:
+        self._sources = list(sources)
+        self._offsets = np.cumsum([0] + [len(s) for s in self._sources])
+        self._input_shape = input_shape
+
+    def __call__(self, indices: np.ndarray) -> np.ndarray:
+        out = np.empty((len(indices), *self._input_shape), dtype=np.uint8)
+        which = np.searchsorted(self._offsets, indices, side="right") - 1
+        for k, source in enumerate(self._sources):
+            positions = np.flatnonzero(which == k)
+            if positions.size == 0:
+                continue
+            local = (indices[positions] - self._offsets[k]).tolist()
+            if hasattr(source, "__getitems__"):
+                examples = source.__getitems__(local)
+            else:
+                examples = [source[i] for i in local]
+            out[positions] = np.stack([ex["image"] for ex in examples])
+        return out
+
+
+def _check_dir(path: str | os.PathLike[str] | None, what: str) -> Path | None:
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise FileNotFoundError(f"{what} not found: {p}")
+    return p
+
+
+def _prepared_builder(
+    builder_cls: type[tfds.core.GeneratorBasedBuilder],
+    *,
+    name: str,
+    image_size: int | None,
+    data_dir: str | os.PathLike[str] | None,
+    manual_dir: Path | None,
+    check_manual: Callable[[Path], None] | None = None,
+) -> tfds.core.DatasetBuilder:
+    """The builder at ``image_size``, prepared into ``data_dir`` unless that was done before."""
+    root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+    builder = builder_cls(
+        data_dir=os.fspath(root),
+        config=builder_config(builder_cls, image_size),
+        file_format="array_record",
+    )
+    # Look for dataset_info.json first: is_prepared() logs a warning when the folder is absent.
+    if (Path(builder.data_path) / "dataset_info.json").is_file() and builder.is_prepared():
+        return builder
+    download_config = None
+    if check_manual is not None:
+        if manual_dir is None:
+            raise ValueError(
+                f"{name} is not prepared in {root} yet: pass manual_dir= (the folder with the "
+                f"raw files). {builder_cls.MANUAL_DOWNLOAD_INSTRUCTIONS.strip()}"
+            )
+        check_manual(manual_dir)
+        download_config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir))
+    root.mkdir(parents=True, exist_ok=True)
+    builder.download_and_prepare(download_config=download_config)
+    return builder
+
+
+def _read_prepared(
+    builder: tfds.core.DatasetBuilder, splits: Sequence[str], check: Sequence[str]
+) -> tuple[list[Any], dict[str, np.ndarray], np.ndarray]:
+    """Data sources and metadata columns of ``splits`` (concatenated), checked for agreement.
+
+    The per-example scalars come from the dataset's metadata (no image is decoded); the first and
+    last example of every split are read to check that the metadata matches the stored order.
+    """
+    sources_by_split = builder.as_data_source()
+    meta = builder.info.metadata["splits"]
+    sources, columns, split_names = [], {}, []
+    for split in splits:
+        source = sources_by_split[split]
+        meta_split = meta[split]
+        n = len(next(iter(meta_split.values())))
+        if len(source) != n:
+            raise ValueError(
+                f"prepared data at {builder.data_path} is inconsistent ({split}: {len(source)} "
+                f"examples, metadata {n}); delete that folder to prepare it again"
+            )
+        for i in sorted({0, n - 1}) if n else []:
+            example = source[i]
+            for key in check:
+                stored = example[key]
+                stored = stored.decode() if isinstance(stored, bytes) else stored
+                if stored != meta_split[key][i]:
+                    raise ValueError(
+                        f"prepared data at {builder.data_path} does not match its metadata "
+                        f"({split}[{i}].{key}); delete that folder to prepare it again"
+                    )
+        sources.append(source)
+        split_names += [split] * n
+        for key, values in meta_split.items():
+            columns.setdefault(key, []).extend(values)
+    return sources, {k: np.asarray(v) for k, v in columns.items()}, np.asarray(split_names)
+
+
+def _load_digits(
+    data_dir: str | os.PathLike[str] | None,
+    image_size: int | None,
+    positive_digit: int = DEFAULT_POSITIVE_DIGIT,
+) -> Dataset:
+    if (
+        isinstance(positive_digit, bool)
+        or not isinstance(positive_digit, int | np.integer)
+        or not 0 <= positive_digit <= 9
+    ):
+        raise ValueError(f"positive_digit must be an integer 0-9, got {positive_digit!r}")
+    builder = _prepared_builder(
+        Digits, name="digits", image_size=image_size, data_dir=data_dir, manual_dir=None
+    )
+    sources, columns, _ = _read_prepared(builder, ["train"], check=["digit"])
+    digits = columns["digit"].astype(np.int32)
+    size = builder.builder_config.image_size
+    shape = (size, size, 1)
+    return Dataset(
+        name="digits",
+        labels=(digits == positive_digit).astype(np.int32),
+        groups=np.arange(len(digits)),
+        ids=np.arange(len(digits)),
+        input_shape=shape,
+        kind="image",
+        reader=_DataSourceReader(sources, shape),
+        classes=digits,
+        class_names=tuple(str(d) for d in range(10)),
+    )
+
+
+def _check_pneumoniamnist_dir(image_size: int) -> Callable[[Path], None]:
+    def check(manual_dir: Path) -> None:
+        path = manual_dir / npz_file_name(image_size)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"pneumoniamnist: {path} not found (MedMNIST's file; "
+                "iml.data.assemble_pneumoniamnist can rebuild it from the partial copies)"
+            )
+
+    return check
+
+
+def _load_pneumoniamnist(
+    data_dir: str | os.PathLike[str] | None, manual_dir: Path | None, image_size: int | None
+) -> Dataset:
+    size = 28 if image_size is None else image_size
+    if size not in NATIVE_SIZES:
+        raise ValueError(f"image_size for pneumoniamnist must be one of {NATIVE_SIZES}, got {size}")
+    builder = _prepared_builder(
+        Pneumoniamnist,
+        name="pneumoniamnist",
+        image_size=image_size,
+        data_dir=data_dir,
+        manual_dir=manual_dir,
+        check_manual=_check_pneumoniamnist_dir(size),
+    )
+    splits = ("train", "val", "test")
+    sources, columns, split = _read_prepared(builder, splits, check=["label"])
+    within = np.concatenate([np.arange(np.sum(split == s)) for s in splits])
+    shape = (size, size, 1)
+    return Dataset(
+        name="pneumoniamnist",
+        labels=columns["label"].astype(np.int32),
+        groups=np.arange(len(split)),
+        ids=np.char.add(np.char.add(split.astype(str), "/"), within.astype(str)),
+        input_shape=shape,
+        kind="image",
+        reader=_DataSourceReader(sources, shape),
+        split=split,
+    )
+
+
+def _check_chestxray14_dir(manual_dir: Path) -> None:
+    find_label_file(manual_dir)
+    for name in ("train_val_list.txt", "test_list.txt"):
+        if not (manual_dir / name).is_file():
+            raise FileNotFoundError(f"chestxray14: split list {manual_dir / name} not found")
+
+
+def _load_chestxray14(
+    data_dir: str | os.PathLike[str] | None, manual_dir: Path | None, image_size: int | None
+) -> Dataset:
+    builder = _prepared_builder(
+        Chestxray14,
+        name="chestxray14",
+        image_size=image_size,
+        data_dir=data_dir,
+        manual_dir=manual_dir,
+        check_manual=_check_chestxray14_dir,
+    )
+    sources, columns, split = _read_prepared(
+        builder, ["train", "test"], check=["image_id", "label", "patient_id"]
+    )
+    size = builder.builder_config.image_size
+    shape = (size, size, 1)
+    return Dataset(
+        name="chestxray14",
+        labels=columns["label"].astype(np.int32),
+        groups=columns["patient_id"].astype(np.int32),
+        ids=columns["image_id"].astype(str),
+        input_shape=shape,
+        kind="image",
+        reader=_DataSourceReader(sources, shape),
+        split=split,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Tabular sources
+# ----------------------------------------------------------------------------------------------
+
+
+def _tabular_dataset(
+    name: str,
+    table: Table,
+    *,
+    split: np.ndarray | None = None,
+    classes: np.ndarray | None = None,
+    class_names: tuple[str, ...] | None = None,
+) -> Dataset:
+    features = np.ascontiguousarray(table.features, dtype=np.float32)
+    n = features.shape[0]
+    return Dataset(
+        name=name,
+        labels=table.labels,
+        groups=np.arange(n),
+        ids=np.arange(n),
+        input_shape=(features.shape[1],),
+        kind="tabular",
+        reader=features.__getitem__,
+        split=split,
+        classes=classes,
+        class_names=class_names,
+        feature_names=table.feature_names,
+    )
+
+
+def load_csv(
+    path: str | os.PathLike[str],
+    target: str,
+    *,
+    positive: object = None,
+    names: Sequence[str] | None = None,
+    header: bool | None = None,
+    delimiter: str = ",",
+    missing_values: Collection[str] = DEFAULT_MISSING,
+    standardize: bool = True,
+) -> Dataset:
+    """Any CSV file with a named target column, as a tabular :class:`Dataset`.
+
+    Encoding and missing values as in :mod:`iml.data.tabular`: numeric columns (median-imputed,
+    with a missing indicator where needed, z-scored when ``standardize``), categorical columns
+    one-hot (missing as a category of its own).
+
+    Args:
+      path: the CSV file.
+      target: name of the target column.
+      positive: the positive target value, or a collection of them (e.g. one letter against
+        the rest); may be omitted when the target is already 0/1.
+      names: column names; default: the file's first row.
+      header: whether the first row is a header (default: ``names is None``). With ``names``
+        and ``header=True`` the file's header row is skipped and ``names`` used instead.
+      delimiter: field separator.
+      missing_values: field values meaning "missing".
+      standardize: z-score numeric columns.
+
+    Raises:
+      FileNotFoundError: if ``path`` does not exist.
+      ValueError: if ``target`` is not a column, rows are malformed, or ``positive`` is needed
+        or absent from the data.
+    """
+    rows = read_csv_rows(path, delimiter=delimiter)
+    header = names is None if header is None else header
+    if names is None:
+        if not header:
+            raise ValueError("names must be given when header=False")
+        if not rows:
+            raise ValueError(f"{path}: empty file")
+        names = rows[0]
+    if header:
+        rows = rows[1:]
+    if target not in names:
+        raise ValueError(f"{path}: no target column {target!r}; columns are {list(names)}")
+    table = encode_table(
+        rows,
+        names,
+        target,
+        positive=positive,
+        missing_values=missing_values,
+        standardize=standardize,
+        source=os.fspath(path),
+    )
+    return _tabular_dataset("csv", table)
+
+
+def _load_letter(
+    manual_dir: Path | None, positive_letter: str | Collection[str] = "O", standardize: bool = True
+) -> Dataset:
+    if manual_dir is None:
+        raise ValueError("letter needs manual_dir= (the folder holding letter-recognition.data)")
+    table, letters = _read_letter(
+        manual_dir, positive_letter=positive_letter, standardize=standardize
+    )
+    alphabet = tuple(chr(ord("A") + k) for k in range(26))
+    classes = np.searchsorted(np.asarray(alphabet), letters).astype(np.int32)
+    return _tabular_dataset("letter", table, classes=classes, class_names=alphabet)
+
+
+def _load_adult(
+    manual_dir: Path | None, names: Sequence[str] | None = None, standardize: bool = True
+) -> Dataset:
+    if manual_dir is None:
+        raise ValueError("adult needs manual_dir= (the folder holding adult.data and adult.test)")
+    table, split = read_adult(manual_dir, names=names, standardize=standardize)
+    return _tabular_dataset("adult", table, split=split)
+
+
+# ----------------------------------------------------------------------------------------------
+# The entry point
+# ----------------------------------------------------------------------------------------------
+
+
+def load_dataset(
+    name: str = "digits",
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    manual_dir: str | os.PathLike[str] | None = None,
+    image_size: int | None = None,
+    **options: Any,
+) -> Dataset:
+    """Load a dataset by name, preparing it first if needed (image sources only).
+
+    Sources and their options:
+
+    * ``"digits"`` (default; needs no files): scikit-learn's 1,797 handwritten digits, label 1 for
+      ``positive_digit`` (default :data:`DEFAULT_POSITIVE_DIGIT` = 8, 9.7% positive). Native
+      size 8 px; other ``image_size`` values are bilinear resizes.
+    * ``"pneumoniamnist"``: MedMNIST's ``pneumoniamnist.npz`` in ``manual_dir`` (for
+      ``image_size`` 64/128/224: ``pneumoniamnist_64.npz`` etc.); splits train/val/test.
+    * ``"chestxray14"``: the NIH release in ``manual_dir`` (see
+      :mod:`iml.data.builders.chestxray14`); ``image_size`` default 224; ``groups`` are patient
+      ids and ``split`` the official train_val (``"train"``) / test lists.
+    * ``"csv"``: options ``path``, ``target``, ``positive`` and the rest of :func:`load_csv`.
+    * ``"adult"``: UCI Adult from ``manual_dir`` (``adult.data``, ``adult.test``, ``adult.names``);
+      label ``>50K``; options ``names``, ``standardize``.
+    * ``"letter"``: UCI Letter from ``manual_dir`` (``letter-recognition.data``); option
+      ``positive_letter`` (default ``"O"``; a string of several letters makes them all positive),
+      ``standardize``.
+
+    Args:
+      name: one of :data:`DATASETS`.
+      data_dir: where prepared image data is kept (default :func:`default_data_dir`); preparation
+        happens on the first load of a (source, image size) and is reused afterwards.
+      manual_dir: folder with the raw files, for the sources that need them.
+      image_size: side of the square images (image sources only; ``None``: the source's default).
+      **options: source-specific options listed above.
+
+    Returns:
+      A :class:`Dataset`.
+
+    Raises:
+      ValueError: for an unknown name or option, a bad option value, or ``image_size`` given to
+        a tabular source; all before any file is read.
+      FileNotFoundError: for a missing ``manual_dir``, CSV file or raw file, naming it.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset name {name!r}; expected one of {list(DATASETS)}")
+    unknown = sorted(set(options) - _OPTIONS[name])
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {unknown} for dataset {name!r}; "
+            f"accepted: {sorted(_OPTIONS[name]) or 'none'}"
+        )
+    kind = "tabular" if name in ("csv", "adult", "letter") else "image"
+    if image_size is not None:
+        if kind == "tabular":
+            raise ValueError(f"image_size applies to image datasets only, not {name!r}")
+        if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
+            raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
+    if name == "csv":
+        for required in ("path", "target"):
+            if required not in options:
+                raise ValueError(f"dataset 'csv' needs option {required}=")
+        if not Path(options["path"]).is_file():
+            raise FileNotFoundError(f"CSV file not found: {options['path']}")
+        return load_csv(**options)
+    manual = _check_dir(manual_dir, f"manual_dir for {name}")
+    if name == "digits":
+        return _load_digits(data_dir, image_size, **options)
+    if name == "pneumoniamnist":
+        return _load_pneumoniamnist(data_dir, manual, image_size)
+    if name == "chestxray14":
+        return _load_chestxray14(data_dir, manual, image_size)
+    if name == "adult":
+        return _load_adult(manual, **options)
+    return _load_letter(manual, **options)

@@ -1,0 +1,195 @@
+"""The results store: every finished piece of work is one file, written atomically.
+
+A run directory holds ``manifest.json`` (what was run, with which packages, seeds and devices)
+and one entry per finished unit of work (a member's test scores, a figure's data, a table). An
+entry is written to a temporary file in the same directory, flushed to disk, and renamed over its
+final name, so a process killed at any moment (``kill -9`` included) leaves either the complete
+entry or none: a restarted run trusts what it finds and skips it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import io
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["RunStore", "atomic_write_bytes", "package_versions"]
+
+_PACKAGES = (
+    "iml",
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "numpy",
+    "tensorflow-datasets",
+    "orbax-checkpoint",
+)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file, or all of the new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    # Make the rename itself durable.
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages a result depends on."""
+    versions = {"python": sys.version.split()[0]}
+    for name in _PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _check_key(key: str) -> str:
+    parts = key.split("/")
+    if not key or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+        raise ValueError(
+            f"store keys are '/'-separated names without '.'-prefixed parts; got {key!r}"
+        )
+    return key
+
+
+class RunStore:
+    """A run directory of atomically written entries, keyed by '/'-separated names.
+
+    Args:
+      root: the run directory (created if missing).
+    """
+
+    MANIFEST = "manifest.json"
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    # -- manifest ---------------------------------------------------------------------------
+
+    def manifest(self) -> dict[str, Any] | None:
+        """The stored manifest, or None for a new run."""
+        path = self.root / self.MANIFEST
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def open_run(
+        self,
+        config: Mapping[str, Any],
+        *,
+        devices: list[str] | None = None,
+        extra: Mapping | None = None,
+    ) -> dict[str, Any]:
+        """Start a run, or resume one started with the same ``config``.
+
+        A run directory that holds a different config raises ``ValueError`` naming the first
+        differing key, so that results of two experiments never mix.
+        """
+        config = json.loads(json.dumps(dict(config)))  # normalise to JSON types
+        existing = self.manifest()
+        if existing is not None:
+            old = existing.get("config", {})
+            if old != config:
+                keys = sorted(set(old) | set(config))
+                first = next(k for k in keys if old.get(k) != config.get(k))
+                raise ValueError(
+                    f"{self.root} holds a run with a different config (first difference: "
+                    f"{first!r}: {old.get(first)!r} stored, {config.get(first)!r} now); "
+                    "choose another output directory"
+                )
+            existing.setdefault("resumed_at", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            self._write_manifest(existing)
+            return existing
+        manifest = {
+            "config": config,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": sys.argv,
+            "packages": package_versions(),
+            "platform": platform.platform(),
+            "devices": devices or [],
+            **dict(extra or {}),
+        }
+        self._write_manifest(manifest)
+        return manifest
+
+    def _write_manifest(self, manifest: Mapping[str, Any]) -> None:
+        atomic_write_bytes(self.root / self.MANIFEST, json.dumps(manifest, indent=2).encode())
+
+    # -- entries ----------------------------------------------------------------------------
+
+    def _path(self, key: str, suffix: str) -> Path:
+        return self.root / (_check_key(key) + suffix)
+
+    def has(self, key: str) -> bool:
+        """True when the entry ``key`` was completely written (arrays or JSON)."""
+        return self._path(key, ".npz").exists() or self._path(key, ".json").exists()
+
+    def save_arrays(self, key: str, **arrays: Any) -> None:
+        """Store named arrays under ``key`` (one ``.npz`` file, written atomically)."""
+        buffer = io.BytesIO()
+        np.savez(buffer, **{name: np.asarray(value) for name, value in arrays.items()})
+        atomic_write_bytes(self._path(key, ".npz"), buffer.getvalue())
+
+    def load_arrays(self, key: str) -> dict[str, np.ndarray]:
+        """The arrays stored under ``key``."""
+        path = self._path(key, ".npz")
+        if not path.exists():
+            raise FileNotFoundError(f"no arrays stored under {key!r} in {self.root}")
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+
+    def save_json(self, key: str, obj: Any) -> None:
+        """Store a JSON-serialisable object under ``key`` (written atomically)."""
+        atomic_write_bytes(self._path(key, ".json"), json.dumps(obj, indent=2).encode())
+
+    def load_json(self, key: str) -> Any:
+        """The JSON object stored under ``key``."""
+        path = self._path(key, ".json")
+        if not path.exists():
+            raise FileNotFoundError(f"no JSON stored under {key!r} in {self.root}")
+        return json.loads(path.read_text())
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        """Keys of the complete entries under ``prefix``, sorted (temporary files excluded)."""
+        base = self.root / prefix if prefix else self.root
+        if not base.exists():
+            return iter(())
+        found = []
+        for path in base.rglob("*"):
+            if (
+                path.is_file()
+                and path.suffix in (".npz", ".json")
+                and not path.name.startswith(".")
+            ):
+                key = path.relative_to(self.root).with_suffix("").as_posix()
+                if key != Path(self.MANIFEST).stem:
+                    found.append(key)
+        return iter(sorted(found))
