@@ -56,7 +56,7 @@ SEPARATION = 2.0
 BETA = 0.99
 CLIP = 1e-6
 FULL = {"sizes": [50, 100, 200, 500, 1000, 2000, 5000, 10_000], "replicates": 20, "test": 200_000}
-QUICK = {"sizes": [50, 500], "replicates": 2, "test": 5_000}
+QUICK = {"sizes": [50, 500], "replicates": 2, "test": 20_000}
 METRICS = ("ece", "brier", "log_loss")
 
 

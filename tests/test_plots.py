@@ -19,7 +19,7 @@ from iml.plots import (
 from iml.sbr import simulate_gaussian_scores
 
 BETAS = (0.5, 0.9, 0.99)
-N = 4000
+N = 2000
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_figure1_draws_one_log_log_curve_per_beta_with_the_diagonal(data):
 
 def test_figure1_error_bars_when_asked(data):
     scores, labels = data
-    (ax,) = figure1_calibration_curves(scores, labels, ci=0.9, n_bootstrap=20).axes
+    (ax,) = figure1_calibration_curves(scores, labels, ci=0.9, n_bootstrap=10).axes
     bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
     assert len(bars) == 3
     assert all(c.has_yerr and c.has_xerr for c in bars)
@@ -113,7 +113,7 @@ def test_figure4_loss_corrected_curves_lie_on_the_diagonal(data):
 
 def test_reliability_diagram_has_curve_and_histogram(data):
     scores, labels = data
-    fig = reliability_diagram(scores[0.9], labels, n_bins=10, ci=0.9, n_bootstrap=20)
+    fig = reliability_diagram(scores[0.9], labels, n_bins=10, ci=0.9, n_bootstrap=10)
     top, bottom = fig.axes
     assert top.get_xscale() == "linear"
     assert _diagonal(top) is not None
