@@ -3,8 +3,10 @@
 One training step is forward, backward and an Adam update on a batch of random images with one
 logit per image and the logistic loss. Both frameworks run in this one process under the same
 conditions (torch with ``torch.set_num_threads`` equal to the cores available to the process), at
-two sizes: batch 16 at 224x224 and batch 64 at 64x64. For each we report the median images per
-second over repeated steps, the compile (JAX) or first-step (torch) time apart, and peak memory,
+two sizes: batch 16 at 224x224 and batch 64 at 64x64. After a warm-up step each (and JAX's
+compilation), the two frameworks' steps are timed alternately, so that both meet the same load on a
+shared machine. For each size we report the median images per second over the repeats, the compile
+(JAX) and first-step times apart, and peak memory,
 and ``ratio`` = Flax over torch images per second; the headline ``ratio`` is the lower of the two.
 
     python -m experiments.benchmarks.train_step            # the full run (minutes on 2 cores)
@@ -96,8 +98,8 @@ def time_steps(step: Callable[[], Any], repeats: int) -> list[float]:
 # ----------------------------------------------------------------------------------------------
 
 
-def bench_torch(batch: int, size: int, repeats: int, device: str, dtype: str) -> dict[str, Any]:
-    """Median images/s of torchvision densenet121 + torch.optim.Adam training steps."""
+def setup_torch(batch: int, size: int, device: str, dtype: str) -> tuple[Callable, dict]:
+    """A torchvision densenet121 + torch.optim.Adam step closure, run once (warm-up)."""
     import torch
     import torchvision
 
@@ -125,17 +127,10 @@ def bench_torch(batch: int, size: int, repeats: int, device: str, dtype: str) ->
         torch.cuda.reset_peak_memory_stats()
     with PeakRSS() as rss:
         first = time_steps(step, 1)[0]
-        times = time_steps(step, repeats)
-    out = {
-        "first_step_s": first,
-        "step_s": times,
-        "median_step_s": statistics.median(times),
-        "peak_rss_growth_mb": rss.peak_growth_mb,
-    }
+    info: dict[str, Any] = {"first_step_s": first, "peak_rss_growth_mb": rss.peak_growth_mb}
     if dev.type == "cuda":
-        out["peak_device_mb"] = torch.cuda.max_memory_allocated() / 2**20
-    out["images_per_s"] = batch / out["median_step_s"]
-    return out
+        info["peak_device_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return step, info
 
 
 # ----------------------------------------------------------------------------------------------
@@ -165,10 +160,10 @@ def make_flax_step(model, tx: optax.GradientTransformation) -> Callable:
     return jax.jit(step, donate_argnums=(0,))
 
 
-def bench_flax(
-    batch: int, size: int, repeats: int, device: str, dtype: str, conv_impl: str
-) -> dict[str, Any]:
-    """Median images/s of the Flax densenet121 + optax.adam training steps."""
+def setup_flax(
+    batch: int, size: int, device: str, dtype: str, conv_impl: str
+) -> tuple[Callable, dict]:
+    """The compiled Flax densenet121 + optax.adam step closure, run once (warm-up)."""
     dev = jax.devices("gpu" if device == "gpu" else "cpu")[0]
     model = densenet121(
         num_outputs=1,
@@ -182,34 +177,43 @@ def bench_flax(
         y = jnp.asarray((rng.random((batch, 1)) < 0.3).astype(np.float32))
         variables = jax.jit(model.init)(jax.random.key(0), x[:1])
         state = (variables["params"], variables["batch_stats"], tx.init(variables["params"]))
-        step = make_flax_step(model, tx)
         t0 = time.perf_counter()
-        compiled = step.lower(state, x, y).compile()
+        compiled = make_flax_step(model, tx).lower(state, x, y).compile()
         compile_s = time.perf_counter() - t0
-        mem = compiled.memory_analysis()
-        holder = {"state": state}
+    mem = compiled.memory_analysis()
+    holder = {"state": state}
 
-        def run() -> None:
-            holder["state"], loss = compiled(holder["state"], x, y)
-            loss.block_until_ready()
+    def step() -> None:
+        holder["state"], loss = compiled(holder["state"], x, y)
+        loss.block_until_ready()
 
-        with PeakRSS() as rss:
-            first = time_steps(run, 1)[0]
-            times = time_steps(run, repeats)
-    out = {
+    with PeakRSS() as rss:
+        first = time_steps(step, 1)[0]
+    info: dict[str, Any] = {
         "compile_s": compile_s,
         "first_step_s": first,
-        "step_s": times,
-        "median_step_s": statistics.median(times),
         "peak_rss_growth_mb": rss.peak_growth_mb,
     }
     if mem is not None:
-        out["xla_arguments_mb"] = mem.argument_size_in_bytes / 2**20
-        out["xla_temporaries_mb"] = mem.temp_size_in_bytes / 2**20
+        info["xla_arguments_mb"] = mem.argument_size_in_bytes / 2**20
+        info["xla_temporaries_mb"] = mem.temp_size_in_bytes / 2**20
     if device == "gpu":
-        stats = dev.memory_stats() or {}
-        out["peak_device_mb"] = stats.get("peak_bytes_in_use", 0) / 2**20
-    out["images_per_s"] = batch / out["median_step_s"]
+        info["peak_device_mb"] = (dev.memory_stats() or {}).get("peak_bytes_in_use", 0) / 2**20
+    return step, info
+
+
+def time_interleaved(
+    steps: dict[str, Callable[[], Any]], repeats: int, batch: int
+) -> dict[str, dict[str, Any]]:
+    """Times the steps alternately, so that both see the same load on a shared machine."""
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            times[name].extend(time_steps(step, 1))
+    out = {}
+    for name, ts in times.items():
+        median = statistics.median(ts)
+        out[name] = {"step_s": ts, "median_step_s": median, "images_per_s": batch / median}
     return out
 
 
@@ -226,23 +230,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--conv-impl", choices=("xla", "matmul"), default="xla")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="cores for both frameworks (default: all available to this process)",
+    )
+    parser.add_argument("--size", type=int, choices=(64, 224), default=None, help="one size only")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/train_step.json"))
     args = parser.parse_args(argv)
     if args.repeats is not None and args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
+    cores = available_cores()
+    threads = min(args.threads or cores, cores)
+    if threads < cores:
+        # pin the whole process (both frameworks) to `threads` cores before JAX starts its CPU
+        # backend, which sizes its thread pool from the cores it may use
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
     if args.device == "gpu" and not any(d.platform == "gpu" for d in jax.devices()):
         parser.error("--device gpu: JAX sees no GPU")
     import torch
 
-    cores = available_cores()
-    torch.set_num_threads(cores)
+    torch.set_num_threads(threads)
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    if args.size is not None:
+        sizes = tuple(bs for bs in sizes if bs[1] == args.size)
     repeats = args.repeats or (2 if args.quick else 5)
 
     results = []
     for batch, size in sizes:
-        ref = bench_torch(batch, size, repeats, args.device, args.dtype)
-        ours = bench_flax(batch, size, repeats, args.device, args.dtype, args.conv_impl)
+        torch_step, ref = setup_torch(batch, size, args.device, args.dtype)
+        flax_step, ours = setup_flax(batch, size, args.device, args.dtype, args.conv_impl)
+        timed = time_interleaved({"torch": torch_step, "flax": flax_step}, repeats, batch)
+        ref.update(timed["torch"])
+        ours.update(timed["flax"])
+        del torch_step, flax_step
         ratio = ours["images_per_s"] / ref["images_per_s"]
         results.append({"batch": batch, "size": size, "ratio": ratio, "flax": ours, "torch": ref})
         print(
@@ -269,6 +293,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "quick": args.quick,
         "repeats": repeats,
         "cores": cores,
+        "threads": threads,
         "torch_threads": torch.get_num_threads(),
         "jax_version": jax.__version__,
         "torch_version": torch.__version__,
