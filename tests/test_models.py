@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import jax
@@ -27,8 +28,8 @@ def _images(shape: tuple[int, ...], seed: int = 0) -> jax.Array:
 
 @pytest.fixture(scope="module")
 def small_model_and_vars():
-    model = densenet_small(num_outputs=2, block_config=(2, 3), growth_rate=8)
-    x = _images((4, 28, 28, 1))
+    model = densenet_small(num_outputs=2, block_config=(2, 2), growth_rate=8)
+    x = _images((4, 16, 16, 1))
     variables = jax.jit(model.init)(jax.random.key(1), x)
     return model, variables, x
 
@@ -45,12 +46,28 @@ def small_model_and_vars():
 def test_matmul_conv_equals_xla_conv(kernel_size, stride, padding, cin, cout, size):
     x = _images((2, size, size, cin))
     xla = Conv(cout, kernel_size, stride, padding, impl="xla")
-    params = xla.init(jax.random.key(0), x)
+    params = jax.jit(xla.init)(jax.random.key(0), x)
     mm = Conv(cout, kernel_size, stride, padding, impl="matmul")
-    y_xla = xla.apply(params, x)
-    y_mm = mm.apply(params, x)
+    y_xla, y_mm = jax.jit(lambda p, x: (xla.apply(p, x), mm.apply(p, x)))(params, x)
     assert y_mm.shape == y_xla.shape
     np.testing.assert_allclose(y_mm, y_xla, atol=1e-4, rtol=1e-4)
+
+
+def test_matmul_conv_vmaps_over_parameters_like_separate_convs():
+    # ensembles vmap the model over stacked members' parameters
+    x = _images((2, 8, 8, 16))
+    conv = Conv(4, 3, 1, 1, impl="matmul")
+    keys = jax.random.split(jax.random.key(0), 3)
+    members = jax.vmap(conv.init, in_axes=(0, None))(keys, x)
+    stacked = jax.jit(jax.vmap(conv.apply, in_axes=(0, None)))(members, x)
+    xla = Conv(4, 3, 1, 1, impl="xla")
+
+    @jax.jit
+    def one_by_one(members):
+        return [xla.apply(jax.tree.map(lambda a, k=k: a[k], members), x) for k in range(3)]
+
+    for k, single in enumerate(one_by_one(members)):
+        np.testing.assert_allclose(stacked[k], single, atol=1e-4, rtol=1e-4)
 
 
 def test_batchnorm_running_stats_match_torch():
@@ -110,14 +127,15 @@ def test_conv_impls_give_same_outputs_and_gradients(small_model_and_vars):
 
 def test_training_mode_updates_batch_stats_and_eval_is_deterministic(small_model_and_vars):
     model, variables, x = small_model_and_vars
-    logits, updates = model.apply(variables, x, train=True, mutable=["batch_stats"])
+    train_step = jax.jit(functools.partial(model.apply, train=True, mutable=["batch_stats"]))
+    logits, updates = train_step(variables, x)
     assert logits.shape == (4, 2) and logits.dtype == jnp.float32
     before = jax.tree.leaves(variables["batch_stats"])
     after = jax.tree.leaves(updates["batch_stats"])
     assert any(not np.allclose(a, b) for a, b in zip(before, after, strict=True))
     # eval mode uses running statistics: one image's logits do not depend on the rest of the batch
-    full = model.apply(variables, x, train=False)
-    single = model.apply(variables, x[:1], train=False)
+    full = jax.jit(model.apply)(variables, x)
+    single = jax.jit(model.apply)(variables, x[:1])
     np.testing.assert_allclose(single, full[:1], atol=1e-5)
 
 
@@ -143,24 +161,30 @@ def test_remat_gives_same_outputs_and_gradients(small_model_and_vars):
 
 def test_multilabel_head_gives_one_logit_per_label():
     model = densenet_small(num_outputs=14, block_config=(1, 1), growth_rate=4)
-    x = _images((3, 32, 32, 3))
-    variables = model.init(jax.random.key(0), x)
-    assert model.apply(variables, x).shape == (3, 14)
-    assert variables["params"]["classifier"]["kernel"].shape[-1] == 14
+    x = jax.ShapeDtypeStruct((3, 32, 32, 3), jnp.float32)
+    variables = jax.eval_shape(model.init, jax.random.key(0), x)
+    assert jax.eval_shape(model.apply, variables, x).shape == (3, 14)
+    assert variables["params"]["classifier"]["kernel"].shape == (18, 14)  # (24 + 4) // 2 + 4
 
 
 def test_bfloat16_forward_has_right_shape_dtype_and_is_finite():
-    model = densenet_small(num_outputs=3, block_config=(1, 2), dtype=jnp.bfloat16)
-    x = _images((2, 32, 32, 3))
-    variables = model.init(jax.random.key(0), x)
+    model = densenet_small(num_outputs=3, block_config=(1, 1), growth_rate=4, dtype=jnp.bfloat16)
+    x = _images((2, 16, 16, 3))
+    variables = jax.jit(model.init)(jax.random.key(0), x)
     assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(variables["params"]))
-    logits, _ = model.apply(variables, x, train=True, mutable=["batch_stats"])
+
+    @jax.jit
+    def forward(variables, x):
+        bf16 = model.apply(variables, x, train=True, mutable=["batch_stats"])[0]
+        fp32 = model.clone(dtype=jnp.float32).apply(
+            variables, x, train=True, mutable=["batch_stats"]
+        )[0]
+        return bf16, fp32
+
+    logits, reference = forward(variables, x)
     assert logits.shape == (2, 3) and logits.dtype == jnp.float32
     assert bool(jnp.all(jnp.isfinite(logits)))
-    reference = model.clone(dtype=jnp.float32).apply(
-        variables, x, train=True, mutable=["batch_stats"]
-    )
-    np.testing.assert_allclose(logits, reference[0], atol=0.2, rtol=0.1)
+    np.testing.assert_allclose(logits, reference, atol=0.2, rtol=0.1)
 
 
 def test_densenet121_has_torchvision_parameter_count():

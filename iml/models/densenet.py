@@ -16,8 +16,9 @@ Two convolution implementations share one parameter tree (HWIO kernels, like ``f
 ``conv_impl="xla"`` calls ``lax.conv_general_dilated``; ``conv_impl="matmul"`` writes every
 convolution as matrix products (1x1 convolutions as one ``einsum``, kxk ones through shifted
 slices). Under ``jax.vmap`` over parameters (ensembles) the matmul form becomes batched matrix
-products, which XLA's CPU backend runs far faster than the grouped convolutions a vmapped
-``lax.conv`` turns into.
+products, where a vmapped ``lax.conv`` becomes a grouped convolution, which XLA's CPU backend runs
+slowly. For one unbatched model "xla" is the faster choice on the CPU (about 3x in the training-step
+benchmark at 64 px) and compiles faster.
 """
 
 from __future__ import annotations
