@@ -1,0 +1,1199 @@
+"""Binning, calibration curves, calibration metrics, beta sweeps and the loss-calibration test.
+
+Notation follows Caplin, Martin & Marx, *Calibrating for Class Weights by Modeling Machine
+Learning* (the paper). Scores ``a`` are positive-class confidence scores in ``[0, 1]`` (binary) or
+rows of class scores ``a[..., n]`` (multiclass); labels are ``{0, 1}`` (binary) or class indices.
+
+Conventions shared by every function here:
+
+* **Bins** are right-closed, ``(e_b, e_{b+1}]``, except that the first bin also holds its lower
+  edge: bin ``b`` of a score ``s`` is ``searchsorted(edges[1:-1], s, side="left")``, exactly as in
+  scikit-learn's ``calibration_curve``. Ties therefore always share a bin, and a score of exactly 0
+  or 1 falls in the first or last bin.
+* **Quantile edges** (the paper's deciles for ``n_bins=10``) are the ``b / n_bins`` quantiles of the
+  scores with linear interpolation (``np.percentile``'s default, as scikit-learn uses). They are
+  computed from the scores as observed, unweighted, so reweighting (sample or bootstrap weights)
+  keeps the bins fixed. Repeated quantiles (ties across a quantile) give duplicate edges; the bins
+  between duplicates are empty.
+* **Empty bins** have ``count == 0`` and ``NaN`` means; metrics skip them.
+* **Validation**: when arrays are concrete, bad input raises ``ValueError`` naming the argument.
+  Under ``jax.jit`` nothing can be checked: NaN scores propagate to NaN results, labels are used
+  as given (a binary label other than 1 counts as negative), and negative weights are used as given.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iml.losses import BinaryLoss, log_loss
+from iml.scoring import (
+    loss_corrected_score,
+    loss_corrected_score_for_loss,
+    optimal_score,
+    optimal_score_for_loss,
+)
+
+Array = jax.Array
+ArrayLike = jax.typing.ArrayLike
+
+__all__ = [
+    "BetaSweep",
+    "BinnedStatistics",
+    "CalibrationCurve",
+    "LossCalibrationCurve",
+    "LossCalibrationTest",
+    "assign_bins",
+    "auroc",
+    "beta_sweep",
+    "bin_edges",
+    "binned_statistics",
+    "brier_score",
+    "calibration_curve",
+    "calibration_error_from_statistics",
+    "expected_calibration_error",
+    "loss_calibration_curve",
+    "loss_calibration_test",
+    "mean_log_loss",
+]
+
+STRATEGIES = ("quantile", "uniform")
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation (only where arrays are concrete: under jit nothing can be checked)
+# ----------------------------------------------------------------------------------------------
+
+
+def _concrete(x: ArrayLike | None) -> np.ndarray | None:
+    """``x`` as a NumPy array, or ``None`` when it is a tracer (inside jit/vmap/grad)."""
+    if x is None:
+        return None
+    try:
+        return np.asarray(x)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+def _check_n_bins(n_bins: int) -> None:
+    if not isinstance(n_bins, int | np.integer) or isinstance(n_bins, bool) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+
+
+def _check_strategy(strategy: str) -> None:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+
+
+def _check_weights(sample_weight: ArrayLike | None, n: int) -> None:
+    w = _concrete(sample_weight)
+    if w is None:
+        return
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
+    if not np.all(np.isfinite(w)):
+        raise ValueError("sample_weight contains NaN or infinite values")
+    if np.any(w < 0):
+        raise ValueError("sample_weight contains negative values")
+    if n and not np.sum(w) > 0:
+        raise ValueError("sample_weight sums to zero")
+
+
+def _check_binary(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None = None,
+    n_bins: int | None = None,
+    scores_name: str = "scores",
+) -> None:
+    """Raise ``ValueError`` on bad binary input (a no-op for traced arrays)."""
+    s, y = _concrete(scores), _concrete(labels)
+    if s is not None:
+        if s.ndim != 1:
+            raise ValueError(f"{scores_name} must be one-dimensional, got shape {s.shape}")
+        if s.size == 0:
+            raise ValueError(f"{scores_name} is empty")
+        if np.any(np.isnan(s)):
+            raise ValueError(f"{scores_name} contains NaN")
+        if np.any((s < 0) | (s > 1)):
+            raise ValueError(f"{scores_name} has values outside [0, 1]")
+        if n_bins is not None and s.size < n_bins:
+            raise ValueError(f"{scores_name} has {s.size} observations, fewer than n_bins={n_bins}")
+    if y is not None:
+        if y.ndim != 1:
+            raise ValueError(f"labels must be one-dimensional, got shape {y.shape}")
+        if s is not None and y.shape != s.shape:
+            raise ValueError(f"labels has shape {y.shape} but {scores_name} has shape {s.shape}")
+        if y.size == 0:
+            raise ValueError("labels is empty")
+        if not np.all((y == 0) | (y == 1)):
+            bad = np.unique(y[(y != 0) & (y != 1)])[:5]
+            raise ValueError(f"labels must be 0 or 1 for binary scores, found {bad}")
+    n = s.shape[0] if s is not None else (y.shape[0] if y is not None else None)
+    if n is not None:
+        _check_weights(sample_weight, n)
+
+
+def _weights(sample_weight: ArrayLike | None, like: Array) -> Array:
+    if sample_weight is None:
+        return jnp.ones(like.shape[:1], like.dtype)
+    return jnp.asarray(sample_weight, like.dtype)
+
+
+def _float(x: ArrayLike) -> Array:
+    x = jnp.asarray(x)
+    return x.astype(jnp.result_type(x.dtype, jnp.float32))
+
+
+# ----------------------------------------------------------------------------------------------
+# Binning
+# ----------------------------------------------------------------------------------------------
+
+
+def bin_edges(scores: ArrayLike, n_bins: int = 10, strategy: str = "quantile") -> Array:
+    """Bin edges for a calibration curve.
+
+    Args:
+      scores: scores in ``[0, 1]``, shape ``(n,)``.
+      n_bins: number of bins.
+      strategy: ``"quantile"`` (edges at the ``b / n_bins`` quantiles of ``scores``, linear
+        interpolation as in ``np.percentile``; the paper's deciles for ``n_bins=10``) or
+        ``"uniform"`` (``n_bins`` equal widths on ``[0, 1]``).
+
+    Returns:
+      Nondecreasing edges, shape ``(n_bins + 1,)``. Quantile edges may repeat where scores tie.
+    """
+    _check_n_bins(n_bins)
+    _check_strategy(strategy)
+    s = _float(scores)
+    q = jnp.linspace(0.0, 1.0, n_bins + 1, dtype=s.dtype)
+    if strategy == "uniform":
+        return q
+    return jnp.quantile(s, q, method="linear")
+
+
+def assign_bins(scores: ArrayLike, edges: ArrayLike) -> Array:
+    """Bin index of every score: bins are ``(e_b, e_{b+1}]`` and the first holds ``e_0`` too.
+
+    Scores below the first edge go to bin 0 and above the last edge to the last bin, so every score
+    is assigned (as in scikit-learn's ``calibration_curve``).
+
+    Args:
+      scores: any shape.
+      edges: nondecreasing, shape ``(n_bins + 1,)``.
+
+    Returns:
+      Integer bin indices in ``[0, n_bins)``, the shape of ``scores``.
+    """
+    edges = jnp.asarray(edges)
+    return jnp.searchsorted(edges[1:-1], jnp.asarray(scores, edges.dtype), side="left").astype(
+        jnp.int32
+    )
+
+
+class BinnedStatistics(NamedTuple):
+    """Weighted per-bin sums, the sufficient statistics of every binned metric here.
+
+    Attributes:
+      count: sum of weights per bin, ``(..., n_bins)``.
+      score_sum: sum of weight x score per bin.
+      label_sum: sum of weight x label per bin.
+      weight_sq_sum: sum of squared weights per bin (for effective sample sizes).
+    """
+
+    count: Array
+    score_sum: Array
+    label_sum: Array
+    weight_sq_sum: Array
+
+
+def binned_statistics(
+    scores: ArrayLike, labels: ArrayLike, bins: ArrayLike, n_bins: int, weights: ArrayLike
+) -> BinnedStatistics:
+    """Weighted per-bin sums of a fixed bin assignment (segment sums; jit/vmap-safe)."""
+    s, y, w = _float(scores), jnp.asarray(labels), jnp.asarray(weights)
+    y = y.astype(s.dtype)
+    w = w.astype(s.dtype)
+    sums = _bin_sums(jnp.stack([w, w * s, w * y, w * w]), bins, n_bins)
+    return BinnedStatistics(*sums)
+
+
+def _bin_sums(values: Array, bins: Array, n_bins: int) -> Array:
+    """Per-bin sums of the rows of ``values`` ``(k, n)``: ``(k, n_bins)``.
+
+    A product with the one-hot bin matrix rather than a scatter: it stays a matrix product under
+    ``vmap`` (batched scatters are slow on CPU). Non-finite entries are summed apart so that an
+    infinite loss or a NaN stays in its own bin instead of leaking through ``0 * inf``.
+    """
+    onehot = jax.nn.one_hot(jnp.asarray(bins), n_bins, dtype=values.dtype)
+    finite = jnp.isfinite(values)
+    sums = jnp.matmul(jnp.where(finite, values, 0.0), onehot, precision=jax.lax.Precision.HIGHEST)
+    flags = jnp.concatenate([values == jnp.inf, values == -jnp.inf, jnp.isnan(values)], axis=-2)
+    pos_inf, neg_inf, nan = jnp.split(jnp.matmul(flags.astype(values.dtype), onehot) > 0, 3, -2)
+    sums = jnp.where(pos_inf, jnp.inf, jnp.where(neg_inf, -jnp.inf, sums))
+    return jnp.where(nan | (pos_inf & neg_inf), jnp.nan, sums)
+
+
+def _safe_div(num: Array, den: Array) -> Array:
+    """``num / den`` where ``den > 0``, NaN elsewhere (empty bins)."""
+    return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), jnp.nan)
+
+
+# ----------------------------------------------------------------------------------------------
+# Calibration curve (Definition 1, Figures 1 and 4)
+# ----------------------------------------------------------------------------------------------
+
+
+class CalibrationCurve(NamedTuple):
+    """A binned calibration curve (a pytree).
+
+    Attributes:
+      mean_score: weighted mean score per bin, ``(n_bins,)``; NaN in an empty bin.
+      event_rate: weighted rate of label 1 per bin (the empirical ``P(y = 1 | a)`` of
+        Definition 1); NaN in an empty bin.
+      count: sum of weights per bin (the number of observations when unweighted); 0 if empty.
+      edges: bin edges, ``(n_bins + 1,)``.
+      mean_score_interval: bootstrap percentile interval of ``mean_score``, ``(2, n_bins)``
+        (row 0 lower, row 1 upper), or ``None`` without bootstrap. NaN where the bin is empty in
+        every replicate.
+      event_rate_interval: the same for ``event_rate``.
+    """
+
+    mean_score: Array
+    event_rate: Array
+    count: Array
+    edges: Array
+    mean_score_interval: Array | None = None
+    event_rate_interval: Array | None = None
+
+
+def _bootstrap_counts(key: Array, n: int, n_bootstrap: int) -> Array:
+    """Multinomial resampling multiplicities: ``(n_bootstrap, n)`` counts, each row summing to n.
+
+    Indices are random 32-bit integers modulo ``n`` (a relative bias below ``n / 2**32``), which
+    compiles much faster on CPU than ``jax.random.randint``.
+    """
+    idx = (jax.random.bits(key, (n_bootstrap, n), jnp.uint32) % jnp.uint32(n)).astype(jnp.int32)
+    rows = jnp.arange(n_bootstrap)[:, None]
+    return jnp.zeros((n_bootstrap, n), jnp.float32).at[rows, idx].add(1.0)
+
+
+def _percentile_interval(samples: Array, confidence: float, axis: int = 0) -> Array:
+    """Percentile bootstrap interval along ``axis``, NaNs (empty bins) ignored: ``(2, ...)``."""
+    lo = (1.0 - confidence) / 2.0
+    return jnp.nanquantile(samples, jnp.array([lo, 1.0 - lo]), axis=axis)
+
+
+def _check_bootstrap(n_bootstrap: int, key: Array | None, confidence: float) -> None:
+    if not isinstance(n_bootstrap, int | np.integer) or n_bootstrap < 0:
+        raise ValueError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
+    if n_bootstrap > 0 and key is None:
+        raise ValueError("key (a jax.random key) is required when n_bootstrap > 0")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+
+
+def calibration_curve(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    sample_weight: ArrayLike | None = None,
+    *,
+    n_bootstrap: int = 0,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> CalibrationCurve:
+    """The binned calibration curve of binary scores (Definition 1; the paper's Figures 1, 4).
+
+    Scores are calibrated when the curve lies on the diagonal: ``event_rate == mean_score``.
+    Unlike scikit-learn, empty bins are kept (with ``count == 0`` and NaN means) so that the
+    output has a fixed shape and can be jitted and vmapped.
+
+    Args:
+      scores: positive-class scores in ``[0, 1]``, shape ``(n,)``.
+      labels: labels in ``{0, 1}``, shape ``(n,)``.
+      n_bins: number of bins.
+      strategy: ``"quantile"`` (the paper's deciles for ``n_bins=10``) or ``"uniform"``.
+      sample_weight: non-negative weights, shape ``(n,)``; they weight the means and counts but not
+        the quantile edges.
+      n_bootstrap: number of nonparametric bootstrap replicates (observations resampled with
+        replacement, bins held fixed) for percentile intervals; 0 for none.
+      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
+      confidence: coverage of the intervals.
+
+    Returns:
+      A :class:`CalibrationCurve`.
+
+    Raises:
+      ValueError: on concrete bad input (see the module docstring for traced input).
+    """
+    _check_n_bins(n_bins)
+    _check_strategy(strategy)
+    _check_binary(scores, labels, sample_weight, n_bins)
+    _check_bootstrap(n_bootstrap, key, confidence)
+    return _calibration_curve(
+        scores, labels, sample_weight, key, n_bins, strategy, n_bootstrap, confidence
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
+def _calibration_curve(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None,
+    key: Array | None,
+    n_bins: int,
+    strategy: str,
+    n_bootstrap: int,
+    confidence: float,
+) -> CalibrationCurve:
+    s = _float(scores)
+    w = _weights(sample_weight, s)
+    edges = bin_edges(s, n_bins, strategy)
+    bins = assign_bins(s, edges)
+    st = binned_statistics(s, labels, bins, n_bins, w)
+    mean_score = _safe_div(st.score_sum, st.count)
+    event_rate = _safe_div(st.label_sum, st.count)
+    if n_bootstrap == 0:
+        return CalibrationCurve(mean_score, event_rate, st.count, edges)
+    counts = _bootstrap_counts(key, s.shape[0], n_bootstrap)
+    boot = jax.vmap(lambda m: binned_statistics(s, labels, bins, n_bins, w * m))(counts)
+    return CalibrationCurve(
+        mean_score,
+        event_rate,
+        st.count,
+        edges,
+        _percentile_interval(_safe_div(boot.score_sum, boot.count), confidence),
+        _percentile_interval(_safe_div(boot.label_sum, boot.count), confidence),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Metrics: ECE (binned and debiased), Brier score, log loss, AUROC
+# ----------------------------------------------------------------------------------------------
+
+NORMS = ("l1", "l2", "max")
+MULTICLASS_MODES = ("top_label", "classwise")
+
+
+def _check_multiclass(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None, n_bins: int | None
+) -> None:
+    """Raise ``ValueError`` on bad multiclass input: scores ``(n, k)``, labels in ``[0, k)``."""
+    s, y = _concrete(scores), _concrete(labels)
+    if s is not None:
+        if s.ndim != 2 or s.shape[1] < 2:
+            raise ValueError(f"multiclass scores must have shape (n, k>=2), got {s.shape}")
+        if s.shape[0] == 0:
+            raise ValueError("scores is empty")
+        if np.any(np.isnan(s)):
+            raise ValueError("scores contains NaN")
+        if np.any((s < 0) | (s > 1)):
+            raise ValueError("scores has values outside [0, 1]")
+        if n_bins is not None and s.shape[0] < n_bins:
+            raise ValueError(f"scores has {s.shape[0]} observations, fewer than n_bins={n_bins}")
+    if y is not None:
+        if s is not None and y.shape != s.shape[:1]:
+            raise ValueError(f"labels must have shape ({s.shape[0]},), got {y.shape}")
+        if s is not None and not np.all((y >= 0) & (y < s.shape[1]) & (y == np.round(y))):
+            raise ValueError(f"labels must be class indices in [0, {s.shape[1]})")
+    if s is not None:
+        _check_weights(sample_weight, s.shape[0])
+
+
+def _check_scores_labels(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None, n_bins: int | None
+) -> int:
+    """Validate binary (1-D scores) or multiclass (2-D scores) input; return the scores' ndim."""
+    ndim = jnp.ndim(scores)
+    if ndim == 1:
+        _check_binary(scores, labels, sample_weight, n_bins)
+    elif ndim == 2:
+        _check_multiclass(scores, labels, sample_weight, n_bins)
+    else:
+        raise ValueError(f"scores must have shape (n,) or (n, k), got {jnp.shape(scores)}")
+    return ndim
+
+
+def calibration_error_from_statistics(
+    stats: BinnedStatistics, norm: str = "l1", debias: bool = False
+) -> Array:
+    """Binned calibration error from per-bin sums (batched over leading axes).
+
+    With ``p_b`` the bin's share of the weight and ``d_b`` its mean score minus its event rate:
+    ``l1`` is ``sum_b p_b |d_b|`` (the usual ECE), ``l2`` is ``sqrt(sum_b p_b d_b^2)`` and ``max``
+    is ``max_b |d_b|`` over nonempty bins. With ``debias`` (``l2`` only) each squared gap is
+    reduced by the sampling variance of the bin's event rate, ``r_b (1 - r_b) / (n_b - 1)``, the
+    debiased estimator of Kumar, Liang & Ma (2019, "Verified Uncertainty Calibration"), and the
+    square root is taken of its positive part; ``n_b`` is the bin's effective sample size
+    ``(sum w)^2 / sum w^2`` (its count when unweighted), and bins with ``n_b <= 1`` keep their
+    plug-in term.
+
+    Args:
+      stats: per-bin sums, arrays ``(..., n_bins)``.
+      norm: ``"l1"``, ``"l2"`` or ``"max"``.
+      debias: subtract the binomial noise (``norm="l2"`` only).
+
+    Returns:
+      The calibration error, shape ``(...)``.
+    """
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    if debias and norm != "l2":
+        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+    filled = stats.count > 0
+    safe_count = jnp.where(filled, stats.count, 1.0)
+    gap = jnp.where(filled, (stats.score_sum - stats.label_sum) / safe_count, 0.0)
+    share = stats.count / jnp.sum(stats.count, axis=-1, keepdims=True)
+    if norm == "l1":
+        return jnp.sum(share * jnp.abs(gap), axis=-1)
+    if norm == "max":
+        return jnp.max(jnp.abs(gap), axis=-1)
+    sq = jnp.square(gap)
+    if debias:
+        rate = jnp.where(filled, stats.label_sum / safe_count, 0.0)
+        n_eff = jnp.square(stats.count) / jnp.where(filled, stats.weight_sq_sum, 1.0)
+        noise = rate * (1.0 - rate) / jnp.where(n_eff > 1.0, n_eff - 1.0, 1.0)
+        sq = sq - jnp.where(n_eff > 1.0, noise, 0.0)
+        return jnp.sqrt(jnp.maximum(jnp.sum(share * sq, axis=-1), 0.0))
+    return jnp.sqrt(jnp.sum(share * sq, axis=-1))
+
+
+_EMPTY_STATS = BinnedStatistics(*np.ones((4, 1), np.float32))
+
+
+def _binary_ece(
+    scores: Array,
+    labels: Array,
+    weights: Array,
+    n_bins: int,
+    strategy: str,
+    norm: str,
+    debias: bool,
+) -> Array:
+    edges = bin_edges(scores, n_bins, strategy)
+    stats = binned_statistics(scores, labels, assign_bins(scores, edges), n_bins, weights)
+    return calibration_error_from_statistics(stats, norm, debias)
+
+
+def expected_calibration_error(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    sample_weight: ArrayLike | None = None,
+    *,
+    norm: str = "l1",
+    debias: bool = False,
+    multiclass: str = "top_label",
+) -> Array:
+    """Expected calibration error: the binned distance of the calibration curve from the diagonal.
+
+    Measures the failure of Definition 1 (``a = P(y | a)``). See
+    :func:`calibration_error_from_statistics` for the norms and the debiased estimator.
+
+    Args:
+      scores: binary positive-class scores ``(n,)`` or multiclass scores ``(n, k)``.
+      labels: ``{0, 1}`` labels ``(n,)``, or class indices in ``[0, k)`` for multiclass.
+      n_bins: number of bins.
+      strategy: ``"quantile"`` (equal mass, the paper's deciles) or ``"uniform"``.
+      sample_weight: non-negative weights ``(n,)``.
+      norm: ``"l1"`` (ECE), ``"l2"`` (RMS calibration error) or ``"max"`` (MCE).
+      debias: the debiased ``l2`` estimator of Kumar, Liang & Ma (2019).
+      multiclass: for ``(n, k)`` scores, ``"top_label"`` (calibration of the top score as the
+        probability that the top class is right) or ``"classwise"`` (the mean over classes of the
+        binary error of class ``j``'s scores against ``labels == j``).
+
+    Returns:
+      A scalar.
+    """
+    _check_n_bins(n_bins)
+    _check_strategy(strategy)
+    if multiclass not in MULTICLASS_MODES:
+        raise ValueError(f"multiclass must be one of {MULTICLASS_MODES}, got {multiclass!r}")
+    _check_scores_labels(scores, labels, sample_weight, n_bins)
+    calibration_error_from_statistics(_EMPTY_STATS, norm, debias)  # validates norm and debias
+    return _expected_calibration_error(
+        scores, labels, sample_weight, n_bins, strategy, norm, debias, multiclass
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5, 6, 7))
+def _expected_calibration_error(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None,
+    n_bins: int,
+    strategy: str,
+    norm: str,
+    debias: bool,
+    multiclass: str,
+) -> Array:
+    s = _float(scores)
+    w = _weights(sample_weight, s)
+    y = jnp.asarray(labels)
+    if s.ndim == 1:
+        return _binary_ece(s, y, w, n_bins, strategy, norm, debias)
+    if multiclass == "top_label":
+        correct = jnp.argmax(s, axis=-1) == y
+        return _binary_ece(jnp.max(s, axis=-1), correct, w, n_bins, strategy, norm, debias)
+    onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
+    per_class = jax.vmap(
+        lambda sk, yk: _binary_ece(sk, yk, w, n_bins, strategy, norm, debias), in_axes=1
+    )(s, onehot)
+    return jnp.mean(per_class)
+
+
+def _weighted_mean(values: Array, weights: Array) -> Array:
+    return jnp.sum(weights * values) / jnp.sum(weights)
+
+
+def brier_score(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
+) -> Array:
+    """Mean squared error of the scores: ``(a - y)^2`` (binary) or ``sum_k (a_k - 1{y=k})^2``.
+
+    Args:
+      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
+      labels: ``{0, 1}`` or class indices.
+      sample_weight: non-negative weights ``(n,)``.
+
+    Returns:
+      The weighted mean, a scalar.
+    """
+    ndim = _check_scores_labels(scores, labels, sample_weight, None)
+    s = _float(scores)
+    w = _weights(sample_weight, s)
+    y = jnp.asarray(labels)
+    if ndim == 1:
+        per_obs = jnp.square(s - y.astype(s.dtype))
+    else:
+        per_obs = jnp.sum(jnp.square(s - jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)), axis=-1)
+    return _weighted_mean(per_obs, w)
+
+
+def mean_log_loss(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
+) -> Array:
+    """Mean cross-entropy ``-log a_y`` of the scores (no clipping: a score of 0 on the true class
+    gives ``inf``).
+
+    Args:
+      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
+      labels: ``{0, 1}`` or class indices.
+      sample_weight: non-negative weights ``(n,)``.
+
+    Returns:
+      The weighted mean, a scalar.
+    """
+    ndim = _check_scores_labels(scores, labels, sample_weight, None)
+    s = _float(scores)
+    w = _weights(sample_weight, s)
+    y = jnp.asarray(labels)
+    if ndim == 1:
+        per_obs = jnp.where(y == 1, -jnp.log(s), -jnp.log1p(-s))
+    else:
+        per_obs = -jnp.log(jnp.take_along_axis(s, y[:, None].astype(jnp.int32), axis=-1)[:, 0])
+    return _weighted_mean(per_obs, w)
+
+
+def _binary_auroc(scores: Array, positive: Array, weights: Array) -> Array:
+    """Weighted Mann-Whitney statistic: P(score of a positive > of a negative) + P(tie) / 2."""
+    order = jnp.argsort(scores)
+    s_sorted = scores[order]
+    neg_w = (weights * (1.0 - positive))[order]
+    cum = jnp.concatenate([jnp.zeros(1, neg_w.dtype), jnp.cumsum(neg_w)])
+    lo = jnp.searchsorted(s_sorted, scores, side="left")
+    hi = jnp.searchsorted(s_sorted, scores, side="right")
+    below, tied = cum[lo], cum[hi] - cum[lo]
+    pos_w = weights * positive
+    area = jnp.sum(pos_w * (below + 0.5 * tied)) / (jnp.sum(pos_w) * jnp.sum(neg_w))
+    return jnp.where(jnp.any(jnp.isnan(scores)), jnp.nan, area)
+
+
+def auroc(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None) -> Array:
+    """Area under the ROC curve, ties counted one half (the Mann-Whitney statistic).
+
+    For multiclass scores ``(n, k)``, the unweighted mean over classes of the one-vs-rest AUROC
+    (scikit-learn's ``multi_class="ovr", average="macro"``). NaN where a class has no positive or
+    no negative observation.
+
+    Args:
+      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
+      labels: ``{0, 1}`` or class indices.
+      sample_weight: non-negative weights ``(n,)``.
+
+    Returns:
+      A scalar in ``[0, 1]``.
+    """
+    ndim = _check_scores_labels(scores, labels, sample_weight, None)
+    s = _float(scores)
+    w = _weights(sample_weight, s)
+    y = jnp.asarray(labels)
+    if ndim == 1:
+        return _binary_auroc(s, y.astype(s.dtype), w)
+    onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
+    return jnp.mean(jax.vmap(lambda sk, yk: _binary_auroc(sk, yk, w), in_axes=1)(s, onehot))
+
+
+# ----------------------------------------------------------------------------------------------
+# Loss calibration (Definition 2): the gap, the curve of Figure 3, and the test
+# ----------------------------------------------------------------------------------------------
+
+
+class _Rule(NamedTuple):
+    """A loss and its optimal scoring rule, from either a class weight beta or any loss."""
+
+    loss_pos: Callable[[Array], Array]  # a -> L(a, 1)
+    loss_neg: Callable[[Array], Array]  # a -> L(a, 0)
+    optimal: Callable[[Array], Array]  # posterior gamma -> c(gamma), eq. choice
+    corrected: Callable[[Array], Array]  # score a -> c^{-1}(a), the loss-corrected score
+
+
+def _rule(beta_or_loss: float | ArrayLike | BinaryLoss, base_loss: BinaryLoss) -> _Rule:
+    """The beta-weighted loss of eq. ``b-loss-bin`` (closed forms, Prop. 2 and Cor. 1), or the
+    generic rule of any differentiable binary loss (``iml.scoring``'s autodiff rules)."""
+    if callable(beta_or_loss):
+        loss = beta_or_loss
+        return _Rule(
+            lambda a: loss(a, jnp.ones_like(a)),
+            lambda a: loss(a, jnp.zeros_like(a)),
+            lambda g: optimal_score_for_loss(loss, g),
+            lambda a: loss_corrected_score_for_loss(loss, a),
+        )
+    b = _concrete(beta_or_loss)
+    if b is not None and (b.ndim != 0 or not 0.0 < float(b) < 1.0):
+        raise ValueError(f"beta must be a scalar in (0, 1) or a loss callable, got {b!r}")
+    beta = jnp.asarray(beta_or_loss, jnp.float32)
+    return _Rule(
+        lambda a: beta * base_loss(a, jnp.ones_like(a)),
+        lambda a: (1.0 - beta) * base_loss(a, jnp.zeros_like(a)),
+        lambda g: optimal_score(g, beta),
+        lambda a: loss_corrected_score(a, beta),
+    )
+
+
+class _LossSums(NamedTuple):
+    """Per-bin sums that determine the loss-calibration gap (all linear in the weights)."""
+
+    count: Array  # sum w
+    positives: Array  # sum w y
+    loss_pos: Array  # sum w y L(a, 1)
+    loss_neg: Array  # sum w (1 - y) L(a, 0)
+
+
+def _loss_sums(
+    bins: Array, n_bins: int, labels: Array, weights: Array, l_pos: Array, l_neg: Array
+) -> _LossSums:
+    y = labels.astype(weights.dtype)
+    # where(), not a product, so that an infinite loss of the other label does not give 0 * inf.
+    # Observations of zero weight (or resampled zero times) are absent, even with infinite loss.
+    present = weights > 0
+    wl_pos = jnp.where((y == 1) & present, weights * l_pos, 0.0)
+    wl_neg = jnp.where((y == 1) | ~present, 0.0, weights * l_neg)
+
+    return _LossSums(*_bin_sums(jnp.stack([weights, weights * y, wl_pos, wl_neg]), bins, n_bins))
+
+
+def _loss_reduction(
+    sums: _LossSums, optimal: Callable[[Array], Array], loss_pos: Callable, loss_neg: Callable
+) -> tuple[Array, Array]:
+    """Per bin: the loss of the bin's scores minus the loss of the best single alternative
+    ``a' = c(event rate)`` (Definition 2's wholesale switch). Returns (reduction, a')."""
+    filled = sums.count > 0
+    rate = jnp.where(filled, sums.positives / jnp.where(filled, sums.count, 1.0), 0.5)
+    best = optimal(rate)
+    negatives = sums.count - sums.positives
+    alt = jnp.where(sums.positives > 0, sums.positives * loss_pos(best), 0.0) + jnp.where(
+        negatives > 0, negatives * loss_neg(best), 0.0
+    )
+    reduction = jnp.where(filled, sums.loss_pos + sums.loss_neg - alt, 0.0)
+    return reduction, jnp.where(filled, best, jnp.nan)
+
+
+class LossCalibrationCurve(NamedTuple):
+    """The loss calibration curve of the paper's Figure 3 (a pytree).
+
+    Attributes:
+      mean_score: mean raw score per bin, ``(n_bins,)`` (NaN if empty).
+      event_rate: rate of label 1 per bin, the bin's empirical posterior (NaN if empty).
+      count: sum of weights per bin.
+      edges: bin edges, ``(n_bins + 1,)``.
+      optimal_score: ``c(event_rate)``, the score the rule assigns to the bin's empirical
+        posterior (NaN if empty). Loss calibration (Def. 2) holds when it matches ``mean_score``.
+      posterior_grid: posteriors ``gamma`` (logit-spaced on ``[1e-4, 1 - 1e-4]``), ``(n_grid,)``.
+      optimal_score_grid: the theoretical map ``c(gamma)`` on the grid: plotting
+        ``(optimal_score_grid, posterior_grid)`` next to ``(mean_score, event_rate)`` is Fig. 3.
+      event_rate_interval: bootstrap interval of ``event_rate``, ``(2, n_bins)``, or ``None``.
+    """
+
+    mean_score: Array
+    event_rate: Array
+    count: Array
+    edges: Array
+    optimal_score: Array
+    posterior_grid: Array
+    optimal_score_grid: Array
+    event_rate_interval: Array | None = None
+
+
+def loss_calibration_curve(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    beta_or_loss: float | ArrayLike | BinaryLoss,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    sample_weight: ArrayLike | None = None,
+    *,
+    n_grid: int = 200,
+    n_bootstrap: int = 0,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> LossCalibrationCurve:
+    """The empirical calibration curve against the theoretical map ``c`` (Figure 3, Prop. 2).
+
+    If the scores are loss-calibrated (Definition 2), the points ``(mean_score, event_rate)`` lie
+    on the curve ``a = c(gamma)``: for a class weight ``beta`` it is ``c^beta`` of eq.
+    ``choice-b1``; for any other differentiable loss, the generic rule
+    ``iml.scoring.optimal_score_for_loss``.
+
+    Args:
+      scores: raw positive-class scores ``(n,)`` of a model trained with the loss.
+      labels: ``{0, 1}`` labels ``(n,)``.
+      beta_or_loss: the class weight ``beta`` in ``(0, 1)`` of the beta-weighted log loss, or a
+        binary loss ``L(a, y)``.
+      n_bins: number of bins.
+      strategy: ``"quantile"`` or ``"uniform"``.
+      sample_weight: non-negative weights ``(n,)``.
+      n_grid: number of points of the theoretical curve.
+      n_bootstrap: replicates for the event rates' percentile intervals (0 for none).
+      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
+      confidence: coverage of the intervals.
+
+    Returns:
+      A :class:`LossCalibrationCurve`.
+    """
+    rule = _rule(beta_or_loss, log_loss)
+    curve = calibration_curve(
+        scores,
+        labels,
+        n_bins,
+        strategy,
+        sample_weight,
+        n_bootstrap=n_bootstrap,
+        key=key,
+        confidence=confidence,
+    )
+    grid = jax.nn.sigmoid(jnp.linspace(-9.21024, 9.21024, n_grid))  # logit(1e-4) .. logit(1-1e-4)
+    filled = curve.count > 0
+    best = jnp.where(filled, rule.optimal(jnp.where(filled, curve.event_rate, 0.5)), jnp.nan)
+    return LossCalibrationCurve(
+        curve.mean_score,
+        curve.event_rate,
+        curve.count,
+        curve.edges,
+        best,
+        grid,
+        rule.optimal(grid),
+        curve.event_rate_interval,
+    )
+
+
+class LossCalibrationTest(NamedTuple):
+    """Result of :func:`loss_calibration_test` (a pytree).
+
+    Attributes:
+      loss_reduction: per bin, the loss that switching all of the bin's scores to ``a'`` would
+        save, divided by the total weight (so the bins sum to ``gap``); 0 for empty bins. It can be
+        negative: the bin's own scores may discriminate better than any single score.
+      gap: the total per observation, the test statistic.
+      p_value: parametric-bootstrap p-value under H0 (the scores are loss-calibrated).
+      gap_interval: nonparametric-bootstrap percentile interval of ``gap``, ``(2,)``.
+      null_gaps: the gaps of the labels simulated under H0, ``(n_bootstrap,)``.
+      optimal_score: ``a' = c(event rate)`` per bin (NaN if empty).
+      count: sum of weights per bin.
+      edges: bin edges.
+    """
+
+    loss_reduction: Array
+    gap: Array
+    p_value: Array
+    gap_interval: Array
+    null_gaps: Array
+    optimal_score: Array
+    count: Array
+    edges: Array
+
+
+def loss_calibration_test(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    beta_or_loss: float | ArrayLike | BinaryLoss,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    sample_weight: ArrayLike | None = None,
+    *,
+    base_loss: BinaryLoss = log_loss,
+    n_bootstrap: int = 200,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> LossCalibrationTest:
+    """Test of loss calibration (Definition 2) by a wholesale switch of each bin's scores.
+
+    For each bin ``b`` (scores binned as in :func:`calibration_curve`), the statistic compares the
+    loss of the bin's own scores with the loss of the best single alternative, the rule applied to
+    the bin's empirical posterior, ``a'_b = c(event rate of b)``::
+
+        reduction_b = sum_{i in b} w_i [L(a_i, y_i) - L(a'_b, y_i)],
+        gap = sum_b reduction_b / sum_i w_i.
+
+    Definition 2 says no switch reduces the loss. With binned, non-constant scores the gap of a
+    loss-calibrated model is not exactly 0 (negative where scores discriminate within a bin,
+    positive by sampling noise), so it is judged against its distribution under H0, obtained by a
+    parametric bootstrap: by Prop. 4, under H0 each label is ``y* ~ Bernoulli(c^{-1}(a))`` (the
+    loss-corrected score; for a general loss ``iml.scoring.loss_corrected_score_for_loss``); the
+    gap is recomputed on the simulated labels (bins fixed) and
+    ``p = (1 + #{null gap >= observed gap}) / (1 + n_bootstrap)``. The interval of the gap
+    resamples observations (nonparametric bootstrap, bins fixed).
+
+    Under jit, with unvalidated input, a NaN loss-corrected score (a general loss whose rule is not
+    invertible at some score) makes the p-value NaN.
+
+    Args:
+      scores: raw positive-class scores ``(n,)`` in ``[0, 1]``.
+      labels: ``{0, 1}`` labels ``(n,)``.
+      beta_or_loss: the class weight ``beta`` in ``(0, 1)`` of the beta-weighted ``base_loss``
+        (eq. ``b-loss-bin``), or any differentiable binary loss ``L(a, y)``.
+      n_bins: number of bins.
+      strategy: ``"quantile"`` or ``"uniform"``.
+      sample_weight: non-negative weights ``(n,)``.
+      base_loss: the strictly proper base loss when ``beta_or_loss`` is a weight.
+      n_bootstrap: replicates, for the null distribution and for the interval each.
+      key: ``jax.random`` key (required).
+      confidence: coverage of the interval.
+
+    Returns:
+      A :class:`LossCalibrationTest`. A score of exactly 0 or 1 with the opposite label makes the
+      log-loss gap infinite (such a label is impossible under H0): ``p = 1 / (1 + n_bootstrap)``.
+    """
+    _check_n_bins(n_bins)
+    _check_strategy(strategy)
+    _check_binary(scores, labels, sample_weight, n_bins)
+    if n_bootstrap < 1:
+        raise ValueError(f"n_bootstrap must be a positive integer, got {n_bootstrap!r}")
+    _check_bootstrap(n_bootstrap, key, confidence)
+    _rule(beta_or_loss, base_loss)  # validates beta
+    loss, beta = (beta_or_loss, None) if callable(beta_or_loss) else (None, beta_or_loss)
+    return _loss_calibration_test(
+        scores,
+        labels,
+        sample_weight,
+        key,
+        beta,
+        loss,
+        base_loss,
+        n_bins,
+        strategy,
+        n_bootstrap,
+        confidence,
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10))
+def _loss_calibration_test(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None,
+    key: Array,
+    beta: ArrayLike | None,
+    loss: BinaryLoss | None,
+    base_loss: BinaryLoss,
+    n_bins: int,
+    strategy: str,
+    n_bootstrap: int,
+    confidence: float,
+) -> LossCalibrationTest:
+    rule = _rule(beta if loss is None else loss, base_loss)
+    a = _float(scores)
+    y = jnp.asarray(labels).astype(a.dtype)
+    w = _weights(sample_weight, a)
+    edges = bin_edges(a, n_bins, strategy)
+    bins = assign_bins(a, edges)
+    l_pos, l_neg = rule.loss_pos(a), rule.loss_neg(a)
+
+    def gap_of(labels_: Array, weights_: Array) -> tuple[Array, Array]:
+        sums = _loss_sums(bins, n_bins, labels_, weights_, l_pos, l_neg)
+        reduction, best = _loss_reduction(sums, rule.optimal, rule.loss_pos, rule.loss_neg)
+        return reduction / jnp.sum(weights_), best
+
+    reduction, best = gap_of(y, w)
+    gap = jnp.sum(reduction)
+    key_null, key_boot = jax.random.split(key)
+    posterior = rule.corrected(a)
+
+    # H0 labels for all replicates at once (B x n), then B matrix-product gaps.
+    uniforms = jax.random.uniform(key_null, (n_bootstrap, a.shape[0]), a.dtype)
+    y_star = (uniforms < posterior).astype(a.dtype)
+    null_gaps = jax.vmap(lambda ys: jnp.sum(gap_of(ys, w)[0]))(y_star)
+    exceed = jnp.sum(null_gaps >= gap)
+    p_value = (1.0 + exceed) / (1.0 + n_bootstrap)
+    p_value = jnp.where(jnp.any(jnp.isnan(posterior)), jnp.nan, p_value)
+    counts = _bootstrap_counts(key_boot, a.shape[0], n_bootstrap)
+    boot = jax.vmap(lambda m: jnp.sum(gap_of(y, w * m)[0]))(counts)
+    interval = _percentile_interval(boot, confidence)
+    count = _bin_sums(w[None], bins, n_bins)[0]
+    return LossCalibrationTest(reduction, gap, p_value, interval, null_gaps, best, count, edges)
+
+
+# ----------------------------------------------------------------------------------------------
+# Beta sweep: calibration of the loss-corrected scores for many class weights at once
+# ----------------------------------------------------------------------------------------------
+
+
+class BetaSweep(NamedTuple):
+    """Calibration of the loss-corrected scores ``g^beta(a)`` for every ``beta`` (a pytree).
+
+    The bins are the quantile bins of the raw scores, which are those of every set of corrected
+    scores (``g^beta`` is strictly increasing), so counts and event rates do not depend on beta.
+
+    Attributes:
+      betas: ``(m,)``.
+      edges: quantile edges of the raw scores, ``(n_bins + 1,)``.
+      count: sum of weights per bin, ``(n_bins,)``.
+      event_rate: rate of label 1 per bin, ``(n_bins,)`` (NaN if empty).
+      mean_score: mean loss-corrected score per bin, ``(m, n_bins)`` (NaN if empty).
+      ece: calibration error of the corrected scores, ``(m,)``.
+      loss_calibration_gap: the gap of :func:`loss_calibration_test` of the raw scores under
+        the beta-weighted base loss, per observation, ``(m,)``.
+      event_rate_interval: ``(2, n_bins)`` percentile bootstrap interval (``None`` without
+        bootstrap); likewise ``mean_score_interval`` ``(2, m, n_bins)``, ``ece_interval``
+        ``(2, m)`` and ``gap_interval`` ``(2, m)``.
+    """
+
+    betas: Array
+    edges: Array
+    count: Array
+    event_rate: Array
+    mean_score: Array
+    ece: Array
+    loss_calibration_gap: Array
+    event_rate_interval: Array | None = None
+    mean_score_interval: Array | None = None
+    ece_interval: Array | None = None
+    gap_interval: Array | None = None
+
+
+def _prefix_products(weights: Array, values: Array, boundaries: Array, tile: int) -> Array:
+    """``sum_{i < k} weights[r, i] * values[i, j]`` at every boundary ``k``: ``(K, R, J)``.
+
+    A matrix product per tile of ``tile`` rows, a cumulative sum over tiles, and one masked
+    partial-tile product per boundary: exact, with static shapes for traced boundaries, at the cost
+    of one ``(R, n) @ (n, J)`` product plus ``K`` small ones. Requires ``n % tile == 0`` and
+    every boundary ``< n``.
+    """
+    r, n = weights.shape
+    t = n // tile
+    per_tile = jnp.einsum(
+        "rtc,tcj->trj",
+        weights.reshape(r, t, tile),
+        values.reshape(t, tile, -1),
+        precision=jax.lax.Precision.HIGHEST,
+    )
+    cumulative = jnp.concatenate([jnp.zeros_like(per_tile[:1]), jnp.cumsum(per_tile, axis=0)])
+
+    def at(k: Array) -> Array:
+        i = k // tile
+        w_tile = jax.lax.dynamic_slice_in_dim(weights, i * tile, tile, axis=1)
+        w_tile = jnp.where(jnp.arange(tile) < k - i * tile, w_tile, 0.0)
+        v_tile = jax.lax.dynamic_slice_in_dim(values, i * tile, tile, axis=0)
+        return cumulative[i] + jnp.matmul(w_tile, v_tile, precision=jax.lax.Precision.HIGHEST)
+
+    return jax.vmap(at)(boundaries)
+
+
+def beta_sweep(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    betas: ArrayLike,
+    n_bins: int = 10,
+    n_bootstrap: int = 200,
+    key: Array | None = None,
+    *,
+    sample_weight: ArrayLike | None = None,
+    norm: str = "l1",
+    debias: bool = False,
+    base_loss: BinaryLoss = log_loss,
+    confidence: float = 0.95,
+    beta_chunk: int = 64,
+    tile: int = 1024,
+) -> BetaSweep:
+    """Calibration curves, ECE and loss-calibration gaps of ``g^beta(a)`` for every beta at once.
+
+    For each candidate weight ``beta``, the loss-corrected scores ``g^beta(a)`` (Cor. 1) are binned
+    into the quantile bins (deciles for ``n_bins=10``) and compared with the event rates; by
+    Prop. 5 they are calibrated exactly when the raw scores are loss-calibrated to ``L^beta``,
+    whose gap (:func:`loss_calibration_test`'s statistic) is reported beside.
+
+    The work is arranged so that only what depends on beta is recomputed per beta: the scores are
+    sorted once (quantile bins are contiguous runs of the sorted scores), the bootstrap
+    replicates are multinomial weight vectors drawn once, the per-bin label and loss sums of every
+    replicate are computed once, and the per-bin sums of corrected scores of all replicates come
+    from one matrix product per chunk of ``beta_chunk`` betas (:func:`_prefix_products`). The
+    bootstrap is exact (observations resampled, bins held fixed), not an approximation.
+
+    Args:
+      scores: raw positive-class scores ``(n,)`` in ``[0, 1]``.
+      labels: ``{0, 1}`` labels ``(n,)``.
+      betas: candidate class weights ``(m,)`` in ``(0, 1)``.
+      n_bins: number of quantile bins.
+      n_bootstrap: bootstrap replicates for the intervals (0 for none).
+      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
+      sample_weight: non-negative weights ``(n,)``.
+      norm: ECE norm, ``"l1"``, ``"l2"`` or ``"max"``.
+      debias: Kumar, Liang & Ma's debiased estimator (``norm="l2"``).
+      base_loss: strictly proper base loss of the beta-weighted loss (for the gap).
+      confidence: coverage of the intervals.
+      beta_chunk: betas per matrix product (bounds memory: ``n x beta_chunk`` floats).
+      tile: rows per tile of the product.
+
+    Returns:
+      A :class:`BetaSweep`.
+    """
+    _check_n_bins(n_bins)
+    _check_binary(scores, labels, sample_weight, n_bins)
+    _check_bootstrap(n_bootstrap, key, confidence)
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    if debias and norm != "l2":
+        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+    b = _concrete(betas)
+    if b is not None and (b.ndim != 1 or b.size == 0 or not np.all((b > 0) & (b < 1))):
+        raise ValueError("betas must be a non-empty 1-D array of values in (0, 1)")
+    return _beta_sweep(
+        scores,
+        labels,
+        betas,
+        sample_weight,
+        key,
+        n_bins,
+        n_bootstrap,
+        norm,
+        debias,
+        base_loss,
+        confidence,
+        beta_chunk,
+        tile,
+    )
+
+
+@functools.partial(jax.jit, static_argnums=tuple(range(5, 13)))
+def _beta_sweep(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    betas: ArrayLike,
+    sample_weight: ArrayLike | None,
+    key: Array | None,
+    n_bins: int,
+    n_bootstrap: int,
+    norm: str,
+    debias: bool,
+    base_loss: BinaryLoss,
+    confidence: float,
+    beta_chunk: int,
+    tile: int,
+) -> BetaSweep:
+    a = _float(scores)
+    n = a.shape[0]
+    betas = jnp.asarray(betas, a.dtype)
+    m = betas.shape[0]
+    w = _weights(sample_weight, a)
+
+    # Sort once; quantile bins are contiguous runs of the sorted scores.
+    order = jnp.argsort(a)
+    a_sorted, y_sorted, w_sorted = a[order], jnp.asarray(labels)[order].astype(a.dtype), w[order]
+    edges = bin_edges(a, n_bins, "quantile")
+    bins = assign_bins(a_sorted, edges)
+    boundaries = jnp.searchsorted(bins, jnp.arange(n_bins + 1), side="left")
+
+    # Row 0: the sample itself; rows 1..B: bootstrap replicates (multinomial multiplicities).
+    if n_bootstrap > 0:
+        multiplicity = _bootstrap_counts(key, n, n_bootstrap)
+        replicate_w = jnp.concatenate([w_sorted[None], w_sorted * multiplicity])
+    else:
+        replicate_w = w_sorted[None]
+
+    # Everything linear in the weights but independent of beta, for all replicates at once.
+    l_pos = base_loss(a_sorted, jnp.ones_like(a_sorted))
+    l_neg = base_loss(a_sorted, jnp.zeros_like(a_sorted))
+    sums = jax.vmap(lambda wr: _loss_sums(bins, n_bins, y_sorted, wr, l_pos, l_neg))(replicate_w)
+    weight_sq = _bin_sums(replicate_w * replicate_w, bins, n_bins)
+
+    # Pad observations to whole tiles (zero weight) so every boundary k <= n lies in a tile.
+    n_pad = (n // tile + 1) * tile
+    w_pad = jnp.pad(replicate_w, ((0, 0), (0, n_pad - n)))
+    a_pad = jnp.pad(a_sorted, (0, n_pad - n))
+    n_chunks = -(-m // beta_chunk)
+    betas_pad = jnp.pad(betas, (0, n_chunks * beta_chunk - m), constant_values=0.5)
+
+    def chunk(beta_c: Array):
+        corrected = loss_corrected_score(a_pad[:, None], beta_c[None, :])  # (n_pad, J)
+        prefix = _prefix_products(w_pad, corrected, boundaries, tile)  # (K, R, J)
+        score_sum = jnp.moveaxis(prefix[1:] - prefix[:-1], 0, -1)  # (R, J, n_bins)
+        stats = BinnedStatistics(
+            sums.count[:, None], score_sum, sums.positives[:, None], weight_sq[:, None]
+        )
+        ece = calibration_error_from_statistics(stats, norm, debias)  # (R, J)
+        scaled = _LossSums(
+            sums.count[:, None],
+            sums.positives[:, None],
+            beta_c[None, :, None] * sums.loss_pos[:, None],
+            (1.0 - beta_c[None, :, None]) * sums.loss_neg[:, None],
+        )
+        reduction, _ = _loss_reduction(
+            scaled,
+            lambda g: optimal_score(g, beta_c[None, :, None]),
+            lambda s: beta_c[None, :, None] * base_loss(s, jnp.ones_like(s)),
+            lambda s: (1.0 - beta_c[None, :, None]) * base_loss(s, jnp.zeros_like(s)),
+        )
+        gap = jnp.sum(reduction, axis=-1) / jnp.sum(sums.count, axis=-1)[:, None]  # (R, J)
+        mean = _safe_div(score_sum, sums.count[:, None])
+        if n_bootstrap == 0:
+            return mean[0], ece[0], gap[0]
+        return (
+            mean[0],
+            ece[0],
+            gap[0],
+            _percentile_interval(mean[1:], confidence),
+            _percentile_interval(ece[1:], confidence),
+            _percentile_interval(gap[1:], confidence),
+        )
+
+    out = jax.lax.map(chunk, betas_pad.reshape(n_chunks, beta_chunk))
+
+    def unchunk(x: Array, interval: bool = False) -> Array:
+        if interval:  # (chunks, 2, J, ...) -> (2, m, ...)
+            x = jnp.moveaxis(x, 1, 0)
+            return x.reshape(2, n_chunks * beta_chunk, *x.shape[3:])[:, :m]
+        return x.reshape(n_chunks * beta_chunk, *x.shape[2:])[:m]
+
+    count = sums.count[0]
+    event_rate = _safe_div(sums.positives[0], count)
+    result = BetaSweep(
+        betas, edges, count, event_rate, unchunk(out[0]), unchunk(out[1]), unchunk(out[2])
+    )
+    if n_bootstrap == 0:
+        return result
+    return result._replace(
+        event_rate_interval=_percentile_interval(
+            _safe_div(sums.positives[1:], sums.count[1:]), confidence
+        ),
+        mean_score_interval=unchunk(out[3], True),
+        ece_interval=unchunk(out[4], True),
+        gap_interval=unchunk(out[5], True),
+    )

@@ -1,0 +1,36 @@
+"""Training beta ensembles: per-member train state, steps, device mesh, checkpoints, trainer."""
+
+from iml.training.checkpoint import EnsembleCheckpointer
+from iml.training.sharding import make_mesh
+from iml.training.step import batch_members, member_train_step, preprocess
+from iml.training.train_state import MemberState, end_of_epoch
+from iml.training.trainer import (
+    DEFAULT_MEMBER_BATCHING,
+    DataSource,
+    MemberHistory,
+    MemberSpec,
+    TrainConfig,
+    epoch_order,
+    predict_ensemble,
+    resolve_member_batching,
+    train_ensemble,
+)
+
+__all__ = [
+    "DEFAULT_MEMBER_BATCHING",
+    "DataSource",
+    "EnsembleCheckpointer",
+    "MemberHistory",
+    "MemberSpec",
+    "MemberState",
+    "TrainConfig",
+    "batch_members",
+    "end_of_epoch",
+    "epoch_order",
+    "make_mesh",
+    "member_train_step",
+    "predict_ensemble",
+    "preprocess",
+    "resolve_member_batching",
+    "train_ensemble",
+]

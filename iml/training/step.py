@@ -1,0 +1,209 @@
+"""Pure train and evaluation steps for one member, and their member-batched forms.
+
+The step of one member is a pure function of its :class:`~iml.training.train_state.MemberState`
+and a batch: preprocessing (ImageNet normalisation, random horizontal flips drawn on the host),
+the beta-weighted binary cross-entropy on logits (eq. ``b-loss-bin`` of the paper with the log
+loss, :func:`iml.losses.beta_weighted_sigmoid_cross_entropy`), and one Adam step at the member's
+own learning rate. A step whose loss or gradients are not finite is not applied; the member is
+marked diverged and stopped instead, so it no longer changes while the others go on.
+
+:func:`batch_members` turns a one-member step into a step of ``K`` members at once, either with
+``jax.vmap`` (one program in which every operation carries a member axis) or with ``jax.lax.map``
+(a loop over members inside one compiled program). Which is faster depends on the backend and on
+how the model lowers its convolutions under ``vmap``; see :mod:`iml.training.trainer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import linen as nn
+
+from iml.losses import beta_weighted_sigmoid_cross_entropy
+from iml.training.train_state import MemberState, tree_where
+
+Array = jax.Array
+
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "adam",
+    "batch_members",
+    "member_eval_step",
+    "member_predict",
+    "member_train_step",
+    "preprocess",
+]
+
+# ImageNet channel statistics (RGB) on the [0, 1] scale; grayscale images use their means.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> optax.GradientTransformation:
+    """Adam's moment scaling without the learning rate, which each member holds in its state."""
+    return optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
+
+
+def preprocess(images: Array, flips: Array | None, normalize: str) -> Array:
+    """Scales images to ``[0, 1]``, flips the marked ones horizontally, and normalises them.
+
+    Args:
+      images: ``[n, H, W, C]``, ``uint8`` in ``[0, 255]`` or floating point in ``[0, 1]``.
+      flips: ``[n]`` booleans, ``True`` where an image is mirrored left-right; ``None`` for none.
+      normalize: ``'imagenet'`` (subtract the ImageNet channel means, divide by the standard
+        deviations; a one-channel image uses their averages) or ``'none'``.
+
+    Returns:
+      ``float32`` images ``[n, H, W, C]``.
+    """
+    if images.dtype == jnp.uint8:
+        x = images.astype(jnp.float32) / 255.0
+    else:
+        x = images.astype(jnp.float32)
+    if flips is not None:
+        x = jnp.where(flips[:, None, None, None], x[:, :, ::-1, :], x)
+    if normalize == "imagenet":
+        channels = x.shape[-1]
+        mean = jnp.asarray(IMAGENET_MEAN, jnp.float32)
+        std = jnp.asarray(IMAGENET_STD, jnp.float32)
+        if channels != 3:
+            mean, std = jnp.full((channels,), mean.mean()), jnp.full((channels,), std.mean())
+        x = (x - mean) / std
+    return x
+
+
+def _logits(out: Array) -> Array:
+    # A binary head has one output per image; drop that axis so logits align with labels.
+    return out[..., 0] if out.ndim == 2 and out.shape[-1] == 1 else out
+
+
+def _all_finite(tree: Any) -> Array:
+    leaves = jax.tree.leaves(tree)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))
+
+
+def member_train_step(
+    model: nn.Module,
+    optimizer: optax.GradientTransformation,
+    state: MemberState,
+    images: Array,
+    labels: Array,
+    flips: Array,
+    active: Array,
+    beta: Array,
+    *,
+    normalize: str = "imagenet",
+) -> MemberState:
+    """One Adam step of one member on the beta-weighted cross-entropy (eq. ``b-loss-bin``).
+
+    Args:
+      model: a linen module called as ``model.apply(variables, x, train=True,
+        mutable=['batch_stats'])`` and returning logits ``[n, 1]`` or ``[n]``.
+      optimizer: :func:`adam`, whose update is scaled by ``-state.lr``.
+      state: the member's state.
+      images: ``[n, H, W, C]`` batch.
+      labels: ``[n]`` labels in ``{0, 1}`` (or soft labels in ``[0, 1]``).
+      flips: ``[n]`` booleans for horizontal flips.
+      active: scalar; ``False`` leaves the state unchanged (a member that has run out of batches
+        in this epoch).
+      beta: the member's positive-class weight in ``(0, 1)``.
+      normalize: see :func:`preprocess`.
+
+    Returns:
+      The new state. Unchanged where the member is stopped or inactive; marked diverged and
+      stopped, parameters unchanged, where the loss or a gradient is not finite.
+    """
+    x = preprocess(images, flips, normalize)
+
+    def loss_fn(params):
+        out, updates = model.apply(
+            {"params": params, "batch_stats": state.batch_stats},
+            x,
+            train=True,
+            mutable=["batch_stats"],
+        )
+        loss = jnp.mean(beta_weighted_sigmoid_cross_entropy(_logits(out), labels, beta))
+        return loss, updates.get("batch_stats", {})
+
+    (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(
+        params=state.params, updates=jax.tree.map(lambda u: -state.lr * u, updates)
+    )
+    live = active & ~state.stopped
+    finite = jnp.isfinite(loss) & _all_finite(grads)
+    stepped = state.replace(
+        params=params,
+        batch_stats=batch_stats,
+        opt_state=opt_state,
+        step=state.step + 1,
+        loss_sum=state.loss_sum + loss,
+        loss_count=state.loss_count + 1,
+    )
+    new = tree_where(live & finite, stepped, state)
+    diverged = live & ~finite
+    return new.replace(diverged=new.diverged | diverged, stopped=new.stopped | diverged)
+
+
+def member_eval_step(
+    model: nn.Module,
+    state: MemberState,
+    images: Array,
+    labels: Array,
+    weights: Array,
+    beta: Array,
+    *,
+    normalize: str = "imagenet",
+) -> tuple[Array, Array]:
+    """The weighted sum of one member's validation losses on a batch, BatchNorm in eval mode.
+
+    Args:
+      model: as in :func:`member_train_step`.
+      state: the member's state; its current ``params`` and ``batch_stats`` are evaluated.
+      images: ``[n, H, W, C]`` batch (not flipped).
+      labels: ``[n]`` labels.
+      weights: ``[n]`` weights, 0 on the padding that fills the last batch.
+      beta: the member's positive-class weight.
+      normalize: see :func:`preprocess`.
+
+    Returns:
+      ``(sum of weight * loss, sum of weights)``, to be summed over batches and divided.
+    """
+    x = preprocess(images, None, normalize)
+    out = model.apply({"params": state.params, "batch_stats": state.batch_stats}, x, train=False)
+    loss = beta_weighted_sigmoid_cross_entropy(_logits(out), labels, beta)
+    # Padding may hold any image; where() keeps a non-finite padded loss out of the sum.
+    return jnp.sum(jnp.where(weights > 0, weights * loss, 0.0)), jnp.sum(weights)
+
+
+def member_predict(
+    model: nn.Module, state: MemberState, images: Array, *, normalize: str = "imagenet"
+) -> Array:
+    """Logits of one member's best parameters (early stopping's), BatchNorm in eval mode."""
+    x = preprocess(images, None, normalize)
+    variables = {"params": state.best_params, "batch_stats": state.best_batch_stats}
+    return _logits(model.apply(variables, x, train=False))
+
+
+def batch_members(step: Callable[..., Any], member_batching: str) -> Callable[..., Any]:
+    """Turns a one-member function into a function of ``K`` members stacked on axis 0.
+
+    Args:
+      step: a function whose positional arguments all carry the member (state, batch arrays,
+        beta), e.g. :func:`member_train_step` with the model bound.
+      member_batching: ``'vmap'`` (``jax.vmap``: one program over all members at once) or
+        ``'map'`` (``jax.lax.map``: members one after another inside one compiled program).
+
+    Returns:
+      The member-batched function; every argument and output gains a leading member axis.
+    """
+    if member_batching == "vmap":
+        return jax.vmap(step)
+    if member_batching == "map":
+        return lambda *args: jax.lax.map(lambda a: step(*a), args)
+    raise ValueError(f"member_batching must be 'vmap' or 'map', got {member_batching!r}")

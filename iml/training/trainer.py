@@ -1,0 +1,796 @@
+"""Training a beta ensemble as one program: K members in one jitted, sharded step.
+
+Each member (:class:`MemberSpec`) has its own positive-class weight ``beta`` (eq. ``b-loss-bin``
+of the paper), seed, data fold, parameters, BatchNorm statistics, Adam state, learning-rate
+schedule and early stopping; all of them advance together in one compiled step over a
+``('ensemble', 'data')`` device mesh (:mod:`iml.training.sharding`). The recipe follows the
+paper's Section 5 (after CheXNet): Adam (0.9, 0.999) at learning rate 1e-4, divided by 10 when the
+validation loss plateaus, early stopping on the validation loss keeping the best parameters,
+mini-batches of 16, random horizontal flips, ImageNet normalisation, BatchNorm in eval mode at
+test time.
+
+Everything random in training comes from ``(seed, member, epoch)``: the order of each member's
+training examples and its flips are drawn on the host from ``numpy.random.default_rng((seed,
+member, epoch))``, and the initial parameters from ``jax.random.key(seed)``. A run restarted from a
+checkpoint therefore replays exactly what the interrupted run would have done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import linen as nn
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from iml.training.checkpoint import EnsembleCheckpointer
+from iml.training.sharding import (
+    DATA_AXIS,
+    ENSEMBLE_AXIS,
+    global_batch,
+    make_mesh,
+    replicated,
+)
+from iml.training.step import (
+    adam,
+    batch_members,
+    member_eval_step,
+    member_predict,
+    member_train_step,
+)
+from iml.training.train_state import MemberState, end_of_epoch, init_member_state
+
+__all__ = [
+    "DEFAULT_MEMBER_BATCHING",
+    "DataSource",
+    "MemberHistory",
+    "MemberSpec",
+    "TrainConfig",
+    "epoch_order",
+    "init_ensemble",
+    "predict_ensemble",
+    "resolve_member_batching",
+    "train_ensemble",
+]
+
+logger = logging.getLogger(__name__)
+
+# How members are batched, per backend: (member_batching, conv_impl). Chosen by measurement with
+# `python -m experiments.benchmarks.ensemble` (K=8 small DenseNets, 28x28, batch 16 per member);
+# the figures are in that module's docstring. GPU and TPU have not been measured: there vmap
+# over an XLA convolution (a grouped convolution) is the conventional choice.
+DEFAULT_MEMBER_BATCHING: dict[str, tuple[str, str]] = {
+    "cpu": ("vmap", "matmul"),
+    "gpu": ("vmap", "xla"),
+    "tpu": ("vmap", "xla"),
+}
+
+_NORMALIZATIONS = ("imagenet", "none")
+
+
+# ----------------------------------------------------------------------------------------------
+# Specifications: members, data, configuration, history
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberSpec:
+    """One ensemble member.
+
+    Attributes:
+      beta: weight of the positive class in the loss, in ``(0, 1)`` (eq. ``b-loss-bin``).
+      seed: non-negative seed of its initial parameters and of its data order and flips.
+      train_idx: indices into the shared data source of its training examples.
+      val_idx: indices of its validation examples (early stopping, learning-rate decay).
+      test_idx: optional indices of its test examples (for :func:`predict_ensemble`).
+      fold: optional name of its data fold, used in messages.
+      lr: optional initial learning rate overriding ``TrainConfig.learning_rate``.
+    """
+
+    beta: float
+    seed: int
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+    test_idx: np.ndarray | None = None
+    fold: int | str | None = None
+    lr: float | None = None
+
+    def describe(self, index: int) -> str:
+        """A short name for messages: index, beta, seed and fold."""
+        return f"member {index} (beta={self.beta}, seed={self.seed}, fold={self.fold})"
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSource:
+    """Random access to a labelled image dataset shared by all members.
+
+    Attributes:
+      get_batch: maps an integer index array ``[n]`` to images ``[n, H, W, C]``, ``uint8`` in
+        ``[0, 255]`` or floating point in ``[0, 1]`` (an in-memory array's ``__getitem__``, or a
+        reader of a random-access file format).
+      labels: ``[N]`` binary labels in ``{0, 1}`` (soft labels in ``[0, 1]`` are accepted).
+    """
+
+    get_batch: Callable[[np.ndarray], np.ndarray]
+    labels: np.ndarray
+
+    @classmethod
+    def from_arrays(cls, images: np.ndarray, labels: np.ndarray) -> DataSource:
+        """A source over in-memory arrays ``images [N, H, W, C]`` and ``labels [N]``."""
+        images = np.asarray(images)
+        labels = np.asarray(labels)
+        if images.shape[:1] != labels.shape[:1]:
+            raise ValueError(
+                f"images and labels must have the same length, got {images.shape} and "
+                f"{labels.shape}"
+            )
+        return cls(get_batch=images.__getitem__, labels=labels)
+
+    def __len__(self) -> int:
+        return int(np.shape(self.labels)[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of ensemble training (defaults: the paper's recipe, Section 5).
+
+    Attributes:
+      learning_rate: initial Adam learning rate of every member (1e-4).
+      b1, b2, eps: Adam's parameters (0.9, 0.999, 1e-8).
+      batch_size: training examples per member and step (16).
+      eval_batch_size: validation/prediction examples per member and step.
+      max_epochs: the most epochs a member trains.
+      patience: epochs without validation improvement before a member stops early.
+      plateau_patience: epochs without improvement before its learning rate is decayed.
+      lr_factor: the decay factor (0.1: "decayed by a factor of 10").
+      min_delta: the least decrease of the validation loss that counts as an improvement.
+      flip: random horizontal flips of training images.
+      normalize: ``'imagenet'`` or ``'none'``.
+      member_batching: ``'vmap'`` or ``'map'``; ``None`` takes the backend's measured default
+        (:data:`DEFAULT_MEMBER_BATCHING`).
+      conv_impl: ``'xla'`` or ``'matmul'`` for models with a ``conv_impl`` field; ``None`` takes
+        the backend's default (ignored by models without the field).
+      checkpoint_every_steps: also checkpoint every this many steps within an epoch (always at
+        the end of each epoch when a checkpoint directory is given).
+    """
+
+    learning_rate: float = 1e-4
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    batch_size: int = 16
+    eval_batch_size: int = 64
+    max_epochs: int = 100
+    patience: int = 5
+    plateau_patience: int = 1
+    lr_factor: float = 0.1
+    min_delta: float = 0.0
+    flip: bool = True
+    normalize: str = "imagenet"
+    member_batching: str | None = None
+    conv_impl: str | None = None
+    checkpoint_every_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        positive = {
+            "learning_rate": self.learning_rate,
+            "eps": self.eps,
+            "batch_size": self.batch_size,
+            "eval_batch_size": self.eval_batch_size,
+            "max_epochs": self.max_epochs,
+            "patience": self.patience,
+            "plateau_patience": self.plateau_patience,
+        }
+        for name, value in positive.items():
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"TrainConfig.{name} must be positive, got {value!r}")
+        if not (0.0 <= self.b1 < 1.0 and 0.0 <= self.b2 < 1.0):
+            raise ValueError(f"TrainConfig.b1 and b2 must be in [0, 1), got {self.b1}, {self.b2}")
+        if not 0.0 < self.lr_factor <= 1.0:
+            raise ValueError(f"TrainConfig.lr_factor must be in (0, 1], got {self.lr_factor!r}")
+        if self.normalize not in _NORMALIZATIONS:
+            raise ValueError(
+                f"TrainConfig.normalize must be one of {_NORMALIZATIONS}, got {self.normalize!r}"
+            )
+        if self.member_batching not in (None, "vmap", "map"):
+            raise ValueError(
+                "TrainConfig.member_batching must be 'vmap', 'map' or None, "
+                f"got {self.member_batching!r}"
+            )
+        if self.conv_impl not in (None, "xla", "matmul"):
+            raise ValueError(
+                f"TrainConfig.conv_impl must be 'xla', 'matmul' or None, got {self.conv_impl!r}"
+            )
+        if self.checkpoint_every_steps is not None and self.checkpoint_every_steps < 1:
+            raise ValueError(
+                "TrainConfig.checkpoint_every_steps must be >= 1, got "
+                f"{self.checkpoint_every_steps}"
+            )
+
+
+@dataclasses.dataclass
+class MemberHistory:
+    """What happened to one member, epoch by epoch.
+
+    Attributes:
+      train_loss: mean training loss of each epoch (``nan`` for epochs after it stopped).
+      val_loss: validation loss after each epoch (current parameters, BatchNorm in eval mode).
+      lr: learning rate used in each epoch.
+      stopped_epoch: the epoch in which it stopped (early stopping or divergence), else ``None``.
+      diverged: whether it was stopped for a non-finite loss.
+      best_val_loss: the validation loss of the parameters it keeps.
+    """
+
+    train_loss: list[float] = dataclasses.field(default_factory=list)
+    val_loss: list[float] = dataclasses.field(default_factory=list)
+    lr: list[float] = dataclasses.field(default_factory=list)
+    stopped_epoch: int | None = None
+    diverged: bool = False
+    best_val_loss: float = math.inf
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation of inputs
+# ----------------------------------------------------------------------------------------------
+
+
+def _check_indices(name: str, idx: Any, n: int) -> np.ndarray:
+    arr = np.asarray(idx)
+    if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(
+            f"{name} must be a non-empty 1-D integer array, got {arr.dtype} {arr.shape}"
+        )
+    if arr.min() < 0 or arr.max() >= n:
+        raise ValueError(
+            f"{name} must index the {n} examples, got values in [{arr.min()}, {arr.max()}]"
+        )
+    return arr.astype(np.int64)
+
+
+def _check_images(images: Any, n: int, where: str) -> tuple[int, ...]:
+    if not isinstance(images, np.ndarray | jax.Array):
+        raise ValueError(f"get_batch must return an array, got {type(images).__name__} ({where})")
+    if images.ndim != 4 or images.shape[0] != n:
+        raise ValueError(
+            f"get_batch must return images [n, H, W, C] with n={n}, got shape {images.shape} "
+            f"({where})"
+        )
+    if not (images.dtype == np.uint8 or np.issubdtype(images.dtype, np.floating)):
+        raise ValueError(
+            f"get_batch must return uint8 or floating-point images, got {images.dtype} ({where})"
+        )
+    return tuple(images.shape[1:])
+
+
+def _check_inputs(
+    members: Sequence[MemberSpec], data: DataSource, config: TrainConfig
+) -> tuple[list[MemberSpec], np.ndarray, tuple[int, ...], Any]:
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
+    members = list(members)
+    if not members or not all(isinstance(m, MemberSpec) for m in members):
+        raise ValueError("members must be a non-empty sequence of MemberSpec")
+    labels = np.asarray(data.labels)
+    n = len(labels)
+    if labels.ndim != 1 or n == 0:
+        raise ValueError(f"data.labels must be a non-empty 1-D array, got shape {labels.shape}")
+    if not np.all(np.isfinite(labels)) or labels.min() < 0 or labels.max() > 1:
+        raise ValueError("data.labels must be finite and in [0, 1]")
+    checked = []
+    for k, m in enumerate(members):
+        if not (np.isfinite(m.beta) and 0.0 < m.beta < 1.0):
+            raise ValueError(f"members[{k}].beta must be in (0, 1), got {m.beta!r}")
+        if int(m.seed) != m.seed or m.seed < 0:
+            raise ValueError(f"members[{k}].seed must be a non-negative integer, got {m.seed!r}")
+        if m.lr is not None and not (np.isfinite(m.lr) and m.lr > 0):
+            raise ValueError(f"members[{k}].lr must be positive, got {m.lr!r}")
+        train = _check_indices(f"members[{k}].train_idx", m.train_idx, n)
+        if len(train) < config.batch_size:
+            raise ValueError(
+                f"members[{k}].train_idx has {len(train)} examples, fewer than one batch of "
+                f"{config.batch_size}"
+            )
+        val = _check_indices(f"members[{k}].val_idx", m.val_idx, n)
+        test = (
+            None if m.test_idx is None else _check_indices(f"members[{k}].test_idx", m.test_idx, n)
+        )
+        checked.append(dataclasses.replace(m, train_idx=train, val_idx=val, test_idx=test))
+    probe_idx = checked[0].train_idx[:2]
+    probe = data.get_batch(probe_idx)
+    image_shape = _check_images(probe, len(probe_idx), "probe batch")
+    return checked, labels.astype(np.float32), image_shape, np.asarray(probe).dtype
+
+
+def _check_mesh(mesh: Mesh, k: int, config: TrainConfig) -> None:
+    if tuple(mesh.axis_names) != (ENSEMBLE_AXIS, DATA_AXIS):
+        raise ValueError(f"mesh must have axes {(ENSEMBLE_AXIS, DATA_AXIS)}, got {mesh.axis_names}")
+    e, d = mesh.shape[ENSEMBLE_AXIS], mesh.shape[DATA_AXIS]
+    if k % e:
+        raise ValueError(f"the mesh's ensemble axis ({e}) must divide the {k} members")
+    if config.batch_size % d or config.eval_batch_size % d:
+        raise ValueError(
+            f"the mesh's data axis ({d}) must divide batch_size={config.batch_size} and "
+            f"eval_batch_size={config.eval_batch_size}"
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Member batching and the compiled programs
+# ----------------------------------------------------------------------------------------------
+
+
+def resolve_member_batching(
+    model: nn.Module, config: TrainConfig, backend: str | None = None
+) -> tuple[nn.Module, str]:
+    """The model (with its ``conv_impl`` set) and the member batching a run uses.
+
+    Args:
+      model: a linen module; if it has a ``conv_impl`` field, it is set to the configured or
+        default implementation.
+      config: ``member_batching`` and ``conv_impl`` override the backend's defaults.
+      backend: ``'cpu'``, ``'gpu'`` or ``'tpu'`` (default ``jax.default_backend()``).
+
+    Returns:
+      ``(model, member_batching)``.
+    """
+    backend = backend or jax.default_backend()
+    default_batching, default_conv = DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla"))
+    batching = config.member_batching or default_batching
+    conv = config.conv_impl or default_conv
+    if hasattr(model, "conv_impl"):
+        model = model.clone(conv_impl=conv)
+    elif config.conv_impl is not None:
+        raise ValueError(
+            f"config.conv_impl={config.conv_impl!r} but {type(model).__name__} has no conv_impl"
+        )
+    return model, batching
+
+
+@functools.lru_cache(maxsize=32)
+def _programs(
+    model: nn.Module, batching: str, mesh: Mesh, config: TrainConfig
+) -> dict[str, Callable[..., Any]]:
+    """The jitted programs of one (model, batching, mesh, config); cached so reruns reuse them."""
+    optimizer = adam(config.b1, config.b2, config.eps)
+    members = NamedSharding(mesh, PartitionSpec(ENSEMBLE_AXIS))
+    whole = replicated(mesh)
+
+    train = batch_members(
+        functools.partial(member_train_step, model, optimizer, normalize=config.normalize),
+        batching,
+    )
+    evaluate = batch_members(
+        functools.partial(member_eval_step, model, normalize=config.normalize), batching
+    )
+    predict = batch_members(
+        functools.partial(member_predict, model, normalize=config.normalize), batching
+    )
+    epoch_end = jax.vmap(
+        functools.partial(
+            end_of_epoch,
+            patience=config.patience,
+            plateau_patience=config.plateau_patience,
+            lr_factor=config.lr_factor,
+            min_delta=config.min_delta,
+        ),
+        in_axes=(0, 0, None),
+    )
+
+    def train_fn(state, images, labels, flips, active, beta):
+        return train(state, images, labels, flips, active, beta)
+
+    def eval_fn(state, images, labels, weights, beta, acc):
+        loss_sum, weight_sum = evaluate(state, images, labels, weights, beta)
+        return acc[0] + loss_sum, acc[1] + weight_sum
+
+    def epoch_end_fn(state, acc, epoch):
+        val_loss = acc[0] / jnp.maximum(acc[1], 1e-12)
+        train_loss = state.loss_sum / jnp.maximum(state.loss_count, 1)
+        train_loss = jnp.where(state.loss_count > 0, train_loss, jnp.nan)
+        lr_used = state.lr
+        new = epoch_end(state, val_loss, epoch)
+        summary = {
+            "train_loss": train_loss,
+            "val_loss": val_loss,
+            "lr": lr_used,
+            "stopped": new.stopped,
+            "diverged": new.diverged,
+            "stop_epoch": new.stop_epoch,
+            "best_val_loss": new.best_val_loss,
+        }
+        return new, summary
+
+    def init_fn(keys, variables, lrs, sample):
+        def one(key, lr):
+            v = variables if variables is not None else model.init(key, sample, train=False)
+            return init_member_state(v, optimizer, lr)
+
+        return jax.vmap(one)(keys, lrs)
+
+    return {
+        "train": jax.jit(train_fn, out_shardings=members, donate_argnums=0),
+        "eval": jax.jit(eval_fn, out_shardings=(whole, whole)),
+        "epoch_end": jax.jit(epoch_end_fn, out_shardings=(members, whole), donate_argnums=0),
+        "predict": jax.jit(predict, out_shardings=whole),
+        "init": jax.jit(init_fn, out_shardings=members, static_argnums=()),
+    }
+
+
+# Fields of TrainConfig that the compiled programs do not depend on (they enter as array shapes,
+# arguments, or only on the host); resetting them lets runs that differ only there share programs.
+_HOST_FIELDS = (
+    "learning_rate",
+    "batch_size",
+    "eval_batch_size",
+    "max_epochs",
+    "flip",
+    "member_batching",
+    "conv_impl",
+    "checkpoint_every_steps",
+)
+
+
+def _programs_for(
+    model: nn.Module, batching: str, mesh: Mesh, config: TrainConfig
+) -> dict[str, Callable[..., Any]]:
+    defaults = TrainConfig()
+    key = dataclasses.replace(config, **{f: getattr(defaults, f) for f in _HOST_FIELDS})
+    return _programs(model, batching, mesh, key)
+
+
+def _put(mesh: Mesh, array: np.ndarray, *axes: str | None) -> jax.Array:
+    """A host array (the same on every process) as a global array sharded by ``axes``."""
+    array = np.asarray(array)
+    sharding = NamedSharding(mesh, PartitionSpec(*axes))
+    return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
+
+
+# ----------------------------------------------------------------------------------------------
+# Data order
+# ----------------------------------------------------------------------------------------------
+
+
+def epoch_order(
+    seed: int, member: int, epoch: int, train_idx: np.ndarray, batch_size: int, flip: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The batches and flips of one member in one epoch, a function of ``(seed, member, epoch)``.
+
+    The training indices are shuffled and cut into ``len(train_idx) // batch_size`` full batches
+    (the remainder is dropped; it changes every epoch); each image is flipped with probability 1/2.
+
+    Returns:
+      ``(indices [steps, batch_size], flips [steps, batch_size])``.
+    """
+    rng = np.random.default_rng((int(seed), int(member), int(epoch)))
+    order = rng.permutation(np.asarray(train_idx))
+    steps = len(order) // batch_size
+    batches = order[: steps * batch_size].reshape(steps, batch_size)
+    flips = rng.random(batches.shape) < 0.5 if flip else np.zeros(batches.shape, bool)
+    return batches, flips
+
+
+def _epoch_plan(
+    members: Sequence[MemberSpec], epoch: int, config: TrainConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stacked ``[steps, K, B]`` indices and flips and ``[steps, K]`` activity of one epoch."""
+    orders = [
+        epoch_order(m.seed, k, epoch, m.train_idx, config.batch_size, config.flip)
+        for k, m in enumerate(members)
+    ]
+    steps = max(len(b) for b, _ in orders)
+    idx = np.zeros((steps, len(members), config.batch_size), np.int64)
+    flips = np.zeros(idx.shape, bool)
+    active = np.zeros((steps, len(members)), bool)
+    for k, (b, f) in enumerate(orders):
+        n = len(b)
+        idx[:n, k], flips[:n, k], active[:n, k] = b, f, True
+        idx[n:, k] = b[0]  # a member with fewer batches idles (inactive) on a copy of its first
+    return idx, flips, active
+
+
+def _padded(index_sets: Sequence[np.ndarray], batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index sets of different lengths as ``[steps, K, batch]`` indices and 0/1 weights."""
+    steps = max(math.ceil(len(s) / batch) for s in index_sets)
+    idx = np.zeros((steps * batch, len(index_sets)), np.int64)
+    weights = np.zeros(idx.shape, np.float32)
+    for k, s in enumerate(index_sets):
+        idx[:, k] = s[0]
+        idx[: len(s), k] = s
+        weights[: len(s), k] = 1.0
+    shape = (steps, batch, len(index_sets))
+    return idx.reshape(shape).transpose(0, 2, 1), weights.reshape(shape).transpose(0, 2, 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------------------------
+
+
+class _Fetcher:
+    """Reads images through ``get_batch``, checking every batch's shape and dtype."""
+
+    def __init__(self, get_batch: Callable[[np.ndarray], np.ndarray], image_shape, dtype):
+        self.get_batch, self.image_shape, self.dtype = get_batch, image_shape, dtype
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        images = np.asarray(self.get_batch(idx))
+        shape = _check_images(images, len(idx), "during training")
+        if shape != self.image_shape or images.dtype != self.dtype:
+            raise ValueError(
+                f"get_batch returned images {images.dtype} {shape}, but the first batch was "
+                f"{self.dtype} {self.image_shape}"
+            )
+        return images
+
+
+def init_ensemble(
+    model: nn.Module,
+    members: Sequence[MemberSpec],
+    image_shape: tuple[int, ...],
+    config: TrainConfig,
+    mesh: Mesh,
+    *,
+    init_variables: Mapping[str, Any] | None = None,
+    image_dtype: Any = np.float32,
+) -> MemberState:
+    """The stacked, sharded state of all members before training.
+
+    Args:
+      model: the linen module (with its ``conv_impl`` already resolved).
+      members: the member specifications (seed and learning rate are used).
+      image_shape: ``(H, W, C)``.
+      config: the training configuration.
+      mesh: the ``('ensemble', 'data')`` mesh.
+      init_variables: optional variables (``{'params', 'batch_stats'}``, e.g. ImageNet weights)
+        every member starts from; by default each member is initialised from its own seed.
+      image_dtype: dtype of the sample image used to initialise the model.
+
+    Returns:
+      A :class:`MemberState` whose leaves have a leading member axis, sharded over ``'ensemble'``.
+    """
+    programs = _programs_for(model, "vmap", mesh, config)
+    keys = jnp.stack([jax.random.key_data(jax.random.key(int(m.seed))) for m in members])
+    lrs = np.asarray([m.lr or config.learning_rate for m in members], np.float32)
+    sample = jnp.zeros((1, *image_shape), image_dtype)
+
+    def init(keys_data, lrs):
+        return programs["init"](
+            jax.vmap(jax.random.wrap_key_data)(keys_data), init_variables, lrs, sample
+        )
+
+    return init(_put(mesh, np.asarray(keys), ENSEMBLE_AXIS), _put(mesh, lrs, ENSEMBLE_AXIS))
+
+
+def train_ensemble(
+    model: nn.Module,
+    members: Sequence[MemberSpec],
+    data: DataSource,
+    config: TrainConfig | None = None,
+    *,
+    checkpoint_dir: str | None = None,
+    mesh: Mesh | None = None,
+    init_variables: Mapping[str, Any] | None = None,
+    progress: bool = True,
+) -> tuple[MemberState, list[MemberHistory]]:
+    """Trains ``K`` members of a beta ensemble together, each on its own fold.
+
+    Every step updates all live members at once (one jitted program over the mesh); after each
+    epoch every member is validated on its own ``val_idx`` (BatchNorm in eval mode), keeps its
+    best parameters, decays its learning rate on a plateau, and stops early on its own. A member
+    whose loss or gradients become non-finite is stopped with a ``RuntimeWarning`` naming it,
+    while the others go on. With ``checkpoint_dir`` the run saves its state after every epoch (and
+    every ``config.checkpoint_every_steps`` steps) and resumes from the newest checkpoint there,
+    ending with the same parameters as an uninterrupted run.
+
+    Args:
+      model: a linen module with BatchNorm statistics in ``'batch_stats'``, called as
+        ``model.apply(variables, x, train=bool, mutable=['batch_stats'])`` on NHWC images and
+        returning one logit per image (``[n, 1]`` or ``[n]``).
+      members: the member specifications.
+      data: the shared data source.
+      config: hyperparameters (default :class:`TrainConfig()`).
+      checkpoint_dir: folder of orbax checkpoints; ``None`` for none.
+      mesh: a ``('ensemble', 'data')`` mesh (default :func:`~iml.training.sharding.make_mesh`
+        over all devices).
+      init_variables: optional starting variables shared by every member (pretrained weights).
+      progress: show a tqdm progress bar over epochs (on process 0 only).
+
+    Returns:
+      ``(states, history)``: the final member-stacked :class:`MemberState` (its ``best_params``
+      and ``best_batch_stats`` are the early-stopped model of each member) and one
+      :class:`MemberHistory` per member.
+
+    Raises:
+      ValueError: on malformed members, labels, images (wrong rank, batch size or dtype) or mesh.
+    """
+    config = TrainConfig() if config is None else config
+    members, labels, image_shape, image_dtype = _check_inputs(members, data, config)
+    k = len(members)
+    mesh = (
+        make_mesh(k, math.gcd(config.batch_size, config.eval_batch_size)) if mesh is None else mesh
+    )
+    _check_mesh(mesh, k, config)
+    model, batching = resolve_member_batching(model, config)
+    programs = _programs_for(model, batching, mesh, config)
+    fetch_images = _Fetcher(data.get_batch, image_shape, image_dtype)
+    fetch_labels = labels.__getitem__
+    beta = _put(mesh, np.asarray([m.beta for m in members], np.float32), ENSEMBLE_AXIS)
+
+    state = init_ensemble(
+        model,
+        members,
+        image_shape,
+        config,
+        mesh,
+        init_variables=init_variables,
+        image_dtype=image_dtype,
+    )
+    history = [MemberHistory() for _ in members]
+    steps_per_epoch = max(len(m.train_idx) // config.batch_size for m in members)
+    start_epoch, start_step = 0, 0
+    checkpointer = None
+    if checkpoint_dir is not None:
+        checkpointer = EnsembleCheckpointer(checkpoint_dir)
+        latest = checkpointer.latest_step()
+        if latest is not None:
+            state, meta = checkpointer.restore(latest, state)
+            start_epoch, start_step = int(meta["epoch"]), int(meta["step_in_epoch"])
+            history = [MemberHistory(**h) for h in meta["history"]]
+            if int(meta["steps_per_epoch"]) != steps_per_epoch or int(meta["members"]) != k:
+                raise ValueError(
+                    f"checkpoint_dir {checkpoint_dir!r} holds a run with other members or data"
+                )
+
+    def save(epoch: int, step_in_epoch: int) -> None:
+        meta = {
+            "epoch": epoch,
+            "step_in_epoch": step_in_epoch,
+            "steps_per_epoch": steps_per_epoch,
+            "members": k,
+            "history": [dataclasses.asdict(h) for h in history],
+        }
+        checkpointer.save(epoch * steps_per_epoch + step_in_epoch, state, meta)
+
+    val_idx, val_weights = _padded([m.val_idx for m in members], config.eval_batch_size)
+    bar = None
+    if progress and jax.process_index() == 0:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=config.max_epochs, initial=start_epoch, desc="ensemble", unit="epoch")
+    try:
+        stopped = np.array([h.stopped_epoch is not None for h in history])
+        for epoch in range(start_epoch, config.max_epochs):
+            if stopped.all():
+                break
+            idx, flips, active = _epoch_plan(members, epoch, config)
+            for s in range(start_step if epoch == start_epoch else 0, steps_per_epoch):
+                state = programs["train"](
+                    state,
+                    global_batch(mesh, idx[s], fetch_images, image_shape),
+                    global_batch(mesh, idx[s], fetch_labels),
+                    _put(mesh, flips[s], ENSEMBLE_AXIS, DATA_AXIS),
+                    _put(mesh, active[s], ENSEMBLE_AXIS),
+                    beta,
+                )
+                every = config.checkpoint_every_steps
+                if checkpointer and every and (s + 1) % every == 0 and s + 1 < steps_per_epoch:
+                    save(epoch, s + 1)
+            acc = (jnp.zeros(k), jnp.zeros(k))
+            for s in range(len(val_idx)):
+                acc = programs["eval"](
+                    state,
+                    global_batch(mesh, val_idx[s], fetch_images, image_shape),
+                    global_batch(mesh, val_idx[s], fetch_labels),
+                    _put(mesh, val_weights[s], ENSEMBLE_AXIS, DATA_AXIS),
+                    beta,
+                    acc,
+                )
+            state, summary = programs["epoch_end"](state, acc, epoch)
+            summary = jax.tree.map(np.asarray, summary)
+            stopped = _record(history, summary, stopped, members, epoch)
+            if checkpointer:
+                save(epoch + 1, 0)
+            if bar is not None:
+                live = ~stopped
+                mean_val = float(np.mean(summary["val_loss"][live])) if live.any() else math.nan
+                bar.set_postfix(members=int(live.sum()), val_loss=f"{mean_val:.4f}")
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+        if checkpointer is not None:
+            checkpointer.close()
+    return state, history
+
+
+def _record(
+    history: list[MemberHistory],
+    summary: dict[str, np.ndarray],
+    was_stopped: np.ndarray,
+    members: Sequence[MemberSpec],
+    epoch: int,
+) -> np.ndarray:
+    """Appends one epoch to each live member's history; warns about members that diverged."""
+    for k, h in enumerate(history):
+        if was_stopped[k]:
+            continue
+        h.train_loss.append(float(summary["train_loss"][k]))
+        h.val_loss.append(float(summary["val_loss"][k]))
+        h.lr.append(float(summary["lr"][k]))
+        h.best_val_loss = float(summary["best_val_loss"][k])
+        if summary["stopped"][k]:
+            h.stopped_epoch = int(summary["stop_epoch"][k])
+            h.diverged = bool(summary["diverged"][k])
+            if h.diverged:
+                message = (
+                    f"{members[k].describe(k)} stopped in epoch {epoch}: its training or "
+                    "validation loss is not finite; it keeps its best parameters and the other "
+                    "members go on"
+                )
+                logger.warning(message)
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
+            else:
+                logger.info("%s stopped early in epoch %d", members[k].describe(k), epoch)
+    return np.asarray(summary["stopped"], bool)
+
+
+# ----------------------------------------------------------------------------------------------
+# Prediction
+# ----------------------------------------------------------------------------------------------
+
+
+def predict_ensemble(
+    model: nn.Module,
+    states: MemberState,
+    data: DataSource,
+    indices: Sequence[np.ndarray] | np.ndarray,
+    config: TrainConfig | None = None,
+    *,
+    mesh: Mesh | None = None,
+) -> list[np.ndarray]:
+    """Scores ``sigmoid(logit)`` of each member's best parameters, BatchNorm in eval mode.
+
+    Args:
+      model: the module the states were trained with.
+      states: the member-stacked states returned by :func:`train_ensemble`.
+      data: the data source.
+      indices: one index array per member (e.g. each member's ``test_idx``), or one array that
+        every member scores.
+      config: the training configuration (its normalisation, batching and ``eval_batch_size``).
+      mesh: the mesh the states live on (default: the one of the states' sharding).
+
+    Returns:
+      One ``float32`` score array per member, aligned with its indices.
+    """
+    config = TrainConfig() if config is None else config
+    k = int(jax.tree.leaves(states.lr)[0].shape[0])
+    if isinstance(indices, np.ndarray) and indices.ndim == 1:
+        indices = [indices] * k
+    n = len(data)
+    index_sets = [_check_indices(f"indices[{i}]", ix, n) for i, ix in enumerate(indices)]
+    if len(index_sets) != k:
+        raise ValueError(f"indices must hold one array per member ({k}), got {len(index_sets)}")
+    if mesh is None:
+        mesh = states.lr.sharding.mesh
+    _check_mesh(mesh, k, config)
+    model, batching = resolve_member_batching(model, config)
+    programs = _programs_for(model, batching, mesh, config)
+    probe = data.get_batch(index_sets[0][:1])
+    image_shape = _check_images(probe, 1, "probe batch")
+    fetch = _Fetcher(data.get_batch, image_shape, np.asarray(probe).dtype)
+    idx, _ = _padded(index_sets, config.eval_batch_size)
+    logits = [
+        np.asarray(programs["predict"](states, global_batch(mesh, idx[s], fetch, image_shape)))
+        for s in range(len(idx))
+    ]
+    flat = np.concatenate(logits, axis=1)  # [K, steps * batch]
+    scores = 1.0 / (1.0 + np.exp(-flat.astype(np.float64)))
+    return [scores[i, : len(s)].astype(np.float32) for i, s in enumerate(index_sets)]

@@ -1,0 +1,573 @@
+"""Tests for iml.calibration: binning, curves, metrics, sweeps and the loss-calibration test."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.calibration import calibration_curve as sk_calibration_curve
+
+from iml import calibration as cal
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(scope="module")
+def data_dir() -> Path:
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "shared" / "data"
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("shared/data not found above the test file")
+
+
+def _binary_sample(n: int, seed: int = 0, prevalence_shift: float = 0.0):
+    rng = np.random.default_rng(seed)
+    scores = rng.beta(2.0, 5.0, n).astype(np.float32)
+    labels = (rng.random(n) < np.clip(scores + prevalence_shift, 0, 1)).astype(np.int32)
+    return scores, labels
+
+
+# ---------------------------------------------------------------------------------------------
+# Binning and calibration curves
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["quantile", "uniform"])
+def test_calibration_curve_matches_sklearn(strategy):
+    scores, labels = _binary_sample(2000, seed=1)
+    curve = cal.calibration_curve(scores, labels, n_bins=10, strategy=strategy)
+    prob_true, prob_pred = sk_calibration_curve(
+        labels, scores.astype(np.float64), n_bins=10, strategy=strategy
+    )
+    keep = np.asarray(curve.count) > 0
+    np.testing.assert_allclose(np.asarray(curve.event_rate)[keep], prob_true, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(curve.mean_score)[keep], prob_pred, rtol=1e-5)
+    assert float(curve.count.sum()) == 2000
+    if strategy == "quantile":
+        np.testing.assert_allclose(
+            curve.edges,
+            np.percentile(scores.astype(np.float64), np.linspace(0, 100, 11)),
+            rtol=1e-5,
+        )
+        assert np.all(np.abs(np.asarray(curve.count) - 200) <= 1)
+
+
+def test_ties_share_a_bin_and_duplicate_edges_give_empty_bins():
+    # 60% of the scores tie at 0 (exactly), 10% at 1: several deciles collapse onto one value.
+    scores = np.concatenate([np.zeros(60), np.linspace(0.2, 0.8, 30), np.ones(10)]).astype(
+        np.float32
+    )
+    labels = np.concatenate([np.zeros(55), np.ones(5), np.zeros(15), np.ones(15), np.ones(10)])
+    curve = cal.calibration_curve(scores, labels, n_bins=10)
+    count = np.asarray(curve.count)
+    # All 60 zeros share bin 0; the bins between the duplicate edges at 0 are empty with NaN means.
+    assert count[0] == 60 and np.all(count[1:5] == 0)
+    assert np.all(np.isnan(np.asarray(curve.mean_score)[1:5]))
+    assert np.all(np.isnan(np.asarray(curve.event_rate)[1:5]))
+    np.testing.assert_allclose(curve.event_rate[0], 5 / 60, rtol=1e-6)
+    # Scores exactly 1 land in the last bin, together with nothing above them.
+    bins = np.asarray(cal.assign_bins(scores, curve.edges))
+    assert np.all(bins[scores == 1.0] == 9) and np.all(bins[scores == 0.0] == 0)
+    assert count.sum() == 100
+    prob_true, prob_pred = sk_calibration_curve(labels, scores, n_bins=10, strategy="quantile")
+    np.testing.assert_allclose(np.asarray(curve.event_rate)[count > 0], prob_true, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(curve.mean_score)[count > 0], prob_pred, rtol=1e-6)
+
+
+def test_uniform_bins_keep_edge_scores_in_lower_bin_and_empty_bins_nan():
+    scores = np.array([0.0, 0.05, 0.1, 0.15, 0.95, 1.0], np.float32)
+    labels = np.array([0, 0, 1, 0, 1, 1])
+    curve = cal.calibration_curve(scores, labels, n_bins=4, strategy="uniform")
+    # Bins (0, .25], (.25, .5], (.5, .75], (.75, 1], the first holding 0 too.
+    np.testing.assert_array_equal(curve.count, [4, 0, 0, 2])
+    np.testing.assert_allclose(curve.event_rate[0], 0.25)
+    np.testing.assert_allclose(curve.mean_score[3], 0.975)
+    assert np.isnan(curve.event_rate[1]) and np.isnan(curve.mean_score[2])
+
+
+def test_weighted_curve_equals_repeated_observations():
+    scores, labels = _binary_sample(300, seed=2)
+    reps = RNG.integers(0, 4, 300)
+    weighted = cal.calibration_curve(scores, labels, strategy="uniform", sample_weight=reps)
+    repeated = cal.calibration_curve(
+        np.repeat(scores, reps), np.repeat(labels, reps), strategy="uniform"
+    )
+    np.testing.assert_allclose(weighted.count, repeated.count)
+    np.testing.assert_allclose(weighted.event_rate, repeated.event_rate, rtol=1e-5)
+    np.testing.assert_allclose(weighted.mean_score, repeated.mean_score, rtol=1e-5)
+
+
+def test_calibration_curve_bootstrap_interval_covers_estimate_and_jits():
+    scores, labels = _binary_sample(1000, seed=3)
+    f = jax.jit(
+        lambda s, y, k: cal.calibration_curve(s, y, n_bootstrap=100, key=k),
+    )
+    curve = f(scores, labels, jax.random.key(0))
+    lo, hi = np.asarray(curve.event_rate_interval)
+    assert np.all(lo <= np.asarray(curve.event_rate) + 1e-6)
+    assert np.all(np.asarray(curve.event_rate) <= hi + 1e-6)
+    # Width of a 95% interval of a rate near p from 100 observations: about 4 sd.
+    p = np.asarray(curve.event_rate)
+    sd = np.sqrt(p * (1 - p) / 100)
+    assert np.all((hi - lo) < 6 * sd + 0.02) and np.all((hi - lo) > 2 * sd - 0.02)
+    mlo, mhi = np.asarray(curve.mean_score_interval)
+    assert np.all(mlo <= np.asarray(curve.mean_score) + 1e-6)
+    assert np.all(np.asarray(curve.mean_score) <= mhi + 1e-6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"labels": np.array([0, 1, 2, 1])}, "labels must be 0 or 1"),
+        ({"scores": np.array([0.1, np.nan, 0.3, 0.4])}, "scores contains NaN"),
+        ({"scores": np.array([0.1, 1.2, 0.3, 0.4])}, "outside"),
+        ({"scores": np.array([]), "labels": np.array([])}, "scores is empty"),
+        ({"n_bins": 5}, "fewer than n_bins"),
+        ({"sample_weight": np.array([1.0, -1.0, 1.0, 1.0])}, "negative"),
+        ({"sample_weight": np.array([1.0, 1.0])}, "sample_weight must have shape"),
+        ({"strategy": "kmeans"}, "strategy"),
+        ({"labels": np.array([0, 1, 1])}, "labels has shape"),
+    ],
+)
+def test_calibration_curve_rejects_bad_input(kwargs, match):
+    args = {
+        "scores": np.array([0.1, 0.2, 0.3, 0.4]),
+        "labels": np.array([0, 1, 0, 1]),
+        "n_bins": 2,
+    }
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        cal.calibration_curve(**args)
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+# ---------------------------------------------------------------------------------------------
+
+
+def _multiclass_sample(n: int, k: int = 4, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n, k)) * 1.5
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    labels = np.array([rng.choice(k, p=p) for p in probs])
+    sharpened = probs**1.5 / (probs**1.5).sum(1, keepdims=True)  # overconfident model
+    return sharpened.astype(np.float32), labels
+
+
+def test_binary_metrics_match_sklearn_with_weights():
+    from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
+
+    scores, labels = _binary_sample(3000, seed=4)
+    scores = np.round(scores, 2)  # many ties for the Mann-Whitney statistic
+    scores = np.clip(scores, 0.005, 0.995).astype(np.float32)
+    w = RNG.uniform(0.2, 3.0, 3000)
+    s64 = scores.astype(np.float64)
+    for weight in (None, w):
+        np.testing.assert_allclose(
+            cal.auroc(scores, labels, weight),
+            roc_auc_score(labels, s64, sample_weight=weight),
+            rtol=1e-5,
+        )
+        np.testing.assert_allclose(
+            cal.brier_score(scores, labels, weight),
+            brier_score_loss(labels, s64, sample_weight=weight),
+            rtol=1e-5,
+        )
+        np.testing.assert_allclose(
+            cal.mean_log_loss(scores, labels, weight),
+            log_loss(labels, s64, sample_weight=weight),
+            rtol=1e-5,
+        )
+
+
+def test_multiclass_metrics_match_sklearn():
+    from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
+
+    scores, labels = _multiclass_sample(1500, seed=5)
+    w = RNG.uniform(0.5, 2.0, 1500)
+    p64 = scores.astype(np.float64)
+    p64 /= p64.sum(1, keepdims=True)
+    np.testing.assert_allclose(
+        cal.auroc(scores, labels), roc_auc_score(labels, p64, multi_class="ovr"), rtol=1e-4
+    )
+    np.testing.assert_allclose(
+        cal.brier_score(scores, labels, w),
+        brier_score_loss(labels, p64, sample_weight=w, labels=[0, 1, 2, 3]),
+        rtol=1e-4,
+    )
+    np.testing.assert_allclose(
+        cal.mean_log_loss(scores, labels, w), log_loss(labels, p64, sample_weight=w), rtol=1e-4
+    )
+
+
+def _ece_by_hand(scores, labels, edges, norm):
+    """Independent float64 loop: right-closed bins, first bin closed."""
+    n = len(scores)
+    gaps, shares = [], []
+    for b in range(len(edges) - 1):
+        if b == 0:
+            member = scores <= edges[1]
+        else:
+            member = (scores > edges[b]) & (scores <= edges[b + 1])
+        if b == len(edges) - 2:
+            member = scores > edges[b] if b > 0 else np.ones(n, bool)
+        if member.sum() == 0:
+            continue
+        gaps.append(abs(scores[member].mean() - labels[member].mean()))
+        shares.append(member.sum() / n)
+    gaps, shares = np.array(gaps), np.array(shares)
+    return {
+        "l1": np.sum(shares * gaps),
+        "l2": np.sqrt(np.sum(shares * gaps**2)),
+        "max": gaps.max(),
+    }[norm]
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2", "max"])
+@pytest.mark.parametrize("strategy", ["quantile", "uniform"])
+def test_ece_matches_hand_computation(norm, strategy):
+    scores, labels = _binary_sample(1200, seed=6, prevalence_shift=0.05)
+    s64 = scores.astype(np.float64)
+    edges = (
+        np.percentile(s64, np.linspace(0, 100, 11))
+        if strategy == "quantile"
+        else np.linspace(0, 1, 11)
+    )
+    got = cal.expected_calibration_error(scores, labels, strategy=strategy, norm=norm)
+    np.testing.assert_allclose(got, _ece_by_hand(s64, labels, edges, norm), rtol=1e-4)
+
+
+def test_ece_tiny_example_by_hand():
+    scores = np.array([0.1, 0.2, 0.6, 0.8], np.float32)
+    labels = np.array([0, 1, 1, 1])
+    # Two uniform bins: [0, .5] holds .1, .2 (mean .15, rate .5); (.5, 1] holds .6, .8 (.7, 1).
+    ece = cal.expected_calibration_error(scores, labels, n_bins=2, strategy="uniform")
+    np.testing.assert_allclose(ece, 0.5 * 0.35 + 0.5 * 0.3, rtol=1e-6)
+    mce = cal.expected_calibration_error(scores, labels, n_bins=2, strategy="uniform", norm="max")
+    np.testing.assert_allclose(mce, 0.35, rtol=1e-6)
+
+
+def test_debiased_ece_is_unbiased_for_calibrated_scores_where_plugin_is_not():
+    # Calibrated scores: the true squared calibration error is 0. The plug-in estimate of the
+    # squared L2 error is biased upward by about sum_b p_b r_b(1-r_b)/n_b; the debiased one is not.
+    keys = jax.random.split(jax.random.key(7), 200)
+
+    def one(k):
+        k1, k2 = jax.random.split(k)
+        s = jax.random.uniform(k1, (2000,))
+        y = (jax.random.uniform(k2, (2000,)) < s).astype(jnp.int32)
+        plug = cal.expected_calibration_error(s, y, norm="l2") ** 2
+        deb = cal.expected_calibration_error(s, y, norm="l2", debias=True)
+        return plug, deb
+
+    plug, deb = jax.jit(jax.vmap(one))(keys)
+    # Expected plug-in bias: mean of r(1-r) over scores / bin size ~ (1/6) / 200.
+    assert float(plug.mean()) > 0.5 * (1 / 6) / 200
+    # The debiased estimator returns sqrt(max(estimate, 0)); its square averages near zero.
+    assert float(jnp.mean(deb**2)) < 0.3 * float(plug.mean())
+
+
+def test_multiclass_ece_top_label_and_classwise():
+    scores, labels = _multiclass_sample(2000, seed=8)
+    top = cal.expected_calibration_error(scores, labels, multiclass="top_label")
+    conf = scores.max(1).astype(np.float64)
+    correct = (scores.argmax(1) == labels).astype(float)
+    edges = np.percentile(conf, np.linspace(0, 100, 11))
+    np.testing.assert_allclose(top, _ece_by_hand(conf, correct, edges, "l1"), rtol=1e-4)
+    classwise = cal.expected_calibration_error(scores, labels, multiclass="classwise")
+    by_hand = np.mean(
+        [
+            _ece_by_hand(
+                scores[:, j].astype(np.float64),
+                (labels == j).astype(float),
+                np.percentile(scores[:, j].astype(np.float64), np.linspace(0, 100, 11)),
+                "l1",
+            )
+            for j in range(4)
+        ]
+    )
+    np.testing.assert_allclose(classwise, by_hand, rtol=1e-4)
+    # The sharpened (overconfident) model is visibly miscalibrated.
+    assert float(top) > 0.02
+
+
+def test_rare_class_prevalence_of_chestxray14(data_dir):
+    import csv
+    import gzip
+
+    path = data_dir / "nih-chestxray14-meta" / "Data_Entry_2017_v2020.csv.gz"
+    with gzip.open(path, "rt") as f:
+        rows = list(csv.DictReader(f))
+    labels = np.array(["Pneumonia" in r["Finding Labels"] for r in rows], np.int32)
+    assert labels.size == 112_120 and labels.sum() == 1_431
+    # Calibrated scores with the real prevalence (~1.3%): most deciles hold no positive.
+    rng = np.random.default_rng(9)
+    scores = np.zeros(labels.size, np.float32)
+    scores[labels == 1] = rng.beta(2, 20, labels.sum())
+    scores[labels == 0] = rng.beta(0.3, 200, (labels == 0).sum())
+    curve = cal.calibration_curve(scores, labels)
+    positives_per_bin = np.asarray(curve.event_rate) * np.asarray(curve.count)
+    assert np.sum(np.round(positives_per_bin) == 0) >= 5
+    prob_true, prob_pred = sk_calibration_curve(
+        labels, scores.astype(np.float64), n_bins=10, strategy="quantile"
+    )
+    np.testing.assert_allclose(curve.event_rate, prob_true, atol=1e-6)
+    np.testing.assert_allclose(curve.mean_score, prob_pred, rtol=1e-4)
+    np.testing.assert_allclose(curve.count.sum(), 112_120)
+    ece = cal.expected_calibration_error(scores, labels)
+    by_hand = _ece_by_hand(
+        scores.astype(np.float64), labels, np.percentile(scores, np.linspace(0, 100, 11)), "l1"
+    )
+    np.testing.assert_allclose(ece, by_hand, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("fn", "scores", "labels", "match"),
+    [
+        (cal.auroc, np.full((3, 2), 0.5), np.array([0, 2, 1]), r"class indices in \[0, 2\)"),
+        (cal.brier_score, np.array([[0.5, np.nan]]), np.array([0]), "NaN"),
+        (cal.mean_log_loss, np.zeros((2, 2, 2)), np.array([0, 1]), "shape"),
+        (cal.brier_score, np.array([0.2, 0.3]), np.array([1, 3]), "labels must be 0 or 1"),
+    ],
+)
+def test_metrics_reject_bad_input(fn, scores, labels, match):
+    with pytest.raises(ValueError, match=match):
+        fn(scores, labels)
+
+
+def test_ece_rejects_bad_options():
+    s, y = _binary_sample(50)
+    with pytest.raises(ValueError, match="debias"):
+        cal.expected_calibration_error(s, y, norm="l1", debias=True)
+    with pytest.raises(ValueError, match="norm"):
+        cal.expected_calibration_error(s, y, norm="l3")
+    with pytest.raises(ValueError, match="multiclass"):
+        cal.expected_calibration_error(s, y, multiclass="pairwise")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss calibration (Definition 2) and the beta sweep
+# ---------------------------------------------------------------------------------------------
+
+
+def _loss_calibrated_sample(key, n: int, beta: float):
+    """Posteriors ~ Beta(1, 5) (inverse CDF), scores c^beta(posterior), labels ~ posterior."""
+    from iml.scoring import optimal_score
+
+    k1, k2 = jax.random.split(key)
+    posterior = 1.0 - (1.0 - jax.random.uniform(k1, (n,))) ** (1.0 / 5.0)
+    scores = optimal_score(posterior, beta)
+    labels = (jax.random.uniform(k2, (n,)) < posterior).astype(jnp.int32)
+    return scores, labels
+
+
+def test_loss_calibration_test_size_and_power():
+    """Rejection rate at alpha = 0.05 over 200 simulated datasets of 1,000 observations.
+
+    H0 true (scores optimal for beta = 0.8, tested at 0.8): the rejection rate is the test's size.
+    H0 false (the same kind of data tested at beta = 0.65, i.e. the wrong loss): its power.
+    """
+
+    @jax.jit
+    def rejection_rate(keys, test_beta):
+        def one(k):
+            k_data, k_test = jax.random.split(k)
+            scores, labels = _loss_calibrated_sample(k_data, 1000, 0.8)
+            r = cal.loss_calibration_test(scores, labels, test_beta, n_bootstrap=99, key=k_test)
+            covered = (r.gap_interval[0] <= r.gap) & (r.gap <= r.gap_interval[1])
+            return r.p_value <= 0.05, covered
+
+        rejected, covered = jax.lax.map(one, keys)
+        return jnp.mean(rejected), jnp.mean(covered)
+
+    keys = jax.random.split(jax.random.key(10), 200)
+    size, covered = rejection_rate(keys, 0.8)
+    power, _ = rejection_rate(keys, 0.65)
+    # Binomial sd of a rate near 0.05 over 200 datasets is about 0.015.
+    assert 0.015 <= float(size) <= 0.095, float(size)
+    assert float(power) >= 0.9, float(power)
+    assert float(covered) >= 0.9
+
+
+def test_loss_calibration_gap_by_hand_and_generic_rule_agrees():
+    from iml.losses import beta_weighted_loss
+    from iml.scoring import optimal_score
+
+    scores, labels = _loss_calibrated_sample(jax.random.key(11), 3000, 0.9)
+    s, y = np.asarray(scores, np.float64), np.asarray(labels)
+    key = jax.random.key(12)
+    r = cal.loss_calibration_test(scores, labels, 0.9, n_bootstrap=49, key=key)
+    # By hand in float64: each decile's loss minus the loss of a' = c^beta(rate) for all of it.
+    edges = np.percentile(s, np.linspace(0, 100, 11))
+    bins = np.searchsorted(edges[1:-1], s)
+    beta = 0.9
+
+    def lb(a, yy):
+        return np.where(yy == 1, -beta * np.log(a), -(1 - beta) * np.log1p(-a))
+
+    reduction = []
+    for b in range(10):
+        m = bins == b
+        best = float(optimal_score(y[m].mean(), beta))
+        np.testing.assert_allclose(r.optimal_score[b], best, rtol=1e-5)
+        reduction.append((lb(s[m], y[m]).sum() - lb(np.full(m.sum(), best), y[m]).sum()) / 3000)
+    np.testing.assert_allclose(r.loss_reduction, reduction, atol=2e-6)
+    np.testing.assert_allclose(r.gap, np.sum(reduction), atol=1e-5)
+    assert 0.05 < float(r.p_value) <= 1.0
+    # The same loss given as a callable goes through the generic rule: same statistic.
+    generic = cal.loss_calibration_test(
+        scores, labels, lambda a, t: beta_weighted_loss(a, t, 0.9), n_bootstrap=49, key=key
+    )
+    np.testing.assert_allclose(generic.gap, r.gap, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(generic.optimal_score, r.optimal_score, rtol=1e-3)
+    np.testing.assert_allclose(generic.p_value, r.p_value, atol=0.06)
+
+
+def test_loss_calibration_test_with_focal_loss_passes_and_raw_posteriors_fail():
+    from iml.losses import focal_loss
+    from iml.scoring import optimal_score_for_loss
+
+    k1, k2, k3 = jax.random.split(jax.random.key(13), 3)
+    posterior = 1.0 - (1.0 - jax.random.uniform(k1, (2000,))) ** (1.0 / 3.0)
+    labels = (jax.random.uniform(k2, (2000,)) < posterior).astype(jnp.int32)
+    posterior = jnp.clip(posterior, 1e-3, 1 - 1e-3)
+    focal = lambda a, y: focal_loss(a, y, 2.0, 0.5)  # noqa: E731
+    optimal = optimal_score_for_loss(focal, posterior)
+    passed = cal.loss_calibration_test(optimal, labels, focal, n_bootstrap=99, key=k3)
+    failed = cal.loss_calibration_test(posterior, labels, focal, n_bootstrap=99, key=k3)
+    assert float(passed.p_value) > 0.05
+    assert float(failed.p_value) <= 0.05
+
+
+def test_loss_calibration_curve_against_theoretical_map():
+    from iml.scoring import optimal_score
+
+    scores, labels = _loss_calibrated_sample(jax.random.key(14), 20_000, 0.9)
+    curve = cal.loss_calibration_curve(scores, labels, 0.9)
+    np.testing.assert_allclose(curve.optimal_score, optimal_score(curve.event_rate, 0.9), rtol=1e-5)
+    np.testing.assert_allclose(
+        curve.optimal_score_grid, optimal_score(curve.posterior_grid, 0.9), rtol=1e-5
+    )
+    # Loss-calibrated: the empirical points lie near the theoretical map, not near the diagonal.
+    assert float(jnp.max(jnp.abs(curve.optimal_score - curve.mean_score))) < 0.06
+    assert float(jnp.max(jnp.abs(curve.event_rate - curve.mean_score))) > 0.2
+    wrong = cal.loss_calibration_curve(scores, labels, 0.5)
+    assert float(jnp.max(jnp.abs(wrong.optimal_score - wrong.mean_score))) > 0.2
+
+
+def test_beta_sweep_matches_per_beta_computations_and_exact_bootstrap():
+    from iml.scoring import loss_corrected_score
+
+    scores, labels = _loss_calibrated_sample(jax.random.key(15), 1500, 0.9)
+    betas = jnp.array([0.3, 0.6, 0.8, 0.9, 0.95], jnp.float32)
+    key = jax.random.key(16)
+    sweep_fn = jax.jit(
+        lambda s, y, b, k: cal.beta_sweep(s, y, b, n_bootstrap=40, key=k, beta_chunk=2, tile=64)
+    )
+    sw = sweep_fn(scores, labels, betas, key)
+    one_chunk = cal.beta_sweep(scores, labels, betas, n_bootstrap=40, key=key, beta_chunk=8)
+    np.testing.assert_allclose(sw.ece, one_chunk.ece, rtol=1e-5)
+    np.testing.assert_allclose(sw.ece_interval, one_chunk.ece_interval, rtol=1e-4)
+    for i, beta in enumerate(np.asarray(betas)):
+        corrected = loss_corrected_score(scores, beta)
+        curve = cal.calibration_curve(corrected, labels)
+        np.testing.assert_allclose(sw.mean_score[i], curve.mean_score, rtol=1e-5)
+        np.testing.assert_allclose(sw.event_rate, curve.event_rate, rtol=1e-6)
+        np.testing.assert_allclose(
+            sw.ece[i], cal.expected_calibration_error(corrected, labels), rtol=1e-4
+        )
+        test = cal.loss_calibration_test(scores, labels, float(beta), n_bootstrap=1, key=key)
+        np.testing.assert_allclose(sw.loss_calibration_gap[i], test.gap, rtol=1e-4, atol=1e-7)
+    # The bootstrap intervals, recomputed in float64 NumPy from the same resampling multiplicities
+    # (the sweep resamples the scores in sorted order with fixed bins).
+    mult = np.asarray(cal._bootstrap_counts(key, 1500, 40), np.float64)
+    order = np.argsort(np.asarray(scores), kind="stable")
+    s = np.asarray(scores, np.float64)[order]
+    y = np.asarray(labels, np.float64)[order]
+    bins = np.searchsorted(np.asarray(sw.edges, np.float64)[1:-1], s)
+    for i, beta in enumerate(np.asarray(betas, np.float64)):
+        g = (1 - beta) * s / ((1 - beta) * s + beta * (1 - s))
+        eces, means = [], []
+        for m in mult:
+            cnt = np.bincount(bins, m, 10)
+            mean = np.bincount(bins, m * g, 10) / cnt
+            rate = np.bincount(bins, m * y, 10) / cnt
+            eces.append(np.sum(cnt / cnt.sum() * np.abs(mean - rate)))
+            means.append(mean)
+        np.testing.assert_allclose(
+            sw.ece_interval[:, i], np.percentile(eces, [2.5, 97.5]), rtol=1e-4, atol=1e-6
+        )
+        np.testing.assert_allclose(
+            sw.mean_score_interval[:, i], np.percentile(means, [2.5, 97.5], axis=0), rtol=1e-4
+        )
+
+
+def test_beta_sweep_finds_the_training_weight():
+    scores, labels = _loss_calibrated_sample(jax.random.key(17), 20_000, 0.9)
+    betas = jnp.linspace(0.5, 0.99, 50)
+    sw = cal.beta_sweep(scores, labels, betas, n_bootstrap=0)
+    best_ece = float(betas[jnp.argmin(sw.ece)])
+    best_gap = float(betas[jnp.argmin(sw.loss_calibration_gap)])
+    assert abs(best_ece - 0.9) < 0.03 and abs(best_gap - 0.9) < 0.03
+    assert sw.ece_interval is None and sw.mean_score.shape == (50, 10)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda s, y: cal.beta_sweep(s, y, [0.5, 1.0], n_bootstrap=0), "betas"),
+        (lambda s, y: cal.beta_sweep(s, y, [0.5], n_bootstrap=5), "key"),
+        (lambda s, y: cal.beta_sweep(s, y, [0.5], n_bootstrap=0, norm="l1", debias=True), "debias"),
+        (lambda s, y: cal.loss_calibration_test(s, y, 1.5, key=jax.random.key(0)), "beta"),
+        (lambda s, y: cal.loss_calibration_test(s, y, 0.5, n_bootstrap=0), "n_bootstrap"),
+        (lambda s, y: cal.loss_calibration_test(s, y * 2, 0.5, key=jax.random.key(0)), "labels"),
+        (lambda s, y: cal.loss_calibration_curve(s[:5], y[:5], 0.5), "fewer than n_bins"),
+    ],
+)
+def test_sweep_and_loss_calibration_reject_bad_input(call, match):
+    scores, labels = _binary_sample(100)
+    with pytest.raises(ValueError, match=match):
+        call(scores, labels)
+
+
+def test_under_jit_nan_scores_give_nan_results_instead_of_errors():
+    scores, labels = _binary_sample(200, seed=18)
+    scores[7] = np.nan
+    curve = jax.jit(lambda s, y: cal.calibration_curve(s, y, strategy="uniform"))(scores, labels)
+    # The NaN stays in the bin it was assigned to; the other bins are unaffected.
+    filled = np.asarray(curve.count) > 0
+    assert int(np.sum(np.isnan(np.asarray(curve.mean_score))[filled])) == 1
+    assert np.isnan(float(jax.jit(cal.expected_calibration_error)(scores, labels)))
+    assert np.isnan(float(jax.jit(cal.auroc)(scores, labels)))
+    assert np.isnan(float(jax.jit(cal.brier_score)(scores, labels)))
+
+
+def test_impossible_label_makes_the_gap_infinite_and_rejects():
+    scores, labels = _binary_sample(200, seed=19)
+    scores[0], labels[0] = 0.0, 1  # a positive at score 0: impossible under H0
+    r = cal.loss_calibration_test(scores, labels, 0.5, n_bootstrap=19, key=jax.random.key(0))
+    assert np.isinf(float(r.gap)) and int(np.sum(np.isinf(np.asarray(r.loss_reduction)))) == 1
+    np.testing.assert_allclose(r.p_value, 1 / 20)
+
+
+def test_beta_sweep_debiased_l2_and_generic_loss_curve():
+    from iml.losses import beta_weighted_loss
+    from iml.scoring import loss_corrected_score, optimal_score
+
+    scores, labels = _loss_calibrated_sample(jax.random.key(20), 2000, 0.7)
+    betas = jnp.array([0.6, 0.7])
+    sw = cal.beta_sweep(scores, labels, betas, n_bootstrap=0, norm="l2", debias=True)
+    for i in range(2):
+        expected = cal.expected_calibration_error(
+            loss_corrected_score(scores, betas[i]), labels, norm="l2", debias=True
+        )
+        np.testing.assert_allclose(sw.ece[i], expected, rtol=1e-4, atol=1e-6)
+    curve = cal.loss_calibration_curve(
+        scores, labels, lambda a, y: beta_weighted_loss(a, y, 0.7), n_grid=50
+    )
+    np.testing.assert_allclose(
+        curve.optimal_score_grid, optimal_score(curve.posterior_grid, 0.7), rtol=1e-4
+    )

@@ -1,0 +1,327 @@
+"""Tests for iml.models: the Flax DenseNets and the torchvision weight import."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from iml.models import (
+    BatchNorm,
+    Conv,
+    densenet121,
+    densenet_small,
+    densenet_variables_from_state_dict,
+    load_torchvision_densenet,
+    normalize_legacy_keys,
+    variables_to_torchvision_state_dict,
+)
+
+
+def _images(shape: tuple[int, ...], seed: int = 0) -> jax.Array:
+    return jax.random.normal(jax.random.key(seed), shape, jnp.float32)
+
+
+@pytest.fixture(scope="module")
+def small_model_and_vars():
+    model = densenet_small(num_outputs=2, block_config=(2, 3), growth_rate=8)
+    x = _images((4, 28, 28, 1))
+    variables = jax.jit(model.init)(jax.random.key(1), x)
+    return model, variables, x
+
+
+# ----------------------------------------------------------------------------------------------
+# Convolutions and batch norm
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kernel_size", "stride", "padding", "cin", "cout", "size"),
+    [(1, 1, 0, 16, 8, 9), (3, 1, 1, 16, 4, 9), (3, 1, 1, 3, 16, 8), (7, 2, 3, 3, 16, 11)],
+)
+def test_matmul_conv_equals_xla_conv(kernel_size, stride, padding, cin, cout, size):
+    x = _images((2, size, size, cin))
+    xla = Conv(cout, kernel_size, stride, padding, impl="xla")
+    params = xla.init(jax.random.key(0), x)
+    mm = Conv(cout, kernel_size, stride, padding, impl="matmul")
+    y_xla = xla.apply(params, x)
+    y_mm = mm.apply(params, x)
+    assert y_mm.shape == y_xla.shape
+    np.testing.assert_allclose(y_mm, y_xla, atol=1e-4, rtol=1e-4)
+
+
+def test_batchnorm_running_stats_match_torch():
+    import torch
+
+    rng = np.random.default_rng(0)
+    x = (rng.normal(size=(6, 5, 4, 3)) * 2.0 + 1.5).astype(np.float32)
+    bn = torch.nn.BatchNorm2d(3)
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor([0.5, 1.0, 2.0]))
+        bn.bias.copy_(torch.tensor([0.1, -0.2, 0.3]))
+        bn.running_mean.copy_(torch.tensor([0.2, -0.1, 0.0]))
+        bn.running_var.copy_(torch.tensor([1.5, 0.7, 1.0]))
+    bn.train()
+    expected = bn(torch.from_numpy(x).permute(0, 3, 1, 2)).detach().permute(0, 2, 3, 1).numpy()
+    variables = {
+        "params": {"scale": jnp.array([0.5, 1.0, 2.0]), "bias": jnp.array([0.1, -0.2, 0.3])},
+        "batch_stats": {"mean": jnp.array([0.2, -0.1, 0.0]), "var": jnp.array([1.5, 0.7, 1.0])},
+    }
+    y, updates = BatchNorm().apply(variables, x, train=True, mutable=["batch_stats"])
+    np.testing.assert_allclose(y, expected, atol=1e-5)
+    np.testing.assert_allclose(updates["batch_stats"]["mean"], bn.running_mean.numpy(), atol=1e-5)
+    np.testing.assert_allclose(updates["batch_stats"]["var"], bn.running_var.numpy(), atol=1e-5)
+    bn.eval()
+    expected_eval = bn(torch.from_numpy(x).permute(0, 3, 1, 2)).detach().permute(0, 2, 3, 1)
+    y_eval = BatchNorm().apply({**variables, **updates}, x, train=False)
+    np.testing.assert_allclose(y_eval, expected_eval.numpy(), atol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------
+# The network
+# ----------------------------------------------------------------------------------------------
+
+
+def test_conv_impls_give_same_outputs_and_gradients(small_model_and_vars):
+    model, variables, x = small_model_and_vars
+    mm = model.clone(conv_impl="matmul")
+
+    def loss(params, m):
+        logits, _ = m.apply(
+            {"params": params, "batch_stats": variables["batch_stats"]},
+            x,
+            train=True,
+            mutable=["batch_stats"],
+        )
+        return jnp.sum(jnp.sin(logits))
+
+    out_xla = jax.jit(model.apply)(variables, x)
+    out_mm = jax.jit(mm.apply)(variables, x)
+    np.testing.assert_allclose(out_mm, out_xla, atol=1e-4)
+    grad = jax.jit(jax.grad(loss), static_argnums=1)
+    g_xla = grad(variables["params"], model)
+    g_mm = grad(variables["params"], mm)
+    for a, b in zip(jax.tree.leaves(g_xla), jax.tree.leaves(g_mm), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-3)
+
+
+def test_training_mode_updates_batch_stats_and_eval_is_deterministic(small_model_and_vars):
+    model, variables, x = small_model_and_vars
+    logits, updates = model.apply(variables, x, train=True, mutable=["batch_stats"])
+    assert logits.shape == (4, 2) and logits.dtype == jnp.float32
+    before = jax.tree.leaves(variables["batch_stats"])
+    after = jax.tree.leaves(updates["batch_stats"])
+    assert any(not np.allclose(a, b) for a, b in zip(before, after, strict=True))
+    # eval mode uses running statistics: one image's logits do not depend on the rest of the batch
+    full = model.apply(variables, x, train=False)
+    single = model.apply(variables, x[:1], train=False)
+    np.testing.assert_allclose(single, full[:1], atol=1e-5)
+
+
+def test_remat_gives_same_outputs_and_gradients(small_model_and_vars):
+    model, variables, x = small_model_and_vars
+
+    def loss(params, m):
+        logits, _ = m.apply(
+            {"params": params, "batch_stats": variables["batch_stats"]},
+            x,
+            train=True,
+            mutable=["batch_stats"],
+        )
+        return jnp.mean(logits**2)
+
+    grad = jax.jit(jax.grad(loss), static_argnums=1)
+    g = grad(variables["params"], model)
+    g_remat = grad(variables["params"], model.clone(remat=True))
+    assert jax.tree.structure(g) == jax.tree.structure(g_remat)
+    for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_remat), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_multilabel_head_gives_one_logit_per_label():
+    model = densenet_small(num_outputs=14, block_config=(1, 1), growth_rate=4)
+    x = _images((3, 32, 32, 3))
+    variables = model.init(jax.random.key(0), x)
+    assert model.apply(variables, x).shape == (3, 14)
+    assert variables["params"]["classifier"]["kernel"].shape[-1] == 14
+
+
+def test_bfloat16_forward_has_right_shape_dtype_and_is_finite():
+    model = densenet_small(num_outputs=3, block_config=(1, 2), dtype=jnp.bfloat16)
+    x = _images((2, 32, 32, 3))
+    variables = model.init(jax.random.key(0), x)
+    assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(variables["params"]))
+    logits, _ = model.apply(variables, x, train=True, mutable=["batch_stats"])
+    assert logits.shape == (2, 3) and logits.dtype == jnp.float32
+    assert bool(jnp.all(jnp.isfinite(logits)))
+    reference = model.clone(dtype=jnp.float32).apply(
+        variables, x, train=True, mutable=["batch_stats"]
+    )
+    np.testing.assert_allclose(logits, reference[0], atol=0.2, rtol=0.1)
+
+
+def test_densenet121_has_torchvision_parameter_count():
+    model = densenet121(num_outputs=1000)
+    shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, 64, 64, 3)))
+    n_params = sum(int(np.prod(a.shape)) for a in jax.tree.leaves(shapes["params"]))
+    assert n_params == 7_978_856  # torchvision.models.densenet121().parameters()
+    assert set(shapes["params"]) == {
+        "conv0",
+        "norm0",
+        "norm5",
+        "classifier",
+        *(f"denseblock{i}" for i in range(1, 5)),
+        *(f"transition{i}" for i in range(1, 4)),
+    }
+    assert len(shapes["params"]["denseblock3"]) == 24
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("x", "match"),
+    [
+        (np.zeros((2, 28, 28, 1), np.uint8), "floating"),
+        (np.zeros((28, 28, 1), np.float32), r"\[N, H, W, C\]"),
+        (np.zeros((2, 3, 28, 28), np.float32), "NHWC"),
+        (np.zeros((2, 1, 1, 1), np.float32), "at least"),
+    ],
+)
+def test_bad_images_raise_clear_error(small_model_and_vars, x, match):
+    model, variables, _ = small_model_and_vars
+    with pytest.raises(ValueError, match=match):
+        model.apply(variables, x)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"num_outputs": 0}, "num_outputs"), ({"conv_impl": "fft"}, "conv_impl")],
+)
+def test_bad_configuration_raises(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        densenet_small(**kwargs)
+    with pytest.raises(ValueError, match=match):
+        densenet121(**kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# torchvision weights
+# ----------------------------------------------------------------------------------------------
+
+
+def _legacy_name(key: str) -> str:
+    # the published ImageNet checkpoint spells "denselayer1.norm1.weight" as "...norm.1.weight"
+    return re.sub(r"(denselayer\d+\.(?:norm|conv))([12])\.", r"\1.\2.", key)
+
+
+@pytest.fixture(scope="module")
+def torchvision_densenet121_file(tmp_path_factory):
+    """A random torchvision densenet121 (one logit, random BN statistics) saved with legacy keys."""
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    net = torchvision.models.densenet121(weights=None, num_classes=1)
+    with torch.no_grad():
+        for module in net.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.3, 0.3)
+    net.eval()
+    state = {_legacy_name(k): v for k, v in net.state_dict().items()}
+    assert "features.denseblock1.denselayer1.norm.1.weight" in state
+    path = tmp_path_factory.mktemp("weights") / "densenet121_legacy.pth"
+    torch.save(state, path)
+    return net, path
+
+
+def test_torchvision_parity_densenet121_from_legacy_pth(torchvision_densenet121_file):
+    import torch
+
+    net, path = torchvision_densenet121_file
+    x = np.random.default_rng(0).normal(size=(2, 3, 64, 64)).astype(np.float32)
+    with torch.no_grad():
+        expected = net(torch.from_numpy(x)).numpy()
+    model = densenet121(num_outputs=1)
+    variables = load_torchvision_densenet(path, model)
+    logits = jax.jit(model.apply)(variables, jnp.asarray(x.transpose(0, 2, 3, 1)))
+    assert logits.shape == (2, 1)
+    assert np.max(np.abs(np.asarray(logits) - expected)) <= 1e-4
+
+
+def test_torchvision_imagenet_head_converts_and_can_be_replaced(torchvision_densenet121_file):
+    net, _ = torchvision_densenet121_file
+    state = {k: v.numpy() for k, v in net.state_dict().items()}
+    rng = np.random.default_rng(1)
+    state["classifier.weight"] = rng.normal(size=(1000, 1024)).astype(np.float32)
+    state["classifier.bias"] = rng.normal(size=(1000,)).astype(np.float32)
+    imagenet = densenet_variables_from_state_dict(state, densenet121(num_outputs=1000))
+    np.testing.assert_array_equal(
+        imagenet["params"]["classifier"]["kernel"], state["classifier.weight"].T
+    )
+    # a 1000-class file into a one-logit model: only with a fresh head
+    with pytest.raises(ValueError, match=r"classifier\.weight"):
+        densenet_variables_from_state_dict(state, densenet121(num_outputs=1))
+    fresh = densenet_variables_from_state_dict(state, densenet121(num_outputs=1), head="init")
+    assert fresh["params"]["classifier"]["kernel"].shape == (1024, 1)
+    np.testing.assert_array_equal(
+        fresh["params"]["transition2"]["conv"]["kernel"],
+        imagenet["params"]["transition2"]["conv"]["kernel"],
+    )
+    # round trip back to torchvision names and layouts
+    back = variables_to_torchvision_state_dict(imagenet)
+    expected = {k: v for k, v in state.items() if not k.endswith("num_batches_tracked")}
+    assert set(back) == set(expected)
+    for key, value in expected.items():
+        np.testing.assert_array_equal(back[key], value)
+
+
+def test_weights_file_for_other_architecture_names_first_bad_key(torchvision_densenet121_file):
+    _, path = torchvision_densenet121_file
+    with pytest.raises(ValueError, match=r"'features\.conv0\.weight' has shape \(64, 3, 7, 7\)"):
+        load_torchvision_densenet(path, densenet_small(num_outputs=1))
+
+
+def test_state_dict_mismatches_name_the_key(small_model_and_vars):
+    model, variables, _ = small_model_and_vars
+    state = variables_to_torchvision_state_dict(variables)
+    state["features.denseblock1.denselayer2.num_batches_tracked"] = np.array(3)
+    converted = densenet_variables_from_state_dict(state, model)
+    for a, b in zip(jax.tree.leaves(converted), jax.tree.leaves(variables), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    extra = {**state, "features.denseblock9.denselayer1.conv1.weight": np.zeros((1, 1, 1, 1))}
+    with pytest.raises(ValueError, match=r"'features\.denseblock9\.denselayer1\.conv1\.weight'"):
+        densenet_variables_from_state_dict(extra, model)
+    missing = dict(state)
+    del missing["features.transition1.norm.running_var"]
+    with pytest.raises(ValueError, match=r"lacks key 'features\.transition1\.norm\.running_var'"):
+        densenet_variables_from_state_dict(missing, model)
+    with pytest.raises(ValueError, match="head"):
+        densenet_variables_from_state_dict(state, model, head="keep")
+
+
+def test_normalize_legacy_keys_matches_torchvision_rule():
+    legacy = {
+        "module.features.denseblock2.denselayer11.norm.2.running_var": 1,
+        "features.denseblock1.denselayer1.conv.1.weight": 2,
+        "features.transition1.norm.weight": 3,
+    }
+    assert list(normalize_legacy_keys(legacy)) == [
+        "features.denseblock2.denselayer11.norm2.running_var",
+        "features.denseblock1.denselayer1.conv1.weight",
+        "features.transition1.norm.weight",
+    ]
+
+
+def test_missing_weights_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_torchvision_densenet(tmp_path / "nope.pth", densenet_small())

@@ -1,0 +1,309 @@
+"""Tests of iml.recalibration against independent implementations (scikit-learn, scipy, numpy)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+from scipy.special import log_softmax
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+
+from iml.recalibration import (
+    HistogramBinning,
+    IsotonicCalibration,
+    LossCorrection,
+    PlattScaling,
+    PriorShiftCorrection,
+    TemperatureScaling,
+    histogram_binning_fit,
+    histogram_binning_transform,
+    isotonic_fit,
+    isotonic_transform,
+    platt_fit,
+    platt_transform,
+    pool_adjacent_violators,
+    prior_shift_ratio,
+    prior_shift_transform,
+    temperature_fit,
+    temperature_transform,
+)
+from iml.sbr import simulate_gaussian_scores, simulate_scores
+
+
+@pytest.fixture(scope="module")
+def binary_data():
+    """Miscalibrated scores (too confident), rounded so that ties occur."""
+    rng = np.random.default_rng(0)
+    n = 1500
+    x = rng.normal(size=n)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(1.5 * x - 1.0)))).astype(np.int32)
+    s = np.clip(np.round(1.0 / (1.0 + np.exp(-3.0 * x)), 3), 0.001, 0.999)
+    w = rng.uniform(0.2, 2.0, size=n)
+    return s, y, w
+
+
+# ---------------------------------------------------------------------------------------------
+# Isotonic regression (pool adjacent violators)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_isotonic_matches_sklearn_fitted_values(binary_data, weighted):
+    s, y, w = binary_data
+    w = w if weighted else None
+    params = isotonic_fit(s, y, w)
+    reference = IsotonicRegression(out_of_bounds="clip").fit(s, y, sample_weight=w)
+    grid = np.linspace(-0.05, 1.05, 301)
+    np.testing.assert_allclose(isotonic_transform(params, s), reference.predict(s), atol=1e-5)
+    np.testing.assert_allclose(isotonic_transform(params, grid), reference.predict(grid), atol=1e-5)
+
+
+def test_pool_adjacent_violators_vmaps_and_ignores_padding():
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(3, 40)).astype(np.float32)
+    weights = rng.uniform(0.5, 2.0, size=(3, 40)).astype(np.float32)
+    n = jnp.array([40, 25, 7])
+    batched = jax.jit(jax.vmap(pool_adjacent_violators))(values, weights, n)
+    for i in range(3):
+        k = int(n[i])
+        alone = IsotonicRegression().fit_transform(
+            np.arange(k), values[i, :k], sample_weight=weights[i, :k]
+        )
+        np.testing.assert_allclose(batched[i, :k], alone, atol=1e-5)
+        assert np.all(batched[i, k:] == batched[i, k - 1])  # padding repeats the last value
+        assert np.all(np.diff(np.asarray(batched[i, :k])) >= -1e-6)
+
+
+def test_isotonic_zero_weight_rows_are_padding_so_replicates_of_any_size_vmap(binary_data):
+    s, y, _ = binary_data
+    sizes = (1500, 900, 300)
+    weights = np.stack([(np.arange(1500) < k).astype(np.float32) for k in sizes])
+    fits = jax.vmap(isotonic_fit, in_axes=(None, None, 0))(s, y, weights)
+    grid = np.linspace(0.0, 1.0, 101)
+    for i, k in enumerate(sizes):
+        reference = IsotonicRegression(out_of_bounds="clip").fit(s[:k], y[:k])
+        got = isotonic_transform(jax.tree.map(lambda a, i=i: a[i], fits), grid)
+        np.testing.assert_allclose(got, reference.predict(grid), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Platt and temperature scaling
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_platt_matches_sklearn_logistic_regression_on_logits(binary_data, weighted):
+    s, y, w = binary_data
+    w = w if weighted else None
+    params = platt_fit(s, y, w)
+    features = np.log(s / (1.0 - s))[:, None]
+    lr = LogisticRegression(C=1e12, tol=1e-12, max_iter=10_000).fit(features, y, sample_weight=w)
+    np.testing.assert_allclose(float(params.slope), lr.coef_[0, 0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(float(params.intercept), lr.intercept_[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        platt_transform(params, s), lr.predict_proba(features)[:, 1], atol=1e-4
+    )
+
+
+def test_platt_is_jittable_and_smoothed_targets_survive_one_class_data():
+    s = jnp.linspace(0.01, 0.5, 30)
+    y = jnp.zeros(30, jnp.int32)
+    params = jax.jit(lambda a, b: platt_fit(a, b, smooth_targets=True))(s, y)
+    p = platt_transform(params, s)
+    assert np.all(np.isfinite(p))
+    # With no positive, Platt's targets are 1/(N- + 2) for every observation: the fit's mean.
+    np.testing.assert_allclose(float(jnp.mean(p)), 1.0 / 32.0, rtol=1e-3)
+
+
+def test_temperature_matches_scipy_minimisation_binary_and_multiclass():
+    rng = np.random.default_rng(2)
+    n, k = 800, 4
+    true_logits = rng.normal(size=(n, k)) * 1.5
+    labels = np.array([rng.choice(k, p=np.exp(log_softmax(z))) for z in true_logits])
+    logits = 2.5 * true_logits  # overconfident: T should be near 2.5
+
+    def nll(t):
+        return -np.mean(log_softmax(logits / t, axis=1)[np.arange(n), labels])
+
+    expected = minimize_scalar(nll, bounds=(0.05, 50), method="bounded", options={"xatol": 1e-9})
+    got = temperature_fit(logits, labels)
+    np.testing.assert_allclose(float(got), expected.x, rtol=1e-4)
+    probs = temperature_transform(got, logits)
+    np.testing.assert_allclose(np.sum(probs, axis=1), 1.0, rtol=1e-5)
+
+    z = logits[:, 0] - logits[:, 1]
+    yb = (labels == 0).astype(np.int32)
+
+    def nll_binary(t):
+        return np.mean(np.logaddexp(0.0, -z / t) * yb + np.logaddexp(0.0, z / t) * (1 - yb))
+
+    expected = minimize_scalar(nll_binary, bounds=(0.05, 50), method="bounded")
+    np.testing.assert_allclose(float(temperature_fit(z, yb)), expected.x, rtol=1e-4)
+    # The class maps probabilities to logits itself (moderate logits: float32 probabilities).
+    z_mod = z / 4.0
+
+    def nll_mod(t):
+        return np.mean(np.logaddexp(0.0, -z_mod / t) * yb + np.logaddexp(0.0, z_mod / t) * (1 - yb))
+
+    t_mod = minimize_scalar(nll_mod, bounds=(0.01, 50), method="bounded").x
+    sb = 1.0 / (1.0 + np.exp(-z_mod))
+    out = TemperatureScaling().fit(sb, yb).transform(sb)
+    np.testing.assert_allclose(out, 1.0 / (1.0 + np.exp(-z_mod / t_mod)), atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Histogram binning
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_histogram_binning_matches_hand_computation(binary_data, strategy):
+    s, y, w = binary_data
+    n_bins = 7
+    params = histogram_binning_fit(s, y, w, n_bins=n_bins, strategy=strategy)
+    if strategy == "uniform":
+        edges = np.linspace(0, 1, n_bins + 1)
+    else:
+        edges = np.quantile(s, np.linspace(0, 1, n_bins + 1))
+        edges[0], edges[-1] = 0.0, 1.0
+    np.testing.assert_allclose(params.edges, edges, atol=1e-6)
+    expected = np.empty(n_bins)
+    for b in range(n_bins):
+        upper = s <= edges[b + 1] if b == n_bins - 1 else s < edges[b + 1]
+        inside = (s >= edges[b]) & upper
+        expected[b] = np.sum(w[inside] * y[inside]) / np.sum(w[inside])
+    np.testing.assert_allclose(params.values, expected, atol=1e-5)
+    out = histogram_binning_transform(params, s)
+    index = np.clip(np.searchsorted(edges, s, side="right") - 1, 0, n_bins - 1)
+    np.testing.assert_allclose(out, expected[index], atol=1e-5)
+
+
+def test_histogram_binning_empty_bin_keeps_its_midpoint():
+    s = np.array([0.05, 0.1, 0.15, 0.95])
+    y = np.array([0, 1, 0, 1])
+    params = HistogramBinning(n_bins=4).fit(s, y).params_
+    np.testing.assert_allclose(params.values, [1 / 3, 0.375, 0.625, 1.0], atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prior shift and loss correction
+# ---------------------------------------------------------------------------------------------
+
+
+def test_prior_shift_recovers_the_target_posterior_by_bayes():
+    # Gaussian signals: truthful posteriors at a training prevalence of 30% ...
+    train, target = 0.3, 0.013
+    _, _, x, gamma_train = simulate_gaussian_scores(jax.random.key(0), 2000, prevalence=train)
+    # ... and the exact posteriors of the same signals at the target prevalence, by Bayes' rule.
+    logit = np.log(target / (1 - target)) + 2.0 * (np.asarray(x) - 1.0)
+    gamma_target = 1.0 / (1.0 + np.exp(-logit))
+    d = prior_shift_ratio(train, target)
+    np.testing.assert_allclose(prior_shift_transform(d, gamma_train), gamma_target, atol=2e-5)
+    # Fitted from the calibration labels' class ratio (given the training prior).
+    labels = (np.arange(1000) < 13).astype(np.int32)
+    fitted = PriorShiftCorrection(train_prior=train).fit(np.full(1000, 0.5), labels)
+    np.testing.assert_allclose(float(fitted.params_), float(d), rtol=1e-5)
+
+
+def test_prior_shift_multiclass_reweights_by_prior_ratios():
+    a = np.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])
+    train, target = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
+    out = prior_shift_transform(prior_shift_ratio(train, target), a)
+    expected = a * target / train
+    np.testing.assert_allclose(out, expected / expected.sum(1, keepdims=True), rtol=1e-5)
+
+
+@pytest.mark.parametrize("beta", [0.1, 0.9, 0.99])
+def test_loss_correction_recovers_posteriors_and_equals_prior_shift(beta):
+    scores, _, _, gamma = simulate_gaussian_scores(jax.random.key(1), 2000, beta=beta)
+    corrected = LossCorrection(beta=beta).transform(scores)
+    np.testing.assert_allclose(corrected, gamma, rtol=2e-3, atol=1e-6)
+    # Section 4: the loss correction is the prior-shift correction with d = (1 - beta) / beta.
+    shifted = PriorShiftCorrection(d=(1 - beta) / beta).fit_transform(scores, np.zeros(2000, int))
+    np.testing.assert_allclose(shifted, corrected, rtol=1e-4, atol=1e-7)
+
+
+def test_loss_correction_multiclass_recovers_posteriors():
+    B = jnp.array([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0], [4.0, 1.0, 1.0]])
+    prior = jnp.array([0.5, 0.3, 0.2])
+    experiment = jnp.array([[0.6, 0.1, 0.2], [0.3, 0.3, 0.1], [0.1, 0.6, 0.7]])
+    scores, labels, _, gamma = simulate_scores(jax.random.key(2), prior, experiment, 50, B=B)
+    out = LossCorrection(B=B).fit(scores, labels).transform(scores)
+    np.testing.assert_allclose(out, gamma, atol=1e-4)
+
+
+def test_fit_transform_equals_fit_then_transform(binary_data):
+    s, y, _ = binary_data
+    for method in (PlattScaling(), IsotonicCalibration(), HistogramBinning(n_bins=5)):
+        np.testing.assert_allclose(method.fit_transform(s, y), method.fit(s, y).transform(s))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------------------------
+
+_S = np.array([0.1, 0.4, 0.8])
+_Y = np.array([0, 1, 1])
+
+
+@pytest.mark.parametrize(
+    ("method", "scores", "labels", "weights", "message"),
+    [
+        (PlattScaling(), _S, np.array([0, 2, 1]), None, "labels"),
+        (IsotonicCalibration(), np.array([0.1, np.nan, 0.8]), _Y, None, "NaN"),
+        (HistogramBinning(), np.array([]), np.array([]), None, "empty"),
+        (PlattScaling(), _S, _Y, np.array([1.0, -1.0, 1.0]), "non-negative"),
+        (TemperatureScaling(), np.array([0.1, 1.4, 0.8]), _Y, None, "probabilities"),
+        (PriorShiftCorrection(train_prior=0.5), _S, np.array([0, 0, 0]), None, "class"),
+    ],
+)
+def test_bad_input_raises_value_error(method, scores, labels, weights, message):
+    with pytest.raises(ValueError, match=message):
+        method.fit(scores, labels, weights)
+
+
+def test_bad_configuration_raises_value_error():
+    with pytest.raises(ValueError, match="beta"):
+        LossCorrection(beta=1.0)
+    with pytest.raises(ValueError, match="exactly one"):
+        LossCorrection()
+    with pytest.raises(ValueError, match="not fitted"):
+        PlattScaling().transform(_S)
+    with pytest.raises(ValueError, match="train_prior"):
+        prior_shift_ratio(1.5, 0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The experiment, in --quick mode
+# ---------------------------------------------------------------------------------------------
+
+
+def test_recalibration_vs_size_quick_run_writes_sane_outputs(tmp_path):
+    import json
+
+    import matplotlib.image
+
+    from experiments.recalibration_vs_size import main
+
+    main(["--quick", "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert (
+        "python -m experiments.recalibration_vs_size --quick"
+        in (tmp_path / "results.md").read_text()
+    )
+    assert matplotlib.image.imread(tmp_path / "recalibration_vs_size.png").ndim == 3
+    summary = results["summary"]
+    for method, by_metric in summary.items():
+        for metric, stats in by_metric.items():
+            med = np.asarray(stats["median"])
+            assert med.shape == (len(results["sizes"]),), (method, metric)
+            assert np.all(np.isfinite(med)) and np.all(med >= 0), (method, metric)
+            assert np.all(med <= 1.0 if metric != "log_loss" else med < 14.0), (method, metric)
+    ece = {m: summary[m]["ece"]["median"][0] for m in summary}
+    # The analytic correction needs no data: at the smallest size it beats every fitted method.
+    for fitted in ("Platt", "temperature", "isotonic", "histogram", "prior shift (fitted)"):
+        assert ece["loss correction"] < ece[fitted], (fitted, ece)
+    # And it is as calibrated as the true posteriors, while the raw weighted scores are not.
+    assert abs(ece["loss correction"] - results["oracle_posterior"]["ece"]) < 1e-3
+    assert ece["uncorrected"] > 10 * ece["loss correction"]
