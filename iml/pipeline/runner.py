@@ -53,7 +53,7 @@ def default_config() -> ml_collections.ConfigDict:
     """The default experiment: digits (8 vs rest) at 16 px, a small DenseNet, beta 0.5/0.9/0.99.
 
     Chosen so that ``iml reproduce`` finishes within 10 minutes on a 2-core CPU: 10 folds rotated
-    7/2/1 (30 members, 10 per rotation trained together), 3 epochs at learning rate 1e-3.
+    7/2/1 (30 members; the 3 of a rotation trained together), 3 epochs at learning rate 1e-3.
     """
     c = ml_collections.ConfigDict()
     c.dataset = "digits"
