@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--manual-dir", help="folder with the raw files of the dataset")
     rep.add_argument("--csv-path", help="CSV file (dataset csv)")
     rep.add_argument("--csv-target", help="target column of the CSV file")
-    rep.add_argument("--model", help="densenet_small or densenet121")
+    rep.add_argument("--model", help="densenet_small (default), densenet121 or densenet_tiny")
     rep.add_argument("--image-size", type=int, help="side of the square images in pixels")
     rep.add_argument("--betas", type=float, nargs="+", help="class weights in (0, 1)")
     rep.add_argument("--folds", type=int, help="number of cross-validation folds")

@@ -44,7 +44,7 @@ __all__ = [
     "run_experiment",
 ]
 
-MODELS = ("densenet_small", "densenet121")
+MODELS = ("densenet_tiny", "densenet_small", "densenet121")
 # Image datasets up to this many bytes are read into memory once (digits, PneumoniaMNIST).
 _IN_MEMORY_BYTES = 1 << 30
 
@@ -151,11 +151,20 @@ def check_config(config: Mapping[str, Any]) -> None:
 
 
 def build_model(config: Mapping[str, Any]) -> Any:
-    """The (unbound) Flax model named by ``config['model']``, with one output (binary task)."""
+    """The (unbound) Flax model named by ``config['model']``, with one output (binary task).
+
+    ``densenet121``: torchvision's DenseNet-121 (the paper's); ``densenet_small``:
+    :func:`iml.models.densenet_small` (blocks 2-4-4); ``densenet_tiny``: blocks 1-1, growth 4.
+    """
     if config["model"] == "densenet121":
         return densenet121(num_outputs=1)
     if config["model"] == "densenet_small":
         return densenet_small(num_outputs=1)
+    if config["model"] == "densenet_tiny":
+        # Two blocks of one layer: for smoke runs and tests, where compile time dominates.
+        return densenet_small(
+            num_outputs=1, block_config=(1, 1), growth_rate=4, num_init_features=8
+        )
     raise ValueError(f"unknown model {config['model']!r}; expected one of {list(MODELS)}")
 
 
