@@ -139,7 +139,6 @@ def test_kill_9_then_rerun_gives_the_same_results(run_dir, tmp_path, env):
         proc.kill()
         proc.wait()
     assert not (out / "table.json").exists()  # killed before the end
-    assert not [p for p in out.rglob(".*.tmp")] or True  # temp files are ignored by the store
     done = _iml([*TINY, "--out", str(out)], env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((out / "table.json").read_text()) == json.loads(
