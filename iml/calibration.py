@@ -17,8 +17,10 @@ Conventions shared by every function here:
   between duplicates are empty.
 * **Empty bins** have ``count == 0`` and ``NaN`` means; metrics skip them.
 * **Validation**: when arrays are concrete, bad input raises ``ValueError`` naming the argument.
-  Under ``jax.jit`` nothing can be checked: NaN scores propagate to NaN results, labels are used
-  as given (a binary label other than 1 counts as negative), and negative weights are used as given.
+  Under ``jax.jit`` values cannot be inspected; instead every result that depends on an invalid
+  entry is NaN (never a plausible wrong number): a NaN score, a binary label outside ``{0, 1}``
+  or a multiclass label outside ``[0, k)``, and a negative weight all give NaN. A NaN score or
+  bad label in one bin of a curve makes that bin's means NaN and leaves the other bins intact.
 """
 
 from __future__ import annotations
@@ -140,9 +142,22 @@ def _check_binary(
 
 
 def _weights(sample_weight: ArrayLike | None, like: Array) -> Array:
+    """Weights as floats; under jit a negative weight becomes NaN (so results are NaN)."""
     if sample_weight is None:
         return jnp.ones(like.shape[:1], like.dtype)
-    return jnp.asarray(sample_weight, like.dtype)
+    w = jnp.asarray(sample_weight, like.dtype)
+    return jnp.where(w >= 0, w, jnp.nan)
+
+
+def _labels(labels: ArrayLike, like: Array) -> Array:
+    """Binary labels as floats; under jit a label outside {0, 1} becomes NaN."""
+    y = jnp.asarray(labels).astype(like.dtype)
+    return jnp.where((y == 0) | (y == 1), y, jnp.nan)
+
+
+def _class_labels_invalid(labels: Array, n_classes: int) -> Array:
+    """Whether any multiclass label is outside ``[0, n_classes)`` (checked under jit)."""
+    return jnp.any((labels < 0) | (labels >= n_classes))
 
 
 def _float(x: ArrayLike) -> Array:
@@ -215,28 +230,46 @@ class BinnedStatistics(NamedTuple):
 def binned_statistics(
     scores: ArrayLike, labels: ArrayLike, bins: ArrayLike, n_bins: int, weights: ArrayLike
 ) -> BinnedStatistics:
-    """Weighted per-bin sums of a fixed bin assignment (segment sums; jit/vmap-safe)."""
-    s, y, w = _float(scores), jnp.asarray(labels), jnp.asarray(weights)
-    y = y.astype(s.dtype)
-    w = w.astype(s.dtype)
-    sums = _bin_sums(jnp.stack([w, w * s, w * y, w * w]), bins, n_bins)
-    return BinnedStatistics(*sums)
+    """Weighted per-bin sums of a fixed bin assignment (jit/vmap-safe).
 
-
-def _bin_sums(values: Array, bins: Array, n_bins: int) -> Array:
-    """Per-bin sums of the rows of ``values`` ``(k, n)``: ``(k, n_bins)``.
-
-    A product with the one-hot bin matrix rather than a scatter: it stays a matrix product under
-    ``vmap`` (batched scatters are slow on CPU). Non-finite entries are summed apart so that an
-    infinite loss or a NaN stays in its own bin instead of leaking through ``0 * inf``.
+    ``weights`` may carry leading batch axes (e.g. bootstrap replicates): the sums of all of them
+    are one matrix product. A NaN score or a label outside {0, 1} makes its own bin's sums NaN and
+    no other bin's.
     """
-    onehot = jax.nn.one_hot(jnp.asarray(bins), n_bins, dtype=values.dtype)
-    finite = jnp.isfinite(values)
-    sums = jnp.matmul(jnp.where(finite, values, 0.0), onehot, precision=jax.lax.Precision.HIGHEST)
-    flags = jnp.concatenate([values == jnp.inf, values == -jnp.inf, jnp.isnan(values)], axis=-2)
-    pos_inf, neg_inf, nan = jnp.split(jnp.matmul(flags.astype(values.dtype), onehot) > 0, 3, -2)
-    sums = jnp.where(pos_inf, jnp.inf, jnp.where(neg_inf, -jnp.inf, sums))
-    return jnp.where(nan | (pos_inf & neg_inf), jnp.nan, sums)
+    s, w = _float(scores), jnp.asarray(weights)
+    y = _labels(labels, s)
+    w = w.astype(s.dtype)
+    nan = jnp.isnan(s) | jnp.isnan(y)
+    s, y = jnp.where(nan, 0.0, s), jnp.where(nan, 0.0, y)
+    features = jnp.stack([jnp.ones_like(s), s, y, nan.astype(s.dtype)])
+    count, score_sum, label_sum, nan_count = _unstack(_weighted_bin_sums(w, features, bins, n_bins))
+    weight_sq = _weighted_bin_sums(w * w, jnp.ones_like(s)[None], bins, n_bins)[..., 0, :]
+    score_sum = jnp.where(nan_count > 0, jnp.nan, score_sum)
+    label_sum = jnp.where(nan_count > 0, jnp.nan, label_sum)
+    return BinnedStatistics(count, score_sum, label_sum, weight_sq)
+
+
+def _unstack(x: Array) -> list[Array]:
+    return [x[..., k, :] for k in range(x.shape[-2])]
+
+
+def _bin_matrix(features: Array, bins: ArrayLike, n_bins: int) -> Array:
+    """``M[i, (k, b)] = features[k, i] 1[bins_i = b]``, shape ``(n, k * n_bins)``."""
+    onehot = jax.nn.one_hot(jnp.asarray(bins), n_bins, dtype=features.dtype)
+    k, n = features.shape
+    return (features.T[:, :, None] * onehot[:, None, :]).reshape(n, k * n_bins)
+
+
+def _weighted_bin_sums(weights: Array, features: Array, bins: ArrayLike, n_bins: int) -> Array:
+    """``sum_i weights[..., i] features[k, i] 1[bins_i = b]``, shape ``(..., k, n_bins)``.
+
+    One matrix product with :func:`_bin_matrix` rather than a scatter, so that a batch of weight
+    vectors (bootstrap replicates, or ``vmap``) is a single product; scatters batched by ``vmap``
+    are slow on CPU. ``features`` must be finite (``0 * inf`` would leak across bins).
+    """
+    m = _bin_matrix(features, bins, n_bins)
+    out = jnp.matmul(weights, m, precision=jax.lax.Precision.HIGHEST)
+    return out.reshape(*weights.shape[:-1], features.shape[0], n_bins)
 
 
 def _safe_div(num: Array, den: Array) -> Array:
@@ -363,7 +396,7 @@ def _calibration_curve(
     if n_bootstrap == 0:
         return CalibrationCurve(mean_score, event_rate, st.count, edges)
     counts = _bootstrap_counts(key, s.shape[0], n_bootstrap)
-    boot = jax.vmap(lambda m: binned_statistics(s, labels, bins, n_bins, w * m))(counts)
+    boot = binned_statistics(s, labels, bins, n_bins, w * counts)  # one product for all
     return CalibrationCurve(
         mean_score,
         event_rate,
@@ -542,12 +575,14 @@ def _expected_calibration_error(
         return _binary_ece(s, y, w, n_bins, strategy, norm, debias)
     if multiclass == "top_label":
         correct = jnp.argmax(s, axis=-1) == y
-        return _binary_ece(jnp.max(s, axis=-1), correct, w, n_bins, strategy, norm, debias)
-    onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
-    per_class = jax.vmap(
-        lambda sk, yk: _binary_ece(sk, yk, w, n_bins, strategy, norm, debias), in_axes=1
-    )(s, onehot)
-    return jnp.mean(per_class)
+        error = _binary_ece(jnp.max(s, axis=-1), correct, w, n_bins, strategy, norm, debias)
+    else:
+        onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
+        per_class = jax.vmap(
+            lambda sk, yk: _binary_ece(sk, yk, w, n_bins, strategy, norm, debias), in_axes=1
+        )(s, onehot)
+        error = jnp.mean(per_class)
+    return jnp.where(_class_labels_invalid(y, s.shape[1]), jnp.nan, error)
 
 
 def _weighted_mean(values: Array, weights: Array) -> Array:
@@ -572,10 +607,9 @@ def brier_score(
     w = _weights(sample_weight, s)
     y = jnp.asarray(labels)
     if ndim == 1:
-        per_obs = jnp.square(s - y.astype(s.dtype))
-    else:
-        per_obs = jnp.sum(jnp.square(s - jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)), axis=-1)
-    return _weighted_mean(per_obs, w)
+        return _weighted_mean(jnp.square(s - _labels(y, s)), w)
+    per_obs = jnp.sum(jnp.square(s - jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)), axis=-1)
+    return jnp.where(_class_labels_invalid(y, s.shape[1]), jnp.nan, _weighted_mean(per_obs, w))
 
 
 def mean_log_loss(
@@ -597,10 +631,11 @@ def mean_log_loss(
     w = _weights(sample_weight, s)
     y = jnp.asarray(labels)
     if ndim == 1:
+        y = _labels(y, s)
         per_obs = jnp.where(y == 1, -jnp.log(s), -jnp.log1p(-s))
-    else:
-        per_obs = -jnp.log(jnp.take_along_axis(s, y[:, None].astype(jnp.int32), axis=-1)[:, 0])
-    return _weighted_mean(per_obs, w)
+        return _weighted_mean(jnp.where(jnp.isnan(y), jnp.nan, per_obs), w)
+    per_obs = -jnp.log(jnp.take_along_axis(s, y[:, None].astype(jnp.int32), axis=-1)[:, 0])
+    return jnp.where(_class_labels_invalid(y, s.shape[1]), jnp.nan, _weighted_mean(per_obs, w))
 
 
 def _binary_auroc(scores: Array, positive: Array, weights: Array) -> Array:
@@ -637,9 +672,10 @@ def auroc(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None 
     w = _weights(sample_weight, s)
     y = jnp.asarray(labels)
     if ndim == 1:
-        return _binary_auroc(s, y.astype(s.dtype), w)
+        return _binary_auroc(s, _labels(y, s), w)
     onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)
-    return jnp.mean(jax.vmap(lambda sk, yk: _binary_auroc(sk, yk, w), in_axes=1)(s, onehot))
+    area = jnp.mean(jax.vmap(lambda sk, yk: _binary_auroc(sk, yk, w), in_axes=1)(s, onehot))
+    return jnp.where(_class_labels_invalid(y, s.shape[1]), jnp.nan, area)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -688,17 +724,37 @@ class _LossSums(NamedTuple):
     loss_neg: Array  # sum w (1 - y) L(a, 0)
 
 
-def _loss_sums(
-    bins: Array, n_bins: int, labels: Array, weights: Array, l_pos: Array, l_neg: Array
-) -> _LossSums:
-    y = labels.astype(weights.dtype)
-    # where(), not a product, so that an infinite loss of the other label does not give 0 * inf.
-    # Observations of zero weight (or resampled zero times) are absent, even with infinite loss.
-    present = weights > 0
-    wl_pos = jnp.where((y == 1) & present, weights * l_pos, 0.0)
-    wl_neg = jnp.where((y == 1) | ~present, 0.0, weights * l_neg)
+def _loss_matrices(bins: Array, n_bins: int, l_pos: Array, l_neg: Array) -> tuple[Array, Array]:
+    """Bin matrices ``(M0, M1)`` with ``_LossSums(w, y) = w @ M0 + (w * y) @ M1`` (all linear).
 
-    return _LossSums(*_bin_sums(jnp.stack([weights, weights * y, wl_pos, wl_neg]), bins, n_bins))
+    Rows: count, positives, finite parts of ``y L(a, 1)`` and ``(1 - y) L(a, 0)``, and flags of
+    infinite and NaN losses, so that an infinite loss (a score of 0 or 1 with the other label)
+    makes its own bin's sum infinite without ``0 * inf`` leaking into other bins.
+    """
+    fin_pos = jnp.where(jnp.isfinite(l_pos), l_pos, 0.0)
+    fin_neg = jnp.where(jnp.isfinite(l_neg), l_neg, 0.0)
+    inf_pos = (l_pos == jnp.inf).astype(l_pos.dtype)
+    inf_neg = (l_neg == jnp.inf).astype(l_neg.dtype)
+    nan_pos = jnp.isnan(l_pos).astype(l_pos.dtype)
+    nan_neg = jnp.isnan(l_neg).astype(l_neg.dtype)
+    one, zero = jnp.ones_like(fin_pos), jnp.zeros_like(fin_pos)
+    f0 = jnp.stack([one, zero, zero, fin_neg, zero, inf_neg, nan_neg])
+    f1 = jnp.stack([zero, one, fin_pos, -fin_neg, inf_pos, -inf_neg, nan_pos - nan_neg])
+    return _bin_matrix(f0, bins, n_bins), _bin_matrix(f1, bins, n_bins)
+
+
+def _loss_sums(weights: Array, labels: Array, matrices: tuple[Array, Array]) -> _LossSums:
+    """Per-bin loss sums for weights and labels ``(..., n)`` (broadcast), ``(..., n_bins)``."""
+    m0, m1 = matrices
+    hp = jax.lax.Precision.HIGHEST
+    y = labels.astype(weights.dtype)
+    flat = jnp.matmul(weights, m0, precision=hp) + jnp.matmul(weights * y, m1, precision=hp)
+    out = flat.reshape(*flat.shape[:-1], 7, -1)
+    count, positives, loss_pos, loss_neg, inf_pos, inf_neg, nan = _unstack(out)
+    nan = nan > 0
+    loss_pos = jnp.where(nan, jnp.nan, jnp.where(inf_pos > 0, jnp.inf, loss_pos))
+    loss_neg = jnp.where(nan, jnp.nan, jnp.where(inf_neg > 0, jnp.inf, loss_neg))
+    return _LossSums(count, positives, loss_pos, loss_neg)
 
 
 def _loss_reduction(
@@ -713,7 +769,9 @@ def _loss_reduction(
     alt = jnp.where(sums.positives > 0, sums.positives * loss_pos(best), 0.0) + jnp.where(
         negatives > 0, negatives * loss_neg(best), 0.0
     )
-    reduction = jnp.where(filled, sums.loss_pos + sums.loss_neg - alt, 0.0)
+    # Only a truly empty bin counts 0; a NaN count (invalid input under jit) stays NaN.
+    empty = sums.count == 0
+    reduction = jnp.where(empty, 0.0, sums.loss_pos + sums.loss_neg - alt)
     return reduction, jnp.where(filled, best, jnp.nan)
 
 
@@ -921,33 +979,33 @@ def _loss_calibration_test(
 ) -> LossCalibrationTest:
     rule = _rule(beta if loss is None else loss, base_loss)
     a = _float(scores)
-    y = jnp.asarray(labels).astype(a.dtype)
+    y = _labels(labels, a)
     w = _weights(sample_weight, a)
     edges = bin_edges(a, n_bins, strategy)
     bins = assign_bins(a, edges)
-    l_pos, l_neg = rule.loss_pos(a), rule.loss_neg(a)
+    matrices = _loss_matrices(bins, n_bins, rule.loss_pos(a), rule.loss_neg(a))
 
     def gap_of(labels_: Array, weights_: Array) -> tuple[Array, Array]:
-        sums = _loss_sums(bins, n_bins, labels_, weights_, l_pos, l_neg)
+        sums = _loss_sums(weights_, labels_, matrices)
         reduction, best = _loss_reduction(sums, rule.optimal, rule.loss_pos, rule.loss_neg)
-        return reduction / jnp.sum(weights_), best
+        return reduction / jnp.sum(weights_, axis=-1, keepdims=True), best
 
     reduction, best = gap_of(y, w)
     gap = jnp.sum(reduction)
     key_null, key_boot = jax.random.split(key)
     posterior = rule.corrected(a)
 
-    # H0 labels for all replicates at once (B x n), then B matrix-product gaps.
+    # H0 labels for all replicates at once (B x n); their gaps are one matrix product.
     uniforms = jax.random.uniform(key_null, (n_bootstrap, a.shape[0]), a.dtype)
     y_star = (uniforms < posterior).astype(a.dtype)
-    null_gaps = jax.vmap(lambda ys: jnp.sum(gap_of(ys, w)[0]))(y_star)
+    null_gaps = jnp.sum(gap_of(y_star, w)[0], axis=-1)
     exceed = jnp.sum(null_gaps >= gap)
     p_value = (1.0 + exceed) / (1.0 + n_bootstrap)
-    p_value = jnp.where(jnp.any(jnp.isnan(posterior)), jnp.nan, p_value)
+    p_value = jnp.where(jnp.any(jnp.isnan(posterior)) | jnp.isnan(gap), jnp.nan, p_value)
     counts = _bootstrap_counts(key_boot, a.shape[0], n_bootstrap)
-    boot = jax.vmap(lambda m: jnp.sum(gap_of(y, w * m)[0]))(counts)
+    boot = jnp.sum(gap_of(y, w * counts)[0], axis=-1)
     interval = _percentile_interval(boot, confidence)
-    count = _bin_sums(w[None], bins, n_bins)[0]
+    count = _weighted_bin_sums(w, jnp.ones_like(w)[None], bins, n_bins)[0]
     return LossCalibrationTest(reduction, gap, p_value, interval, null_gaps, best, count, edges)
 
 
@@ -1116,7 +1174,7 @@ def _beta_sweep(
 
     # Sort once; quantile bins are contiguous runs of the sorted scores.
     order = jnp.argsort(a)
-    a_sorted, y_sorted, w_sorted = a[order], jnp.asarray(labels)[order].astype(a.dtype), w[order]
+    a_sorted, y_sorted, w_sorted = a[order], _labels(labels, a)[order], w[order]
     edges = bin_edges(a, n_bins, "quantile")
     bins = assign_bins(a_sorted, edges)
     boundaries = jnp.searchsorted(bins, jnp.arange(n_bins + 1), side="left")
@@ -1131,8 +1189,9 @@ def _beta_sweep(
     # Everything linear in the weights but independent of beta, for all replicates at once.
     l_pos = base_loss(a_sorted, jnp.ones_like(a_sorted))
     l_neg = base_loss(a_sorted, jnp.zeros_like(a_sorted))
-    sums = jax.vmap(lambda wr: _loss_sums(bins, n_bins, y_sorted, wr, l_pos, l_neg))(replicate_w)
-    weight_sq = _bin_sums(replicate_w * replicate_w, bins, n_bins)
+    sums = _loss_sums(replicate_w, y_sorted, _loss_matrices(bins, n_bins, l_pos, l_neg))
+    ones = jnp.ones_like(a_sorted)[None]
+    weight_sq = _weighted_bin_sums(replicate_w * replicate_w, ones, bins, n_bins)[:, 0]
 
     # Pad observations to whole tiles (zero weight) so every boundary k <= n lies in a tile.
     n_pad = (n // tile + 1) * tile

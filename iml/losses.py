@@ -58,7 +58,8 @@ def _is_positive(y: ArrayLike) -> Array:
 
 
 def log_loss(a: ArrayLike, y: ArrayLike) -> Array:
-    """Cross-entropy ``-y log a - (1 - y) log(1 - a)``: strictly proper with ``w(a) = 1/(a(1-a))``.
+    """Cross-entropy ``-y log a - (1 - y) log(1 - a)``: strictly proper (Definition 4, eq.
+    ``proper``) with ``w(a) = 1/(a(1-a))``.
 
     Args:
       a: positive-class scores in ``[0, 1]``.
@@ -78,13 +79,13 @@ def log_loss_weight(a: ArrayLike) -> Array:
 
 
 def log_loss_logits(logits: ArrayLike, y: ArrayLike) -> Array:
-    """:func:`log_loss` of ``a = sigmoid(logits)``, computed stably from the logits."""
+    """:func:`log_loss` (Definition 4) of ``a = sigmoid(logits)``, computed stably from logits."""
     z = jnp.asarray(logits)
     return jnp.where(_is_positive(y), -jax.nn.log_sigmoid(z), -jax.nn.log_sigmoid(-z))
 
 
 def squared_loss(a: ArrayLike, y: ArrayLike) -> Array:
-    """Squared (Brier) loss ``(a - y)^2``: strictly proper with ``w(a) = 2``."""
+    """Squared (Brier) loss ``(a - y)^2``: strictly proper (Definition 4) with ``w(a) = 2``."""
     a = jnp.asarray(a)
     return jnp.square(a - jnp.asarray(y, a.dtype))
 
@@ -179,7 +180,7 @@ def beta_weighted_loss(
 
 
 def beta_weighted_sigmoid_cross_entropy(logits: ArrayLike, y: ArrayLike, beta: ArrayLike) -> Array:
-    """:func:`beta_weighted_loss` with log loss, from logits: the loss the paper trains with.
+    """The beta-weighted log loss (eq. ``b-loss-bin``) from logits: the loss the paper trains with.
 
     ``-beta y log sigmoid(z) - (1 - beta)(1 - y) log sigmoid(-z)``, stable for any logit.
     ``y`` may also be a soft label in ``[0, 1]``.
@@ -217,6 +218,10 @@ def matrix_weighted_loss(
 def class_weighted_cross_entropy(a: ArrayLike, y: ArrayLike, class_weights: ArrayLike) -> Array:
     """Class-weighted cross-entropy on the simplex: ``-w_y log a_y``.
 
+    Not one of the paper's losses (its multiclass loss is the one-vs-rest eq. ``b-loss-multi``);
+    the weights depend only on the true class, so the optimal scores are ``a_y ∝ gamma_y w_y``
+    (:func:`iml.scoring.optimal_score_class_weighted`), by the argument of Proposition 3.
+
     Args:
       a: probabilities ``[..., n]`` summing to one (a softmax output).
       y: integer labels ``[...]``.
@@ -248,7 +253,8 @@ def _log_softmax_and_complement(z: Array, y: Array) -> tuple[Array, Array]:
 def class_weighted_softmax_cross_entropy(
     logits: ArrayLike, y: ArrayLike, class_weights: ArrayLike
 ) -> Array:
-    """:func:`class_weighted_cross_entropy` of ``softmax(logits)``, computed stably."""
+    """:func:`class_weighted_cross_entropy` of ``softmax(logits)``, computed stably (not in the
+    paper; the usual weighted softmax cross-entropy of deep learning libraries)."""
     z = jnp.asarray(logits)
     y = jnp.asarray(y)
     w = jnp.asarray(class_weights, z.dtype)
@@ -299,7 +305,10 @@ def sigmoid_focal_loss(
 def focal_loss_multiclass(
     a: ArrayLike, y: ArrayLike, gamma: ArrayLike = 2.0, class_weights: ArrayLike | None = None
 ) -> Array:
-    """Multiclass focal loss on the simplex: ``-w_y (1 - a_y)^gamma log a_y``.
+    """Multiclass focal loss on the simplex (Lin et al. 2017): ``-w_y (1 - a_y)^gamma log a_y``.
+
+    Not in the paper; its optimal scores come from the generic rule of eq. ``choice``
+    (:func:`iml.scoring.optimal_score_multiclass_for_loss`).
 
     Args:
       a: probabilities ``[..., n]`` summing to one.
@@ -317,7 +326,7 @@ def focal_loss_multiclass(
 def softmax_focal_loss(
     logits: ArrayLike, y: ArrayLike, gamma: ArrayLike = 2.0, class_weights: ArrayLike | None = None
 ) -> Array:
-    """:func:`focal_loss_multiclass` of ``softmax(logits)``, computed stably."""
+    """:func:`focal_loss_multiclass` (Lin et al. 2017) of ``softmax(logits)``, computed stably."""
     z = jnp.asarray(logits)
     y = jnp.asarray(y)
     log_p, log_q = _log_softmax_and_complement(z, y)

@@ -18,9 +18,14 @@ Conventions
   ``loss_corrected_score(scores[None, :], betas[:, None])`` has shape ``[n_beta, n_scores]``.
 * Multiclass functions put classes on the last axis; weight matrices are ``B[y, y']`` with rows
   the true class ``y`` and columns the scored class ``y'`` (eq. ``b-loss-multi``).
-* Every function is pure and works under ``jax.jit``, ``jax.vmap`` and ``jax.grad``. Called on
-  concrete arrays, bad input raises ``ValueError`` naming the argument; under a transformation,
-  outputs that depend on an invalid entry are NaN (never a plausible wrong number).
+* Every rule and correction is pure and works under ``jax.jit``, ``jax.vmap`` and ``jax.grad``
+  (the checkers, :func:`check_first_order_conditions` and :func:`check_invertibility`, are meant
+  to be called directly and validate eagerly). Called on concrete arrays, bad input raises
+  ``ValueError`` naming the argument; under a transformation, outputs that depend on an invalid
+  entry are NaN (never a plausible wrong number).
+* Equation labels are the paper's (``choice``, ``b-loss-bin``, ...); in the compiled paper they
+  are numbered (5) choice, (6) proper, (7) b-loss-bin, (8) choice-b1, (9) b-loss-multi,
+  (10) Proposition 3, (11) invert, (12) loss-c-bin, (13) correct-prior.
 * Binary closed forms are accurate to a few ulps in float32 over ``beta`` in ``[1e-6, 1 - 1e-6]``
   and all scores in ``[0, 1]`` (no cancellation: both terms of every denominator are positive).
   The logit forms are exact shifts and keep full precision for scores near 0 and 1.
@@ -44,6 +49,7 @@ Domain = Literal["simplex", "box"]
 
 __all__ = [
     "FirstOrderConditionReport",
+    "InvertibilityReport",
     "check_first_order_conditions",
     "check_invertibility",
     "loss_corrected_logit",
@@ -181,7 +187,10 @@ def loss_corrected_score_into(out: Array, a: ArrayLike, beta: ArrayLike) -> Arra
 
 
 def optimal_logit(gamma_logit: ArrayLike, beta: ArrayLike) -> Array:
-    """:func:`optimal_score` in logits: ``logit c^beta(gamma) = logit gamma + logit beta``."""
+    """Proposition 2 (eq. ``choice-b1``) in logits: ``logit c = logit gamma + logit beta``.
+
+    The odds of the optimal score are the posterior odds times ``beta / (1 - beta)``.
+    """
     V.check_beta("beta", beta)
     V.check_broadcastable(gamma_logit=gamma_logit, beta=beta)
     z, beta = _float(gamma_logit, beta)
@@ -190,7 +199,7 @@ def optimal_logit(gamma_logit: ArrayLike, beta: ArrayLike) -> Array:
 
 
 def loss_corrected_logit(logits: ArrayLike, beta: ArrayLike) -> Array:
-    """:func:`loss_corrected_score` in logits: ``logit g^beta(a) = logit a - logit beta``.
+    """Corollary 1 (eq. ``loss-c-bin``) in logits: ``logit g^beta(a) = logit a - logit beta``.
 
     An exact shift, so it keeps full precision where scores are within float precision of 0 or
     1; apply ``jax.nn.sigmoid`` for the corrected probability.
@@ -294,7 +303,8 @@ def _first_order_matrix(a: Array, B: Array) -> Array:
 def loss_corrected_score_multiclass(
     a: ArrayLike, B: ArrayLike, *, return_residual: bool = False, num_iters: int = 500
 ) -> Array | tuple[Array, Array]:
-    """Loss-corrected posteriors for the B-weighted loss: the inverse of Proposition 3.
+    """Loss-corrected posteriors for the B-weighted loss: Proposition 4 (eq. ``invert``) applied
+    to the rule of Proposition 3.
 
     Score ``a`` is optimal for posterior ``gamma`` exactly when the first-order conditions hold,
     ``a_y sum_{y'} gamma_{y'} B[y', y] = gamma_y B[y, y]`` for every class, i.e.
@@ -396,12 +406,29 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
     finfo = jnp.finfo(dtype)
     z_max = float(np.log(1.0 / finfo.eps))
     num_iters = int(finfo.nmant) + 3
+    num_coarse = 65
+    grid = jnp.linspace(-z_max, z_max, num_coarse, dtype=dtype)
 
     def sign_at(z):
         return _foc(loss, jax.nn.sigmoid(z), gamma, params)
 
-    lo = jnp.full_like(gamma, -z_max)
-    hi = jnp.full_like(gamma, z_max)
+    def expected(z):
+        a = jax.nn.sigmoid(z)
+        value = gamma * loss(a, 1.0, *params) + (1.0 - gamma) * loss(a, 0.0, *params)
+        return jnp.where(jnp.isnan(value), jnp.inf, value)
+
+    # A coarse scan finds the basin of the global minimum, so that a loss whose expected loss
+    # has several local minima is not bisected into the wrong one.
+    def scan(k, best):
+        value, index = best
+        here = expected(jnp.full_like(gamma, grid[k]))
+        better = here < value
+        return jnp.where(better, here, value), jnp.where(better, k, index)
+
+    start = (jnp.full_like(gamma, jnp.inf), jnp.zeros(gamma.shape, jnp.int32))
+    _, best = jax.lax.fori_loop(0, num_coarse, scan, start)
+    lo = grid[jnp.maximum(best - 1, 0)]
+    hi = grid[jnp.minimum(best + 1, num_coarse - 1)]
 
     def body(_, bracket):
         lo, hi = bracket
@@ -411,9 +438,10 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
 
     lo, hi = jax.lax.fori_loop(0, num_iters, body, (lo, hi))
     a = jax.nn.sigmoid(0.5 * (lo + hi))
-    # Minima beyond the float-representable bracket are the boundary scores themselves.
-    a = jnp.where(sign_at(jnp.full_like(gamma, z_max)) < 0, 1.0, a)
-    a = jnp.where(sign_at(jnp.full_like(gamma, -z_max)) > 0, 0.0, a)
+    # Minima beyond the float-representable range are the boundary scores themselves.
+    at_top = (best == num_coarse - 1) & (sign_at(jnp.full_like(gamma, z_max)) < 0)
+    at_bottom = (best == 0) & (sign_at(jnp.full_like(gamma, -z_max)) > 0)
+    a = jnp.where(at_top, 1.0, jnp.where(at_bottom, 0.0, a))
     return a.astype(dtype)
 
 
@@ -434,13 +462,14 @@ _solve_binary_rule_jit = jax.jit(_solve_binary_rule, static_argnums=0)
 def optimal_score_for_loss(loss: BinaryLossFn, gamma: ArrayLike, *params: ArrayLike) -> Array:
     """Optimal score of any differentiable binary loss, eq. ``choice``, by autodiff.
 
-    Solves the first-order condition ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da = 0`` by
-    bisection in the logit of ``a`` over the whole float-representable range (so scores within
-    float precision of 0 and 1 are reached), then returns ``a``. Derivatives come from
-    ``jax.jvp``; gradients of the result (with respect to ``gamma`` and ``params``) come from the
-    implicit function theorem, not from differentiating the loop. Assumes the expected loss is
-    quasi-convex in ``a`` (one sign change of its derivative), as it is for every loss shipped
-    here; :func:`check_invertibility` and :func:`check_first_order_conditions` test a new loss.
+    A coarse scan of the expected loss over the logit of ``a`` (65 points spanning the whole
+    float-representable range, so scores within float precision of 0 and 1 are reached) finds
+    the basin of the global minimum; bisection on the first-order condition
+    ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da = 0`` then locates it to float precision.
+    Derivatives come from ``jax.jvp``; gradients of the result (with respect to ``gamma`` and
+    ``params``) come from the implicit function theorem, not from differentiating the loop.
+    Minima narrower than the scan's spacing (half a unit of logit in float32) can be missed:
+    :func:`check_invertibility` and :func:`check_first_order_conditions` test a new loss.
 
     Args:
       loss: ``loss(a, y, *params)``, elementwise in ``a`` and the broadcast ``params``, with
@@ -474,6 +503,9 @@ def _binary_inverse(loss: BinaryLossFn, a: Array, params: tuple) -> tuple[Array,
     return gamma, valid
 
 
+_binary_inverse_jit = jax.jit(_binary_inverse, static_argnums=0)
+
+
 def loss_corrected_score_for_loss(loss: BinaryLossFn, a: ArrayLike, *params: ArrayLike) -> Array:
     """Loss-corrected score of any differentiable binary loss (Proposition 4), in closed form.
 
@@ -499,17 +531,29 @@ def loss_corrected_score_for_loss(loss: BinaryLossFn, a: ArrayLike, *params: Arr
     (a,) = _float(a)
     a = V.nan_unless((a >= 0) & (a <= 1), jnp.broadcast_to(a, shape))
     params = tuple(jnp.broadcast_to(jnp.asarray(p), shape) for p in params)
-    gamma, valid = _binary_inverse(loss, a, params)
+    gamma, valid = _binary_inverse_jit(loss, a, params)
     return V.nan_unless(valid, gamma)
 
 
 class InvertibilityReport(NamedTuple):
-    """Whether a binary loss's optimal scoring rule is single-valued and invertible on a grid."""
+    """Whether a binary loss's optimal scoring rule is single-valued and invertible on a grid:
+    the premise of Propositions 4 and 5."""
 
     invertible: Array  # all checks below pass
     posterior: Array  # gamma(a) on the grid (NaN where not invertible pointwise)
     pointwise: Array  # derivatives of opposite sign and a strict minimum, per grid point
     increasing: Array  # gamma(a) strictly increasing along the grid
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _invertibility(loss: BinaryLossFn, grid: Array, params: tuple) -> tuple[Array, Array, Array]:
+    gamma, valid = _binary_inverse(loss, grid, params)
+    # Monotonicity in the posterior log-odds log(L'(a,0) / -L'(a,1)), which, unlike gamma itself,
+    # does not round to 1 in float32 where the rule is steep.
+    d_pos = _derivatives(loss, grid, 1.0, params)[0]
+    d_neg = _derivatives(loss, grid, 0.0, params)[0]
+    log_odds = jnp.log(d_neg) - jnp.log(-d_pos)
+    return gamma, valid, jnp.all(jnp.diff(log_odds) > 0)
 
 
 def check_invertibility(
@@ -537,13 +581,7 @@ def check_invertibility(
         raise ValueError("grid must be strictly increasing")
     V.check_interval("grid", grid, 0.0, 1.0, open_low=True, open_high=True)
     params = tuple(jnp.broadcast_to(jnp.asarray(p), grid.shape) for p in params)
-    gamma, valid = _binary_inverse(loss, grid, params)
-    # Monotonicity in the posterior log-odds log(L'(a,0) / -L'(a,1)), which, unlike gamma itself,
-    # does not round to 1 in float32 where the rule is steep.
-    d_pos = _derivatives(loss, grid, 1.0, params)[0]
-    d_neg = _derivatives(loss, grid, 0.0, params)[0]
-    log_odds = jnp.log(d_neg) - jnp.log(-d_pos)
-    increasing = jnp.all(jnp.diff(log_odds) > 0)
+    gamma, valid, increasing = _invertibility(loss, grid, params)
     return InvertibilityReport(
         invertible=jnp.all(valid) & increasing,
         posterior=V.nan_unless(valid, gamma),

@@ -30,9 +30,11 @@ from iml.training import (
     end_of_epoch,
     epoch_order,
     make_mesh,
+    member_in_place,
     member_train_step,
     predict_ensemble,
     preprocess,
+    resolve_member_batching,
     train_ensemble,
 )
 from iml.training.step import adam
@@ -166,7 +168,7 @@ def test_stopped_or_inactive_member_does_not_change():
             np.testing.assert_array_equal(a, b)
 
 
-def test_vmap_and_map_member_batching_agree_with_single_member_steps():
+def test_vmap_map_and_loop_member_batching_agree_with_single_member_steps():
     model = TinyCNN()
     images, labels = tiny_images(32)
     states = [_one_member(seed)[1] for seed in range(2)]
@@ -185,6 +187,14 @@ def test_vmap_and_map_member_batching_agree_with_single_member_steps():
             member = jax.tree.map(lambda a, i=i: a[i], out)
             for a, b in zip(jax.tree.leaves(member), jax.tree.leaves(singles[i]), strict=True):
                 np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+    looped = jax.jit(member_in_place(step), donate_argnums=0)
+    out = jax.tree.map(jnp.copy, stacked)
+    for i in range(2):
+        out = looped(out, x, y, flips, active, betas, i)
+    for i in range(2):
+        member = jax.tree.map(lambda a, i=i: a[i], out)
+        for a, b in zip(jax.tree.leaves(member), jax.tree.leaves(singles[i]), strict=True):
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
     with pytest.raises(ValueError, match="member_batching"):
         batch_members(step, "scan")
 
@@ -239,6 +249,24 @@ def test_one_device_with_map_batching_trains_the_same_ensemble_as_four_with_vmap
     f1, f4 = flat_params(states1), flat_params(states4)
     for name in f1:
         np.testing.assert_allclose(f1[name], f4[name], rtol=1e-3, atol=1e-5, err_msg=name)
+
+
+def test_trains_the_project_densenet_with_the_configured_conv_impl(tiny_data):
+    from iml.models import densenet_small
+
+    model = densenet_small(block_config=(1, 1), growth_rate=4, num_init_features=8)
+    config = tiny_config(max_epochs=1, conv_impl="matmul", member_batching="vmap")
+    resolved, batching = resolve_member_batching(model, config)
+    assert resolved.conv_impl == "matmul" and batching == "vmap"
+    mesh = make_mesh(4, 8, devices=jax.devices()[:4], ensemble_size=2)
+    states, history = train_ensemble(
+        model, tiny_members(), tiny_data, config, mesh=mesh, progress=False
+    )
+    assert all(len(h.val_loss) == 1 and np.isfinite(h.val_loss[0]) for h in history)
+    scores = predict_ensemble(model, states, tiny_data, np.arange(72, 96), config)
+    assert all(s.shape == (24,) and np.all((s > 0) & (s < 1)) for s in scores)
+    # Members differ in seed and beta, so their scores differ.
+    assert not np.allclose(scores[0], scores[1])
 
 
 def test_diverging_members_are_stopped_and_named_while_the_others_go_on():

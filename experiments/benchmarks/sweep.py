@@ -125,7 +125,8 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark; write the JSON file, print it as the last line, and return it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     parser.add_argument("--n", type=int, default=112_120)
@@ -134,7 +135,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline-betas", type=int, default=3, help="betas in the timed slice")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/sweep.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.n, args.betas, args.bootstrap, args.repeats, args.baseline_betas = (
             20_000,
@@ -205,6 +206,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2))
     print(json.dumps(record))
+    return record
 
 
 if __name__ == "__main__":

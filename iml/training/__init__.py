@@ -2,7 +2,7 @@
 
 from iml.training.checkpoint import EnsembleCheckpointer
 from iml.training.sharding import make_mesh
-from iml.training.step import batch_members, member_train_step, preprocess
+from iml.training.step import batch_members, member_in_place, member_train_step, preprocess
 from iml.training.train_state import MemberState, end_of_epoch
 from iml.training.trainer import (
     DEFAULT_MEMBER_BATCHING,
@@ -28,6 +28,7 @@ __all__ = [
     "end_of_epoch",
     "epoch_order",
     "make_mesh",
+    "member_in_place",
     "member_train_step",
     "predict_ensemble",
     "preprocess",

@@ -9,7 +9,9 @@ marked diverged and stopped instead, so it no longer changes while the others go
 
 :func:`batch_members` turns a one-member step into a step of ``K`` members at once, either with
 ``jax.vmap`` (one program in which every operation carries a member axis) or with ``jax.lax.map``
-(a loop over members inside one compiled program). Which is faster depends on the backend and on
+(a loop over members inside one compiled program); :func:`member_in_place` gives the third way,
+``'loop'``: one compiled one-member program called ``K`` times, each call updating its member of
+the stacked state in place (the state is donated). Which is faster depends on the backend and on
 how the model lowers its convolutions under ``vmap``; see :mod:`iml.training.trainer`.
 """
 
@@ -34,6 +36,7 @@ __all__ = [
     "adam",
     "batch_members",
     "member_eval_step",
+    "member_in_place",
     "member_predict",
     "member_train_step",
     "preprocess",
@@ -207,3 +210,28 @@ def batch_members(step: Callable[..., Any], member_batching: str) -> Callable[..
     if member_batching == "map":
         return lambda *args: jax.lax.map(lambda a: step(*a), args)
     raise ValueError(f"member_batching must be 'vmap' or 'map', got {member_batching!r}")
+
+
+def member_in_place(step: Callable[..., Any]) -> Callable[..., Any]:
+    """A one-member step applied to member ``i`` of member-stacked arguments, in place.
+
+    Args:
+      step: a function ``step(state, *batch) -> state`` of one member.
+
+    Returns:
+      ``f(states, *batches, i) -> states``: member ``i`` of every argument (leading axis) is
+      taken, stepped, and written back into ``states``. Jitted with ``states`` donated, the
+      write-back reuses the buffers, so ``K`` calls cost about ``K`` one-member steps.
+    """
+
+    def take(tree: Any, i: Array) -> Any:
+        return jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, keepdims=False), tree)
+
+    def stepped(states: Any, *args: Any) -> Any:
+        *batch, i = args
+        new = step(take(states, i), *take(tuple(batch), i))
+        return jax.tree.map(
+            lambda a, n: jax.lax.dynamic_update_index_in_dim(a, n, i, 0), states, new
+        )
+
+    return stepped

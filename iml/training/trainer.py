@@ -43,6 +43,7 @@ from iml.training.step import (
     adam,
     batch_members,
     member_eval_step,
+    member_in_place,
     member_predict,
     member_train_step,
 )
@@ -154,7 +155,8 @@ class TrainConfig:
       min_delta: the least decrease of the validation loss that counts as an improvement.
       flip: random horizontal flips of training images.
       normalize: ``'imagenet'`` or ``'none'``.
-      member_batching: ``'vmap'`` or ``'map'``; ``None`` takes the backend's measured default
+      member_batching: ``'vmap'``, ``'map'`` or ``'loop'`` (see :mod:`iml.training.step`);
+        ``None`` takes the backend's measured default
         (:data:`DEFAULT_MEMBER_BATCHING`).
       conv_impl: ``'xla'`` or ``'matmul'`` for models with a ``conv_impl`` field; ``None`` takes
         the backend's default (ignored by models without the field).
@@ -200,9 +202,9 @@ class TrainConfig:
             raise ValueError(
                 f"TrainConfig.normalize must be one of {_NORMALIZATIONS}, got {self.normalize!r}"
             )
-        if self.member_batching not in (None, "vmap", "map"):
+        if self.member_batching not in (None, "vmap", "map", "loop"):
             raise ValueError(
-                "TrainConfig.member_batching must be 'vmap', 'map' or None, "
+                "TrainConfig.member_batching must be 'vmap', 'map', 'loop' or None, "
                 f"got {self.member_batching!r}"
             )
         if self.conv_impl not in (None, "xla", "matmul"):
@@ -363,15 +365,15 @@ def _programs(
     members = NamedSharding(mesh, PartitionSpec(ENSEMBLE_AXIS))
     whole = replicated(mesh)
 
-    train = batch_members(
-        functools.partial(member_train_step, model, optimizer, normalize=config.normalize),
-        batching,
-    )
+    one_step = functools.partial(member_train_step, model, optimizer, normalize=config.normalize)
+    # 'loop' steps members one by one (see member_in_place); evaluation, forward only, is vmapped.
+    batched = "vmap" if batching == "loop" else batching
+    train = batch_members(one_step, batched)
     evaluate = batch_members(
-        functools.partial(member_eval_step, model, normalize=config.normalize), batching
+        functools.partial(member_eval_step, model, normalize=config.normalize), batched
     )
     predict = batch_members(
-        functools.partial(member_predict, model, normalize=config.normalize), batching
+        functools.partial(member_predict, model, normalize=config.normalize), batched
     )
     epoch_end = jax.vmap(
         functools.partial(
@@ -415,8 +417,17 @@ def _programs(
 
         return jax.vmap(one)(keys, lrs)
 
+    train_jit = jax.jit(train_fn, out_shardings=members, donate_argnums=0)
+    if batching == "loop":
+        member_jit = jax.jit(member_in_place(one_step), out_shardings=members, donate_argnums=0)
+
+        def train_jit(state, *batch):
+            for i in range(int(batch[-1].shape[0])):
+                state = member_jit(state, *batch, i)
+            return state
+
     return {
-        "train": jax.jit(train_fn, out_shardings=members, donate_argnums=0),
+        "train": train_jit,
         "eval": jax.jit(eval_fn, out_shardings=(whole, whole)),
         "epoch_end": jax.jit(epoch_end_fn, out_shardings=(members, whole), donate_argnums=0),
         "predict": jax.jit(predict, out_shardings=whole),
@@ -539,7 +550,6 @@ def init_ensemble(
     mesh: Mesh,
     *,
     init_variables: Mapping[str, Any] | None = None,
-    image_dtype: Any = np.float32,
 ) -> MemberState:
     """The stacked, sharded state of all members before training.
 
@@ -551,7 +561,6 @@ def init_ensemble(
       mesh: the ``('ensemble', 'data')`` mesh.
       init_variables: optional variables (``{'params', 'batch_stats'}``, e.g. ImageNet weights)
         every member starts from; by default each member is initialised from its own seed.
-      image_dtype: dtype of the sample image used to initialise the model.
 
     Returns:
       A :class:`MemberState` whose leaves have a leading member axis, sharded over ``'ensemble'``.
@@ -559,7 +568,7 @@ def init_ensemble(
     programs = _programs_for(model, "vmap", mesh, config)
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(m.seed))) for m in members])
     lrs = np.asarray([m.lr or config.learning_rate for m in members], np.float32)
-    sample = jnp.zeros((1, *image_shape), image_dtype)
+    sample = jnp.zeros((1, *image_shape), jnp.float32)  # the model sees preprocessed floats
 
     def init(keys_data, lrs):
         return programs["init"](
@@ -631,7 +640,6 @@ def train_ensemble(
         config,
         mesh,
         init_variables=init_variables,
-        image_dtype=image_dtype,
     )
     history = [MemberHistory() for _ in members]
     steps_per_epoch = max(len(m.train_idx) // config.batch_size for m in members)

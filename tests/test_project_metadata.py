@@ -1,0 +1,38 @@
+"""The license and citation files agree with the package metadata."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import yaml
+
+import iml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+
+
+def test_license_file_is_apache_2_with_the_projects_copyright():
+    assert _pyproject()["license"] == {"text": "Apache-2.0"}
+    text = (REPO_ROOT / "LICENSE").read_text()
+    assert text.lstrip().startswith("Apache License\n")
+    assert "Version 2.0, January 2004" in text
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    assert "Copyright 2026 The iml authors" in text
+    assert "[yyyy]" not in text
+
+
+def test_citation_file_matches_the_package_and_cites_the_paper():
+    citation = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0"
+    assert citation["version"] == _pyproject()["version"] == iml.__version__
+    assert citation["license"] == _pyproject()["license"]["text"]
+    paper = citation["preferred-citation"]
+    assert paper["title"] == "Calibrating for Class Weights by Modeling Machine Learning"
+    assert [a["family-names"] for a in paper["authors"]] == ["Caplin", "Martin", "Marx"]
+    assert paper["year"] == 2022
