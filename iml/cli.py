@@ -138,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--dataset", help="digits (default), pneumoniamnist or chestxray14")
     rep.add_argument("--data-dir", help="where prepared TFDS data is kept")
     rep.add_argument("--manual-dir", help="folder with the raw files of the dataset")
-    rep.add_argument("--csv-path", help="CSV file (dataset csv)")
+    rep.add_argument(
+        "--csv-path", help="CSV file (dataset csv: checked, but reproduce trains on images only)"
+    )
     rep.add_argument("--csv-target", help="target column of the CSV file")
     rep.add_argument("--model", help="densenet_small (default), densenet121 or densenet_tiny")
     rep.add_argument("--image-size", type=int, help="side of the square images in pixels")

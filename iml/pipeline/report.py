@@ -11,7 +11,10 @@ The table is keyed by beta (``f"{beta:g}"``), then by method, then by metric::
 ``(c^beta)^{-1}(a)`` (Corollary 1; nothing is fitted), and the other methods are recalibration
 baselines FIT BY CROSS-FITTING over the outer folds: the observations of fold ``f`` are
 recalibrated by a map fitted on the ensemble scores and labels of all other folds, so no
-observation is ever recalibrated by a map fitted on its own label. ``raw`` also carries the
+observation is ever recalibrated by a map fitted on its own label. ``prior_shift`` is eq.
+``correct-prior`` with the training prior that the beta-weighted loss implies (odds scaled by
+``beta / (1 - beta)``, the prevalence estimated on the fitting folds); as the paper notes
+(Section 4), it then coincides with the loss correction. ``raw`` also carries the
 loss-calibration test (Definition 2) of the raw scores for their beta. Metrics are computed over
 the observations with at least one member (ensemble size > 0); scores are clipped to
 ``[1e-7, 1 - 1e-7]`` first, since float32 sigmoids round to exactly 0 or 1, where the log loss is
