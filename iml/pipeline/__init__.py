@@ -1,5 +1,34 @@
-"""The experiment pipeline: plan -> train -> score -> aggregate -> report, and its results store."""
+"""The experiment pipeline: plan -> train -> score -> aggregate -> report, and its results store.
 
+* :mod:`iml.pipeline.plan`: nested-CV folds and the grid beta x rotation x seed in member batches.
+* :mod:`iml.pipeline.runner`: the run config, and training/scoring each batch into the store
+  (resumable after ``kill -9``).
+* :mod:`iml.pipeline.aggregate`: ensemble scores (mean per beta) and ensemble sizes.
+* :mod:`iml.pipeline.report`: the summary table (JSON, Markdown) and Figures 1-4.
+* :mod:`iml.pipeline.store`: the atomic results store.
+"""
+
+from iml.pipeline.aggregate import (
+    EnsembleScores,
+    aggregate_members,
+    load_ensemble,
+    member_test_scores,
+)
+from iml.pipeline.plan import Member, MemberBatch, Plan, check_betas, ensemble_sizes, make_plan
 from iml.pipeline.store import RunStore, atomic_write_bytes, package_versions
 
-__all__ = ["RunStore", "atomic_write_bytes", "package_versions"]
+__all__ = [
+    "EnsembleScores",
+    "Member",
+    "MemberBatch",
+    "Plan",
+    "RunStore",
+    "aggregate_members",
+    "atomic_write_bytes",
+    "check_betas",
+    "ensemble_sizes",
+    "load_ensemble",
+    "make_plan",
+    "member_test_scores",
+    "package_versions",
+]

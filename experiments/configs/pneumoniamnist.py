@@ -1,0 +1,29 @@
+"""PneumoniaMNIST (28x28 chest X-rays, pneumonia vs normal): small DenseNet, beta 0.5/0.9/0.99.
+
+Run it with::
+
+    iml reproduce --config experiments/configs/pneumoniamnist.py \\
+        --manual-dir DIR --out runs/pneumoniamnist
+
+``DIR`` holds MedMNIST's ``pneumoniamnist.npz``; from the two partial public copies in
+``shared/data/pneumoniamnist`` it is made by ``np.savez(DIR / "pneumoniamnist.npz",
+**iml.data.assemble_pneumoniamnist(balanced_npz, kaggle_npz))``. All 5,856 images are
+pooled and split into 10 folds rotated 7/2/1; members train for up to 20 epochs with early
+stopping on the validation loss.
+"""
+
+import ml_collections
+
+from iml.pipeline.runner import default_config
+
+
+def get_config() -> ml_collections.ConfigDict:
+    """PneumoniaMNIST at its native 28 px."""
+    c = default_config()
+    c.dataset = "pneumoniamnist"
+    c.image_size = 28
+    c.model = "densenet_small"
+    c.epochs = 20
+    c.patience = 3
+    c.flip = True
+    return c

@@ -1,0 +1,280 @@
+"""Reporting a run: the summary table (JSON and Markdown) and Figures 1-4 from stored scores.
+
+The table is keyed by beta (``f"{beta:g}"``), then by method, then by metric::
+
+    {"0.9": {"raw": {"ece": ..., "ece_debiased": ..., "brier": ..., "log_loss": ..., "auroc": ...,
+                     "loss_calibration_gap": ..., "loss_calibration_p_value": ...},
+             "loss_corrected": {...}, "platt": {...}, "temperature": {...}, "isotonic": {...},
+             "histogram": {...}, "prior_shift": {...}}, ...}
+
+``raw`` are the ensemble scores, ``loss_corrected`` their loss-corrected scores
+``(c^beta)^{-1}(a)`` (Corollary 1; nothing is fitted), and the other methods are recalibration
+baselines FIT BY CROSS-FITTING over the outer folds: the observations of fold ``f`` are
+recalibrated by a map fitted on the ensemble scores and labels of all other folds, so no
+observation is ever recalibrated by a map fitted on its own label. ``prior_shift`` is eq.
+``correct-prior`` with the training prior that the beta-weighted loss implies (odds scaled by
+``beta / (1 - beta)``, the prevalence estimated on the fitting folds); as the paper notes
+(Section 4), it then coincides with the loss correction. ``raw`` also carries the
+loss-calibration test (Definition 2) of the raw scores for their beta. Metrics are computed over
+the observations with at least one member (ensemble size > 0); scores are clipped to
+``[1e-7, 1 - 1e-7]`` first, since float32 sigmoids round to exactly 0 or 1, where the log loss is
+infinite.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from iml.calibration import (
+    auroc,
+    brier_score,
+    expected_calibration_error,
+    loss_calibration_test,
+    mean_log_loss,
+)
+from iml.pipeline.aggregate import EnsembleScores, load_ensemble
+from iml.pipeline.store import RunStore, atomic_write_bytes
+from iml.plots import (
+    figure1_calibration_curves,
+    figure2_theoretical_curves,
+    figure3_loss_calibration,
+    figure4_loss_corrected,
+    save_figure,
+)
+from iml.recalibration import (
+    HistogramBinning,
+    IsotonicCalibration,
+    LossCorrection,
+    PlattScaling,
+    PriorShiftCorrection,
+    Recalibrator,
+    TemperatureScaling,
+)
+
+__all__ = [
+    "BASELINES",
+    "METRICS",
+    "cross_fit",
+    "report_run",
+    "score_metrics",
+    "summary_table",
+    "table_markdown",
+]
+
+METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
+_CLIP = 1e-7
+
+
+def _prior_shift(beta: float) -> Callable[[np.ndarray], Recalibrator]:
+    # The weighted loss trains as if the positive prior were pi' with odds beta/(1-beta) times
+    # the fitting part's odds pi/(1-pi); the correction maps back to pi (eq. correct-prior).
+    def make(labels: np.ndarray) -> Recalibrator:
+        pi = float(np.clip(labels.mean(), 1e-6, 1 - 1e-6))
+        odds = beta / (1 - beta) * pi / (1 - pi)
+        return PriorShiftCorrection(train_prior=odds / (1 + odds), target_prior=pi)
+
+    return make
+
+
+# name -> (beta -> (fitting labels -> unfitted recalibrator))
+BASELINES: dict[str, Callable[[float], Callable[[np.ndarray], Recalibrator]]] = {
+    "platt": lambda beta: lambda labels: PlattScaling(),
+    "temperature": lambda beta: lambda labels: TemperatureScaling(),
+    "isotonic": lambda beta: lambda labels: IsotonicCalibration(),
+    "histogram": lambda beta: lambda labels: HistogramBinning(n_bins=10, strategy="quantile"),
+    "prior_shift": _prior_shift,
+}
+
+
+def score_metrics(scores: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> dict[str, float]:
+    """ECE (l1, quantile bins), debiased ECE (l2, Kumar et al. 2019), Brier, log loss, AUROC."""
+    s = np.clip(np.asarray(scores, np.float64), _CLIP, 1 - _CLIP).astype(np.float32)
+    y = np.asarray(labels, np.int32)
+    return {
+        "ece": float(expected_calibration_error(s, y, n_bins, "quantile")),
+        "ece_debiased": float(
+            expected_calibration_error(s, y, n_bins, "quantile", norm="l2", debias=True)
+        ),
+        "brier": float(brier_score(s, y)),
+        "log_loss": float(mean_log_loss(s, y)),
+        "auroc": float(auroc(s, y)),
+    }
+
+
+def cross_fit(
+    make: Callable[[np.ndarray], Recalibrator],
+    scores: np.ndarray,
+    labels: np.ndarray,
+    fold_ids: np.ndarray,
+) -> np.ndarray:
+    """Recalibrated scores, each fold's by a map fitted on all other folds.
+
+    Args:
+      make: fitting labels -> an unfitted :class:`~iml.recalibration.Recalibrator`.
+      scores, labels, fold_ids: ``[n]`` arrays of the evaluated observations.
+
+    Returns:
+      ``[n]`` recalibrated scores; no observation's own label was used to fit its map.
+    """
+    out = np.empty(len(scores), dtype=np.float64)
+    for f in np.unique(fold_ids):
+        held, fit = fold_ids == f, fold_ids != f
+        if not fit.any():
+            raise ValueError("cross-fitting needs observations in at least two folds")
+        cal = make(labels[fit]).fit(scores[fit].astype(np.float32), labels[fit])
+        out[held] = np.asarray(cal.transform(scores[held].astype(np.float32)))
+    return out
+
+
+def summary_table(
+    ensemble: EnsembleScores,
+    labels: np.ndarray,
+    fold_ids: np.ndarray,
+    *,
+    n_bins: int = 10,
+    n_bootstrap: int = 200,
+    seed: int = 0,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """The summary table: beta -> method -> metric (see the module docstring)."""
+    labels = np.asarray(labels, np.int32)
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for row, beta in enumerate(ensemble.betas):
+        have = ensemble.sizes[row] > 0
+        if not have.any():
+            raise ValueError(f"no observation has a test score for beta={beta:g}")
+        s = np.clip(ensemble.scores[row][have], _CLIP, 1 - _CLIP)
+        y, folds = labels[have], np.asarray(fold_ids)[have]
+        methods: dict[str, dict[str, float]] = {"raw": score_metrics(s, y, n_bins)}
+        test = loss_calibration_test(
+            s.astype(np.float32),
+            y,
+            beta,
+            n_bins,
+            n_bootstrap=n_bootstrap,
+            key=jax.random.key(seed),
+        )
+        methods["raw"]["loss_calibration_gap"] = float(test.gap)
+        methods["raw"]["loss_calibration_p_value"] = float(test.p_value)
+        corrected = np.asarray(LossCorrection(beta=beta).transform(s.astype(np.float32)))
+        methods["loss_corrected"] = score_metrics(corrected, y, n_bins)
+        for name, factory in BASELINES.items():
+            methods[name] = score_metrics(cross_fit(factory(beta), s, y, folds), y, n_bins)
+        table[f"{beta:g}"] = methods
+    return table
+
+
+def table_markdown(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """The table as Markdown: one section per beta, methods as rows, metrics as columns."""
+
+    def fmt(x: float) -> str:
+        return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
+
+    lines = ["# Summary", ""]
+    for beta, methods in table.items():
+        lines += [f"## beta = {beta}", ""]
+        lines.append("| method | " + " | ".join(METRICS) + " |")
+        lines.append("|---" * (len(METRICS) + 1) + "|")
+        for method, metrics in methods.items():
+            lines.append(f"| {method} | " + " | ".join(fmt(metrics[m]) for m in METRICS) + " |")
+        raw = methods["raw"]
+        lines += [
+            "",
+            f"Loss-calibration test of the raw scores (Definition 2): gap "
+            f"{fmt(raw['loss_calibration_gap'])}, p-value "
+            f"{fmt(raw['loss_calibration_p_value'])}.",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _size_summary(ensemble: EnsembleScores) -> dict[str, Any]:
+    out = {}
+    for row, beta in enumerate(ensemble.betas):
+        sizes = ensemble.sizes[row]
+        values, counts = np.unique(sizes, return_counts=True)
+        out[f"{beta:g}"] = {
+            "min": int(sizes.min()),
+            "max": int(sizes.max()),
+            "mean": float(sizes.mean()),
+            "histogram": {str(int(v)): int(c) for v, c in zip(values, counts, strict=True)},
+        }
+    return out
+
+
+def report_run(
+    run: str | Path, out: str | Path | None = None, *, formats: Sequence[str] = ("png", "pdf")
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Aggregate a stored run and write its table, ensemble scores and Figures 1-4.
+
+    Writes into ``out`` (default: the run directory): ``table.json``, ``table.md``,
+    ``ensemble.json`` (ensemble sizes per beta), ``ensemble_scores.npz`` and
+    ``figures/figure{1,2,3,4}.{png,pdf}``. Trains nothing.
+
+    Args:
+      run: a run directory written by :func:`iml.pipeline.runner.run_experiment`.
+      out: where to write (created if missing).
+      formats: figure formats.
+
+    Returns:
+      The summary table.
+
+    Raises:
+      FileNotFoundError: if ``run`` holds no manifest or no stored folds.
+      ValueError: if the run has no finished member batch.
+    """
+    store = RunStore(run) if Path(run).is_dir() else None
+    if store is None or store.manifest() is None:
+        raise FileNotFoundError(f"no stored run (manifest.json) in {run}")
+    config = store.manifest()["config"]
+    folds = store.load_arrays("data/folds")
+    labels, fold_ids = folds["labels"], folds["fold_ids"]
+    if not any(True for _ in store.keys("batches")):
+        raise ValueError(f"{run} holds no finished member batch")
+    betas = [float(b) for b in config["betas"]]
+    ensemble = load_ensemble(store, betas, len(labels))
+    table = summary_table(
+        ensemble,
+        labels,
+        fold_ids,
+        n_bins=int(config["n_bins"]),
+        n_bootstrap=int(config["n_bootstrap"]),
+        seed=int(config["report_seed"]),
+    )
+    out = Path(out) if out is not None else store.root
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
+    atomic_write_bytes(out / "table.md", table_markdown(table).encode())
+    atomic_write_bytes(
+        out / "ensemble.json",
+        json.dumps({"ensemble_size": _size_summary(ensemble)}, indent=2).encode(),
+    )
+    RunStore(out).save_arrays(
+        "ensemble_scores",
+        betas=np.asarray(ensemble.betas),
+        scores=ensemble.scores,
+        sizes=ensemble.sizes,
+        labels=labels,
+    )
+    scores_by_beta, labels_by_beta = {}, {}
+    for row, beta in enumerate(ensemble.betas):
+        have = ensemble.sizes[row] > 0
+        scores_by_beta[beta] = np.clip(ensemble.scores[row][have], _CLIP, 1 - _CLIP)
+        labels_by_beta[beta] = labels[have]
+    figures = {
+        "figure1": figure1_calibration_curves(
+            scores_by_beta, labels_by_beta, int(config["n_bins"])
+        ),
+        "figure2": figure2_theoretical_curves(ensemble.betas),
+        "figure3": figure3_loss_calibration(scores_by_beta, labels_by_beta, int(config["n_bins"])),
+        "figure4": figure4_loss_corrected(scores_by_beta, labels_by_beta, int(config["n_bins"])),
+    }
+    for name, fig in figures.items():
+        save_figure(fig, out / "figures" / name, formats)
+    return table

@@ -1,0 +1,214 @@
+"""End-to-end tests of the `iml` command: reproduce, figures, resume after kill -9, bad input.
+
+Runs go through `python -m iml.cli` in subprocesses (one CPU device, a shared persistent
+compilation cache so that later processes skip XLA compilation) on a tiny config: 160 digits at
+8 px, a two-layer DenseNet, 4 folds rotated 2/1/1, two betas, one epoch: 8 members in 4 batches.
+"""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iml import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "reproduce",
+    "--no-progress",
+    "--model",
+    "densenet_tiny",
+    "--folds",
+    "4",
+    "--epochs",
+    "1",
+    "--betas",
+    "0.5",
+    "0.9",
+    "--image-size",
+    "8",
+    "--set",
+    "n_val_folds=1",
+    "--set",
+    "n_bootstrap=20",
+    "--set",
+    "max_examples=160",
+    "--set",
+    "batch_size=8",
+    "--set",
+    "members_per_batch=2",
+]
+BASELINES = ("platt", "temperature", "isotonic", "histogram", "prior_shift")
+METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)  # one device: the 2-core CI machine gains nothing from eight
+    env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path_factory.mktemp("jax-cache"))
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _iml(args, env, **kwargs):
+    return subprocess.run(
+        [sys.executable, "-m", "iml.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, env):
+    out = tmp_path_factory.mktemp("run") / "tiny"
+    done = _iml([*TINY, "--out", str(out)], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_reproduce_writes_the_documented_table(run_dir):
+    table = json.loads((run_dir / "table.json").read_text())
+    assert list(table) == ["0.5", "0.9"]
+    for methods in table.values():
+        assert list(methods) == ["raw", "loss_corrected", *BASELINES]
+        for metrics in methods.values():
+            for m in METRICS:
+                assert math.isfinite(metrics[m]), metrics
+            assert 0.0 <= metrics["auroc"] <= 1.0 and metrics["brier"] >= 0.0
+        assert 0.0 < methods["raw"]["loss_calibration_p_value"] <= 1.0
+    assert "## beta = 0.9" in (run_dir / "table.md").read_text()
+
+
+def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
+    for k in range(1, 5):
+        png = (run_dir / "figures" / f"figure{k}.png").read_bytes()
+        pdf = (run_dir / "figures" / f"figure{k}.pdf").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and pdf[:5] == b"%PDF-"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["config"]["betas"] == [0.5, 0.9]
+    assert manifest["num_members"] == 8 and manifest["devices"]
+    assert "jax" in manifest["packages"] and manifest["seeds"]["members"] == [0]
+    sizes = json.loads((run_dir / "ensemble.json").read_text())["ensemble_size"]
+    assert sizes["0.9"] == {"min": 1, "max": 1, "mean": 1.0, "histogram": {"1": 160}}
+    batches = sorted((run_dir / "batches").glob("*.npz"))
+    assert len(batches) == 4 and not (run_dir / "checkpoints").exists()
+    with np.load(batches[0]) as b:
+        assert b["train_loss"].shape == (2, 1) and np.isfinite(b["train_loss"]).all()
+
+
+def test_figures_command_reproduces_the_table(run_dir, tmp_path, env):
+    done = _iml(["figures", "--run", str(run_dir), "--out", str(tmp_path)], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((tmp_path / "table.json").read_text()) == json.loads(
+        (run_dir / "table.json").read_text()
+    )
+    assert (tmp_path / "figures" / "figure3.pdf").stat().st_size > 0
+
+
+def test_kill_9_then_rerun_gives_the_same_results(run_dir, tmp_path, env):
+    out = tmp_path / "killed"
+    first = out / "batches" / "batch-0000.npz"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iml.cli", *TINY, "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert first.exists(), "the first member batch was never stored"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not (out / "table.json").exists()  # killed before the end
+    done = _iml([*TINY, "--out", str(out)], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((out / "table.json").read_text()) == json.loads(
+        (run_dir / "table.json").read_text()
+    )
+    for batch in sorted((run_dir / "batches").glob("*.npz")):
+        with np.load(batch) as want, np.load(out / "batches" / batch.name) as got:
+            for name in want.files:
+                np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert len(json.loads((out / "manifest.json").read_text())["resumed_at"]) == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input: a message naming it, exit status 2, before any work
+# ----------------------------------------------------------------------------------------------
+
+
+def _bad(args, tmp_path, capsys):
+    out = tmp_path / "out"
+    status = cli.main([*args, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert not (out / "manifest.json").exists()
+    return err
+
+
+def test_missing_data_dir_is_named(tmp_path, capsys):
+    err = _bad(["reproduce", "--data-dir", str(tmp_path / "absent")], tmp_path, capsys)
+    assert "data_dir" in err and "absent" in err
+
+
+def test_csv_without_target_column_is_named(tmp_path, capsys):
+    csv = tmp_path / "t.csv"
+    csv.write_text("a,b\n1,0\n2,1\n")
+    args = ["reproduce", "--dataset", "csv", "--csv-path", str(csv), "--csv-target", "label"]
+    err = _bad(args, tmp_path, capsys)
+    assert "'label'" in err and "t.csv" in err
+
+
+def test_beta_outside_unit_interval_is_named(tmp_path, capsys):
+    err = _bad(["reproduce", "--betas", "0.5", "1.2"], tmp_path, capsys)
+    assert "beta must lie in (0, 1), got 1.2" in err
+
+
+def test_unknown_config_key_is_named(tmp_path, capsys):
+    err = _bad(["reproduce", "--set", "epochz=2"], tmp_path, capsys)
+    assert "'epochz' does not exist" in err
+
+
+def test_unknown_dataset_is_named(tmp_path, capsys):
+    err = _bad(["reproduce", "--dataset", "imagenet"], tmp_path, capsys)
+    assert "unknown dataset 'imagenet'" in err
+
+
+def test_figures_of_a_missing_run_is_named(tmp_path, capsys):
+    status = cli.main(["figures", "--run", str(tmp_path / "norun")])
+    assert status == 2 and "norun" in capsys.readouterr().err
+
+
+def test_config_files_load_and_name_their_command():
+    for name in ("default", "pneumoniamnist", "chestxray14"):
+        path = ROOT / "experiments" / "configs" / f"{name}.py"
+        config = cli._import_config(str(path))
+        assert "iml reproduce --config experiments/configs/" + name in (
+            path.read_text().replace("\\\n", "").replace("  ", " ")
+        )
+        assert set(config) == set(cli.load_config(cli.build_parser().parse_args(["reproduce"])))
+
+
+def test_sweep_without_its_module_says_so(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_sweep_module", lambda: None)
+    assert cli.main(["sweep"]) == 2
+    assert "iml.pipeline.sweep" in capsys.readouterr().err

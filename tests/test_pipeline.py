@@ -1,0 +1,181 @@
+"""Tests of the pipeline's planning, aggregation and honest recalibration (no training here)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from iml.pipeline import (
+    RunStore,
+    aggregate_members,
+    check_betas,
+    ensemble_sizes,
+    load_ensemble,
+    make_plan,
+)
+from iml.pipeline.report import METRICS, cross_fit, table_markdown
+from iml.pipeline.runner import check_config, default_config
+
+# ----------------------------------------------------------------------------------------------
+# Planning
+# ----------------------------------------------------------------------------------------------
+
+
+def test_full_cycle_tests_every_observation_once_per_seed():
+    labels = (np.arange(200) % 7 == 0).astype(int)
+    plan = make_plan(200, betas=(0.5, 0.9, 0.99), seeds=(0, 3), labels=labels)
+    assert len(plan.members) == 10 * 3 * 2
+    assert [len(b.members) for b in plan.batches] == [6] * 10
+    sizes = ensemble_sizes(plan, 200)
+    for beta in (0.5, 0.9, 0.99):
+        np.testing.assert_array_equal(sizes[beta], 2)  # one rotation tests it, once per seed
+    for m in plan.members:
+        s = m.split
+        assert len(s.train_folds) == 7 and len(s.val_folds) == 2 and len(s.test_folds) == 1
+        parts = np.concatenate([s.train, s.val, s.test])
+        assert len(np.unique(parts)) == 200  # disjoint and complete
+
+
+def test_batches_share_a_rotation_and_keys_are_distinct():
+    plan = make_plan(60, betas=(0.5, 0.9), seeds=(0,), n_folds=5, n_val_folds=1)
+    for batch in plan.batches:
+        assert len({m.rotation for m in batch.members}) == 1
+        assert sorted(m.beta for m in batch.members) == [0.5, 0.9]
+    assert len({b.key for b in plan.batches}) == len(plan.batches) == 5
+
+
+def test_partial_rotations_leave_untested_observations_with_size_zero():
+    plan = make_plan(50, betas=(0.9,), n_folds=5, n_val_folds=1, rotations=(0, 2))
+    sizes = ensemble_sizes(plan, 50)[0.9]
+    tested = np.isin(plan.fold_ids, [0, 2])  # rotation r tests fold r (one test fold)
+    np.testing.assert_array_equal(sizes, tested.astype(int))
+
+
+def test_groups_never_straddle_training_and_test():
+    groups = np.repeat(np.arange(40), 3)
+    plan = make_plan(120, betas=(0.5,), groups=groups, n_folds=5, n_val_folds=1)
+    for m in plan.members:
+        train_groups = set(groups[m.split.train])
+        assert not train_groups & set(groups[m.split.test])
+        assert not train_groups & set(groups[m.split.val])
+
+
+@pytest.mark.parametrize("betas", [(0.5, 1.0), (0.0,), (), (0.5, 0.5), (float("nan"),)])
+def test_bad_betas_are_refused(betas):
+    with pytest.raises(ValueError, match="beta"):
+        check_betas(betas)
+
+
+# ----------------------------------------------------------------------------------------------
+# Aggregation
+# ----------------------------------------------------------------------------------------------
+
+
+def _save_batch(store, key, members):
+    tests = [np.asarray(m[1]) for m in members]
+    store.save_arrays(
+        key,
+        beta=np.array([m[0] for m in members]),
+        test_idx=np.concatenate(tests),
+        test_scores=np.concatenate([np.asarray(m[2], np.float32) for m in members]),
+        test_offsets=np.cumsum([0] + [len(t) for t in tests]),
+    )
+
+
+def test_ensemble_mean_and_size_by_hand(tmp_path):
+    store = RunStore(tmp_path)
+    _save_batch(store, "batches/batch-0000", [(0.5, [0, 1], [0.2, 0.4]), (0.9, [0, 2], [0.5, 0.7])])
+    _save_batch(store, "batches/batch-0001", [(0.5, [1, 2], [0.6, 0.8]), (0.5, [1], [0.5])])
+    ens = load_ensemble(store, (0.5, 0.9), 4)
+    scores, sizes = ens.for_beta(0.5)
+    np.testing.assert_array_equal(sizes, [1, 3, 1, 0])
+    np.testing.assert_allclose(scores[:3], [0.2, (0.4 + 0.6 + 0.5) / 3, 0.8], rtol=1e-6)
+    assert np.isnan(scores[3])
+    scores, sizes = ens.for_beta(0.9)
+    np.testing.assert_array_equal(sizes, [1, 0, 1, 0])
+    np.testing.assert_allclose(scores[[0, 2]], [0.5, 0.7], rtol=1e-6)
+
+
+def test_aggregate_refuses_foreign_beta_and_bad_scores():
+    with pytest.raises(ValueError, match=r"beta 0\.7"):
+        aggregate_members([(0.7, np.array([0]), np.array([0.5]))], (0.5,), 2)
+    with pytest.raises(ValueError, match="probabilities"):
+        aggregate_members([(0.5, np.array([0]), np.array([1.5]))], (0.5,), 2)
+    with pytest.raises(ValueError, match="test_idx"):
+        aggregate_members([(0.5, np.array([5]), np.array([0.5]))], (0.5,), 2)
+
+
+# ----------------------------------------------------------------------------------------------
+# Honest recalibration and the table
+# ----------------------------------------------------------------------------------------------
+
+
+class _MeanLabel:
+    """A recalibrator that predicts the mean label it was fitted on, and records the fit."""
+
+    fits: list
+
+    def __init__(self, fits):
+        self.fits = fits
+
+    def fit(self, scores, labels):
+        self.fits.append(np.asarray(scores).copy())
+        self.rate = float(np.mean(labels))
+        return self
+
+    def transform(self, scores):
+        return np.full(len(scores), self.rate)
+
+
+def test_cross_fit_never_fits_on_the_evaluated_fold():
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(size=30)
+    labels = (rng.uniform(size=30) < 0.3).astype(int)
+    folds = np.arange(30) % 3
+    fits = []
+    out = cross_fit(lambda y: _MeanLabel(fits), scores, labels, folds)
+    for f in range(3):
+        expected = labels[folds != f].mean()
+        np.testing.assert_allclose(out[folds == f], expected)
+        assert not np.isin(scores[folds == f], fits[f]).any()
+
+
+def test_markdown_table_lists_every_method_and_metric():
+    metrics = dict.fromkeys(METRICS, 0.25)
+    raw = {**metrics, "loss_calibration_gap": 0.01, "loss_calibration_p_value": 0.5}
+    text = table_markdown({"0.9": {"raw": raw, "platt": metrics}})
+    assert "## beta = 0.9" in text
+    assert "| raw | 0.2500 | 0.2500 | 0.2500 | 0.2500 | 0.2500 |" in text
+    assert "| platt |" in text and "p-value 0.5000" in text
+    assert json.loads(json.dumps(raw)) == raw
+
+
+# ----------------------------------------------------------------------------------------------
+# Config checks
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("betas", (0.5, 1.5), r"beta must lie in \(0, 1\)"),
+        ("dataset", "mnist", "unknown dataset 'mnist'"),
+        ("model", "resnet", "unknown model 'resnet'"),
+        ("epochs", 0, "config.epochs"),
+        ("n_folds", 3, "no training fold"),
+        ("image_size", 2, "too small"),
+    ],
+)
+def test_check_config_names_the_bad_key(key, value, match):
+    config = dict(default_config())
+    config[key] = value
+    with pytest.raises(ValueError, match=match):
+        check_config(config)
+
+
+def test_check_config_refuses_unknown_keys_and_missing_dirs(tmp_path):
+    config = dict(default_config())
+    with pytest.raises(ValueError, match=r"unknown config key.*'epochz'"):
+        check_config({**config, "epochz": 3})
+    with pytest.raises(FileNotFoundError, match="data_dir"):
+        check_config({**config, "data_dir": str(tmp_path / "nope")})
