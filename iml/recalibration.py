@@ -178,7 +178,8 @@ def platt_fit(
     """Platt scaling: a one-feature logistic regression of the labels on the scores.
 
     Fitted by Newton's method (iteratively reweighted least squares) for ``n_iter`` steps, each
-    step's length capped at 4 so that separable data (or a calibration set without positives)
+    with a backtracking line search on the log-likelihood so that separable data (or a
+    calibration set without positives)
     drifts towards the boundary instead of overflowing.
 
     Args:
@@ -223,15 +224,29 @@ def _platt_kernel(
         y = jnp.where(y == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
     X = jnp.stack([f, jnp.ones_like(f)], axis=1)
     ridge = 1e-10 * jnp.eye(2, dtype=s.dtype)
+    steps = 2.0 ** -jnp.arange(16, dtype=s.dtype)
+
+    def nll(theta: Array) -> Array:
+        z = X @ theta
+        value = -(y * jax.nn.log_sigmoid(z) + (1.0 - y) * jax.nn.log_sigmoid(-z))
+        return jnp.sum(w * value)
 
     def newton_step(_: int, theta: Array) -> Array:
         p = jax.nn.sigmoid(X @ theta)
         grad = X.T @ (w * (p - y))
         hess = (X * (w * p * (1.0 - p))[:, None]).T @ X + ridge
         step = jnp.linalg.solve(hess, grad)
-        norm = jnp.linalg.norm(step)
-        step = jnp.where(norm > 4.0, step * 4.0 / norm, step)
-        return theta - jnp.where(jnp.isfinite(step), step, 0.0)
+        step = jnp.where(jnp.isfinite(step), step, 0.0)
+        # Backtracking: the full Newton step can overshoot on separable or extreme scores, so
+        # take the longest halved step that does not increase the negative log-likelihood
+        # (beyond float rounding, so that near the optimum Newton's full step converges).
+        candidates = theta[None, :] - steps[:, None] * step[None, :]
+        values = jax.vmap(nll)(candidates)
+        current = nll(theta)
+        slack = 1e-6 * jnp.abs(current) + jnp.finfo(s.dtype).tiny
+        acceptable = jnp.isfinite(values) & (values <= current + slack)
+        first = jnp.argmax(acceptable)
+        return jnp.where(jnp.any(acceptable), candidates[first], theta)
 
     theta = jax.lax.fori_loop(0, n_iter, newton_step, jnp.array([1.0, 0.0], s.dtype))
     return PlattParams(slope=theta[0], intercept=theta[1])
