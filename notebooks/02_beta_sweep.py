@@ -50,7 +50,6 @@ from IPython.display import display
 
 import iml
 from iml.calibration import beta_sweep, calibration_curve, loss_calibration_test
-from iml.pipeline import RunStore
 from iml.plots import figure1_calibration_curves, figure3_loss_calibration
 from iml.sbr import simulate_gaussian_scores
 
@@ -91,15 +90,17 @@ for beta in BETAS:
 # ### The stored run, when present
 #
 # `iml reproduce` (see the README) writes each observation's ensemble score per $\beta$ to
-# `ensemble_scores.npz`, read with `iml.pipeline.RunStore(...).load_arrays("ensemble_scores")`:
-# `betas`, `scores` `[n_betas, N]` (NaN where no ensemble member tested the observation), `sizes`
-# (members per observation) and `labels`. Observations without a score are left out, as the run's
-# own report does. Notebook 03 draws all four of the paper's figures from it.
+# `ensemble_scores.npz`, a plain NumPy archive (`iml.pipeline.RunStore(RUN).load_arrays(
+# "ensemble_scores")` reads it too): `betas`, `scores` `[n_betas, N]` (NaN where no ensemble
+# member tested the observation), `sizes` (members per observation) and `labels`. Observations
+# without a score are left out, as the run's own report does. Notebook 03 draws all four of the
+# paper's figures from the run.
 
 # %%
 sources = {"simulated": (simulated, {beta: sim_labels for beta in BETAS})}
 if (RUN / "ensemble_scores.npz").exists():
-    stored = RunStore(RUN).load_arrays("ensemble_scores")
+    with np.load(RUN / "ensemble_scores.npz") as npz:
+        stored = dict(npz)
     run_scores, run_labels = {}, {}
     for row, beta in enumerate(np.asarray(stored["betas"], dtype=float)):
         have = stored["sizes"][row] > 0
@@ -237,19 +238,14 @@ for beta, sweep in sweeps["simulated"].items():
 # %%
 p_values = {}
 for name, (s, y) in sources.items():
-    p = np.array(
-        [
-            [
-                float(
-                    loss_calibration_test(
-                        s[trained], y[trained], tested, n_bootstrap=200, key=jax.random.key(1)
-                    ).p_value
-                )
-                for tested in s
-            ]
-            for trained in s
-        ]
-    )
+    weights = list(s)
+    p = np.empty((len(weights), len(weights)))
+    for i, trained in enumerate(weights):
+        for j, tested in enumerate(weights):
+            test = loss_calibration_test(
+                s[trained], y[trained], tested, n_bootstrap=200, key=jax.random.key(1)
+            )
+            p[i, j] = float(test.p_value)
     p_values[name] = p
     header = " ".join(f"{b:>9g}" for b in s)
     print(f"{name}: p-values, rows trained at, columns tested at\n{'':>9} {header}")
