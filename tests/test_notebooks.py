@@ -69,9 +69,15 @@ def _cell_errors(notebook: nbformat.NotebookNode) -> list[str]:
     ]
 
 
-def test_the_theory_notebooks_are_discovered():
+def test_the_notebooks_are_discovered():
     names = {path.name for path in NOTEBOOKS}
-    assert {"01_theory.py", "04_bring_your_own_loss.py"} <= names
+    expected = {
+        "01_theory.py",
+        "02_beta_sweep.py",
+        "03_paper_figures.py",
+        "04_bring_your_own_loss.py",
+    }
+    assert expected <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.name for path in NOTEBOOKS])
