@@ -1,10 +1,10 @@
-"""The signal-based representation (Definition 5, Proposition 1) and a simulator of the model.
+"""The signal-based representation (Definition 3, Proposition 1) and a simulator of the model.
 
 Section 3 of the paper models an algorithm as a Bayesian decision maker: it holds a prior
 ``pi(y)``, observes a signal ``s`` of a statistical experiment ``pi(s | y)``, forms the posterior
 ``gamma^s`` by Bayes' rule (eq. ``posterior``) and reports the score ``alpha^s = c^L(gamma^s)``
 that minimises its expected loss (eq. ``choice``). Data ``P^L(a, y)`` of scores and labels has a
-*signal-based representation* (SBR) when such a model generates it (Definition 5):
+*signal-based representation* (SBR) when such a model generates it (Definition 3):
 
 1. prior beliefs are correct: ``pi(y) = P^L(y)``;
 2. posteriors follow Bayes' rule: ``gamma^s_y = pi(y | s)``;
@@ -349,7 +349,7 @@ class SignalBasedRepresentation:
         counts). Binary, it equals ``(gamma^s_1 - g(alpha^s)) / sqrt(g (1 - g) / n_s)`` with
         ``g`` the posterior that makes ``alpha^s`` optimal.
 
-    Conditions of Definition 5 and Proposition 1 (residuals: 0 when exact):
+    Conditions of Definition 3 and Proposition 1 (residuals: 0 when exact):
       prior_residual: condition 1, ``max_y |pi(y) - P(y)|`` with ``P(y)`` the label frequency.
       bayes_residual: condition 2, ``max |gamma^s_y pi(s) - pi(s, y)|``.
       worst_distance, worst_signal: condition 3, ``max_s`` distance and where.
@@ -387,7 +387,7 @@ class SignalBasedRepresentation:
 
     @property
     def has_sbr(self) -> bool:
-        """Conditions 1-4 of Definition 5 all hold."""
+        """Conditions 1-4 of Definition 3 all hold."""
         keys = ("prior", "bayes", "loss_minimizing", "generated_by_model")
         return all(self.holds[k] for k in keys)
 
@@ -609,7 +609,7 @@ def signal_based_representation(
     atol: float = 1e-5,
     significance: float | None = None,
 ) -> SignalBasedRepresentation:
-    """Build the canonical SBR of Proposition 1 from data and check Definition 5.
+    """Build the canonical SBR of Proposition 1 from data and check Definition 3.
 
     Signals: by default every distinct score (or score vector) is its own signal, ``S = A``.
     Continuous scores make every observation its own signal, which leaves one label per signal:

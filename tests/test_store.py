@@ -88,3 +88,11 @@ def test_kill_during_writes_never_leaves_a_partial_entry(tmp_path):
     for key in keys:
         x = store.load_arrays(key)["x"]
         assert x.shape == (2_000_000,) and x[0] == int(key.split("/")[1])
+
+
+def test_entries_get_the_usual_file_permissions(tmp_path):
+    store = RunStore(tmp_path)
+    store.save_json("table", {"a": 1})
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "table.json").stat().st_mode & 0o777 == 0o666 & ~umask
