@@ -52,9 +52,9 @@ import optax
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
-from iml.calibration import auroc, brier_score, expected_calibration_error, mean_log_loss
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.losses import beta_weighted_sigmoid_cross_entropy
+from iml.pipeline.report import score_metrics
 from iml.pipeline.store import RunStore
 from iml.scoring import loss_corrected_score
 
@@ -80,9 +80,6 @@ __all__ = [
 MODELS = ("logistic", "mlp")
 METHODS = ("raw", "loss_corrected")
 METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
-# Scores are clipped to [_EPS, 1 - _EPS] before the metrics, so that a float32 score of exactly
-# 0 or 1 gives a finite log loss.
-_EPS = 1e-7
 
 
 # ----------------------------------------------------------------------------------------------
@@ -571,20 +568,6 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z.astype(np.float64)))
 
 
-def _metrics(scores: np.ndarray, labels: np.ndarray, n_bins: int) -> dict[str, float]:
-    s = jnp.asarray(np.clip(scores, _EPS, 1.0 - _EPS), jnp.float32)
-    y = jnp.asarray(labels, jnp.int32)
-    return {
-        "ece": float(expected_calibration_error(s, y, n_bins=n_bins)),
-        "ece_debiased": float(
-            expected_calibration_error(s, y, n_bins=n_bins, norm="l2", debias=True)
-        ),
-        "brier": float(brier_score(s, y)),
-        "log_loss": float(mean_log_loss(s, y)),
-        "auroc": float(auroc(s, y)),
-    }
-
-
 def beta_key(beta: float) -> str:
     """The table key of a beta: its shortest decimal that reads back as the same float64."""
     return repr(float(beta))
@@ -615,8 +598,8 @@ def sweep_table(
     for beta, raw in zip(b, a, strict=True):
         corrected = np.asarray(loss_corrected_score(jnp.asarray(raw, jnp.float32), float(beta)))
         table[beta_key(beta)] = {
-            "raw": _metrics(raw, y, n_bins),
-            "loss_corrected": _metrics(corrected, y, n_bins),
+            "raw": score_metrics(raw, y, n_bins),
+            "loss_corrected": score_metrics(corrected, y, n_bins),
         }
     return table
 
