@@ -3,6 +3,7 @@
     python -m experiments.benchmarks.ensemble            # full run
     python -m experiments.benchmarks.ensemble --quick    # a short run
     python -m experiments.benchmarks.ensemble --host-devices 2   # also a mesh over 2 CPU devices
+    python -m experiments.benchmarks.ensemble --dtype bfloat16 --max-members   # on a GPU
 
 Model: the small DenseNet (``iml.models.densenet_small``) at 28x28x1, K=8 members, batch 16 per
 member. Baseline: the same one-member train step (XLA convolutions), jitted, called K times in a
@@ -13,7 +14,14 @@ or ``matmul``; with several devices also the mesh strategy
 (members split over the ``'ensemble'`` axis, vmap within a device). Repeats of all candidates are
 interleaved, so load on the machine affects them alike; the step time is the median of repeats.
 Compile time and the compiled program's memory (XLA's memory analysis) are reported apart, with
-the process's peak resident memory.
+the process's peak resident memory. ``--strategies`` limits the candidates (the baseline always
+runs); ``--dtype bfloat16`` computes in bfloat16 (parameters, statistics and the optimiser stay
+float32).
+
+``--max-members`` then looks for the largest K whose step of the default strategy fits the
+device's memory: XLA's memory analysis of the K-member program gives the bytes per member, which
+predict the largest K; that K is compiled and run (halving it while it runs out of memory), timed,
+and reported with the first larger K that failed, if one was tried.
 
 The headline ``ratio`` is member-images per second of the backend's default strategy
 (``iml.training.DEFAULT_MEMBER_BATCHING``) over the baseline's; every strategy's figure is in
@@ -40,8 +48,135 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--size", type=int, default=28)
     p.add_argument("--repeats", type=int, default=None, help="default 15 (5 with --quick)")
     p.add_argument("--host-devices", type=int, default=1, help="simulated CPU devices (mesh)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument(
+        "--strategies",
+        default=None,
+        help="comma-separated candidates, e.g. vmap/xla,loop/xla (default: all six)",
+    )
+    p.add_argument(
+        "--max-members", action="store_true", help="find the largest K that fits the device"
+    )
     p.add_argument("--out", default="runs/benchmarks/ensemble.json")
-    return p.parse_args()
+    args = p.parse_args()
+    known = {f"{b}/{c}" for b in ("vmap", "map", "loop") for c in ("xla", "matmul")}
+    if args.strategies is not None:
+        chosen = [s.strip() for s in args.strategies.split(",") if s.strip()]
+        unknown = [s for s in chosen if s not in known]
+        if unknown or not chosen:
+            p.error(f"--strategies: unknown {unknown or chosen}; choose from {sorted(known)}")
+        args.strategies = chosen
+    else:
+        args.strategies = sorted(known, key=lambda s: (s.split("/")[0] != "vmap", s))
+    if args.members < 1 or args.batch < 1:
+        p.error("--members and --batch must be at least 1")
+    return args
+
+
+def _is_out_of_memory(err: Exception) -> bool:
+    text = str(err)
+    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
+
+
+def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, limit=None) -> dict:
+    """The largest K whose one-step program of ``batching`` fits the default device, and its speed.
+
+    ``memory_at_k`` is XLA's memory analysis of the K-member program; its bytes per member
+    predict the largest K, which is then compiled and run (halved while it runs out of memory).
+    """
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from iml.training import batch_members, member_in_place, member_train_step
+    from iml.training.step import adam
+    from iml.training.train_state import init_member_state
+
+    device = jax.devices()[0]
+    limit = limit or (device.memory_stats() or {}).get("bytes_limit")
+    if memory_at_k is None or limit is None:
+        return {"error": "the backend reports no memory analysis or memory limit"}
+    per_member = (memory_at_k["temp_bytes"] + memory_at_k["argument_bytes"]) / k
+    predicted = max(8, int(0.9 * limit / per_member) // 8 * 8)
+    model = make_model()
+    optimizer = adam()
+    one = functools.partial(member_train_step, model, optimizer)
+    step = member_in_place(one) if batching == "loop" else batch_members(one, batching)
+
+    def attempt(kk: int) -> dict:
+        rng = np.random.default_rng(kk)
+        images = jnp.asarray(rng.integers(0, 256, size=(kk, batch, size, size, 1), dtype=np.uint8))
+        labels = jnp.asarray((rng.random((kk, batch)) < 0.3).astype(np.float32))
+        flips = jnp.asarray(rng.random((kk, batch)) < 0.5)
+        active = jnp.ones((kk,), bool)
+        betas = jnp.linspace(0.01, 0.99, kk)
+
+        def init(seed):
+            v = model.init(jax.random.key(seed), jnp.zeros((1, size, size, 1)), train=False)
+            return init_member_state(v, optimizer, 1e-4)
+
+        state = jax.jit(jax.vmap(init))(jnp.arange(kk))
+        rest = (images, labels, flips, active, betas)
+        if batching == "loop":
+            exe = jax.jit(step, donate_argnums=0).lower(state, *rest, 0).compile()
+
+            def run(state):
+                for i in range(kk):
+                    state = exe(state, *rest, i)
+                return jax.block_until_ready(state)
+        else:
+            exe = jax.jit(step, donate_argnums=0).lower(state, *rest).compile()
+
+            def run(state):
+                return jax.block_until_ready(exe(state, *rest))
+
+        state = run(state)  # warm-up
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            state = run(state)
+            times.append(time.perf_counter() - t0)
+        med = statistics.median(times)
+        return {
+            "members": kk,
+            "step_seconds_median": med,
+            "member_images_per_second": kk * batch / med,
+        }
+
+    tried, failed = [], None
+    kk = predicted
+    while kk >= 8:
+        try:
+            fit = attempt(kk)
+            break
+        except Exception as err:  # only out-of-memory is expected
+            if not _is_out_of_memory(err):
+                raise
+            tried.append(kk)
+            failed = kk if failed is None else min(failed, kk)
+            kk = kk // 2 // 8 * 8
+    else:
+        return {"error": "not even 8 members fit", "tried": tried}
+    for _ in range(3):  # the prediction fitted: grow by a quarter until a K fails
+        if failed is not None:
+            break
+        bigger = max(fit["members"] + 8, int(fit["members"] * 1.25) // 8 * 8)
+        try:
+            fit = attempt(bigger)
+        except Exception as err:
+            if not _is_out_of_memory(err):
+                raise
+            failed = bigger
+    return {
+        **fit,
+        "strategy": batching,
+        "bytes_limit": int(limit),
+        "bytes_per_member_predicted": per_member,
+        "predicted_members": predicted,
+        "smallest_failed_members": failed,
+    }
 
 
 def main() -> None:
@@ -72,6 +207,7 @@ def main() -> None:
     if args.host_devices > 1:
         jax.config.update("jax_num_cpu_devices", args.host_devices)
     k, b, size = args.members, args.batch, args.size
+    dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
     repeats = args.repeats or (5 if args.quick else 15)
     backend = jax.default_backend()
     optimizer = adam()
@@ -106,7 +242,7 @@ def main() -> None:
     candidates = {}
 
     # Baseline: one member's step, K times in a row.
-    single_model = densenet_small(conv_impl="xla")
+    single_model = densenet_small(conv_impl="xla", dtype=dtype)
     single_step = functools.partial(member_train_step, single_model, optimizer)
     stacked = states_for(single_model)
     singles = [jax.tree.map(lambda a, i=i: a[i], stacked) for i in range(k)]
@@ -122,7 +258,7 @@ def main() -> None:
     candidates["baseline"] = (run_baseline, compile_s, memory)
 
     def add(name, batching, conv, mesh=None):
-        model = densenet_small(conv_impl=conv)
+        model = densenet_small(conv_impl=conv, dtype=dtype)
         one = functools.partial(member_train_step, model, optimizer)
         state = states_for(model)
         x = (state, images, labels, flips, active, betas)
@@ -158,9 +294,9 @@ def main() -> None:
 
         candidates[name] = (run, compile_s, memory)
 
-    for batching in ("vmap", "map", "loop"):
-        for conv in ("xla", "matmul"):
-            add(f"{batching}/{conv}", batching, conv)
+    for name in args.strategies:
+        batching, conv = name.split("/")
+        add(name, batching, conv)
     if jax.device_count() > 1:
         mesh = make_mesh(k, b)
         default_conv = DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla"))[1]
@@ -189,6 +325,8 @@ def main() -> None:
             "compiled_memory": memory,
         }
     default = "/".join(DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla")))
+    if default not in results:
+        default = max((n for n in results if n != "baseline"), key=lambda n: results[n]["ratio"])
     summary = {
         "benchmark": "ensemble",
         "backend": backend,
@@ -198,6 +336,7 @@ def main() -> None:
         "batch_per_member": b,
         "image": [size, size, 1],
         "model": "densenet_small()",
+        "dtype": args.dtype,
         "repeats": repeats,
         "default_strategy": default,
         "baseline_member_images_per_second": member_images / base,
@@ -209,6 +348,17 @@ def main() -> None:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "ratio": results[default]["ratio"],
     }
+    if args.max_members:
+        batching, conv = default.split("/")
+        summary["largest_members"] = largest_members(
+            functools.partial(densenet_small, conv_impl=conv, dtype=dtype),
+            batching,
+            results[default]["compiled_memory"],
+            k,
+            b,
+            size,
+            repeats,
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**summary, "details": results}, indent=2))

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 4's GPU figures in one call: the DenseNet-121 training step against torchvision (float32
+# and bfloat16 mixed precision), the K=8 ensemble step against 8 single-model steps, and the largest
+# K that fits the card. Each benchmark runs under its own time limit and writes its JSON to
+# $OUT (default runs/benchmarks/gpu) as soon as it is done, so a slow one loses only itself.
+#
+#     bash experiments/benchmarks/gpu.sh
+set -uo pipefail
+out=${OUT:-runs/benchmarks/gpu}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+py=${PYTHON:-python3}
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  $py -c "import jax, flax, optax, torch, torchvision; print('jax', jax.__version__, 'flax', \
+flax.__version__, 'optax', optax.__version__, 'torch', torch.__version__, 'torchvision', \
+torchvision.__version__, jax.devices())"
+} 2>&1 | tee "$out/versions.txt"
+
+run() {  # run LIMIT_SECONDS NAME ARGS...
+  local limit=$1 name=$2
+  shift 2
+  echo "== $name: $*"
+  timeout "$limit" "$py" -m "$@" --out "$out/$name.json" 2>&1
+  echo "== $name: exit $?"
+}
+
+XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 90 ensemble_f32 experiments.benchmarks.ensemble \
+  --strategies vmap/xla,vmap/matmul,map/xla,loop/xla --repeats 30
+run 140 train_step_f32 experiments.benchmarks.train_step --device gpu --dtype float32 --repeats 30
+run 140 train_step_bf16 experiments.benchmarks.train_step --device gpu --dtype bfloat16 \
+  --repeats 30
+XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 150 ensemble_bf16 experiments.benchmarks.ensemble \
+  --dtype bfloat16 --strategies vmap/xla,loop/xla --repeats 10 --max-members
