@@ -171,6 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``iml``; returns the exit status (2 for bad input, reported before any work)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "reproduce":
+        # on the CPU, one device per core lets ensemble members train side by side
+        from iml.training import use_cpu_cores_as_devices
+
+        use_cpu_cores_as_devices()
     try:
         return int(args.func(args))
     except (ValueError, FileNotFoundError) as err:

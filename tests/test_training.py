@@ -251,6 +251,29 @@ def test_one_device_with_map_batching_trains_the_same_ensemble_as_four_with_the_
         np.testing.assert_allclose(f1[name], f4[name], rtol=1e-3, atol=1e-5, err_msg=name)
 
 
+def test_loop_with_whole_members_per_device_trains_the_same_ensemble(trained, tiny_data):
+    # 'loop' on a mesh whose data axis is 1: each of 2 devices steps its own 2 members in turn
+    # (one-device programs), validation too; the fixture splits every batch over 2 devices.
+    states4, history4, _ = trained
+    mesh = make_mesh(4, 1, devices=jax.devices()[:2])
+    assert dict(mesh.shape) == {"ensemble": 2, "data": 1}
+    states, history = train_ensemble(
+        TinyCNN(),
+        tiny_members(),
+        tiny_data,
+        tiny_config(member_batching="loop"),
+        mesh=mesh,
+        progress=False,
+    )
+    assert states.lr.sharding.spec == jax.sharding.PartitionSpec("ensemble")
+    assert {sh.device for sh in states.step.addressable_shards} == set(jax.devices()[:2])
+    for a, b in zip(history, history4, strict=True):
+        np.testing.assert_allclose(a.val_loss, b.val_loss, rtol=1e-4)
+    f, f4 = flat_params(states), flat_params(states4)
+    for name in f:
+        np.testing.assert_allclose(f[name], f4[name], rtol=1e-3, atol=1e-5, err_msg=name)
+
+
 def test_trains_the_project_densenet_with_the_configured_conv_impl(tiny_data):
     from iml.models import densenet_small
 

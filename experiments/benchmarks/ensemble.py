@@ -2,7 +2,7 @@
 
     python -m experiments.benchmarks.ensemble            # full run
     python -m experiments.benchmarks.ensemble --quick    # a short run
-    python -m experiments.benchmarks.ensemble --host-devices 2   # also a mesh over 2 CPU devices
+    python -m experiments.benchmarks.ensemble --host-devices 1   # one CPU device only
     python -m experiments.benchmarks.ensemble --dtype bfloat16 --max-members   # on a GPU
 
 Model: the small DenseNet (``iml.models.densenet_small``) at 28x28x1, K=8 members, batch 16 per
@@ -10,8 +10,11 @@ member. Baseline: the same one-member train step (XLA convolutions), jitted, cal
 row on K different states. Each member-batching strategy of :mod:`iml.training` is timed as one
 jitted step of all K members (state donated, as in the trainer): ``vmap`` or ``map`` over members,
 or ``loop`` (K calls of one in-place one-member program), with the model's ``conv_impl`` ``xla``
-or ``matmul``; with several devices also the mesh strategy
-(members split over the ``'ensemble'`` axis, vmap within a device). Repeats of all candidates are
+or ``matmul``; with several devices (on the CPU one per core by default, as ``iml`` asks for) also
+the default strategy as the trainer runs it over a mesh: for ``loop``, whole members on each
+device, each device stepping its own members one by one
+(:func:`iml.training.per_device_member_loop`); for ``vmap``, members split over the
+``'ensemble'`` axis and batches over ``'data'``. Repeats of all candidates are
 interleaved, so load on the machine affects them alike; the step time is the median of repeats.
 Compile time and the compiled program's memory (XLA's memory analysis) are reported apart, with
 the process's peak resident memory. ``--strategies`` limits the candidates (the baseline always
@@ -24,7 +27,8 @@ predict the largest K; that K is compiled and run (halving it while it runs out 
 and reported with the first larger K that failed, if one was tried.
 
 The headline ``ratio`` is member-images per second of the backend's default strategy
-(``iml.training.DEFAULT_MEMBER_BATCHING``) over the baseline's; every strategy's figure is in
+(``iml.training.DEFAULT_MEMBER_BATCHING``, over the mesh when there are several devices) over the
+baseline's; every strategy's figure is in
 ``strategies``.
 """
 
@@ -32,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import sys
@@ -47,7 +50,12 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--size", type=int, default=28)
     p.add_argument("--repeats", type=int, default=None, help="default 15 (5 with --quick)")
-    p.add_argument("--host-devices", type=int, default=1, help="simulated CPU devices (mesh)")
+    p.add_argument(
+        "--host-devices",
+        type=int,
+        default=None,
+        help="CPU devices (default: one per core, as `iml` uses; 1 for none)",
+    )
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument(
         "--strategies",
@@ -181,11 +189,6 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
 
 def main() -> None:
     args = _parse()
-    if args.host_devices > 1:
-        os.environ["XLA_FLAGS"] = (
-            os.environ.get("XLA_FLAGS", "")
-            + f" --xla_force_host_platform_device_count={args.host_devices}"
-        )
     import functools
 
     import jax
@@ -200,11 +203,15 @@ def main() -> None:
         make_mesh,
         member_in_place,
         member_train_step,
+        per_device_member_loop,
+        use_cpu_cores_as_devices,
     )
     from iml.training.step import adam
     from iml.training.train_state import init_member_state
 
-    if args.host_devices > 1:
+    if args.host_devices is None:
+        use_cpu_cores_as_devices()
+    elif args.host_devices > 1:
         jax.config.update("jax_num_cpu_devices", args.host_devices)
     k, b, size = args.members, args.batch, args.size
     dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
@@ -297,10 +304,34 @@ def main() -> None:
     for name in args.strategies:
         batching, conv = name.split("/")
         add(name, batching, conv)
+    default = "/".join(DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla")))
     if jax.device_count() > 1:
-        mesh = make_mesh(k, b)
-        default_conv = DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla"))[1]
-        add(f"mesh{dict(mesh.shape)}/vmap/{default_conv}", "vmap", default_conv, mesh)
+        batching, conv = default.split("/")
+        if batching == "loop":  # as the trainer runs it: whole members on each device
+            mesh = make_mesh(k, 1)
+            model = densenet_small(conv_impl=conv, dtype=dtype)
+            state = jax.device_put(
+                states_for(model), NamedSharding(mesh, PartitionSpec("ensemble"))
+            )
+            member = NamedSharding(mesh, PartitionSpec("ensemble"))
+            rest = tuple(jax.device_put(a, member) for a in (images, labels, flips, active, betas))
+            t0 = time.perf_counter()
+            loop = per_device_member_loop(
+                member_in_place(functools.partial(member_train_step, model, optimizer))
+            )
+            holder = [loop(state, *rest)]  # compiles one program per device
+            compile_s = time.perf_counter() - t0
+            default = f"mesh{dict(mesh.shape)}/{default}"
+
+            def run_mesh_loop(rest=rest):
+                holder[0] = loop(holder[0], *rest)
+                jax.block_until_ready(holder[0])
+
+            candidates[default] = (run_mesh_loop, compile_s, None)
+        else:
+            mesh = make_mesh(k, b)
+            add(f"mesh{dict(mesh.shape)}/{default}", batching, conv, mesh)
+            default = f"mesh{dict(mesh.shape)}/{default}"
 
     for run, _, _ in candidates.values():  # warm up: first calls allocate and page in
         run()
@@ -324,7 +355,6 @@ def main() -> None:
             "compile_seconds": compile_s,
             "compiled_memory": memory,
         }
-    default = "/".join(DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla")))
     if default not in results:
         default = max((n for n in results if n != "baseline"), key=lambda n: results[n]["ratio"])
     summary = {
@@ -349,7 +379,7 @@ def main() -> None:
         "ratio": results[default]["ratio"],
     }
     if args.max_members:
-        batching, conv = default.split("/")
+        batching, conv = default.split("/")[-2:]
         summary["largest_members"] = largest_members(
             functools.partial(densenet_small, conv_impl=conv, dtype=dtype),
             batching,

@@ -1,7 +1,7 @@
 """Training beta ensembles: per-member train state, steps, device mesh, checkpoints, trainer."""
 
 from iml.training.checkpoint import EnsembleCheckpointer
-from iml.training.sharding import make_mesh
+from iml.training.sharding import make_mesh, per_device_member_loop, use_cpu_cores_as_devices
 from iml.training.step import batch_members, member_in_place, member_train_step, preprocess
 from iml.training.train_state import MemberState, end_of_epoch
 from iml.training.trainer import (
@@ -30,8 +30,10 @@ __all__ = [
     "make_mesh",
     "member_in_place",
     "member_train_step",
+    "per_device_member_loop",
     "predict_ensemble",
     "preprocess",
     "resolve_member_batching",
     "train_ensemble",
+    "use_cpu_cores_as_devices",
 ]

@@ -20,6 +20,7 @@ the images of the batch shards that live on its own devices (:func:`global_batch
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,8 +34,10 @@ __all__ = [
     "batch_sharding",
     "global_batch",
     "make_mesh",
+    "per_device_member_loop",
     "replicated",
     "state_sharding",
+    "use_cpu_cores_as_devices",
 ]
 
 ENSEMBLE_AXIS = "ensemble"
@@ -127,3 +130,73 @@ def global_batch(
         return out.reshape(rows.shape + row_shape)
 
     return jax.make_array_from_callback(indices.shape + row_shape, batch_sharding(mesh), shard)
+
+
+def per_device_member_loop(step_i: Callable[..., Any]) -> Callable[..., Any]:
+    """Runs ``step_i(carry, *args, i)`` for every member, each device on its own members.
+
+    ``carry`` and ``args`` are member-stacked pytrees sharded along the ensemble axis of a mesh
+    whose data axis is 1, so that each device holds whole members. Each device's shards are
+    stepped by a one-device program (the carry donated), one member after another, the devices
+    in turn, so that asynchronous dispatch keeps them all busy; the new shards are assembled into
+    global arrays with the carry's sharding. On several processes each one steps the members on
+    its own devices. ``live`` (host booleans, one per member) skips members that would not change
+    (stopped, or out of batches); it must be the same on every process.
+    """
+    program = jax.jit(step_i, donate_argnums=0)
+
+    def run(carry: Any, *args: Any, live: np.ndarray | None = None) -> Any:
+        carry_leaves, carry_def = jax.tree.flatten(carry)
+        arg_leaves, arg_def = jax.tree.flatten(args)
+        first = sorted(carry_leaves[0].addressable_shards, key=lambda sh: sh.device.id)
+        devices = [sh.device for sh in first]
+        start = {sh.device: sh.index[0].start or 0 for sh in first}
+        count = first[0].data.shape[0]
+
+        def local(leaves: list[jax.Array]) -> dict[Any, list[jax.Array]]:
+            out: dict[Any, list[jax.Array]] = {d: [] for d in devices}
+            for leaf in leaves:
+                for sh in leaf.addressable_shards:
+                    out[sh.device].append(sh.data)
+            return out
+
+        carries = {d: jax.tree.unflatten(carry_def, v) for d, v in local(carry_leaves).items()}
+        local_args = {d: jax.tree.unflatten(arg_def, v) for d, v in local(arg_leaves).items()}
+        for i in range(count):
+            for d in devices:
+                if live is None or live[start[d] + i]:
+                    carries[d] = program(carries[d], *local_args[d], i)
+        new = [jax.tree.leaves(carries[d]) for d in devices]
+        return jax.tree.unflatten(
+            carry_def,
+            [
+                jax.make_array_from_single_device_arrays(
+                    g.shape, g.sharding, [new[j][n] for j in range(len(devices))]
+                )
+                for n, g in enumerate(carry_leaves)
+            ],
+        )
+
+    return run
+
+
+def use_cpu_cores_as_devices() -> int:
+    """Asks JAX for one CPU device per core this process may use, before JAX starts.
+
+    On the CPU, XLA runs much of a small model's step on one thread; members spread over several
+    CPU devices (:func:`per_device_member_loop`) keep the other cores busy. Only the CPU backend
+    is affected (a GPU or TPU stays the default device). Call it before the first JAX computation;
+    later it changes nothing.
+
+    Returns:
+      The number of CPU devices asked for.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        jax.config.update("jax_num_cpu_devices", cores)
+    except RuntimeError:  # the CPU backend has started already
+        return len(jax.devices("cpu"))
+    return cores

@@ -37,6 +37,7 @@ from iml.training.sharding import (
     ENSEMBLE_AXIS,
     global_batch,
     make_mesh,
+    per_device_member_loop,
     replicated,
 )
 from iml.training.step import (
@@ -422,21 +423,44 @@ def _programs(
         return jax.vmap(one)(keys, lrs)
 
     train_jit = jax.jit(train_fn, out_shardings=members, donate_argnums=0)
-    if batching == "loop":
+    eval_jit = jax.jit(eval_fn, out_shardings=(whole, whole))
+    if batching == "loop" and mesh.shape[DATA_AXIS] == 1:
+        # Every device steps its own members one by one, the devices side by side.
+        train_jit = per_device_member_loop(member_in_place(one_step))
+        eval_loop = per_device_member_loop(_eval_in_place(model, config.normalize))
+
+        def eval_jit(state, images, labels, weights, beta, acc):
+            return eval_loop(acc, state, images, labels, weights, beta)
+
+    elif batching == "loop":  # a member's batch is split over devices: one global program each
         member_jit = jax.jit(member_in_place(one_step), out_shardings=members, donate_argnums=0)
 
-        def train_jit(state, *batch):
+        def train_jit(state, *batch, live=None):
             for i in range(int(batch[-1].shape[0])):
-                state = member_jit(state, *batch, i)
+                if live is None or live[i]:
+                    state = member_jit(state, *batch, i)
             return state
 
     return {
         "train": train_jit,
-        "eval": jax.jit(eval_fn, out_shardings=(whole, whole)),
+        "eval": eval_jit,
         "epoch_end": jax.jit(epoch_end_fn, out_shardings=(members, whole), donate_argnums=0),
         "predict": jax.jit(predict, out_shardings=whole),
         "init": jax.jit(init_fn, out_shardings=members, static_argnums=()),
     }
+
+
+def _eval_in_place(model: nn.Module, normalize: str) -> Callable[..., Any]:
+    """``f(acc, states, images, labels, weights, beta, i) -> acc``: member ``i``'s validation sums
+    (:func:`member_eval_step`) added to entry ``i`` of the member-stacked ``acc``."""
+
+    def one(acc, state, images, labels, weights, beta):
+        loss_sum, weight_sum = member_eval_step(
+            model, state, images, labels, weights, beta, normalize=normalize
+        )
+        return acc[0] + loss_sum, acc[1] + weight_sum
+
+    return member_in_place(one)
 
 
 # Fields of TrainConfig that the compiled programs do not depend on (they enter as array shapes,
@@ -627,11 +651,12 @@ def train_ensemble(
     config = TrainConfig() if config is None else config
     members, labels, image_shape, image_dtype = _check_inputs(members, data, config)
     k = len(members)
-    mesh = (
-        make_mesh(k, math.gcd(config.batch_size, config.eval_batch_size)) if mesh is None else mesh
-    )
-    _check_mesh(mesh, k, config)
     model, batching = resolve_member_batching(model, config)
+    if mesh is None:
+        # 'loop' keeps each member whole on one device; the others also split its batch
+        split = 1 if batching == "loop" else math.gcd(config.batch_size, config.eval_batch_size)
+        mesh = make_mesh(k, split)
+    _check_mesh(mesh, k, config)
     programs = _programs_for(model, batching, mesh, config)
     fetch_images = _Fetcher(data.get_batch, image_shape, image_dtype)
     fetch_labels = labels.__getitem__
@@ -684,6 +709,8 @@ def train_ensemble(
                 break
             idx, flips, active = _epoch_plan(members, epoch, config)
             for s in range(start_step if epoch == start_epoch else 0, steps_per_epoch):
+                # 'loop' skips members that would not change (stopped, or out of batches)
+                skip = {"live": active[s] & ~stopped} if batching == "loop" else {}
                 state = programs["train"](
                     state,
                     global_batch(mesh, idx[s], fetch_images, image_shape),
@@ -691,11 +718,12 @@ def train_ensemble(
                     _put(mesh, flips[s], ENSEMBLE_AXIS, DATA_AXIS),
                     _put(mesh, active[s], ENSEMBLE_AXIS),
                     beta,
+                    **skip,
                 )
                 every = config.checkpoint_every_steps
                 if checkpointer and every and (s + 1) % every == 0 and s + 1 < steps_per_epoch:
                     save(epoch, s + 1)
-            acc = (jnp.zeros(k), jnp.zeros(k))
+            acc = tuple(_put(mesh, np.zeros(k, np.float32), ENSEMBLE_AXIS) for _ in range(2))
             for s in range(len(val_idx)):
                 acc = programs["eval"](
                     state,
