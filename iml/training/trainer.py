@@ -66,13 +66,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # How members are batched, per backend: (member_batching, conv_impl). Chosen by measurement with
-# `python -m experiments.benchmarks.ensemble --repeats 7` (K=8 small DenseNets, 28x28x1, batch 16
-# per member; ratio of member-images/s over 8 single-model steps in a row; one CPU device of a
-# shared 2-core machine under heavy load, so the figures are rough): loop/xla 0.68, map/matmul
-# 0.26, loop/matmul 0.20, vmap/xla 0.17, vmap/matmul 0.17, map/xla 0.07. No strategy beats the
-# baseline on that CPU, so 'loop' (the baseline's own program, called per member on the stacked
-# state) is the CPU default. GPU and TPU were not measured: vmap over XLA convolutions (grouped
-# convolutions) is the conventional choice there and the default until someone measures.
+# `python -m experiments.benchmarks.ensemble` (K=8 small DenseNets, 28x28x1, batch 16 per member;
+# ratio of member-images/s over 8 single-model steps in a row). CPU (2 cores, session 1, loaded):
+# loop/xla 0.68, map/matmul 0.26, loop/matmul 0.20, vmap/xla 0.17, vmap/matmul 0.17, map/xla 0.07;
+# on a quiet machine (session 2) loop/xla 1.00 on one device and 1.41 with one CPU device per core
+# (members whole on each device, stepped side by side: per_device_member_loop), vmap/xla 0.30.
+# GPU (one H200, session 2): vmap/xla 5.58. TPU was not measured; vmap is the usual choice there.
 DEFAULT_MEMBER_BATCHING: dict[str, tuple[str, str]] = {
     "cpu": ("loop", "xla"),
     "gpu": ("vmap", "xla"),
