@@ -36,6 +36,7 @@ from iml.training import (
     preprocess,
     resolve_member_batching,
     train_ensemble,
+    use_cpu_cores_as_devices,
 )
 from iml.training.step import adam
 from iml.training.train_state import init_member_state
@@ -418,6 +419,22 @@ def _worker_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env.pop("XLA_FLAGS", None)
     return env
+
+
+def test_use_cpu_cores_as_devices_before_and_after_jax_starts():
+    # In this process JAX has started (8 devices from conftest): nothing changes.
+    assert len(jax.devices("cpu")) == 8
+    assert use_cpu_cores_as_devices() == 8 == len(jax.devices("cpu"))
+    code = (
+        "import os, jax; from iml.training import use_cpu_cores_as_devices; "
+        "n = use_cpu_cores_as_devices(); "
+        "assert n == len(os.sched_getaffinity(0)) == len(jax.devices('cpu')), n; print(n)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=_worker_env(), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) == len(os.sched_getaffinity(0))
 
 
 def test_killed_run_resumes_to_the_same_parameters(tmp_path, trained):
