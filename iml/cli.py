@@ -68,6 +68,7 @@ def load_config(args: argparse.Namespace) -> dict[str, Any]:
         "csv_path": args.csv_path,
         "csv_target": args.csv_target,
         "model": args.model,
+        "weights": args.weights,
         "image_size": args.image_size,
         "betas": tuple(args.betas) if args.betas else None,
         "n_folds": args.folds,
@@ -143,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("--csv-target", help="target column of the CSV file")
     rep.add_argument("--model", help="densenet_small (default), densenet121 or densenet_tiny")
+    rep.add_argument(
+        "--weights",
+        help="starting weights: a torchvision DenseNet .pth (e.g. densenet121-a639ec97.pth)",
+    )
     rep.add_argument("--image-size", type=int, help="side of the square images in pixels")
     rep.add_argument("--betas", type=float, nargs="+", help="class weights in (0, 1)")
     rep.add_argument("--folds", type=int, help="number of cross-validation folds")

@@ -1,8 +1,9 @@
 """End-to-end tests of the `iml` command: reproduce, figures, resume after kill -9, bad input.
 
-Runs go through `python -m iml.cli` in subprocesses (one CPU device, a shared persistent
-compilation cache so that later processes skip XLA compilation) on a tiny config: 160 digits at
-8 px, a two-layer DenseNet, 4 folds rotated 2/1/1, two betas, one epoch: 8 members in 4 batches.
+Runs go through `python -m iml.cli` in subprocesses (one CPU device per core, as `iml` asks for, and
+a shared persistent compilation cache so that later processes skip XLA compilation) on a tiny
+config: 160 digits at 8 px, a two-layer DenseNet, 4 folds rotated 2/1/1, two betas, one epoch: 8
+members in 4 batches.
 """
 
 import json
@@ -52,7 +53,7 @@ METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)  # one device: the 2-core CI machine gains nothing from eight
+    env.pop("XLA_FLAGS", None)  # not conftest's eight devices: `iml` takes one per core
     env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path_factory.mktemp("jax-cache"))
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"

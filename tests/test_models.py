@@ -333,6 +333,29 @@ def test_state_dict_mismatches_name_the_key(small_model_and_vars):
         densenet_variables_from_state_dict(state, model, head="keep")
 
 
+def test_rgb_weights_adapted_to_grayscale_give_the_rgb_model_on_a_gray_copy():
+    # ImageNet weights take 3 channels; X-rays have 1. Summing conv0's kernel over its input
+    # channels makes the model on a gray image equal the RGB model on its 3-channel copy (and 6
+    # channels, cyclic and scaled by 3/6, do too).
+    model = densenet_small(num_outputs=1, block_config=(1, 1), growth_rate=4, num_init_features=8)
+    gray = _images((2, 16, 16, 1))
+    rgb_vars = jax.jit(model.init)(jax.random.key(2), jnp.repeat(gray, 3, axis=-1))
+    state = variables_to_torchvision_state_dict(rgb_vars)
+    want = model.apply(rgb_vars, jnp.repeat(gray, 3, axis=-1), train=False)
+    for channels in (1, 6):
+        adapted = densenet_variables_from_state_dict(state, model, in_channels=channels)
+        kernel = adapted["params"]["conv0"]["kernel"]
+        assert kernel.shape[2] == channels
+        got = model.apply(adapted, jnp.repeat(gray, channels, axis=-1), train=False)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    same = densenet_variables_from_state_dict(state, model, in_channels=3)
+    np.testing.assert_array_equal(
+        same["params"]["conv0"]["kernel"], rgb_vars["params"]["conv0"]["kernel"]
+    )
+    with pytest.raises(ValueError, match="in_channels"):
+        densenet_variables_from_state_dict(state, model, in_channels=0)
+
+
 def test_normalize_legacy_keys_matches_torchvision_rule():
     legacy = {
         "module.features.denseblock2.denselayer11.norm.2.running_var": 1,

@@ -14,7 +14,13 @@ from iml.pipeline import (
     make_plan,
 )
 from iml.pipeline.report import METRICS, cross_fit, table_markdown
-from iml.pipeline.runner import check_config, default_config
+from iml.pipeline.runner import (
+    _as_stored,
+    build_model,
+    check_config,
+    default_config,
+    initial_variables,
+)
 
 # ----------------------------------------------------------------------------------------------
 # Planning
@@ -179,3 +185,49 @@ def test_check_config_refuses_unknown_keys_and_missing_dirs(tmp_path):
         check_config({**config, "epochz": 3})
     with pytest.raises(FileNotFoundError, match="data_dir"):
         check_config({**config, "data_dir": str(tmp_path / "nope")})
+
+
+def test_check_config_names_a_missing_weights_file(tmp_path):
+    config = {**default_config(), "weights": str(tmp_path / "densenet121.pth")}
+    with pytest.raises(FileNotFoundError, match=r"config\.weights"):
+        check_config(config)
+
+
+def test_initial_variables_adapt_torchvision_rgb_weights_to_gray_images(tmp_path):
+    torch = pytest.importorskip("torch")
+    import jax
+    import jax.numpy as jnp
+
+    from iml.models import variables_to_torchvision_state_dict
+
+    config = {**default_config(), "model": "densenet_tiny"}
+    model = build_model(config)
+    assert initial_variables(config, model, 1) is None  # no file: random initialisation
+    rgb = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, 8, 8, 3)))
+    state = variables_to_torchvision_state_dict(rgb)
+    path = tmp_path / "weights.pth"
+    torch.save({k: torch.from_numpy(v.copy()) for k, v in state.items()}, path)
+    got = initial_variables({**config, "weights": str(path)}, model, 1)
+    np.testing.assert_allclose(
+        got["params"]["conv0"]["kernel"][:, :, 0],
+        np.asarray(rgb["params"]["conv0"]["kernel"]).sum(axis=2),
+        rtol=1e-6,
+    )
+    np.testing.assert_array_equal(
+        got["batch_stats"]["norm5"]["var"], rgb["batch_stats"]["norm5"]["var"]
+    )
+    other = build_model({**config, "model": "densenet_small"})
+    with pytest.raises(ValueError, match="state_dict"):
+        initial_variables({**config, "weights": str(path)}, other, 1)
+
+
+def test_a_run_stored_before_a_new_config_key_still_resumes(tmp_path):
+    store = RunStore(tmp_path / "run")
+    old = dict(default_config())
+    del old["weights"]  # a run made before the key existed
+    store.open_run(old)
+    config = dict(default_config())
+    assert _as_stored(config, store) == old
+    store.open_run(_as_stored(config, store))  # resumes without complaint
+    with pytest.raises(ValueError, match="'weights'"):
+        store.open_run(_as_stored({**config, "weights": "imagenet.pth"}, store))

@@ -275,6 +275,25 @@ def test_loop_with_whole_members_per_device_trains_the_same_ensemble(trained, ti
         np.testing.assert_allclose(f[name], f4[name], rtol=1e-3, atol=1e-5, err_msg=name)
 
 
+def test_init_variables_start_every_member_from_the_same_weights():
+    from iml.training.trainer import init_ensemble
+
+    model = TinyCNN()
+    variables = model.init(jax.random.key(7), jnp.zeros((1, 8, 8, 1)), train=False)
+    mesh = make_mesh(4, 8, devices=jax.devices()[:2])
+    states = init_ensemble(
+        model, tiny_members(), (8, 8, 1), tiny_config(), mesh, init_variables=variables
+    )
+    for got, want in zip(
+        jax.tree.leaves(states.params), jax.tree.leaves(variables["params"]), strict=True
+    ):
+        for member in range(4):
+            np.testing.assert_array_equal(got[member], want)
+    seeded = init_ensemble(model, tiny_members(), (8, 8, 1), tiny_config(), mesh)
+    # by default each member starts from its own seed
+    assert any(not np.array_equal(a[0], a[1]) for a in jax.tree.leaves(seeded.params))
+
+
 def test_trains_the_project_densenet_with_the_configured_conv_impl(tiny_data):
     from iml.models import densenet_small
 

@@ -3,14 +3,17 @@
 Run it with (an accelerator is strongly advised)::
 
     iml reproduce --config experiments/configs/chestxray14.py \\
-        --manual-dir /path/to/chestxray14 --out runs/chestxray14
+        --manual-dir /path/to/chestxray14 --weights /path/to/densenet121-a639ec97.pth \\
+        --out runs/chestxray14
 
 ``--manual-dir`` is the NIH release in its official layout (``Data_Entry_2017_v2020.csv`` and the
-image folders). As in the paper (Section 5 and appendix "Technical Details"): folds grouped by
-patient, 10 folds rotated 70/20/10, Adam at 1e-4 with batches of 16, learning rate divided by 10
-on a validation plateau, early stopping, random horizontal flips, ImageNet normalisation.
-Difference from the paper: the DenseNet-121 starts from random weights (the paper starts from
-ImageNet weights).
+image folders); ``--weights`` is torchvision's ImageNet densenet121 file, which nothing here
+downloads (``torchvision.models.DenseNet121_Weights.IMAGENET1K_V1`` names it). Its first
+convolution is summed over the RGB channels for the grayscale X-rays and its classifier replaced by
+a fresh one-logit head. As in the paper (Section 5 and appendix "Technical Details"): ImageNet
+initialisation, folds grouped by patient, 10 folds rotated 70/20/10, Adam at 1e-4 with batches of
+16, learning rate divided by 10 on a validation plateau, early stopping, random horizontal flips,
+ImageNet normalisation. Without ``--weights`` the DenseNet-121 starts from random weights.
 """
 
 import ml_collections

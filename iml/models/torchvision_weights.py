@@ -143,6 +143,7 @@ def densenet_variables_from_state_dict(
     *,
     head: Literal["load", "init"] = "load",
     rng: jax.Array | None = None,
+    in_channels: int | None = None,
 ) -> dict[str, Any]:
     """Converts a torchvision DenseNet state dict into ``model``'s Flax variables.
 
@@ -158,17 +159,25 @@ def densenet_variables_from_state_dict(
             classifier and initialises a fresh one for ``model.num_outputs`` (fine-tuning an
             ImageNet network on a new task).
         rng: key for the fresh classifier when ``head="init"`` (default ``jax.random.key(0)``).
+        in_channels: channels of the images the model will see, when they differ from the
+            file's (ImageNet: 3). For 1 channel the first convolution's kernel is summed over
+            its input channels, so a grayscale image gives what its 3-channel copy would; for
+            ``c`` channels the kernel's input channels are repeated cyclically and scaled by
+            ``3 / c`` (timm's ``adapt_input_conv``).
 
     Returns:
         ``{"params": ..., "batch_stats": ...}`` of float32 arrays for ``model.apply``.
 
     Raises:
         ValueError: naming the first key of the state dict that the model lacks or whose shape
-            differs, or the first model variable the state dict lacks; or a bad ``head``.
+            differs, or the first model variable the state dict lacks; or a bad ``head`` or
+            ``in_channels``.
     """
     if head not in ("load", "init"):
         raise ValueError(f"head must be 'load' or 'init', got {head!r}")
     sd = normalize_legacy_keys(state_dict)
+    if in_channels is not None:
+        sd = _adapt_input_channels(sd, in_channels)
     sd = {k: v for k, v in sd.items() if not k.endswith(_IGNORED_SUFFIXES)}
     if head == "init":
         sd = {k: v for k, v in sd.items() if not k.startswith("classifier.")}
@@ -208,6 +217,25 @@ def densenet_variables_from_state_dict(
             continue
         raise ValueError(f"state_dict lacks key {name!r} that the model needs")
     return _nest(converted)
+
+
+def _adapt_input_channels(sd: dict[str, Any], channels: int) -> dict[str, Any]:
+    """``sd`` with ``features.conv0.weight`` (OIHW) made to take ``channels`` input channels."""
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise ValueError(f"in_channels must be a positive integer, got {channels!r}")
+    name = "features.conv0.weight"
+    if name not in sd:
+        raise ValueError(f"state_dict lacks key {name!r}, whose input channels are to be adapted")
+    kernel = np.asarray(_as_numpy(sd[name]), dtype=np.float32)
+    have = kernel.shape[1]
+    if channels == have:
+        return sd
+    if channels == 1:
+        adapted = kernel.sum(axis=1, keepdims=True)
+    else:
+        reps = -(-channels // have)
+        adapted = np.tile(kernel, (1, reps, 1, 1))[:, :channels] * (have / channels)
+    return {**sd, name: adapted}
 
 
 def variables_to_torchvision_state_dict(variables: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -270,6 +298,7 @@ def load_torchvision_densenet(
     *,
     head: Literal["load", "init"] = "load",
     rng: jax.Array | None = None,
+    in_channels: int | None = None,
 ) -> dict[str, Any]:
     """Reads a torchvision DenseNet .pth file (e.g. ``densenet121-a639ec97.pth``) for ``model``.
 
@@ -278,6 +307,8 @@ def load_torchvision_densenet(
         model: the Flax ``DenseNet``, e.g. ``densenet121(num_outputs=1000)``.
         head: ``"load"`` or ``"init"`` (see ``densenet_variables_from_state_dict``).
         rng: key for a fresh classifier when ``head="init"``.
+        in_channels: channels of the images, when they differ from the file's (see
+            ``densenet_variables_from_state_dict``).
 
     Returns:
         ``{"params": ..., "batch_stats": ...}`` for ``model.apply``.
@@ -287,5 +318,5 @@ def load_torchvision_densenet(
         ValueError: naming the first key that does not fit the model.
     """
     return densenet_variables_from_state_dict(
-        read_torch_state_dict(path), model, head=head, rng=rng
+        read_torch_state_dict(path), model, head=head, rng=rng, in_channels=in_channels
     )

@@ -64,6 +64,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.max_examples = 0  # 0 = all; else a random subset of this many (quick runs, tests)
     c.image_size = 8  # native digits size; upsampling adds pixels, not information
     c.model = "densenet_small"
+    # '' = random initial weights; else a torchvision DenseNet .pth file (the paper starts from
+    # torchvision's ImageNet densenet121), adapted to the images' channels, with a fresh head
+    c.weights = ""
     c.betas = (0.5, 0.9, 0.99)
     c.seeds = (0,)
     c.n_folds = 10
@@ -142,6 +145,8 @@ def check_config(config: Mapping[str, Any]) -> None:
     for name in ("data_dir", "manual_dir"):
         if config[name] and not Path(config[name]).expanduser().is_dir():
             raise FileNotFoundError(f"config.{name}: directory not found: {config[name]}")
+    if config["weights"] and not Path(config["weights"]).expanduser().is_file():
+        raise FileNotFoundError(f"config.weights: file not found: {config['weights']}")
     model = build_model(config)
     if config["image_size"] < min_input_size(model):
         raise ValueError(
@@ -228,6 +233,22 @@ def _as_float(images: np.ndarray) -> np.ndarray:
     return np.asarray(images, np.float32) / np.float32(255.0)
 
 
+def initial_variables(config: Mapping[str, Any], model: Any, channels: int) -> dict | None:
+    """The members' starting variables: ``None`` (random) or ``config['weights']`` converted.
+
+    The torchvision file's first convolution is adapted to ``channels`` image channels and its
+    classifier replaced by a fresh one-logit head
+    (:func:`iml.models.load_torchvision_densenet`); a file that does not fit ``model`` raises a
+    ``ValueError`` naming the first key that does not match.
+    """
+    if not config["weights"]:
+        return None
+    from iml.models import load_torchvision_densenet
+
+    path = Path(config["weights"]).expanduser()
+    return load_torchvision_densenet(path, model, head="init", in_channels=int(channels))
+
+
 def _source(dataset: Dataset) -> DataSource:
     n = dataset.num_examples
     if n * int(np.prod(dataset.input_shape)) <= _IN_MEMORY_BYTES:
@@ -265,6 +286,7 @@ def _run_batch(
     source: DataSource,
     config: Mapping[str, Any],
     progress: bool,
+    init_variables: dict | None = None,
 ) -> None:
     train_config = _train_config(config)
     specs = [
@@ -285,6 +307,7 @@ def _run_batch(
         source,
         train_config,
         checkpoint_dir=str(ckpt) if config["checkpoint"] else None,
+        init_variables=init_variables,
         progress=progress,
     )
     tests = [s.test_idx for s in specs]
@@ -310,6 +333,19 @@ def load_run_data(config: Mapping[str, Any]) -> tuple[Dataset, Plan]:
     return dataset, plan_run(config, dataset)
 
 
+def _as_stored(config: Mapping[str, Any], store: RunStore) -> dict[str, Any]:
+    """``config`` without the keys a stored run predates, where they hold their defaults.
+
+    A key added to :func:`default_config` after a run was started, left at its default, does not
+    make that run different, so it can still be resumed.
+    """
+    manifest = store.manifest()
+    if manifest is None:
+        return dict(config)
+    stored, defaults = manifest.get("config", {}), default_config()
+    return {k: v for k, v in config.items() if k in stored or v != defaults[k]}
+
+
 def run_experiment(
     config: Mapping[str, Any], out: str | Path, *, progress: bool = True
 ) -> RunStore:
@@ -325,9 +361,11 @@ def run_experiment(
     """
     config = dict(config)
     dataset, plan = load_run_data(config)
+    model = build_model(config)
+    init_variables = initial_variables(config, model, dataset.input_shape[-1])
     store = RunStore(out)
     store.open_run(
-        config,
+        _as_stored(config, store),
         devices=[str(d) for d in jax.devices()],
         extra={
             "seeds": {"members": list(plan.seeds), "folds": int(config["fold_seed"])},
@@ -341,7 +379,6 @@ def run_experiment(
     done_members = len(plan.members) - sum(len(b.members) for b in todo)
     if not todo:
         return store
-    model = build_model(config)
     source = _source(dataset)
     bar = None
     if progress:
@@ -350,7 +387,7 @@ def run_experiment(
         bar = tqdm(total=len(plan.members), initial=done_members, desc="members", unit="member")
     try:
         for batch in todo:
-            _run_batch(store, batch, model, source, config, progress)
+            _run_batch(store, batch, model, source, config, progress, init_variables)
             if bar is not None:
                 bar.update(len(batch.members))
     finally:
