@@ -86,6 +86,32 @@ def _is_out_of_memory(err: Exception) -> bool:
     return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
 
+def member_batches(k: int, batch: int, size: int, seed: int) -> tuple:
+    """Random ``(images, labels, flips, active, betas)`` of ``k`` members, one batch each."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    images = jnp.asarray(rng.integers(0, 256, size=(k, batch, size, size, 1), dtype=np.uint8))
+    labels = jnp.asarray((rng.random((k, batch)) < 0.3).astype(np.float32))
+    flips = jnp.asarray(rng.random((k, batch)) < 0.5)
+    return images, labels, flips, jnp.ones((k,), bool), jnp.linspace(0.01, 0.99, k)
+
+
+def member_states(model, optimizer, k: int, size: int):
+    """The stacked initial states of ``k`` members of ``model`` (seeds ``0..k-1``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from iml.training.train_state import init_member_state
+
+    def one(seed):
+        v = model.init(jax.random.key(seed), jnp.zeros((1, size, size, 1)), train=False)
+        return init_member_state(v, optimizer, 1e-4)
+
+    return jax.jit(jax.vmap(one))(jnp.arange(k))
+
+
 def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, limit=None) -> dict:
     """The largest K whose one-step program of ``batching`` fits the default device, and its speed.
 
@@ -95,12 +121,9 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
     import functools
 
     import jax
-    import jax.numpy as jnp
-    import numpy as np
 
     from iml.training import batch_members, member_in_place, member_train_step
     from iml.training.step import adam
-    from iml.training.train_state import init_member_state
 
     device = jax.devices()[0]
     limit = limit or (device.memory_stats() or {}).get("bytes_limit")
@@ -114,19 +137,8 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
     step = member_in_place(one) if batching == "loop" else batch_members(one, batching)
 
     def attempt(kk: int) -> dict:
-        rng = np.random.default_rng(kk)
-        images = jnp.asarray(rng.integers(0, 256, size=(kk, batch, size, size, 1), dtype=np.uint8))
-        labels = jnp.asarray((rng.random((kk, batch)) < 0.3).astype(np.float32))
-        flips = jnp.asarray(rng.random((kk, batch)) < 0.5)
-        active = jnp.ones((kk,), bool)
-        betas = jnp.linspace(0.01, 0.99, kk)
-
-        def init(seed):
-            v = model.init(jax.random.key(seed), jnp.zeros((1, size, size, 1)), train=False)
-            return init_member_state(v, optimizer, 1e-4)
-
-        state = jax.jit(jax.vmap(init))(jnp.arange(kk))
-        rest = (images, labels, flips, active, betas)
+        rest = member_batches(kk, batch, size, seed=kk)
+        state = member_states(model, optimizer, kk, size)
         if batching == "loop":
             exe = jax.jit(step, donate_argnums=0).lower(state, *rest, 0).compile()
 
@@ -193,7 +205,6 @@ def main() -> None:
 
     import jax
     import jax.numpy as jnp
-    import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec
 
     from iml.models import densenet_small
@@ -207,7 +218,6 @@ def main() -> None:
         use_cpu_cores_as_devices,
     )
     from iml.training.step import adam
-    from iml.training.train_state import init_member_state
 
     if args.host_devices is None:
         use_cpu_cores_as_devices()
@@ -218,19 +228,10 @@ def main() -> None:
     repeats = args.repeats or (5 if args.quick else 15)
     backend = jax.default_backend()
     optimizer = adam()
-    rng = np.random.default_rng(0)
-    images = jnp.asarray(rng.integers(0, 256, size=(k, b, size, size, 1), dtype=np.uint8))
-    labels = jnp.asarray((rng.random((k, b)) < 0.3).astype(np.float32))
-    flips = jnp.asarray(rng.random((k, b)) < 0.5)
-    active = jnp.ones((k,), bool)
-    betas = jnp.linspace(0.1, 0.9, k)
+    images, labels, flips, active, betas = member_batches(k, b, size, seed=0)
 
     def states_for(model):
-        def one(seed):
-            v = model.init(jax.random.key(seed), jnp.zeros((1, size, size, 1)), train=False)
-            return init_member_state(v, optimizer, 1e-4)
-
-        return jax.jit(jax.vmap(one))(jnp.arange(k))
+        return member_states(model, optimizer, k, size)
 
     def compiled(fn, *example):
         t0 = time.perf_counter()
