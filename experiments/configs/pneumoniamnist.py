@@ -9,8 +9,8 @@ Run it with::
 ``shared/data/pneumoniamnist`` it is made by ``np.savez(DIR / "pneumoniamnist.npz",
 **iml.data.assemble_pneumoniamnist(balanced_npz, kaggle_npz))``. All 5,856 images are
 pooled and split into 10 folds rotated 7/2/1 (30 members, one seed); members train for up to 6
-epochs with early stopping on the validation loss (patience 2), which keeps the run near 75
-minutes on a 2-core CPU; the paper trains longer.
+epochs with early stopping on the validation loss (patience 2): about 1 h 40 min on a shared
+2-core CPU. The paper trains longer; docs/results/pneumoniamnist holds this run.
 """
 
 import ml_collections
