@@ -27,8 +27,9 @@ run() {  # run LIMIT_SECONDS NAME ARGS...
 }
 
 part=${1:-all}
-# One 10-minute device call fits one part: fp32 took ~40 s (ensemble) and ~150 s (train step, two
-# sizes) on an H200; the bf16 DenseNet-121 step had not finished within 125 s there.
+# Meant as one 10-minute device call per part. On an H200 the fp32 ensemble (two candidates) took
+# about 40 s; the fp32 train step finished 224 px within 140 s but not also 64 px; the bf16
+# DenseNet-121 step did not finish within 125 s.
 if [ "$part" = fp32 ] || [ "$part" = all ]; then
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 150 ensemble_f32 experiments.benchmarks.ensemble \
     --strategies vmap/xla,loop/xla --repeats 20
