@@ -6,6 +6,7 @@
 #
 #     bash experiments/benchmarks/gpu.sh fp32    # one device call each
 #     bash experiments/benchmarks/gpu.sh bf16
+#     bash experiments/benchmarks/gpu.sh rest    # what session 2's calls left: one call
 set -uo pipefail
 out=${OUT:-runs/benchmarks/gpu}
 mkdir -p "$out"
@@ -40,5 +41,17 @@ if [ "$part" = bf16 ] || [ "$part" = all ]; then
   run 300 train_step_bf16 experiments.benchmarks.train_step --device gpu --dtype bfloat16 \
     --size 224 --repeats 20
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 240 ensemble_bf16 experiments.benchmarks.ensemble \
+    --dtype bfloat16 --strategies vmap/xla --repeats 10 --max-members
+fi
+# Session 3 had one call's worth of device time left after a machine start: the 64 px fp32 step,
+# the bf16 steps with cuBLAS for the matrix products (Triton GEMM autotuning of DenseNet-121's ~120
+# distinct matrix shapes is the suspected cause of the slow bf16 compile), and the bf16 ensemble
+# with the largest-K search.
+if [ "$part" = rest ]; then
+  run 120 train_step_f32_64px experiments.benchmarks.train_step --device gpu --dtype float32 \
+    --size 64 --repeats 20
+  XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_triton_gemm=false" run 240 train_step_bf16 \
+    experiments.benchmarks.train_step --device gpu --dtype bfloat16 --repeats 20
+  XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 200 ensemble_bf16 experiments.benchmarks.ensemble \
     --dtype bfloat16 --strategies vmap/xla --repeats 10 --max-members
 fi

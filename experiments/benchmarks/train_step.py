@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -264,7 +265,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = []
     for batch, size in sizes:
         torch_step, ref = setup_torch(batch, size, args.device, args.dtype)
+        print(f"batch {batch} @ {size}px: torch ready, first step {ref['first_step_s']:.1f}s",
+              file=sys.stderr, flush=True)
         flax_step, ours = setup_flax(batch, size, args.device, args.dtype, args.conv_impl)
+        print(f"batch {batch} @ {size}px: flax compiled in {ours['compile_s']:.1f}s, first step "
+              f"{ours['first_step_s']:.1f}s", file=sys.stderr, flush=True)
         timed = time_interleaved({"torch": torch_step, "flax": flax_step}, repeats, batch)
         ref.update(timed["torch"])
         ours.update(timed["flax"])
@@ -297,6 +302,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cores": cores,
         "threads": threads,
         "torch_threads": torch.get_num_threads(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "jax_version": jax.__version__,
         "torch_version": torch.__version__,
     }
