@@ -131,6 +131,11 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
         return {"error": "the backend reports no memory analysis or memory limit"}
     per_member = (memory_at_k["temp_bytes"] + memory_at_k["argument_bytes"]) / k
     predicted = max(8, int(0.9 * limit / per_member) // 8 * 8)
+    print(
+        f"largest K: {per_member / 2**20:.1f} MiB per member predicts {predicted}",
+        file=sys.stderr,
+        flush=True,
+    )
     model = make_model()
     optimizer = adam()
     one = functools.partial(member_train_step, model, optimizer)
@@ -159,6 +164,11 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
             state = run(state)
             times.append(time.perf_counter() - t0)
         med = statistics.median(times)
+        print(
+            f"largest K: {kk} members fit, {kk * batch / med:.0f} member-images/s",
+            file=sys.stderr,
+            flush=True,
+        )
         return {
             "members": kk,
             "step_seconds_median": med,
@@ -174,6 +184,7 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
         except Exception as err:  # only out-of-memory is expected
             if not _is_out_of_memory(err):
                 raise
+            print(f"largest K: {kk} members ran out of memory", file=sys.stderr, flush=True)
             tried.append(kk)
             failed = kk if failed is None else min(failed, kk)
             kk = kk // 2 // 8 * 8
@@ -188,6 +199,7 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
         except Exception as err:
             if not _is_out_of_memory(err):
                 raise
+            print(f"largest K: {bigger} members ran out of memory", file=sys.stderr, flush=True)
             failed = bigger
     return {
         **fit,
@@ -388,7 +400,7 @@ def main() -> None:
             k,
             b,
             size,
-            repeats,
+            min(repeats, 3),  # each try at thousands of members takes seconds per step
         )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

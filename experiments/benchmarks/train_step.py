@@ -265,11 +265,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = []
     for batch, size in sizes:
         torch_step, ref = setup_torch(batch, size, args.device, args.dtype)
-        print(f"batch {batch} @ {size}px: torch ready, first step {ref['first_step_s']:.1f}s",
-              file=sys.stderr, flush=True)
+        print(
+            f"batch {batch} @ {size}px: torch ready, first step {ref['first_step_s']:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         flax_step, ours = setup_flax(batch, size, args.device, args.dtype, args.conv_impl)
-        print(f"batch {batch} @ {size}px: flax compiled in {ours['compile_s']:.1f}s, first step "
-              f"{ours['first_step_s']:.1f}s", file=sys.stderr, flush=True)
+        print(
+            f"batch {batch} @ {size}px: flax compiled in {ours['compile_s']:.1f}s, first step "
+            f"{ours['first_step_s']:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         timed = time_interleaved({"torch": torch_step, "flax": flax_step}, repeats, batch)
         ref.update(timed["torch"])
         ours.update(timed["flax"])
