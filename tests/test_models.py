@@ -53,6 +53,61 @@ def test_matmul_conv_equals_xla_conv(kernel_size, stride, padding, cin, cout, si
     np.testing.assert_allclose(y_mm, y_xla, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("kernel_size", "stride", "padding", "cin", "cout", "size"),
+    [
+        (1, 1, 0, 16, 8, 9),  # a matrix product with its own gradient
+        (1, 2, 0, 8, 4, 9),  # the same on every other pixel
+        (3, 1, 1, 16, 4, 9),  # "same": lax.conv forward, gradients from the shifted taps
+        (5, 1, 2, 6, 3, 7),
+        (7, 2, 3, 3, 16, 11),  # few input channels: patches times the kernel
+        (3, 2, 1, 8, 4, 9),  # none of those: lax.conv
+    ],
+)
+def test_mixed_conv_gives_xla_outputs_and_gradients(kernel_size, stride, padding, cin, cout, size):
+    x = _images((2, size, size, cin))
+    xla = Conv(cout, kernel_size, stride, padding, impl="xla")
+    mixed = Conv(cout, kernel_size, stride, padding, impl="mixed")
+    params = jax.jit(xla.init)(jax.random.key(0), x)
+    probe = _images(xla.apply(params, x).shape, seed=5)  # a generic output gradient
+
+    def outputs_and_grads(conv):
+        def loss(p, x):
+            return jnp.sum(probe * conv.apply(p, x))
+
+        return conv.apply(params, x), jax.grad(loss, argnums=(0, 1))(params, x)
+
+    (y_xla, g_xla), (y_mixed, g_mixed) = jax.jit(
+        lambda: (outputs_and_grads(xla), outputs_and_grads(mixed))
+    )()
+    np.testing.assert_allclose(y_mixed, y_xla, atol=1e-4, rtol=1e-4)
+    for a, b in zip(jax.tree.leaves(g_mixed), jax.tree.leaves(g_xla), strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, atol=2e-4, rtol=1e-4)
+
+
+def test_mixed_conv_gradients_vmap_over_members():
+    # the custom gradients of 'mixed' under the ensemble's vmap over stacked parameters
+    x = _images((2, 8, 8, 16))
+    keys = jax.random.split(jax.random.key(0), 3)
+    for k in (1, 3):
+        xla = Conv(4, k, 1, k // 2, impl="xla")
+        mixed = Conv(4, k, 1, k // 2, impl="mixed")
+        members = jax.vmap(xla.init, in_axes=(0, None))(keys, x)
+
+        def grad(conv, p):
+            return jax.grad(lambda p: jnp.sum(jnp.sin(conv.apply(p, x))))(p)
+
+        stacked = jax.jit(jax.vmap(functools.partial(grad, mixed)))(members)
+        for m in range(3):
+            one = jax.tree.map(lambda a, m=m: a[m], members)
+            want = jax.jit(functools.partial(grad, xla))(one)
+            got = jax.tree.map(lambda a, m=m: a[m], stacked)
+            np.testing.assert_allclose(
+                got["params"]["kernel"], want["params"]["kernel"], atol=2e-4, rtol=1e-4
+            )
+
+
 def test_matmul_conv_vmaps_over_parameters_like_separate_convs():
     # ensembles vmap the model over stacked members' parameters
     x = _images((2, 8, 8, 16))
@@ -102,9 +157,10 @@ def test_batchnorm_running_stats_match_torch():
 # ----------------------------------------------------------------------------------------------
 
 
-def test_conv_impls_give_same_outputs_and_gradients(small_model_and_vars):
+@pytest.mark.parametrize("impl", ["matmul", "mixed"])
+def test_conv_impls_give_same_outputs_and_gradients(small_model_and_vars, impl):
     model, variables, x = small_model_and_vars
-    mm = model.clone(conv_impl="matmul")
+    mm = model.clone(conv_impl=impl)
 
     def loss(params, m):
         logits, _ = m.apply(

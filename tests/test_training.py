@@ -371,6 +371,9 @@ def test_bad_config_and_mesh_raise():
         TrainConfig(member_batching="pmap")
     with pytest.raises(ValueError, match="normalize"):
         TrainConfig(normalize="cifar")
+    with pytest.raises(ValueError, match=r"conv_impl must be one of .*'mixed'"):
+        TrainConfig(conv_impl="im2col")
+    assert TrainConfig(conv_impl="mixed").conv_impl == "mixed"
     images, labels = tiny_images()
     with pytest.raises(ValueError, match="ensemble axis"):
         train_ensemble(

@@ -60,14 +60,16 @@ def _parse() -> argparse.Namespace:
     p.add_argument(
         "--strategies",
         default=None,
-        help="comma-separated candidates, e.g. vmap/xla,loop/xla (default: all six)",
+        help="comma-separated candidates, e.g. vmap/xla,loop/xla (default: all)",
     )
     p.add_argument(
         "--max-members", action="store_true", help="find the largest K that fits the device"
     )
     p.add_argument("--out", default="runs/benchmarks/ensemble.json")
     args = p.parse_args()
-    known = {f"{b}/{c}" for b in ("vmap", "map", "loop") for c in ("xla", "matmul")}
+    from iml.models import CONV_IMPLS  # imports JAX without starting a backend
+
+    known = {f"{b}/{c}" for b in ("vmap", "map", "loop") for c in CONV_IMPLS}
     if args.strategies is not None:
         chosen = [s.strip() for s in args.strategies.split(",") if s.strip()]
         unknown = [s for s in chosen if s not in known]

@@ -12,13 +12,20 @@ Inputs are NHWC images in floating point. Batch norm follows torch exactly (``Ba
 normalise by the biased batch variance in training, keep running averages with momentum 0.1 whose
 variance is the *unbiased* batch variance, epsilon 1e-5.
 
-Two convolution implementations share one parameter tree (HWIO kernels, like ``flax.linen.Conv``):
-``conv_impl="xla"`` calls ``lax.conv_general_dilated``; ``conv_impl="matmul"`` writes every
-convolution as matrix products (1x1 convolutions as one ``einsum``, kxk ones through shifted
-slices). Under ``jax.vmap`` over parameters (ensembles) the matmul form becomes batched matrix
-products, where a vmapped ``lax.conv`` becomes a grouped convolution, which XLA's CPU backend runs
-slowly. For one unbatched model "xla" is the faster choice on the CPU (about 3x in the training-step
-benchmark at 64 px) and compiles faster.
+Three convolution implementations share one parameter tree (HWIO kernels, like
+``flax.linen.Conv``) and give the same outputs and gradients:
+
+- ``conv_impl="xla"`` calls ``lax.conv_general_dilated``: the choice on a GPU, and for the small
+  DenseNet's ensemble on the CPU.
+- ``conv_impl="matmul"`` writes every convolution as matrix products (1x1 convolutions as one
+  ``einsum``, kxk ones through shifted slices). Under ``jax.vmap`` over parameters (ensembles) it
+  becomes batched matrix products, where a vmapped ``lax.conv`` becomes a grouped convolution,
+  which XLA's CPU backend runs slowly. For one model it is slower than ``"xla"``.
+- ``conv_impl="mixed"`` trains one model fastest on the CPU: 1x1 convolutions and the stem are
+  matrix products, and a dense layer's 3x3 convolution runs forward through ``lax.conv`` but gets
+  both gradients from matrix products over the shifted output gradient (``_conv_same``), since
+  XLA's CPU kernel gradient of a convolution is slow. On 2 CPU cores this made the DenseNet-121
+  training step 1.3-1.6x faster than ``"xla"`` (``experiments/benchmarks/train_step.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from jax import lax
 
 Array = jax.Array
 Dtype = Any
-ConvImpl = Literal["xla", "matmul"]
+ConvImpl = Literal["xla", "matmul", "mixed"]
 
 __all__ = [
     "CONV_IMPLS",
@@ -52,7 +59,7 @@ __all__ = [
     "validate_images",
 ]
 
-CONV_IMPLS: tuple[str, ...] = ("xla", "matmul")
+CONV_IMPLS: tuple[str, ...] = ("xla", "matmul", "mixed")
 
 # torch's defaults: kaiming_normal_ (fan_in, gain sqrt 2) for convolutions as torchvision's
 # DenseNet sets them; nn.Linear's default uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the head.
@@ -158,6 +165,110 @@ def _conv_matmul(x: Array, kernel: Array, stride: int, padding: int) -> Array:
     return jnp.einsum("nhwc,co->nhwo", patches, kernel.reshape(kh * kw * cin, cout))
 
 
+def _gradient_taps(dy: Array, k: int) -> Array:
+    """The ``k*k`` shifted copies of ``dy`` that a stride-1 "same" convolution's gradient needs.
+
+    For an NHWC ``dy`` of a ``k x k`` convolution with padding ``p = k // 2``, column block
+    ``(i, j)`` of the result, at pixel ``(a, b)``, is ``dy[a - i + p, b - j + p]`` (zero outside):
+    the output pixels that input pixel ``(a, b)`` reached through tap ``(i, j)``. Shape
+    ``[N*H*W, k*k*O]``.
+    """
+    n, h, w, o = dy.shape
+    p = k // 2
+    dp = jnp.pad(dy, ((0, 0), (p, p), (p, p), (0, 0)))
+    taps = [
+        dp[:, 2 * p - i : 2 * p - i + h, 2 * p - j : 2 * p - j + w, :]
+        for i in range(k)
+        for j in range(k)
+    ]
+    return jnp.concatenate(taps, axis=-1).reshape(n * h * w, k * k * o)
+
+
+@jax.custom_vjp
+def _conv_same(x: Array, kernel: Array) -> Array:
+    """Stride-1 NHWC x HWIO convolution with "same" zero padding (odd kernel side).
+
+    The forward pass is ``lax.conv``. The backward pass stacks the ``k*k`` shifted copies of the
+    output gradient (``_gradient_taps``, k*k times the few output channels) and obtains both
+    gradients from it with one matrix product each. XLA's CPU backend computes the kernel gradient
+    as a convolution whose window is the whole image, which is several times slower.
+    """
+    k = kernel.shape[0]
+    return lax.conv_general_dilated(
+        x, kernel, (1, 1), ((k // 2, k // 2),) * 2, dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+
+
+def _conv_same_fwd(x: Array, kernel: Array) -> tuple[Array, tuple[Array, Array]]:
+    return _conv_same(x, kernel), (x, kernel)
+
+
+def _conv_same_bwd(res: tuple[Array, Array], dy: Array) -> tuple[Array, Array]:
+    x, kernel = res
+    k, _, cin, cout = kernel.shape
+    taps = _gradient_taps(dy, k)  # [P, k*k*O]
+    # dx[a, b, c] = sum over taps (i, j) and o of dy[a - i + p, b - j + p, o] kernel[i, j, c, o]
+    dx = taps @ kernel.transpose(0, 1, 3, 2).reshape(k * k * cout, cin)
+    # dkernel[i, j, c, o] = sum over pixels of x[a, b, c] dy[a - i + p, b - j + p, o]
+    dk = lax.dot_general(taps, x.reshape(-1, cin), (((0,), (0,)), ((), ())))
+    dk = dk.reshape(k, k, cout, cin).transpose(0, 1, 3, 2)
+    return dx.reshape(x.shape).astype(x.dtype), dk.astype(kernel.dtype)
+
+
+_conv_same.defvjp(_conv_same_fwd, _conv_same_bwd)
+
+
+@jax.custom_vjp
+def _pixel_matmul(x: Array, weight: Array) -> Array:
+    """``x [P, C] @ weight [C, O]``: a 1x1 convolution over P pixels.
+
+    The backward pass materialises the output gradient before using it (an optimisation
+    barrier), so that XLA does not fuse the transposed copy the kernel gradient needs into the
+    large elementwise fusion that produces it (the BatchNorm backward of every later layer of a
+    dense block), where the CPU backend writes it slowly.
+    """
+    return x @ weight
+
+
+def _pixel_matmul_fwd(x: Array, weight: Array) -> tuple[Array, tuple[Array, Array]]:
+    return x @ weight, (x, weight)
+
+
+def _pixel_matmul_bwd(res: tuple[Array, Array], dy: Array) -> tuple[Array, Array]:
+    x, weight = res
+    dy = lax.optimization_barrier(dy)
+    dw = lax.dot_general(x, dy, (((0,), (0,)), ((), ())))
+    return (dy @ weight.T).astype(x.dtype), dw.astype(weight.dtype)
+
+
+_pixel_matmul.defvjp(_pixel_matmul_fwd, _pixel_matmul_bwd)
+
+
+def _conv_mixed(x: Array, kernel: Array, stride: int, padding: int) -> Array:
+    """The CPU-friendly mix: each convolution in the form XLA's CPU backend trains fastest.
+
+    1x1 convolutions (``_pixel_matmul``) and convolutions of few input channels (the stem, on
+    images: ``_conv_matmul``) are matrix products; stride-1 "same" convolutions (a dense layer's
+    3x3) are ``_conv_same``; any other is ``lax.conv``.
+    """
+    kh, kw, cin, cout = kernel.shape
+    if kh == kw == 1 and padding == 0:
+        x = x[:, ::stride, ::stride, :]
+        n, h, w, _ = x.shape
+        return _pixel_matmul(x.reshape(n * h * w, cin), kernel[0, 0]).reshape(n, h, w, cout)
+    if cin <= 4:
+        return _conv_matmul(x, kernel, stride, padding)
+    if stride == 1 and kh == kw and kh % 2 == 1 and padding == kh // 2:
+        return _conv_same(x, kernel)
+    return lax.conv_general_dilated(
+        x,
+        kernel,
+        window_strides=(stride, stride),
+        padding=((padding, padding), (padding, padding)),
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+    )
+
+
 class Conv(nn.Module):
     """Bias-free 2-D convolution on NHWC maps with an HWIO ``kernel`` and symmetric padding.
 
@@ -185,6 +296,8 @@ class Conv(nn.Module):
         kernel = self.param("kernel", _conv_init, (k, k, x.shape[-1], self.features), jnp.float32)
         x = x.astype(self.dtype)
         kernel = kernel.astype(self.dtype)
+        if self.impl == "mixed":
+            return _conv_mixed(x, kernel, self.stride, self.padding)
         if self.impl == "xla":
             return lax.conv_general_dilated(
                 x,

@@ -31,6 +31,7 @@ import numpy as np
 from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from iml.models import CONV_IMPLS
 from iml.training.checkpoint import EnsembleCheckpointer
 from iml.training.sharding import (
     DATA_AXIS,
@@ -71,6 +72,9 @@ logger = logging.getLogger(__name__)
 # loop/xla 0.68, map/matmul 0.26, loop/matmul 0.20, vmap/xla 0.17, vmap/matmul 0.17, map/xla 0.07;
 # on a quiet machine (session 2) loop/xla 1.00 on one device and 1.41 with one CPU device per core
 # (members whole on each device, stepped side by side: per_device_member_loop), vmap/xla 0.30.
+# Session 3: 'mixed' convolutions (1x1 ones as matrix products) made one member's step 1.05-1.12x
+# faster on one CPU device, but the 2-device mesh loop slower (322 against 345 member-images/s), so
+# the CPU default stays loop/xla. (For DenseNet-121 at 64-224 px, 'mixed' is 1.16-1.30x faster.)
 # GPU (one H200, session 2): vmap/xla 5.58. TPU was not measured; vmap is the usual choice there.
 DEFAULT_MEMBER_BATCHING: dict[str, tuple[str, str]] = {
     "cpu": ("loop", "xla"),
@@ -162,7 +166,7 @@ class TrainConfig:
       member_batching: ``'vmap'``, ``'map'`` or ``'loop'`` (see :mod:`iml.training.step`);
         ``None`` takes the backend's measured default
         (:data:`DEFAULT_MEMBER_BATCHING`).
-      conv_impl: ``'xla'`` or ``'matmul'`` for models with a ``conv_impl`` field; ``None`` takes
+      conv_impl: ``'xla'``, ``'matmul'`` or ``'mixed'`` for models with a ``conv_impl`` field; ``None`` takes
         the backend's default (ignored by models without the field).
       checkpoint_every_steps: also checkpoint every this many steps within an epoch (always at
         the end of each epoch when a checkpoint directory is given).
@@ -211,9 +215,9 @@ class TrainConfig:
                 "TrainConfig.member_batching must be 'vmap', 'map', 'loop' or None, "
                 f"got {self.member_batching!r}"
             )
-        if self.conv_impl not in (None, "xla", "matmul"):
+        if self.conv_impl is not None and self.conv_impl not in CONV_IMPLS:
             raise ValueError(
-                f"TrainConfig.conv_impl must be 'xla', 'matmul' or None, got {self.conv_impl!r}"
+                f"TrainConfig.conv_impl must be one of {CONV_IMPLS} or None, got {self.conv_impl!r}"
             )
         if self.checkpoint_every_steps is not None and self.checkpoint_every_steps < 1:
             raise ValueError(
