@@ -25,7 +25,7 @@ Three convolution implementations share one parameter tree (HWIO kernels, like
   matrix products, and a dense layer's 3x3 convolution runs forward through ``lax.conv`` but gets
   both gradients from matrix products over the shifted output gradient (``_conv_same``), since
   XLA's CPU kernel gradient of a convolution is slow. On 2 CPU cores this made the DenseNet-121
-  training step 1.3-1.6x faster than ``"xla"`` (``experiments/benchmarks/train_step.py``).
+  training step about 1.5-2x faster than ``"xla"`` (``docs/results/cpu_train_step``).
 """
 
 from __future__ import annotations

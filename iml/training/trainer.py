@@ -74,7 +74,8 @@ logger = logging.getLogger(__name__)
 # (members whole on each device, stepped side by side: per_device_member_loop), vmap/xla 0.30.
 # Session 3: 'mixed' convolutions (1x1 ones as matrix products) made one member's step 1.05-1.12x
 # faster on one CPU device, but the 2-device mesh loop slower (322 against 345 member-images/s), so
-# the CPU default stays loop/xla. (For DenseNet-121 at 64-224 px, 'mixed' is 1.16-1.30x faster.)
+# the CPU default stays loop/xla. (DenseNet-121's one-model step at 64-224 px is 1.5-2x faster with
+# 'mixed': set TrainConfig.conv_impl.)
 # GPU (one H200, session 2): vmap/xla 5.58. TPU was not measured; vmap is the usual choice there.
 DEFAULT_MEMBER_BATCHING: dict[str, tuple[str, str]] = {
     "cpu": ("loop", "xla"),
@@ -166,8 +167,8 @@ class TrainConfig:
       member_batching: ``'vmap'``, ``'map'`` or ``'loop'`` (see :mod:`iml.training.step`);
         ``None`` takes the backend's measured default
         (:data:`DEFAULT_MEMBER_BATCHING`).
-      conv_impl: ``'xla'``, ``'matmul'`` or ``'mixed'`` for models with a ``conv_impl`` field; ``None`` takes
-        the backend's default (ignored by models without the field).
+      conv_impl: ``'xla'``, ``'matmul'`` or ``'mixed'`` for models with a ``conv_impl`` field;
+        ``None`` takes the backend's default (ignored by models without the field).
       checkpoint_every_steps: also checkpoint every this many steps within an epoch (always at
         the end of each epoch when a checkpoint directory is given).
     """
