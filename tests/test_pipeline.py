@@ -170,6 +170,7 @@ def test_markdown_table_lists_every_method_and_metric():
         ("epochs", 0, "config.epochs"),
         ("n_folds", 3, "no training fold"),
         ("image_size", 2, "too small"),
+        ("conv_impl", "im2col", r"config\.conv_impl must be '' .* or one of"),
     ],
 )
 def test_check_config_names_the_bad_key(key, value, match):
@@ -185,6 +186,15 @@ def test_check_config_refuses_unknown_keys_and_missing_dirs(tmp_path):
         check_config({**config, "epochz": 3})
     with pytest.raises(FileNotFoundError, match="data_dir"):
         check_config({**config, "data_dir": str(tmp_path / "nope")})
+
+
+def test_conv_impl_key_reaches_the_trainer():
+    from iml.pipeline.runner import _train_config
+
+    assert _train_config(default_config()).conv_impl is None  # the backend's default
+    mixed = {**default_config(), "conv_impl": "mixed"}
+    check_config(mixed)
+    assert _train_config(mixed).conv_impl == "mixed"
 
 
 def test_check_config_names_a_missing_weights_file(tmp_path):
