@@ -165,6 +165,17 @@ def _conv_matmul(x: Array, kernel: Array, stride: int, padding: int) -> Array:
     return jnp.einsum("nhwc,co->nhwo", patches, kernel.reshape(kh * kw * cin, cout))
 
 
+def _conv_xla(x: Array, kernel: Array, stride: int, padding: int) -> Array:
+    """NHWC x HWIO convolution through ``lax.conv_general_dilated``."""
+    return lax.conv_general_dilated(
+        x,
+        kernel,
+        window_strides=(stride, stride),
+        padding=((padding, padding), (padding, padding)),
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+    )
+
+
 def _gradient_taps(dy: Array, k: int) -> Array:
     """The ``k*k`` shifted copies of ``dy`` that a stride-1 "same" convolution's gradient needs.
 
@@ -193,10 +204,7 @@ def _conv_same(x: Array, kernel: Array) -> Array:
     gradients from it with one matrix product each. XLA's CPU backend computes the kernel gradient
     as a convolution whose window is the whole image, which is several times slower.
     """
-    k = kernel.shape[0]
-    return lax.conv_general_dilated(
-        x, kernel, (1, 1), ((k // 2, k // 2),) * 2, dimension_numbers=("NHWC", "HWIO", "NHWC")
-    )
+    return _conv_xla(x, kernel, 1, kernel.shape[0] // 2)
 
 
 def _conv_same_fwd(x: Array, kernel: Array) -> tuple[Array, tuple[Array, Array]]:
@@ -260,13 +268,7 @@ def _conv_mixed(x: Array, kernel: Array, stride: int, padding: int) -> Array:
         return _conv_matmul(x, kernel, stride, padding)
     if stride == 1 and kh == kw and kh % 2 == 1 and padding == kh // 2:
         return _conv_same(x, kernel)
-    return lax.conv_general_dilated(
-        x,
-        kernel,
-        window_strides=(stride, stride),
-        padding=((padding, padding), (padding, padding)),
-        dimension_numbers=("NHWC", "HWIO", "NHWC"),
-    )
+    return _conv_xla(x, kernel, stride, padding)
 
 
 class Conv(nn.Module):
@@ -277,8 +279,9 @@ class Conv(nn.Module):
         kernel_size: side of the square kernel.
         stride: stride in both spatial directions.
         padding: zero padding on every side (torch's ``padding``).
-        impl: ``"xla"`` (``lax.conv_general_dilated``) or ``"matmul"`` (matrix products); both
-            give the same result from the same parameters.
+        impl: ``"xla"`` (``lax.conv_general_dilated``), ``"matmul"`` (matrix products) or
+            ``"mixed"`` (the CPU's fastest to train); all give the same result from the same
+            parameters.
         dtype: computation dtype (parameters stay float32).
     """
 
@@ -299,13 +302,7 @@ class Conv(nn.Module):
         if self.impl == "mixed":
             return _conv_mixed(x, kernel, self.stride, self.padding)
         if self.impl == "xla":
-            return lax.conv_general_dilated(
-                x,
-                kernel,
-                window_strides=(self.stride, self.stride),
-                padding=((self.padding, self.padding), (self.padding, self.padding)),
-                dimension_numbers=("NHWC", "HWIO", "NHWC"),
-            )
+            return _conv_xla(x, kernel, self.stride, self.padding)
         if self.impl == "matmul":
             return _conv_matmul(x, kernel, self.stride, self.padding)
         raise ValueError(f"impl must be one of {CONV_IMPLS}, got {self.impl!r}")
@@ -424,7 +421,8 @@ class DenseNet(nn.Module):
         remat: recompute dense layers in the backward pass to save memory.
         dtype: computation dtype (e.g. ``jnp.bfloat16`` for mixed precision); parameters, batch
             statistics and the returned logits are float32.
-        conv_impl: ``"xla"`` or ``"matmul"`` (see ``Conv``); the parameter tree is the same.
+        conv_impl: ``"xla"``, ``"matmul"`` or ``"mixed"`` (see ``Conv``); the parameter tree is
+            the same.
     """
 
     block_config: Sequence[int] = (6, 12, 24, 16)
@@ -544,7 +542,7 @@ def densenet121(
         num_outputs: logits per image (torchvision's ImageNet head has 1000).
         remat: recompute dense layers in the backward pass to save memory.
         dtype: computation dtype.
-        conv_impl: ``"xla"`` or ``"matmul"``.
+        conv_impl: ``"xla"``, ``"matmul"`` or ``"mixed"``.
 
     Returns:
         The (unbound) Flax module.
@@ -584,7 +582,7 @@ def densenet_small(
         num_init_features: maps after the stem convolution.
         remat: recompute dense layers in the backward pass to save memory.
         dtype: computation dtype.
-        conv_impl: ``"xla"`` or ``"matmul"``.
+        conv_impl: ``"xla"``, ``"matmul"`` or ``"mixed"``.
 
     Returns:
         The (unbound) Flax module.
