@@ -137,12 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if min(args.batch, args.size, args.steps, args.top) < 1:
         parser.error("--batch, --size, --steps and --top must be at least 1")
 
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import optax
-
-    from experiments.benchmarks.train_step import make_flax_step
+    from experiments.benchmarks.train_step import compile_flax_step
     from iml.models import CONV_IMPLS, densenet121, densenet_small
 
     if args.conv_impl not in CONV_IMPLS:
@@ -150,13 +145,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     channels = 3 if args.model == "densenet121" else 1
     make = densenet121 if args.model == "densenet121" else densenet_small
     model = make(num_outputs=1, conv_impl=args.conv_impl)
-    tx = optax.adam(1e-4)
-    rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.normal(size=(args.batch, args.size, args.size, channels)), jnp.float32)
-    y = jnp.asarray(rng.random((args.batch, 1)) < 0.3, jnp.float32)
-    variables = jax.jit(model.init)(jax.random.key(0), x[:1])
-    holder = [(variables["params"], variables["batch_stats"], tx.init(variables["params"]))]
-    compiled = make_flax_step(model, tx).lower(holder[0], x, y).compile()
+    compiled, state, x, y, _ = compile_flax_step(model, args.batch, args.size, channels)
+    holder = [state]
 
     def step() -> None:
         holder[0], loss = compiled(holder[0], x, y)

@@ -163,6 +163,23 @@ def make_flax_step(model, tx: optax.GradientTransformation) -> Callable:
     return jax.jit(step, donate_argnums=(0,))
 
 
+def compile_flax_step(model, batch: int, size: int, channels: int = 3) -> tuple:
+    """``model``'s step with ``optax.adam`` compiled for a random batch of images and labels.
+
+    Returns ``(compiled, state, x, y, compile_seconds)``; ``compiled(state, x, y)`` donates the
+    state and returns ``(state, loss)``.
+    """
+    tx = optax.adam(1e-4)
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(batch, size, size, channels)).astype(np.float32))
+    y = jnp.asarray((rng.random((batch, 1)) < 0.3).astype(np.float32))
+    variables = jax.jit(model.init)(jax.random.key(0), x[:1])
+    state = (variables["params"], variables["batch_stats"], tx.init(variables["params"]))
+    t0 = time.perf_counter()
+    compiled = make_flax_step(model, tx).lower(state, x, y).compile()
+    return compiled, state, x, y, time.perf_counter() - t0
+
+
 def setup_flax(
     batch: int, size: int, device: str, dtype: str, conv_impl: str
 ) -> tuple[Callable, dict]:
@@ -173,16 +190,8 @@ def setup_flax(
         conv_impl=conv_impl,
         dtype=jnp.bfloat16 if dtype == "bfloat16" else jnp.float32,
     )
-    tx = optax.adam(1e-4)
     with jax.default_device(dev):
-        rng = np.random.default_rng(0)
-        x = jnp.asarray(rng.normal(size=(batch, size, size, 3)).astype(np.float32))
-        y = jnp.asarray((rng.random((batch, 1)) < 0.3).astype(np.float32))
-        variables = jax.jit(model.init)(jax.random.key(0), x[:1])
-        state = (variables["params"], variables["batch_stats"], tx.init(variables["params"]))
-        t0 = time.perf_counter()
-        compiled = make_flax_step(model, tx).lower(state, x, y).compile()
-        compile_s = time.perf_counter() - t0
+        compiled, state, x, y, compile_s = compile_flax_step(model, batch, size)
     mem = compiled.memory_analysis()
     holder = {"state": state}
 
