@@ -65,6 +65,12 @@ def _parse() -> argparse.Namespace:
     p.add_argument(
         "--max-members", action="store_true", help="find the largest K that fits the device"
     )
+    p.add_argument(
+        "--max-members-seconds",
+        type=float,
+        default=None,
+        help="stop growing K after this many seconds of the search (default: no limit)",
+    )
     p.add_argument("--out", default="runs/benchmarks/ensemble.json")
     args = p.parse_args()
     from iml.models import CONV_IMPLS  # imports JAX without starting a backend
@@ -114,11 +120,14 @@ def member_states(model, optimizer, k: int, size: int):
     return jax.jit(jax.vmap(one))(jnp.arange(k))
 
 
-def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, limit=None) -> dict:
+def largest_members(
+    make_model, batching, memory_at_k, k, batch, size, repeats, limit=None, seconds=None
+) -> dict:
     """The largest K whose one-step program of ``batching`` fits the default device, and its speed.
 
     ``memory_at_k`` is XLA's memory analysis of the K-member program; its bytes per member
-    predict the largest K, which is then compiled and run (halved while it runs out of memory).
+    predict the largest K, from which :func:`search_largest` compiles and runs (halving while it
+    runs out of memory, then growing, for at most ``seconds``).
     """
     import functools
 
@@ -146,6 +155,7 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
     def attempt(kk: int) -> dict:
         rest = member_batches(kk, batch, size, seed=kk)
         state = member_states(model, optimizer, kk, size)
+        t0 = time.perf_counter()
         if batching == "loop":
             exe = jax.jit(step, donate_argnums=0).lower(state, *rest, 0).compile()
 
@@ -159,6 +169,7 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
             def run(state):
                 return jax.block_until_ready(exe(state, *rest))
 
+        compile_s = time.perf_counter() - t0
         state = run(state)  # warm-up
         times = []
         for _ in range(repeats):
@@ -167,7 +178,8 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
             times.append(time.perf_counter() - t0)
         med = statistics.median(times)
         print(
-            f"largest K: {kk} members fit, {kk * batch / med:.0f} member-images/s",
+            f"largest K: {kk} members fit, {kk * batch / med:.0f} member-images/s, "
+            f"compiled in {compile_s:.1f}s",
             file=sys.stderr,
             flush=True,
         )
@@ -175,42 +187,65 @@ def largest_members(make_model, batching, memory_at_k, k, batch, size, repeats, 
             "members": kk,
             "step_seconds_median": med,
             "member_images_per_second": kk * batch / med,
+            "compile_seconds": compile_s,
         }
 
-    tried, failed = [], None
+    found = search_largest(attempt, predicted, seconds=seconds)
+    if "error" in found:
+        return found
+    return {
+        **found,
+        "strategy": batching,
+        "bytes_limit": int(limit),
+        "bytes_per_member_predicted": per_member,
+        "predicted_members": predicted,
+    }
+
+
+def search_largest(attempt, predicted: int, step: int = 8, grow: int = 3, seconds=None) -> dict:
+    """The largest K that ``attempt(K)`` runs without running out of memory, starting from a guess.
+
+    ``attempt`` returns a result dict or raises; out-of-memory errors (``_is_out_of_memory``) mean
+    "does not fit", any other error propagates. From ``predicted`` (a multiple of ``step``) the K
+    is halved while it fails; once one fits, it grows by a quarter, at most ``grow`` times, until
+    one fails. ``seconds`` stops the growing once that much time has passed, so a search on a lent
+    machine ends with what it has. The result is the largest fit, with ``smallest_failed_members``
+    (``None`` if no K failed) and ``tried`` (each K in order, with ``True`` where it fitted).
+    """
+    start = time.perf_counter()
+    tried, failed, fit = [], None, None
     kk = predicted
-    while kk >= 8:
+    while kk >= step:
         try:
             fit = attempt(kk)
+            tried.append([kk, True])
             break
         except Exception as err:  # only out-of-memory is expected
             if not _is_out_of_memory(err):
                 raise
             print(f"largest K: {kk} members ran out of memory", file=sys.stderr, flush=True)
-            tried.append(kk)
-            failed = kk if failed is None else min(failed, kk)
-            kk = kk // 2 // 8 * 8
-    else:
-        return {"error": "not even 8 members fit", "tried": tried}
-    for _ in range(3):  # the prediction fitted: grow by a quarter until a K fails
+            tried.append([kk, False])
+            failed = kk
+            kk = kk // 2 // step * step
+    if fit is None:
+        return {"error": f"not even {step} members fit", "tried": tried}
+    for _ in range(grow):
         if failed is not None:
             break
-        bigger = max(fit["members"] + 8, int(fit["members"] * 1.25) // 8 * 8)
+        if seconds is not None and time.perf_counter() - start > seconds:
+            print("largest K: out of time, not growing further", file=sys.stderr, flush=True)
+            break
+        bigger = max(fit["members"] + step, int(fit["members"] * 1.25) // step * step)
         try:
             fit = attempt(bigger)
+            tried.append([bigger, True])
         except Exception as err:
             if not _is_out_of_memory(err):
                 raise
             print(f"largest K: {bigger} members ran out of memory", file=sys.stderr, flush=True)
+            tried.append([bigger, False])
             failed = bigger
-    return {
-        **fit,
-        "strategy": batching,
-        "bytes_limit": int(limit),
-        "bytes_per_member_predicted": per_member,
-        "predicted_members": predicted,
-        "smallest_failed_members": failed,
-    }
+    return {**fit, "smallest_failed_members": failed, "tried": tried}
 
 
 def main() -> None:
@@ -393,6 +428,9 @@ def main() -> None:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "ratio": results[default]["ratio"],
     }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({**summary, "details": results}, indent=2))  # kept if the search dies
     if args.max_members:
         batching, conv = default.split("/")[-2:]
         summary["largest_members"] = largest_members(
@@ -403,9 +441,8 @@ def main() -> None:
             b,
             size,
             min(repeats, 3),  # each try at thousands of members takes seconds per step
+            seconds=args.max_members_seconds,
         )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**summary, "details": results}, indent=2))
     for name, r in results.items():
         print(
