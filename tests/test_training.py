@@ -35,6 +35,7 @@ from iml.training import (
     predict_ensemble,
     preprocess,
     resolve_member_batching,
+    skip_idle_members,
     train_ensemble,
     use_cpu_cores_as_devices,
 )
@@ -163,10 +164,19 @@ def test_stopped_or_inactive_member_does_not_change():
     model, state, images, labels = _one_member()
     flips = jnp.zeros(16, bool)
     step = jax.jit(functools.partial(member_train_step, model, adam()))
+    skipping = jax.jit(skip_idle_members(functools.partial(member_train_step, model, adam())))
     for st, active in [(state.replace(stopped=jnp.asarray(True)), True), (state, False)]:
-        new = step(st, images, labels, flips, active, 0.5)
-        for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(st), strict=True):
-            np.testing.assert_array_equal(a, b)
+        for f in (step, skipping):
+            new = f(st, images, labels, flips, active, 0.5)
+            for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(st), strict=True):
+                np.testing.assert_array_equal(a, b)
+    # A live member: skip_idle_members takes the step (compiled inside a cond: to rounding).
+    for a, b in zip(
+        jax.tree.leaves(skipping(state, images, labels, flips, True, 0.5)),
+        jax.tree.leaves(step(state, images, labels, flips, True, 0.5)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
 def test_vmap_map_and_loop_member_batching_agree_with_single_member_steps():
@@ -252,9 +262,11 @@ def test_one_device_with_map_batching_trains_the_same_ensemble_as_four_with_the_
         np.testing.assert_allclose(f1[name], f4[name], rtol=1e-3, atol=1e-5, err_msg=name)
 
 
-def test_loop_with_whole_members_per_device_trains_the_same_ensemble(trained, tiny_data):
-    # 'loop' on a mesh whose data axis is 1: each of 2 devices steps its own 2 members in turn
-    # (one-device programs), validation too; the fixture splits every batch over 2 devices.
+@pytest.mark.parametrize("batching", ["loop", "map"])
+def test_whole_members_per_device_train_the_same_ensemble(batching, trained, tiny_data):
+    # A mesh whose data axis is 1: each of 2 devices steps its own 2 members in turn, validation
+    # too; 'loop' with one-device programs, 'map' inside one shard_map program. The fixture
+    # splits every batch over 2 devices.
     states4, history4, _ = trained
     mesh = make_mesh(4, 1, devices=jax.devices()[:2])
     assert dict(mesh.shape) == {"ensemble": 2, "data": 1}
@@ -262,7 +274,7 @@ def test_loop_with_whole_members_per_device_trains_the_same_ensemble(trained, ti
         TinyCNN(),
         tiny_members(),
         tiny_data,
-        tiny_config(member_batching="loop"),
+        tiny_config(member_batching=batching),
         mesh=mesh,
         progress=False,
     )

@@ -6,20 +6,21 @@
     python -m experiments.benchmarks.ensemble --dtype bfloat16 --max-members   # on a GPU
 
 Model: the small DenseNet (``iml.models.densenet_small``) at 28x28x1, K=8 members, batch 16 per
-member. Baseline: the same one-member train step (XLA convolutions), jitted, called K times in a
-row on K different states. Each member-batching strategy of :mod:`iml.training` is timed as one
-jitted step of all K members (state donated, as in the trainer): ``vmap`` or ``map`` over members,
-or ``loop`` (K calls of one in-place one-member program), with the model's ``conv_impl`` ``xla``
-or ``matmul``; with several devices (on the CPU one per core by default, as ``iml`` asks for) also
-the default strategy as the trainer runs it over a mesh: for ``loop``, whole members on each
-device, each device stepping its own members one by one
-(:func:`iml.training.per_device_member_loop`); for ``vmap``, members split over the
-``'ensemble'`` axis and batches over ``'data'``. Repeats of all candidates are
-interleaved, so load on the machine affects them alike; the step time is the median of repeats.
-Compile time and the compiled program's memory (XLA's memory analysis) are reported apart, with
-the process's peak resident memory. ``--strategies`` limits the candidates (the baseline always
-runs); ``--dtype bfloat16`` computes in bfloat16 (parameters, statistics and the optimiser stay
-float32).
+member. Baseline: the same one-member train step, with the convolutions of the backend's default
+strategy (``--baseline-conv`` to change), jitted, called K times in a row on K different states.
+Each member-batching strategy of :mod:`iml.training` is timed as one jitted step of all K members
+(state donated, as in the trainer): ``vmap`` or ``map`` over members, or ``loop`` (K calls of one
+in-place one-member program), with the model's ``conv_impl`` ``xla``, ``matmul`` or ``mixed``;
+with several devices (on the CPU one per core by default, as ``iml`` asks for) also the default
+strategy as the trainer runs it, on the mesh the trainer makes (its own compiled programs): for
+``map`` and ``loop``, whole members on each device, each device stepping its own members one by
+one (:func:`iml.training.per_device_members`, :func:`iml.training.per_device_member_loop`); for
+``vmap``, members split over the ``'ensemble'`` axis and batches over ``'data'``. Repeats of all
+candidates are interleaved, so load on the machine affects them alike; the step time is the
+median of repeats. Compile time and the compiled program's memory (XLA's memory analysis) are
+reported apart, with the process's peak resident memory. ``--strategies`` limits the candidates
+(the baseline always runs); ``--dtype bfloat16`` computes in bfloat16 (parameters, statistics and
+the optimiser stay float32).
 
 ``--max-members`` then looks for the largest K whose step of the default strategy fits the
 device's memory: XLA's memory analysis of the K-member program gives the bytes per member, which
@@ -71,6 +72,11 @@ def _parse() -> argparse.Namespace:
         default=None,
         help="stop growing K after this many seconds of the search (default: no limit)",
     )
+    p.add_argument(
+        "--baseline-conv",
+        default=None,
+        help="conv_impl of the single-model baseline (default: the default strategy's)",
+    )
     p.add_argument("--out", default="runs/benchmarks/ensemble.json")
     args = p.parse_args()
     from iml.models import CONV_IMPLS  # imports JAX without starting a backend
@@ -84,6 +90,8 @@ def _parse() -> argparse.Namespace:
         args.strategies = chosen
     else:
         args.strategies = sorted(known, key=lambda s: (s.split("/")[0] != "vmap", s))
+    if args.baseline_conv is not None and args.baseline_conv not in CONV_IMPLS:
+        p.error(f"--baseline-conv: unknown {args.baseline_conv!r}; choose from {list(CONV_IMPLS)}")
     if args.members < 1 or args.batch < 1:
         p.error("--members and --batch must be at least 1")
     return args
@@ -259,11 +267,11 @@ def main() -> None:
     from iml.models import densenet_small
     from iml.training import (
         DEFAULT_MEMBER_BATCHING,
+        TrainConfig,
         batch_members,
         make_mesh,
         member_in_place,
         member_train_step,
-        per_device_member_loop,
         use_cpu_cores_as_devices,
     )
     from iml.training.step import adam
@@ -298,8 +306,10 @@ def main() -> None:
 
     candidates = {}
 
-    # Baseline: one member's step, K times in a row.
-    single_model = densenet_small(conv_impl="xla", dtype=dtype)
+    # Baseline: one member's step, K times in a row, with the default strategy's convolutions.
+    default = "/".join(DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla")))
+    baseline_conv = args.baseline_conv or default.split("/")[1]
+    single_model = densenet_small(conv_impl=baseline_conv, dtype=dtype)
     single_step = functools.partial(member_train_step, single_model, optimizer)
     stacked = states_for(single_model)
     singles = [jax.tree.map(lambda a, i=i: a[i], stacked) for i in range(k)]
@@ -354,34 +364,30 @@ def main() -> None:
     for name in args.strategies:
         batching, conv = name.split("/")
         add(name, batching, conv)
-    default = "/".join(DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla")))
-    if jax.device_count() > 1:
+    if jax.device_count() > 1:  # the default strategy as the trainer runs it, over its mesh
+        from iml.training.trainer import _programs_for
+
         batching, conv = default.split("/")
-        if batching == "loop":  # as the trainer runs it: whole members on each device
-            mesh = make_mesh(k, 1)
-            model = densenet_small(conv_impl=conv, dtype=dtype)
-            state = jax.device_put(
-                states_for(model), NamedSharding(mesh, PartitionSpec("ensemble"))
-            )
-            member = NamedSharding(mesh, PartitionSpec("ensemble"))
-            rest = tuple(jax.device_put(a, member) for a in (images, labels, flips, active, betas))
-            t0 = time.perf_counter()
-            loop = per_device_member_loop(
-                member_in_place(functools.partial(member_train_step, model, optimizer))
-            )
-            holder = [loop(state, *rest)]  # compiles one program per device
-            compile_s = time.perf_counter() - t0
-            default = f"mesh{dict(mesh.shape)}/{default}"
+        mesh = make_mesh(k, 1 if batching == "loop" else b)  # as train_ensemble makes it
+        model = densenet_small(conv_impl=conv, dtype=dtype)
+        config = TrainConfig(member_batching=batching, conv_impl=conv)
+        train = _programs_for(model, batching, mesh, config)["train"]
+        member = NamedSharding(mesh, PartitionSpec("ensemble"))
+        data = NamedSharding(mesh, PartitionSpec("ensemble", "data"))
+        state = jax.device_put(states_for(model), member)
+        rest = tuple(jax.device_put(a, data) for a in (images, labels, flips)) + tuple(
+            jax.device_put(a, member) for a in (active, betas)
+        )
+        t0 = time.perf_counter()
+        holder = [jax.block_until_ready(train(state, *rest))]  # compiles
+        compile_s = time.perf_counter() - t0
+        default = f"mesh{dict(mesh.shape)}/{default}"
 
-            def run_mesh_loop(rest=rest):
-                holder[0] = loop(holder[0], *rest)
-                jax.block_until_ready(holder[0])
+        def run_mesh(rest=rest):
+            holder[0] = train(holder[0], *rest)
+            jax.block_until_ready(holder[0])
 
-            candidates[default] = (run_mesh_loop, compile_s, None)
-        else:
-            mesh = make_mesh(k, b)
-            add(f"mesh{dict(mesh.shape)}/{default}", batching, conv, mesh)
-            default = f"mesh{dict(mesh.shape)}/{default}"
+        candidates[default] = (run_mesh, compile_s, None)
 
     for run, _, _ in candidates.values():  # warm up: first calls allocate and page in
         run()
@@ -417,6 +423,7 @@ def main() -> None:
         "image": [size, size, 1],
         "model": "densenet_small()",
         "dtype": args.dtype,
+        "baseline_conv_impl": baseline_conv,
         "repeats": repeats,
         "default_strategy": default,
         "baseline_member_images_per_second": member_images / base,

@@ -1,8 +1,19 @@
 """Training beta ensembles: per-member train state, steps, device mesh, checkpoints, trainer."""
 
 from iml.training.checkpoint import EnsembleCheckpointer
-from iml.training.sharding import make_mesh, per_device_member_loop, use_cpu_cores_as_devices
-from iml.training.step import batch_members, member_in_place, member_train_step, preprocess
+from iml.training.sharding import (
+    make_mesh,
+    per_device_member_loop,
+    per_device_members,
+    use_cpu_cores_as_devices,
+)
+from iml.training.step import (
+    batch_members,
+    member_in_place,
+    member_train_step,
+    preprocess,
+    skip_idle_members,
+)
 from iml.training.train_state import MemberState, end_of_epoch
 from iml.training.trainer import (
     DEFAULT_MEMBER_BATCHING,
@@ -31,9 +42,11 @@ __all__ = [
     "member_in_place",
     "member_train_step",
     "per_device_member_loop",
+    "per_device_members",
     "predict_ensemble",
     "preprocess",
     "resolve_member_batching",
+    "skip_idle_members",
     "train_ensemble",
     "use_cpu_cores_as_devices",
 ]

@@ -12,7 +12,8 @@ marked diverged and stopped instead, so it no longer changes while the others go
 (a loop over members inside one compiled program); :func:`member_in_place` gives the third way,
 ``'loop'``: one compiled one-member program called ``K`` times, each call updating its member of
 the stacked state in place (the state is donated). Which is faster depends on the backend and on
-how the model lowers its convolutions under ``vmap``; see :mod:`iml.training.trainer`.
+how the model lowers its convolutions under ``vmap``; see :mod:`iml.training.trainer`. Where
+members run one after another, :func:`skip_idle_members` skips the work of stopped ones.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "member_predict",
     "member_train_step",
     "preprocess",
+    "skip_idle_members",
 ]
 
 # ImageNet channel statistics (RGB) on the [0, 1] scale; grayscale images use their means.
@@ -210,6 +212,31 @@ def batch_members(step: Callable[..., Any], member_batching: str) -> Callable[..
     if member_batching == "map":
         return lambda *args: jax.lax.map(lambda a: step(*a), args)
     raise ValueError(f"member_batching must be 'vmap' or 'map', got {member_batching!r}")
+
+
+def skip_idle_members(step: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`member_train_step` (model and optimiser bound) that skips the work of idle members.
+
+    A member that is stopped or inactive (no batch this step) comes back unchanged, as from
+    ``step`` itself, but through ``jax.lax.cond``, so its forward and backward passes are not
+    computed. Worth it where members run one after another (``'map'``, ``'loop'``); under
+    ``jax.vmap`` the condition becomes a select that computes both branches.
+    """
+
+    def stepped(state: MemberState, images, labels, flips, active, beta) -> MemberState:
+        return jax.lax.cond(
+            active & ~state.stopped,
+            step,
+            lambda state, *_: state,
+            state,
+            images,
+            labels,
+            flips,
+            active,
+            beta,
+        )
+
+    return stepped
 
 
 def member_in_place(step: Callable[..., Any]) -> Callable[..., Any]:

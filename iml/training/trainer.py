@@ -39,6 +39,7 @@ from iml.training.sharding import (
     global_batch,
     make_mesh,
     per_device_member_loop,
+    per_device_members,
     replicated,
 )
 from iml.training.step import (
@@ -48,6 +49,7 @@ from iml.training.step import (
     member_in_place,
     member_predict,
     member_train_step,
+    skip_idle_members,
 )
 from iml.training.train_state import MemberState, end_of_epoch, init_member_state
 
@@ -73,12 +75,14 @@ logger = logging.getLogger(__name__)
 # on a quiet machine (session 2) loop/xla 1.00 on one device and 1.41 with one CPU device per core
 # (members whole on each device, stepped side by side: per_device_member_loop), vmap/xla 0.30.
 # Session 3: 'mixed' convolutions (1x1 ones as matrix products) made one member's step 1.05-1.12x
-# faster on one CPU device, but the 2-device mesh loop slower (322 against 345 member-images/s), so
-# the CPU default stays loop/xla. (DenseNet-121's one-model step at 64-224 px is 1.5-2x faster with
-# 'mixed': set TrainConfig.conv_impl.)
+# faster on one CPU device. Session 4: 'map' with 'mixed' on the trainer's mesh of one CPU device
+# per core (each device maps over its own members inside one shard_map program: per_device_members)
+# ran at 1.91x the 8 single-model steps with 'mixed' (562 against 295 member-images/s; 'map' on one
+# device 1.39x, 'loop' 1.00x); 'map' with 'xla' convolutions stays slow (0.07 in session 1), so
+# the CPU default is map/mixed.
 # GPU (one H200, session 2): vmap/xla 5.58. TPU was not measured; vmap is the usual choice there.
 DEFAULT_MEMBER_BATCHING: dict[str, tuple[str, str]] = {
-    "cpu": ("loop", "xla"),
+    "cpu": ("map", "mixed"),
     "gpu": ("vmap", "xla"),
     "tpu": ("vmap", "xla"),
 }
@@ -165,8 +169,8 @@ class TrainConfig:
       flip: random horizontal flips of training images.
       normalize: ``'imagenet'`` or ``'none'``.
       member_batching: ``'vmap'``, ``'map'`` or ``'loop'`` (see :mod:`iml.training.step`);
-        ``None`` takes the backend's measured default
-        (:data:`DEFAULT_MEMBER_BATCHING`).
+        ``None`` takes the backend's measured default (:data:`DEFAULT_MEMBER_BATCHING`). With
+        ``'map'`` or ``'loop'`` on a mesh whose data axis is 1, each device steps its own members.
       conv_impl: ``'xla'``, ``'matmul'`` or ``'mixed'`` for models with a ``conv_impl`` field;
         ``None`` takes the backend's default (ignored by models without the field).
       checkpoint_every_steps: also checkpoint every this many steps within an epoch (always at
@@ -377,13 +381,17 @@ def _programs(
     one_step = functools.partial(member_train_step, model, optimizer, normalize=config.normalize)
     # 'loop' steps members one by one (see member_in_place); evaluation, forward only, is vmapped.
     batched = "vmap" if batching == "loop" else batching
-    train = batch_members(one_step, batched)
+    # One after another, a stopped or idle member's step is skipped (under vmap it would not be).
+    train = batch_members(skip_idle_members(one_step) if batched == "map" else one_step, batched)
     evaluate = batch_members(
         functools.partial(member_eval_step, model, normalize=config.normalize), batched
     )
     predict = batch_members(
         functools.partial(member_predict, model, normalize=config.normalize), batched
     )
+    if batched == "map" and mesh.shape[DATA_AXIS] == 1 and mesh.shape[ENSEMBLE_AXIS] > 1:
+        # Whole members on each device: each one maps over its own members, all side by side.
+        train, evaluate, predict = (per_device_members(f, mesh) for f in (train, evaluate, predict))
     epoch_end = jax.vmap(
         functools.partial(
             end_of_epoch,
