@@ -27,7 +27,7 @@ import optax
 from flax import linen as nn
 
 from iml.losses import beta_weighted_sigmoid_cross_entropy
-from iml.training.train_state import MemberState, tree_where
+from iml.training.train_state import MemberState
 
 Array = jax.Array
 
@@ -136,21 +136,26 @@ def member_train_step(
         return loss, updates.get("batch_stats", {})
 
     (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(
-        params=state.params, updates=jax.tree.map(lambda u: -state.lr * u, updates)
-    )
     live = active & ~state.stopped
     finite = jnp.isfinite(loss) & _all_finite(grads)
-    stepped = state.replace(
-        params=params,
-        batch_stats=batch_stats,
-        opt_state=opt_state,
-        step=state.step + 1,
-        loss_sum=state.loss_sum + loss,
-        loss_count=state.loss_count + 1,
-    )
-    new = tree_where(live & finite, stepped, state)
+
+    def apply() -> MemberState:
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(
+            params=state.params, updates=jax.tree.map(lambda u: -state.lr * u, updates)
+        )
+        return state.replace(
+            params=params,
+            batch_stats=batch_stats,
+            opt_state=opt_state,
+            step=state.step + 1,
+            loss_sum=state.loss_sum + loss,
+            loss_count=state.loss_count + 1,
+        )
+
+    # The Adam step inside a cond rather than a select of every leaf: XLA compiled DenseNet-121's
+    # step 7x faster on the CPU (44 s against 311 s) and ran it as fast (0.38 against 0.42 s).
+    new = jax.lax.cond(live & finite, apply, lambda: state)
     diverged = live & ~finite
     return new.replace(diverged=new.diverged | diverged, stopped=new.stopped | diverged)
 
