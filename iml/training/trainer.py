@@ -77,9 +77,9 @@ logger = logging.getLogger(__name__)
 # Session 3: 'mixed' convolutions (1x1 ones as matrix products) made one member's step 1.05-1.12x
 # faster on one CPU device. Session 4: 'map' with 'mixed' on the trainer's mesh of one CPU device
 # per core (each device maps over its own members inside one shard_map program: per_device_members)
-# ran at 1.91x the 8 single-model steps with 'mixed' (562 against 295 member-images/s; 'map' on one
-# device 1.39x, 'loop' 1.00x); 'map' with 'xla' convolutions stays slow (0.07 in session 1), so
-# the CPU default is map/mixed.
+# ran at 1.81x the 8 single-model steps with 'mixed' (580 against 321 member-images/s; 'map' on one
+# device 1.29x, 'loop' 1.00x, docs/results/cpu_ensemble); 'map' with 'xla' convolutions stays slow
+# (0.12), so the CPU default is map/mixed.
 # GPU (one H200, session 2): vmap/xla 5.58. TPU was not measured; vmap is the usual choice there.
 DEFAULT_MEMBER_BATCHING: dict[str, tuple[str, str]] = {
     "cpu": ("map", "mixed"),
