@@ -32,6 +32,7 @@ from iml.training import (
     make_mesh,
     member_in_place,
     member_train_step,
+    per_device_members,
     predict_ensemble,
     preprocess,
     resolve_member_batching,
@@ -386,6 +387,9 @@ def test_bad_config_and_mesh_raise():
     with pytest.raises(ValueError, match=r"conv_impl must be one of .*'mixed'"):
         TrainConfig(conv_impl="im2col")
     assert TrainConfig(conv_impl="mixed").conv_impl == "mixed"
+    split = make_mesh(2, 8, devices=jax.devices()[:4])  # members' batches split over devices
+    with pytest.raises(ValueError, match=r"whole members on each device \(data axis 1\)"):
+        per_device_members(lambda x: x, split)
     images, labels = tiny_images()
     with pytest.raises(ValueError, match="ensemble axis"):
         train_ensemble(
