@@ -108,6 +108,59 @@ def test_mixed_conv_gradients_vmap_over_members():
             )
 
 
+@pytest.mark.parametrize("shape", [(2, 9, 12, 3), (3, 16, 16, 8), (1, 7, 5, 2)])
+def test_max_pool_gradient_goes_to_flax_max_pool_first_maximum(shape):
+    import flax.linen as nn
+
+    from iml.models.densenet import _max_pool
+
+    # ReLU'd, rounded values: most windows hold several maxima (ties), as after the stem's ReLU
+    rng = np.random.default_rng(sum(shape))
+    x = jnp.asarray(np.maximum(rng.normal(size=shape), 0).round(1).astype(np.float32))
+
+    def flax_pool(x):
+        return nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
+
+    y_ref, vjp_ref = jax.vjp(flax_pool, x)
+    y, vjp = jax.jit(lambda x: jax.vjp(lambda x: _max_pool(x, 3, 2, 1), x))(x)
+    np.testing.assert_array_equal(y, y_ref)
+    dy = jnp.asarray(rng.normal(size=y.shape).astype(np.float32))
+    (want,), (got,) = vjp_ref(dy), vjp(dy)
+    np.testing.assert_array_equal(got != 0, want != 0)  # the same (first) maxima are chosen
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    # under the ensemble's vmap over members
+    stacked = jnp.stack([x, 2.0 - x])
+    got_v = jax.vmap(jax.grad(lambda x: jnp.sum(jnp.sin(_max_pool(x, 3, 2, 1)))))(stacked)
+    for m in range(2):
+        want_m = jax.grad(lambda x: jnp.sum(jnp.sin(flax_pool(x))))(stacked[m])
+        np.testing.assert_allclose(got_v[m], want_m, atol=1e-6)
+
+
+def test_imagenet_stem_mixed_gives_xla_outputs_and_gradients():
+    # the torchvision stem (7x7/2 conv, max-pool) and a transition, with every 'mixed' path
+    model = densenet121(num_outputs=1).clone(block_config=(2, 1), num_init_features=8)
+    x = jnp.maximum(_images((2, 37, 37, 3)), -0.5)
+    variables = jax.jit(model.init)(jax.random.key(2), x)
+
+    def loss(params, m):
+        logits, _ = m.apply(
+            {"params": params, "batch_stats": variables["batch_stats"]},
+            x,
+            train=True,
+            mutable=["batch_stats"],
+        )
+        return jnp.sum(jnp.sin(logits))
+
+    grad = jax.jit(jax.value_and_grad(loss), static_argnums=1)
+    (l_xla, g_xla), (l_mixed, g_mixed) = (
+        grad(variables["params"], model),
+        grad(variables["params"], model.clone(conv_impl="mixed")),
+    )
+    np.testing.assert_allclose(l_mixed, l_xla, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(g_xla), jax.tree.leaves(g_mixed), strict=True):
+        np.testing.assert_allclose(b, a, atol=1e-4, rtol=1e-3)
+
+
 def test_matmul_conv_vmaps_over_parameters_like_separate_convs():
     # ensembles vmap the model over stacked members' parameters
     x = _images((2, 8, 8, 16))

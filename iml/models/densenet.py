@@ -252,6 +252,62 @@ def _pixel_matmul_bwd(res: tuple[Array, Array], dy: Array) -> tuple[Array, Array
 _pixel_matmul.defvjp(_pixel_matmul_fwd, _pixel_matmul_bwd)
 
 
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
+def _max_pool(x: Array, window: int, stride: int, padding: int) -> Array:
+    """``window x window`` max-pool of NHWC ``x`` with ``stride`` and ``-inf`` padding.
+
+    The same forward pass and gradient as ``flax.linen.max_pool`` (the gradient goes to the first
+    maximum of each window in row-major order, as in torch), computed differently in the backward
+    pass: XLA turns the gradient of a max-pool into a reduction over the window that carries four
+    full-size index arrays, which on the CPU costs about twice as much as the rest of the stem.
+    Here one pass finds the position of each window's maximum (a small integer per output), and
+    the gradient is the sum of ``window**2`` strided scatters of the output gradient, one per
+    position. Gradients agree with ``flax.linen.max_pool``'s up to the order of summation.
+    """
+    return lax.reduce_window(
+        x,
+        jnp.array(-jnp.inf, x.dtype),
+        lax.max,
+        (1, window, window, 1),
+        (1, stride, stride, 1),
+        ((0, 0), (padding, padding), (padding, padding), (0, 0)),
+    )
+
+
+def _max_pool_fwd(x: Array, window: int, stride: int, padding: int):
+    y = _max_pool(x, window, stride, padding)
+    return y, (x, y)
+
+
+def _max_pool_bwd(window: int, stride: int, padding: int, res, dy: Array) -> tuple[Array]:
+    x, y = res
+    n, h, w, c = x.shape
+    _, ho, wo, _ = y.shape
+    p, s = padding, stride
+    xp = jnp.pad(x, ((0, 0), (p, p), (p, p), (0, 0)), constant_values=-jnp.inf)
+    taps = [(i, j) for i in range(window) for j in range(window)]
+    # which tap holds each window's first maximum; going backwards, earlier taps overwrite later
+    first = jnp.full(y.shape, len(taps), jnp.int8)
+    for t in reversed(range(len(taps))):
+        i, j = taps[t]
+        tap = lax.slice(
+            xp, (0, i, j, 0), (n, i + s * (ho - 1) + 1, j + s * (wo - 1) + 1, c), (1, s, s, 1)
+        )
+        first = jnp.where(tap == y, jnp.int8(t), first)
+    zero = jnp.zeros((), dy.dtype)
+    dxp = None
+    for t, (i, j) in enumerate(taps):
+        # output pixel (a, b) sends its gradient to padded input pixel (s a + i, s b + j)
+        rows = (i, h + 2 * p - i - s * (ho - 1) - 1, s - 1)
+        cols = (j, w + 2 * p - j - s * (wo - 1) - 1, s - 1)
+        spread = lax.pad(jnp.where(first == t, dy, zero), zero, ((0, 0, 0), rows, cols, (0, 0, 0)))
+        dxp = spread if dxp is None else dxp + spread
+    return (dxp[:, p : p + h, p : p + w, :],)
+
+
+_max_pool.defvjp(_max_pool_fwd, _max_pool_bwd)
+
+
 def _conv_mixed(x: Array, kernel: Array, stride: int, padding: int) -> Array:
     """The CPU-friendly mix: each convolution in the form XLA's CPU backend trains fastest.
 
@@ -448,7 +504,10 @@ class DenseNet(nn.Module):
         else:
             x = conv(self.num_init_features, kernel_size=7, stride=2, padding=3, name="conv0")(x)
             x = BatchNorm(relu=True, dtype=self.dtype, name="norm0")(x, train)
-            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
+            if self.conv_impl == "mixed":
+                x = _max_pool(x, 3, 2, 1)
+            else:
+                x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
         features = self.num_init_features
         for i, num_layers in enumerate(self.block_config):
             x = DenseBlock(
