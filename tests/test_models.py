@@ -58,7 +58,8 @@ def test_matmul_conv_equals_xla_conv(kernel_size, stride, padding, cin, cout, si
     [
         (1, 1, 0, 16, 8, 9),  # a matrix product with its own gradient
         (1, 2, 0, 8, 4, 9),  # the same on every other pixel
-        (3, 1, 1, 16, 4, 9),  # "same": lax.conv forward, gradients from the shifted taps
+        (3, 1, 1, 16, 4, 9),  # "same", small map: forward by taps, gradients from shifted taps
+        (3, 1, 1, 16, 4, 29),  # "same", large map (> 28 x 28): lax.conv forward
         (5, 1, 2, 6, 3, 7),
         (7, 2, 3, 3, 16, 11),  # few input channels: patches times the kernel
         (3, 2, 1, 8, 4, 9),  # none of those: lax.conv
@@ -134,6 +135,16 @@ def test_max_pool_gradient_goes_to_flax_max_pool_first_maximum(shape):
     for m in range(2):
         want_m = jax.grad(lambda x: jnp.sum(jnp.sin(flax_pool(x))))(stacked[m])
         np.testing.assert_allclose(got_v[m], want_m, atol=1e-6)
+
+
+def test_materialised_is_the_identity_bit_for_bit():
+    from iml.models.densenet import _materialised
+
+    x = _images((3, 5, 7, 64)) * 1e3 + 1e-30
+    np.testing.assert_array_equal(jax.jit(_materialised)(x), x)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(_materialised))(x), x)
+    xb = x.astype(jnp.bfloat16)
+    np.testing.assert_array_equal(jax.jit(_materialised)(xb), xb)
 
 
 def test_imagenet_stem_mixed_gives_xla_outputs_and_gradients():

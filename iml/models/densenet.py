@@ -22,10 +22,12 @@ Three convolution implementations share one parameter tree (HWIO kernels, like
   becomes batched matrix products, where a vmapped ``lax.conv`` becomes a grouped convolution,
   which XLA's CPU backend runs slowly. For one model it is slower than ``"xla"``.
 - ``conv_impl="mixed"`` trains one model fastest on the CPU: 1x1 convolutions and the stem are
-  matrix products, and a dense layer's 3x3 convolution runs forward through ``lax.conv`` but gets
-  both gradients from matrix products over the shifted output gradient (``_conv_same``), since
-  XLA's CPU kernel gradient of a convolution is slow. On 2 CPU cores this made the DenseNet-121
-  training step about 1.5-2x faster than ``"xla"`` (``docs/results/cpu_train_step``).
+  matrix products, and a dense layer's 3x3 convolution runs forward through ``lax.conv`` (on maps
+  larger than 28x28; one product per tap on smaller ones) but gets both gradients from matrix
+  products over the shifted output gradient (``_conv_same``), since XLA's CPU kernel gradient of a
+  convolution is slow. It also gives the stem's max-pool its own gradient (``_max_pool``) and
+  pools before a transition's 1x1 convolution (the two commute). On 2 CPU cores this made the
+  DenseNet-121 training step about 1.5-2x faster than ``"xla"`` (``docs/results/cpu_train_step``).
 """
 
 from __future__ import annotations
@@ -195,15 +197,46 @@ def _gradient_taps(dy: Array, k: int) -> Array:
     return jnp.concatenate(taps, axis=-1).reshape(n * h * w, k * k * o)
 
 
+# Up to this many pixels per map, ``_conv_same`` runs forward as ``_conv_same_by_taps``. On 2 CPU
+# cores, for a dense layer's 3x3 convolution (128 -> 32 maps), XLA's convolution took 1.3x the
+# taps' time at 28x28 and 16x16 and 8.6x at 2x2, 0.8-1.2x at the sizes between, and 0.86x at 56x56
+# (``python -m experiments.profile_conv``); the whole DenseNet-121 step got 6-8% faster at both
+# benchmark sizes (``docs/results/cpu_train_step``).
+TAPS_FORWARD_MAX_PIXELS = 28 * 28
+
+
+def _conv_same_by_taps(x: Array, kernel: Array) -> Array:
+    """Stride-1 "same" convolution as one matrix product per tap, each added at its shift.
+
+    ``out[a, b] = sum over taps (i, j) of (x @ kernel[i, j])[a + i - p, b + j - p]``, zero outside.
+    The products have few output maps, so each shifted sum reads a small array.
+    """
+    k, _, cin, cout = kernel.shape
+    n, h, w, _ = x.shape
+    p = k // 2
+    flat = x.reshape(n * h * w, cin)
+    out = None
+    for i in range(k):
+        for j in range(k):
+            z = (flat @ kernel[i, j]).reshape(n, h, w, cout)
+            z = jnp.pad(z, ((0, 0), (p, p), (p, p), (0, 0)))[:, i : i + h, j : j + w, :]
+            out = z if out is None else out + z
+    return out
+
+
 @jax.custom_vjp
 def _conv_same(x: Array, kernel: Array) -> Array:
     """Stride-1 NHWC x HWIO convolution with "same" zero padding (odd kernel side).
 
-    The forward pass is ``lax.conv``. The backward pass stacks the ``k*k`` shifted copies of the
-    output gradient (``_gradient_taps``, k*k times the few output channels) and obtains both
-    gradients from it with one matrix product each. XLA's CPU backend computes the kernel gradient
-    as a convolution whose window is the whole image, which is several times slower.
+    The forward pass is ``lax.conv`` on large maps and ``_conv_same_by_taps`` on maps of at most
+    ``TAPS_FORWARD_MAX_PIXELS`` pixels when it has fewer outputs than inputs. The backward pass
+    stacks the ``k*k`` shifted copies of the output gradient (``_gradient_taps``, k*k times the
+    few output channels) and obtains both gradients from it with one matrix product each. XLA's
+    CPU backend computes the kernel gradient as a convolution whose window is the whole image,
+    which is several times slower.
     """
+    if x.shape[1] * x.shape[2] <= TAPS_FORWARD_MAX_PIXELS and kernel.shape[3] < kernel.shape[2]:
+        return _conv_same_by_taps(x, kernel)
     return _conv_xla(x, kernel, 1, kernel.shape[0] // 2)
 
 
@@ -230,10 +263,9 @@ _conv_same.defvjp(_conv_same_fwd, _conv_same_bwd)
 def _pixel_matmul(x: Array, weight: Array) -> Array:
     """``x [P, C] @ weight [C, O]``: a 1x1 convolution over P pixels.
 
-    The backward pass materialises the output gradient before using it (an optimisation
-    barrier), so that XLA does not fuse the transposed copy the kernel gradient needs into the
-    large elementwise fusion that produces it (the BatchNorm backward of every later layer of a
-    dense block), where the CPU backend writes it slowly.
+    The backward pass puts the output gradient behind an optimisation barrier. XLA's CPU pipeline
+    drops barriers before it fuses, so there it changes only the order in which the backward
+    pass is scheduled (measured faster in session 3; ``docs/results/cpu_train_step``).
     """
     return x @ weight
 
@@ -250,6 +282,20 @@ def _pixel_matmul_bwd(res: tuple[Array, Array], dy: Array) -> tuple[Array, Array
 
 
 _pixel_matmul.defvjp(_pixel_matmul_fwd, _pixel_matmul_bwd)
+
+
+def _materialised(x: Array) -> Array:
+    """``x``, computed once into memory before its consumers run (finite ``x``: bit for bit).
+
+    XLA's CPU pipeline drops ``lax.optimization_barrier`` before it fuses, and fuses cheap
+    elementwise producers into every consumer, so a large gradient read by several scatters is
+    recomputed by each. A product with the identity matrix over the last axis is a library call
+    whose operand and result are arrays in memory; it costs one small matrix product. A
+    non-finite entry spreads over its row (the member's update is then skipped anyway).
+    """
+    c = x.shape[-1]
+    eye = jnp.eye(c, dtype=x.dtype)
+    return (x.reshape(-1, c) @ eye).reshape(x.shape)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
@@ -294,6 +340,9 @@ def _max_pool_bwd(window: int, stride: int, padding: int, res, dy: Array) -> tup
             xp, (0, i, j, 0), (n, i + s * (ho - 1) + 1, j + s * (wo - 1) + 1, c), (1, s, s, 1)
         )
         first = jnp.where(tap == y, jnp.int8(t), first)
+    # Fused into the scatters below, whatever computes ``dy`` (the first dense block's BatchNorm
+    # gradients) would run once per tap.
+    dy = _materialised(dy)
     zero = jnp.zeros((), dy.dtype)
     dxp = None
     for t, (i, j) in enumerate(taps):
@@ -443,8 +492,12 @@ class Transition(nn.Module):
     def __call__(self, x: Array, train: bool) -> Array:
         """Compresses and downsamples ``x``."""
         y = BatchNorm(relu=True, dtype=self.dtype, name="norm")(x, train)
-        y = Conv(self.features, impl=self.conv_impl, dtype=self.dtype, name="conv")(y)
-        return _avg_pool_2x2(y)
+        conv = Conv(self.features, impl=self.conv_impl, dtype=self.dtype, name="conv")
+        if self.conv_impl == "mixed":
+            # A 1x1 convolution and an average pool are both linear, one across maps and one
+            # across pixels, so they commute; pooling first makes the product 4 times smaller.
+            return conv(_avg_pool_2x2(y))
+        return _avg_pool_2x2(conv(y))
 
 
 def _avg_pool_2x2(x: Array) -> Array:
