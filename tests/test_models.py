@@ -152,24 +152,7 @@ def test_imagenet_stem_mixed_gives_xla_outputs_and_gradients():
     model = densenet121(num_outputs=1).clone(block_config=(2, 1), num_init_features=8)
     x = jnp.maximum(_images((2, 37, 37, 3)), -0.5)
     variables = jax.jit(model.init)(jax.random.key(2), x)
-
-    def loss(params, m):
-        logits, _ = m.apply(
-            {"params": params, "batch_stats": variables["batch_stats"]},
-            x,
-            train=True,
-            mutable=["batch_stats"],
-        )
-        return jnp.sum(jnp.sin(logits))
-
-    grad = jax.jit(jax.value_and_grad(loss), static_argnums=1)
-    (l_xla, g_xla), (l_mixed, g_mixed) = (
-        grad(variables["params"], model),
-        grad(variables["params"], model.clone(conv_impl="mixed")),
-    )
-    np.testing.assert_allclose(l_mixed, l_xla, rtol=1e-5)
-    for a, b in zip(jax.tree.leaves(g_xla), jax.tree.leaves(g_mixed), strict=True):
-        np.testing.assert_allclose(b, a, atol=1e-4, rtol=1e-3)
+    _assert_impl_matches_xla(model, variables, x, "mixed")
 
 
 def test_matmul_conv_vmaps_over_parameters_like_separate_convs():
@@ -221,10 +204,9 @@ def test_batchnorm_running_stats_match_torch():
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("impl", ["matmul", "mixed"])
-def test_conv_impls_give_same_outputs_and_gradients(small_model_and_vars, impl):
-    model, variables, x = small_model_and_vars
-    mm = model.clone(conv_impl=impl)
+def _assert_impl_matches_xla(model, variables, x, impl):
+    """``model`` with ``conv_impl=impl`` gives ``model``'s (xla) outputs and training gradients."""
+    other = model.clone(conv_impl=impl)
 
     def loss(params, m):
         logits, _ = m.apply(
@@ -235,14 +217,18 @@ def test_conv_impls_give_same_outputs_and_gradients(small_model_and_vars, impl):
         )
         return jnp.sum(jnp.sin(logits))
 
-    out_xla = jax.jit(model.apply)(variables, x)
-    out_mm = jax.jit(mm.apply)(variables, x)
-    np.testing.assert_allclose(out_mm, out_xla, atol=1e-4)
+    np.testing.assert_allclose(
+        jax.jit(other.apply)(variables, x), jax.jit(model.apply)(variables, x), atol=1e-4
+    )
     grad = jax.jit(jax.grad(loss), static_argnums=1)
-    g_xla = grad(variables["params"], model)
-    g_mm = grad(variables["params"], mm)
-    for a, b in zip(jax.tree.leaves(g_xla), jax.tree.leaves(g_mm), strict=True):
-        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-3)
+    g_xla, g_other = grad(variables["params"], model), grad(variables["params"], other)
+    for a, b in zip(jax.tree.leaves(g_xla), jax.tree.leaves(g_other), strict=True):
+        np.testing.assert_allclose(b, a, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("impl", ["matmul", "mixed"])
+def test_conv_impls_give_same_outputs_and_gradients(small_model_and_vars, impl):
+    _assert_impl_matches_xla(*small_model_and_vars, impl)
 
 
 def test_training_mode_updates_batch_stats_and_eval_is_deterministic(small_model_and_vars):
