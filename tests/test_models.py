@@ -147,6 +147,22 @@ def test_materialised_is_the_identity_bit_for_bit():
     np.testing.assert_array_equal(jax.jit(_materialised)(xb), xb)
 
 
+def test_max_pool_gradient_with_more_window_positions_than_int8_holds():
+    import flax.linen as nn
+
+    from iml.models.densenet import _max_pool
+
+    x = jnp.maximum(_images((1, 20, 20, 2)), 0).round(1)  # 13x13 = 169 positions per window
+
+    def flax_pool(x):
+        return nn.max_pool(x, (13, 13), strides=(4, 4), padding=((6, 6), (6, 6)))
+
+    want = jax.grad(lambda x: jnp.sum(jnp.sin(flax_pool(x))))(x)
+    got = jax.grad(lambda x: jnp.sum(jnp.sin(_max_pool(x, 13, 4, 6))))(x)
+    np.testing.assert_array_equal(got != 0, want != 0)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
 def test_imagenet_stem_mixed_gives_xla_outputs_and_gradients():
     # the torchvision stem (7x7/2 conv, max-pool) and a transition, with every 'mixed' path
     model = densenet121(num_outputs=1).clone(block_config=(2, 1), num_init_features=8)

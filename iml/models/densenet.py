@@ -333,13 +333,14 @@ def _max_pool_bwd(window: int, stride: int, padding: int, res, dy: Array) -> tup
     xp = jnp.pad(x, ((0, 0), (p, p), (p, p), (0, 0)), constant_values=-jnp.inf)
     taps = [(i, j) for i in range(window) for j in range(window)]
     # which tap holds each window's first maximum; going backwards, earlier taps overwrite later
-    first = jnp.full(y.shape, len(taps), jnp.int8)
+    index = jnp.int8 if len(taps) < 127 else jnp.int32
+    first = jnp.full(y.shape, len(taps), index)
     for t in reversed(range(len(taps))):
         i, j = taps[t]
         tap = lax.slice(
             xp, (0, i, j, 0), (n, i + s * (ho - 1) + 1, j + s * (wo - 1) + 1, c), (1, s, s, 1)
         )
-        first = jnp.where(tap == y, jnp.int8(t), first)
+        first = jnp.where(tap == y, index(t), first)
     # Fused into the scatters below, whatever computes ``dy`` (the first dense block's BatchNorm
     # gradients) would run once per tap.
     dy = _materialised(dy)
