@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--conv-impl", default="mixed")
     args = parser.parse_args(argv)
+    for name in ("batch", "size", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
 
     import iml.models.densenet as current
 

@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--cin", type=int, default=128)
     parser.add_argument("--cout", type=int, default=32)
     args = parser.parse_args(argv)
+    for name in ("repeats", "cin", "cout"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
 
     import jax
     import numpy as np

@@ -44,3 +44,11 @@ def test_compare_times_every_module_alternately():
     assert set(result) == {"a", "b"}
     for r in result.values():
         assert len(r["step_s"]) == 3 and r["median_step_s"] == sorted(r["step_s"])[1] > 0
+
+
+def test_main_refuses_no_repeats(capsys):
+    from experiments.compare_densenet import main
+
+    with pytest.raises(SystemExit):
+        main(["--rev", "HEAD", "--repeats", "0"])
+    assert "--repeats must be at least 1" in capsys.readouterr().err

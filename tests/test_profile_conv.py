@@ -15,3 +15,11 @@ def test_profile_conv_times_both_forwards_and_prints_json(monkeypatch, capsys):
         assert row["conv_ms"] > 0 and row["taps_ms"] > 0
         assert abs(row["ratio"] - row["conv_ms"] / row["taps_ms"]) < 1e-12
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == summary
+
+
+def test_profile_conv_refuses_no_repeats(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        profile_conv.main(["--repeats", "0"])
+    assert "--repeats must be at least 1" in capsys.readouterr().err
