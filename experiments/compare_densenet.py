@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -47,7 +45,11 @@ def module_at(rev: str, repo: Path) -> ModuleType:
 
 def compare(modules: dict, batch: int, size: int, repeats: int, conv_impl: str) -> dict:
     """Median step seconds of each module's densenet121, timed alternately after two warm-ups."""
-    from experiments.benchmarks.train_step import compile_flax_step
+    from experiments.benchmarks.train_step import (
+        compile_flax_step,
+        time_interleaved,
+        time_steps,
+    )
 
     steps = {}
     for name, module in modules.items():
@@ -59,19 +61,10 @@ def compare(modules: dict, batch: int, size: int, repeats: int, conv_impl: str) 
             holder["state"], loss = compiled(holder["state"], x, y)
             loss.block_until_ready()
 
-        step()
-        step()
+        time_steps(step, 2)  # warm-up
         steps[name] = step
         print(f"{name}: compiled in {compile_s:.1f}s", file=sys.stderr, flush=True)
-    times = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            t0 = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - t0)
-    return {
-        name: {"step_s": ts, "median_step_s": statistics.median(ts)} for name, ts in times.items()
-    }
+    return time_interleaved(steps, repeats, batch)
 
 
 def main(argv: list[str] | None = None) -> dict:
