@@ -13,6 +13,7 @@ import pytest
 from iml.models import (
     BatchNorm,
     Conv,
+    batch_moments,
     densenet121,
     densenet_small,
     densenet_variables_from_state_dict,
@@ -188,6 +189,36 @@ def test_matmul_conv_vmaps_over_parameters_like_separate_convs():
         np.testing.assert_allclose(stacked[k], single, atol=1e-4, rtol=1e-4)
 
 
+def test_batch_moments_are_the_float64_mean_and_biased_variance():
+    x = _images((3, 5, 4, 6)) * 3.0 + 2.0
+    mean, var = batch_moments(x)
+    ref = np.asarray(x, np.float64).reshape(-1, 6)
+    np.testing.assert_allclose(mean, ref.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(var, ref.var(0), rtol=1e-5)
+
+
+def test_batchnorm_given_its_moments_equals_batchnorm_computing_them():
+    x = _images((4, 3, 3, 5)) + 1.0
+    bn = BatchNorm(relu=True)
+    variables = bn.init(jax.random.key(0), x, train=False)
+    variables = {
+        "params": {"scale": jnp.arange(1.0, 6.0), "bias": jnp.linspace(-1, 1, 5)},
+        "batch_stats": variables["batch_stats"],
+    }
+    run = functools.partial(bn.apply, train=True, mutable=["batch_stats"])
+    y, stats = run(variables, x)
+    y_given, stats_given = run(variables, x, moments=batch_moments(x))
+    np.testing.assert_array_equal(y_given, y)
+    jax.tree.map(np.testing.assert_array_equal, stats_given, stats)
+    # other moments are really used, in training only
+    y_other, _ = run(variables, x, moments=(jnp.zeros(5), jnp.ones(5)))
+    assert not np.allclose(y_other, y)
+    np.testing.assert_array_equal(
+        bn.apply(variables, x, train=False, moments=(jnp.zeros(5), jnp.ones(5))),
+        bn.apply(variables, x, train=False),
+    )
+
+
 def test_batchnorm_running_stats_match_torch():
     import torch
 
@@ -236,6 +267,13 @@ def _assert_impl_matches_xla(model, variables, x, impl):
     np.testing.assert_allclose(
         jax.jit(other.apply)(variables, x), jax.jit(model.apply)(variables, x), atol=1e-4
     )
+    # training mode: the same batch statistics move the same running averages
+    train = functools.partial(model.apply, train=True, mutable=["batch_stats"])
+    _, want = jax.jit(train)(variables, x)
+    _, got = jax.jit(functools.partial(other.apply, train=True, mutable=["batch_stats"]))(
+        variables, x
+    )
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-4), want, got)
     grad = jax.jit(jax.grad(loss), static_argnums=1)
     g_xla, g_other = grad(variables["params"], model), grad(variables["params"], other)
     for a, b in zip(jax.tree.leaves(g_xla), jax.tree.leaves(g_other), strict=True):
@@ -261,8 +299,10 @@ def test_training_mode_updates_batch_stats_and_eval_is_deterministic(small_model
     np.testing.assert_allclose(single, full[:1], atol=1e-5)
 
 
-def test_remat_gives_same_outputs_and_gradients(small_model_and_vars):
+@pytest.mark.parametrize("impl", ["xla", "mixed"])
+def test_remat_gives_same_outputs_and_gradients(small_model_and_vars, impl):
     model, variables, x = small_model_and_vars
+    model = model.clone(conv_impl=impl)
 
     def loss(params, m):
         logits, _ = m.apply(
