@@ -493,7 +493,7 @@ class DenseBlock(nn.Module):
         mean and variance, so under ``"mixed"`` each map's moments are computed once, when the map
         is made, and handed to all the layers that read it. The other implementations let each
         BatchNorm compute them again from the concatenation (the same numbers, to rounding).
-        This made the DenseNet-121 CPU step 6-8% faster (``docs/results/cpu_train_step``).
+        This made the DenseNet-121 CPU step 4-8% faster (``docs/results/cpu_train_step``).
         """
         layer_cls = nn.remat(DenseLayer, static_argnums=(2,)) if self.remat else DenseLayer
         share = train and self.conv_impl == "mixed"
