@@ -164,6 +164,28 @@ def test_max_pool_gradient_with_more_window_positions_than_int8_holds():
     np.testing.assert_allclose(got, want, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("kh", "kw", "stride", "padding"), [(7, 5, 2, 3), (3, 3, 1, 1), (2, 4, 3, 0)]
+)
+def test_patches_are_the_convolution_windows_in_kernel_order(kh, kw, stride, padding):
+    from jax import lax
+
+    from iml.models.densenet import _patches
+
+    x = _images((2, 9, 13, 3))  # not square: rows and columns are not mixed up
+    got = _patches(x, kh, kw, stride, padding)
+    # lax orders each window (channel, row, column); _patches orders it like an HWIO kernel
+    ref = lax.conv_general_dilated_patches(
+        x,
+        (kh, kw),
+        (stride, stride),
+        ((padding, padding),) * 2,
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+    )
+    ref = ref.reshape(*ref.shape[:3], 3, kh, kw).transpose(0, 1, 2, 4, 5, 3)
+    np.testing.assert_array_equal(got, ref.reshape(got.shape))
+
+
 def test_imagenet_stem_mixed_gives_xla_outputs_and_gradients():
     # the torchvision stem (7x7/2 conv, max-pool) and a transition, with every 'mixed' path
     model = densenet121(num_outputs=1).clone(block_config=(2, 1), num_init_features=8)
