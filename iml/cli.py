@@ -89,12 +89,9 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     from iml.pipeline.report import report_run
     from iml.pipeline.runner import check_config, run_experiment
-    from iml.training.host import reuse_freed_memory
 
     config = load_config(args)
     check_config(config)
-    # before the first JAX computation: every step's temporaries reuse the last step's pages
-    reuse_freed_memory()
     start = time.perf_counter()
     run_experiment(config, args.out, progress=not args.no_progress)
     report_run(args.out, args.out)

@@ -12,7 +12,6 @@ and ``ratio`` = Flax over torch images per second; the headline ``ratio`` is the
     python -m experiments.benchmarks.train_step            # the full run (minutes on 2 cores)
     python -m experiments.benchmarks.train_step --quick    # batch 4 @ 224 and 16 @ 64, 2 repeats
     python -m experiments.benchmarks.train_step --device gpu --dtype bfloat16
-    python -m experiments.benchmarks.train_step --malloc reuse   # glibc keeps freed memory
 
 Peak memory on the CPU is the growth of the process's resident set while a framework's steps run
 (sampled every 2 ms), plus XLA's own account of the compiled step (arguments + temporaries); on a
@@ -38,7 +37,6 @@ import numpy as np
 import optax
 
 from iml.models import CONV_IMPLS, densenet121
-from iml.training.host import reuse_freed_memory
 
 FULL_SIZES = ((16, 224), (64, 64))
 QUICK_SIZES = ((4, 224), (16, 64))
@@ -256,14 +254,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=None,
         help="cores for both frameworks (default: all available to this process)",
     )
-    parser.add_argument(
-        "--malloc",
-        choices=("reuse", "system"),
-        default="system",
-        help="'system' (default): glibc's defaults; 'reuse': glibc keeps freed memory for the next "
-        "step, as `iml reproduce` sets it (iml.training.host.reuse_freed_memory), for both "
-        "frameworks",
-    )
     parser.add_argument("--size", type=int, choices=(64, 224), default=None, help="one size only")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/train_step.json"))
     args = parser.parse_args(argv)
@@ -273,10 +263,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error("--threads must be at least 1")
     if args.conv_impl is None:
         args.conv_impl = "mixed" if args.device == "cpu" else "xla"
-    # before JAX's first computation and torch's threads: the allocator is per process
-    malloc = args.malloc
-    if malloc == "reuse" and not reuse_freed_memory():
-        malloc = "system (not glibc)"
     cores = available_cores()
     threads = min(args.threads or cores, cores)
     if threads < cores:
@@ -340,7 +326,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cores": cores,
         "threads": threads,
         "torch_threads": torch.get_num_threads(),
-        "malloc": malloc,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "jax_version": jax.__version__,
         "torch_version": torch.__version__,
