@@ -313,7 +313,7 @@ _conv_same.defvjp(_conv_same_fwd, _conv_same_bwd)
 
 @jax.custom_vjp
 def _pixel_matmul(x: Array, weight: Array) -> Array:
-    """``x [P, C] @ weight [C, O]``: a 1x1 convolution over P pixels.
+    """``x [P, C] @ weight [C, O]``: a 1x1 convolution over P pixels, or the stem's patches.
 
     The backward pass puts the output gradient behind an optimisation barrier. XLA's CPU pipeline
     drops barriers before it fuses, so there it changes only the order in which the backward
