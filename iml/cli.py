@@ -89,9 +89,12 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     from iml.pipeline.report import report_run
     from iml.pipeline.runner import check_config, run_experiment
+    from iml.training.host import keep_step_memory
 
     config = load_config(args)
     check_config(config)
+    # before JAX's first computation: every training step reuses the last step's memory
+    keep_step_memory()
     start = time.perf_counter()
     run_experiment(config, args.out, progress=not args.no_progress)
     report_run(args.out, args.out)

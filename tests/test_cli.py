@@ -103,6 +103,8 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
     assert manifest["config"]["betas"] == [0.5, 0.9]
     assert manifest["num_members"] == 8 and manifest["devices"]
     assert "jax" in manifest["packages"] and manifest["seeds"]["members"] == [0]
+    # set before JAX started: glibc keeps freed memory and CPU steps run on the calling thread
+    assert manifest["host_memory"] == {"freed_memory_kept": True, "synchronous_cpu_dispatch": True}
     sizes = json.loads((run_dir / "ensemble.json").read_text())["ensemble_size"]
     assert sizes["0.9"] == {"min": 1, "max": 1, "mean": 1.0, "histogram": {"1": 160}}
     batches = sorted((run_dir / "batches").glob("*.npz"))

@@ -20,7 +20,8 @@ candidates are interleaved, so load on the machine affects them alike; the step 
 median of repeats. Compile time and the compiled program's memory (XLA's memory analysis) are
 reported apart, with the process's peak resident memory. ``--strategies`` limits the candidates
 (the baseline always runs); ``--dtype bfloat16`` computes in bfloat16 (parameters, statistics and
-the optimiser stay float32).
+the optimiser stay float32). The process runs under ``iml.training.host.keep_step_memory``, as
+``iml reproduce`` does (``--host-memory system`` for glibc's and JAX's defaults).
 
 ``--max-members`` then looks for the largest K whose step of the default strategy fits the
 device's memory: XLA's memory analysis of the K-member program gives the bytes per member, which
@@ -36,6 +37,7 @@ baseline's; every strategy's figure is in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import statistics
@@ -76,6 +78,13 @@ def _parse() -> argparse.Namespace:
         "--baseline-conv",
         default=None,
         help="conv_impl of the single-model baseline (default: the default strategy's)",
+    )
+    p.add_argument(
+        "--host-memory",
+        choices=("keep", "system"),
+        default="keep",
+        help="'keep' (default, as `iml reproduce`): iml.training.host.keep_step_memory; "
+        "'system': glibc's and JAX's defaults",
     )
     p.add_argument("--out", default="runs/benchmarks/ensemble.json")
     args = p.parse_args()
@@ -274,8 +283,11 @@ def main() -> None:
         member_train_step,
         use_cpu_cores_as_devices,
     )
+    from iml.training.host import keep_step_memory
     from iml.training.step import adam
 
+    # before JAX's first computation, which fixes its CPU dispatch mode
+    host_memory = keep_step_memory() if args.host_memory == "keep" else None
     if args.host_devices is None:
         use_cpu_cores_as_devices()
     elif args.host_devices > 1:
@@ -424,6 +436,7 @@ def main() -> None:
         "model": "densenet_small()",
         "dtype": args.dtype,
         "baseline_conv_impl": baseline_conv,
+        "host_memory": dataclasses.asdict(host_memory) if host_memory else "system",
         "repeats": repeats,
         "default_strategy": default,
         "baseline_member_images_per_second": member_images / base,

@@ -9,6 +9,11 @@ shared machine. For each size we report the median images per second over the re
 (JAX) and first-step times apart, and peak memory,
 and ``ratio`` = Flax over torch images per second; the headline ``ratio`` is the lower of the two.
 
+The process runs under ``iml.training.host.keep_step_memory`` (``--host-memory keep``), as
+``iml reproduce`` does: glibc keeps freed memory and JAX runs CPU computations on the calling
+thread, so that a step's temporaries reuse the last step's pages. The allocator setting holds for
+torch too. ``--host-memory system`` leaves both at their defaults.
+
     python -m experiments.benchmarks.train_step            # the full run (minutes on 2 cores)
     python -m experiments.benchmarks.train_step --quick    # batch 4 @ 224 and 16 @ 64, 2 repeats
     python -m experiments.benchmarks.train_step --device gpu --dtype bfloat16
@@ -21,6 +26,7 @@ GPU it is the frameworks' allocator peaks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -37,6 +43,7 @@ import numpy as np
 import optax
 
 from iml.models import CONV_IMPLS, densenet121
+from iml.training.host import keep_step_memory
 
 FULL_SIZES = ((16, 224), (64, 64))
 QUICK_SIZES = ((4, 224), (16, 64))
@@ -254,6 +261,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=None,
         help="cores for both frameworks (default: all available to this process)",
     )
+    parser.add_argument(
+        "--host-memory",
+        choices=("keep", "system"),
+        default="keep",
+        help="'keep' (default, as `iml reproduce`): iml.training.host.keep_step_memory, for both "
+        "frameworks; 'system': glibc's and JAX's defaults",
+    )
     parser.add_argument("--size", type=int, choices=(64, 224), default=None, help="one size only")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/train_step.json"))
     args = parser.parse_args(argv)
@@ -263,6 +277,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error("--threads must be at least 1")
     if args.conv_impl is None:
         args.conv_impl = "mixed" if args.device == "cpu" else "xla"
+    # before JAX's first computation, which fixes its CPU dispatch mode
+    host_memory = keep_step_memory() if args.host_memory == "keep" else None
     cores = available_cores()
     threads = min(args.threads or cores, cores)
     if threads < cores:
@@ -326,6 +342,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cores": cores,
         "threads": threads,
         "torch_threads": torch.get_num_threads(),
+        "host_memory": dataclasses.asdict(host_memory) if host_memory else "system",
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "jax_version": jax.__version__,
         "torch_version": torch.__version__,
