@@ -1,6 +1,7 @@
 """Training beta ensembles: per-member train state, steps, device mesh, checkpoints, trainer."""
 
 from iml.training.checkpoint import EnsembleCheckpointer
+from iml.training.host import HostMemory, keep_step_memory
 from iml.training.sharding import (
     make_mesh,
     per_device_member_loop,
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_MEMBER_BATCHING",
     "DataSource",
     "EnsembleCheckpointer",
+    "HostMemory",
     "MemberHistory",
     "MemberSpec",
     "MemberState",
@@ -38,6 +40,7 @@ __all__ = [
     "batch_members",
     "end_of_epoch",
     "epoch_order",
+    "keep_step_memory",
     "make_mesh",
     "member_in_place",
     "member_train_step",
