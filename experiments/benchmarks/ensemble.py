@@ -37,7 +37,6 @@ baseline's; every strategy's figure is in
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import resource
 import statistics
@@ -283,11 +282,12 @@ def main() -> None:
         member_train_step,
         use_cpu_cores_as_devices,
     )
-    from iml.training.host import keep_step_memory
+    from iml.training.host import host_memory_record, keep_step_memory
     from iml.training.step import adam
 
     # before JAX's first computation, which fixes its CPU dispatch mode
-    host_memory = keep_step_memory() if args.host_memory == "keep" else None
+    if args.host_memory == "keep":
+        keep_step_memory()
     if args.host_devices is None:
         use_cpu_cores_as_devices()
     elif args.host_devices > 1:
@@ -436,7 +436,7 @@ def main() -> None:
         "model": "densenet_small()",
         "dtype": args.dtype,
         "baseline_conv_impl": baseline_conv,
-        "host_memory": dataclasses.asdict(host_memory) if host_memory else "system",
+        "host_memory": host_memory_record(),
         "repeats": repeats,
         "default_strategy": default,
         "baseline_member_images_per_second": member_images / base,

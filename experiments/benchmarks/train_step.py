@@ -26,7 +26,6 @@ GPU it is the frameworks' allocator peaks.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics
@@ -43,7 +42,7 @@ import numpy as np
 import optax
 
 from iml.models import CONV_IMPLS, densenet121
-from iml.training.host import keep_step_memory
+from iml.training.host import host_memory_record, keep_step_memory
 
 FULL_SIZES = ((16, 224), (64, 64))
 QUICK_SIZES = ((4, 224), (16, 64))
@@ -278,7 +277,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.conv_impl is None:
         args.conv_impl = "mixed" if args.device == "cpu" else "xla"
     # before JAX's first computation, which fixes its CPU dispatch mode
-    host_memory = keep_step_memory() if args.host_memory == "keep" else None
+    if args.host_memory == "keep":
+        keep_step_memory()
     cores = available_cores()
     threads = min(args.threads or cores, cores)
     if threads < cores:
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cores": cores,
         "threads": threads,
         "torch_threads": torch.get_num_threads(),
-        "host_memory": dataclasses.asdict(host_memory) if host_memory else "system",
+        "host_memory": host_memory_record(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "jax_version": jax.__version__,
         "torch_version": torch.__version__,

@@ -33,7 +33,7 @@ from iml.training import (
     predict_ensemble,
     train_ensemble,
 )
-from iml.training.host import current_host_memory
+from iml.training.host import host_memory_record
 
 __all__ = [
     "MODELS",
@@ -356,12 +356,6 @@ def _as_stored(config: Mapping[str, Any], store: RunStore) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k in stored or v != defaults[k]}
 
 
-def _host_memory() -> dict[str, bool] | str:
-    """The process's memory setting (:mod:`iml.training.host`), for the manifest."""
-    state = current_host_memory()
-    return "system" if state is None else dataclasses.asdict(state)
-
-
 def run_experiment(
     config: Mapping[str, Any], out: str | Path, *, progress: bool = True
 ) -> RunStore:
@@ -388,7 +382,7 @@ def run_experiment(
             "num_examples": dataset.num_examples,
             "num_members": len(plan.members),
             "num_batches": len(plan.batches),
-            "host_memory": _host_memory(),
+            "host_memory": host_memory_record(),
         },
     )
     store.save_arrays("data/folds", labels=dataset.labels, fold_ids=plan.fold_ids)

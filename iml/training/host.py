@@ -123,6 +123,9 @@ def keep_step_memory() -> HostMemory:
         return _state
 
 
-def current_host_memory() -> HostMemory | None:
-    """What :func:`keep_step_memory` put in force in this process; None if it was not called."""
-    return _state
+def host_memory_record() -> dict[str, bool] | str:
+    """What :func:`keep_step_memory` put in force in this process, for a manifest or a report.
+
+    The fields of its :class:`HostMemory`, or ``"system"`` where it was not called.
+    """
+    return "system" if _state is None else dataclasses.asdict(_state)
