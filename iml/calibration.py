@@ -52,6 +52,7 @@ __all__ = [
     "LossCalibrationTest",
     "assign_bins",
     "auroc",
+    "beta_key",
     "beta_sweep",
     "bin_edges",
     "binned_statistics",
@@ -65,6 +66,15 @@ __all__ = [
 ]
 
 STRATEGIES = ("quantile", "uniform")
+
+
+def beta_key(beta: float) -> str:
+    """The key of a class weight in every result table and figure: the shortest decimal string
+    that reads back as the same float64 (``repr``), so two distinct betas never share a key.
+
+    ``f"{beta:g}"`` would map 0.9999991 and 0.9999992 to the same ``"1"``.
+    """
+    return repr(float(beta))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ Lines that tests and readers look for carry a ``gid``: ``"diagonal"`` for the 45
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from iml._io import atomic_write_bytes
 from iml.calibration import CalibrationCurve, calibration_curve
 from iml.scoring import loss_corrected_score, optimal_score
 
@@ -380,7 +382,10 @@ def figure_metric_vs_size(
 def save_figure(
     fig: Figure, path_without_suffix: str | Path, formats: Sequence[str] = ("png", "pdf")
 ) -> list[Path]:
-    """Write ``fig`` as ``path.<fmt>`` for each format (creating the folder); returns the paths."""
+    """Write ``fig`` as ``path.<fmt>`` for each format (creating the folder); returns the paths.
+
+    Each file is written atomically: a reader finds the previous figure or the whole new one.
+    """
     if not formats:
         raise ValueError("formats is empty")
     base = Path(path_without_suffix)
@@ -390,6 +395,8 @@ def save_figure(
         if fmt not in ("png", "pdf", "svg"):
             raise ValueError(f"unknown figure format {fmt!r}: use png, pdf or svg")
         path = base.with_name(f"{base.name}.{fmt}")
-        fig.savefig(path, dpi=150)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=fmt, dpi=150)
+        atomic_write_bytes(path, buffer.getvalue())
         paths.append(path)
     return paths

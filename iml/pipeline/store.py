@@ -9,20 +9,20 @@ entry or none: a restarted run trusts what it finds and skips it.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import io
 import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from iml._io import atomic_write_bytes
 
 __all__ = ["RunStore", "atomic_write_bytes", "package_versions"]
 
@@ -36,33 +36,6 @@ _PACKAGES = (
     "tensorflow-datasets",
     "orbax-checkpoint",
 )
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file, or all of the new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp creates the file readable by its owner only; give it the usual permissions.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    # Make the rename itself durable.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def package_versions() -> dict[str, str]:

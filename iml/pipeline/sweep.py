@@ -52,6 +52,7 @@ import optax
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
+from iml.calibration import beta_key
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.losses import beta_weighted_sigmoid_cross_entropy
 from iml.pipeline.report import score_metrics
@@ -566,11 +567,6 @@ def out_of_fold_logits(fit_logits: np.ndarray, splits: Sequence[FoldSplit], n: i
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z.astype(np.float64)))
-
-
-def beta_key(beta: float) -> str:
-    """The table key of a beta: its shortest decimal that reads back as the same float64."""
-    return repr(float(beta))
 
 
 def sweep_table(
