@@ -8,8 +8,8 @@ The step (forward, backward, Adam) is compiled, run a few times, then traced wit
 mapped to what its fused computation contains (``convolution``, ``dot``, ``transpose``, ...; a
 fusion of none of these is ``elementwise``) through the compiled HLO text. The table gives
 milliseconds per step for each kind and for the slowest thunks, with the layer their HLO metadata
-names. This is how session 3 found the CPU's slow convolution kernel gradients; see
-``docs/results/cpu_train_step``. The last line is a JSON summary.
+names. This is how the CPU's slow convolution kernel gradients were found (see
+``docs/results/cpu_train_step``). The last line is a JSON summary.
 """
 
 from __future__ import annotations

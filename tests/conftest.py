@@ -2,14 +2,23 @@
 
 Eight host devices are requested before JAX starts so that sharded code (mesh axes for ensemble
 members and data) is exercised on the CPU exactly as it would be on eight accelerators.
+
+Some tests read real data (the UCI files, PneumoniaMNIST, the ChestX-ray14 label file and sample
+images) from the project's shared data folder, ``../shared/data`` beside the repository, or the
+folder named by ``$IML_SHARED_DATA``. It is not part of the repository: in a clone without it,
+those tests are skipped with a reason naming the folder they need. Only fixtures look for it, so
+collecting the tests never touches it.
 """
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import jax
+import pytest
 from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_num_cpu_devices", 8)
@@ -22,3 +31,67 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("iml")
+
+
+# ----------------------------------------------------------------------------------------------
+# The shared data folder
+# ----------------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA_ENV = "IML_SHARED_DATA"
+
+# Where the real files in each folder come from, for a skip reason.
+SHARED_DATA_SOURCES = {
+    "uci-adult": "the UCI Machine Learning Repository's Adult files",
+    "uci-letter": "the UCI Machine Learning Repository's letter-recognition.data",
+    "pneumoniamnist": "two public partial copies of MedMNIST's PneumoniaMNIST",
+    "nih-chestxray14-meta": "the NIH Clinical Center's ChestX-ray14 label and list files",
+    "nih-chestxray14-sample-images": "64 PNGs of the NIH Clinical Center's ChestX-ray14 release",
+}
+
+
+def locate_shared_data() -> tuple[Path | None, str]:
+    """The shared data folder (None where it is absent) and what a skip reason calls it.
+
+    ``$IML_SHARED_DATA`` when it is set (that path only, so that setting it to a missing folder
+    hides the shared data), else the first ``shared/data`` in the repository root or above it.
+    """
+    named = os.environ.get(SHARED_DATA_ENV)
+    if named:
+        folder = Path(named).expanduser()
+        return (folder if folder.is_dir() else None), f"${SHARED_DATA_ENV}"
+    for parent in (ROOT, *ROOT.parents):
+        if (parent / "shared" / "data").is_dir():
+            return parent / "shared" / "data", "../shared/data"
+    return None, "../shared/data"
+
+
+def require_shared_data(name: str = "") -> Path:
+    """``name`` inside the shared data folder; skips the calling test where it is absent."""
+    folder, called = locate_shared_data()
+    path = folder / name if folder is not None and name else folder
+    if path is not None and path.exists():
+        return path
+    if called == "../shared/data":
+        where = f"{called}/{name}".rstrip("/")
+        why = "the project's shared data folder, absent in this clone"
+    else:
+        where = os.path.join(os.environ[SHARED_DATA_ENV], name).rstrip("/")
+        why = f"${SHARED_DATA_ENV} names a folder without it"
+    source = SHARED_DATA_SOURCES.get(name.split("/")[0])
+    get = f"; it holds {source}" if source else ""
+    pytest.skip(
+        f"needs {where} ({why}{get}; point ${SHARED_DATA_ENV} at a copy of the folder to run it)"
+    )
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared data folder; a test that asks for it is skipped where it is absent."""
+    return require_shared_data()
+
+
+@pytest.fixture(scope="session")
+def shared_data_path() -> Callable[[str], Path]:
+    """``shared_data_path("uci-adult")``: a folder or file in it, or a skip that names it."""
+    return require_shared_data

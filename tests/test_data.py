@@ -1,7 +1,8 @@
 """Tests of iml.data: TFDS builders without TensorFlow, tabular loaders, the Dataset interface.
 
-Real data comes from shared/data (read-only); prepared TFDS data goes to a session temporary
-folder so that each (source, size) is prepared once per test session.
+Real data comes from the project's shared data folder (read-only; ``shared_data_path`` in
+conftest.py finds it, and skips a test that needs it where it is absent); prepared TFDS data goes
+to a temporary folder kept for the whole test run, so that each (source, size) is prepared once.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import gzip
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,18 +38,10 @@ from iml.data.builders.pneumoniamnist import read_pneumoniamnist_npz
 from iml.data.images import load_grayscale, resize_grayscale
 
 # ----------------------------------------------------------------------------------------------
-# Fixtures: real data folders and prepared datasets (once per session)
+# Fixtures: real data folders and prepared datasets (once per test run)
 # ----------------------------------------------------------------------------------------------
 
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "shared" / "data"
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError(f"no shared/data folder above {here}")
+SharedData = Callable[[str], Path]
 
 
 @pytest.fixture(scope="session")
@@ -56,13 +50,13 @@ def tfds_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def meta(shared_data: Path) -> Path:
-    return shared_data / "nih-chestxray14-meta"
+def meta(shared_data_path: SharedData) -> Path:
+    return shared_data_path("nih-chestxray14-meta")
 
 
 @pytest.fixture(scope="session")
-def sample_images(shared_data: Path) -> Path:
-    return shared_data / "nih-chestxray14-sample-images" / "images"
+def sample_images(shared_data_path: SharedData) -> Path:
+    return shared_data_path("nih-chestxray14-sample-images/images")
 
 
 @pytest.fixture(scope="session")
@@ -106,8 +100,8 @@ def cxr_dataset(tmp_path_factory, tfds_dir, meta, sample_images, cxr_names, trai
 
 
 @pytest.fixture(scope="session")
-def pneumonia_arrays(shared_data: Path) -> dict[str, np.ndarray]:
-    folder = shared_data / "pneumoniamnist"
+def pneumonia_arrays(shared_data_path: SharedData) -> dict[str, np.ndarray]:
+    folder = shared_data_path("pneumoniamnist")
     return assemble_pneumoniamnist(
         folder / "pneumoniamnist_balanced_aksufatih.npz",
         folder / "pneumoniamnist_kaggle_rijulshr_varun19424.npz",
@@ -132,8 +126,8 @@ def digits_dataset(tfds_dir) -> Dataset:
 
 
 @pytest.fixture(scope="session")
-def adult_dataset(shared_data: Path) -> Dataset:
-    return load_dataset("adult", manual_dir=shared_data / "uci-adult")
+def adult_dataset(shared_data_path: SharedData) -> Dataset:
+    return load_dataset("adult", manual_dir=shared_data_path("uci-adult"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -318,8 +312,8 @@ def test_assembled_pneumoniamnist_has_official_counts(pneumonia_arrays):
         assert pneumonia_arrays[f"{s}_labels"].shape == (len(counts[s]), 1)
 
 
-def test_assemble_pneumoniamnist_rejects_swapped_copies(shared_data: Path):
-    folder = shared_data / "pneumoniamnist"
+def test_assemble_pneumoniamnist_rejects_swapped_copies(shared_data_path: SharedData):
+    folder = shared_data_path("pneumoniamnist")
     with pytest.raises(ValueError, match="not all in"):
         assemble_pneumoniamnist(
             folder / "pneumoniamnist_kaggle_rijulshr_varun19424.npz",
@@ -416,9 +410,11 @@ def _raw_adult_rows(folder: Path) -> list[list[str]]:
     return rows
 
 
-def test_adult_matches_an_independent_encoding(adult_dataset: Dataset, shared_data: Path):
+def test_adult_matches_an_independent_encoding(
+    adult_dataset: Dataset, shared_data_path: SharedData
+):
     ds = adult_dataset
-    raw = np.asarray(_raw_adult_rows(shared_data / "uci-adult"))
+    raw = np.asarray(_raw_adult_rows(shared_data_path("uci-adult")))
     assert ds.num_examples == len(raw) == 32_561 + 16_281
     assert [int((ds.split == s).sum()) for s in ("train", "test")] == [32_561, 16_281]
     np.testing.assert_array_equal(ds.labels, np.char.startswith(raw[:, 14], ">50K"))
@@ -449,9 +445,9 @@ def _adult_names(columns: list[int] | None = None) -> list[str]:
     return names if columns is None else [names[j] for j in columns]
 
 
-def test_adult_reads_uci_original_format_and_names_option(tmp_path, shared_data: Path):
+def test_adult_reads_uci_original_format_and_names_option(tmp_path, shared_data_path: SharedData):
     # UCI's own files: no header, '|1x3 Cross validator' first in adult.test, empty last line.
-    folder = shared_data / "uci-adult"
+    folder = shared_data_path("uci-adult")
     data = (folder / "adult.data").read_text().splitlines()[1:201]
     test = (folder / "adult.test").read_text().splitlines()[1:101]
     (tmp_path / "adult.data").write_text("\n".join(data) + "\n\n")
@@ -468,23 +464,22 @@ def test_adult_reads_uci_original_format_and_names_option(tmp_path, shared_data:
     np.testing.assert_array_equal(age, ages)
 
 
-def test_letter_one_against_rest_and_several_letters(shared_data: Path):
-    raw = (shared_data / "uci-letter" / "letter-recognition.data").read_text().splitlines()[1:]
+def test_letter_one_against_rest_and_several_letters(shared_data_path: SharedData):
+    folder = shared_data_path("uci-letter")
+    raw = (folder / "letter-recognition.data").read_text().splitlines()[1:]
     letters = np.asarray([line.split(",")[0] for line in raw])
     features = np.asarray([line.split(",")[1:] for line in raw], dtype=np.float64)
-    ds = load_dataset("letter", manual_dir=shared_data / "uci-letter")
+    ds = load_dataset("letter", manual_dir=folder)
     assert ds.num_examples == 20_000 and ds.input_shape == (16,)
     np.testing.assert_array_equal(ds.labels, letters == "O")
     assert int(ds.labels.sum()) == 753
     np.testing.assert_array_equal(np.asarray(ds.class_names)[ds.classes], letters)
     expected = (features - features.mean(0)) / features.std(0)
     np.testing.assert_allclose(ds.get_batch(np.arange(20_000)), expected, atol=1e-5)
-    first_half = load_dataset(
-        "letter", manual_dir=shared_data / "uci-letter", positive_letter="ABCDEFGHIJKLM"
-    )
+    first_half = load_dataset("letter", manual_dir=folder, positive_letter="ABCDEFGHIJKLM")
     np.testing.assert_array_equal(first_half.labels, letters < "N")
     with pytest.raises(ValueError, match="positive_letter"):
-        load_dataset("letter", manual_dir=shared_data / "uci-letter", positive_letter="7")
+        load_dataset("letter", manual_dir=folder, positive_letter="7")
 
 
 def test_csv_encoding_imputation_and_positive_value(tmp_path: Path):

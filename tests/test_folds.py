@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -121,10 +119,9 @@ def test_seed_changes_the_assignment_but_not_the_balance():
     np.testing.assert_array_equal(np.bincount(a), np.bincount(b))
 
 
-def test_chestxray14_patient_folds_on_the_real_label_file():
-    here = Path(__file__).resolve()
-    data = next(p / "shared" / "data" for p in here.parents if (p / "shared" / "data").is_dir())
-    table = chestxray14_labels(data / "nih-chestxray14-meta" / "Data_Entry_2017_v2020.csv.gz")
+def test_chestxray14_patient_folds_on_the_real_label_file(shared_data_path):
+    meta = shared_data_path("nih-chestxray14-meta")
+    table = chestxray14_labels(meta / "Data_Entry_2017_v2020.csv.gz")
     folds = assign_folds(len(table.labels), groups=table.patient_ids, labels=table.labels, seed=0)
     # No patient in two folds.
     _, patient_index = np.unique(table.patient_ids, return_inverse=True)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 4's GPU figures in one call: the DenseNet-121 training step against torchvision (float32
+# The benchmarks' GPU figures: the DenseNet-121 training step against torchvision (float32
 # and bfloat16 mixed precision), the K=8 ensemble step against 8 single-model steps, and the largest
 # K that fits the card. Each benchmark runs under its own time limit and writes its JSON to
 # $OUT (default runs/benchmarks/gpu) as soon as it is done, so a slow one loses only itself.
 #
 #     bash experiments/benchmarks/gpu.sh fp32    # one device call each
 #     bash experiments/benchmarks/gpu.sh bf16
-#     bash experiments/benchmarks/gpu.sh rest    # what session 2's calls left: one call
+#     bash experiments/benchmarks/gpu.sh rest    # 64 px fp32, bf16 via cuBLAS, bf16 largest K
 set -uo pipefail
 out=${OUT:-runs/benchmarks/gpu}
 mkdir -p "$out"
@@ -43,10 +43,10 @@ if [ "$part" = bf16 ] || [ "$part" = all ]; then
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 240 ensemble_bf16 experiments.benchmarks.ensemble \
     --dtype bfloat16 --strategies vmap/xla --repeats 10 --max-members
 fi
-# Session 3 had one call's worth of device time left after a machine start: the 64 px fp32 step,
-# the bf16 steps with cuBLAS for the matrix products (Triton GEMM autotuning of DenseNet-121's ~120
-# distinct matrix shapes is the suspected cause of the slow bf16 compile), and the bf16 ensemble
-# with the largest-K search.
+# What the fp32 and bf16 parts did not finish on an H200 (docs/results/gpu_h200, 2026-11-26), in
+# one call: the 64 px fp32 step, the bf16 steps with cuBLAS for the matrix products (Triton GEMM
+# autotuning of DenseNet-121's ~120 distinct matrix shapes is the suspected cause of the slow bf16
+# compile), and the bf16 ensemble with the largest-K search.
 if [ "$part" = rest ]; then
   run 120 train_step_f32_64px experiments.benchmarks.train_step --device gpu --dtype float32 \
     --size 64 --repeats 20

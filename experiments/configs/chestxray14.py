@@ -6,9 +6,12 @@ Run it with (an accelerator is strongly advised)::
         --manual-dir /path/to/chestxray14 --weights /path/to/densenet121-a639ec97.pth \\
         --out runs/chestxray14
 
-``--manual-dir`` is the NIH release in its official layout (``Data_Entry_2017_v2020.csv`` and the
-image folders); ``--weights`` is torchvision's ImageNet densenet121 file, which nothing here
-downloads (``torchvision.models.DenseNet121_Weights.IMAGENET1K_V1`` names it). Its first
+``--manual-dir`` is the NIH Clinical Center's ChestX-ray14 release
+(https://nihcc.app.box.com/v/ChestXray-NIHCC) in its official layout
+(``Data_Entry_2017_v2020.csv``, ``train_val_list.txt``, ``test_list.txt`` and ``images/``; see
+``iml.data.builders.chestxray14``). ``--weights`` is torchvision's ImageNet densenet121 file,
+which nothing here downloads (``torchvision.models.DenseNet121_Weights.IMAGENET1K_V1`` names it,
+with its address). Its first
 convolution is summed over the RGB channels for the grayscale X-rays and its classifier replaced by
 a fresh one-logit head. As in the paper (Section 5 and appendix "Technical Details"): ImageNet
 initialisation, folds grouped by patient, 10 folds rotated 70/20/10, Adam at 1e-4 with batches of

@@ -317,7 +317,7 @@ def _pixel_matmul(x: Array, weight: Array) -> Array:
 
     The backward pass puts the output gradient behind an optimisation barrier. XLA's CPU pipeline
     drops barriers before it fuses, so there it changes only the order in which the backward
-    pass is scheduled (measured faster in session 3; ``docs/results/cpu_train_step``).
+    pass is scheduled (measured faster: ``docs/results/cpu_train_step``, 2026-11-26).
     """
     return x @ weight
 

@@ -82,7 +82,7 @@ def keep_step_memory() -> HostMemory:
     the first call did.
 
     Measured on a DenseNet-121 training step at batch 16 and 224 px on 2 CPU cores
-    (``docs/results/cpu_train_step``, session 8), the page faults fall from about 550,000 to none
+    (``docs/results/cpu_train_step``, 2026-11-26), the page faults fall from about 550,000 to none
     per step, and the step took 1.95-2.42 s in three processes, against 2.25-2.80 s without.
 
     Returns:

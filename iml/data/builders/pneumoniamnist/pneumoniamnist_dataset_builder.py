@@ -5,8 +5,10 @@ The official file for users is MedMNIST's ``pneumoniamnist.npz`` (28 x 28; MedMN
 ``val_...`` and ``test_...``: 4,708 / 524 / 624 images. Put it in a folder and pass that folder
 as ``manual_dir``; the builder copies the three splits, in file order, into ``array_record``.
 
-:func:`assemble_pneumoniamnist` rebuilds the official content from two partial public copies
-(see ``shared/data/pneumoniamnist/SOURCE.md``) when the official file is not at hand.
+When the official file is not at hand, :func:`assemble_pneumoniamnist` rebuilds its content from
+two partial public copies of it: a class-balanced one (``pneumoniamnist.npz`` of the GitHub
+repository aksufatih/snn-medmnist) and a Kaggle one (``data/pneumoniamnist.npz`` of
+varun19424/pneumonia_mnist, from the Kaggle dataset rijulshr/pneumoniamnist).
 """
 
 from __future__ import annotations
@@ -98,15 +100,17 @@ def assemble_pneumoniamnist(
 ) -> dict[str, np.ndarray]:
     """Rebuild the official PneumoniaMNIST arrays from the two partial public copies.
 
-    Following ``shared/data/pneumoniamnist/SOURCE.md``: the class-balanced copy keeps all 1,214
-    official normal training images, the Kaggle copy all 3,494 pneumonia training images and the
-    official val and test splits. Hence train = balanced train normals + Kaggle train pneumonias
-    (4,708), val = Kaggle val (524), test = Kaggle test (624). Image order differs from the
-    official file (normals first in train).
+    The class-balanced copy keeps all 1,214 official normal training images, the Kaggle copy all
+    3,494 pneumonia training images and the official val and test splits (found by comparing the
+    copies image by image; every call checks that their training images nest this way). Hence
+    train = balanced train normals + Kaggle train pneumonias (4,708), val = Kaggle val (524),
+    test = Kaggle test (624). Image order differs from the official file (normals first in train).
 
     Args:
-      balanced_path: ``pneumoniamnist_balanced_aksufatih.npz``.
-      kaggle_path: ``pneumoniamnist_kaggle_rijulshr_varun19424.npz``.
+      balanced_path: the class-balanced copy, ``pneumoniamnist.npz`` of GitHub's
+        aksufatih/snn-medmnist (2,428 / 270 / 468 images, half of them pneumonia).
+      kaggle_path: the Kaggle copy, ``data/pneumoniamnist.npz`` of GitHub's
+        varun19424/pneumonia_mnist (3,882 / 524 / 624 images).
 
     Returns:
       The official keys: ``{train,val,test}_images`` (uint8 ``[N, 28, 28]``) and
@@ -153,8 +157,9 @@ class Pneumoniamnist(tfds.core.GeneratorBasedBuilder):
     BUILDER_CONFIGS: ClassVar[list[ImageSizeConfig]] = [image_size_config(s) for s in NATIVE_SIZES]
     MANUAL_DOWNLOAD_INSTRUCTIONS = f"""
     Download pneumoniamnist.npz (or pneumoniamnist_64/_128/_224.npz) from MedMNIST ({_URL})
-    into a folder and pass that folder as manual_dir. From the two partial copies in
-    shared/data/pneumoniamnist, iml.data.assemble_pneumoniamnist rebuilds the same arrays.
+    into a folder and pass that folder as manual_dir. From two partial public copies (GitHub's
+    aksufatih/snn-medmnist and varun19424/pneumonia_mnist), iml.data.assemble_pneumoniamnist
+    rebuilds the same arrays.
     """
 
     def _info(self) -> tfds.core.DatasetInfo:

@@ -1,0 +1,73 @@
+"""A clone of the repository alone, without the project's shared data folder beside it.
+
+Pointing ``$IML_SHARED_DATA`` at a missing folder hides the shared data as a fresh clone lacks
+it: every test module must still be collected, and the tests that read real data are skipped
+with a reason that names the folder they need. What ``pip install`` puts in site-packages is the
+library alone: ``experiments`` runs from the clone.
+"""
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from setuptools import find_namespace_packages
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Tests that read the shared data, one per data source and module; each takes seconds when run.
+NEEDS_SHARED_DATA = {
+    "tests/test_data.py::test_assemble_pneumoniamnist_rejects_swapped_copies": "pneumoniamnist",
+    "tests/test_data.py::test_letter_one_against_rest_and_several_letters": "uci-letter",
+    "tests/test_data.py::test_adult_matches_an_independent_encoding": "uci-adult",
+    "tests/test_data.py::test_chestxray14_label_file_counts": "nih-chestxray14-meta",
+    "tests/test_folds.py::test_chestxray14_patient_folds_on_the_real_label_file": (
+        "nih-chestxray14-meta"
+    ),
+    "tests/test_calibration.py::test_rare_class_prevalence_of_chestxray14": (
+        "nih-chestxray14-meta"
+    ),
+}
+
+
+def _pytest_without_shared_data(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, IML_SHARED_DATA=str(tmp_path / "no-shared-data"))
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_every_test_module_is_collected_without_the_shared_data(tmp_path):
+    done = _pytest_without_shared_data(tmp_path, "--collect-only", "-q", "tests")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert "tests collected" in summary and "error" not in summary, summary
+    for node in NEEDS_SHARED_DATA:
+        assert node in done.stdout
+
+
+def test_tests_that_read_shared_data_skip_and_name_the_folder(tmp_path):
+    done = _pytest_without_shared_data(tmp_path, "-q", "-rs", *NEEDS_SHARED_DATA)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert f"{len(NEEDS_SHARED_DATA)} skipped" in done.stdout.splitlines()[-1], done.stdout
+    for folder in set(NEEDS_SHARED_DATA.values()):
+        missing = tmp_path / "no-shared-data" / folder
+        assert any(f"needs {missing} " in line for line in skipped), (folder, skipped)
+    assert all("IML_SHARED_DATA" in line for line in skipped), skipped
+
+
+def test_only_the_library_is_installed():
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    include = setuptools["packages"]["find"]["include"]
+    # pyproject's packages.find looks for namespace packages too (folders without __init__.py)
+    packages = set(find_namespace_packages(ROOT, include=include))
+    assert {"iml", "iml.data.builders", "iml.data.builders.pneumoniamnist"} <= packages
+    assert {p.split(".")[0] for p in packages} == {"iml"}, packages
+    assert (ROOT / "experiments" / "__init__.py").is_file()  # the tests import it from the clone
