@@ -1,4 +1,5 @@
-"""Binning, calibration curves, calibration metrics, beta sweeps and the loss-calibration test.
+"""Binning, calibration curves, calibration metrics, beta sweeps and the loss-calibration test;
+the smooth calibration error and smooth reliability diagram (Blasiok & Nakkiran 2023).
 
 Notation follows Caplin, Martin & Marx, *Calibrating for Class Weights by Modeling Machine
 Learning* (the paper). Scores ``a`` are positive-class confidence scores in ``[0, 1]`` (binary) or
@@ -50,6 +51,8 @@ __all__ = [
     "CalibrationCurve",
     "LossCalibrationCurve",
     "LossCalibrationTest",
+    "SmoothCalibrationCurve",
+    "SmoothECE",
     "assign_bins",
     "auroc",
     "beta_key",
@@ -59,10 +62,13 @@ __all__ = [
     "brier_score",
     "calibration_curve",
     "calibration_error_from_statistics",
+    "clopper_pearson_interval",
     "expected_calibration_error",
     "loss_calibration_curve",
     "loss_calibration_test",
     "mean_log_loss",
+    "smooth_calibration_curve",
+    "smooth_ece",
 ]
 
 STRATEGIES = ("quantile", "uniform")
@@ -288,6 +294,89 @@ def _safe_div(num: Array, den: Array) -> Array:
 
 
 # ----------------------------------------------------------------------------------------------
+# Binomial confidence interval of an event rate
+# ----------------------------------------------------------------------------------------------
+
+
+def _beta_quantile(q: Array, a: Array, b: Array, n_steps: int = 64) -> Array:
+    """The ``q`` quantile of ``Beta(a, b)``: the root of ``I_x(a, b) = q`` by bisection on [0, 1].
+
+    JAX has the regularized incomplete beta function ``I_x(a, b)`` (``betainc``) but no beta
+    quantile; ``I_x`` increases in ``x``, so bisection converges, to float resolution after 64
+    halvings. Broadcasts over its arguments; ``a, b > 0``.
+    """
+    q, a, b = jnp.broadcast_arrays(q, a, b)
+
+    def halve(_, bounds: tuple[Array, Array]) -> tuple[Array, Array]:
+        lo, hi = bounds
+        mid = 0.5 * (lo + hi)
+        below = jax.scipy.special.betainc(a, b, mid) < q
+        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, n_steps, halve, (jnp.zeros_like(q), jnp.ones_like(q)))
+    return 0.5 * (lo + hi)
+
+
+def clopper_pearson_interval(
+    events: ArrayLike, count: ArrayLike, confidence: ArrayLike = 0.95
+) -> Array:
+    """Clopper-Pearson ("exact") confidence interval of a binomial rate ``events / count``.
+
+    With ``k`` events out of ``n`` and ``alpha = 1 - confidence``, the interval is the pair of
+    beta quantiles (Clopper & Pearson, Biometrika 26(4), 1934; Brown, Cai & DasGupta,
+    Statistical Science 16(2), 2001, eq. 4)::
+
+        lower = Beta^{-1}(alpha / 2; k, n - k + 1)      (0 when k = 0),
+        upper = Beta^{-1}(1 - alpha / 2; k + 1, n - k)  (1 when k = n),
+
+    whose coverage is at least ``confidence`` for every true rate. With no event the upper bound
+    has the closed form ``1 - (alpha / 2)^(1 / n)`` (used as such), and with every trial an event
+    the lower bound is ``(alpha / 2)^(1 / n)``. Non-integer ``k`` and ``n`` (effective counts of
+    weighted data, see :class:`CalibrationCurve`) enter the same beta quantiles.
+
+    Pure and elementwise: works under ``jax.jit`` and ``jax.vmap`` (the bounds are found by
+    bisection, so they carry no gradient).
+
+    Args:
+      events: number of events ``k``, any shape.
+      count: number of trials ``n`` (broadcast against ``events``); ``n = 0`` (an empty bin)
+        gives NaN bounds.
+      confidence: coverage in ``(0, 1)``.
+
+    Returns:
+      ``(2, *shape)``: row 0 the lower bounds, row 1 the upper bounds.
+
+    Raises:
+      ValueError: on concrete input with ``events < 0``, ``count < events``, NaN, or
+        ``confidence`` outside ``(0, 1)`` (under jit those entries give NaN).
+    """
+    k_np, n_np, c_np = _concrete(events), _concrete(count), _concrete(confidence)
+    if c_np is not None and not np.all((c_np > 0) & (c_np < 1)):
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    if k_np is not None and (np.any(np.isnan(k_np)) or np.any(k_np < 0)):
+        raise ValueError("events must be non-negative numbers without NaN")
+    if n_np is not None and (np.any(np.isnan(n_np)) or np.any(n_np < 0)):
+        raise ValueError("count must be non-negative numbers without NaN")
+    if k_np is not None and n_np is not None and np.any(k_np > n_np):
+        raise ValueError("events exceeds count")
+    k = _float(events)
+    n = jnp.asarray(count, k.dtype)
+    k, n = jnp.broadcast_arrays(k, n)
+    half_alpha = 0.5 * (1.0 - jnp.asarray(confidence, k.dtype))
+    valid = (k >= 0) & (k <= n) & (n > 0) & (half_alpha > 0) & (half_alpha < 0.5)
+    none, every = k <= 0, k >= n
+    # Placeholder shape parameters where a bound has a closed form (betainc needs a, b > 0).
+    lower = _beta_quantile(half_alpha, jnp.where(none, 1.0, k), jnp.where(none, 1.0, n - k + 1))
+    upper = _beta_quantile(
+        1.0 - half_alpha, jnp.where(every, 1.0, k + 1), jnp.where(every, 1.0, n - k)
+    )
+    safe_n = jnp.where(n > 0, n, 1.0)
+    lower = jnp.where(none, 0.0, jnp.where(every, half_alpha ** (1.0 / safe_n), lower))
+    upper = jnp.where(every, 1.0, jnp.where(none, 1.0 - half_alpha ** (1.0 / safe_n), upper))
+    return jnp.where(valid, jnp.stack([lower, upper]), jnp.nan)
+
+
+# ----------------------------------------------------------------------------------------------
 # Calibration curve (Definition 1, Figures 1 and 4)
 # ----------------------------------------------------------------------------------------------
 
@@ -301,6 +390,10 @@ class CalibrationCurve(NamedTuple):
         Definition 1); NaN in an empty bin.
       count: sum of weights per bin (the number of observations when unweighted); 0 if empty.
       edges: bin edges, ``(n_bins + 1,)``.
+      event_rate_binomial_interval: :func:`clopper_pearson_interval` of ``event_rate``,
+        ``(2, n_bins)``, always computed. Unweighted, from the bin's events and count; weighted,
+        from Kish's effective count ``n_eff = count^2 / sum(w^2)`` and ``event_rate * n_eff``
+        events. A bin without events gets ``[0, 1 - (alpha / 2)^(1 / n_eff)]``; NaN if empty.
       mean_score_interval: bootstrap percentile interval of ``mean_score``, ``(2, n_bins)``
         (row 0 lower, row 1 upper), or ``None`` without bootstrap. NaN where the bin is empty in
         every replicate.
@@ -311,6 +404,7 @@ class CalibrationCurve(NamedTuple):
     event_rate: Array
     count: Array
     edges: Array
+    event_rate_binomial_interval: Array
     mean_score_interval: Array | None = None
     event_rate_interval: Array | None = None
 
@@ -368,7 +462,8 @@ def calibration_curve(
       n_bootstrap: number of nonparametric bootstrap replicates (observations resampled with
         replacement, bins held fixed) for percentile intervals; 0 for none.
       key: ``jax.random`` key, required when ``n_bootstrap > 0``.
-      confidence: coverage of the intervals.
+      confidence: coverage of the intervals (the binomial one, always computed, and the
+        bootstrap ones).
 
     Returns:
       A :class:`CalibrationCurve`.
@@ -403,8 +498,13 @@ def _calibration_curve(
     st = binned_statistics(s, labels, bins, n_bins, w)
     mean_score = _safe_div(st.score_sum, st.count)
     event_rate = _safe_div(st.label_sum, st.count)
+    # Kish's effective count n_eff = count^2 / sum(w^2); exactly the count when unweighted.
+    design = _safe_div(st.count, st.weight_sq_sum)
+    n_eff = jnp.where(st.count > 0, st.count * design, 0.0)
+    events = jnp.minimum(jnp.where(st.count > 0, st.label_sum * design, 0.0), n_eff)
+    binomial = clopper_pearson_interval(events, n_eff, confidence)
     if n_bootstrap == 0:
-        return CalibrationCurve(mean_score, event_rate, st.count, edges)
+        return CalibrationCurve(mean_score, event_rate, st.count, edges, binomial)
     counts = _bootstrap_counts(key, s.shape[0], n_bootstrap)
     boot = binned_statistics(s, labels, bins, n_bins, w * counts)  # one product for all
     return CalibrationCurve(
@@ -412,6 +512,7 @@ def _calibration_curve(
         event_rate,
         st.count,
         edges,
+        binomial,
         _percentile_interval(_safe_div(boot.score_sum, boot.count), confidence),
         _percentile_interval(_safe_div(boot.label_sum, boot.count), confidence),
     )
@@ -1039,6 +1140,8 @@ class BetaSweep(NamedTuple):
       ece: calibration error of the corrected scores, ``(m,)``.
       loss_calibration_gap: the gap of :func:`loss_calibration_test` of the raw scores under
         the beta-weighted base loss, per observation, ``(m,)``.
+      smooth_ece: the smooth calibration error of the corrected scores (:func:`smooth_ece`, at
+        its fixed-point bandwidth), ``(m,)``; a point estimate, without bootstrap interval.
       event_rate_interval: ``(2, n_bins)`` percentile bootstrap interval (``None`` without
         bootstrap); likewise ``mean_score_interval`` ``(2, m, n_bins)``, ``ece_interval``
         ``(2, m)`` and ``gap_interval`` ``(2, m)``.
@@ -1051,6 +1154,7 @@ class BetaSweep(NamedTuple):
     mean_score: Array
     ece: Array
     loss_calibration_gap: Array
+    smooth_ece: Array
     event_rate_interval: Array | None = None
     mean_score_interval: Array | None = None
     ece_interval: Array | None = None
@@ -1106,7 +1210,8 @@ def beta_sweep(
     For each candidate weight ``beta``, the loss-corrected scores ``g^beta(a)`` (Cor. 1) are binned
     into the quantile bins (deciles for ``n_bins=10``) and compared with the event rates; by
     Prop. 5 they are calibrated exactly when the raw scores are loss-calibrated to ``L^beta``,
-    whose gap (:func:`loss_calibration_test`'s statistic) is reported beside.
+    whose gap (:func:`loss_calibration_test`'s statistic) is reported beside, with the bin-free
+    smooth calibration error of the corrected scores (:func:`smooth_ece`).
 
     The work is arranged so that only what depends on beta is recomputed per beta: the scores are
     sorted once (quantile bins are contiguous runs of the sorted scores), the bootstrap
@@ -1210,6 +1315,11 @@ def _beta_sweep(
     n_chunks = -(-m // beta_chunk)
     betas_pad = jnp.pad(betas, (0, n_chunks * beta_chunk - m), constant_values=0.5)
 
+    def smooth_of(corrected: Array) -> Array:
+        s, y, w_, invalid = _smooth_inputs(corrected, y_sorted, w_sorted)
+        ece = _smooth_ece_of(s, y, w_, None, SMOOTH_GRID, _SMOOTH_BISECTION).ece
+        return jnp.where(invalid, jnp.nan, ece)
+
     def chunk(beta_c: Array):
         corrected = loss_corrected_score(a_pad[:, None], beta_c[None, :])  # (n_pad, J)
         prefix = _prefix_products(w_pad, corrected, boundaries, tile)  # (K, R, J)
@@ -1232,12 +1342,14 @@ def _beta_sweep(
         )
         gap = jnp.sum(reduction, axis=-1) / jnp.sum(sums.count, axis=-1)[:, None]  # (R, J)
         mean = _safe_div(score_sum, sums.count[:, None])
+        smooth = jax.vmap(smooth_of, in_axes=1)(corrected[:n])
         if n_bootstrap == 0:
-            return mean[0], ece[0], gap[0]
+            return mean[0], ece[0], gap[0], smooth
         return (
             mean[0],
             ece[0],
             gap[0],
+            smooth,
             _percentile_interval(mean[1:], confidence),
             _percentile_interval(ece[1:], confidence),
             _percentile_interval(gap[1:], confidence),
@@ -1254,7 +1366,14 @@ def _beta_sweep(
     count = sums.count[0]
     event_rate = _safe_div(sums.positives[0], count)
     result = BetaSweep(
-        betas, edges, count, event_rate, unchunk(out[0]), unchunk(out[1]), unchunk(out[2])
+        betas,
+        edges,
+        count,
+        event_rate,
+        unchunk(out[0]),
+        unchunk(out[1]),
+        unchunk(out[2]),
+        unchunk(out[3]),
     )
     if n_bootstrap == 0:
         return result
@@ -1262,7 +1381,318 @@ def _beta_sweep(
         event_rate_interval=_percentile_interval(
             _safe_div(sums.positives[1:], sums.count[1:]), confidence
         ),
-        mean_score_interval=unchunk(out[3], True),
-        ece_interval=unchunk(out[4], True),
-        gap_interval=unchunk(out[5], True),
+        mean_score_interval=unchunk(out[4], True),
+        ece_interval=unchunk(out[5], True),
+        gap_interval=unchunk(out[6], True),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Smooth calibration error and smooth reliability diagram (Blasiok & Nakkiran 2023)
+# ----------------------------------------------------------------------------------------------
+
+SMOOTH_GRID = 1001  # grid nodes on [0, 1]: spacing 1e-3, the bandwidth search's resolution
+_MIN_BANDWIDTH = 1e-3  # bandwidths below this count as too small in the search (relplot's eps)
+_SMOOTH_BISECTION = 10  # halvings of [0, 1]: the bandwidth to 2**-10 < _MIN_BANDWIDTH
+
+
+class SmoothECE(NamedTuple):
+    """Result of :func:`smooth_ece` (a pytree).
+
+    Attributes:
+      ece: the smooth calibration error ``smECE_sigma``, a scalar in ``[0, 1]``.
+      bandwidth: the kernel bandwidth ``sigma`` it was computed with: the fixed point
+        ``smECE_sigma = sigma`` when none was given.
+    """
+
+    ece: Array
+    bandwidth: Array
+
+
+class SmoothCalibrationCurve(NamedTuple):
+    """The smooth reliability diagram of Blasiok & Nakkiran (2023) (a pytree).
+
+    Attributes:
+      grid: the evaluation points ``t_j = j / (n_grid - 1)``, ``(n_grid,)``.
+      event_rate: the Nadaraya-Watson estimate of ``P(y = 1 | a = t)`` with the reflected
+        Gaussian kernel, ``(n_grid,)``; NaN where no score lies within reach of the kernel
+        (the weight there underflows to 0), like an empty bin.
+      density: the kernel density of the scores (integrates to about 1), ``(n_grid,)``.
+      bandwidth: the kernel bandwidth ``sigma``.
+      ece: the smooth calibration error at that bandwidth.
+      event_rate_interval: percentile bootstrap band of ``event_rate``, ``(2, n_grid)``
+        (row 0 lower, row 1 upper; observations resampled, bandwidth held fixed), or ``None``.
+    """
+
+    grid: Array
+    event_rate: Array
+    density: Array
+    bandwidth: Array
+    ece: Array
+    event_rate_interval: Array | None = None
+
+
+def _check_smooth_options(bandwidth: ArrayLike | None, n_grid: int, n_bisection: int) -> None:
+    if not isinstance(n_grid, int | np.integer) or isinstance(n_grid, bool) or n_grid < 3:
+        raise ValueError(f"n_grid must be an integer >= 3, got {n_grid!r}")
+    if not isinstance(n_bisection, int | np.integer) or n_bisection < 1:
+        raise ValueError(f"n_bisection must be a positive integer, got {n_bisection!r}")
+    b = _concrete(bandwidth)
+    if b is not None and (b.ndim != 0 or not np.isfinite(b) or not b > 0):
+        raise ValueError(f"bandwidth must be a positive scalar or None, got {bandwidth!r}")
+
+
+def _linear_binning(scores: Array, values: Array, n_grid: int) -> Array:
+    """``values (..., n)`` spread onto the grid nodes by linear interpolation: ``(..., n_grid)``.
+
+    A score between nodes ``j`` and ``j + 1`` gives them the shares ``1 - u`` and ``u`` of its
+    value (``u`` its relative position), so smoothing the result with a kernel sampled on the grid
+    approximates the kernel sum over the scores to second order in the grid spacing.
+    """
+    position = jnp.clip(scores, 0.0, 1.0) * (n_grid - 1)
+    lower = jnp.clip(jnp.floor(position), 0, n_grid - 2).astype(jnp.int32)
+    upper_share = position - lower
+    out = jnp.zeros((*values.shape[:-1], n_grid), values.dtype)
+    out = out.at[..., lower].add(values * (1.0 - upper_share))
+    return out.at[..., lower + 1].add(values * upper_share)
+
+
+def _periodic_gaussian(bandwidth: Array, n_grid: int, dtype) -> Array:
+    """The Gaussian density of scale ``bandwidth`` wrapped with period 2, sampled at the offsets
+    ``j h`` (``h = 1 / (n_grid - 1)``, ``j < 2 (n_grid - 1)``): images within 4 of the origin,
+    enough for every bandwidth up to 1."""
+    offsets = jnp.arange(2 * (n_grid - 1), dtype=dtype) / (n_grid - 1)
+    images = offsets[None, :] + jnp.array([-4.0, -2.0, 0.0, 2.0], dtype)[:, None]
+    z = images / bandwidth
+    return jnp.sum(jnp.exp(-0.5 * z * z), axis=0) / (jnp.sqrt(2.0 * jnp.pi) * bandwidth)
+
+
+def _reflected_smooth(grid_values: Array, bandwidth: Array) -> Array:
+    """``sum_b v_b K(t_a, t_b)`` for node values ``v (..., n_grid)``, by FFT.
+
+    ``K`` is the reflected Gaussian kernel, the density at ``t_a`` of ``t_b + sigma Z`` folded
+    back into ``[0, 1]`` at both ends: ``sum_k phi((t_a - t_b + 2k) / sigma) + phi((t_a + t_b
+    + 2k) / sigma)`` over ``sigma``. Folding is periodic with period 2, so the sum is one circular
+    convolution of the mirrored values with :func:`_periodic_gaussian`; a value at an end node
+    counts twice, since its mirror image coincides with it. Float32 FFT errors are about
+    ``1e-7`` of the largest output: harmless in integrals, see :func:`_reflected_kernel_matrix`
+    where small values matter.
+    """
+    n_grid = grid_values.shape[-1]
+    ends = jnp.ones(n_grid, grid_values.dtype).at[jnp.array([0, n_grid - 1])].set(2.0)
+    v = grid_values * ends
+    mirrored = jnp.concatenate([v, v[..., -2:0:-1]], axis=-1)
+    kernel = _periodic_gaussian(bandwidth, n_grid, grid_values.dtype)
+    out = jnp.fft.irfft(jnp.fft.rfft(mirrored) * jnp.fft.rfft(kernel), n=mirrored.shape[-1])
+    return out[..., :n_grid]
+
+
+def _reflected_kernel_matrix(bandwidth: Array, n_grid: int, dtype) -> Array:
+    """The matrix of :func:`_reflected_smooth`, ``K[b, a] = g(a - b) + g(a + b)`` (``g`` the
+    periodic Gaussian), for exact products where the smoothed values are tiny (sparse tails)."""
+    g = _periodic_gaussian(bandwidth, n_grid, dtype)
+    idx = jnp.arange(n_grid)
+    period = 2 * (n_grid - 1)
+    return g[(idx[None, :] - idx[:, None]) % period] + g[(idx[None, :] + idx[:, None]) % period]
+
+
+def _trapezoid_sum(x: Array) -> Array:
+    """Trapezoid-rule sum over the last (grid) axis, in units of the grid spacing."""
+    return jnp.sum(x, axis=-1) - 0.5 * (x[..., 0] + x[..., -1])
+
+
+def _smooth_ece_at(binned: Array, bandwidth: Array) -> Array:
+    """``smECE_sigma`` from the binned weighted residuals and weights, ``binned (2, n_grid)``."""
+    weighted_residual, weight = _reflected_smooth(binned, bandwidth)
+    return _trapezoid_sum(jnp.abs(weighted_residual)) / _trapezoid_sum(weight)
+
+
+def _fixed_point_bandwidth(ece_at: Callable[[Array], Array], n_bisection: int, dtype) -> Array:
+    """The bandwidth ``sigma*`` with ``smECE_sigma* = sigma*``, by bisection on ``[0, 1]``.
+
+    ``smECE_sigma`` decreases in ``sigma`` (Blasiok & Nakkiran 2023), so ``sigma - smECE_sigma``
+    has one root. Like relplot, the result is the upper end of the last bracket (a bandwidth at
+    least its own error), and bandwidths below ``_MIN_BANDWIDTH`` count as too small. The upper
+    end 1 is never too small, since ``smECE_sigma <= 1``.
+    """
+
+    def halve(_, bracket):
+        lower, upper = bracket
+        middle = 0.5 * (lower + upper)
+        too_small = (middle < _MIN_BANDWIDTH) | (middle < ece_at(middle))
+        return jnp.where(too_small, middle, lower), jnp.where(too_small, upper, middle)
+
+    start = (jnp.zeros((), dtype), jnp.ones((), dtype))
+    return jax.lax.fori_loop(0, n_bisection, halve, start)[1]
+
+
+def _smooth_inputs(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None
+) -> tuple[Array, Array, Array, Array]:
+    """Scores, labels and weights as floats, and whether any entry is invalid (under jit)."""
+    s = _float(scores)
+    y = _labels(labels, s)
+    w = _weights(sample_weight, s)
+    invalid = jnp.any(jnp.isnan(s) | (s < 0) | (s > 1) | jnp.isnan(y) | jnp.isnan(w))
+    clean = ~(jnp.isnan(s) | jnp.isnan(y) | jnp.isnan(w))
+    s, y, w = jnp.where(clean, s, 0.0), jnp.where(clean, y, 0.0), jnp.where(clean, w, 0.0)
+    return s, y, w, invalid
+
+
+def _smooth_ece_of(
+    s: Array, y: Array, w: Array, bandwidth: ArrayLike | None, n_grid: int, n_bisection: int
+) -> SmoothECE:
+    """:func:`smooth_ece` of clean inputs (also used, vmapped over betas, by the beta sweep)."""
+    binned = _linear_binning(s, jnp.stack([w * (y - s), w]), n_grid)
+    ece_at = functools.partial(_smooth_ece_at, binned)
+    if bandwidth is None:
+        sigma = _fixed_point_bandwidth(ece_at, n_bisection, s.dtype)
+    else:
+        sigma = jnp.asarray(bandwidth, s.dtype)
+        sigma = jnp.where(sigma > 0, sigma, jnp.nan)
+    return SmoothECE(ece_at(sigma), sigma)
+
+
+def smooth_ece(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    bandwidth: ArrayLike | None = None,
+    sample_weight: ArrayLike | None = None,
+    *,
+    n_grid: int = SMOOTH_GRID,
+    n_bisection: int = _SMOOTH_BISECTION,
+) -> SmoothECE:
+    """The smooth calibration error of Blasiok & Nakkiran (2023), with no bins.
+
+    "Smooth ECE: Principled Reliability Diagrams via Kernel Smoothing" (ICLR 2024,
+    arXiv:2309.12236). The residuals ``r_i = y_i - a_i`` are smoothed by the Nadaraya-Watson
+    estimator with the reflected Gaussian kernel ``K_sigma`` (a Gaussian folded back into
+    ``[0, 1]`` at both ends), ``r_hat(t) = sum_i w_i r_i K(t, a_i) / sum_i w_i K(t, a_i)``, and
+    weighted by the kernel density of the scores ``delta_hat(t)``::
+
+        smECE_sigma = integral over [0, 1] of |r_hat(t)| delta_hat(t) dt.
+
+    Without a ``bandwidth``, ``sigma`` is the fixed point ``smECE_sigma = sigma`` (the paper's
+    choice, which makes the measure consistent), found by ``n_bisection`` halvings of ``[0, 1]``
+    as in the authors' ``relplot`` package. The kernel sums are computed on ``n_grid`` nodes
+    (scores spread onto them by linear interpolation) and the integral by the trapezoid rule;
+    bandwidths much below the grid spacing ``1 / (n_grid - 1)`` are resolved poorly.
+
+    Jittable and vmappable: ``jax.vmap(smooth_ece, in_axes=(0, None))(scores_by_beta, labels)``
+    gives every row's error and bandwidth. Calibrated scores give ``smECE`` near 0.
+
+    Args:
+      scores: positive-class scores in ``[0, 1]``, shape ``(n,)``.
+      labels: labels in ``{0, 1}``, shape ``(n,)``.
+      bandwidth: a fixed kernel bandwidth ``sigma > 0``, or ``None`` for the fixed point.
+      sample_weight: non-negative weights ``(n,)``.
+      n_grid: grid nodes on ``[0, 1]``.
+      n_bisection: halvings in the bandwidth search.
+
+    Returns:
+      A :class:`SmoothECE` ``(ece, bandwidth)``.
+
+    Raises:
+      ValueError: on concrete bad input; under jit, a NaN or out-of-range score, a bad label, a
+        negative weight or a non-positive bandwidth makes both outputs NaN.
+    """
+    _check_smooth_options(bandwidth, n_grid, n_bisection)
+    _check_binary(scores, labels, sample_weight)
+    return _smooth_ece(scores, labels, bandwidth, sample_weight, n_grid, n_bisection)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _smooth_ece(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    bandwidth: ArrayLike | None,
+    sample_weight: ArrayLike | None,
+    n_grid: int,
+    n_bisection: int,
+) -> SmoothECE:
+    s, y, w, invalid = _smooth_inputs(scores, labels, sample_weight)
+    result = _smooth_ece_of(s, y, w, bandwidth, n_grid, n_bisection)
+    return jax.tree.map(lambda x: jnp.where(invalid, jnp.nan, x), result)
+
+
+def smooth_calibration_curve(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    bandwidth: ArrayLike | None = None,
+    sample_weight: ArrayLike | None = None,
+    *,
+    n_grid: int = SMOOTH_GRID,
+    n_bisection: int = _SMOOTH_BISECTION,
+    n_bootstrap: int = 0,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> SmoothCalibrationCurve:
+    """The smooth reliability diagram of Blasiok & Nakkiran (2023): no bins, no empty bins.
+
+    The curve is the kernel regression of the labels on the scores,
+    ``t -> sum_i w_i y_i K(t, a_i) / sum_i w_i K(t, a_i)`` with the reflected Gaussian kernel of
+    :func:`smooth_ece` at its bandwidth (the fixed point ``smECE_sigma = sigma`` unless one is
+    given), drawn with the scores' kernel density, as in the authors' ``relplot`` package.
+    Calibrated scores follow the diagonal where the density is high. The optional band is the
+    percentile interval of the curve over bootstrap resamples of the observations, with the
+    bandwidth held fixed (as ``relplot`` draws it).
+
+    Args:
+      scores: positive-class scores in ``[0, 1]``, shape ``(n,)``.
+      labels: labels in ``{0, 1}``, shape ``(n,)``.
+      bandwidth: a fixed kernel bandwidth ``sigma > 0``, or ``None`` for the fixed point.
+      sample_weight: non-negative weights ``(n,)``.
+      n_grid: grid nodes on ``[0, 1]`` (the curve's points).
+      n_bisection: halvings in the bandwidth search.
+      n_bootstrap: bootstrap replicates for the band (0 for none).
+      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
+      confidence: coverage of the band.
+
+    Returns:
+      A :class:`SmoothCalibrationCurve`.
+
+    Raises:
+      ValueError: on concrete bad input; under jit, bad entries make every output NaN.
+    """
+    _check_smooth_options(bandwidth, n_grid, n_bisection)
+    _check_binary(scores, labels, sample_weight)
+    _check_bootstrap(n_bootstrap, key, confidence)
+    return _smooth_calibration_curve(
+        scores, labels, bandwidth, sample_weight, key, n_grid, n_bisection, n_bootstrap, confidence
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
+def _smooth_calibration_curve(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    bandwidth: ArrayLike | None,
+    sample_weight: ArrayLike | None,
+    key: Array | None,
+    n_grid: int,
+    n_bisection: int,
+    n_bootstrap: int,
+    confidence: float,
+) -> SmoothCalibrationCurve:
+    s, y, w, invalid = _smooth_inputs(scores, labels, sample_weight)
+    ece, sigma = _smooth_ece_of(s, y, w, bandwidth, n_grid, n_bisection)
+    kernel = _reflected_kernel_matrix(sigma, n_grid, s.dtype)
+
+    def rate_and_weight(weights: Array) -> tuple[Array, Array]:
+        binned = _linear_binning(s, jnp.stack([weights * y, weights], axis=-2), n_grid)
+        smoothed = jnp.matmul(binned, kernel, precision=jax.lax.Precision.HIGHEST)
+        positives, weight = smoothed[..., 0, :], smoothed[..., 1, :]
+        return jnp.clip(_safe_div(positives, weight), 0.0, 1.0), weight
+
+    event_rate, weight = rate_and_weight(w)
+    density = weight / jnp.sum(w)
+    grid = jnp.linspace(0.0, 1.0, n_grid, dtype=s.dtype)
+    curve = SmoothCalibrationCurve(grid, event_rate, density, sigma, ece)
+    if n_bootstrap > 0:
+        counts = _bootstrap_counts(key, s.shape[0], n_bootstrap)
+        band = _percentile_interval(rate_and_weight(w * counts)[0], confidence)
+        curve = curve._replace(event_rate_interval=band)
+    nan = functools.partial(jnp.where, invalid, jnp.nan)
+    return curve._replace(
+        **{k: nan(v) for k, v in curve._asdict().items() if k != "grid" and v is not None}
     )

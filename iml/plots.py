@@ -4,18 +4,28 @@ Every function returns a :class:`matplotlib.figure.Figure` built without pyplot,
 opens a window and nothing depends on the backend; :func:`save_figure` writes it to files.
 
 * :func:`figure1_calibration_curves`: decile calibration curves on log-log axes, one per
-  ``beta``, with the 45-degree line (Figure 1; optional bootstrap error bars).
+  ``beta``, with the 45-degree line (Figure 1). Every non-empty bin is drawn with an interval
+  for its event rate (Clopper-Pearson, or bootstrap on request); a bin without events, whose
+  rate 0 a log axis cannot show, is an open downward triangle at the axes' floor with a bar up to
+  its upper confidence bound. Figures 3 and 4 draw their bins the same way.
 * :func:`figure2_theoretical_curves`: the theoretical curves of a loss-calibrated algorithm,
   rate ``gamma`` against score ``c^beta(gamma)`` (Figure 2, Proposition 2).
 * :func:`figure3_loss_calibration`: both overlaid: the loss calibration curve (Figure 3).
 * :func:`figure4_loss_corrected`: calibration curves of the loss-corrected scores
   ``(c^beta)^{-1}(a)`` (Figure 4, Corollary 1).
 * :func:`reliability_diagram`: calibration curve above a histogram of the scores.
+* :func:`smooth_reliability_diagram` and :func:`figure_smooth_calibration` (one curve per
+  ``beta``, raw or loss-corrected scores): the bin-free smooth reliability diagram of Blasiok &
+  Nakkiran (2023), a kernel regression with its bootstrap band above the scores' density.
 * :func:`figure_metric_vs_size`: metrics of recalibration methods against the size of the
   calibration set (``experiments/recalibration_vs_size.py``).
 
-Lines that tests and readers look for carry a ``gid``: ``"diagonal"`` for the 45-degree line,
-``"data-<beta>"`` for a binned curve and ``"theory-<beta>"`` for a theoretical one.
+Lines that tests and readers look for carry a ``gid``, with ``<beta>`` the exact key
+:func:`iml.calibration.beta_key`: ``"diagonal"`` for the 45-degree line, ``"floor"`` for the
+axes' floor, ``"data-<beta>"`` for the bins with events of a binned curve, ``"floor-<beta>"`` for
+its bins without events, ``"interval-<beta>"`` for the event-rate bars of all its bins (one
+segment per bin, in bin order; ``"interval-x-<beta>"`` for bootstrap bars of the mean scores),
+and ``"theory-<beta>"`` for a theoretical curve.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,9 +42,15 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iml._io import atomic_write_bytes
-from iml.calibration import CalibrationCurve, calibration_curve
+from iml.calibration import (
+    SmoothCalibrationCurve,
+    beta_key,
+    calibration_curve,
+    smooth_calibration_curve,
+)
 from iml.scoring import loss_corrected_score, optimal_score
 
+Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
@@ -42,13 +59,16 @@ __all__ = [
     "figure3_loss_calibration",
     "figure4_loss_corrected",
     "figure_metric_vs_size",
+    "figure_smooth_calibration",
     "reliability_diagram",
     "save_figure",
+    "smooth_reliability_diagram",
 ]
 
-# Smallest value drawn on log axes (bins with rate 0 cannot be drawn there and are left out).
+# Smallest value drawn on log axes; scores below it are drawn at it.
 _FLOOR = 1e-5
 _N_BOOTSTRAP = 200
+_CONFIDENCE = 0.95
 
 
 def _check_betas(betas: Sequence[float], name: str = "betas") -> list[float]:
@@ -81,98 +101,177 @@ def _new_figure(figsize: tuple[float, float] = (5.0, 5.0)) -> tuple[Figure, Axes
     return fig, fig.add_subplot()
 
 
-def _log_axes(ax: Axes, low: float, xlabel: str, ylabel: str) -> None:
-    """Log-log axes from ``low`` to 1 with the 45-degree line."""
+def _axis_floor(low: float) -> float:
+    """The decade at or below ``low`` (kept within ``[_FLOOR, 0.1]``): the lower end of the axes."""
     low = max(min(low, 0.5), _FLOOR)
-    lo = 10.0 ** np.floor(np.log10(low))
+    return float(10.0 ** np.floor(np.log10(low)))
+
+
+def _log_axes(ax: Axes, floor: float, xlabel: str, ylabel: str, binned: bool = True) -> None:
+    """Log-log axes from ``floor`` to 1 with the 45-degree line.
+
+    For binned curves (``binned``) the axes reach a quarter decade below ``floor``, so that
+    markers of bins without events, drawn at the floor (dotted line), are seen whole.
+    """
+    bottom = floor * 10.0**-0.25 if binned else floor
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.plot([lo, 1.0], [lo, 1.0], color="black", lw=1.0, label="45-degree line", gid="diagonal")
-    ax.set_xlim(lo, 1.0)
-    ax.set_ylim(lo, 1.0)
+    ax.plot([bottom, 1.0], [bottom, 1.0], color="black", lw=1.0, label="45-degree line",
+            gid="diagonal")  # fmt: skip
+    if binned:
+        ax.axhline(floor, color="0.6", lw=0.8, ls=":", zorder=0, gid="floor")
+    ax.set_xlim(bottom, 1.0)
+    ax.set_ylim(bottom, 1.0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_aspect("equal")
     ax.grid(True, which="major", alpha=0.3)
 
 
-def _curve(
+class _Bins(NamedTuple):
+    """The non-empty bins of one curve, as drawn: NumPy arrays of equal length."""
+
+    x: np.ndarray  # mean score
+    y: np.ndarray  # event rate (0 in a bin without events)
+    y_interval: np.ndarray  # (2, n) interval of the event rate
+    x_interval: np.ndarray | None  # (2, n) bootstrap interval of the mean score, or None
+
+
+def _bins(
     scores: ArrayLike,
     labels: ArrayLike,
     n_bins: int,
-    ci: float | None,
+    confidence: float,
+    n_bootstrap: int,
     seed: int,
-    n_bootstrap: int = _N_BOOTSTRAP,
-) -> CalibrationCurve:
-    if ci is None:
-        return calibration_curve(scores, labels, n_bins=n_bins, strategy="quantile")
-    return calibration_curve(
-        scores,
-        labels,
-        n_bins=n_bins,
-        strategy="quantile",
-        n_bootstrap=n_bootstrap,
-        key=jax.random.key(seed),
-        confidence=ci,
+) -> _Bins:
+    """Quantile-binned calibration curve with an interval for every non-empty bin.
+
+    The event-rate interval is Clopper-Pearson (:func:`iml.calibration.clopper_pearson_interval`)
+    or, with ``n_bootstrap > 0``, the percentile bootstrap interval, except in bins without events,
+    whose bootstrap interval is ``[0, 0]``: they keep the Clopper-Pearson upper bound.
+    """
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 0:
+        raise ValueError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    kwargs = {}
+    if n_bootstrap > 0:
+        kwargs = {"n_bootstrap": n_bootstrap, "key": jax.random.key(seed)}
+    curve = calibration_curve(
+        scores, labels, n_bins=n_bins, strategy="quantile", confidence=confidence, **kwargs
     )
+    keep = np.asarray(curve.count) > 0
+    x = np.asarray(curve.mean_score, dtype=float)[keep]
+    y = np.asarray(curve.event_rate, dtype=float)[keep]
+    y_interval = np.asarray(curve.event_rate_binomial_interval, dtype=float)[:, keep]
+    if n_bootstrap == 0:
+        return _Bins(x, y, y_interval, None)
+    boot = np.asarray(curve.event_rate_interval, dtype=float)[:, keep]
+    y_interval = np.where(y > 0, boot, y_interval)
+    return _Bins(x, y, y_interval, np.asarray(curve.mean_score_interval, dtype=float)[:, keep])
 
 
-def _draw_curve(ax: Axes, curve: CalibrationCurve, color, label: str, gid: str) -> float:
-    """Draw a binned curve (points joined by lines); returns the smallest value drawn."""
-    x = np.asarray(curve.mean_score, dtype=float)
-    y = np.asarray(curve.event_rate, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    x, y = x[ok], y[ok]
-    if curve.event_rate_interval is not None:
-        yi = np.asarray(curve.event_rate_interval, dtype=float)[:, ok]
-        xi = np.asarray(curve.mean_score_interval, dtype=float)[:, ok]
-        yerr = np.stack([y - np.maximum(yi[0], _FLOOR), np.maximum(yi[1] - y, 0.0)])
-        xerr = np.stack([x - np.maximum(xi[0], _FLOOR), np.maximum(xi[1] - x, 0.0)])
-        ax.errorbar(
-            x,
-            y,
-            xerr=np.maximum(xerr, 0.0),
-            yerr=np.maximum(yerr, 0.0),
-            fmt="o-",
-            color=color,
-            ms=4,
-            capsize=2,
-            label=label,
-            gid=gid,
-        )
-    else:
-        ax.plot(x, y, "o-", color=color, ms=4, label=label, gid=gid)
-    return float(min(x.min(initial=1.0), y.min(initial=1.0)))
+def _lowest(bins: Sequence[_Bins]) -> float:
+    """The smallest positive value the axes must show: scores, positive rates, upper bounds."""
+    values = [np.array([1.0])]
+    for b in bins:
+        values += [b.x, b.y[b.y > 0], b.y_interval[1][b.y <= 0]]
+    v = np.concatenate(values)
+    return float(v[np.isfinite(v) & (v > 0)].min())
+
+
+def _draw_curve(ax: Axes, bins: _Bins, floor: float, color, label: str, key: str) -> None:
+    """Draw one binned curve so that every non-empty bin is seen.
+
+    Bins with events: points joined by a line (gid ``data-<key>``). Bins without events: an open
+    downward triangle at ``floor`` (gid ``floor-<key>``), since a rate of 0 has no place on a log
+    axis. Every bin: a vertical bar over its event-rate interval, cut at the floor (one
+    collection, gid ``interval-<key>``, one segment per bin in bin order); with bootstrap, a
+    horizontal bar over the interval of its mean score (gid ``interval-x-<key>``).
+    """
+    x = np.maximum(bins.x, floor)
+    has_events = bins.y > 0
+    y = np.where(has_events, bins.y, floor)
+    ax.plot(x[has_events], y[has_events], "o-", color=color, ms=4, label=label,
+            gid=f"data-{key}")  # fmt: skip
+    ax.plot(x[~has_events], y[~has_events], "v", color=color, mfc="white", ms=6, mew=1.2,
+            ls="none", zorder=3, gid=f"floor-{key}")  # fmt: skip
+    low, high = np.maximum(bins.y_interval, floor)
+    ax.vlines(x, low, high, color=color, lw=1.0, alpha=0.8, gid=f"interval-{key}")
+    if bins.x_interval is not None:
+        x_low, x_high = np.maximum(bins.x_interval, floor)
+        ax.hlines(y, x_low, x_high, color=color, lw=1.0, alpha=0.8, gid=f"interval-x-{key}")
+
+
+def _legend(ax: Axes, drawn: Sequence[_Bins], confidence: float, bootstrap: bool) -> None:
+    """The legend, with one entry for the interval bars and one for the floor marker."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = ax.get_legend_handles_labels()
+    level = f"{100 * confidence:g}%"
+    kind = "bootstrap" if bootstrap else "Clopper-Pearson"
+    handles.append(Line2D([], [], color="0.3", marker="|", ms=10, ls="none"))
+    labels.append(f"{level} {kind} interval")
+    if any((b.y <= 0).any() for b in drawn):
+        handles.append(Line2D([], [], color="0.3", marker="v", mfc="white", ls="none"))
+        labels.append(f"no event in bin (bar: {level} upper bound)")
+    ax.legend(handles, labels, loc="upper left", fontsize="x-small")
+
+
+def _all_bins(
+    scores_by_beta: Mapping[float, ArrayLike],
+    labels: ArrayLike | Mapping[float, ArrayLike],
+    betas: Sequence[float],
+    n_bins: int,
+    confidence: float,
+    n_bootstrap: int,
+    transform=None,
+) -> list[_Bins]:
+    out = []
+    for i, beta in enumerate(betas):
+        scores = scores_by_beta[beta] if transform is None else transform(beta)
+        out.append(_bins(scores, _labels_for(labels, beta), n_bins, confidence, n_bootstrap, i))
+    return out
 
 
 def figure1_calibration_curves(
     scores_by_beta: Mapping[float, ArrayLike],
     labels: ArrayLike | Mapping[float, ArrayLike],
     n_bins: int = 10,
-    ci: float | None = None,
-    n_bootstrap: int = _N_BOOTSTRAP,
+    confidence: float = _CONFIDENCE,
+    n_bootstrap: int = 0,
 ) -> Figure:
     """Figure 1: binned calibration curves on log-log axes, one per class weight ``beta``.
+
+    Every non-empty bin is drawn with an interval for its event rate: a point with a vertical
+    bar, or, for a bin without events (rate 0, which a log axis cannot show), an open downward
+    triangle at the axes' floor with a bar up to the upper confidence bound
+    ``1 - (alpha / 2)^(1 / n)`` (Clopper-Pearson with no event in ``n``; ``alpha = 1 -
+    confidence``).
 
     Args:
       scores_by_beta: ``beta -> `` positive-class scores ``[N]`` of the model trained with it.
       labels: ``[N]`` labels shared by all, or ``beta -> labels``.
       n_bins: quantile bins (10: the paper's deciles).
-      ci: bootstrap confidence level for error bars (e.g. ``0.95``); ``None`` for none.
-      n_bootstrap: bootstrap replicates behind the error bars.
+      confidence: coverage of the intervals.
+      n_bootstrap: 0 (default) for Clopper-Pearson intervals of the event rates; else the
+        replicates of percentile bootstrap intervals of the event rates (vertical bars; bins with
+        events only) and of the bin mean scores (horizontal bars).
 
     Returns:
       The figure: x the bin's mean score, y its event rate, and the 45-degree line.
     """
     betas = _check_betas(list(scores_by_beta), "scores_by_beta")
+    drawn = _all_bins(scores_by_beta, labels, betas, n_bins, confidence, n_bootstrap)
+    floor = _axis_floor(_lowest(drawn))
     fig, ax = _new_figure()
-    low = 1.0
-    for i, (beta, color) in enumerate(zip(betas, _colors(len(betas)), strict=True)):
-        curve = _curve(scores_by_beta[beta], _labels_for(labels, beta), n_bins, ci, i, n_bootstrap)
-        low = min(low, _draw_curve(ax, curve, color, f"β = {beta:g}", f"data-{beta:g}"))
-    _log_axes(ax, low, "confidence score (bin mean)", "event rate")
+    for beta, bins, color in zip(betas, drawn, _colors(len(betas)), strict=True):
+        key = beta_key(beta)
+        _draw_curve(ax, bins, floor, color, f"β = {key}", key)
+    _log_axes(ax, floor, "confidence score (bin mean)", "event rate")
     ax.set_title("Calibration curves by class weight")
-    ax.legend(loc="upper left", fontsize="small")
+    _legend(ax, drawn, confidence, n_bootstrap > 0)
     return fig
 
 
@@ -198,8 +297,9 @@ def figure2_theoretical_curves(betas: Sequence[float], low: float = 1e-3) -> Fig
     fig, ax = _new_figure()
     for beta, color in zip(betas, _colors(len(betas)), strict=True):
         a, gamma = _theory_points(beta, low)
-        ax.plot(a, gamma, "-", color=color, lw=1.5, label=f"β = {beta:g}", gid=f"theory-{beta:g}")
-    _log_axes(ax, low, "confidence score", "event rate")
+        key = beta_key(beta)
+        ax.plot(a, gamma, "-", color=color, lw=1.5, label=f"β = {key}", gid=f"theory-{key}")
+    _log_axes(ax, _axis_floor(low), "confidence score", "event rate", binned=False)
     ax.set_title("Theoretical calibration curves")
     ax.legend(loc="upper left", fontsize="small")
     return fig
@@ -209,30 +309,35 @@ def figure3_loss_calibration(
     scores_by_beta: Mapping[float, ArrayLike],
     labels: ArrayLike | Mapping[float, ArrayLike],
     n_bins: int = 10,
-    ci: float | None = None,
-    n_bootstrap: int = _N_BOOTSTRAP,
+    confidence: float = _CONFIDENCE,
+    n_bootstrap: int = 0,
 ) -> Figure:
     """Figure 3: the loss calibration curve: data (points) over theory (lines), per ``beta``.
 
     An algorithm is loss-calibrated (Definition 2) when each binned curve follows its
-    theoretical curve ``gamma -> c^beta(gamma)``.
+    theoretical curve ``gamma -> c^beta(gamma)``. Bins are drawn as in
+    :func:`figure1_calibration_curves`.
 
     Args:
-      scores_by_beta, labels, n_bins, ci, n_bootstrap: as in :func:`figure1_calibration_curves`.
+      scores_by_beta, labels, n_bins, confidence, n_bootstrap: as in
+        :func:`figure1_calibration_curves`.
     """
     betas = _check_betas(list(scores_by_beta), "scores_by_beta")
+    drawn = _all_bins(scores_by_beta, labels, betas, n_bins, confidence, n_bootstrap)
+    floor = _axis_floor(_lowest(drawn))
     fig, ax = _new_figure()
-    low = 1.0
-    for i, (beta, color) in enumerate(zip(betas, _colors(len(betas)), strict=True)):
-        curve = _curve(scores_by_beta[beta], _labels_for(labels, beta), n_bins, ci, i, n_bootstrap)
-        low = min(low, _draw_curve(ax, curve, color, f"β = {beta:g} (data)", f"data-{beta:g}"))
-    for beta, color in zip(betas, _colors(len(betas)), strict=True):
-        a, gamma = _theory_points(beta, low)
-        ax.plot(a, gamma, "--", color=color, lw=1.2, label=f"β = {beta:g} (theory)",
-                gid=f"theory-{beta:g}")  # fmt: skip
-    _log_axes(ax, low, "confidence score", "event rate")
+    colors = _colors(len(betas))
+    for beta, bins, color in zip(betas, drawn, colors, strict=True):
+        key = beta_key(beta)
+        _draw_curve(ax, bins, floor, color, f"β = {key} (data)", key)
+    for beta, color in zip(betas, colors, strict=True):
+        a, gamma = _theory_points(beta, floor)
+        key = beta_key(beta)
+        ax.plot(a, gamma, "--", color=color, lw=1.2, label=f"β = {key} (theory)",
+                gid=f"theory-{key}")  # fmt: skip
+    _log_axes(ax, floor, "confidence score", "event rate")
     ax.set_title("Loss calibration: data and theory")
-    ax.legend(loc="upper left", fontsize="small")
+    _legend(ax, drawn, confidence, n_bootstrap > 0)
     return fig
 
 
@@ -240,30 +345,36 @@ def figure4_loss_corrected(
     scores_by_beta: Mapping[float, ArrayLike],
     labels: ArrayLike | Mapping[float, ArrayLike],
     n_bins: int = 10,
-    ci: float | None = None,
-    n_bootstrap: int = _N_BOOTSTRAP,
+    confidence: float = _CONFIDENCE,
+    n_bootstrap: int = 0,
 ) -> Figure:
     """Figure 4: calibration curves of the loss-corrected scores ``(c^beta)^{-1}(a)``.
 
     Each ``beta``'s scores are corrected by Corollary 1 (eq. ``transformation``) before binning;
-    calibrated curves lie on the 45-degree line (Proposition 5).
+    calibrated curves lie on the 45-degree line (Proposition 5). Bins are drawn as in
+    :func:`figure1_calibration_curves`.
 
     Args:
-      scores_by_beta, labels, n_bins, ci, n_bootstrap: as in :func:`figure1_calibration_curves`.
+      scores_by_beta, labels, n_bins, confidence, n_bootstrap: as in
+        :func:`figure1_calibration_curves`.
     """
     betas = _check_betas(list(scores_by_beta), "scores_by_beta")
-    fig, ax = _new_figure()
-    low = 1.0
-    for i, (beta, color) in enumerate(zip(betas, _colors(len(betas)), strict=True)):
+
+    def corrected(beta: float) -> Array:
         a = np.asarray(scores_by_beta[beta], dtype=float)
         if a.size == 0 or np.isnan(a).any() or (a < 0).any() or (a > 1).any():
             raise ValueError(f"scores for beta = {beta} must be non-empty probabilities in [0, 1]")
-        corrected = loss_corrected_score(jnp.asarray(a, jnp.float32), beta)
-        curve = _curve(corrected, _labels_for(labels, beta), n_bins, ci, i, n_bootstrap)
-        low = min(low, _draw_curve(ax, curve, color, f"β = {beta:g}", f"data-{beta:g}"))
-    _log_axes(ax, low, "loss-corrected confidence score (bin mean)", "event rate")
+        return loss_corrected_score(jnp.asarray(a, jnp.float32), beta)
+
+    drawn = _all_bins(scores_by_beta, labels, betas, n_bins, confidence, n_bootstrap, corrected)
+    floor = _axis_floor(_lowest(drawn))
+    fig, ax = _new_figure()
+    for beta, bins, color in zip(betas, drawn, _colors(len(betas)), strict=True):
+        key = beta_key(beta)
+        _draw_curve(ax, bins, floor, color, f"β = {key}", key)
+    _log_axes(ax, floor, "loss-corrected confidence score (bin mean)", "event rate")
     ax.set_title("Loss-corrected scores")
-    ax.legend(loc="upper left", fontsize="small")
+    _legend(ax, drawn, confidence, n_bootstrap > 0)
     return fig
 
 
@@ -321,6 +432,140 @@ def reliability_diagram(
     bottom.hist(np.asarray(scores, dtype=float), bins=np.linspace(0, 1, n_bins + 1), color="0.5")
     bottom.set_xlabel("confidence score")
     bottom.set_ylabel("count")
+    return fig
+
+
+# Smooth curves are drawn where about this many scores lie within one bandwidth of the point
+# (density x N x 2 sigma); further out the kernel regression rests on a handful of scores.
+_SMOOTH_MIN_COUNT = 5.0
+
+
+def _smooth_curve(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    bandwidth: float | None,
+    ci: float | None,
+    n_bootstrap: int,
+    seed: int,
+) -> SmoothCalibrationCurve:
+    if ci is None:
+        return smooth_calibration_curve(scores, labels, bandwidth)
+    return smooth_calibration_curve(
+        scores, labels, bandwidth, n_bootstrap=n_bootstrap, key=jax.random.key(seed), confidence=ci
+    )
+
+
+def _smooth_axes(fig: Figure) -> tuple[Axes, Axes]:
+    """Linear unit axes with the 45-degree line above a panel for the scores' densities."""
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    top.plot([0, 1], [0, 1], color="black", lw=1.0, label="45-degree line", gid="diagonal")
+    top.set_xlim(0, 1)
+    top.set_ylim(0, 1)
+    top.set_ylabel("event rate (kernel regression)")
+    top.grid(True, alpha=0.3)
+    bottom.set_ylabel("density")
+    bottom.set_xlabel("confidence score")
+    return top, bottom
+
+
+def _draw_smooth(
+    top: Axes, bottom: Axes, curve: SmoothCalibrationCurve, n: int, color, label: str, key: str
+) -> None:
+    """The smooth curve and its band (top; NaN where fewer than ``_SMOOTH_MIN_COUNT`` of the
+    ``n`` scores lie within a bandwidth) and the scores' density (bottom)."""
+    t = np.asarray(curve.grid, dtype=float)
+    rate = np.asarray(curve.event_rate, dtype=float)
+    density = np.asarray(curve.density, dtype=float)
+    nearby = density * n * 2.0 * float(curve.bandwidth)
+    shown = np.isfinite(rate) & (nearby >= _SMOOTH_MIN_COUNT)
+    top.plot(t, np.where(shown, rate, np.nan), "-", color=color, lw=1.8, label=label,
+             gid=f"smooth-{key}")  # fmt: skip
+    if curve.event_rate_interval is not None:
+        lower, upper = np.asarray(curve.event_rate_interval, dtype=float)
+        shown &= np.isfinite(lower) & np.isfinite(upper)
+        top.fill_between(t, lower, upper, where=shown, color=color, alpha=0.2, lw=0,
+                         gid=f"band-{key}")  # fmt: skip
+    bottom.fill_between(t, 0.0, density, color=color, alpha=0.2, lw=0)
+    bottom.plot(t, density, "-", color=color, lw=1.0, gid=f"density-{key}")
+
+
+def smooth_reliability_diagram(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    bandwidth: float | None = None,
+    ci: float | None = 0.95,
+    title: str | None = None,
+    n_bootstrap: int = _N_BOOTSTRAP,
+) -> Figure:
+    """The smooth reliability diagram of Blasiok & Nakkiran (2023), without bins.
+
+    Top: the kernel regression of the labels on the scores
+    (:func:`iml.calibration.smooth_calibration_curve`, reflected Gaussian kernel at the
+    fixed-point bandwidth unless one is given) on linear axes, with its bootstrap band and the
+    45-degree line; the legend gives the smooth calibration error. Bottom: the scores' kernel
+    density. The curve is drawn where about 5 scores or more lie within one bandwidth.
+
+    Args:
+      scores: ``[N]`` positive-class scores.
+      labels: ``[N]`` labels in ``{0, 1}``.
+      bandwidth: the kernel bandwidth, or ``None`` for the fixed point ``smECE_sigma = sigma``.
+      ci: coverage of the bootstrap band, or ``None`` for no band.
+      title: optional title.
+      n_bootstrap: bootstrap replicates behind the band.
+    """
+    curve = _smooth_curve(scores, labels, bandwidth, ci, n_bootstrap, 0)
+    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
+    top, bottom = _smooth_axes(fig)
+    label = f"smECE {float(curve.ece):.3f} (σ = {float(curve.bandwidth):.3f})"
+    _draw_smooth(top, bottom, curve, np.size(scores), "tab:red", label, "data")
+    top.legend(loc="upper left", fontsize="small")
+    if title:
+        top.set_title(title)
+    return fig
+
+
+def figure_smooth_calibration(
+    scores_by_beta: Mapping[float, ArrayLike],
+    labels: ArrayLike | Mapping[float, ArrayLike],
+    corrected: bool = False,
+    ci: float | None = 0.95,
+    n_bootstrap: int = _N_BOOTSTRAP,
+    bandwidth: float | None = None,
+) -> Figure:
+    """Smooth reliability diagrams (Blasiok & Nakkiran 2023), one curve per class weight.
+
+    The bin-free companion of Figures 1 and 4 on linear axes: for each ``beta`` the kernel
+    regression of the labels on the raw scores, or with ``corrected`` on the loss-corrected
+    scores ``(c^beta)^{-1}(a)`` (Corollary 1), each at its own fixed-point bandwidth, with its
+    bootstrap band; the legend gives each smooth calibration error. The densities of the scores
+    are drawn below; a curve is drawn where about 5 scores or more lie within one bandwidth.
+    Curves and bands carry the ``gid`` ``"smooth-<beta>"`` and ``"band-<beta>"``, densities
+    ``"density-<beta>"`` (``<beta>`` as :func:`iml.calibration.beta_key` writes it).
+
+    Args:
+      scores_by_beta: ``beta -> `` positive-class scores ``[N]`` of the model trained with it.
+      labels: ``[N]`` labels shared by all, or ``beta -> labels``.
+      corrected: draw the loss-corrected scores instead of the raw ones.
+      ci: coverage of the bootstrap bands, or ``None`` for none.
+      n_bootstrap: bootstrap replicates behind the bands.
+      bandwidth: one kernel bandwidth for every curve, or ``None`` for each one's fixed point.
+    """
+    betas = _check_betas(list(scores_by_beta), "scores_by_beta")
+    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
+    top, bottom = _smooth_axes(fig)
+    for i, (beta, color) in enumerate(zip(betas, _colors(len(betas)), strict=True)):
+        a = np.asarray(scores_by_beta[beta], dtype=float)
+        if a.size == 0 or np.isnan(a).any() or (a < 0).any() or (a > 1).any():
+            raise ValueError(f"scores for beta = {beta} must be non-empty probabilities in [0, 1]")
+        a = jnp.asarray(a, jnp.float32)
+        if corrected:
+            a = loss_corrected_score(a, beta)
+        curve = _smooth_curve(a, _labels_for(labels, beta), bandwidth, ci, n_bootstrap, i)
+        label = f"β = {beta_key(beta)}: smECE {float(curve.ece):.3f}"
+        _draw_smooth(top, bottom, curve, a.shape[0], color, label, beta_key(beta))
+    top.legend(loc="upper left", fontsize="small")
+    what = "loss-corrected scores" if corrected else "raw scores"
+    top.set_title(f"Smooth calibration curves, {what}")
     return fig
 
 

@@ -1,7 +1,5 @@
 """Tests for iml.calibration: binning, curves, metrics, sweeps and the loss-calibration test."""
 
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,16 +9,6 @@ from sklearn.calibration import calibration_curve as sk_calibration_curve
 from iml import calibration as cal
 
 RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(scope="module")
-def data_dir() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "shared" / "data"
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("shared/data not found above the test file")
 
 
 def _binary_sample(n: int, seed: int = 0, prevalence_shift: float = 0.0):
@@ -141,6 +129,118 @@ def test_calibration_curve_rejects_bad_input(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         cal.calibration_curve(**args)
+
+
+# ---------------------------------------------------------------------------------------------
+# Binomial (Clopper-Pearson) interval of an event rate
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("confidence", [0.8, 0.95, 0.99])
+def test_clopper_pearson_interval_matches_scipy_exact(confidence):
+    from scipy.stats import binomtest
+
+    events = np.array([0, 1, 2, 5, 17, 90, 179, 180, 0, 1, 3, 7, 0, 40, 1000])
+    count = np.array([180, 180, 180, 180, 180, 180, 180, 180, 1, 1, 7, 7, 5000, 5000, 20000])
+    got = np.asarray(cal.clopper_pearson_interval(events, count, confidence))
+    expected = np.array(
+        [
+            binomtest(int(k), int(n)).proportion_ci(confidence, method="exact")
+            for k, n in zip(events, count, strict=True)
+        ]
+    ).T
+    assert got.shape == (2, len(events))
+    # float32 betainc: about 1e-4 relative for counts in the hundreds, 1e-3 in the thousands.
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-8)
+    small = count <= 180
+    np.testing.assert_allclose(got[:, small], expected[:, small], rtol=2e-4, atol=1e-8)
+
+
+def test_clopper_pearson_bounds_without_events_and_with_only_events_have_closed_forms():
+    n = np.array([1.0, 10.0, 180.0, 1797.0])
+    alpha = 0.05
+    lower, upper = np.asarray(cal.clopper_pearson_interval(np.zeros(4), n, 1 - alpha))
+    assert np.all(lower == 0.0)
+    np.testing.assert_allclose(upper, 1 - (alpha / 2) ** (1 / n), rtol=1e-5)
+    lower, upper = np.asarray(cal.clopper_pearson_interval(n, n, 1 - alpha))
+    assert np.all(upper == 1.0)
+    np.testing.assert_allclose(lower, (alpha / 2) ** (1 / n), rtol=1e-5)
+
+
+def test_clopper_pearson_interval_jits_vmaps_and_turns_invalid_entries_into_nan():
+    events = jnp.array([0.0, 3.0, 5.0, 4.0, 1.0])
+    count = jnp.array([10.0, 10.0, 0.0, 2.0, 10.0])  # an empty bin, and more events than trials
+    f = jax.jit(jax.vmap(cal.clopper_pearson_interval, in_axes=(0, 0, None), out_axes=1))
+    got = np.asarray(f(events, count, 0.9))
+    eager = np.asarray(cal.clopper_pearson_interval(events[:2], count[:2], 0.9))
+    np.testing.assert_allclose(got[:, :2], eager, rtol=1e-6)
+    assert np.all(np.isnan(got[:, 2:4])) and np.all(np.isfinite(got[:, [0, 1, 4]]))
+    # The interval widens with the confidence and always holds the rate.
+    wide = np.asarray(cal.clopper_pearson_interval(3.0, 10.0, 0.99))
+    narrow = np.asarray(cal.clopper_pearson_interval(3.0, 10.0, 0.5))
+    assert wide[0] < narrow[0] < 0.3 < narrow[1] < wide[1]
+
+
+@pytest.mark.parametrize(
+    ("events", "count", "confidence", "match"),
+    [
+        (-1.0, 10.0, 0.95, "events"),
+        (np.nan, 10.0, 0.95, "events"),
+        (1.0, -2.0, 0.95, "count"),
+        (11.0, 10.0, 0.95, "events exceeds count"),
+        (1.0, 10.0, 1.0, "confidence"),
+        (1.0, 10.0, 0.0, "confidence"),
+    ],
+)
+def test_clopper_pearson_interval_rejects_bad_input(events, count, confidence, match):
+    with pytest.raises(ValueError, match=match):
+        cal.clopper_pearson_interval(events, count, confidence)
+
+
+def test_curve_carries_the_clopper_pearson_interval_of_every_bin():
+    from scipy.stats import binomtest
+
+    scores, labels = _binary_sample(1000, seed=4)
+    labels = np.where(scores < np.quantile(scores, 0.3), 0, labels)  # three bins without events
+    curve = cal.calibration_curve(scores, labels, n_bins=10, confidence=0.9)
+    count = np.asarray(curve.count)
+    events = np.rint(np.asarray(curve.event_rate) * count).astype(int)
+    assert np.sum(events == 0) >= 3
+    expected = np.array(
+        [
+            binomtest(int(k), int(n)).proportion_ci(0.9, method="exact")
+            for k, n in zip(events, count, strict=True)
+        ]
+    ).T
+    got = np.asarray(curve.event_rate_binomial_interval)
+    np.testing.assert_allclose(got, expected, rtol=3e-4, atol=1e-8)
+    rate = np.asarray(curve.event_rate)
+    assert np.all((got[0] <= rate) & (rate <= got[1]))
+    # Weights that scale every observation alike leave the effective count, so the interval.
+    scaled = cal.calibration_curve(
+        scores, labels, n_bins=10, confidence=0.9, sample_weight=np.full(1000, 3.0)
+    )
+    np.testing.assert_allclose(scaled.event_rate_binomial_interval, got, rtol=1e-5, atol=1e-7)
+    # Unequal weights: Kish's effective count n_eff = (sum w)^2 / sum w^2 < sum w widens it.
+    weights = np.where(np.arange(1000) % 2 == 0, 1.0, 3.0)
+    weighted = cal.calibration_curve(
+        scores, labels, n_bins=10, confidence=0.9, sample_weight=weights
+    )
+    w_hi = np.asarray(weighted.event_rate_binomial_interval)[1]
+    assert np.all(w_hi[events == 0] > got[1][events == 0])
+    # Empty bins (duplicate edges) get NaN bounds; the curve still jits and vmaps.
+    tied = cal.calibration_curve(np.r_[np.zeros(60), np.linspace(0.2, 0.8, 40)],
+                                 np.r_[np.zeros(60), np.ones(40)], n_bins=10)  # fmt: skip
+    empty = np.asarray(tied.count) == 0
+    assert empty.any() and np.all(np.isnan(np.asarray(tied.event_rate_binomial_interval)[:, empty]))
+    batch = jax.jit(jax.vmap(lambda y: cal.calibration_curve(scores, y)))(
+        jnp.stack([labels, 1 - labels])
+    )
+    np.testing.assert_allclose(
+        batch.event_rate_binomial_interval[0],
+        cal.calibration_curve(scores, labels).event_rate_binomial_interval,
+        rtol=1e-6,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,11 +395,11 @@ def test_multiclass_ece_top_label_and_classwise():
     assert float(top) > 0.02
 
 
-def test_rare_class_prevalence_of_chestxray14(data_dir):
+def test_rare_class_prevalence_of_chestxray14(shared_data_path):
     import csv
     import gzip
 
-    path = data_dir / "nih-chestxray14-meta" / "Data_Entry_2017_v2020.csv.gz"
+    path = shared_data_path("nih-chestxray14-meta") / "Data_Entry_2017_v2020.csv.gz"
     with gzip.open(path, "rt") as f:
         rows = list(csv.DictReader(f))
     labels = np.array(["Pneumonia" in r["Finding Labels"] for r in rows], np.int32)

@@ -241,3 +241,74 @@ def test_a_run_stored_before_a_new_config_key_still_resumes(tmp_path):
     store.open_run(_as_stored(config, store))  # resumes without complaint
     with pytest.raises(ValueError, match="'weights'"):
         store.open_run(_as_stored({**config, "weights": "imagenet.pth"}, store))
+
+
+# ----------------------------------------------------------------------------------------------
+# The smooth calibration error in the table and the smooth figures of a report
+# ----------------------------------------------------------------------------------------------
+
+
+def test_score_metrics_include_the_smooth_ece_of_the_clipped_scores():
+    from iml.calibration import smooth_ece
+    from iml.pipeline.report import score_metrics
+
+    rng = np.random.default_rng(0)
+    scores = rng.beta(1.0, 6.0, 800)
+    labels = (rng.random(800) < scores).astype(np.int32)
+    scores[:5] = 0.0  # clipped to 1e-7 first, as every metric sees them
+    metrics = score_metrics(scores, labels)
+    assert list(metrics) == list(METRICS) and "smooth_ece" in METRICS
+    clipped = np.clip(scores, 1e-7, 1 - 1e-7).astype(np.float32)
+    assert metrics["smooth_ece"] == pytest.approx(float(smooth_ece(clipped, labels).ece), rel=1e-6)
+    assert 0.0 <= metrics["smooth_ece"] < 0.05
+
+
+def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp_path):
+    from iml.pipeline.report import report_run
+
+    rng = np.random.default_rng(1)
+    n, betas = 400, (0.5, 0.9)
+    posterior = rng.beta(1.0, 6.0, n)
+    labels = (rng.random(n) < posterior).astype(np.int32)
+    store = RunStore(tmp_path / "run")
+    store.open_run({"betas": list(betas), "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
+    members = [
+        (beta, np.arange(n), beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior)))
+        for beta in betas
+    ]
+    _save_batch(store, "batches/batch-0000", members)
+    table = report_run(store.root, tmp_path / "out", formats=("png",))
+    for methods in table.values():
+        for metrics in methods.values():
+            assert 0.0 <= metrics["smooth_ece"] < 1.0
+    # Raw scores of beta = 0.9 overstate the rate; their loss correction undoes it.
+    assert table["0.9"]["raw"]["smooth_ece"] > 0.1 > table["0.9"]["loss_corrected"]["smooth_ece"]
+    assert "smooth_ece" in (tmp_path / "out" / "table.md").read_text()
+    for name in ("smooth_raw", "smooth_corrected"):
+        assert (tmp_path / "out" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
+    # f"{beta:g}" would give both "1": the table, its Markdown and the figures keep them apart.
+    from iml.pipeline.report import report_run
+
+    rng = np.random.default_rng(2)
+    n, betas = 400, (0.9999991, 0.9999992)
+    posterior = rng.beta(1.0, 6.0, n)
+    labels = (rng.random(n) < posterior).astype(np.int32)
+    store = RunStore(tmp_path / "run")
+    store.open_run({"betas": list(betas), "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
+    members = [(beta, np.arange(n), posterior) for beta in betas]
+    _save_batch(store, "batches/batch-0000", members)
+    table = report_run(store.root, tmp_path / "out", formats=("svg",))
+    assert list(table) == ["0.9999991", "0.9999992"]
+    markdown = (tmp_path / "out" / "table.md").read_text()
+    assert "## beta = 0.9999991" in markdown and "## beta = 0.9999992" in markdown
+    sizes = json.loads((tmp_path / "out" / "ensemble.json").read_text())["ensemble_size"]
+    assert list(sizes) == ["0.9999991", "0.9999992"]
+    for figure in ("figure1", "figure3", "figure4"):
+        svg = (tmp_path / "out" / "figures" / f"{figure}.svg").read_text()
+        for key in table:
+            assert f'id="data-{key}"' in svg, (figure, key)

@@ -41,10 +41,34 @@ def _diagonal(ax):
     return line
 
 
-def _drawn_points(scores, labels):
+def _bins_with_events(scores, labels):
     curve = calibration_curve(scores, labels, n_bins=10, strategy="quantile")
     rate = np.asarray(curve.event_rate)
     return int(np.sum(np.isfinite(rate) & (rate > 0)))
+
+
+def _line(ax, gid):
+    (line,) = [line for line in ax.get_lines() if line.get_gid() == gid]
+    return line
+
+
+def _collection(ax, gid):
+    (coll,) = [c for c in ax.collections if c.get_gid() == gid]
+    return coll
+
+
+def _floor(ax):
+    (line,) = [line for line in ax.get_lines() if line.get_gid() == "floor"]
+    return float(line.get_ydata()[0])
+
+
+@pytest.fixture(scope="module")
+def sparse():
+    """Scores whose lower half holds no positive (as on a nearly separable task), two betas."""
+    rng = np.random.default_rng(1)
+    a = np.sort(rng.uniform(0.001, 0.999, 1000))
+    labels = np.where(np.arange(1000) >= 500, rng.random(1000) < a, 0).astype(np.int32)
+    return {0.5: a, 0.9: np.sqrt(a)}, labels
 
 
 def test_figure1_draws_one_log_log_curve_per_beta_with_the_diagonal(data):
@@ -55,7 +79,9 @@ def test_figure1_draws_one_log_log_curve_per_beta_with_the_diagonal(data):
     curves = _lines(ax, "data-")
     assert [c.get_gid() for c in curves] == ["data-0.5", "data-0.9", "data-0.99"]
     for beta, curve in zip(BETAS, curves, strict=True):
-        assert len(curve.get_xdata()) == _drawn_points(scores[beta], labels)
+        assert len(curve.get_xdata()) == _bins_with_events(scores[beta], labels)
+        floor = _line(ax, f"floor-{beta}")
+        assert len(curve.get_xdata()) + len(floor.get_xdata()) == 10
     diagonal = _diagonal(ax)
     np.testing.assert_allclose(diagonal.get_xdata(), diagonal.get_ydata())
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -65,14 +91,68 @@ def test_figure1_draws_one_log_log_curve_per_beta_with_the_diagonal(data):
     assert np.median(np.log10(x / y)) > 0.8
 
 
-def test_figure1_error_bars_when_asked(data):
+def test_figure1_draws_binomial_intervals_by_default_and_bootstrap_bars_when_asked(data):
     scores, labels = data
-    (ax,) = figure1_calibration_curves(scores, labels, ci=0.9, n_bootstrap=10).axes
-    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
-    assert len(bars) == 3
-    assert all(c.has_yerr and c.has_xerr for c in bars)
     (ax,) = figure1_calibration_curves(scores, labels).axes
-    assert not [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    for beta in BETAS:
+        assert len(_collection(ax, f"interval-{beta}").get_segments()) == 10
+        assert not [c for c in ax.collections if c.get_gid() == f"interval-x-{beta}"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "95% Clopper-Pearson interval" in legend
+    (ax,) = figure1_calibration_curves(scores, labels, confidence=0.9, n_bootstrap=10).axes
+    for beta in BETAS:
+        (x,) = _line(ax, f"data-{beta}").get_xdata()[:1]
+        horizontal = _collection(ax, f"interval-x-{beta}").get_segments()
+        assert len(horizontal) == 10
+        assert horizontal[0][0, 0] <= x <= horizontal[0][1, 0]
+    assert "90% bootstrap interval" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+@pytest.mark.parametrize(
+    "figure", [figure1_calibration_curves, figure3_loss_calibration, figure4_loss_corrected]
+)
+def test_every_bin_is_drawn_and_bins_without_events_sit_at_the_floor(sparse, figure):
+    from scipy.stats import binomtest
+
+    scores, labels = sparse
+    (ax,) = figure(scores, labels).axes
+    floor = _floor(ax)
+    assert ax.get_ylim()[0] < floor  # floor markers are seen whole
+    for beta in scores:
+        points = _line(ax, f"data-{beta}")
+        floor_markers = _line(ax, f"floor-{beta}")
+        segments = _collection(ax, f"interval-{beta}").get_segments()
+        n_points, n_floor = len(points.get_xdata()), len(floor_markers.get_xdata())
+        # About 100 observations per decile; the five lower deciles hold no positive.
+        assert n_floor == 5 and n_points == 5 and len(segments) == 10
+        assert np.all(floor_markers.get_ydata() == floor)
+        assert floor_markers.get_marker() == "v" and floor_markers.get_linestyle() == "None"
+        count = np.asarray(calibration_curve(scores[beta], labels).count)
+        # Bars in bin order: the floor bins' bars run from the floor to the exact upper bound.
+        for k, ((x0, lo), (x1, hi)) in enumerate(segments[:5]):
+            assert x0 == x1 and lo == floor
+            np.testing.assert_allclose(hi, 1 - 0.025 ** (1 / count[k]), rtol=1e-5)
+        np.testing.assert_allclose([s[0, 0] for s in segments[:5]], floor_markers.get_xdata())
+        # Bins with events: the bar is the Clopper-Pearson interval and holds the point.
+        y = np.asarray(points.get_ydata())
+        for k, ((x0, lo), (_, hi)) in enumerate(segments[5:]):
+            assert x0 == points.get_xdata()[k] and lo <= y[k] <= hi
+            n = int(count[5 + k])
+            expected = binomtest(round(float(y[k]) * n), n).proportion_ci(0.95, method="exact")
+            np.testing.assert_allclose([lo, hi], [max(expected.low, floor), expected.high],
+                                       rtol=3e-4)  # fmt: skip
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend.count("no event in bin (bar: 95% upper bound)") == 1
+
+
+def test_gids_use_the_exact_beta_key():
+    rng = np.random.default_rng(2)
+    a = rng.uniform(0.01, 0.99, 400)
+    labels = (rng.random(400) < a).astype(np.int32)
+    close = {0.9999991: a, 0.9999992: a}  # equal under f"{beta:g}"
+    (ax,) = figure3_loss_calibration(close, labels).axes
+    assert [line.get_gid() for line in _lines(ax, "data-")] == ["data-0.9999991", "data-0.9999992"]
+    assert len(_lines(ax, "theory-0.999999")) == 2
 
 
 def test_figure2_draws_the_theoretical_curves_of_proposition_2():
@@ -163,3 +243,87 @@ def test_bad_input_raises_value_error(data, tmp_path):
         figure4_loss_corrected({0.5: np.full(N, np.nan)}, labels)
     with pytest.raises(ValueError, match="format"):
         save_figure(figure2_theoretical_curves([0.5]), tmp_path / "x", formats=("bmp",))
+
+
+# ----------------------------------------------------------------------------------------------
+# Smooth reliability diagrams (Blasiok & Nakkiran 2023)
+# ----------------------------------------------------------------------------------------------
+
+
+def _line(ax, gid):
+    """The one line with exactly this gid."""
+    (line,) = [line for line in ax.get_lines() if line.get_gid() == gid]
+    return line
+
+
+def _drawn(line):
+    """The points of a smooth curve that are drawn (NaN marks the undrawn range)."""
+    x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+    return x[np.isfinite(y)], y[np.isfinite(y)]
+
+
+def test_smooth_figure_draws_a_curve_band_and_density_per_beta(data):
+    from iml.calibration import beta_key, smooth_ece
+    from iml.plots import figure_smooth_calibration
+
+    scores, labels = data
+    top, bottom = figure_smooth_calibration(scores, labels, n_bootstrap=20).axes
+    _diagonal(top)
+    assert top.get_xscale() == "linear" and top.get_xlim() == (0.0, 1.0)
+    legend = [t.get_text() for t in top.get_legend().get_texts()]
+    for beta in BETAS:
+        key = beta_key(beta)
+        curve = _line(top, f"smooth-{key}")
+        _line(bottom, f"density-{key}")
+        assert [c for c in top.collections if c.get_gid() == f"band-{key}"]
+        x, y = _drawn(curve)
+        assert x.size > 100 and np.all((y >= 0) & (y <= 1))
+        ece = float(smooth_ece(scores[beta], labels).ece)
+        assert f"β = {beta:g}: smECE {ece:.3f}" in legend
+    # The raw scores of the heaviest weight lie far above their event rates.
+    x, y = _drawn(_line(top, f"smooth-{beta_key(0.99)}"))
+    assert np.mean(x - y) > 0.2
+
+
+def test_smooth_figure_of_loss_corrected_scores_follows_the_diagonal(data):
+    from iml.calibration import beta_key
+    from iml.plots import figure_smooth_calibration
+
+    scores, labels = data
+    top, _ = figure_smooth_calibration(scores, labels, corrected=True, ci=None).axes
+    assert "loss-corrected" in top.get_title()
+    for beta in BETAS:
+        curve = _line(top, f"smooth-{beta_key(beta)}")
+        assert not [c for c in top.collections if c.get_gid() == f"band-{beta_key(beta)}"]
+        x, y = _drawn(curve)
+        assert np.median(np.abs(y - x)) < 0.05
+
+
+def test_smooth_reliability_diagram_shows_the_smooth_ece_and_bandwidth(data):
+    from iml.calibration import smooth_ece
+    from iml.plots import smooth_reliability_diagram
+
+    scores, labels = data
+    fig = smooth_reliability_diagram(scores[0.9], labels, n_bootstrap=20, title="beta 0.9")
+    top, bottom = fig.axes
+    _diagonal(top)
+    curve = _line(top, "smooth-data")
+    assert _drawn(curve)[0].size > 100
+    assert _line(bottom, "density-data") and top.get_title() == "beta 0.9"
+    result = smooth_ece(scores[0.9], labels)
+    (label,) = [t.get_text() for t in top.get_legend().get_texts() if "smECE" in t.get_text()]
+    assert label == f"smECE {float(result.ece):.3f} (σ = {float(result.bandwidth):.3f})"
+
+
+def test_smooth_figures_reject_bad_input(data):
+    from iml.plots import figure_smooth_calibration, smooth_reliability_diagram
+
+    scores, labels = data
+    with pytest.raises(ValueError, match="beta"):
+        figure_smooth_calibration({1.5: scores[0.5]}, labels)
+    with pytest.raises(ValueError, match="probabilities"):
+        figure_smooth_calibration({0.5: np.full(N, np.nan)}, labels, corrected=True)
+    with pytest.raises(ValueError, match="labels"):
+        smooth_reliability_diagram(scores[0.5], labels + 1)
+    with pytest.raises(ValueError, match="bandwidth"):
+        smooth_reliability_diagram(scores[0.5], labels, bandwidth=0.0)

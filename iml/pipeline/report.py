@@ -1,8 +1,10 @@
 """Reporting a run: the summary table (JSON and Markdown) and Figures 1-4 from stored scores.
 
-The table is keyed by beta (``f"{beta:g}"``), then by method, then by metric::
+The table is keyed by beta (its exact key, :func:`iml.calibration.beta_key`), then by method,
+then by metric::
 
-    {"0.9": {"raw": {"ece": ..., "ece_debiased": ..., "brier": ..., "log_loss": ..., "auroc": ...,
+    {"0.9": {"raw": {"ece": ..., "ece_debiased": ..., "smooth_ece": ..., "brier": ...,
+                     "log_loss": ..., "auroc": ...,
                      "loss_calibration_gap": ..., "loss_calibration_p_value": ...},
              "loss_corrected": {...}, "platt": {...}, "temperature": {...}, "isotonic": {...},
              "histogram": {...}, "prior_shift": {...}}, ...}
@@ -34,10 +36,12 @@ import numpy as np
 
 from iml.calibration import (
     auroc,
+    beta_key,
     brier_score,
     expected_calibration_error,
     loss_calibration_test,
     mean_log_loss,
+    smooth_ece,
 )
 from iml.pipeline.aggregate import EnsembleScores, load_ensemble
 from iml.pipeline.store import RunStore, atomic_write_bytes
@@ -46,6 +50,7 @@ from iml.plots import (
     figure2_theoretical_curves,
     figure3_loss_calibration,
     figure4_loss_corrected,
+    figure_smooth_calibration,
     save_figure,
 )
 from iml.recalibration import (
@@ -68,7 +73,7 @@ __all__ = [
     "table_markdown",
 ]
 
-METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
+METRICS = ("ece", "ece_debiased", "smooth_ece", "brier", "log_loss", "auroc")
 _CLIP = 1e-7
 
 
@@ -94,7 +99,8 @@ BASELINES: dict[str, Callable[[float], Callable[[np.ndarray], Recalibrator]]] = 
 
 
 def score_metrics(scores: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> dict[str, float]:
-    """ECE (l1, quantile bins), debiased ECE (l2, Kumar et al. 2019), Brier, log loss, AUROC."""
+    """ECE (l1, quantile bins), debiased ECE (l2, Kumar et al. 2019), smooth ECE (Blasiok &
+    Nakkiran 2023, no bins, fixed-point bandwidth), Brier, log loss, AUROC."""
     s = np.clip(np.asarray(scores, np.float64), _CLIP, 1 - _CLIP).astype(np.float32)
     y = np.asarray(labels, np.int32)
     return {
@@ -102,6 +108,7 @@ def score_metrics(scores: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> d
         "ece_debiased": float(
             expected_calibration_error(s, y, n_bins, "quantile", norm="l2", debias=True)
         ),
+        "smooth_ece": float(smooth_ece(s, y).ece),
         "brier": float(brier_score(s, y)),
         "log_loss": float(mean_log_loss(s, y)),
         "auroc": float(auroc(s, y)),
@@ -148,7 +155,7 @@ def summary_table(
     for row, beta in enumerate(ensemble.betas):
         have = ensemble.sizes[row] > 0
         if not have.any():
-            raise ValueError(f"no observation has a test score for beta={beta:g}")
+            raise ValueError(f"no observation has a test score for beta={beta_key(beta)}")
         s = np.clip(ensemble.scores[row][have], _CLIP, 1 - _CLIP)
         y, folds = labels[have], np.asarray(fold_ids)[have]
         methods: dict[str, dict[str, float]] = {"raw": score_metrics(s, y, n_bins)}
@@ -166,7 +173,7 @@ def summary_table(
         methods["loss_corrected"] = score_metrics(corrected, y, n_bins)
         for name, factory in BASELINES.items():
             methods[name] = score_metrics(cross_fit(factory(beta), s, y, folds), y, n_bins)
-        table[f"{beta:g}"] = methods
+        table[beta_key(beta)] = methods
     return table
 
 
@@ -199,7 +206,7 @@ def _size_summary(ensemble: EnsembleScores) -> dict[str, Any]:
     for row, beta in enumerate(ensemble.betas):
         sizes = ensemble.sizes[row]
         values, counts = np.unique(sizes, return_counts=True)
-        out[f"{beta:g}"] = {
+        out[beta_key(beta)] = {
             "min": int(sizes.min()),
             "max": int(sizes.max()),
             "mean": float(sizes.mean()),
@@ -208,14 +215,32 @@ def _size_summary(ensemble: EnsembleScores) -> dict[str, Any]:
     return out
 
 
+def check_stored_run(run: str | Path) -> RunStore:
+    """The store of a run that :func:`report_run` can report: checked before any work.
+
+    Raises:
+      FileNotFoundError: if ``run`` holds no manifest or no stored folds.
+      ValueError: if the run has no finished member batch.
+    """
+    store = RunStore(run) if Path(run).is_dir() else None
+    if store is None or store.manifest() is None:
+        raise FileNotFoundError(f"no stored run (manifest.json) in {run}")
+    if not store.has("data/folds"):
+        raise FileNotFoundError(f"{run} holds no stored folds (data/folds.npz)")
+    if not any(True for _ in store.keys("batches")):
+        raise ValueError(f"{run} holds no finished member batch")
+    return store
+
+
 def report_run(
     run: str | Path, out: str | Path | None = None, *, formats: Sequence[str] = ("png", "pdf")
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Aggregate a stored run and write its table, ensemble scores and Figures 1-4.
 
     Writes into ``out`` (default: the run directory): ``table.json``, ``table.md``,
-    ``ensemble.json`` (ensemble sizes per beta), ``ensemble_scores.npz`` and
-    ``figures/figure{1,2,3,4}.{png,pdf}``. Trains nothing.
+    ``ensemble.json`` (ensemble sizes per beta), ``ensemble_scores.npz``,
+    ``figures/figure{1,2,3,4}.{png,pdf}`` and the smooth reliability diagrams of the raw and the
+    loss-corrected scores, ``figures/smooth_{raw,corrected}.{png,pdf}``. Trains nothing.
 
     Args:
       run: a run directory written by :func:`iml.pipeline.runner.run_experiment`.
@@ -229,14 +254,10 @@ def report_run(
       FileNotFoundError: if ``run`` holds no manifest or no stored folds.
       ValueError: if the run has no finished member batch.
     """
-    store = RunStore(run) if Path(run).is_dir() else None
-    if store is None or store.manifest() is None:
-        raise FileNotFoundError(f"no stored run (manifest.json) in {run}")
+    store = check_stored_run(run)
     config = store.manifest()["config"]
     folds = store.load_arrays("data/folds")
     labels, fold_ids = folds["labels"], folds["fold_ids"]
-    if not any(True for _ in store.keys("batches")):
-        raise ValueError(f"{run} holds no finished member batch")
     betas = [float(b) for b in config["betas"]]
     ensemble = load_ensemble(store, betas, len(labels))
     table = summary_table(
@@ -274,6 +295,12 @@ def report_run(
         "figure2": figure2_theoretical_curves(ensemble.betas),
         "figure3": figure3_loss_calibration(scores_by_beta, labels_by_beta, int(config["n_bins"])),
         "figure4": figure4_loss_corrected(scores_by_beta, labels_by_beta, int(config["n_bins"])),
+        "smooth_raw": figure_smooth_calibration(
+            scores_by_beta, labels_by_beta, n_bootstrap=int(config["n_bootstrap"])
+        ),
+        "smooth_corrected": figure_smooth_calibration(
+            scores_by_beta, labels_by_beta, corrected=True, n_bootstrap=int(config["n_bootstrap"])
+        ),
     }
     for name, fig in figures.items():
         save_figure(fig, out / "figures" / name, formats)

@@ -38,7 +38,9 @@ class Digits(tfds.core.GeneratorBasedBuilder):
     VERSION = tfds.core.Version("1.0.0")
     RELEASE_NOTES: ClassVar[dict[str, str]] = {"1.0.0": "scikit-learn load_digits, one split."}
     BUILDER_CONFIGS: ClassVar[list[ImageSizeConfig]] = [
-        image_size_config(s) for s in (NATIVE_SIZE, 28, 32)
+        # 4 px: the default task of `iml reproduce`; the first entry stays the default config.
+        image_size_config(s)
+        for s in (NATIVE_SIZE, 4, 28, 32)
     ]
 
     def _info(self) -> tfds.core.DatasetInfo:
