@@ -8,18 +8,18 @@ Examples::
     python -m iml.cli reproduce --epochs 1 --folds 3 --set members_per_batch=6
 
 Bad input (unknown dataset or config key, beta outside (0, 1), missing directories or CSV
-columns) is reported before any work starts, with exit status 2.
+columns) is reported before any work starts, in one line, with exit status 2. A failure during
+the work exits with status 1 and its traceback, and leaves every finished result in place.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import importlib
 import importlib.util
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,49 +84,49 @@ def load_config(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
-def _reproduce(args: argparse.Namespace) -> int:
-    import time
-
-    from iml.pipeline.report import report_run
-    from iml.pipeline.runner import check_config, run_experiment
-    from iml.training.host import keep_step_memory
+def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
+    from iml.pipeline.runner import check_config
 
     config = load_config(args)
     check_config(config)
-    # before JAX's first computation: every training step reuses the last step's memory
-    keep_step_memory()
-    start = time.perf_counter()
-    run_experiment(config, args.out, progress=not args.no_progress)
-    report_run(args.out, args.out)
-    elapsed = time.perf_counter() - start
-    print(f"results in {args.out}: table.json, table.md, figures/ ({elapsed:.0f} s)")
-    return 0
+
+    def work() -> int:
+        import time
+
+        from iml.pipeline.report import report_run
+        from iml.pipeline.runner import run_experiment
+        from iml.training.host import keep_step_memory
+
+        # before JAX's first computation: every training step reuses the last step's memory
+        keep_step_memory()
+        start = time.perf_counter()
+        run_experiment(config, args.out, progress=not args.no_progress)
+        report_run(args.out, args.out)
+        elapsed = time.perf_counter() - start
+        print(f"results in {args.out}: table.json, table.md, figures/ ({elapsed:.0f} s)")
+        return 0
+
+    return work
 
 
-def _figures(args: argparse.Namespace) -> int:
-    from iml.pipeline.report import report_run
+def _figures(args: argparse.Namespace) -> Callable[[], int]:
+    from iml.pipeline.report import check_stored_run, report_run
 
+    check_stored_run(args.run)
     out = args.out or args.run
-    table = report_run(args.run, out)
-    print(json.dumps({"out": str(out), "betas": list(table)}))
-    return 0
+
+    def work() -> int:
+        table = report_run(args.run, out)
+        print(json.dumps({"out": str(out), "betas": list(table)}))
+        return 0
+
+    return work
 
 
-def _sweep(args: argparse.Namespace) -> int:
-    module = _sweep_module()
-    if module is None:
-        print("iml sweep: the sweep module (iml.pipeline.sweep) is not installed", file=sys.stderr)
-        return 2
-    return int(module.run_sweep_command(args))
+def _sweep(args: argparse.Namespace) -> Callable[[], int]:
+    from iml.pipeline.sweep import prepare_sweep_command
 
-
-def _sweep_module() -> Any:
-    try:
-        return importlib.import_module("iml.pipeline.sweep")
-    except ModuleNotFoundError as err:
-        if err.name != "iml.pipeline.sweep":
-            raise
-        return None
+    return prepare_sweep_command(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,18 +165,23 @@ def build_parser() -> argparse.ArgumentParser:
     fig.add_argument("--out", help="where to write (default: the run directory)")
     fig.set_defaults(func=_figures)
 
+    from iml.pipeline.sweep import add_sweep_arguments
+
     swp = sub.add_parser("sweep", help="parameter sweeps (iml.pipeline.sweep)")
-    module = _sweep_module()
-    if module is not None:
-        module.add_sweep_arguments(swp)
-    else:
-        swp.add_argument("rest", nargs=argparse.REMAINDER)
+    add_sweep_arguments(swp)
     swp.set_defaults(func=_sweep)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``iml``; returns the exit status (2 for bad input, reported before any work)."""
+    """Run ``iml``; returns its exit status.
+
+    Each command first checks its input (arguments, config, files). Bad input found there is
+    printed as one line, ``iml COMMAND: error: ...``, and gives exit status 2 before any work
+    starts. A failure during the work itself (an error inside training, a full disk) is not bad
+    input: its exception propagates with its traceback (exit status 1 from the ``iml`` script),
+    and every result finished before it stays in place.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "reproduce":
@@ -185,10 +190,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         use_cpu_cores_as_devices()
     try:
-        return int(args.func(args))
+        work = args.func(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"iml {args.command}: error: {err}", file=sys.stderr)
         return 2
+    return int(work())
 
 
 if __name__ == "__main__":

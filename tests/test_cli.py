@@ -215,9 +215,3 @@ def test_config_files_load_and_name_their_command():
             path.read_text().replace("\\\n", "").replace("  ", " ")
         )
         assert set(config) == set(cli.load_config(cli.build_parser().parse_args(["reproduce"])))
-
-
-def test_sweep_without_its_module_says_so(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_sweep_module", lambda: None)
-    assert cli.main(["sweep"]) == 2
-    assert "iml.pipeline.sweep" in capsys.readouterr().err

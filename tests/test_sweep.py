@@ -198,15 +198,18 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        ({"target": "nope"}, "no column 'nope'"),
+        ({"target": "nope"}, r"--target 'nope': no such column .*\['a', 'label'\]"),
         ({"target": "label", "betas": "0.5,1.5"}, r"--betas.*\(0, 1\).*1\.5"),
         ({"target": "label", "betas": "0,0.5"}, r"--betas.*\(0, 1\)"),
         ({"target": "label", "beta_min": "-0.1"}, "beta_min must lie in"),
         ({"target": "label", "seeds": "0"}, "--seeds"),
         ({"target": "label", "lr": "-1"}, "learning_rate"),
-        ({"target": "label", "csv": "missing.csv"}, "file not found: .*missing.csv"),
+        ({"target": "label", "csv": "missing.csv"}, "--csv 'missing.csv': file not found"),
+        ({"target": "label", "positive": "maybe"}, r"--positive 'maybe' .*'no', 'yes'"),
+        ({"target": "label", "delimiter": "tab"}, r"--target 'label': no such column"),
         ({"csv": None, "dataset": "letter", "data_dir": "no-such-dir"}, "folder not found"),
         ({"csv": None, "dataset": "adult"}, "needs --data-dir"),
+        ({"csv": None, "dataset": "adult", "delimiter": ";"}, "--delimiter applies to --csv only"),
         ({"csv": None, "dataset": "letter", "data_dir": "."}, "letter-recognition.data not found"),
     ],
 )
@@ -217,7 +220,6 @@ def test_bad_input_is_reported_before_any_work(flags, message, tmp_path, capsys,
     def no_work(*args, **kwargs):
         raise AssertionError("work started")
 
-    monkeypatch.setattr("iml.data.load_dataset", no_work)
     monkeypatch.setattr(S, "_train_chunk", no_work)
     options = {"csv": "data.csv", "out": "out", **flags}
     argv = []
@@ -257,3 +259,133 @@ def test_mlp_members_train_and_logit_grid_is_symmetric(simulated):
     assert np.isfinite(fit.best_val).all() and fit.epochs_run == 2
     logits = jax.numpy.asarray(fit.test_logits)
     assert logits.shape[:3] == (1, 1, 1) and bool(jax.numpy.isfinite(logits).all())
+
+
+def _semicolon_export(path, n: int = 300) -> np.ndarray:
+    """A spreadsheet export: ';'-separated, quoted names and text, a BOM, CRLF line ends."""
+    rng = np.random.default_rng(5)
+    age = rng.integers(18, 80, n)
+    income = rng.normal(40.0, 12.0, n).round(2)
+    region = rng.choice(["north, coast", "south", "east; inland"], n)
+    logits = 0.06 * (age - 50) + 1.2 * (region == "south") - 3.0
+    y = rng.random(n) < 1.0 / (1.0 + np.exp(-logits))
+    lines = ['"age";"income (k)";"region";"y"'] + [
+        f'{a};{i};"{r}";"{"yes" if t else "no"}"'
+        for a, i, r, t in zip(age, income, region, y, strict=True)
+    ]
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    return y.astype(np.int32)
+
+
+def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, monkeypatch):
+    from iml import cli
+
+    y = _semicolon_export(tmp_path / "export.csv")
+    assert 0.05 < y.mean() < 0.15  # a rare "yes" class
+    written = []
+    for name in ("atomic_write_text", "atomic_write_bytes"):
+        real = getattr(S, name)
+        monkeypatch.setattr(
+            S, name, lambda path, data, real=real: (written.append(path.name), real(path, data))
+        )
+    out = tmp_path / "out"
+    argv = ["sweep", "--csv", str(tmp_path / "export.csv"), "--target", "y", "--positive", "yes"]
+    argv += ["--out", str(out), "--n-betas", "3", "--seeds", "1", "--epochs", "3"]
+    assert cli.main([*argv, "--n-folds", "4", "--no-progress"]) == 0
+    assert sorted(written) == ["scores.npz", "sweep_table.md"]
+    table = json.loads((out / "sweep_table.json").read_text())
+    assert list(table) == ["0.01", "0.5", "0.99"]
+    assert (out / "sweep_table.md").read_text().count("\n") == 2 + 3
+    with np.load(out / "scores.npz") as scores:
+        np.testing.assert_array_equal(scores["labels"], y)
+        assert scores["scores"].shape == (3, 300)
+    assert (out / "ece_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_close_betas_keep_their_own_rows_from_a_dataframe():
+    import pandas as pd
+
+    from iml.data.tabular import encode_table
+
+    rng = np.random.default_rng(2)
+    n = 80
+    frame = pd.DataFrame({"x": rng.normal(size=n), "kind": rng.choice(["a", "b"], n)})
+    frame["y"] = np.where(rng.random(n) < 0.3 + 0.3 * (frame["kind"] == "a"), "yes", "no")
+    table = encode_table(frame, "y", positive="yes")
+    assert table.feature_names == ("x", "kind=a", "kind=b")
+    betas = [0.9999991, 0.9999992]
+    result = S.run_sweep(
+        table.features, table.labels, None, betas, seeds=1, max_epochs=2, n_folds=4,
+        progress=False,
+    )  # fmt: skip
+    assert list(result.table) == ["0.9999991", "0.9999992"]
+    rows = S.table_markdown(result.table).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == ["| 0.9999991", "| 0.9999992"]
+    line = next(ln for ln in S.ece_figure(result.table).axes[0].lines if ln.get_gid() == "ece-raw")
+    assert len(set(line.get_xdata())) == 2
+
+
+def test_a_failure_during_the_work_propagates_instead_of_exit_2(tmp_path, monkeypatch):
+    from iml import cli
+
+    (tmp_path / "data.csv").write_text("a;label\n1;yes\n2;no\n3;no\n4;yes\n5;no\n6;no\n")
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(S, "_train_chunk", fail)
+    argv = ["--csv", str(tmp_path / "data.csv"), "--target", "label", "--positive", "yes"]
+    argv += ["--out", str(tmp_path / "out"), "--n-folds", "4", "--no-progress"]
+    work = S.prepare_sweep_command(_parsed(argv))
+    with pytest.raises(RuntimeError, match="device lost"):
+        work()
+    with pytest.raises(RuntimeError, match="device lost"):
+        cli.main(["sweep", *argv])
+    with pytest.raises(RuntimeError, match="device lost"):
+        S.main(argv)
+
+
+def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
+    simulated, tmp_path, monkeypatch, capsys
+):
+    # The second chunk fails during the work: the first stays stored. A later sweep with other
+    # settings into the same folder is bad input, found before any work (exit 2 naming --out).
+    x, y = simulated
+    _write_csv(tmp_path / "data.csv", x[:300], y[:300])
+    out = tmp_path / "out"
+    flags = {"csv": tmp_path / "data.csv", "target": "label", "positive": "yes", "out": out}
+    argv = _args(**flags, betas="0.5,0.9", seeds=1, betas_per_chunk=1, n_folds=4)
+    train_chunk = S._train_chunk
+    calls = []
+
+    def fail_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("device lost")
+        return train_chunk(*args, **kwargs)
+
+    monkeypatch.setattr(S, "_train_chunk", fail_second)
+    with pytest.raises(RuntimeError, match="device lost"):
+        S.main(argv)
+    stored = sorted(p.name for p in (out / "chunks").iterdir())
+    assert stored == ["0000.npz"]
+    first = (out / "chunks" / "0000.npz").read_bytes()
+    manifest = (out / "manifest.json").read_text()
+
+    monkeypatch.setattr(S, "_train_chunk", fail_second)
+    assert S.main(_args(**flags, betas="0.5,0.8", seeds=1, betas_per_chunk=1, n_folds=4)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iml sweep: error: --out: ") and err.count("\n") == 1
+    assert "'betas': [0.5, 0.9] stored, [0.5, 0.8] now" in err
+    assert len(calls) == 2  # nothing trained
+    assert (out / "chunks" / "0000.npz").read_bytes() == first
+    assert (out / "manifest.json").read_text() == manifest
+
+
+def _parsed(argv: list[str]):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    S.add_sweep_arguments(parser)
+    return parser.parse_args(argv)

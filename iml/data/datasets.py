@@ -3,7 +3,8 @@
 Image sources (``digits``, ``pneumoniamnist``, ``chestxray14``) are TFDS builders prepared once
 into ``data_dir`` (``array_record`` files; default ``~/.cache/iml/tfds`` or ``$IML_DATA_DIR``)
 and then read with random access through ``builder.as_data_source()``. Tabular sources (``csv``,
-``adult``, ``letter``) are parsed with the csv module into arrays held in memory.
+``adult``, ``letter``) are read with pandas and encoded with scikit-learn into arrays held in
+memory.
 
 A :class:`Dataset` concatenates the official splits (where there are any) in a fixed order and
 records them in ``split``; the experiment pipeline makes its own nested cross-validation folds
@@ -19,13 +20,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import tensorflow_datasets as tfds
 
 from iml.data.builders import builder_config
 from iml.data.builders.chestxray14 import Chestxray14, find_label_file
 from iml.data.builders.digits import Digits
 from iml.data.builders.pneumoniamnist import NATIVE_SIZES, Pneumoniamnist, npz_file_name
-from iml.data.tabular import DEFAULT_MISSING, Table, encode_table, read_adult, read_csv_rows
+from iml.data.tabular import (
+    DEFAULT_MISSING,
+    ArgumentError,
+    Table,
+    encode_table,
+    read_adult,
+    read_csv_frame,
+)
 from iml.data.tabular import read_letter as _read_letter
 
 __all__ = [
@@ -53,6 +62,7 @@ _OPTIONS: dict[str, frozenset[str]] = {
     "csv": frozenset(
         {
             "path",
+            "frame",
             "target",
             "positive",
             "names",
@@ -403,61 +413,94 @@ def _tabular_dataset(
 
 
 def load_csv(
-    path: str | os.PathLike[str],
-    target: str,
+    path: str | os.PathLike[str] | None = None,
+    target: str | None = None,
     *,
+    frame: pd.DataFrame | None = None,
     positive: object = None,
     names: Sequence[str] | None = None,
     header: bool | None = None,
-    delimiter: str = ",",
+    delimiter: str | None = None,
     missing_values: Collection[str] = DEFAULT_MISSING,
     standardize: bool = True,
 ) -> Dataset:
-    """Any CSV file with a named target column, as a tabular :class:`Dataset`.
+    """A delimited text file, or a pandas DataFrame, with a named target column as a tabular
+    :class:`Dataset`.
 
-    Encoding and missing values as in :mod:`iml.data.tabular`: numeric columns (median-imputed,
-    with a missing indicator where needed, z-scored when ``standardize``), categorical columns
-    one-hot (missing as a category of its own).
+    The file is read by :func:`iml.data.tabular.read_csv_frame` (comma, semicolon, tab or ``|``
+    detected; quotes, a byte-order mark and Windows line ends handled). Encoding and missing
+    values as in :mod:`iml.data.tabular`: numeric columns (median-imputed, with a missing
+    indicator where needed, z-scored when ``standardize``), categorical columns one-hot (missing
+    as a category of its own).
 
     Args:
-      path: the CSV file.
+      path: the file; or None with ``frame``.
       target: name of the target column.
+      frame: the table itself instead of ``path`` (``names``, ``header`` and ``delimiter``
+        apply to files only).
       positive: the positive target value, or a collection of them (e.g. one letter against
-        the rest); may be omitted when the target is already 0/1.
+        the rest); may be omitted when the target is 0/1 or true/false.
       names: column names; default: the file's first row.
       header: whether the first row is a header (default: ``names is None``). With ``names``
         and ``header=True`` the file's header row is skipped and ``names`` used instead.
-      delimiter: field separator.
+      delimiter: field separator (one character, or ``"tab"``); default: detected.
       missing_values: field values meaning "missing".
       standardize: z-score numeric columns.
 
     Raises:
-      FileNotFoundError: if ``path`` does not exist.
-      ValueError: if ``target`` is not a column, rows are malformed, or ``positive`` is needed
-        or absent from the data.
+      ArgumentFileNotFoundError: if ``path`` does not exist (also a ``FileNotFoundError``).
+      ArgumentError: a ``ValueError`` naming the argument at fault (``path``, ``frame``,
+        ``target``, ``positive``, ``delimiter``, ``names``), the column and the values found:
+        see :func:`~iml.data.tabular.read_csv_frame` and :func:`~iml.data.tabular.encode_table`.
     """
-    rows = read_csv_rows(path, delimiter=delimiter)
+    if (path is None) == (frame is None):
+        raise ArgumentError("path", path, "{given}: give exactly one of path= or frame=")
+    if target is None:
+        raise ArgumentError("target", None, "{given}: name the target column")
+    if frame is not None:
+        for argument, value in (("names", names), ("header", header), ("delimiter", delimiter)):
+            if value is not None:
+                raise ArgumentError(argument, value, "{given}: applies to files only, not frame=")
+        return _tabular_dataset(
+            "csv",
+            encode_table(
+                frame,
+                target,
+                positive=positive,
+                missing_values=missing_values,
+                standardize=standardize,
+            ),
+        )
     header = names is None if header is None else header
-    if names is None:
-        if not header:
-            raise ValueError("names must be given when header=False")
-        if not rows:
-            raise ValueError(f"{path}: empty file")
-        names = rows[0]
-    if header:
-        rows = rows[1:]
-    if target not in names:
-        raise ValueError(f"{path}: no target column {target!r}; columns are {list(names)}")
-    table = encode_table(
-        rows,
-        names,
-        target,
-        positive=positive,
-        missing_values=missing_values,
-        standardize=standardize,
-        source=os.fspath(path),
-    )
-    return _tabular_dataset("csv", table)
+    if names is None and not header:
+        raise ArgumentError("names", None, "{given}: column names are needed when header=False")
+    table = read_csv_frame(path, delimiter=delimiter, header=header)
+    if names is not None:
+        if len(names) != table.shape[1]:
+            raise ArgumentError(
+                "names",
+                list(names),
+                "{given}: {count} names for {fields} columns in {path}",
+                count=len(names),
+                fields=table.shape[1],
+                path=os.fspath(path),
+            )
+        table.columns = [str(n) for n in names]
+    try:
+        encoded = encode_table(
+            table,
+            target,
+            positive=positive,
+            missing_values=missing_values,
+            standardize=standardize,
+            source=os.fspath(path),
+        )
+    except ArgumentError as err:
+        # The frame that encode_table was given is the file this function was given.
+        if err.argument == "frame":
+            raise err.renamed("path", path) from None
+        raise
+    return _tabular_dataset("csv", encoded)
 
 
 def _load_letter(
@@ -503,14 +546,19 @@ def load_dataset(
       ``positive_digit`` (default :data:`DEFAULT_POSITIVE_DIGIT` = 8, 9.7% positive). Native
       size 8 px; other ``image_size`` values are bilinear resizes.
     * ``"pneumoniamnist"``: MedMNIST's ``pneumoniamnist.npz`` in ``manual_dir`` (for
-      ``image_size`` 64/128/224: ``pneumoniamnist_64.npz`` etc.); splits train/val/test.
-    * ``"chestxray14"``: the NIH release in ``manual_dir`` (see
+      ``image_size`` 64/128/224: ``pneumoniamnist_64.npz`` etc.; MedMNIST's files are at
+      https://zenodo.org/records/10519652); splits train/val/test.
+    * ``"chestxray14"``: the NIH Clinical Center's ChestX-ray14 release in ``manual_dir``
+      (https://nihcc.app.box.com/v/ChestXray-NIHCC; the layout is in
       :mod:`iml.data.builders.chestxray14`); ``image_size`` default 224; ``groups`` are patient
       ids and ``split`` the official train_val (``"train"``) / test lists.
-    * ``"csv"``: options ``path``, ``target``, ``positive`` and the rest of :func:`load_csv`.
-    * ``"adult"``: UCI Adult from ``manual_dir`` (``adult.data``, ``adult.test``, ``adult.names``);
+    * ``"csv"``: options ``path`` (a delimited text file) or ``frame`` (a pandas DataFrame),
+      ``target``, ``positive`` and the rest of :func:`load_csv`.
+    * ``"adult"``: UCI Adult from ``manual_dir`` (``adult.data``, ``adult.test``, ``adult.names``
+      from the UCI Machine Learning Repository, https://archive.ics.uci.edu/dataset/2/adult);
       label ``>50K``; options ``names``, ``standardize``.
-    * ``"letter"``: UCI Letter from ``manual_dir`` (``letter-recognition.data``); option
+    * ``"letter"``: UCI Letter Recognition from ``manual_dir`` (``letter-recognition.data`` from
+      the UCI Machine Learning Repository, https://archive.ics.uci.edu/dataset/59); option
       ``positive_letter`` (default ``"O"``; a string of several letters makes them all positive),
       ``standardize``.
 
@@ -545,11 +593,8 @@ def load_dataset(
         if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
             raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
     if name == "csv":
-        for required in ("path", "target"):
-            if required not in options:
-                raise ValueError(f"dataset 'csv' needs option {required}=")
-        if not Path(options["path"]).is_file():
-            raise FileNotFoundError(f"CSV file not found: {options['path']}")
+        if "target" not in options or ("path" in options) == ("frame" in options):
+            raise ValueError("dataset 'csv' needs option target= and one of path= or frame=")
         return load_csv(**options)
     manual = _check_dir(manual_dir, f"manual_dir for {name}")
     if name == "digits":

@@ -90,18 +90,9 @@ class RunStore:
         A run directory that holds a different config raises ``ValueError`` naming the first
         differing key, so that results of two experiments never mix.
         """
-        config = json.loads(json.dumps(dict(config)))  # normalise to JSON types
+        config = self.check_resumable(config)
         existing = self.manifest()
         if existing is not None:
-            old = existing.get("config", {})
-            if old != config:
-                keys = sorted(set(old) | set(config))
-                first = next(k for k in keys if old.get(k) != config.get(k))
-                raise ValueError(
-                    f"{self.root} holds a run with a different config (first difference: "
-                    f"{first!r}: {old.get(first)!r} stored, {config.get(first)!r} now); "
-                    "choose another output directory"
-                )
             existing.setdefault("resumed_at", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             self._write_manifest(existing)
             return existing
@@ -116,6 +107,26 @@ class RunStore:
         }
         self._write_manifest(manifest)
         return manifest
+
+    def check_resumable(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``config`` as JSON types, once checked against the stored run's; writes nothing.
+
+        Raises:
+          ValueError: if the directory holds a run with a different config, naming the first
+            differing key.
+        """
+        config = json.loads(json.dumps(dict(config)))  # normalise to JSON types
+        existing = self.manifest()
+        old = existing.get("config", {}) if existing is not None else config
+        if old != config:
+            keys = sorted(set(old) | set(config))
+            first = next(k for k in keys if old.get(k) != config.get(k))
+            raise ValueError(
+                f"{self.root} holds a run with a different config (first difference: "
+                f"{first!r}: {old.get(first)!r} stored, {config.get(first)!r} now); "
+                "choose another output directory"
+            )
+        return config
 
     def _write_manifest(self, manifest: Mapping[str, Any]) -> None:
         atomic_write_bytes(self.root / self.MANIFEST, json.dumps(manifest, indent=2).encode())

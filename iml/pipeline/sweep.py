@@ -29,8 +29,9 @@ both are scored with :mod:`iml.calibration`'s metrics. Work is split into chunks
 finished chunk is one atomic :class:`~iml.pipeline.store.RunStore` entry, so a killed sweep resumes
 where it stopped.
 
-Entry points: :func:`run_sweep` (library, notebooks), :func:`add_sweep_arguments` and
-:func:`run_sweep_command` (the ``iml sweep`` command; also ``python -m iml.pipeline.sweep``).
+Entry points: :func:`run_sweep` (library, notebooks: arrays, e.g. from a pandas DataFrame by
+:func:`iml.data.tabular.encode_table`), :func:`add_sweep_arguments` and
+:func:`prepare_sweep_command` (the ``iml sweep`` command; also ``python -m iml.pipeline.sweep``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import argparse
 import dataclasses
 import functools
 import hashlib
+import io
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -52,10 +54,12 @@ import optax
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
+from iml._io import atomic_write_bytes, atomic_write_text
 from iml.calibration import beta_key
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
+from iml.data.tabular import ArgumentError
 from iml.losses import beta_weighted_sigmoid_cross_entropy
-from iml.pipeline.report import score_metrics
+from iml.pipeline.report import METRICS, score_metrics
 from iml.pipeline.store import RunStore
 from iml.scoring import loss_corrected_score
 
@@ -66,21 +70,25 @@ __all__ = [
     "METRICS",
     "MODELS",
     "MemberFit",
+    "SweepPlan",
     "SweepResult",
     "TrainConfig",
     "add_sweep_arguments",
     "beta_grid",
     "ece_figure",
+    "execute_sweep",
     "member_logits",
+    "plan_sweep",
+    "prepare_sweep_command",
     "run_sweep",
     "run_sweep_command",
     "sweep_table",
+    "table_markdown",
     "train_members",
 ]
 
 MODELS = ("logistic", "mlp")
 METHODS = ("raw", "loss_corrected")
-METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -156,7 +164,11 @@ def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99)
     if n_betas == 1:
         return np.asarray([beta_min], dtype=np.float64)
     logits = np.linspace(_logit(beta_min), _logit(beta_max), n_betas)
-    return 1.0 / (1.0 + np.exp(-logits))
+    grid = 1.0 / (1.0 + np.exp(-logits))
+    # The round trip through logit drifts the ends by an ulp (0.010000000000000002): pin them,
+    # so that the table's exact keys show the bounds asked for.
+    grid[0], grid[-1] = beta_min, beta_max
+    return grid
 
 
 def _logit(p: float | np.ndarray) -> Any:
@@ -601,11 +613,11 @@ def sweep_table(
 
 
 def table_markdown(table: dict[str, dict[str, dict[str, float]]]) -> str:
-    """The table as Markdown: one row per beta, raw and loss-corrected metrics side by side."""
+    """The table as Markdown: one row per beta (its exact key), raw and loss-corrected metrics."""
     header = ["beta"] + [f"{m} {k}" for k in METRICS for m in ("raw", "corr.")]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, row in table.items():
-        cells = [f"{float(key):.4g}"]
+        cells = [key]  # the exact key (iml.calibration.beta_key): close betas stay apart
         for metric in METRICS:
             cells += [f"{row['raw'][metric]:.4f}", f"{row['loss_corrected'][metric]:.4f}"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -735,7 +747,22 @@ def data_fingerprint(features: np.ndarray, labels: np.ndarray, groups: np.ndarra
     return h.hexdigest()
 
 
-def run_sweep(
+class SweepPlan(NamedTuple):
+    """A checked sweep, ready to train (:func:`plan_sweep`)."""
+
+    features: np.ndarray
+    labels: np.ndarray
+    betas: np.ndarray
+    seeds: np.ndarray
+    config: TrainConfig
+    fold_ids: np.ndarray
+    splits: list[FoldSplit]
+    chunks: list[np.ndarray]
+    n_bins: int
+    run_config: dict[str, Any]
+
+
+def plan_sweep(
     features: ArrayLike,
     labels: ArrayLike,
     groups: ArrayLike | None,
@@ -753,43 +780,17 @@ def run_sweep(
     fold_seed: int = 0,
     betas_per_chunk: int = 16,
     n_bins: int = 10,
-    store: RunStore | None = None,
-    progress: bool = True,
     run_info: dict[str, Any] | None = None,
-) -> SweepResult:
-    """Train a beta grid of small models by nested cross-validation and score their calibration.
+) -> SweepPlan:
+    """Check a sweep's data and settings and lay out its work, training nothing.
 
-    Folds are :func:`iml.data.assign_folds` (grouped by ``groups``, stratified by label) and the
-    rotations the paper's 7-2-1 (with 10 folds; otherwise 2 validation folds, 1 test fold and
-    the rest for training). For every beta, seed and rotation one member is trained
-    (:func:`train_members`); every observation gets one out-of-fold score per (beta, seed),
-    averaged over seeds into the ensemble score, whose raw and loss-corrected versions are scored
-    by :func:`sweep_table`.
-
-    Args:
-      features: ``[N, d]`` finite inputs (standardised columns train best).
-      labels: ``[N]`` labels in ``{0, 1}``.
-      groups: ``[N]`` group ids kept within one fold (e.g. patients), or None.
-      betas: ``[m]`` class weights in ``(0, 1)``, no repeats.
-      seeds: number of seeds (``0..seeds-1``) or the seeds themselves.
-      model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
-      hidden, max_epochs, batch_size, learning_rate, l2, patience: see :class:`TrainConfig`.
-      n_folds: folds of the nested cross-validation.
-      fold_seed: seed of the fold assignment.
-      betas_per_chunk: betas trained together (with all seeds and rotations) per chunk; a chunk
-        is the unit of memory and of resumption.
-      n_bins: bins of the calibration errors.
-      store: a :class:`RunStore`: finished chunks and the table are stored there, and chunks
-        already stored (by a run with the same configuration and data) are not trained again.
-      progress: show tqdm bars (chunks, and epochs within a chunk).
-      run_info: extra JSON-able facts recorded in the store's config (e.g. the data source).
-
-    Returns:
-      A :class:`SweepResult`.
+    Takes the arguments of :func:`run_sweep` but ``store`` and ``progress``. The plan's
+    ``run_config`` is what a results store records, so that
+    ``RunStore(out).check_resumable(plan.run_config)`` tells before any work whether ``out`` can
+    hold (or resume) this sweep.
 
     Raises:
-      ValueError: for bad arrays or settings (naming the argument), or a store holding a run
-        with another configuration.
+      ValueError: for bad arrays or settings, naming the argument.
     """
     x = np.asarray(features, dtype=np.float32)
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
@@ -827,21 +828,111 @@ def run_sweep(
     fold_ids = assign_folds(x.shape[0], n_folds=n_folds, groups=g, labels=y, seed=fold_seed)
     splits = nested_cv_splits(fold_ids, n_folds=n_folds)
     chunks = [b[i : i + betas_per_chunk] for i in range(0, b.size, betas_per_chunk)]
+    run_config = {
+        "betas": b.tolist(),
+        "seeds": s.tolist(),
+        "train": dataclasses.asdict(config),
+        "n_folds": n_folds,
+        "fold_seed": fold_seed,
+        "betas_per_chunk": betas_per_chunk,
+        "n_bins": n_bins,
+        "data_sha256": data_fingerprint(x, y, g),
+        **(run_info or {}),
+    }
+    return SweepPlan(x, y, b, s, config, fold_ids, splits, chunks, n_bins, run_config)
+
+
+def run_sweep(
+    features: ArrayLike,
+    labels: ArrayLike,
+    groups: ArrayLike | None,
+    betas: ArrayLike,
+    *,
+    seeds: int | Sequence[int] = 8,
+    model: str = "logistic",
+    hidden: int = 32,
+    max_epochs: int = 100,
+    batch_size: int = 512,
+    learning_rate: float = 0.01,
+    l2: float = 0.0,
+    patience: int = 5,
+    n_folds: int = 10,
+    fold_seed: int = 0,
+    betas_per_chunk: int = 16,
+    n_bins: int = 10,
+    store: RunStore | None = None,
+    progress: bool = True,
+    run_info: dict[str, Any] | None = None,
+) -> SweepResult:
+    """Train a beta grid of small models by nested cross-validation and score their calibration.
+
+    Folds are :func:`iml.data.assign_folds` (grouped by ``groups``, stratified by label) and the
+    rotations the paper's 7-2-1 (with 10 folds; otherwise 2 validation folds, 1 test fold and
+    the rest for training). For every beta, seed and rotation one member is trained
+    (:func:`train_members`); every observation gets one out-of-fold score per (beta, seed),
+    averaged over seeds into the ensemble score, whose raw and loss-corrected versions are scored
+    by :func:`sweep_table`.
+
+    A pandas DataFrame is encoded first (one-hot categories, z-scored numbers, missing values
+    imputed and flagged: :func:`iml.data.tabular.encode_table`)::
+
+        table = encode_table(frame, "y", positive="yes")
+        result = run_sweep(table.features, table.labels, None, beta_grid(16), seeds=4)
+
+    Args:
+      features: ``[N, d]`` finite inputs (standardised columns train best).
+      labels: ``[N]`` labels in ``{0, 1}``.
+      groups: ``[N]`` group ids kept within one fold (e.g. patients), or None.
+      betas: ``[m]`` class weights in ``(0, 1)``, no repeats.
+      seeds: number of seeds (``0..seeds-1``) or the seeds themselves.
+      model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
+      hidden, max_epochs, batch_size, learning_rate, l2, patience: see :class:`TrainConfig`.
+      n_folds: folds of the nested cross-validation.
+      fold_seed: seed of the fold assignment.
+      betas_per_chunk: betas trained together (with all seeds and rotations) per chunk; a chunk
+        is the unit of memory and of resumption.
+      n_bins: bins of the calibration errors.
+      store: a :class:`RunStore`: finished chunks and the table are stored there, and chunks
+        already stored (by a run with the same configuration and data) are not trained again.
+      progress: show tqdm bars (chunks, and epochs within a chunk).
+      run_info: extra JSON-able facts recorded in the store's config (e.g. the data source).
+
+    Returns:
+      A :class:`SweepResult`.
+
+    Raises:
+      ValueError: for bad arrays or settings (naming the argument), or a store holding a run
+        with another configuration.
+    """
+    plan = plan_sweep(
+        features,
+        labels,
+        groups,
+        betas,
+        seeds=seeds,
+        model=model,
+        hidden=hidden,
+        max_epochs=max_epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        l2=l2,
+        patience=patience,
+        n_folds=n_folds,
+        fold_seed=fold_seed,
+        betas_per_chunk=betas_per_chunk,
+        n_bins=n_bins,
+        run_info=run_info,
+    )
+    return execute_sweep(plan, store, progress)
+
+
+def execute_sweep(
+    plan: SweepPlan, store: RunStore | None = None, progress: bool = True
+) -> SweepResult:
+    """Train and score the sweep laid out by :func:`plan_sweep` (see :func:`run_sweep`)."""
+    x, y, b, s, config, fold_ids, splits, chunks = plan[:8]
     if store is not None:
-        store.open_run(
-            {
-                "betas": b.tolist(),
-                "seeds": s.tolist(),
-                "train": dataclasses.asdict(config),
-                "n_folds": n_folds,
-                "fold_seed": fold_seed,
-                "betas_per_chunk": betas_per_chunk,
-                "n_bins": n_bins,
-                "data_sha256": data_fingerprint(x, y, g),
-                **(run_info or {}),
-            },
-            devices=[str(d) for d in jax.devices()],
-        )
+        store.open_run(plan.run_config, devices=[str(d) for d in jax.devices()])
     results, trained = [], []
     for c, chunk in enumerate(_progress_iter(chunks, progress, "chunks")):
         key = f"chunks/{c:04d}"
@@ -860,7 +951,7 @@ def run_sweep(
     corrected = np.asarray(
         loss_corrected_score(jnp.asarray(scores, jnp.float32), jnp.asarray(b, jnp.float32)[:, None])
     )
-    table = sweep_table(b, scores, y, n_bins=n_bins)
+    table = sweep_table(b, scores, y, n_bins=plan.n_bins)
     if store is not None:
         store.save_json("sweep_table", table)
     return SweepResult(
@@ -899,17 +990,32 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``iml sweep`` to ``parser``."""
     source = parser.add_argument_group("data (one of --csv or --dataset)")
     which = source.add_mutually_exclusive_group(required=True)
-    which.add_argument("--csv", metavar="PATH", help="a CSV file with a header row")
+    which.add_argument(
+        "--csv",
+        metavar="PATH",
+        help="a delimited text file with a header row (comma, semicolon, tab or | separated; "
+        "quotes, a UTF-8 byte-order mark and Windows line ends are fine)",
+    )
     which.add_argument("--dataset", choices=sorted(_UCI_FILES), help="a UCI dataset")
     source.add_argument("--target", metavar="COLUMN", help="target column of --csv")
     source.add_argument(
         "--positive",
         metavar="VALUE",
-        help="positive target value of --csv (default: the target is 0/1), or the positive "
-        "letter(s) of --dataset letter (default O, a ~4%% class)",
+        help="positive target value of --csv (default: the target is 0/1 or true/false), or "
+        "the positive letter(s) of --dataset letter (default O, a ~4%% class)",
     )
     source.add_argument(
-        "--data-dir", metavar="DIR", help="folder of the UCI files (e.g. ../shared/data/uci-letter)"
+        "--delimiter",
+        metavar="CHAR",
+        help="field separator of --csv: one character, or tab (default: detected among "
+        "comma, semicolon, tab and |)",
+    )
+    source.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="folder of the UCI files, as downloaded from the UCI Machine Learning Repository: "
+        "letter-recognition.data (Letter Recognition) or adult.data, adult.test and adult.names "
+        "(Adult)",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (resumable)")
     grid = parser.add_argument_group("class weights")
@@ -931,6 +1037,16 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--betas-per-chunk", type=int, default=16, help="betas per chunk")
     parser.add_argument("--n-bins", type=int, default=10, help="bins of the ECE (deciles)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+# The flag of `iml sweep` that stands for each argument of iml.data.load_csv.
+_CSV_FLAGS = {
+    "path": "--csv",
+    "frame": "--csv",
+    "target": "--target",
+    "positive": "--positive",
+    "delimiter": "--delimiter",
+}
 
 
 def _parse_betas(args: argparse.Namespace) -> np.ndarray:
@@ -955,22 +1071,6 @@ def _parse_betas(args: argparse.Namespace) -> np.ndarray:
         raise ValueError(f"--n-betas/--beta-min/--beta-max: {err}") from err
 
 
-def _check_csv(path: Path, target: str | None) -> None:
-    import csv
-
-    if not path.is_file():
-        raise FileNotFoundError(f"--csv: file not found: {path}")
-    if not target:
-        raise ValueError("--csv needs --target COLUMN")
-    with open(path, encoding="utf-8", newline="") as f:
-        header = next(csv.reader(f, skipinitialspace=True), None)
-    columns = [c.strip() for c in header or []]
-    if target not in columns:
-        raise ValueError(
-            f"--target: CSV file {path} has no column {target!r}; columns are {columns}"
-        )
-
-
 def _check_uci(name: str, data_dir: str | None) -> Path:
     if not data_dir:
         raise ValueError(f"--dataset {name} needs --data-dir (the folder of {_UCI_FILES[name][0]})")
@@ -986,7 +1086,7 @@ def _check_uci(name: str, data_dir: str | None) -> Path:
 
 
 def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], np.ndarray, TrainConfig]:
-    """Check every argument and file before any work: (load_dataset options, betas, config)."""
+    """Check every argument before any file is read: (load_dataset options, betas, config)."""
     betas = _parse_betas(args)
     if args.seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
@@ -1010,13 +1110,17 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], np.ndarray, TrainCo
     if bool(args.csv) == bool(args.dataset):
         raise ValueError("give exactly one of --csv PATH or --dataset adult|letter")
     if args.csv:
-        _check_csv(Path(args.csv), args.target)
+        if not args.target:
+            raise ValueError("--csv needs --target COLUMN")
         source = {"name": "csv", "path": args.csv, "target": args.target}
-        if args.positive is not None:
-            source["positive"] = args.positive
+        for option in ("positive", "delimiter"):
+            if getattr(args, option) is not None:
+                source[option] = getattr(args, option)
     else:
-        if args.target:
-            raise ValueError(f"--target applies to --csv only, not --dataset {args.dataset}")
+        for option in ("target", "delimiter"):
+            if getattr(args, option) is not None:
+                flag = "--" + option
+                raise ValueError(f"{flag} applies to --csv only, not --dataset {args.dataset}")
         folder = _check_uci(args.dataset, args.data_dir)
         source = {"name": args.dataset, "manual_dir": str(folder)}
         if args.positive is not None:
@@ -1026,38 +1130,58 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], np.ndarray, TrainCo
     return source, betas, config
 
 
+def _load(source: dict[str, Any]) -> Any:
+    """The dataset named by the checked arguments; errors worded with the command's flags."""
+    from iml.data import load_dataset
+
+    options = dict(source)
+    name = options.pop("name")
+    try:
+        return load_dataset(name, **options)
+    except ArgumentError as err:
+        raise err.for_flags(_CSV_FLAGS) from None
+
+
 def _save_outputs(out: Path, result: SweepResult, prevalence: float, title: str) -> list[Path]:
+    """Write the Markdown table, the scores and the figure, each file atomically."""
     from iml.plots import save_figure
 
-    (out / "sweep_table.md").write_text(table_markdown(result.table))
+    atomic_write_text(out / "sweep_table.md", table_markdown(result.table))
+    buffer = io.BytesIO()
     np.savez_compressed(
-        out / "scores.npz",
+        buffer,
         betas=result.betas,
         labels=result.labels,
         fold_ids=result.fold_ids,
         scores=result.scores.astype(np.float32),
     )
+    atomic_write_bytes(out / "scores.npz", buffer.getvalue())
     fig = ece_figure(result.table, prevalence=prevalence, title=title)
     return save_figure(fig, out / "ece_vs_beta")
 
 
-def run_sweep_command(args: argparse.Namespace) -> int:
-    """Run ``iml sweep`` from parsed arguments; returns the exit status (2 for bad input).
+def prepare_sweep_command(args: argparse.Namespace) -> Callable[[], int]:
+    """Check ``iml sweep``'s arguments and data; return the work, which returns exit status 0.
 
-    Every argument and file is checked before any data is read or any model trained; a problem
-    is printed as ``iml sweep: error: ...`` naming the option.
+    Everything that can be wrong with the input is found here, before any model is trained or
+    any output written: the options, the files, and the data itself (the CSV is read and
+    encoded here, so a missing column, an unknown ``--positive`` value or an undetectable
+    delimiter is reported now). The returned function trains, writes the outputs and prints a
+    summary; an exception raised there (a failure during the work) propagates.
+
+    Raises:
+      ValueError: for bad input, naming the flag (``--target``, ``--positive``, ...), the
+        column and the values found.
+      FileNotFoundError: for a missing file or folder, naming the flag.
     """
-    try:
-        source, betas, config = _plan(args)
-        from iml.data import load_dataset
+    source, betas, config = _plan(args)
+    dataset = _load(source)
+    name = source["name"]
+    x = dataset.get_batch(np.arange(dataset.num_examples))
+    out = Path(args.out)
 
-        options = dict(source)
-        name = options.pop("name")
-        dataset = load_dataset(name, **options)
-        x = dataset.get_batch(np.arange(dataset.num_examples))
-        out = Path(args.out)
-        store = RunStore(out)
-        result = run_sweep(
+    try:
+        plan = plan_sweep(
             x,
             dataset.labels,
             dataset.groups,
@@ -1074,26 +1198,46 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             fold_seed=args.fold_seed,
             betas_per_chunk=args.betas_per_chunk,
             n_bins=args.n_bins,
-            store=store,
-            progress=not args.no_progress,
             run_info={"data": source},
         )
+    except ValueError as err:
+        raise ValueError(f"--csv/--dataset: {err}") from None
+    store = RunStore(out)
+    try:
+        store.check_resumable(plan.run_config)
+    except ValueError as err:
+        raise ValueError(f"--out: {err}") from None
+
+    def work() -> int:
+        result = execute_sweep(plan, store, progress=not args.no_progress)
+        title = f"{name}: {len(betas)} betas x {len(result.seeds)} seeds, {config.model}"
+        paths = _save_outputs(out, result, dataset.prevalence, title)
+        worst = max(result.table.values(), key=lambda row: row["raw"]["ece"])
+        corrected = [row["loss_corrected"]["ece"] for row in result.table.values()]
+        print(
+            f"{name}: N={dataset.num_examples}, prevalence {dataset.prevalence:.4f}; "
+            f"raw ECE up to {worst['raw']['ece']:.4f}; loss-corrected ECE "
+            f"{min(corrected):.4f}..{max(corrected):.4f}; trained chunks {result.chunks_trained}"
+        )
+        written = [out / "sweep_table.json", out / "sweep_table.md", out / "scores.npz", *paths]
+        print("wrote " + ", ".join(map(str, written)))
+        return 0
+
+    return work
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    """Run ``iml sweep`` from parsed arguments; returns the exit status.
+
+    Bad input (:func:`prepare_sweep_command`) is printed as one line, ``iml sweep: error: ...``,
+    with status 2 before any work starts; a failure during the work raises.
+    """
+    try:
+        work = prepare_sweep_command(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"iml sweep: error: {err}", file=sys.stderr)
         return 2
-    title = f"{name}: {len(betas)} betas x {len(result.seeds)} seeds, {config.model}"
-    paths = _save_outputs(out, result, dataset.prevalence, title)
-    worst = max(result.table.values(), key=lambda row: row["raw"]["ece"])
-    corrected = [row["loss_corrected"]["ece"] for row in result.table.values()]
-    print(
-        f"{name}: N={dataset.num_examples}, prevalence {dataset.prevalence:.4f}; "
-        f"raw ECE up to {worst['raw']['ece']:.4f}; loss-corrected ECE "
-        f"{min(corrected):.4f}..{max(corrected):.4f}; trained chunks {result.chunks_trained}"
-    )
-    print(
-        f"wrote {out / 'sweep_table.json'}, {out / 'sweep_table.md'}, " + ", ".join(map(str, paths))
-    )
-    return 0
+    return work()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
