@@ -41,6 +41,9 @@
 # stored `iml reproduce` run in `docs/results/reproduce_digits/` (digits, "8" against the rest).
 
 # %%
+# %matplotlib inline
+# (a Jupyter magic: it shows the figures of iml.plots, built without pyplot, with display())
+import os
 from pathlib import Path
 
 import jax
@@ -56,7 +59,10 @@ from iml.sbr import simulate_gaussian_scores
 BETAS = (0.5, 0.9, 0.99)  # the paper's positive-class weights
 PREVALENCE = 0.013  # pneumonia in ChestX-ray14
 N_CASES = 30_000
-RUN = Path("docs/results/reproduce_digits")  # relative to the repository root
+# Paths below are relative to the repository root; Jupyter starts the kernel in notebooks/.
+if not Path("docs/results").is_dir() and Path("../docs/results").is_dir():
+    os.chdir("..")
+RUN = Path("docs/results/reproduce_digits")
 
 # %% [markdown]
 # ## 1. Scores from the paper's model, simulated

@@ -33,10 +33,12 @@
 # they show -- every number in the text below is read from the run's files, not typed in.
 
 # %%
+# %matplotlib inline
+# (a Jupyter magic: it shows the figures of iml.plots, built without pyplot, with display())
 import json
+import os
 from pathlib import Path
 
-import matplotlib.pyplot as plt  # noqa: F401  (in Jupyter this sets up inline figure display)
 import numpy as np
 from IPython.display import Markdown, display
 
@@ -51,7 +53,10 @@ from iml.plots import (
     figure4_loss_corrected,
 )
 
-RUN = Path("docs/results/reproduce_digits")  # relative to the repository root
+# Paths below are relative to the repository root; Jupyter starts the kernel in notebooks/.
+if not Path("docs/results").is_dir() and Path("../docs/results").is_dir():
+    os.chdir("..")
+RUN = Path("docs/results/reproduce_digits")
 assert (RUN / "manifest.json").exists() and (RUN / "ensemble_scores.npz").exists(), (
     f"no stored run with ensemble scores in {RUN}: make one with `iml reproduce --out {RUN}`"
 )
@@ -123,7 +128,8 @@ display(Markdown((RUN / "table.md").read_text()))
 
 # %% [markdown]
 # The table is reproducible from the stored scores: recomputing the metrics of the raw and the
-# loss-corrected scores (`iml.pipeline.report.score_metrics`) gives the stored numbers. The
+# loss-corrected scores (`iml.pipeline.report.score_metrics`) gives the stored numbers (a metric
+# the library gained after the run was stored is not in its table, and is not checked). The
 # prior-shift correction (Section 4 of the paper, eq. 13) coincides with the loss correction,
 # as the paper notes, so their rows agree too.
 
@@ -135,8 +141,11 @@ for beta in betas:
     corrected = np.asarray(iml.loss_corrected_score(s.astype(np.float32), beta))
     for method, values in (("raw", s), ("loss_corrected", corrected)):
         recomputed = score_metrics(values, y, n_bins)
-        for metric, value in recomputed.items():
-            assert abs(value - table[f"{beta:g}"][method][metric]) < 1e-5, (beta, method, metric)
+        stored = table[f"{beta:g}"][method]
+        shared = [metric for metric in recomputed if metric in stored]
+        assert {"ece", "brier", "log_loss", "auroc"} <= set(shared), shared
+        for metric in shared:
+            assert abs(recomputed[metric] - stored[metric]) < 1e-5, (beta, method, metric)
     for metric, value in table[f"{beta:g}"]["loss_corrected"].items():
         assert abs(value - table[f"{beta:g}"]["prior_shift"][metric]) < 1e-4, (beta, metric)
 print("table.json reproduced from ensemble_scores.npz")
