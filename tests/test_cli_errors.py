@@ -1,7 +1,7 @@
 """Errors that tell the truth: exit 2 only for bad input found before work, exit 1 for a failure
 during work (with its traceback, finished results kept), and every output written atomically.
 
-The stored PneumoniaMNIST run in docs/results/ serves as a real run to report from.
+The stored default run in docs/results/ serves as a real run to report from.
 """
 
 import json
@@ -17,7 +17,7 @@ import iml._io
 from iml import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-STORED_RUN = ROOT / "docs" / "results" / "pneumoniamnist"
+STORED_RUN = ROOT / "docs" / "results" / "reproduce_digits"
 
 
 def _python(script: str) -> subprocess.CompletedProcess:
@@ -50,27 +50,37 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monke
 
 
 def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(tmp_path):
-    # The disk fills up while the figures are written: the tables written before stay whole.
-    out = tmp_path / "report"
+    # The second chunk of a sweep fails (a device lost mid-way): exit 1 with the traceback, not
+    # a one-line "bad input", and the first chunk stays stored.
+    rows = ["x;label"] + [f"{i % 7};{'yes' if i % 5 == 0 else 'no'}" for i in range(80)]
+    (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--csv", str(tmp_path / "data.csv"), "--target", "label", "--positive"]
+    argv += ["yes", "--betas", "0.5,0.9", "--betas-per-chunk", "1", "--seeds", "1"]
+    argv += ["--epochs", "2", "--n-folds", "4", "--no-progress", "--out", str(out)]
     done = _python(
         f"""
-        import errno, sys
-        import iml.pipeline.report as report
-
-        def full_disk(*args, **kwargs):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        report.save_figure = full_disk
+        import sys
+        import iml.pipeline.sweep as sweep
         from iml import cli
-        sys.exit(cli.main(["figures", "--run", {str(STORED_RUN)!r}, "--out", {str(out)!r}]))
+
+        train_chunk, calls = sweep._train_chunk, []
+
+        def fail_second(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 2:
+                raise RuntimeError("device lost")
+            return train_chunk(*args, **kwargs)
+
+        sweep._train_chunk = fail_second
+        sys.exit(cli.main({argv!r}))
         """
     )
     assert done.returncode == 1, done.stderr[-2000:]
-    assert "Traceback" in done.stderr and "No space left on device" in done.stderr
-    assert "iml figures: error:" not in done.stderr  # not reported as bad input
-    stored = json.loads((STORED_RUN / "table.json").read_text())
-    assert json.loads((out / "table.json").read_text()).keys() == stored.keys()
-    assert (out / "table.md").read_text().startswith("#")
+    assert "Traceback" in done.stderr and "RuntimeError: device lost" in done.stderr
+    assert "iml sweep: error:" not in done.stderr  # not reported as bad input
+    assert sorted(p.name for p in (out / "chunks").iterdir()) == ["0000.npz"]
+    assert json.loads((out / "manifest.json").read_text())["config"]["betas"] == [0.5, 0.9]
 
 
 def test_every_file_a_command_writes_is_written_atomically(tmp_path, monkeypatch):
