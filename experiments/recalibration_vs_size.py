@@ -15,9 +15,10 @@ simulated from the paper's model itself, in a rare-class setting like its pneumo
   so that a fitted 0 or 1 on the wrong label counts as ``-log 1e-6`` instead of infinity).
 
 Methods (``iml.recalibration``): the uncorrected scores; the loss correction (fits nothing);
-Platt scaling (Platt's smoothed targets); temperature scaling; isotonic regression; histogram
-binning (10 quantile bins); the prior-shift correction with the target prior estimated from the
-calibration labels, ``(n_pos + 1/2) / (n + 1)``, and the training prior implied by ``beta``.
+Platt scaling (Platt's smoothed targets); beta calibration (Kull et al. 2017); temperature
+scaling; isotonic regression; histogram binning (10 quantile bins); the prior-shift correction
+with the target prior estimated from the calibration labels, ``(n_pos + 1/2) / (n + 1)``, and
+the training prior implied by ``beta``.
 
 Run (writes results.json, results.md and the figure to ``--out``)::
 
@@ -41,6 +42,7 @@ import numpy as np
 from iml.calibration import brier_score, expected_calibration_error, mean_log_loss
 from iml.plots import figure_metric_vs_size, save_figure
 from iml.recalibration import (
+    BetaCalibration,
     HistogramBinning,
     IsotonicCalibration,
     LossCorrection,
@@ -71,6 +73,7 @@ METHODS: dict[str, Callable[[np.ndarray], Recalibrator | None]] = {
     "uncorrected": lambda _: None,
     "loss correction": lambda _: LossCorrection(beta=BETA),
     "Platt": lambda _: PlattScaling(),
+    "beta calibration": lambda _: BetaCalibration(),
     "temperature": lambda _: TemperatureScaling(),
     "isotonic": lambda _: IsotonicCalibration(),
     "histogram": lambda _: HistogramBinning(n_bins=10, strategy="quantile"),

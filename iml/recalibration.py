@@ -9,6 +9,9 @@ scikit-learn: ``fit(scores, labels)`` then ``transform(scores)``, or ``fit_trans
 method                                 fitted parameters
 =====================================  ========================================================
 :class:`PlattScaling`                  ``sigmoid(a logit(s) + b)``: two numbers (Platt 1999)
+:class:`BetaCalibration`               ``sigmoid(a ln s - b ln(1 - s) + c)``, ``a, b >= 0``:
+                                       three numbers (Kull et al. 2017); the loss correction
+                                       is its case ``a = b = 1``, ``c = -logit(beta)``
 :class:`TemperatureScaling`            ``softmax(z / T)``: one number (Guo et al. 2017)
 :class:`IsotonicCalibration`           a monotone step function by pool adjacent violators
 :class:`HistogramBinning`              the event rate per score bin (Zadrozny & Elkan 2001)
@@ -50,6 +53,8 @@ Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "BetaCalibration",
+    "BetaCalibrationParams",
     "HistogramBinning",
     "HistogramParams",
     "IsotonicCalibration",
@@ -60,6 +65,8 @@ __all__ = [
     "PriorShiftCorrection",
     "Recalibrator",
     "TemperatureScaling",
+    "beta_calibration_fit",
+    "beta_calibration_transform",
     "histogram_binning_fit",
     "histogram_binning_transform",
     "isotonic_fit",
@@ -123,6 +130,11 @@ def _check_weights(sample_weight: ArrayLike | None, n: int) -> None:
         raise ValueError("sample_weight must have a positive sum")
 
 
+def _check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 def _check_binary(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None) -> None:
     _check_scores(scores)
     s = np.asarray(scores)
@@ -152,6 +164,49 @@ def _float(x: ArrayLike) -> Array:
 def _logit(p: Array) -> Array:
     p = jnp.clip(p, _EPS, 1.0 - _EPS)
     return jnp.log(p) - jnp.log1p(-p)
+
+
+# ----------------------------------------------------------------------------------------------
+# Logistic regression by Newton's method (shared by Platt scaling and beta calibration)
+# ----------------------------------------------------------------------------------------------
+
+
+def _logistic_newton(X: Array, y: Array, w: Array, theta: Array, n_iter: int) -> Array:
+    """Coefficients ``[k]`` minimising ``sum_i w_i logloss(y_i, sigmoid(X_i . theta))``.
+
+    Newton's method (iteratively reweighted least squares) on the design ``X`` ``[N, k]`` from
+    the start ``theta`` ``[k]``, for ``n_iter`` steps (static), each with a backtracking line
+    search on the log-likelihood so that separable data (or a calibration set without
+    positives) drifts towards the boundary instead of overflowing. Targets ``y`` may be
+    fractional (Platt's smoothed targets). Called inside the jitted kernels below.
+    """
+    k = X.shape[1]
+    ridge = 1e-10 * jnp.eye(k, dtype=X.dtype)
+    steps = 2.0 ** -jnp.arange(16, dtype=X.dtype)
+
+    def nll(theta: Array) -> Array:
+        z = X @ theta
+        value = -(y * jax.nn.log_sigmoid(z) + (1.0 - y) * jax.nn.log_sigmoid(-z))
+        return jnp.sum(w * value)
+
+    def newton_step(_: int, theta: Array) -> Array:
+        p = jax.nn.sigmoid(X @ theta)
+        grad = X.T @ (w * (p - y))
+        hess = (X * (w * p * (1.0 - p))[:, None]).T @ X + ridge
+        step = jnp.linalg.solve(hess, grad)
+        step = jnp.where(jnp.isfinite(step), step, 0.0)
+        # Backtracking: the full Newton step can overshoot on separable or extreme scores, so
+        # take the longest halved step that does not increase the negative log-likelihood
+        # (beyond float rounding, so that near the optimum Newton's full step converges).
+        candidates = theta[None, :] - steps[:, None] * step[None, :]
+        values = jax.vmap(nll)(candidates)
+        current = nll(theta)
+        slack = 1e-6 * jnp.abs(current) + jnp.finfo(X.dtype).tiny
+        acceptable = jnp.isfinite(values) & (values <= current + slack)
+        first = jnp.argmax(acceptable)
+        return jnp.where(jnp.any(acceptable), candidates[first], theta)
+
+    return jax.lax.fori_loop(0, n_iter, newton_step, jnp.asarray(theta, X.dtype))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -208,6 +263,7 @@ def platt_fit(
             _check_scores(scores, probabilities=False)
             _check_labels(labels, np.asarray(scores).shape[0])
             _check_weights(sample_weight, np.asarray(scores).shape[0])
+        _check_positive_int("n_iter", n_iter)
     s = _float(scores)
     return _platt_kernel(s, labels, _weights(sample_weight, s), features, smooth_targets, n_iter)
 
@@ -223,32 +279,7 @@ def _platt_kernel(
         n_neg = jnp.sum(w * (1.0 - y))
         y = jnp.where(y == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
     X = jnp.stack([f, jnp.ones_like(f)], axis=1)
-    ridge = 1e-10 * jnp.eye(2, dtype=s.dtype)
-    steps = 2.0 ** -jnp.arange(16, dtype=s.dtype)
-
-    def nll(theta: Array) -> Array:
-        z = X @ theta
-        value = -(y * jax.nn.log_sigmoid(z) + (1.0 - y) * jax.nn.log_sigmoid(-z))
-        return jnp.sum(w * value)
-
-    def newton_step(_: int, theta: Array) -> Array:
-        p = jax.nn.sigmoid(X @ theta)
-        grad = X.T @ (w * (p - y))
-        hess = (X * (w * p * (1.0 - p))[:, None]).T @ X + ridge
-        step = jnp.linalg.solve(hess, grad)
-        step = jnp.where(jnp.isfinite(step), step, 0.0)
-        # Backtracking: the full Newton step can overshoot on separable or extreme scores, so
-        # take the longest halved step that does not increase the negative log-likelihood
-        # (beyond float rounding, so that near the optimum Newton's full step converges).
-        candidates = theta[None, :] - steps[:, None] * step[None, :]
-        values = jax.vmap(nll)(candidates)
-        current = nll(theta)
-        slack = 1e-6 * jnp.abs(current) + jnp.finfo(s.dtype).tiny
-        acceptable = jnp.isfinite(values) & (values <= current + slack)
-        first = jnp.argmax(acceptable)
-        return jnp.where(jnp.any(acceptable), candidates[first], theta)
-
-    theta = jax.lax.fori_loop(0, n_iter, newton_step, jnp.array([1.0, 0.0], s.dtype))
+    theta = _logistic_newton(X, y, w, jnp.array([1.0, 0.0]), n_iter)
     return PlattParams(slope=theta[0], intercept=theta[1])
 
 
@@ -257,6 +288,104 @@ def platt_transform(params: PlattParams, scores: ArrayLike, *, features: str = "
     s = _float(scores)
     f = _logit(s) if features == "logit" else s
     return jax.nn.sigmoid(params.slope * f + params.intercept)
+
+
+# ----------------------------------------------------------------------------------------------
+# Beta calibration
+# ----------------------------------------------------------------------------------------------
+
+
+class BetaCalibrationParams(NamedTuple):
+    """``P(y = 1 | s) = sigmoid(a ln s - b ln(1 - s) + c)`` with ``a, b >= 0``."""
+
+    a: Array
+    b: Array
+    c: Array
+
+
+def _beta_features(s: Array) -> tuple[Array, Array]:
+    """The features ``ln s`` and ``-ln(1 - s)``, with ``s`` clipped to ``[eps, 1 - eps]``."""
+    s = jnp.clip(s, _EPS, 1.0 - _EPS)
+    return jnp.log(s), -jnp.log1p(-s)
+
+
+def beta_calibration_fit(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None = None,
+    *,
+    n_iter: int = 50,
+) -> BetaCalibrationParams:
+    """Beta calibration: a logistic regression of the labels on ``ln s`` and ``-ln(1 - s)``.
+
+    The calibrated score is ``q = sigmoid(a ln s - b ln(1 - s) + c)``, the family of maps that
+    Kull et al. (2017) derive from beta-distributed scores within each class. It contains Platt
+    scaling on logits (``a = b``), the identity (``a = b = 1, c = 0``) and the paper's loss
+    correction for the beta-weighted loss (``a = b = 1``, ``c = -logit(beta)``: Corollary 1,
+    eq. ``transformation``, gives ``logit (c^beta)^{-1}(s) = logit s - logit beta``), so on
+    scores of a loss-calibrated model it estimates from labels what the correction knows in
+    advance.
+
+    Kull et al. keep ``a, b >= 0`` so that the map is non-decreasing: when the unconstrained fit
+    has ``a < 0``, the model is refitted without the ``ln s`` feature (``a = 0``); otherwise,
+    when ``b < 0``, without ``-ln(1 - s)`` (``b = 0``). If that refit's remaining coefficient is
+    negative as well (scores that rank the classes backwards), ``a = b = 0`` and ``c`` is the
+    logit of the weighted positive rate. All candidate models are fitted and one is selected
+    with ``jnp.where``, so the rule holds under ``jit`` and ``vmap``. Each fit is Newton's
+    method with a backtracking line search (the kernel of :func:`platt_fit`).
+
+    Args:
+      scores: positive-class probabilities ``[N]`` (clipped to ``[1e-7, 1 - 1e-7]``).
+      labels: labels ``[N]`` in ``{0, 1}``.
+      sample_weight: optional non-negative weights ``[N]``.
+      n_iter: Newton steps of each fit (static).
+
+    Returns:
+      The fitted :class:`BetaCalibrationParams`, with ``a, b >= 0``.
+
+    References:
+      Kull, Silva Filho & Flach (2017), Beta calibration: a well-founded and easily implemented
+      improvement on logistic calibration for binary classifiers. AISTATS.
+    """
+    if _concrete(scores, labels, sample_weight):
+        _check_binary(scores, labels, sample_weight)
+        _check_positive_int("n_iter", n_iter)
+    s = _float(scores)
+    return _beta_calibration_kernel(
+        s, jnp.asarray(labels, s.dtype), _weights(sample_weight, s), n_iter
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _beta_calibration_kernel(s: Array, y: Array, w: Array, n_iter: int) -> BetaCalibrationParams:
+    X = jnp.stack([*_beta_features(s), jnp.ones_like(s)], axis=1)
+    zero = jnp.zeros((), s.dtype)
+    # The unconstrained fit starts at the identity map, the refits at their feature's identity.
+    a, b, c = _logistic_newton(X, y, w, jnp.array([1.0, 1.0, 0.0]), n_iter)
+    b_only, c_b = _logistic_newton(X[:, 1:], y, w, jnp.array([1.0, 0.0]), n_iter)
+    a_only, c_a = _logistic_newton(X[:, ::2], y, w, jnp.array([1.0, 0.0]), n_iter)
+    rate = jnp.clip(jnp.sum(w * y) / jnp.sum(w), _EPS, 1.0 - _EPS)
+    candidates = jnp.stack(
+        [
+            jnp.stack([a, b, c]),
+            jnp.stack([zero, b_only, c_b]),  # a < 0: refit without ln s
+            jnp.stack([a_only, zero, c_a]),  # b < 0: refit without -ln(1 - s)
+            jnp.stack([zero, zero, _logit(rate)]),  # the refit's coefficient < 0 as well
+        ]
+    )
+    choice = jnp.where(
+        a < 0,
+        jnp.where(b_only < 0, 3, 1),
+        jnp.where(b < 0, jnp.where(a_only < 0, 3, 2), 0),
+    )
+    chosen = candidates[choice]
+    return BetaCalibrationParams(a=chosen[0], b=chosen[1], c=chosen[2])
+
+
+def beta_calibration_transform(params: BetaCalibrationParams, scores: ArrayLike) -> Array:
+    """Apply fitted :class:`BetaCalibrationParams`: ``sigmoid(a ln s - b ln(1 - s) + c)``."""
+    log_s, minus_log_1ms = _beta_features(_float(scores))
+    return jax.nn.sigmoid(params.a * log_s + params.b * minus_log_1ms + params.c)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -498,8 +627,7 @@ def histogram_binning_fit(
     """
     if _concrete(scores, labels, sample_weight):
         _check_binary(scores, labels, sample_weight)
-        if not isinstance(n_bins, int | np.integer) or n_bins < 1:
-            raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+        _check_positive_int("n_bins", n_bins)
         if strategy not in ("uniform", "quantile"):
             raise ValueError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")
     s = _float(scores)
@@ -642,6 +770,23 @@ class PlattScaling(Recalibrator):
 
     def _transform(self, params, scores) -> Array:
         return platt_transform(params, scores)
+
+
+class BetaCalibration(Recalibrator):
+    """Beta calibration with ``a, b >= 0`` (:func:`beta_calibration_fit`).
+
+    Args:
+      n_iter: Newton steps of each fit.
+    """
+
+    def __init__(self, n_iter: int = 50) -> None:
+        self.n_iter = n_iter
+
+    def _fit(self, scores, labels, sample_weight) -> BetaCalibrationParams:
+        return beta_calibration_fit(scores, labels, sample_weight, n_iter=self.n_iter)
+
+    def _transform(self, params, scores) -> Array:
+        return beta_calibration_transform(params, scores)
 
 
 class TemperatureScaling(Recalibrator):

@@ -48,7 +48,7 @@ TINY = [
     "--set",
     "members_per_batch=2",
 ]
-BASELINES = ("platt", "temperature", "isotonic", "histogram", "prior_shift")
+BASELINES = ("platt", "beta", "temperature", "isotonic", "histogram", "prior_shift")
 METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
 
 

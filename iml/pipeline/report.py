@@ -6,17 +6,19 @@ then by metric::
     {"0.9": {"raw": {"ece": ..., "ece_debiased": ..., "smooth_ece": ..., "brier": ...,
                      "log_loss": ..., "auroc": ...,
                      "loss_calibration_gap": ..., "loss_calibration_p_value": ...},
-             "loss_corrected": {...}, "platt": {...}, "temperature": {...}, "isotonic": {...},
-             "histogram": {...}, "prior_shift": {...}}, ...}
+             "loss_corrected": {...}, "platt": {...}, "beta": {...}, "temperature": {...},
+             "isotonic": {...}, "histogram": {...}, "prior_shift": {...}}, ...}
 
 ``raw`` are the ensemble scores, ``loss_corrected`` their loss-corrected scores
 ``(c^beta)^{-1}(a)`` (Corollary 1; nothing is fitted), and the other methods are recalibration
 baselines FIT BY CROSS-FITTING over the outer folds: the observations of fold ``f`` are
 recalibrated by a map fitted on the ensemble scores and labels of all other folds, so no
-observation is ever recalibrated by a map fitted on its own label. ``prior_shift`` is eq.
-``correct-prior`` with the training prior that the beta-weighted loss implies (odds scaled by
-``beta / (1 - beta)``, the prevalence estimated on the fitting folds); as the paper notes
-(Section 4), it then coincides with the loss correction. ``raw`` also carries the
+observation is ever recalibrated by a map fitted on its own label. ``beta`` is beta calibration
+(Kull et al. 2017; the method's name, not the class weight), which contains the loss correction
+as its case ``a = b = 1``, ``c = -logit(beta)``. ``prior_shift`` is eq. ``correct-prior`` with
+the training prior that the beta-weighted loss implies (odds scaled by ``beta / (1 - beta)``,
+the prevalence estimated on the fitting folds); as the paper notes (Section 4), it then
+coincides with the loss correction. ``raw`` also carries the
 loss-calibration test (Definition 2) of the raw scores for their beta. Metrics are computed over
 the observations with at least one member (ensemble size > 0); scores are clipped to
 ``[1e-7, 1 - 1e-7]`` first, since float32 sigmoids round to exactly 0 or 1, where the log loss is
@@ -54,6 +56,7 @@ from iml.plots import (
     save_figure,
 )
 from iml.recalibration import (
+    BetaCalibration,
     HistogramBinning,
     IsotonicCalibration,
     LossCorrection,
@@ -91,6 +94,7 @@ def _prior_shift(beta: float) -> Callable[[np.ndarray], Recalibrator]:
 # name -> (beta -> (fitting labels -> unfitted recalibrator))
 BASELINES: dict[str, Callable[[float], Callable[[np.ndarray], Recalibrator]]] = {
     "platt": lambda beta: lambda labels: PlattScaling(),
+    "beta": lambda beta: lambda labels: BetaCalibration(),
     "temperature": lambda beta: lambda labels: TemperatureScaling(),
     "isotonic": lambda beta: lambda labels: IsotonicCalibration(),
     "histogram": lambda beta: lambda labels: HistogramBinning(n_bins=10, strategy="quantile"),
