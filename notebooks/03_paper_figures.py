@@ -43,7 +43,7 @@ import numpy as np
 from IPython.display import Markdown, display
 
 import iml
-from iml.calibration import calibration_curve, loss_calibration_curve
+from iml.calibration import beta_key, calibration_curve, loss_calibration_curve
 from iml.pipeline import RunStore, load_ensemble
 from iml.pipeline.report import score_metrics
 from iml.plots import (
@@ -134,20 +134,20 @@ display(Markdown((RUN / "table.md").read_text()))
 # as the paper notes, so their rows agree too.
 
 # %%
-assert list(table) == [f"{beta:g}" for beta in betas]
+assert list(table) == [beta_key(beta) for beta in betas]
 n_bins = int(config["n_bins"])
 for beta in betas:
     s, y = scores_by_beta[beta], labels_by_beta[beta]
     corrected = np.asarray(iml.loss_corrected_score(s.astype(np.float32), beta))
     for method, values in (("raw", s), ("loss_corrected", corrected)):
         recomputed = score_metrics(values, y, n_bins)
-        stored = table[f"{beta:g}"][method]
+        stored = table[beta_key(beta)][method]
         shared = [metric for metric in recomputed if metric in stored]
         assert {"ece", "brier", "log_loss", "auroc"} <= set(shared), shared
         for metric in shared:
             assert abs(recomputed[metric] - stored[metric]) < 1e-5, (beta, method, metric)
-    for metric, value in table[f"{beta:g}"]["loss_corrected"].items():
-        assert abs(value - table[f"{beta:g}"]["prior_shift"][metric]) < 1e-4, (beta, metric)
+    for metric, value in table[beta_key(beta)]["loss_corrected"].items():
+        assert abs(value - table[beta_key(beta)]["prior_shift"][metric]) < 1e-4, (beta, metric)
 print("table.json reproduced from ensemble_scores.npz")
 
 # %% [markdown]
@@ -172,7 +172,7 @@ for beta, curve in curves.items():
         f"in {above} of them the mean score exceeds the event rate"
     )
 gids = {line.get_gid() for line in fig1.axes[0].get_lines()}
-assert {"diagonal"} | {f"data-{beta:g}" for beta in betas} <= gids
+assert {"diagonal"} | {f"data-{beta_key(beta)}" for beta in betas} <= gids
 
 # %% [markdown]
 # ## 5. Figure 2: the theoretical curves (Proposition 2)
@@ -188,7 +188,7 @@ fig2 = figure2_theoretical_curves(betas)
 display(fig2)
 theory = {line.get_gid(): line for line in fig2.axes[0].get_lines()}
 for beta in betas:
-    a, gamma = theory[f"theory-{beta:g}"].get_data()
+    a, gamma = theory[f"theory-{beta_key(beta)}"].get_data()
     assert np.allclose(a, iml.optimal_score(gamma, beta), rtol=1e-5)  # eq. 8
 
 # %% [markdown]
@@ -221,7 +221,7 @@ for beta in betas:
 fig4 = figure4_loss_corrected(scores_by_beta, labels_by_beta, n_bins)
 display(fig4)
 gids = {line.get_gid() for line in fig4.axes[0].get_lines()}
-assert {"diagonal"} | {f"data-{beta:g}" for beta in betas} <= gids
+assert {"diagonal"} | {f"data-{beta_key(beta)}" for beta in betas} <= gids
 
 # %% [markdown]
 # ## 8. What this run shows
@@ -243,7 +243,7 @@ def comparison(raw: float, corrected: float, beta: float) -> str:
 
 lines = []
 for beta in betas:
-    row = table[f"{beta:g}"]
+    row = table[beta_key(beta)]
     raw, corrected = row["raw"]["ece"], row["loss_corrected"]["ece"]
     fitted = {m: v["ece"] for m, v in row.items() if m not in ("raw", "loss_corrected")}
     best = min(fitted, key=fitted.get)
@@ -255,11 +255,12 @@ for beta in betas:
         f"calibration to its own weight (Definition 2): p = {p:.3f}, "
         f"{'not rejected' if p >= 0.05 else 'rejected'} at 5%. AUROC {row['raw']['auroc']:.4f}."
     )
-raw_top, corrected_top = table[f"{top:g}"]["raw"]["ece"], table[f"{top:g}"]["loss_corrected"]["ece"]
-own = table[f"{unweighted:g}"]["raw"]["ece"]
+raw_top = table[beta_key(top)]["raw"]["ece"]
+corrected_top = table[beta_key(top)]["loss_corrected"]["ece"]
+own = table[beta_key(unweighted)]["raw"]["ece"]
 lines.append(
     "\nFigure 1: the raw ECE is "
-    + ", ".join(f"{table[f'{b:g}']['raw']['ece']:.4f}" for b in betas)
+    + ", ".join(f"{table[beta_key(b)]['raw']['ece']:.4f}" for b in betas)
     + " at beta = "
     + ", ".join(f"{b:g}" for b in betas)
     + f". Figure 4: the loss correction takes the beta = {top:g} model from {raw_top:.4f} to "
