@@ -2,7 +2,8 @@
 
 Implements Caplin, Martin & Marx, *Calibrating for Class Weights by Modeling Machine Learning*:
 weighted proper losses (:mod:`iml.losses`), optimal scoring rules and their inverses
-(:mod:`iml.scoring`), calibration analysis, recalibration baselines, the DenseNet beta-ensemble
+(:mod:`iml.scoring`), one specification of a loss that carries both (:func:`loss_spec`,
+:class:`LossSpec`), calibration analysis, recalibration baselines, the DenseNet beta-ensemble
 trainer and the experiment pipeline.
 """
 
@@ -23,10 +24,13 @@ from iml.scoring import (
     optimal_score_multiclass,
     optimal_score_multiclass_for_loss,
 )
+from iml.spec import LOSSES, LossSpec, loss_spec
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LOSSES",
+    "LossSpec",
     "check_first_order_conditions",
     "check_invertibility",
     "loss_corrected_logit",
@@ -36,6 +40,7 @@ __all__ = [
     "loss_corrected_score_into",
     "loss_corrected_score_multiclass",
     "loss_corrected_score_multiclass_for_loss",
+    "loss_spec",
     "optimal_logit",
     "optimal_score",
     "optimal_score_class_weighted",

@@ -54,6 +54,23 @@ def check_beta(name: str, beta: object) -> None:
     check_interval(name, beta, 0.0, 1.0, open_low=True, open_high=True)
 
 
+def check_betas(name: str, betas: object, *, distinct: bool = True) -> np.ndarray:
+    """A grid of class weights: a non-empty 1-D array of betas in (0, 1), by default distinct.
+
+    Returns the betas as float64 (concrete input only: a grid of betas configures work).
+    """
+    b = np.asarray(betas, dtype=np.float64)
+    if b.ndim != 1 or b.size == 0:
+        raise ValueError(
+            f"{name} must be a non-empty 1-D array of class weights; got shape {b.shape}"
+        )
+    check_beta(name, b)
+    if distinct and np.unique(b).size != b.size:
+        values, counts = np.unique(b, return_counts=True)
+        raise ValueError(f"{name} must not repeat a beta; repeated: {values[counts > 1].tolist()}")
+    return b
+
+
 def check_unit(name: str, x: object) -> None:
     """Scores and posteriors must lie in the closed interval [0, 1]."""
     check_interval(name, x, 0.0, 1.0, open_low=False, open_high=False)

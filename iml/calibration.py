@@ -34,13 +34,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iml import _validation as V
 from iml.losses import BinaryLoss, log_loss
 from iml.scoring import (
     loss_corrected_score,
-    loss_corrected_score_for_loss,
     optimal_score,
-    optimal_score_for_loss,
 )
+from iml.spec import LossLike, LossSpec, loss_spec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -794,36 +794,22 @@ def auroc(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None 
 # ----------------------------------------------------------------------------------------------
 
 
-class _Rule(NamedTuple):
-    """A loss and its optimal scoring rule, from either a class weight beta or any loss."""
-
-    loss_pos: Callable[[Array], Array]  # a -> L(a, 1)
-    loss_neg: Callable[[Array], Array]  # a -> L(a, 0)
-    optimal: Callable[[Array], Array]  # posterior gamma -> c(gamma), eq. choice
-    corrected: Callable[[Array], Array]  # score a -> c^{-1}(a), the loss-corrected score
-
-
-def _rule(beta_or_loss: float | ArrayLike | BinaryLoss, base_loss: BinaryLoss) -> _Rule:
-    """The beta-weighted loss of eq. ``b-loss-bin`` (closed forms, Prop. 2 and Cor. 1), or the
-    generic rule of any differentiable binary loss (``iml.scoring``'s autodiff rules)."""
-    if callable(beta_or_loss):
-        loss = beta_or_loss
-        return _Rule(
-            lambda a: loss(a, jnp.ones_like(a)),
-            lambda a: loss(a, jnp.zeros_like(a)),
-            lambda g: optimal_score_for_loss(loss, g),
-            lambda a: loss_corrected_score_for_loss(loss, a),
+def _binary_loss(loss: LossLike) -> LossSpec:
+    """The one binary loss that loss calibration is judged against (:func:`iml.loss_spec`)."""
+    spec = loss_spec(loss)
+    if spec.multiclass:
+        raise ValueError(f"loss must be a binary loss here; got the {spec.describe()}")
+    if spec.batch_shape:
+        raise ValueError(
+            f"loss must be one loss, not a batch of shape {spec.batch_shape}; map over a batch "
+            "with jax.vmap"
         )
-    b = _concrete(beta_or_loss)
-    if b is not None and (b.ndim != 0 or not 0.0 < float(b) < 1.0):
-        raise ValueError(f"beta must be a scalar in (0, 1) or a loss callable, got {b!r}")
-    beta = jnp.asarray(beta_or_loss, jnp.float32)
-    return _Rule(
-        lambda a: beta * base_loss(a, jnp.ones_like(a)),
-        lambda a: (1.0 - beta) * base_loss(a, jnp.zeros_like(a)),
-        lambda g: optimal_score(g, beta),
-        lambda a: loss_corrected_score(a, beta),
-    )
+    return spec
+
+
+def _label_losses(spec: LossSpec) -> tuple[Callable[[Array], Array], Callable[[Array], Array]]:
+    """``a -> L(a, 1)`` and ``a -> L(a, 0)``."""
+    return (lambda a: spec.loss(a, jnp.ones_like(a)), lambda a: spec.loss(a, jnp.zeros_like(a)))
 
 
 class _LossSums(NamedTuple):
@@ -915,7 +901,7 @@ class LossCalibrationCurve(NamedTuple):
 def loss_calibration_curve(
     scores: ArrayLike,
     labels: ArrayLike,
-    beta_or_loss: float | ArrayLike | BinaryLoss,
+    loss: LossLike,
     n_bins: int = 10,
     strategy: str = "quantile",
     sample_weight: ArrayLike | None = None,
@@ -935,8 +921,9 @@ def loss_calibration_curve(
     Args:
       scores: raw positive-class scores ``(n,)`` of a model trained with the loss.
       labels: ``{0, 1}`` labels ``(n,)``.
-      beta_or_loss: the class weight ``beta`` in ``(0, 1)`` of the beta-weighted log loss, or a
-        binary loss ``L(a, y)``.
+      loss: the binary loss the model was trained with, as :func:`iml.loss_spec` reads it: a
+        class weight ``beta`` in ``(0, 1)`` (the beta-weighted log loss), a
+        :class:`iml.LossSpec`, a loss name or any differentiable ``L(a, y)``.
       n_bins: number of bins.
       strategy: ``"quantile"`` or ``"uniform"``.
       sample_weight: non-negative weights ``(n,)``.
@@ -948,7 +935,7 @@ def loss_calibration_curve(
     Returns:
       A :class:`LossCalibrationCurve`.
     """
-    rule = _rule(beta_or_loss, log_loss)
+    spec = _binary_loss(loss)
     curve = calibration_curve(
         scores,
         labels,
@@ -961,7 +948,7 @@ def loss_calibration_curve(
     )
     grid = jax.nn.sigmoid(jnp.linspace(-9.21024, 9.21024, n_grid))  # logit(1e-4) .. logit(1-1e-4)
     filled = curve.count > 0
-    best = jnp.where(filled, rule.optimal(jnp.where(filled, curve.event_rate, 0.5)), jnp.nan)
+    best = jnp.where(filled, spec.optimal_score(jnp.where(filled, curve.event_rate, 0.5)), jnp.nan)
     return LossCalibrationCurve(
         curve.mean_score,
         curve.event_rate,
@@ -969,7 +956,7 @@ def loss_calibration_curve(
         curve.edges,
         best,
         grid,
-        rule.optimal(grid),
+        spec.optimal_score(grid),
         curve.event_rate_interval,
     )
 
@@ -1003,12 +990,11 @@ class LossCalibrationTest(NamedTuple):
 def loss_calibration_test(
     scores: ArrayLike,
     labels: ArrayLike,
-    beta_or_loss: float | ArrayLike | BinaryLoss,
+    loss: LossLike,
     n_bins: int = 10,
     strategy: str = "quantile",
     sample_weight: ArrayLike | None = None,
     *,
-    base_loss: BinaryLoss = log_loss,
     n_bootstrap: int = 200,
     key: Array | None = None,
     confidence: float = 0.95,
@@ -1037,12 +1023,13 @@ def loss_calibration_test(
     Args:
       scores: raw positive-class scores ``(n,)`` in ``[0, 1]``.
       labels: ``{0, 1}`` labels ``(n,)``.
-      beta_or_loss: the class weight ``beta`` in ``(0, 1)`` of the beta-weighted ``base_loss``
-        (eq. ``b-loss-bin``), or any differentiable binary loss ``L(a, y)``.
+      loss: the binary loss the model was trained with, as :func:`iml.loss_spec` reads it: a
+        class weight ``beta`` in ``(0, 1)`` (the beta-weighted log loss, eq. ``b-loss-bin``;
+        ``loss_spec("squared", beta=...)`` for the weighted Brier score), a
+        :class:`iml.LossSpec`, a loss name or any differentiable ``L(a, y)``.
       n_bins: number of bins.
       strategy: ``"quantile"`` or ``"uniform"``.
       sample_weight: non-negative weights ``(n,)``.
-      base_loss: the strictly proper base loss when ``beta_or_loss`` is a weight.
       n_bootstrap: replicates, for the null distribution and for the interval each.
       key: ``jax.random`` key (required).
       confidence: coverage of the interval.
@@ -1057,16 +1044,13 @@ def loss_calibration_test(
     if n_bootstrap < 1:
         raise ValueError(f"n_bootstrap must be a positive integer, got {n_bootstrap!r}")
     _check_bootstrap(n_bootstrap, key, confidence)
-    _rule(beta_or_loss, base_loss)  # validates beta
-    loss, beta = (beta_or_loss, None) if callable(beta_or_loss) else (None, beta_or_loss)
+    spec = _binary_loss(loss)
     return _loss_calibration_test(
         scores,
         labels,
         sample_weight,
         key,
-        beta,
-        loss,
-        base_loss,
+        spec,
         n_bins,
         strategy,
         n_bootstrap,
@@ -1074,37 +1058,35 @@ def loss_calibration_test(
     )
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10))
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
 def _loss_calibration_test(
     scores: ArrayLike,
     labels: ArrayLike,
     sample_weight: ArrayLike | None,
     key: Array,
-    beta: ArrayLike | None,
-    loss: BinaryLoss | None,
-    base_loss: BinaryLoss,
+    spec: LossSpec,
     n_bins: int,
     strategy: str,
     n_bootstrap: int,
     confidence: float,
 ) -> LossCalibrationTest:
-    rule = _rule(beta if loss is None else loss, base_loss)
+    loss_pos, loss_neg = _label_losses(spec)
     a = _float(scores)
     y = _labels(labels, a)
     w = _weights(sample_weight, a)
     edges = bin_edges(a, n_bins, strategy)
     bins = assign_bins(a, edges)
-    matrices = _loss_matrices(bins, n_bins, rule.loss_pos(a), rule.loss_neg(a))
+    matrices = _loss_matrices(bins, n_bins, loss_pos(a), loss_neg(a))
 
     def gap_of(labels_: Array, weights_: Array) -> tuple[Array, Array]:
         sums = _loss_sums(weights_, labels_, matrices)
-        reduction, best = _loss_reduction(sums, rule.optimal, rule.loss_pos, rule.loss_neg)
+        reduction, best = _loss_reduction(sums, spec.optimal_score, loss_pos, loss_neg)
         return reduction / jnp.sum(weights_, axis=-1, keepdims=True), best
 
     reduction, best = gap_of(y, w)
     gap = jnp.sum(reduction)
     key_null, key_boot = jax.random.split(key)
-    posterior = rule.corrected(a)
+    posterior = spec.loss_corrected_score(a)
 
     # H0 labels for all replicates at once (B x n); their gaps are one matrix product.
     uniforms = jax.random.uniform(key_null, (n_bootstrap, a.shape[0]), a.dtype)
@@ -1245,9 +1227,8 @@ def beta_sweep(
         raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
     if debias and norm != "l2":
         raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
-    b = _concrete(betas)
-    if b is not None and (b.ndim != 1 or b.size == 0 or not np.all((b > 0) & (b < 1))):
-        raise ValueError("betas must be a non-empty 1-D array of values in (0, 1)")
+    if _concrete(betas) is not None:
+        V.check_betas("betas", betas, distinct=False)
     return _beta_sweep(
         scores,
         labels,

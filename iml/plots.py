@@ -41,6 +41,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from iml import _validation as V
 from iml._io import atomic_write_bytes
 from iml.calibration import (
     SmoothCalibrationCurve,
@@ -72,13 +73,7 @@ _CONFIDENCE = 0.95
 
 
 def _check_betas(betas: Sequence[float], name: str = "betas") -> list[float]:
-    out = [float(b) for b in betas]
-    if not out:
-        raise ValueError(f"{name} is empty")
-    for b in out:
-        if np.isnan(b) or not 0.0 < b < 1.0:
-            raise ValueError(f"every beta in {name} must lie strictly between 0 and 1, got {b}")
-    return out
+    return V.check_betas(name, [float(b) for b in betas], distinct=False).tolist()
 
 
 def _labels_for(labels: ArrayLike | Mapping[float, ArrayLike], beta: float) -> ArrayLike:

@@ -35,19 +35,13 @@ Concrete bad input raises ``ValueError`` naming the argument; under ``jit`` noth
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iml.losses import BinaryLoss
-from iml.scoring import (
-    loss_corrected_score,
-    loss_corrected_score_for_loss,
-    loss_corrected_score_multiclass,
-)
+from iml.spec import LossLike, loss_spec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -142,12 +136,6 @@ def _check_binary(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike
         raise ValueError(f"scores must be one-dimensional (binary), got shape {s.shape}")
     _check_labels(labels, s.shape[0])
     _check_weights(sample_weight, s.shape[0])
-
-
-def _check_beta(beta: ArrayLike) -> None:
-    b = np.asarray(beta, dtype=float)
-    if np.isnan(b).any() or (b <= 0).any() or (b >= 1).any():
-        raise ValueError(f"beta must lie strictly between 0 and 1, got {beta}")
 
 
 def _weights(sample_weight: ArrayLike | None, like: Array) -> Array:
@@ -903,45 +891,47 @@ class PriorShiftCorrection(Recalibrator):
 class LossCorrection(Recalibrator):
     """The paper's loss-corrected confidence score ``(c^L)^{-1}(a)``: fits nothing.
 
-    Give exactly one of ``beta`` (binary beta-weighted loss, Corollary 1, eq.
-    ``transformation``), ``B`` (multiclass B-weighted loss, inverse of Proposition 3) or
-    ``loss`` (any differentiable binary loss ``L(a, y)``, through the generic rule).
-    ``fit`` only checks its input, so that the class composes with the fitted methods.
+    The loss is anything :func:`iml.loss_spec` reads: a ``beta`` (binary beta-weighted loss,
+    Corollary 1, eq. ``transformation``), a matrix ``B`` (multiclass B-weighted loss, inverse of
+    Proposition 3), a loss name with its parameters, a :class:`iml.LossSpec` or any
+    differentiable loss ``L(a, y)`` (the generic rule). ``beta=`` and ``B=`` name the first two
+    explicitly. ``fit`` only checks its input, so that the class composes with the fitted
+    methods.
     """
 
     def __init__(
         self,
+        loss: LossLike | None = None,
+        *,
         beta: float | None = None,
         B: ArrayLike | None = None,
-        loss: BinaryLoss | Callable | None = None,
     ) -> None:
-        given = [x is not None for x in (beta, B, loss)]
-        if sum(given) != 1:
-            raise ValueError("LossCorrection needs exactly one of beta, B or loss")
+        if sum(x is not None for x in (loss, beta, B)) != 1:
+            raise ValueError("LossCorrection needs exactly one of loss, beta or B")
         if beta is not None:
-            _check_beta(beta)
-        if B is not None:
-            b = np.asarray(B, float)
-            if b.ndim != 2 or b.shape[0] != b.shape[1]:
-                raise ValueError(f"B must be a square matrix, got shape {b.shape}")
-            if not np.isfinite(b).all() or (b <= 0).any():
-                raise ValueError("B must have positive, finite entries")
-        self.beta = beta
-        self.B = B
-        self.loss = loss
+            loss = loss_spec("log", beta=beta)
+        elif B is not None:
+            loss = loss_spec("matrix", B=B)
+        self.spec = loss_spec(loss)
+        if self.spec.batch_shape:
+            raise ValueError(
+                f"LossCorrection corrects for one loss, not a batch of shape "
+                f"{self.spec.batch_shape}"
+            )
         self.params_ = {}  # nothing to fit: transform works before fit
 
     def _fit(self, scores, labels, sample_weight) -> dict:
         s = np.asarray(scores)
         _check_scores(s)
         n_classes = 2 if s.ndim == 1 else s.shape[-1]
+        if n_classes != self.spec.n_classes or (s.ndim == 2) != self.spec.multiclass:
+            raise ValueError(
+                f"scores of shape {s.shape} do not fit the {self.spec.describe()}: it needs "
+                + (f"[N, {self.spec.n_classes}]" if self.spec.multiclass else "[N]")
+            )
         _check_labels(labels, s.shape[0], n_classes)
         _check_weights(sample_weight, s.shape[0])
         return {}
 
     def _transform(self, params, scores) -> Array:
-        if self.beta is not None:
-            return loss_corrected_score(_float(scores), self.beta)
-        if self.B is not None:
-            return loss_corrected_score_multiclass(_float(scores), jnp.asarray(self.B))
-        return loss_corrected_score_for_loss(self.loss, _float(scores))
+        return self.spec.loss_corrected_score(_float(scores))

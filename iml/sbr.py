@@ -23,9 +23,10 @@ The simulator (:func:`simulate_scores`, :func:`simulate_gaussian_scores`,
 :func:`model_distribution`) runs the model forwards, so data with a known SBR is at hand for
 tests, notebooks and benchmarks.
 
-Losses are named by ``loss_or_beta``: a number ``beta`` in ``(0, 1)`` (the beta-weighted log
-loss, eq. ``b-loss-bin``, Proposition 2), a matrix ``B`` ``[n, n]`` (the B-weighted log loss,
-eq. ``b-loss-multi``, Proposition 3) or a callable binary loss ``L(a, y)`` (the generic rule).
+Losses are anything :func:`iml.loss_spec` reads (a :class:`iml.LossSpec`): a number
+``beta`` in ``(0, 1)`` (the beta-weighted log loss, eq. ``b-loss-bin``, Proposition 2), a matrix
+``B`` ``[n, n]`` (the B-weighted log loss, eq. ``b-loss-multi``, Proposition 3), a loss name with
+its parameters, or a callable loss ``L(a, y)`` (the generic rule).
 """
 
 from __future__ import annotations
@@ -39,17 +40,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iml.losses import beta_weighted_loss, log_loss, matrix_weighted_loss
-from iml.scoring import (
-    loss_corrected_score_multiclass,
-    optimal_score,
-    optimal_score_for_loss,
-    optimal_score_multiclass,
-)
+from iml.spec import LossLike, LossSpec, loss_spec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
-LossSpec = float | ArrayLike | Callable[[ArrayLike, ArrayLike], Array]
 
 __all__ = [
     "SignalBasedRepresentation",
@@ -68,68 +62,20 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class _Loss:
-    """A parsed ``loss_or_beta``: its kind, parameter, and the full-label-space loss."""
-
-    kind: str  # "beta" | "B" | "loss"
-    param: Any
-
-    @property
-    def multiclass(self) -> bool:
-        return self.kind == "B"
-
-    @property
-    def B(self) -> Array:
-        """The weight matrix (stored as nested tuples so that the spec hashes for ``jit``)."""
-        return jnp.asarray(self.param, jnp.float32)
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.param) if self.kind == "B" else 2
-
-    def value(self, a: Array, y: Array) -> Array:
-        """``L(a, y)``: ``a`` is ``[...]`` (binary) or ``[..., n]``; ``y`` integer labels."""
-        if self.kind == "beta":
-            return beta_weighted_loss(a, y, self.param, base=log_loss)
-        if self.kind == "B":
-            return matrix_weighted_loss(a, y, self.B, base=log_loss)
-        return self.param(a, y)
-
-    def optimal(self, gamma: Array) -> Array:
-        """``c^L(gamma)`` for posteriors ``[S, k]``: ``[S]`` (binary) or ``[S, n]``."""
-        if self.kind == "beta":
-            return optimal_score(gamma[:, 1], self.param)
-        if self.kind == "B":
-            return optimal_score_multiclass(gamma, self.B)
-        return optimal_score_for_loss(self.param, gamma[:, 1])
-
-
-def _parse_loss(loss_or_beta: LossSpec) -> _Loss:
-    if callable(loss_or_beta):
-        return _Loss("loss", loss_or_beta)
-    x = np.asarray(loss_or_beta, dtype=float)
-    if x.ndim == 0:
-        if np.isnan(x) or not 0.0 < float(x) < 1.0:
-            raise ValueError(f"beta must lie strictly between 0 and 1, got {float(x)}")
-        return _Loss("beta", float(x))
-    if x.ndim == 2 and x.shape[0] == x.shape[1] and x.shape[0] >= 2:
-        if not np.isfinite(x).all() or (x <= 0).any():
-            raise ValueError("B must have positive, finite entries")
-        return _Loss("B", tuple(map(tuple, x.tolist())))
-    raise ValueError(
-        "loss_or_beta must be a number beta in (0, 1), a square matrix B or a callable loss, "
-        f"got an array of shape {x.shape}"
-    )
-
-
-def _loss_from_keywords(beta: Any, B: Any, loss: Any) -> _Loss:
+def _loss_from_keywords(beta: Any, B: Any, loss: Any) -> LossSpec:
+    """The loss named by at most one of the keywords (the unweighted log loss without any)."""
     given = [x for x in (beta, B, loss) if x is not None]
     if len(given) > 1:
         raise ValueError("give at most one of beta, B or loss")
-    if not given:
-        return _Loss("beta", 0.5)  # the unweighted log loss: truthful scores
-    return _parse_loss(given[0])
+    spec = loss_spec(given[0] if given else 0.5)  # beta = 1/2: truthful scores
+    if spec.batch_shape:
+        raise ValueError(f"one loss is needed here, not a batch of shape {spec.batch_shape}")
+    return spec
+
+
+def _optimal(spec: LossSpec, gamma: Array) -> Array:
+    """``c^L`` of posteriors ``[S, k]``: ``[S]`` positive-class scores (binary) or ``[S, n]``."""
+    return spec.optimal_score(gamma if spec.multiclass else gamma[:, 1])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -191,8 +137,8 @@ def optimal_signal_scores(
     spec = _loss_from_keywords(beta, B, loss)
     gamma = jnp.asarray(posteriors)
     if not spec.multiclass and gamma.shape[-1] != 2:
-        raise ValueError(f"beta and loss need binary posteriors [S, 2], got {gamma.shape}")
-    return spec.optimal(gamma)
+        raise ValueError(f"the {spec.describe()} needs binary posteriors [S, 2], got {gamma.shape}")
+    return _optimal(spec, gamma)
 
 
 def model_distribution(
@@ -254,16 +200,18 @@ def simulate_scores(
     prior = jnp.asarray(prior, jnp.float32)
     experiment = jnp.asarray(experiment, jnp.float32)
     if not spec.multiclass and prior.shape[0] != 2:
-        raise ValueError(f"beta and loss need a binary model (2 labels), got {prior.shape[0]}")
+        raise ValueError(
+            f"the {spec.describe()} needs a binary model (2 labels), got {prior.shape[0]}"
+        )
     return _simulate_kernel(key, prior, experiment, int(n), spec)
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4))
+@functools.partial(jax.jit, static_argnums=(3,))
 def _simulate_kernel(
-    key: Array, prior: Array, experiment: Array, n: int, spec: _Loss
+    key: Array, prior: Array, experiment: Array, n: int, spec: LossSpec
 ) -> tuple[Array, Array, Array, Array]:
     gamma = bayesian_posteriors(prior, experiment)
-    alpha = spec.optimal(gamma)
+    alpha = _optimal(spec, gamma)
     key_y, key_s = jax.random.split(key)
     labels = jax.random.categorical(key_y, jnp.log(prior), shape=(n,))
     log_experiment = jnp.log(experiment.T)  # [n_labels, S]
@@ -309,16 +257,16 @@ def simulate_gaussian_scores(
     return _gaussian_kernel(key, int(n), spec, prevalence, separation)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
+@functools.partial(jax.jit, static_argnums=(1,))
 def _gaussian_kernel(
-    key: Array, n: int, spec: _Loss, prevalence: ArrayLike, separation: ArrayLike
+    key: Array, n: int, spec: LossSpec, prevalence: ArrayLike, separation: ArrayLike
 ) -> tuple[Array, Array, Array, Array]:
     key_y, key_x = jax.random.split(key)
     labels = jax.random.bernoulli(key_y, prevalence, (n,)).astype(jnp.int32)
     x = separation * labels + jax.random.normal(key_x, (n,))
     log_odds = jnp.log(prevalence) - jnp.log1p(-prevalence) + separation * (x - separation / 2)
     gamma = jax.nn.sigmoid(log_odds)
-    scores = spec.optimal(jnp.stack([1.0 - gamma, gamma], axis=1))
+    scores = _optimal(spec, jnp.stack([1.0 - gamma, gamma], axis=1))
     return scores, labels, x, gamma
 
 
@@ -449,17 +397,17 @@ def _nearest_rows(j: Array) -> tuple[Array, Array]:
     return jax.lax.map(row_min, jnp.arange(S), batch_size=min(S, 256))
 
 
-@functools.partial(jax.jit, static_argnums=(0,))
+@jax.jit
 def _condition3(
-    spec: _Loss, alpha: Array, gamma: Array, counts: Array | None
+    spec: LossSpec, alpha: Array, gamma: Array, counts: Array | None
 ) -> tuple[Array, Array, Array, Array]:
     """Per signal: ``c^L(gamma)``, distance, expected-loss reduction and the score-test z."""
     k = gamma.shape[1]
     labels = jnp.arange(k)
-    c = spec.optimal(gamma)
+    c = _optimal(spec, gamma)
 
     def expected_loss(a: Array, g: Array) -> Array:
-        values = jax.vmap(lambda y: spec.value(a, y))(labels)
+        values = jax.vmap(lambda y: spec.loss(a, y))(labels)
         return jnp.sum(jnp.where(g > 0, g * values, 0.0))  # 0 log 0 = 0
 
     reduction = jax.vmap(expected_loss)(alpha, gamma) - jax.vmap(expected_loss)(c, gamma)
@@ -471,11 +419,11 @@ def _condition3(
 
     # h[s, y] = dL(alpha^s, y)/da: per-label gradients at the reported score.
     def grads(a: Array) -> Array:
-        return jax.vmap(lambda y: jax.grad(lambda t: jnp.sum(spec.value(t, y)))(a))(labels)
+        return jax.vmap(lambda y: jax.grad(lambda t: jnp.sum(spec.loss(t, y)))(a))(labels)
 
     h = jax.vmap(grads)(alpha)  # [S, k] (binary) or [S, k, n]
     if spec.multiclass:
-        null = jnp.clip(loss_corrected_score_multiclass(alpha, spec.B), 0.0, 1.0)
+        null = jnp.clip(spec.loss_corrected_score(alpha), 0.0, 1.0)
         null = null / jnp.sum(null, axis=-1, keepdims=True)
         mean = jnp.einsum("sy,syn->sn", gamma, h)
         var = jnp.einsum("sy,syn->sn", null, h**2)
@@ -491,7 +439,7 @@ def _condition3(
 
 
 def _represent(
-    spec: _Loss,
+    spec: LossSpec,
     alpha: Array,
     joint: Array,
     counts: Array | None,
@@ -552,7 +500,7 @@ def _represent(
 def signal_based_representation_from_joint(
     signal_scores: ArrayLike,
     joint: ArrayLike,
-    loss_or_beta: LossSpec,
+    loss: LossLike,
     *,
     atol: float = 1e-5,
 ) -> SignalBasedRepresentation:
@@ -565,13 +513,13 @@ def signal_based_representation_from_joint(
       signal_scores: the distinct scores ``a`` ``[S]`` (binary) or ``[S, n]``.
       joint: ``P^L(a, y)`` ``[S, k]``, non-negative, summing to one; rows of zero mass are
         dropped.
-      loss_or_beta: ``beta``, ``B`` or a callable binary loss.
+      loss: the loss (:func:`iml.loss_spec`): ``beta``, ``B``, a name or a callable.
       atol: tolerance for conditions 1-4.
 
     Returns:
       A :class:`SignalBasedRepresentation`.
     """
-    spec = _parse_loss(loss_or_beta)
+    spec = _loss_from_keywords(None, None, loss)
     alpha = np.asarray(signal_scores, dtype=np.float32)
     p = np.asarray(joint, dtype=np.float32)
     if p.ndim != 2 or p.shape[0] != alpha.shape[0] or p.size == 0:
@@ -588,19 +536,24 @@ def signal_based_representation_from_joint(
     )
 
 
-def _check_spec_shapes(spec: _Loss, alpha: np.ndarray, k: int) -> None:
+def _check_spec_shapes(spec: LossSpec, alpha: np.ndarray, k: int) -> None:
     if spec.multiclass:
         n = spec.n_classes
         if alpha.ndim != 2 or alpha.shape[1] != n or k != n:
-            raise ValueError(f"B is {n}x{n}: scores must be [N, {n}] with {n} classes")
+            raise ValueError(
+                f"the {spec.describe()} has {n} classes: scores must be [N, {n}] with {n} labels"
+            )
     elif alpha.ndim != 1 or k != 2:
-        raise ValueError("beta and loss need binary positive-class scores [N] and labels in {0, 1}")
+        raise ValueError(
+            f"the {spec.describe()} is binary: it needs positive-class scores [N] and labels in "
+            "{0, 1}"
+        )
 
 
 def signal_based_representation(
     scores: ArrayLike,
     labels: ArrayLike,
-    loss_or_beta: LossSpec,
+    loss: LossLike,
     *,
     n_bins: int | None = None,
     strategy: str = "quantile",
@@ -629,7 +582,8 @@ def signal_based_representation(
     Args:
       scores: ``[N]`` positive-class scores (binary) or ``[N, n]`` score vectors (with ``B``).
       labels: ``[N]`` labels in ``{0, 1}`` (binary) or ``{0, ..., n - 1}``.
-      loss_or_beta: ``beta`` in ``(0, 1)``, a matrix ``B`` ``[n, n]`` or a binary loss ``L(a, y)``.
+      loss: the loss (:func:`iml.loss_spec`): ``beta`` in ``(0, 1)``, a matrix ``B`` ``[n, n]``,
+        a name with its parameters, a :class:`iml.LossSpec` or a callable.
       n_bins: bin binary scores into this many signals (``None``: distinct scores).
       strategy: ``"quantile"`` or ``"uniform"`` bins.
       signals: optional integer signal per observation (overrides ``n_bins``).
@@ -641,7 +595,7 @@ def signal_based_representation(
       A :class:`SignalBasedRepresentation`; ``.has_sbr`` and ``.failures()`` say which
       condition fails and by how much; ``.posteriors`` are the recovered posteriors.
     """
-    spec = _parse_loss(loss_or_beta)
+    spec = _loss_from_keywords(None, None, loss)
     s = np.asarray(scores)
     if s.size == 0:
         raise ValueError("scores is empty")

@@ -544,6 +544,38 @@ def test_loss_calibration_test_with_focal_loss_passes_and_raw_posteriors_fail():
     assert float(failed.p_value) <= 0.05
 
 
+def test_loss_calibration_reads_the_loss_as_a_spec_a_name_or_a_callable_alike():
+    from iml.losses import focal_loss
+    from iml.spec import loss_spec
+
+    k1, k2, k3 = jax.random.split(jax.random.key(21), 3)
+    posterior = jnp.clip(jax.random.uniform(k1, (1500,)), 1e-3, 1 - 1e-3)
+    labels = (jax.random.uniform(k2, (1500,)) < posterior).astype(jnp.int32)
+    spec = loss_spec("focal", gamma=2.0, alpha=0.5)
+    scores = spec.optimal_score(posterior)
+    as_spec = cal.loss_calibration_test(scores, labels, spec, n_bootstrap=49, key=k3)
+    as_config = cal.loss_calibration_test(
+        scores, labels, {"name": "focal", "gamma": 2.0}, n_bootstrap=49, key=k3
+    )
+    as_callable = cal.loss_calibration_test(
+        scores, labels, lambda a, y: focal_loss(a, y, 2.0, 0.5), n_bootstrap=49, key=k3
+    )
+    for other in (as_config, as_callable):
+        np.testing.assert_allclose(other.gap, as_spec.gap, rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(other.p_value, as_spec.p_value)
+    # The beta-weighted Brier score: the same beta, another base loss, another gap.
+    brier = cal.loss_calibration_test(
+        scores, labels, loss_spec("squared", beta=0.5), n_bootstrap=49, key=k3
+    )
+    assert abs(float(brier.gap) - float(as_spec.gap)) > 1e-6
+    curve = cal.loss_calibration_curve(scores, labels, spec)
+    np.testing.assert_allclose(curve.optimal_score_grid, spec.optimal_score(curve.posterior_grid))
+    with pytest.raises(ValueError, match="binary loss"):
+        cal.loss_calibration_test(scores, labels, np.eye(3) + 1.0, key=k3)
+    with pytest.raises(ValueError, match="not a batch"):
+        cal.loss_calibration_curve(scores, labels, np.array([0.3, 0.7]))
+
+
 def test_loss_calibration_curve_against_theoretical_map():
     from iml.scoring import optimal_score
 

@@ -164,7 +164,7 @@ def test_markdown_table_lists_every_method_and_metric():
 @pytest.mark.parametrize(
     ("key", "value", "match"),
     [
-        ("betas", (0.5, 1.5), r"beta must lie in \(0, 1\)"),
+        ("betas", (0.5, 1.5), r"betas must lie in \(0, 1\)"),
         ("dataset", "mnist", "unknown dataset 'mnist'"),
         ("model", "resnet", "unknown model 'resnet'"),
         ("epochs", 0, "config.epochs"),

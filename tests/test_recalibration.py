@@ -268,6 +268,28 @@ def test_bad_input_raises_value_error(method, scores, labels, weights, message):
         method.fit(scores, labels, weights)
 
 
+def test_loss_correction_takes_any_loss_the_spec_reads():
+    from iml.losses import focal_loss
+    from iml.spec import loss_spec
+
+    scores = np.linspace(0.02, 0.98, 25).astype(np.float32)
+    spec = loss_spec("focal", gamma=2.0, alpha=0.25)
+    by_spec = LossCorrection(spec).transform(scores)
+    by_callable = LossCorrection(lambda a, y: focal_loss(a, y, 2.0, 0.25)).transform(scores)
+    np.testing.assert_allclose(by_spec, by_callable, rtol=1e-6)
+    np.testing.assert_allclose(spec.optimal_score(by_spec), scores, atol=1e-5)
+    np.testing.assert_allclose(
+        LossCorrection(0.9).transform(scores), LossCorrection(beta=0.9).transform(scores)
+    )
+    # A multiclass loss wants score vectors.
+    with pytest.raises(ValueError, match=r"do not fit the B-weighted log loss.*\[N, 3\]"):
+        LossCorrection(B=np.ones((3, 3))).fit(scores, (scores > 0.5).astype(int))
+    with pytest.raises(ValueError, match="exactly one"):
+        LossCorrection(0.9, beta=0.9)
+    with pytest.raises(ValueError, match="not a batch"):
+        LossCorrection(np.array([0.2, 0.8]))
+
+
 def test_bad_configuration_raises_value_error():
     with pytest.raises(ValueError, match="beta"):
         LossCorrection(beta=1.0)

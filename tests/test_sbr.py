@@ -154,6 +154,26 @@ def test_multiclass_simulated_data_has_an_sbr_for_its_own_b_only():
     assert not rep.holds["loss_minimizing"]
 
 
+def test_any_loss_specification_drives_the_model_and_the_representation():
+    from iml.spec import loss_spec
+
+    # A named loss and the same loss written by hand give the same model.
+    named, joint = model_distribution(PRIOR, EXPERIMENT, loss=loss_spec("squared", beta=0.9))
+    by_hand, _ = model_distribution(PRIOR, EXPERIMENT, loss=_squared_beta_loss)
+    np.testing.assert_allclose(named, by_hand, atol=1e-5)
+    assert signal_based_representation_from_joint(
+        named, joint, {"name": "squared", "beta": 0.9}
+    ).has_sbr
+    # A multiclass loss without a weight matrix: the class-weighted softmax cross-entropy.
+    spec = loss_spec("class_weighted_softmax", class_weights=[1.0, 3.0, 0.5])
+    alpha, joint3 = model_distribution(PRIOR3, EXPERIMENT3, loss=spec)
+    np.testing.assert_allclose(jnp.sum(alpha, axis=1), 1.0, rtol=1e-6)  # softmax scores
+    assert signal_based_representation_from_joint(alpha, joint3, spec).has_sbr
+    assert not signal_based_representation_from_joint(alpha, joint3, B).has_sbr
+    with pytest.raises(ValueError, match="has 3 classes"):
+        signal_based_representation_from_joint(named, joint, spec)
+
+
 def test_binned_continuous_scores_pass_for_truthful_loss_and_fail_for_another():
     scores, labels, _, _ = simulate_gaussian_scores(jax.random.key(4), N, prevalence=0.1)
     rep = signal_based_representation(scores, labels, 0.5, n_bins=10, significance=0.01)

@@ -235,7 +235,7 @@ def test_bad_input_is_reported_before_any_work(flags, message, tmp_path, capsys,
 
 def test_library_rejects_bad_arrays(simulated):
     x, y = simulated
-    with pytest.raises(ValueError, match="betas must lie in the open interval"):
+    with pytest.raises(ValueError, match="betas must lie in \\(0, 1\\)"):
         S.run_sweep(x, y, None, [0.5, 1.0], progress=False)
     with pytest.raises(ValueError, match="features contain NaN"):
         S.run_sweep(np.full_like(x, np.nan), y, None, [0.5], progress=False)

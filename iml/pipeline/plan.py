@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from iml import _validation as V
 from iml.data import FoldSplit, assign_folds, cycle_length, nested_cv_splits
 
 __all__ = ["Member", "MemberBatch", "Plan", "check_betas", "ensemble_sizes", "make_plan"]
@@ -82,15 +83,7 @@ def check_betas(betas: Sequence[float]) -> tuple[float, ...]:
     Raises:
       ValueError: naming the first beta outside ``(0, 1)``, or for an empty or repeated list.
     """
-    out = tuple(float(b) for b in betas)
-    if not out:
-        raise ValueError("betas is empty: give at least one class weight in (0, 1)")
-    for b in out:
-        if not (np.isfinite(b) and 0.0 < b < 1.0):
-            raise ValueError(f"beta must lie in (0, 1), got {b!r}")
-    if len(set(out)) != len(out):
-        raise ValueError(f"betas must be distinct, got {list(out)}")
-    return out
+    return tuple(V.check_betas("betas", [float(b) for b in betas]).tolist())
 
 
 def make_plan(

@@ -54,6 +54,7 @@ import optax
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
+from iml import _validation as V
 from iml._io import atomic_write_bytes, atomic_write_text
 from iml.calibration import beta_key
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
@@ -176,15 +177,7 @@ def _logit(p: float | np.ndarray) -> Any:
 
 
 def _check_betas(betas: ArrayLike) -> np.ndarray:
-    b = np.asarray(betas, dtype=np.float64)
-    if b.ndim != 1 or b.size == 0:
-        raise ValueError(f"betas must be a non-empty 1-D array, got shape {b.shape}")
-    if not np.all((b > 0) & (b < 1)):
-        bad = b[~((b > 0) & (b < 1))]
-        raise ValueError(f"betas must lie in the open interval (0, 1); got {bad.tolist()}")
-    if np.unique(b).size != b.size:
-        raise ValueError("betas must not repeat")
-    return b
+    return V.check_betas("betas", betas)
 
 
 def _check_seeds(seeds: int | Sequence[int]) -> np.ndarray:
@@ -1057,14 +1050,7 @@ def _parse_betas(args: argparse.Namespace) -> np.ndarray:
             raise ValueError(
                 f"--betas must be comma-separated numbers, got {args.betas!r}"
             ) from err
-        bad = [v for v in values if not 0.0 < v < 1.0]
-        if bad or not values:
-            raise ValueError(
-                f"--betas: every beta must lie in the open interval (0, 1); got {bad or values}"
-            )
-        if len(set(values)) != len(values):
-            raise ValueError("--betas: betas must not repeat")
-        return np.asarray(values)
+        return V.check_betas("--betas", values)
     try:
         return beta_grid(args.n_betas, args.beta_min, args.beta_max)
     except ValueError as err:

@@ -31,6 +31,7 @@ import numpy as np
 from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from iml import _validation as V
 from iml.models import CONV_IMPLS
 from iml.training.checkpoint import EnsembleCheckpointer
 from iml.training.sharding import (
@@ -302,8 +303,7 @@ def _check_inputs(
         raise ValueError("data.labels must be finite and in [0, 1]")
     checked = []
     for k, m in enumerate(members):
-        if not (np.isfinite(m.beta) and 0.0 < m.beta < 1.0):
-            raise ValueError(f"members[{k}].beta must be in (0, 1), got {m.beta!r}")
+        V.check_beta(f"members[{k}].beta", m.beta)
         if int(m.seed) != m.seed or m.seed < 0:
             raise ValueError(f"members[{k}].seed must be a non-negative integer, got {m.seed!r}")
         if m.lr is not None and not (np.isfinite(m.lr) and m.lr > 0):

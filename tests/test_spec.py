@@ -1,4 +1,4 @@
-"""Tests for iml.loss_spec: one type for the loss, every kind round-trips under jit and vmap."""
+"""Tests for iml.spec: one type for the loss, every kind round-trips under jit and vmap."""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import minimize, minimize_scalar
 
 from iml import losses as L
-from iml.loss_spec import LOSSES, LossSpec, loss_spec
+from iml.spec import LOSSES, LossSpec, loss_spec
 
 B3 = np.array([[1.0, 0.4, 0.7], [0.5, 2.0, 0.3], [0.9, 0.6, 1.5]])
 W3 = np.array([1.0, 4.0, 0.5])

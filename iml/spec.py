@@ -61,7 +61,7 @@ from iml import scoring as S
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
-__all__ = ["LOSSES", "LossSpec", "loss_spec"]
+__all__ = ["LOSSES", "LossLike", "LossSpec", "loss_spec"]
 
 _BASES = ("log", "squared")
 _DOMAINS = ("simplex", "box")
@@ -325,6 +325,9 @@ jax.tree_util.register_dataclass(
     meta_fields=["kind", "base", "fn", "n_classes", "domain"],
 )
 
+#: Anything :func:`loss_spec` reads as a loss: what every function that takes "a loss" accepts.
+LossLike = LossSpec | str | float | ArrayLike | Callable[..., Array] | Mapping[str, Any]
+
 
 # ----------------------------------------------------------------------------------------------
 # Building a specification
@@ -425,7 +428,7 @@ _KIND_NAMES = {
 
 
 def loss_spec(
-    loss: LossSpec | str | ArrayLike | Callable[..., Array] | Mapping[str, Any],
+    loss: LossLike,
     *args: ArrayLike,
     n_classes: int = 2,
     domain: str = "simplex",
