@@ -146,6 +146,23 @@ def test_cross_fit_never_fits_on_the_evaluated_fold():
         assert not np.isin(scores[folds == f], fits[f]).any()
 
 
+@pytest.mark.parametrize("name", ["platt", "beta", "temperature"])
+def test_weighted_cross_fit_equals_fitting_on_the_other_folds_alone(name):
+    from iml.pipeline.report import BASELINES
+
+    rng = np.random.default_rng(1)
+    scores = np.clip(rng.beta(0.5, 3.0, size=300), 1e-4, 1 - 1e-4)
+    labels = (rng.uniform(size=300) < scores**0.7).astype(int)
+    folds = np.arange(300) % 5
+    make = BASELINES[name](0.9)
+    out = cross_fit(make, scores, labels, folds)  # held-out observations weigh 0
+    for f in range(5):
+        fit = folds != f
+        alone = make(labels[fit]).fit(scores[fit].astype(np.float32), labels[fit])
+        want = np.asarray(alone.transform(scores[~fit].astype(np.float32)))
+        np.testing.assert_allclose(out[~fit], want, rtol=2e-5, atol=1e-7)
+
+
 def test_markdown_table_lists_every_method_and_metric():
     metrics = dict.fromkeys(METRICS, 0.25)
     raw = {**metrics, "loss_calibration_gap": 0.01, "loss_calibration_p_value": 0.5}

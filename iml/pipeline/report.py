@@ -135,13 +135,23 @@ def cross_fit(
       ``[n]`` recalibrated scores; no observation's own label was used to fit its map.
     """
     out = np.empty(len(scores), dtype=np.float64)
+    s = scores.astype(np.float32)
     for f in np.unique(fold_ids):
         held, fit = fold_ids == f, fold_ids != f
         if not fit.any():
             raise ValueError("cross-fitting needs observations in at least two folds")
-        cal = make(labels[fit]).fit(scores[fit].astype(np.float32), labels[fit])
-        out[held] = np.asarray(cal.transform(scores[held].astype(np.float32)))
+        cal = make(labels[fit])
+        if isinstance(cal, _WEIGHTED_FITS):
+            # All folds share one shape (held-out observations weigh 0), so the fit compiles once.
+            cal.fit(s, labels, sample_weight=fit.astype(np.float32))
+        else:
+            cal.fit(s[fit], labels[fit])
+        out[held] = np.asarray(cal.transform(s))[held]  # one shape for every fold, too
     return out
+
+
+# Maps fitted by a weighted likelihood, where an observation of weight 0 changes nothing.
+_WEIGHTED_FITS = (PlattScaling, BetaCalibration, TemperatureScaling)
 
 
 def summary_table(
