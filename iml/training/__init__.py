@@ -1,6 +1,12 @@
-"""Training beta ensembles: per-member train state, steps, device mesh, checkpoints, trainer."""
+"""Training beta ensembles: per-member train state, steps, device mesh, checkpoints, trainer,
+and exact full-batch fits of convex members."""
 
 from iml.training.checkpoint import EnsembleCheckpointer
+from iml.training.full_batch import (
+    LogisticFit,
+    beta_weighted_sample_weights,
+    fit_weighted_logistic,
+)
 from iml.training.host import HostMemory, keep_step_memory
 from iml.training.sharding import (
     make_mesh,
@@ -33,13 +39,16 @@ __all__ = [
     "DataSource",
     "EnsembleCheckpointer",
     "HostMemory",
+    "LogisticFit",
     "MemberHistory",
     "MemberSpec",
     "MemberState",
     "TrainConfig",
     "batch_members",
+    "beta_weighted_sample_weights",
     "end_of_epoch",
     "epoch_order",
+    "fit_weighted_logistic",
     "keep_step_memory",
     "make_mesh",
     "member_in_place",

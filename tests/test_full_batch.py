@@ -1,0 +1,121 @@
+"""Tests for iml.training.full_batch: exact weighted logistic fits, checked against scikit-learn."""
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from iml.training.full_batch import beta_weighted_sample_weights, fit_weighted_logistic
+
+
+def _objective(x, y, s, coef, intercept, l2):
+    z = x.astype(np.float64) @ np.asarray(coef, np.float64) + float(intercept)
+    return np.dot(s, np.logaddexp(0.0, z) - y * z) + 0.5 * l2 * np.sum(np.square(coef))
+
+
+def _sklearn_fit(x, y, s, l2):
+    """The same minimiser by scikit-learn: C sum_i w_i l_i + ||w||^2 / 2 with w_i = s_i / (l2 C)."""
+    keep = s > 0
+    scale = 1.0 / s[keep].min()
+    clf = LogisticRegression(C=1.0 / (l2 * scale), tol=1e-12, max_iter=100_000)
+    clf.fit(x[keep], y[keep], sample_weight=s[keep] * scale)
+    return clf.coef_[0], clf.intercept_[0]
+
+
+@pytest.fixture(scope="module")
+def rare_class_table():
+    rng = np.random.default_rng(0)
+    n, d = 3000, 6
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    logit = -3.0 + x @ np.array([1.0, -0.5, 0.8, 0.0, 0.3, -1.2])
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.int32)
+    mask = (np.arange(n)[None, :] % 4 != np.arange(2)[:, None]).astype(np.float32)  # 2 rotations
+    return x, y, mask
+
+
+def test_every_member_reaches_scikit_learns_optimum(rare_class_table):
+    x, y, mask = rare_class_table
+    betas = np.array([0.01, 0.5, 0.99])
+    l2 = 1e-3
+    S = beta_weighted_sample_weights(y, betas, mask)
+    assert S.shape == (3, 2, len(y))
+    np.testing.assert_allclose(S.sum(-1), [[(b * y + (1 - b) * (1 - y)) @ m / m.sum() for m in mask]
+                                           for b in betas], rtol=1e-5)  # fmt: skip
+    fit = fit_weighted_logistic(x, y, S, l2=l2, tol=1e-6)
+    assert fit.coef.shape == (3, 2, 6) and fit.intercept.shape == (3, 2)
+    assert np.all(fit.converged) and np.all(fit.grad_norm <= 1e-6)
+    for b in range(3):
+        for r in range(2):
+            s = S[b, r].astype(np.float64)
+            coef, intercept = _sklearn_fit(x, y, s, l2)
+            ours = _objective(x, y, s, fit.coef[b, r], fit.intercept[b, r], l2)
+            theirs = _objective(x, y, s, coef, intercept, l2)
+            assert ours <= theirs * (1 + 1e-6), (betas[b], r)
+            assert ours == pytest.approx(theirs, rel=1e-6)
+            assert float(fit.objective[b, r]) == pytest.approx(ours, rel=1e-5)
+            np.testing.assert_allclose(fit.coef[b, r], coef, atol=2e-3)
+
+
+def test_members_are_independent_of_each_other(rare_class_table):
+    x, y, mask = rare_class_table
+    S = beta_weighted_sample_weights(y, np.array([0.05, 0.9]), mask)
+    together = fit_weighted_logistic(x, y, S.reshape(4, -1), l2=1e-3, chunk=3)
+    alone = fit_weighted_logistic(x, y, S.reshape(4, -1)[2:3], l2=1e-3)
+    np.testing.assert_allclose(together.coef[2], alone.coef[0], rtol=1e-5, atol=1e-6)
+
+
+def test_separable_data_needs_a_penalty_for_a_finite_optimum():
+    x = np.array([[-2.0], [-1.0], [1.0], [2.0]], np.float32)
+    y = np.array([0, 0, 1, 1])
+    weights = np.full((1, 4), 0.25, np.float32)
+    free = fit_weighted_logistic(x, y, weights, max_iter=30)
+    assert float(free.coef[0, 0]) > 5.0  # no minimiser: the weights grow
+    ridge = fit_weighted_logistic(x, y, weights, l2=0.1)
+    assert bool(ridge.converged[0]) and 0.5 < float(ridge.coef[0, 0]) < 5.0
+    # The penalised optimum: the gradient of the objective vanishes there.
+    z = x[:, 0] * float(ridge.coef[0, 0]) + float(ridge.intercept[0])
+    p = 1 / (1 + np.exp(-z))
+    assert abs(0.25 * np.dot(p - y, x[:, 0]) + 0.1 * float(ridge.coef[0, 0])) < 1e-5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"sample_weights": np.ones((2, 5))}, r"sample_weights must be \[\.\.\., 4\]"),
+        ({"sample_weights": -np.ones((1, 4))}, "non-negative"),
+        ({"labels": np.array([0, 1, 2, 1])}, "labels must be 0 or 1"),
+        ({"l2": -1.0}, "l2 must be non-negative"),
+        ({"max_iter": 0}, "max_iter must be a positive integer"),
+        ({"tol": 0.0}, "tol must be positive"),
+    ],
+)
+def test_bad_input_is_named(kwargs, message):
+    args = {
+        "features": np.zeros((4, 2)),
+        "labels": np.array([0, 1, 0, 1]),
+        "sample_weights": np.ones((1, 4)),
+    }
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        fit_weighted_logistic(**args)
+    with pytest.raises(ValueError, match=r"betas must lie in \(0, 1\)"):
+        beta_weighted_sample_weights(np.array([0, 1]), [1.0], np.ones((1, 2)))
+    with pytest.raises(ValueError, match="no training rows"):
+        beta_weighted_sample_weights(np.array([0, 1]), [0.5], np.zeros((1, 2)))
+
+
+def test_uci_adult_members_at_extreme_betas_match_scikit_learn(shared_data_path):
+    from iml.data.tabular import read_adult
+
+    table, split = read_adult(shared_data_path("uci-adult"))
+    train = split == "train"
+    x, y = np.asarray(table.features, np.float32)[train], np.asarray(table.labels)[train]
+    mask = (np.arange(len(y)) % 10 != 0).astype(np.float32)[None, :]
+    l2 = 1e-4
+    S = beta_weighted_sample_weights(y, np.array([0.01, 0.99]), mask)
+    fit = fit_weighted_logistic(x, y, S, l2=l2)
+    assert np.all(fit.converged)
+    for b in range(2):
+        s = S[b, 0].astype(np.float64)
+        coef, intercept = _sklearn_fit(x, y, s, l2)
+        ours = _objective(x, y, s, fit.coef[b, 0], fit.intercept[b, 0], l2)
+        assert ours == pytest.approx(_objective(x, y, s, coef, intercept, l2), rel=1e-6)
