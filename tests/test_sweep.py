@@ -39,11 +39,12 @@ def sweep_run(simulated, tmp_path_factory) -> tuple[S.SweepResult, RunStore]:
     return result, store
 
 
-def test_vectorized_training_equals_training_members_one_at_a_time(sweep_run, simulated):
+@pytest.mark.parametrize("solver", ["exact", "adam"])
+def test_vectorized_training_equals_training_members_one_at_a_time(sweep_run, simulated, solver):
     x, y = simulated
-    # The fixture's folds and configuration: the vectorized program is already compiled.
+    # The fixture's folds (and, for the exact solver, its compiled program).
     splits = nested_cv_splits(sweep_run[0].fold_ids)
-    config = S.TrainConfig(**TRAIN)
+    config = S.TrainConfig(**TRAIN, solver=solver)
     together = S.train_members(x, y, splits, BETAS, [0, 1], config)
     assert together.params["w"].shape == (2, 2, 10, D)
     for i, j, r in [(0, 0, 0), (1, 1, 3), (0, 1, 7), (1, 0, 9)]:
@@ -87,11 +88,49 @@ def test_sweep_scores_every_observation_once_per_beta_and_seed(sweep_run, simula
     assert np.isfinite(result.member_scores).all()
     assert ((result.member_scores > 0) & (result.member_scores < 1)).all()
     np.testing.assert_allclose(result.scores, result.member_scores.mean(axis=1), rtol=1e-6)
-    # Seeds differ (initialisation and minibatch order) but agree closely on a convex problem.
-    spread = np.abs(result.member_scores[:, 0] - result.member_scores[:, 1])
-    assert 0 < np.median(spread) < 0.02
-    assert result.best_epoch.shape == (2, 2, 10)
-    assert (result.best_epoch >= 1).all() and (result.best_epoch <= TRAIN["max_epochs"]).all()
+    # The exact solver: a convex problem has one optimum, so every seed gives the same member.
+    np.testing.assert_array_equal(result.member_scores[:, 0], result.member_scores[:, 1])
+    assert result.best_epoch.shape == (2, 2, 10)  # Newton steps
+    assert (result.best_epoch >= 1).all() and (result.best_epoch <= 50).all()
+
+
+def test_adam_seeds_differ_but_agree_closely_on_a_convex_problem(simulated):
+    x, y = simulated
+    _, splits = nested_cv(len(y), labels=y, seed=0)
+    fit = S.train_members(x, y, splits[:2], [0.9], [0, 1], S.TrainConfig(**TRAIN, solver="adam"))
+    t = len(splits[0].test)
+    spread = np.abs(fit.test_logits[0, 0, 0, :t] - fit.test_logits[1, 0, 0, :t])
+    assert 0 < np.median(spread) < 0.1
+    assert (fit.best_epoch >= 1).all() and (fit.best_epoch <= TRAIN["max_epochs"]).all()
+
+
+@pytest.mark.parametrize("beta", [0.01, 0.99])
+def test_exact_sweep_matches_scikit_learn_on_a_rare_class_table(beta):
+    from sklearn.linear_model import LogisticRegression
+
+    from iml.pipeline.report import score_metrics
+    from iml.scoring import loss_corrected_score
+
+    rng = np.random.default_rng(5)
+    n = 5000
+    x = rng.normal(size=(n, 4)).astype(np.float32)
+    logits = x @ np.array([1.2, -0.8, 0.5, 0.0]) - 3.6  # about 5% positive
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int32)
+    assert 0.03 < y.mean() < 0.08
+    result = S.run_sweep(x, y, None, [beta], seeds=1, progress=False)
+    # The same members by scikit-learn (unpenalised, beta-weighted), one fit per rotation.
+    oof = np.full(n, np.nan)
+    for split in nested_cv_splits(result.fold_ids):
+        train = split.train
+        weight = np.where(y[train] == 1, beta, 1.0 - beta)
+        clf = LogisticRegression(C=np.inf, tol=1e-10, max_iter=10_000)
+        clf.fit(x[train], y[train], sample_weight=weight / weight.mean())
+        oof[split.test] = clf.predict_proba(x[split.test])[:, 1]
+    assert np.isfinite(oof).all()
+    exact = score_metrics(np.asarray(loss_corrected_score(oof, beta)), y)
+    ours = result.table[S.beta_key(beta)]["loss_corrected"]
+    assert abs(ours["ece"] - exact["ece"]) < 0.005
+    np.testing.assert_allclose(result.scores[0], oof, atol=2e-3)
 
 
 def test_loss_corrected_scores_calibrated_when_logistic_model_is_well_specified(sweep_run):

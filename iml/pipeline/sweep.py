@@ -63,6 +63,7 @@ from iml.losses import beta_weighted_sigmoid_cross_entropy
 from iml.pipeline.report import METRICS, score_metrics
 from iml.pipeline.store import RunStore
 from iml.scoring import loss_corrected_score
+from iml.training.full_batch import beta_weighted_sample_weights, fit_weighted_logistic
 
 Array = jax.Array
 
@@ -89,6 +90,7 @@ __all__ = [
 ]
 
 MODELS = ("logistic", "mlp")
+SOLVERS = ("auto", "exact", "adam")
 METHODS = ("raw", "loss_corrected")
 
 
@@ -116,6 +118,13 @@ class TrainConfig:
       min_rel_improvement: an epoch improves when the validation loss falls by more than this
         fraction of the best one.
       eval_rows: rows per block when validation and test rows are scored (bounds memory).
+      solver: ``"exact"`` fits each logistic member to its optimum by full-batch Newton steps
+        (:func:`iml.training.fit_weighted_logistic`; seeds then give identical members and
+        early stopping does not apply), ``"adam"`` trains by minibatch Adam with early stopping;
+        ``"auto"`` (the default) is ``"exact"`` for the convex logistic model and ``"adam"`` for
+        the MLP.
+      tol: the exact solver's gradient tolerance (largest absolute entry).
+      max_newton_steps: the exact solver's most Newton steps.
     """
 
     model: str = "logistic"
@@ -129,11 +138,22 @@ class TrainConfig:
     lr_decay: float = 0.1
     min_rel_improvement: float = 1e-4
     eval_rows: int = 1024
+    solver: str = "auto"
+    tol: float = 1e-6
+    max_newton_steps: int = 50
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
-        for name in ("hidden", "max_epochs", "batch_size", "patience", "lr_patience", "eval_rows"):
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        if self.solver == "exact" and self.model != "logistic":
+            raise ValueError("solver 'exact' fits the convex logistic model only; use 'adam'")
+        if not (math.isfinite(self.tol) and self.tol > 0):
+            raise ValueError(f"tol must be positive, got {self.tol!r}")
+        names = ("hidden", "max_epochs", "batch_size", "patience", "lr_patience", "eval_rows",
+                 "max_newton_steps")  # fmt: skip
+        for name in names:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -147,6 +167,11 @@ class TrainConfig:
             raise ValueError(
                 f"min_rel_improvement must be non-negative, got {self.min_rel_improvement!r}"
             )
+
+    @property
+    def exact(self) -> bool:
+        """Whether members are fitted exactly (full-batch Newton) rather than by Adam."""
+        return self.solver == "exact" or (self.solver == "auto" and self.model == "logistic")
 
 
 def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99) -> np.ndarray:
@@ -442,8 +467,9 @@ class MemberFit(NamedTuple):
     Attributes:
       params: the best parameters of every member (a dict of stacked arrays).
       best_val: each member's best validation loss.
-      best_epoch: the epoch (1-based) of that loss.
-      epochs_run: epochs the program ran (until every member stopped or ``max_epochs``).
+      best_epoch: the epoch (1-based) of that loss (Newton steps, for the exact solver).
+      epochs_run: epochs the program ran (until every member stopped or ``max_epochs``; the
+        most Newton steps of any member, for the exact solver).
       test_logits: logits of each member on its rotation's test rows, ``[S, nb, R, T]``
         (rotation ``r``'s rows are ``splits[r].test``; entries past its length are padding).
     """
@@ -468,9 +494,12 @@ def train_members(
     """Train ``len(seeds) x len(betas) x len(splits)`` members as one vectorized program.
 
     Member ``(s, b, r)`` minimises the beta-weighted cross-entropy (eq. ``b-loss-bin``) with
-    ``beta = betas[b]`` over the training rows of ``splits[r]``, from the initialisation and with
-    the minibatch order of ``seeds[s]``, early-stopped on its validation rows. Members are
-    independent: training one alone (one beta, seed and split) gives the same parameters.
+    ``beta = betas[b]`` over the training rows of ``splits[r]``. With the exact solver (the
+    default for the logistic model) every member is fitted to its optimum by full-batch Newton
+    steps, and all seeds share it. With Adam, member ``(s, b, r)`` starts from the initialisation
+    and follows the minibatch order of ``seeds[s]``, early-stopped on its validation rows.
+    Members are independent: training one alone (one beta, seed and split) gives the same
+    parameters.
 
     Args:
       features: ``[N, d]`` inputs.
@@ -498,6 +527,8 @@ def train_members(
         train_mask[r, split.train] = 1.0
         if split.val.size == 0:
             raise ValueError(f"rotation {split.rotation} has no validation rows (early stopping)")
+    if config.exact:
+        return _fit_exactly(x, y, splits, b, s, train_mask, config)
     val_idx, val_weight = _blocked([split.val for split in splits], config.eval_rows)
     data = _Data(
         x=jnp.asarray(x),
@@ -534,6 +565,44 @@ def train_members(
         best_epoch=np.asarray(state.best_epoch),
         epochs_run=epochs_run,
         test_logits=np.asarray(logits),
+    )
+
+
+def _fit_exactly(
+    x: np.ndarray,
+    y: np.ndarray,
+    splits: Sequence[FoldSplit],
+    betas: np.ndarray,
+    seeds: np.ndarray,
+    train_mask: np.ndarray,
+    config: TrainConfig,
+) -> MemberFit:
+    """Every (beta, rotation) member at its optimum, shared by all seeds (a convex problem)."""
+    weights = beta_weighted_sample_weights(y, betas, train_mask)  # [nb, R, N]
+    fit = fit_weighted_logistic(
+        x, y, weights, l2=config.l2, tol=config.tol, max_iter=config.max_newton_steps
+    )
+    n_seeds = len(seeds)
+    params = {
+        "w": np.broadcast_to(np.asarray(fit.coef), (n_seeds, *fit.coef.shape)),
+        "b": np.broadcast_to(np.asarray(fit.intercept), (n_seeds, *fit.intercept.shape)),
+    }
+    test_idx, _ = _blocked([split.test for split in splits], config.eval_rows)
+    one_seed = jax.tree.map(lambda a: jnp.asarray(a[:1]), params)
+    logits = np.asarray(_test_logits(one_seed, jnp.asarray(x), jnp.asarray(test_idx)))
+    # Each member's validation loss: the mean beta-weighted cross-entropy on its validation rows.
+    z = x.astype(np.float64) @ np.asarray(fit.coef, np.float64)[..., None]  # [nb, R, N, 1]
+    z = z[..., 0] + np.asarray(fit.intercept, np.float64)[..., None]
+    per_class = np.where(y == 1, betas[:, None, None], 1.0 - betas[:, None, None])
+    loss = per_class * (np.logaddexp(0.0, z) - np.where(y == 1, z, 0.0))
+    val = np.stack([loss[:, r, split.val].mean(axis=-1) for r, split in enumerate(splits)], -1)
+    steps = np.asarray(fit.iterations)
+    return MemberFit(
+        params=params,
+        best_val=np.broadcast_to(val, (n_seeds, *val.shape)).astype(np.float32),
+        best_epoch=np.broadcast_to(steps, (n_seeds, *steps.shape)),
+        epochs_run=int(steps.max()),
+        test_logits=np.broadcast_to(logits, (n_seeds, *logits.shape[1:])),
     )
 
 
@@ -769,6 +838,7 @@ def plan_sweep(
     learning_rate: float = 0.01,
     l2: float = 0.0,
     patience: int = 5,
+    solver: str = "auto",
     n_folds: int = 10,
     fold_seed: int = 0,
     betas_per_chunk: int = 16,
@@ -811,6 +881,7 @@ def plan_sweep(
         learning_rate=float(learning_rate),
         l2=float(l2),
         patience=patience,
+        solver=solver,
     )
     if (
         isinstance(betas_per_chunk, bool)
@@ -849,6 +920,7 @@ def run_sweep(
     learning_rate: float = 0.01,
     l2: float = 0.0,
     patience: int = 5,
+    solver: str = "auto",
     n_folds: int = 10,
     fold_seed: int = 0,
     betas_per_chunk: int = 16,
@@ -879,7 +951,8 @@ def run_sweep(
       betas: ``[m]`` class weights in ``(0, 1)``, no repeats.
       seeds: number of seeds (``0..seeds-1``) or the seeds themselves.
       model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
-      hidden, max_epochs, batch_size, learning_rate, l2, patience: see :class:`TrainConfig`.
+      hidden, max_epochs, batch_size, learning_rate, l2, patience, solver: see
+        :class:`TrainConfig` (by default the logistic model is fitted exactly).
       n_folds: folds of the nested cross-validation.
       fold_seed: seed of the fold assignment.
       betas_per_chunk: betas trained together (with all seeds and rotations) per chunk; a chunk
@@ -910,6 +983,7 @@ def run_sweep(
         learning_rate=learning_rate,
         l2=l2,
         patience=patience,
+        solver=solver,
         n_folds=n_folds,
         fold_seed=fold_seed,
         betas_per_chunk=betas_per_chunk,
@@ -1025,6 +1099,14 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--lr", type=float, default=0.01, help="Adam learning rate")
     train.add_argument("--l2", type=float, default=0.0, help="L2 penalty on the weights")
     train.add_argument("--patience", type=int, default=5, help="early-stopping patience")
+    train.add_argument(
+        "--solver",
+        choices=SOLVERS,
+        default="auto",
+        help="exact: full-batch Newton to the optimum (logistic only; seeds then coincide); "
+        "adam: minibatch Adam with early stopping; auto (default): exact for logistic, adam for "
+        "mlp",
+    )
     train.add_argument("--n-folds", type=int, default=10)
     train.add_argument("--fold-seed", type=int, default=0)
     train.add_argument("--betas-per-chunk", type=int, default=16, help="betas per chunk")
@@ -1090,6 +1172,7 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any], np.ndarray, TrainCo
             learning_rate=args.lr,
             l2=args.l2,
             patience=args.patience,
+            solver=args.solver,
         )
     except ValueError as err:
         raise ValueError(f"training option: {err}") from err
@@ -1180,6 +1263,7 @@ def prepare_sweep_command(args: argparse.Namespace) -> Callable[[], int]:
             learning_rate=config.learning_rate,
             l2=config.l2,
             patience=config.patience,
+            solver=config.solver,
             n_folds=args.n_folds,
             fold_seed=args.fold_seed,
             betas_per_chunk=args.betas_per_chunk,
