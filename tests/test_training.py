@@ -361,7 +361,7 @@ def test_diverging_members_are_stopped_and_named_while_the_others_go_on():
         (dict(images=np.zeros((96, 8, 8, 1), np.int32)), "uint8 or floating"),
         (dict(labels=np.full(96, 2.0)), "labels must be finite and in \\[0, 1\\]"),
         (dict(labels=np.full(96, np.nan)), "labels must be finite"),
-        (dict(beta=1.5), "beta must be in \\(0, 1\\)"),
+        (dict(beta=1.5), "beta must lie in \\(0, 1\\)"),
         (dict(train_idx=np.arange(90, 100)), "train_idx must index"),
         (dict(train_idx=np.arange(4)), "fewer than one batch"),
         (dict(val_idx=np.array([], np.int64)), "val_idx must be a non-empty"),
