@@ -68,3 +68,18 @@ def test_largest_members_search_raises_other_errors_and_reports_nothing_fits():
 
     with pytest.raises(ValueError, match="a bug"):
         search_largest(broken, predicted=32)
+
+
+def test_sweep_train_benchmark_reports_ratio_and_equal_quality(shared_data_path, capsys):
+    from experiments.benchmarks import sweep_train
+
+    argv = ["--data-dir", str(shared_data_path("uci-adult")), "--rows", "3000"]
+    argv += ["--n-betas", "2", "--seeds", "2", "--baseline-models", "10", "--jobs", "1"]
+    report = sweep_train.main(argv)
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert json.loads(last_line) == report
+    assert report["ratio"] > 0 and report["peak_rss_gb"] > 0
+    assert "2 betas x 2 seeds x 10 rotations = 40 models" in report["work"]
+    # The exact fits are at least as good as scikit-learn's, and the corrected ECEs agree.
+    assert report["objective_ours_lower_or_equal"]
+    assert report["corrected_ece_diff_max"] < 0.005

@@ -568,3 +568,18 @@ def test_get_batch_validates_indices(digits_dataset: Dataset):
         digits_dataset.get_batch(np.zeros((2, 2), int))
     with pytest.raises(ValueError, match="indices"):
         digits_dataset.get_batch([0.5])
+
+
+def test_folds_tabular_readers_and_the_sweep_import_without_tensorflow_datasets():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, iml.data, iml.data.folds, iml.data.tabular, iml.pipeline.sweep\n"
+        "assert 'tensorflow_datasets' not in sys.modules, 'imported eagerly'\n"
+        "from iml.data import load_dataset, DATASETS\n"
+        "assert 'tensorflow_datasets' in sys.modules and 'digits' in DATASETS\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

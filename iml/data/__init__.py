@@ -3,19 +3,14 @@
 ``load_dataset(name, ...)`` returns a :class:`Dataset` for any source (``digits`` by default,
 ``pneumoniamnist``, ``chestxray14``, ``csv``, ``adult``, ``letter``); :mod:`iml.data.folds` makes
 the paper's patient-grouped 10-fold, 7-2-1 rotated nested cross-validation.
+
+The dataset loaders and builders import TensorFlow Datasets, so they load on first use: the folds
+and the tabular readers (:mod:`iml.data.tabular`) import without it.
 """
 
-from iml.data.builders.chestxray14 import ChestXray14Labels, chestxray14_labels
-from iml.data.builders.pneumoniamnist import assemble_pneumoniamnist
-from iml.data.datasets import (
-    DATASETS,
-    DEFAULT_POSITIVE_DIGIT,
-    ENV_DATA_DIR,
-    Dataset,
-    default_data_dir,
-    load_csv,
-    load_dataset,
-)
+import importlib
+from typing import Any
+
 from iml.data.folds import (
     FoldSplit,
     assign_folds,
@@ -24,6 +19,34 @@ from iml.data.folds import (
     nested_cv_splits,
     rotation_folds,
 )
+
+# Names loaded on first access (PEP 562), with the module that defines each.
+_LAZY = {
+    "ChestXray14Labels": "iml.data.builders.chestxray14",
+    "chestxray14_labels": "iml.data.builders.chestxray14",
+    "assemble_pneumoniamnist": "iml.data.builders.pneumoniamnist",
+    **dict.fromkeys(
+        [
+            "DATASETS",
+            "DEFAULT_POSITIVE_DIGIT",
+            "ENV_DATA_DIR",
+            "Dataset",
+            "default_data_dir",
+            "load_csv",
+            "load_dataset",
+        ],
+        "iml.data.datasets",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'iml.data' has no attribute {name!r}")
+
 
 __all__ = [
     "DATASETS",

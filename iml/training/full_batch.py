@@ -146,6 +146,11 @@ def fit_weighted_logistic(
     return jax.tree.map(lambda a: a.reshape(lead + a.shape[1:]), fit)
 
 
+def _dot(a: Array, b: Array) -> Array:
+    """A product in full float32 precision (accelerators otherwise may round inputs to TF32)."""
+    return jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)
+
+
 @functools.partial(jax.jit, static_argnums=(5, 6))
 def _fit_members(
     X: Array, y: Array, S: Array, l2: Array, tol: Array, max_iter: int, chunk: int
@@ -155,14 +160,14 @@ def _fit_members(
     halvings = 2.0 ** -jnp.arange(20, dtype=X.dtype)
 
     def objective(theta: Array, s: Array) -> Array:
-        z = X @ theta
+        z = _dot(X, theta)
         # log loss on logits: softplus(z) - y z, written stably
         loss = jnp.logaddexp(0.0, z) - y * z
-        return jnp.dot(s, loss) + 0.5 * jnp.dot(penalty * theta, theta)
+        return _dot(s, loss) + 0.5 * jnp.sum(penalty * theta * theta)
 
     def gradient(theta: Array, s: Array) -> tuple[Array, Array]:
-        p = jax.nn.sigmoid(X @ theta)
-        return X.T @ (s * (p - y)) + penalty * theta, p
+        p = jax.nn.sigmoid(_dot(X, theta))
+        return _dot(X.T, s * (p - y)) + penalty * theta, p
 
     def solve_one(s: Array) -> LogisticFit:
         def cond(carry):
@@ -172,7 +177,7 @@ def _fit_members(
         def body(carry):
             theta, grad, it, _ = carry
             _, p = gradient(theta, s)
-            hess = (X * (s * p * (1.0 - p))[:, None]).T @ X + jnp.diag(penalty)
+            hess = _dot((X * (s * p * (1.0 - p))[:, None]).T, X) + jnp.diag(penalty)
             ridge = 1e-8 * jnp.mean(jnp.diagonal(hess)) + jnp.finfo(X.dtype).tiny
             step = jnp.linalg.solve(hess + ridge * jnp.eye(d1, dtype=X.dtype), grad)
             step = jnp.where(jnp.isfinite(step), step, 0.0)
