@@ -63,7 +63,6 @@ ArrayLike = jax.typing.ArrayLike
 
 __all__ = ["LOSSES", "LossLike", "LossSpec", "loss_spec"]
 
-_BASES = ("log", "squared")
 _DOMAINS = ("simplex", "box")
 
 
@@ -81,8 +80,7 @@ class LossSpec:
       params: the numeric parameters by name (pytree leaves, possibly batched).
       base: the base loss of ``"weighted"`` (``"log"`` or ``"squared"``).
       fn: the user's loss for ``"callable"``.
-      n_classes: 2 for binary losses; the class count of multiclass ones (``None`` where the
-        parameters do not fix it).
+      n_classes: 2 for binary losses; the class count of multiclass ones.
       domain: for a multiclass callable, ``"simplex"`` (softmax scores) or ``"box"``
         (one-vs-rest sigmoid scores).
     """
@@ -91,7 +89,7 @@ class LossSpec:
     params: Mapping[str, Any]
     base: str = "log"
     fn: Callable[..., Array] | None = None
-    n_classes: int | None = 2
+    n_classes: int = 2
     domain: str = "simplex"
 
     # -- description ---------------------------------------------------------------------------
@@ -105,11 +103,12 @@ class LossSpec:
     def batch_shape(self) -> tuple[int, ...]:
         """Leading axes of the parameters beyond one loss's own: ``()`` for a single loss."""
         own = {"beta": 0, "B": 2, "class_weights": 1, "gamma": 0, "alpha": 0}
-        for name, value in self.params.items():
-            if name in own:
-                shape = np.shape(value)
-                return tuple(shape[: len(shape) - own[name]])
-        return ()
+        leading = [
+            tuple(np.shape(value)[: np.ndim(value) - own[name]])
+            for name, value in self.params.items()
+            if name in own
+        ]
+        return max(leading, key=len, default=())
 
     def __getitem__(self, index: Any) -> LossSpec:
         """One member (or a slice) of a batched specification."""
@@ -404,8 +403,12 @@ def _softmax_focal(gamma: ArrayLike = 2.0, *, class_weights: ArrayLike) -> LossS
     """Multiclass focal loss ``-w_y (1 - a_y)^gamma log a_y`` on the simplex."""
     _check_focusing(gamma)
     n = _check_class_weights(class_weights)
-    params = {"gamma": _array("gamma", gamma), "class_weights": _array("class_weights",
-              class_weights)}  # fmt: skip
+    # One batch shape for both, so that a batched specification maps over every leaf.
+    lead = V.check_broadcastable(gamma=gamma, class_weights=np.zeros(np.shape(class_weights)[:-1]))
+    params = {
+        "gamma": jnp.broadcast_to(_array("gamma", gamma), lead),
+        "class_weights": jnp.broadcast_to(_array("class_weights", class_weights), (*lead, n)),
+    }
     return LossSpec("softmax_focal", params, n_classes=n)
 
 

@@ -189,6 +189,11 @@ def test_a_batched_specification_maps_like_a_loop_over_its_members():
     values = jax.vmap(LossSpec.optimal_score, in_axes=(0, None))(focal, BINARY_GAMMA)
     # gamma = 0 with alpha = 1/2 is the log loss: truthful scores.
     np.testing.assert_allclose(values[0], BINARY_GAMMA, atol=1e-5)
+    # A batch of class weights with one focusing parameter: every leaf carries the batch.
+    sfocal = loss_spec("softmax_focal", gamma=1.0, class_weights=np.stack([W3, np.ones(3)]))
+    assert sfocal.batch_shape == (2,) and sfocal.params["gamma"].shape == (2,)
+    pair = jax.vmap(LossSpec.optimal_score, in_axes=(0, None))(sfocal, SIMPLEX_GAMMA[:2])
+    np.testing.assert_allclose(pair[1], sfocal[1].optimal_score(SIMPLEX_GAMMA[:2]), atol=1e-5)
     with pytest.raises(IndexError, match="not batched"):
         loss_spec(0.5)[0]
 
