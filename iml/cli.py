@@ -65,8 +65,6 @@ def load_config(args: argparse.Namespace) -> dict[str, Any]:
         "dataset": args.dataset,
         "data_dir": args.data_dir,
         "manual_dir": args.manual_dir,
-        "csv_path": args.csv_path,
-        "csv_target": args.csv_target,
         "model": args.model,
         "weights": args.weights,
         "image_size": args.image_size,
@@ -142,10 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--dataset", help="digits (default), pneumoniamnist or chestxray14")
     rep.add_argument("--data-dir", help="where prepared TFDS data is kept")
     rep.add_argument("--manual-dir", help="folder with the raw files of the dataset")
-    rep.add_argument(
-        "--csv-path", help="CSV file (dataset csv: checked, but reproduce trains on images only)"
-    )
-    rep.add_argument("--csv-target", help="target column of the CSV file")
     rep.add_argument("--model", help="densenet_small (default), densenet121 or densenet_tiny")
     rep.add_argument(
         "--weights",

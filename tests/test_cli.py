@@ -179,12 +179,9 @@ def test_missing_data_dir_is_named(tmp_path, capsys):
     assert "data_dir" in err and "absent" in err
 
 
-def test_csv_without_target_column_is_named(tmp_path, capsys):
-    csv = tmp_path / "t.csv"
-    csv.write_text("a,b\n1,0\n2,1\n")
-    args = ["reproduce", "--dataset", "csv", "--csv-path", str(csv), "--csv-target", "label"]
-    err = _bad(args, tmp_path, capsys)
-    assert "'label'" in err and "t.csv" in err
+def test_reproduce_sends_tables_to_the_sweep(tmp_path, capsys):
+    err = _bad(["reproduce", "--dataset", "csv"], tmp_path, capsys)
+    assert "'csv' is tabular" in err and "iml sweep" in err
 
 
 def test_beta_outside_unit_interval_is_named(tmp_path, capsys):

@@ -329,3 +329,15 @@ def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
         svg = (tmp_path / "out" / "figures" / f"{figure}.svg").read_text()
         for key in table:
             assert f'id="data-{key}"' in svg, (figure, key)
+
+
+def test_a_run_stored_with_a_retired_config_key_still_resumes(tmp_path):
+    store = RunStore(tmp_path / "run")
+    old = {**default_config(), "csv_path": "", "csv_target": ""}  # as runs stored them
+    store.open_run(old)
+    config = dict(default_config())
+    assert "csv_path" not in config
+    assert _as_stored(config, store) == old
+    store.open_run(_as_stored(config, store))  # resumes without complaint
+    with pytest.raises(ValueError, match="'betas'"):
+        store.open_run(_as_stored({**config, "betas": (0.5,)}, store))

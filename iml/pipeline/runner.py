@@ -67,8 +67,6 @@ def default_config() -> ml_collections.ConfigDict:
     c.dataset = "digits"
     c.data_dir = ""  # '' = iml.data.default_data_dir()
     c.manual_dir = ""
-    c.csv_path = ""
-    c.csv_target = ""
     c.max_examples = 0  # 0 = all; else a random subset of this many (quick runs, tests)
     c.image_size = 4  # digits shrunk from their native 8 px: an uncertain task (see above)
     c.model = "densenet_small"
@@ -126,12 +124,9 @@ def check_config(config: Mapping[str, Any]) -> None:
     if config["dataset"] not in DATASETS:
         raise ValueError(f"unknown dataset {config['dataset']!r}; expected one of {list(DATASETS)}")
     if config["dataset"] in ("csv", "adult", "letter"):
-        if config["dataset"] == "csv":
-            # Surface a missing file or target column first, naming it.
-            load_dataset("csv", path=config["csv_path"], target=config["csv_target"])
         raise ValueError(
             f"dataset {config['dataset']!r} is tabular; `iml reproduce` trains DenseNets on images "
-            "(digits, pneumoniamnist, chestxray14)"
+            "(digits, pneumoniamnist, chestxray14); `iml sweep` takes tables"
         )
     if config["model"] not in MODELS:
         raise ValueError(f"unknown model {config['model']!r}; expected one of {list(MODELS)}")
@@ -354,13 +349,21 @@ def _as_stored(config: Mapping[str, Any], store: RunStore) -> dict[str, Any]:
     """``config`` without the keys a stored run predates, where they hold their defaults.
 
     A key added to :func:`default_config` after a run was started, left at its default, does not
-    make that run different, so it can still be resumed.
+    make that run different, so it can still be resumed; nor does a key removed since
+    (:data:`RETIRED_KEYS`), which the stored run holds at its only value.
     """
     manifest = store.manifest()
     if manifest is None:
         return dict(config)
     stored, defaults = manifest.get("config", {}), default_config()
-    return {k: v for k, v in config.items() if k in stored or v != defaults[k]}
+    out = {k: v for k, v in config.items() if k in stored or v != defaults[k]}
+    # Keys that runs made before their removal hold, at the only value they could take.
+    out.update({k: v for k, v in RETIRED_KEYS.items() if stored.get(k) == v})
+    return out
+
+
+#: Config keys that are gone, with the value every run that stored them held.
+RETIRED_KEYS = {"csv_path": "", "csv_target": ""}
 
 
 def run_experiment(
