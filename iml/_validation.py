@@ -21,6 +21,16 @@ def is_concrete(*xs: object) -> bool:
     return not any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
+def concrete_value(x: object) -> np.ndarray | None:
+    """``x`` as a NumPy array, or ``None`` when it is ``None`` or a tracer (inside a transform)."""
+    if x is None or not is_concrete(x):
+        return None
+    try:
+        return np.asarray(x)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None  # a container of tracers
+
+
 def _describe(values: np.ndarray) -> str:
     finite = values[np.isfinite(values)]
     parts = []

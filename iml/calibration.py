@@ -88,16 +88,6 @@ def beta_key(beta: float) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def _concrete(x: ArrayLike | None) -> np.ndarray | None:
-    """``x`` as a NumPy array, or ``None`` when it is a tracer (inside jit/vmap/grad)."""
-    if x is None:
-        return None
-    try:
-        return np.asarray(x)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
-
-
 def _check_n_bins(n_bins: int) -> None:
     if not isinstance(n_bins, int | np.integer) or isinstance(n_bins, bool) or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
@@ -109,7 +99,7 @@ def _check_strategy(strategy: str) -> None:
 
 
 def _check_weights(sample_weight: ArrayLike | None, n: int) -> None:
-    w = _concrete(sample_weight)
+    w = V.concrete_value(sample_weight)
     if w is None:
         return
     if w.shape != (n,):
@@ -130,7 +120,7 @@ def _check_binary(
     scores_name: str = "scores",
 ) -> None:
     """Raise ``ValueError`` on bad binary input (a no-op for traced arrays)."""
-    s, y = _concrete(scores), _concrete(labels)
+    s, y = V.concrete_value(scores), V.concrete_value(labels)
     if s is not None:
         if s.ndim != 1:
             raise ValueError(f"{scores_name} must be one-dimensional, got shape {s.shape}")
@@ -350,7 +340,11 @@ def clopper_pearson_interval(
       ValueError: on concrete input with ``events < 0``, ``count < events``, NaN, or
         ``confidence`` outside ``(0, 1)`` (under jit those entries give NaN).
     """
-    k_np, n_np, c_np = _concrete(events), _concrete(count), _concrete(confidence)
+    k_np, n_np, c_np = (
+        V.concrete_value(events),
+        V.concrete_value(count),
+        V.concrete_value(confidence),
+    )
     if c_np is not None and not np.all((c_np > 0) & (c_np < 1)):
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
     if k_np is not None and (np.any(np.isnan(k_np)) or np.any(k_np < 0)):
@@ -530,7 +524,7 @@ def _check_multiclass(
     scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None, n_bins: int | None
 ) -> None:
     """Raise ``ValueError`` on bad multiclass input: scores ``(n, k)``, labels in ``[0, k)``."""
-    s, y = _concrete(scores), _concrete(labels)
+    s, y = V.concrete_value(scores), V.concrete_value(labels)
     if s is not None:
         if s.ndim != 2 or s.shape[1] < 2:
             raise ValueError(f"multiclass scores must have shape (n, k>=2), got {s.shape}")
@@ -1227,7 +1221,7 @@ def beta_sweep(
         raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
     if debias and norm != "l2":
         raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
-    if _concrete(betas) is not None:
+    if V.concrete_value(betas) is not None:
         V.check_betas("betas", betas, distinct=False)
     return _beta_sweep(
         scores,
@@ -1418,7 +1412,7 @@ def _check_smooth_options(bandwidth: ArrayLike | None, n_grid: int, n_bisection:
         raise ValueError(f"n_grid must be an integer >= 3, got {n_grid!r}")
     if not isinstance(n_bisection, int | np.integer) or n_bisection < 1:
         raise ValueError(f"n_bisection must be a positive integer, got {n_bisection!r}")
-    b = _concrete(bandwidth)
+    b = V.concrete_value(bandwidth)
     if b is not None and (b.ndim != 0 or not np.isfinite(b) or not b > 0):
         raise ValueError(f"bandwidth must be a positive scalar or None, got {bandwidth!r}")
 

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iml import _validation as V
 from iml.spec import LossLike, loss_spec
 
 Array = jax.Array
@@ -81,10 +82,6 @@ _EPS = 1e-7
 # ----------------------------------------------------------------------------------------------
 # Input checks (concrete arrays only: under jit the arithmetic must stay branch-free)
 # ----------------------------------------------------------------------------------------------
-
-
-def _concrete(*xs: Any) -> bool:
-    return not any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
 def _check_scores(scores: ArrayLike, name: str = "scores", probabilities: bool = True) -> None:
@@ -242,7 +239,7 @@ def platt_fit(
     References:
       Platt (1999), Probabilistic outputs for support vector machines.
     """
-    if _concrete(scores, labels, sample_weight):
+    if V.is_concrete(scores, labels, sample_weight):
         if features not in ("logit", "raw"):
             raise ValueError(f"features must be 'logit' or 'raw', got {features!r}")
         if features == "logit":
@@ -335,7 +332,7 @@ def beta_calibration_fit(
       Kull, Silva Filho & Flach (2017), Beta calibration: a well-founded and easily implemented
       improvement on logistic calibration for binary classifiers. AISTATS.
     """
-    if _concrete(scores, labels, sample_weight):
+    if V.is_concrete(scores, labels, sample_weight):
         _check_binary(scores, labels, sample_weight)
         _check_positive_int("n_iter", n_iter)
     s = _float(scores)
@@ -417,7 +414,7 @@ def temperature_fit(
     References:
       Guo, Pleiss, Sun & Weinberger (2017), On calibration of modern neural networks.
     """
-    if _concrete(logits, labels, sample_weight):
+    if V.is_concrete(logits, labels, sample_weight):
         _check_scores(logits, "logits", probabilities=False)
         z = np.asarray(logits)
         if z.ndim not in (1, 2):
@@ -532,7 +529,7 @@ def isotonic_fit(
     Returns:
       :class:`IsotonicParams` of size ``N``.
     """
-    if _concrete(scores, labels, sample_weight):
+    if V.is_concrete(scores, labels, sample_weight):
         _check_scores(scores, probabilities=False)
         s_np = np.asarray(scores)
         if s_np.ndim != 1:
@@ -613,7 +610,7 @@ def histogram_binning_fit(
       Zadrozny & Elkan (2001), Obtaining calibrated probability estimates from decision trees
       and naive Bayesian classifiers.
     """
-    if _concrete(scores, labels, sample_weight):
+    if V.is_concrete(scores, labels, sample_weight):
         _check_binary(scores, labels, sample_weight)
         _check_positive_int("n_bins", n_bins)
         if strategy not in ("uniform", "quantile"):
@@ -661,7 +658,7 @@ def prior_shift_ratio(train_prior: ArrayLike, target_prior: ArrayLike) -> Array:
     with ``d = (1 - beta) / beta``.
     """
     p, q = _float(train_prior), _float(target_prior)
-    if _concrete(p, q):
+    if V.is_concrete(p, q):
         for name, x in (("train_prior", p), ("target_prior", q)):
             x = np.asarray(x)
             if np.isnan(x).any() or (x <= 0).any() or (x.ndim == 0 and x >= 1):
