@@ -142,6 +142,7 @@ def fit_weighted_logistic(
         jnp.float32(tol),
         max_iter,
         min(chunk, flat.shape[0]),
+        design.shape[0] * design.shape[1] * (design.shape[1] + 1) // 2 * 4 <= _PAIR_BYTES,
     )
     return jax.tree.map(lambda a: a.reshape(lead + a.shape[1:]), fit)
 
@@ -151,54 +152,74 @@ def _dot(a: Array, b: Array) -> Array:
     return jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6))
+# Products of feature pairs take N * d(d+1)/2 floats; above this many bytes the Hessians are
+# formed from the design itself instead (more arithmetic, no extra memory).
+_PAIR_BYTES = 2**31
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7))
 def _fit_members(
-    X: Array, y: Array, S: Array, l2: Array, tol: Array, max_iter: int, chunk: int
+    X: Array,
+    y: Array,
+    S: Array,
+    l2: Array,
+    tol: Array,
+    max_iter: int,
+    chunk: int,
+    use_pairs: bool,
 ) -> LogisticFit:
     d1 = X.shape[1]
     penalty = l2 * jnp.ones(d1, X.dtype).at[-1].set(0.0)  # the intercept is not penalised
     halvings = 2.0 ** -jnp.arange(20, dtype=X.dtype)
+    rows, cols = np.triu_indices(d1)
+    # Z[i] holds x_i x_i^T's upper triangle: each member's Hessian is then one row-vector times
+    # Z, and a chunk of members is one matrix product.
+    Z = X[:, rows] * X[:, cols] if use_pairs else None
 
-    def objective(theta: Array, s: Array) -> Array:
-        z = _dot(X, theta)
+    def objective_at(z: Array, theta: Array, s: Array) -> Array:
         # log loss on logits: softplus(z) - y z, written stably
-        loss = jnp.logaddexp(0.0, z) - y * z
-        return _dot(s, loss) + 0.5 * jnp.sum(penalty * theta * theta)
+        return _dot(s, jnp.logaddexp(0.0, z) - y * z) + 0.5 * jnp.sum(penalty * theta * theta)
 
-    def gradient(theta: Array, s: Array) -> tuple[Array, Array]:
-        p = jax.nn.sigmoid(_dot(X, theta))
-        return _dot(X.T, s * (p - y)) + penalty * theta, p
+    def hessian(v: Array) -> Array:
+        if Z is None:
+            return _dot((X * v[:, None]).T, X)
+        upper = jnp.zeros((d1, d1), X.dtype).at[rows, cols].set(_dot(v, Z))
+        return upper + upper.T - jnp.diag(jnp.diagonal(upper))
 
     def solve_one(s: Array) -> LogisticFit:
         def cond(carry):
-            _, grad, it, stalled = carry
+            _, _, grad, it, stalled = carry
             return (it < max_iter) & (jnp.max(jnp.abs(grad)) > tol) & ~stalled
 
         def body(carry):
-            theta, grad, it, _ = carry
-            _, p = gradient(theta, s)
-            hess = _dot((X * (s * p * (1.0 - p))[:, None]).T, X) + jnp.diag(penalty)
+            theta, z, grad, it, _ = carry
+            p = jax.nn.sigmoid(z)
+            hess = hessian(s * p * (1.0 - p)) + jnp.diag(penalty)
             ridge = 1e-8 * jnp.mean(jnp.diagonal(hess)) + jnp.finfo(X.dtype).tiny
             step = jnp.linalg.solve(hess + ridge * jnp.eye(d1, dtype=X.dtype), grad)
             step = jnp.where(jnp.isfinite(step), step, 0.0)
-            current = objective(theta, s)
-            values = jax.vmap(lambda h: objective(theta - h * step, s))(halvings)
+            # The logits are linear in theta: every trial step costs elementwise work only.
+            dz = _dot(X, step)
+            current = objective_at(z, theta, s)
+            values = jax.vmap(lambda h: objective_at(z - h * dz, theta - h * step, s))(halvings)
             ok = jnp.isfinite(values) & (values <= current + 1e-7 * jnp.abs(current))
             h = jnp.where(jnp.any(ok), halvings[jnp.argmax(ok)], 0.0)
             theta = theta - h * step
-            grad, _ = gradient(theta, s)
+            z = _dot(X, theta)
+            grad = _dot(X.T, s * (jax.nn.sigmoid(z) - y)) + penalty * theta
             # No descent at any step length: float precision is reached, stop.
-            return theta, grad, it + 1, h == 0
+            return theta, z, grad, it + 1, h == 0
 
         theta0 = jnp.zeros(d1, X.dtype)
-        grad0, _ = gradient(theta0, s)
-        start = (theta0, grad0, jnp.int32(0), jnp.bool_(False))
-        theta, grad, it, _ = jax.lax.while_loop(cond, body, start)
+        z0 = jnp.zeros_like(y)
+        grad0 = _dot(X.T, s * (0.5 - y))
+        start = (theta0, z0, grad0, jnp.int32(0), jnp.bool_(False))
+        theta, z, grad, it, _ = jax.lax.while_loop(cond, body, start)
         norm = jnp.max(jnp.abs(grad))
         return LogisticFit(
             coef=theta[:-1],
             intercept=theta[-1],
-            objective=objective(theta, s),
+            objective=objective_at(z, theta, s),
             grad_norm=norm,
             iterations=it,
             converged=norm <= tol,
