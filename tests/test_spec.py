@@ -249,3 +249,16 @@ def test_config_round_trip_for_every_named_loss():
 def test_bad_specifications_raise_naming_the_parameter(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         loss_spec(*args, **kwargs)
+
+
+def test_the_readme_figures_of_the_loss_specification():
+    """README: ``loss_spec(0.9).minimised_expected_loss([0.3])`` is ~0.1729 nats, and the focal
+    loss's rule inverts to the posteriors it was given."""
+    assert float(loss_spec(0.9).minimised_expected_loss(jnp.array([0.3]))[0]) == pytest.approx(
+        0.1729, abs=5e-5
+    )
+    focal = loss_spec("focal", gamma=2.0)
+    gamma = jnp.array([0.1, 0.5, 0.9])
+    np.testing.assert_allclose(
+        focal.loss_corrected_score(focal.optimal_score(gamma)), gamma, atol=1e-5
+    )
