@@ -132,3 +132,23 @@ def test_hessians_from_pair_products_equal_those_from_the_design(rare_class_tabl
     np.testing.assert_allclose(pairs.coef, direct.coef, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(pairs.objective, direct.objective, rtol=1e-6)
     assert np.all(pairs.converged) and np.all(direct.converged)
+
+
+def test_one_hot_columns_that_sum_to_the_intercept_need_no_penalty():
+    rng = np.random.default_rng(2)
+    n = 2000
+    category = rng.integers(0, 3, n)
+    numeric = rng.normal(size=n)
+    x = np.column_stack([np.eye(3)[category], numeric]).astype(np.float32)  # rank-deficient
+    logit = np.array([-2.0, -1.0, 0.5])[category] + 1.2 * numeric
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.int32)
+    S = beta_weighted_sample_weights(y, np.array([0.1, 0.9]), np.ones((1, n), np.float32))
+    fit = fit_weighted_logistic(x, y, S)
+    assert np.all(fit.converged) and np.isfinite(fit.coef).all()
+    for b in range(2):
+        s = S[b, 0].astype(np.float64)
+        clf = LogisticRegression(C=np.inf, tol=1e-12, max_iter=100_000)
+        clf.fit(x, y, sample_weight=s * n)
+        theirs = _objective(x, y, s, clf.coef_[0], clf.intercept_[0], 0.0)
+        ours = _objective(x, y, s, fit.coef[b, 0], fit.intercept[b, 0], 0.0)
+        assert ours == pytest.approx(theirs, rel=1e-6)

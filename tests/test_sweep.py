@@ -428,3 +428,11 @@ def _parsed(argv: list[str]):
     parser = argparse.ArgumentParser()
     S.add_sweep_arguments(parser)
     return parser.parse_args(argv)
+
+
+def test_members_the_exact_solver_could_not_finish_are_reported(simulated):
+    x, y = simulated
+    _, splits = nested_cv(len(y), labels=y, seed=0)
+    config = S.TrainConfig(max_newton_steps=1)
+    with pytest.warns(RuntimeWarning, match=r"2 of 2 members stopped .*max_newton_steps"):
+        S.train_members(x, y, splits[:2], [0.5], [0], config)

@@ -43,6 +43,7 @@ import hashlib
 import io
 import math
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -582,6 +583,15 @@ def _fit_exactly(
     fit = fit_weighted_logistic(
         x, y, weights, l2=config.l2, tol=config.tol, max_iter=config.max_newton_steps
     )
+    stopped = ~np.asarray(fit.converged)
+    if stopped.any():
+        warnings.warn(
+            f"{int(stopped.sum())} of {stopped.size} members stopped with a gradient of up to "
+            f"{float(np.max(np.asarray(fit.grad_norm)[stopped])):.2g} (tol {config.tol:g}): "
+            "raise max_newton_steps, or l2 if classes separate",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     n_seeds = len(seeds)
     params = {
         "w": np.broadcast_to(np.asarray(fit.coef), (n_seeds, *fit.coef.shape)),

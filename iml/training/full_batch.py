@@ -93,9 +93,10 @@ def fit_weighted_logistic(
 ) -> LogisticFit:
     """Minimise every member's weighted log loss exactly, by Newton's method (see the module).
 
-    Each step solves the Newton system (with a ridge of ``1e-8`` times the Hessian's mean
-    diagonal, so a feature no training row uses stays at zero) and backtracks, halving, until the
-    objective does not increase. A member stops when the largest entry of its gradient is at most
+    Each step is the minimum-norm solution of the Newton system (eigenvalues below ``1e-6`` of the
+    largest dropped, so a feature no training row uses, or one-hot columns that sum to the
+    intercept's, leave the step finite) and backtracks, halving, until the objective does not
+    increase. A member stops when the largest entry of its gradient is at most
     ``tol`` or after ``max_iter`` steps. Without ``l2``, separable data has no minimiser: the
     weights grow until the gradient of the vanishing loss falls below ``tol``, which is reported
     as converged; give ``l2 > 0`` where classes may separate.
@@ -152,6 +153,9 @@ def _dot(a: Array, b: Array) -> Array:
     return jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
+# Eigenvalues of a Hessian below this fraction of its largest are treated as zero (float32).
+_EIGEN_CUTOFF = 1e-6
+
 # Products of feature pairs take N * d(d+1)/2 floats; above this many bytes the Hessians are
 # formed from the design itself instead (more arithmetic, no extra memory).
 _PAIR_BYTES = 2**31
@@ -195,8 +199,13 @@ def _fit_members(
             theta, z, grad, it, _ = carry
             p = jax.nn.sigmoid(z)
             hess = hessian(s * p * (1.0 - p)) + jnp.diag(penalty)
-            ridge = 1e-8 * jnp.mean(jnp.diagonal(hess)) + jnp.finfo(X.dtype).tiny
-            step = jnp.linalg.solve(hess + ridge * jnp.eye(d1, dtype=X.dtype), grad)
+            # The minimum-norm Newton step: one-hot groups that sum to the intercept's column
+            # make the Hessian singular without a penalty, and the objective is flat along that
+            # direction (so is the gradient), so eigenvalues below float precision are dropped.
+            eigenvalues, vectors = jnp.linalg.eigh(hess)
+            keep = eigenvalues > _EIGEN_CUTOFF * jnp.max(eigenvalues)
+            inverse = jnp.where(keep, 1.0 / jnp.where(keep, eigenvalues, 1.0), 0.0)
+            step = _dot(vectors, inverse * _dot(vectors.T, grad))
             step = jnp.where(jnp.isfinite(step), step, 0.0)
             # The logits are linear in theta: every trial step costs elementwise work only.
             dz = _dot(X, step)
