@@ -13,9 +13,10 @@ Member ``k`` minimises
 with ``l`` the log loss on logits and ``s_ki >= 0`` its sample weights: for the beta-weighted
 cross-entropy of eq. ``b-loss-bin`` over a member's training rows, ``s_ki = beta_k`` for a
 positive and ``1 - beta_k`` for a negative training row, ``0`` elsewhere, divided by the number
-of training rows (:func:`beta_weighted_sample_weights`). Members share the design ``x``; the
-``[d+1, d+1]`` Hessian of each is formed from it in chunks of members, so memory stays at
-``chunk x N x d``.
+of training rows (:func:`beta_weighted_sample_weights`). Members share the design ``x``, and
+with it the table of products of feature pairs (``N x (d+1)(d+2)/2`` floats, made once where it
+takes at most 2 GiB): the ``[d+1, d+1]`` Hessians of a chunk of members are then one matrix
+product with that table, and without it are formed from the design (memory ``chunk x N x d``).
 """
 
 from __future__ import annotations
