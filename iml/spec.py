@@ -4,15 +4,13 @@ The paper's correction follows from the loss alone (eq. ``choice``: the model re
 ``c^L(gamma) = argmin_a sum_y gamma_y L(a, y)``; Proposition 4 inverts it). A :class:`LossSpec`
 names that loss once and gives everything the rest of the project asks of it:
 
-=====================================  ==========================================================
-:meth:`LossSpec.loss`                  ``L(a, y)`` on scores (probabilities)
-:meth:`LossSpec.logits_loss`           the same loss on logits, computed stably: what training
-                                       minimises
-:meth:`LossSpec.optimal_score`         the optimal scoring rule ``c^L(gamma)``, eq. ``choice``
-:meth:`LossSpec.loss_corrected_score`  its inverse ``(c^L)^{-1}(a)``: the loss-corrected score
-:meth:`LossSpec.minimised_expected_loss`  ``l*(gamma) = min_a sum_y gamma_y L(a, y)``
-:attr:`LossSpec.multiclass`            whether scores carry a class axis
-=====================================  ==========================================================
+* :meth:`LossSpec.loss`: ``L(a, y)`` on scores (probabilities);
+* :meth:`LossSpec.logits_loss`: the same loss on logits, computed stably (what training
+  minimises);
+* :meth:`LossSpec.optimal_score`: the optimal scoring rule ``c^L(gamma)``, eq. ``choice``;
+* :meth:`LossSpec.loss_corrected_score`: its inverse ``(c^L)^{-1}(a)``, the loss-corrected score;
+* :meth:`LossSpec.minimised_expected_loss`: ``l*(gamma) = min_a sum_y gamma_y L(a, y)``;
+* :attr:`LossSpec.multiclass`: whether scores carry a class axis.
 
 Build one with :func:`loss_spec` from any of
 
