@@ -601,11 +601,23 @@ def _fit_exactly(
     one_seed = jax.tree.map(lambda a: jnp.asarray(a[:1]), params)
     logits = np.asarray(_test_logits(one_seed, jnp.asarray(x), jnp.asarray(test_idx)))
     # Each member's validation loss: the mean beta-weighted cross-entropy on its validation rows.
-    z = x.astype(np.float64) @ np.asarray(fit.coef, np.float64)[..., None]  # [nb, R, N, 1]
-    z = z[..., 0] + np.asarray(fit.intercept, np.float64)[..., None]
-    per_class = np.where(y == 1, betas[:, None, None], 1.0 - betas[:, None, None])
-    loss = per_class * (np.logaddexp(0.0, z) - np.where(y == 1, z, 0.0))
-    val = np.stack([loss[:, r, split.val].mean(axis=-1) for r, split in enumerate(splits)], -1)
+    beta_col = jnp.asarray(betas, jnp.float32)[:, None]
+    val = np.stack(
+        [
+            np.asarray(
+                jnp.mean(
+                    beta_weighted_sigmoid_cross_entropy(
+                        fit.coef[:, r] @ x[split.val].T + fit.intercept[:, r, None],
+                        y[split.val],
+                        beta_col,
+                    ),
+                    axis=-1,
+                )
+            )
+            for r, split in enumerate(splits)
+        ],
+        axis=-1,
+    )
     steps = np.asarray(fit.iterations)
     return MemberFit(
         params=params,
