@@ -122,6 +122,8 @@ def fit_weighted_logistic(
         raise ValueError(f"features must be [N, d] and labels [N]; got {x.shape} and {y.shape}")
     if s.ndim < 1 or s.shape[-1] != x.shape[0]:
         raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"features must be finite; {int((~np.isfinite(x)).sum())} entries are not")
     if not np.isin(y, (0, 1)).all():
         raise ValueError("labels must be 0 or 1")
     if not np.isfinite(s).all() or (s < 0).any():
