@@ -46,6 +46,8 @@ Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "METRICS",
+    "MULTICLASS_METRICS",
     "BetaSweep",
     "BinnedStatistics",
     "CalibrationCurve",
@@ -67,6 +69,8 @@ __all__ = [
     "loss_calibration_curve",
     "loss_calibration_test",
     "mean_log_loss",
+    "multiclass_score_metrics",
+    "score_metrics",
     "smooth_calibration_curve",
     "smooth_ece",
 ]
@@ -1671,3 +1675,56 @@ def _smooth_calibration_curve(
     return curve._replace(
         **{k: nan(v) for k, v in curve._asdict().items() if k != "grid" and v is not None}
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# Metric tables: the rows of the reports' and sweeps' tables
+# ----------------------------------------------------------------------------------------------
+
+#: The metrics of one binary score vector (:func:`score_metrics`), in table order.
+METRICS = ("ece", "ece_debiased", "smooth_ece", "brier", "log_loss", "auroc")
+#: The metrics of one multiclass score matrix (:func:`multiclass_score_metrics`), in table order.
+MULTICLASS_METRICS = ("top_label_ece", "classwise_ece", "brier", "log_loss", "accuracy")
+_CLIP = 1e-7
+
+
+def score_metrics(scores: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> dict[str, float]:
+    """The :data:`METRICS` of binary scores, as floats: ECE (l1, quantile bins), the debiased ECE
+    (l2, Kumar, Liang & Ma 2019), the smooth ECE (Blasiok & Nakkiran 2023), the Brier score, the
+    log loss and the AUROC. Scores are clipped to ``[1e-7, 1 - 1e-7]`` first."""
+    s = np.clip(np.asarray(scores, np.float64), _CLIP, 1 - _CLIP).astype(np.float32)
+    y = np.asarray(labels, np.int32)
+    return {
+        "ece": float(expected_calibration_error(s, y, n_bins, "quantile")),
+        "ece_debiased": float(
+            expected_calibration_error(s, y, n_bins, "quantile", norm="l2", debias=True)
+        ),
+        "smooth_ece": float(smooth_ece(s, y).ece),
+        "brier": float(brier_score(s, y)),
+        "log_loss": float(mean_log_loss(s, y)),
+        "auroc": float(auroc(s, y)),
+    }
+
+
+def multiclass_score_metrics(
+    scores: ArrayLike, labels: ArrayLike, n_bins: int = 10
+) -> dict[str, float]:
+    """The :data:`MULTICLASS_METRICS` of class scores ``[N, n]``, as floats.
+
+    ``top_label_ece`` and ``classwise_ece`` are :func:`expected_calibration_error` (l1, quantile
+    bins) of the top score and the mean over classes; ``brier`` sums over classes; ``log_loss``
+    is ``-log a_y`` of the true class's score; ``accuracy`` is that of the top score. Scores are
+    taken as the model reports them (rows need not sum to one: a one-vs-rest model's do not) and
+    clipped to ``[1e-7, 1 - 1e-7]``.
+    """
+    s = np.clip(np.asarray(scores, np.float64), _CLIP, 1 - _CLIP).astype(np.float32)
+    y = np.asarray(labels, np.int32)
+    return {
+        "top_label_ece": float(expected_calibration_error(s, y, n_bins, "quantile")),
+        "classwise_ece": float(
+            expected_calibration_error(s, y, n_bins, "quantile", multiclass="classwise")
+        ),
+        "brier": float(brier_score(s, y)),
+        "log_loss": float(mean_log_loss(s, y)),
+        "accuracy": float(np.mean(np.argmax(s, axis=-1) == y)),
+    }

@@ -61,6 +61,7 @@ __all__ = [
     "figure4_loss_corrected",
     "figure_metric_vs_size",
     "figure_smooth_calibration",
+    "reliability_by_class",
     "reliability_diagram",
     "save_figure",
     "smooth_reliability_diagram",
@@ -427,6 +428,69 @@ def reliability_diagram(
     bottom.hist(np.asarray(scores, dtype=float), bins=np.linspace(0, 1, n_bins + 1), color="0.5")
     bottom.set_xlabel("confidence score")
     bottom.set_ylabel("count")
+    return fig
+
+
+def reliability_by_class(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    corrected: ArrayLike | None = None,
+    class_names: Sequence[str] | None = None,
+    n_bins: int = 10,
+    title: str = "",
+) -> Figure:
+    """One reliability panel per class of multiclass scores: class ``j``'s scores against
+    ``1{y = j}`` (quantile bins; the class-wise calibration behind the class-wise ECE).
+
+    Args:
+      scores: ``[N, n]`` raw class scores.
+      labels: ``[N]`` class indices.
+      corrected: ``[N, n]`` loss-corrected scores, drawn in red beside the raw ones, or None.
+      class_names: ``n`` names for the panel titles (default ``"class j"``).
+      n_bins: quantile bins per class.
+      title: the figure's title.
+    """
+    a = np.asarray(scores, np.float64)
+    y = np.asarray(labels)
+    if a.ndim != 2 or a.shape[1] < 2 or y.shape != a.shape[:1]:
+        raise ValueError(f"scores must be [N, n] and labels [N]; got {a.shape} and {y.shape}")
+    n = a.shape[1]
+    names = [f"class {j}" for j in range(n)] if class_names is None else list(class_names)
+    if len(names) != n:
+        raise ValueError(f"class_names has {len(names)} names for {n} classes")
+    series = [("raw scores", a, "tab:blue")]
+    if corrected is not None:
+        c = np.asarray(corrected, np.float64)
+        if c.shape != a.shape:
+            raise ValueError(f"corrected must have the shape of scores {a.shape}, got {c.shape}")
+        series.append(("loss-corrected", c, "tab:red"))
+    cols = min(n, 6 if n > 12 else 5)
+    rows = -(-n // cols)
+    fig = Figure(figsize=(2.1 * cols, 2.1 * rows + 0.4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True)).ravel()
+    for j, ax in enumerate(axes):
+        if j >= n:
+            ax.set_axis_off()
+            continue
+        ax.plot([0, 1], [0, 1], color="black", lw=0.8, gid=f"diagonal-{j}")
+        hits = (y == j).astype(np.int32)
+        for label, values, color in series:
+            s = np.clip(values[:, j], 0.0, 1.0).astype(np.float32)
+            curve = calibration_curve(s, hits, n_bins=n_bins, strategy="quantile")
+            x, r = np.asarray(curve.mean_score, float), np.asarray(curve.event_rate, float)
+            ok = np.isfinite(x) & np.isfinite(r)
+            ax.plot(x[ok], r[ok], "o-", ms=2.5, lw=1.0, color=color, label=label,
+                    gid=f"{'raw' if color == 'tab:blue' else 'corrected'}-{j}")  # fmt: skip
+        ax.set_title(names[j], fontsize="small")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize="x-small")
+    axes[0].legend(fontsize="x-small", loc="upper left")
+    fig.supxlabel("mean class score in the bin", fontsize="small")
+    fig.supylabel("rate of the class in the bin", fontsize="small")
+    if title:
+        fig.suptitle(title, fontsize="medium")
     return fig
 
 

@@ -6,7 +6,7 @@ names that loss once and gives everything the rest of the project asks of it:
 
 * :meth:`LossSpec.loss`: ``L(a, y)`` on scores (probabilities);
 * :meth:`LossSpec.logits_loss`: the same loss on logits, computed stably (what training
-  minimises);
+  minimises), and :meth:`LossSpec.link`, the scores those logits stand for;
 * :meth:`LossSpec.optimal_score`: the optimal scoring rule ``c^L(gamma)``, eq. ``choice``;
 * :meth:`LossSpec.loss_corrected_score`: its inverse ``(c^L)^{-1}(a)``, the loss-corrected score;
 * :meth:`LossSpec.minimised_expected_loss`: ``l*(gamma) = min_a sum_y gamma_y L(a, y)``;
@@ -193,8 +193,16 @@ class LossSpec:
             return L.sigmoid_focal_loss(z, y, p["gamma"], p["alpha"])
         if self.kind == "softmax_focal":
             return L.softmax_focal_loss(z, y, p["gamma"], p["class_weights"])
-        link = jax.nn.sigmoid if (not self.multiclass or self.domain == "box") else _softmax
-        return self.loss(link(z), y)
+        return self.loss(self.link(z), y)
+
+    def link(self, logits: ArrayLike) -> Array:
+        """The scores ``a`` a model with these ``logits`` reports: the link of
+        :meth:`logits_loss` (sigmoid for binary losses and for the B-weighted loss, one per
+        class; softmax for the simplex losses)."""
+        z = jnp.asarray(logits)
+        if self.multiclass and not (self.kind == "matrix" or self.domain == "box"):
+            return _softmax(z)
+        return jax.nn.sigmoid(z)
 
     # -- the optimal scoring rule and its inverse -----------------------------------------------
 

@@ -13,6 +13,7 @@ from iml.plots import (
     figure3_loss_calibration,
     figure4_loss_corrected,
     figure_metric_vs_size,
+    reliability_by_class,
     reliability_diagram,
     save_figure,
 )
@@ -327,3 +328,20 @@ def test_smooth_figures_reject_bad_input(data):
         smooth_reliability_diagram(scores[0.5], labels + 1)
     with pytest.raises(ValueError, match="bandwidth"):
         smooth_reliability_diagram(scores[0.5], labels, bandwidth=0.0)
+
+
+def test_reliability_by_class_draws_each_class_against_its_indicator():
+    rng = np.random.default_rng(0)
+    scores = rng.dirichlet(np.ones(7), size=500)
+    labels = np.array([rng.choice(7, p=p) for p in scores])
+    fig = reliability_by_class(scores, labels, corrected=scores**2, n_bins=5, title="t")
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert len(axes) == 7 and len(fig.axes) == 10  # a 2 x 5 grid, 3 panels off
+    for j in (0, 6):
+        curve = calibration_curve(scores[:, j].astype(np.float32), labels == j, n_bins=5)
+        np.testing.assert_allclose(_line(axes[j], f"raw-{j}").get_ydata(), curve.event_rate, 1e-6)
+        assert _line(axes[j], f"corrected-{j}").get_xdata().max() < curve.mean_score.max()
+    with pytest.raises(ValueError, match="class_names has 2 names for 7 classes"):
+        reliability_by_class(scores, labels, class_names=["a", "b"])
+    with pytest.raises(ValueError, match="corrected must have the shape"):
+        reliability_by_class(scores, labels, corrected=scores[:, :3])

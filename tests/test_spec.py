@@ -262,3 +262,20 @@ def test_the_readme_figures_of_the_loss_specification():
     np.testing.assert_allclose(
         focal.loss_corrected_score(focal.optimal_score(gamma)), gamma, atol=1e-5
     )
+
+
+def test_link_gives_the_scores_that_logits_loss_scores():
+    z = jnp.array([[0.3, -1.2, 2.0], [1.0, 0.0, -0.5]])
+    y = jnp.array([2, 0])
+    B = jnp.ones((3, 3)).at[0, 2].set(4.0)
+    for spec, link in [
+        (loss_spec(B), jax.nn.sigmoid),  # one sigmoid per class: Proposition 3's box
+        (loss_spec("class_weighted_softmax", class_weights=jnp.array([1.0, 2.0, 3.0])),
+         lambda v: jax.nn.softmax(v, axis=-1)),
+        (loss_spec("softmax_focal", gamma=1.0, class_weights=jnp.ones(3)),
+         lambda v: jax.nn.softmax(v, axis=-1)),
+    ]:  # fmt: skip
+        np.testing.assert_allclose(spec.link(z), link(z), rtol=1e-6)
+        np.testing.assert_allclose(spec.logits_loss(z, y), spec.loss(spec.link(z), y), rtol=1e-5)
+    for spec in (loss_spec(0.9), loss_spec("focal", gamma=2.0, alpha=0.25)):
+        np.testing.assert_allclose(spec.link(z[0]), jax.nn.sigmoid(z[0]), rtol=1e-6)

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from iml.data.folds import nested_cv, nested_cv_splits
+from iml import loss_spec
+from iml.calibration import MULTICLASS_METRICS
+from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.pipeline import sweep as S
 from iml.pipeline.store import RunStore
 
@@ -172,7 +174,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     calls = []
 
     def crash_on_second(*args, **kwargs):
-        calls.append(args[3].tolist())
+        calls.append(args[3].weights.tolist())
         if len(calls) == 2:
             raise RuntimeError("simulated crash")
         return real(*args, **kwargs)
@@ -188,7 +190,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
 
     calls.clear()
     monkeypatch.setattr(
-        S, "_train_chunk", lambda *a, **k: (calls.append(a[3].tolist()), real(*a, **k))[1]
+        S, "_train_chunk", lambda *a, **k: (calls.append(a[3].weights.tolist()), real(*a, **k))[1]
     )
     resumed = S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
     assert calls == [[0.6, 0.8]]
@@ -436,3 +438,137 @@ def test_members_the_exact_solver_could_not_finish_are_reported(simulated):
     config = S.TrainConfig(max_newton_steps=1)
     with pytest.warns(RuntimeWarning, match=r"2 of 2 members stopped .*max_newton_steps"):
         S.train_members(x, y, splits[:2], [0.5], [0], config)
+
+
+# ----------------------------------------------------------------------------------------------
+# Any loss: focal, multiclass weights
+# ----------------------------------------------------------------------------------------------
+
+K = 3
+
+
+@pytest.fixture(scope="module")
+def three_classes() -> tuple[np.ndarray, np.ndarray]:
+    """Data where multinomial logistic regression is well specified (3 classes)."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(N, D)).astype(np.float32)
+    logits = x @ np.array([[1.5, -1.0, 0.0], [-0.5, 1.0, 0.5], [0.5, 0.0, -1.0]])
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    y = (rng.random((N, 1)) > np.cumsum(p, axis=1)).sum(1).astype(np.int32)
+    return x, y
+
+
+def test_a_grid_of_class_weighted_softmax_losses_is_corrected_by_its_own_rule(three_classes):
+    x, y = three_classes
+    w = np.ones((2, K))
+    w[1, 2] = 10.0
+    grid = S.loss_grid(loss_spec("class_weighted_softmax", class_weights=w))
+    assert grid.keys == ["ones", "w[2]=10"] and grid.weights is None
+    result = S.run_sweep(x, y, None, grid, seeds=1, n_folds=5, progress=False, **TRAIN)
+    assert result.scores.shape == result.corrected.shape == (2, N, K)
+    np.testing.assert_allclose(result.scores.sum(-1), 1.0, atol=1e-5)  # softmax scores
+    unweighted, weighted = (result.table[k] for k in grid.keys)
+    # The weight pulls scores towards class 2 (its mean score rises well above its frequency);
+    # the correction w_y a_y / sum w a, inverted, brings the class-wise error back to the
+    # unweighted model's.
+    assert result.scores[1, :, 2].mean() > (y == 2).mean() + 0.15
+    assert weighted["raw"]["classwise_ece"] > 0.1
+    assert weighted["loss_corrected"]["classwise_ece"] < 0.03
+    assert weighted["loss_corrected"]["classwise_ece"] < 2 * unweighted["raw"]["classwise_ece"]
+    # The unweighted loss's rule is the identity.
+    np.testing.assert_allclose(result.corrected[0], result.scores[0], atol=1e-5)
+    assert set(unweighted["raw"]) == set(MULTICLASS_METRICS)
+
+
+def test_matrix_weighted_members_train_independently(three_classes):
+    x, y = three_classes
+    B = np.ones((2, K, K))
+    B[1, 0, 2] = 5.0
+    splits = nested_cv_splits(assign_folds(N, n_folds=5, labels=y), n_folds=5)[:2]
+    config = S.TrainConfig(**TRAIN, solver="adam")
+    together = S.train_members(x, y, splits, B, [0], config)
+    assert together.params["w"].shape == (1, 2, 2, D, K)
+    assert together.test_logits.shape[-1] == K
+    alone = S.train_members(x, y, [splits[1]], B[1:], [0], config)
+    np.testing.assert_allclose(alone.params["w"][0, 0, 0], together.params["w"][0, 1, 1], atol=1e-4)
+    with pytest.raises(ValueError, match="exact solver fits the beta-weighted log loss only"):
+        S.train_members(x, y, splits, B, [0], S.TrainConfig(**TRAIN, solver="exact"))
+    with pytest.raises(ValueError, match=r"class indices in \[0, 3\)"):
+        S.train_members(x, y + 1, splits, B, [0], config)
+
+
+def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simulated):
+    x, y = simulated
+    losses = loss_spec("focal", gamma=2.0, alpha=np.array([0.5, 0.9]))
+    result = S.run_sweep(x, y, None, losses, seeds=1, n_folds=5, progress=False, **TRAIN)
+    assert result.keys == ["0.5", "0.9"]
+    np.testing.assert_allclose(result.betas, [0.5, 0.9])
+    for key in result.keys:
+        raw, corrected = (result.table[key][m]["ece"] for m in S.METHODS)
+        # Focal loss pushes scores towards 1/2 (and alpha = 0.9 further up); its own inverse
+        # undoes both.
+        assert raw > 0.1 and corrected < 0.04, (key, raw, corrected)
+
+
+def test_loss_grids_refuse_repeats_and_unreadable_weights():
+    with pytest.raises(ValueError, match="losses repeat"):
+        S.loss_grid(np.ones((2, 3, 3)))
+    with pytest.raises(ValueError, match="betas"):
+        S.loss_grid([0.5, 0.5])
+    assert S.parse_weight_grid("ones; B[8,8]=10 ;B[3,8]=10,B[8,3]=2", "matrix") == [
+        {},
+        {(8, 8): 10.0},
+        {(3, 8): 10.0, (8, 3): 2.0},
+    ]
+    grid = S.loss_grid(S.weight_grid(S.parse_weight_grid("ones;B[8,8]=10", "matrix"), "matrix", 10))
+    assert grid.keys == ["ones", "B[8,8]=10"]  # keys read back as the --weights syntax
+    for text, message in [
+        ("ones;w[1]=2", r"--weights: cannot read 'w\[1\]=2'.*B\[3,3\]=10"),
+        ("B[1]=2", "B takes 2 indices"),
+        ("B[1,1]=-2", "must be positive"),
+        (" ; ", "--weights is empty"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            S.parse_weight_grid(text, "matrix")
+    with pytest.raises(ValueError, match=r"index \[3, 0\] is out of range for 3 classes"):
+        S.weight_grid([{(3, 0): 2.0}], "matrix", 3)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"loss": "matrix", "weights": "ones"}, "--loss matrix is multiclass: add --classes all"),
+        ({"classes": "all"}, "--classes all needs a multiclass --loss"),
+        ({"loss": "matrix", "classes": "all"}, "--loss matrix needs --weights"),
+        ({"loss": "log", "weights": "ones"}, "--weights applies to the multiclass losses"),
+        ({"loss": "squared", "gamma": "1"}, "--gamma applies to --loss focal"),
+        ({"loss": "focal", "solver": "exact"}, "--solver exact fits --loss log only"),
+        ({"positive": "x"}, "--positive of --dataset digits is one digit"),
+    ],
+)
+def test_loss_flags_are_checked_before_any_work(flags, message, tmp_path, capsys):
+    argv = _args(dataset="digits", **flags, out=tmp_path / "out")
+    assert S.main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = _args(dataset="digits", classes="all", loss="class_weighted_softmax",
+                 weights="ones;w[8]=10", seeds=1, n_folds=4, out=out)  # fmt: skip
+    assert S.main(argv) == 0, capsys.readouterr().err
+    table = json.loads((out / "sweep_table.json").read_text())
+    assert list(table) == ["ones", "w[8]=10"]
+    assert set(table["ones"]["raw"]) == set(MULTICLASS_METRICS)
+    assert table["ones"]["raw"]["accuracy"] > 0.85
+    with np.load(out / "scores.npz") as stored:
+        assert stored["scores"].shape == (2, 1797, 10)
+        assert list(stored["keys"]) == ["ones", "w[8]=10"]
+    for name in ("ones", "w_8_=10"):
+        assert (out / "reliability_by_class" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "top-label ECE" in capsys.readouterr().out
+    assert json.loads((out / "manifest.json").read_text())["config"]["loss"]["name"] == (
+        "class_weighted_softmax"
+    )
