@@ -4,89 +4,81 @@ Examples::
 
     iml reproduce --out runs/reproduce              # digits, small DenseNet, beta 0.5/0.9/0.99
     iml reproduce --config experiments/configs/pneumoniamnist.py --manual-dir DIR --out runs/pmn
+    iml reproduce --config experiments/configs/chestxray14.py --config.train.epochs=1 \\
+        --config.model.conv_impl=xla --manual-dir NIH_RELEASE --out runs/cxr-smoke
     iml figures --run runs/reproduce --out runs/reproduce-figures
-    python -m iml.cli reproduce --epochs 1 --folds 3 --set members_per_batch=6
+    python -m iml.cli reproduce --epochs 1 --folds 3 --config.train.members_per_batch=6
 
-Bad input (unknown dataset or config key, beta outside (0, 1), missing directories or CSV
-columns) is reported before any work starts, in one line, with exit status 2. A failure during
-the work exits with status 1 and its traceback, and leaves every finished result in place.
+``reproduce`` reads its config (nested: ``config.data``, ``config.model``, ``config.loss``,
+``config.train``, ``config.eval``; :func:`iml.pipeline.runner.default_config`) from
+``--config FILE``, then sets any key as ``--config.SECTION.KEY=VALUE``, then the named options
+(``--epochs`` sets ``config.train.epochs``; :data:`SHORTCUTS`).
+
+Bad input (an unknown dataset, a misspelled config key, beta outside (0, 1), missing directories
+or CSV columns) is reported before any work starts, in one line, with exit status 2. A failure
+during the work exits with status 1 and its traceback, and leaves every finished result in place.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib.util
 import json
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["build_parser", "load_config", "main"]
+if TYPE_CHECKING:
+    import ml_collections
 
+__all__ = ["SHORTCUTS", "build_parser", "load_config", "main"]
 
-def _import_config(path: str) -> Any:
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"--config: file not found: {path}")
-    spec = importlib.util.spec_from_file_location(f"_iml_config_{file.stem}", file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not hasattr(module, "get_config"):
-        raise ValueError(f"--config: {path} defines no get_config()")
-    return module.get_config()
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+#: The named options of ``iml reproduce`` and the config key each sets.
+SHORTCUTS = {
+    "dataset": "data.name",
+    "data_dir": "data.data_dir",
+    "manual_dir": "data.manual_dir",
+    "model": "model.name",
+    "weights": "model.weights",
+    "image_size": "data.image_size",
+    "betas": "loss.betas",
+    "folds": "data.n_folds",
+    "seeds": "train.seeds",
+    "epochs": "train.epochs",
+}
 
 
-def load_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The run config: the default (or ``--config``), then ``--set``, then the named options.
+def load_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
+    """The run config, locked: the default (or ``--config FILE``), then the
+    ``--config.KEY=VALUE`` overrides in order, then the named options (:data:`SHORTCUTS`).
 
     Raises:
-      ValueError: for a ``--set`` key that the config does not have, or a malformed ``--set``.
+      FileNotFoundError: for a ``--config`` file that does not exist.
+      ValueError: naming the flag, for a key that the config does not have (with the nearest
+        ones) or a value of another type than the key's.
     """
+    from iml import config as config_lib
     from iml.pipeline.runner import default_config
 
-    config = dict(_import_config(args.config) if args.config else default_config())
-    for item in args.set or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
-        if key not in config:
-            raise ValueError(f"--set: config key {key!r} does not exist; known: {sorted(config)}")
-        config[key] = _parse_value(value)
-    options = {
-        "dataset": args.dataset,
-        "data_dir": args.data_dir,
-        "manual_dir": args.manual_dir,
-        "model": args.model,
-        "weights": args.weights,
-        "image_size": args.image_size,
-        "betas": tuple(args.betas) if args.betas else None,
-        "n_folds": args.folds,
-        "seeds": tuple(args.seeds) if args.seeds else None,
-        "epochs": args.epochs,
-    }
-    for key, value in options.items():
+    config = config_lib.load_config(
+        args.config, getattr(args, "overrides", ()), default=default_config
+    )
+    for option, key in SHORTCUTS.items():
+        value = getattr(args, option)
         if value is not None:
-            config[key] = value
-    for key in ("betas", "seeds", "rotations"):
-        if isinstance(config.get(key), list):
-            config[key] = tuple(config[key])
+            flag = "--" + option.replace("_", "-")
+            config_lib.override(config, key, value, flag=flag)
     return config
 
 
 def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
-    from iml.pipeline.runner import check_config
+    from iml.pipeline.runner import check_config, check_resumable
 
     config = load_config(args)
     check_config(config)
+    try:
+        check_resumable(config, args.out)
+    except ValueError as err:
+        raise ValueError(f"--out: {err}") from None
 
     def work() -> int:
         import time
@@ -135,21 +127,29 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser(
         "reproduce", help="train the beta ensembles and write Figures 1-4 and the table"
     )
-    rep.add_argument("--config", help="a config file defining get_config() (experiments/configs/)")
-    rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
-    rep.add_argument("--dataset", help="digits (default), pneumoniamnist or chestxray14")
-    rep.add_argument("--data-dir", help="where prepared TFDS data is kept")
-    rep.add_argument("--manual-dir", help="folder with the raw files of the dataset")
-    rep.add_argument("--model", help="densenet_small (default), densenet121 or densenet_tiny")
     rep.add_argument(
-        "--weights",
-        help="starting weights: a torchvision DenseNet .pth (e.g. densenet121-a639ec97.pth)",
+        "--config",
+        help="a config file defining get_config() (experiments/configs/); then "
+        "--config.SECTION.KEY=VALUE sets any key, e.g. --config.train.learning_rate=1e-4",
     )
-    rep.add_argument("--image-size", type=int, help="side of the square images in pixels")
-    rep.add_argument("--betas", type=float, nargs="+", help="class weights in (0, 1)")
-    rep.add_argument("--folds", type=int, help="number of cross-validation folds")
-    rep.add_argument("--seeds", type=int, nargs="+", help="member seeds")
-    rep.add_argument("--epochs", type=int, help="most epochs per member")
+
+    def shortcut(option: str, text: str, **kwargs: Any) -> None:
+        flag = "--" + option.replace("_", "-")
+        rep.add_argument(flag, help=f"{text} (config.{SHORTCUTS[option]})", **kwargs)
+
+    shortcut("dataset", "digits (default), pneumoniamnist or chestxray14")
+    shortcut("data_dir", "where prepared TFDS data is kept")
+    shortcut("manual_dir", "folder with the raw files of the dataset")
+    shortcut("model", "densenet_small (default), densenet121 or densenet_tiny")
+    shortcut(
+        "weights",
+        "starting weights: a torchvision DenseNet .pth (e.g. densenet121-a639ec97.pth)",
+    )
+    shortcut("image_size", "side of the square images in pixels", type=int)
+    shortcut("betas", "class weights in (0, 1)", type=float, nargs="+")
+    shortcut("folds", "number of cross-validation folds", type=int)
+    shortcut("seeds", "member seeds", type=int, nargs="+")
+    shortcut("epochs", "most epochs per member", type=int)
     rep.add_argument("--out", default="runs/reproduce", help="run directory (resumed if present)")
     rep.add_argument("--no-progress", action="store_true", help="hide progress bars")
     rep.set_defaults(func=_reproduce)
@@ -176,8 +176,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     input: its exception propagates with its traceback (exit status 1 from the ``iml`` script),
     and every result finished before it stays in place.
     """
+    from iml.config import split_overrides
+
+    argv, overrides = split_overrides(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.overrides = overrides
+    if overrides and args.command != "reproduce":
+        flag = "--config." + overrides[0][0]
+        print(f"iml {args.command}: error: {flag}: only `iml reproduce` takes it", file=sys.stderr)
+        return 2
     if args.command == "reproduce":
         # on the CPU, one device per core lets ensemble members train side by side
         from iml.training import use_cpu_cores_as_devices

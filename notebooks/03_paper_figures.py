@@ -44,8 +44,10 @@ from IPython.display import Markdown, display
 
 import iml
 from iml.calibration import beta_key, calibration_curve, loss_calibration_curve
+from iml.config import flatten
 from iml.pipeline import RunStore, load_ensemble
 from iml.pipeline.report import score_metrics
+from iml.pipeline.runner import stored_config
 from iml.plots import (
     figure1_calibration_curves,
     figure2_theoretical_curves,
@@ -67,17 +69,28 @@ assert (RUN / "manifest.json").exists() and (RUN / "ensemble_scores.npz").exists
 # A run directory is an `iml.pipeline.RunStore`: `manifest.json` records the configuration,
 # package versions and command; `batches/` holds every ensemble member's test scores; the report
 # (`iml reproduce` ends with it, `iml figures` redraws it) adds `ensemble_scores.npz`,
-# `table.json`/`table.md` and `figures/`.
+# `table.json`/`table.md` and `figures/`. The configuration has sections (`data`, `model`,
+# `loss`, `train`, `eval`); `iml.pipeline.runner.stored_config` reads it in that form from any
+# run, including runs such as this one, stored when the configuration was one flat dict.
 
 # %%
 store = RunStore(RUN)
 manifest = store.manifest()
-config = manifest["config"]
+config = stored_config(manifest["config"])
 print("command: iml", " ".join(manifest["command"][1:]))
-for name in ("dataset", "model", "betas", "n_folds", "n_val_folds", "n_test_folds", "seeds"):
-    print(f"  {name:13s} {config[name]}")
-print(f"  {'epochs':13s} {config['epochs']} (at most)")
-print(f"  members      {manifest['num_members']}, examples {manifest['num_examples']}")
+values = flatten(config)
+for key in (
+    "data.name",
+    "model.name",
+    "loss.betas",
+    "data.n_folds",
+    "data.n_val_folds",
+    "data.n_test_folds",
+    "train.seeds",
+):
+    print(f"  {key:18s} {values[key]}")
+print(f"  {'train.epochs':18s} {config.train.epochs} (at most)")
+print(f"  members            {manifest['num_members']}, examples {manifest['num_examples']}")
 
 # %% [markdown]
 # ## 2. The ensemble scores
@@ -91,7 +104,7 @@ print(f"  members      {manifest['num_members']}, examples {manifest['num_exampl
 stored = store.load_arrays("ensemble_scores")
 betas = tuple(float(b) for b in stored["betas"])
 labels = np.asarray(stored["labels"])
-assert betas == tuple(float(b) for b in config["betas"])
+assert betas == tuple(float(b) for b in config.loss.betas)
 assert stored["scores"].shape == stored["sizes"].shape == (len(betas), len(labels))
 assert set(np.unique(labels)) <= {0, 1}
 
@@ -135,7 +148,7 @@ display(Markdown((RUN / "table.md").read_text()))
 
 # %%
 assert list(table) == [beta_key(beta) for beta in betas]
-n_bins = int(config["n_bins"])
+n_bins = int(config.eval.n_bins)
 for beta in betas:
     s, y = scores_by_beta[beta], labels_by_beta[beta]
     corrected = np.asarray(iml.loss_corrected_score(s.astype(np.float32), beta))

@@ -2,8 +2,8 @@
 
 Runs go through `python -m iml.cli` in subprocesses (one CPU device per core, as `iml` asks for, and
 a shared persistent compilation cache so that later processes skip XLA compilation) on a tiny
-config: 160 digits at 8 px, a two-layer DenseNet, 4 folds rotated 2/1/1, two betas, one epoch: 8
-members in 4 batches.
+config, set by named options and ``--config.SECTION.KEY`` overrides: 160 digits at 8 px, a
+two-layer DenseNet, 4 folds rotated 2/1/1, two betas, one epoch: 8 members in 4 batches.
 """
 
 import json
@@ -37,16 +37,12 @@ TINY = [
     "0.9",
     "--image-size",
     "8",
-    "--set",
-    "n_val_folds=1",
-    "--set",
-    "n_bootstrap=20",
-    "--set",
-    "max_examples=160",
-    "--set",
-    "batch_size=8",
-    "--set",
-    "members_per_batch=2",
+    "--config.data.n_val_folds=1",
+    "--config.eval.n_bootstrap=20",
+    "--config.data.max_examples",
+    "160",
+    "--config.train.batch_size=8",
+    "--config.train.members_per_batch=2",
 ]
 BASELINES = ("platt", "beta", "temperature", "isotonic", "histogram", "prior_shift")
 METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
@@ -102,7 +98,8 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
         pdf = (run_dir / "figures" / f"figure{k}.pdf").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and pdf[:5] == b"%PDF-"
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["config"]["betas"] == [0.5, 0.9]
+    assert manifest["config"]["loss"] == {"name": "log", "betas": [0.5, 0.9]}
+    assert manifest["config"]["train"]["members_per_batch"] == 2
     assert manifest["num_members"] == 8 and manifest["devices"]
     assert "jax" in manifest["packages"] and manifest["seeds"]["members"] == [0]
     # set before JAX started: CPU steps run on the calling thread, and where the C library is glibc
@@ -189,9 +186,29 @@ def test_beta_outside_unit_interval_is_named(tmp_path, capsys):
     assert "betas must lie in (0, 1)" in err and "max 1.2" in err
 
 
-def test_unknown_config_key_is_named(tmp_path, capsys):
-    err = _bad(["reproduce", "--set", "epochz=2"], tmp_path, capsys)
-    assert "'epochz' does not exist" in err
+def test_misspelled_config_key_is_named_with_the_nearest_key(tmp_path, capsys):
+    err = _bad(["reproduce", "--config.train.epochz=2"], tmp_path, capsys)
+    assert "--config.train.epochz: no such key; did you mean config.train.epochs?" in err
+
+
+def test_a_value_of_the_wrong_type_is_named(tmp_path, capsys):
+    err = _bad(["reproduce", "--config.train.epochs", "2.5"], tmp_path, capsys)
+    assert "--config.train.epochs: expected an integer, got 2.5" in err
+
+
+def test_config_overrides_belong_to_reproduce(tmp_path, capsys):
+    status = cli.main(["figures", "--run", str(tmp_path), "--config.train.epochs=1"])
+    assert status == 2
+    assert "--config.train.epochs: only `iml reproduce` takes it" in capsys.readouterr().err
+
+
+def test_an_output_folder_holding_another_run_is_named_before_work(tmp_path, capsys):
+    stored = ROOT / "docs" / "results" / "reproduce_digits"  # stored with the flat config
+    before = (stored / "manifest.json").read_bytes()
+    assert cli.main(["reproduce", "--epochs", "2", "--out", str(stored)]) == 2
+    err = capsys.readouterr().err
+    assert "--out: " in err and "config.train.epochs: 3 stored, 2 now" in err
+    assert (stored / "manifest.json").read_bytes() == before
 
 
 def test_unknown_dataset_is_named(tmp_path, capsys):
@@ -205,10 +222,26 @@ def test_figures_of_a_missing_run_is_named(tmp_path, capsys):
 
 
 def test_config_files_load_and_name_their_command():
+    from iml.config import flatten, load_config_file
+    from iml.pipeline.runner import check_config
+
+    default = cli.load_config(cli.build_parser().parse_args(["reproduce"]))
     for name in ("default", "pneumoniamnist", "chestxray14"):
         path = ROOT / "experiments" / "configs" / f"{name}.py"
-        config = cli._import_config(str(path))
+        config = load_config_file(path)
         assert "iml reproduce --config experiments/configs/" + name in (
             path.read_text().replace("\\\n", "").replace("  ", " ")
         )
-        assert set(config) == set(cli.load_config(cli.build_parser().parse_args(["reproduce"])))
+        assert list(flatten(config)) == list(flatten(default))
+        assert config.is_locked
+        check_config(config)
+
+
+def test_named_options_set_their_nested_keys():
+    from iml.config import flatten
+
+    argv = ["reproduce", "--epochs", "2", "--betas", "0.5", "0.7", "--dataset", "pneumoniamnist"]
+    config = cli.load_config(cli.build_parser().parse_args(argv))
+    assert config.train.epochs == 2 and config.loss.betas == (0.5, 0.7)
+    assert config.data.name == "pneumoniamnist"
+    assert set(cli.SHORTCUTS.values()) <= set(flatten(config))

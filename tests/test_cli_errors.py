@@ -37,7 +37,10 @@ def _python(script: str) -> subprocess.CompletedProcess:
     [
         (["figures", "--run", "no/such/run"], "no stored run (manifest.json) in no/such/run"),
         (["reproduce", "--betas", "0.5", "1.5", "--out", "unused"], "beta"),
-        (["reproduce", "--set", "n_foldz=3", "--out", "unused"], "'n_foldz' does not exist"),
+        (
+            ["reproduce", "--config.data.n_foldz=3", "--out", "unused"],
+            "--config.data.n_foldz: no such key; did you mean config.data.n_folds?",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from iml.config import lookup, to_dict
 from iml.pipeline import (
     RunStore,
     aggregate_members,
@@ -15,12 +16,22 @@ from iml.pipeline import (
 )
 from iml.pipeline.report import METRICS, cross_fit, table_markdown
 from iml.pipeline.runner import (
-    _as_stored,
     build_model,
     check_config,
+    check_resumable,
     default_config,
     initial_variables,
 )
+
+
+def _config(**values):
+    """The default config with ``values`` set by dotted key, ``_config(**{"train.epochs": 1})``."""
+    config = default_config()
+    for key, value in values.items():
+        section, name = key.split(".")
+        config[section][name] = value
+    return config
+
 
 # ----------------------------------------------------------------------------------------------
 # Planning
@@ -181,42 +192,52 @@ def test_markdown_table_lists_every_method_and_metric():
 @pytest.mark.parametrize(
     ("key", "value", "match"),
     [
-        ("betas", (0.5, 1.5), r"betas must lie in \(0, 1\)"),
-        ("dataset", "mnist", "unknown dataset 'mnist'"),
-        ("model", "resnet", "unknown model 'resnet'"),
-        ("epochs", 0, "config.epochs"),
-        ("n_folds", 3, "no training fold"),
-        ("image_size", 2, "too small"),
-        ("conv_impl", "im2col", r"config\.conv_impl must be '' .* or one of"),
+        ("loss.betas", (0.5, 1.5), r"config\.loss\.betas must lie in \(0, 1\)"),
+        ("loss.name", "focal", r"config\.loss\.name must be 'log' .*got 'focal'"),
+        ("data.name", "mnist", "config.data.name: unknown dataset 'mnist'"),
+        ("model.name", "resnet", "config.model.name: unknown model 'resnet'"),
+        ("train.epochs", 0, r"config\.train\.epochs must be an integer >= 1"),
+        ("data.n_folds", 3, r"config\.data\.n_folds=3 leaves no training fold"),
+        ("data.image_size", 2, r"config\.data\.image_size=2 is too small"),
+        ("model.conv_impl", "im2col", r"config\.model\.conv_impl must be '' .* or one of"),
+        ("train.seeds", (-1,), r"config\.train\.seeds must be non-negative"),
     ],
 )
 def test_check_config_names_the_bad_key(key, value, match):
-    config = dict(default_config())
-    config[key] = value
     with pytest.raises(ValueError, match=match):
+        check_config(_config(**{key: value}))
+
+
+def test_check_config_refuses_unknown_keys_wrong_types_and_missing_dirs(tmp_path):
+    config = to_dict(default_config())  # as nested dicts, which no lock guards
+    config["train"]["epochz"] = 3
+    with pytest.raises(
+        ValueError, match=r"config\.train\.epochz; did you mean config\.train\.epochs"
+    ):
         check_config(config)
-
-
-def test_check_config_refuses_unknown_keys_and_missing_dirs(tmp_path):
-    config = dict(default_config())
-    with pytest.raises(ValueError, match=r"unknown config key.*'epochz'"):
-        check_config({**config, "epochz": 3})
-    with pytest.raises(FileNotFoundError, match="data_dir"):
-        check_config({**config, "data_dir": str(tmp_path / "nope")})
+    del config["train"]["epochz"], config["eval"]["n_bins"]
+    with pytest.raises(ValueError, match=r"config lacks key\(s\) config\.eval\.n_bins"):
+        check_config(config)
+    config = to_dict(default_config())
+    config["train"]["learning_rate"] = "fast"
+    with pytest.raises(ValueError, match=r"config\.train\.learning_rate: expected a number"):
+        check_config(config)
+    with pytest.raises(FileNotFoundError, match=r"config\.data\.data_dir"):
+        check_config(_config(**{"data.data_dir": str(tmp_path / "nope")}))
 
 
 def test_conv_impl_key_reaches_the_trainer():
     from iml.pipeline.runner import _train_config
 
     assert _train_config(default_config()).conv_impl is None  # the backend's default
-    mixed = {**default_config(), "conv_impl": "mixed"}
+    mixed = _config(**{"model.conv_impl": "mixed"})
     check_config(mixed)
     assert _train_config(mixed).conv_impl == "mixed"
 
 
 def test_check_config_names_a_missing_weights_file(tmp_path):
-    config = {**default_config(), "weights": str(tmp_path / "densenet121.pth")}
-    with pytest.raises(FileNotFoundError, match=r"config\.weights"):
+    config = _config(**{"model.weights": str(tmp_path / "densenet121.pth")})
+    with pytest.raises(FileNotFoundError, match=r"config\.model\.weights"):
         check_config(config)
 
 
@@ -227,14 +248,15 @@ def test_initial_variables_adapt_torchvision_rgb_weights_to_gray_images(tmp_path
 
     from iml.models import variables_to_torchvision_state_dict
 
-    config = {**default_config(), "model": "densenet_tiny"}
+    config = _config(**{"model.name": "densenet_tiny"})
     model = build_model(config)
     assert initial_variables(config, model, 1) is None  # no file: random initialisation
     rgb = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, 8, 8, 3)))
     state = variables_to_torchvision_state_dict(rgb)
     path = tmp_path / "weights.pth"
     torch.save({k: torch.from_numpy(v.copy()) for k, v in state.items()}, path)
-    got = initial_variables({**config, "weights": str(path)}, model, 1)
+    weighted = _config(**{"model.name": "densenet_tiny", "model.weights": str(path)})
+    got = initial_variables(weighted, model, 1)
     np.testing.assert_allclose(
         got["params"]["conv0"]["kernel"][:, :, 0],
         np.asarray(rgb["params"]["conv0"]["kernel"]).sum(axis=2),
@@ -243,21 +265,21 @@ def test_initial_variables_adapt_torchvision_rgb_weights_to_gray_images(tmp_path
     np.testing.assert_array_equal(
         got["batch_stats"]["norm5"]["var"], rgb["batch_stats"]["norm5"]["var"]
     )
-    other = build_model({**config, "model": "densenet_small"})
+    other = build_model(default_config())
     with pytest.raises(ValueError, match="state_dict"):
-        initial_variables({**config, "weights": str(path)}, other, 1)
+        initial_variables(weighted, other, 1)
 
 
 def test_a_run_stored_before_a_new_config_key_still_resumes(tmp_path):
     store = RunStore(tmp_path / "run")
-    old = dict(default_config())
-    del old["weights"]  # a run made before the key existed
+    old = to_dict(default_config())
+    del old["model"]["weights"]  # a run made before the key existed
     store.open_run(old)
-    config = dict(default_config())
-    assert _as_stored(config, store) == old
-    store.open_run(_as_stored(config, store))  # resumes without complaint
-    with pytest.raises(ValueError, match="'weights'"):
-        store.open_run(_as_stored({**config, "weights": "imagenet.pth"}, store))
+    config = default_config()
+    assert check_resumable(config, store.root) == old
+    store.open_run(check_resumable(config, store.root))  # resumes without complaint
+    with pytest.raises(ValueError, match=r"config\.model\.weights: '' stored, 'imagenet.pth' now"):
+        check_resumable(_config(**{"model.weights": "imagenet.pth"}), store.root)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -332,12 +354,18 @@ def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
 
 
 def test_a_run_stored_with_a_retired_config_key_still_resumes(tmp_path):
+    from iml.pipeline.runner import FLAT_KEYS, RETIRED_KEYS
+
     store = RunStore(tmp_path / "run")
-    old = {**default_config(), "csv_path": "", "csv_target": ""}  # as runs stored them
+    flat = {flat: lookup(to_dict(default_config()), key) for flat, key in FLAT_KEYS.items()}
+    old = {**flat, "csv_path": "", "csv_target": ""}  # as runs stored them, flat
+    assert set(RETIRED_KEYS) == {"csv_path", "csv_target"}
     store.open_run(old)
-    config = dict(default_config())
-    assert "csv_path" not in config
-    assert _as_stored(config, store) == old
-    store.open_run(_as_stored(config, store))  # resumes without complaint
-    with pytest.raises(ValueError, match="'betas'"):
-        store.open_run(_as_stored({**config, "betas": (0.5,)}, store))
+    assert check_resumable(default_config(), store.root) == old
+    store.open_run(check_resumable(default_config(), store.root))  # resumes without complaint
+    with pytest.raises(ValueError, match=r"config\.loss\.betas: \[0\.5, 0\.9, 0\.99\] stored"):
+        check_resumable(_config(**{"loss.betas": (0.5,)}), store.root)
+    store = RunStore(tmp_path / "csv")
+    store.open_run({**old, "csv_path": "data.csv"})  # a run this software no longer makes
+    with pytest.raises(ValueError, match=r"config\.csv_path='data\.csv': a retired key"):
+        check_resumable(default_config(), store.root)

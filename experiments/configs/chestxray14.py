@@ -18,7 +18,8 @@ initialisation, folds grouped by patient, 10 folds rotated 70/20/10, Adam at 1e-
 16, learning rate divided by 10 on a validation plateau, early stopping, random horizontal flips,
 ImageNet normalisation. Without ``--weights`` the DenseNet-121 starts from random weights. On a
 CPU the trainer's default convolutions are ``mixed``, 1.5-2x faster there than ``xla``
-(``docs/results/cpu_train_step``); ``--set conv_impl=xla`` chooses XLA's own.
+(``docs/results/cpu_train_step``); ``--config.model.conv_impl=xla`` chooses XLA's own. Any other
+key is set the same way, e.g. ``--config.train.epochs=1`` for a smoke run.
 """
 
 import ml_collections
@@ -29,14 +30,14 @@ from iml.pipeline.runner import default_config
 def get_config() -> ml_collections.ConfigDict:
     """The paper's ChestX-ray14 experiment."""
     c = default_config()
-    c.dataset = "chestxray14"
-    c.image_size = 224
-    c.model = "densenet121"
-    c.epochs = 100
-    c.patience = 5
-    c.plateau_patience = 1
-    c.learning_rate = 1e-4
-    c.batch_size = 16
-    c.flip = True
-    c.members_per_batch = 3
+    c.data.name = "chestxray14"
+    c.data.image_size = 224
+    c.model.name = "densenet121"
+    c.train.epochs = 100
+    c.train.patience = 5
+    c.train.plateau_patience = 1
+    c.train.learning_rate = 1e-4
+    c.train.batch_size = 16
+    c.train.flip = True
+    c.train.members_per_batch = 3
     return c

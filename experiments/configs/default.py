@@ -1,4 +1,4 @@
-"""The default experiment: digits (8 vs rest) at native 8 px, small DenseNet, beta 0.5/0.9/0.99.
+"""The default experiment: digits (8 vs rest) at 4 px, small DenseNet, beta 0.5/0.9/0.99.
 
 Run it with::
 

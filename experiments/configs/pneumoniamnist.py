@@ -22,10 +22,10 @@ from iml.pipeline.runner import default_config
 def get_config() -> ml_collections.ConfigDict:
     """PneumoniaMNIST at its native 28 px."""
     c = default_config()
-    c.dataset = "pneumoniamnist"
-    c.image_size = 28
-    c.model = "densenet_small"
-    c.epochs = 6
-    c.patience = 2
-    c.flip = True
+    c.data.name = "pneumoniamnist"
+    c.data.image_size = 28
+    c.model.name = "densenet_small"
+    c.train.epochs = 6
+    c.train.patience = 2
+    c.train.flip = True
     return c

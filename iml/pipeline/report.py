@@ -36,15 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from iml.calibration import (
-    auroc,
-    beta_key,
-    brier_score,
-    expected_calibration_error,
-    loss_calibration_test,
-    mean_log_loss,
-    smooth_ece,
-)
+from iml.calibration import METRICS, beta_key, loss_calibration_test, score_metrics
 from iml.pipeline.aggregate import EnsembleScores, load_ensemble
 from iml.pipeline.store import RunStore, atomic_write_bytes
 from iml.plots import (
@@ -76,7 +68,6 @@ __all__ = [
     "table_markdown",
 ]
 
-METRICS = ("ece", "ece_debiased", "smooth_ece", "brier", "log_loss", "auroc")
 _CLIP = 1e-7
 
 
@@ -100,23 +91,6 @@ BASELINES: dict[str, Callable[[float], Callable[[np.ndarray], Recalibrator]]] = 
     "histogram": lambda beta: lambda labels: HistogramBinning(n_bins=10, strategy="quantile"),
     "prior_shift": _prior_shift,
 }
-
-
-def score_metrics(scores: np.ndarray, labels: np.ndarray, n_bins: int = 10) -> dict[str, float]:
-    """ECE (l1, quantile bins), debiased ECE (l2, Kumar et al. 2019), smooth ECE (Blasiok &
-    Nakkiran 2023, no bins, fixed-point bandwidth), Brier, log loss, AUROC."""
-    s = np.clip(np.asarray(scores, np.float64), _CLIP, 1 - _CLIP).astype(np.float32)
-    y = np.asarray(labels, np.int32)
-    return {
-        "ece": float(expected_calibration_error(s, y, n_bins, "quantile")),
-        "ece_debiased": float(
-            expected_calibration_error(s, y, n_bins, "quantile", norm="l2", debias=True)
-        ),
-        "smooth_ece": float(smooth_ece(s, y).ece),
-        "brier": float(brier_score(s, y)),
-        "log_loss": float(mean_log_loss(s, y)),
-        "auroc": float(auroc(s, y)),
-    }
 
 
 def cross_fit(
@@ -268,19 +242,23 @@ def report_run(
       FileNotFoundError: if ``run`` holds no manifest or no stored folds.
       ValueError: if the run has no finished member batch.
     """
+    # the runner (and the trainer it imports) only where a report is made
+    from iml.pipeline.runner import stored_config
+
     store = check_stored_run(run)
-    config = store.manifest()["config"]
+    config = stored_config(store.manifest()["config"])
+    n_bins, n_bootstrap = int(config.eval.n_bins), int(config.eval.n_bootstrap)
     folds = store.load_arrays("data/folds")
     labels, fold_ids = folds["labels"], folds["fold_ids"]
-    betas = [float(b) for b in config["betas"]]
+    betas = [float(b) for b in config.loss.betas]
     ensemble = load_ensemble(store, betas, len(labels))
     table = summary_table(
         ensemble,
         labels,
         fold_ids,
-        n_bins=int(config["n_bins"]),
-        n_bootstrap=int(config["n_bootstrap"]),
-        seed=int(config["report_seed"]),
+        n_bins=n_bins,
+        n_bootstrap=n_bootstrap,
+        seed=int(config.eval.report_seed),
     )
     out = Path(out) if out is not None else store.root
     out.mkdir(parents=True, exist_ok=True)
@@ -303,17 +281,15 @@ def report_run(
         scores_by_beta[beta] = np.clip(ensemble.scores[row][have], _CLIP, 1 - _CLIP)
         labels_by_beta[beta] = labels[have]
     figures = {
-        "figure1": figure1_calibration_curves(
-            scores_by_beta, labels_by_beta, int(config["n_bins"])
-        ),
+        "figure1": figure1_calibration_curves(scores_by_beta, labels_by_beta, n_bins),
         "figure2": figure2_theoretical_curves(ensemble.betas),
-        "figure3": figure3_loss_calibration(scores_by_beta, labels_by_beta, int(config["n_bins"])),
-        "figure4": figure4_loss_corrected(scores_by_beta, labels_by_beta, int(config["n_bins"])),
+        "figure3": figure3_loss_calibration(scores_by_beta, labels_by_beta, n_bins),
+        "figure4": figure4_loss_corrected(scores_by_beta, labels_by_beta, n_bins),
         "smooth_raw": figure_smooth_calibration(
-            scores_by_beta, labels_by_beta, n_bootstrap=int(config["n_bootstrap"])
+            scores_by_beta, labels_by_beta, n_bootstrap=n_bootstrap
         ),
         "smooth_corrected": figure_smooth_calibration(
-            scores_by_beta, labels_by_beta, corrected=True, n_bootstrap=int(config["n_bootstrap"])
+            scores_by_beta, labels_by_beta, corrected=True, n_bootstrap=n_bootstrap
         ),
     }
     for name, fig in figures.items():

@@ -21,9 +21,11 @@ import jax
 import ml_collections
 import numpy as np
 
+from iml import _validation as V
+from iml import config as config_lib
 from iml.data import Dataset, load_dataset
 from iml.models import CONV_IMPLS, densenet121, densenet_small, min_input_size
-from iml.pipeline.plan import MemberBatch, Plan, check_betas, make_plan
+from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.store import RunStore
 from iml.training import (
     DataSource,
@@ -36,13 +38,18 @@ from iml.training import (
 from iml.training.host import host_memory_record
 
 __all__ = [
+    "FLAT_KEYS",
+    "LOSSES",
     "MODELS",
+    "RETIRED_KEYS",
     "build_model",
     "check_config",
+    "check_resumable",
     "default_config",
     "load_run_data",
     "plan_run",
     "run_experiment",
+    "stored_config",
 ]
 
 MODELS = ("densenet_tiny", "densenet_small", "densenet121")
@@ -62,140 +69,200 @@ def default_config() -> ml_collections.ConfigDict:
     about 0.98, 9.7% positive) the upper deciles hold rates from 1% to 80%, along which the raw
     curves fan out by beta as ``c^beta`` predicts and the loss-corrected ones meet the diagonal
     (``docs/results/reproduce_digits``).
+
+    Returns:
+      The config, locked: its sections ``data``, ``model``, ``loss``, ``train`` and ``eval`` take
+      no new keys, so a misspelled one is an error.
     """
     c = ml_collections.ConfigDict()
-    c.dataset = "digits"
-    c.data_dir = ""  # '' = iml.data.default_data_dir()
-    c.manual_dir = ""
-    c.max_examples = 0  # 0 = all; else a random subset of this many (quick runs, tests)
-    c.image_size = 4  # digits shrunk from their native 8 px: an uncertain task (see above)
-    c.model = "densenet_small"
+
+    c.data = ml_collections.ConfigDict()
+    c.data.name = "digits"  # an image dataset of iml.data: digits, pneumoniamnist, chestxray14
+    c.data.data_dir = ""  # '' = iml.data.default_data_dir()
+    c.data.manual_dir = ""  # the dataset's raw files, where it has to be prepared from them
+    c.data.max_examples = 0  # 0 = all; else a random subset of this many (quick runs, tests)
+    c.data.image_size = 4  # digits shrunk from their native 8 px: an uncertain task (see above)
+    c.data.n_folds = 10
+    c.data.n_val_folds = 2
+    c.data.n_test_folds = 1
+    c.data.rotations = ()  # () = one full cycle
+    c.data.fold_seed = 0
+
+    c.model = ml_collections.ConfigDict()
+    c.model.name = "densenet_small"  # one of MODELS
     # '' = random initial weights; else a torchvision DenseNet .pth file (the paper starts from
     # torchvision's ImageNet densenet121), adapted to the images' channels, with a fresh head
-    c.weights = ""
-    c.betas = (0.5, 0.9, 0.99)
-    c.seeds = (0,)
-    c.n_folds = 10
-    c.n_val_folds = 2
-    c.n_test_folds = 1
-    c.rotations = ()  # () = one full cycle
-    c.fold_seed = 0
-    c.members_per_batch = 0  # 0 = len(betas) * len(seeds): one rotation per batch
-    c.epochs = 3
-    c.batch_size = 16
-    c.learning_rate = 1e-3
-    c.patience = 5
-    c.plateau_patience = 1
-    c.flip = False
-    c.normalize = "imagenet"
+    c.model.weights = ""
     # '' = the backend's default (iml.training.DEFAULT_MEMBER_BATCHING: 'mixed' on a CPU, where it
     # trains a DenseNet-121 about 1.5-2x faster than 'xla', docs/results/cpu_train_step)
-    c.conv_impl = ""
-    c.checkpoint = True
-    c.n_bins = 10
-    c.n_bootstrap = 200
-    c.report_seed = 0
+    c.model.conv_impl = ""
+
+    c.loss = ml_collections.ConfigDict()
+    c.loss.name = "log"  # the beta-weighted cross-entropy (eq. 7), the one loss of LOSSES
+    c.loss.betas = (0.5, 0.9, 0.99)  # one ensemble per class weight
+
+    c.train = ml_collections.ConfigDict()
+    c.train.seeds = (0,)
+    c.train.members_per_batch = 0  # 0 = len(betas) * len(seeds): one rotation per batch
+    c.train.epochs = 3
+    c.train.batch_size = 16
+    c.train.learning_rate = 1e-3
+    c.train.patience = 5
+    c.train.plateau_patience = 1
+    c.train.flip = False
+    c.train.normalize = "imagenet"
+    c.train.checkpoint = True
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.n_bins = 10
+    c.eval.n_bootstrap = 200
+    c.eval.report_seed = 0
+
+    c.lock()
     return c
 
 
-def _positive_int(config: Mapping[str, Any], name: str, minimum: int = 1) -> None:
-    value = config[name]
+#: The losses a run trains with, by ``config.loss.name``.
+LOSSES = ("log",)
+
+
+def _as_config(config: Mapping[str, Any]) -> ml_collections.ConfigDict:
+    """``config`` (nested dicts or a ``ConfigDict``) as a locked copy of :func:`default_config`
+    holding its values, so that a value of the wrong type is an error naming its key."""
+    return _from_dotted(config_lib.flatten(config))
+
+
+def _from_dotted(values: Mapping[str, Any]) -> ml_collections.ConfigDict:
+    config = default_config()
+    for key, value in values.items():
+        config_lib.override(config, key, value)
+    return config
+
+
+# Keys holding a count of at least one, and of at least zero.
+_COUNTS = (
+    "data.image_size",
+    "data.n_folds",
+    "data.n_test_folds",
+    "train.epochs",
+    "train.batch_size",
+    "train.patience",
+    "train.plateau_patience",
+    "eval.n_bins",
+    "eval.n_bootstrap",
+)
+_COUNTS_OR_ZERO = (
+    "data.max_examples",
+    "data.n_val_folds",
+    "data.fold_seed",
+    "train.members_per_batch",
+    "eval.report_seed",
+)
+
+
+def _count(config: ml_collections.ConfigDict, key: str, minimum: int = 1) -> None:
+    section, name = key.split(".")
+    value = config[section][name]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"config.{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(f"config.{key} must be an integer >= {minimum}, got {value!r}")
 
 
 def check_config(config: Mapping[str, Any]) -> None:
-    """Check a run's config before any work starts.
+    """Check a run's config (nested, as :func:`default_config`) before any work starts.
 
     Raises:
-      ValueError: naming the first bad key: an unknown key, an unknown dataset or model, a beta
-        outside ``(0, 1)``, a non-positive count.
-      FileNotFoundError: for a data, manual or CSV path that does not exist.
+      ValueError: naming the first bad key as ``config.SECTION.KEY``: an unknown or missing key,
+        an unknown dataset, model or loss, a beta outside ``(0, 1)``, a non-positive count.
+      FileNotFoundError: for a data, manual or weights path that does not exist.
     """
-    known = set(default_config().keys())
-    unknown = sorted(set(config) - known)
-    if unknown:
-        raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}")
-    missing = sorted(known - set(config))
-    if missing:
-        raise ValueError(f"config lacks key(s) {missing}")
+    config_lib.check_keys(config, default_config())
+    c = _as_config(config)
     from iml.data import DATASETS
 
-    if config["dataset"] not in DATASETS:
-        raise ValueError(f"unknown dataset {config['dataset']!r}; expected one of {list(DATASETS)}")
-    if config["dataset"] in ("csv", "adult", "letter"):
+    if c.data.name not in DATASETS:
         raise ValueError(
-            f"dataset {config['dataset']!r} is tabular; `iml reproduce` trains DenseNets on images "
-            "(digits, pneumoniamnist, chestxray14); `iml sweep` takes tables"
+            f"config.data.name: unknown dataset {c.data.name!r}; expected one of {list(DATASETS)}"
         )
-    if config["model"] not in MODELS:
-        raise ValueError(f"unknown model {config['model']!r}; expected one of {list(MODELS)}")
-    check_betas(config["betas"])
-    for name in ("image_size", "n_folds", "n_test_folds", "epochs", "batch_size", "n_bins"):
-        _positive_int(config, name)
-    for name in ("max_examples", "n_val_folds", "fold_seed", "members_per_batch", "report_seed"):
-        _positive_int(config, name, 0)
-    _positive_int(config, "patience")
-    if config["n_folds"] - config["n_val_folds"] - config["n_test_folds"] < 1:
+    if c.data.name in ("csv", "adult", "letter"):
         raise ValueError(
-            f"config.n_folds={config['n_folds']} leaves no training fold after "
-            f"n_val_folds={config['n_val_folds']} and n_test_folds={config['n_test_folds']}"
+            f"config.data.name: dataset {c.data.name!r} is tabular; `iml reproduce` trains "
+            "DenseNets on images (digits, pneumoniamnist, chestxray14); `iml sweep` takes tables"
         )
-    _positive_int(config, "plateau_patience")
-    _positive_int(config, "n_bootstrap")
-    if not (np.isfinite(config["learning_rate"]) and config["learning_rate"] > 0):
-        raise ValueError(f"config.learning_rate must be positive, got {config['learning_rate']!r}")
-    seeds = list(config["seeds"])
+    if c.model.name not in MODELS:
+        raise ValueError(
+            f"config.model.name: unknown model {c.model.name!r}; expected one of {list(MODELS)}"
+        )
+    if c.loss.name not in LOSSES:
+        raise ValueError(
+            f"config.loss.name must be 'log' (the beta-weighted cross-entropy, the only loss "
+            f"`iml reproduce` trains), got {c.loss.name!r}"
+        )
+    V.check_betas("config.loss.betas", [float(b) for b in c.loss.betas])
+    for key in _COUNTS:
+        _count(c, key)
+    for key in _COUNTS_OR_ZERO:
+        _count(c, key, 0)
+    if c.data.n_folds - c.data.n_val_folds - c.data.n_test_folds < 1:
+        raise ValueError(
+            f"config.data.n_folds={c.data.n_folds} leaves no training fold after "
+            f"n_val_folds={c.data.n_val_folds} and n_test_folds={c.data.n_test_folds}"
+        )
+    rate = c.train.learning_rate
+    if isinstance(rate, bool) or not (np.isfinite(rate) and rate > 0):
+        raise ValueError(f"config.train.learning_rate must be positive, got {rate!r}")
+    seeds = list(c.train.seeds)
     if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
-        raise ValueError(f"config.seeds must be non-negative integers, got {seeds!r}")
-    for name in ("data_dir", "manual_dir"):
-        if config[name] and not Path(config[name]).expanduser().is_dir():
-            raise FileNotFoundError(f"config.{name}: directory not found: {config[name]}")
-    if config["weights"] and not Path(config["weights"]).expanduser().is_file():
-        raise FileNotFoundError(f"config.weights: file not found: {config['weights']}")
-    if config["conv_impl"] and config["conv_impl"] not in CONV_IMPLS:
+        raise ValueError(f"config.train.seeds must be non-negative integers, got {seeds!r}")
+    for key in ("data_dir", "manual_dir"):
+        if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
+            raise FileNotFoundError(f"config.data.{key}: directory not found: {c.data[key]}")
+    if c.model.weights and not Path(c.model.weights).expanduser().is_file():
+        raise FileNotFoundError(f"config.model.weights: file not found: {c.model.weights}")
+    if c.model.conv_impl and c.model.conv_impl not in CONV_IMPLS:
         raise ValueError(
-            f"config.conv_impl must be '' (the backend's default) or one of {CONV_IMPLS}, "
-            f"got {config['conv_impl']!r}"
+            f"config.model.conv_impl must be '' (the backend's default) or one of {CONV_IMPLS}, "
+            f"got {c.model.conv_impl!r}"
         )
-    model = build_model(config)
-    if config["image_size"] < min_input_size(model):
+    model = build_model(c)
+    if c.data.image_size < min_input_size(model):
         raise ValueError(
-            f"config.image_size={config['image_size']} is too small for {config['model']} "
+            f"config.data.image_size={c.data.image_size} is too small for {c.model.name} "
             f"(at least {min_input_size(model)} px)"
         )
 
 
 def build_model(config: Mapping[str, Any]) -> Any:
-    """The (unbound) Flax model named by ``config['model']``, with one output (binary task).
+    """The (unbound) Flax model named by ``config.model.name``, with one output (binary task).
 
     ``densenet121``: torchvision's DenseNet-121 (the paper's); ``densenet_small``:
     :func:`iml.models.densenet_small` (blocks 2-4-4); ``densenet_tiny``: blocks 1-1, growth 4.
     """
-    if config["model"] == "densenet121":
+    name = _as_config(config).model.name
+    if name == "densenet121":
         return densenet121(num_outputs=1)
-    if config["model"] == "densenet_small":
+    if name == "densenet_small":
         return densenet_small(num_outputs=1)
-    if config["model"] == "densenet_tiny":
+    if name == "densenet_tiny":
         # Two blocks of one layer: for smoke runs and tests, where compile time dominates.
         return densenet_small(
             num_outputs=1, block_config=(1, 1), growth_rate=4, num_init_features=8
         )
-    raise ValueError(f"unknown model {config['model']!r}; expected one of {list(MODELS)}")
+    raise ValueError(f"config.model.name: unknown model {name!r}; expected one of {list(MODELS)}")
 
 
-def _dataset(config: Mapping[str, Any]) -> Dataset:
+def _dataset(config: ml_collections.ConfigDict) -> Dataset:
+    data = config.data
     dataset = load_dataset(
-        config["dataset"],
-        data_dir=config["data_dir"] or None,
-        manual_dir=config["manual_dir"] or None,
-        image_size=int(config["image_size"]),
+        data.name,
+        data_dir=data.data_dir or None,
+        manual_dir=data.manual_dir or None,
+        image_size=int(data.image_size),
     )
-    n = int(config["max_examples"])
+    n = int(data.max_examples)
     if not n or n >= dataset.num_examples:
         return dataset
     # A fixed random subset (a deterministic function of fold_seed), re-indexed from 0.
-    rng = np.random.default_rng(np.random.SeedSequence([int(config["fold_seed"]), n]))
+    rng = np.random.default_rng(np.random.SeedSequence([int(data.fold_seed), n]))
     keep = np.sort(rng.choice(dataset.num_examples, size=n, replace=False))
     return dataclasses.replace(
         dataset,
@@ -210,33 +277,35 @@ def _dataset(config: Mapping[str, Any]) -> Dataset:
 
 def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
     """The member grid of ``config`` over ``dataset`` (folds grouped by patient, stratified)."""
+    c = _as_config(config)
     groups = dataset.groups
     has_groups = len(np.unique(groups)) < dataset.num_examples
     return make_plan(
         dataset.num_examples,
-        betas=config["betas"],
-        seeds=config["seeds"],
+        betas=c.loss.betas,
+        seeds=c.train.seeds,
         labels=dataset.labels,
         groups=groups if has_groups else None,
-        n_folds=int(config["n_folds"]),
-        n_val_folds=int(config["n_val_folds"]),
-        n_test_folds=int(config["n_test_folds"]),
-        rotations=list(config["rotations"]) or None,
-        fold_seed=int(config["fold_seed"]),
-        members_per_batch=int(config["members_per_batch"]) or None,
+        n_folds=int(c.data.n_folds),
+        n_val_folds=int(c.data.n_val_folds),
+        n_test_folds=int(c.data.n_test_folds),
+        rotations=list(c.data.rotations) or None,
+        fold_seed=int(c.data.fold_seed),
+        members_per_batch=int(c.train.members_per_batch) or None,
     )
 
 
 def _train_config(config: Mapping[str, Any]) -> TrainConfig:
+    c = _as_config(config)
     return TrainConfig(
-        learning_rate=float(config["learning_rate"]),
-        batch_size=int(config["batch_size"]),
-        max_epochs=int(config["epochs"]),
-        patience=int(config["patience"]),
-        plateau_patience=int(config["plateau_patience"]),
-        flip=bool(config["flip"]),
-        normalize=str(config["normalize"]),
-        conv_impl=str(config["conv_impl"]) or None,
+        learning_rate=float(c.train.learning_rate),
+        batch_size=int(c.train.batch_size),
+        max_epochs=int(c.train.epochs),
+        patience=int(c.train.patience),
+        plateau_patience=int(c.train.plateau_patience),
+        flip=bool(c.train.flip),
+        normalize=str(c.train.normalize),
+        conv_impl=str(c.model.conv_impl) or None,
     )
 
 
@@ -246,18 +315,19 @@ def _as_float(images: np.ndarray) -> np.ndarray:
 
 
 def initial_variables(config: Mapping[str, Any], model: Any, channels: int) -> dict | None:
-    """The members' starting variables: ``None`` (random) or ``config['weights']`` converted.
+    """The members' starting variables: ``None`` (random) or ``config.model.weights`` converted.
 
     The torchvision file's first convolution is adapted to ``channels`` image channels and its
     classifier replaced by a fresh one-logit head
     (:func:`iml.models.load_torchvision_densenet`); a file that does not fit ``model`` raises a
     ``ValueError`` naming the first key that does not match.
     """
-    if not config["weights"]:
+    weights = _as_config(config).model.weights
+    if not weights:
         return None
     from iml.models import load_torchvision_densenet
 
-    path = Path(config["weights"]).expanduser()
+    path = Path(weights).expanduser()
     return load_torchvision_densenet(path, model, head="init", in_channels=int(channels))
 
 
@@ -296,7 +366,7 @@ def _run_batch(
     batch: MemberBatch,
     model: Any,
     source: DataSource,
-    config: Mapping[str, Any],
+    config: ml_collections.ConfigDict,
     progress: bool,
     init_variables: dict | None = None,
 ) -> None:
@@ -318,7 +388,7 @@ def _run_batch(
         specs,
         source,
         train_config,
-        checkpoint_dir=str(ckpt) if config["checkpoint"] else None,
+        checkpoint_dir=str(ckpt) if config.train.checkpoint else None,
         init_variables=init_variables,
         progress=progress,
     )
@@ -333,7 +403,7 @@ def _run_batch(
         test_idx=np.concatenate(tests),
         test_scores=np.concatenate([np.asarray(s, np.float32) for s in scores]),
         test_offsets=np.cumsum([0] + [len(t) for t in tests]),
-        **_history_arrays(history, int(config["epochs"])),
+        **_history_arrays(history, int(config.train.epochs)),
     )
     shutil.rmtree(ckpt, ignore_errors=True)
 
@@ -341,29 +411,106 @@ def _run_batch(
 def load_run_data(config: Mapping[str, Any]) -> tuple[Dataset, Plan]:
     """Check ``config``, load its dataset and plan its grid (no training)."""
     check_config(config)
-    dataset = _dataset(config)
-    return dataset, plan_run(config, dataset)
+    c = _as_config(config)
+    dataset = _dataset(c)
+    return dataset, plan_run(c, dataset)
 
 
-def _as_stored(config: Mapping[str, Any], store: RunStore) -> dict[str, Any]:
-    """``config`` without the keys a stored run predates, where they hold their defaults.
+# ------------------------------------------------------------------------------------------------
+# Stored runs: configs of earlier forms, and resuming
+# ------------------------------------------------------------------------------------------------
 
-    A key added to :func:`default_config` after a run was started, left at its default, does not
-    make that run different, so it can still be resumed; nor does a key removed since
-    (:data:`RETIRED_KEYS`), which the stored run holds at its only value.
-    """
-    manifest = store.manifest()
-    if manifest is None:
-        return dict(config)
-    stored, defaults = manifest.get("config", {}), default_config()
-    out = {k: v for k, v in config.items() if k in stored or v != defaults[k]}
-    # Keys that runs made before their removal hold, at the only value they could take.
-    out.update({k: v for k, v in RETIRED_KEYS.items() if stored.get(k) == v})
-    return out
-
+#: Where each key of the flat config that runs stored before the sections lives now.
+FLAT_KEYS = {
+    "dataset": "data.name",
+    "data_dir": "data.data_dir",
+    "manual_dir": "data.manual_dir",
+    "max_examples": "data.max_examples",
+    "image_size": "data.image_size",
+    "n_folds": "data.n_folds",
+    "n_val_folds": "data.n_val_folds",
+    "n_test_folds": "data.n_test_folds",
+    "rotations": "data.rotations",
+    "fold_seed": "data.fold_seed",
+    "model": "model.name",
+    "weights": "model.weights",
+    "conv_impl": "model.conv_impl",
+    "betas": "loss.betas",
+    "seeds": "train.seeds",
+    "members_per_batch": "train.members_per_batch",
+    "epochs": "train.epochs",
+    "batch_size": "train.batch_size",
+    "learning_rate": "train.learning_rate",
+    "patience": "train.patience",
+    "plateau_patience": "train.plateau_patience",
+    "flip": "train.flip",
+    "normalize": "train.normalize",
+    "checkpoint": "train.checkpoint",
+    "n_bins": "eval.n_bins",
+    "n_bootstrap": "eval.n_bootstrap",
+    "report_seed": "eval.report_seed",
+}
 
 #: Config keys that are gone, with the value every run that stored them held.
 RETIRED_KEYS = {"csv_path": "", "csv_target": ""}
+
+
+def stored_config(stored: Mapping[str, Any]) -> ml_collections.ConfigDict:
+    """The config of a stored run (its ``manifest.json``), in the current nested form.
+
+    Runs stored before the config had sections hold it flat (``{"dataset": "digits", "betas":
+    [...], ...}``); each of its keys moves to its section (:data:`FLAT_KEYS`). A key added
+    since the run was stored takes its default, which is what the run did without it; a key
+    removed since (:data:`RETIRED_KEYS`) is dropped where the run held it at its only value.
+
+    Returns:
+      The config, locked.
+
+    Raises:
+      ValueError: naming a key that neither the current nor the flat form has (with the nearest
+        existing keys), a retired key at another value, or a value of the wrong type.
+    """
+    if any(isinstance(v, Mapping) for v in stored.values()):
+        values = config_lib.flatten(stored)
+    else:
+        values = {FLAT_KEYS.get(k, k): v for k, v in stored.items()}
+    for key, only in RETIRED_KEYS.items():
+        if key in values and (held := values.pop(key)) != only:
+            raise ValueError(
+                f"config.{key}={held!r}: a retired key; runs that held it at {only!r} are read"
+            )
+    return _from_dotted(values)
+
+
+def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any]:
+    """The config that :func:`run_experiment` stores in ``out``, checked there; writes nothing.
+
+    For a new run, ``config`` as nested dicts of JSON types. For a run already in ``out`` with
+    the same config (compared in the current form, :func:`stored_config`), the config as that
+    run stored it, so that runs stored in an earlier form resume.
+
+    Raises:
+      ValueError: if ``out`` holds a run with another config, naming the first differing key.
+    """
+    current = config_lib.to_dict(_as_config(config))
+    manifest = RunStore(out).manifest() if Path(out).is_dir() else None
+    if manifest is None:
+        return current
+    stored = manifest.get("config", {})
+    try:
+        old = config_lib.to_dict(stored_config(stored))
+    except ValueError as err:
+        raise ValueError(
+            f"{out} holds a run of an unknown config ({err}); choose another output directory"
+        ) from None
+    key = config_lib.first_difference(old, current)
+    if key is None:
+        return stored
+    was, now = config_lib.lookup(old, key), config_lib.lookup(current, key)
+    raise ValueError(
+        f"{out} holds a run with a different config (first difference: config.{key}: {was!r} "
+        f"stored, {now!r} now); choose another output directory"
+    )
 
 
 def run_experiment(
@@ -372,23 +519,27 @@ def run_experiment(
     """Train and score every member batch of ``config`` not yet stored in ``out``.
 
     Args:
-      config: a run config (keys of :func:`default_config`).
-      out: the run directory; a directory holding a run with another config is refused.
+      config: a run config (nested as :func:`default_config`: a ``ConfigDict`` or dicts).
+      out: the run directory; a directory holding a run with another config is refused
+        (:func:`check_resumable`).
       progress: show progress bars (members with time left; epochs of the current batch).
 
     Returns:
       The run's :class:`RunStore`, with every batch stored.
     """
-    config = dict(config)
-    dataset, plan = load_run_data(config)
+    check_config(config)
+    config = _as_config(config)
+    stored = check_resumable(config, out)
+    dataset = _dataset(config)
+    plan = plan_run(config, dataset)
     model = build_model(config)
     init_variables = initial_variables(config, model, dataset.input_shape[-1])
     store = RunStore(out)
     store.open_run(
-        _as_stored(config, store),
+        stored,
         devices=[str(d) for d in jax.devices()],
         extra={
-            "seeds": {"members": list(plan.seeds), "folds": int(config["fold_seed"])},
+            "seeds": {"members": list(plan.seeds), "folds": int(config.data.fold_seed)},
             "num_examples": dataset.num_examples,
             "num_members": len(plan.members),
             "num_batches": len(plan.batches),

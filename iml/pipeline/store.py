@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from iml._io import atomic_write_bytes
+from iml.config import first_difference, lookup
 
 __all__ = ["RunStore", "atomic_write_bytes", "package_versions"]
 
@@ -113,17 +114,16 @@ class RunStore:
 
         Raises:
           ValueError: if the directory holds a run with a different config, naming the first
-            differing key.
+            differing key (dotted, ``'train.epochs'``, inside nested sections).
         """
         config = json.loads(json.dumps(dict(config)))  # normalise to JSON types
         existing = self.manifest()
         old = existing.get("config", {}) if existing is not None else config
-        if old != config:
-            keys = sorted(set(old) | set(config))
-            first = next(k for k in keys if old.get(k) != config.get(k))
+        first = first_difference(old, config)
+        if first is not None:
             raise ValueError(
                 f"{self.root} holds a run with a different config (first difference: "
-                f"{first!r}: {old.get(first)!r} stored, {config.get(first)!r} now); "
+                f"{first!r}: {lookup(old, first)!r} stored, {lookup(config, first)!r} now); "
                 "choose another output directory"
             )
         return config
