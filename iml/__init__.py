@@ -24,12 +24,13 @@ from iml.scoring import (
     optimal_score_multiclass,
     optimal_score_multiclass_for_loss,
 )
-from iml.spec import LOSSES, LossSpec, loss_spec
+from iml.spec import LOSSES, LossGrid, LossSpec, loss_grid, loss_spec
 
 __version__ = "0.1.0"
 
 __all__ = [
     "LOSSES",
+    "LossGrid",
     "LossSpec",
     "check_first_order_conditions",
     "check_invertibility",
@@ -40,6 +41,7 @@ __all__ = [
     "loss_corrected_score_into",
     "loss_corrected_score_multiclass",
     "loss_corrected_score_multiclass_for_loss",
+    "loss_grid",
     "loss_spec",
     "optimal_logit",
     "optimal_score",

@@ -40,7 +40,7 @@ from iml.scoring import (
     loss_corrected_score,
     optimal_score,
 )
-from iml.spec import LossLike, LossSpec, loss_spec
+from iml.spec import LossLike, LossSpec, beta_key, loss_spec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -76,15 +76,6 @@ __all__ = [
 ]
 
 STRATEGIES = ("quantile", "uniform")
-
-
-def beta_key(beta: float) -> str:
-    """The key of a class weight in every result table and figure: the shortest decimal string
-    that reads back as the same float64 (``repr``), so two distinct betas never share a key.
-
-    ``f"{beta:g}"`` would map 0.9999991 and 0.9999992 to the same ``"1"``.
-    """
-    return repr(float(beta))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ __all__ = [
     "figure2_theoretical_curves",
     "figure3_loss_calibration",
     "figure4_loss_corrected",
+    "figure_calibration_by_loss",
     "figure_metric_vs_size",
     "figure_smooth_calibration",
     "reliability_by_class",
@@ -491,6 +492,78 @@ def reliability_by_class(
     fig.supylabel("rate of the class in the bin", fontsize="small")
     if title:
         fig.suptitle(title, fontsize="medium")
+    return fig
+
+
+def _logit(p: float | np.ndarray) -> np.ndarray:
+    return np.log(p) - np.log1p(-np.asarray(p))
+
+
+def _numeric_keys(keys: Sequence[str]) -> np.ndarray | None:
+    try:
+        values = np.asarray([float(k) for k in keys])
+    except ValueError:
+        return None
+    return values if ((values > 0) & (values < 1)).all() else None
+
+
+def figure_calibration_by_loss(
+    table: dict[str, dict[str, dict[str, float]]],
+    prevalence: float | None = None,
+    title: str = "",
+    weight_name: str = "beta",
+) -> Figure:
+    """Calibration error against the loss of each row, raw and loss-corrected.
+
+    For a grid of class weights (numeric keys) the x axis is ``logit(weight)`` with weight ticks,
+    and a dotted vertical line marks the inverse-frequency weight ``1 - prevalence`` when given;
+    other grids (weight matrices ``B``, ...) are placed side by side, labelled by their keys.
+    Binary tables: solid lines the decile ECE, dashed the debiased l2 error. Multiclass tables:
+    solid the top-label ECE, dashed the class-wise ECE.
+    """
+    if not table:
+        raise ValueError("table is empty")
+    keys = list(table)
+    weights = _numeric_keys(keys)
+    z = _logit(weights) if weights is not None else np.arange(len(keys), dtype=np.float64)
+    binary = "ece" in next(iter(table.values()))["raw"]
+    solid, dashed = ("ece", "ece_debiased") if binary else ("top_label_ece", "classwise_ece")
+    names = ("ECE (deciles)", "debiased l2 error")
+    if not binary:
+        names = ("top-label ECE", "class-wise ECE")
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    styles = {
+        "raw": ("tab:blue", "raw weighted scores"),
+        "loss_corrected": ("tab:red", "loss-corrected scores"),
+    }
+    for method, (color, label) in styles.items():
+        first = [row[method][solid] for row in table.values()]
+        second = [row[method][dashed] for row in table.values()]
+        ax.plot(z, first, "-", marker="o", ms=2.5, color=color, label=f"{label}: {names[0]}",
+                gid=f"ece-{method}")  # fmt: skip
+        ax.plot(z, second, "--", marker="o" if weights is None else None, ms=2.5, color=color,
+                lw=1.0, label=f"{label}: {names[1]}", gid=f"debiased-{method}")  # fmt: skip
+    if weights is None:
+        ax.set_xticks(z, keys, rotation=30 if len(keys) > 3 else 0, fontsize="small")
+        ax.set_xlabel("loss")
+    else:
+        if prevalence is not None and 0 < prevalence < 1:
+            ax.axvline(_logit(1 - prevalence), color="gray", ls=":", lw=1.0,
+                       label=f"{weight_name} = 1 - prevalence")  # fmt: skip
+        ticks = [
+            t
+            for t in (0.01, 0.05, 0.2, 0.5, 0.8, 0.95, 0.99)
+            if weights.min() - 1e-9 <= t <= weights.max() + 1e-9
+        ]
+        ax.set_xticks(_logit(np.asarray(ticks)), [f"{t:g}" for t in ticks])
+        ax.set_xlabel(f"class weight {weight_name} (logit scale)")
+    ax.set_yscale("log")
+    ax.set_ylabel("calibration error")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
     return fig
 
 

@@ -45,8 +45,8 @@ built; under a transformation the methods return NaN wherever a parameter is inv
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +59,18 @@ from iml import scoring as S
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
-__all__ = ["LOSSES", "LossLike", "LossSpec", "loss_spec"]
+__all__ = [
+    "LOSSES",
+    "LossGrid",
+    "LossLike",
+    "LossSpec",
+    "beta_key",
+    "grid_keys",
+    "grid_weights",
+    "loss_grid",
+    "loss_spec",
+    "weight_grid",
+]
 
 _DOMAINS = ("simplex", "box")
 
@@ -509,3 +520,152 @@ def loss_spec(
         "a loss must be a beta in (0, 1) (or a vector of them), a square matrix B (or a stack "
         f"of them), a loss name, a config mapping or a callable; got an array of shape {shape}"
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# Grids of losses: what a sweep trains, and the keys of its table rows
+# ----------------------------------------------------------------------------------------------
+
+
+def beta_key(beta: float) -> str:
+    """The key of a class weight in every result table and figure: the shortest decimal string
+    that reads back as the same float64 (``repr``), so two distinct betas never share a key.
+
+    ``f"{beta:g}"`` would map 0.9999991 and 0.9999992 to the same ``"1"``.
+    """
+    return repr(float(beta))
+
+
+class LossGrid(NamedTuple):
+    """A sweep's grid of ``m`` losses (:func:`loss_grid`).
+
+    Attributes:
+      spec: the losses, a :class:`iml.LossSpec` with batch shape ``(m,)``.
+      weights: ``[m]`` float64 class weights where one number says which loss it is (beta, or
+        a focal grid's alpha; as given, before the specification rounds them to float32), else
+        None.
+      keys: each loss's key in the tables (:func:`grid_keys`).
+    """
+
+    spec: LossSpec
+    weights: np.ndarray | None
+    keys: list[str]
+
+
+def loss_grid(losses: LossLike | LossGrid) -> LossGrid:
+    """A sweep's grid of losses.
+
+    ``losses`` is anything :func:`iml.loss_spec` reads: an array of betas (the default sweep), a
+    stack of weight matrices ``B`` ``[m, n, n]``, ``loss_spec("focal", gamma=2.0, alpha=alphas)``,
+    ... A single (unbatched) loss is a grid of one.
+
+    Raises:
+      ValueError: for a specification batched over more than one axis, repeated betas, or two
+        losses of the grid that are equal (their rows of the table would share a key).
+    """
+    if isinstance(losses, LossGrid):
+        return losses
+    exact = None
+    if isinstance(losses, LossSpec):
+        spec = losses
+    elif isinstance(losses, str | Mapping) or callable(losses):
+        spec = loss_spec(losses)
+    else:
+        values = np.asarray(losses, np.float64)
+        if values.ndim == 1:
+            exact = values = V.check_betas("betas", values)
+        spec = loss_spec(values)
+    if not spec.batch_shape:
+        spec = jax.tree.map(lambda leaf: jnp.asarray(leaf)[None], spec)
+    if len(spec.batch_shape) != 1:
+        raise ValueError(
+            f"losses must be a grid along one axis; got batch shape {spec.batch_shape}"
+        )
+    weights = _float32_decimals(grid_weights(spec)) if exact is None else exact
+    if spec.kind == "weighted":
+        V.check_betas("betas", weights)
+    keys = grid_keys(spec, weights)
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"losses repeat: the grid's keys are {keys}")
+    return LossGrid(spec, weights, keys)
+
+
+def _float32_decimals(weights: np.ndarray | None) -> np.ndarray | None:
+    """float32 parameters as their shortest float32 decimals (0.01, not 0.009999999776)."""
+    if weights is None:
+        return None
+    return np.asarray([float(str(w)) for w in np.asarray(weights, np.float32)])
+
+
+def grid_weights(losses: LossSpec) -> np.ndarray | None:
+    """The grid's class weight per loss, where one number says it: ``beta`` of the weighted
+    losses, ``alpha`` of a focal grid of one ``gamma``; else None."""
+    p = {k: np.asarray(v, np.float64) for k, v in losses.params.items() if k != "args"}
+    if losses.kind == "weighted":
+        return p["beta"]
+    if losses.kind == "focal" and np.unique(p["gamma"]).size == 1:
+        return p["alpha"]
+    return None
+
+
+def _entries_key(name: str, values: np.ndarray, default: float = 1.0) -> str | None:
+    """``"B[3,8]=10"``: the entries that differ from ``default`` (``"ones"`` if none)."""
+    changed = np.argwhere(values != default)
+    if len(changed) > 4:
+        return None
+    parts = [f"{name}[{','.join(map(str, idx))}]={values[tuple(idx)]:g}" for idx in changed]
+    return ",".join(parts) or "ones"
+
+
+def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
+    """The row key of every loss of a grid: the exact weight (:func:`beta_key`)
+    where :func:`grid_weights` gives one, the entries of ``B`` (or of the class weights) that
+    differ from 1 (``"B[8,8]=10"``; ``"ones"`` for the unweighted loss), else the parameters.
+
+    Args:
+      losses: a specification batched along one axis.
+      weights: the grid's weights as given (float64), whose keys are then exact; by default
+        :func:`grid_weights`, the specification's float32 values, keyed by their shortest
+        float32 decimal.
+    """
+    (m,) = losses.batch_shape
+    weights = _float32_decimals(grid_weights(losses)) if weights is None else weights
+    if weights is not None:
+        return [beta_key(w) for w in weights]
+    keys = []
+    for i in range(m):
+        p = {k: np.asarray(v[i], np.float64) for k, v in losses.params.items() if k != "args"}
+        key = None
+        if losses.kind == "matrix":
+            key = _entries_key("B", p["B"])
+        elif "class_weights" in p:
+            key = _entries_key("w", p["class_weights"])
+            if key is not None and "gamma" in p:
+                key = f"gamma={p['gamma']:g},{key}"
+        elif losses.kind == "focal":
+            key = f"gamma={p['gamma']:g},alpha={beta_key(p['alpha'])}"
+        keys.append(key if key is not None else f"#{i}")
+    return keys
+
+
+def weight_grid(entries: Sequence[Mapping[tuple[int, ...], float]], loss: str, n: int) -> LossSpec:
+    """A grid of ``n``-class losses from the entries of each one's weights that differ from 1
+    (``{(8, 8): 10.0}``: ``B[8, 8] = 10``; the syntax of :func:`grid_keys`): a batched
+    :class:`LossSpec` of ``loss`` ``"matrix"`` (``B``) or ``"class_weighted_softmax"`` (``w``).
+
+    Raises:
+      ValueError: for an index out of range.
+    """
+    shape = (n, n) if loss == "matrix" else (n,)
+    stack = np.ones((len(entries), *shape))
+    for k, changed in enumerate(entries):
+        for index, value in changed.items():
+            if max(index) >= n:
+                raise ValueError(
+                    f"weights: index {list(index)} is out of range for {n} classes "
+                    f"(classes count from 0)"
+                )
+            stack[(k, *index)] = value
+    if loss == "matrix":
+        return loss_spec("matrix", B=stack)
+    return loss_spec("class_weighted_softmax", class_weights=stack)

@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from iml import loss_spec
-from iml.calibration import MULTICLASS_METRICS
+from iml import loss_grid, loss_spec
+from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.pipeline import sweep as S
 from iml.pipeline.store import RunStore
+from iml.plots import figure_calibration_by_loss
+from iml.spec import weight_grid
+from iml.training.tabular import TabularConfig, out_of_fold_logits, train_tabular
 
 N, D = 2000, 3
 BETAS = [0.5, 0.9]
@@ -46,11 +49,11 @@ def test_vectorized_training_equals_training_members_one_at_a_time(sweep_run, si
     x, y = simulated
     # The fixture's folds (and, for the exact solver, its compiled program).
     splits = nested_cv_splits(sweep_run[0].fold_ids)
-    config = S.TrainConfig(**TRAIN, solver=solver)
-    together = S.train_members(x, y, splits, BETAS, [0, 1], config)
+    config = TabularConfig(**TRAIN, solver=solver)
+    together = train_tabular(x, y, splits, BETAS, [0, 1], config)
     assert together.params["w"].shape == (2, 2, 10, D)
     for i, j, r in [(0, 0, 0), (1, 1, 3), (0, 1, 7), (1, 0, 9)]:
-        alone = S.train_members(x, y, [splits[r]], [BETAS[j]], [i], config)
+        alone = train_tabular(x, y, [splits[r]], [BETAS[j]], [i], config)
         assert alone.best_epoch[0, 0, 0] == together.best_epoch[i, j, r]
         for name in ("w", "b"):
             np.testing.assert_allclose(
@@ -72,7 +75,7 @@ def test_out_of_fold_takes_each_observation_from_its_test_rotation():
     # Logit of member (s, b, r) on its t-th test row: encodes rotation, beta and seed.
     logits = np.arange(10)[None, None, :, None] + 100 * np.arange(2)[None, :, None, None]
     logits = np.broadcast_to(logits + 1000 * np.arange(3)[:, None, None, None], (3, 2, 10, t))
-    oof = S.out_of_fold_logits(logits.astype(np.float32), splits, 300)
+    oof = out_of_fold_logits(logits.astype(np.float32), splits, 300)
     rotation_of = np.empty(300, int)
     for r, split in enumerate(splits):
         rotation_of[split.test] = r
@@ -81,7 +84,7 @@ def test_out_of_fold_takes_each_observation_from_its_test_rotation():
     # With the default rotations a fold's rotation is the fold id's position in the cycle.
     assert len({tuple(np.unique(fold_ids[s.test])) for s in splits}) == 10
     with pytest.raises(ValueError, match="several rotations"):
-        S.out_of_fold_logits(np.zeros((1, 1, 2, t), np.float32), [splits[0], splits[0]], 300)
+        out_of_fold_logits(np.zeros((1, 1, 2, t), np.float32), [splits[0], splits[0]], 300)
 
 
 def test_sweep_scores_every_observation_once_per_beta_and_seed(sweep_run, simulated):
@@ -99,7 +102,7 @@ def test_sweep_scores_every_observation_once_per_beta_and_seed(sweep_run, simula
 def test_adam_seeds_differ_but_agree_closely_on_a_convex_problem(simulated):
     x, y = simulated
     _, splits = nested_cv(len(y), labels=y, seed=0)
-    fit = S.train_members(x, y, splits[:2], [0.9], [0, 1], S.TrainConfig(**TRAIN, solver="adam"))
+    fit = train_tabular(x, y, splits[:2], [0.9], [0, 1], TabularConfig(**TRAIN, solver="adam"))
     t = len(splits[0].test)
     spread = np.abs(fit.test_logits[0, 0, 0, :t] - fit.test_logits[1, 0, 0, :t])
     assert 0 < np.median(spread) < 0.1
@@ -130,7 +133,7 @@ def test_exact_sweep_matches_scikit_learn_on_a_rare_class_table(beta):
         oof[split.test] = clf.predict_proba(x[split.test])[:, 1]
     assert np.isfinite(oof).all()
     exact = score_metrics(np.asarray(loss_corrected_score(oof, beta)), y)
-    ours = result.table[S.beta_key(beta)]["loss_corrected"]
+    ours = result.table[beta_key(beta)]["loss_corrected"]
     assert abs(ours["ece"] - exact["ece"]) < 0.005
     np.testing.assert_allclose(result.scores[0], oof, atol=2e-3)
 
@@ -156,7 +159,7 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     for beta, row in stored.items():
         assert list(row) == list(S.METHODS)
         for method in S.METHODS:
-            assert list(row[method]) == list(S.METRICS)
+            assert list(row[method]) == list(METRICS)
         k = BETAS.index(float(beta))
         raw = np.clip(result.scores[k], 1e-7, 1 - 1e-7)
         assert row["raw"]["brier"] == pytest.approx(brier_score_loss(result.labels, raw), rel=1e-4)
@@ -294,8 +297,8 @@ def test_mlp_members_train_and_logit_grid_is_symmetric(simulated):
     np.testing.assert_allclose(grid, [0.01, mid, 0.5, 1 - mid, 0.99], rtol=1e-9)
     x, y = simulated
     _, splits = nested_cv(N, labels=y)
-    config = S.TrainConfig(model="mlp", hidden=4, max_epochs=2, batch_size=256, learning_rate=0.05)
-    fit = S.train_members(x, y, splits[:1], [0.9], [0], config)
+    config = TabularConfig(model="mlp", hidden=4, max_epochs=2, batch_size=256, learning_rate=0.05)
+    fit = train_tabular(x, y, splits[:1], [0.9], [0], config)
     assert fit.params["w1"].shape == (1, 1, 1, D, 4)
     assert np.isfinite(fit.best_val).all() and fit.epochs_run == 2
     logits = jax.numpy.asarray(fit.test_logits)
@@ -361,9 +364,13 @@ def test_close_betas_keep_their_own_rows_from_a_dataframe():
         progress=False,
     )  # fmt: skip
     assert list(result.table) == ["0.9999991", "0.9999992"]
-    rows = S.table_markdown(result.table).splitlines()[2:]
+    rows = S.sweep_markdown(result.table).splitlines()[2:]
     assert [row.split(" | ")[0] for row in rows] == ["| 0.9999991", "| 0.9999992"]
-    line = next(ln for ln in S.ece_figure(result.table).axes[0].lines if ln.get_gid() == "ece-raw")
+    line = next(
+        ln
+        for ln in figure_calibration_by_loss(result.table).axes[0].lines
+        if ln.get_gid() == "ece-raw"
+    )
     assert len(set(line.get_xdata())) == 2
 
 
@@ -435,9 +442,9 @@ def _parsed(argv: list[str]):
 def test_members_the_exact_solver_could_not_finish_are_reported(simulated):
     x, y = simulated
     _, splits = nested_cv(len(y), labels=y, seed=0)
-    config = S.TrainConfig(max_newton_steps=1)
+    config = TabularConfig(max_newton_steps=1)
     with pytest.warns(RuntimeWarning, match=r"2 of 2 members stopped .*max_newton_steps"):
-        S.train_members(x, y, splits[:2], [0.5], [0], config)
+        train_tabular(x, y, splits[:2], [0.5], [0], config)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -463,7 +470,7 @@ def test_a_grid_of_class_weighted_softmax_losses_is_corrected_by_its_own_rule(th
     x, y = three_classes
     w = np.ones((2, K))
     w[1, 2] = 10.0
-    grid = S.loss_grid(loss_spec("class_weighted_softmax", class_weights=w))
+    grid = loss_grid(loss_spec("class_weighted_softmax", class_weights=w))
     assert grid.keys == ["ones", "w[2]=10"] and grid.weights is None
     result = S.run_sweep(x, y, None, grid, seeds=1, n_folds=5, progress=False, **TRAIN)
     assert result.scores.shape == result.corrected.shape == (2, N, K)
@@ -486,16 +493,16 @@ def test_matrix_weighted_members_train_independently(three_classes):
     B = np.ones((2, K, K))
     B[1, 0, 2] = 5.0
     splits = nested_cv_splits(assign_folds(N, n_folds=5, labels=y), n_folds=5)[:2]
-    config = S.TrainConfig(**TRAIN, solver="adam")
-    together = S.train_members(x, y, splits, B, [0], config)
+    config = TabularConfig(**TRAIN, solver="adam")
+    together = train_tabular(x, y, splits, B, [0], config)
     assert together.params["w"].shape == (1, 2, 2, D, K)
     assert together.test_logits.shape[-1] == K
-    alone = S.train_members(x, y, [splits[1]], B[1:], [0], config)
+    alone = train_tabular(x, y, [splits[1]], B[1:], [0], config)
     np.testing.assert_allclose(alone.params["w"][0, 0, 0], together.params["w"][0, 1, 1], atol=1e-4)
     with pytest.raises(ValueError, match="exact solver fits the beta-weighted log loss only"):
-        S.train_members(x, y, splits, B, [0], S.TrainConfig(**TRAIN, solver="exact"))
+        train_tabular(x, y, splits, B, [0], TabularConfig(**TRAIN, solver="exact"))
     with pytest.raises(ValueError, match=r"class indices in \[0, 3\)"):
-        S.train_members(x, y + 1, splits, B, [0], config)
+        train_tabular(x, y + 1, splits, B, [0], config)
 
 
 def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simulated):
@@ -513,15 +520,15 @@ def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simul
 
 def test_loss_grids_refuse_repeats_and_unreadable_weights():
     with pytest.raises(ValueError, match="losses repeat"):
-        S.loss_grid(np.ones((2, 3, 3)))
+        loss_grid(np.ones((2, 3, 3)))
     with pytest.raises(ValueError, match="betas"):
-        S.loss_grid([0.5, 0.5])
+        loss_grid([0.5, 0.5])
     assert S.parse_weight_grid("ones; B[8,8]=10 ;B[3,8]=10,B[8,3]=2", "matrix") == [
         {},
         {(8, 8): 10.0},
         {(3, 8): 10.0, (8, 3): 2.0},
     ]
-    grid = S.loss_grid(S.weight_grid(S.parse_weight_grid("ones;B[8,8]=10", "matrix"), "matrix", 10))
+    grid = loss_grid(weight_grid(S.parse_weight_grid("ones;B[8,8]=10", "matrix"), "matrix", 10))
     assert grid.keys == ["ones", "B[8,8]=10"]  # keys read back as the --weights syntax
     for text, message in [
         ("ones;w[1]=2", r"--weights: cannot read 'w\[1\]=2'.*B\[3,3\]=10"),
@@ -532,7 +539,7 @@ def test_loss_grids_refuse_repeats_and_unreadable_weights():
         with pytest.raises(ValueError, match=message):
             S.parse_weight_grid(text, "matrix")
     with pytest.raises(ValueError, match=r"index \[3, 0\] is out of range for 3 classes"):
-        S.weight_grid([{(3, 0): 2.0}], "matrix", 3)
+        weight_grid([{(3, 0): 2.0}], "matrix", 3)
 
 
 @pytest.mark.parametrize(

@@ -86,10 +86,9 @@ def main(argv: list[str] | None = None) -> dict:
     from joblib import Parallel, delayed
 
     from experiments.benchmarks.sweep import PeakRSS
-    from iml.calibration import beta_key
+    from iml.calibration import beta_key, score_metrics
     from iml.data.folds import nested_cv_splits
     from iml.data.tabular import read_adult
-    from iml.pipeline.report import score_metrics
     from iml.pipeline.sweep import beta_grid, plan_sweep, run_sweep
     from iml.scoring import loss_corrected_score
 
@@ -126,10 +125,10 @@ def main(argv: list[str] | None = None) -> dict:
     baseline = baseline_slice * n_models / len(jobs)
 
     # Equal quality: objectives of the sliced models, and the corrected ECE at sliced betas.
-    from iml.pipeline.sweep import train_members
+    from iml.training import train_tabular
 
     # The members the sweep trained (deterministic: the same optimum).
-    ours_fit = train_members(x, y, splits, betas[picked], [0], plan.config, progress=False)
+    ours_fit = train_tabular(x, y, splits, betas[picked], [0], plan.config, progress=False)
     rel = []
     oof = {b: np.full(len(y), np.nan) for b in picked}
     for (b, r), (coef, intercept, _) in zip(jobs, fits, strict=True):

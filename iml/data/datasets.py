@@ -143,6 +143,17 @@ class Dataset:
         """Fraction of positive labels, ``P(y = 1)``."""
         return float(self.labels.mean()) if self.num_examples else float("nan")
 
+    def feature_matrix(self) -> np.ndarray:
+        """All inputs as one ``float32 [N, d]`` table, for the small models of the sweeps:
+        tabular rows as loaded, images flattened and z-scored pixel by pixel (pixels constant
+        over the data stay 0)."""
+        x = self.get_batch(np.arange(self.num_examples))
+        if self.kind == "tabular":
+            return x
+        x = x.reshape(len(x), -1).astype(np.float32)
+        sd = x.std(axis=0)
+        return ((x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)).astype(np.float32)
+
     def get_batch(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """Inputs of the examples at ``indices`` (random access, any order, repeats allowed).
 

@@ -1,4 +1,5 @@
-"""Flax DenseNets laid out like torchvision's, and the import of torchvision's weights."""
+"""The models: Flax DenseNets laid out like torchvision's (and the import of torchvision's
+weights), and the small models of the sweeps (logistic regression, a one-hidden-layer MLP)."""
 
 from iml.models.densenet import (
     CONV_IMPLS,
@@ -15,6 +16,7 @@ from iml.models.densenet import (
     min_input_size,
     validate_images,
 )
+from iml.models.small import SMALL_MODELS, init_small_model, small_model_logits, weight_norm
 from iml.models.torchvision_weights import (
     densenet_variables_from_state_dict,
     load_torchvision_densenet,
@@ -26,6 +28,7 @@ from iml.models.torchvision_weights import (
 
 __all__ = [
     "CONV_IMPLS",
+    "SMALL_MODELS",
     "BatchNorm",
     "Conv",
     "DenseBlock",
@@ -37,11 +40,14 @@ __all__ = [
     "densenet_small",
     "densenet_variables_from_state_dict",
     "init_classifier",
+    "init_small_model",
     "load_torchvision_densenet",
     "min_input_size",
     "normalize_legacy_keys",
     "read_torch_state_dict",
+    "small_model_logits",
     "torchvision_key",
     "validate_images",
     "variables_to_torchvision_state_dict",
+    "weight_norm",
 ]

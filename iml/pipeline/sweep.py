@@ -1,33 +1,19 @@
-"""`iml sweep`: a fine grid of class weights, many small models trained as one vectorized program.
+"""`iml sweep`: a fine grid of losses (class weights by default), many small models at once.
 
-For every class weight ``beta`` of a grid, every seed and every rotation of the nested
-cross-validation (:mod:`iml.data.folds`: 10 folds, 7-2-1 train/validation/test rotations, as in
-the paper's appendix "Technical Details"), a small model (logistic regression or a one-hidden-layer
-MLP) is trained with the beta-weighted cross-entropy (eq. ``b-loss-bin``,
-:func:`iml.losses.beta_weighted_sigmoid_cross_entropy`). All ``K = n_betas x n_seeds x
-n_rotations`` members are trained together:
+For every loss of a grid (:func:`iml.loss_grid`: betas of the beta-weighted cross-entropy, eq.
+``b-loss-bin``, by default; focal alphas; weight matrices ``B`` of eq. ``b-loss-multi`` or class
+weights of the softmax cross-entropy for multiclass targets), every seed and every rotation of the
+nested cross-validation (:mod:`iml.data.folds`: 10 folds, 7-2-1 train/validation/test rotations,
+as in the paper's appendix "Technical Details"), a small model (:mod:`iml.models.small`) is
+trained under that loss. All members train as one vectorized program
+(:func:`iml.training.tabular.train_tabular`).
 
-* parameters are stacked on leading member axes ``[seed, beta, rotation, ...]``;
-* one jitted epoch is a ``lax.scan`` over minibatch steps; a step computes every member's loss by
-  nested ``jax.vmap`` (small dense models become batched matrix products), one gradient of their
-  sum (members are independent, so it is every member's own gradient), and an Adam update per
-  member;
-* members differ in ``beta`` (the loss weight), seed (initialisation and minibatch order: all
-  members of a seed share both, common random numbers across betas and rotations) and rotation
-  (which rows count as training rows of a minibatch; validation and test rows are gathered per
-  rotation);
-* after each epoch every member's validation loss (its own beta-weighted loss on its validation
-  folds) is measured; the best parameters are kept per member by masks, the learning rate of a
-  member whose validation loss plateaus is divided by 10, and a member stops (its updates are
-  masked) after ``patience`` epochs without improvement, as in the paper. The Python loop over
-  epochs ends when every member has stopped.
-
-Each observation is in the test fold of exactly one rotation, so each (beta, seed) gives it one
-out-of-fold score; the scores of the seeds are averaged (the paper's ensemble), corrected with
-the loss-corrected score ``(c^beta)^{-1}`` (Cor. 1, :func:`iml.scoring.loss_corrected_score`) and
-both are scored with :mod:`iml.calibration`'s metrics. Work is split into chunks of betas; each
-finished chunk is one atomic :class:`~iml.pipeline.store.RunStore` entry, so a killed sweep resumes
-where it stopped.
+Each observation is in the test fold of exactly one rotation, so each (loss, seed) gives it one
+out-of-fold score; the scores of the seeds are averaged (the paper's ensemble), corrected with the
+loss-corrected score ``(c^L)^{-1}`` (Proposition 4; Cor. 1 for a beta) and both are scored with
+:mod:`iml.calibration`'s metrics (:func:`sweep_table`). Work is split into chunks of losses; each
+finished chunk is one atomic :class:`~iml.pipeline.store.RunStore` entry, so a killed sweep
+resumes where it stopped.
 
 Entry points: :func:`run_sweep` (library, notebooks: arrays, e.g. from a pandas DataFrame by
 :func:`iml.data.tabular.encode_table`), :func:`add_sweep_arguments` and
@@ -38,22 +24,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import hashlib
 import io
 import math
 import re
 import sys
-import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
-from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
 from iml import _validation as V
@@ -61,123 +43,51 @@ from iml._io import atomic_write_bytes, atomic_write_text
 from iml.calibration import (
     METRICS,
     MULTICLASS_METRICS,
-    beta_key,
     multiclass_score_metrics,
     score_metrics,
 )
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import ArgumentError
+from iml.models.small import SMALL_MODELS
 from iml.pipeline.store import RunStore
-from iml.spec import LossLike, LossSpec, loss_spec
-from iml.training.full_batch import beta_weighted_sample_weights, fit_weighted_logistic
+from iml.spec import LossGrid, LossLike, LossSpec, loss_grid, loss_spec, weight_grid
+from iml.training.tabular import (
+    SOLVERS,
+    TabularConfig,
+    check_labels,
+    check_seeds,
+    exact_solver_applies,
+    out_of_fold_logits,
+    train_tabular,
+)
 
 Array = jax.Array
 
 __all__ = [
     "METHODS",
-    "METRICS",
-    "MODELS",
-    "MemberFit",
+    "SWEEP_LOSSES",
     "SweepPlan",
     "SweepResult",
-    "TrainConfig",
     "add_sweep_arguments",
     "beta_grid",
-    "ece_figure",
     "execute_sweep",
-    "member_logits",
+    "loss_corrected_scores",
+    "parse_weight_grid",
     "plan_sweep",
     "prepare_sweep_command",
     "run_sweep",
     "run_sweep_command",
+    "scores_from_logits",
+    "sweep_markdown",
     "sweep_table",
-    "table_markdown",
-    "train_members",
 ]
 
-MODELS = ("logistic", "mlp")
-SOLVERS = ("auto", "exact", "adam")
 METHODS = ("raw", "loss_corrected")
 
 
 # ----------------------------------------------------------------------------------------------
 # Configuration
 # ----------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """How every member is trained (hashable: one compiled program per config and shapes).
-
-    Attributes:
-      model: ``"logistic"`` (logistic regression) or ``"mlp"`` (one ReLU hidden layer).
-      hidden: hidden units of the MLP.
-      max_epochs: most epochs (passes over the rows; each member sees its training rows once).
-      batch_size: rows per minibatch (shared by all members of a seed; each member's loss is the
-        mean over the rows of the minibatch that are in its training folds).
-      learning_rate: Adam's initial learning rate (Adam's standard 0.9, 0.999 otherwise).
-      l2: coefficient of ``l2 / 2 * ||weights||^2`` added to the training loss (biases excluded).
-      patience: a member stops after this many epochs without a better validation loss.
-      lr_patience: a member's learning rate is multiplied by ``lr_decay`` after this many epochs
-        without improvement since the last improvement or decay (the paper divides by 10).
-      lr_decay: that factor.
-      min_rel_improvement: an epoch improves when the validation loss falls by more than this
-        fraction of the best one.
-      eval_rows: rows per block when validation and test rows are scored (bounds memory).
-      solver: ``"exact"`` fits each logistic member to its optimum by full-batch Newton steps
-        (:func:`iml.training.fit_weighted_logistic`; seeds then give identical members and
-        early stopping does not apply), ``"adam"`` trains by minibatch Adam with early stopping;
-        ``"auto"`` (the default) is ``"exact"`` for the convex logistic model and ``"adam"`` for
-        the MLP.
-      tol: the exact solver's gradient tolerance (largest absolute entry).
-      max_newton_steps: the exact solver's most Newton steps.
-    """
-
-    model: str = "logistic"
-    hidden: int = 32
-    max_epochs: int = 100
-    batch_size: int = 512
-    learning_rate: float = 0.01
-    l2: float = 0.0
-    patience: int = 5
-    lr_patience: int = 2
-    lr_decay: float = 0.1
-    min_rel_improvement: float = 1e-4
-    eval_rows: int = 1024
-    solver: str = "auto"
-    tol: float = 1e-6
-    max_newton_steps: int = 50
-
-    def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
-        if self.solver == "exact" and self.model != "logistic":
-            raise ValueError("solver 'exact' fits the convex logistic model only; use 'adam'")
-        if not (math.isfinite(self.tol) and self.tol > 0):
-            raise ValueError(f"tol must be positive, got {self.tol!r}")
-        names = ("hidden", "max_epochs", "batch_size", "patience", "lr_patience", "eval_rows",
-                 "max_newton_steps")  # fmt: skip
-        for name in names:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}")
-        if not (math.isfinite(self.l2) and self.l2 >= 0):
-            raise ValueError(f"l2 must be non-negative, got {self.l2!r}")
-        if not 0 < self.lr_decay <= 1:
-            raise ValueError(f"lr_decay must lie in (0, 1], got {self.lr_decay!r}")
-        if not self.min_rel_improvement >= 0:
-            raise ValueError(
-                f"min_rel_improvement must be non-negative, got {self.min_rel_improvement!r}"
-            )
-
-    @property
-    def exact(self) -> bool:
-        """Whether members are fitted exactly (full-batch Newton) rather than by Adam."""
-        return self.solver == "exact" or (self.solver == "auto" and self.model == "logistic")
 
 
 def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99) -> np.ndarray:
@@ -205,602 +115,6 @@ def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99)
 
 def _logit(p: float | np.ndarray) -> Any:
     return np.log(p) - np.log1p(-np.asarray(p))
-
-
-def _check_betas(betas: ArrayLike) -> np.ndarray:
-    return V.check_betas("betas", betas)
-
-
-class LossGrid(NamedTuple):
-    """A sweep's grid of ``m`` losses (:func:`loss_grid`).
-
-    Attributes:
-      spec: the losses, a :class:`iml.LossSpec` with batch shape ``(m,)``.
-      weights: ``[m]`` float64 class weights where one number says which loss it is (beta, or
-        a focal grid's alpha; as given, before the specification rounds them to float32), else
-        None.
-      keys: each loss's key in the tables (:func:`grid_keys`).
-    """
-
-    spec: LossSpec
-    weights: np.ndarray | None
-    keys: list[str]
-
-
-def loss_grid(losses: LossLike | LossGrid) -> LossGrid:
-    """A sweep's grid of losses.
-
-    ``losses`` is anything :func:`iml.loss_spec` reads: an array of betas (the default sweep), a
-    stack of weight matrices ``B`` ``[m, n, n]``, ``loss_spec("focal", gamma=2.0, alpha=alphas)``,
-    ... A single (unbatched) loss is a grid of one.
-
-    Raises:
-      ValueError: for a specification batched over more than one axis, repeated betas, or two
-        losses of the grid that are equal (their rows of the table would share a key).
-    """
-    if isinstance(losses, LossGrid):
-        return losses
-    exact = None
-    if isinstance(losses, LossSpec):
-        spec = losses
-    elif isinstance(losses, str | Mapping) or callable(losses):
-        spec = loss_spec(losses)
-    else:
-        values = np.asarray(losses, np.float64)
-        if values.ndim == 1:
-            exact = values = _check_betas(values)
-        spec = loss_spec(values)
-    if not spec.batch_shape:
-        spec = jax.tree.map(lambda leaf: jnp.asarray(leaf)[None], spec)
-    if len(spec.batch_shape) != 1:
-        raise ValueError(
-            f"losses must be a grid along one axis; got batch shape {spec.batch_shape}"
-        )
-    weights = grid_weights(spec)
-    if exact is not None:
-        weights = exact
-    elif weights is not None:
-        # float32 parameters: keyed by their shortest float32 decimal (0.01, not 0.0099999998)
-        weights = np.asarray([float(str(w)) for w in weights.astype(np.float32)])
-    if spec.kind == "weighted":
-        _check_betas(weights)
-    keys = grid_keys(spec, weights)
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"losses repeat: the grid's keys are {keys}")
-    return LossGrid(spec, weights, keys)
-
-
-def grid_weights(losses: LossSpec) -> np.ndarray | None:
-    """The grid's class weight per loss, where one number says it: ``beta`` of the weighted
-    losses, ``alpha`` of a focal grid of one ``gamma``; else None."""
-    p = {k: np.asarray(v, np.float64) for k, v in losses.params.items() if k != "args"}
-    if losses.kind == "weighted":
-        return p["beta"]
-    if losses.kind == "focal" and np.unique(p["gamma"]).size == 1:
-        return p["alpha"]
-    return None
-
-
-def _entries_key(name: str, values: np.ndarray, default: float = 1.0) -> str | None:
-    """``"B[3,8]=10"``: the entries that differ from ``default`` (``"ones"`` if none)."""
-    changed = np.argwhere(values != default)
-    if len(changed) > 4:
-        return None
-    parts = [f"{name}[{','.join(map(str, idx))}]={values[tuple(idx)]:g}" for idx in changed]
-    return ",".join(parts) or "ones"
-
-
-def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
-    """The row key of every loss of a grid: the exact weight (:func:`iml.calibration.beta_key`)
-    where :func:`grid_weights` gives one, the entries of ``B`` (or of the class weights) that
-    differ from 1 (``"B[8,8]=10"``; ``"ones"`` for the unweighted loss), else the parameters."""
-    (m,) = losses.batch_shape
-    weights = grid_weights(losses) if weights is None else weights
-    if weights is not None:
-        return [beta_key(w) for w in weights]
-    keys = []
-    for i in range(m):
-        p = {k: np.asarray(v[i], np.float64) for k, v in losses.params.items() if k != "args"}
-        key = None
-        if losses.kind == "matrix":
-            key = _entries_key("B", p["B"])
-        elif "class_weights" in p:
-            key = _entries_key("w", p["class_weights"])
-            if key is not None and "gamma" in p:
-                key = f"gamma={p['gamma']:g},{key}"
-        elif losses.kind == "focal":
-            key = f"gamma={p['gamma']:g},alpha={beta_key(p['alpha'])}"
-        keys.append(key if key is not None else f"#{i}")
-    return keys
-
-
-def _check_seeds(seeds: int | Sequence[int]) -> np.ndarray:
-    if isinstance(seeds, int | np.integer) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise ValueError(f"seeds must be a positive count or a list of seeds, got {seeds}")
-        return np.arange(int(seeds), dtype=np.int64)
-    s = np.asarray(seeds)
-    if s.ndim != 1 or s.size == 0 or s.dtype.kind not in "iu" or (s < 0).any():
-        raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {seeds!r}")
-    if np.unique(s).size != s.size:
-        raise ValueError("seeds must not repeat")
-    return s.astype(np.int64)
-
-
-# ----------------------------------------------------------------------------------------------
-# One member: the model and its loss (pure functions; the sweep vmaps them)
-# ----------------------------------------------------------------------------------------------
-
-
-def init_member(
-    key: Array, model: str, n_features: int, hidden: int, n_outputs: int = 1
-) -> dict[str, Array]:
-    """Initial parameters of one member: small Gaussian weights (He for the hidden layer).
-
-    ``n_outputs = 1`` gives one logit per row (binary losses); ``n`` gives ``n`` logits (the
-    multiclass losses).
-    """
-    out = () if n_outputs == 1 else (n_outputs,)
-    if model == "logistic":
-        return {"w": 0.01 * jax.random.normal(key, (n_features, *out)), "b": jnp.zeros(out)}
-    k1, k2 = jax.random.split(key)
-    return {
-        "w1": jax.random.normal(k1, (n_features, hidden)) * jnp.sqrt(2.0 / n_features),
-        "b1": jnp.zeros((hidden,)),
-        "w2": jax.random.normal(k2, (hidden, *out)) * jnp.sqrt(1.0 / hidden),
-        "b2": jnp.zeros(out),
-    }
-
-
-def member_logits(params: dict[str, Array], x: Array) -> Array:
-    """Logits ``[B]`` (or ``[B, n]``) of one member on rows ``x`` ``[B, d]`` (logistic or
-    one-hidden-layer MLP)."""
-    if "w1" in params:
-        h = jax.nn.relu(x @ params["w1"] + params["b1"])
-        return h @ params["w2"] + params["b2"]
-    return x @ params["w"] + params["b"]
-
-
-def _weight_norm(params: dict[str, Array]) -> Array:
-    return sum(jnp.sum(jnp.square(v)) for k, v in params.items() if k.startswith("w"))
-
-
-def _member_loss_sum(
-    params: dict[str, Array], x: Array, y: Array, weight: Array, loss: LossSpec
-) -> Array:
-    """``sum_i weight_i L(a_i, y_i)`` of one member: its own loss on logits
-    (:meth:`iml.LossSpec.logits_loss`; eq. ``b-loss-bin`` for a beta)."""
-    return jnp.sum(weight * loss.logits_loss(member_logits(params, x), y))
-
-
-def _member_train_loss(
-    params: dict[str, Array], x: Array, y: Array, weight: Array, loss: LossSpec, l2: float
-) -> Array:
-    """Mean loss over the member's training rows of a minibatch, plus L2."""
-    mean = _member_loss_sum(params, x, y, weight, loss) / jnp.maximum(jnp.sum(weight), 1.0)
-    return mean + 0.5 * l2 * _weight_norm(params)
-
-
-# Member axes are [seed, loss, rotation] (along the loss axis, the losses of a batched LossSpec).
-# Minibatch rows are shared by the members of a seed; rows and labels are shared across losses
-# and rotations, training masks differ per rotation.
-def _vmap_train(f: Callable) -> Callable:
-    f = jax.vmap(f, in_axes=(0, None, None, 0, None))  # rotation
-    f = jax.vmap(f, in_axes=(0, None, None, None, 0))  # beta
-    return jax.vmap(f, in_axes=(0, 0, 0, 0, None))  # seed
-
-
-# Validation and test rows are gathered per rotation and shared across seeds and betas.
-def _vmap_eval_loss(f: Callable) -> Callable:
-    f = jax.vmap(f, in_axes=(0, 0, 0, 0, None))  # rotation
-    f = jax.vmap(f, in_axes=(0, None, None, None, 0))  # beta
-    return jax.vmap(f, in_axes=(0, None, None, None, None))  # seed
-
-
-def _vmap_eval_logits(f: Callable) -> Callable:
-    return jax.vmap(jax.vmap(jax.vmap(f, in_axes=(0, 0)), in_axes=(0, None)), in_axes=(0, None))
-
-
-def _vmap3(f: Callable) -> Callable:
-    return jax.vmap(jax.vmap(jax.vmap(f)))
-
-
-# ----------------------------------------------------------------------------------------------
-# The vectorized program
-# ----------------------------------------------------------------------------------------------
-
-
-class _State(NamedTuple):
-    params: Any
-    opt_state: Any
-    best_params: Any
-    best_val: Array  # [S, nb, R]
-    best_epoch: Array
-    bad_epochs: Array
-    stale_epochs: Array
-    lr_scale: Array
-    active: Array
-
-
-class _Data(NamedTuple):
-    x: Array  # [N, d] float32
-    y: Array  # [N] float32 (binary) or int32 class indices
-    train_mask: Array  # [R, N] float32
-    val_idx: Array  # [R, n_blocks, block] int32
-    val_weight: Array  # [R, n_blocks, block] float32 (0 for padding)
-    val_count: Array  # [R]
-    losses: LossSpec  # batched: batch_shape [nb]
-    seeds: Array  # [S] uint32
-
-
-def _optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    return optax.adam(config.learning_rate, b1=0.9, b2=0.999)
-
-
-def _scale_members(tree: Any, scale: Array) -> Any:
-    return jax.tree.map(lambda u: u * scale.reshape(scale.shape + (1,) * (u.ndim - 3)), tree)
-
-
-def _where_members(mask: Array, a: Any, b: Any) -> Any:
-    return jax.tree.map(
-        lambda u, v: jnp.where(mask.reshape(mask.shape + (1,) * (u.ndim - 3)), u, v), a, b
-    )
-
-
-def _init_state(config: TrainConfig, data: _Data, n_features: int) -> _State:
-    n_seeds, n_rot = data.seeds.shape[0], data.train_mask.shape[0]
-    (n_betas,) = data.losses.batch_shape
-    n_outputs = data.losses.n_classes if data.losses.multiclass else 1
-
-    def per_seed(seed: Array) -> dict[str, Array]:
-        key = jax.random.fold_in(jax.random.key(seed), 0)
-        return init_member(key, config.model, n_features, config.hidden, n_outputs)
-
-    # Common random numbers: all betas and rotations of a seed start from the same point.
-    seed_params = jax.vmap(per_seed)(data.seeds)
-    params = jax.tree.map(
-        lambda p: jnp.broadcast_to(p[:, None, None], (n_seeds, n_betas, n_rot, *p.shape[1:])),
-        seed_params,
-    )
-    shape = (n_seeds, n_betas, n_rot)
-    return _State(
-        params=params,
-        opt_state=_vmap3(_optimizer(config).init)(params),
-        best_params=params,
-        best_val=jnp.full(shape, jnp.inf),
-        best_epoch=jnp.zeros(shape, jnp.int32),
-        bad_epochs=jnp.zeros(shape, jnp.int32),
-        stale_epochs=jnp.zeros(shape, jnp.int32),
-        lr_scale=jnp.ones(shape),
-        active=jnp.ones(shape, bool),
-    )
-
-
-def _block_sums(
-    params: Any, x: Array, idx: Array, y: Array, weight: Array, losses: LossSpec
-) -> Array:
-    """Sum of the weighted losses over blocks of per-rotation rows: ``[S, nb, R]``."""
-    loss_sum = _vmap_eval_loss(_member_loss_sum)
-
-    def body(total: Array, block: tuple[Array, Array]) -> tuple[Array, None]:
-        i, w = block  # [R, block]
-        return total + loss_sum(params, x[i], y[i], w, losses), None
-
-    shape = jax.tree.leaves(params)[0].shape[:3]
-    total, _ = jax.lax.scan(
-        body, jnp.zeros(shape), (jnp.swapaxes(idx, 0, 1), jnp.swapaxes(weight, 0, 1))
-    )
-    return total
-
-
-@functools.lru_cache(maxsize=16)
-def _epoch_fn(config: TrainConfig, n_rows: int) -> Callable[[_State, _Data, Array], _State]:
-    """The jitted epoch of ``config``: a scan over minibatch steps, then validation and masks."""
-    optimizer = _optimizer(config)
-    steps = -(-n_rows // config.batch_size)
-    padded = steps * config.batch_size
-    train_loss = _vmap_train(functools.partial(_member_train_loss, l2=config.l2))
-
-    def step(carry: tuple[Any, Any, Array], batch: tuple[Array, Array], data: _Data):
-        params, opt_state, scale = carry
-        idx, valid = batch  # [S, B]
-        x, y = data.x[idx], data.y[idx]
-        # weight[s, r, b]: row idx[s, b] is a (real) training row of rotation r.
-        weight = jnp.swapaxes(data.train_mask[:, idx], 0, 1) * valid[:, None, :]
-        grads = jax.grad(lambda p: jnp.sum(train_loss(p, x, y, weight, data.losses)))(params)
-        updates, opt_state = _vmap3(optimizer.update)(grads, opt_state, params)
-        params = optax.apply_updates(params, _scale_members(updates, scale))
-        return (params, opt_state, scale), None
-
-    @jax.jit
-    def epoch(state: _State, data: _Data, epoch_index: Array) -> _State:
-        def order(seed: Array) -> Array:
-            key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 1), epoch_index)
-            return jax.random.permutation(key, n_rows)
-
-        perm = jax.vmap(order)(data.seeds)  # [S, N]
-        perm = jnp.pad(perm, ((0, 0), (0, padded - n_rows)))
-        valid = jnp.broadcast_to(jnp.arange(padded) < n_rows, perm.shape).astype(jnp.float32)
-        batches = (
-            jnp.swapaxes(perm.reshape(-1, steps, config.batch_size), 0, 1),
-            jnp.swapaxes(valid.reshape(-1, steps, config.batch_size), 0, 1),
-        )
-        scale = state.lr_scale * state.active
-        (params, opt_state, _), _ = jax.lax.scan(
-            functools.partial(step, data=data), (state.params, state.opt_state, scale), batches
-        )
-        val = _block_sums(params, data.x, data.val_idx, data.y, data.val_weight, data.losses)
-        val = val / data.val_count
-        best = state.best_val
-        threshold = jnp.where(
-            jnp.isfinite(best), best - config.min_rel_improvement * jnp.abs(best), jnp.inf
-        )
-        improved = state.active & (val < threshold)
-        stale = jnp.where(improved, 0, state.stale_epochs + 1)
-        decay = stale >= config.lr_patience
-        bad = jnp.where(improved, 0, state.bad_epochs + 1)
-        return _State(
-            params=params,
-            opt_state=opt_state,
-            best_params=_where_members(improved, params, state.best_params),
-            best_val=jnp.where(improved, val, best),
-            best_epoch=jnp.where(improved, epoch_index + 1, state.best_epoch),
-            bad_epochs=bad,
-            stale_epochs=jnp.where(decay, 0, stale),
-            lr_scale=jnp.where(decay, state.lr_scale * config.lr_decay, state.lr_scale),
-            active=state.active & (bad < config.patience),
-        )
-
-    return epoch
-
-
-@jax.jit
-def _test_logits(params: Any, x: Array, idx: Array) -> Array:
-    """Logits of every member on its rotation's (padded) test rows: ``[S, nb, R, T(, n)]``."""
-    logits = _vmap_eval_logits(member_logits)
-
-    def body(carry: None, i: Array) -> tuple[None, Array]:
-        return None, logits(params, x[i])  # [S, nb, R, block]
-
-    _, out = jax.lax.scan(body, None, jnp.swapaxes(idx, 0, 1))
-    return jnp.moveaxis(out, 0, 3).reshape(*out.shape[1:4], -1, *out.shape[5:])
-
-
-def _blocked(indices: Sequence[np.ndarray], block: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-rotation index lists padded to a multiple of ``block``: ``[R, n_blocks, block]``."""
-    longest = max(len(i) for i in indices)
-    # A power of two at least as long as the longest list (up to ``block``), so that nearby
-    # fold sizes share one compiled program.
-    block = max(1, min(block, 1 << max(0, longest - 1).bit_length()))
-    n_blocks = max(1, -(-longest // block))
-    idx = np.zeros((len(indices), n_blocks * block), np.int32)
-    weight = np.zeros(idx.shape, np.float32)
-    for r, i in enumerate(indices):
-        idx[r, : len(i)] = i
-        weight[r, : len(i)] = 1.0
-    return idx.reshape(len(indices), n_blocks, block), weight.reshape(len(indices), n_blocks, block)
-
-
-class MemberFit(NamedTuple):
-    """Members trained together, on axes ``[seed, beta, rotation]``.
-
-    Attributes:
-      params: the best parameters of every member (a dict of stacked arrays).
-      best_val: each member's best validation loss.
-      best_epoch: the epoch (1-based) of that loss (Newton steps, for the exact solver).
-      epochs_run: epochs the program ran (until every member stopped or ``max_epochs``; the
-        most Newton steps of any member, for the exact solver).
-      test_logits: logits of each member on its rotation's test rows, ``[S, nb, R, T]``
-        (rotation ``r``'s rows are ``splits[r].test``; entries past its length are padding).
-    """
-
-    params: dict[str, np.ndarray]
-    best_val: np.ndarray
-    best_epoch: np.ndarray
-    epochs_run: int
-    test_logits: np.ndarray
-
-
-def _check_labels(labels: ArrayLike, n: int, losses: LossSpec) -> np.ndarray:
-    y = np.asarray(labels)
-    if y.shape != (n,):
-        raise ValueError(f"labels must have shape ({n},), got {y.shape}")
-    if not losses.multiclass:
-        if not np.isin(y, (0, 1)).all():
-            raise ValueError("labels must be 0 or 1 (the losses are binary)")
-        if y.min() == y.max():
-            raise ValueError("labels hold a single class; both 0 and 1 are needed")
-        return y.astype(np.int32)
-    k = losses.n_classes
-    if y.dtype.kind not in "iu" and not np.array_equal(y, np.round(y)):
-        raise ValueError("labels must be class indices (integers)")
-    if y.size and (y.min() < 0 or y.max() >= k):
-        raise ValueError(f"labels must be class indices in [0, {k}) for the {k}-class losses")
-    return y.astype(np.int32)
-
-
-def _exact_solver_applies(losses: LossSpec) -> bool:
-    return losses.kind == "weighted" and losses.base == "log"
-
-
-def train_members(
-    features: ArrayLike,
-    labels: ArrayLike,
-    splits: Sequence[FoldSplit],
-    losses: LossLike,
-    seeds: ArrayLike,
-    config: TrainConfig = TrainConfig(),
-    *,
-    progress: bool | str = False,
-) -> MemberFit:
-    """Train ``len(seeds) x len(losses) x len(splits)`` members as one vectorized program.
-
-    Member ``(s, b, r)`` minimises loss ``b`` of the grid (for a beta, the beta-weighted
-    cross-entropy, eq. ``b-loss-bin``) over the training rows of ``splits[r]``. With the exact
-    solver (the default for the logistic model under the beta-weighted log loss) every member is
-    fitted to its optimum by full-batch Newton steps, and all seeds share it. With Adam, member
-    ``(s, b, r)`` starts from the initialisation and follows the minibatch order of
-    ``seeds[s]``, early-stopped on its validation rows. Members are independent: training one
-    alone (one loss, seed and split) gives the same parameters.
-
-    Args:
-      features: ``[N, d]`` inputs.
-      labels: ``[N]`` labels in ``{0, 1}``, or class indices for multiclass losses.
-      splits: rotations of the nested cross-validation (:func:`iml.data.nested_cv_splits`).
-      losses: ``[nb]`` class weights in ``(0, 1)``, or any grid :func:`loss_grid` reads.
-      seeds: ``[S]`` non-negative integer seeds.
-      config: the training configuration.
-      progress: show a tqdm bar over epochs (a string is used as its description).
-
-    Returns:
-      A :class:`MemberFit` (NumPy arrays).
-    """
-    x = np.asarray(features, dtype=np.float32)
-    grid = loss_grid(losses)
-    spec = grid.spec
-    s = _check_seeds(np.asarray(seeds))
-    if x.ndim != 2:
-        raise ValueError(f"features must be [N, d]; got shape {x.shape}")
-    y = _check_labels(labels, x.shape[0], spec)
-    if not splits:
-        raise ValueError("splits is empty")
-    n = x.shape[0]
-    train_mask = np.zeros((len(splits), n), np.float32)
-    for r, split in enumerate(splits):
-        train_mask[r, split.train] = 1.0
-        if split.val.size == 0:
-            raise ValueError(f"rotation {split.rotation} has no validation rows (early stopping)")
-    if config.exact:
-        if not _exact_solver_applies(spec):
-            raise ValueError(
-                f"the exact solver fits the beta-weighted log loss only, not the "
-                f"{spec.describe()}; use solver='adam'"
-            )
-        return _fit_exactly(x, y, splits, grid.weights, s, train_mask, config)
-    val_idx, val_weight = _blocked([split.val for split in splits], config.eval_rows)
-    data = _Data(
-        x=jnp.asarray(x),
-        y=jnp.asarray(y, jnp.int32 if spec.multiclass else jnp.float32),
-        train_mask=jnp.asarray(train_mask),
-        val_idx=jnp.asarray(val_idx),
-        val_weight=jnp.asarray(val_weight),
-        val_count=jnp.asarray([len(split.val) for split in splits], jnp.float32),
-        losses=spec,
-        seeds=jnp.asarray(s, jnp.uint32),
-    )
-    state = _init_state(config, data, x.shape[1])
-    epoch = _epoch_fn(config, n)
-    bar = _progress(config.max_epochs, progress)
-    epochs_run = 0
-    try:
-        for e in range(config.max_epochs):
-            state = epoch(state, data, jnp.asarray(e, jnp.int32))
-            epochs_run = e + 1
-            n_active = int(jnp.sum(state.active))
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(active=n_active)
-            if n_active == 0:
-                break
-    finally:
-        if bar is not None:
-            bar.close()
-    test_idx, _ = _blocked([split.test for split in splits], config.eval_rows)
-    logits = _test_logits(state.best_params, data.x, jnp.asarray(test_idx))
-    return MemberFit(
-        params=jax.tree.map(np.asarray, state.best_params),
-        best_val=np.asarray(state.best_val),
-        best_epoch=np.asarray(state.best_epoch),
-        epochs_run=epochs_run,
-        test_logits=np.asarray(logits),
-    )
-
-
-def _fit_exactly(
-    x: np.ndarray,
-    y: np.ndarray,
-    splits: Sequence[FoldSplit],
-    betas: np.ndarray,
-    seeds: np.ndarray,
-    train_mask: np.ndarray,
-    config: TrainConfig,
-) -> MemberFit:
-    """Every (beta, rotation) member at its optimum, shared by all seeds (a convex problem)."""
-    weights = beta_weighted_sample_weights(y, betas, train_mask)  # [nb, R, N]
-    fit = fit_weighted_logistic(
-        x, y, weights, l2=config.l2, tol=config.tol, max_iter=config.max_newton_steps
-    )
-    stopped = ~np.asarray(fit.converged)
-    if stopped.any():
-        warnings.warn(
-            f"{int(stopped.sum())} of {stopped.size} members stopped with a gradient of up to "
-            f"{float(np.max(np.asarray(fit.grad_norm)[stopped])):.2g} (tol {config.tol:g}): "
-            "raise max_newton_steps, or l2 if classes separate",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    n_seeds = len(seeds)
-    params = {
-        "w": np.broadcast_to(np.asarray(fit.coef), (n_seeds, *fit.coef.shape)),
-        "b": np.broadcast_to(np.asarray(fit.intercept), (n_seeds, *fit.intercept.shape)),
-    }
-    test_idx, _ = _blocked([split.test for split in splits], config.eval_rows)
-    one_seed = jax.tree.map(lambda a: jnp.asarray(a[:1]), params)
-    logits = np.asarray(_test_logits(one_seed, jnp.asarray(x), jnp.asarray(test_idx)))
-    # Each member's validation loss: the mean beta-weighted cross-entropy on its validation rows.
-    column = loss_spec("log", beta=np.asarray(betas, np.float32)[:, None])
-    val = np.stack(
-        [
-            np.asarray(
-                jnp.mean(
-                    column.logits_loss(
-                        fit.coef[:, r] @ x[split.val].T + fit.intercept[:, r, None],
-                        y[split.val].astype(np.float32),
-                    ),
-                    axis=-1,
-                )
-            )
-            for r, split in enumerate(splits)
-        ],
-        axis=-1,
-    )
-    steps = np.asarray(fit.iterations)
-    return MemberFit(
-        params=params,
-        best_val=np.broadcast_to(val, (n_seeds, *val.shape)).astype(np.float32),
-        best_epoch=np.broadcast_to(steps, (n_seeds, *steps.shape)),
-        epochs_run=int(steps.max()),
-        test_logits=np.broadcast_to(logits, (n_seeds, *logits.shape[1:])),
-    )
-
-
-def _progress(total: int, progress: bool | str) -> Any:
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    desc = progress if isinstance(progress, str) else "epochs"
-    return tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
-
-
-def out_of_fold_logits(fit_logits: np.ndarray, splits: Sequence[FoldSplit], n: int) -> np.ndarray:
-    """Each observation's test logit per (seed, loss): ``[S, nb, N(, n_classes)]``, NaN where
-    never tested.
-
-    Observation ``i`` takes the logit of the rotation whose test fold holds it; with the default
-    rotations (one full cycle) that rotation is unique.
-
-    Raises:
-      ValueError: if an observation is in the test fold of more than one rotation.
-    """
-    out = np.full((*fit_logits.shape[:2], n, *fit_logits.shape[4:]), np.nan, dtype=np.float32)
-    times = np.zeros(n, np.int64)
-    for r, split in enumerate(splits):
-        out[:, :, split.test] = fit_logits[:, :, r, : len(split.test)]
-        times[split.test] += 1
-    if (times > 1).any():
-        raise ValueError("an observation is in the test fold of several rotations")
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -863,14 +177,9 @@ def sweep_table(
     }
 
 
-def _table_metrics(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> tuple[str, ...]:
-    first = next(iter(table.values()))["raw"]
-    return METRICS if "auroc" in first else MULTICLASS_METRICS
-
-
-def table_markdown(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
+def sweep_markdown(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
     """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics."""
-    metrics = _table_metrics(table)
+    metrics = METRICS if "auroc" in next(iter(table.values()))["raw"] else MULTICLASS_METRICS
     header = [key_name] + [f"{m} {k}" for k in metrics for m in ("raw", "corr.")]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, row in table.items():
@@ -879,74 +188,6 @@ def table_markdown(table: dict[str, dict[str, dict[str, float]]], key_name: str 
             cells += [f"{row['raw'][metric]:.4f}", f"{row['loss_corrected'][metric]:.4f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def _numeric_keys(keys: Sequence[str]) -> np.ndarray | None:
-    try:
-        values = np.asarray([float(k) for k in keys])
-    except ValueError:
-        return None
-    return values if ((values > 0) & (values < 1)).all() else None
-
-
-def ece_figure(
-    table: dict[str, dict[str, dict[str, float]]],
-    prevalence: float | None = None,
-    title: str = "",
-    weight_name: str = "beta",
-) -> Figure:
-    """Calibration error against the loss of each row, raw and loss-corrected.
-
-    For a grid of class weights (numeric keys) the x axis is ``logit(weight)`` with weight ticks,
-    and a dotted vertical line marks the inverse-frequency weight ``1 - prevalence`` when given;
-    other grids (weight matrices ``B``, ...) are placed side by side, labelled by their keys.
-    Binary tables: solid lines the decile ECE, dashed the debiased l2 error. Multiclass tables:
-    solid the top-label ECE, dashed the class-wise ECE.
-    """
-    if not table:
-        raise ValueError("table is empty")
-    keys = list(table)
-    weights = _numeric_keys(keys)
-    z = _logit(weights) if weights is not None else np.arange(len(keys), dtype=np.float64)
-    binary = _table_metrics(table) is METRICS
-    solid, dashed = ("ece", "ece_debiased") if binary else ("top_label_ece", "classwise_ece")
-    names = ("ECE (deciles)", "debiased l2 error")
-    if not binary:
-        names = ("top-label ECE", "class-wise ECE")
-    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    styles = {
-        "raw": ("tab:blue", "raw weighted scores"),
-        "loss_corrected": ("tab:red", "loss-corrected scores"),
-    }
-    for method, (color, label) in styles.items():
-        first = [row[method][solid] for row in table.values()]
-        second = [row[method][dashed] for row in table.values()]
-        ax.plot(z, first, "-", marker="o", ms=2.5, color=color, label=f"{label}: {names[0]}",
-                gid=f"ece-{method}")  # fmt: skip
-        ax.plot(z, second, "--", marker="o" if weights is None else None, ms=2.5, color=color,
-                lw=1.0, label=f"{label}: {names[1]}", gid=f"debiased-{method}")  # fmt: skip
-    if weights is None:
-        ax.set_xticks(z, keys, rotation=30 if len(keys) > 3 else 0, fontsize="small")
-        ax.set_xlabel("loss")
-    else:
-        if prevalence is not None and 0 < prevalence < 1:
-            ax.axvline(_logit(1 - prevalence), color="gray", ls=":", lw=1.0,
-                       label=f"{weight_name} = 1 - prevalence")  # fmt: skip
-        ticks = [
-            t
-            for t in (0.01, 0.05, 0.2, 0.5, 0.8, 0.95, 0.99)
-            if weights.min() - 1e-9 <= t <= weights.max() + 1e-9
-        ]
-        ax.set_xticks(_logit(np.asarray(ticks)), [f"{t:g}" for t in ticks])
-        ax.set_xlabel(f"class weight {weight_name} (logit scale)")
-    ax.set_yscale("log")
-    ax.set_ylabel("calibration error")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small")
-    if title:
-        ax.set_title(title)
-    return fig
 
 
 # ----------------------------------------------------------------------------------------------
@@ -995,11 +236,11 @@ def _train_chunk(
     splits: Sequence[FoldSplit],
     losses: LossGrid,
     seeds: np.ndarray,
-    config: TrainConfig,
+    config: TabularConfig,
     progress: bool | str,
 ) -> dict[str, np.ndarray]:
     """Train one chunk of losses (all seeds and rotations); its out-of-fold logits and epochs."""
-    fit = train_members(features, labels, splits, losses, seeds, config, progress=progress)
+    fit = train_tabular(features, labels, splits, losses, seeds, config, progress=progress)
     return {
         "oof_logits": out_of_fold_logits(fit.test_logits, splits, features.shape[0]),
         "best_epoch": fit.best_epoch,
@@ -1025,7 +266,7 @@ class SweepPlan(NamedTuple):
     labels: np.ndarray
     losses: LossGrid
     seeds: np.ndarray
-    config: TrainConfig
+    config: TabularConfig
     fold_ids: np.ndarray
     splits: list[FoldSplit]
     chunks: list[np.ndarray]  # indices into the grid of losses
@@ -1071,12 +312,12 @@ def plan_sweep(
         raise ValueError("features contain NaN or infinite values")
     grid = loss_grid(losses)
     spec = grid.spec
-    y = _check_labels(labels, x.shape[0], spec)
+    y = check_labels(labels, x.shape[0], spec)
     g = np.arange(x.shape[0]) if groups is None else np.asarray(groups)
     if g.shape != (x.shape[0],):
         raise ValueError(f"groups must have shape ({x.shape[0]},), got {g.shape}")
-    s = _check_seeds(seeds)
-    config = TrainConfig(
+    s = check_seeds(seeds)
+    config = TabularConfig(
         model=model,
         hidden=hidden,
         max_epochs=max_epochs,
@@ -1086,7 +327,7 @@ def plan_sweep(
         patience=patience,
         solver=solver,
     )
-    if config.exact and not _exact_solver_applies(spec):
+    if config.exact and not exact_solver_applies(spec):
         if solver == "exact":
             raise ValueError(
                 f"solver 'exact' fits the beta-weighted log loss only, not the "
@@ -1103,7 +344,7 @@ def plan_sweep(
     splits = nested_cv_splits(fold_ids, n_folds=n_folds)
     (m,) = spec.batch_shape
     chunks = [np.arange(i, min(i + betas_per_chunk, m)) for i in range(0, m, betas_per_chunk)]
-    if _exact_solver_applies(spec):  # the default grid keeps the layout of earlier runs
+    if exact_solver_applies(spec):  # the default grid keeps the layout of earlier runs
         recorded: dict[str, Any] = {"betas": grid.weights.tolist()}
     else:  # a callable cannot be written down: its name stands for it
         recorded = {"loss": spec.describe() if spec.kind == "callable" else spec.to_config()}
@@ -1150,7 +391,7 @@ def run_sweep(
     Folds are :func:`iml.data.assign_folds` (grouped by ``groups``, stratified by label) and the
     rotations the paper's 7-2-1 (with 10 folds; otherwise 2 validation folds, 1 test fold and
     the rest for training). For every loss, seed and rotation one member is trained
-    (:func:`train_members`); every observation gets one out-of-fold score per (loss, seed),
+    (:func:`train_tabular`); every observation gets one out-of-fold score per (loss, seed),
     averaged over seeds into the ensemble score, whose raw and loss-corrected versions are scored
     by :func:`sweep_table`.
 
@@ -1177,7 +418,7 @@ def run_sweep(
       seeds: number of seeds (``0..seeds-1``) or the seeds themselves.
       model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
       hidden, max_epochs, batch_size, learning_rate, l2, patience, solver: see
-        :class:`TrainConfig` (by default the logistic model is fitted exactly under the
+        :class:`TabularConfig` (by default the logistic model is fitted exactly under the
         beta-weighted log loss; other losses train by Adam).
       n_folds: folds of the nested cross-validation.
       fold_seed: seed of the fold assignment.
@@ -1359,7 +600,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     grid.add_argument("--beta-max", type=float, default=0.99, help="largest beta (default 0.99)")
     train = parser.add_argument_group("training")
     train.add_argument("--seeds", type=int, default=8, help="seeds per beta (default 8)")
-    train.add_argument("--model", choices=MODELS, default="logistic")
+    train.add_argument("--model", choices=SMALL_MODELS, default="logistic")
     train.add_argument("--hidden", type=int, default=32, help="MLP hidden units")
     train.add_argument("--epochs", type=int, default=100, help="most epochs")
     train.add_argument("--batch-size", type=int, default=512)
@@ -1451,24 +692,6 @@ def parse_weight_grid(text: str, loss: str) -> list[dict[tuple[int, ...], float]
     return grid
 
 
-def weight_grid(entries: Sequence[Mapping[tuple[int, ...], float]], loss: str, n: int) -> Any:
-    """The grid of ``n``-class losses :func:`parse_weight_grid` describes: a batched
-    :class:`iml.LossSpec`."""
-    shape = (n, n) if loss == "matrix" else (n,)
-    stack = np.ones((len(entries), *shape))
-    for k, changed in enumerate(entries):
-        for index, value in changed.items():
-            if max(index) >= n:
-                raise ValueError(
-                    f"--weights: index {list(index)} is out of range for {n} classes "
-                    f"(classes count from 0)"
-                )
-            stack[(k, *index)] = value
-    if loss == "matrix":
-        return loss_spec("matrix", B=stack)
-    return loss_spec("class_weighted_softmax", class_weights=stack)
-
-
 def _check_uci(name: str, data_dir: str | None) -> Path:
     if not data_dir:
         raise ValueError(f"--dataset {name} needs --data-dir (the folder of {_UCI_FILES[name][0]})")
@@ -1490,7 +713,7 @@ class _Command(NamedTuple):
     loss: str
     grid: Any  # betas (log, squared), alphas (focal) or parsed --weights (multiclass)
     gamma: float
-    config: TrainConfig
+    config: TabularConfig
 
 
 def _plan(args: argparse.Namespace) -> _Command:
@@ -1525,7 +748,7 @@ def _plan(args: argparse.Namespace) -> _Command:
     if args.loss != "log" and solver == "auto":
         solver = "adam"
     try:
-        config = TrainConfig(
+        config = TabularConfig(
             model=args.model,
             hidden=args.hidden,
             max_epochs=args.epochs,
@@ -1598,17 +821,6 @@ def _load(source: dict[str, Any]) -> Any:
         raise err.for_flags(_CSV_FLAGS) from None
 
 
-def _features(dataset: Any) -> np.ndarray:
-    """The sweep's ``[N, d]`` features: tabular rows as loaded; images flattened and z-scored
-    pixel by pixel (pixels constant over the data stay 0)."""
-    x = dataset.get_batch(np.arange(dataset.num_examples))
-    if dataset.kind == "tabular":
-        return x
-    x = x.reshape(len(x), -1).astype(np.float32)
-    sd = x.std(axis=0)
-    return ((x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)).astype(np.float32)
-
-
 def _grid_of(command: _Command, n_classes: int) -> Any:
     if command.loss == "log":
         return command.grid  # the betas themselves: exact keys
@@ -1631,12 +843,12 @@ def _save_outputs(
     class_names: Sequence[str] | None = None,
 ) -> list[Path]:
     """Write the Markdown table, the scores and the figures, each file atomically."""
-    from iml.plots import reliability_by_class, save_figure
+    from iml.plots import figure_calibration_by_loss, reliability_by_class, save_figure
 
     key_name = "beta" if result.betas is not None else "loss"
     if result.losses is not None and result.losses.kind == "focal" and result.betas is not None:
         key_name = "alpha"
-    atomic_write_text(out / "sweep_table.md", table_markdown(result.table, key_name))
+    atomic_write_text(out / "sweep_table.md", sweep_markdown(result.table, key_name))
     buffer = io.BytesIO()
     arrays = {"keys": np.asarray(result.keys), "labels": result.labels,
               "fold_ids": result.fold_ids, "scores": result.scores.astype(np.float32),
@@ -1645,7 +857,9 @@ def _save_outputs(
         arrays["betas"] = result.betas
     np.savez_compressed(buffer, **arrays)
     atomic_write_bytes(out / "scores.npz", buffer.getvalue())
-    fig = ece_figure(result.table, prevalence=prevalence, title=title, weight_name=key_name)
+    fig = figure_calibration_by_loss(
+        result.table, prevalence=prevalence, title=title, weight_name=key_name
+    )
     paths = save_figure(fig, out / "ece_vs_beta")
     if result.scores.ndim == 3:
         for key, raw, fixed in zip(result.keys, result.scores, result.corrected, strict=True):
@@ -1672,7 +886,7 @@ def prepare_sweep_command(args: argparse.Namespace) -> Callable[[], int]:
     command = _plan(args)
     dataset = _load(command.source)
     name = command.source["name"]
-    x = _features(dataset)
+    x = dataset.feature_matrix()
     multiclass = args.classes == "all"
     labels = dataset.classes if multiclass else dataset.labels
     class_names = dataset.class_names if multiclass else None

@@ -1,5 +1,6 @@
-"""Training beta ensembles: per-member train state, steps, device mesh, checkpoints, trainer,
-and exact full-batch fits of convex members."""
+"""Training ensembles: the DenseNet trainer (per-member train state, steps, device mesh,
+checkpoints), the vectorized trainer of many small models on one table, and exact full-batch
+fits of convex members."""
 
 from iml.training.checkpoint import EnsembleCheckpointer
 from iml.training.full_batch import (
@@ -21,6 +22,7 @@ from iml.training.step import (
     preprocess,
     skip_idle_members,
 )
+from iml.training.tabular import MemberFit, TabularConfig, out_of_fold_logits, train_tabular
 from iml.training.train_state import MemberState, end_of_epoch
 from iml.training.trainer import (
     DEFAULT_MEMBER_BATCHING,
@@ -40,9 +42,11 @@ __all__ = [
     "EnsembleCheckpointer",
     "HostMemory",
     "LogisticFit",
+    "MemberFit",
     "MemberHistory",
     "MemberSpec",
     "MemberState",
+    "TabularConfig",
     "TrainConfig",
     "batch_members",
     "beta_weighted_sample_weights",
@@ -53,6 +57,7 @@ __all__ = [
     "make_mesh",
     "member_in_place",
     "member_train_step",
+    "out_of_fold_logits",
     "per_device_member_loop",
     "per_device_members",
     "predict_ensemble",
@@ -60,5 +65,6 @@ __all__ = [
     "resolve_member_batching",
     "skip_idle_members",
     "train_ensemble",
+    "train_tabular",
     "use_cpu_cores_as_devices",
 ]
