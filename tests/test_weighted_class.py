@@ -1,0 +1,53 @@
+"""Tests of experiments.weighted_class: the diagnostics of one weighted class of a sweep."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments import weighted_class as W
+from iml import loss_spec
+
+
+def _simulated(n: int = 4000, k: int = 1, w: float = 10.0):
+    """Posteriors of 3 classes, labels drawn from them, and the scores of the unweighted and the
+    class-k-weighted class-weighted softmax cross-entropy's exact optimal rules."""
+    rng = np.random.default_rng(0)
+    gamma = rng.dirichlet([0.5, 0.5, 0.5], size=n)
+    labels = (rng.random((n, 1)) > np.cumsum(gamma, axis=1)).sum(1)
+    weights = np.ones((2, 3))
+    weights[1, k] = w
+    spec = loss_spec("class_weighted_softmax", class_weights=weights)
+    scores = np.stack([np.asarray(spec[i].optimal_score(gamma)) for i in range(2)])
+    corrected = np.stack([np.asarray(spec[i].loss_corrected_score(scores[i])) for i in range(2)])
+    return scores, corrected, labels
+
+
+def test_scores_optimal_for_the_weighted_loss_pass_its_test_and_fail_the_unweighted_one():
+    scores, corrected, labels = _simulated()
+    report = W.weighted_class_report(scores, corrected, labels, ["ones", "w[1]=10"], 1, 10.0, 200)
+    weighted, unweighted = report["w[1]=10"], report["ones"]
+    assert weighted["loss_calibration_trained"]["beta"] == pytest.approx(10 / 11)
+    assert weighted["loss_calibration_trained"]["p_value"] > 0.05
+    assert weighted["loss_calibration_unweighted"]["p_value"] < 0.01
+    assert unweighted["loss_calibration_unweighted"]["p_value"] > 0.05
+    # The weight inflates class 1's scores; the rule's inverse gives the posteriors back.
+    assert weighted["mean_raw"] > weighted["rate"] + 0.1
+    assert weighted["mean_corrected"] == pytest.approx(weighted["rate"], abs=0.02)
+    assert weighted["ece_raw"] > 0.1 > 0.03 > weighted["ece_corrected"]
+    assert weighted["row_sum_quantiles"] == [1.0, 1.0, 1.0]
+
+
+def test_the_command_reads_a_sweep_folder_and_refuses_a_missing_one(tmp_path, capsys):
+    scores, corrected, labels = _simulated(n=600)
+    np.savez(tmp_path / "scores.npz", scores=scores, corrected=corrected, labels=labels,
+             keys=np.asarray(["ones", "w[1]=10"]))  # fmt: skip
+    argv = ["--run", str(tmp_path), "--class", "1", "--weight", "10", "--n-bootstrap", "20"]
+    assert W.main(argv) == 0
+    assert set(json.loads(capsys.readouterr().out)) == {"ones", "w[1]=10"}
+    assert W.main(["--run", str(tmp_path / "none"), "--class", "1", "--weight", "10"]) == 2
+    assert "scores.npz not found" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="class 3 < n"):
+        W.weighted_class_report(scores, corrected, labels, ["a", "b"], 3, 10.0)
