@@ -439,17 +439,22 @@ def reliability_by_class(
     class_names: Sequence[str] | None = None,
     n_bins: int = 10,
     title: str = "",
+    strategy: str = "uniform",
 ) -> Figure:
     """One reliability panel per class of multiclass scores: class ``j``'s scores against
-    ``1{y = j}`` (quantile bins; the class-wise calibration behind the class-wise ECE).
+    ``1{y = j}`` (the class-wise calibration behind the class-wise ECE).
+
+    Bins are uniform by default: a rare class's quantile bins would put nine of ten bins near 0
+    and lump every high score into the last one.
 
     Args:
       scores: ``[N, n]`` raw class scores.
       labels: ``[N]`` class indices.
       corrected: ``[N, n]`` loss-corrected scores, drawn in red beside the raw ones, or None.
       class_names: ``n`` names for the panel titles (default ``"class j"``).
-      n_bins: quantile bins per class.
+      n_bins: bins per class (empty bins are not drawn).
       title: the figure's title.
+      strategy: ``"uniform"`` or ``"quantile"`` bins.
     """
     a = np.asarray(scores, np.float64)
     y = np.asarray(labels)
@@ -477,7 +482,7 @@ def reliability_by_class(
         hits = (y == j).astype(np.int32)
         for label, values, color in series:
             s = np.clip(values[:, j], 0.0, 1.0).astype(np.float32)
-            curve = calibration_curve(s, hits, n_bins=n_bins, strategy="quantile")
+            curve = calibration_curve(s, hits, n_bins=n_bins, strategy=strategy)
             x, r = np.asarray(curve.mean_score, float), np.asarray(curve.event_rate, float)
             ok = np.isfinite(x) & np.isfinite(r)
             ax.plot(x[ok], r[ok], "o-", ms=2.5, lw=1.0, color=color, label=label,

@@ -334,13 +334,19 @@ def test_reliability_by_class_draws_each_class_against_its_indicator():
     rng = np.random.default_rng(0)
     scores = rng.dirichlet(np.ones(7), size=500)
     labels = np.array([rng.choice(7, p=p) for p in scores])
-    fig = reliability_by_class(scores, labels, corrected=scores**2, n_bins=5, title="t")
+    fig = reliability_by_class(scores, labels, corrected=scores**2, n_bins=5, title="t",
+                               strategy="quantile")  # fmt: skip
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
     assert len(axes) == 7 and len(fig.axes) == 10  # a 2 x 5 grid, 3 panels off
     for j in (0, 6):
         curve = calibration_curve(scores[:, j].astype(np.float32), labels == j, n_bins=5)
         np.testing.assert_allclose(_line(axes[j], f"raw-{j}").get_ydata(), curve.event_rate, 1e-6)
         assert _line(axes[j], f"corrected-{j}").get_xdata().max() < curve.mean_score.max()
+    uniform = reliability_by_class(scores, labels, n_bins=5)
+    curve = calibration_curve(scores[:, 0].astype(np.float32), labels == 0, n_bins=5,
+                              strategy="uniform")  # fmt: skip
+    np.testing.assert_allclose(_line(uniform.axes[0], "raw-0").get_xdata(),
+                               curve.mean_score[np.isfinite(curve.mean_score)], 1e-6)  # fmt: skip
     with pytest.raises(ValueError, match="class_names has 2 names for 7 classes"):
         reliability_by_class(scores, labels, class_names=["a", "b"])
     with pytest.raises(ValueError, match="corrected must have the shape"):
