@@ -42,39 +42,17 @@ __all__ = [
     "DEFAULT_POSITIVE_DIGIT",
     "ENV_DATA_DIR",
     "Dataset",
+    "Source",
     "default_data_dir",
     "load_csv",
     "load_dataset",
 ]
 
-DATASETS = ("digits", "pneumoniamnist", "chestxray14", "csv", "adult", "letter")
 ENV_DATA_DIR = "IML_DATA_DIR"
 # Digit 8 is one of the digits most often confused with others (3, 1, 9), so a classifier's
 # scores spread over (0, 1) instead of collapsing onto 0 and 1 as they do for an easy digit such
 # as 0; 174 of the 1,797 images (9.7%) are eights.
 DEFAULT_POSITIVE_DIGIT = 8
-
-# Options accepted by each source besides data_dir, manual_dir and image_size.
-_OPTIONS: dict[str, frozenset[str]] = {
-    "digits": frozenset({"positive_digit"}),
-    "pneumoniamnist": frozenset(),
-    "chestxray14": frozenset(),
-    "csv": frozenset(
-        {
-            "path",
-            "frame",
-            "target",
-            "positive",
-            "names",
-            "header",
-            "delimiter",
-            "missing_values",
-            "standardize",
-        }
-    ),
-    "adult": frozenset({"names", "standardize"}),
-    "letter": frozenset({"positive_letter", "standardize"}),
-}
 
 
 def default_data_dir() -> Path:
@@ -537,6 +515,56 @@ def _load_adult(
 
 
 # ----------------------------------------------------------------------------------------------
+# The registry
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """A dataset by name: what it is, the options it takes and how it loads.
+
+    Attributes:
+      kind: ``"image"`` or ``"tabular"``.
+      options: the keyword options :func:`load_dataset` passes on (besides ``data_dir``,
+        ``manual_dir`` and ``image_size``).
+      load: ``(data_dir, manual_dir, image_size, **options) -> Dataset`` for image sources,
+        ``(manual_dir, **options) -> Dataset`` for tables (``manual_dir`` checked to exist).
+    """
+
+    kind: Literal["image", "tabular"]
+    options: frozenset[str]
+    load: Callable[..., Dataset]
+
+
+def _load_csv_source(manual_dir: Path | None, **options: Any) -> Dataset:
+    if "target" not in options or ("path" in options) == ("frame" in options):
+        raise ValueError("dataset 'csv' needs option target= and one of path= or frame=")
+    return load_csv(**options)
+
+
+def _load_digits_source(
+    data_dir: str | os.PathLike[str] | None, manual_dir: Path | None, image_size: int | None,
+    **options: Any,
+) -> Dataset:  # fmt: skip
+    return _load_digits(data_dir, image_size, **options)
+
+
+_CSV_OPTIONS = ("path", "frame", "target", "positive", "names", "header", "delimiter",
+                "missing_values", "standardize")  # fmt: skip
+
+#: Every dataset :func:`load_dataset` knows, by name. A new source is one entry here (and its
+#: loader).
+DATASETS: dict[str, Source] = {
+    "digits": Source("image", frozenset({"positive_digit"}), _load_digits_source),
+    "pneumoniamnist": Source("image", frozenset(), _load_pneumoniamnist),
+    "chestxray14": Source("image", frozenset(), _load_chestxray14),
+    "csv": Source("tabular", frozenset(_CSV_OPTIONS), _load_csv_source),
+    "adult": Source("tabular", frozenset({"names", "standardize"}), _load_adult),
+    "letter": Source("tabular", frozenset({"positive_letter", "standardize"}), _load_letter),
+}
+
+
+# ----------------------------------------------------------------------------------------------
 # The entry point
 # ----------------------------------------------------------------------------------------------
 
@@ -591,29 +619,21 @@ def load_dataset(
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset name {name!r}; expected one of {list(DATASETS)}")
-    unknown = sorted(set(options) - _OPTIONS[name])
+    source = DATASETS[name]
+    unknown = sorted(set(options) - source.options)
     if unknown:
         raise ValueError(
             f"unknown option(s) {unknown} for dataset {name!r}; "
-            f"accepted: {sorted(_OPTIONS[name]) or 'none'}"
+            f"accepted: {sorted(source.options) or 'none'}"
         )
-    kind = "tabular" if name in ("csv", "adult", "letter") else "image"
     if image_size is not None:
-        if kind == "tabular":
+        if source.kind == "tabular":
             raise ValueError(f"image_size applies to image datasets only, not {name!r}")
         if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
             raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
-    if name == "csv":
-        if "target" not in options or ("path" in options) == ("frame" in options):
-            raise ValueError("dataset 'csv' needs option target= and one of path= or frame=")
-        return load_csv(**options)
+    if name == "csv":  # a CSV is read from path= or frame=, not from a folder
+        return source.load(None, **options)
     manual = _check_dir(manual_dir, f"manual_dir for {name}")
-    if name == "digits":
-        return _load_digits(data_dir, image_size, **options)
-    if name == "pneumoniamnist":
-        return _load_pneumoniamnist(data_dir, manual, image_size)
-    if name == "chestxray14":
-        return _load_chestxray14(data_dir, manual, image_size)
-    if name == "adult":
-        return _load_adult(manual, **options)
-    return _load_letter(manual, **options)
+    if source.kind == "tabular":
+        return source.load(manual, **options)
+    return source.load(data_dir, manual, image_size, **options)

@@ -1,6 +1,10 @@
 """The models: Flax DenseNets laid out like torchvision's (and the import of torchvision's
 weights), and the small models of the sweeps (logistic regression, a one-hidden-layer MLP)."""
 
+from collections.abc import Callable
+
+import flax.linen as nn
+
 from iml.models.densenet import (
     CONV_IMPLS,
     BatchNorm,
@@ -28,6 +32,7 @@ from iml.models.torchvision_weights import (
 
 __all__ = [
     "CONV_IMPLS",
+    "IMAGE_MODELS",
     "SMALL_MODELS",
     "BatchNorm",
     "Conv",
@@ -36,6 +41,7 @@ __all__ = [
     "DenseNet",
     "Transition",
     "batch_moments",
+    "build_image_model",
     "densenet121",
     "densenet_small",
     "densenet_variables_from_state_dict",
@@ -51,3 +57,31 @@ __all__ = [
     "variables_to_torchvision_state_dict",
     "weight_norm",
 ]
+
+
+def _densenet_tiny(num_outputs: int) -> nn.Module:
+    # Two blocks of one layer: for smoke runs and tests, where compile time dominates.
+    return densenet_small(
+        num_outputs=num_outputs, block_config=(1, 1), growth_rate=4, num_init_features=8
+    )
+
+
+#: The image models of ``iml reproduce``, by name: each builds an unbound Flax module with
+#: ``num_outputs`` logits. A new model is one entry here. (The small models of the sweeps are
+#: :data:`SMALL_MODELS`.)
+IMAGE_MODELS: dict[str, Callable[[int], nn.Module]] = {
+    "densenet_tiny": _densenet_tiny,  # blocks 1-1, growth 4
+    "densenet_small": lambda num_outputs: densenet_small(num_outputs=num_outputs),  # blocks 2-4-4
+    "densenet121": lambda num_outputs: densenet121(num_outputs=num_outputs),  # the paper's
+}
+
+
+def build_image_model(name: str, num_outputs: int = 1) -> nn.Module:
+    """The image model ``name`` of :data:`IMAGE_MODELS` with ``num_outputs`` logits.
+
+    Raises:
+      ValueError: for an unknown name.
+    """
+    if name not in IMAGE_MODELS:
+        raise ValueError(f"unknown model {name!r}; expected one of {list(IMAGE_MODELS)}")
+    return IMAGE_MODELS[name](num_outputs)

@@ -8,6 +8,8 @@ these functions (:mod:`iml.training.tabular`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -15,22 +17,12 @@ Array = jax.Array
 
 __all__ = ["SMALL_MODELS", "init_small_model", "small_model_logits", "weight_norm"]
 
-#: The small models by name: ``"logistic"`` (logistic regression) and ``"mlp"`` (one ReLU hidden
-#: layer).
-SMALL_MODELS = ("logistic", "mlp")
+
+def _init_logistic(key: Array, n_features: int, hidden: int, out: tuple[int, ...]) -> dict:
+    return {"w": 0.01 * jax.random.normal(key, (n_features, *out)), "b": jnp.zeros(out)}
 
 
-def init_small_model(
-    key: Array, model: str, n_features: int, hidden: int, n_outputs: int = 1
-) -> dict[str, Array]:
-    """Initial parameters of one member: small Gaussian weights (He for the hidden layer).
-
-    ``n_outputs = 1`` gives one logit per row (binary losses); ``n`` gives ``n`` logits (the
-    multiclass losses).
-    """
-    out = () if n_outputs == 1 else (n_outputs,)
-    if model == "logistic":
-        return {"w": 0.01 * jax.random.normal(key, (n_features, *out)), "b": jnp.zeros(out)}
+def _init_mlp(key: Array, n_features: int, hidden: int, out: tuple[int, ...]) -> dict:
     k1, k2 = jax.random.split(key)
     return {
         "w1": jax.random.normal(k1, (n_features, hidden)) * jnp.sqrt(2.0 / n_features),
@@ -38,6 +30,26 @@ def init_small_model(
         "w2": jax.random.normal(k2, (hidden, *out)) * jnp.sqrt(1.0 / hidden),
         "b2": jnp.zeros(out),
     }
+
+
+#: The small models by name, each its initialiser (small Gaussian weights; He for the hidden
+#: layer): ``"logistic"`` (logistic regression) and ``"mlp"`` (one ReLU hidden layer). A new
+#: model is one entry here and its branch of :func:`small_model_logits`.
+SMALL_MODELS: dict[str, Callable[..., dict[str, Array]]] = {
+    "logistic": _init_logistic,
+    "mlp": _init_mlp,
+}
+
+
+def init_small_model(
+    key: Array, model: str, n_features: int, hidden: int, n_outputs: int = 1
+) -> dict[str, Array]:
+    """Initial parameters of one member of :data:`SMALL_MODELS`.
+
+    ``n_outputs = 1`` gives one logit per row (binary losses); ``n`` gives ``n`` logits (the
+    multiclass losses).
+    """
+    return SMALL_MODELS[model](key, n_features, hidden, () if n_outputs == 1 else (n_outputs,))
 
 
 def small_model_logits(params: dict[str, Array], x: Array) -> Array:

@@ -24,7 +24,7 @@ import numpy as np
 from iml import _validation as V
 from iml import config as config_lib
 from iml.data import Dataset, load_dataset
-from iml.models import CONV_IMPLS, densenet121, densenet_small, min_input_size
+from iml.models import CONV_IMPLS, IMAGE_MODELS, build_image_model, min_input_size
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.store import RunStore
 from iml.training import (
@@ -40,7 +40,6 @@ from iml.training.host import host_memory_record
 __all__ = [
     "FLAT_KEYS",
     "LOSSES",
-    "MODELS",
     "RETIRED_KEYS",
     "build_model",
     "check_config",
@@ -52,7 +51,6 @@ __all__ = [
     "stored_config",
 ]
 
-MODELS = ("densenet_tiny", "densenet_small", "densenet121")
 # Image datasets up to this many bytes are read into memory once (digits, PneumoniaMNIST).
 _IN_MEMORY_BYTES = 1 << 30
 
@@ -89,7 +87,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.data.fold_seed = 0
 
     c.model = ml_collections.ConfigDict()
-    c.model.name = "densenet_small"  # one of MODELS
+    c.model.name = "densenet_small"  # one of iml.models.IMAGE_MODELS
     # '' = random initial weights; else a torchvision DenseNet .pth file (the paper starts from
     # torchvision's ImageNet densenet121), adapted to the images' channels, with a fresh head
     c.model.weights = ""
@@ -183,14 +181,15 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ValueError(
             f"config.data.name: unknown dataset {c.data.name!r}; expected one of {list(DATASETS)}"
         )
-    if c.data.name in ("csv", "adult", "letter"):
+    if DATASETS[c.data.name].kind == "tabular":
         raise ValueError(
             f"config.data.name: dataset {c.data.name!r} is tabular; `iml reproduce` trains "
             "DenseNets on images (digits, pneumoniamnist, chestxray14); `iml sweep` takes tables"
         )
-    if c.model.name not in MODELS:
+    if c.model.name not in IMAGE_MODELS:
         raise ValueError(
-            f"config.model.name: unknown model {c.model.name!r}; expected one of {list(MODELS)}"
+            f"config.model.name: unknown model {c.model.name!r}; "
+            f"expected one of {list(IMAGE_MODELS)}"
         )
     if c.loss.name not in LOSSES:
         raise ValueError(
@@ -232,22 +231,13 @@ def check_config(config: Mapping[str, Any]) -> None:
 
 
 def build_model(config: Mapping[str, Any]) -> Any:
-    """The (unbound) Flax model named by ``config.model.name``, with one output (binary task).
-
-    ``densenet121``: torchvision's DenseNet-121 (the paper's); ``densenet_small``:
-    :func:`iml.models.densenet_small` (blocks 2-4-4); ``densenet_tiny``: blocks 1-1, growth 4.
-    """
+    """The (unbound) Flax model named by ``config.model.name``
+    (:data:`iml.models.IMAGE_MODELS`), with one output (binary task)."""
     name = _as_config(config).model.name
-    if name == "densenet121":
-        return densenet121(num_outputs=1)
-    if name == "densenet_small":
-        return densenet_small(num_outputs=1)
-    if name == "densenet_tiny":
-        # Two blocks of one layer: for smoke runs and tests, where compile time dominates.
-        return densenet_small(
-            num_outputs=1, block_config=(1, 1), growth_rate=4, num_init_features=8
-        )
-    raise ValueError(f"config.model.name: unknown model {name!r}; expected one of {list(MODELS)}")
+    try:
+        return build_image_model(name)
+    except ValueError as err:
+        raise ValueError(f"config.model.name: {err}") from None
 
 
 def _dataset(config: ml_collections.ConfigDict) -> Dataset:

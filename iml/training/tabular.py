@@ -111,7 +111,7 @@ class TabularConfig:
 
     def __post_init__(self) -> None:
         if self.model not in SMALL_MODELS:
-            raise ValueError(f"model must be one of {SMALL_MODELS}, got {self.model!r}")
+            raise ValueError(f"model must be one of {list(SMALL_MODELS)}, got {self.model!r}")
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
         if self.solver == "exact" and self.model != "logistic":
