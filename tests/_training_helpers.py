@@ -25,6 +25,7 @@ class TinyCNN(nn.Module):
     """A small CNN with BatchNorm and the apply signature of the project's DenseNets."""
 
     features: int = 4
+    outputs: int = 1
 
     @nn.compact
     def __call__(self, x, train: bool = False):
@@ -34,7 +35,7 @@ class TinyCNN(nn.Module):
         x = nn.Conv(self.features, (3, 3), strides=(2, 2), use_bias=False)(x)
         x = nn.BatchNorm(use_running_average=not train, momentum=0.9)(x)
         x = nn.relu(x)
-        return nn.Dense(1)(x.mean(axis=(1, 2)))
+        return nn.Dense(self.outputs)(x.mean(axis=(1, 2)))
 
 
 def tiny_images(n: int = 96, size: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import signal
@@ -21,6 +22,7 @@ from _training_helpers import TinyCNN, flat_params, tiny_config, tiny_images, ti
 from sklearn.metrics import roc_auc_score
 
 from iml.losses import beta_weighted_sigmoid_cross_entropy
+from iml.spec import loss_spec
 from iml.training import (
     DataSource,
     EnsembleCheckpointer,
@@ -159,6 +161,31 @@ def test_member_train_step_is_an_adam_step_on_the_beta_weighted_loss():
         jax.tree.map(lambda a, b: bool(jnp.any(a != b)), new.batch_stats, state.batch_stats)
     )
     assert all(changed)
+
+
+def test_member_train_step_takes_any_loss_specification():
+    model, state, images, labels = _one_member()
+    flips = jnp.zeros(16, bool)
+    focal = loss_spec("focal", gamma=2.0, alpha=0.8)
+    step = jax.jit(functools.partial(member_train_step, model, adam()))
+    new = step(state, images, labels, flips, True, focal)
+
+    def loss_fn(params):  # the focal loss of Lin et al., written out from the scores
+        x = (images.astype(jnp.float32) / 255.0 - 0.449) / 0.226
+        out, _ = model.apply({"params": params, "batch_stats": state.batch_stats}, x,
+                             train=True, mutable=["batch_stats"])  # fmt: skip
+        a = jax.nn.sigmoid(out[:, 0])
+        pos = -2 * 0.8 * (1 - a) ** 2 * jnp.log(a)
+        neg = -2 * 0.2 * a**2 * jnp.log1p(-a)
+        return jnp.mean(jnp.where(labels == 1, pos, neg))
+
+    reference = optax.adam(1e-2, b1=0.9, b2=0.999)
+    grads = jax.grad(loss_fn)(state.params)
+    updates, _ = reference.update(grads, reference.init(state.params), state.params)
+    expected = optax.apply_updates(state.params, updates)
+    for got, want in zip(jax.tree.leaves(new.params), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    assert float(new.loss_sum) == pytest.approx(float(loss_fn(state.params)), rel=1e-5)
 
 
 def test_stopped_or_inactive_member_does_not_change():
@@ -375,6 +402,43 @@ def test_bad_input_raises_before_training(change, match, tiny_data):
     data = DataSource(images.__getitem__, labels)
     with pytest.raises(ValueError, match=match):
         train_ensemble(TinyCNN(), [member], data, tiny_config(), progress=False)
+
+
+def test_members_with_a_multiclass_loss_train_and_predict_class_scores():
+    rng = np.random.default_rng(0)
+    n = 96
+    classes = rng.integers(0, 3, n)
+    images = (rng.integers(0, 80, (n, 8, 8, 1)) + 60 * classes[:, None, None, None]).astype(
+        np.uint8
+    )
+    data = DataSource.from_arrays(images, classes.astype(np.float32))
+    weights = [np.ones(3), np.array([1.0, 1.0, 5.0])]
+    # Two members that differ in their loss only (one seed, one fold).
+    base = tiny_members(n, k=1)[0]
+    members = [
+        dataclasses.replace(base, loss=loss_spec("class_weighted_softmax", class_weights=w))
+        for w in weights
+    ]
+    config = tiny_config(max_epochs=6, learning_rate=1e-2)
+    states, history = train_ensemble(TinyCNN(outputs=3), members, data, config, progress=False)
+    assert all(np.isfinite(h.val_loss).all() for h in history)
+    assert history[0].val_loss[-1] < history[0].val_loss[0]
+    test = np.arange(72, n)
+    scores = predict_ensemble(TinyCNN(outputs=3), states, data, test, config,
+                              loss=members[0].loss_spec())  # fmt: skip
+    assert scores[0].shape == (24, 3)
+    np.testing.assert_allclose(scores[0].sum(-1), 1.0, atol=1e-5)
+    # The member weighting class 2 by 5 scores it higher (c_2 = 5 g_2 / (1 + 4 g_2) > g_2).
+    assert scores[1][:, 2].mean() > scores[0][:, 2].mean() + 0.05, (
+        scores[0].mean(0),
+        scores[1].mean(0),
+    )
+    mixed = [members[0], dataclasses.replace(members[1], loss=loss_spec(0.5))]
+    with pytest.raises(ValueError, match="losses of one kind"):
+        train_ensemble(TinyCNN(outputs=3), mixed, data, config, progress=False)
+    bad = DataSource.from_arrays(images, np.full(n, 3.0, np.float32))
+    with pytest.raises(ValueError, match=r"class indices in \[0, 3\)"):
+        train_ensemble(TinyCNN(outputs=3), members, bad, config, progress=False)
 
 
 def test_bad_config_and_mesh_raise():

@@ -2,10 +2,10 @@
 
 The step of one member is a pure function of its :class:`~iml.training.train_state.MemberState`
 and a batch: preprocessing (ImageNet normalisation, random horizontal flips drawn on the host),
-the beta-weighted binary cross-entropy on logits (eq. ``b-loss-bin`` of the paper with the log
-loss, :func:`iml.losses.beta_weighted_sigmoid_cross_entropy`), and one Adam step at the member's
-own learning rate. A step whose loss or gradients are not finite is not applied; the member is
-marked diverged and stopped instead, so it no longer changes while the others go on.
+the member's own loss on logits (a :class:`iml.LossSpec`: for a beta, the beta-weighted binary
+cross-entropy, eq. ``b-loss-bin`` of the paper with the log loss), and one Adam step at the
+member's own learning rate. A step whose loss or gradients are not finite is not applied; the
+member is marked diverged and stopped instead, so it no longer changes while the others go on.
 
 :func:`batch_members` turns a one-member step into a step of ``K`` members at once, either with
 ``jax.vmap`` (one program in which every operation carries a member axis) or with ``jax.lax.map``
@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import optax
 from flax import linen as nn
 
-from iml.losses import beta_weighted_sigmoid_cross_entropy
+from iml.spec import LossLike, LossSpec, loss_spec
 from iml.training.train_state import MemberState
 
 Array = jax.Array
@@ -87,6 +87,11 @@ def _logits(out: Array) -> Array:
     return out[..., 0] if out.ndim == 2 and out.shape[-1] == 1 else out
 
 
+def _labels(labels: Array, loss: LossSpec) -> Array:
+    # Batches of labels arrive as float32; a multiclass loss indexes by class.
+    return labels.astype(jnp.int32) if loss.multiclass else labels
+
+
 def _all_finite(tree: Any) -> Array:
     leaves = jax.tree.leaves(tree)
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))
@@ -100,23 +105,28 @@ def member_train_step(
     labels: Array,
     flips: Array,
     active: Array,
-    beta: Array,
+    loss: LossLike,
     *,
     normalize: str = "imagenet",
 ) -> MemberState:
-    """One Adam step of one member on the beta-weighted cross-entropy (eq. ``b-loss-bin``).
+    """One Adam step of one member on its loss (the beta-weighted cross-entropy, eq.
+    ``b-loss-bin``, for a beta: :meth:`iml.LossSpec.logits_loss`).
 
     Args:
       model: a linen module called as ``model.apply(variables, x, train=True,
-        mutable=['batch_stats'])`` and returning logits ``[n, 1]`` or ``[n]``.
+        mutable=['batch_stats'])`` and returning logits ``[n, 1]`` or ``[n]`` (binary losses) or
+        ``[n, classes]`` (multiclass losses).
       optimizer: :func:`adam`, whose update is scaled by ``-state.lr``.
       state: the member's state.
       images: ``[n, H, W, C]`` batch.
-      labels: ``[n]`` labels in ``{0, 1}`` (or soft labels in ``[0, 1]``).
+      labels: ``[n]`` labels in ``{0, 1}`` (or soft labels in ``[0, 1]``), or class indices for
+        a multiclass loss.
       flips: ``[n]`` booleans for horizontal flips.
       active: scalar; ``False`` leaves the state unchanged (a member that has run out of batches
         in this epoch).
-      beta: the member's positive-class weight in ``(0, 1)``.
+      loss: the member's loss: a :class:`iml.LossSpec` (under :func:`batch_members`, the
+        members' specifications stacked) or anything :func:`iml.loss_spec` reads, e.g. the
+        member's ``beta``.
       normalize: see :func:`preprocess`.
 
     Returns:
@@ -124,6 +134,7 @@ def member_train_step(
       stopped, parameters unchanged, where the loss or a gradient is not finite.
     """
     x = preprocess(images, flips, normalize)
+    loss = loss_spec(loss)
 
     def loss_fn(params):
         out, updates = model.apply(
@@ -132,12 +143,12 @@ def member_train_step(
             train=True,
             mutable=["batch_stats"],
         )
-        loss = jnp.mean(beta_weighted_sigmoid_cross_entropy(_logits(out), labels, beta))
-        return loss, updates.get("batch_stats", {})
+        value = jnp.mean(loss.logits_loss(_logits(out), _labels(labels, loss)))
+        return value, updates.get("batch_stats", {})
 
-    (loss, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    (value, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     live = active & ~state.stopped
-    finite = jnp.isfinite(loss) & _all_finite(grads)
+    finite = jnp.isfinite(value) & _all_finite(grads)
 
     def apply() -> MemberState:
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
@@ -149,7 +160,7 @@ def member_train_step(
             batch_stats=batch_stats,
             opt_state=opt_state,
             step=state.step + 1,
-            loss_sum=state.loss_sum + loss,
+            loss_sum=state.loss_sum + value,
             loss_count=state.loss_count + 1,
         )
 
@@ -166,7 +177,7 @@ def member_eval_step(
     images: Array,
     labels: Array,
     weights: Array,
-    beta: Array,
+    loss: LossLike,
     *,
     normalize: str = "imagenet",
 ) -> tuple[Array, Array]:
@@ -178,7 +189,7 @@ def member_eval_step(
       images: ``[n, H, W, C]`` batch (not flipped).
       labels: ``[n]`` labels.
       weights: ``[n]`` weights, 0 on the padding that fills the last batch.
-      beta: the member's positive-class weight.
+      loss: the member's loss.
       normalize: see :func:`preprocess`.
 
     Returns:
@@ -186,9 +197,10 @@ def member_eval_step(
     """
     x = preprocess(images, None, normalize)
     out = model.apply({"params": state.params, "batch_stats": state.batch_stats}, x, train=False)
-    loss = beta_weighted_sigmoid_cross_entropy(_logits(out), labels, beta)
+    loss = loss_spec(loss)
+    values = loss.logits_loss(_logits(out), _labels(labels, loss))
     # Padding may hold any image; where() keeps a non-finite padded loss out of the sum.
-    return jnp.sum(jnp.where(weights > 0, weights * loss, 0.0)), jnp.sum(weights)
+    return jnp.sum(jnp.where(weights > 0, weights * values, 0.0)), jnp.sum(weights)
 
 
 def member_predict(
@@ -205,7 +217,7 @@ def batch_members(step: Callable[..., Any], member_batching: str) -> Callable[..
 
     Args:
       step: a function whose positional arguments all carry the member (state, batch arrays,
-        beta), e.g. :func:`member_train_step` with the model bound.
+        loss), e.g. :func:`member_train_step` with the model bound.
       member_batching: ``'vmap'`` (``jax.vmap``: one program over all members at once) or
         ``'map'`` (``jax.lax.map``: members one after another inside one compiled program).
 
@@ -228,7 +240,7 @@ def skip_idle_members(step: Callable[..., Any]) -> Callable[..., Any]:
     ``jax.vmap`` the condition becomes a select that computes both branches.
     """
 
-    def stepped(state: MemberState, images, labels, flips, active, beta) -> MemberState:
+    def stepped(state: MemberState, images, labels, flips, active, loss) -> MemberState:
         return jax.lax.cond(
             active & ~state.stopped,
             step,
@@ -238,7 +250,7 @@ def skip_idle_members(step: Callable[..., Any]) -> Callable[..., Any]:
             labels,
             flips,
             active,
-            beta,
+            loss,
         )
 
     return stepped

@@ -1,9 +1,10 @@
 """Training a beta ensemble as one program: K members in one jitted, sharded step.
 
-Each member (:class:`MemberSpec`) has its own positive-class weight ``beta`` (eq. ``b-loss-bin``
-of the paper), seed, data fold, parameters, BatchNorm statistics, Adam state, learning-rate
-schedule and early stopping; all of them advance together in one compiled step over a
-``('ensemble', 'data')`` device mesh (:mod:`iml.training.sharding`). The recipe follows the
+Each member (:class:`MemberSpec`) has its own loss (a positive-class weight ``beta``, eq.
+``b-loss-bin`` of the paper, or any :class:`iml.LossSpec`), seed, data fold, parameters,
+BatchNorm statistics, Adam state, learning-rate schedule and early stopping; all of them advance
+together in one compiled step over a ``('ensemble', 'data')`` device mesh
+(:mod:`iml.training.sharding`). The recipe follows the
 paper's Section 5 (after CheXNet): Adam (0.9, 0.999) at learning rate 1e-4, divided by 10 when the
 validation loss plateaus, early stopping on the validation loss keeping the best parameters,
 mini-batches of 16, random horizontal flips, ImageNet normalisation, BatchNorm in eval mode at
@@ -33,6 +34,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from iml import _validation as V
 from iml.models import CONV_IMPLS
+from iml.spec import LossSpec, loss_spec
 from iml.training.checkpoint import EnsembleCheckpointer
 from iml.training.sharding import (
     DATA_AXIS,
@@ -62,6 +64,7 @@ __all__ = [
     "TrainConfig",
     "epoch_order",
     "init_ensemble",
+    "member_losses",
     "predict_ensemble",
     "resolve_member_batching",
     "train_ensemble",
@@ -102,13 +105,17 @@ class MemberSpec:
     """One ensemble member.
 
     Attributes:
-      beta: weight of the positive class in the loss, in ``(0, 1)`` (eq. ``b-loss-bin``).
+      beta: weight of the positive class in the loss, in ``(0, 1)`` (eq. ``b-loss-bin``); the
+        member's class weight in messages and results.
       seed: non-negative seed of its initial parameters and of its data order and flips.
       train_idx: indices into the shared data source of its training examples.
       val_idx: indices of its validation examples (early stopping, learning-rate decay).
       test_idx: optional indices of its test examples (for :func:`predict_ensemble`).
       fold: optional name of its data fold, used in messages.
       lr: optional initial learning rate overriding ``TrainConfig.learning_rate``.
+      loss: optional loss replacing the beta-weighted log loss of ``beta``: anything
+        :func:`iml.loss_spec` reads (focal, squared, a weight matrix ``B`` for a multiclass model,
+        ...). All members of an ensemble take losses of one kind.
     """
 
     beta: float
@@ -118,6 +125,11 @@ class MemberSpec:
     test_idx: np.ndarray | None = None
     fold: int | str | None = None
     lr: float | None = None
+    loss: Any = None
+
+    def loss_spec(self) -> LossSpec:
+        """The member's loss as a :class:`iml.LossSpec`."""
+        return loss_spec(self.beta if self.loss is None else self.loss)
 
     def describe(self, index: int) -> str:
         """A short name for messages: index, beta, seed and fold."""
@@ -132,7 +144,8 @@ class DataSource:
       get_batch: maps an integer index array ``[n]`` to images ``[n, H, W, C]``, ``uint8`` in
         ``[0, 255]`` or floating point in ``[0, 1]`` (an in-memory array's ``__getitem__``, or a
         reader of a random-access file format).
-      labels: ``[N]`` binary labels in ``{0, 1}`` (soft labels in ``[0, 1]`` are accepted).
+      labels: ``[N]`` binary labels in ``{0, 1}`` (soft labels in ``[0, 1]`` are accepted), or
+        class indices for members with a multiclass loss.
     """
 
     get_batch: Callable[[np.ndarray], np.ndarray]
@@ -299,11 +312,26 @@ def _check_inputs(
     n = len(labels)
     if labels.ndim != 1 or n == 0:
         raise ValueError(f"data.labels must be a non-empty 1-D array, got shape {labels.shape}")
-    if not np.all(np.isfinite(labels)) or labels.min() < 0 or labels.max() > 1:
+    specs = []
+    for k, m in enumerate(members):
+        V.check_beta(f"members[{k}].beta", m.beta)
+        try:
+            specs.append(m.loss_spec())
+        except ValueError as err:
+            raise ValueError(f"members[{k}].loss: {err}") from None
+        if jax.tree.structure(specs[k]) != jax.tree.structure(specs[0]):
+            raise ValueError(
+                f"members[{k}].loss is a {specs[k].describe()}, members[0].loss a "
+                f"{specs[0].describe()}: the members of an ensemble take losses of one kind"
+            )
+    if specs[0].multiclass:
+        n_classes = specs[0].n_classes
+        if not np.all(labels == np.round(labels)) or labels.min() < 0 or labels.max() >= n_classes:
+            raise ValueError(f"data.labels must be class indices in [0, {n_classes})")
+    elif not np.all(np.isfinite(labels)) or labels.min() < 0 or labels.max() > 1:
         raise ValueError("data.labels must be finite and in [0, 1]")
     checked = []
     for k, m in enumerate(members):
-        V.check_beta(f"members[{k}].beta", m.beta)
         if int(m.seed) != m.seed or m.seed < 0:
             raise ValueError(f"members[{k}].seed must be a non-negative integer, got {m.seed!r}")
         if m.lr is not None and not (np.isfinite(m.lr) and m.lr > 0):
@@ -404,11 +432,11 @@ def _programs(
         in_axes=(0, 0, None),
     )
 
-    def train_fn(state, images, labels, flips, active, beta):
-        return train(state, images, labels, flips, active, beta)
+    def train_fn(state, images, labels, flips, active, losses):
+        return train(state, images, labels, flips, active, losses)
 
-    def eval_fn(state, images, labels, weights, beta, acc):
-        loss_sum, weight_sum = evaluate(state, images, labels, weights, beta)
+    def eval_fn(state, images, labels, weights, losses, acc):
+        loss_sum, weight_sum = evaluate(state, images, labels, weights, losses)
         return acc[0] + loss_sum, acc[1] + weight_sum
 
     def epoch_end_fn(state, acc, epoch):
@@ -442,8 +470,8 @@ def _programs(
         train_jit = per_device_member_loop(member_in_place(one_step))
         eval_loop = per_device_member_loop(_eval_in_place(model, config.normalize))
 
-        def eval_jit(state, images, labels, weights, beta, acc):
-            return eval_loop(acc, state, images, labels, weights, beta)
+        def eval_jit(state, images, labels, weights, losses, acc):
+            return eval_loop(acc, state, images, labels, weights, losses)
 
     elif batching == "loop":  # a member's batch is split over devices: one global program each
         member_jit = jax.jit(member_in_place(one_step), out_shardings=members, donate_argnums=0)
@@ -464,12 +492,12 @@ def _programs(
 
 
 def _eval_in_place(model: nn.Module, normalize: str) -> Callable[..., Any]:
-    """``f(acc, states, images, labels, weights, beta, i) -> acc``: member ``i``'s validation sums
-    (:func:`member_eval_step`) added to entry ``i`` of the member-stacked ``acc``."""
+    """``f(acc, states, images, labels, weights, losses, i) -> acc``: member ``i``'s validation
+    sums (:func:`member_eval_step`) added to entry ``i`` of the member-stacked ``acc``."""
 
-    def one(acc, state, images, labels, weights, beta):
+    def one(acc, state, images, labels, weights, loss):
         loss_sum, weight_sum = member_eval_step(
-            model, state, images, labels, weights, beta, normalize=normalize
+            model, state, images, labels, weights, loss, normalize=normalize
         )
         return acc[0] + loss_sum, acc[1] + weight_sum
 
@@ -496,6 +524,14 @@ def _programs_for(
     defaults = TrainConfig()
     key = dataclasses.replace(config, **{f: getattr(defaults, f) for f in _HOST_FIELDS})
     return _programs(model, batching, mesh, key)
+
+
+def member_losses(members: Sequence[MemberSpec], mesh: Mesh) -> LossSpec:
+    """The members' losses stacked into one :class:`iml.LossSpec` (leading axis: the member),
+    sharded along the ensemble axis of ``mesh``."""
+    specs = [m.loss_spec() for m in members]
+    stacked = jax.tree.map(lambda *leaves: np.stack([np.asarray(x) for x in leaves]), *specs)
+    return jax.tree.map(lambda leaf: _put(mesh, leaf, ENSEMBLE_AXIS), stacked)
 
 
 def _put(mesh: Mesh, array: np.ndarray, *axes: str | None) -> jax.Array:
@@ -673,7 +709,7 @@ def train_ensemble(
     programs = _programs_for(model, batching, mesh, config)
     fetch_images = _Fetcher(data.get_batch, image_shape, image_dtype)
     fetch_labels = labels.__getitem__
-    beta = _put(mesh, np.asarray([m.beta for m in members], np.float32), ENSEMBLE_AXIS)
+    losses = member_losses(members, mesh)
 
     state = init_ensemble(
         model,
@@ -730,7 +766,7 @@ def train_ensemble(
                     global_batch(mesh, idx[s], fetch_labels),
                     _put(mesh, flips[s], ENSEMBLE_AXIS, DATA_AXIS),
                     _put(mesh, active[s], ENSEMBLE_AXIS),
-                    beta,
+                    losses,
                     **skip,
                 )
                 every = config.checkpoint_every_steps
@@ -743,7 +779,7 @@ def train_ensemble(
                     global_batch(mesh, val_idx[s], fetch_images, image_shape),
                     global_batch(mesh, val_idx[s], fetch_labels),
                     _put(mesh, val_weights[s], ENSEMBLE_AXIS, DATA_AXIS),
-                    beta,
+                    losses,
                     acc,
                 )
             state, summary = programs["epoch_end"](state, acc, epoch)
@@ -808,8 +844,11 @@ def predict_ensemble(
     config: TrainConfig | None = None,
     *,
     mesh: Mesh | None = None,
+    loss: Any = None,
 ) -> list[np.ndarray]:
-    """Scores ``sigmoid(logit)`` of each member's best parameters, BatchNorm in eval mode.
+    """Scores of each member's best parameters, BatchNorm in eval mode: ``sigmoid(logit)``, or
+    the link of the members' loss (:meth:`iml.LossSpec.link`: softmax scores ``[n, classes]``
+    for the class-weighted softmax cross-entropy, ...).
 
     Args:
       model: the module the states were trained with.
@@ -819,9 +858,12 @@ def predict_ensemble(
         every member scores.
       config: the training configuration (its normalisation, batching and ``eval_batch_size``).
       mesh: the mesh the states live on (default: the one of the states' sharding).
+      loss: the members' loss (one of them, e.g. ``members[0].loss_spec()``): its link turns
+        logits into scores; default the sigmoid of one logit.
 
     Returns:
-      One ``float32`` score array per member, aligned with its indices.
+      One ``float32`` score array per member, aligned with its indices (``[n]``, or
+      ``[n, classes]`` for a multiclass loss).
     """
     config = TrainConfig() if config is None else config
     k = int(jax.tree.leaves(states.lr)[0].shape[0])
@@ -844,6 +886,9 @@ def predict_ensemble(
         np.asarray(programs["predict"](states, global_batch(mesh, idx[s], fetch, image_shape)))
         for s in range(len(idx))
     ]
-    flat = np.concatenate(logits, axis=1)  # [K, steps * batch]
-    scores = 1.0 / (1.0 + np.exp(-flat.astype(np.float64)))
+    flat = np.concatenate(logits, axis=1)  # [K, steps * batch(, classes)]
+    if loss is None or not loss_spec(loss).multiclass:
+        scores = 1.0 / (1.0 + np.exp(-flat.astype(np.float64)))
+    else:
+        scores = np.asarray(loss_spec(loss).link(jnp.asarray(flat, jnp.float32)))
     return [scores[i, : len(s)].astype(np.float32) for i, s in enumerate(index_sets)]
