@@ -7,12 +7,14 @@ Examples::
     iml reproduce --config experiments/configs/chestxray14.py --config.train.epochs=1 \\
         --config.model.conv_impl=xla --manual-dir NIH_RELEASE --out runs/cxr-smoke
     iml figures --run runs/reproduce --out runs/reproduce-figures
+    iml sweep --dataset digits --lr 0.05 --config.train.seeds=4 --out runs/sweep-digits
     python -m iml.cli reproduce --epochs 1 --folds 3 --config.train.members_per_batch=6
 
-``reproduce`` reads its config (nested: ``config.data``, ``config.model``, ``config.loss``,
-``config.train``, ``config.eval``; :func:`iml.pipeline.runner.default_config`) from
-``--config FILE``, then sets any key as ``--config.SECTION.KEY=VALUE``, then the named options
-(``--epochs`` sets ``config.train.epochs``; :data:`SHORTCUTS`).
+``reproduce`` and ``sweep`` read their config (nested: ``config.data``, ``config.model``,
+``config.loss``, ``config.train``, ``config.eval``; :func:`iml.pipeline.runner.default_config`,
+:func:`iml.pipeline.sweep.sweep_config`) from ``--config FILE``, then set any key as
+``--config.SECTION.KEY=VALUE``, then the named options (``--epochs`` sets
+``config.train.epochs``; :data:`SHORTCUTS`, :data:`SWEEP_SHORTCUTS`).
 
 Bad input (an unknown dataset, a misspelled config key, beta outside (0, 1), missing directories
 or CSV columns) is reported before any work starts, in one line, with exit status 2. A failure
@@ -24,13 +26,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import ml_collections
 
-__all__ = ["SHORTCUTS", "build_parser", "load_config", "main"]
+__all__ = [
+    "SHORTCUTS",
+    "SWEEP_SHORTCUTS",
+    "add_sweep_arguments",
+    "build_parser",
+    "load_config",
+    "main",
+    "parse_args",
+]
 
 #: The named options of ``iml reproduce`` and the config key each sets.
 SHORTCUTS = {
@@ -47,27 +58,86 @@ SHORTCUTS = {
 }
 
 
+#: The named options of ``iml sweep`` and the config key each sets
+#: (:func:`iml.pipeline.sweep.sweep_config`); ``--out`` and ``--no-progress`` are no keys.
+SWEEP_SHORTCUTS = {
+    "csv": "data.csv",
+    "dataset": "data.name",
+    "classes": "data.classes",
+    "target": "data.target",
+    "positive": "data.positive",
+    "delimiter": "data.delimiter",
+    "data_dir": "data.data_dir",
+    "loss": "loss.name",
+    "gamma": "loss.gamma",
+    "weights": "loss.weights",
+    "betas": "loss.betas",
+    "n_betas": "loss.n_betas",
+    "beta_min": "loss.beta_min",
+    "beta_max": "loss.beta_max",
+    "seeds": "train.seeds",
+    "model": "model.name",
+    "hidden": "model.hidden",
+    "epochs": "train.epochs",
+    "batch_size": "train.batch_size",
+    "lr": "train.learning_rate",
+    "l2": "train.l2",
+    "patience": "train.patience",
+    "solver": "train.solver",
+    "n_folds": "data.n_folds",
+    "fold_seed": "data.fold_seed",
+    "betas_per_chunk": "train.betas_per_chunk",
+    "n_bins": "eval.n_bins",
+}
+
+
 def load_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
-    """The run config, locked: the default (or ``--config FILE``), then the
-    ``--config.KEY=VALUE`` overrides in order, then the named options (:data:`SHORTCUTS`).
+    """The config of ``iml reproduce`` or ``iml sweep``, locked: the default (or ``--config
+    FILE``), then the ``--config.KEY=VALUE`` overrides in order, then the named options
+    (:data:`SHORTCUTS`, :data:`SWEEP_SHORTCUTS`).
 
     Raises:
       FileNotFoundError: for a ``--config`` file that does not exist.
       ValueError: naming the flag, for a key that the config does not have (with the nearest
         ones) or a value of another type than the key's.
     """
-    from iml import config as config_lib
-    from iml.pipeline.runner import default_config
+    return _load_config(args)[0]
 
-    config = config_lib.load_config(
-        args.config, getattr(args, "overrides", ()), default=default_config
-    )
-    for option, key in SHORTCUTS.items():
+
+def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, dict[str, str]]:
+    """The config (see :func:`load_config`), and how messages name its keys: the flag of a key
+    that a flag set, or that nothing did; ``config.KEY`` where a file or ``--config.KEY`` did."""
+    from iml import config as config_lib
+
+    if getattr(args, "command", "reproduce") == "sweep":
+        from iml.pipeline.sweep import sweep_config as default
+
+        shortcuts = SWEEP_SHORTCUTS
+    else:
+        from iml.pipeline.runner import default_config as default
+
+        shortcuts = SHORTCUTS
+    overrides = list(getattr(args, "overrides", ()))
+    config = config_lib.load_config(args.config, overrides, default=default)
+    overridden = {key for key, _ in overrides}
+    names = {}
+    for option, key in shortcuts.items():
+        flag = "--" + option.replace("_", "-")
         value = getattr(args, option)
         if value is not None:
-            flag = "--" + option.replace("_", "-")
+            if isinstance(value, str) and key == "loss.betas":
+                value = _numbers(flag, value)
             config_lib.override(config, key, value, flag=flag)
-    return config
+        if value is not None or not (args.config or key in overridden):
+            names[key] = flag
+    return config, names
+
+
+def _numbers(flag: str, text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"{flag} must be comma-separated numbers, got {text!r}") from None
 
 
 def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
@@ -114,9 +184,175 @@ def _figures(args: argparse.Namespace) -> Callable[[], int]:
 
 
 def _sweep(args: argparse.Namespace) -> Callable[[], int]:
-    from iml.pipeline.sweep import prepare_sweep_command
+    """Check the config, the data and ``--out``; return the work (train, write, summarize)."""
+    from iml.pipeline.store import RunStore
+    from iml.pipeline.sweep import prepare_sweep
 
-    return prepare_sweep_command(args)
+    config, names = _load_config(args)
+    plan, dataset = prepare_sweep(config, names)
+    out = Path(args.out)
+    store = RunStore(out)
+    try:
+        store.check_resumable(plan.run_config)
+    except ValueError as err:
+        raise ValueError(f"--out: {err}") from None
+
+    def work() -> int:
+        from iml.pipeline.sweep import execute_sweep, write_sweep_outputs
+
+        result = execute_sweep(plan, store, progress=not args.no_progress)
+        multiclass = config.data.classes == "all"
+        loss = config.loss.name
+        what = "" if loss == "log" else f"{loss} loss, "
+        title = (
+            f"{dataset.name}: {what}{len(result.keys)} losses x {len(result.seeds)} seeds, "
+            f"{plan.config.model}"
+        )
+        class_names = dataset.class_names if multiclass else None
+        prevalence = None if multiclass else dataset.prevalence
+        paths = write_sweep_outputs(out, result, prevalence, title, class_names)
+        metric, shown = ("top_label_ece", "top-label ECE") if multiclass else ("ece", "ECE")
+        worst = max(row["raw"][metric] for row in result.table.values())
+        corrected = [row["loss_corrected"][metric] for row in result.table.values()]
+        where = (
+            f"{len(class_names)} classes" if multiclass else f"prevalence {dataset.prevalence:.4f}"
+        )
+        print(
+            f"{dataset.name}: N={dataset.num_examples}, {where}; raw {shown} up to {worst:.4f}; "
+            f"loss-corrected {shown} {min(corrected):.4f}..{max(corrected):.4f}; "
+            f"trained chunks {result.chunks_trained}"
+        )
+        written = [out / "sweep_table.json", out / "sweep_table.md", out / "scores.npz", *paths]
+        print("wrote " + ", ".join(map(str, written)))
+        return 0
+
+    return work
+
+
+def _config_argument(parser: argparse.ArgumentParser, where: str = "") -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"a config file defining get_config(){where}; then --config.SECTION.KEY=VALUE sets "
+        "any key, e.g. --config.train.learning_rate=1e-4",
+    )
+
+
+def _shortcut(
+    parser: Any, shortcuts: Mapping[str, str], option: str, text: str, **kwargs: Any
+) -> None:
+    flag = "--" + option.replace("_", "-")
+    parser.add_argument(flag, help=f"{text} (config.{shortcuts[option]})", **kwargs)
+
+
+def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``iml sweep`` to ``parser``: ``--config``, ``--out``, ``--no-progress``
+    and a named option for every config key (:data:`SWEEP_SHORTCUTS`), defaults in the config."""
+    from iml.config import flatten
+    from iml.models.small import SMALL_MODELS
+    from iml.pipeline.sweep import SWEEP_DATASETS, SWEEP_LOSSES, sweep_config
+    from iml.training.tabular import SOLVERS
+
+    defaults = flatten(sweep_config())
+
+    def shortcut(group: Any, option: str, text: str, **kwargs: Any) -> None:
+        default = defaults[SWEEP_SHORTCUTS[option]]
+        text = f"{text}; default {default}" if default not in ("", ()) else text
+        _shortcut(group, SWEEP_SHORTCUTS, option, text, **kwargs)
+
+    _config_argument(parser)
+    parser.add_argument("--out", required=True, metavar="DIR", help="output folder (resumable)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    source = parser.add_argument_group("data (one of --csv or --dataset)")
+    which = source.add_mutually_exclusive_group()
+    shortcut(
+        which,
+        "csv",
+        "a delimited text file with a header row (comma, semicolon, tab or | separated; "
+        "quotes, a UTF-8 byte-order mark and Windows line ends are fine)",
+        metavar="PATH",
+    )
+    shortcut(
+        which,
+        "dataset",
+        "a UCI dataset (adult, letter: --data-dir) or the built-in digits (8 x 8 pixels as "
+        "64 features; label 1 for the digit 8, or all 10 classes with --classes all)",
+        choices=SWEEP_DATASETS,
+    )
+    shortcut(
+        source,
+        "classes",
+        "binary: the positive class against the rest; all: every class of "
+        "--dataset digits or letter, for the multiclass losses",
+        choices=("binary", "all"),
+    )
+    shortcut(source, "target", "target column of --csv", metavar="COLUMN")
+    shortcut(
+        source,
+        "positive",
+        "positive target value of --csv (default: the target is 0/1 or true/false), the "
+        "positive letter(s) of --dataset letter (default O, a ~4%% class) or digit of digits "
+        "(default 8)",
+        metavar="VALUE",
+    )
+    shortcut(
+        source,
+        "delimiter",
+        "field separator of --csv: one character, or tab (default: detected among comma, "
+        "semicolon, tab and |)",
+        metavar="CHAR",
+    )
+    shortcut(
+        source,
+        "data_dir",
+        "folder of the UCI files, as downloaded from the UCI Machine Learning Repository: "
+        "letter-recognition.data (Letter Recognition) or adult.data, adult.test and adult.names "
+        "(Adult)",
+        metavar="DIR",
+    )
+    grid = parser.add_argument_group("the loss and its grid of class weights")
+    shortcut(
+        grid,
+        "loss",
+        "log (the beta-weighted cross-entropy), squared (beta-weighted), focal "
+        "(--gamma, with the beta grid as its weight alpha), or the multiclass matrix (the "
+        "B-weighted log loss, one sigmoid per class) and class_weighted_softmax (--weights)",
+        choices=sorted(SWEEP_LOSSES),
+    )
+    shortcut(grid, "gamma", "focal loss's gamma", type=float)
+    shortcut(
+        grid,
+        "weights",
+        "the grid of a multiclass loss, ';'-separated: 'ones' (unweighted) or the entries "
+        "that differ from 1, e.g. 'ones;B[8,8]=10;B[3,8]=10' (matrix) or 'ones;w[8]=10' "
+        "(class_weighted_softmax), classes counted from 0",
+        metavar="W1;W2;...",
+    )
+    shortcut(grid, "betas", "explicit betas in (0, 1), comma-separated", metavar="B1,B2,...")
+    shortcut(grid, "n_betas", "grid size", type=int)
+    shortcut(grid, "beta_min", "smallest beta", type=float)
+    shortcut(grid, "beta_max", "largest beta", type=float)
+    train = parser.add_argument_group("training")
+    shortcut(train, "seeds", "seeds per beta", type=int)
+    shortcut(train, "model", "logistic or mlp", choices=SMALL_MODELS)
+    shortcut(train, "hidden", "MLP hidden units", type=int)
+    shortcut(train, "epochs", "most epochs", type=int)
+    shortcut(train, "batch_size", "rows per minibatch", type=int)
+    shortcut(train, "lr", "Adam learning rate", type=float)
+    shortcut(train, "l2", "L2 penalty on the weights", type=float)
+    shortcut(train, "patience", "early-stopping patience", type=int)
+    shortcut(
+        train,
+        "solver",
+        "exact: full-batch Newton to the optimum (logistic only; seeds then coincide); "
+        "adam: minibatch Adam with early stopping; auto: exact for logistic, adam for "
+        "mlp",
+        choices=SOLVERS,
+    )
+    shortcut(train, "n_folds", "cross-validation folds", type=int)
+    shortcut(train, "fold_seed", "seed of the fold assignment", type=int)
+    shortcut(train, "betas_per_chunk", "betas per chunk", type=int)
+    shortcut(parser, "n_bins", "bins of the ECE", type=int)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,15 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser(
         "reproduce", help="train the beta ensembles and write Figures 1-4 and the table"
     )
-    rep.add_argument(
-        "--config",
-        help="a config file defining get_config() (experiments/configs/); then "
-        "--config.SECTION.KEY=VALUE sets any key, e.g. --config.train.learning_rate=1e-4",
-    )
+    _config_argument(rep, " (experiments/configs/)")
 
     def shortcut(option: str, text: str, **kwargs: Any) -> None:
-        flag = "--" + option.replace("_", "-")
-        rep.add_argument(flag, help=f"{text} (config.{SHORTCUTS[option]})", **kwargs)
+        _shortcut(rep, SHORTCUTS, option, text, **kwargs)
 
     shortcut("dataset", "digits (default), pneumoniamnist or chestxray14")
     shortcut("data_dir", "where prepared TFDS data is kept")
@@ -159,12 +390,31 @@ def build_parser() -> argparse.ArgumentParser:
     fig.add_argument("--out", help="where to write (default: the run directory)")
     fig.set_defaults(func=_figures)
 
-    from iml.pipeline.sweep import add_sweep_arguments
-
-    swp = sub.add_parser("sweep", help="parameter sweeps (iml.pipeline.sweep)")
+    swp = sub.add_parser(
+        "sweep",
+        help="a fine grid of losses (class weights beta by default) of small models on a table",
+        description="Train a fine grid of losses (class weights beta by default) of small "
+        "models as one vectorized program; plot ECE against the loss for raw and "
+        "loss-corrected scores.",
+    )
     add_sweep_arguments(swp)
     swp.set_defaults(func=_sweep)
     return parser
+
+
+# The commands that read a config, and so take --config.KEY=VALUE.
+_CONFIGURED = ("reproduce", "sweep")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` (without the program name) parsed; ``overrides`` holds its ``--config.KEY=VALUE``
+    items as ``(KEY, VALUE)`` pairs, in order (:func:`iml.config.split_overrides`)."""
+    from iml.config import split_overrides
+
+    argv, overrides = split_overrides(argv)
+    args = build_parser().parse_args(argv)
+    args.overrides = overrides
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,15 +426,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     input: its exception propagates with its traceback (exit status 1 from the ``iml`` script),
     and every result finished before it stays in place.
     """
-    from iml.config import split_overrides
-
-    argv, overrides = split_overrides(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.overrides = overrides
-    if overrides and args.command != "reproduce":
-        flag = "--config." + overrides[0][0]
-        print(f"iml {args.command}: error: {flag}: only `iml reproduce` takes it", file=sys.stderr)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.overrides and args.command not in _CONFIGURED:
+        flag = "--config." + args.overrides[0][0]
+        takes = " and ".join(f"`iml {c}`" for c in _CONFIGURED)
+        print(f"iml {args.command}: error: {flag}: only {takes} take it", file=sys.stderr)
         return 2
     if args.command == "reproduce":
         # on the CPU, one device per core lets ensemble members train side by side

@@ -196,10 +196,11 @@ def test_a_value_of_the_wrong_type_is_named(tmp_path, capsys):
     assert "--config.train.epochs: expected an integer, got 2.5" in err
 
 
-def test_config_overrides_belong_to_reproduce(tmp_path, capsys):
+def test_config_overrides_belong_to_the_commands_with_a_config(tmp_path, capsys):
     status = cli.main(["figures", "--run", str(tmp_path), "--config.train.epochs=1"])
     assert status == 2
-    assert "--config.train.epochs: only `iml reproduce` takes it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--config.train.epochs: only `iml reproduce` and `iml sweep` take it" in err
 
 
 def test_an_output_folder_holding_another_run_is_named_before_work(tmp_path, capsys):

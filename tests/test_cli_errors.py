@@ -41,6 +41,12 @@ def _python(script: str) -> subprocess.CompletedProcess:
             ["reproduce", "--config.data.n_foldz=3", "--out", "unused"],
             "--config.data.n_foldz: no such key; did you mean config.data.n_folds?",
         ),
+        (
+            ["sweep", "--dataset", "digits", "--config.train.learnig_rate=1", "--out", "unused"],
+            "--config.train.learnig_rate: no such key; did you mean config.train.learning_rate?",
+        ),
+        (["sweep", "--out", "unused"], "give exactly one of --csv PATH or --dataset "),
+        (["sweep", "--dataset", "digits", "--betas", "0.5,1", "--out", "unused"], "--betas"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):

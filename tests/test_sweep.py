@@ -1,4 +1,5 @@
-"""Tests of iml.pipeline.sweep: the vectorized beta sweep, its bookkeeping, store and command."""
+"""Tests of iml.pipeline.sweep and `iml sweep`: the vectorized beta sweep, its bookkeeping, store,
+config and command."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from iml import loss_grid, loss_spec
+from iml import cli, loss_grid, loss_spec
 from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key
+from iml.config import flatten, to_dict
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.pipeline import sweep as S
 from iml.pipeline.store import RunStore
@@ -213,6 +215,10 @@ def _write_csv(path, x, y) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def _sweep(argv: list[str]) -> int:
+    return cli.main(["sweep", *map(str, argv)])
+
+
 def _args(**flags) -> list[str]:
     train = ["--epochs", "40", "--batch-size", "128", "--lr", "0.05", "--patience", "4"]
     out = []
@@ -226,7 +232,7 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
     _write_csv(tmp_path / "data.csv", x, y)
     out = tmp_path / "out"
     flags = {"csv": tmp_path / "data.csv", "target": "label", "positive": "yes"}
-    rc = S.main(_args(**flags, betas="0.5,0.9", seeds=2, out=out))
+    rc = _sweep(_args(**flags, betas="0.5,0.9", seeds=2, out=out))
     assert rc == 0, capsys.readouterr().err
     table = json.loads((out / "sweep_table.json").read_text())
     assert list(table) == ["0.5", "0.9"]
@@ -270,7 +276,7 @@ def test_bad_input_is_reported_before_any_work(flags, message, tmp_path, capsys,
     for k, v in options.items():
         if v is not None:
             argv += [f"--{k.replace('_', '-')}", str(v)]
-    assert S.main(argv) == 2
+    assert _sweep(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("iml sweep: error:")
     assert __import__("re").search(message, err), err
@@ -322,8 +328,6 @@ def _semicolon_export(path, n: int = 300) -> np.ndarray:
 
 
 def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, monkeypatch):
-    from iml import cli
-
     y = _semicolon_export(tmp_path / "export.csv")
     assert 0.05 < y.mean() < 0.15  # a rare "yes" class
     written = []
@@ -375,8 +379,6 @@ def test_close_betas_keep_their_own_rows_from_a_dataframe():
 
 
 def test_a_failure_during_the_work_propagates_instead_of_exit_2(tmp_path, monkeypatch):
-    from iml import cli
-
     (tmp_path / "data.csv").write_text("a;label\n1;yes\n2;no\n3;no\n4;yes\n5;no\n6;no\n")
 
     def fail(*args, **kwargs):
@@ -385,13 +387,12 @@ def test_a_failure_during_the_work_propagates_instead_of_exit_2(tmp_path, monkey
     monkeypatch.setattr(S, "_train_chunk", fail)
     argv = ["--csv", str(tmp_path / "data.csv"), "--target", "label", "--positive", "yes"]
     argv += ["--out", str(tmp_path / "out"), "--n-folds", "4", "--no-progress"]
-    work = S.prepare_sweep_command(_parsed(argv))
+    args = cli.parse_args(["sweep", *argv])
+    work = args.func(args)  # checked, nothing trained yet
     with pytest.raises(RuntimeError, match="device lost"):
         work()
     with pytest.raises(RuntimeError, match="device lost"):
         cli.main(["sweep", *argv])
-    with pytest.raises(RuntimeError, match="device lost"):
-        S.main(argv)
 
 
 def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
@@ -415,28 +416,20 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
 
     monkeypatch.setattr(S, "_train_chunk", fail_second)
     with pytest.raises(RuntimeError, match="device lost"):
-        S.main(argv)
+        _sweep(argv)
     stored = sorted(p.name for p in (out / "chunks").iterdir())
     assert stored == ["0000.npz"]
     first = (out / "chunks" / "0000.npz").read_bytes()
     manifest = (out / "manifest.json").read_text()
 
     monkeypatch.setattr(S, "_train_chunk", fail_second)
-    assert S.main(_args(**flags, betas="0.5,0.8", seeds=1, betas_per_chunk=1, n_folds=4)) == 2
+    assert _sweep(_args(**flags, betas="0.5,0.8", seeds=1, betas_per_chunk=1, n_folds=4)) == 2
     err = capsys.readouterr().err
     assert err.startswith("iml sweep: error: --out: ") and err.count("\n") == 1
     assert "'betas': [0.5, 0.9] stored, [0.5, 0.8] now" in err
     assert len(calls) == 2  # nothing trained
     assert (out / "chunks" / "0000.npz").read_bytes() == first
     assert (out / "manifest.json").read_text() == manifest
-
-
-def _parsed(argv: list[str]):
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    S.add_sweep_arguments(parser)
-    return parser.parse_args(argv)
 
 
 def test_members_the_exact_solver_could_not_finish_are_reported(simulated):
@@ -531,10 +524,10 @@ def test_loss_grids_refuse_repeats_and_unreadable_weights():
     grid = loss_grid(weight_grid(S.parse_weight_grid("ones;B[8,8]=10", "matrix"), "matrix", 10))
     assert grid.keys == ["ones", "B[8,8]=10"]  # keys read back as the --weights syntax
     for text, message in [
-        ("ones;w[1]=2", r"--weights: cannot read 'w\[1\]=2'.*B\[3,3\]=10"),
+        ("ones;w[1]=2", r"^weights: cannot read 'w\[1\]=2'.*B\[3,3\]=10"),
         ("B[1]=2", "B takes 2 indices"),
         ("B[1,1]=-2", "must be positive"),
-        (" ; ", "--weights is empty"),
+        (" ; ", "^weights is empty"),
     ]:
         with pytest.raises(ValueError, match=message):
             S.parse_weight_grid(text, "matrix")
@@ -556,7 +549,7 @@ def test_loss_grids_refuse_repeats_and_unreadable_weights():
 )
 def test_loss_flags_are_checked_before_any_work(flags, message, tmp_path, capsys):
     argv = _args(dataset="digits", **flags, out=tmp_path / "out")
-    assert S.main(argv) == 2
+    assert _sweep(argv) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -565,7 +558,7 @@ def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_pat
     out = tmp_path / "out"
     argv = _args(dataset="digits", classes="all", loss="class_weighted_softmax",
                  weights="ones;w[8]=10", seeds=1, n_folds=4, out=out)  # fmt: skip
-    assert S.main(argv) == 0, capsys.readouterr().err
+    assert _sweep(argv) == 0, capsys.readouterr().err
     table = json.loads((out / "sweep_table.json").read_text())
     assert list(table) == ["ones", "w[8]=10"]
     assert set(table["ones"]["raw"]) == set(MULTICLASS_METRICS)
@@ -579,3 +572,102 @@ def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_pat
     assert json.loads((out / "manifest.json").read_text())["config"]["loss"]["name"] == (
         "class_weighted_softmax"
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# The config: named options, --config.KEY=VALUE and config files set the same keys
+# ----------------------------------------------------------------------------------------------
+
+
+def _config(*argv):
+    return cli.load_config(cli.parse_args(["sweep", *map(str, argv), "--out", "unused"]))
+
+
+def test_every_named_option_sets_a_key_and_an_override_equals_its_option():
+    assert sorted(cli.SWEEP_SHORTCUTS.values()) == sorted(flatten(S.sweep_config()))
+    by_key = _config("--dataset", "digits", "--config.train.learning_rate=0.05")
+    by_flag = _config("--dataset", "digits", "--lr", "0.05")
+    assert by_key.train.learning_rate == 0.05 and by_key.is_locked
+    assert to_dict(by_key) == to_dict(by_flag)
+    betas = _config("--csv", "t.csv", "--betas", "0.5,0.9", "--epochs", "3", "--seeds", "2")
+    assert to_dict(betas) == to_dict(
+        _config("--config.data.csv=t.csv", "--config.loss.betas=0.5,0.9",
+                "--config.train.epochs", "3", "--config.train.seeds=2")
+    )  # fmt: skip
+    assert betas.loss.betas == (0.5, 0.9) and betas.data.csv == "t.csv"
+    with pytest.raises(ValueError, match="--betas must be comma-separated numbers, got 'a,b'"):
+        _config("--betas", "a,b")
+
+
+def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_path, capsys):
+    path = tmp_path / "digits.py"
+    path.write_text(
+        "from iml.pipeline.sweep import sweep_config\n\n\n"
+        "def get_config():\n"
+        "    c = sweep_config()\n"
+        "    c.data.name = 'digits'\n"
+        "    c.data.n_folds = 4\n"
+        "    c.loss.betas = (0.5, 0.9)\n"
+        "    c.train.seeds = 1\n"
+        "    return c\n"
+    )
+    out = tmp_path / "out"
+    argv = ["--config", path, "--config.eval.n_bins=5", "--out", out, "--no-progress"]
+    assert _sweep(argv) == 0, capsys.readouterr().err
+    assert list(json.loads((out / "sweep_table.json").read_text())) == ["0.5", "0.9"]
+    stored = json.loads((out / "manifest.json").read_text())["config"]
+    assert sorted(stored) == sorted(["betas", "seeds", "train", "n_folds", "fold_seed", "n_bins",
+                                     "betas_per_chunk", "data_sha256", "data"])  # fmt: skip
+    assert stored["betas"] == [0.5, 0.9] and stored["seeds"] == [0] and stored["n_bins"] == 5
+    assert stored["data"] == {"name": "digits"} and stored["train"]["solver"] == "auto"
+    # The same sweep by named options finds the stored one: it resumes, training nothing.
+    flags = ["--dataset", "digits", "--n-folds", "4", "--betas", "0.5,0.9", "--seeds", "1"]
+    assert _sweep([*flags, "--n-bins", "5", "--out", out, "--no-progress"]) == 0
+    assert "trained chunks []" in capsys.readouterr().out
+
+
+def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _sweep(["--dataset", "digits", "--config.train.learnig_rate=1", "--out", out]) == 2
+    assert capsys.readouterr().err == (
+        "iml sweep: error: --config.train.learnig_rate: no such key; "
+        "did you mean config.train.learning_rate?\n"
+    )
+    path = tmp_path / "matrix.py"
+    path.write_text(
+        "from iml.pipeline.sweep import sweep_config\n\n\n"
+        "def get_config():\n"
+        "    c = sweep_config()\n"
+        "    c.data.name = 'digits'\n"
+        "    c.loss.name = 'matrix'\n"
+        "    return c\n"
+    )
+    # Keys set by the file (or left at its defaults) are named as config keys, flags as flags.
+    for argv, message in [
+        ([], "config.loss.name='matrix' needs config.loss.weights"),
+        (["--weights", "ones;w[1]=2"], "--weights: cannot read 'w[1]=2'"),
+        (["--config.loss.weights=ones", "--classes", "binary"], "add --classes all"),
+        (["--config.loss.weights=ones", "--config.data.classes=all", "--config.loss.gamma=1"],
+         "config.loss.gamma does not apply to config.loss.name='matrix'"),
+        (["--config.loss.weights=ones", "--config.data.classes=all", "--epochs", "0"],
+         "--epochs: max_epochs must be a positive integer, got 0"),
+    ]:  # fmt: skip
+        assert _sweep(["--config", path, *argv, "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("iml sweep: error: ") and err.count("\n") == 1
+        assert message in err, err
+    plain = to_dict(S.sweep_config())  # plain nested dicts are checked too
+    plain["loss"]["name"] = "hinge"
+    with pytest.raises(ValueError, match=r"config.loss.name: unknown value 'hinge'"):
+        S.check_sweep_config(plain)
+    config = S.sweep_config()
+    with pytest.raises(
+        ValueError, match=r"give exactly one of config.data.csv or config.data.name"
+    ):
+        S.check_sweep_config(config)
+    config.data.name = "digits"
+    S.check_sweep_config(config)
+    config.train.betas_per_chunk = 0
+    with pytest.raises(ValueError, match=r"config.train.betas_per_chunk must be an integer >= 1"):
+        S.check_sweep_config(config)
+    assert not out.exists()

@@ -16,29 +16,31 @@ finished chunk is one atomic :class:`~iml.pipeline.store.RunStore` entry, so a k
 resumes where it stopped.
 
 Entry points: :func:`run_sweep` (library, notebooks: arrays, e.g. from a pandas DataFrame by
-:func:`iml.data.tabular.encode_table`), :func:`add_sweep_arguments` and
-:func:`prepare_sweep_command` (the ``iml sweep`` command; also ``python -m iml.pipeline.sweep``).
+:func:`iml.data.tabular.encode_table`); and, for a config (nested, locked: :func:`sweep_config`,
+as ``iml sweep`` in :mod:`iml.cli` reads it), :func:`prepare_sweep` (checks it once, reads the
+data and plans), :func:`execute_sweep` (trains) and :func:`write_sweep_outputs`.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import io
 import math
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 from numpy.typing import ArrayLike
 
 from iml import _validation as V
+from iml import config as config_lib
 from iml._io import atomic_write_bytes, atomic_write_text
 from iml.calibration import (
     METRICS,
@@ -48,11 +50,9 @@ from iml.calibration import (
 )
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import ArgumentError
-from iml.models.small import SMALL_MODELS
 from iml.pipeline.store import RunStore
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid, loss_spec, weight_grid
 from iml.training.tabular import (
-    SOLVERS,
     TabularConfig,
     check_labels,
     check_seeds,
@@ -61,25 +61,30 @@ from iml.training.tabular import (
     train_tabular,
 )
 
+if TYPE_CHECKING:
+    from iml.data import Dataset
+
 Array = jax.Array
 
 __all__ = [
     "METHODS",
+    "SWEEP_DATASETS",
     "SWEEP_LOSSES",
     "SweepPlan",
     "SweepResult",
-    "add_sweep_arguments",
     "beta_grid",
+    "check_sweep_config",
     "execute_sweep",
     "loss_corrected_scores",
     "parse_weight_grid",
     "plan_sweep",
-    "prepare_sweep_command",
+    "prepare_sweep",
     "run_sweep",
-    "run_sweep_command",
     "scores_from_logits",
+    "sweep_config",
     "sweep_markdown",
     "sweep_table",
+    "write_sweep_outputs",
 ]
 
 METHODS = ("raw", "loss_corrected")
@@ -514,7 +519,7 @@ def _progress_iter(items: Sequence[Any], progress: bool, desc: str) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------
-# The command: `iml sweep` (and `python -m iml.pipeline.sweep`)
+# The sweep's config: defaults, one check before any file is read, the plan and the outputs
 # ----------------------------------------------------------------------------------------------
 
 _UCI_FILES = {
@@ -523,7 +528,9 @@ _UCI_FILES = {
 }
 # Built-in datasets of the sweep that need no files; images are flattened into features.
 _BUILT_IN = ("digits",)
-# The losses `iml sweep --loss` trains, and what each one's grid is made of.
+#: The datasets ``config.data.name`` names (a delimited file is ``config.data.csv`` instead).
+SWEEP_DATASETS = tuple(sorted([*_UCI_FILES, *_BUILT_IN]))
+#: The losses of ``config.loss.name``, and what each one's grid is made of.
 SWEEP_LOSSES = {
     "log": "betas",
     "squared": "betas",
@@ -533,134 +540,81 @@ SWEEP_LOSSES = {
 }
 
 
-def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options of ``iml sweep`` to ``parser``."""
-    source = parser.add_argument_group("data (one of --csv or --dataset)")
-    which = source.add_mutually_exclusive_group(required=True)
-    which.add_argument(
-        "--csv",
-        metavar="PATH",
-        help="a delimited text file with a header row (comma, semicolon, tab or | separated; "
-        "quotes, a UTF-8 byte-order mark and Windows line ends are fine)",
-    )
-    which.add_argument(
-        "--dataset",
-        choices=sorted([*_UCI_FILES, *_BUILT_IN]),
-        help="a UCI dataset (adult, letter: --data-dir) or the built-in digits (8 x 8 pixels as "
-        "64 features; label 1 for the digit 8, or all 10 classes with --classes all)",
-    )
-    source.add_argument(
-        "--classes",
-        choices=("binary", "all"),
-        default="binary",
-        help="binary (default): the positive class against the rest; all: every class of "
-        "--dataset digits or letter, for the multiclass losses",
-    )
-    source.add_argument("--target", metavar="COLUMN", help="target column of --csv")
-    source.add_argument(
-        "--positive",
-        metavar="VALUE",
-        help="positive target value of --csv (default: the target is 0/1 or true/false), or "
-        "the positive letter(s) of --dataset letter (default O, a ~4%% class)",
-    )
-    source.add_argument(
-        "--delimiter",
-        metavar="CHAR",
-        help="field separator of --csv: one character, or tab (default: detected among "
-        "comma, semicolon, tab and |)",
-    )
-    source.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="folder of the UCI files, as downloaded from the UCI Machine Learning Repository: "
-        "letter-recognition.data (Letter Recognition) or adult.data, adult.test and adult.names "
-        "(Adult)",
-    )
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder (resumable)")
-    grid = parser.add_argument_group("the loss and its grid of class weights")
-    grid.add_argument(
-        "--loss",
-        choices=sorted(SWEEP_LOSSES),
-        default="log",
-        help="log (default: the beta-weighted cross-entropy), squared (beta-weighted), focal "
-        "(--gamma, with the beta grid as its weight alpha), or the multiclass matrix (the "
-        "B-weighted log loss, one sigmoid per class) and class_weighted_softmax (--weights)",
-    )
-    grid.add_argument("--gamma", type=float, help="focal loss's gamma (default 2)")
-    grid.add_argument(
-        "--weights",
-        metavar="W1;W2;...",
-        help="the grid of a multiclass loss, ';'-separated: 'ones' (unweighted) or the entries "
-        "that differ from 1, e.g. 'ones;B[8,8]=10;B[3,8]=10' (matrix) or 'ones;w[8]=10' "
-        "(class_weighted_softmax), classes counted from 0",
-    )
-    grid.add_argument("--betas", metavar="B1,B2,...", help="explicit betas in (0, 1)")
-    grid.add_argument("--n-betas", type=int, default=64, help="grid size (default 64)")
-    grid.add_argument("--beta-min", type=float, default=0.01, help="smallest beta (default 0.01)")
-    grid.add_argument("--beta-max", type=float, default=0.99, help="largest beta (default 0.99)")
-    train = parser.add_argument_group("training")
-    train.add_argument("--seeds", type=int, default=8, help="seeds per beta (default 8)")
-    train.add_argument("--model", choices=SMALL_MODELS, default="logistic")
-    train.add_argument("--hidden", type=int, default=32, help="MLP hidden units")
-    train.add_argument("--epochs", type=int, default=100, help="most epochs")
-    train.add_argument("--batch-size", type=int, default=512)
-    train.add_argument("--lr", type=float, default=0.01, help="Adam learning rate")
-    train.add_argument("--l2", type=float, default=0.0, help="L2 penalty on the weights")
-    train.add_argument("--patience", type=int, default=5, help="early-stopping patience")
-    train.add_argument(
-        "--solver",
-        choices=SOLVERS,
-        default="auto",
-        help="exact: full-batch Newton to the optimum (logistic only; seeds then coincide); "
-        "adam: minibatch Adam with early stopping; auto (default): exact for logistic, adam for "
-        "mlp",
-    )
-    train.add_argument("--n-folds", type=int, default=10)
-    train.add_argument("--fold-seed", type=int, default=0)
-    train.add_argument("--betas-per-chunk", type=int, default=16, help="betas per chunk")
-    parser.add_argument("--n-bins", type=int, default=10, help="bins of the ECE (deciles)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+def sweep_config() -> ml_collections.ConfigDict:
+    """The default sweep: 64 betas of the beta-weighted log loss x 8 seeds of logistic regression.
 
+    The data has no default: ``config.data.name`` names a dataset (``"adult"`` and ``"letter"``
+    read the UCI files in ``config.data.data_dir``; ``"digits"`` needs none) or
+    ``config.data.csv`` a delimited text file. ``iml sweep`` reads this config (or ``--config
+    FILE``), sets any key as ``--config.SECTION.KEY=VALUE`` and has a named option for every key
+    (``--lr`` sets ``config.train.learning_rate``; :data:`iml.cli.SWEEP_SHORTCUTS`).
 
-# The flag of `iml sweep` that stands for each argument of iml.data.load_csv.
-_CSV_FLAGS = {
-    "path": "--csv",
-    "frame": "--csv",
-    "target": "--target",
-    "positive": "--positive",
-    "delimiter": "--delimiter",
-}
+    Returns:
+      The config, locked: its sections ``data``, ``model``, ``loss``, ``train`` and ``eval`` take
+      no new keys, so a misspelled one is an error.
+    """
+    c = ml_collections.ConfigDict()
 
+    c.data = ml_collections.ConfigDict()
+    c.data.name = ""  # one of SWEEP_DATASETS, or 'csv' ('' too where data.csv is set)
+    c.data.data_dir = ""  # adult, letter: the folder of the UCI files; digits: prepared data
+    c.data.csv = ""  # a delimited text file with a header row
+    c.data.target = ""  # the target column of the csv file
+    # csv: the positive target value ('' = the target is 0/1 or true/false); letter: the positive
+    # letter(s) ('' = O, a ~4% class); digits: the positive digit ('' = 8)
+    c.data.positive = ""
+    c.data.delimiter = ""  # the csv file's field separator, one character or 'tab' ('' = detected)
+    c.data.classes = "binary"  # or 'all': every class of digits or letter, for multiclass losses
+    c.data.n_folds = 10  # rotated 7-2-1 (train, validation, test) with 10 folds
+    c.data.fold_seed = 0
 
-def _parse_betas(args: argparse.Namespace) -> np.ndarray:
-    if args.betas:
-        try:
-            values = [float(v) for v in str(args.betas).split(",") if v.strip()]
-        except ValueError as err:
-            raise ValueError(
-                f"--betas must be comma-separated numbers, got {args.betas!r}"
-            ) from err
-        return V.check_betas("--betas", values)
-    try:
-        return beta_grid(args.n_betas, args.beta_min, args.beta_max)
-    except ValueError as err:
-        raise ValueError(f"--n-betas/--beta-min/--beta-max: {err}") from err
+    c.model = ml_collections.ConfigDict()
+    c.model.name = "logistic"  # or 'mlp' (iml.models.small)
+    c.model.hidden = 32  # the MLP's hidden units
+
+    c.loss = ml_collections.ConfigDict()
+    c.loss.name = "log"  # one of SWEEP_LOSSES
+    c.loss.betas = ()  # the betas (focal: alphas) in (0, 1); () = the logit grid below
+    c.loss.n_betas = 64  # the grid: evenly spaced in logit(beta) (beta_grid)
+    c.loss.beta_min = 0.01
+    c.loss.beta_max = 0.99
+    c.loss.gamma = 2.0  # the focal loss's gamma
+    c.loss.weights = ""  # the multiclass losses' grid (parse_weight_grid): 'ones;B[8,8]=10'
+
+    c.train = ml_collections.ConfigDict()
+    c.train.seeds = 8  # seeds 0..seeds-1 of every loss
+    c.train.epochs = 100
+    c.train.batch_size = 512
+    c.train.learning_rate = 0.01  # Adam's
+    c.train.l2 = 0.0
+    c.train.patience = 5
+    c.train.solver = "auto"  # exact (logistic, log loss), adam, or auto: exact where it applies
+    c.train.betas_per_chunk = 16  # losses per chunk: the unit of memory and of resumption
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.n_bins = 10  # bins of the calibration errors (the paper's deciles)
+
+    c.lock()
+    return c
 
 
 _ENTRY = re.compile(r"^\s*(\w+)\[([\d,\s]+)\]\s*=\s*([^,\s]+)\s*$")
 
 
-def parse_weight_grid(text: str, loss: str) -> list[dict[tuple[int, ...], float]]:
-    """The grid of ``--weights``: per loss, the entries of ``B`` (``matrix``) or of the class
-    weights ``w`` (``class_weighted_softmax``) that differ from 1.
+def parse_weight_grid(
+    text: str, loss: str, *, name: str = "weights"
+) -> list[dict[tuple[int, ...], float]]:
+    """The grid of ``config.loss.weights``: per loss, the entries of ``B`` (``matrix``) or of the
+    class weights ``w`` (``class_weighted_softmax``) that differ from 1.
 
     ``"ones;B[8,8]=10;B[3,8]=10,B[8,3]=10"`` gives three losses: unweighted, one diagonal entry
     10, two off-diagonal entries 10 (the syntax of :func:`grid_keys`).
 
     Raises:
-      ValueError: naming ``--weights`` and the part it cannot read.
+      ValueError: naming ``name`` (the key or flag the text came from) and the part it cannot
+        read.
     """
-    name, rank = ("B", 2) if loss == "matrix" else ("w", 1)
+    symbol, rank = ("B", 2) if loss == "matrix" else ("w", 1)
     grid = []
     for part in (p.strip() for p in text.split(";")):
         if not part:
@@ -669,148 +623,347 @@ def parse_weight_grid(text: str, loss: str) -> list[dict[tuple[int, ...], float]
         if part != "ones":
             for item in re.split(r",(?=\s*\w+\[)", part):
                 match = _ENTRY.match(item)
-                if match is None or match[1] != name:
+                if match is None or match[1] != symbol:
                     raise ValueError(
-                        f"--weights: cannot read {item.strip()!r}; the {loss} loss's entries "
-                        f"read like {name}[{','.join(['3'] * rank)}]=10 (or 'ones')"
+                        f"{name}: cannot read {item.strip()!r}; the {loss} loss's entries "
+                        f"read like {symbol}[{','.join(['3'] * rank)}]=10 (or 'ones')"
                     )
                 index = tuple(int(i) for i in match[2].split(","))
                 try:
                     value = float(match[3])
                 except ValueError:
-                    raise ValueError(f"--weights: {match[3]!r} is not a number") from None
+                    raise ValueError(f"{name}: {match[3]!r} is not a number") from None
                 if len(index) != rank:
-                    raise ValueError(
-                        f"--weights: {name} takes {rank} indices, got {item.strip()!r}"
-                    )
+                    raise ValueError(f"{name}: {symbol} takes {rank} indices, got {item.strip()!r}")
                 if not (math.isfinite(value) and value > 0):
-                    raise ValueError(f"--weights: weights must be positive, got {item.strip()!r}")
+                    raise ValueError(f"{name}: weights must be positive, got {item.strip()!r}")
                 entries[index] = value
         grid.append(entries)
     if not grid:
-        raise ValueError("--weights is empty")
+        raise ValueError(f"{name} is empty")
     return grid
 
 
-def _check_uci(name: str, data_dir: str | None) -> Path:
-    if not data_dir:
-        raise ValueError(f"--dataset {name} needs --data-dir (the folder of {_UCI_FILES[name][0]})")
-    folder = Path(data_dir)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"--data-dir: folder not found: {folder}")
-    for file_name in _UCI_FILES[name]:
-        if not (folder / file_name).is_file():
-            raise FileNotFoundError(
-                f"--data-dir: {folder / file_name} not found (needed by {name})"
-            )
-    return folder
+class _Names:
+    """How messages name the keys of the config ``c``: as ``names`` gives them (a command line
+    gives the flags), else ``config.SECTION.KEY``."""
+
+    def __init__(self, c: ml_collections.ConfigDict, names: Mapping[str, str] | None) -> None:
+        self.c, self.names = c, dict(names or {})
+
+    def __call__(self, key: str) -> str:
+        return self.names.get(key, f"config.{key}")
+
+    def said(self, key: str, value: Any = None) -> str:
+        """``--loss focal`` or ``config.loss.name='focal'``: the key with its (or a) value."""
+        value = config_lib.lookup(self.c, key) if value is None else value
+        name = self(key)
+        return f"{name} {value}" if name.startswith("--") else f"{name}={value!r}"
+
+    def wanted(self, key: str, placeholder: str) -> str:
+        """``--target COLUMN`` or ``config.data.target``: a key to set."""
+        name = self(key)
+        return f"{name} {placeholder}" if name.startswith("--") else name
 
 
-class _Command(NamedTuple):
-    """``iml sweep``'s checked arguments."""
-
-    source: dict[str, Any]
-    loss: str
-    grid: Any  # betas (log, squared), alphas (focal) or parsed --weights (multiclass)
-    gamma: float
-    config: TabularConfig
+def _given(c: ml_collections.ConfigDict, key: str) -> bool:
+    """Whether ``key`` of ``c`` differs from its default (a key at its default is not set)."""
+    return config_lib.lookup(c, key) != config_lib.lookup(sweep_config(), key)
 
 
-def _plan(args: argparse.Namespace) -> _Command:
-    """Check every argument before any file is read."""
-    multiclass = SWEEP_LOSSES[args.loss] == "weights"
+class _Checked(NamedTuple):
+    """A checked sweep config and what it stands for."""
+
+    config: ml_collections.ConfigDict
+    source: dict[str, Any]  # the load_dataset arguments, as the store records them
+    grid: Any  # betas (log, squared), alphas (focal) or parsed weights (multiclass)
+    train: TabularConfig
+    name: _Names
+
+
+# The TabularConfig field that an error starts with, and the config key that sets it.
+_TRAIN_KEYS = {
+    "model": "model.name",
+    "hidden": "model.hidden",
+    "max_epochs": "train.epochs",
+    "batch_size": "train.batch_size",
+    "learning_rate": "train.learning_rate",
+    "l2": "train.l2",
+    "patience": "train.patience",
+    "solver": "train.solver",
+}
+# The config key that stands for each argument of iml.data.load_csv.
+_CSV_KEYS = {
+    "path": "data.csv",
+    "frame": "data.csv",
+    "target": "data.target",
+    "positive": "data.positive",
+    "delimiter": "data.delimiter",
+}
+
+
+def check_sweep_config(
+    config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None = None
+) -> None:
+    """Check a sweep's config (nested, as :func:`sweep_config`) before any file is read.
+
+    Args:
+      config: the config.
+      names: how the messages name a key (``{"loss.name": "--loss"}``: a command line names the
+        flag that set it); a key not in it is named ``config.SECTION.KEY``.
+
+    Raises:
+      ValueError: naming the first bad key: an unknown or missing key, an unknown dataset, loss,
+        model or solver, a beta outside ``(0, 1)``, an unreadable weight grid, a key that does
+        not apply to the chosen loss or data, a count below its minimum.
+      FileNotFoundError: for a data folder, or a UCI file in it, that does not exist.
+    """
+    _check(config, names)
+
+
+def _count(name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check(
+    config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None
+) -> _Checked:
+    config_lib.check_keys(config, sweep_config())
+    c = sweep_config()
+    for key, value in config_lib.flatten(config).items():
+        config_lib.override(c, key, value)
+    name = _Names(c, names)
+    said = name.said
+    for key, known in (
+        ("loss.name", sorted(SWEEP_LOSSES)),
+        ("data.name", ["", "csv", *SWEEP_DATASETS]),
+        ("data.classes", ["binary", "all"]),
+    ):
+        if config_lib.lookup(c, key) not in known:
+            value = config_lib.lookup(c, key)
+            raise ValueError(f"{name(key)}: unknown value {value!r}; expected one of {known}")
+    loss = c.loss.name
+    multiclass = SWEEP_LOSSES[loss] == "weights"
     if multiclass:
-        if not args.weights:
-            raise ValueError(f"--loss {args.loss} needs --weights (e.g. 'ones;B[8,8]=10')")
-        grid: Any = parse_weight_grid(args.weights, args.loss)
-        if args.betas or args.gamma is not None:
-            flag = "--betas" if args.betas else "--gamma"
-            raise ValueError(f"{flag} does not apply to --loss {args.loss}; its grid is --weights")
+        if not c.loss.weights:
+            raise ValueError(
+                f"{said('loss.name')} needs {name('loss.weights')} (e.g. 'ones;B[8,8]=10')"
+            )
+        grid: Any = parse_weight_grid(c.loss.weights, loss, name=name("loss.weights"))
+        for key in ("loss.betas", "loss.gamma"):
+            if _given(c, key):
+                raise ValueError(
+                    f"{name(key)} does not apply to {said('loss.name')}; its grid is "
+                    f"{name('loss.weights')}"
+                )
     else:
-        if args.weights:
-            raise ValueError(f"--weights applies to the multiclass losses, not --loss {args.loss}")
-        if args.gamma is not None and args.loss != "focal":
-            raise ValueError(f"--gamma applies to --loss focal, not --loss {args.loss}")
-        grid = _parse_betas(args)
-    gamma = 2.0 if args.gamma is None else args.gamma
-    if not (math.isfinite(gamma) and gamma >= 0):
-        raise ValueError(f"--gamma must be a non-negative number, got {args.gamma}")
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
-    for flag, value in (("--n-folds", args.n_folds), ("--betas-per-chunk", args.betas_per_chunk)):
-        if value < 1:
-            raise ValueError(f"{flag} must be positive, got {value}")
-    if args.n_folds < 4:
-        raise ValueError(f"--n-folds must be at least 4 (train/2 val/1 test), got {args.n_folds}")
-    solver = args.solver
-    if args.loss != "log" and solver == "exact":
-        raise ValueError(f"--solver exact fits --loss log only, not --loss {args.loss}")
-    if args.loss != "log" and solver == "auto":
+        if c.loss.weights:
+            raise ValueError(
+                f"{name('loss.weights')} applies to the multiclass losses, not {said('loss.name')}"
+            )
+        if _given(c, "loss.gamma") and loss != "focal":
+            raise ValueError(
+                f"{name('loss.gamma')} applies to {said('loss.name', 'focal')}, not "
+                f"{said('loss.name')}"
+            )
+        grid = _betas(c, name)
+    gamma = c.loss.gamma
+    if isinstance(gamma, bool) or not (math.isfinite(gamma) and gamma >= 0):
+        raise ValueError(f"{name('loss.gamma')} must be a non-negative number, got {gamma!r}")
+    _count(name("train.seeds"), c.train.seeds)
+    _count(name("train.betas_per_chunk"), c.train.betas_per_chunk)
+    _count(name("eval.n_bins"), c.eval.n_bins)
+    _count(name("data.fold_seed"), c.data.fold_seed, 0)
+    n_folds = c.data.n_folds
+    if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 4:
+        raise ValueError(
+            f"{name('data.n_folds')} must be an integer >= 4 (train/2 val/1 test), got {n_folds!r}"
+        )
+    solver = c.train.solver
+    if loss != "log" and solver == "exact":
+        raise ValueError(
+            f"{said('train.solver')} fits {said('loss.name', 'log')} only, not {said('loss.name')}"
+        )
+    if loss != "log" and solver == "auto":
         solver = "adam"
     try:
-        config = TabularConfig(
-            model=args.model,
-            hidden=args.hidden,
-            max_epochs=args.epochs,
-            batch_size=args.batch_size,
-            learning_rate=args.lr,
-            l2=args.l2,
-            patience=args.patience,
+        train = TabularConfig(
+            model=c.model.name,
+            hidden=c.model.hidden,
+            max_epochs=c.train.epochs,
+            batch_size=c.train.batch_size,
+            learning_rate=c.train.learning_rate,
+            l2=c.train.l2,
+            patience=c.train.patience,
             solver=solver,
         )
     except ValueError as err:
-        raise ValueError(f"training option: {err}") from err
-    if bool(args.csv) == bool(args.dataset):
-        raise ValueError("give exactly one of --csv PATH or --dataset adult|digits|letter")
-    if (args.classes == "all") != multiclass:
-        if multiclass:
-            raise ValueError(f"--loss {args.loss} is multiclass: add --classes all")
+        key = _TRAIN_KEYS.get(str(err).split()[0])
+        raise ValueError(f"{name(key) if key else 'training option'}: {err}") from None
+    source = _source(c, multiclass, name)
+    return _Checked(c, source, grid, train, name)
+
+
+def _betas(c: ml_collections.ConfigDict, name: _Names) -> np.ndarray:
+    """The betas (or focal alphas) of ``c.loss``: explicit, or the logit grid."""
+    betas = c.loss.betas
+    if betas:
+        if any(isinstance(b, bool) or not isinstance(b, int | float) for b in betas):
+            raise ValueError(f"{name('loss.betas')} must be numbers in (0, 1), got {betas!r}")
+        return V.check_betas(name("loss.betas"), [float(b) for b in betas])
+    try:
+        return beta_grid(c.loss.n_betas, c.loss.beta_min, c.loss.beta_max)
+    except ValueError as err:
+        key = next(k for k in ("n_betas", "beta_min", "beta_max") if str(err).startswith(k))
+        raise ValueError(f"{name('loss.' + key)}: {err}") from None
+
+
+def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dict[str, Any]:
+    """The checked ``load_dataset`` arguments of ``c.data``; no file is read."""
+    data = c.data
+    said, wanted = name.said, name.wanted
+    if (data.csv and data.name not in ("", "csv")) or not (data.csv or data.name):
         raise ValueError(
-            f"--classes all needs a multiclass --loss (matrix, class_weighted_softmax), "
-            f"not {args.loss}"
+            f"give exactly one of {wanted('data.csv', 'PATH')} or "
+            f"{wanted('data.name', '|'.join(SWEEP_DATASETS))}"
         )
-    if args.classes == "all" and args.dataset not in ("digits", "letter"):
-        raise ValueError("--classes all applies to --dataset digits and letter")
-    if args.csv:
-        if not args.target:
-            raise ValueError("--csv needs --target COLUMN")
-        source = {"name": "csv", "path": args.csv, "target": args.target}
-        for option in ("positive", "delimiter"):
-            if getattr(args, option) is not None:
-                source[option] = getattr(args, option)
-        return _Command(source, args.loss, grid, gamma, config)
-    for option in ("target", "delimiter"):
-        if getattr(args, option) is not None:
-            flag = "--" + option
-            raise ValueError(f"{flag} applies to --csv only, not --dataset {args.dataset}")
-    if args.dataset in _BUILT_IN:
-        source = {"name": args.dataset}
-        if args.data_dir:
-            if not Path(args.data_dir).is_dir():
-                raise FileNotFoundError(f"--data-dir: folder not found: {args.data_dir}")
-            source["data_dir"] = args.data_dir
-        if args.positive is not None:
-            if args.classes == "all":
-                raise ValueError("--positive does not apply to --classes all")
-            if not (args.positive.isdigit() and len(args.positive) == 1):
-                raise ValueError(
-                    f"--positive of --dataset digits is one digit, got {args.positive!r}"
+    if data.name == "csv" and not data.csv:
+        raise ValueError(f"{said('data.name')} needs {wanted('data.csv', 'PATH')}")
+    dataset = data.name or "csv"
+    if (data.classes == "all") != multiclass:
+        if multiclass:
+            raise ValueError(
+                f"{said('loss.name')} is multiclass: add {said('data.classes', 'all')}"
+            )
+        raise ValueError(
+            f"{said('data.classes')} needs a multiclass {name('loss.name')} (matrix, "
+            f"class_weighted_softmax), not {c.loss.name}"
+        )
+    if data.classes == "all" and dataset not in ("digits", "letter"):
+        raise ValueError(
+            f"{said('data.classes')} applies to {said('data.name', 'digits')} and letter"
+        )
+    if dataset == "csv":
+        if not data.target:
+            raise ValueError(f"{name('data.csv')} needs {wanted('data.target', 'COLUMN')}")
+        source = {"name": "csv", "path": data.csv, "target": data.target}
+        for key in ("positive", "delimiter"):
+            if data[key]:
+                source[key] = data[key]
+        return source
+    for key in ("data.target", "data.delimiter"):
+        if _given(c, key):
+            raise ValueError(
+                f"{name(key)} applies to {name('data.csv')} only, not {said('data.name')}"
+            )
+    if dataset in _BUILT_IN:
+        source = {"name": dataset}
+        if data.data_dir:
+            if not Path(data.data_dir).is_dir():
+                raise FileNotFoundError(
+                    f"{name('data.data_dir')}: folder not found: {data.data_dir}"
                 )
-            source["positive_digit"] = int(args.positive)
-        return _Command(source, args.loss, grid, gamma, config)
-    folder = _check_uci(args.dataset, args.data_dir)
-    source = {"name": args.dataset, "manual_dir": str(folder)}
-    if args.positive is not None:
-        if args.dataset != "letter":
-            raise ValueError("--positive applies to --csv, --dataset letter and digits only")
-        if args.classes == "all":
-            raise ValueError("--positive does not apply to --classes all")
-        source["positive_letter"] = args.positive
-    return _Command(source, args.loss, grid, gamma, config)
+            source["data_dir"] = data.data_dir
+        if data.positive:
+            if data.classes == "all":
+                raise ValueError(
+                    f"{name('data.positive')} does not apply to {said('data.classes')}"
+                )
+            if not (data.positive.isdigit() and len(data.positive) == 1):
+                raise ValueError(
+                    f"{name('data.positive')} of {said('data.name')} is one digit, got "
+                    f"{data.positive!r}"
+                )
+            source["positive_digit"] = int(data.positive)
+        return source
+    if not data.data_dir:
+        raise ValueError(
+            f"{said('data.name')} needs {wanted('data.data_dir', 'DIR')} (the folder of "
+            f"{_UCI_FILES[dataset][0]})"
+        )
+    folder = Path(data.data_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{name('data.data_dir')}: folder not found: {folder}")
+    for file_name in _UCI_FILES[dataset]:
+        if not (folder / file_name).is_file():
+            raise FileNotFoundError(
+                f"{name('data.data_dir')}: {folder / file_name} not found (needed by {dataset})"
+            )
+    source = {"name": dataset, "manual_dir": str(folder)}
+    if data.positive:
+        if dataset != "letter":
+            raise ValueError(
+                f"{name('data.positive')} applies to {name('data.csv')}, "
+                f"{said('data.name', 'letter')} and digits only"
+            )
+        if data.classes == "all":
+            raise ValueError(f"{name('data.positive')} does not apply to {said('data.classes')}")
+        source["positive_letter"] = data.positive
+    return source
 
 
-def _load(source: dict[str, Any]) -> Any:
-    """The dataset named by the checked arguments; errors worded with the command's flags."""
+def prepare_sweep(
+    config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None = None
+) -> tuple[SweepPlan, Dataset]:
+    """Check a sweep's config, read its data and lay out its work, training nothing.
+
+    The config is checked once (:func:`check_sweep_config`, before any file is read); then the
+    data is read and encoded, so that a missing CSV column, an unknown ``config.data.positive``
+    value or an undetectable delimiter is reported here too. Pass the plan to
+    :func:`execute_sweep`; ``RunStore(out).check_resumable(plan.run_config)`` tells first whether
+    ``out`` can hold (or resume) it.
+
+    Args:
+      config: the config (nested, as :func:`sweep_config`).
+      names: how error messages name a key (see :func:`check_sweep_config`).
+
+    Returns:
+      The plan, and the dataset it was made from.
+
+    Raises:
+      ValueError: for a bad config or bad data, naming the key (``config.data.target``, ...) or
+        its name in ``names``, the column and the values found.
+      FileNotFoundError: for a missing file or folder, naming the key.
+    """
+    checked = _check(config, names)
+    c, name = checked.config, checked.name
+    dataset = _load(checked.source, {arg: name(key) for arg, key in _CSV_KEYS.items()})
+    multiclass = c.data.classes == "all"
+    labels = dataset.classes if multiclass else dataset.labels
+    try:
+        losses = _grid_of(c.loss, checked.grid, len(dataset.class_names) if multiclass else 2)
+    except ValueError as err:
+        raise ValueError(f"{name('loss.weights')}: {err}") from None
+    train = checked.train
+    try:
+        plan = plan_sweep(
+            dataset.feature_matrix(),
+            labels,
+            dataset.groups,
+            losses,
+            seeds=c.train.seeds,
+            model=train.model,
+            hidden=train.hidden,
+            max_epochs=train.max_epochs,
+            batch_size=train.batch_size,
+            learning_rate=train.learning_rate,
+            l2=train.l2,
+            patience=train.patience,
+            solver=train.solver,
+            n_folds=c.data.n_folds,
+            fold_seed=c.data.fold_seed,
+            betas_per_chunk=c.train.betas_per_chunk,
+            n_bins=c.eval.n_bins,
+            run_info={"data": checked.source},
+        )
+    except ValueError as err:
+        raise ValueError(f"{name('data.csv' if c.data.csv else 'data.name')}: {err}") from None
+    return plan, dataset
+
+
+def _load(source: dict[str, Any], names: Mapping[str, str]) -> Dataset:
+    """The dataset of the checked ``source``; errors name the key (or flag) of each argument."""
     from iml.data import load_dataset
 
     options = dict(source)
@@ -818,33 +971,51 @@ def _load(source: dict[str, Any]) -> Any:
     try:
         return load_dataset(name, **options)
     except ArgumentError as err:
-        raise err.for_flags(_CSV_FLAGS) from None
+        raise err.for_flags(names) from None
 
 
-def _grid_of(command: _Command, n_classes: int) -> Any:
-    if command.loss == "log":
-        return command.grid  # the betas themselves: exact keys
-    if command.loss == "squared":
-        return loss_spec("squared", beta=command.grid)
-    if command.loss == "focal":
-        return loss_spec("focal", gamma=command.gamma, alpha=command.grid)
-    return weight_grid(command.grid, command.loss, n_classes)
+def _grid_of(loss: ml_collections.ConfigDict, grid: Any, n_classes: int) -> Any:
+    if loss.name == "log":
+        return grid  # the betas themselves: exact keys
+    if loss.name == "squared":
+        return loss_spec("squared", beta=grid)
+    if loss.name == "focal":
+        return loss_spec("focal", gamma=loss.gamma, alpha=grid)
+    return weight_grid(grid, loss.name, n_classes)
 
 
 def _file_name(key: str) -> str:
     return re.sub(r"[^\w.=-]+", "_", key).strip("_") or "loss"
 
 
-def _save_outputs(
-    out: Path,
+def write_sweep_outputs(
+    out: str | Path,
     result: SweepResult,
     prevalence: float | None,
     title: str,
     class_names: Sequence[str] | None = None,
 ) -> list[Path]:
-    """Write the Markdown table, the scores and the figures, each file atomically."""
+    """Write a sweep's Markdown table, scores and figures into ``out``, each file atomically.
+
+    Files: ``sweep_table.md`` (:func:`sweep_markdown`), ``scores.npz`` (keys, labels, fold ids,
+    raw and loss-corrected ensemble scores, and the betas of a beta grid), ``ece_vs_beta`` (the
+    ECE of both against the loss, PNG and PDF) and, for multiclass losses, one
+    ``reliability_by_class/KEY`` figure per loss. The JSON table is the store's
+    (``sweep_table.json``, written by :func:`execute_sweep`).
+
+    Args:
+      out: the output folder.
+      result: the sweep's result.
+      prevalence: the positive rate, drawn on the figure (None for multiclass losses).
+      title: the figures' title.
+      class_names: names of the classes of a multiclass sweep.
+
+    Returns:
+      The paths of the figures written.
+    """
     from iml.plots import figure_calibration_by_loss, reliability_by_class, save_figure
 
+    out = Path(out)
     key_name = "beta" if result.betas is not None else "loss"
     if result.losses is not None and result.losses.kind == "focal" and result.betas is not None:
         key_name = "alpha"
@@ -867,112 +1038,3 @@ def _save_outputs(
                                        title=f"{title}: {key}")  # fmt: skip
             paths += save_figure(fig, out / "reliability_by_class" / _file_name(key))
     return paths
-
-
-def prepare_sweep_command(args: argparse.Namespace) -> Callable[[], int]:
-    """Check ``iml sweep``'s arguments and data; return the work, which returns exit status 0.
-
-    Everything that can be wrong with the input is found here, before any model is trained or
-    any output written: the options, the files, and the data itself (the CSV is read and
-    encoded here, so a missing column, an unknown ``--positive`` value or an undetectable
-    delimiter is reported now). The returned function trains, writes the outputs and prints a
-    summary; an exception raised there (a failure during the work) propagates.
-
-    Raises:
-      ValueError: for bad input, naming the flag (``--target``, ``--positive``, ...), the
-        column and the values found.
-      FileNotFoundError: for a missing file or folder, naming the flag.
-    """
-    command = _plan(args)
-    dataset = _load(command.source)
-    name = command.source["name"]
-    x = dataset.feature_matrix()
-    multiclass = args.classes == "all"
-    labels = dataset.classes if multiclass else dataset.labels
-    class_names = dataset.class_names if multiclass else None
-    losses = _grid_of(command, len(class_names) if multiclass else 2)
-    out = Path(args.out)
-    config = command.config
-
-    try:
-        plan = plan_sweep(
-            x,
-            labels,
-            dataset.groups,
-            losses,
-            seeds=args.seeds,
-            model=config.model,
-            hidden=config.hidden,
-            max_epochs=config.max_epochs,
-            batch_size=config.batch_size,
-            learning_rate=config.learning_rate,
-            l2=config.l2,
-            patience=config.patience,
-            solver=config.solver,
-            n_folds=args.n_folds,
-            fold_seed=args.fold_seed,
-            betas_per_chunk=args.betas_per_chunk,
-            n_bins=args.n_bins,
-            run_info={"data": command.source},
-        )
-    except ValueError as err:
-        raise ValueError(f"--csv/--dataset: {err}") from None
-    store = RunStore(out)
-    try:
-        store.check_resumable(plan.run_config)
-    except ValueError as err:
-        raise ValueError(f"--out: {err}") from None
-
-    def work() -> int:
-        result = execute_sweep(plan, store, progress=not args.no_progress)
-        what = "" if command.loss == "log" else f"{command.loss} loss, "
-        title = (
-            f"{name}: {what}{len(result.keys)} losses x {len(result.seeds)} seeds, {config.model}"
-        )
-        prevalence = None if multiclass else dataset.prevalence
-        paths = _save_outputs(out, result, prevalence, title, class_names)
-        metric, shown = ("top_label_ece", "top-label ECE") if multiclass else ("ece", "ECE")
-        worst = max(row["raw"][metric] for row in result.table.values())
-        corrected = [row["loss_corrected"][metric] for row in result.table.values()]
-        where = (
-            f"{len(class_names)} classes" if multiclass else f"prevalence {dataset.prevalence:.4f}"
-        )
-        print(
-            f"{name}: N={dataset.num_examples}, {where}; raw {shown} up to {worst:.4f}; "
-            f"loss-corrected {shown} {min(corrected):.4f}..{max(corrected):.4f}; "
-            f"trained chunks {result.chunks_trained}"
-        )
-        written = [out / "sweep_table.json", out / "sweep_table.md", out / "scores.npz", *paths]
-        print("wrote " + ", ".join(map(str, written)))
-        return 0
-
-    return work
-
-
-def run_sweep_command(args: argparse.Namespace) -> int:
-    """Run ``iml sweep`` from parsed arguments; returns the exit status.
-
-    Bad input (:func:`prepare_sweep_command`) is printed as one line, ``iml sweep: error: ...``,
-    with status 2 before any work starts; a failure during the work raises.
-    """
-    try:
-        work = prepare_sweep_command(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"iml sweep: error: {err}", file=sys.stderr)
-        return 2
-    return work()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m iml.pipeline.sweep``: the same options as ``iml sweep``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m iml.pipeline.sweep",
-        description="Train a fine grid of class weights (betas) of small models as one "
-        "vectorized program; plot ECE against beta for raw and loss-corrected scores.",
-    )
-    add_sweep_arguments(parser)
-    return run_sweep_command(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
