@@ -51,6 +51,8 @@ SHORTCUTS = {
     "model": "model.name",
     "weights": "model.weights",
     "image_size": "data.image_size",
+    "loss": "loss.name",
+    "gamma": "loss.gamma",
     "betas": "loss.betas",
     "folds": "data.n_folds",
     "seeds": "train.seeds",
@@ -377,7 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
         "starting weights: a torchvision DenseNet .pth (e.g. densenet121-a639ec97.pth)",
     )
     shortcut("image_size", "side of the square images in pixels", type=int)
-    shortcut("betas", "class weights in (0, 1)", type=float, nargs="+")
+    shortcut("loss", "log (default: the beta-weighted cross-entropy), squared or focal")
+    shortcut("gamma", "the focal loss's gamma (default 2)", type=float)
+    shortcut("betas", "class weights in (0, 1) (alpha for the focal loss)", type=float, nargs="+")
     shortcut("folds", "number of cross-validation folds", type=int)
     shortcut("seeds", "member seeds", type=int, nargs="+")
     shortcut("epochs", "most epochs per member", type=int)

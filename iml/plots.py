@@ -50,6 +50,7 @@ from iml.calibration import (
     smooth_calibration_curve,
 )
 from iml.scoring import loss_corrected_score, optimal_score
+from iml.spec import LossFamily
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -272,13 +273,32 @@ def figure1_calibration_curves(
     return fig
 
 
-def _theory_points(beta: float, low: float, n_points: int = 200) -> tuple[np.ndarray, np.ndarray]:
+def _corrected(a: Array, beta: float, loss: LossFamily | None) -> Array:
+    """``(c^beta)^{-1}(a)``: Corollary 1's closed form, or the inverse rule of ``loss(beta)``."""
+    return loss_corrected_score(a, beta) if loss is None else loss(beta).loss_corrected_score(a)
+
+
+def _family(loss: LossFamily | None) -> LossFamily:
+    return LossFamily() if loss is None else loss
+
+
+def _symbol(loss: LossFamily | None) -> str:
+    return {"beta": "β", "alpha": "α"}[_family(loss).weight_name]
+
+
+def _theory_points(
+    beta: float, low: float, n_points: int = 200, loss: LossFamily | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``(c^beta(gamma), gamma)`` along a log grid of posteriors."""
     gamma = jnp.logspace(np.log10(low) - 2.0, 0.0, n_points)[:-1]
-    return np.asarray(optimal_score(gamma, beta)), np.asarray(gamma)
+    if loss is None:  # the closed form of Proposition 2
+        return np.asarray(optimal_score(gamma, beta)), np.asarray(gamma)
+    return np.asarray(loss(beta).optimal_score(gamma)), np.asarray(gamma)
 
 
-def figure2_theoretical_curves(betas: Sequence[float], low: float = 1e-3) -> Figure:
+def figure2_theoretical_curves(
+    betas: Sequence[float], low: float = 1e-3, loss: LossFamily | None = None
+) -> Figure:
     """Figure 2: the calibration curves a loss-calibrated algorithm would show (Proposition 2).
 
     For each ``beta`` the curve of rate ``gamma`` against score ``c^beta(gamma)`` (so its inverse
@@ -287,15 +307,18 @@ def figure2_theoretical_curves(betas: Sequence[float], low: float = 1e-3) -> Fig
     Args:
       betas: class weights in ``(0, 1)``.
       low: the smallest score and rate shown.
+      loss: the loss as a function of its class weight (:func:`iml.spec.loss_family`); default
+        the beta-weighted log loss.
     """
     betas = _check_betas(betas)
     if not 0.0 < low < 1.0:
         raise ValueError(f"low must lie in (0, 1), got {low}")
     fig, ax = _new_figure()
     for beta, color in zip(betas, _colors(len(betas)), strict=True):
-        a, gamma = _theory_points(beta, low)
+        a, gamma = _theory_points(beta, low, loss=loss)
         key = beta_key(beta)
-        ax.plot(a, gamma, "-", color=color, lw=1.5, label=f"β = {key}", gid=f"theory-{key}")
+        ax.plot(a, gamma, "-", color=color, lw=1.5, label=f"{_symbol(loss)} = {key}",
+                gid=f"theory-{key}")  # fmt: skip
     _log_axes(ax, _axis_floor(low), "confidence score", "event rate", binned=False)
     ax.set_title("Theoretical calibration curves")
     ax.legend(loc="upper left", fontsize="small")
@@ -308,6 +331,7 @@ def figure3_loss_calibration(
     n_bins: int = 10,
     confidence: float = _CONFIDENCE,
     n_bootstrap: int = 0,
+    loss: LossFamily | None = None,
 ) -> Figure:
     """Figure 3: the loss calibration curve: data (points) over theory (lines), per ``beta``.
 
@@ -318,6 +342,8 @@ def figure3_loss_calibration(
     Args:
       scores_by_beta, labels, n_bins, confidence, n_bootstrap: as in
         :func:`figure1_calibration_curves`.
+      loss: the loss as a function of its class weight (:func:`iml.spec.loss_family`); default
+        the beta-weighted log loss.
     """
     betas = _check_betas(list(scores_by_beta), "scores_by_beta")
     drawn = _all_bins(scores_by_beta, labels, betas, n_bins, confidence, n_bootstrap)
@@ -326,11 +352,11 @@ def figure3_loss_calibration(
     colors = _colors(len(betas))
     for beta, bins, color in zip(betas, drawn, colors, strict=True):
         key = beta_key(beta)
-        _draw_curve(ax, bins, floor, color, f"β = {key} (data)", key)
+        _draw_curve(ax, bins, floor, color, f"{_symbol(loss)} = {key} (data)", key)
     for beta, color in zip(betas, colors, strict=True):
-        a, gamma = _theory_points(beta, floor)
+        a, gamma = _theory_points(beta, floor, loss=loss)
         key = beta_key(beta)
-        ax.plot(a, gamma, "--", color=color, lw=1.2, label=f"β = {key} (theory)",
+        ax.plot(a, gamma, "--", color=color, lw=1.2, label=f"{_symbol(loss)} = {key} (theory)",
                 gid=f"theory-{key}")  # fmt: skip
     _log_axes(ax, floor, "confidence score", "event rate")
     ax.set_title("Loss calibration: data and theory")
@@ -344,6 +370,7 @@ def figure4_loss_corrected(
     n_bins: int = 10,
     confidence: float = _CONFIDENCE,
     n_bootstrap: int = 0,
+    loss: LossFamily | None = None,
 ) -> Figure:
     """Figure 4: calibration curves of the loss-corrected scores ``(c^beta)^{-1}(a)``.
 
@@ -354,6 +381,8 @@ def figure4_loss_corrected(
     Args:
       scores_by_beta, labels, n_bins, confidence, n_bootstrap: as in
         :func:`figure1_calibration_curves`.
+      loss: the loss as a function of its class weight (:func:`iml.spec.loss_family`), whose
+        inverse rule corrects; default the beta-weighted log loss (Corollary 1).
     """
     betas = _check_betas(list(scores_by_beta), "scores_by_beta")
 
@@ -361,14 +390,14 @@ def figure4_loss_corrected(
         a = np.asarray(scores_by_beta[beta], dtype=float)
         if a.size == 0 or np.isnan(a).any() or (a < 0).any() or (a > 1).any():
             raise ValueError(f"scores for beta = {beta} must be non-empty probabilities in [0, 1]")
-        return loss_corrected_score(jnp.asarray(a, jnp.float32), beta)
+        return _corrected(jnp.asarray(a, jnp.float32), beta, loss)
 
     drawn = _all_bins(scores_by_beta, labels, betas, n_bins, confidence, n_bootstrap, corrected)
     floor = _axis_floor(_lowest(drawn))
     fig, ax = _new_figure()
     for beta, bins, color in zip(betas, drawn, _colors(len(betas)), strict=True):
         key = beta_key(beta)
-        _draw_curve(ax, bins, floor, color, f"β = {key}", key)
+        _draw_curve(ax, bins, floor, color, f"{_symbol(loss)} = {key}", key)
     _log_axes(ax, floor, "loss-corrected confidence score (bin mean)", "event rate")
     ax.set_title("Loss-corrected scores")
     _legend(ax, drawn, confidence, n_bootstrap > 0)
@@ -668,6 +697,7 @@ def figure_smooth_calibration(
     ci: float | None = 0.95,
     n_bootstrap: int = _N_BOOTSTRAP,
     bandwidth: float | None = None,
+    loss: LossFamily | None = None,
 ) -> Figure:
     """Smooth reliability diagrams (Blasiok & Nakkiran 2023), one curve per class weight.
 
@@ -686,6 +716,8 @@ def figure_smooth_calibration(
       ci: coverage of the bootstrap bands, or ``None`` for none.
       n_bootstrap: bootstrap replicates behind the bands.
       bandwidth: one kernel bandwidth for every curve, or ``None`` for each one's fixed point.
+      loss: the loss as a function of its class weight (:func:`iml.spec.loss_family`); default
+        the beta-weighted log loss.
     """
     betas = _check_betas(list(scores_by_beta), "scores_by_beta")
     fig = Figure(figsize=(5.0, 6.0), layout="constrained")
@@ -696,9 +728,9 @@ def figure_smooth_calibration(
             raise ValueError(f"scores for beta = {beta} must be non-empty probabilities in [0, 1]")
         a = jnp.asarray(a, jnp.float32)
         if corrected:
-            a = loss_corrected_score(a, beta)
+            a = _corrected(a, beta, loss)
         curve = _smooth_curve(a, _labels_for(labels, beta), bandwidth, ci, n_bootstrap, i)
-        label = f"β = {beta_key(beta)}: smECE {float(curve.ece):.3f}"
+        label = f"{_symbol(loss)} = {beta_key(beta)}: smECE {float(curve.ece):.3f}"
         _draw_smooth(top, bottom, curve, a.shape[0], color, label, beta_key(beta))
     top.legend(loc="upper left", fontsize="small")
     what = "loss-corrected scores" if corrected else "raw scores"

@@ -60,13 +60,16 @@ Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "CLASS_WEIGHTS",
     "LOSSES",
+    "LossFamily",
     "LossGrid",
     "LossLike",
     "LossSpec",
     "beta_key",
     "grid_keys",
     "grid_weights",
+    "loss_family",
     "loss_grid",
     "loss_spec",
     "weight_grid",
@@ -588,6 +591,59 @@ def loss_grid(losses: LossLike | LossGrid) -> LossGrid:
     if len(set(keys)) != len(keys):
         raise ValueError(f"losses repeat: the grid's keys are {keys}")
     return LossGrid(spec, weights, keys)
+
+
+#: The parameter that is the class weight of each binary loss of :data:`LOSSES`: the weight of
+#: the positive class, ``1/2`` unweighted.
+CLASS_WEIGHTS = {"log": "beta", "squared": "beta", "focal": "alpha"}
+
+
+@dataclasses.dataclass(frozen=True)
+class LossFamily:
+    """A binary loss as a function of its class weight: ``family(w)`` is the
+    :class:`LossSpec` of loss ``name`` with class weight ``w`` (:data:`CLASS_WEIGHTS`) and the
+    other parameters ``params``. An ensemble trained "at beta = 0.9" under the focal loss is
+    ``loss_family("focal", gamma=2.0)(0.9)``.
+
+    Attributes:
+      name: a loss of :data:`CLASS_WEIGHTS`.
+      params: its other parameters (e.g. ``{"gamma": 2.0}``).
+    """
+
+    name: str = "log"
+    params: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def weight_name(self) -> str:
+        """The class weight's parameter: ``"beta"`` or ``"alpha"``."""
+        return CLASS_WEIGHTS[self.name]
+
+    def __call__(self, weight: ArrayLike) -> LossSpec:
+        return loss_spec(self.name, **self.params, **{self.weight_name: weight})
+
+    def describe(self) -> str:
+        """E.g. ``focal loss (gamma=2.0) by its class weight alpha``."""
+        shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        name = {"log": "beta-weighted log loss", "squared": "beta-weighted squared loss",
+                "focal": "focal loss"}[self.name]  # fmt: skip
+        return f"{name}{f' ({shown})' if shown else ''} by its class weight {self.weight_name}"
+
+
+def loss_family(name: str = "log", **params: float) -> LossFamily:
+    """The binary loss ``name`` as a function of its class weight (:class:`LossFamily`).
+
+    Raises:
+      ValueError: for a loss without a class weight, or parameters it does not take (naming
+        them).
+    """
+    if name not in CLASS_WEIGHTS:
+        raise ValueError(
+            f"loss {name!r} has no class weight; the binary losses weighted by one are "
+            f"{sorted(CLASS_WEIGHTS)}"
+        )
+    family = LossFamily(name, dict(params))
+    family(0.5)  # checks the other parameters now
+    return family
 
 
 def _float32_decimals(weights: np.ndarray | None) -> np.ndarray | None:

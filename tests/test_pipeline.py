@@ -193,7 +193,12 @@ def test_markdown_table_lists_every_method_and_metric():
     ("key", "value", "match"),
     [
         ("loss.betas", (0.5, 1.5), r"config\.loss\.betas must lie in \(0, 1\)"),
-        ("loss.name", "focal", r"config\.loss\.name must be 'log' .*got 'focal'"),
+        (
+            "loss.name",
+            "matrix",
+            r"config\.loss\.name must be one of \['focal', 'log', 'squared'\].*got 'matrix'",
+        ),
+        ("loss.gamma", -1.0, r"config\.loss\.gamma must be a non-negative number"),
         ("data.name", "mnist", "config.data.name: unknown dataset 'mnist'"),
         ("model.name", "resnet", "config.model.name: unknown model 'resnet'"),
         ("train.epochs", 0, r"config\.train\.epochs must be an integer >= 1"),

@@ -1,6 +1,7 @@
 """Tests of iml.plots: Figures 1-4, reliability diagrams, rendered headless and inspected."""
 
 import jax
+import jax.numpy as jnp
 import matplotlib.image
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from iml.plots import (
     save_figure,
 )
 from iml.sbr import simulate_gaussian_scores
+from iml.spec import loss_family
 
 BETAS = (0.5, 0.9, 0.99)
 N = 2000
@@ -351,3 +353,24 @@ def test_reliability_by_class_draws_each_class_against_its_indicator():
         reliability_by_class(scores, labels, class_names=["a", "b"])
     with pytest.raises(ValueError, match="corrected must have the shape"):
         reliability_by_class(scores, labels, corrected=scores[:, :3])
+
+
+def test_figures_of_a_focal_loss_use_its_own_rule_and_name_alpha():
+    rng = np.random.default_rng(3)
+    gamma = rng.beta(0.6, 2.0, 20_000)
+    labels = (rng.random(gamma.size) < gamma).astype(np.int32)
+    family = loss_family("focal", gamma=2.0)
+    scores = np.asarray(family(0.9).optimal_score(jnp.asarray(gamma, jnp.float32)))
+    fig2 = figure2_theoretical_curves([0.9], loss=family)
+    theory = _line(fig2.axes[0], "theory-0.9")
+    np.testing.assert_allclose(
+        theory.get_xdata(), family(0.9).optimal_score(jnp.asarray(theory.get_ydata())), rtol=1e-5
+    )
+    assert [t.get_text() for t in fig2.axes[0].get_legend().get_texts()][0] == "α = 0.9"
+    # Scores optimal for the focal loss, corrected by its inverse, lie on the diagonal.
+    fig4 = figure4_loss_corrected({0.9: scores}, labels, n_bins=10, loss=family)
+    data = _line(fig4.axes[0], "data-0.9")
+    np.testing.assert_allclose(data.get_ydata(), data.get_xdata(), rtol=0.15, atol=0.01)
+    # ... while the beta-weighted log loss's inverse, the wrong one, does not.
+    wrong = _line(figure4_loss_corrected({0.9: scores}, labels, n_bins=10).axes[0], "data-0.9")
+    assert np.max(np.abs(wrong.get_ydata() - wrong.get_xdata())) > 0.05

@@ -57,6 +57,7 @@ from iml.recalibration import (
     Recalibrator,
     TemperatureScaling,
 )
+from iml.spec import LossFamily
 
 __all__ = [
     "BASELINES",
@@ -136,8 +137,16 @@ def summary_table(
     n_bins: int = 10,
     n_bootstrap: int = 200,
     seed: int = 0,
+    loss: LossFamily | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """The summary table: beta -> method -> metric (see the module docstring)."""
+    """The summary table: beta -> method -> metric (see the module docstring).
+
+    ``loss`` is the loss the ensembles were trained with, as a function of their class weight
+    (:func:`iml.spec.loss_family`; default the beta-weighted log loss): its inverse rule is the
+    loss correction and its rule the loss-calibration test's. ``prior_shift``, which stands for
+    the beta-weighted log loss's reweighting of the prior, is left out for other losses.
+    """
+    family = LossFamily() if loss is None else loss
     labels = np.asarray(labels, np.int32)
     table: dict[str, dict[str, dict[str, float]]] = {}
     for row, beta in enumerate(ensemble.betas):
@@ -150,16 +159,18 @@ def summary_table(
         test = loss_calibration_test(
             s.astype(np.float32),
             y,
-            beta,
+            family(beta),
             n_bins,
             n_bootstrap=n_bootstrap,
             key=jax.random.key(seed),
         )
         methods["raw"]["loss_calibration_gap"] = float(test.gap)
         methods["raw"]["loss_calibration_p_value"] = float(test.p_value)
-        corrected = np.asarray(LossCorrection(beta=beta).transform(s.astype(np.float32)))
+        corrected = np.asarray(LossCorrection(family(beta)).transform(s.astype(np.float32)))
         methods["loss_corrected"] = score_metrics(corrected, y, n_bins)
         for name, factory in BASELINES.items():
+            if name == "prior_shift" and family.name != "log":
+                continue
             methods[name] = score_metrics(cross_fit(factory(beta), s, y, folds), y, n_bins)
         table[beta_key(beta)] = methods
     return table
@@ -243,7 +254,7 @@ def report_run(
       ValueError: if the run has no finished member batch.
     """
     # the runner (and the trainer it imports) only where a report is made
-    from iml.pipeline.runner import stored_config
+    from iml.pipeline.runner import run_loss, stored_config
 
     store = check_stored_run(run)
     config = stored_config(store.manifest()["config"])
@@ -251,6 +262,7 @@ def report_run(
     folds = store.load_arrays("data/folds")
     labels, fold_ids = folds["labels"], folds["fold_ids"]
     betas = [float(b) for b in config.loss.betas]
+    loss = run_loss(config)
     ensemble = load_ensemble(store, betas, len(labels))
     table = summary_table(
         ensemble,
@@ -259,6 +271,7 @@ def report_run(
         n_bins=n_bins,
         n_bootstrap=n_bootstrap,
         seed=int(config.eval.report_seed),
+        loss=loss,
     )
     out = Path(out) if out is not None else store.root
     out.mkdir(parents=True, exist_ok=True)
@@ -282,14 +295,14 @@ def report_run(
         labels_by_beta[beta] = labels[have]
     figures = {
         "figure1": figure1_calibration_curves(scores_by_beta, labels_by_beta, n_bins),
-        "figure2": figure2_theoretical_curves(ensemble.betas),
-        "figure3": figure3_loss_calibration(scores_by_beta, labels_by_beta, n_bins),
-        "figure4": figure4_loss_corrected(scores_by_beta, labels_by_beta, n_bins),
+        "figure2": figure2_theoretical_curves(ensemble.betas, loss=loss),
+        "figure3": figure3_loss_calibration(scores_by_beta, labels_by_beta, n_bins, loss=loss),
+        "figure4": figure4_loss_corrected(scores_by_beta, labels_by_beta, n_bins, loss=loss),
         "smooth_raw": figure_smooth_calibration(
-            scores_by_beta, labels_by_beta, n_bootstrap=n_bootstrap
+            scores_by_beta, labels_by_beta, n_bootstrap=n_bootstrap, loss=loss
         ),
         "smooth_corrected": figure_smooth_calibration(
-            scores_by_beta, labels_by_beta, corrected=True, n_bootstrap=n_bootstrap
+            scores_by_beta, labels_by_beta, corrected=True, n_bootstrap=n_bootstrap, loss=loss
         ),
     }
     for name, fig in figures.items():

@@ -12,6 +12,7 @@ same results as an uninterrupted run.
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,6 +28,7 @@ from iml.data import Dataset, load_dataset
 from iml.models import CONV_IMPLS, IMAGE_MODELS, build_image_model, min_input_size
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.store import RunStore
+from iml.spec import CLASS_WEIGHTS, LossFamily, loss_family
 from iml.training import (
     DataSource,
     MemberHistory,
@@ -39,7 +41,6 @@ from iml.training.host import host_memory_record
 
 __all__ = [
     "FLAT_KEYS",
-    "LOSSES",
     "RETIRED_KEYS",
     "build_model",
     "check_config",
@@ -48,6 +49,7 @@ __all__ = [
     "load_run_data",
     "plan_run",
     "run_experiment",
+    "run_loss",
     "stored_config",
 ]
 
@@ -96,8 +98,11 @@ def default_config() -> ml_collections.ConfigDict:
     c.model.conv_impl = ""
 
     c.loss = ml_collections.ConfigDict()
-    c.loss.name = "log"  # the beta-weighted cross-entropy (eq. 7), the one loss of LOSSES
-    c.loss.betas = (0.5, 0.9, 0.99)  # one ensemble per class weight
+    # the loss, by its class weight (iml.spec.CLASS_WEIGHTS): 'log' (the beta-weighted
+    # cross-entropy, eq. 7), 'squared' (the beta-weighted Brier score) or 'focal' (its weight alpha)
+    c.loss.name = "log"
+    c.loss.betas = (0.5, 0.9, 0.99)  # one ensemble per class weight (alpha for 'focal')
+    c.loss.gamma = 2.0  # the focusing parameter of 'focal'; the other losses do not read it
 
     c.train = ml_collections.ConfigDict()
     c.train.seeds = (0,)
@@ -120,8 +125,12 @@ def default_config() -> ml_collections.ConfigDict:
     return c
 
 
-#: The losses a run trains with, by ``config.loss.name``.
-LOSSES = ("log",)
+def run_loss(config: Mapping[str, Any]) -> LossFamily:
+    """The loss of a run as a function of the members' class weight: ``config.loss.name``
+    (:data:`iml.spec.CLASS_WEIGHTS`), with ``gamma`` for the focal loss."""
+    c = _as_config(config)
+    params = {"gamma": float(c.loss.gamma)} if c.loss.name == "focal" else {}
+    return loss_family(c.loss.name, **params)
 
 
 def _as_config(config: Mapping[str, Any]) -> ml_collections.ConfigDict:
@@ -191,11 +200,13 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config.model.name: unknown model {c.model.name!r}; "
             f"expected one of {list(IMAGE_MODELS)}"
         )
-    if c.loss.name not in LOSSES:
+    if c.loss.name not in CLASS_WEIGHTS:
         raise ValueError(
-            f"config.loss.name must be 'log' (the beta-weighted cross-entropy, the only loss "
-            f"`iml reproduce` trains), got {c.loss.name!r}"
+            f"config.loss.name must be one of {sorted(CLASS_WEIGHTS)} (binary losses weighted "
+            f"by one class weight), got {c.loss.name!r}"
         )
+    if not (math.isfinite(c.loss.gamma) and c.loss.gamma >= 0):
+        raise ValueError(f"config.loss.gamma must be a non-negative number, got {c.loss.gamma!r}")
     V.check_betas("config.loss.betas", [float(b) for b in c.loss.betas])
     for key in _COUNTS:
         _count(c, key)
@@ -361,6 +372,7 @@ def _run_batch(
     init_variables: dict | None = None,
 ) -> None:
     train_config = _train_config(config)
+    loss = run_loss(config)
     specs = [
         MemberSpec(
             beta=m.beta,
@@ -369,6 +381,7 @@ def _run_batch(
             val_idx=m.split.val,
             test_idx=m.split.test,
             fold=m.rotation,
+            loss=None if loss.name == "log" else loss(m.beta),
         )
         for m in batch.members
     ]
