@@ -366,7 +366,7 @@ def test_figures_of_a_focal_loss_use_its_own_rule_and_name_alpha():
     np.testing.assert_allclose(
         theory.get_xdata(), family(0.9).optimal_score(jnp.asarray(theory.get_ydata())), rtol=1e-5
     )
-    assert [t.get_text() for t in fig2.axes[0].get_legend().get_texts()][0] == "α = 0.9"
+    assert next(t.get_text() for t in fig2.axes[0].get_legend().get_texts()) == "α = 0.9"
     # Scores optimal for the focal loss, corrected by its inverse, lie on the diagonal.
     fig4 = figure4_loss_corrected({0.9: scores}, labels, n_bins=10, loss=family)
     data = _line(fig4.axes[0], "data-0.9")
