@@ -66,7 +66,7 @@ def default_config() -> ml_collections.ConfigDict:
     The digits are shrunk from their native 8 px to 4 px so that the task is uncertain: at 8 px
     the eights are almost separable (AUROC 0.995), nearly every score lies at 0 or 1 and most
     deciles hold no eight, so Figures 3 and 4 have two or three points per curve. At 4 px (AUROC
-    about 0.98, 9.7% positive) the upper deciles hold rates from 1% to 80%, along which the raw
+    about 0.98, 9.7% positive) the upper deciles hold rates from 0.6% to 84%, along which the raw
     curves fan out by beta as ``c^beta`` predicts and the loss-corrected ones meet the diagonal
     (``docs/results/reproduce_digits``).
 

@@ -74,16 +74,12 @@ logger = logging.getLogger(__name__)
 
 # How members are batched, per backend: (member_batching, conv_impl). Chosen by measurement with
 # `python -m experiments.benchmarks.ensemble` (K=8 small DenseNets, 28x28x1, batch 16 per member;
-# ratio of member-images/s over 8 single-model steps in a row). CPU (2 cores, 2026-11-25, loaded):
-# loop/xla 0.68, map/matmul 0.26, loop/matmul 0.20, vmap/xla 0.17, vmap/matmul 0.17, map/xla 0.07;
-# quiet, 2026-11-26: loop/xla 1.00 on one device and 1.41 with one CPU device per core (members
-# whole on each device, stepped side by side: per_device_member_loop), vmap/xla 0.30. Then
-# 'mixed' convolutions (1x1 ones as matrix products) made one member's step 1.05-1.12x faster on
-# one CPU device, and 'map' with 'mixed' on the trainer's mesh of one CPU device per core (each
-# device maps over its own members inside one shard_map program: per_device_members) ran at 1.81x
-# the 8 single-model steps with 'mixed' (580 against 321 member-images/s; 'map' on one device
-# 1.29x, 'loop' 1.00x; docs/results/cpu_ensemble, 2026-11-26); 'map' with 'xla' convolutions stays
-# slow (0.12), so the CPU default is map/mixed.
+# ratio of member-images/s over 8 single-model steps in a row with the same convolutions).
+# CPU (2 cores; docs/results/cpu_ensemble, the runs of 2026-11-26): 'map' with 'mixed'
+# convolutions on the trainer's mesh of one CPU device per core (each device maps over its own
+# members inside one shard_map program: per_device_members) was the fastest in every run,
+# 1.57-1.81x; on one device 'map' gave 1.15-1.38x and 'loop' 1.00-1.03x, and 'map' with 'xla'
+# convolutions stays slow (0.10-0.12), so the CPU default is map/mixed.
 # GPU (one H200, docs/results/gpu_h200, 2026-11-26): vmap/xla 5.58. TPU was not measured; vmap is
 # the usual choice there.
 DEFAULT_MEMBER_BATCHING: dict[str, tuple[str, str]] = {

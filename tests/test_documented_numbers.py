@@ -1,0 +1,2636 @@
+"""Every number that the README, the results' READMEs and the docstrings state, against its source.
+
+A measured result is compared with the stored record it comes from (``docs/results``), a number
+about data with the data (the built-in digits; UCI Adult and Letter from the shared data folder,
+skipped where it is absent), and a default with the code's default. Each case finds its numbers in
+the text by a phrase with ``{}`` where a number stands, so that it fails when the text changes as
+well as when the record does, and compares each number with its value rounded as the text rounds
+it: ``0.38`` states a value that rounds to 0.38 at two decimals, ``2.1e-4`` one that rounds to
+2.1e-4, ``six`` the integer 6.
+
+Numbers that no stored record holds (wall times of runs, ad-hoc profiles, runs that were not
+committed) have no case here.
+"""
+
+import dataclasses
+import functools
+import inspect
+import json
+import math
+import operator
+import re
+import statistics
+import tempfile
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import iml
+from iml import losses, plots
+from iml.calibration import calibration_curve, clopper_pearson_interval
+from iml.data import load_dataset
+from iml.data.builders.pneumoniamnist import NATIVE_SIZES
+from iml.data.datasets import DEFAULT_POSITIVE_DIGIT
+from iml.data.folds import cycle_length, rotation_folds
+from iml.data.tabular import read_adult, read_letter
+from iml.models import densenet_small
+from iml.pipeline.runner import default_config
+from iml.pipeline.sweep import sweep_config
+from iml.training import DEFAULT_MEMBER_BATCHING, TrainConfig
+from iml.training.tabular import TabularConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results"
+
+# ----------------------------------------------------------------------------------------------
+# Reading numbers out of the text
+# ----------------------------------------------------------------------------------------------
+
+WORDS = {
+    w: i for i, w in enumerate("zero one two three four five six seven eight nine ten".split())
+}
+_NUMBER = (
+    r"(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e-?\d+)?"
+    r"|(?i:\b(?:" + "|".join(WORDS) + r")\b))"
+)
+_PLACEHOLDERS = {
+    "{}": _NUMBER,
+    "{date}": r"(\d{4}-\d\d-\d\d)",
+    " … ": r" (?:.*? )?",
+    "…": ".*?",
+}
+
+
+@functools.cache
+def prose(path: str) -> str:
+    """The text of ``path`` as one line: line breaks, indentation and comment marks are spaces."""
+    text = (ROOT / path).read_text()
+    return re.sub(r"\s+", " ", re.sub(r"\s*\n\s*#*", " ", text))
+
+
+def pattern(phrase: str) -> str:
+    """``phrase`` as a regular expression: ``{}`` is a number, ``{date}`` a date, ``…`` any text."""
+    parts = re.split(r"(\{\}|\{date\}| … |…)", phrase)
+    return "".join(_PLACEHOLDERS.get(part, re.escape(part)) for part in parts)
+
+
+def stated(path: str, phrase: str) -> tuple[str, ...]:
+    """The numbers at the one place where ``phrase`` occurs in ``path``."""
+    found = [m.groups() for m in re.finditer(pattern(phrase), prose(path))]
+    assert len(found) == 1, f"{path}: {len(found)} places read {phrase!r}, expected one"
+    return found[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """A value the text bounds (``p > 0.1``, ``within 0.001``) instead of rounding it."""
+
+    value: float
+    holds: Callable[[float, float], bool]
+    relation: str
+
+    def __repr__(self) -> str:
+        return f"{self.value!r} (stated: {self.relation} the number)"
+
+
+def above(value: float) -> Bound:
+    return Bound(value, operator.gt, "above")
+
+
+def below(value: float) -> Bound:
+    return Bound(value, operator.lt, "below")
+
+
+def at_most(value: float) -> Bound:
+    return Bound(value, operator.le, "at most")
+
+
+def at_least(value: float) -> Bound:
+    return Bound(value, operator.ge, "at least")
+
+
+def written_as(value: Any, text: str) -> bool:
+    """Whether ``text`` states ``value``: the value rounded at the text's precision is the text.
+
+    A list of values: every one of them. A string (a date, a name): the text itself.
+    """
+    if isinstance(value, list):
+        return bool(value) and all(written_as(v, text) for v in value)
+    if isinstance(value, str):
+        return value == text
+    plain = text.replace(",", "").lower()
+    number = float(WORDS[plain]) if plain in WORDS else float(plain)
+    if isinstance(value, Bound):
+        return value.holds(value.value, number)
+    if plain in WORDS:
+        return float(value) == number
+    mantissa, _, exponent = plain.partition("e")
+    places = len(mantissa.partition(".")[2])
+    if exponent:
+        return float(f"{float(value):.{places}e}") == number
+    return f"{float(value):.{places}f}" == f"{number:.{places}f}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Stated:
+    """Numbers that ``where`` states (the ``{}`` of ``phrase``) and the values they come from.
+
+    ``source()`` gives one value per number; where ``data`` names a folder of the shared data,
+    ``source(folder)`` computes them from it.
+    """
+
+    name: str
+    where: str
+    phrase: str
+    source: Callable[..., Any]
+    data: str = ""
+    mismatch: str = ""  # where the text disagrees with its source: why (the case is xfail)
+
+
+# ----------------------------------------------------------------------------------------------
+# The sources: stored records, the data, the code
+# ----------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def record(path: str) -> Any:
+    """A JSON record under docs/results (a .jsonl file: its lines)."""
+    text = (RESULTS / path).read_text()
+    if path.endswith(".jsonl"):
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text)
+
+
+def record_line(path: str, regex: str) -> tuple[str, ...]:
+    """The groups of the one line of the text record ``path`` that ``regex`` matches."""
+    found = [m.groups() for m in re.finditer(regex, (RESULTS / path).read_text())]
+    assert len(found) == 1, f"{path}: {len(found)} lines match {regex!r}"
+    return found[0]
+
+
+def table(run: str, beta: str, method: str, metric: str = "ece") -> float:
+    """One cell of a reproduction's ``table.json``: ``table[beta][method][metric]``."""
+    return record(f"{run}/table.json")[beta][method][metric]
+
+
+def over_betas(run: str, method: str, metric: str = "ece") -> list[float]:
+    return [cells[method][metric] for cells in record(f"{run}/table.json").values()]
+
+
+@functools.cache
+def sweep(run: str) -> dict[float, dict]:
+    """A sweep's ``sweep_table.json``, keyed by beta."""
+    return {float(beta): cells for beta, cells in record(f"{run}/sweep_table.json").items()}
+
+
+def sweep_at(run: str, beta: float) -> dict:
+    """The cells of the grid's beta nearest ``beta`` (the READMEs round the grid's betas)."""
+    return sweep(run)[min(sweep(run), key=lambda b: abs(b - beta))]
+
+
+def sweep_values(
+    run: str, method: str, metric: str, where: Callable[[float], bool] = lambda b: True
+) -> list[float]:
+    return [cells[method][metric] for b, cells in sorted(sweep(run).items()) if where(b)]
+
+
+def min_max(values: list[float]) -> tuple[float, float]:
+    return min(values), max(values)
+
+
+def manifest(run: str) -> dict:
+    return record(f"{run}/manifest.json")
+
+
+def stored_labels(run: str) -> np.ndarray:
+    """The labels of every observation of a stored reproduction run."""
+    with np.load(RESULTS / run / "data" / "folds.npz") as folds:
+        return folds["labels"]
+
+
+def stopped_epochs(run: str) -> list[int]:
+    """Each member's early-stopping epoch (-1: it ran to the epoch cap), over the run's batches."""
+    epochs = []
+    for path in sorted((RESULTS / run / "batches").glob("batch-*.npz")):
+        with np.load(path) as batch:
+            epochs += batch["stopped_epoch"].tolist()
+    return epochs
+
+
+@functools.cache
+def decile_curves() -> dict[float, Any]:
+    """The default reproduction's decile calibration curves of the raw scores, per beta."""
+    with np.load(RESULTS / "reproduce_digits" / "ensemble_scores.npz") as z:
+        return {
+            float(b): calibration_curve(s, z["labels"])
+            for b, s in zip(z["betas"], z["scores"], strict=True)
+        }
+
+
+def decile_rates() -> list[float]:
+    return [float(r) for c in decile_curves().values() for r in np.asarray(c.event_rate)]
+
+
+def empty_deciles(beta: float) -> int:
+    return int(np.sum(np.asarray(decile_curves()[beta].event_rate) == 0))
+
+
+def sweep_work(path: str) -> dict[str, float]:
+    """The counts a sweep_train record's ``work`` field names (betas, seeds, models, rows, ...)."""
+    work = record(f"sweep_train/{path}")["work"]
+    counts = {
+        name: float(value)
+        for value, name in re.findall(r"(\d+) (betas|seeds|rotations|models|rows|features)", work)
+    }
+    counts["l2"] = float(re.search(r"l2 = ([\d.e-]+)", work).group(1))
+    return counts
+
+
+def baseline_fits(path: str) -> tuple[int, float, int]:
+    """(fits timed, seconds, cores) of a sweep_train record's baseline slice."""
+    text = record(f"sweep_train/{path}")["baseline_measured"]
+    fits, seconds, cores = re.fullmatch(
+        r"(\d+) scikit-learn fits in ([\d.]+) s on (\d+) .*", text
+    ).groups()
+    return int(fits), float(seconds), int(cores)
+
+
+def sweep_train_row(path: str) -> tuple[float, float, float]:
+    r = record(f"sweep_train/{path}")
+    return r["ours_s"], r["baseline_s"], r["ratio"]
+
+
+def train_step(path: str, size: str) -> tuple[float, float, float]:
+    """(Flax img/s, torch img/s, ratio) of a train_step record at ``size`` (``b16_224px``, ...)."""
+    r = record(path)
+    return r["images_per_s"][size]["flax"], r["images_per_s"][size]["torch"], r["ratios"][size]
+
+
+def train_step_log(path: str, batch: int, size: int) -> tuple[float, float, float, float]:
+    """(Flax img/s, compile s, torch img/s, ratio) of a train_step log line."""
+    line = (
+        rf"batch +{batch} @ {size}px: flax +([\d.]+) img/s \(compile ([\d.]+)s\), "
+        r"torch +([\d.]+) img/s, ratio ([\d.]+)"
+    )
+    return tuple(float(x) for x in record_line(path, line))
+
+
+def ensemble_ratios(path: str) -> dict[str, float]:
+    """A CPU ensemble record's ratio per strategy; ``default`` is the one on the trainer's mesh."""
+    r = record(f"cpu_ensemble/{path}")
+    ratios = {k: v["ratio"] for k, v in r["details"].items() if k != "baseline"}
+    default = ratios.pop(r["default_strategy"])
+    return {**{k: v for k, v in ratios.items() if not k.startswith("mesh")}, "default": default}
+
+
+def ensemble_speed(path: str, strategy: str) -> float:
+    """Member-images/s of one strategy of an ensemble record (``baseline``: the single steps)."""
+    details = record(path)["details"]
+    return details[strategy]["member_images_per_second"]
+
+
+CPU_ENSEMBLE_RUNS = (  # the four full runs of 2026-11-26, oldest first
+    "ensemble.json",
+    "ensemble_2026-11-26_moments.json",
+    "ensemble_2026-11-26_stem.json",
+    "ensemble_2026-11-26_keep_memory.json",
+)
+
+
+def over_ensemble_runs(strategy: str) -> tuple[float, float]:
+    return min_max([ensemble_ratios(run)[strategy] for run in CPU_ENSEMBLE_RUNS])
+
+
+def compare_densenet(rev: str, batch: int) -> tuple:
+    """(batch, size, seconds per step at ``rev``, after the change, ratio, repeats) of the run at
+    ``batch`` of a compare_densenet record."""
+    (run,) = [
+        r for r in record(f"cpu_train_step/compare_densenet_{rev}.jsonl") if r["batch"] == batch
+    ]
+    steps = run["median_step_s"]
+    return batch, run["size"], steps[rev], steps["checkout"], run["ratio"], run["repeats"]
+
+
+def profile_conv(side: int) -> tuple[float, float]:
+    """(lax.conv ms, taps ms) of the convolution profile's row for ``side`` x ``side`` maps."""
+    (row,) = [r for r in _profile_conv_rows() if r["side"] == side]
+    return row["conv_ms"], row["taps_ms"]
+
+
+@functools.cache
+def _profile_conv_rows() -> list[dict]:
+    text = (RESULTS / "cpu_train_step" / "profile_conv.txt").read_text()
+    return json.loads(text[text.index("{") :])["rows"]
+
+
+def mib(n_bytes: float) -> float:
+    """Bytes in MiB (the records' ``*_mb`` fields count MiB)."""
+    return n_bytes / 2**20
+
+
+def gigabytes(n_mib: float) -> float:
+    """A record's MiB in GB (10^9 bytes)."""
+    return n_mib * 2**20 / 1e9
+
+
+def file_date(name: str) -> str:
+    return re.search(r"\d{4}-\d\d-\d\d", name).group(0)
+
+
+# The data -------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _scratch() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="iml-documented-numbers-")  # removed at exit
+
+
+@functools.cache
+def digits():
+    """The built-in digits at their native size (prepared in a scratch folder, not the cache)."""
+    return load_dataset("digits", data_dir=_scratch().name)
+
+
+@functools.cache
+def adult(folder: Path):
+    return read_adult(folder)[0]
+
+
+@functools.cache
+def letter(folder: Path):
+    return read_letter(folder)[0]
+
+
+# The code -------------------------------------------------------------------------------------
+
+
+def reproduce_folds() -> tuple[int, int, int, int, int]:
+    """(folds, train, validation, test folds of a rotation, rotations) of the default run."""
+    d = default_config().data
+    train, val, test = rotation_folds(
+        0, n_folds=d.n_folds, n_val_folds=d.n_val_folds, n_test_folds=d.n_test_folds
+    )
+    rotations = len(d.rotations) or cycle_length(d.n_folds, d.n_test_folds)
+    return d.n_folds, len(train), len(val), len(test), rotations
+
+
+def reproduce_members() -> int:
+    c = default_config()
+    return reproduce_folds()[-1] * len(c.loss.betas) * len(c.train.seeds)
+
+
+def sweep_folds(n_folds: int) -> tuple[int, int, int]:
+    """(train, validation, test) folds of a sweep's rotation."""
+    return tuple(len(folds) for folds in rotation_folds(0, n_folds=n_folds))
+
+
+def sweep_grid(run: str) -> tuple:
+    """(betas, smallest, largest, seeds, folds, train, val, test, models, chunks, per chunk)."""
+    c = manifest(run)["config"]
+    betas, seeds, folds = len(c["betas"]), len(c["seeds"]), c["n_folds"]
+    chunk = c["betas_per_chunk"]
+    return (
+        betas,
+        min(c["betas"]),
+        max(c["betas"]),
+        seeds,
+        folds,
+        *sweep_folds(folds),
+        betas * seeds * folds,
+        math.ceil(betas / chunk),
+        chunk * seeds * folds,
+    )
+
+
+def sweep_training(run: str) -> tuple:
+    """(learning rate, batch, 1 / decay factor, decay patience, stopping patience, max epochs)."""
+    t = manifest(run)["config"]["train"]
+    return (
+        t["learning_rate"],
+        t["batch_size"],
+        1 / t["lr_decay"],
+        t["lr_patience"],
+        t["patience"],
+        t["max_epochs"],
+    )
+
+
+def argparse_default(module: str, flag: str) -> float:
+    """The default of ``flag`` in a benchmark script's argument parser."""
+    text = (ROOT / "experiments" / "benchmarks" / f"{module}.py").read_text()
+    found = re.findall(rf'"{flag}", type=\w+, default=([\d_.e-]+)', text)
+    assert len(found) == 1, f"{module}.py: no single default for {flag}"
+    return float(found[0].replace("_", ""))
+
+
+def loss_corrected_tour() -> tuple:
+
+    return tuple(iml.loss_corrected_score(jnp.array([0.02, 0.5, 0.9, 0.999]), 0.99).tolist())
+
+
+def first_order_residual() -> float:
+    def focal(a, y):
+        return losses.focal_loss(a, y, gamma=2.0)
+
+    report = iml.check_first_order_conditions(
+        focal, lambda g: iml.optimal_score_for_loss(focal, g), jnp.linspace(0.01, 0.99, 99)
+    )
+    assert report.passed()
+    return float(report.residual)
+
+
+def multiclass_residual() -> float:
+
+    B = jnp.array([[1.0, 2.0, 1.0], [0.5, 1.0, 1.0], [3.0, 1.0, 1.0]])
+    _, residual = iml.loss_corrected_score_multiclass(
+        jnp.array([0.2, 0.5, 0.4]), B, return_residual=True
+    )
+    return float(residual)
+
+
+def mixed_over_xla() -> tuple[float, float]:
+    """How much faster ``mixed`` convolutions made the CPU DenseNet-121 step than ``xla``: the
+    ``mixed`` record's ratios over torch against the ``xla`` ratios its README gives."""
+    xla = stated(
+        CPU_STEP, 'With `conv_impl="xla"`, the ratios were {}-{} (224 px) and {}-{} (64 px)'
+    )
+    lo224, hi224, lo64, hi64 = (float(x) for x in xla)
+    _, _, mixed224 = train_step(MIXED, "b16_224px")
+    _, _, mixed64 = train_step(MIXED, "b64_64px")
+    speedups = [mixed224 / hi224, mixed224 / lo224, mixed64 / hi64, mixed64 / lo64]
+    return min(speedups), max(speedups)
+
+
+# ----------------------------------------------------------------------------------------------
+# The cases
+# ----------------------------------------------------------------------------------------------
+
+README = "README.md"
+DIGITS_RUN = "docs/results/reproduce_digits/README.md"
+PNEUMONIA_RUN = "docs/results/pneumoniamnist/README.md"
+ADULT_RUN = "docs/results/sweep_adult/README.md"
+LETTER_RUN = "docs/results/sweep_letter/README.md"
+SWEEP_TRAIN = "docs/results/sweep_train/README.md"
+GPU = "docs/results/gpu_h200/README.md"
+CPU_ENSEMBLE = "docs/results/cpu_ensemble/README.md"
+CPU_STEP = "docs/results/cpu_train_step/README.md"
+
+KEEP = "cpu_train_step/train_step_2026-11-26_keep_memory.json"
+RERUN = "cpu_train_step/train_step_2026-11-26_rerun.json"
+MIXED = "cpu_train_step/train_step_mixed.json"
+CPU_SWEEP = "2026-11-27_cpu_2core_minnorm.json"
+GPU_SWEEP = "2026-11-27_h200_minnorm.json"
+GPU_FIRST_LOG = "gpu_h200/log_first_call.txt"
+GPU_THIRD_LOG = "gpu_h200/log_third_call.txt"
+GPU_F32 = "gpu_h200/ensemble_f32.json"
+GPU_BF16 = "gpu_h200/ensemble_bf16.json"
+GPU_MAXK_F32 = "gpu_h200/ensemble_maxk_f32.json"
+GPU_MAXK_BF16 = "gpu_h200/2026-11-26_bf16/ensemble_maxk_bf16.json"
+GPU_STEP_64 = "gpu_h200/train_step_f32_64px.json"
+GPU_STEP_BF16_64 = "gpu_h200/2026-11-26_bf16/train_step_bf16_64px.json"
+
+
+def _positive_digit() -> int:
+    # The dataset's labels are its classes equal to the default digit.
+    d = digits()
+    assert np.array_equal(d.labels, (d.classes == DEFAULT_POSITIVE_DIGIT).astype(d.labels.dtype))
+    return DEFAULT_POSITIVE_DIGIT
+
+
+def _tour_grid_shape() -> tuple[int, int]:
+    scores = jnp.array([0.02, 0.5, 0.9, 0.999])
+    betas = jnp.linspace(0.01, 0.99, 1000)
+    return iml.loss_corrected_score(scores[None, :], betas[:, None]).shape
+
+
+def _loss_spec_batch_shape() -> tuple[int, ...]:
+    return iml.loss_spec(jnp.linspace(0.01, 0.99, 1000)).batch_shape
+
+
+def _test_processes() -> int:
+    text = (ROOT / "tests" / "_training_helpers.py").read_text()
+    return int(re.search(r"num_processes=(\d+)", text).group(1))
+
+
+def _default_page_faults() -> int:
+    """Page faults of a 224 px step under the allocator's defaults (cpu_train_step's table)."""
+    faults = stated(CPU_STEP, "| defaults | {}-{} s / {}-{} s / {} |")[-1]
+    return int(faults.replace(",", ""))
+
+
+def _pooled_224px_ratio() -> float:
+    """torch's median step over Flax's, pooled over the four 224 px runs of cpu_train_step."""
+    flax, torch = stated(CPU_STEP, "the medians are {} s for Flax and {} s for torch")
+    return float(torch) / float(flax)
+
+
+def _keep_ensemble() -> dict:
+    return record(f"cpu_ensemble/{CPU_ENSEMBLE_RUNS[-1]}")
+
+
+def _densenet_small() -> tuple[int, ...]:
+    p = inspect.signature(densenet_small).parameters
+    return (*p["block_config"].default, p["growth_rate"].default)
+
+
+def _lr_decay_divisor() -> float:
+    return 1 / TrainConfig().lr_factor
+
+
+ANY_LOSS_WEIGHTED = {  # the multiclass runs of sweep_any_loss that weight one class
+    "digits_matrix": "B[8,8]=10",
+    "digits_softmax": "w[8]=10",
+    "letter_matrix": "B[14,14]=10",
+    "letter_softmax": "w[14]=10",
+}
+
+
+def any_loss(run: str, name: str = "manifest.json") -> Any:
+    return record(f"sweep_any_loss/{run}/{name}")
+
+
+def any_loss_weights(run: str) -> np.ndarray:
+    """A multiclass run's grid of weights: matrices B, or class-weight vectors."""
+    loss = any_loss(run)["config"]["loss"]
+    return np.asarray(loss["B"] if "B" in loss else loss["class_weights"])
+
+
+def weighted_class_ece_ratios() -> list[float]:
+    """The weighted class's binary ECE (raw) over its ECE in the unweighted model, per run."""
+    ratios = []
+    for run, weighted in ANY_LOSS_WEIGHTED.items():
+        ece = any_loss(run, "weighted_class.json")
+        ratios.append(ece[weighted]["ece_raw"] / ece["ones"]["ece_raw"])
+    return ratios
+
+
+def _readme() -> list[Stated]:
+    c = default_config
+    ensemble = _keep_ensemble
+    recal = functools.partial(record, "recalibration_vs_size/results.json")
+    return [
+        Stated(
+            "python version",
+            README,
+            "On a fresh machine with Python ≥ {}",
+            lambda: tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+                "requires-python"
+            ].removeprefix(">="),
+        ),
+        Stated(
+            "reproduce betas",
+            README,
+            "It trains β-ensembles (β = {}, {}, {})",
+            lambda: tuple(c().loss.betas),
+        ),
+        Stated(
+            "reproduce task",
+            README,
+            "handwritten digits ({} against the rest, a {} % class",
+            lambda: (_positive_digit(), 100 * digits().prevalence),
+        ),
+        Stated(
+            "reproduce image size",
+            README,
+            "shrunk from {} to {} pixels",
+            lambda: (digits().input_shape[0], c().data.image_size),
+        ),
+        Stated(
+            "reproduce folds",
+            README,
+            "nested cross-validation ({} folds rotated {} train / {} validation / {} test: {} "
+            "members)",
+            lambda: (
+                *reproduce_folds()[:4],
+                [reproduce_members(), manifest("reproduce_digits")["num_members"]],
+            ),
+        ),
+        Stated(
+            "reproduce AUROC at 4 px",
+            README,
+            "at 4 px the classes overlap (AUROC about {})",
+            lambda: statistics.median(over_betas("reproduce_digits", "raw", "auroc")),
+        ),
+        Stated(
+            "figure intervals",
+            README,
+            "every decile drawn with its {} %",
+            lambda: 100 * plots._CONFIDENCE,
+        ),
+        Stated(
+            "CI workers",
+            README,
+            "with test files spread over up to {} cores",
+            lambda: int(re.search(r"--maxprocesses=(\d+)", (ROOT / ".ci/run").read_text())[1]),
+        ),
+        Stated(
+            "tour: loss-corrected scores",
+            README,
+            "scores = jnp.array([0.02, 0.5, 0.9, 0.999]) # outputs of a model trained with beta = "
+            "0.99 … iml.loss_corrected_score(scores, 0.99) # -> probabilities: [{}, {}, {}, {}]",
+            loss_corrected_tour,
+        ),
+        Stated(
+            "tour: grid shape",
+            README,
+            "betas = jnp.linspace(0.01, 0.99, 1000) # a sweep over weights is one call grid = "
+            "iml.loss_corrected_score(scores[None, :], betas[:, None]) # shape [{}, {}]",
+            _tour_grid_shape,
+        ),
+        Stated(
+            "tour: first-order residual",
+            README,
+            "report.residual, report.passed() # ~{}, True",
+            first_order_residual,
+        ),
+        Stated(
+            "tour: multiclass residual",
+            README,
+            "jnp.array([0.2, 0.5, 0.4]), B, return_residual=True ) # residual ~{}",
+            multiclass_residual,
+        ),
+        Stated(
+            "tour: batch shape",
+            README,
+            "iml.loss_spec(jnp.linspace(0.01, 0.99, 1000)) # batched: batch_shape ({},)",
+            lambda: _loss_spec_batch_shape()[0],
+        ),
+        Stated(
+            "reproduce config sections",
+            README,
+            "returns an `ml_collections.ConfigDict` in {} sections",
+            lambda: len(c().keys()),
+        ),
+        Stated(
+            "sweep config sections",
+            README,
+            "Its config has the same {} sections",
+            lambda: len(sweep_config().keys()),
+        ),
+        Stated(
+            "exact solver tolerance",
+            README,
+            "full-batch Newton steps to a gradient below {}",
+            lambda: TabularConfig().tol,
+        ),
+        Stated(
+            "PneumoniaMNIST file sizes",
+            README,
+            "`pneumoniamnist.npz` (or `_{}`, `_{}`, `_{}`)",
+            lambda: NATIVE_SIZES[1:],
+        ),
+        Stated(
+            "simulated devices",
+            README,
+            "The tests run the ensemble on {} simulated CPU devices and across {} processes",
+            lambda: (len(jax.devices("cpu")), _test_processes()),
+        ),
+        Stated(
+            "DenseNet-121 step memory",
+            README,
+            "({} GB and about {} page faults per DenseNet-121 step at batch {}, {} px)",
+            lambda: (
+                gigabytes(record(KEEP)["results"][0]["flax"]["xla_temporaries_mb"]),
+                round(_default_page_faults(), -4),
+                record(KEEP)["results"][0]["batch"],
+                record(KEEP)["results"][0]["size"],
+            ),
+        ),
+        Stated(
+            "sweeps' grids",
+            README,
+            "({}-beta sweeps on UCI Letter and Adult, the latter {} betas x {} seeds)",
+            lambda: (
+                len(sweep("sweep_letter")),
+                len(sweep("sweep_adult")),
+                len(manifest("sweep_adult")["config"]["seeds"]),
+            ),
+        ),
+        Stated(
+            "digits ECE at 0.99",
+            README,
+            "at β = {} the raw ensemble's ECE is {} and the loss-corrected scores' {})",
+            lambda: (
+                max(manifest("reproduce_digits")["config"]["betas"]),
+                table("reproduce_digits", "0.99", "raw"),
+                table("reproduce_digits", "0.99", "loss_corrected"),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST run",
+            README,
+            "`pneumoniamnist/` (all {} PneumoniaMNIST X-rays at {} px, at most {} epochs per "
+            "member)",
+            lambda: (
+                manifest("pneumoniamnist")["num_examples"],
+                manifest("pneumoniamnist")["config"]["image_size"],
+                manifest("pneumoniamnist")["config"]["epochs"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST ECE at 0.99",
+            README,
+            "On PneumoniaMNIST at β = {} the raw ECE is {} and the loss-corrected ECE {}.",
+            lambda: (
+                max(manifest("pneumoniamnist")["config"]["betas"]),
+                table("pneumoniamnist", "0.99", "raw"),
+                table("pneumoniamnist", "0.99", "loss_corrected"),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST Platt ECE",
+            README,
+            "Cross-fitted Platt recalibration, which uses labels, reaches {}.",
+            lambda: table("pneumoniamnist", "0.99", "platt"),
+        ),
+        Stated(
+            "focal sweep",
+            README,
+            "**Focal loss (γ = {}) on UCI Adult.** Raw ECE is {}–{} across α. The focal loss's own "
+            "inverse rule brings it to {}–{}.",
+            lambda: (
+                any_loss("adult_focal")["config"]["loss"]["gamma"],
+                *min_max(sweep_values("sweep_any_loss/adult_focal", "raw", "ece")),
+                *min_max(sweep_values("sweep_any_loss/adult_focal", "loss_corrected", "ece")),
+            ),
+        ),
+        Stated(
+            "multiclass sweeps",
+            README,
+            "**Multiclass weights on digits ({} classes) and UCI Letter ({}).** Weighting one "
+            "class {}×",
+            lambda: (
+                [any_loss_weights(run).shape[-1] for run in ANY_LOSS_WEIGHTED if "digits" in run],
+                [any_loss_weights(run).shape[-1] for run in ANY_LOSS_WEIGHTED if "letter" in run],
+                [any_loss_weights(run).max() for run in ANY_LOSS_WEIGHTED],
+            ),
+        ),
+        Stated(
+            "multiclass weighted class",
+            README,
+            "Weighting one class … raises its ECE {}–{}×",
+            lambda: (
+                at_least(min(weighted_class_ece_ratios())),
+                at_most(max(weighted_class_ece_ratios())),
+            ),
+        ),
+        Stated(
+            "simulation",
+            README,
+            "On data simulated from the paper's model ({} % prevalence, β = {})",
+            lambda: (
+                100 * recal()["test_positives"] / recal()["n_test"],
+                recal()["config"]["beta"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST figures",
+            README,
+            "PneumoniaMNIST ({} px, {} small DenseNets)",
+            lambda: (
+                manifest("pneumoniamnist")["config"]["image_size"],
+                manifest("pneumoniamnist")["num_members"],
+            ),
+        ),
+        Stated(
+            "scoring benchmark size",
+            README,
+            "loss-corrected scores for {} betas × {} scores ({} MB)",
+            lambda: (
+                argparse_default("scoring", "--betas"),
+                argparse_default("scoring", "--scores"),
+                argparse_default("scoring", "--betas")
+                * argparse_default("scoring", "--scores")
+                * np.dtype(np.float32).itemsize
+                / 1e6,
+            ),
+        ),
+        Stated(
+            "sweep benchmark size",
+            README,
+            "`beta_sweep` at {} scores × {} betas × {} bootstrap replicates, … (timed on {} "
+            "betas, scaled)",
+            lambda: tuple(
+                argparse_default("sweep", flag)
+                for flag in ("--n", "--betas", "--bootstrap", "--baseline-betas")
+            ),
+        ),
+        Stated(
+            "sweep_train benchmark",
+            README,
+            "UCI Adult, {} betas × {} seeds × {} rotations = {} models (exact fits), … ({} fits "
+            "timed, scaled); equal quality checked | {} s vs {} s: **{}×**, corrected ECEs within "
+            "{} ({date}; `docs/results/sweep_train/`)",
+            lambda: (
+                *(sweep_work(CPU_SWEEP)[k] for k in ("betas", "seeds", "rotations", "models")),
+                baseline_fits(CPU_SWEEP)[0],
+                *sweep_train_row(CPU_SWEEP),
+                record(f"sweep_train/{CPU_SWEEP}")["corrected_ece_diff_max"],
+                record(f"sweep_train/{CPU_SWEEP}")["date"],
+            ),
+        ),
+        Stated(
+            "train_step benchmark",
+            README,
+            "**{}×** at batch {} @ {} px (the pooled steps of four runs), **{}×** at batch {} @ "
+            "{} px ({date}; `docs/results/cpu_train_step/`)",
+            lambda: (
+                _pooled_224px_ratio(),
+                record(KEEP)["results"][0]["batch"],
+                record(KEEP)["results"][0]["size"],
+                record(RERUN)["ratios"]["b64_64px"],
+                record(RERUN)["results"][1]["batch"],
+                record(RERUN)["results"][1]["size"],
+                file_date(RERUN),
+            ),
+        ),
+        Stated(
+            "ensemble benchmark",
+            README,
+            "K = {} small-DenseNet members in one step at {} px, against {} single-model steps",
+            lambda: (ensemble()["members"], ensemble()["image"][0], ensemble()["members"]),
+        ),
+        Stated(
+            "ensemble benchmark ratio",
+            README,
+            "whole members on each of {} CPU devices, one per core) **{}×** ({date}; "
+            "`docs/results/cpu_ensemble/`)",
+            lambda: (ensemble()["devices"], ensemble()["ratio"], file_date(CPU_ENSEMBLE_RUNS[-1])),
+        ),
+        Stated(
+            "benchmark machine",
+            README,
+            "The CPU is a {}-core Intel Xeon virtual machine",
+            lambda: [record(KEEP)["cores"], ensemble()["devices"], baseline_fits(CPU_SWEEP)[2]],
+        ),
+        Stated(
+            "GPU training step and ensemble",
+            README,
+            "the fp32 DenseNet-121 step ran at **{}×** PyTorch's (batch {} at {} px) and the K = "
+            "{} ensemble step at **{}×** the {} single steps (`vmap`)",
+            lambda: (
+                train_step_log(GPU_FIRST_LOG, 16, 224)[3],
+                16,
+                224,
+                record(GPU_F32)["members"],
+                record(GPU_F32)["ratio"],
+                record(GPU_F32)["members"],
+            ),
+        ),
+        Stated(
+            "GPU sweep_train",
+            README,
+            "the sweep of {} logistic models took {} s against {} s for scikit-learn on its {} "
+            "cores, **{}×** ({date}, `docs/results/sweep_train/`)",
+            lambda: (
+                sweep_work(GPU_SWEEP)["models"],
+                *sweep_train_row(GPU_SWEEP)[:2],
+                baseline_fits(GPU_SWEEP)[2],
+                record(f"sweep_train/{GPU_SWEEP}")["ratio"],
+                record(f"sweep_train/{GPU_SWEEP}")["date"],
+            ),
+        ),
+    ]
+
+
+def _digits_run() -> list[Stated]:
+    run = "reproduce_digits"
+    m = functools.partial(manifest, run)
+    cases = [
+        Stated(
+            "digits data",
+            DIGITS_RUN,
+            "scikit-learn's {} handwritten digits (built in, nothing to download), label 1 for the "
+            "digit {} ({} images, {}%), shrunk from their native {} x {} pixels to {} x {}",
+            lambda: (
+                len(stored_labels(run)),
+                _positive_digit(),
+                stored_labels(run).sum(),
+                100 * stored_labels(run).mean(),
+                *digits().input_shape[:2],
+                m()["config"]["image_size"],
+                m()["config"]["image_size"],
+            ),
+        ),
+        Stated(
+            "digits folds",
+            DIGITS_RUN,
+            "**Folds.** {} folds rotated {}/{}/{} (train/validation/test): {} members, {} "
+            "rotations x {} betas ({}, {}, {}), {} seed; every observation is scored by {} "
+            "member per beta",
+            lambda: (
+                m()["config"]["n_folds"],
+                m()["config"]["n_folds"]
+                - m()["config"]["n_val_folds"]
+                - m()["config"]["n_test_folds"],
+                m()["config"]["n_val_folds"],
+                m()["config"]["n_test_folds"],
+                m()["num_members"],
+                m()["num_batches"],
+                len(m()["config"]["betas"]),
+                *m()["config"]["betas"],
+                len(m()["config"]["seeds"]),
+                [s["max"] for s in record(f"{run}/ensemble.json")["ensemble_size"].values()],
+            ),
+        ),
+        Stated(
+            "digits training",
+            DIGITS_RUN,
+            "Adam at {}, batches of {}, at most {} epochs",
+            lambda: tuple(m()["config"][k] for k in ("learning_rate", "batch_size", "epochs")),
+        ),
+        Stated(
+            "digits AUROC at 4 px",
+            DIGITS_RUN,
+            "At 4 px the classes overlap (AUROC {}-{})",
+            lambda: min_max(over_betas(run, "raw", "auroc")),
+        ),
+        Stated(
+            "digits decile rates",
+            DIGITS_RUN,
+            "deciles hold event rates from {}% to {}%",
+            lambda: (100 * min(r for r in decile_rates() if r > 0), 100 * max(decile_rates())),
+        ),
+        Stated(
+            "digits empty-decile bound",
+            DIGITS_RUN,
+            "with a bar up to the {}% Clopper-Pearson upper bound `1 - {}^(1/n)` ({} for the n = "
+            "{} images of a decile)",
+            lambda: (100 * plots._CONFIDENCE, (1 - plots._CONFIDENCE) / 2, *_empty_decile_bound()),
+        ),
+        Stated(
+            "digits empty deciles",
+            DIGITS_RUN,
+            "{} (β = 0.9, 0.99) or {} (β = 0.5) of the {} deciles hold no eight",
+            lambda: (
+                [empty_deciles(0.9), empty_deciles(0.99)],
+                empty_deciles(0.5),
+                m()["config"]["n_bins"],
+            ),
+        ),
+        Stated(
+            "digits smooth ECE",
+            DIGITS_RUN,
+            "raw {}, {} and {} at β = 0.5, 0.9 and 0.99, loss-corrected {}, {} and {}",
+            lambda: (
+                *(table(run, b, "raw", "smooth_ece") for b in ("0.5", "0.9", "0.99")),
+                *(table(run, b, "loss_corrected", "smooth_ece") for b in ("0.5", "0.9", "0.99")),
+            ),
+        ),
+        Stated(
+            "digits test at 0.5",
+            DIGITS_RUN,
+            "the β = 0.5 model is not quite calibrated (the test rejects it at {}%)",
+            lambda: below(100 * table(run, "0.5", "raw", "loss_calibration_p_value")),
+        ),
+        Stated(
+            "digits beta calibration",
+            DIGITS_RUN,
+            "gives ECE {}, {} and {} at β = 0.5, 0.9 and 0.99, within {} of Platt scaling",
+            lambda: (
+                *(table(run, b, "beta") for b in ("0.5", "0.9", "0.99")),
+                at_most(
+                    max(
+                        abs(table(run, b, "beta") - table(run, b, "platt"))
+                        for b in ("0.5", "0.9", "0.99")
+                    )
+                ),
+            ),
+        ),
+    ]
+    for beta in ("0.5", "0.9", "0.99"):
+        cases.append(
+            Stated(
+                f"digits table at {beta}",
+                DIGITS_RUN,
+                f"| {beta} | " + "{} | {} | {} | {} | {} |",
+                functools.partial(
+                    lambda b: (
+                        table(run, b, "raw"),
+                        table(run, b, "loss_corrected"),
+                        table(run, b, "platt"),
+                        table(run, b, "raw", "auroc"),
+                        table(run, b, "raw", "loss_calibration_p_value"),
+                    ),
+                    beta,
+                ),
+            )
+        )
+    return cases
+
+
+def _empty_decile_bound() -> tuple[float, int]:
+    """The Clopper-Pearson upper bound of a decile without events, and a decile's size."""
+    n = int(max(max(np.asarray(c.count)) for c in decile_curves().values()))
+    return float(clopper_pearson_interval(0.0, float(n), plots._CONFIDENCE)[1]), n
+
+
+def _pneumonia_run() -> list[Stated]:
+    run = "pneumoniamnist"
+    m = functools.partial(manifest, run)
+    betas = ("0.5", "0.9", "0.99")
+    cases = [
+        Stated(
+            "PneumoniaMNIST data",
+            PNEUMONIA_RUN,
+            "All {} images of the assembled MedMNIST PneumoniaMNIST ({}x{}, grayscale), pooled. "
+            "Pneumonia is the positive class, {}% of the images.",
+            lambda: (
+                m()["num_examples"],
+                m()["config"]["image_size"],
+                m()["config"]["image_size"],
+                100 * stored_labels(run).mean(),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST folds",
+            PNEUMONIA_RUN,
+            "**Folds.** {} folds stratified by label, rotated {}/{}/{} (train/validation/test). "
+            "That gives {} members: {} rotations x {} betas, {} seed. Every observation is scored "
+            "by exactly {} member per beta (ensemble size {}).",
+            lambda: (
+                m()["config"]["n_folds"],
+                m()["config"]["n_folds"]
+                - m()["config"]["n_val_folds"]
+                - m()["config"]["n_test_folds"],
+                m()["config"]["n_val_folds"],
+                m()["config"]["n_test_folds"],
+                m()["num_members"],
+                m()["num_batches"],
+                len(m()["config"]["betas"]),
+                len(m()["config"]["seeds"]),
+                [s["max"] for s in record(f"{run}/ensemble.json")["ensemble_size"].values()],
+                [s["min"] for s in record(f"{run}/ensemble.json")["ensemble_size"].values()],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST model",
+            PNEUMONIA_RUN,
+            "(`densenet_small`: blocks {}-{}-{}, growth {})",
+            _densenet_small,
+        ),
+        Stated(
+            "PneumoniaMNIST training",
+            PNEUMONIA_RUN,
+            "Adam at {}, batches of {}, random horizontal flips, ImageNet normalisation. The "
+            "learning rate is divided by {} after a validation plateau, with early stopping after "
+            "{} epochs without improvement, for **at most {} epochs**.",
+            lambda: (
+                m()["config"]["learning_rate"],
+                m()["config"]["batch_size"],
+                _lr_decay_divisor(),
+                m()["config"]["patience"],
+                m()["config"]["epochs"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST epoch cap",
+            PNEUMONIA_RUN,
+            "{} of the {} members reached the {}-epoch cap",
+            lambda: (
+                stopped_epochs(run).count(-1),
+                len(stopped_epochs(run)),
+                m()["config"]["epochs"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST raw scores",
+            PNEUMONIA_RUN,
+            "At β = 0.99 the raw ECE is {}, and the Brier score rises from {} (β = 0.5) to {}.",
+            lambda: (
+                table(run, "0.99", "raw"),
+                table(run, "0.5", "raw", "brier"),
+                table(run, "0.99", "raw", "brier"),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST test accepts",
+            PNEUMONIA_RUN,
+            "accepts the raw scores at every β** (Definition 2, p > {})",
+            lambda: above(min(over_betas(run, "raw", "loss_calibration_p_value"))),
+        ),
+        Stated(
+            "PneumoniaMNIST correction factor",
+            PNEUMONIA_RUN,
+            "It cuts ECE by {}x at both β = 0.9 and β = 0.99",
+            lambda: [
+                table(run, b, "raw") / table(run, b, "loss_corrected") for b in ("0.9", "0.99")
+            ],
+        ),
+        Stated(
+            "PneumoniaMNIST fitted recalibration",
+            PNEUMONIA_RUN,
+            "are better still (ECE {}-{})",
+            lambda: min_max(over_betas(run, "platt") + over_betas(run, "isotonic")),
+        ),
+        Stated(
+            "PneumoniaMNIST remaining ECE",
+            PNEUMONIA_RUN,
+            "so the remaining {}-{} is the cost",
+            lambda: min_max([table(run, b, "loss_corrected") for b in ("0.9", "0.99")]),
+        ),
+        Stated(
+            "PneumoniaMNIST beta calibration",
+            PNEUMONIA_RUN,
+            "ECE {}, {} and {} against Platt's {}, {} and {}, and log loss",
+            lambda: (
+                *(table(run, b, "beta") for b in betas),
+                *(table(run, b, "platt") for b in betas),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST beta calibration log loss",
+            PNEUMONIA_RUN,
+            "against Platt's … and log loss within {}.",
+            lambda: at_most(
+                max(
+                    abs(table(run, b, "beta", "log_loss") - table(run, b, "platt", "log_loss"))
+                    for b in betas
+                )
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST temperature",
+            PNEUMONIA_RUN,
+            "does not remove the β shift ({} at β = 0.99)",
+            lambda: table(run, "0.99", "temperature"),
+        ),
+        Stated(
+            "PneumoniaMNIST AUROC",
+            PNEUMONIA_RUN,
+            "**AUROC** is {}-{} at every β",
+            lambda: min_max(over_betas(run, "raw", "auroc")),
+        ),
+    ]
+    for beta in betas:
+        cases.append(
+            Stated(
+                f"PneumoniaMNIST table at {beta}",
+                PNEUMONIA_RUN,
+                f"| {beta} | " + "{} ({}) | {} ({}) | {} | gap {}, p = {} |",
+                functools.partial(
+                    lambda b: (
+                        table(run, b, "raw"),
+                        table(run, b, "raw", "ece_debiased"),
+                        table(run, b, "loss_corrected"),
+                        table(run, b, "loss_corrected", "ece_debiased"),
+                        table(run, b, "platt"),
+                        table(run, b, "raw", "loss_calibration_gap"),
+                        table(run, b, "raw", "loss_calibration_p_value"),
+                    ),
+                    beta,
+                ),
+            )
+        )
+    return cases
+
+
+def _ece_rows(where: str, run: str, betas: tuple[str, ...]) -> list[Stated]:
+    """The rows ``| beta | raw ECE | loss-corrected ECE |`` of a sweep's README."""
+    return [
+        Stated(
+            f"{run} table at {beta}",
+            where,
+            f"| {beta} | " + "{} | {} |",
+            functools.partial(
+                lambda b: (sweep_cell(run, b, "raw"), sweep_cell(run, b, "loss_corrected")), beta
+            ),
+        )
+        for beta in betas
+    ]
+
+
+def sweep_cell(run: str, beta_text: str, method: str, metric: str = "ece") -> float:
+    """The cell at the grid's beta that ``beta_text`` names (the nearest that rounds to it)."""
+    beta = float(beta_text.split()[0])
+    named = [b for b in sweep(run) if written_as(b, beta_text.split()[0])]
+    assert named, f"{run}: no beta of the grid rounds to {beta_text}"
+    return sweep_at(run, min(named, key=lambda b: abs(b - beta)))[method][metric]
+
+
+def _adult_run() -> list[Stated]:
+    run = "sweep_adult"
+    values = functools.partial(sweep_values, run)
+    return [
+        Stated(
+            "Adult data",
+            ADULT_RUN,
+            "**Data.** {} rows (adult.data + adult.test); the label is `>50K` ({}% positive). {} "
+            "features",
+            lambda folder: (
+                len(adult(folder).labels),
+                100 * adult(folder).labels.mean(),
+                adult(folder).features.shape[1],
+            ),
+            data="uci-adult",
+        ),
+        Stated(
+            "Adult grid",
+            ADULT_RUN,
+            "**Grid.** {} betas, evenly spaced in logit(beta) from {} to {}; {} seeds; {} folds "
+            "stratified by label, rotated {}/{}/{}. That makes {} models, trained as {} vectorized "
+            "chunks of {}.",
+            lambda: sweep_grid(run),
+        ),
+        Stated(
+            "Adult training",
+            ADULT_RUN,
+            "**Training.** Adam at learning rate {}, minibatches of {}. The learning rate is "
+            "divided by {} after {} epochs without validation improvement, and a member stops "
+            "early after {}, for at most {} epochs.",
+            lambda: sweep_training(run),
+        ),
+        Stated(
+            "Adult scores",
+            ADULT_RUN,
+            "Each row's score is the mean over the {} seeds",
+            lambda: len(manifest(run)["config"]["seeds"]),
+        ),
+        *_ece_rows(ADULT_RUN, run, ("0.01", "0.094", "0.518", "0.906", "0.99")),
+        Stated("Adult betas", ADULT_RUN, "Over all {} betas:", lambda: len(sweep(run))),
+        Stated(
+            "Adult ECE",
+            ADULT_RUN,
+            "| ECE | up to {}, median {} | {} to {}, median {} |",
+            lambda: (
+                max(values("raw", "ece")),
+                statistics.median(values("raw", "ece")),
+                *min_max(values("loss_corrected", "ece")),
+                statistics.median(values("loss_corrected", "ece")),
+            ),
+        ),
+        Stated(
+            "Adult debiased ECE",
+            ADULT_RUN,
+            "| debiased ECE | up to {}, median {} | median {}, at most {} |",
+            lambda: (
+                max(values("raw", "ece_debiased")),
+                statistics.median(values("raw", "ece_debiased")),
+                statistics.median(values("loss_corrected", "ece_debiased")),
+                max(values("loss_corrected", "ece_debiased")),
+            ),
+        ),
+        Stated(
+            "Adult Brier score",
+            ADULT_RUN,
+            "| Brier score | up to {} | {} to {} |",
+            lambda: (max(values("raw", "brier")), *min_max(values("loss_corrected", "brier"))),
+        ),
+        Stated(
+            "Adult log loss",
+            ADULT_RUN,
+            "| log loss | up to {} | {} to {} |",
+            lambda: (
+                max(values("raw", "log_loss")),
+                *min_max(values("loss_corrected", "log_loss")),
+            ),
+        ),
+        Stated(
+            "Adult AUROC",
+            ADULT_RUN,
+            "| AUROC | {} to {} | the same |",
+            lambda: (
+                [min(values("raw", "auroc")), min(values("loss_corrected", "auroc"))],
+                [max(values("raw", "auroc")), max(values("loss_corrected", "auroc"))],
+            ),
+        ),
+        Stated(
+            "Adult extreme betas",
+            ADULT_RUN,
+            "The corrected ECE rises a little towards the extreme betas ({} at {})",
+            lambda: (sweep_at(run, 0.99)["loss_corrected"]["ece"], max(sweep(run))),
+        ),
+    ]
+
+
+def _letter_run() -> list[Stated]:
+    run = "sweep_letter"
+    values = functools.partial(sweep_values, run)
+
+    def up_to(limit: float) -> Callable[[float], bool]:
+        return lambda b: b <= limit
+
+    return [
+        Stated(
+            "Letter data",
+            LETTER_RUN,
+            "Setup: {} rows, label 1 for the letter O ({} rows, {}%: iml.data's default positive "
+            "letter), {} z-scored integer features.",
+            lambda folder: (
+                len(letter(folder).labels),
+                letter(folder).labels.sum(),
+                100 * letter(folder).labels.mean(),
+                letter(folder).features.shape[1],
+            ),
+            data="uci-letter",
+        ),
+        Stated(
+            "Letter grid",
+            LETTER_RUN,
+            "{} betas evenly spaced in logit(beta) from {} to {}; {} seeds (initialisation and "
+            "minibatch order); {} folds stratified by label, {}/{}/{} rotations: {} logistic "
+            "regressions, trained as {} chunks of {} members",
+            lambda: sweep_grid(run),
+        ),
+        Stated(
+            "Letter training",
+            LETTER_RUN,
+            "Adam (learning rate {}, minibatches of {}), learning rate divided by {} after {} "
+            "epochs without validation improvement, early stopping after {} (at most {} epochs)",
+            lambda: sweep_training(run),
+        ),
+        Stated(
+            "Letter chunk",
+            LETTER_RUN,
+            "in the chunk of the {} smallest betas",
+            lambda: manifest(run)["config"]["betas_per_chunk"],
+        ),
+        Stated(
+            "Letter scores",
+            LETTER_RUN,
+            "Each row's score is the mean over the {} seeds",
+            lambda: len(manifest(run)["config"]["seeds"]),
+        ),
+        Stated(
+            "Letter default learning rate",
+            LETTER_RUN,
+            "A first run with the default learning rate {} (not committed) … its loss-corrected "
+            "ECE at beta = {} was … instead of {} below",
+            lambda: (
+                [TabularConfig().learning_rate, sweep_config().train.learning_rate],
+                min(sweep(run)),
+                sweep_at(run, 0.01)["loss_corrected"]["ece"],
+            ),
+        ),
+        Stated(
+            "Letter calibrated range",
+            LETTER_RUN,
+            "(ECE {}-{}, against {} for the raw scores at beta = {})",
+            lambda: (
+                *min_max(values("loss_corrected", "ece", up_to(0.85))),
+                sweep_at(run, 0.52)["raw"]["ece"],
+                min(sweep(run), key=lambda b: abs(b - 0.52)),
+            ),
+        ),
+        Stated(
+            "Letter high betas",
+            LETTER_RUN,
+            "not fully calibrated: ECE {} at beta = {} and",
+            lambda: (
+                sweep_at(run, 0.91)["loss_corrected"]["ece"],
+                min(sweep(run), key=lambda b: abs(b - 0.91)),
+            ),
+        ),
+        Stated(
+            "Letter corrected ECE at 0.99",
+            LETTER_RUN,
+            "not fully calibrated: ECE … and {} at {}, where the raw",
+            lambda: (sweep_at(run, 0.99)["loss_corrected"]["ece"], max(sweep(run))),
+        ),
+        Stated(
+            "Letter raw ECE at high betas",
+            LETTER_RUN,
+            "where the raw scores have {} and {}.",
+            lambda: (sweep_at(run, 0.91)["raw"]["ece"], sweep_at(run, 0.99)["raw"]["ece"]),
+        ),
+        *_ece_rows(LETTER_RUN, run, ("0.01", "0.094", "0.518", "0.800", "0.906")),
+        Stated(
+            "Letter table at 0.99, raw",
+            LETTER_RUN,
+            "| 0.99 | {} | ",
+            lambda: sweep_cell(run, "0.99", "raw"),
+        ),
+        Stated(
+            "Letter table at 0.99, corrected",
+            LETTER_RUN,
+            "| 0.99 | …| {} |",
+            lambda: sweep_cell(run, "0.99", "loss_corrected"),
+        ),
+        Stated(
+            "Letter table at 0.964",
+            LETTER_RUN,
+            "| 0.964 (about 1 - prevalence) | {} | {} |",
+            lambda: (
+                sweep_cell(run, "0.964", "raw"),
+                sweep_cell(run, "0.964", "loss_corrected"),
+            ),
+        ),
+        Stated(
+            "Letter unweighted AUROC",
+            LETTER_RUN,
+            "(AUROC {} unweighted)",
+            # the two betas of the grid either side of 0.5
+            lambda: [sweep_at(run, 0.48)["raw"]["auroc"], sweep_at(run, 0.52)["raw"]["auroc"]],
+        ),
+        Stated(
+            "Letter AUROC at 0.99",
+            LETTER_RUN,
+            "(AUROC rises to {} at beta = {})",
+            lambda: (sweep_at(run, 0.99)["raw"]["auroc"], max(sweep(run))),
+        ),
+        Stated(
+            "Letter debiased error",
+            LETTER_RUN,
+            "(corrected: median {}, {} at beta = {}; raw up to {})",
+            lambda: (
+                statistics.median(values("loss_corrected", "ece_debiased")),
+                sweep_at(run, 0.99)["loss_corrected"]["ece_debiased"],
+                max(sweep(run)),
+                max(values("raw", "ece_debiased")),
+            ),
+        ),
+        Stated(
+            "Letter raw ECE below 0.5",
+            LETTER_RUN,
+            "Below beta = 0.5 the raw ECE looks small ({}-{})",
+            lambda: min_max(values("raw", "ece", lambda b: b < 0.5)),
+        ),
+        Stated(
+            "Letter corrected ECE below 0.5",
+            LETTER_RUN,
+            "the correction brings it to {}-{}",
+            lambda: min_max(values("loss_corrected", "ece", lambda b: b < 0.5)),
+        ),
+        Stated(
+            "Letter Brier score and log loss ranges",
+            LETTER_RUN,
+            "Corrected Brier score and log loss are {}-{} and {}-{} up to beta = 0.84",
+            lambda: (
+                *min_max(values("loss_corrected", "brier", up_to(0.85))),
+                *min_max(values("loss_corrected", "log_loss", up_to(0.85))),
+            ),
+        ),
+        Stated(
+            "Letter Brier score and log loss at 0.99",
+            LETTER_RUN,
+            "up to beta = 0.84 (raw at beta = {}: {} and {}; corrected: {} and {})",
+            lambda: (
+                max(sweep(run)),
+                sweep_at(run, 0.99)["raw"]["brier"],
+                sweep_at(run, 0.99)["raw"]["log_loss"],
+                sweep_at(run, 0.99)["loss_corrected"]["brier"],
+                sweep_at(run, 0.99)["loss_corrected"]["log_loss"],
+            ),
+        ),
+    ]
+
+
+def _sweep_train_run() -> list[Stated]:
+    runs = (CPU_SWEEP, GPU_SWEEP)
+    work = sweep_work
+    return [
+        Stated(
+            "sweep_train work",
+            SWEEP_TRAIN,
+            "Work: `run_sweep` on UCI Adult ({} rows x {} encoded features), {} betas x {} seeds x "
+            "{} rotations = {} models, ridge `l2 = {}`",
+            lambda: tuple(
+                [work(r)[k] for r in runs]
+                for k in ("rows", "features", "betas", "seeds", "rotations", "models", "l2")
+            ),
+        ),
+        Stated(
+            "sweep_train Adult data",
+            SWEEP_TRAIN,
+            "on UCI Adult ({} rows x {} encoded features)",
+            lambda folder: (len(adult(folder).labels), adult(folder).features.shape[1]),
+            data="uci-adult",
+        ),
+        Stated(
+            "sweep_train fits",
+            SWEEP_TRAIN,
+            "so the {} seeds share each of the {} (beta, rotation) fits",
+            lambda: (
+                work(CPU_SWEEP)["seeds"],
+                work(CPU_SWEEP)["betas"] * work(CPU_SWEEP)["rotations"],
+            ),
+        ),
+        Stated(
+            "sweep_train baseline slice",
+            SWEEP_TRAIN,
+            "{} fits timed ({} betas x {} rotations, spread over the grid)",
+            lambda: (
+                [baseline_fits(r)[0] for r in runs],
+                [len(record(f"sweep_train/{r}")["corrected_ece_diff"]) for r in runs],
+                work(CPU_SWEEP)["rotations"],
+            ),
+        ),
+        Stated(
+            "sweep_train on the H200",
+            SWEEP_TRAIN,
+            "+ {} CPU cores for the baseline | {} s | {} s | **{}** | "
+            "`2026-11-27_h200_minnorm.json` |",
+            lambda: (baseline_fits(GPU_SWEEP)[2], *sweep_train_row(GPU_SWEEP)),
+        ),
+        Stated(
+            "sweep_train on the CPU",
+            SWEEP_TRAIN,
+            "| {}-core Intel Xeon virtual machine (CPU only) | {} s | {} s | **{}** | "
+            "`2026-11-27_cpu_2core_minnorm.json` |",
+            lambda: (baseline_fits(CPU_SWEEP)[2], *sweep_train_row(CPU_SWEEP)),
+        ),
+        Stated(
+            "sweep_train first solver",
+            SWEEP_TRAIN,
+            "| Hessians from the design, a ridged solve | {} s vs {} s, **{}** "
+            "(`2026-11-27_h200.json`) | {} s vs {} s, **{}** (`2026-11-27_cpu_2core.json`) |",
+            lambda: (
+                *sweep_train_row("2026-11-27_h200.json"),
+                *sweep_train_row("2026-11-27_cpu_2core.json"),
+            ),
+        ),
+        Stated(
+            "sweep_train second solver",
+            SWEEP_TRAIN,
+            "| pair-product Hessians, a ridged solve | {} s vs {} s, **{}** "
+            "(`2026-11-27_h200_pairs.json`) | {} s vs {} s, **{}** "
+            "(`2026-11-27_cpu_2core_pairs.json`) |",
+            lambda: (
+                *sweep_train_row("2026-11-27_h200_pairs.json"),
+                *sweep_train_row("2026-11-27_cpu_2core_pairs.json"),
+            ),
+        ),
+        Stated(
+            "sweep_train baseline spread",
+            SWEEP_TRAIN,
+            "({} s to {} s for the same {} fits on the H200 machine's {} cores, {} s to {} s on "
+            "the 2-core CPU)",
+            lambda: (
+                *min_max([baseline_fits(r)[1] for r in _sweep_train_records("h200")]),
+                baseline_fits(GPU_SWEEP)[0],
+                baseline_fits(GPU_SWEEP)[2],
+                *min_max([baseline_fits(r)[1] for r in _sweep_train_records("cpu_2core")]),
+            ),
+        ),
+        Stated(
+            "sweep_train objectives",
+            SWEEP_TRAIN,
+            "our objective is never higher than scikit-learn's, and at most {}% lower",
+            lambda: [100 * record(f"sweep_train/{r}")["objective_rel_diff_max"] for r in runs],
+        ),
+        Stated(
+            "sweep_train corrected ECEs",
+            SWEEP_TRAIN,
+            "the loss-corrected ECEs of the two agree within {} (the goal",
+            lambda: max(record(f"sweep_train/{r}")["corrected_ece_diff_max"] for r in runs),
+        ),
+        Stated(
+            "sweep_train tolerance",
+            SWEEP_TRAIN,
+            "ours are at a gradient norm below {}.",
+            lambda: TabularConfig().tol,
+        ),
+        Stated(
+            "sweep_train Hessians",
+            SWEEP_TRAIN,
+            "forming {} Hessians of {} x {} per Newton step",
+            lambda: (
+                work(CPU_SWEEP)["betas"] * work(CPU_SWEEP)["rotations"],
+                work(CPU_SWEEP)["features"] + 1,
+                work(CPU_SWEEP)["features"] + 1,
+            ),
+        ),
+        Stated(
+            "sweep_train CPU ratio",
+            SWEEP_TRAIN,
+            "the exact solver is {}x the scikit-learn loop there",
+            lambda: record(f"sweep_train/{CPU_SWEEP}")["ratio"],
+        ),
+        Stated(
+            "sweep_train GPU time",
+            SWEEP_TRAIN,
+            "there the run's {} s is mostly compilation",
+            lambda: record(f"sweep_train/{GPU_SWEEP}")["ours_s"],
+        ),
+        Stated(
+            "sweep_train GPU memory",
+            SWEEP_TRAIN,
+            "({} GiB for the GPU host process)",
+            lambda: record(f"sweep_train/{GPU_SWEEP}")["peak_rss_gb"],
+        ),
+    ]
+
+
+def _sweep_train_records(machine: str) -> list[str]:
+    return [p.name for p in sorted((RESULTS / "sweep_train").glob(f"*_{machine}*.json"))]
+
+
+def _gpu_run() -> list[Stated]:
+    step224 = functools.partial(train_step_log, GPU_FIRST_LOG, 16, 224)
+    bf16_224 = functools.partial(train_step_log, GPU_THIRD_LOG, 16, 224)
+    f32, bf16 = functools.partial(record, GPU_F32), functools.partial(record, GPU_BF16)
+    maxk, maxk16 = functools.partial(record, GPU_MAXK_F32), functools.partial(record, GPU_MAXK_BF16)
+    step64, step64_16 = (
+        functools.partial(record, GPU_STEP_64),
+        functools.partial(record, GPU_STEP_BF16_64),
+    )
+
+    def repeats(log: str, dtype: str) -> int:
+        return int(
+            record_line(log, rf"train_step --device gpu --dtype {dtype} --repeats (\d+)\n")[0]
+        )
+
+    def program(r: dict, part: str) -> float:
+        memory = r["details"]["vmap/xla"]["compiled_memory"]
+        return {
+            "temporaries": memory["temp_bytes"] / 1e6,
+            "arguments": memory["argument_bytes"] / 1e6,
+            "per member": (memory["temp_bytes"] + memory["argument_bytes"]) / r["members"] / 1e6,
+        }[part]
+
+    def calls() -> tuple[dict, dict]:
+        return record("gpu_h200/2026-11-26_bf16/call.json"), record(
+            "gpu_h200/2026-11-26_bf16/call2.json"
+        )
+
+    return [
+        Stated(
+            "GPU table: fp32 step at 224 px",
+            GPU,
+            "| DenseNet-121 training step, fp32, batch {} at {}x{} | Flax {} img/s | torchvision + "
+            "`torch.optim.Adam` {} img/s (cuDNN benchmark mode) | **{}** |",
+            lambda: (16, 224, 224, step224()[0], *step224()[2:]),
+        ),
+        Stated(
+            "GPU table: fp32 step at 64 px",
+            GPU,
+            "| DenseNet-121 training step, fp32, batch {} at {}x{} | Flax {} img/s | torch {} "
+            "img/s | **{}** |",
+            lambda: (
+                step64()["results"][0]["batch"],
+                step64()["results"][0]["size"],
+                step64()["results"][0]["size"],
+                *train_step(GPU_STEP_64, "b64_64px"),
+            ),
+        ),
+        Stated(
+            "GPU table: bf16 step at 224 px",
+            GPU,
+            "| DenseNet-121 training step, bf16 mixed precision, batch {} at {}x{} | Flax {} img/s "
+            "| torch autocast bf16 {} img/s | **{}** |",
+            lambda: (16, 224, 224, bf16_224()[0], *bf16_224()[2:]),
+        ),
+        Stated(
+            "GPU table: fp32 ensemble",
+            GPU,
+            "| ensemble step, K = {} small DenseNets at {}x{}, fp32 | `vmap/xla` {} member-img/s | "
+            "{} single-model steps in a row: {} member-img/s | **{}** |",
+            lambda: (
+                f32()["members"],
+                *f32()["image"][:2],
+                f32()["member_images_per_second"],
+                f32()["members"],
+                f32()["baseline_member_images_per_second"],
+                f32()["ratio"],
+            ),
+        ),
+        Stated(
+            "GPU table: bf16 ensemble",
+            GPU,
+            "| ensemble step, K = {}, bf16 | `vmap/xla` {} member-img/s | {} member-img/s | "
+            "**{}** |",
+            lambda: (
+                bf16()["members"],
+                bf16()["member_images_per_second"],
+                bf16()["baseline_member_images_per_second"],
+                bf16()["ratio"],
+            ),
+        ),
+        Stated(
+            "GPU headline",
+            GPU,
+            "So the fp32 training-step headline (the lower of the two sizes) is **{}** on this "
+            "card.",
+            lambda: min(step224()[3], step64()["ratio"]),
+        ),
+        Stated(
+            "GPU run 1 repeats",
+            GPU,
+            "Both figures are medians of interleaved repeats: {} for the training step and {} for "
+            "the ensemble.",
+            lambda: (repeats(GPU_FIRST_LOG, "float32"), f32()["repeats"]),
+        ),
+        Stated(
+            "GPU run 1 compile times",
+            GPU,
+            "Compile times were {} s for the Flax DenseNet-121 step, and {} s (baseline) and {} s "
+            "(`vmap/xla`) for the small-DenseNet steps.",
+            lambda: (
+                step224()[1],
+                f32()["details"]["baseline"]["compile_seconds"],
+                f32()["details"]["vmap/xla"]["compile_seconds"],
+            ),
+        ),
+        Stated(
+            "GPU run 1 ensemble memory",
+            GPU,
+            "of the 8-member `vmap` program gives {} MB of temporaries and {} MB of arguments, "
+            "about {} MB per member.",
+            lambda: tuple(program(f32(), p) for p in ("temporaries", "arguments", "per member")),
+        ),
+        Stated(
+            "GPU run 2 step at 64 px",
+            GPU,
+            "**64x64, fp32, batch {}**: Flax {} img/s, torch {} img/s, ratio **{}** (median of {} "
+            "interleaved steps). The Flax step compiled in {} s. XLA put it at {} MB of arguments "
+            "and {} MB of temporaries; the allocators' peaks were {} MB (JAX) and {} MB (torch).",
+            lambda: (
+                step64()["results"][0]["batch"],
+                *train_step(GPU_STEP_64, "b64_64px"),
+                step64()["repeats"],
+                step64()["results"][0]["flax"]["compile_s"],
+                step64()["results"][0]["flax"]["xla_arguments_mb"],
+                step64()["results"][0]["flax"]["xla_temporaries_mb"],
+                step64()["results"][0]["flax"]["peak_device_mb"],
+                step64()["results"][0]["torch"]["peak_device_mb"],
+            ),
+        ),
+        Stated(
+            "GPU run 2 bf16 step",
+            GPU,
+            "**bf16 mixed precision, 224x224, batch {}**: Flax {} img/s, torch (autocast) {} "
+            "img/s, ratio **{}** (median of {}).",
+            lambda: (16, bf16_224()[0], *bf16_224()[2:], repeats(GPU_THIRD_LOG, "bfloat16")),
+        ),
+        Stated(
+            "GPU run 2 bf16 compile",
+            GPU,
+            "the Flax step took **{} s to compile**, {} times the fp32 compile",
+            lambda: (bf16_224()[1], round(bf16_224()[1] / step224()[1])),
+        ),
+        Stated(
+            "GPU run 2 fp32 speeds",
+            GPU,
+            "at this size ({} and {} img/s, measured in run 1",
+            lambda: (step224()[0], step224()[2]),
+        ),
+        Stated(
+            "GPU run 2 bf16 ensemble",
+            GPU,
+            "**Ensemble, K = {}, bf16**: `vmap/xla` {} member-img/s against {}, ratio **{}** "
+            "(median of {}). Compile times: {} s for `vmap/xla` and {} s for the baseline. XLA "
+            "reports {} MB of temporaries and {} MB of arguments for the 8-member program, about "
+            "{} MB per member.",
+            lambda: (
+                bf16()["members"],
+                bf16()["member_images_per_second"],
+                bf16()["baseline_member_images_per_second"],
+                bf16()["ratio"],
+                bf16()["repeats"],
+                bf16()["details"]["vmap/xla"]["compile_seconds"],
+                bf16()["details"]["baseline"]["compile_seconds"],
+                *(program(bf16(), p) for p in ("temporaries", "arguments", "per member")),
+            ),
+        ),
+        Stated(
+            "GPU run 2 first torch step",
+            GPU,
+            "the torch 64x64 step took {} s before its first step",
+            lambda: float(
+                record_line(
+                    GPU_THIRD_LOG, r"f32_64px: .*\n.*64px: torch ready, first step ([\d.]+)s"
+                )[0]
+            ),
+        ),
+        Stated(
+            "GPU run 3 card",
+            GPU,
+            "(`card.txt` says {} MiB)",
+            lambda: int(record_line("gpu_h200/versions.txt", r"NVIDIA H200, (\d+) MiB")[0]),
+        ),
+        Stated(
+            "GPU run 3 memory limit",
+            GPU,
+            "(`XLA_PYTHON_CLIENT_MEM_FRACTION=0.92`, a limit of {} GB)",
+            lambda: maxk()["largest_members"]["bytes_limit"] / 1e9,
+        ),
+        Stated(
+            "GPU run 3 largest K",
+            GPU,
+            "**At least {} small-DenseNet members fit in one fp32 `vmap/xla` step on one "
+            "H200**, at batch {} per member and {}x{}: {} images per step, {} s per step, **{} "
+            "member-images/s**. That is {} times the {} member-img/s of single-model steps",
+            lambda: (
+                maxk()["largest_members"]["members"],
+                maxk()["batch_per_member"],
+                *maxk()["image"][:2],
+                maxk()["largest_members"]["members"] * maxk()["batch_per_member"],
+                maxk()["largest_members"]["step_seconds_median"],
+                maxk()["largest_members"]["member_images_per_second"],
+                maxk()["largest_members"]["member_images_per_second"]
+                / maxk()["baseline_member_images_per_second"],
+                maxk()["baseline_member_images_per_second"],
+            ),
+        ),
+        Stated(
+            "GPU run 3 prediction",
+            GPU,
+            "The search started at XLA's prediction, {} members ({} MiB per member from the "
+            "8-member program): it fitted, at {} member-img/s.",
+            lambda: (
+                maxk()["largest_members"]["predicted_members"],
+                mib(maxk()["largest_members"]["bytes_per_member_predicted"]),
+                int(record_line("gpu_h200/maxk_log_f32.txt", r"2736 members fit, (\d+) member")[0]),
+            ),
+        ),
+        Stated(
+            "GPU run 3 compile times",
+            GPU,
+            "Compiling the program took {} s at K = {} and {} s at K = {}, against {} s at K = {}.",
+            lambda: (
+                float(
+                    record_line("gpu_h200/maxk_log_f32.txt", r"2736 members fit.*in ([\d.]+)s")[0]
+                ),
+                maxk()["largest_members"]["predicted_members"],
+                maxk()["largest_members"]["compile_seconds"],
+                maxk()["largest_members"]["members"],
+                maxk()["details"]["vmap/xla"]["compile_seconds"],
+                maxk()["members"],
+            ),
+        ),
+        Stated(
+            "GPU run 3 K = 8",
+            GPU,
+            "The K = {} part of the same run: `vmap/xla` {} against {} member-img/s, ratio **{}** "
+            "(median of {}; run 1 measured {} with {} repeats)",
+            lambda: (
+                maxk()["members"],
+                maxk()["member_images_per_second"],
+                maxk()["baseline_member_images_per_second"],
+                maxk()["ratio"],
+                maxk()["repeats"],
+                f32()["ratio"],
+                f32()["repeats"],
+            ),
+        ),
+        Stated(
+            "GPU run 3 bf16 prediction",
+            GPU,
+            "The same search in bf16 predicted {} members ({} MiB each)",
+            lambda: tuple(
+                float(x)
+                for x in reversed(
+                    record_line(
+                        "gpu_h200/maxk_log_bf16.txt", r"([\d.]+) MiB per member predicts (\d+)"
+                    )
+                )
+            ),
+        ),
+        Stated(
+            "GPU run 4 card",
+            GPU,
+            "(`2026-11-26_bf16/versions.txt`: {} MiB",
+            lambda: int(
+                record_line("gpu_h200/2026-11-26_bf16/versions.txt", r"H200, (\d+) MiB")[0]
+            ),
+        ),
+        Stated(
+            "GPU run 4 time used",
+            GPU,
+            "together {} of the",
+            lambda: calls()[1]["lease"]["held_s"] / 60,
+        ),
+        Stated(
+            "GPU run 4 time allowed",
+            GPU,
+            "of the {} minutes of GPU time",
+            lambda: (calls()[1]["lease"]["held_s"] + calls()[1]["lease"]["budget_left_s"]) / 60,
+        ),
+        Stated(
+            "GPU run 4 largest K",
+            GPU,
+            "**At least {} bf16 members fit in one `vmap/xla` step**: {} images of {}x{} per step, "
+            "{} s per step, **{} member-images/s**, {} times the {} member-img/s of single-model "
+            "steps in a row measured in the same run. That is {} times the fp32 figure ({} at K = "
+            "{}).",
+            lambda: (
+                maxk16()["largest_members"]["members"],
+                maxk16()["largest_members"]["members"] * maxk16()["batch_per_member"],
+                *maxk16()["image"][:2],
+                maxk16()["largest_members"]["step_seconds_median"],
+                maxk16()["largest_members"]["member_images_per_second"],
+                maxk16()["largest_members"]["member_images_per_second"]
+                / maxk16()["baseline_member_images_per_second"],
+                maxk16()["baseline_member_images_per_second"],
+                maxk16()["largest_members"]["member_images_per_second"]
+                / maxk()["largest_members"]["member_images_per_second"],
+                maxk()["largest_members"]["member_images_per_second"],
+                maxk()["largest_members"]["members"],
+            ),
+        ),
+        Stated(
+            "GPU run 4 prediction",
+            GPU,
+            "({} MiB per member from the 8-member program, so {} under a {} GB limit). It fitted, "
+            "and **compiling it took {} s** ({} s at K = 8).",
+            lambda: (
+                mib(maxk16()["largest_members"]["bytes_per_member_predicted"]),
+                maxk16()["largest_members"]["predicted_members"],
+                maxk16()["largest_members"]["bytes_limit"] / 1e9,
+                maxk16()["largest_members"]["compile_seconds"],
+                maxk16()["details"]["vmap/xla"]["compile_seconds"],
+            ),
+        ),
+        Stated(
+            "GPU run 4 K = 8",
+            GPU,
+            "K = {} in the same run: `vmap/xla` {} against {} member-img/s, ratio **{}** "
+            "(median of {}; run 2 measured {} with {})",
+            lambda: (
+                maxk16()["members"],
+                maxk16()["member_images_per_second"],
+                maxk16()["baseline_member_images_per_second"],
+                maxk16()["ratio"],
+                maxk16()["repeats"],
+                bf16()["ratio"],
+                bf16()["repeats"],
+            ),
+        ),
+        Stated(
+            "GPU run 4 bf16 step at 64 px",
+            GPU,
+            "**bf16 DenseNet-121 step, batch {} at {}x{}**: Flax {} img/s, torch (autocast) {} "
+            "img/s, ratio **{}** (median of {} alternating steps). The Flax step compiled in {} s; "
+            "torch's first step took {} s. fp32 at this size was {} against {} ({}, run 2).",
+            lambda: (
+                step64_16()["results"][0]["batch"],
+                step64_16()["results"][0]["size"],
+                step64_16()["results"][0]["size"],
+                *train_step(GPU_STEP_BF16_64, "b64_64px"),
+                step64_16()["repeats"],
+                step64_16()["results"][0]["flax"]["compile_s"],
+                float(
+                    record_line(
+                        "gpu_h200/2026-11-26_bf16/train_step_bf16_64px_log2.txt",
+                        r"torch ready, first step ([\d.]+)s",
+                    )[0]
+                ),
+                *train_step(GPU_STEP_64, "b64_64px"),
+            ),
+        ),
+    ]
+
+
+def _cpu_ensemble_run() -> list[Stated]:
+    first, moments, stem, keep = CPU_ENSEMBLE_RUNS
+    system = "ensemble_2026-11-26_system.json"
+
+    def ratios(run: str) -> dict[str, float]:
+        return ensemble_ratios(run)
+
+    def speed(run: str, strategy: str) -> float:
+        r = record(f"cpu_ensemble/{run}")
+        if strategy == "default":
+            return r["member_images_per_second"]
+        return ensemble_speed(f"cpu_ensemble/{run}", strategy)
+
+    def row(strategy: str, name: str) -> Stated:
+        return Stated(
+            f"CPU ensemble table: {strategy}",
+            CPU_ENSEMBLE,
+            f"| {name} | " + "{} | {} |",
+            lambda: (speed(first, strategy), ratios(first)[strategy]),
+        )
+
+    def moved(run: str, before: str, rows: tuple[str, ...]) -> float:
+        return max(abs(ratios(run)[s] - ratios(before)[s]) for s in rows)
+
+    def vmap_range() -> tuple[float, float]:
+        return min_max(
+            [v for run in CPU_ENSEMBLE_RUNS for s, v in ratios(run).items() if s.startswith("vmap")]
+        )
+
+    return [
+        Stated(
+            "CPU ensemble setup",
+            CPU_ENSEMBLE,
+            "K = {} small DenseNets (`densenet_small()`) at {}x{}x{}, batch {} per member, median "
+            "of {} interleaved repeats.",
+            lambda: (
+                record(f"cpu_ensemble/{first}")["members"],
+                *record(f"cpu_ensemble/{first}")["image"],
+                record(f"cpu_ensemble/{first}")["batch_per_member"],
+                record(f"cpu_ensemble/{first}")["repeats"],
+            ),
+        ),
+        Stated(
+            "CPU ensemble baseline",
+            CPU_ENSEMBLE,
+            "convolutions** as the default strategy ({} member-images/s)",
+            lambda: record(f"cpu_ensemble/{first}")["baseline_member_images_per_second"],
+        ),
+        Stated(
+            "CPU ensemble table: default",
+            CPU_ENSEMBLE,
+            "| **default: `map/mixed` on the trainer's mesh, one CPU device per core** | **{}** | "
+            "**{}** |",
+            lambda: (speed(first, "default"), ratios(first)["default"]),
+        ),
+        row("map/mixed", "`map/mixed`, one device"),
+        row("loop/mixed", "`loop/mixed`, one device"),
+        row("loop/xla", "`loop/xla`, one device"),
+        *(
+            row(s, f"`{s}`")
+            for s in (
+                "vmap/mixed",
+                "map/matmul",
+                "loop/matmul",
+                "vmap/matmul",
+                "vmap/xla",
+                "map/xla",
+            )
+        ),
+        Stated(
+            "CPU ensemble against xla",
+            CPU_ENSEMBLE,
+            "Against 8 single steps with `xla` convolutions ({} member-images/s, the `loop/xla` "
+            "row), the default runs {}x faster.",
+            lambda: (
+                speed(first, "loop/xla"),
+                speed(first, "default") / speed(first, "loop/xla"),
+            ),
+        ),
+        Stated(
+            "CPU ensemble map/xla",
+            CPU_ENSEMBLE,
+            "`map` with `xla` convolutions stays slow ({})",
+            lambda: ratios(first)["map/xla"],
+        ),
+        Stated(
+            "CPU ensemble headings",
+            CPU_ENSEMBLE,
+            "on the mesh becomes the CPU default; {}x … after the BatchNorm moments change; {}x … "
+            "after the stem change; {}x … the benchmark runs under `keep_step_memory`; {}x",
+            lambda: tuple(ratios(run)["default"] for run in CPU_ENSEMBLE_RUNS),
+        ),
+        Stated(
+            "CPU ensemble moments run",
+            CPU_ENSEMBLE,
+            "(`ensemble_2026-11-26_moments.json`)… The default strategy gave **{}x** ({} against "
+            "{} member-images/s).",
+            lambda: (
+                ratios(moments)["default"],
+                speed(moments, "default"),
+                speed(moments, "baseline"),
+            ),
+        ),
+        Stated(
+            "CPU ensemble moments spread",
+            CPU_ENSEMBLE,
+            "This is within the run-to-run spread of the first run's {}. `map/mixed` on one device "
+            "gave {}. `vmap/mixed` rose from {} to {}:",
+            lambda: (
+                ratios(first)["default"],
+                ratios(moments)["map/mixed"],
+                ratios(first)["vmap/mixed"],
+                ratios(moments)["vmap/mixed"],
+            ),
+        ),
+        Stated(
+            "CPU ensemble moments other rows",
+            CPU_ENSEMBLE,
+            "The other rows moved by at most {}.",
+            lambda: at_most(
+                moved(
+                    moments,
+                    first,
+                    (
+                        "vmap/matmul",
+                        "vmap/xla",
+                        "loop/matmul",
+                        "loop/mixed",
+                        "loop/xla",
+                        "map/matmul",
+                        "map/xla",
+                    ),
+                )
+            ),
+        ),
+        Stated(
+            "CPU ensemble stem run",
+            CPU_ENSEMBLE,
+            "(`ensemble_2026-11-26_stem.json`)… The default strategy gave **{}x** ({} against {} "
+            "member-images/s), between the two runs before ({} and {}). `map/mixed` on one device "
+            "gave {} ({} in the run before), `vmap/mixed` {} ({}). Against 8 single steps with "
+            "`xla` convolutions (`loop/xla`, {}) the default runs {}x faster.",
+            lambda: (
+                ratios(stem)["default"],
+                speed(stem, "default"),
+                speed(stem, "baseline"),
+                ratios(moments)["default"],
+                ratios(first)["default"],
+                ratios(stem)["map/mixed"],
+                ratios(moments)["map/mixed"],
+                ratios(stem)["vmap/mixed"],
+                ratios(moments)["vmap/mixed"],
+                speed(stem, "loop/xla"),
+                speed(stem, "default") / speed(stem, "loop/xla"),
+            ),
+        ),
+        Stated(
+            "CPU ensemble keep run",
+            CPU_ENSEMBLE,
+            "| `--repeats {}` (`ensemble_2026-11-26_keep_memory.json`) | {} member-images/s | {} | "
+            "**{}** |",
+            lambda: (
+                record(f"cpu_ensemble/{keep}")["repeats"],
+                speed(keep, "baseline"),
+                speed(keep, "default"),
+                ratios(keep)["default"],
+            ),
+        ),
+        Stated(
+            "CPU ensemble system run",
+            CPU_ENSEMBLE,
+            "| `--repeats {} --host-memory system --strategies map/mixed,vmap/mixed`, straight "
+            "afterwards (`ensemble_2026-11-26_system.json`) | {} | {} | {} |",
+            lambda: (
+                record(f"cpu_ensemble/{system}")["repeats"],
+                speed(system, "baseline"),
+                speed(system, "default"),
+                ratios(system)["default"],
+            ),
+        ),
+        Stated(
+            "CPU ensemble gains",
+            CPU_ENSEMBLE,
+            "(+{}% against +{}%)",
+            lambda: (
+                100 * (speed(keep, "baseline") / speed(system, "baseline") - 1),
+                100 * (speed(keep, "default") / speed(system, "default") - 1),
+            ),
+        ),
+        Stated(
+            "CPU ensemble baseline temporaries",
+            CPU_ENSEMBLE,
+            "Its one-device step's {} MB of temporaries",
+            lambda: (
+                record(f"cpu_ensemble/{keep}")["details"]["baseline"]["compiled_memory"][
+                    "temp_bytes"
+                ]
+                / 1e6
+            ),
+        ),
+        Stated(
+            "CPU ensemble keep rows",
+            CPU_ENSEMBLE,
+            "Under the setting, `map/mixed` on one device gave {}, `vmap/mixed` {} and "
+            "`vmap/xla` {}.",
+            lambda: tuple(ratios(keep)[s] for s in ("map/mixed", "vmap/mixed", "vmap/xla")),
+        ),
+        Stated(
+            "CPU ensemble four runs",
+            CPU_ENSEMBLE,
+            "Over the four runs of 2026-11-26 above, the default gave {}-{}x, `map/mixed` on one "
+            "device {}-{}x and `vmap` {}-{}x",
+            lambda: (
+                *over_ensemble_runs("default"),
+                *over_ensemble_runs("map/mixed"),
+                *vmap_range(),
+            ),
+        ),
+    ]
+
+
+def _step_table(record_name: str) -> Callable[[], tuple]:
+    """The two rows (224 px, 64 px) of a train_step record, as its README's tables give them."""
+
+    def rows() -> tuple:
+        r = record(f"cpu_train_step/{record_name}")
+        return tuple(
+            x
+            for result in r["results"]
+            for x in (
+                result["batch"],
+                result["size"],
+                result["size"],
+                result["flax"]["images_per_s"],
+                result["torch"]["images_per_s"],
+                result["ratio"],
+            )
+        )
+
+    return rows
+
+
+_STEP_ROW = "| batch {} at {}x{} | {} img/s | {} img/s | **{}** |"
+_STEP_ROWS = f"{_STEP_ROW} {_STEP_ROW}"  # 224 px, then 64 px
+
+
+def _cpu_step_run() -> list[Stated]:
+    mixed = functools.partial(record, MIXED)
+
+    def keep_system() -> tuple:
+        rows = []
+        for name in ("train_step_2026-11-26_keep_memory.json", "train_step_2026-11-26_system.json"):
+            for result in record(f"cpu_train_step/{name}")["results"]:
+                rows += [
+                    result["batch"],
+                    result["size"],
+                    result["flax"]["images_per_s"],
+                    result["torch"]["images_per_s"],
+                    result["ratio"],
+                ]
+        return tuple(rows)
+
+    return [
+        Stated(
+            "CPU step: mixed heading",
+            CPU_STEP,
+            '`conv_impl="mixed"`; 224 px at {}x',
+            lambda: mixed()["ratios"]["b16_224px"],
+        ),
+        Stated(
+            "CPU step: mixed run",
+            CPU_STEP,
+            "train_step --repeats {} # train_step_mixed.json … " + _STEP_ROWS + " Each figure is "
+            "the median of {} steps, timed alternately with torch's. Flax compiled in {} s ({} px) "
+            "and {} s ({} px).",
+            lambda: (
+                mixed()["repeats"],
+                *_step_table("train_step_mixed.json")(),
+                mixed()["repeats"],
+                mixed()["results"][0]["flax"]["compile_s"],
+                mixed()["results"][0]["size"],
+                mixed()["results"][1]["flax"]["compile_s"],
+                mixed()["results"][1]["size"],
+            ),
+        ),
+        Stated(
+            "CPU step: mixed temporaries",
+            CPU_STEP,
+            "XLA put the 224 px step at {} GB of temporaries.",
+            lambda: gigabytes(mixed()["results"][0]["flax"]["xla_temporaries_mb"]),
+        ),
+        Stated(
+            "CPU step: pool/taps temporaries",
+            CPU_STEP,
+            "allocates the step's temporaries afresh for every execution ({} GB at 224 px)",
+            lambda: gigabytes(
+                record("cpu_train_step/train_step_2026-11-26_pool_taps.json")["results"][0]["flax"][
+                    "xla_temporaries_mb"
+                ]
+            ),
+        ),
+        Stated(
+            "CPU step: pool/taps compared",
+            CPU_STEP,
+            "(`python -m experiments.compare_densenet --rev 3e47139`, "
+            "`compare_densenet_3e47139.jsonl`): - batch {} at {} px: {} -> {} s per step, **{}x "
+            "faster** (median of {}); - batch {} at {} px: {} -> {} s, **{}x faster** (median of "
+            "{}).",
+            lambda: (*compare_densenet("3e47139", 64), *compare_densenet("3e47139", 16)),
+        ),
+        Stated(
+            "CPU step: convolution profile",
+            CPU_STEP,
+            "For example, 28x28 took {} against {} ms, 16x16 took {} against {} ms, and 2x2 "
+            "took {} against {} ms. At 56x56 the convolution is faster ({} against {} ms)",
+            lambda: (*profile_conv(28), *profile_conv(16), *profile_conv(2), *profile_conv(56)),
+        ),
+        Stated(
+            "CPU step: pool/taps run",
+            CPU_STEP,
+            "`train_step_2026-11-26_pool_taps.json`): | size | Flax (`mixed`) | torch | ratio | "
+            "|---|---|---|---| " + _STEP_ROWS,
+            _step_table("train_step_2026-11-26_pool_taps.json"),
+        ),
+        Stated(
+            "CPU step: previous commit",
+            CPU_STEP,
+            "The same command at the previous commit, run straight afterwards, gave {} and {} "
+            "(`train_step_2026-11-26_at_3e47139.json`)",
+            lambda: tuple(
+                record("cpu_train_step/train_step_2026-11-26_at_3e47139.json")["ratios"].values()
+            ),
+        ),
+        Stated(
+            "CPU step: moments heading",
+            CPU_STEP,
+            "batch moments computed once per map; 224 px at {}x",
+            lambda: record("cpu_train_step/train_step_2026-11-26_moments.json")["ratios"][
+                "b16_224px"
+            ],
+        ),
+        Stated(
+            "CPU step: moments compared",
+            CPU_STEP,
+            "(`python -m experiments.compare_densenet --rev e2e46b8`, "
+            "`compare_densenet_e2e46b8.jsonl`): - batch {} at {} px: {} -> {} s per step, **{}x "
+            "faster**; - batch {} at {} px: {} -> {} s, **{}x faster**.",
+            lambda: (*compare_densenet("e2e46b8", 16)[:5], *compare_densenet("e2e46b8", 64)[:5]),
+        ),
+        Stated(
+            "CPU step: moments run",
+            CPU_STEP,
+            "`train_step_2026-11-26_moments.json`): | size | Flax (`mixed`) | torch | ratio | "
+            "|---|---|---|---| " + _STEP_ROWS,
+            _step_table("train_step_2026-11-26_moments.json"),
+        ),
+        Stated(
+            "CPU step: stem heading",
+            CPU_STEP,
+            "the stem as one 2-D product; 224 px at {}x on a slower day",
+            lambda: record("cpu_train_step/train_step_2026-11-26_stem.json")["ratios"]["b16_224px"],
+        ),
+        Stated(
+            "CPU step: stem compared",
+            CPU_STEP,
+            "(`python -m experiments.compare_densenet --rev 7b4a630 --repeats {}`, "
+            "`compare_densenet_7b4a630.jsonl`): - batch {} at {} px: {} -> {} s per step, **{}x "
+            "faster**; - batch {} at {} px: {} -> {} s, **{}x faster**.",
+            lambda: (
+                compare_densenet("7b4a630", 16)[5],
+                *compare_densenet("7b4a630", 16)[:5],
+                *compare_densenet("7b4a630", 64)[:5],
+            ),
+        ),
+        Stated(
+            "CPU step: stem run",
+            CPU_STEP,
+            "`train_step_2026-11-26_stem.json`): | size | Flax (`mixed`) | torch | ratio | "
+            "|---|---|---|---| " + _STEP_ROWS,
+            _step_table("train_step_2026-11-26_stem.json"),
+        ),
+        Stated(
+            "CPU step: slower day",
+            CPU_STEP,
+            "torch ran at {} img/s at 224 px, against {} in the run before. The ratio at 224 px "
+            "({}) is within the cross-run spread of that run's {}.",
+            lambda: (
+                record("cpu_train_step/train_step_2026-11-26_stem.json")["images_per_s"][
+                    "b16_224px"
+                ]["torch"],
+                record("cpu_train_step/train_step_2026-11-26_moments.json")["images_per_s"][
+                    "b16_224px"
+                ]["torch"],
+                record("cpu_train_step/train_step_2026-11-26_stem.json")["ratios"]["b16_224px"],
+                record("cpu_train_step/train_step_2026-11-26_moments.json")["ratios"]["b16_224px"],
+            ),
+        ),
+        Stated(
+            "CPU step: keep and system runs",
+            CPU_STEP,
+            "| batch {} at {} px, `keep` | {} img/s | {} img/s | **{}** | | batch {} at {} px, "
+            "`keep` | {} img/s | {} img/s | **{}** | | batch {} at {} px, `system` | {} img/s | {} "
+            "img/s | {} | | batch {} at {} px, `system` | {} img/s | {} img/s | {} |",
+            keep_system,
+        ),
+        Stated(
+            "CPU step: rerun",
+            CPU_STEP,
+            "(`train_step_2026-11-26_rerun.json`) gave **{}** at 224 px ({} against {} img/s) and "
+            "{} at 64 px.",
+            lambda: (
+                record(RERUN)["ratios"]["b16_224px"],
+                *list(record(RERUN)["images_per_s"]["b16_224px"].values()),
+                record(RERUN)["ratios"]["b64_64px"],
+            ),
+        ),
+        Stated(
+            "CPU step: pooled medians",
+            CPU_STEP,
+            "s for torch, **{}x**",
+            _pooled_224px_ratio,
+        ),
+    ]
+
+
+# Docstrings and comments -----------------------------------------------------------------------
+
+RUNNER = "iml/pipeline/runner.py"
+DATASETS = "iml/data/datasets.py"
+TRAINER = "iml/training/trainer.py"
+TABULAR = "iml/data/tabular.py"
+SWEEP = "iml/pipeline/sweep.py"
+
+
+def _docstrings() -> list[Stated]:
+    c = default_config
+    ensemble_run = functools.partial(record, f"cpu_ensemble/{CPU_ENSEMBLE_RUNS[0]}")
+    all_runs = (*CPU_ENSEMBLE_RUNS, "ensemble_2026-11-26_system.json")
+
+    def over_runs(strategy: str) -> tuple[float, float]:
+        return min_max(
+            [ensemble_ratios(r)[strategy] for r in all_runs if strategy in ensemble_ratios(r)]
+        )
+
+    return [
+        Stated(
+            "default_config: run",
+            RUNNER,
+            "{} folds rotated {}/{}/{} ({} members; the {} of a rotation trained together), {} "
+            "epochs at learning rate {}.",
+            lambda: (
+                *reproduce_folds()[:4],
+                reproduce_members(),
+                c().train.members_per_batch or len(c().loss.betas) * len(c().train.seeds),
+                c().train.epochs,
+                c().train.learning_rate,
+            ),
+        ),
+        Stated(
+            "default_config: image size",
+            RUNNER,
+            "The digits are shrunk from their native {} px to {} px",
+            lambda: (digits().input_shape[0], c().data.image_size),
+        ),
+        Stated(
+            "default_config: 4 px task",
+            RUNNER,
+            "At 4 px (AUROC about {}, {}% positive) the upper deciles hold rates from {}% to {}%",
+            lambda: (
+                statistics.median(over_betas("reproduce_digits", "raw", "auroc")),
+                100 * digits().prevalence,
+                100 * min(r for r in decile_rates() if r > 0),
+                100 * max(decile_rates()),
+            ),
+        ),
+        Stated(
+            "default_config: mixed convolutions",
+            RUNNER,
+            "where it # trains a DenseNet-121 about {}-{}x faster than 'xla'".replace(" # ", " "),
+            mixed_over_xla,
+        ),
+        Stated(
+            "digits: eights",
+            DATASETS,
+            "{} of the {} images ({}%) are eights.",
+            lambda: (int(digits().labels.sum()), digits().num_examples, 100 * digits().prevalence),
+        ),
+        Stated(
+            "load_dataset: digits",
+            DATASETS,
+            "scikit-learn's {} handwritten digits, label 1 for ``positive_digit`` (default "
+            ":data:`DEFAULT_POSITIVE_DIGIT` = {}, {}% positive). Native size {} px",
+            lambda: (
+                digits().num_examples,
+                _positive_digit(),
+                100 * digits().prevalence,
+                digits().input_shape[0],
+            ),
+        ),
+        Stated(
+            "load_dataset: PneumoniaMNIST sizes",
+            DATASETS,
+            "``image_size`` {}/{}/{}: ``pneumoniamnist_{}.npz`` etc.",
+            lambda: (*NATIVE_SIZES[1:], NATIVE_SIZES[1]),
+        ),
+        Stated(
+            "member batching: benchmark",
+            TRAINER,
+            "(K={} small DenseNets, {}x{}x{}, batch {} per member;",
+            lambda: (
+                ensemble_run()["members"],
+                *ensemble_run()["image"],
+                ensemble_run()["batch_per_member"],
+            ),
+        ),
+        Stated(
+            "member batching: CPU",
+            TRAINER,
+            "was the fastest in every run, {}-{}x; on one device 'map' gave {}-{}x and 'loop' "
+            "{}-{}x, and 'map' with 'xla' convolutions stays slow ({}-{})",
+            lambda: (
+                *over_runs("default"),
+                *over_runs("map/mixed"),
+                *over_runs("loop/mixed"),
+                *over_runs("map/xla"),
+            ),
+        ),
+        Stated(
+            "member batching: CPU cores",
+            TRAINER,
+            "CPU ({} cores; docs/results/cpu_ensemble",
+            lambda: [record(f"cpu_ensemble/{r}")["devices"] for r in all_runs],
+        ),
+        Stated(
+            "member batching: GPU",
+            TRAINER,
+            "GPU (one H200, docs/results/gpu_h200, 2026-11-26): vmap/xla {}.",
+            lambda: record(GPU_F32)["ratio"],
+        ),
+        Stated(
+            "read_letter: features",
+            TABULAR,
+            "UCI Letter Recognition: {} integer features",
+            lambda folder: letter(folder).features.shape[1],
+            data="uci-letter",
+        ),
+        Stated(
+            "read_letter: positive rate",
+            TABULAR,
+            "Caruana's LETTER.p1 (about {}% positive)",
+            lambda folder: 100 * letter(folder).labels.mean(),
+            data="uci-letter",
+        ),
+        Stated(
+            "sweep_config: letter",
+            SWEEP,
+            "('' = O, a ~{}% class)",
+            lambda folder: 100 * letter(folder).labels.mean(),
+            data="uci-letter",
+        ),
+        Stated(
+            "sweep_config: grid",
+            SWEEP,
+            "The default sweep: {} betas of the beta-weighted log loss x {} seeds",
+            lambda: (sweep_config().loss.n_betas, sweep_config().train.seeds),
+        ),
+        Stated(
+            "sweep_config: folds",
+            SWEEP,
+            "rotated {}-{}-{} (train, validation, test) with {} folds",
+            lambda: (*sweep_folds(sweep_config().data.n_folds), sweep_config().data.n_folds),
+        ),
+    ]
+
+
+CASES = [
+    *_readme(),
+    *_digits_run(),
+    *_pneumonia_run(),
+    *_adult_run(),
+    *_letter_run(),
+    *_sweep_train_run(),
+    *_gpu_run(),
+    *_cpu_ensemble_run(),
+    *_cpu_step_run(),
+    *_docstrings(),
+]
+
+
+def _param(case: Stated):
+    marks = [pytest.mark.xfail(strict=True, reason=case.mismatch)] if case.mismatch else []
+    return pytest.param(case, marks=marks, id=f"{case.where}: {case.name}")
+
+
+# ----------------------------------------------------------------------------------------------
+# The tests
+# ----------------------------------------------------------------------------------------------
+
+
+def test_case_names_are_unique():
+    names = [(case.where, case.name) for case in CASES]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("case", [_param(case) for case in CASES])
+def test_stated_number_is_its_source(case: Stated, shared_data_path):
+    texts = stated(case.where, case.phrase)
+    values = case.source(shared_data_path(case.data)) if case.data else case.source()
+    values = values if isinstance(values, tuple) else (values,)
+    assert len(values) == len(texts), f"{case.name}: {len(texts)} numbers, {len(values)} values"
+    wrong = [
+        (text, value)
+        for text, value in zip(texts, values, strict=True)
+        if not written_as(value, text)
+    ]
+    assert not wrong, f"{case.where} states {case.phrase!r}; (stated, source): {wrong}"
+
+
+def test_member_batching_defaults_are_the_fastest_measured():
+    """DEFAULT_MEMBER_BATCHING's comment: its CPU and GPU choices won every run of the records."""
+    cpu = "/".join(DEFAULT_MEMBER_BATCHING["cpu"])
+    for run in (*CPU_ENSEMBLE_RUNS, "ensemble_2026-11-26_system.json"):
+        r = record(f"cpu_ensemble/{run}")
+        assert r["default_strategy"].endswith(cpu) and r["best_strategy"] == r["default_strategy"]
+    for run in (GPU_F32, GPU_BF16):
+        assert record(run)["best_strategy"] == "/".join(DEFAULT_MEMBER_BATCHING["gpu"])
+
+
+def test_readme_notebooks_exist():
+    """The notebooks the README names by number are there, each as .py and .ipynb."""
+    named = re.findall(r"`(\d\d_\w+)\.py`", prose(README))
+    assert len(named) == 4
+    for name in named:
+        assert (ROOT / "notebooks" / f"{name}.py").is_file()
+        assert (ROOT / "notebooks" / f"{name}.ipynb").is_file()
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "expected"),
+    [
+        (0.3781, "0.38", True),
+        (0.0156, "0.016", True),
+        (0.0156, "0.015", False),
+        (1797, "1,797", True),
+        (2.0610038e-4, "2.1e-4", True),
+        (9.5e-7, "1e-6", True),
+        (6, "Six", True),
+        (-0.0001, "-0.000", True),
+        ("2026-11-27", "2026-11-27", True),
+        ([0.992, 0.988], "0.99", True),
+        ([0.992, 0.984], "0.99", False),
+        (above(0.14), "0.1", True),
+        (at_most(0.0012), "0.001", False),
+    ],
+)
+def test_written_as_rounds_as_the_text_does(value, text, expected):
+    assert written_as(value, text) is expected
