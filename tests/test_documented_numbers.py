@@ -39,7 +39,7 @@ from iml.data.builders.pneumoniamnist import NATIVE_SIZES
 from iml.data.datasets import DEFAULT_POSITIVE_DIGIT
 from iml.data.folds import cycle_length, rotation_folds
 from iml.data.tabular import read_adult, read_letter
-from iml.models import densenet_small
+from iml.models import DEFAULT_CONV_IMPL, densenet_small
 from iml.pipeline.runner import default_config
 from iml.pipeline.sweep import sweep_config
 from iml.training import DEFAULT_MEMBER_BATCHING, TrainConfig
@@ -2596,13 +2596,14 @@ def test_stated_number_is_its_source(case: Stated, shared_data_path):
 
 
 def test_member_batching_defaults_are_the_fastest_measured():
-    """DEFAULT_MEMBER_BATCHING's comment: its CPU and GPU choices won every run of the records."""
-    cpu = "/".join(DEFAULT_MEMBER_BATCHING["cpu"])
+    """DEFAULT_MEMBER_BATCHING's comment: its CPU and GPU choices, with the models' default
+    convolutions (DEFAULT_CONV_IMPL), won every run of the records."""
+    cpu, gpu = (f"{DEFAULT_MEMBER_BATCHING[b]}/{DEFAULT_CONV_IMPL[b]}" for b in ("cpu", "gpu"))
     for run in (*CPU_ENSEMBLE_RUNS, "ensemble_2026-11-26_system.json"):
         r = record(f"cpu_ensemble/{run}")
         assert r["default_strategy"].endswith(cpu) and r["best_strategy"] == r["default_strategy"]
     for run in (GPU_F32, GPU_BF16):
-        assert record(run)["best_strategy"] == "/".join(DEFAULT_MEMBER_BATCHING["gpu"])
+        assert record(run)["best_strategy"] == gpu
 
 
 def test_readme_notebooks_exist():

@@ -556,3 +556,25 @@ def test_normalize_legacy_keys_matches_torchvision_rule():
 def test_missing_weights_file_raises_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_torchvision_densenet(tmp_path / "nope.pth", densenet_small())
+
+
+def test_with_conv_impl_sets_the_backends_default_or_the_chosen_convolutions():
+    import flax.linen as nn
+
+    from iml.models import DEFAULT_CONV_IMPL, with_conv_impl
+
+    model = densenet_small(block_config=(1,), growth_rate=4)
+    assert with_conv_impl(model, backend="cpu").conv_impl == DEFAULT_CONV_IMPL["cpu"] == "mixed"
+    assert with_conv_impl(model, backend="gpu").conv_impl == "xla"
+    assert with_conv_impl(model, "matmul", backend="gpu").conv_impl == "matmul"
+    with pytest.raises(ValueError, match=r"conv_impl must be one of .*'mixed'"):
+        with_conv_impl(model, "im2col")
+
+    class NoConv(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return x
+
+    assert isinstance(with_conv_impl(NoConv(), backend="cpu"), NoConv)
+    with pytest.raises(ValueError, match="NoConv has no conv_impl"):
+        with_conv_impl(NoConv(), "matmul")

@@ -231,13 +231,16 @@ def test_check_config_refuses_unknown_keys_wrong_types_and_missing_dirs(tmp_path
         check_config(_config(**{"data.data_dir": str(tmp_path / "nope")}))
 
 
-def test_conv_impl_key_reaches_the_trainer():
-    from iml.pipeline.runner import _train_config
+def test_conv_impl_key_reaches_the_model():
+    import jax
 
-    assert _train_config(default_config()).conv_impl is None  # the backend's default
-    mixed = _config(**{"model.conv_impl": "mixed"})
-    check_config(mixed)
-    assert _train_config(mixed).conv_impl == "mixed"
+    from iml.models import DEFAULT_CONV_IMPL
+
+    default = DEFAULT_CONV_IMPL[jax.default_backend()]
+    assert build_model(default_config()).conv_impl == default  # the backend's default
+    matmul = _config(**{"model.conv_impl": "matmul"})
+    check_config(matmul)
+    assert build_model(matmul).conv_impl == "matmul"
 
 
 def test_check_config_names_a_missing_weights_file(tmp_path):

@@ -29,7 +29,8 @@ predict the largest K; that K is compiled and run (halving it while it runs out 
 and reported with the first larger K that failed, if one was tried.
 
 The headline ``ratio`` is member-images per second of the backend's default strategy
-(``iml.training.DEFAULT_MEMBER_BATCHING``, over the mesh when there are several devices) over the
+(``iml.training.DEFAULT_MEMBER_BATCHING`` with ``iml.models.DEFAULT_CONV_IMPL``, over the mesh
+when there are several devices) over the
 baseline's; every strategy's figure is in
 ``strategies``.
 """
@@ -272,7 +273,7 @@ def main() -> None:
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from iml.models import densenet_small
+    from iml.models import DEFAULT_CONV_IMPL, densenet_small
     from iml.training import (
         DEFAULT_MEMBER_BATCHING,
         TrainConfig,
@@ -319,7 +320,9 @@ def main() -> None:
     candidates = {}
 
     # Baseline: one member's step, K times in a row, with the default strategy's convolutions.
-    default = "/".join(DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla")))
+    default = (
+        f"{DEFAULT_MEMBER_BATCHING.get(backend, 'vmap')}/{DEFAULT_CONV_IMPL.get(backend, 'xla')}"
+    )
     baseline_conv = args.baseline_conv or default.split("/")[1]
     single_model = densenet_small(conv_impl=baseline_conv, dtype=dtype)
     single_step = functools.partial(member_train_step, single_model, optimizer)
@@ -382,7 +385,7 @@ def main() -> None:
         batching, conv = default.split("/")
         mesh = make_mesh(k, 1 if batching == "loop" else b)  # as train_ensemble makes it
         model = densenet_small(conv_impl=conv, dtype=dtype)
-        config = TrainConfig(member_batching=batching, conv_impl=conv)
+        config = TrainConfig(member_batching=batching)
         train = _programs_for(model, batching, mesh, config)["train"]
         member = NamedSharding(mesh, PartitionSpec("ensemble"))
         data = NamedSharding(mesh, PartitionSpec("ensemble", "data"))

@@ -7,6 +7,7 @@ import flax.linen as nn
 
 from iml.models.densenet import (
     CONV_IMPLS,
+    DEFAULT_CONV_IMPL,
     BatchNorm,
     Conv,
     DenseBlock,
@@ -19,6 +20,7 @@ from iml.models.densenet import (
     init_classifier,
     min_input_size,
     validate_images,
+    with_conv_impl,
 )
 from iml.models.small import SMALL_MODELS, init_small_model, small_model_logits, weight_norm
 from iml.models.torchvision_weights import (
@@ -32,6 +34,7 @@ from iml.models.torchvision_weights import (
 
 __all__ = [
     "CONV_IMPLS",
+    "DEFAULT_CONV_IMPL",
     "IMAGE_MODELS",
     "SMALL_MODELS",
     "BatchNorm",
@@ -56,6 +59,7 @@ __all__ = [
     "validate_images",
     "variables_to_torchvision_state_dict",
     "weight_norm",
+    "with_conv_impl",
 ]
 
 

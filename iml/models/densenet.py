@@ -50,6 +50,7 @@ ConvImpl = Literal["xla", "matmul", "mixed"]
 
 __all__ = [
     "CONV_IMPLS",
+    "DEFAULT_CONV_IMPL",
     "BatchNorm",
     "Conv",
     "DenseBlock",
@@ -62,9 +63,18 @@ __all__ = [
     "init_classifier",
     "min_input_size",
     "validate_images",
+    "with_conv_impl",
 ]
 
 CONV_IMPLS: tuple[str, ...] = ("xla", "matmul", "mixed")
+
+# The convolutions each backend trains fastest with, as measured by
+# `python -m experiments.benchmarks.ensemble` (K=8 small DenseNets, 28x28x1; docs/results/
+# cpu_ensemble and gpu_h200, 2026-11-26) and `python -m experiments.benchmarks.train_step`
+# (DenseNet-121; docs/results/cpu_train_step): on a CPU, 'mixed' (1x1 convolutions and the stem as
+# matrix products) with the trainer's 'map' batching beat every other pair in every run; on a GPU,
+# XLA's own convolutions. TPU was not measured; XLA's are the usual choice there.
+DEFAULT_CONV_IMPL: dict[str, str] = {"cpu": "mixed", "gpu": "xla", "tpu": "xla"}
 
 # per-channel (mean, biased variance) of a batch of maps, as ``batch_moments`` returns them
 Moments = tuple[Array, Array]
@@ -680,6 +690,23 @@ def init_classifier(rng: jax.Array, in_features: int, num_outputs: int) -> dict[
     Used to put a new head on imported features (e.g. one logit on ImageNet features).
     """
     return _classifier(num_outputs).init(rng, jnp.zeros((1, in_features), jnp.float32))["params"]
+
+
+def with_conv_impl(model: nn.Module, conv_impl: str | None = None, backend: str | None = None):
+    """``model`` with its convolutions set: ``conv_impl``, or the backend's measured default
+    (:data:`DEFAULT_CONV_IMPL`); a model without a ``conv_impl`` field comes back as it is.
+
+    Raises:
+      ValueError: for an unknown ``conv_impl``, or one given for a model without the field.
+    """
+    if conv_impl is not None and conv_impl not in CONV_IMPLS:
+        raise ValueError(f"conv_impl must be one of {CONV_IMPLS} or None, got {conv_impl!r}")
+    if not hasattr(model, "conv_impl"):
+        if conv_impl is not None:
+            raise ValueError(f"conv_impl={conv_impl!r} but {type(model).__name__} has no conv_impl")
+        return model
+    backend = backend or jax.default_backend()
+    return model.clone(conv_impl=conv_impl or DEFAULT_CONV_IMPL.get(backend, "xla"))
 
 
 def min_input_size(model: DenseNet) -> int:

@@ -25,7 +25,13 @@ import numpy as np
 from iml import _validation as V
 from iml import config as config_lib
 from iml.data import Dataset, load_dataset
-from iml.models import CONV_IMPLS, IMAGE_MODELS, build_image_model, min_input_size
+from iml.models import (
+    CONV_IMPLS,
+    IMAGE_MODELS,
+    build_image_model,
+    min_input_size,
+    with_conv_impl,
+)
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.store import RunStore
 from iml.spec import CLASS_WEIGHTS, LossFamily, loss_family
@@ -93,7 +99,7 @@ def default_config() -> ml_collections.ConfigDict:
     # '' = random initial weights; else a torchvision DenseNet .pth file (the paper starts from
     # torchvision's ImageNet densenet121), adapted to the images' channels, with a fresh head
     c.model.weights = ""
-    # '' = the backend's default (iml.training.DEFAULT_MEMBER_BATCHING: 'mixed' on a CPU, where it
+    # '' = the backend's default (iml.models.DEFAULT_CONV_IMPL: 'mixed' on a CPU, where it
     # trains a DenseNet-121 about 1.5-2x faster than 'xla', docs/results/cpu_train_step)
     c.model.conv_impl = ""
 
@@ -233,7 +239,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config.model.conv_impl must be '' (the backend's default) or one of {CONV_IMPLS}, "
             f"got {c.model.conv_impl!r}"
         )
-    model = build_model(c)
+    model = build_image_model(c.model.name)  # not build_model: JAX's backend starts later
     if c.data.image_size < min_input_size(model):
         raise ValueError(
             f"config.data.image_size={c.data.image_size} is too small for {c.model.name} "
@@ -243,12 +249,14 @@ def check_config(config: Mapping[str, Any]) -> None:
 
 def build_model(config: Mapping[str, Any]) -> Any:
     """The (unbound) Flax model named by ``config.model.name``
-    (:data:`iml.models.IMAGE_MODELS`), with one output (binary task)."""
-    name = _as_config(config).model.name
+    (:data:`iml.models.IMAGE_MODELS`), with one output (binary task), and the convolutions of
+    ``config.model.conv_impl`` or the backend's default (:func:`iml.models.with_conv_impl`)."""
+    c = _as_config(config)
     try:
-        return build_image_model(name)
+        model = build_image_model(c.model.name)
     except ValueError as err:
         raise ValueError(f"config.model.name: {err}") from None
+    return with_conv_impl(model, str(c.model.conv_impl) or None)
 
 
 def _dataset(config: ml_collections.ConfigDict) -> Dataset:
@@ -306,7 +314,6 @@ def _train_config(config: Mapping[str, Any]) -> TrainConfig:
         plateau_patience=int(c.train.plateau_patience),
         flip=bool(c.train.flip),
         normalize=str(c.train.normalize),
-        conv_impl=str(c.model.conv_impl) or None,
     )
 
 

@@ -33,7 +33,6 @@ from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from iml import _validation as V
-from iml.models import CONV_IMPLS
 from iml.spec import LossSpec, loss_spec
 from iml.training.checkpoint import EnsembleCheckpointer
 from iml.training.sharding import (
@@ -72,21 +71,18 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# How members are batched, per backend: (member_batching, conv_impl). Chosen by measurement with
+# How members are batched, per backend. Chosen by measurement with
 # `python -m experiments.benchmarks.ensemble` (K=8 small DenseNets, 28x28x1, batch 16 per member;
 # ratio of member-images/s over 8 single-model steps in a row with the same convolutions).
 # CPU (2 cores; docs/results/cpu_ensemble, the runs of 2026-11-26): 'map' with 'mixed'
 # convolutions on the trainer's mesh of one CPU device per core (each device maps over its own
 # members inside one shard_map program: per_device_members) was the fastest in every run,
 # 1.57-1.81x; on one device 'map' gave 1.15-1.38x and 'loop' 1.00-1.03x, and 'map' with 'xla'
-# convolutions stays slow (0.10-0.12), so the CPU default is map/mixed.
+# convolutions stays slow (0.10-0.12), so the CPU default is map (the models' default
+# convolutions per backend are iml.models.DEFAULT_CONV_IMPL).
 # GPU (one H200, docs/results/gpu_h200, 2026-11-26): vmap/xla 5.58. TPU was not measured; vmap is
 # the usual choice there.
-DEFAULT_MEMBER_BATCHING: dict[str, tuple[str, str]] = {
-    "cpu": ("map", "mixed"),
-    "gpu": ("vmap", "xla"),
-    "tpu": ("vmap", "xla"),
-}
+DEFAULT_MEMBER_BATCHING: dict[str, str] = {"cpu": "map", "gpu": "vmap", "tpu": "vmap"}
 
 _NORMALIZATIONS = ("imagenet", "none")
 
@@ -182,8 +178,6 @@ class TrainConfig:
       member_batching: ``'vmap'``, ``'map'`` or ``'loop'`` (see :mod:`iml.training.step`);
         ``None`` takes the backend's measured default (:data:`DEFAULT_MEMBER_BATCHING`). With
         ``'map'`` or ``'loop'`` on a mesh whose data axis is 1, each device steps its own members.
-      conv_impl: ``'xla'``, ``'matmul'`` or ``'mixed'`` for models with a ``conv_impl`` field;
-        ``None`` takes the backend's default (ignored by models without the field).
       checkpoint_every_steps: also checkpoint every this many steps within an epoch (always at
         the end of each epoch when a checkpoint directory is given).
     """
@@ -202,7 +196,6 @@ class TrainConfig:
     flip: bool = True
     normalize: str = "imagenet"
     member_batching: str | None = None
-    conv_impl: str | None = None
     checkpoint_every_steps: int | None = None
 
     def __post_init__(self) -> None:
@@ -230,10 +223,6 @@ class TrainConfig:
             raise ValueError(
                 "TrainConfig.member_batching must be 'vmap', 'map', 'loop' or None, "
                 f"got {self.member_batching!r}"
-            )
-        if self.conv_impl is not None and self.conv_impl not in CONV_IMPLS:
-            raise ValueError(
-                f"TrainConfig.conv_impl must be one of {CONV_IMPLS} or None, got {self.conv_impl!r}"
             )
         if self.checkpoint_every_steps is not None and self.checkpoint_every_steps < 1:
             raise ValueError(
@@ -367,31 +356,16 @@ def _check_mesh(mesh: Mesh, k: int, config: TrainConfig) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def resolve_member_batching(
-    model: nn.Module, config: TrainConfig, backend: str | None = None
-) -> tuple[nn.Module, str]:
-    """The model (with its ``conv_impl`` set) and the member batching a run uses.
+def resolve_member_batching(config: TrainConfig, backend: str | None = None) -> str:
+    """The member batching a run uses: ``config.member_batching``, or the backend's measured
+    default (:data:`DEFAULT_MEMBER_BATCHING`).
 
     Args:
-      model: a linen module; if it has a ``conv_impl`` field, it is set to the configured or
-        default implementation.
-      config: ``member_batching`` and ``conv_impl`` override the backend's defaults.
+      config: the training configuration.
       backend: ``'cpu'``, ``'gpu'`` or ``'tpu'`` (default ``jax.default_backend()``).
-
-    Returns:
-      ``(model, member_batching)``.
     """
     backend = backend or jax.default_backend()
-    default_batching, default_conv = DEFAULT_MEMBER_BATCHING.get(backend, ("vmap", "xla"))
-    batching = config.member_batching or default_batching
-    conv = config.conv_impl or default_conv
-    if hasattr(model, "conv_impl"):
-        model = model.clone(conv_impl=conv)
-    elif config.conv_impl is not None:
-        raise ValueError(
-            f"config.conv_impl={config.conv_impl!r} but {type(model).__name__} has no conv_impl"
-        )
-    return model, batching
+    return config.member_batching or DEFAULT_MEMBER_BATCHING.get(backend, "vmap")
 
 
 @functools.lru_cache(maxsize=32)
@@ -509,7 +483,6 @@ _HOST_FIELDS = (
     "max_epochs",
     "flip",
     "member_batching",
-    "conv_impl",
     "checkpoint_every_steps",
 )
 
@@ -627,7 +600,8 @@ def init_ensemble(
     """The stacked, sharded state of all members before training.
 
     Args:
-      model: the linen module (with its ``conv_impl`` already resolved).
+      model: the linen module (a DenseNet with its convolutions chosen:
+        :func:`iml.models.with_conv_impl`).
       members: the member specifications (seed and learning rate are used).
       image_shape: ``(H, W, C)``.
       config: the training configuration.
@@ -696,7 +670,7 @@ def train_ensemble(
     config = TrainConfig() if config is None else config
     members, labels, image_shape, image_dtype = _check_inputs(members, data, config)
     k = len(members)
-    model, batching = resolve_member_batching(model, config)
+    batching = resolve_member_batching(config)
     if mesh is None:
         # 'loop' keeps each member whole on one device; the others also split its batch
         split = 1 if batching == "loop" else math.gcd(config.batch_size, config.eval_batch_size)
@@ -872,7 +846,7 @@ def predict_ensemble(
     if mesh is None:
         mesh = states.lr.sharding.mesh
     _check_mesh(mesh, k, config)
-    model, batching = resolve_member_batching(model, config)
+    batching = resolve_member_batching(config)
     programs = _programs_for(model, batching, mesh, config)
     probe = data.get_batch(index_sets[0][:1])
     image_shape = _check_images(probe, 1, "probe batch")
