@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     import jax
     import numpy as np
 
-    from iml.models.densenet import TAPS_FORWARD_MAX_PIXELS, _conv_same_by_taps, _conv_xla
+    from iml.models.convolutions import TAPS_FORWARD_MAX_PIXELS, _conv_same_by_taps, _conv_xla
 
     conv = jax.jit(lambda x, k: _conv_xla(x, k, 1, 1))
     taps = jax.jit(_conv_same_by_taps)

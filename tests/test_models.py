@@ -114,7 +114,7 @@ def test_mixed_conv_gradients_vmap_over_members():
 def test_max_pool_gradient_goes_to_flax_max_pool_first_maximum(shape):
     import flax.linen as nn
 
-    from iml.models.densenet import _max_pool
+    from iml.models.convolutions import _max_pool
 
     # ReLU'd, rounded values: most windows hold several maxima (ties), as after the stem's ReLU
     rng = np.random.default_rng(sum(shape))
@@ -139,7 +139,7 @@ def test_max_pool_gradient_goes_to_flax_max_pool_first_maximum(shape):
 
 
 def test_materialised_is_the_identity_bit_for_bit():
-    from iml.models.densenet import _materialised
+    from iml.models.convolutions import _materialised
 
     x = _images((3, 5, 7, 64)) * 1e3 + 1e-30
     np.testing.assert_array_equal(jax.jit(_materialised)(x), x)
@@ -151,7 +151,7 @@ def test_materialised_is_the_identity_bit_for_bit():
 def test_max_pool_gradient_with_more_window_positions_than_int8_holds():
     import flax.linen as nn
 
-    from iml.models.densenet import _max_pool
+    from iml.models.convolutions import _max_pool
 
     x = jnp.maximum(_images((1, 20, 20, 2)), 0).round(1)  # 13x13 = 169 positions per window
 
@@ -170,7 +170,7 @@ def test_max_pool_gradient_with_more_window_positions_than_int8_holds():
 def test_patches_are_the_convolution_windows_in_kernel_order(kh, kw, stride, padding):
     from jax import lax
 
-    from iml.models.densenet import _patches
+    from iml.models.convolutions import _patches
 
     x = _images((2, 9, 13, 3))  # not square: rows and columns are not mixed up
     got = _patches(x, kh, kw, stride, padding)
