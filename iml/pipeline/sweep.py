@@ -1036,5 +1036,5 @@ def write_sweep_outputs(
         for key, raw, fixed in zip(result.keys, result.scores, result.corrected, strict=True):
             fig = reliability_by_class(raw, result.labels, fixed, class_names,
                                        title=f"{title}: {key}")  # fmt: skip
-            paths += save_figure(fig, out / "reliability_by_class" / _file_name(key))
+            paths += save_figure(fig, out / "reliability_by_class" / _file_name(key), ("png",))
     return paths
