@@ -95,6 +95,7 @@ def test_the_notebooks_are_discovered():
         "02_beta_sweep.py",
         "03_paper_figures.py",
         "04_bring_your_own_loss.py",
+        "05_what_the_machine_learns.py",
     }
     assert expected <= names
 
