@@ -1,4 +1,5 @@
-"""The ``iml`` command line: ``reproduce`` the paper's experiment, redraw ``figures``, ``sweep``.
+"""The ``iml`` command line: ``reproduce`` the paper's experiment, redraw ``figures``, ``sweep``,
+``reveal`` what a run's models learned.
 
 Examples::
 
@@ -8,6 +9,7 @@ Examples::
         --config.model.conv_impl=xla --manual-dir NIH_RELEASE --out runs/cxr-smoke
     iml figures --run runs/reproduce --out runs/reproduce-figures
     iml sweep --dataset digits --lr 0.05 --config.train.seeds=4 --out runs/sweep-digits
+    iml reveal --run runs/reproduce --out runs/reproduce-revealed
     python -m iml.cli reproduce --epochs 1 --folds 3 --config.train.members_per_batch=6
 
 ``reproduce`` and ``sweep`` read their config (nested: ``config.data``, ``config.model``,
@@ -165,7 +167,10 @@ def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
         run_experiment(config, args.out, progress=not args.no_progress)
         report_run(args.out, args.out)
         elapsed = time.perf_counter() - start
-        print(f"results in {args.out}: table.json, table.md, figures/ ({elapsed:.0f} s)")
+        print(
+            f"results in {args.out}: table.json, table.md, revealed.json, figures/ "
+            f"({elapsed:.0f} s)"
+        )
         return 0
 
     return work
@@ -180,6 +185,41 @@ def _figures(args: argparse.Namespace) -> Callable[[], int]:
     def work() -> int:
         table = report_run(args.run, out)
         print(json.dumps({"out": str(out), "betas": list(table)}))
+        return 0
+
+    return work
+
+
+def _reveal(args: argparse.Namespace) -> Callable[[], int]:
+    """Check the settings, read the run and check it; return the work (reveal, write, print)."""
+    from iml.pipeline.reveal import check_reveal_input, load_reveal_input
+
+    for flag, value, least in (("--n-bins", args.n_bins, 2), ("--n-bootstrap", args.n_bootstrap, 2),
+                               ("--seed", args.seed, 0)):  # fmt: skip
+        if value < least:
+            raise ValueError(f"{flag} must be at least {least}, got {value}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out: {out} is a file, not a folder")
+    try:
+        inputs = load_reveal_input(args.run)
+        check_reveal_input(inputs, args.n_bins)
+    except (ValueError, FileNotFoundError) as err:
+        raise type(err)(f"--run: {err}") from None
+
+    def work() -> int:
+        from iml.pipeline.reveal import FIGURES, reveal_run, revealed_summary
+
+        if not args.no_progress:
+            K, n = inputs.scores.shape
+            print(f"revealing {K} models on {n} observations ({args.n_bootstrap} paired "
+                  "bootstrap replicates) ...", file=sys.stderr)  # fmt: skip
+        record = reveal_run(
+            inputs, out, n_bins=args.n_bins, n_bootstrap=args.n_bootstrap, seed=args.seed
+        )
+        print(revealed_summary(record))
+        figures = ",".join(FIGURES)
+        print(f"wrote {out / 'revealed.json'}, {out / 'figures'}/{{{figures}}}.{{png,pdf}}")
         return 0
 
     return work
@@ -363,7 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     rep = sub.add_parser(
-        "reproduce", help="train the beta ensembles and write Figures 1-4 and the table"
+        "reproduce",
+        help="train the beta ensembles and write Figures 1-4, the table and the revealed "
+        "experiments",
     )
     _config_argument(rep, " (experiments/configs/)")
 
@@ -403,6 +445,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_sweep_arguments(swp)
     swp.set_defaults(func=_sweep)
+
+    rev = sub.add_parser(
+        "reveal",
+        help="revealed experiments of a stored run: what the models learned across class "
+        "weights, and tests of capacity-constrained and costly learning",
+        description="Read the scores of the models of an `iml reproduce` run or of an `iml "
+        "sweep` over class weights, recover each model's experiment, test NIS "
+        "(capacity-constrained learning) and NIAC (costly learning) with paired bootstrap "
+        "inference, bound the costs of learning; write revealed.json and three figures.",
+    )
+    rev.add_argument("--run", required=True, metavar="DIR",
+                     help="a run folder written by `iml reproduce` or `iml sweep`")  # fmt: skip
+    rev.add_argument("--out", required=True, metavar="DIR", help="where to write")
+    rev.add_argument(
+        "--n-bins", type=int, default=10, help="signals (quantile bins) per model; default 10"
+    )
+    rev.add_argument("--n-bootstrap", type=int, default=1000,
+                     help="paired bootstrap replicates; default 1000")  # fmt: skip
+    rev.add_argument("--seed", type=int, default=0, help="seed of the bootstrap; default 0")
+    rev.add_argument("--no-progress", action="store_true", help="print only the summary")
+    rev.set_defaults(func=_reveal)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""End-to-end tests of the `iml` command: reproduce, figures, resume after kill -9, bad input.
+"""End-to-end tests of the `iml` command: reproduce, figures, resume after kill -9, bad input
+(`iml reveal` has its own, tests/test_reveal_command.py).
 
 Runs go through `python -m iml.cli` in subprocesses (one CPU device per core, as `iml` asks for, and
 a shared persistent compilation cache so that later processes skip XLA compilation) on a tiny
@@ -112,6 +113,13 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
     assert sizes["0.9"] == {"min": 1, "max": 1, "mean": 1.0, "histogram": {"1": 160}}
     batches = sorted((run_dir / "batches").glob("*.npz"))
     assert len(batches) == 4 and not (run_dir / "checkpoints").exists()
+    # what the two ensembles learned: iml reveal's record and figures, at the report's settings
+    revealed = json.loads((run_dir / "revealed.json").read_text())
+    assert revealed["kind"] == "reproduce" and revealed["betas"] == [0.5, 0.9]
+    assert (revealed["K"], revealed["n"], revealed["n_bootstrap"]) == (2, 160, 20)
+    assert 0.0 < revealed["nis"]["p_value"] <= 1.0 and len(revealed["nias"]["p_value"]) == 2
+    for name in ("information", "value_matrix", "cost_bounds"):
+        assert (run_dir / "figures" / f"revealed_{name}.png").read_bytes()[:4] == b"\x89PNG"
     with np.load(batches[0]) as b:
         assert b["train_loss"].shape == (2, 1) and np.isfinite(b["train_loss"]).all()
 
@@ -139,6 +147,7 @@ def test_reproduce_trains_and_corrects_a_focal_loss(tmp_path, env):
         score_metrics(fixed, labels)["ece"], abs=1e-5
     )
     assert (out / "figures" / "figure3.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (out / "revealed.json").exists()  # one class weight: nothing to compare
 
 
 def stored_labels(run: Path) -> np.ndarray:
@@ -153,6 +162,9 @@ def test_figures_command_reproduces_the_table(run_dir, tmp_path, env):
         (run_dir / "table.json").read_text()
     )
     assert (tmp_path / "figures" / "figure3.pdf").stat().st_size > 0
+    assert json.loads((tmp_path / "revealed.json").read_text()) == json.loads(
+        (run_dir / "revealed.json").read_text()
+    )
 
 
 def test_kill_9_then_rerun_gives_the_same_results(run_dir, tmp_path, env):

@@ -5,6 +5,7 @@
   (resumable after ``kill -9``).
 * :mod:`iml.pipeline.aggregate`: ensemble scores (mean per beta) and ensemble sizes.
 * :mod:`iml.pipeline.report`: the summary table (JSON, Markdown) and Figures 1-4.
+* :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``).
 * :mod:`iml.pipeline.store`: the atomic results store.
 """
 

@@ -1,4 +1,5 @@
-"""Reporting a run: the summary table (JSON and Markdown) and Figures 1-4 from stored scores.
+"""Reporting a run: the summary table (JSON and Markdown), Figures 1-4 and the revealed
+experiments (:mod:`iml.pipeline.reveal`) from stored scores.
 
 The table is keyed by beta (its exact key, :func:`iml.calibration.beta_key`), then by method,
 then by metric::
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ import numpy as np
 
 from iml.calibration import METRICS, beta_key, loss_calibration_test, score_metrics
 from iml.pipeline.aggregate import EnsembleScores, load_ensemble
+from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
 from iml.pipeline.store import RunStore, atomic_write_bytes
 from iml.plots import (
     figure1_calibration_curves,
@@ -234,12 +237,19 @@ def check_stored_run(run: str | Path) -> RunStore:
 def report_run(
     run: str | Path, out: str | Path | None = None, *, formats: Sequence[str] = ("png", "pdf")
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Aggregate a stored run and write its table, ensemble scores and Figures 1-4.
+    """Aggregate a stored run and write its table, ensemble scores, Figures 1-4 and revealed
+    experiments.
 
     Writes into ``out`` (default: the run directory): ``table.json``, ``table.md``,
     ``ensemble.json`` (ensemble sizes per beta), ``ensemble_scores.npz``,
     ``figures/figure{1,2,3,4}.{png,pdf}`` and the smooth reliability diagrams of the raw and the
-    loss-corrected scores, ``figures/smooth_{raw,corrected}.{png,pdf}``. Trains nothing.
+    loss-corrected scores, ``figures/smooth_{raw,corrected}.{png,pdf}``. With two betas or more,
+    also what the ensembles learned across them (:func:`iml.pipeline.reveal.reveal_run`, on the
+    observations scored at every beta, with ``config.eval.n_bootstrap`` replicates and
+    ``config.eval.report_seed``): ``revealed.json`` and
+    ``figures/revealed_{information,value_matrix,cost_bounds}.{png,pdf}``, or a warning saying
+    why not (too few observations scored at every beta, or one label among them). Trains
+    nothing.
 
     Args:
       run: a run directory written by :func:`iml.pipeline.runner.run_experiment`.
@@ -307,4 +317,22 @@ def report_run(
     }
     for name, fig in figures.items():
         save_figure(fig, out / "figures" / name, formats)
+    if len(ensemble.betas) >= 2:  # what the ensembles learned, across their class weights
+        inputs = reveal_input(
+            ensemble.betas, ensemble.scores, labels, loss, sizes=ensemble.sizes, run=store.root
+        )
+        try:
+            check_reveal_input(inputs, n_bins)
+        except ValueError as err:  # e.g. one label among the observations every beta scored
+            warnings.warn(f"no revealed experiments: {err}", RuntimeWarning, stacklevel=2)
+            return table
+        reveal_run(
+            inputs,
+            out,
+            n_bins=n_bins,
+            n_bootstrap=max(n_bootstrap, 2),
+            nias_bootstrap=n_bootstrap,
+            seed=int(config.eval.report_seed),
+            formats=formats,
+        )
     return table

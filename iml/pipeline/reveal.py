@@ -1,0 +1,526 @@
+"""Revealed experiments of a stored run: ``revealed.json`` and its figures (``iml reveal``).
+
+Reads the scores of ``K`` models trained at ``K`` class weights from a run folder, either
+
+* an ``iml reproduce`` run: its ensemble scores per class weight (``ensemble_scores.npz``, or
+  aggregated from the stored member batches) and its loss (``config.loss``), or
+* an ``iml sweep`` run over a grid of class weights of one binary loss: its ``scores.npz`` and
+  the loss its ``manifest.json`` records,
+
+keeps the observations that every model scored, and runs :func:`iml.revealed.reveal` (the
+revealed experiments, the value matrix, mutual information, NIS, NIAC, the revealed cost bounds,
+the Shannon ``lambda`` interval and NIAS, with paired bootstrap inference) under each model's own
+loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs). The results go to
+``revealed.json``::
+
+    {"run": ..., "kind": "reproduce" | "sweep",
+     "loss": {"name": "log", "weight_name": "beta", "params": {}, "description": ...},
+     "betas": [K class weights], "K": K, "n": observations used, "n_stored": in the run,
+     "prior": P(y = 1), "n_bins": 10, "strategy": "quantile", "n_bootstrap": ...,
+     "nias_bootstrap": ..., "confidence": 0.95, "resampling": "poisson", "seed": 0,
+     "information": {"estimate": [K], "interval": [[K], [K]]},               # nats
+     "value_matrix": {"estimate": [K][K], "interval": [2][K][K]},             # G[k, j]
+     "experiments": {"probability": [K][S], "posterior": [K][S]},
+     "nis": {"margin", "lower_bound", "critical_value", "p_value", "violated",
+             "pairs": [[k, j], ...],             # significant: G[k, j] > G[k, k]
+             "point_violations": [[k, j], ...]},  # of the point estimate
+     "niac": {"margin", "lower_bound", "critical_value", "p_value", "violated",
+              "cycle": [k_1, ..., k_m], "negative_cycle"},
+     "cost_bounds": {"reference": 0, "lower": [K], "upper": [K], "feasible",
+                     "lower_interval": [2][K], "upper_interval": [2][K], "feasible_fraction"},
+     "shannon_lambda": {"lower", "upper", "rejected", "lower_interval": [2],
+                        "upper_interval": [2]},
+     "nias": {"gap": [K], "p_value": [K], "violated": [K]}}
+
+Pairs ``[k, j]`` name the decision problem ``k`` (row of ``G``) and the experiment ``j``
+(column); indices count models in the order of ``betas``. Values that are not numbers (a NaN
+bound where NIAC fails, an unbounded ``lambda``) are written as Python's ``json`` writes and reads
+them (``NaN``, ``Infinity``). The figures, under ``figures/`` as PNG and PDF:
+``revealed_information`` (:func:`iml.plots.figure_information_by_weight`),
+``revealed_value_matrix`` (:func:`iml.plots.figure_value_matrix`) and ``revealed_cost_bounds``
+(:func:`iml.plots.figure_cost_bounds`). Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from iml._io import atomic_write_bytes
+from iml.spec import CLASS_WEIGHTS, LossFamily, beta_key, loss_family
+
+__all__ = [
+    "RevealInput",
+    "check_reveal_input",
+    "load_reveal_input",
+    "reveal_input",
+    "reveal_run",
+    "revealed_summary",
+]
+
+FIGURES = ("revealed_information", "revealed_value_matrix", "revealed_cost_bounds")
+
+# The settings of iml.revealed.reveal that a run's record does not choose: recorded with it.
+_SETTINGS = {"strategy": "quantile", "confidence": 0.95, "reference": 0, "resampling": "poisson"}
+
+
+class RevealInput(NamedTuple):
+    """The scores of ``K`` models at ``K`` class weights on common observations, and their loss.
+
+    Attributes:
+      scores: ``[K, n]`` float32 scores, only observations that every model scored.
+      labels: ``[n]`` labels in ``{0, 1}``.
+      betas: ``[K]`` class weights (``beta``, or ``alpha`` of a focal loss), float64.
+      loss: the loss as a function of its class weight: model ``k`` was trained under
+        ``loss(betas[k])``.
+      n_stored: the observations in the run, scored by all or not.
+      kind: ``"reproduce"`` or ``"sweep"``.
+      run: the run folder.
+    """
+
+    scores: np.ndarray
+    labels: np.ndarray
+    betas: np.ndarray
+    loss: LossFamily
+    n_stored: int
+    kind: str
+    run: str
+
+
+def reveal_input(
+    betas: Sequence[float],
+    scores: np.ndarray,
+    labels: np.ndarray,
+    loss: LossFamily,
+    *,
+    sizes: np.ndarray | None = None,
+    kind: str = "reproduce",
+    run: str | Path = "",
+) -> RevealInput:
+    """The observations scored by every model: finite scores and, with ``sizes`` (ensemble
+    sizes ``[K, N]``), at least one member each."""
+    s = np.asarray(scores, dtype=np.float64)
+    keep = np.isfinite(s).all(axis=0)
+    if sizes is not None:
+        keep &= (np.asarray(sizes) > 0).all(axis=0)
+    return RevealInput(
+        scores=s[:, keep].astype(np.float32),
+        labels=np.asarray(labels)[keep].astype(np.int32),
+        betas=np.asarray(betas, dtype=np.float64),
+        loss=loss,
+        n_stored=int(s.shape[1]),
+        kind=kind,
+        run=str(run),
+    )
+
+
+def load_reveal_input(run: str | Path) -> RevealInput:
+    """The scores, labels, class weights and loss of a stored ``reproduce`` or ``sweep`` run.
+
+    A folder with ``scores.npz`` is a sweep; one with ``ensemble_scores.npz``, or with a
+    ``manifest.json`` and stored folds, a reproduce run (aggregated from its member batches when
+    its report was not written yet). Reads the arrays; runs nothing.
+
+    Raises:
+      FileNotFoundError: for a missing folder, or a run without the files it needs.
+      ValueError: for a folder of neither kind, a multiclass sweep or one over losses that no
+        class weight describes, or stored files that disagree with each other.
+    """
+    root = Path(run)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no run folder {run}")
+    if (root / "scores.npz").exists():
+        return _sweep_input(root)
+    if (root / "ensemble_scores.npz").exists() or (
+        (root / "manifest.json").exists() and (root / "data" / "folds.npz").exists()
+    ):
+        return _reproduce_input(root)
+    raise ValueError(
+        f"{run} holds neither an `iml reproduce` run (manifest.json with ensemble_scores.npz or "
+        "stored member batches) nor an `iml sweep` run (scores.npz)"
+    )
+
+
+def _manifest_config(root: Path, what: str) -> Mapping[str, Any]:
+    path = root / "manifest.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{root} holds {what} but no manifest.json to say its loss")
+    return json.loads(path.read_text()).get("config", {})
+
+
+def _reproduce_input(root: Path) -> RevealInput:
+    from iml.pipeline.runner import run_loss, stored_config
+
+    config = stored_config(_manifest_config(root, "a reproduce run"))
+    betas = np.asarray([float(b) for b in config.loss.betas])
+    loss = run_loss(config)
+    if (root / "ensemble_scores.npz").exists():
+        with np.load(root / "ensemble_scores.npz", allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in ("betas", "scores", "sizes", "labels")}
+        if not np.array_equal(arrays["betas"], betas):
+            raise ValueError(
+                f"{root}: ensemble_scores.npz holds betas {arrays['betas'].tolist()} but the "
+                f"manifest's config.loss.betas are {betas.tolist()}"
+            )
+        scores, sizes, labels = arrays["scores"], arrays["sizes"], arrays["labels"]
+    else:
+        from iml.pipeline.aggregate import load_ensemble
+        from iml.pipeline.report import check_stored_run
+
+        store = check_stored_run(root)
+        labels = store.load_arrays("data/folds")["labels"]
+        ensemble = load_ensemble(store, betas.tolist(), len(labels))
+        scores, sizes = ensemble.scores, ensemble.sizes
+    return reveal_input(betas, scores, labels, loss, sizes=sizes, kind="reproduce", run=root)
+
+
+def _sweep_input(root: Path) -> RevealInput:
+    with np.load(root / "scores.npz", allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    scores = arrays["scores"]
+    if scores.ndim != 2:
+        raise ValueError(
+            f"{root} holds a multiclass sweep (scores of shape {scores.shape}); `iml reveal` "
+            "reads binary sweeps over class weights"
+        )
+    if "betas" not in arrays:
+        keys = [str(k) for k in arrays.get("keys", [])]
+        shown = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
+        raise ValueError(
+            f"{root} holds a sweep over losses that no class weight describes (keys {shown}); "
+            "`iml reveal` reads sweeps over a grid of class weights"
+        )
+    loss, recorded = _sweep_loss(_manifest_config(root, "a sweep's scores.npz"), root)
+    betas = np.asarray(arrays["betas"], dtype=np.float64)
+    if betas.shape != (scores.shape[0],) or not np.array_equal(
+        np.asarray(recorded, np.float32), betas.astype(np.float32)
+    ):
+        raise ValueError(
+            f"{root}: the class weights of scores.npz ({betas.size}) are not those of its "
+            f"manifest ({len(recorded)}) or do not match its scores ({scores.shape[0]} rows)"
+        )
+    return reveal_input(betas, scores, arrays["labels"], loss, kind="sweep", run=root)
+
+
+def _sweep_loss(config: Mapping[str, Any], root: Path) -> tuple[LossFamily, list[float]]:
+    """The loss of a sweep by its class weight, and the weights, from its manifest's config."""
+    if "betas" in config:  # the beta-weighted log loss (plan_sweep's layout)
+        return loss_family("log"), list(config["betas"])
+    loss = config.get("loss")
+    if not isinstance(loss, Mapping) or loss.get("name") not in CLASS_WEIGHTS:
+        shown = loss.get("name") if isinstance(loss, Mapping) else loss
+        raise ValueError(
+            f"{root} holds a sweep of the loss {shown!r}; `iml reveal` reads sweeps over the "
+            f"class weight of one binary loss ({', '.join(sorted(CLASS_WEIGHTS))})"
+        )
+    name = loss["name"]
+    weight = CLASS_WEIGHTS[name]
+    params = {}
+    for key, value in loss.items():
+        if key in ("name", weight):
+            continue
+        values = np.unique(np.asarray(value, np.float64))
+        if values.size != 1:
+            raise ValueError(
+                f"{root} holds a sweep of the {name} loss whose {key} varies over the grid; "
+                f"`iml reveal` reads grids of its class weight {weight} alone"
+            )
+        params[key] = float(values[0])
+    return loss_family(name, **params), list(np.ravel(loss[weight]))
+
+
+def check_reveal_input(inputs: RevealInput, n_bins: int) -> None:
+    """What :func:`iml.revealed.reveal` needs of the run: ``K >= 2`` models, at least
+    ``n_bins`` observations scored by all of them, both labels among them.
+
+    Raises:
+      ValueError: naming what the run holds.
+    """
+    K = inputs.scores.shape[0]
+    if K < 2:
+        shown = ", ".join(beta_key(b) for b in inputs.betas)
+        raise ValueError(
+            f"{inputs.run} holds {K} model ({inputs.loss.weight_name} {shown}); `iml reveal` "
+            "compares at least 2"
+        )
+    n = inputs.scores.shape[1]
+    if n < n_bins:
+        raise ValueError(
+            f"{inputs.run}: {n} of its {inputs.n_stored} observations were scored by every "
+            f"model, fewer than --n-bins {n_bins}"
+        )
+    if not np.isin(inputs.labels, (0, 1)).all():
+        raise ValueError(f"{inputs.run} holds labels other than 0 and 1")
+    if np.unique(inputs.labels).size < 2:
+        raise ValueError(f"{inputs.run}: the observations scored by every model share one label")
+    if (inputs.scores < 0).any() or (inputs.scores > 1).any():
+        raise ValueError(f"{inputs.run} holds scores outside [0, 1]")
+
+
+def reveal_run(
+    inputs: RevealInput,
+    out: str | Path,
+    *,
+    n_bins: int = 10,
+    n_bootstrap: int = 1000,
+    nias_bootstrap: int = 200,
+    seed: int = 0,
+    formats: Sequence[str] = ("png", "pdf"),
+) -> dict[str, Any]:
+    """Run :func:`iml.revealed.reveal` on a run's scores; write ``revealed.json`` and figures.
+
+    The bootstrap key is ``jax.random.key(seed)``, so the record equals
+    ``reveal(inputs.scores, inputs.labels, inputs.loss(inputs.betas), n_bins, n_bootstrap=...,
+    key=jax.random.key(seed), nias_bootstrap=...)`` (see the module docstring for its layout).
+
+    Args:
+      inputs: the run's scores (:func:`load_reveal_input` or :func:`reveal_input`).
+      out: the folder to write into (created if missing).
+      n_bins: signals (quantile bins) per model.
+      n_bootstrap: paired bootstrap replicates.
+      nias_bootstrap: replicates of each model's NIAS test.
+      seed: the seed of the bootstrap.
+      formats: figure formats.
+
+    Returns:
+      The record written to ``revealed.json``.
+    """
+    import jax
+
+    from iml.plots import save_figure
+    from iml.revealed import reveal
+
+    check_reveal_input(inputs, n_bins)
+    report = reveal(
+        inputs.scores,
+        inputs.labels,
+        inputs.loss(inputs.betas),
+        n_bins,
+        _SETTINGS["strategy"],
+        n_bootstrap=n_bootstrap,
+        key=jax.random.key(seed),
+        confidence=_SETTINGS["confidence"],
+        reference=_SETTINGS["reference"],
+        resampling=_SETTINGS["resampling"],
+        nias_bootstrap=nias_bootstrap,
+    )
+    record = revealed_record(
+        inputs,
+        report,
+        n_bins=n_bins,
+        n_bootstrap=n_bootstrap,
+        nias_bootstrap=nias_bootstrap,
+        seed=seed,
+    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "revealed.json", _dumps(record).encode())
+    for name, fig in revealed_figures(record).items():
+        save_figure(fig, out / "figures" / name, formats)
+    return record
+
+
+# A JSON array of numbers, laid out one item per line: strings hold no newline, so a "[" followed
+# by a newline opens an array.
+_NUMBER_ARRAY = re.compile(r"\[\n\s+([^\[\]{}]*?)\n\s*\]")
+
+
+def _dumps(record: Mapping[str, Any]) -> str:
+    """JSON indented by sections, with each innermost array of numbers on one line."""
+    text = json.dumps(record, indent=2)
+    return _NUMBER_ARRAY.sub(lambda m: "[" + re.sub(r",\n\s+", ", ", m.group(1)) + "]", text)
+
+
+def _floats(x: Any) -> Any:
+    """Nested lists of Python floats (or bools) from an array: float32 values by their shortest
+    decimals (0.2352375, not 0.2352374792098999), which read back as the same float32."""
+    a = np.asarray(x)
+    if a.dtype == bool:
+        return a.tolist()
+    if a.dtype != np.float32:
+        return (a.astype(np.float64) + 0.0).tolist()  # + 0.0: no -0.0
+    shortest = [float(str(v + np.float32(0.0))) for v in a.ravel()]
+    return np.asarray(shortest, dtype=object).reshape(a.shape).tolist()
+
+
+def _test(test: Any) -> dict[str, Any]:
+    return {
+        "margin": _floats(test.margin),
+        "lower_bound": _floats(test.lower_bound),
+        "critical_value": _floats(test.critical_value),
+        "p_value": _floats(test.p_value),
+        "violated": bool(test.violated),
+    }
+
+
+def revealed_record(
+    inputs: RevealInput,
+    report: Any,
+    *,
+    n_bins: int,
+    n_bootstrap: int,
+    nias_bootstrap: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The JSON record of a :class:`iml.revealed.RevealedReport` (see the module docstring)."""
+    loss = inputs.loss
+    cycle = [int(k) for k in np.asarray(report.niac.cycle) if k >= 0]
+    record = {
+        "run": inputs.run,
+        "kind": inputs.kind,
+        "loss": {
+            "name": loss.name,
+            "weight_name": loss.weight_name,
+            "params": dict(loss.params),
+            "description": loss.describe(),
+        },
+        "betas": inputs.betas.tolist(),
+        "K": int(inputs.scores.shape[0]),
+        "n": int(inputs.scores.shape[1]),
+        "n_stored": inputs.n_stored,
+        "prior": _floats(np.asarray(report.experiments.prior)[0]),
+        "n_bins": int(n_bins),
+        "strategy": _SETTINGS["strategy"],
+        "n_bootstrap": int(n_bootstrap),
+        "nias_bootstrap": int(nias_bootstrap),
+        "confidence": _SETTINGS["confidence"],
+        "resampling": _SETTINGS["resampling"],
+        "seed": int(seed),
+        "information": {
+            "estimate": _floats(report.information),
+            "interval": _floats(report.information_interval),
+        },
+        "value_matrix": {
+            "estimate": _floats(report.value_matrix),
+            "interval": _floats(report.value_matrix_interval),
+        },
+        "experiments": {
+            "probability": _floats(report.experiments.probability),
+            "posterior": _floats(report.experiments.posterior),
+        },
+        "nis": {
+            **_test(report.nis_test),
+            "pairs": np.argwhere(np.asarray(report.nis_pairs)).tolist(),
+            "point_violations": np.argwhere(np.asarray(report.nis.violations)).tolist(),
+        },
+        "niac": {
+            **_test(report.niac_test),
+            "cycle": cycle,
+            "negative_cycle": bool(report.niac.negative_cycle),
+        },
+        "cost_bounds": {
+            "reference": _SETTINGS["reference"],
+            "lower": _floats(report.cost_bounds.lower),
+            "upper": _floats(report.cost_bounds.upper),
+            "feasible": bool(report.cost_bounds.feasible),
+            "lower_interval": _floats(report.cost_lower_interval),
+            "upper_interval": _floats(report.cost_upper_interval),
+            "feasible_fraction": _floats(report.cost_feasible_fraction),
+        },
+        "shannon_lambda": {
+            "lower": _floats(report.shannon.lower),
+            "upper": _floats(report.shannon.upper),
+            "rejected": bool(report.shannon.rejected),
+            "lower_interval": _floats(report.lambda_lower_interval),
+            "upper_interval": _floats(report.lambda_upper_interval),
+        },
+    }
+    if report.nias is not None:
+        record["nias"] = {
+            "gap": _floats(report.nias.gap),
+            "p_value": _floats(report.nias.p_value),
+            "violated": _floats(report.nias.violated),
+        }
+    return record
+
+
+def _short_keys(betas: Sequence[float]) -> list[str]:
+    """Labels of the class weights: three significant digits where that keeps them apart."""
+    short = [f"{b:.3g}" for b in betas]
+    return short if len(set(short)) == len(short) else [beta_key(b) for b in betas]
+
+
+def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The three figures of a ``revealed.json`` record, by file name (:data:`FIGURES`)."""
+    from iml.plots import figure_cost_bounds, figure_information_by_weight, figure_value_matrix
+
+    betas = record["betas"]
+    weight = record["loss"]["weight_name"]
+    cost = record["cost_bounds"]
+    niac = record["niac"]
+    interval = np.stack(
+        [np.asarray(cost["lower_interval"])[0], np.asarray(cost["upper_interval"])[1]]
+    )
+    return {
+        "revealed_information": figure_information_by_weight(
+            betas, record["information"]["estimate"], record["information"]["interval"],
+            weight_name=weight,
+        ),
+        "revealed_value_matrix": figure_value_matrix(
+            record["value_matrix"]["estimate"],
+            _short_keys(betas),
+            record["nis"]["pairs"],
+            niac["cycle"] if niac["violated"] else None,
+            weight_name=weight,
+        ),
+        "revealed_cost_bounds": figure_cost_bounds(
+            betas, cost["lower"], cost["upper"], interval, reference=cost["reference"],
+            weight_name=weight,
+        ),
+    }  # fmt: skip
+
+
+def revealed_summary(record: Mapping[str, Any]) -> str:
+    """A few lines for the terminal: the data, ``I_k``, NIS, NIAC, ``lambda`` and NIAS."""
+
+    def verdict(test: Mapping[str, Any]) -> str:
+        word = "VIOLATED" if test["violated"] else "not rejected"
+        return (
+            f"{word}: margin {test['margin']:.4g}, lower bound {test['lower_bound']:.4g}, "
+            f"p = {test['p_value']:.3g}"
+        )
+
+    weight = record["loss"]["weight_name"]
+    keys = [beta_key(b) for b in record["betas"]]
+    info = np.asarray(record["information"]["estimate"])
+    low, high = np.asarray(record["information"]["interval"])
+    if len(keys) <= 6:
+        shown = "; ".join(
+            f"{key}: {i:.4f} [{lo:.4f}, {hi:.4f}]"
+            for key, i, lo, hi in zip(keys, info, low, high, strict=True)
+        )
+    else:
+        a, b = int(info.argmin()), int(info.argmax())
+        short = _short_keys(record["betas"])
+        shown = f"from {info[a]:.4f} (at {short[a]}) to {info[b]:.4f} (at {short[b]})"
+    nis = record["nis"]
+    pairs = ""
+    if nis["pairs"]:
+        pairs = f"; {len(nis['pairs'])} significant pairs (k, j)"
+        if len(nis["pairs"]) <= 6:
+            pairs += ": " + ", ".join(f"({keys[k]}, {keys[j]})" for k, j in nis["pairs"])
+    lam = record["shannon_lambda"]
+    if lam["rejected"]:
+        shannon = "rejected (no lambda fits the estimates)"
+    else:
+        shannon = f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}]"
+    lines = [
+        f"{record['run']} ({record['kind']} run, {record['loss']['description']}): "
+        f"K={record['K']} models, N={record['n']} observations scored by all "
+        f"(of {record['n_stored']}), {record['n_bins']} bins, {record['n_bootstrap']} paired "
+        "bootstrap replicates",
+        f"I_k (nats, by {weight}): {shown}",
+        f"NIS (capacity-constrained learning) {verdict(nis)}{pairs}",
+        f"NIAC (costly learning) {verdict(record['niac'])}",
+        f"Shannon cost with one lambda: {shannon}",
+    ]
+    if "nias" in record:
+        flagged = [key for key, v in zip(keys, record["nias"]["violated"], strict=True) if v]
+        where = f"rejected at {weight} {', '.join(flagged)}" if flagged else "not rejected"
+        lines.append(f"NIAS (loss calibration per model, Holm): {where}")
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""Tests of `iml reveal` and iml.pipeline.reveal: a sweep folder and the stored digits run give
+the record of a direct call of iml.revealed.reveal, and bad input is named before any work."""
+
+import json
+import shutil
+from pathlib import Path
+from unittest import mock
+
+import jax
+import numpy as np
+import pytest
+
+from iml import cli
+from iml.pipeline.reveal import load_reveal_input
+from iml.pipeline.store import RunStore
+from iml.pipeline.sweep import SweepResult, write_sweep_outputs
+from iml.revealed import reveal, simulate_gaussian_agents
+from iml.spec import loss_family, loss_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+DIGITS = ROOT / "docs" / "results" / "reproduce_digits"
+BETAS = np.asarray([0.3, 0.5, 0.8, 0.95])
+N = 2000
+N_BOOTSTRAP = 100
+FIGURES = ("revealed_information", "revealed_value_matrix", "revealed_cost_bounds")
+
+
+def _write_sweep(out: Path, scores, labels, betas=None, loss=None, keys=None) -> Path:
+    """A sweep folder in the layout of `iml sweep` (write_sweep_outputs' scores.npz and the
+    store's manifest) from given scores, with neither training nor figures."""
+    scores = np.asarray(scores, np.float32)
+    keys = keys or [repr(float(b)) for b in betas]
+    arrays = {"keys": np.asarray(keys), "labels": np.asarray(labels, np.int32),
+              "fold_ids": np.arange(np.size(labels)) % 10, "scores": scores,
+              "corrected": scores}  # fmt: skip
+    if betas is not None:
+        arrays["betas"] = np.asarray(betas, np.float64)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / "scores.npz", **arrays)
+    if loss is None and betas is not None:
+        config = {"betas": np.asarray(betas).tolist()}
+    else:
+        config = {"loss": loss.to_config() if loss is not None else {"name": "matrix"}}
+    RunStore(out).open_run({**config, "seeds": [0], "n_folds": 10})
+    return out
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """Four Bayesian agents of one precision (capacity-constrained), each at its beta, written
+    by the sweep's own writer (its table, Markdown and figure, which iml reveal does not read,
+    left out: they take seconds)."""
+    scores, labels = simulate_gaussian_agents(jax.random.key(3), BETAS, 1.5, 0.2, N)
+    scores, labels = np.asarray(scores, np.float64), np.asarray(labels)
+    out = tmp_path_factory.mktemp("sweep")
+    table = {repr(float(b)): {"raw": {}, "loss_corrected": {}} for b in BETAS}
+    result = SweepResult(BETAS, np.arange(1), labels, np.arange(N) % 10, scores[:, None],
+                         scores, scores, np.zeros((4, 1, 10)), table, [0], None,
+                         list(table))  # fmt: skip
+    with (
+        mock.patch("iml.pipeline.sweep.sweep_markdown", return_value=""),
+        mock.patch("iml.plots.figure_calibration_by_loss"),
+        mock.patch("iml.plots.save_figure", return_value=[]),
+    ):
+        write_sweep_outputs(out, result, float(labels.mean()), "simulated")
+    RunStore(out).open_run({"betas": BETAS.tolist(), "seeds": [0], "n_folds": 10})
+    return out
+
+
+def _check_record(record: dict, scores, labels, losses, seed: int = 0) -> None:
+    """``record`` holds what reveal() gives on the same arrays, to the last float32 bit."""
+    direct = reveal(
+        scores,
+        labels,
+        losses,
+        record["n_bins"],
+        n_bootstrap=record["n_bootstrap"],
+        key=jax.random.key(seed),
+        nias_bootstrap=record["nias_bootstrap"],
+    )
+
+    def same(got, want):
+        np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want))
+
+    same(record["information"]["estimate"], direct.information)
+    same(record["information"]["interval"], direct.information_interval)
+    same(record["value_matrix"]["estimate"], direct.value_matrix)
+    same(record["value_matrix"]["interval"], direct.value_matrix_interval)
+    same(record["experiments"]["posterior"], direct.experiments.posterior)
+    for name, test in (("nis", direct.nis_test), ("niac", direct.niac_test)):
+        for field in ("margin", "lower_bound", "critical_value", "p_value"):
+            same(record[name][field], getattr(test, field))
+        assert record[name]["violated"] == bool(test.violated)
+    assert record["nis"]["pairs"] == np.argwhere(np.asarray(direct.nis_pairs)).tolist()
+    assert record["niac"]["cycle"] == [int(k) for k in direct.niac.cycle if k >= 0]
+    same(record["cost_bounds"]["lower"], direct.cost_bounds.lower)
+    same(record["cost_bounds"]["upper"], direct.cost_bounds.upper)
+    same(record["cost_bounds"]["upper_interval"], direct.cost_upper_interval)
+    for end in ("lower", "upper"):
+        same(record["shannon_lambda"][end], getattr(direct.shannon, end))
+        same(record["shannon_lambda"][f"{end}_interval"], getattr(direct, f"lambda_{end}_interval"))
+    same(record["nias"]["p_value"], direct.nias.p_value)
+    assert (record["K"], record["n"]) == np.shape(scores)
+
+
+def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
+    out = tmp_path / "revealed"
+    argv = ["reveal", "--run", str(sweep), "--out", str(out), "--n-bootstrap", str(N_BOOTSTRAP)]
+    assert cli.main([*argv, "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert f"K=4 models, N={N} observations" in printed
+    assert "NIS (capacity-constrained learning)" in printed and "NIAC (costly learning)" in printed
+    record = json.loads((out / "revealed.json").read_text())
+    assert record["kind"] == "sweep" and record["betas"] == BETAS.tolist()
+    assert record["loss"]["name"] == "log" and record["seed"] == 0
+    with np.load(sweep / "scores.npz") as stored:
+        scores, labels = stored["scores"].astype(np.float32), stored["labels"]
+    _check_record(record, scores, labels, BETAS)
+    for name in FIGURES:
+        assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (out / "figures" / f"{name}.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_reveal_of_the_stored_digits_run_records_what_reveal_finds(tmp_path, capsys):
+    before = sorted(p.relative_to(DIGITS) for p in DIGITS.rglob("*"))
+    argv = ["reveal", "--run", str(DIGITS), "--out", str(tmp_path), "--n-bootstrap", "200"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "revealing 3 models on 1797 observations" in captured.err
+    assert "K=3 models, N=1797 observations scored by all (of 1797)" in captured.out
+    record = json.loads((tmp_path / "revealed.json").read_text())
+    assert record["kind"] == "reproduce" and record["betas"] == [0.5, 0.9, 0.99]
+    with np.load(DIGITS / "ensemble_scores.npz") as stored:
+        scores, labels = stored["scores"].astype(np.float32), stored["labels"]
+    _check_record(record, scores, labels, np.asarray([0.5, 0.9, 0.99]))
+    assert sorted(p.relative_to(DIGITS) for p in DIGITS.rglob("*")) == before  # read only
+
+
+def test_a_reproduce_run_without_its_report_is_read_from_its_member_batches(tmp_path):
+    run = tmp_path / "digits"
+    shutil.copytree(DIGITS, run, ignore=shutil.ignore_patterns("ensemble_scores.npz", "figures"))
+    aggregated, reported = load_reveal_input(run), load_reveal_input(DIGITS)
+    np.testing.assert_array_equal(aggregated.scores, reported.scores)
+    np.testing.assert_array_equal(aggregated.labels, reported.labels)
+    assert aggregated.loss == reported.loss == loss_family("log")
+
+
+def test_a_focal_sweep_is_revealed_under_its_own_loss(tmp_path):
+    alphas = [0.5, 0.75, 0.9]
+    loss = loss_spec("focal", gamma=np.full(3, 2.0), alpha=np.asarray(alphas))
+    scores, labels = simulate_gaussian_agents(jax.random.key(1), [0.5] * 3, 1.5, 0.2, 100)
+    inputs = load_reveal_input(_write_sweep(tmp_path, scores, labels, alphas, loss=loss))
+    assert inputs.loss == loss_family("focal", gamma=2.0) and inputs.betas.tolist() == alphas
+    assert inputs.kind == "sweep" and inputs.scores.shape == (3, 100)
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input: one line naming it, exit status 2, nothing written
+# ----------------------------------------------------------------------------------------------
+
+
+def _bad(argv, tmp_path, capsys) -> str:
+    out = tmp_path / "out"
+    assert cli.main(["reveal", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iml reveal: error: ") and err.count("\n") == 1, err
+    assert not out.exists()
+    return err
+
+
+def test_a_missing_run_folder_is_named(tmp_path, capsys):
+    err = _bad(["--run", str(tmp_path / "norun")], tmp_path, capsys)
+    assert "--run: no run folder" in err and "norun" in err
+
+
+def test_a_folder_of_neither_kind_is_named(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    err = _bad(["--run", str(tmp_path / "empty")], tmp_path, capsys)
+    assert "neither an `iml reproduce` run" in err and "nor an `iml sweep` run" in err
+
+
+def test_a_single_model_is_too_few(tmp_path, capsys):
+    scores, labels = simulate_gaussian_agents(jax.random.key(0), [0.5], 1.5, 0.2, 200)
+    run = _write_sweep(tmp_path / "one", scores, labels, [0.5])
+    err = _bad(["--run", str(run)], tmp_path, capsys)
+    assert "holds 1 model (beta 0.5)" in err and "at least 2" in err
+
+
+def test_a_multiclass_sweep_is_refused(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    scores = rng.dirichlet(np.ones(3), size=(2, 50))
+    run = _write_sweep(tmp_path / "multi", scores, rng.integers(0, 3, 50), keys=["ones", "w"])
+    err = _bad(["--run", str(run)], tmp_path, capsys)
+    assert "multiclass sweep (scores of shape (2, 50, 3))" in err
+
+
+def test_a_sweep_without_class_weights_is_refused(tmp_path, capsys):
+    scores, labels = simulate_gaussian_agents(jax.random.key(0), [0.5, 0.9], 1.5, 0.2, 200)
+    run = _write_sweep(tmp_path / "nobeta", scores, labels, keys=["L1", "L2"])
+    err = _bad(["--run", str(run)], tmp_path, capsys)
+    assert "no class weight describes (keys L1, L2)" in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--n-bootstrap", "1"), ("--n-bins", "1"), ("--seed", "-1")]
+)
+def test_bad_settings_are_named(flag, value, sweep, tmp_path, capsys):
+    err = _bad(["--run", str(sweep), flag, value], tmp_path, capsys)
+    assert f"{flag} must be at least" in err
+
+
+def test_an_output_that_is_a_file_is_named(sweep, tmp_path, capsys):
+    (tmp_path / "taken").write_text("")
+    argv = ["reveal", "--run", str(sweep), "--out", str(tmp_path / "taken")]
+    assert cli.main(argv) == 2
+    assert f"--out: {tmp_path / 'taken'} is a file, not a folder" in capsys.readouterr().err
+    assert (tmp_path / "taken").read_text() == ""
