@@ -124,37 +124,6 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
         assert b["train_loss"].shape == (2, 1) and np.isfinite(b["train_loss"]).all()
 
 
-def test_reproduce_trains_and_corrects_a_focal_loss(tmp_path, env):
-    out = tmp_path / "focal"
-    argv = [*TINY, "--loss", "focal", "--gamma", "2", "--betas", "0.9", "--out", str(out)]
-    done = _iml(argv, env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    table = json.loads((out / "table.json").read_text())
-    # prior_shift stands for the beta-weighted log loss only
-    assert list(table["0.9"]) == ["raw", "loss_corrected", *BASELINES[:-1]]
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["config"]["loss"] == {"name": "focal", "betas": [0.9], "gamma": 2.0}
-    with np.load(out / "ensemble_scores.npz") as stored:
-        raw = stored["scores"][0]
-    # The loss correction of the table is the focal loss's own inverse rule at alpha = 0.9.
-    from iml.calibration import score_metrics
-    from iml.spec import loss_spec
-
-    labels = np.asarray(stored_labels(out))
-    fixed = np.asarray(loss_spec("focal", gamma=2.0, alpha=0.9).loss_corrected_score(
-        np.clip(raw, 1e-7, 1 - 1e-7).astype(np.float32)))  # fmt: skip
-    assert table["0.9"]["loss_corrected"]["ece"] == pytest.approx(
-        score_metrics(fixed, labels)["ece"], abs=1e-5
-    )
-    assert (out / "figures" / "figure3.png").read_bytes()[:4] == b"\x89PNG"
-    assert not (out / "revealed.json").exists()  # one class weight: nothing to compare
-
-
-def stored_labels(run: Path) -> np.ndarray:
-    with np.load(run / "ensemble_scores.npz") as stored:
-        return stored["labels"]
-
-
 def test_figures_command_reproduces_the_table(run_dir, tmp_path, env):
     done = _iml(["figures", "--run", str(run_dir), "--out", str(tmp_path)], env)
     assert done.returncode == 0, done.stderr[-3000:]

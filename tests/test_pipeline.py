@@ -377,3 +377,32 @@ def test_a_run_stored_with_a_retired_config_key_still_resumes(tmp_path):
     store.open_run({**old, "csv_path": "data.csv"})  # a run this software no longer makes
     with pytest.raises(ValueError, match=r"config\.csv_path='data\.csv': a retired key"):
         check_resumable(default_config(), store.root)
+
+
+def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
+    """`iml reproduce --loss focal`: the run's loss (run_loss) is the focal loss by its class
+    weight alpha, and the report corrects and tests with its rule."""
+    import jax.numpy as jnp
+
+    from iml.pipeline.aggregate import EnsembleScores
+    from iml.pipeline.report import summary_table
+    from iml.pipeline.runner import run_loss
+    from iml.spec import loss_spec
+
+    family = run_loss(_config(**{"loss.name": "focal", "loss.gamma": 2.0, "loss.betas": (0.9,)}))
+    assert family.name == "focal" and family.params == {"gamma": 2.0}
+    assert family.weight_name == "alpha" and run_loss(default_config()).name == "log"
+    rng = np.random.default_rng(0)
+    gamma = rng.beta(0.5, 3.0, 1500)
+    labels = (rng.random(gamma.size) < gamma).astype(np.int32)
+    scores = np.asarray(loss_spec("focal", gamma=2.0, alpha=0.9).optimal_score(jnp.asarray(gamma)))
+    ensemble = EnsembleScores(
+        (0.9,), scores[None].astype(np.float64), np.ones((1, gamma.size), np.int64)
+    )
+    folds = np.arange(gamma.size) % 4
+    table = summary_table(ensemble, labels, folds, n_bootstrap=20, loss=family)["0.9"]
+    assert "prior_shift" not in table and "platt" in table
+    assert table["raw"]["ece"] > 0.1 > 0.03 > table["loss_corrected"]["ece"]
+    assert table["raw"]["loss_calibration_p_value"] > 0.05  # optimal for the focal loss
+    log_table = summary_table(ensemble, labels, folds, n_bootstrap=20)["0.9"]
+    assert log_table["loss_corrected"]["ece"] > 0.05  # the log loss's inverse is the wrong one
