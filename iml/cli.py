@@ -165,6 +165,10 @@ def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
         keep_step_memory()
         start = time.perf_counter()
         run_experiment(config, args.out, progress=not args.no_progress)
+        if args.train_only:
+            elapsed = time.perf_counter() - start
+            print(f"members stored in {args.out} ({elapsed:.0f} s); iml figures --run {args.out}")
+            return 0
         report_run(args.out, args.out)
         elapsed = time.perf_counter() - start
         print(
@@ -429,6 +433,12 @@ def build_parser() -> argparse.ArgumentParser:
     shortcut("epochs", "most epochs per member", type=int)
     rep.add_argument("--out", default="runs/reproduce", help="run directory (resumed if present)")
     rep.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    rep.add_argument(
+        "--train-only",
+        action="store_true",
+        help="train and store the members, without the report (e.g. on a GPU machine); "
+        "`iml figures --run DIR` makes it later",
+    )
     rep.set_defaults(func=_reproduce)
 
     fig = sub.add_parser("figures", help="redraw the figures and table of a stored run")

@@ -7,6 +7,7 @@
 #     bash experiments/benchmarks/gpu.sh fp32    # one device call each
 #     bash experiments/benchmarks/gpu.sh bf16
 #     bash experiments/benchmarks/gpu.sh rest    # 64 px fp32, bf16 via cuBLAS, bf16 largest K
+#     bash experiments/benchmarks/gpu.sh paper   # K DenseNet-121s at 224 px, PneumoniaMNIST
 set -uo pipefail
 out=${OUT:-runs/benchmarks/gpu}
 mkdir -p "$out"
@@ -54,4 +55,25 @@ if [ "$part" = rest ]; then
     experiments.benchmarks.train_step --device gpu --dtype bfloat16 --repeats 20
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 200 ensemble_bf16 experiments.benchmarks.ensemble \
     --dtype bfloat16 --strategies vmap/xla --repeats 10 --max-members
+fi
+# The paper's scale: the largest K of DenseNet-121 members at 224 px against PyTorch steps, then
+# the PneumoniaMNIST reproduction trained to early stopping (at most 40 epochs) in batches of 10
+# members, each stored as it finishes. It needs MANUAL (default .gpu_data) holding
+# pneumoniamnist.npz; the run's directory comes back as $out/pneumoniamnist_run.tar.gz, to be
+# reported on any machine by `iml figures --run DIR`.
+if [ "$part" = paper ]; then
+  XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 280 paper_scale experiments.benchmarks.paper_scale \
+    --search-seconds 60 --repeats 5
+  manual=${MANUAL:-.gpu_data}
+  mkdir -p /tmp/tfds_pmn
+  echo "== pneumoniamnist to early stopping"
+  timeout "${PMN_SECONDS:-270}" "$py" -c "
+import sys
+from iml.cli import main
+sys.exit(main(['reproduce', '--config', 'experiments/configs/pneumoniamnist.py',
+    '--manual-dir', '$manual', '--data-dir', '/tmp/tfds_pmn', '--out', 'runs/pmn_gpu',
+    '--no-progress', '--config.train.epochs=40', '--config.train.members_per_batch=10',
+    '--train-only']))" 2>&1
+  echo "== pneumoniamnist: exit $?"
+  tar czf "$out/pneumoniamnist_run.tar.gz" -C runs pmn_gpu --exclude checkpoints
 fi

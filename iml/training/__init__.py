@@ -16,14 +16,16 @@ from iml.training.sharding import (
     use_cpu_cores_as_devices,
 )
 from iml.training.step import (
+    adam,
     batch_members,
+    member_eval_step,
     member_in_place,
     member_train_step,
     preprocess,
     skip_idle_members,
 )
 from iml.training.tabular import MemberFit, TabularConfig, out_of_fold_logits, train_tabular
-from iml.training.train_state import MemberState, end_of_epoch
+from iml.training.train_state import MemberState, end_of_epoch, init_member_state
 from iml.training.trainer import (
     DEFAULT_MEMBER_BATCHING,
     DataSource,
@@ -48,13 +50,16 @@ __all__ = [
     "MemberState",
     "TabularConfig",
     "TrainConfig",
+    "adam",
     "batch_members",
     "beta_weighted_sample_weights",
     "end_of_epoch",
     "epoch_order",
     "fit_weighted_logistic",
+    "init_member_state",
     "keep_step_memory",
     "make_mesh",
+    "member_eval_step",
     "member_in_place",
     "member_train_step",
     "out_of_fold_logits",

@@ -1,0 +1,411 @@
+"""Benchmark: K DenseNet-121 members at 224 px in one training step, against K PyTorch steps, and
+the paper's experiment projected from both.
+
+    python -m experiments.benchmarks.paper_scale              # on a GPU: the largest K that fits
+    python -m experiments.benchmarks.paper_scale --members 4  # a given K
+    python -m experiments.benchmarks.paper_scale --quick      # a tiny DenseNet at 32 px
+
+**Ours.** The trainer's own step (:func:`iml.training.member_train_step` under
+:func:`iml.training.batch_members` with the backend's default member batching): ``K`` members of
+the paper's recipe, each with its own batch of 16 ``uint8`` images at 224x224x3, random horizontal
+flips, ImageNet normalisation, its own beta-weighted cross-entropy (betas spread over
+``[0.5, 0.99]``) and its own Adam step, jitted as one program with the state donated. Validation is
+:func:`iml.training.member_eval_step` over ``K`` members, batch 64 each.
+
+**Baseline.** torchvision's ``DenseNet`` of the same configuration (DenseNet-121 by default) with
+``torch.optim.Adam``: the same preprocessing and beta-weighted loss, cuDNN in benchmark mode, one
+model's step after another. ``K`` PyTorch steps take ``K`` times one step, so its member-images per
+second are those of one step. It runs first, before JAX takes the device's memory, and frees it.
+
+**Largest K.** XLA's memory analysis of the one-member program (arguments and temporaries) gives
+the bytes per member; ``0.9`` of the device's limit over that predicts the largest K, which is
+compiled and run, halving while it runs out of memory and growing while time is left
+(:func:`experiments.benchmarks.ensemble.search_largest`).
+
+**Projection.** :func:`project_paper_experiment` turns both throughputs into the wall time of the
+paper's experiment on one card: 3 betas x 10 rotations x 40 seeds = 1,200 members on
+ChestX-ray14's 112,120 images, each epoch one pass over the 70% training folds and one validation
+pass over the 20% validation folds, for ``--epochs`` epochs (the paper gives no epoch count; see
+its docstring). Data loading and test-set scoring are not counted, for either side.
+
+The headline ``ratio`` is member-images per second of our largest-K step over PyTorch's; the JSON
+also has the one-member ratio (``ratio_one_member``) and the projection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: The paper's experiment (Appendix, "Technical Details"): betas, folds rotated 7/2/1, seeds.
+PAPER_BETAS = 3
+PAPER_ROTATIONS = 10
+PAPER_SEEDS = 40
+CHESTXRAY14_IMAGES = 112_120
+TRAIN_FRACTION = 0.7
+VALIDATION_FRACTION = 0.2
+
+
+def project_paper_experiment(
+    train_images_per_s: float,
+    eval_images_per_s: float,
+    *,
+    epochs: float,
+    members: int = PAPER_BETAS * PAPER_ROTATIONS * PAPER_SEEDS,
+    images: int = CHESTXRAY14_IMAGES,
+) -> dict[str, float]:
+    """Hours on one card for the paper's experiment at the given member-image throughputs.
+
+    Each of ``members`` members trains ``epochs`` epochs; an epoch is one training pass over
+    ``TRAIN_FRACTION`` of ``images`` and one validation pass over ``VALIDATION_FRACTION``.
+
+    Args:
+      train_images_per_s: member-images per second of training steps.
+      eval_images_per_s: member-images per second of validation (forward) passes.
+      epochs: epochs per member. The paper gives no count; it says a model "typically" trained in
+        one to two hours on a V100 or an A100.
+      members: models trained (1,200: 3 betas x 10 rotations x 40 seeds).
+      images: images in the dataset.
+
+    Returns:
+      ``hours`` in all, ``hours_per_epoch`` of all members, and ``hours_per_member``.
+    """
+    for name, value in (
+        ("train_images_per_s", train_images_per_s),
+        ("eval_images_per_s", eval_images_per_s),
+        ("epochs", epochs),
+    ):
+        if not value > 0:
+            raise ValueError(f"{name} must be positive, got {value!r}")
+    per_epoch = members * (
+        TRAIN_FRACTION * images / train_images_per_s
+        + VALIDATION_FRACTION * images / eval_images_per_s
+    )
+    hours = epochs * per_epoch / 3600
+    return {
+        "hours": hours,
+        "hours_per_epoch": per_epoch / 3600,
+        "hours_per_member": hours / members,
+    }
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="a tiny DenseNet at 32 px, 2 members")
+    p.add_argument("--members", type=int, default=None, help="K (default: the largest that fits)")
+    p.add_argument("--batch", type=int, default=16, help="training images per member and step")
+    p.add_argument("--eval-batch", type=int, default=64, help="validation images per member")
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--repeats", type=int, default=None, help="timed steps (default 10, 3 quick)")
+    p.add_argument("--epochs", type=float, default=10.0, help="epochs per member, for projecting")
+    p.add_argument(
+        "--search-seconds", type=float, default=120.0, help="stop growing K after this long"
+    )
+    p.add_argument("--out", default="runs/benchmarks/paper_scale.json")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.size, args.batch, args.eval_batch = 32, 2, 4
+        args.members = args.members or 2
+    args.repeats = args.repeats or (3 if args.quick else 10)
+    if args.members is not None and args.members < 1:
+        p.error(f"--members must be at least 1, got {args.members}")
+    for name in ("batch", "eval_batch", "size", "repeats"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
+def _architecture(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"block_config": (1, 1), "growth_rate": 4, "num_init_features": 8, "bn_size": 4}
+    # DenseNet-121
+    return {
+        "block_config": (6, 12, 24, 16),
+        "growth_rate": 32,
+        "num_init_features": 64,
+        "bn_size": 4,
+    }
+
+
+def _median_seconds(step, repeats: int) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
+
+
+def torch_baseline(arch: dict, batch: int, eval_batch: int, size: int, repeats: int) -> dict:
+    """One torchvision DenseNet's training and validation steps, timed; the device freed after."""
+    import torch
+    import torchvision
+
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.backends.cudnn.benchmark = dev.type == "cuda"
+    torch.manual_seed(0)
+    model = torchvision.models.DenseNet(
+        growth_rate=arch["growth_rate"],
+        block_config=arch["block_config"],
+        num_init_features=arch["num_init_features"],
+        bn_size=arch["bn_size"],
+        num_classes=1,
+    ).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    images = torch.randint(0, 256, (batch, size, size, 3), dtype=torch.uint8, generator=gen)
+    images = images.to(dev)
+    labels = (torch.rand(batch, generator=gen) < 0.3).float().to(dev)
+    flips = (torch.rand(batch, generator=gen) < 0.5).to(dev)
+    val = torch.randint(0, 256, (eval_batch, size, size, 3), dtype=torch.uint8, generator=gen)
+    val = val.to(dev)
+    mean = torch.tensor([0.485, 0.456, 0.406], device=dev).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225], device=dev).view(1, 3, 1, 1)
+    beta = 0.99
+
+    def prepare(x, flip=None):
+        x = x.permute(0, 3, 1, 2).float() / 255.0
+        if flip is not None:
+            x = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+        return (x - mean) / std
+
+    def sync(loss):
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        else:
+            loss.item()
+
+    def train_step() -> None:
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        logits = model(prepare(images, flips))[:, 0]
+        # the beta-weighted cross-entropy, eq. (7) with the log loss
+        loss = -(
+            beta * labels * torch.nn.functional.logsigmoid(logits)
+            + (1 - beta) * (1 - labels) * torch.nn.functional.logsigmoid(-logits)
+        ).mean()
+        loss.backward()
+        opt.step()
+        sync(loss)
+
+    def eval_step() -> None:
+        model.eval()
+        with torch.no_grad():
+            sync(model(prepare(val))[:, 0].sum())
+
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    train_step()
+    first = time.perf_counter() - t0
+    eval_step()
+    train_s, train_all = _median_seconds(train_step, repeats)
+    eval_s, _ = _median_seconds(eval_step, repeats)
+    out = {
+        "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+        "version": torch.__version__,
+        "first_step_s": first,
+        "train_step_s": train_s,
+        "train_step_s_all": train_all,
+        "train_member_images_per_s": batch / train_s,
+        "eval_step_s": eval_s,
+        "eval_member_images_per_s": eval_batch / eval_s,
+    }
+    if dev.type == "cuda":
+        out["peak_device_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        del model, opt
+        torch.cuda.empty_cache()
+    return out
+
+
+def _member_inputs(k: int, batch: int, size: int, seed: int) -> tuple:
+    import jax.numpy as jnp
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    images = jnp.asarray(rng.integers(0, 256, size=(k, batch, size, size, 3), dtype=np.uint8))
+    labels = jnp.asarray((rng.random((k, batch)) < 0.3).astype(np.float32))
+    flips = jnp.asarray(rng.random((k, batch)) < 0.5)
+    return images, labels, flips, jnp.ones((k,), bool), jnp.linspace(0.5, 0.99, k)
+
+
+def _member_states(model, optimizer, k: int, size: int):
+    import jax
+    import jax.numpy as jnp
+
+    from iml.training import init_member_state
+
+    def one(seed):
+        v = model.init(jax.random.key(seed), jnp.zeros((1, size, size, 3)), train=False)
+        return init_member_state(v, optimizer, 1e-4)
+
+    return jax.jit(jax.vmap(one))(jnp.arange(k))
+
+
+def ours(model, batching: str, k: int, batch: int, size: int, repeats: int) -> dict:
+    """``k`` members' training step of the trainer, compiled and timed (median of ``repeats``)."""
+    import jax
+
+    from iml.training import adam, batch_members, member_train_step
+
+    optimizer = adam()
+    step = batch_members(functools.partial(member_train_step, model, optimizer), batching)
+    rest = _member_inputs(k, batch, size, seed=k)
+    holder = [_member_states(model, optimizer, k, size)]
+    t0 = time.perf_counter()
+    exe = jax.jit(step, donate_argnums=0).lower(holder[0], *rest).compile()
+    compile_s = time.perf_counter() - t0
+    mem = exe.memory_analysis()
+
+    def run() -> None:
+        holder[0] = jax.block_until_ready(exe(holder[0], *rest))
+
+    run()  # warm-up
+    median, times = _median_seconds(run, repeats)
+    out = {
+        "members": k,
+        "compile_s": compile_s,
+        "step_s": median,
+        "step_s_all": times,
+        "member_images_per_s": k * batch / median,
+    }
+    if mem is not None:
+        out["xla_bytes"] = int(mem.argument_size_in_bytes + mem.temp_size_in_bytes)
+    print(
+        f"ours: K={k} {out['member_images_per_s']:.0f} member-images/s, "
+        f"compiled in {compile_s:.1f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return out
+
+
+def ours_eval(model, batching: str, k: int, eval_batch: int, size: int, repeats: int) -> dict:
+    """``k`` members' validation step of the trainer, compiled and timed."""
+    import jax
+    import jax.numpy as jnp
+
+    from iml.training import adam, batch_members, member_eval_step
+
+    step = batch_members(functools.partial(member_eval_step, model), batching)
+    images, labels, _, _, betas = _member_inputs(k, eval_batch, size, seed=k + 1)
+    states = _member_states(model, adam(), k, size)
+    weights = jnp.ones(labels.shape)
+    t0 = time.perf_counter()
+    exe = jax.jit(step).lower(states, images, labels, weights, betas).compile()
+    compile_s = time.perf_counter() - t0
+
+    def run() -> None:
+        jax.block_until_ready(exe(states, images, labels, weights, betas))
+
+    run()
+    median, _ = _median_seconds(run, repeats)
+    return {
+        "members": k,
+        "compile_s": compile_s,
+        "step_s": median,
+        "member_images_per_s": k * eval_batch / median,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Runs the benchmark, writes the JSON file and prints the summary as the last line."""
+    args = _parse(argv)
+    arch = _architecture(args.quick)
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {
+        "benchmark": "paper_scale",
+        "model": "densenet121" if not args.quick else f"DenseNet{arch}",
+        "image": [args.size, args.size, 3],
+        "batch_per_member": args.batch,
+        "eval_batch_per_member": args.eval_batch,
+        "repeats": args.repeats,
+    }
+
+    def save() -> None:  # after each part, so that a part cut off by a time limit loses only itself
+        out_path.write_text(json.dumps(summary, indent=2))
+
+    torch_result = torch_baseline(arch, args.batch, args.eval_batch, args.size, args.repeats)
+    summary["torch"] = torch_result
+    save()
+    print(f"torch: {torch_result['train_member_images_per_s']:.0f} images/s", file=sys.stderr)
+
+    import jax
+
+    from experiments.benchmarks.ensemble import _is_out_of_memory, search_largest
+    from iml.models import DenseNet
+    from iml.training import DEFAULT_MEMBER_BATCHING
+
+    backend = jax.default_backend()
+    batching = DEFAULT_MEMBER_BATCHING.get(backend, "vmap")
+    if batching == "loop":  # one member at a time is K single steps: batch them in one program
+        batching = "vmap"
+    model = DenseNet(**arch, num_outputs=1, small_inputs=False)
+    summary.update(backend=backend, device=str(jax.devices()[0].device_kind), batching=batching)
+    one = ours(model, batching, 1, args.batch, args.size, args.repeats)
+    summary["ours_one_member"] = one
+    summary["ratio_one_member"] = (
+        one["member_images_per_s"] / torch_result["train_member_images_per_s"]
+    )
+    save()
+    if args.members is not None:
+        largest = ours(model, batching, args.members, args.batch, args.size, args.repeats)
+    else:
+        limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
+        if limit is None or "xla_bytes" not in one:
+            raise SystemExit("the backend reports no memory limit: pass --members")
+        predicted = max(1, int(0.9 * limit / one["xla_bytes"]))
+        summary["predicted_members"] = predicted
+        print(f"largest K: predicted {predicted}", file=sys.stderr, flush=True)
+        largest = search_largest(
+            lambda k: ours(model, batching, k, args.batch, args.size, args.repeats),
+            predicted,
+            step=1,
+            grow=2,
+            seconds=args.search_seconds,
+        )
+        if "error" in largest:
+            raise SystemExit(f"largest K: {largest['error']}")
+    summary["ours"] = largest
+    k = largest["members"]
+    summary["ratio"] = largest["member_images_per_s"] / torch_result["train_member_images_per_s"]
+    save()
+    try:
+        ev = ours_eval(model, batching, k, args.eval_batch, args.size, args.repeats)
+    except Exception as err:  # validation at K members may not fit where training just did
+        if not _is_out_of_memory(err):
+            raise
+        ev = ours_eval(model, batching, max(1, k // 2), args.eval_batch, args.size, args.repeats)
+    summary["ours_eval"] = ev
+    summary["projection"] = {
+        "epochs": args.epochs,
+        "members": PAPER_BETAS * PAPER_ROTATIONS * PAPER_SEEDS,
+        "images": CHESTXRAY14_IMAGES,
+        "ours": project_paper_experiment(
+            largest["member_images_per_s"], ev["member_images_per_s"], epochs=args.epochs
+        ),
+        "torch": project_paper_experiment(
+            torch_result["train_member_images_per_s"],
+            torch_result["eval_member_images_per_s"],
+            epochs=args.epochs,
+        ),
+    }
+    save()
+    line = {key: v for key, v in summary.items() if key not in ("torch", "ours", "ours_one_member")}
+    line["members"] = k
+    line["member_images_per_s"] = largest["member_images_per_s"]
+    line["torch_images_per_s"] = torch_result["train_member_images_per_s"]
+    line["ratio"] = summary["ratio"]
+    print(json.dumps(line))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
