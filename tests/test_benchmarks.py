@@ -99,3 +99,38 @@ def test_reveal_benchmark_reports_ratio_and_agrees_with_the_baseline(capsys):
     assert all(diff < 1e-5 for diff in report["agreement_max_abs_diff"].values())
     assert set(report["agreement_max_abs_diff"]) == {"G", "I", "nis"}
     assert report["niac_verdicts_agree"] == "4/4"
+
+
+def test_paper_scale_projection_counts_training_and_validation_passes():
+    import pytest
+
+    from experiments.benchmarks.paper_scale import project_paper_experiment
+
+    # 1,200 members, each epoch 0.7 * 112,120 training and 0.2 * 112,120 validation images.
+    p = project_paper_experiment(100.0, 1000.0, epochs=10)
+    per_epoch_s = 1200 * (78_484 / 100.0 + 22_424 / 1000.0)
+    assert p["hours_per_epoch"] == pytest.approx(per_epoch_s / 3600)
+    assert p["hours"] == pytest.approx(10 * per_epoch_s / 3600)
+    assert p["hours_per_member"] == pytest.approx(10 * per_epoch_s / 3600 / 1200)
+    # twice the training speed, half the training time
+    faster = project_paper_experiment(200.0, 1e12, epochs=1, members=1, images=1000)
+    slower = project_paper_experiment(100.0, 1e12, epochs=1, members=1, images=1000)
+    assert slower["hours"] == pytest.approx(2 * faster["hours"], rel=1e-6)
+    with pytest.raises(ValueError, match="epochs must be positive"):
+        project_paper_experiment(100.0, 1000.0, epochs=0)
+
+
+def test_paper_scale_benchmark_runs_a_tiny_densenet_against_torch(tmp_path, capsys):
+    from experiments.benchmarks import paper_scale
+
+    out = tmp_path / "paper_scale.json"
+    report = paper_scale.main(["--quick", "--members", "1", "--repeats", "1", "--out", str(out)])
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["ratio"] == report["ratio"] > 0
+    assert report["ours"]["members"] == 1 and report["ours_eval"]["members"] == 1
+    stored = json.loads(out.read_text())
+    assert stored["projection"]["ours"]["hours"] > 0
+    # the headline is K members' speed over one PyTorch model's
+    assert report["ratio"] == report["ours"]["member_images_per_s"] / (
+        report["torch"]["train_member_images_per_s"]
+    )

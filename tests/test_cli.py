@@ -75,8 +75,15 @@ def _iml(args, env, **kwargs):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, env):
     out = tmp_path_factory.mktemp("run") / "tiny"
+    # Train only (as on a GPU machine), then report: the second call resumes with nothing to train.
+    done = _iml([*TINY, "--out", str(out), "--train-only"], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"members stored in {out}" in done.stdout
+    assert len(list((out / "batches").glob("*.npz"))) == 4
+    assert not (out / "table.json").exists() and not (out / "figures").exists()
     done = _iml([*TINY, "--out", str(out)], env)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert f"results in {out}" in done.stdout
     return out
 
 

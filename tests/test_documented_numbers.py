@@ -1621,6 +1621,130 @@ def _sweep_train_records(machine: str) -> list[str]:
     return [p.name for p in sorted((RESULTS / "sweep_train").glob(f"*_{machine}*.json"))]
 
 
+H100 = "docs/results/gpu_h100/README.md"
+H100_K1 = "gpu_h100/2026-11-27/paper_scale_k1.json"
+H100_K16 = "gpu_h100/2026-11-27/paper_scale_k16.json"
+H100_LOG = "gpu_h100/2026-11-27/log_first_call.txt"
+
+
+def _gpu_h100_run() -> list[Stated]:
+    from experiments.benchmarks.paper_scale import project_paper_experiment
+
+    def k1() -> dict:
+        return record(H100_K1)
+
+    def k16() -> dict:
+        return record(H100_K16)["train"]
+
+    def torch_rate() -> float:
+        return k1()["torch"]["train_member_images_per_s"]
+
+    def hours(rate: float, key: str) -> float:
+        return project_paper_experiment(
+            rate, k1()["torch"]["eval_member_images_per_s"], epochs=10
+        )[key]
+
+    return [
+        Stated(
+            "H100 table",
+            H100,
+            "| PyTorch, one model | {} ms for {} images | {} | 1 | | ours, K = {} | {} ms for {} "
+            "images | {} | **{}** | | ours, K = {} in one step | {} ms for {} images | {} | **{}** |",
+            lambda: (
+                k1()["torch"]["train_step_s"] * 1e3,
+                k1()["batch_per_member"],
+                torch_rate(),
+                k1()["ours_one_member"]["members"],
+                k1()["ours_one_member"]["step_s"] * 1e3,
+                k1()["batch_per_member"],
+                k1()["ours_one_member"]["member_images_per_s"],
+                k1()["ratio_one_member"],
+                k16()["members"],
+                k16()["step_s"] * 1e3,
+                k16()["members"] * k1()["batch_per_member"],
+                k16()["member_images_per_s"],
+                k16()["member_images_per_s"] / torch_rate(),
+            ),
+        ),
+        Stated(
+            "H100 largest K",
+            H100,
+            "the one-member program gives {} GB (arguments and temporaries), which predicts {} "
+            "members",
+            lambda: (
+                k1()["ours_one_member"]["xla_bytes"] / 1e9,
+                int(record_line(H100_LOG, r"largest K: predicted (\d+)")[0]),
+            ),
+        ),
+        Stated(
+            "H100 K = 16 memory",
+            H100,
+            "K = {} compiled in {} s and takes {} GB by XLA's account ({} GB per member)",
+            lambda: (
+                k16()["members"],
+                k16()["compile_s"],
+                k16()["xla_bytes"] / 1e9,
+                k16()["xla_bytes"] / 1e9 / k16()["members"],
+            ),
+        ),
+        Stated(
+            "H100 compile times",
+            H100,
+            "Compile times: {} s for K = {} and {} s for K = {}. PyTorch's first step took {} s. "
+            "PyTorch's allocator peaked at {} GB.",
+            lambda: (
+                k1()["ours_one_member"]["compile_s"],
+                1,
+                k16()["compile_s"],
+                k16()["members"],
+                k1()["torch"]["first_step_s"],
+                k1()["torch"]["peak_device_mb"] * 2**20 / 1e9,
+            ),
+        ),
+        Stated(
+            "H100 validation speed",
+            H100,
+            "PyTorch's measured validation speed for both sides: {} images/s at batch {}.",
+            lambda: (k1()["torch"]["eval_member_images_per_s"], k1()["eval_batch_per_member"]),
+        ),
+        Stated(
+            "H100 projection per model",
+            H100,
+            "PyTorch on this H100 takes {} h per model for {} epochs",
+            lambda: (hours(torch_rate(), "hours_per_member"), 10),
+        ),
+        Stated(
+            "H100 projection table",
+            H100,
+            "| PyTorch loop, one model at a time | {} h | {} h ({} days) | | ours, one member at a "
+            "time | {} h | {} h ({} days) | | ours, {} members per step | {} h | **{} h ({} days)**"
+            ", {}x less |",
+            lambda: (
+                hours(torch_rate(), "hours_per_epoch"),
+                hours(torch_rate(), "hours"),
+                hours(torch_rate(), "hours") / 24,
+                hours(k1()["ours_one_member"]["member_images_per_s"], "hours_per_epoch"),
+                hours(k1()["ours_one_member"]["member_images_per_s"], "hours"),
+                hours(k1()["ours_one_member"]["member_images_per_s"], "hours") / 24,
+                k16()["members"],
+                hours(k16()["member_images_per_s"], "hours_per_epoch"),
+                hours(k16()["member_images_per_s"], "hours"),
+                hours(k16()["member_images_per_s"], "hours") / 24,
+                hours(torch_rate(), "hours") / hours(k16()["member_images_per_s"], "hours"),
+            ),
+        ),
+        Stated(
+            "H100 batching gain",
+            H100,
+            "batching {} members raised the speed by {}x over one member",
+            lambda: (
+                k16()["members"],
+                k16()["member_images_per_s"] / k1()["ours_one_member"]["member_images_per_s"],
+            ),
+        ),
+    ]
+
+
 def _gpu_run() -> list[Stated]:
     step224 = functools.partial(train_step_log, GPU_FIRST_LOG, 16, 224)
     bf16_224 = functools.partial(train_step_log, GPU_THIRD_LOG, 16, 224)
@@ -2560,6 +2684,7 @@ CASES = [
     *_letter_run(),
     *_sweep_train_run(),
     *_gpu_run(),
+    *_gpu_h100_run(),
     *_cpu_ensemble_run(),
     *_cpu_step_run(),
     *_docstrings(),

@@ -355,7 +355,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         one["member_images_per_s"] / torch_result["train_member_images_per_s"]
     )
     save()
-    if args.members is not None:
+    if args.members == 1:
+        largest = one
+    elif args.members is not None:
         largest = ours(model, batching, args.members, args.batch, args.size, args.repeats)
     else:
         limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
@@ -363,6 +365,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise SystemExit("the backend reports no memory limit: pass --members")
         predicted = max(1, int(0.9 * limit / one["xla_bytes"]))
         summary["predicted_members"] = predicted
+        save()
         print(f"largest K: predicted {predicted}", file=sys.stderr, flush=True)
         largest = search_largest(
             lambda k: ours(model, batching, k, args.batch, args.size, args.repeats),
