@@ -131,6 +131,7 @@ def test_paper_scale_benchmark_runs_a_tiny_densenet_against_torch(tmp_path, caps
     stored = json.loads(out.read_text())
     assert stored["projection"]["ours"]["hours"] > 0
     # the headline is K members' speed over one PyTorch model's
-    assert report["ratio"] == report["ours"]["member_images_per_s"] / (
-        report["torch"]["train_member_images_per_s"]
+    assert (
+        report["ratio"]
+        == report["ours"]["member_images_per_s"] / (report["torch"]["train_member_images_per_s"])
     )

@@ -1640,16 +1640,17 @@ def _gpu_h100_run() -> list[Stated]:
         return k1()["torch"]["train_member_images_per_s"]
 
     def hours(rate: float, key: str) -> float:
-        return project_paper_experiment(
-            rate, k1()["torch"]["eval_member_images_per_s"], epochs=10
-        )[key]
+        return project_paper_experiment(rate, k1()["torch"]["eval_member_images_per_s"], epochs=10)[
+            key
+        ]
 
     return [
         Stated(
             "H100 table",
             H100,
             "| PyTorch, one model | {} ms for {} images | {} | 1 | | ours, K = {} | {} ms for {} "
-            "images | {} | **{}** | | ours, K = {} in one step | {} ms for {} images | {} | **{}** |",
+            "images | {} | **{}** | | ours, K = {} in one step | {} ms for {} images | {} "
+            "| **{}** |",
             lambda: (
                 k1()["torch"]["train_step_s"] * 1e3,
                 k1()["batch_per_member"],
