@@ -14,7 +14,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+from _training_helpers import FAST_COMPILE
+
+os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count=8 {FAST_COMPILE}")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import jax

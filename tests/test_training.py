@@ -18,7 +18,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _training_helpers import TinyCNN, flat_params, tiny_config, tiny_images, tiny_members
+from _training_helpers import (
+    FAST_COMPILE,
+    TinyCNN,
+    flat_params,
+    tiny_config,
+    tiny_images,
+    tiny_members,
+)
 from sklearn.metrics import roc_auc_score
 
 from iml.losses import beta_weighted_sigmoid_cross_entropy
@@ -510,7 +517,7 @@ def test_checkpoint_round_trip_ignores_an_unfinalized_step(tmp_path):
 def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    env.pop("XLA_FLAGS", None)
+    env["XLA_FLAGS"] = FAST_COMPILE  # the helper adds its devices
     return env
 
 
