@@ -15,11 +15,13 @@ together:
 * members differ in their loss, seed (initialisation and minibatch order: all members of a seed
   share both, common random numbers across losses and rotations) and rotation (which rows count
   as training rows of a minibatch; validation and test rows are gathered per rotation);
-* after each epoch every member's validation loss (its own loss on its validation folds) is
-  measured; the best parameters are kept per member by masks, the learning rate of a member
-  whose validation loss plateaus is divided by 10, and a member stops (its updates are masked)
-  after ``patience`` epochs without improvement, as in the paper. The Python loop over epochs
-  ends when every member has stopped.
+* every member carries the DenseNet trainer's :class:`~iml.training.train_state.MemberState`
+  (its own learning rate and best parameters), and after each epoch its validation loss (its own
+  loss on its validation folds) goes through the same
+  :func:`~iml.training.train_state.end_of_epoch`: the best parameters are kept, the learning rate
+  of a member whose validation loss plateaus is divided by 10, and a member stops after
+  ``patience`` epochs without improvement, as in the paper. The Python loop over epochs ends
+  when every member has stopped.
 
 Under the beta-weighted log loss the logistic members are convex problems, and the default solver
 fits each to its optimum by full-batch Newton steps instead (:mod:`iml.training.full_batch`).
@@ -49,6 +51,8 @@ from iml.data.folds import FoldSplit
 from iml.models.small import SMALL_MODELS, init_small_model, small_model_logits, weight_norm
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid, loss_spec
 from iml.training.full_batch import beta_weighted_sample_weights, fit_weighted_logistic
+from iml.training.step import adam
+from iml.training.train_state import MemberState, end_of_epoch, init_member_state
 
 Array = jax.Array
 
@@ -199,18 +203,6 @@ def _vmap3(f: Callable) -> Callable:
 # ----------------------------------------------------------------------------------------------
 
 
-class _State(NamedTuple):
-    params: Any
-    opt_state: Any
-    best_params: Any
-    best_val: Array  # [S, nb, R]
-    best_epoch: Array
-    bad_epochs: Array
-    stale_epochs: Array
-    lr_scale: Array
-    active: Array
-
-
 class _Data(NamedTuple):
     x: Array  # [N, d] float32
     y: Array  # [N] float32 (binary) or int32 class indices
@@ -222,21 +214,12 @@ class _Data(NamedTuple):
     seeds: Array  # [S] uint32
 
 
-def _optimizer(config: TabularConfig) -> optax.GradientTransformation:
-    return optax.adam(config.learning_rate, b1=0.9, b2=0.999)
-
-
 def _scale_members(tree: Any, scale: Array) -> Any:
     return jax.tree.map(lambda u: u * scale.reshape(scale.shape + (1,) * (u.ndim - 3)), tree)
 
 
-def _where_members(mask: Array, a: Any, b: Any) -> Any:
-    return jax.tree.map(
-        lambda u, v: jnp.where(mask.reshape(mask.shape + (1,) * (u.ndim - 3)), u, v), a, b
-    )
-
-
-def _init_state(config: TabularConfig, data: _Data, n_features: int) -> _State:
+def _init_state(config: TabularConfig, data: _Data, n_features: int) -> MemberState:
+    """Every member's :class:`MemberState` (the DenseNet trainer's), on axes ``[S, nb, R]``."""
     n_seeds, n_rot = data.seeds.shape[0], data.train_mask.shape[0]
     (n_betas,) = data.losses.batch_shape
     n_outputs = data.losses.n_classes if data.losses.multiclass else 1
@@ -251,17 +234,8 @@ def _init_state(config: TabularConfig, data: _Data, n_features: int) -> _State:
         lambda p: jnp.broadcast_to(p[:, None, None], (n_seeds, n_betas, n_rot, *p.shape[1:])),
         seed_params,
     )
-    shape = (n_seeds, n_betas, n_rot)
-    return _State(
-        params=params,
-        opt_state=_vmap3(_optimizer(config).init)(params),
-        best_params=params,
-        best_val=jnp.full(shape, jnp.inf),
-        best_epoch=jnp.zeros(shape, jnp.int32),
-        bad_epochs=jnp.zeros(shape, jnp.int32),
-        stale_epochs=jnp.zeros(shape, jnp.int32),
-        lr_scale=jnp.ones(shape),
-        active=jnp.ones(shape, bool),
+    return _vmap3(lambda p: init_member_state({"params": p}, adam(), config.learning_rate))(
+        params
     )
 
 
@@ -283,26 +257,39 @@ def _block_sums(
 
 
 @functools.lru_cache(maxsize=16)
-def _epoch_fn(config: TabularConfig, n_rows: int) -> Callable[[_State, _Data, Array], _State]:
-    """The jitted epoch of ``config``: a scan over minibatch steps, then validation and masks."""
-    optimizer = _optimizer(config)
+def _epoch_fn(
+    config: TabularConfig, n_rows: int
+) -> Callable[[MemberState, _Data, Array], MemberState]:
+    """The jitted epoch of ``config``: a scan over minibatch steps, then every member's
+    :func:`~iml.training.train_state.end_of_epoch` (the DenseNet trainer's early stopping and
+    plateau decay)."""
+    optimizer = adam()
     steps = -(-n_rows // config.batch_size)
     padded = steps * config.batch_size
     train_loss = _vmap_train(functools.partial(_member_train_loss, l2=config.l2))
+    finish = functools.partial(
+        end_of_epoch,
+        patience=config.patience,
+        plateau_patience=config.lr_patience,
+        lr_factor=config.lr_decay,
+        min_rel_delta=config.min_rel_improvement,
+    )
+    for _ in range(3):  # member axes [seed, loss, rotation]; the epoch is shared
+        finish = jax.vmap(finish, in_axes=(0, 0, None))
 
     def step(carry: tuple[Any, Any, Array], batch: tuple[Array, Array], data: _Data):
-        params, opt_state, scale = carry
+        params, opt_state, lr = carry
         idx, valid = batch  # [S, B]
         x, y = data.x[idx], data.y[idx]
         # weight[s, r, b]: row idx[s, b] is a (real) training row of rotation r.
         weight = jnp.swapaxes(data.train_mask[:, idx], 0, 1) * valid[:, None, :]
         grads = jax.grad(lambda p: jnp.sum(train_loss(p, x, y, weight, data.losses)))(params)
         updates, opt_state = _vmap3(optimizer.update)(grads, opt_state, params)
-        params = optax.apply_updates(params, _scale_members(updates, scale))
-        return (params, opt_state, scale), None
+        params = optax.apply_updates(params, _scale_members(updates, -lr))
+        return (params, opt_state, lr), None
 
     @jax.jit
-    def epoch(state: _State, data: _Data, epoch_index: Array) -> _State:
+    def epoch(state: MemberState, data: _Data, epoch_index: Array) -> MemberState:
         def order(seed: Array) -> Array:
             key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 1), epoch_index)
             return jax.random.permutation(key, n_rows)
@@ -314,31 +301,13 @@ def _epoch_fn(config: TabularConfig, n_rows: int) -> Callable[[_State, _Data, Ar
             jnp.swapaxes(perm.reshape(-1, steps, config.batch_size), 0, 1),
             jnp.swapaxes(valid.reshape(-1, steps, config.batch_size), 0, 1),
         )
-        scale = state.lr_scale * state.active
+        lr = jnp.where(state.stopped, 0.0, state.lr)  # a stopped member no longer moves
         (params, opt_state, _), _ = jax.lax.scan(
-            functools.partial(step, data=data), (state.params, state.opt_state, scale), batches
+            functools.partial(step, data=data), (state.params, state.opt_state, lr), batches
         )
         val = _block_sums(params, data.x, data.val_idx, data.y, data.val_weight, data.losses)
-        val = val / data.val_count
-        best = state.best_val
-        threshold = jnp.where(
-            jnp.isfinite(best), best - config.min_rel_improvement * jnp.abs(best), jnp.inf
-        )
-        improved = state.active & (val < threshold)
-        stale = jnp.where(improved, 0, state.stale_epochs + 1)
-        decay = stale >= config.lr_patience
-        bad = jnp.where(improved, 0, state.bad_epochs + 1)
-        return _State(
-            params=params,
-            opt_state=opt_state,
-            best_params=_where_members(improved, params, state.best_params),
-            best_val=jnp.where(improved, val, best),
-            best_epoch=jnp.where(improved, epoch_index + 1, state.best_epoch),
-            bad_epochs=bad,
-            stale_epochs=jnp.where(decay, 0, stale),
-            lr_scale=jnp.where(decay, state.lr_scale * config.lr_decay, state.lr_scale),
-            active=state.active & (bad < config.patience),
-        )
+        stepped = state.replace(params=params, opt_state=opt_state)
+        return finish(stepped, val / data.val_count, epoch_index)
 
     return epoch
 
@@ -485,7 +454,7 @@ def train_tabular(
         for e in range(config.max_epochs):
             state = epoch(state, data, jnp.asarray(e, jnp.int32))
             epochs_run = e + 1
-            n_active = int(jnp.sum(state.active))
+            n_active = int(jnp.sum(~state.stopped))
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(active=n_active)
@@ -498,7 +467,7 @@ def train_tabular(
     logits = _test_logits(state.best_params, data.x, jnp.asarray(test_idx))
     return MemberFit(
         params=jax.tree.map(np.asarray, state.best_params),
-        best_val=np.asarray(state.best_val),
+        best_val=np.asarray(state.best_val_loss),
         best_epoch=np.asarray(state.best_epoch),
         epochs_run=epochs_run,
         test_logits=np.asarray(logits),

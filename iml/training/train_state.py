@@ -35,6 +35,7 @@ class MemberState:
       best_params: parameters at the epoch of lowest validation loss (returned by early stopping).
       best_batch_stats: BatchNorm statistics at that epoch.
       best_val_loss: the lowest validation loss so far (``inf`` before the first epoch).
+      best_epoch: the epoch (1-based) of ``best_val_loss``; 0 before the first improvement.
       bad_epochs: epochs since the validation loss last improved (early stopping counter).
       plateau_epochs: the same counter, reset when the learning rate is decayed.
       stopped: the member no longer changes (early-stopped or diverged).
@@ -52,6 +53,7 @@ class MemberState:
     best_params: PyTree
     best_batch_stats: PyTree
     best_val_loss: Array
+    best_epoch: Array
     bad_epochs: Array
     plateau_epochs: Array
     stopped: Array
@@ -91,6 +93,7 @@ def init_member_state(
         best_params=params,
         best_batch_stats=batch_stats,
         best_val_loss=jnp.asarray(jnp.inf, jnp.float32),
+        best_epoch=jnp.asarray(0, jnp.int32),
         bad_epochs=jnp.asarray(0, jnp.int32),
         plateau_epochs=jnp.asarray(0, jnp.int32),
         stopped=jnp.asarray(False),
@@ -111,10 +114,12 @@ def end_of_epoch(
     plateau_patience: int,
     lr_factor: float,
     min_delta: float = 0.0,
+    min_rel_delta: float = 0.0,
 ) -> MemberState:
     """Early stopping and learning-rate decay of one member after an epoch's validation.
 
-    The validation loss improves when it falls below ``best_val_loss - min_delta``; the member
+    The validation loss improves when it falls below ``best_val_loss - min_delta -
+    min_rel_delta * |best_val_loss|`` (any finite loss improves on the first epoch); the member
     then keeps its current parameters as its best. After ``plateau_patience`` epochs without
     improvement its learning rate is multiplied by ``lr_factor`` (0.1 in the paper: "decayed by a
     factor of 10 each time the validation loss plateaus"); after ``patience`` epochs without
@@ -129,6 +134,7 @@ def end_of_epoch(
       plateau_patience: epochs without improvement before the learning rate is decayed.
       lr_factor: multiplier of the learning rate on a plateau.
       min_delta: the least decrease that counts as an improvement.
+      min_rel_delta: the least decrease, as a fraction of the best loss, that counts as one.
 
     Returns:
       The updated state, with the epoch's training-loss accumulators reset.
@@ -136,7 +142,11 @@ def end_of_epoch(
     val_loss = jnp.asarray(val_loss, jnp.float32)
     live = ~state.stopped
     finite = jnp.isfinite(val_loss)
-    improved = live & finite & (val_loss < state.best_val_loss - min_delta)
+    best = state.best_val_loss
+    threshold = jnp.where(
+        jnp.isfinite(best), best - min_delta - min_rel_delta * jnp.abs(best), jnp.inf
+    )
+    improved = live & finite & (val_loss < threshold)
     bad = jnp.where(improved, 0, state.bad_epochs + 1)
     plateau = jnp.where(improved, 0, state.plateau_epochs + 1)
     decay = plateau >= plateau_patience
@@ -146,6 +156,7 @@ def end_of_epoch(
         best_params=tree_where(improved, state.params, state.best_params),
         best_batch_stats=tree_where(improved, state.batch_stats, state.best_batch_stats),
         best_val_loss=jnp.where(improved, val_loss, state.best_val_loss),
+        best_epoch=jnp.where(improved, jnp.asarray(epoch, jnp.int32) + 1, state.best_epoch),
         bad_epochs=bad,
         plateau_epochs=jnp.where(decay, 0, plateau),
         lr=jnp.where(decay, state.lr * lr_factor, state.lr),
