@@ -1214,6 +1214,161 @@ def sweep_cell(run: str, beta_text: str, method: str, metric: str = "ece") -> fl
     return sweep_at(run, min(named, key=lambda b: abs(b - beta)))[method][metric]
 
 
+PMN_STOPPED = "docs/results/pneumoniamnist_early_stopping/README.md"
+
+
+def _optimal_raw(posterior: float, beta: float = 0.99) -> float:
+    """The paper's optimal score of a posterior under the beta-weighted log loss (eq. 8)."""
+    return float(iml.optimal_score(np.float64(posterior), beta))
+
+
+def _pneumonia_early_stopping_run() -> list[Stated]:
+    run = "pneumoniamnist_early_stopping"
+
+    def table(name: str = run) -> dict:
+        return record(f"{name}/table.json")
+
+    def config() -> dict:
+        return record(f"{run}/manifest.json")["config"]
+
+    def best_epochs() -> np.ndarray:
+        epochs = []
+        for path in sorted((RESULTS / run / "batches").glob("*.npz")):
+            with np.load(path) as b:
+                losses = np.where(np.isnan(b["val_loss"]), np.inf, b["val_loss"])
+                epochs.extend(np.argmin(losses, axis=1) + 1)
+        return np.asarray(epochs)
+
+    def decile(k: int) -> tuple[float, float, float]:
+        """Mean corrected score, rate and mean raw score of the k-th decile (1-based), beta 0.99."""
+        with np.load(RESULTS / run / "ensemble_scores.npz") as z:
+            i = list(z["betas"]).index(0.99)
+            raw, labels = z["scores"][i], z["labels"]
+        q = np.asarray(iml.loss_corrected_score(raw, 0.99))
+        edges = np.quantile(q, np.linspace(0, 1, 11))
+        bins = np.clip(np.searchsorted(edges, q, side="right") - 1, 0, 9)
+        m = bins == k - 1
+        return q[m].mean(), labels[m].mean(), raw[m].mean()
+
+    rows = []
+    for beta in ("0.5", "0.9", "0.99"):
+        rows.append(
+            lambda beta=beta: (
+                table()[beta]["raw"]["ece"],
+                table()[beta]["loss_corrected"]["ece"],
+                table("pneumoniamnist")[beta]["loss_corrected"]["ece"],
+                table()[beta]["platt"]["ece"],
+                table()[beta]["raw"]["loss_calibration_p_value"],
+            )
+        )
+    return [
+        Stated(
+            "PneumoniaMNIST early stopping: the capped run",
+            PMN_STOPPED,
+            "the corrected ECE was {} at β = {} against {} at β = {}.",
+            lambda: (
+                table("pneumoniamnist")["0.99"]["loss_corrected"]["ece"],
+                0.99,
+                table("pneumoniamnist")["0.5"]["loss_corrected"]["ece"],
+                0.5,
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: recipe",
+            PMN_STOPPED,
+            "Adam at {}e-{}, the learning rate divided by {} after a validation plateau, and early "
+            "stopping after {} epochs without improvement; - a cap of {} epochs",
+            lambda: (
+                1,
+                3,
+                _lr_decay_divisor(),
+                config()["train"]["patience"],
+                config()["train"]["epochs"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: machines",
+            PMN_STOPPED,
+            "**Batches {} and {}** ({} members) ran on one NVIDIA H100, inside the {} s",
+            lambda: (
+                0,
+                1,
+                2 * config()["train"]["members_per_batch"],
+                int(
+                    re.search(
+                        r"PMN_SECONDS:-(\d+)", (ROOT / "experiments/benchmarks/gpu.sh").read_text()
+                    ).group(1)
+                ),
+            ),
+        ),
+        *[
+            Stated(
+                f"PneumoniaMNIST early stopping: table row {beta}",
+                PMN_STOPPED,
+                f"| {beta} | {{}} | {{}} | {{}} | {{}} | p = {{}} |",
+                row,
+            )
+            for beta, row in zip(("0.5", "0.9", "0.99"), rows, strict=True)
+        ],
+        Stated(
+            "PneumoniaMNIST early stopping: best epochs",
+            PMN_STOPPED,
+            "Their best validation losses came at epochs {} to {}, and none reached the cap.",
+            lambda: (best_epochs().min(), best_epochs().max()),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: the test",
+            PMN_STOPPED,
+            "(p = {}). With the 6-epoch cap it accepted them (p = {}).",
+            lambda: (
+                table()["0.99"]["raw"]["loss_calibration_p_value"],
+                table("pneumoniamnist")["0.99"]["raw"]["loss_calibration_p_value"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: deciles",
+            PMN_STOPPED,
+            "| {}th | {} | {} | {} | | {}th | {} | {} | {} |",
+            lambda: (4, *decile(4), 7, *decile(7)),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: the optimal rule near 1",
+            PMN_STOPPED,
+            "maps a posterior of {} to a raw score of {}, a logit of about {}; the networks reach "
+            "a logit of about {}.",
+            lambda: (
+                0.997,
+                _optimal_raw(0.997),
+                math.log(_optimal_raw(0.997) / (1 - _optimal_raw(0.997))),
+                math.log(decile(7)[2] / (1 - decile(7)[2])),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: slope and gradient",
+            PMN_STOPPED,
+            "slope β/(1-β) = {} at raw scores near 1, so a raw score {} short",
+            lambda: (0.99 / 0.01, _optimal_raw(0.997) - decile(7)[2]),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: the gradient of a positive",
+            PMN_STOPPED,
+            "a positive at raw score {} contributes a gradient of about {}.",
+            lambda: (decile(7)[2], 0.99 * (1 - decile(7)[2])),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: the calibrated betas",
+            PMN_STOPPED,
+            "At β = {} and {} the correction calibrates the scores: ECE {} and {}.",
+            lambda: (
+                0.5,
+                0.9,
+                table()["0.5"]["loss_corrected"]["ece"],
+                table()["0.9"]["loss_corrected"]["ece"],
+            ),
+        ),
+    ]
+
+
 def _adult_run() -> list[Stated]:
     run = "sweep_adult"
     values = functools.partial(sweep_values, run)
@@ -2681,6 +2836,7 @@ CASES = [
     *_readme(),
     *_digits_run(),
     *_pneumonia_run(),
+    *_pneumonia_early_stopping_run(),
     *_adult_run(),
     *_letter_run(),
     *_sweep_train_run(),
