@@ -234,9 +234,7 @@ def _init_state(config: TabularConfig, data: _Data, n_features: int) -> MemberSt
         lambda p: jnp.broadcast_to(p[:, None, None], (n_seeds, n_betas, n_rot, *p.shape[1:])),
         seed_params,
     )
-    return _vmap3(lambda p: init_member_state({"params": p}, adam(), config.learning_rate))(
-        params
-    )
+    return _vmap3(lambda p: init_member_state({"params": p}, adam(), config.learning_rate))(params)
 
 
 def _block_sums(
