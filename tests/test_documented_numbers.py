@@ -1890,6 +1890,22 @@ def _gpu_h100_run() -> list[Stated]:
             ),
         ),
         Stated(
+            "README: paper_scale row",
+            README,
+            "(batch {} each, the paper's recipe) … GPU only: K = {} at **{}×**, and the paper's {} "
+            "models projected at {} h against {} h, on one NVIDIA H100 ({date}; "
+            "`docs/results/gpu_h100/`) |",
+            lambda: (
+                k1()["batch_per_member"],
+                k16()["members"],
+                k16()["member_images_per_s"] / torch_rate(),
+                1200,
+                hours(k16()["member_images_per_s"], "hours"),
+                hours(torch_rate(), "hours"),
+                H100_K1.split("/")[1],  # the record's folder is its date
+            ),
+        ),
+        Stated(
             "H100 batching gain",
             H100,
             "batching {} members raised the speed by {}x over one member",
