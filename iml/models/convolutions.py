@@ -15,20 +15,24 @@ outputs and gradients from the same parameters:
   the stem's max-pool its own gradient for the same reason.
 
 This is CPU-specific code kept beside the architecture (:mod:`iml.models.densenet`), which only
-names the implementation it wants.
+names the implementation it wants and reads its :class:`ConvPlan`: the convolution, the stem's
+max-pool, and two reorderings of the same arithmetic that only ``"mixed"`` takes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 Array = jax.Array
 
-__all__ = ["CONV_KERNELS", "TAPS_FORWARD_MAX_PIXELS", "max_pool"]
+__all__ = ["CONV_KERNELS", "CONV_PLANS", "TAPS_FORWARD_MAX_PIXELS", "ConvPlan", "max_pool"]
 
 
 def _conv_matmul(x: Array, kernel: Array, stride: int, padding: int) -> Array:
@@ -319,8 +323,43 @@ def _conv_mixed(x: Array, kernel: Array, stride: int, padding: int) -> Array:
     return _conv_xla(x, kernel, stride, padding)
 
 
-#: The convolution of each implementation: ``(x [N, H, W, C], kernel [kh, kw, C, F], stride,
-#: padding) -> [N, H', W', F]``.
-CONV_KERNELS = {"xla": _conv_xla, "matmul": _conv_matmul, "mixed": _conv_mixed}
+def _reduce_window_max_pool(x: Array, window: int, stride: int, padding: int) -> Array:
+    """``window x window`` max-pool of NHWC ``x`` through ``lax.reduce_window``."""
+    return nn.max_pool(
+        x, (window, window), strides=(stride, stride), padding=((padding, padding),) * 2
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvPlan:
+    """How a DenseNet runs under one convolution implementation (all give the same function).
+
+    Attributes:
+      conv: ``(x [N, H, W, C], kernel [kh, kw, C, F], stride, padding) -> [N, H', W', F]``.
+      max_pool: ``(x, window, stride, padding) -> pooled x``, the stem's max-pool.
+      pool_before_transition_conv: a transition pools before its 1x1 convolution instead of
+        after it. Both are linear, one across maps and one across pixels, so they commute;
+        pooling first makes the product 4 times smaller.
+      share_moments: in training, a dense block computes each map's BatchNorm moments once and
+        hands them to every layer that reads the map, instead of each BatchNorm computing them
+        from the concatenation (the same numbers, to rounding).
+    """
+
+    conv: Callable[[Array, Array, int, int], Array]
+    max_pool: Callable[[Array, int, int, int], Array]
+    pool_before_transition_conv: bool = False
+    share_moments: bool = False
+
+
+#: Each implementation's plan. ``"mixed"`` takes every CPU-specific choice: its own convolutions,
+#: a max-pool with its own gradient, pooling before a transition's convolution, and shared
+#: moments (measured in ``docs/results/cpu_train_step``).
+CONV_PLANS: dict[str, ConvPlan] = {
+    "xla": ConvPlan(_conv_xla, _reduce_window_max_pool),
+    "matmul": ConvPlan(_conv_matmul, _reduce_window_max_pool),
+    "mixed": ConvPlan(_conv_mixed, _max_pool, pool_before_transition_conv=True, share_moments=True),
+}
+#: The convolution of each implementation (``CONV_PLANS[impl].conv``).
+CONV_KERNELS = {impl: plan.conv for impl, plan in CONV_PLANS.items()}
 #: The stem's 3x3/2 max-pool with its own gradient, for ``"mixed"``.
 max_pool = _max_pool

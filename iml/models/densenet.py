@@ -16,10 +16,11 @@ Three convolution implementations share one parameter tree (HWIO kernels, like
 ``flax.linen.Conv``) and give the same outputs and gradients (:mod:`iml.models.convolutions`):
 ``conv_impl="xla"`` (``lax.conv_general_dilated``: the choice on a GPU), ``"matmul"`` (matrix
 products, for parameters vmapped over an ensemble) and ``"mixed"`` (the CPU's fastest to train
-one model). Under ``"mixed"`` the architecture also pools before a transition's 1x1 convolution
-(the two commute), gives the stem's max-pool its own gradient, and in training computes each
-map's batch moments once for all the BatchNorms that read it (``DenseBlock``). On 2 CPU cores
-this made the DenseNet-121 training step about 1.5-2x faster than ``"xla"``
+one model). Each names a :class:`~iml.models.convolutions.ConvPlan`, which the architecture reads
+without knowing the implementation: under ``"mixed"`` it also pools before a transition's 1x1
+convolution (the two commute), gives the stem's max-pool its own gradient, and in training
+computes each map's batch moments once for all the BatchNorms that read it (``DenseBlock``). On
+2 CPU cores this made the DenseNet-121 training step about 1.5-2x faster than ``"xla"``
 (``docs/results/cpu_train_step``); the backends' defaults are :data:`DEFAULT_CONV_IMPL`.
 """
 
@@ -35,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from iml.models.convolutions import CONV_KERNELS, max_pool
+from iml.models.convolutions import CONV_KERNELS, CONV_PLANS
 
 Array = jax.Array
 Dtype = Any
@@ -244,7 +245,7 @@ class DenseBlock(nn.Module):
         This made the DenseNet-121 CPU step 4-8% faster (``docs/results/cpu_train_step``).
         """
         layer_cls = nn.remat(DenseLayer, static_argnums=(2,)) if self.remat else DenseLayer
-        share = train and self.conv_impl == "mixed"
+        share = train and CONV_PLANS[self.conv_impl].share_moments
         features = [x]
         moments = [batch_moments(x)] if share else []
         for i in range(self.num_layers):
@@ -289,9 +290,7 @@ class Transition(nn.Module):
         """Compresses and downsamples ``x`` (``moments``: see ``BatchNorm``)."""
         y = BatchNorm(relu=True, dtype=self.dtype, name="norm")(x, train, moments)
         conv = Conv(self.features, impl=self.conv_impl, dtype=self.dtype, name="conv")
-        if self.conv_impl == "mixed":
-            # A 1x1 convolution and an average pool are both linear, one across maps and one
-            # across pixels, so they commute; pooling first makes the product 4 times smaller.
+        if CONV_PLANS[self.conv_impl].pool_before_transition_conv:
             return conv(_avg_pool_2x2(y))
         return _avg_pool_2x2(conv(y))
 
@@ -353,10 +352,7 @@ class DenseNet(nn.Module):
         else:
             x = conv(self.num_init_features, kernel_size=7, stride=2, padding=3, name="conv0")(x)
             x = BatchNorm(relu=True, dtype=self.dtype, name="norm0")(x, train)
-            if self.conv_impl == "mixed":
-                x = max_pool(x, 3, 2, 1)
-            else:
-                x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
+            x = CONV_PLANS[self.conv_impl].max_pool(x, 3, 2, 1)
         features = self.num_init_features
         for i, num_layers in enumerate(self.block_config):
             x, moments = DenseBlock(
