@@ -41,8 +41,12 @@ def test_manifest_resumes_same_config_and_refuses_another(tmp_path):
     store = RunStore(tmp_path)
     first = store.open_run({"betas": [0.5, 0.9], "seed": 0}, devices=["cpu:0"])
     assert first["packages"]["numpy"] == np.__version__
-    again = RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 0})
+    again = RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 0}, devices=["cuda:0"])
     assert again["created_at"] == first["created_at"] and len(again["resumed_at"]) == 1
+    # the first machine's devices stay; the resume's are recorded beside them
+    assert again["devices"] == ["cpu:0"]
+    assert [r["devices"] for r in again["resumed_on"]] == [["cuda:0"]]
+    assert again["resumed_on"][0]["packages"]["numpy"] == np.__version__
     with pytest.raises(ValueError, match="'seed': 0 stored, 1 now"):
         RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 1})
 

@@ -88,6 +88,9 @@ class RunStore:
     ) -> dict[str, Any]:
         """Start a run, or resume one started with the same ``config``.
 
+        A resume appends its time to the manifest's ``resumed_at`` and its platform, devices and
+        package versions to ``resumed_on``.
+
         A run directory that holds a different config raises ``ValueError`` naming the first
         differing key, so that results of two experiments never mix.
         """
@@ -95,6 +98,14 @@ class RunStore:
         existing = self.manifest()
         if existing is not None:
             existing.setdefault("resumed_at", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            # where each resume ran: a run trained on a GPU machine may be finished on another
+            existing.setdefault("resumed_on", []).append(
+                {
+                    "platform": platform.platform(),
+                    "devices": devices or [],
+                    "packages": package_versions(),
+                }
+            )
             self._write_manifest(existing)
             return existing
         manifest = {
