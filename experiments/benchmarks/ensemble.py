@@ -111,19 +111,23 @@ def _is_out_of_memory(err: Exception) -> bool:
     return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
 
-def member_batches(k: int, batch: int, size: int, seed: int) -> tuple:
-    """Random ``(images, labels, flips, active, betas)`` of ``k`` members, one batch each."""
+def member_batches(
+    k: int, batch: int, size: int, seed: int, channels: int = 1, betas=(0.01, 0.99)
+) -> tuple:
+    """Random ``(images, labels, flips, active, betas)`` of ``k`` members, one batch each, with
+    the members' betas spread evenly over ``betas``."""
     import jax.numpy as jnp
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    images = jnp.asarray(rng.integers(0, 256, size=(k, batch, size, size, 1), dtype=np.uint8))
+    shape = (k, batch, size, size, channels)
+    images = jnp.asarray(rng.integers(0, 256, size=shape, dtype=np.uint8))
     labels = jnp.asarray((rng.random((k, batch)) < 0.3).astype(np.float32))
     flips = jnp.asarray(rng.random((k, batch)) < 0.5)
-    return images, labels, flips, jnp.ones((k,), bool), jnp.linspace(0.01, 0.99, k)
+    return images, labels, flips, jnp.ones((k,), bool), jnp.linspace(*betas, k)
 
 
-def member_states(model, optimizer, k: int, size: int):
+def member_states(model, optimizer, k: int, size: int, channels: int = 1):
     """The stacked initial states of ``k`` members of ``model`` (seeds ``0..k-1``)."""
     import jax
     import jax.numpy as jnp
@@ -131,7 +135,7 @@ def member_states(model, optimizer, k: int, size: int):
     from iml.training.train_state import init_member_state
 
     def one(seed):
-        v = model.init(jax.random.key(seed), jnp.zeros((1, size, size, 1)), train=False)
+        v = model.init(jax.random.key(seed), jnp.zeros((1, size, size, channels)), train=False)
         return init_member_state(v, optimizer, 1e-4)
 
     return jax.jit(jax.vmap(one))(jnp.arange(k))

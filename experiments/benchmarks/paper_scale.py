@@ -225,27 +225,15 @@ def torch_baseline(arch: dict, batch: int, eval_batch: int, size: int, repeats: 
 
 
 def _member_inputs(k: int, batch: int, size: int, seed: int) -> tuple:
-    import jax.numpy as jnp
-    import numpy as np
+    from experiments.benchmarks.ensemble import member_batches
 
-    rng = np.random.default_rng(seed)
-    images = jnp.asarray(rng.integers(0, 256, size=(k, batch, size, size, 3), dtype=np.uint8))
-    labels = jnp.asarray((rng.random((k, batch)) < 0.3).astype(np.float32))
-    flips = jnp.asarray(rng.random((k, batch)) < 0.5)
-    return images, labels, flips, jnp.ones((k,), bool), jnp.linspace(0.5, 0.99, k)
+    return member_batches(k, batch, size, seed, channels=3, betas=(0.5, 0.99))
 
 
 def _member_states(model, optimizer, k: int, size: int):
-    import jax
-    import jax.numpy as jnp
+    from experiments.benchmarks.ensemble import member_states
 
-    from iml.training import init_member_state
-
-    def one(seed):
-        v = model.init(jax.random.key(seed), jnp.zeros((1, size, size, 3)), train=False)
-        return init_member_state(v, optimizer, 1e-4)
-
-    return jax.jit(jax.vmap(one))(jnp.arange(k))
+    return member_states(model, optimizer, k, size, channels=3)
 
 
 def ours(model, batching: str, k: int, batch: int, size: int, repeats: int) -> dict:
