@@ -3,7 +3,7 @@
     python -m experiments.profile_conv            # DenseNet-121's map sizes at 224 px and 64 px
 
 For each (batch, map side) a dense layer meets in DenseNet-121 (128 maps in, 32 out), it times
-``lax.conv`` against ``_conv_same_by_taps`` (one matrix product per tap, added at its shift),
+``lax.conv`` against ``conv_same_by_taps`` (one matrix product per tap, added at its shift),
 both jitted, median of ``--repeats`` calls, and prints a table and, last, one JSON line. This is
 the measurement behind ``iml.models.densenet.TAPS_FORWARD_MAX_PIXELS``; see
 ``docs/results/cpu_train_step``.
@@ -43,10 +43,10 @@ def main(argv: list[str] | None = None) -> dict:
     import jax
     import numpy as np
 
-    from iml.models.convolutions import TAPS_FORWARD_MAX_PIXELS, _conv_same_by_taps, _conv_xla
+    from iml.models.convolutions import CONV_PLANS, TAPS_FORWARD_MAX_PIXELS, conv_same_by_taps
 
-    conv = jax.jit(lambda x, k: _conv_xla(x, k, 1, 1))
-    taps = jax.jit(_conv_same_by_taps)
+    conv = jax.jit(lambda x, k: CONV_PLANS["xla"].conv(x, k, 1, 1))
+    taps = jax.jit(conv_same_by_taps)
     rng = np.random.default_rng(0)
     rows = []
     print(f"{'batch':>5} {'side':>4} {'lax.conv ms':>12} {'taps ms':>8} {'conv/taps':>9}")

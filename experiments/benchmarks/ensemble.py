@@ -106,7 +106,8 @@ def _parse() -> argparse.Namespace:
     return args
 
 
-def _is_out_of_memory(err: Exception) -> bool:
+def is_out_of_memory(err: Exception) -> bool:
+    """Whether ``err`` is a device running out of memory (XLA's or the CUDA allocator's)."""
     text = str(err)
     return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
@@ -226,12 +227,13 @@ def largest_members(
 def search_largest(attempt, predicted: int, step: int = 8, grow: int = 3, seconds=None) -> dict:
     """The largest K that ``attempt(K)`` runs without running out of memory, starting from a guess.
 
-    ``attempt`` returns a result dict or raises; out-of-memory errors (``_is_out_of_memory``) mean
-    "does not fit", any other error propagates. From ``predicted`` (a multiple of ``step``) the K
-    is halved while it fails; once one fits, it grows by a quarter, at most ``grow`` times, until
-    one fails. ``seconds`` stops the growing once that much time has passed, so a search on a lent
-    machine ends with what it has. The result is the largest fit, with ``smallest_failed_members``
-    (``None`` if no K failed) and ``tried`` (each K in order, with ``True`` where it fitted).
+    ``attempt`` returns a result dict or raises; out-of-memory errors (:func:`is_out_of_memory`)
+    mean "does not fit", any other error propagates. From ``predicted`` (a multiple of ``step``)
+    the K is halved while it fails; once one fits, it grows by a quarter, at most ``grow`` times,
+    until one fails. ``seconds`` stops the growing once that much time has passed, so a search on
+    a lent machine ends with what it has. The result is the largest fit, with
+    ``smallest_failed_members`` (``None`` if no K failed) and ``tried`` (each K in order, with
+    ``True`` where it fitted).
     """
     start = time.perf_counter()
     tried, failed, fit = [], None, None
@@ -242,7 +244,7 @@ def search_largest(attempt, predicted: int, step: int = 8, grow: int = 3, second
             tried.append([kk, True])
             break
         except Exception as err:  # only out-of-memory is expected
-            if not _is_out_of_memory(err):
+            if not is_out_of_memory(err):
                 raise
             print(f"largest K: {kk} members ran out of memory", file=sys.stderr, flush=True)
             tried.append([kk, False])
@@ -261,7 +263,7 @@ def search_largest(attempt, predicted: int, step: int = 8, grow: int = 3, second
             fit = attempt(bigger)
             tried.append([bigger, True])
         except Exception as err:
-            if not _is_out_of_memory(err):
+            if not is_out_of_memory(err):
                 raise
             print(f"largest K: {bigger} members ran out of memory", file=sys.stderr, flush=True)
             tried.append([bigger, False])
@@ -384,13 +386,13 @@ def main() -> None:
         batching, conv = name.split("/")
         add(name, batching, conv)
     if jax.device_count() > 1:  # the default strategy as the trainer runs it, over its mesh
-        from iml.training.trainer import _programs_for
+        from iml.training import ensemble_programs
 
         batching, conv = default.split("/")
         mesh = make_mesh(k, 1 if batching == "loop" else b)  # as train_ensemble makes it
         model = densenet_small(conv_impl=conv, dtype=dtype)
         config = TrainConfig(member_batching=batching)
-        train = _programs_for(model, batching, mesh, config)["train"]
+        train = ensemble_programs(model, batching, mesh, config)["train"]
         member = NamedSharding(mesh, PartitionSpec("ensemble"))
         data = NamedSharding(mesh, PartitionSpec("ensemble", "data"))
         state = jax.device_put(states_for(model), member)

@@ -121,7 +121,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _architecture(quick: bool) -> dict[str, Any]:
+def architecture(quick: bool) -> dict[str, Any]:
+    """The DenseNet's configuration: DenseNet-121's, or a tiny one (blocks 1-1) for ``--quick``."""
     if quick:
         return {"block_config": (1, 1), "growth_rate": 4, "num_init_features": 8, "bn_size": 4}
     # DenseNet-121
@@ -305,7 +306,7 @@ def ours_eval(model, batching: str, k: int, eval_batch: int, size: int, repeats:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the benchmark, writes the JSON file and prints the summary as the last line."""
     args = _parse(argv)
-    arch = _architecture(args.quick)
+    arch = architecture(args.quick)
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {
@@ -327,7 +328,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     import jax
 
-    from experiments.benchmarks.ensemble import _is_out_of_memory, search_largest
+    from experiments.benchmarks.ensemble import is_out_of_memory, search_largest
     from iml.models import DenseNet
     from iml.training import DEFAULT_MEMBER_BATCHING
 
@@ -371,7 +372,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         ev = ours_eval(model, batching, k, args.eval_batch, args.size, args.repeats)
     except Exception as err:  # validation at K members may not fit where training just did
-        if not _is_out_of_memory(err):
+        if not is_out_of_memory(err):
             raise
         ev = ours_eval(model, batching, max(1, k // 2), args.eval_batch, args.size, args.repeats)
     summary["ours_eval"] = ev

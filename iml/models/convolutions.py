@@ -32,7 +32,14 @@ from jax import lax
 
 Array = jax.Array
 
-__all__ = ["CONV_KERNELS", "CONV_PLANS", "TAPS_FORWARD_MAX_PIXELS", "ConvPlan", "max_pool"]
+__all__ = [
+    "CONV_KERNELS",
+    "CONV_PLANS",
+    "TAPS_FORWARD_MAX_PIXELS",
+    "ConvPlan",
+    "conv_same_by_taps",
+    "max_pool",
+]
 
 
 def _conv_matmul(x: Array, kernel: Array, stride: int, padding: int) -> Array:
@@ -134,7 +141,7 @@ def _gradient_taps(dy: Array, k: int) -> Array:
     return jnp.concatenate(taps, axis=-1).reshape(n * h * w, k * k * o)
 
 
-# Up to this many pixels per map, ``_conv_same`` runs forward as ``_conv_same_by_taps``. On 2 CPU
+# Up to this many pixels per map, ``_conv_same`` runs forward as ``conv_same_by_taps``. On 2 CPU
 # cores, for a dense layer's 3x3 convolution (128 -> 32 maps), XLA's convolution took 1.3x the
 # taps' time at 28x28 and 16x16 and 8.6x at 2x2, 0.8-1.2x at the sizes between, and 0.86x at 56x56
 # (``python -m experiments.profile_conv``); the whole DenseNet-121 step got 6-8% faster at both
@@ -142,7 +149,7 @@ def _gradient_taps(dy: Array, k: int) -> Array:
 TAPS_FORWARD_MAX_PIXELS = 28 * 28
 
 
-def _conv_same_by_taps(x: Array, kernel: Array) -> Array:
+def conv_same_by_taps(x: Array, kernel: Array) -> Array:
     """Stride-1 "same" convolution as one matrix product per tap, each added at its shift.
 
     ``out[a, b] = sum over taps (i, j) of (x @ kernel[i, j])[a + i - p, b + j - p]``, zero outside.
@@ -165,7 +172,7 @@ def _conv_same_by_taps(x: Array, kernel: Array) -> Array:
 def _conv_same(x: Array, kernel: Array) -> Array:
     """Stride-1 NHWC x HWIO convolution with "same" zero padding (odd kernel side).
 
-    The forward pass is ``lax.conv`` on large maps and ``_conv_same_by_taps`` on maps of at most
+    The forward pass is ``lax.conv`` on large maps and ``conv_same_by_taps`` on maps of at most
     ``TAPS_FORWARD_MAX_PIXELS`` pixels when it has fewer outputs than inputs. The backward pass
     stacks the ``k*k`` shifted copies of the output gradient (``_gradient_taps``, k*k times the
     few output channels) and obtains both gradients from it with one matrix product each. XLA's
@@ -173,7 +180,7 @@ def _conv_same(x: Array, kernel: Array) -> Array:
     which is several times slower.
     """
     if x.shape[1] * x.shape[2] <= TAPS_FORWARD_MAX_PIXELS and kernel.shape[3] < kernel.shape[2]:
-        return _conv_same_by_taps(x, kernel)
+        return conv_same_by_taps(x, kernel)
     return _conv_xla(x, kernel, 1, kernel.shape[0] // 2)
 
 

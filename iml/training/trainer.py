@@ -487,9 +487,12 @@ _HOST_FIELDS = (
 )
 
 
-def _programs_for(
+def ensemble_programs(
     model: nn.Module, batching: str, mesh: Mesh, config: TrainConfig
 ) -> dict[str, Callable[..., Any]]:
+    """The jitted programs that :func:`train_ensemble` runs for ``model`` under ``batching`` on
+    ``mesh`` (``'train'``, ``'evaluate'``, ``'predict'``, ...), compiled once per setting of the
+    fields that change them, so that benchmarks time what the trainer runs."""
     defaults = TrainConfig()
     key = dataclasses.replace(config, **{f: getattr(defaults, f) for f in _HOST_FIELDS})
     return _programs(model, batching, mesh, key)
@@ -612,7 +615,7 @@ def init_ensemble(
     Returns:
       A :class:`MemberState` whose leaves have a leading member axis, sharded over ``'ensemble'``.
     """
-    programs = _programs_for(model, "vmap", mesh, config)
+    programs = ensemble_programs(model, "vmap", mesh, config)
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(m.seed))) for m in members])
     lrs = np.asarray([m.lr or config.learning_rate for m in members], np.float32)
     sample = jnp.zeros((1, *image_shape), jnp.float32)  # the model sees preprocessed floats
@@ -676,7 +679,7 @@ def train_ensemble(
         split = 1 if batching == "loop" else math.gcd(config.batch_size, config.eval_batch_size)
         mesh = make_mesh(k, split)
     _check_mesh(mesh, k, config)
-    programs = _programs_for(model, batching, mesh, config)
+    programs = ensemble_programs(model, batching, mesh, config)
     fetch_images = _Fetcher(data.get_batch, image_shape, image_dtype)
     fetch_labels = labels.__getitem__
     losses = member_losses(members, mesh)
@@ -847,7 +850,7 @@ def predict_ensemble(
         mesh = states.lr.sharding.mesh
     _check_mesh(mesh, k, config)
     batching = resolve_member_batching(config)
-    programs = _programs_for(model, batching, mesh, config)
+    programs = ensemble_programs(model, batching, mesh, config)
     probe = data.get_batch(index_sets[0][:1])
     image_shape = _check_images(probe, 1, "probe batch")
     fetch = _Fetcher(data.get_batch, image_shape, np.asarray(probe).dtype)
