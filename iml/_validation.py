@@ -81,6 +81,12 @@ def check_betas(name: str, betas: object, *, distinct: bool = True) -> np.ndarra
     return b
 
 
+def check_open_unit(name: str, x: object) -> None:
+    """A probability that sets a procedure (a confidence level, a significance level, a
+    quantile) must lie in the open interval (0, 1)."""
+    check_interval(name, x, 0.0, 1.0, open_low=True, open_high=True)
+
+
 def check_unit(name: str, x: object) -> None:
     """Scores and posteriors must lie in the closed interval [0, 1]."""
     check_interval(name, x, 0.0, 1.0, open_low=False, open_high=False)

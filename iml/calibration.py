@@ -121,10 +121,7 @@ def _check_binary(
             raise ValueError(f"{scores_name} must be one-dimensional, got shape {s.shape}")
         if s.size == 0:
             raise ValueError(f"{scores_name} is empty")
-        if np.any(np.isnan(s)):
-            raise ValueError(f"{scores_name} contains NaN")
-        if np.any((s < 0) | (s > 1)):
-            raise ValueError(f"{scores_name} has values outside [0, 1]")
+        V.check_unit(scores_name, s)
         if n_bins is not None and s.size < n_bins:
             raise ValueError(f"{scores_name} has {s.size} observations, fewer than n_bins={n_bins}")
     if y is not None:
@@ -335,13 +332,8 @@ def clopper_pearson_interval(
       ValueError: on concrete input with ``events < 0``, ``count < events``, NaN, or
         ``confidence`` outside ``(0, 1)`` (under jit those entries give NaN).
     """
-    k_np, n_np, c_np = (
-        V.concrete_value(events),
-        V.concrete_value(count),
-        V.concrete_value(confidence),
-    )
-    if c_np is not None and not np.all((c_np > 0) & (c_np < 1)):
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    k_np, n_np = V.concrete_value(events), V.concrete_value(count)
+    V.check_open_unit("confidence", confidence)
     if k_np is not None and (np.any(np.isnan(k_np)) or np.any(k_np < 0)):
         raise ValueError("events must be non-negative numbers without NaN")
     if n_np is not None and (np.any(np.isnan(n_np)) or np.any(n_np < 0)):
@@ -420,8 +412,7 @@ def _check_bootstrap(n_bootstrap: int, key: Array | None, confidence: float) -> 
         raise ValueError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
     if n_bootstrap > 0 and key is None:
         raise ValueError("key (a jax.random key) is required when n_bootstrap > 0")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    V.check_open_unit("confidence", confidence)
 
 
 def calibration_curve(
@@ -525,10 +516,7 @@ def _check_multiclass(
             raise ValueError(f"multiclass scores must have shape (n, k>=2), got {s.shape}")
         if s.shape[0] == 0:
             raise ValueError("scores is empty")
-        if np.any(np.isnan(s)):
-            raise ValueError("scores contains NaN")
-        if np.any((s < 0) | (s > 1)):
-            raise ValueError("scores has values outside [0, 1]")
+        V.check_unit("scores", s)
         if n_bins is not None and s.shape[0] < n_bins:
             raise ValueError(f"scores has {s.shape[0]} observations, fewer than n_bins={n_bins}")
     if y is not None:

@@ -160,8 +160,7 @@ def _bins(
     """
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 0:
         raise ValueError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    V.check_open_unit("confidence", confidence)
     kwargs = {}
     if n_bootstrap > 0:
         kwargs = {"n_bootstrap": n_bootstrap, "key": jax.random.key(seed)}
@@ -320,8 +319,7 @@ def figure2_theoretical_curves(
         the beta-weighted log loss.
     """
     betas = _check_betas(betas)
-    if not 0.0 < low < 1.0:
-        raise ValueError(f"low must lie in (0, 1), got {low}")
+    V.check_open_unit("low", low)
     fig, ax = _new_figure()
     for beta, color in zip(betas, _colors(len(betas)), strict=True):
         a, gamma = _theory_points(beta, low, loss=loss)

@@ -90,10 +90,10 @@ def _check_scores(scores: ArrayLike, name: str = "scores", probabilities: bool =
         raise ValueError(f"{name} is empty")
     if not np.issubdtype(s.dtype, np.number) or np.issubdtype(s.dtype, np.complexfloating):
         raise ValueError(f"{name} must be real numbers, got dtype {s.dtype}")
-    if np.isnan(s).any():
+    if probabilities:
+        V.check_unit(name, s)
+    elif np.isnan(s).any():
         raise ValueError(f"{name} contains NaN")
-    if probabilities and ((s < 0).any() or (s > 1).any()):
-        raise ValueError(f"{name} must be probabilities in [0, 1]")
 
 
 def _check_labels(labels: ArrayLike, n: int, n_classes: int = 2, name: str = "labels") -> None:

@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iml import _validation as V
 from iml.spec import LossLike, LossSpec, loss_spec
 
 Array = jax.Array
@@ -600,10 +601,7 @@ def signal_based_representation(
     if s.size == 0:
         raise ValueError("scores is empty")
     s = s.astype(np.float64)
-    if np.isnan(s).any():
-        raise ValueError("scores contains NaN")
-    if (s < 0).any() or (s > 1).any():
-        raise ValueError("scores must lie in [0, 1]")
+    V.check_unit("scores", s)
     n_classes = spec.n_classes
     _check_spec_shapes(spec, s, n_classes)
     N = s.shape[0]
@@ -618,8 +616,8 @@ def signal_based_representation(
         raise ValueError(f"sample_weight must have shape ({N},), got {w.shape}")
     if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
         raise ValueError("sample_weight must be finite, non-negative, with a positive sum")
-    if significance is not None and not 0.0 < significance < 1.0:
-        raise ValueError(f"significance must lie in (0, 1), got {significance}")
+    if significance is not None:
+        V.check_open_unit("significance", significance)
     if strategy not in ("quantile", "uniform"):
         raise ValueError(f"strategy must be 'quantile' or 'uniform', got {strategy!r}")
 

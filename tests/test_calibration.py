@@ -110,8 +110,8 @@ def test_calibration_curve_bootstrap_interval_covers_estimate_and_jits():
     ("kwargs", "match"),
     [
         ({"labels": np.array([0, 1, 2, 1])}, "labels must be 0 or 1"),
-        ({"scores": np.array([0.1, np.nan, 0.3, 0.4])}, "scores contains NaN"),
-        ({"scores": np.array([0.1, 1.2, 0.3, 0.4])}, "outside"),
+        ({"scores": np.array([0.1, np.nan, 0.3, 0.4])}, r"scores must lie in \[0, 1\] .* 1 NaN"),
+        ({"scores": np.array([0.1, 1.2, 0.3, 0.4])}, r"scores must lie in \[0, 1\] .* max 1\.2"),
         ({"scores": np.array([]), "labels": np.array([])}, "scores is empty"),
         ({"n_bins": 5}, "fewer than n_bins"),
         ({"sample_weight": np.array([1.0, -1.0, 1.0, 1.0])}, "negative"),

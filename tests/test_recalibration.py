@@ -262,7 +262,7 @@ _Y = np.array([0, 1, 1])
         (IsotonicCalibration(), np.array([0.1, np.nan, 0.8]), _Y, None, "NaN"),
         (HistogramBinning(), np.array([]), np.array([]), None, "empty"),
         (PlattScaling(), _S, _Y, np.array([1.0, -1.0, 1.0]), "non-negative"),
-        (TemperatureScaling(), np.array([0.1, 1.4, 0.8]), _Y, None, "probabilities"),
+        (TemperatureScaling(), np.array([0.1, 1.4, 0.8]), _Y, None, r"must lie in \[0, 1\]"),
         (PriorShiftCorrection(train_prior=0.5), _S, np.array([0, 0, 0]), None, "class"),
     ],
 )

@@ -104,8 +104,7 @@ def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99)
     if isinstance(n_betas, bool) or not isinstance(n_betas, int) or n_betas < 1:
         raise ValueError(f"n_betas must be a positive integer, got {n_betas!r}")
     for name, b in (("beta_min", beta_min), ("beta_max", beta_max)):
-        if not 0.0 < b < 1.0:
-            raise ValueError(f"{name} must lie in (0, 1), got {b!r}")
+        V.check_beta(name, b)
     if beta_min > beta_max:
         raise ValueError(f"beta_min = {beta_min} exceeds beta_max = {beta_max}")
     if n_betas == 1:
