@@ -135,11 +135,9 @@ def architecture(quick: bool) -> dict[str, Any]:
 
 
 def _median_seconds(step, repeats: int) -> tuple[float, list[float]]:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
+    from experiments.benchmarks.train_step import time_steps
+
+    times = time_steps(step, repeats)
     return statistics.median(times), times
 
 
