@@ -252,7 +252,7 @@ def _sweep(args: argparse.Namespace) -> Callable[[], int]:
         what = "" if loss == "log" else f"{loss} loss, "
         title = (
             f"{dataset.name}: {what}{len(result.keys)} losses x {len(result.seeds)} seeds, "
-            f"{plan.config.model}"
+            f"{config.model.name}"
         )
         class_names = dataset.class_names if multiclass else None
         prevalence = None if multiclass else dataset.prevalence
@@ -297,7 +297,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     from iml.config import flatten
     from iml.models.small import SMALL_MODELS
     from iml.pipeline.sweep import SWEEP_DATASETS, SWEEP_LOSSES, sweep_config
-    from iml.training.tabular import SOLVERS
+    from iml.training import SOLVERS
 
     defaults = flatten(sweep_config())
 

@@ -43,7 +43,7 @@ from iml.models import DEFAULT_CONV_IMPL, densenet_small
 from iml.pipeline.runner import default_config
 from iml.pipeline.sweep import sweep_config
 from iml.training import DEFAULT_MEMBER_BATCHING, TrainConfig
-from iml.training.tabular import TabularConfig
+from iml.training.tabular import TABULAR_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -677,7 +677,7 @@ def _readme() -> list[Stated]:
             "exact solver tolerance",
             README,
             "full-batch Newton steps to a gradient below {}",
-            lambda: TabularConfig().tol,
+            lambda: TABULAR_DEFAULTS.tol,
         ),
         Stated(
             "PneumoniaMNIST file sizes",
@@ -1515,7 +1515,7 @@ def _letter_run() -> list[Stated]:
             "A first run with the default learning rate {} (not committed) … its loss-corrected "
             "ECE at beta = {} was … instead of {} below",
             lambda: (
-                [TabularConfig().learning_rate, sweep_config().train.learning_rate],
+                [TABULAR_DEFAULTS.learning_rate, sweep_config().train.learning_rate],
                 min(sweep(run)),
                 sweep_at(run, 0.01)["loss_corrected"]["ece"],
             ),
@@ -1736,7 +1736,7 @@ def _sweep_train_run() -> list[Stated]:
             "sweep_train tolerance",
             SWEEP_TRAIN,
             "ours are at a gradient norm below {}.",
-            lambda: TabularConfig().tol,
+            lambda: TABULAR_DEFAULTS.tol,
         ),
         Stated(
             "sweep_train Hessians",

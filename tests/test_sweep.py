@@ -3,6 +3,7 @@ config and command."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jax
@@ -14,16 +15,24 @@ from iml import cli, loss_grid, loss_spec
 from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key
 from iml.config import flatten, to_dict
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
+from iml.models import MLP, LogisticRegression
 from iml.pipeline import sweep as S
 from iml.pipeline.store import RunStore
 from iml.plots import figure_calibration_by_loss
 from iml.spec import weight_grid
-from iml.training.tabular import TabularConfig, out_of_fold_logits, train_tabular
+from iml.training import DataSource, MemberSpec, TrainConfig, train_ensemble
+from iml.training.tabular import TABULAR_DEFAULTS, out_of_fold_logits, train_tabular
 
 N, D = 2000, 3
 BETAS = [0.5, 0.9]
 # One training configuration for every test, so that the compiled programs are shared.
 TRAIN = {"max_epochs": 40, "batch_size": 128, "learning_rate": 0.05, "patience": 4}
+LOGISTIC = LogisticRegression()
+
+
+def table_config(**fields) -> TrainConfig:
+    """The sweeps' configuration of the trainer with ``fields`` changed."""
+    return dataclasses.replace(TABULAR_DEFAULTS, **fields)
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +60,11 @@ def test_vectorized_training_equals_training_members_one_at_a_time(sweep_run, si
     x, y = simulated
     # The fixture's folds (and, for the exact solver, its compiled program).
     splits = nested_cv_splits(sweep_run[0].fold_ids)
-    config = TabularConfig(**TRAIN, solver=solver)
-    together = train_tabular(x, y, splits, BETAS, [0, 1], config)
+    config = table_config(**TRAIN, solver=solver)
+    together = train_tabular(LOGISTIC, x, y, splits, BETAS, [0, 1], config)
     assert together.params["w"].shape == (2, 2, 10, D)
     for i, j, r in [(0, 0, 0), (1, 1, 3), (0, 1, 7), (1, 0, 9)]:
-        alone = train_tabular(x, y, [splits[r]], [BETAS[j]], [i], config)
+        alone = train_tabular(LOGISTIC, x, y, [splits[r]], [BETAS[j]], [i], config)
         assert alone.best_epoch[0, 0, 0] == together.best_epoch[i, j, r]
         for name in ("w", "b"):
             np.testing.assert_allclose(
@@ -101,10 +110,38 @@ def test_sweep_scores_every_observation_once_per_beta_and_seed(sweep_run, simula
     assert (result.best_epoch >= 1).all() and (result.best_epoch <= 50).all()
 
 
+def test_a_table_member_trains_as_the_ensemble_trainer_trains_it(simulated):
+    """One trainer, two feeds: with one minibatch per epoch (so that row order does not matter),
+    a member trained on the device-resident table follows the same path as the same member
+    streamed from the host by train_ensemble: same initial parameters, steps, validation and
+    epoch-end rule."""
+    x, y = simulated
+    _, splits = nested_cv(len(y), labels=y, seed=0)
+    split = splits[2]
+    model = LogisticRegression()
+    fields = {"max_epochs": 8, "learning_rate": 0.2, "patience": 3, "eval_batch_size": 64}
+    table = train_tabular(
+        model, x, y, [split], [0.8], [5], table_config(**fields, batch_size=len(y), solver="adam")
+    )
+    member = MemberSpec(beta=0.8, seed=5, train_idx=split.train, val_idx=split.val)
+    streamed = table_config(**fields, batch_size=len(split.train), member_batching="vmap")
+    states, history = train_ensemble(
+        model, [member], DataSource.from_arrays(x, y), streamed, progress=False
+    )
+    assert len(history[0].val_loss) == table.epochs_run
+    assert int(states.best_epoch[0]) == int(table.best_epoch[0, 0, 0])
+    np.testing.assert_allclose(float(states.best_val_loss[0]), table.best_val[0, 0, 0], rtol=1e-5)
+    for name in ("w", "b"):
+        np.testing.assert_allclose(
+            np.asarray(states.best_params[name][0]), table.params[name][0, 0, 0], atol=1e-5
+        )
+
+
 def test_adam_seeds_differ_but_agree_closely_on_a_convex_problem(simulated):
     x, y = simulated
     _, splits = nested_cv(len(y), labels=y, seed=0)
-    fit = train_tabular(x, y, splits[:2], [0.9], [0, 1], TabularConfig(**TRAIN, solver="adam"))
+    config = table_config(**TRAIN, solver="adam")
+    fit = train_tabular(LOGISTIC, x, y, splits[:2], [0.9], [0, 1], config)
     t = len(splits[0].test)
     spread = np.abs(fit.test_logits[0, 0, 0, :t] - fit.test_logits[1, 0, 0, :t])
     assert 0 < np.median(spread) < 0.1
@@ -291,7 +328,7 @@ def test_library_rejects_bad_arrays(simulated):
         S.run_sweep(np.full_like(x, np.nan), y, None, [0.5], progress=False)
     with pytest.raises(ValueError, match="labels must be 0 or 1"):
         S.run_sweep(x, y + 1, None, [0.5], progress=False)
-    with pytest.raises(ValueError, match="model must be one of"):
+    with pytest.raises(ValueError, match="unknown model 'forest'"):
         S.run_sweep(x, y, None, [0.5], model="forest", progress=False)
     with pytest.raises(ValueError, match="n_betas"):
         S.beta_grid(0)
@@ -303,8 +340,8 @@ def test_mlp_members_train_and_logit_grid_is_symmetric(simulated):
     np.testing.assert_allclose(grid, [0.01, mid, 0.5, 1 - mid, 0.99], rtol=1e-9)
     x, y = simulated
     _, splits = nested_cv(N, labels=y)
-    config = TabularConfig(model="mlp", hidden=4, max_epochs=2, batch_size=256, learning_rate=0.05)
-    fit = train_tabular(x, y, splits[:1], [0.9], [0], config)
+    config = table_config(max_epochs=2, batch_size=256, learning_rate=0.05)
+    fit = train_tabular(MLP(hidden=4), x, y, splits[:1], [0.9], [0], config)
     assert fit.params["w1"].shape == (1, 1, 1, D, 4)
     assert np.isfinite(fit.best_val).all() and fit.epochs_run == 2
     logits = jax.numpy.asarray(fit.test_logits)
@@ -435,9 +472,9 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
 def test_members_the_exact_solver_could_not_finish_are_reported(simulated):
     x, y = simulated
     _, splits = nested_cv(len(y), labels=y, seed=0)
-    config = TabularConfig(max_newton_steps=1)
+    config = table_config(max_newton_steps=1)
     with pytest.warns(RuntimeWarning, match=r"2 of 2 members stopped .*max_newton_steps"):
-        train_tabular(x, y, splits[:2], [0.5], [0], config)
+        train_tabular(LOGISTIC, x, y, splits[:2], [0.5], [0], config)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -486,16 +523,21 @@ def test_matrix_weighted_members_train_independently(three_classes):
     B = np.ones((2, K, K))
     B[1, 0, 2] = 5.0
     splits = nested_cv_splits(assign_folds(N, n_folds=5, labels=y), n_folds=5)[:2]
-    config = TabularConfig(**TRAIN, solver="adam")
-    together = train_tabular(x, y, splits, B, [0], config)
+    config = table_config(**TRAIN, solver="adam")
+    model = LogisticRegression(n_outputs=K)
+    together = train_tabular(model, x, y, splits, B, [0], config)
     assert together.params["w"].shape == (1, 2, 2, D, K)
     assert together.test_logits.shape[-1] == K
-    alone = train_tabular(x, y, [splits[1]], B[1:], [0], config)
+    alone = train_tabular(model, x, y, [splits[1]], B[1:], [0], config)
     np.testing.assert_allclose(alone.params["w"][0, 0, 0], together.params["w"][0, 1, 1], atol=1e-4)
-    with pytest.raises(ValueError, match="exact solver fits the beta-weighted log loss only"):
-        train_tabular(x, y, splits, B, [0], TabularConfig(**TRAIN, solver="exact"))
+    with pytest.raises(ValueError, match="exact solver fits logistic regression under the beta"):
+        train_tabular(model, x, y, splits, B, [0], table_config(**TRAIN, solver="exact"))
     with pytest.raises(ValueError, match=r"class indices in \[0, 3\)"):
-        train_tabular(x, y + 1, splits, B, [0], config)
+        train_tabular(model, x, y + 1, splits, B, [0], config)
+    with pytest.raises(ValueError, match=r"logits of shape \(2,\) on 2 rows.*needs \(2, 3\)"):
+        train_tabular(LOGISTIC, x, y, splits, B, [0], config)
+    with pytest.raises(ValueError, match=r"flip and config\.normalize apply to images"):
+        train_tabular(model, x, y, splits, B, [0], TrainConfig())
 
 
 def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simulated):
@@ -620,7 +662,7 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     assert sorted(stored) == sorted(["betas", "seeds", "train", "n_folds", "fold_seed", "n_bins",
                                      "betas_per_chunk", "data_sha256", "data"])  # fmt: skip
     assert stored["betas"] == [0.5, 0.9] and stored["seeds"] == [0] and stored["n_bins"] == 5
-    assert stored["data"] == {"name": "digits"} and stored["train"]["solver"] == "auto"
+    assert stored["data"] == {"name": "digits"} and stored["train"]["solver"] == "exact"
     # The same sweep by named options finds the stored one: it resumes, training nothing.
     flags = ["--dataset", "digits", "--n-folds", "4", "--betas", "0.5,0.9", "--seeds", "1"]
     assert _sweep([*flags, "--n-bins", "5", "--out", out, "--no-progress"]) == 0
@@ -651,7 +693,7 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
         (["--config.loss.weights=ones", "--config.data.classes=all", "--config.loss.gamma=1"],
          "config.loss.gamma does not apply to config.loss.name='matrix'"),
         (["--config.loss.weights=ones", "--config.data.classes=all", "--epochs", "0"],
-         "--epochs: max_epochs must be a positive integer, got 0"),
+         "--epochs: TrainConfig.max_epochs must be positive, got 0"),
     ]:  # fmt: skip
         assert _sweep(["--config", path, *argv, "--out", out]) == 2
         err = capsys.readouterr().err

@@ -128,7 +128,9 @@ def main(argv: list[str] | None = None) -> dict:
     from iml.training import train_tabular
 
     # The members the sweep trained (deterministic: the same optimum).
-    ours_fit = train_tabular(x, y, splits, betas[picked], [0], plan.config, progress=False)
+    ours_fit = train_tabular(
+        plan.model, x, y, splits, betas[picked], [0], plan.config, progress=False
+    )
     rel = []
     oof = {b: np.full(len(y), np.nan) for b in picked}
     for (b, r), (coef, intercept, _) in zip(jobs, fits, strict=True):

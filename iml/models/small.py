@@ -1,9 +1,10 @@
 """The small models of the sweeps: logistic regression and a one-hidden-layer MLP.
 
-Each is a pair of pure functions on a dict of arrays: :func:`init_small_model` gives one member's
-initial parameters and :func:`small_model_logits` its logits, ``[B]`` for the binary losses and
-``[B, n]`` for the multiclass ones. A sweep stacks members on leading axes and ``jax.vmap``s
-these functions (:mod:`iml.training.tabular`).
+Both are Flax modules called like the DenseNets (``model.apply(variables, x, train=...)``), so
+one trainer (:mod:`iml.training`) trains all of them. They return one logit per row, ``[B]``, for
+the binary losses (``n_outputs=1``) and ``[B, n]`` for the multiclass ones. Their parameters are
+named ``w`` (weights, penalised by an L2 term: :func:`weight_norm`) and ``b`` (biases), with the
+layer's number for the MLP (``w1, b1, w2, b2``).
 """
 
 from __future__ import annotations
@@ -12,55 +13,76 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+from flax import linen as nn
 
 Array = jax.Array
 
-__all__ = ["SMALL_MODELS", "init_small_model", "small_model_logits", "weight_norm"]
+__all__ = ["MLP", "SMALL_MODELS", "LogisticRegression", "build_small_model", "weight_norm"]
 
 
-def _init_logistic(key: Array, n_features: int, hidden: int, out: tuple[int, ...]) -> dict:
-    return {"w": 0.01 * jax.random.normal(key, (n_features, *out)), "b": jnp.zeros(out)}
+def _shape(n_outputs: int) -> tuple[int, ...]:
+    return () if n_outputs == 1 else (n_outputs,)
 
 
-def _init_mlp(key: Array, n_features: int, hidden: int, out: tuple[int, ...]) -> dict:
-    k1, k2 = jax.random.split(key)
-    return {
-        "w1": jax.random.normal(k1, (n_features, hidden)) * jnp.sqrt(2.0 / n_features),
-        "b1": jnp.zeros((hidden,)),
-        "w2": jax.random.normal(k2, (hidden, *out)) * jnp.sqrt(1.0 / hidden),
-        "b2": jnp.zeros(out),
-    }
+class LogisticRegression(nn.Module):
+    """``x @ w + b``: initial weights ``0.01 N(0, 1)``, biases 0."""
+
+    n_outputs: int = 1
+
+    @nn.compact
+    def __call__(self, x: Array, train: bool = False) -> Array:
+        out = _shape(self.n_outputs)
+        w = self.param("w", lambda key: 0.01 * jax.random.normal(key, (x.shape[-1], *out)))
+        b = self.param("b", lambda key: jnp.zeros(out))
+        return x @ w + b
 
 
-#: The small models by name, each its initialiser (small Gaussian weights; He for the hidden
-#: layer): ``"logistic"`` (logistic regression) and ``"mlp"`` (one ReLU hidden layer). A new
-#: model is one entry here and its branch of :func:`small_model_logits`.
-SMALL_MODELS: dict[str, Callable[..., dict[str, Array]]] = {
-    "logistic": _init_logistic,
-    "mlp": _init_mlp,
+class MLP(nn.Module):
+    """One ReLU hidden layer of ``hidden`` units, He-initialised; biases start at 0."""
+
+    hidden: int = 32
+    n_outputs: int = 1
+
+    @nn.compact
+    def __call__(self, x: Array, train: bool = False) -> Array:
+        d, out = x.shape[-1], _shape(self.n_outputs)
+        w1 = self.param("w1", lambda k: jax.random.normal(k, (d, self.hidden)) * jnp.sqrt(2 / d))
+        b1 = self.param("b1", lambda key: jnp.zeros((self.hidden,)))
+        w2 = self.param(
+            "w2", lambda k: jax.random.normal(k, (self.hidden, *out)) * jnp.sqrt(1 / self.hidden)
+        )
+        b2 = self.param("b2", lambda key: jnp.zeros(out))
+        return jax.nn.relu(x @ w1 + b1) @ w2 + b2
+
+
+#: The small models by name, each a function ``(hidden, n_outputs) -> module``. A new model is
+#: one entry here.
+SMALL_MODELS: dict[str, Callable[[int, int], nn.Module]] = {
+    "logistic": lambda hidden, n_outputs: LogisticRegression(n_outputs=n_outputs),
+    "mlp": lambda hidden, n_outputs: MLP(hidden=hidden, n_outputs=n_outputs),
 }
 
 
-def init_small_model(
-    key: Array, model: str, n_features: int, hidden: int, n_outputs: int = 1
-) -> dict[str, Array]:
-    """Initial parameters of one member of :data:`SMALL_MODELS`.
+def build_small_model(name: str, *, hidden: int = 32, n_outputs: int = 1) -> nn.Module:
+    """The small model ``name`` of :data:`SMALL_MODELS`.
 
-    ``n_outputs = 1`` gives one logit per row (binary losses); ``n`` gives ``n`` logits (the
-    multiclass losses).
+    Raises:
+      ValueError: for an unknown name or a count below 1.
     """
-    return SMALL_MODELS[model](key, n_features, hidden, () if n_outputs == 1 else (n_outputs,))
-
-
-def small_model_logits(params: dict[str, Array], x: Array) -> Array:
-    """Logits ``[B]`` (or ``[B, n]``) of one member on rows ``x`` ``[B, d]`` (logistic or
-    one-hidden-layer MLP)."""
-    if "w1" in params:
-        h = jax.nn.relu(x @ params["w1"] + params["b1"])
-        return h @ params["w2"] + params["b2"]
-    return x @ params["w"] + params["b"]
+    if name not in SMALL_MODELS:
+        raise ValueError(f"unknown model {name!r}; expected one of {list(SMALL_MODELS)}")
+    for key, value in (("hidden", hidden), ("n_outputs", n_outputs)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    return SMALL_MODELS[name](hidden, n_outputs)
 
 
 def weight_norm(params: dict[str, Array]) -> Array:
-    """``||W||^2`` of the weight matrices (the biases are not penalised)."""
-    return sum(jnp.sum(jnp.square(v)) for k, v in params.items() if k.startswith("w"))
+    """``||W||^2`` of the weights: the parameters whose name starts with ``w`` or is ``kernel``
+    (Flax's dense and convolution weights); biases and BatchNorm scales are not penalised."""
+    total = jnp.zeros(())
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        name = str(getattr(path[-1], "key", path[-1]))
+        if name == "kernel" or name.startswith("w"):
+            total = total + jnp.sum(jnp.square(leaf))
+    return total

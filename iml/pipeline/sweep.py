@@ -50,16 +50,18 @@ from iml.calibration import (
 )
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import ArgumentError
+from iml.models.small import build_small_model
 from iml.pipeline.store import RunStore
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid, loss_spec, weight_grid
 from iml.training.tabular import (
-    TabularConfig,
+    TABULAR_DEFAULTS,
     check_labels,
     check_seeds,
     exact_solver_applies,
     out_of_fold_logits,
     train_tabular,
 )
+from iml.training.trainer import TrainConfig
 
 if TYPE_CHECKING:
     from iml.data import Dataset
@@ -240,11 +242,12 @@ def _train_chunk(
     splits: Sequence[FoldSplit],
     losses: LossGrid,
     seeds: np.ndarray,
-    config: TabularConfig,
+    model: Any,
+    config: TrainConfig,
     progress: bool | str,
 ) -> dict[str, np.ndarray]:
     """Train one chunk of losses (all seeds and rotations); its out-of-fold logits and epochs."""
-    fit = train_tabular(features, labels, splits, losses, seeds, config, progress=progress)
+    fit = train_tabular(model, features, labels, splits, losses, seeds, config, progress=progress)
     return {
         "oof_logits": out_of_fold_logits(fit.test_logits, splits, features.shape[0]),
         "best_epoch": fit.best_epoch,
@@ -270,7 +273,8 @@ class SweepPlan(NamedTuple):
     labels: np.ndarray
     losses: LossGrid
     seeds: np.ndarray
-    config: TabularConfig
+    model: Any  # the Flax module of every member
+    config: TrainConfig
     fold_ids: np.ndarray
     splits: list[FoldSplit]
     chunks: list[np.ndarray]  # indices into the grid of losses
@@ -321,23 +325,25 @@ def plan_sweep(
     if g.shape != (x.shape[0],):
         raise ValueError(f"groups must have shape ({x.shape[0]},), got {g.shape}")
     s = check_seeds(seeds)
-    config = TabularConfig(
-        model=model,
-        hidden=hidden,
+    module = build_small_model(
+        model, hidden=hidden, n_outputs=spec.n_classes if spec.multiclass else 1
+    )
+    config = dataclasses.replace(
+        TABULAR_DEFAULTS,
         max_epochs=max_epochs,
         batch_size=batch_size,
-        learning_rate=float(learning_rate),
-        l2=float(l2),
+        learning_rate=learning_rate,
+        l2=l2,
         patience=patience,
         solver=solver,
     )
-    if config.exact and not exact_solver_applies(spec):
-        if solver == "exact":
-            raise ValueError(
-                f"solver 'exact' fits the beta-weighted log loss only, not the "
-                f"{spec.describe()}; use 'adam'"
-            )
-        config = dataclasses.replace(config, solver="adam")
+    exact = exact_solver_applies(module, spec)
+    if solver == "exact" and not exact:
+        raise ValueError(
+            f"solver 'exact' fits the logistic model under the beta-weighted log loss only, not "
+            f"the {model} model under the {spec.describe()}; use 'adam'"
+        )
+    config = dataclasses.replace(config, solver="exact" if exact and solver != "adam" else "adam")
     if (
         isinstance(betas_per_chunk, bool)
         or not isinstance(betas_per_chunk, int)
@@ -348,14 +354,14 @@ def plan_sweep(
     splits = nested_cv_splits(fold_ids, n_folds=n_folds)
     (m,) = spec.batch_shape
     chunks = [np.arange(i, min(i + betas_per_chunk, m)) for i in range(0, m, betas_per_chunk)]
-    if exact_solver_applies(spec):  # the default grid keeps the layout of earlier runs
+    if spec.kind == "weighted" and spec.base == "log":  # the layout of earlier runs
         recorded: dict[str, Any] = {"betas": grid.weights.tolist()}
     else:  # a callable cannot be written down: its name stands for it
         recorded = {"loss": spec.describe() if spec.kind == "callable" else spec.to_config()}
     run_config = {
         **recorded,
         "seeds": s.tolist(),
-        "train": dataclasses.asdict(config),
+        "train": {"model": model, "hidden": hidden, **dataclasses.asdict(config)},
         "n_folds": n_folds,
         "fold_seed": fold_seed,
         "betas_per_chunk": betas_per_chunk,
@@ -363,7 +369,7 @@ def plan_sweep(
         "data_sha256": data_fingerprint(x, y, g),
         **(run_info or {}),
     }
-    return SweepPlan(x, y, grid, s, config, fold_ids, splits, chunks, n_bins, run_config)
+    return SweepPlan(x, y, grid, s, module, config, fold_ids, splits, chunks, n_bins, run_config)
 
 
 def run_sweep(
@@ -421,9 +427,11 @@ def run_sweep(
         (:func:`loss_grid`).
       seeds: number of seeds (``0..seeds-1``) or the seeds themselves.
       model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
-      hidden, max_epochs, batch_size, learning_rate, l2, patience, solver: see
-        :class:`TabularConfig` (by default the logistic model is fitted exactly under the
-        beta-weighted log loss; other losses train by Adam).
+      hidden: the MLP's hidden units.
+      max_epochs, batch_size, learning_rate, l2, patience, solver: the trainer's
+        :class:`~iml.training.TrainConfig` fields, the rest as in
+        :data:`~iml.training.TABULAR_DEFAULTS` (by default the logistic model is fitted
+        exactly under the beta-weighted log loss; other losses and models train by Adam).
       n_folds: folds of the nested cross-validation.
       fold_seed: seed of the fold assignment.
       betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
@@ -468,7 +476,7 @@ def execute_sweep(
     plan: SweepPlan, store: RunStore | None = None, progress: bool = True
 ) -> SweepResult:
     """Train and score the sweep laid out by :func:`plan_sweep` (see :func:`run_sweep`)."""
-    x, y, grid, s, config, fold_ids, splits, chunks = plan[:8]
+    x, y, grid, s, model, config, fold_ids, splits, chunks = plan[:9]
     spec = grid.spec
     if store is not None:
         store.open_run(plan.run_config, devices=[str(d) for d in jax.devices()])
@@ -481,7 +489,7 @@ def execute_sweep(
         desc = f"chunk {c + 1}/{len(chunks)} epochs" if progress else False
         part = LossGrid(spec[chunk], None if grid.weights is None else grid.weights[chunk],
                         [grid.keys[i] for i in chunk])  # fmt: skip
-        arrays = _train_chunk(x, y, splits, part, s, config, desc)
+        arrays = _train_chunk(x, y, splits, part, s, model, config, desc)
         if store is not None:
             store.save_arrays(key, **arrays)
         results.append(arrays)
@@ -676,14 +684,12 @@ class _Checked(NamedTuple):
     config: ml_collections.ConfigDict
     source: dict[str, Any]  # the load_dataset arguments, as the store records them
     grid: Any  # betas (log, squared), alphas (focal) or parsed weights (multiclass)
-    train: TabularConfig
+    train: TrainConfig
     name: _Names
 
 
-# The TabularConfig field that an error starts with, and the config key that sets it.
+# The TrainConfig field that an error starts with, and the config key that sets it.
 _TRAIN_KEYS = {
-    "model": "model.name",
-    "hidden": "model.hidden",
     "max_epochs": "train.epochs",
     "batch_size": "train.batch_size",
     "learning_rate": "train.learning_rate",
@@ -784,12 +790,21 @@ def _check(
         raise ValueError(
             f"{said('train.solver')} fits {said('loss.name', 'log')} only, not {said('loss.name')}"
         )
+    if c.model.name != "logistic" and solver == "exact":
+        raise ValueError(
+            f"{said('train.solver')} fits {said('model.name', 'logistic')} only, not "
+            f"{said('model.name')}"
+        )
     if loss != "log" and solver == "auto":
         solver = "adam"
     try:
-        train = TabularConfig(
-            model=c.model.name,
-            hidden=c.model.hidden,
+        build_small_model(c.model.name, hidden=c.model.hidden)
+    except ValueError as err:
+        key = "model.hidden" if str(err).startswith("hidden") else "model.name"
+        raise ValueError(f"{name(key)}: {err}") from None
+    try:
+        train = dataclasses.replace(
+            TABULAR_DEFAULTS,
             max_epochs=c.train.epochs,
             batch_size=c.train.batch_size,
             learning_rate=c.train.learning_rate,
@@ -798,7 +813,8 @@ def _check(
             solver=solver,
         )
     except ValueError as err:
-        key = _TRAIN_KEYS.get(str(err).split()[0])
+        field = str(err).split()[0].removeprefix("TrainConfig.")
+        key = _TRAIN_KEYS.get(field)
         raise ValueError(f"{name(key) if key else 'training option'}: {err}") from None
     source = _source(c, multiclass, name)
     return _Checked(c, source, grid, train, name)
@@ -942,8 +958,8 @@ def prepare_sweep(
             dataset.groups,
             losses,
             seeds=c.train.seeds,
-            model=train.model,
-            hidden=train.hidden,
+            model=c.model.name,
+            hidden=c.model.hidden,
             max_epochs=train.max_epochs,
             batch_size=train.batch_size,
             learning_rate=train.learning_rate,

@@ -1,6 +1,7 @@
-"""Training ensembles: the DenseNet trainer (per-member train state, steps, device mesh,
-checkpoints), the vectorized trainer of many small models on one table, and exact full-batch
-fits of convex members."""
+"""Training ensembles: one trainer (per-member train state, steps, early stopping, device mesh,
+checkpoints) fed with image batches from the host (:func:`train_ensemble`) or with an in-memory
+table whose minibatches its members share (:func:`train_tabular`), and exact full-batch fits of
+convex members."""
 
 from iml.training.checkpoint import EnsembleCheckpointer
 from iml.training.full_batch import (
@@ -24,10 +25,16 @@ from iml.training.step import (
     preprocess,
     skip_idle_members,
 )
-from iml.training.tabular import MemberFit, TabularConfig, out_of_fold_logits, train_tabular
+from iml.training.tabular import (
+    TABULAR_DEFAULTS,
+    MemberFit,
+    out_of_fold_logits,
+    train_tabular,
+)
 from iml.training.train_state import MemberState, end_of_epoch, init_member_state
 from iml.training.trainer import (
     DEFAULT_MEMBER_BATCHING,
+    SOLVERS,
     DataSource,
     MemberHistory,
     MemberSpec,
@@ -41,6 +48,8 @@ from iml.training.trainer import (
 
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",
+    "SOLVERS",
+    "TABULAR_DEFAULTS",
     "DataSource",
     "EnsembleCheckpointer",
     "HostMemory",
@@ -49,7 +58,6 @@ __all__ = [
     "MemberHistory",
     "MemberSpec",
     "MemberState",
-    "TabularConfig",
     "TrainConfig",
     "adam",
     "batch_members",

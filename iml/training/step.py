@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import optax
 from flax import linen as nn
 
+from iml.models.small import weight_norm
 from iml.spec import LossLike, LossSpec, loss_spec
 from iml.training.train_state import MemberState
 
@@ -58,7 +59,8 @@ def preprocess(images: Array, flips: Array | None, normalize: str) -> Array:
     """Scales images to ``[0, 1]``, flips the marked ones horizontally, and normalises them.
 
     Args:
-      images: ``[n, H, W, C]``, ``uint8`` in ``[0, 255]`` or floating point in ``[0, 1]``.
+      images: ``[n, H, W, C]``, ``uint8`` in ``[0, 255]`` or floating point in ``[0, 1]``; or
+        feature rows ``[n, d]`` (floating point, taken as they are with ``normalize='none'``).
       flips: ``[n]`` booleans, ``True`` where an image is mirrored left-right; ``None`` for none.
       normalize: ``'imagenet'`` (subtract the ImageNet channel means, divide by the standard
         deviations; a one-channel image uses their averages) or ``'none'``.
@@ -70,7 +72,7 @@ def preprocess(images: Array, flips: Array | None, normalize: str) -> Array:
         x = images.astype(jnp.float32) / 255.0
     else:
         x = images.astype(jnp.float32)
-    if flips is not None:
+    if flips is not None and x.ndim == 4:  # feature rows [n, d] have nothing to flip
         x = jnp.where(flips[:, None, None, None], x[:, :, ::-1, :], x)
     if normalize == "imagenet":
         channels = x.shape[-1]
@@ -106,8 +108,10 @@ def member_train_step(
     flips: Array,
     active: Array,
     loss: LossLike,
+    weights: Array | None = None,
     *,
     normalize: str = "imagenet",
+    l2: float = 0.0,
 ) -> MemberState:
     """One Adam step of one member on its loss (the beta-weighted cross-entropy, eq.
     ``b-loss-bin``, for a beta: :meth:`iml.LossSpec.logits_loss`).
@@ -127,7 +131,12 @@ def member_train_step(
       loss: the member's loss: a :class:`iml.LossSpec` (under :func:`batch_members`, the
         members' specifications stacked) or anything :func:`iml.loss_spec` reads, e.g. the
         member's ``beta``.
+      weights: optional ``[n]`` non-negative row weights; the step's loss is then
+        ``sum w_i L_i / max(sum w_i, 1)`` (a table's minibatch shared by members, each counting
+        the rows of its own training folds), else the mean over the batch.
       normalize: see :func:`preprocess`.
+      l2: coefficient of ``l2 / 2 * ||W||^2`` added to the loss (:func:`iml.models.weight_norm`:
+        the weights, not the biases).
 
     Returns:
       The new state. Unchanged where the member is stopped or inactive; marked diverged and
@@ -143,7 +152,13 @@ def member_train_step(
             train=True,
             mutable=["batch_stats"],
         )
-        value = jnp.mean(loss.logits_loss(_logits(out), _labels(labels, loss)))
+        values = loss.logits_loss(_logits(out), _labels(labels, loss))
+        if weights is None:
+            value = jnp.mean(values)
+        else:
+            value = jnp.sum(weights * values) / jnp.maximum(jnp.sum(weights), 1.0)
+        if l2:
+            value = value + 0.5 * l2 * weight_norm(params)
         return value, updates.get("batch_stats", {})
 
     (value, batch_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)

@@ -1,41 +1,33 @@
-"""Many small models on one in-memory table, trained as one vectorized program.
+"""The ensemble trainer on one in-memory table: thousands of small members as one program.
 
-This is the trainer of the sweeps (:mod:`iml.pipeline.sweep`): for every loss of a grid
+This is how the sweeps (:mod:`iml.pipeline.sweep`) train: for every loss of a grid
 (:func:`iml.loss_grid`), every seed and every rotation of the nested cross-validation
-(:mod:`iml.data.folds`), one member (:mod:`iml.models.small`: logistic regression or a
-one-hidden-layer MLP) is trained on the rotation's training rows under its own loss
-(:meth:`iml.LossSpec.logits_loss`). All ``K = n_seeds x n_losses x n_rotations`` members train
-together:
+(:mod:`iml.data.folds`), one member of a Flax model (:mod:`iml.models.small`: logistic regression
+or a one-hidden-layer MLP) is trained on the rotation's training rows under its own loss
+(:meth:`iml.LossSpec.logits_loss`). It is the ensemble trainer configured for a table
+(:data:`TABULAR_DEFAULTS`, a :class:`~iml.training.TrainConfig`): every member is the trainer's
+:class:`~iml.training.train_state.MemberState` (its own Adam moments, learning rate and best
+parameters), steps by the trainer's :func:`~iml.training.step.member_train_step`, is validated by
+:func:`~iml.training.step.member_eval_step`, and ends each epoch with
+:func:`~iml.training.train_state.end_of_epoch` (plateau decay, early stopping on its own
+validation loss, the paper's rule).
 
-* parameters are stacked on leading member axes ``[seed, loss, rotation, ...]``;
-* one jitted epoch is a ``lax.scan`` over minibatch steps; a step computes every member's loss by
-  nested ``jax.vmap`` (small dense models become batched matrix products), one gradient of their
-  sum (members are independent, so it is every member's own gradient), and an Adam update per
-  member;
-* members differ in their loss, seed (initialisation and minibatch order: all members of a seed
-  share both, common random numbers across losses and rotations) and rotation (which rows count
-  as training rows of a minibatch; validation and test rows are gathered per rotation);
-* every member carries the DenseNet trainer's :class:`~iml.training.train_state.MemberState`
-  (its own learning rate and best parameters), and after each epoch its validation loss (its own
-  loss on its validation folds) goes through the same
-  :func:`~iml.training.train_state.end_of_epoch`: the best parameters are kept, the learning rate
-  of a member whose validation loss plateaus is divided by 10, and a member stops after
-  ``patience`` epochs without improvement, as in the paper. The Python loop over epochs ends
-  when every member has stopped.
+What differs from the image ensembles of :mod:`iml.training.trainer` is only where batches come
+from. There every member streams its own image batches from the host; here the whole table lives
+on the device, an epoch is one jitted ``lax.scan`` over minibatches, and the
+``K = n_seeds x n_losses x n_rotations`` members, on axes ``[seed, loss, rotation]``, share each
+minibatch's rows: all members of a seed share the minibatch order and initialisation (common
+random numbers across losses and rotations), and a rotation's training mask weights the rows
+that count for its members. Nested ``jax.vmap`` then turns small dense models into batched
+matrix products, which is what makes thousands of members cheap.
 
 Under the beta-weighted log loss the logistic members are convex problems, and the default solver
 fits each to its optimum by full-batch Newton steps instead (:mod:`iml.training.full_batch`).
-
-The DenseNet ensembles of :mod:`iml.training.trainer` stream image batches from the host, one
-member's batch per member; here the whole table lives on the device and members share each
-minibatch's rows, which is what makes thousands of small members cheap.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import math
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -44,22 +36,22 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
+from flax import linen as nn
 from numpy.typing import ArrayLike
 
 from iml.data.folds import FoldSplit
-from iml.models.small import SMALL_MODELS, init_small_model, small_model_logits, weight_norm
+from iml.models.small import LogisticRegression
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid, loss_spec
 from iml.training.full_batch import beta_weighted_sample_weights, fit_weighted_logistic
-from iml.training.step import adam
+from iml.training.step import adam, member_eval_step, member_train_step
 from iml.training.train_state import MemberState, end_of_epoch, init_member_state
+from iml.training.trainer import TrainConfig
 
 Array = jax.Array
 
 __all__ = [
-    "SOLVERS",
+    "TABULAR_DEFAULTS",
     "MemberFit",
-    "TabularConfig",
     "check_labels",
     "check_seeds",
     "exact_solver_applies",
@@ -67,82 +59,19 @@ __all__ = [
     "train_tabular",
 ]
 
-SOLVERS = ("auto", "exact", "adam")
-
-
-@dataclasses.dataclass(frozen=True)
-class TabularConfig:
-    """How every member is trained (hashable: one compiled program per config and shapes).
-
-    Attributes:
-      model: ``"logistic"`` (logistic regression) or ``"mlp"`` (one ReLU hidden layer).
-      hidden: hidden units of the MLP.
-      max_epochs: most epochs (passes over the rows; each member sees its training rows once).
-      batch_size: rows per minibatch (shared by all members of a seed; each member's loss is the
-        mean over the rows of the minibatch that are in its training folds).
-      learning_rate: Adam's initial learning rate (Adam's standard 0.9, 0.999 otherwise).
-      l2: coefficient of ``l2 / 2 * ||weights||^2`` added to the training loss (biases excluded).
-      patience: a member stops after this many epochs without a better validation loss.
-      lr_patience: a member's learning rate is multiplied by ``lr_decay`` after this many epochs
-        without improvement since the last improvement or decay (the paper divides by 10).
-      lr_decay: that factor.
-      min_rel_improvement: an epoch improves when the validation loss falls by more than this
-        fraction of the best one.
-      eval_rows: rows per block when validation and test rows are scored (bounds memory).
-      solver: ``"exact"`` fits each logistic member to its optimum by full-batch Newton steps
-        (:func:`iml.training.fit_weighted_logistic`; seeds then give identical members and
-        early stopping does not apply), ``"adam"`` trains by minibatch Adam with early stopping;
-        ``"auto"`` (the default) is ``"exact"`` for the convex logistic model and ``"adam"`` for
-        the MLP.
-      tol: the exact solver's gradient tolerance (largest absolute entry).
-      max_newton_steps: the exact solver's most Newton steps.
-    """
-
-    model: str = "logistic"
-    hidden: int = 32
-    max_epochs: int = 100
-    batch_size: int = 512
-    learning_rate: float = 0.01
-    l2: float = 0.0
-    patience: int = 5
-    lr_patience: int = 2
-    lr_decay: float = 0.1
-    min_rel_improvement: float = 1e-4
-    eval_rows: int = 1024
-    solver: str = "auto"
-    tol: float = 1e-6
-    max_newton_steps: int = 50
-
-    def __post_init__(self) -> None:
-        if self.model not in SMALL_MODELS:
-            raise ValueError(f"model must be one of {list(SMALL_MODELS)}, got {self.model!r}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
-        if self.solver == "exact" and self.model != "logistic":
-            raise ValueError("solver 'exact' fits the convex logistic model only; use 'adam'")
-        if not (math.isfinite(self.tol) and self.tol > 0):
-            raise ValueError(f"tol must be positive, got {self.tol!r}")
-        names = ("hidden", "max_epochs", "batch_size", "patience", "lr_patience", "eval_rows",
-                 "max_newton_steps")  # fmt: skip
-        for name in names:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate!r}")
-        if not (math.isfinite(self.l2) and self.l2 >= 0):
-            raise ValueError(f"l2 must be non-negative, got {self.l2!r}")
-        if not 0 < self.lr_decay <= 1:
-            raise ValueError(f"lr_decay must lie in (0, 1], got {self.lr_decay!r}")
-        if not self.min_rel_improvement >= 0:
-            raise ValueError(
-                f"min_rel_improvement must be non-negative, got {self.min_rel_improvement!r}"
-            )
-
-    @property
-    def exact(self) -> bool:
-        """Whether members are fitted exactly (full-batch Newton) rather than by Adam."""
-        return self.solver == "exact" or (self.solver == "auto" and self.model == "logistic")
+#: The trainer's configuration for a table's small models: Adam at 0.01 on minibatches of 512
+#: rows shared by the members of a seed, the learning rate divided by 10 after 2 epochs without
+#: a relative improvement of 1e-4, early stopping after 5, validation in blocks of 1,024 rows; no
+#: image flips or normalisation. The default of :func:`train_tabular` and of the sweeps.
+TABULAR_DEFAULTS = TrainConfig(
+    learning_rate=0.01,
+    batch_size=512,
+    eval_batch_size=1024,
+    plateau_patience=2,
+    min_rel_delta=1e-4,
+    flip=False,
+    normalize="none",
+)
 
 
 def check_seeds(seeds: int | Sequence[int]) -> np.ndarray:
@@ -158,44 +87,26 @@ def check_seeds(seeds: int | Sequence[int]) -> np.ndarray:
     return s.astype(np.int64)
 
 
-def _member_loss_sum(
-    params: dict[str, Array], x: Array, y: Array, weight: Array, loss: LossSpec
-) -> Array:
-    """``sum_i weight_i L(a_i, y_i)`` of one member: its own loss on logits
-    (:meth:`iml.LossSpec.logits_loss`; eq. ``b-loss-bin`` for a beta)."""
-    return jnp.sum(weight * loss.logits_loss(small_model_logits(params, x), y))
-
-
-def _member_train_loss(
-    params: dict[str, Array], x: Array, y: Array, weight: Array, loss: LossSpec, l2: float
-) -> Array:
-    """Mean loss over the member's training rows of a minibatch, plus L2."""
-    mean = _member_loss_sum(params, x, y, weight, loss) / jnp.maximum(jnp.sum(weight), 1.0)
-    return mean + 0.5 * l2 * weight_norm(params)
-
-
 # Member axes are [seed, loss, rotation] (along the loss axis, the losses of a batched LossSpec).
 # Minibatch rows are shared by the members of a seed; rows and labels are shared across losses
-# and rotations, training masks differ per rotation.
+# and rotations, training masks differ per rotation. The functions vmapped are the trainer's own
+# one-member steps (iml.training.step), with every argument but the state and the loss shared
+# where the members share it.
 def _vmap_train(f: Callable) -> Callable:
     f = jax.vmap(f, in_axes=(0, None, None, 0, None))  # rotation
     f = jax.vmap(f, in_axes=(0, None, None, None, 0))  # loss
     return jax.vmap(f, in_axes=(0, 0, 0, 0, None))  # seed
 
 
-# Validation and test rows are gathered per rotation and shared across seeds and betas.
-def _vmap_eval_loss(f: Callable) -> Callable:
+# Validation and test rows are gathered per rotation and shared across seeds and losses.
+def _vmap_eval(f: Callable) -> Callable:
     f = jax.vmap(f, in_axes=(0, 0, 0, 0, None))  # rotation
     f = jax.vmap(f, in_axes=(0, None, None, None, 0))  # loss
     return jax.vmap(f, in_axes=(0, None, None, None, None))  # seed
 
 
-def _vmap_eval_logits(f: Callable) -> Callable:
+def _vmap_predict(f: Callable) -> Callable:
     return jax.vmap(jax.vmap(jax.vmap(f, in_axes=(0, 0)), in_axes=(0, None)), in_axes=(0, None))
-
-
-def _vmap3(f: Callable) -> Callable:
-    return jax.vmap(jax.vmap(jax.vmap(f)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -209,82 +120,81 @@ class _Data(NamedTuple):
     train_mask: Array  # [R, N] float32
     val_idx: Array  # [R, n_blocks, block] int32
     val_weight: Array  # [R, n_blocks, block] float32 (0 for padding)
-    val_count: Array  # [R]
     losses: LossSpec  # batched: batch_shape [nb]
     seeds: Array  # [S] uint32
 
 
-def _scale_members(tree: Any, scale: Array) -> Any:
-    return jax.tree.map(lambda u: u * scale.reshape(scale.shape + (1,) * (u.ndim - 3)), tree)
-
-
-def _init_state(config: TabularConfig, data: _Data, n_features: int) -> MemberState:
-    """Every member's :class:`MemberState` (the DenseNet trainer's), on axes ``[S, nb, R]``."""
+def _init_state(model: nn.Module, config: TrainConfig, data: _Data) -> MemberState:
+    """Every member's :class:`~iml.training.train_state.MemberState`, on axes ``[S, nb, R]``."""
     n_seeds, n_rot = data.seeds.shape[0], data.train_mask.shape[0]
-    (n_betas,) = data.losses.batch_shape
-    n_outputs = data.losses.n_classes if data.losses.multiclass else 1
+    (n_losses,) = data.losses.batch_shape
+    optimizer = adam(config.b1, config.b2, config.eps)
 
-    def per_seed(seed: Array) -> dict[str, Array]:
-        key = jax.random.fold_in(jax.random.key(seed), 0)
-        return init_small_model(key, config.model, n_features, config.hidden, n_outputs)
+    def per_seed(seed: Array) -> MemberState:
+        # The key of train_ensemble's member of this seed: the same initial parameters.
+        variables = model.init(jax.random.key(seed), data.x[:1], train=False)
+        return init_member_state(variables, optimizer, config.learning_rate)
 
-    # Common random numbers: all betas and rotations of a seed start from the same point.
-    seed_params = jax.vmap(per_seed)(data.seeds)
-    params = jax.tree.map(
-        lambda p: jnp.broadcast_to(p[:, None, None], (n_seeds, n_betas, n_rot, *p.shape[1:])),
-        seed_params,
+    # Common random numbers: all losses and rotations of a seed start from the same point.
+    states = jax.vmap(per_seed)(data.seeds)
+    return jax.tree.map(
+        lambda a: jnp.broadcast_to(a[:, None, None], (n_seeds, n_losses, n_rot, *a.shape[1:])),
+        states,
     )
-    return _vmap3(lambda p: init_member_state({"params": p}, adam(), config.learning_rate))(params)
 
 
-def _block_sums(
-    params: Any, x: Array, idx: Array, y: Array, weight: Array, losses: LossSpec
-) -> Array:
-    """Sum of the weighted losses over blocks of per-rotation rows: ``[S, nb, R]``."""
-    loss_sum = _vmap_eval_loss(_member_loss_sum)
+def _validation_losses(model: nn.Module, state: MemberState, data: _Data) -> Array:
+    """Every member's mean loss on its rotation's validation rows: ``[S, nb, R]``."""
+    evaluate = _vmap_eval(functools.partial(member_eval_step, model, normalize="none"))
 
-    def body(total: Array, block: tuple[Array, Array]) -> tuple[Array, None]:
+    def body(total: tuple[Array, Array], block: tuple[Array, Array]):
         i, w = block  # [R, block]
-        return total + loss_sum(params, x[i], y[i], w, losses), None
+        loss_sum, weight_sum = evaluate(state, data.x[i], data.y[i], w, data.losses)
+        return (total[0] + loss_sum, total[1] + weight_sum), None
 
-    shape = jax.tree.leaves(params)[0].shape[:3]
-    total, _ = jax.lax.scan(
-        body, jnp.zeros(shape), (jnp.swapaxes(idx, 0, 1), jnp.swapaxes(weight, 0, 1))
-    )
-    return total
+    zeros = jnp.zeros(state.lr.shape)
+    blocks = (jnp.swapaxes(data.val_idx, 0, 1), jnp.swapaxes(data.val_weight, 0, 1))
+    (loss_sum, weight_sum), _ = jax.lax.scan(body, (zeros, zeros), blocks)
+    return loss_sum / jnp.maximum(weight_sum, 1.0)
 
 
 @functools.lru_cache(maxsize=16)
 def _epoch_fn(
-    config: TabularConfig, n_rows: int
+    model: nn.Module, config: TrainConfig, n_rows: int
 ) -> Callable[[MemberState, _Data, Array], MemberState]:
-    """The jitted epoch of ``config``: a scan over minibatch steps, then every member's
-    :func:`~iml.training.train_state.end_of_epoch` (the DenseNet trainer's early stopping and
-    plateau decay)."""
-    optimizer = adam()
+    """The jitted epoch: a scan over minibatch steps of the trainer's
+    :func:`~iml.training.step.member_train_step`, every member's validation by its
+    :func:`~iml.training.step.member_eval_step`, then its
+    :func:`~iml.training.train_state.end_of_epoch` (early stopping and plateau decay)."""
+    optimizer = adam(config.b1, config.b2, config.eps)
     steps = -(-n_rows // config.batch_size)
     padded = steps * config.batch_size
-    train_loss = _vmap_train(functools.partial(_member_train_loss, l2=config.l2))
+
+    def one_step(state: MemberState, x: Array, y: Array, weights: Array, loss: LossSpec):
+        # A minibatch holding none of the member's training rows is no step for it.
+        active = jnp.sum(weights) > 0
+        return member_train_step(
+            model, optimizer, state, x, y, None, active, loss, weights,
+            normalize="none", l2=config.l2,
+        )  # fmt: skip
+
+    train = _vmap_train(one_step)
     finish = functools.partial(
         end_of_epoch,
         patience=config.patience,
-        plateau_patience=config.lr_patience,
-        lr_factor=config.lr_decay,
-        min_rel_delta=config.min_rel_improvement,
+        plateau_patience=config.plateau_patience,
+        lr_factor=config.lr_factor,
+        min_delta=config.min_delta,
+        min_rel_delta=config.min_rel_delta,
     )
     for _ in range(3):  # member axes [seed, loss, rotation]; the epoch is shared
         finish = jax.vmap(finish, in_axes=(0, 0, None))
 
-    def step(carry: tuple[Any, Any, Array], batch: tuple[Array, Array], data: _Data):
-        params, opt_state, lr = carry
+    def step(state: MemberState, batch: tuple[Array, Array], data: _Data):
         idx, valid = batch  # [S, B]
-        x, y = data.x[idx], data.y[idx]
-        # weight[s, r, b]: row idx[s, b] is a (real) training row of rotation r.
-        weight = jnp.swapaxes(data.train_mask[:, idx], 0, 1) * valid[:, None, :]
-        grads = jax.grad(lambda p: jnp.sum(train_loss(p, x, y, weight, data.losses)))(params)
-        updates, opt_state = _vmap3(optimizer.update)(grads, opt_state, params)
-        params = optax.apply_updates(params, _scale_members(updates, -lr))
-        return (params, opt_state, lr), None
+        # weights[s, r, b]: row idx[s, b] is a (real) training row of rotation r.
+        weights = jnp.swapaxes(data.train_mask[:, idx], 0, 1) * valid[:, None, :]
+        return train(state, data.x[idx], data.y[idx], weights, data.losses), None
 
     @jax.jit
     def epoch(state: MemberState, data: _Data, epoch_index: Array) -> MemberState:
@@ -299,24 +209,24 @@ def _epoch_fn(
             jnp.swapaxes(perm.reshape(-1, steps, config.batch_size), 0, 1),
             jnp.swapaxes(valid.reshape(-1, steps, config.batch_size), 0, 1),
         )
-        lr = jnp.where(state.stopped, 0.0, state.lr)  # a stopped member no longer moves
-        (params, opt_state, _), _ = jax.lax.scan(
-            functools.partial(step, data=data), (state.params, state.opt_state, lr), batches
-        )
-        val = _block_sums(params, data.x, data.val_idx, data.y, data.val_weight, data.losses)
-        stepped = state.replace(params=params, opt_state=opt_state)
-        return finish(stepped, val / data.val_count, epoch_index)
+        state, _ = jax.lax.scan(functools.partial(step, data=data), state, batches)
+        return finish(state, _validation_losses(model, state, data), epoch_index)
 
     return epoch
 
 
-@jax.jit
-def _test_logits(params: Any, x: Array, idx: Array) -> Array:
-    """Logits of every member on its rotation's (padded) test rows: ``[S, nb, R, T(, n)]``."""
-    logits = _vmap_eval_logits(small_model_logits)
+@functools.partial(jax.jit, static_argnums=0)
+def _test_logits(model: nn.Module, variables: Any, x: Array, idx: Array) -> Array:
+    """Logits of every member (``variables`` stacked on ``[S, nb, R]``) on its rotation's
+    (padded) test rows: ``[S, nb, R, T(, n)]``."""
+
+    def one(v: Any, rows: Array) -> Array:
+        return model.apply(v, rows, train=False)
+
+    logits = _vmap_predict(one)
 
     def body(carry: None, i: Array) -> tuple[None, Array]:
-        return None, logits(params, x[i])  # [S, nb, R, block]
+        return None, logits(variables, x[i])  # [S, nb, R, block]
 
     _, out = jax.lax.scan(body, None, jnp.swapaxes(idx, 0, 1))
     return jnp.moveaxis(out, 0, 3).reshape(*out.shape[1:4], -1, *out.shape[5:])
@@ -375,42 +285,77 @@ def check_labels(labels: ArrayLike, n: int, losses: LossSpec) -> np.ndarray:
     return y.astype(np.int32)
 
 
-def exact_solver_applies(losses: LossSpec) -> bool:
-    return losses.kind == "weighted" and losses.base == "log"
+def exact_solver_applies(model: nn.Module, losses: LossSpec) -> bool:
+    """Whether the exact solver fits ``model`` under ``losses``: logistic regression under the
+    beta-weighted log loss (a convex problem)."""
+    return (
+        isinstance(model, LogisticRegression) and losses.kind == "weighted" and losses.base == "log"
+    )
+
+
+def _check_model(model: nn.Module, x: np.ndarray, losses: LossSpec) -> None:
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a Flax module, got {type(model).__name__}")
+    want = (2, losses.n_classes) if losses.multiclass else (2,)
+
+    def logits(rows: Array) -> Array:
+        return model.init_with_output(jax.random.key(0), rows, train=False)[0]
+
+    got = jax.eval_shape(logits, jax.ShapeDtypeStruct((2, x.shape[1]), jnp.float32)).shape
+    if got != want:
+        raise ValueError(
+            f"model returns logits of shape {got} on 2 rows; the {losses.describe()} needs "
+            f"{want} (a small model's n_outputs: 1 for a binary loss, the classes otherwise)"
+        )
 
 
 def train_tabular(
+    model: nn.Module,
     features: ArrayLike,
     labels: ArrayLike,
     splits: Sequence[FoldSplit],
     losses: LossLike | LossGrid,
     seeds: ArrayLike,
-    config: TabularConfig = TabularConfig(),
+    config: TrainConfig = TABULAR_DEFAULTS,
     *,
     progress: bool | str = False,
 ) -> MemberFit:
-    """Train ``len(seeds) x len(losses) x len(splits)`` members as one vectorized program.
+    """Train ``len(seeds) x len(losses) x len(splits)`` members of ``model`` on one table.
 
     Member ``(s, b, r)`` minimises loss ``b`` of the grid (for a beta, the beta-weighted
     cross-entropy, eq. ``b-loss-bin``) over the training rows of ``splits[r]``. With the exact
-    solver (the default for the logistic model under the beta-weighted log loss) every member is
-    fitted to its optimum by full-batch Newton steps, and all seeds share it. With Adam, member
-    ``(s, b, r)`` starts from the initialisation and follows the minibatch order of
-    ``seeds[s]``, early-stopped on its validation rows. Members are independent: training one
-    alone (one loss, seed and split) gives the same parameters.
+    solver (by default where it applies: logistic regression under the beta-weighted log loss)
+    every member is fitted to its optimum by full-batch Newton steps, and all seeds share it.
+    Otherwise the members train by the ensemble trainer's steps
+    (:func:`~iml.training.step.member_train_step`, each member's own Adam state and learning
+    rate, :func:`~iml.training.train_state.end_of_epoch`'s plateau decay and early stopping on
+    its validation rows): member ``(s, b, r)`` starts from the initialisation and follows the
+    minibatch order of ``seeds[s]``. Members are independent: training one alone (one loss, seed
+    and split) gives the same parameters.
 
     Args:
+      model: a Flax module on rows ``[n, d]``, e.g. :func:`iml.models.build_small_model`;
+        ``[n]`` logits for a binary loss, ``[n, classes]`` for a multiclass one.
       features: ``[N, d]`` inputs.
       labels: ``[N]`` labels in ``{0, 1}``, or class indices for multiclass losses.
       splits: rotations of the nested cross-validation (:func:`iml.data.nested_cv_splits`).
       losses: ``[nb]`` class weights in ``(0, 1)``, or any grid :func:`loss_grid` reads.
       seeds: ``[S]`` non-negative integer seeds.
-      config: the training configuration.
+      config: the trainer's configuration (default :data:`TABULAR_DEFAULTS`); ``eval_batch_size``
+        is the block of validation and test rows scored at once. Tables take no image flips or
+        normalisation.
       progress: show a tqdm bar over epochs (a string is used as its description).
 
     Returns:
       A :class:`MemberFit` (NumPy arrays).
     """
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if config.flip or config.normalize != "none":
+        raise ValueError(
+            "config.flip and config.normalize apply to images; a table's config sets "
+            "flip=False, normalize='none' (as TABULAR_DEFAULTS does)"
+        )
     x = np.asarray(features, dtype=np.float32)
     grid = loss_grid(losses)
     spec = grid.spec
@@ -418,6 +363,7 @@ def train_tabular(
     if x.ndim != 2:
         raise ValueError(f"features must be [N, d]; got shape {x.shape}")
     y = check_labels(labels, x.shape[0], spec)
+    _check_model(model, x, spec)
     if not splits:
         raise ValueError("splits is empty")
     n = x.shape[0]
@@ -426,26 +372,26 @@ def train_tabular(
         train_mask[r, split.train] = 1.0
         if split.val.size == 0:
             raise ValueError(f"rotation {split.rotation} has no validation rows (early stopping)")
-    if config.exact:
-        if not exact_solver_applies(spec):
-            raise ValueError(
-                f"the exact solver fits the beta-weighted log loss only, not the "
-                f"{spec.describe()}; use solver='adam'"
-            )
-        return _fit_exactly(x, y, splits, grid.weights, s, train_mask, config)
-    val_idx, val_weight = _blocked([split.val for split in splits], config.eval_rows)
+    exact = exact_solver_applies(model, spec)
+    if config.solver == "exact" and not exact:
+        raise ValueError(
+            f"the exact solver fits logistic regression under the beta-weighted log loss, not "
+            f"{type(model).__name__} under the {spec.describe()}; use solver='adam'"
+        )
+    if exact and config.solver != "adam":
+        return _fit_exactly(model, x, y, splits, grid.weights, s, train_mask, config)
+    val_idx, val_weight = _blocked([split.val for split in splits], config.eval_batch_size)
     data = _Data(
         x=jnp.asarray(x),
         y=jnp.asarray(y, jnp.int32 if spec.multiclass else jnp.float32),
         train_mask=jnp.asarray(train_mask),
         val_idx=jnp.asarray(val_idx),
         val_weight=jnp.asarray(val_weight),
-        val_count=jnp.asarray([len(split.val) for split in splits], jnp.float32),
         losses=spec,
         seeds=jnp.asarray(s, jnp.uint32),
     )
-    state = _init_state(config, data, x.shape[1])
-    epoch = _epoch_fn(config, n)
+    state = _init_state(model, config, data)
+    epoch = _epoch_fn(model, config, n)
     bar = _progress(config.max_epochs, progress)
     epochs_run = 0
     try:
@@ -461,8 +407,10 @@ def train_tabular(
     finally:
         if bar is not None:
             bar.close()
-    test_idx, _ = _blocked([split.test for split in splits], config.eval_rows)
-    logits = _test_logits(state.best_params, data.x, jnp.asarray(test_idx))
+    _warn_diverged(np.asarray(state.diverged))
+    test_idx, _ = _blocked([split.test for split in splits], config.eval_batch_size)
+    best = {"params": state.best_params, "batch_stats": state.best_batch_stats}
+    logits = _test_logits(model, best, data.x, jnp.asarray(test_idx))
     return MemberFit(
         params=jax.tree.map(np.asarray, state.best_params),
         best_val=np.asarray(state.best_val_loss),
@@ -472,14 +420,25 @@ def train_tabular(
     )
 
 
+def _warn_diverged(diverged: np.ndarray) -> None:
+    if diverged.any():
+        warnings.warn(
+            f"{int(diverged.sum())} of {diverged.size} members stopped for a non-finite loss or "
+            "gradient; they keep their best parameters (lower the learning rate)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 def _fit_exactly(
+    model: nn.Module,
     x: np.ndarray,
     y: np.ndarray,
     splits: Sequence[FoldSplit],
     betas: np.ndarray,
     seeds: np.ndarray,
     train_mask: np.ndarray,
-    config: TabularConfig,
+    config: TrainConfig,
 ) -> MemberFit:
     """Every (beta, rotation) member at its optimum, shared by all seeds (a convex problem)."""
     weights = beta_weighted_sample_weights(y, betas, train_mask)  # [nb, R, N]
@@ -500,9 +459,9 @@ def _fit_exactly(
         "w": np.broadcast_to(np.asarray(fit.coef), (n_seeds, *fit.coef.shape)),
         "b": np.broadcast_to(np.asarray(fit.intercept), (n_seeds, *fit.intercept.shape)),
     }
-    test_idx, _ = _blocked([split.test for split in splits], config.eval_rows)
-    one_seed = jax.tree.map(lambda a: jnp.asarray(a[:1]), params)
-    logits = np.asarray(_test_logits(one_seed, jnp.asarray(x), jnp.asarray(test_idx)))
+    test_idx, _ = _blocked([split.test for split in splits], config.eval_batch_size)
+    one_seed = {"params": jax.tree.map(lambda a: jnp.asarray(a[:1]), params)}
+    logits = np.asarray(_test_logits(model, one_seed, jnp.asarray(x), jnp.asarray(test_idx)))
     # Each member's validation loss: the mean beta-weighted cross-entropy on its validation rows.
     column = loss_spec("log", beta=np.asarray(betas, np.float32)[:, None])
     val = np.stack(

@@ -57,6 +57,7 @@ from iml.training.train_state import MemberState, end_of_epoch, init_member_stat
 
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",
+    "SOLVERS",
     "DataSource",
     "MemberHistory",
     "MemberSpec",
@@ -85,6 +86,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_MEMBER_BATCHING: dict[str, str] = {"cpu": "map", "gpu": "vmap", "tpu": "vmap"}
 
 _NORMALIZATIONS = ("imagenet", "none")
+
+#: The solvers of :attr:`TrainConfig.solver`.
+SOLVERS = ("auto", "exact", "adam")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -130,12 +134,14 @@ class MemberSpec:
 
 @dataclasses.dataclass(frozen=True)
 class DataSource:
-    """Random access to a labelled image dataset shared by all members.
+    """Random access to a labelled dataset shared by all members: images, or a table's rows.
 
     Attributes:
       get_batch: maps an integer index array ``[n]`` to images ``[n, H, W, C]``, ``uint8`` in
         ``[0, 255]`` or floating point in ``[0, 1]`` (an in-memory array's ``__getitem__``, or a
-        reader of a random-access file format).
+        reader of a random-access file format), or to floating-point feature rows ``[n, d]``
+        (trained with ``flip=False, normalize='none'``; :func:`train_tabular` trains many members
+        of one table faster, sharing its minibatches on the device).
       labels: ``[N]`` binary labels in ``{0, 1}`` (soft labels in ``[0, 1]`` are accepted), or
         class indices for members with a multiclass loss.
     """
@@ -173,8 +179,17 @@ class TrainConfig:
       plateau_patience: epochs without improvement before its learning rate is decayed.
       lr_factor: the decay factor (0.1: "decayed by a factor of 10").
       min_delta: the least decrease of the validation loss that counts as an improvement.
+      min_rel_delta: the least decrease, as a fraction of the best validation loss, that counts.
+      l2: coefficient of ``l2 / 2 * ||W||^2`` added to the training loss (weights only:
+        :func:`iml.models.weight_norm`).
       flip: random horizontal flips of training images.
       normalize: ``'imagenet'`` or ``'none'``.
+      solver: ``'adam'`` (minibatch Adam with the schedule above), ``'exact'`` (a table's
+        logistic regression under the beta-weighted log loss fitted to its optimum by full-batch
+        Newton steps: :func:`iml.training.fit_weighted_logistic`), or ``'auto'``: exact where it
+        applies, Adam otherwise (:func:`iml.training.train_tabular`). Image models train by Adam.
+      tol: the exact solver's gradient tolerance (largest absolute entry).
+      max_newton_steps: the exact solver's most Newton steps.
       member_batching: ``'vmap'``, ``'map'`` or ``'loop'`` (see :mod:`iml.training.step`);
         ``None`` takes the backend's measured default (:data:`DEFAULT_MEMBER_BATCHING`). With
         ``'map'`` or ``'loop'`` on a mesh whose data axis is 1, each device steps its own members.
@@ -193,10 +208,15 @@ class TrainConfig:
     plateau_patience: int = 1
     lr_factor: float = 0.1
     min_delta: float = 0.0
+    min_rel_delta: float = 0.0
+    l2: float = 0.0
     flip: bool = True
     normalize: str = "imagenet"
     member_batching: str | None = None
     checkpoint_every_steps: int | None = None
+    solver: str = "auto"
+    tol: float = 1e-6
+    max_newton_steps: int = 50
 
     def __post_init__(self) -> None:
         positive = {
@@ -207,10 +227,24 @@ class TrainConfig:
             "max_epochs": self.max_epochs,
             "patience": self.patience,
             "plateau_patience": self.plateau_patience,
+            "tol": self.tol,
+            "max_newton_steps": self.max_newton_steps,
         }
         for name, value in positive.items():
-            if not (np.isfinite(value) and value > 0):
+            if isinstance(value, bool) or not (np.isfinite(value) and value > 0):
                 raise ValueError(f"TrainConfig.{name} must be positive, got {value!r}")
+        counts = ("batch_size", "eval_batch_size", "max_epochs", "patience", "plateau_patience",
+                  "max_newton_steps")  # fmt: skip
+        for name in counts:
+            value = getattr(self, name)
+            if not isinstance(value, int | np.integer):
+                raise ValueError(f"TrainConfig.{name} must be an integer, got {value!r}")
+        for name in ("min_delta", "min_rel_delta", "l2"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"TrainConfig.{name} must be non-negative, got {value!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"TrainConfig.solver must be one of {SOLVERS}, got {self.solver!r}")
         if not (0.0 <= self.b1 < 1.0 and 0.0 <= self.b2 < 1.0):
             raise ValueError(f"TrainConfig.b1 and b2 must be in [0, 1), got {self.b1}, {self.b2}")
         if not 0.0 < self.lr_factor <= 1.0:
@@ -273,10 +307,10 @@ def _check_indices(name: str, idx: Any, n: int) -> np.ndarray:
 def _check_images(images: Any, n: int, where: str) -> tuple[int, ...]:
     if not isinstance(images, np.ndarray | jax.Array):
         raise ValueError(f"get_batch must return an array, got {type(images).__name__} ({where})")
-    if images.ndim != 4 or images.shape[0] != n:
+    if images.ndim not in (2, 4) or images.shape[0] != n:
         raise ValueError(
-            f"get_batch must return images [n, H, W, C] with n={n}, got shape {images.shape} "
-            f"({where})"
+            f"get_batch must return images [n, H, W, C] or feature rows [n, d] with n={n}, got "
+            f"shape {images.shape} ({where})"
         )
     if not (images.dtype == np.uint8 or np.issubdtype(images.dtype, np.floating)):
         raise ValueError(
@@ -290,6 +324,11 @@ def _check_inputs(
 ) -> tuple[list[MemberSpec], np.ndarray, tuple[int, ...], Any]:
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if config.solver == "exact":
+        raise ValueError(
+            "TrainConfig.solver 'exact' fits a table's logistic regression "
+            "(iml.training.train_tabular); image models train by Adam"
+        )
     members = list(members)
     if not members or not all(isinstance(m, MemberSpec) for m in members):
         raise ValueError("members must be a non-empty sequence of MemberSpec")
@@ -335,6 +374,11 @@ def _check_inputs(
     probe_idx = checked[0].train_idx[:2]
     probe = data.get_batch(probe_idx)
     image_shape = _check_images(probe, len(probe_idx), "probe batch")
+    if len(image_shape) == 1 and (config.flip or config.normalize != "none"):
+        raise ValueError(
+            "config.flip and config.normalize apply to images; for feature rows set "
+            "flip=False, normalize='none' (as iml.training.TABULAR_DEFAULTS does)"
+        )
     return checked, labels.astype(np.float32), image_shape, np.asarray(probe).dtype
 
 
@@ -377,7 +421,9 @@ def _programs(
     members = NamedSharding(mesh, PartitionSpec(ENSEMBLE_AXIS))
     whole = replicated(mesh)
 
-    one_step = functools.partial(member_train_step, model, optimizer, normalize=config.normalize)
+    one_step = functools.partial(
+        member_train_step, model, optimizer, normalize=config.normalize, l2=config.l2
+    )
     # 'loop' steps members one by one (see member_in_place); evaluation, forward only, is vmapped.
     batched = "vmap" if batching == "loop" else batching
     # One after another, a stopped or idle member's step is skipped (under vmap it would not be).
@@ -398,6 +444,7 @@ def _programs(
             plateau_patience=config.plateau_patience,
             lr_factor=config.lr_factor,
             min_delta=config.min_delta,
+            min_rel_delta=config.min_rel_delta,
         ),
         in_axes=(0, 0, None),
     )
@@ -484,6 +531,9 @@ _HOST_FIELDS = (
     "flip",
     "member_batching",
     "checkpoint_every_steps",
+    "solver",
+    "tol",
+    "max_newton_steps",
 )
 
 
