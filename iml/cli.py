@@ -53,9 +53,11 @@ SHORTCUTS = {
     "model": "model.name",
     "weights": "model.weights",
     "image_size": "data.image_size",
+    "classes": "data.classes",
     "loss": "loss.name",
     "gamma": "loss.gamma",
     "betas": "loss.betas",
+    "loss_weights": "loss.weights",
     "folds": "data.n_folds",
     "seeds": "train.seeds",
     "epochs": "train.epochs",
@@ -145,7 +147,7 @@ def _numbers(flag: str, text: str) -> tuple[float, ...]:
 
 
 def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
-    from iml.pipeline.runner import check_config, check_resumable
+    from iml.pipeline.runner import check_config, check_resumable, is_multiclass
 
     config = load_config(args)
     check_config(config)
@@ -171,10 +173,8 @@ def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
             return 0
         report_run(args.out, args.out)
         elapsed = time.perf_counter() - start
-        print(
-            f"results in {args.out}: table.json, table.md, revealed.json, figures/ "
-            f"({elapsed:.0f} s)"
-        )
+        revealed = "" if is_multiclass(config) else "revealed.json, "
+        print(f"results in {args.out}: table.json, table.md, {revealed}figures/ ({elapsed:.0f} s)")
         return 0
 
     return work
@@ -425,9 +425,25 @@ def build_parser() -> argparse.ArgumentParser:
         "starting weights: a torchvision DenseNet .pth (e.g. densenet121-a639ec97.pth)",
     )
     shortcut("image_size", "side of the square images in pixels", type=int)
-    shortcut("loss", "log (default: the beta-weighted cross-entropy), squared or focal")
+    shortcut(
+        "classes",
+        "binary (default: the dataset's binary label) or all (every class of digits, for the "
+        "multiclass losses)",
+        choices=("binary", "all"),
+    )
+    shortcut(
+        "loss",
+        "log (default: the beta-weighted cross-entropy), squared or focal; or the multiclass "
+        "matrix (the B-weighted log loss) and class_weighted_softmax, over --loss-weights",
+    )
     shortcut("gamma", "the focal loss's gamma (default 2)", type=float)
     shortcut("betas", "class weights in (0, 1) (alpha for the focal loss)", type=float, nargs="+")
+    shortcut(
+        "loss_weights",
+        "the grid of a multiclass loss, ';'-separated, one ensemble each: 'ones' or the entries "
+        "that differ from 1, e.g. 'ones;B[8,8]=10' (matrix) or 'ones;w[8]=10'",
+        metavar="W1;W2;...",
+    )
     shortcut("folds", "number of cross-validation folds", type=int)
     shortcut("seeds", "member seeds", type=int, nargs="+")
     shortcut("epochs", "most epochs per member", type=int)

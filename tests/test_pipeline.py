@@ -195,8 +195,9 @@ def test_markdown_table_lists_every_method_and_metric():
         ("loss.betas", (0.5, 1.5), r"config\.loss\.betas must lie in \(0, 1\)"),
         (
             "loss.name",
-            "matrix",
-            r"config\.loss\.name must be one of \['focal', 'log', 'squared'\].*got 'matrix'",
+            "hinge",
+            r"config\.loss\.name must be one of \['focal', 'log', 'squared'\].*"
+            r"\['matrix', 'class_weighted_softmax'\].*got 'hinge'",
         ),
         ("loss.gamma", -1.0, r"config\.loss\.gamma must be a non-negative number"),
         ("data.name", "mnist", "config.data.name: unknown dataset 'mnist'"),
@@ -406,3 +407,121 @@ def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
     assert table["raw"]["loss_calibration_p_value"] > 0.05  # optimal for the focal loss
     log_table = summary_table(ensemble, labels, folds, n_bootstrap=20)["0.9"]
     assert log_table["loss_corrected"]["ece"] > 0.05  # the log loss's inverse is the wrong one
+
+
+# ----------------------------------------------------------------------------------------------
+# Multiclass runs: a grid of weighted multiclass losses over every class
+# ----------------------------------------------------------------------------------------------
+
+MULTICLASS = {
+    "data.classes": "all",
+    "data.image_size": 8,
+    "data.max_examples": 400,
+    "data.n_folds": 5,
+    "data.n_val_folds": 1,
+    "model.name": "densenet_tiny",
+    "loss.name": "class_weighted_softmax",
+    "loss.weights": "ones;w[8]=10",
+    "train.epochs": 2,
+    "train.checkpoint": False,
+    "eval.n_bins": 5,
+}
+
+
+def test_plan_of_a_multiclass_grid_keys_members_by_loss():
+    plan = make_plan(100, losses=("ones", "w[8]=10"), seeds=(0, 1), n_folds=5, n_val_folds=1)
+    assert plan.keys == ("ones", "w[8]=10") and plan.betas == ()
+    assert {m.beta for m in plan.members} == {None}
+    assert [m.loss for m in plan.batches[0].members] == [0, 0, 1, 1]
+    sizes = ensemble_sizes(plan, 100)
+    np.testing.assert_array_equal(sizes["w[8]=10"], 2)  # one rotation tests it, once per seed
+    with pytest.raises(ValueError, match="not both"):
+        make_plan(100, betas=(0.5,), losses=("ones",))
+    with pytest.raises(ValueError, match="distinct"):
+        make_plan(100, losses=("ones", "ones"))
+
+
+def test_aggregate_means_class_scores_per_loss():
+    a, b = np.array([[0.2, 0.8], [0.6, 0.4]]), np.array([[0.4, 0.6]])
+    ens = aggregate_members([(0.0, np.array([0, 1]), a), (0.0, np.array([0]), b)], (0.0, 1.0), 3)
+    assert ens.scores.shape == (2, 3, 2)
+    np.testing.assert_allclose(ens.scores[0, 0], [0.3, 0.7])
+    np.testing.assert_allclose(ens.scores[0, 1], [0.6, 0.4])
+    assert np.isnan(ens.scores[0, 2]).all() and np.isnan(ens.scores[1]).all()
+    np.testing.assert_array_equal(ens.sizes, [[2, 1, 0], [0, 0, 0]])
+    with pytest.raises(ValueError, match="differ in shape"):
+        aggregate_members([(0.0, [0], a[:1]), (0.0, [1], np.ones((1, 3)) / 3)], (0.0,), 2)
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"loss.weights": ""}, r"needs config\.loss\.weights"),
+        ({"loss.betas": (0.9,)}, r"config\.loss\.betas does not apply"),
+        ({"data.classes": "binary"}, r"is multiclass; set config\.data\.classes='all'"),
+        ({"loss.weights": "ones;B[1,1]=2"}, r"config\.loss\.weights: cannot read 'B\[1,1\]=2'"),
+        ({"loss.name": "log"}, r"config\.loss\.weights applies to the multiclass losses"),
+        ({"loss.name": "log", "loss.weights": ""}, r"classes='all' needs a multiclass loss"),
+        ({"data.classes": "some"}, r"config\.data\.classes must be 'binary' or 'all'"),
+    ],
+)
+def test_check_config_of_a_multiclass_run_names_the_bad_key(values, match):
+    with pytest.raises(ValueError, match=match):
+        check_config(_config(**{**MULTICLASS, **values}))
+
+
+def test_a_class_out_of_range_is_named_when_the_data_is_loaded():
+    from iml.pipeline.runner import load_run_data
+
+    with pytest.raises(ValueError, match=r"config\.loss\.weights: index \[12\] is out of range"):
+        load_run_data(_config(**{**MULTICLASS, "loss.weights": "ones;w[12]=2"}))
+
+
+@pytest.fixture(scope="module")
+def multiclass_run(tmp_path_factory):
+    from iml.pipeline.report import report_run
+    from iml.pipeline.runner import run_experiment
+
+    out = tmp_path_factory.mktemp("multiclass")
+    run_experiment(_config(**MULTICLASS), out, progress=False)
+    return out, report_run(out, formats=("png",))
+
+
+def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multiclass_run):
+    """`iml reproduce --classes all --loss class_weighted_softmax --loss-weights 'ones;w[8]=10'`:
+    one ensemble per loss, softmax class scores, each corrected by the inverse of its own rule
+    (Proposition 4: a_j / w_j, renormalised), reported with the multiclass metrics."""
+    from iml.calibration import MULTICLASS_METRICS
+
+    out, table = multiclass_run
+    assert list(table) == ["ones", "w[8]=10"]
+    for row in table.values():
+        assert set(row) == {"raw", "loss_corrected"}
+        assert set(row["raw"]) == set(MULTICLASS_METRICS)
+    assert json.loads((out / "table.json").read_text()) == table
+    with np.load(out / "ensemble_scores.npz") as stored:
+        keys, scores, corrected = stored["keys"], stored["scores"], stored["corrected"]
+        labels, sizes = stored["labels"], stored["sizes"]
+    assert keys.tolist() == ["ones", "w[8]=10"] and scores.shape == (2, 400, 10)
+    assert labels.max() == 9 and (sizes == 1).all()  # one full cycle: each tested once
+    np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-5)  # softmax
+    np.testing.assert_allclose(corrected[0], scores[0], atol=1e-5)  # unweighted: the identity
+    w = np.ones(10)
+    w[8] = 10.0
+    by_hand = scores[1] / w
+    np.testing.assert_allclose(corrected[1], by_hand / by_hand.sum(-1, keepdims=True), atol=1e-5)
+    assert corrected[1][:, 8].mean() < scores[1][:, 8].mean()
+    # The unweighted ensemble's raw scores are its corrected ones, metric by metric.
+    for metric, value in table["ones"]["raw"].items():
+        assert table["ones"]["loss_corrected"][metric] == pytest.approx(value, abs=1e-6)
+    for key in ("ones", "w_8_=10"):
+        assert (out / "figures" / "reliability_by_class" / f"{key}.png").stat().st_size > 0
+    assert (out / "figures" / "ece_by_loss.png").exists()
+    assert not (out / "revealed.json").exists()
+
+
+def test_reveal_refuses_a_multiclass_run_naming_its_loss(multiclass_run):
+    from iml.pipeline.reveal import load_reveal_input
+
+    with pytest.raises(ValueError, match=r"multiclass run .*class_weighted_softmax"):
+        load_reveal_input(multiclass_run[0])

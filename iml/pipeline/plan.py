@@ -1,4 +1,4 @@
-"""Planning a run: the grid beta x rotation x seed, split into member batches for the trainer.
+"""Planning a run: the grid loss x rotation x seed, split into member batches for the trainer.
 
 Nested cross-validation follows the paper's appendix "Technical Details": the observations are
 split into ``n_folds`` folds (grouped by patient where patients exist, stratified by label) and
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from iml import _validation as V
+from iml.calibration import beta_key
 from iml.data import FoldSplit, assign_folds, cycle_length, nested_cv_splits
 
 __all__ = ["Member", "MemberBatch", "Plan", "check_betas", "ensemble_sizes", "make_plan"]
@@ -23,21 +24,24 @@ __all__ = ["Member", "MemberBatch", "Plan", "check_betas", "ensemble_sizes", "ma
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Member:
-    """One ensemble member: a class weight, a rotation of the nested CV and a seed.
+    """One ensemble member: a loss of the grid, a rotation of the nested CV and a seed.
 
     Attributes:
-      index: position in the plan's grid (betas outermost, then rotations, then seeds).
-      beta: the positive-class weight of its loss (eq. ``b-loss-bin``).
+      index: position in the plan's grid (rotations outermost, then losses, then seeds).
+      beta: the positive-class weight of its loss (eq. ``b-loss-bin``); ``None`` in a grid of
+        multiclass losses.
       rotation: the rotation of the nested cross-validation it trains on.
       seed: seed of its initial parameters, data order and flips.
       split: its training, validation and test observations.
+      loss: the position of its loss in the plan's grid (:attr:`Plan.keys`).
     """
 
     index: int
-    beta: float
+    beta: float | None
     rotation: int
     seed: int
     split: FoldSplit
+    loss: int = 0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -58,11 +62,13 @@ class Plan:
     """The whole grid of a run.
 
     Attributes:
-      betas: the class weights.
+      betas: the class weights (empty for a grid of multiclass losses).
       seeds: the member seeds.
       fold_ids: ``[N]`` fold of every observation.
       splits: the rotations used, one :class:`~iml.data.FoldSplit` each.
       batches: the member batches, in the order they are trained.
+      keys: the grid's losses by name: the exact betas (:func:`iml.calibration.beta_key`), or
+        the keys of a multiclass grid (:attr:`iml.LossGrid.keys`, e.g. ``"B[8,8]=10"``).
     """
 
     betas: tuple[float, ...]
@@ -70,6 +76,7 @@ class Plan:
     fold_ids: np.ndarray
     splits: tuple[FoldSplit, ...]
     batches: tuple[MemberBatch, ...]
+    keys: tuple[str, ...] = ()
 
     @property
     def members(self) -> list[Member]:
@@ -89,7 +96,8 @@ def check_betas(betas: Sequence[float]) -> tuple[float, ...]:
 def make_plan(
     num_examples: int,
     *,
-    betas: Sequence[float],
+    betas: Sequence[float] = (),
+    losses: Sequence[str] = (),
     seeds: Sequence[int] = (0,),
     labels: np.ndarray | None = None,
     groups: np.ndarray | None = None,
@@ -104,7 +112,9 @@ def make_plan(
 
     Args:
       num_examples: number of observations ``N``.
-      betas: class weights in ``(0, 1)``.
+      betas: class weights in ``(0, 1)``, one loss each.
+      losses: or the keys of a grid of multiclass losses (distinct); exactly one of ``betas``
+        and ``losses`` is given.
       seeds: non-negative member seeds (each rotation and beta is trained once per seed).
       labels: ``[N]`` labels to stratify the folds by.
       groups: ``[N]`` patient (group) ids; no group is split across folds.
@@ -120,7 +130,14 @@ def make_plan(
       The :class:`Plan`; batches hold consecutive members of the grid (betas outermost within a
       rotation: the grid is ordered rotation, beta, seed so that a batch shares its folds).
     """
-    betas = check_betas(betas)
+    if bool(len(betas)) == bool(len(losses)):
+        raise ValueError("give the grid as betas or as the keys of multiclass losses, not both")
+    keys = tuple(str(k) for k in losses)
+    if losses and len(set(keys)) != len(keys):
+        raise ValueError(f"losses must be distinct, got {list(keys)}")
+    betas = check_betas(betas) if betas else ()
+    weights: tuple[float | None, ...] = betas or (None,) * len(keys)
+    keys = tuple(beta_key(b) for b in betas) or keys
     seeds = tuple(int(s) for s in seeds)
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct non-negative integers, got {list(seeds)}")
@@ -140,24 +157,25 @@ def make_plan(
             rotations=rotations,
         )
     )
-    grid = [(s, b, seed) for s in splits for b in betas for seed in seeds]
+    grid = [(s, j, seed) for s in splits for j in range(len(keys)) for seed in seeds]
     members = [
-        Member(index=i, beta=b, rotation=s.rotation, seed=seed, split=s)
-        for i, (s, b, seed) in enumerate(grid)
+        Member(index=i, beta=weights[j], rotation=s.rotation, seed=seed, split=s, loss=j)
+        for i, (s, j, seed) in enumerate(grid)
     ]
-    per = members_per_batch or len(betas) * len(seeds)
+    per = members_per_batch or len(keys) * len(seeds)
     if int(per) < 1:
         raise ValueError(f"members_per_batch must be >= 1, got {members_per_batch!r}")
     batches = tuple(
         MemberBatch(index=k, members=tuple(members[i : i + per]))
         for k, i in enumerate(range(0, len(members), per))
     )
-    return Plan(betas=betas, seeds=seeds, fold_ids=fold_ids, splits=splits, batches=batches)
+    return Plan(betas, seeds, fold_ids, splits, batches, keys)
 
 
 def ensemble_sizes(plan: Plan, num_examples: int) -> dict[float, np.ndarray]:
-    """Planned ensemble size of every observation per beta: members whose test fold holds it."""
-    sizes = {b: np.zeros(num_examples, dtype=np.int64) for b in plan.betas}
+    """Planned ensemble size of every observation per beta (per key of a multiclass grid):
+    members whose test fold holds it."""
+    sizes = {b: np.zeros(num_examples, dtype=np.int64) for b in plan.betas or plan.keys}
     for m in plan.members:
-        sizes[m.beta][m.split.test] += 1
+        sizes[plan.keys[m.loss] if m.beta is None else m.beta][m.split.test] += 1
     return sizes

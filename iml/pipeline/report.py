@@ -203,12 +203,14 @@ def table_markdown(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> st
     return "\n".join(lines)
 
 
-def _size_summary(ensemble: EnsembleScores) -> dict[str, Any]:
+def _size_summary(ensemble: EnsembleScores, keys: Sequence[str] | None = None) -> dict[str, Any]:
+    """Ensemble sizes per row, keyed by the exact betas or by ``keys``."""
     out = {}
-    for row, beta in enumerate(ensemble.betas):
+    keys = [beta_key(b) for b in ensemble.betas] if keys is None else keys
+    for row, key in enumerate(keys):
         sizes = ensemble.sizes[row]
         values, counts = np.unique(sizes, return_counts=True)
-        out[beta_key(beta)] = {
+        out[key] = {
             "min": int(sizes.min()),
             "max": int(sizes.max()),
             "mean": float(sizes.mean()),
@@ -238,7 +240,8 @@ def report_run(
     run: str | Path, out: str | Path | None = None, *, formats: Sequence[str] = ("png", "pdf")
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Aggregate a stored run and write its table, ensemble scores, Figures 1-4 and revealed
-    experiments.
+    experiments (for a run over multiclass losses: its table, ensemble scores and reliability
+    figures per class; see below).
 
     Writes into ``out`` (default: the run directory): ``table.json``, ``table.md``,
     ``ensemble.json`` (ensemble sizes per beta), ``ensemble_scores.npz``,
@@ -250,6 +253,14 @@ def report_run(
     ``figures/revealed_{information,value_matrix,cost_bounds}.{png,pdf}``, or a warning saying
     why not (too few observations scored at every beta, or one label among them). Trains
     nothing.
+
+    A run over a grid of multiclass losses (``config.loss.weights``) is keyed by the grid's keys
+    instead of betas. Its table holds, per loss, the raw and loss-corrected (Proposition 4)
+    top-label and class-wise ECE, Brier score, log loss and accuracy, over the observations that
+    every loss's ensemble scored. ``ensemble_scores.npz`` adds the corrected class scores
+    (``corrected``, where an observation is scored). The figures are
+    ``figures/ece_by_loss`` and ``figures/reliability_by_class/KEY``. The recalibration
+    baselines, Figures 1-4 and the revealed experiments are binary and are not drawn.
 
     Args:
       run: a run directory written by :func:`iml.pipeline.runner.run_experiment`.
@@ -264,13 +275,15 @@ def report_run(
       ValueError: if the run has no finished member batch.
     """
     # the runner (and the trainer it imports) only where a report is made
-    from iml.pipeline.runner import run_loss, stored_config
+    from iml.pipeline.runner import is_multiclass, run_loss, stored_config
 
     store = check_stored_run(run)
     config = stored_config(store.manifest()["config"])
     n_bins, n_bootstrap = int(config.eval.n_bins), int(config.eval.n_bootstrap)
     folds = store.load_arrays("data/folds")
     labels, fold_ids = folds["labels"], folds["fold_ids"]
+    if is_multiclass(config):
+        return _report_multiclass(store, config, labels, out, formats)
     betas = [float(b) for b in config.loss.betas]
     loss = run_loss(config)
     ensemble = load_ensemble(store, betas, len(labels))
@@ -335,4 +348,62 @@ def report_run(
             seed=int(config.eval.report_seed),
             formats=formats,
         )
+    return table
+
+
+def _report_multiclass(
+    store: RunStore,
+    config: Any,
+    labels: np.ndarray,
+    out: str | Path | None,
+    formats: Sequence[str],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """The report of a run over a grid of multiclass losses: per loss, the raw and
+    loss-corrected (Proposition 4) ensemble scores' top-label and class-wise ECE, Brier score,
+    log loss and accuracy (:func:`iml.pipeline.sweep.sweep_table`), over the observations that
+    every loss's ensemble scored; one reliability figure per loss, a panel per class; and the
+    ECE of every loss's ensemble before and after the correction."""
+    from iml.pipeline.runner import run_grid
+    from iml.pipeline.sweep import _file_name, loss_corrected_scores, sweep_markdown, sweep_table
+    from iml.plots import figure_calibration_by_loss, reliability_by_class
+
+    n_classes = int(labels.max()) + 1
+    n_bins = int(config.eval.n_bins)
+    grid = run_grid(config, n_classes)
+    keys = [float(k) for k in range(len(grid.keys))]
+    ensemble = load_ensemble(store, keys, len(labels))
+    every = (ensemble.sizes > 0).all(axis=0)
+    if not every.any():
+        raise ValueError(f"{store.root}: no observation is scored by the ensemble of every loss")
+    scores = ensemble.scores[:, every]
+    table = sweep_table(grid, scores, labels[every], n_bins)
+    corrected = loss_corrected_scores(grid.spec, scores)
+    out = Path(out) if out is not None else store.root
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
+    atomic_write_bytes(out / "table.md", sweep_markdown(table, "loss").encode())
+    atomic_write_bytes(
+        out / "ensemble.json",
+        json.dumps({"ensemble_size": _size_summary(ensemble, grid.keys)}, indent=2).encode(),
+    )
+    RunStore(out).save_arrays(
+        "ensemble_scores",
+        keys=np.asarray(grid.keys),
+        scores=ensemble.scores,
+        corrected=np.where(
+            (ensemble.sizes > 0)[..., None],
+            loss_corrected_scores(grid.spec, np.nan_to_num(ensemble.scores, nan=1.0 / n_classes)),
+            np.nan,
+        ),
+        sizes=ensemble.sizes,
+        labels=labels,
+    )
+    title = f"{config.data.name}, {config.loss.name} loss"
+    fig = figure_calibration_by_loss(table, prevalence=None, title=title, weight_name="loss")
+    save_figure(fig, out / "figures" / "ece_by_loss", formats)
+    for key, raw, fixed in zip(grid.keys, scores, corrected, strict=True):
+        fig = reliability_by_class(
+            raw, labels[every], fixed, n_bins=n_bins, title=f"{title}: {key}"
+        )
+        save_figure(fig, out / "figures" / "reliability_by_class" / _file_name(key), formats)
     return table

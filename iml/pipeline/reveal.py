@@ -154,9 +154,14 @@ def _manifest_config(root: Path, what: str) -> Mapping[str, Any]:
 
 
 def _reproduce_input(root: Path) -> RevealInput:
-    from iml.pipeline.runner import run_loss, stored_config
+    from iml.pipeline.runner import is_multiclass, run_loss, stored_config
 
     config = stored_config(_manifest_config(root, "a reproduce run"))
+    if is_multiclass(config):
+        raise ValueError(
+            f"{root} holds a multiclass run ({config.loss.name} loss over "
+            f"{config.loss.weights!r}); `iml reveal` reads runs over a grid of class weights"
+        )
     betas = np.asarray([float(b) for b in config.loss.betas])
     loss = run_loss(config)
     if (root / "ensemble_scores.npz").exists():

@@ -34,7 +34,7 @@ from iml.models import (
 )
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.store import RunStore
-from iml.spec import CLASS_WEIGHTS, LossFamily, loss_family
+from iml.spec import CLASS_WEIGHTS, LossFamily, LossGrid, loss_family, loss_grid, weight_grid
 from iml.training import (
     DataSource,
     MemberHistory,
@@ -47,14 +47,18 @@ from iml.training.host import host_memory_record
 
 __all__ = [
     "FLAT_KEYS",
+    "MULTICLASS_LOSSES",
     "RETIRED_KEYS",
     "build_model",
     "check_config",
     "check_resumable",
     "default_config",
+    "is_multiclass",
     "load_run_data",
     "plan_run",
     "run_experiment",
+    "run_grid",
+    "run_labels",
     "run_loss",
     "stored_config",
 ]
@@ -87,6 +91,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.data.data_dir = ""  # '' = iml.data.default_data_dir()
     c.data.manual_dir = ""  # the dataset's raw files, where it has to be prepared from them
     c.data.max_examples = 0  # 0 = all; else a random subset of this many (quick runs, tests)
+    # 'binary': the dataset's binary labels (digits: 8 against the rest); 'all': every class of a
+    # dataset that has classes (digits: 10), for the multiclass losses
+    c.data.classes = "binary"
     c.data.image_size = 4  # digits shrunk from their native 8 px: an uncertain task (see above)
     c.data.n_folds = 10
     c.data.n_val_folds = 2
@@ -109,6 +116,10 @@ def default_config() -> ml_collections.ConfigDict:
     c.loss.name = "log"
     c.loss.betas = (0.5, 0.9, 0.99)  # one ensemble per class weight (alpha for 'focal')
     c.loss.gamma = 2.0  # the focusing parameter of 'focal'; the other losses do not read it
+    # the grid of a multiclass loss ('matrix': the B-weighted log loss, 'class_weighted_softmax'),
+    # one ensemble per ';'-separated entry, e.g. 'ones;B[8,8]=10' (iml sweep's syntax); the
+    # multiclass losses take it instead of the betas
+    c.loss.weights = ""
 
     c.train = ml_collections.ConfigDict()
     c.train.seeds = (0,)
@@ -206,14 +217,17 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config.model.name: unknown model {c.model.name!r}; "
             f"expected one of {list(IMAGE_MODELS)}"
         )
-    if c.loss.name not in CLASS_WEIGHTS:
+    if c.loss.name not in CLASS_WEIGHTS and c.loss.name not in MULTICLASS_LOSSES:
         raise ValueError(
             f"config.loss.name must be one of {sorted(CLASS_WEIGHTS)} (binary losses weighted "
-            f"by one class weight), got {c.loss.name!r}"
+            f"by one class weight) or {list(MULTICLASS_LOSSES)} (multiclass losses over the grid "
+            f"config.loss.weights), got {c.loss.name!r}"
         )
+    if c.data.classes not in ("binary", "all"):
+        raise ValueError(f"config.data.classes must be 'binary' or 'all', got {c.data.classes!r}")
     if not (math.isfinite(c.loss.gamma) and c.loss.gamma >= 0):
         raise ValueError(f"config.loss.gamma must be a non-negative number, got {c.loss.gamma!r}")
-    V.check_betas("config.loss.betas", [float(b) for b in c.loss.betas])
+    _check_loss_grid(c)
     for key in _COUNTS:
         _count(c, key)
     for key in _COUNTS_OR_ZERO:
@@ -247,13 +261,71 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
 
 
-def build_model(config: Mapping[str, Any]) -> Any:
+#: The multiclass losses of ``config.loss.name``, whose ensembles are the entries of the grid
+#: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``).
+MULTICLASS_LOSSES = ("matrix", "class_weighted_softmax")
+
+
+def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
+    """The loss's grid: betas for a binary loss, ``config.loss.weights`` for a multiclass one."""
+    from iml.pipeline.sweep import parse_weight_grid
+
+    said = f"config.loss.name={c.loss.name!r}"
+    if c.loss.name not in MULTICLASS_LOSSES:
+        if c.loss.weights:
+            raise ValueError(
+                f"config.loss.weights applies to the multiclass losses "
+                f"{list(MULTICLASS_LOSSES)}, not {said}; its grid is config.loss.betas"
+            )
+        if c.data.classes != "binary":
+            raise ValueError(
+                f"config.data.classes='all' needs a multiclass loss {list(MULTICLASS_LOSSES)}; "
+                f"{said} is binary"
+            )
+        V.check_betas("config.loss.betas", [float(b) for b in c.loss.betas])
+        return
+    if not c.loss.weights:
+        raise ValueError(f"{said} needs config.loss.weights (e.g. 'ones;B[8,8]=10')")
+    if tuple(c.loss.betas) != tuple(default_config().loss.betas):
+        raise ValueError(
+            f"config.loss.betas does not apply to {said}; its grid is config.loss.weights"
+        )
+    if c.data.classes != "all":
+        raise ValueError(f"{said} is multiclass; set config.data.classes='all'")
+    parse_weight_grid(c.loss.weights, c.loss.name, name="config.loss.weights")
+
+
+def is_multiclass(config: Mapping[str, Any]) -> bool:
+    """Whether the run trains multiclass losses (``config.loss.name`` in
+    :data:`MULTICLASS_LOSSES`) on every class of its dataset."""
+    return _as_config(config).loss.name in MULTICLASS_LOSSES
+
+
+def run_grid(config: Mapping[str, Any], n_classes: int) -> LossGrid:
+    """The grid of a multiclass run's losses (``config.loss.weights`` over ``n_classes``).
+
+    Raises:
+      ValueError: naming ``config.loss.weights`` for an entry it cannot read or a class out of
+        range.
+    """
+    from iml.pipeline.sweep import parse_weight_grid
+
+    c = _as_config(config)
+    entries = parse_weight_grid(c.loss.weights, c.loss.name, name="config.loss.weights")
+    try:
+        return loss_grid(weight_grid(entries, c.loss.name, n_classes))
+    except ValueError as err:
+        raise ValueError(f"config.loss.{err}") from None
+
+
+def build_model(config: Mapping[str, Any], num_outputs: int = 1) -> Any:
     """The (unbound) Flax model named by ``config.model.name``
-    (:data:`iml.models.IMAGE_MODELS`), with one output (binary task), and the convolutions of
-    ``config.model.conv_impl`` or the backend's default (:func:`iml.models.with_conv_impl`)."""
+    (:data:`iml.models.IMAGE_MODELS`), with ``num_outputs`` logits (1: a binary task; the classes
+    of a multiclass one), and the convolutions of ``config.model.conv_impl`` or the backend's
+    default (:func:`iml.models.with_conv_impl`)."""
     c = _as_config(config)
     try:
-        model = build_image_model(c.model.name)
+        model = build_image_model(c.model.name, num_outputs)
     except ValueError as err:
         raise ValueError(f"config.model.name: {err}") from None
     return with_conv_impl(model, str(c.model.conv_impl) or None)
@@ -284,16 +356,39 @@ def _dataset(config: ml_collections.ConfigDict) -> Dataset:
     )
 
 
+def run_labels(config: Mapping[str, Any], dataset: Dataset) -> np.ndarray:
+    """The targets a run trains on: the dataset's binary labels, or its classes (``[N]`` class
+    indices) where ``config.data.classes`` is ``'all'``.
+
+    Raises:
+      ValueError: for ``'all'`` on a dataset without classes.
+    """
+    if _as_config(config).data.classes == "binary":
+        return dataset.labels
+    if dataset.classes is None:
+        raise ValueError(
+            f"config.data.classes='all': dataset {dataset.name!r} has no classes beyond its "
+            "binary label (digits has 10)"
+        )
+    return np.asarray(dataset.classes)
+
+
 def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
-    """The member grid of ``config`` over ``dataset`` (folds grouped by patient, stratified)."""
+    """The member grid of ``config`` over ``dataset`` (folds grouped by patient, stratified by
+    the run's labels): its betas, or the keys of its multiclass grid."""
     c = _as_config(config)
     groups = dataset.groups
     has_groups = len(np.unique(groups)) < dataset.num_examples
+    labels = run_labels(c, dataset)
+    if is_multiclass(c):
+        grid = {"losses": run_grid(c, len(dataset.class_names)).keys}
+    else:
+        grid = {"betas": c.loss.betas}
     return make_plan(
         dataset.num_examples,
-        betas=c.loss.betas,
+        **grid,
         seeds=c.train.seeds,
-        labels=dataset.labels,
+        labels=labels,
         groups=groups if has_groups else None,
         n_folds=int(c.data.n_folds),
         n_val_folds=int(c.data.n_val_folds),
@@ -339,14 +434,12 @@ def initial_variables(config: Mapping[str, Any], model: Any, channels: int) -> d
     return load_torchvision_densenet(path, model, head="init", in_channels=int(channels))
 
 
-def _source(dataset: Dataset) -> DataSource:
+def _source(dataset: Dataset, labels: np.ndarray) -> DataSource:
     n = dataset.num_examples
     if n * int(np.prod(dataset.input_shape)) <= _IN_MEMORY_BYTES:
         images = _as_float(dataset.get_batch(np.arange(n)))
-        return DataSource.from_arrays(images, dataset.labels)
-    return DataSource(
-        get_batch=lambda idx: _as_float(dataset.get_batch(idx)), labels=dataset.labels
-    )
+        return DataSource.from_arrays(images, labels)
+    return DataSource(get_batch=lambda idx: _as_float(dataset.get_batch(idx)), labels=labels)
 
 
 def _history_arrays(history: list[MemberHistory], epochs: int) -> dict[str, np.ndarray]:
@@ -377,9 +470,14 @@ def _run_batch(
     config: ml_collections.ConfigDict,
     progress: bool,
     init_variables: dict | None = None,
+    grid: LossGrid | None = None,
 ) -> None:
     train_config = _train_config(config)
-    loss = run_loss(config)
+    if grid is None:  # a binary loss, one class weight per member
+        loss = run_loss(config)
+        losses = [None if loss.name == "log" else loss(m.beta) for m in batch.members]
+    else:
+        losses = [grid.spec[m.loss] for m in batch.members]
     specs = [
         MemberSpec(
             beta=m.beta,
@@ -388,9 +486,9 @@ def _run_batch(
             val_idx=m.split.val,
             test_idx=m.split.test,
             fold=m.rotation,
-            loss=None if loss.name == "log" else loss(m.beta),
+            loss=member_loss,
         )
-        for m in batch.members
+        for m, member_loss in zip(batch.members, losses, strict=True)
     ]
     ckpt = store.root / "checkpoints" / f"batch-{batch.index:04d}"
     states, history = train_ensemble(
@@ -403,11 +501,17 @@ def _run_batch(
         progress=progress,
     )
     tests = [s.test_idx for s in specs]
-    scores = predict_ensemble(model, states, source, tests, train_config)
+    scores = predict_ensemble(model, states, source, tests, train_config, loss=losses[0])
+    # A member's loss: its beta, or its position in a multiclass grid.
+    weight = (
+        {"beta": np.array([m.beta for m in batch.members])}
+        if grid is None
+        else {"loss_index": np.array([m.loss for m in batch.members])}
+    )
     store.save_arrays(
         batch.key,
         member_index=np.array([m.index for m in batch.members]),
-        beta=np.array([m.beta for m in batch.members]),
+        **weight,
         rotation=np.array([m.rotation for m in batch.members]),
         seed=np.array([m.seed for m in batch.members]),
         test_idx=np.concatenate(tests),
@@ -542,7 +646,9 @@ def run_experiment(
     stored = check_resumable(config, out)
     dataset = _dataset(config)
     plan = plan_run(config, dataset)
-    model = build_model(config)
+    labels = run_labels(config, dataset)
+    grid = run_grid(config, len(dataset.class_names)) if is_multiclass(config) else None
+    model = build_model(config, 1 if grid is None else grid.spec.n_classes)
     init_variables = initial_variables(config, model, dataset.input_shape[-1])
     store = RunStore(out)
     store.open_run(
@@ -556,12 +662,12 @@ def run_experiment(
             "host_memory": host_memory_record(),
         },
     )
-    store.save_arrays("data/folds", labels=dataset.labels, fold_ids=plan.fold_ids)
+    store.save_arrays("data/folds", labels=labels, fold_ids=plan.fold_ids)
     todo = [b for b in plan.batches if not store.has(b.key)]
     done_members = len(plan.members) - sum(len(b.members) for b in todo)
     if not todo:
         return store
-    source = _source(dataset)
+    source = _source(dataset, labels)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -569,7 +675,7 @@ def run_experiment(
         bar = tqdm(total=len(plan.members), initial=done_members, desc="members", unit="member")
     try:
         for batch in todo:
-            _run_batch(store, batch, model, source, config, progress, init_variables)
+            _run_batch(store, batch, model, source, config, progress, init_variables, grid)
             if bar is not None:
                 bar.update(len(batch.members))
     finally:

@@ -102,7 +102,8 @@ class MemberSpec:
 
     Attributes:
       beta: weight of the positive class in the loss, in ``(0, 1)`` (eq. ``b-loss-bin``); the
-        member's class weight in messages and results.
+        member's class weight in messages and results. ``None`` for a member whose ``loss`` has
+        no single class weight (a multiclass loss).
       seed: non-negative seed of its initial parameters and of its data order and flips.
       train_idx: indices into the shared data source of its training examples.
       val_idx: indices of its validation examples (early stopping, learning-rate decay).
@@ -114,7 +115,7 @@ class MemberSpec:
         ...). All members of an ensemble take losses of one kind.
     """
 
-    beta: float
+    beta: float | None
     seed: int
     train_idx: np.ndarray
     val_idx: np.ndarray
@@ -129,7 +130,8 @@ class MemberSpec:
 
     def describe(self, index: int) -> str:
         """A short name for messages: index, beta, seed and fold."""
-        return f"member {index} (beta={self.beta}, seed={self.seed}, fold={self.fold})"
+        weight = f"beta={self.beta}" if self.beta is not None else self.loss_spec().describe()
+        return f"member {index} ({weight}, seed={self.seed}, fold={self.fold})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -338,7 +340,10 @@ def _check_inputs(
         raise ValueError(f"data.labels must be a non-empty 1-D array, got shape {labels.shape}")
     specs = []
     for k, m in enumerate(members):
-        V.check_beta(f"members[{k}].beta", m.beta)
+        if m.beta is not None:
+            V.check_beta(f"members[{k}].beta", m.beta)
+        elif m.loss is None:
+            raise ValueError(f"members[{k}] has neither a beta nor a loss")
         try:
             specs.append(m.loss_spec())
         except ValueError as err:
