@@ -33,7 +33,12 @@ import pytest
 
 import iml
 from iml import losses, plots
-from iml.calibration import calibration_curve, clopper_pearson_interval
+from iml.calibration import (
+    calibration_curve,
+    clopper_pearson_interval,
+    expected_calibration_error,
+)
+from iml.config import to_dict
 from iml.data import load_dataset
 from iml.data.builders.pneumoniamnist import NATIVE_SIZES
 from iml.data.datasets import DEFAULT_POSITIVE_DIGIT
@@ -575,6 +580,31 @@ def _readme() -> list[Stated]:
     ensemble = _keep_ensemble
     recal = functools.partial(record, "recalibration_vs_size/results.json")
     return [
+        Stated(
+            "multiclass reproduce: command",
+            README,
+            "all {} digits, one ensemble per class weighting in a grid",
+            lambda: len(load_dataset("digits").class_names),
+        ),
+        Stated(
+            "multiclass reproduce: grid example",
+            README,
+            "over the grid `weights`, `'ones;w[{}]={}'`",
+            lambda: _mc_weighting(to_dict(_multiclass_config())),
+        ),
+        Stated(
+            "multiclass reproduce: results",
+            README,
+            "DenseNets on all {} digits under the class-weighted softmax cross-entropy, the {}s "
+            "weighted {}×. The correction brings the ECE of class {}'s scores from {} to {}",
+            lambda: (
+                len(load_dataset("digits").class_names),
+                *_mc_weighting(to_dict(_multiclass_config())),
+                _mc_weighting(to_dict(_multiclass_config()))[0],
+                _class_ece(_mc_series()[1], 8),
+                _class_ece(_mc_series()[2], 8),
+            ),
+        ),
         Stated(
             "python version",
             README,
@@ -1212,6 +1242,224 @@ def sweep_cell(run: str, beta_text: str, method: str, metric: str = "ece") -> fl
     named = [b for b in sweep(run) if written_as(b, beta_text.split()[0])]
     assert named, f"{run}: no beta of the grid rounds to {beta_text}"
     return sweep_at(run, min(named, key=lambda b: abs(b - beta)))[method][metric]
+
+
+MULTICLASS_RUN = "docs/results/reproduce_digits_multiclass/README.md"
+_MC = "reproduce_digits_multiclass"
+
+
+@functools.cache
+def _mc_scores() -> dict[str, np.ndarray]:
+    """The multiclass reproduction's ensemble scores (raw and corrected) and labels."""
+    with np.load(RESULTS / _MC / "ensemble_scores.npz") as z:
+        return {name: z[name] for name in z.files}
+
+
+def _class_ece(scores: np.ndarray, j: int) -> float:
+    """ECE (10 quantile bins) of class ``j``'s scores against ``1{y = j}``."""
+    y = _mc_scores()["labels"]
+    a = np.clip(scores[:, j], 1e-7, 1 - 1e-7).astype(np.float32)
+    return float(expected_calibration_error(a, (y == j).astype(np.int32), 10, "quantile"))
+
+
+def _mc_series() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The unweighted raw, weighted raw and weighted corrected class scores."""
+    z = _mc_scores()
+    return z["scores"][0], z["scores"][1], z["corrected"][1]
+
+
+def _mc_row(metric: str) -> tuple[float, float, float]:
+    t = record(f"{_MC}/table.json")
+    return (
+        t["ones"]["raw"][metric],
+        t["w[8]=10"]["raw"][metric],
+        t["w[8]=10"]["loss_corrected"][metric],
+    )
+
+
+_METHODS = ("raw", "loss_corrected")
+
+
+def _mc_weighting(config: dict) -> tuple[int, int]:
+    """The class and the weight of the run's grid ``ones;w[CLASS]=WEIGHT``."""
+    found = re.fullmatch(r"ones;w\[(\d+)\]=(\d+)", config["loss"]["weights"])
+    return int(found[1]), int(found[2])
+
+
+def _mc_top_gap(a: np.ndarray) -> float:
+    """Mean top score minus accuracy."""
+    y = _mc_scores()["labels"]
+    return float(np.mean(a.max(-1)) - np.mean(a.argmax(-1) == y))
+
+
+def _mc_best_epochs() -> list[int]:
+    epochs = []
+    for path in sorted((RESULTS / _MC / "batches").glob("batch-*.npz")):
+        with np.load(path) as batch:
+            epochs += [int(np.nanargmin(v)) + 1 for v in batch["val_loss"]]
+    return epochs
+
+
+def _digits_multiclass_run() -> list[Stated]:
+    config = manifest(_MC)["config"]
+    y = _mc_scores()["labels"]
+    unweighted, raw, corrected = _mc_series()
+    changed = raw.argmax(-1) != corrected.argmax(-1)
+    native = record(f"{_MC}/native_8px/table.json")
+    row = _mc_row
+    return [
+        Stated(
+            "title",
+            MULTICLASS_RUN,
+            "all {} digits, the digit {} weighted {}x",
+            lambda: (int(y.max()) + 1, *_mc_weighting(config)),
+        ),
+        Stated(
+            "data",
+            MULTICLASS_RUN,
+            "scikit-learn's {} handwritten digits, all {} classes, shrunk to {} x {} pixels",
+            lambda: (len(y), int(y.max()) + 1, *[config["data"]["image_size"]] * 2),
+        ),
+        Stated(
+            "prevalence of 8",
+            MULTICLASS_RUN,
+            "(the 8s are {}% of the images)",
+            lambda: 100 * np.mean(y == 8),
+        ),
+        Stated(
+            "grid",
+            MULTICLASS_RUN,
+            "over the grid `ones;w[{}]={}`",
+            lambda: tuple(
+                int(v)
+                for v in re.fullmatch(r"ones;w\[(\d+)\]=(\d+)", config["loss"]["weights"]).groups()
+            ),
+        ),
+        Stated(
+            "folds and members",
+            MULTICLASS_RUN,
+            "{} folds rotated {}/{}/{}, {} seed: {} members",
+            lambda: (
+                config["data"]["n_folds"],
+                config["data"]["n_folds"] - config["data"]["n_val_folds"] - 1,
+                config["data"]["n_val_folds"],
+                config["data"]["n_test_folds"],
+                len(config["train"]["seeds"]),
+                len(stopped_epochs(_MC)),
+            ),
+        ),
+        Stated(
+            "training",
+            MULTICLASS_RUN,
+            "Adam at {}, batches of {}, early stopping with patience {} within at most {} "
+            "epochs. {} of the {} members stopped early, at best epochs {}-{}.",
+            lambda: (
+                config["train"]["learning_rate"],
+                config["train"]["batch_size"],
+                config["train"]["patience"],
+                config["train"]["epochs"],
+                sum(e >= 0 for e in stopped_epochs(_MC)),
+                len(stopped_epochs(_MC)),
+                *min_max(_mc_best_epochs()),
+            ),
+        ),
+        Stated(
+            "class-8 ECE row",
+            MULTICLASS_RUN,
+            "| ECE of class 8's scores | {} | {} | **{}** |",
+            lambda: tuple(_class_ece(a, 8) for a in (unweighted, raw, corrected)),
+        ),
+        Stated(
+            "class-8 mean row",
+            MULTICLASS_RUN,
+            "| mean class-8 score (frequency {}) | {} | {} | {} |",
+            lambda: (np.mean(y == 8), *(a[:, 8].mean() for a in (unweighted, raw, corrected))),
+        ),
+        Stated(
+            "class-wise row",
+            MULTICLASS_RUN,
+            "| class-wise ECE | {} | {} | {} |",
+            lambda: row("classwise_ece"),
+        ),
+        Stated(
+            "other classes row",
+            MULTICLASS_RUN,
+            "| mean ECE of the nine other classes | {} | {} | {} |",
+            lambda: tuple(
+                np.mean([_class_ece(a, j) for j in range(10) if j != 8])
+                for a in (unweighted, raw, corrected)
+            ),
+        ),
+        Stated(
+            "top-label row",
+            MULTICLASS_RUN,
+            "| top-label ECE | {} | {} | {} |",
+            lambda: row("top_label_ece"),
+        ),
+        Stated("Brier row", MULTICLASS_RUN, "| Brier score | {} | {} | {} |", lambda: row("brier")),
+        Stated(
+            "log-loss row", MULTICLASS_RUN, "| log loss | {} | {} | {} |", lambda: row("log_loss")
+        ),
+        Stated(
+            "accuracy row", MULTICLASS_RUN, "| accuracy | {} | {} | {} |", lambda: row("accuracy")
+        ),
+        Stated(
+            "inflation",
+            MULTICLASS_RUN,
+            "(mean {} against a frequency of {})",
+            lambda: (raw[:, 8].mean(), np.mean(y == 8)),
+        ),
+        Stated(
+            "class 8 corrected",
+            MULTICLASS_RUN,
+            "brings the ECE of class 8 to {}",
+            lambda: _class_ece(corrected, 8),
+        ),
+        Stated("divided by the weight", MULTICLASS_RUN, "so dividing by {} overshoots", lambda: 10),
+        Stated(
+            "other classes",
+            MULTICLASS_RUN,
+            "Their mean ECE stays at {}, about twice the unweighted ensemble's {}",
+            lambda: tuple(
+                np.mean([_class_ece(a, j) for j in range(10) if j != 8])
+                for a in (corrected, unweighted)
+            ),
+        ),
+        Stated(
+            "top-label gaps",
+            MULTICLASS_RUN,
+            "accuracy is {} (unweighted), {} (weighted, raw) and {} (corrected)",
+            lambda: tuple(_mc_top_gap(a) for a in (unweighted, raw, corrected)),
+        ),
+        Stated(
+            "top labels changed",
+            MULTICLASS_RUN,
+            "changes the top label of {} images, all from an {} to another digit, and raises "
+            "accuracy by {} points",
+            lambda: (
+                int(changed.sum()),
+                [int(v) for v in raw.argmax(-1)[changed]],
+                100 * (np.mean(corrected.argmax(-1) == y) - np.mean(raw.argmax(-1) == y)),
+            ),
+        ),
+        Stated(
+            "native 8 px",
+            MULTICLASS_RUN,
+            "accuracy is {} (unweighted) and {} (weighted). The weighted ensemble's top-label ECE "
+            "goes from {} to {} after correction (unweighted {}), and its class-wise ECE stays at "
+            "{}-{}.",
+            lambda: (
+                native["ones"]["raw"]["accuracy"],
+                native["w[8]=10"]["raw"]["accuracy"],
+                native["w[8]=10"]["raw"]["top_label_ece"],
+                native["w[8]=10"]["loss_corrected"]["top_label_ece"],
+                native["ones"]["raw"]["top_label_ece"],
+                *min_max(
+                    [native["w[8]=10"][m]["classwise_ece"] for m in ("raw", "loss_corrected")]
+                ),
+            ),
+        ),
+    ]
 
 
 PMN_STOPPED = "docs/results/pneumoniamnist_early_stopping/README.md"
@@ -2698,6 +2946,23 @@ def _cpu_step_run() -> list[Stated]:
 # Docstrings and comments -----------------------------------------------------------------------
 
 RUNNER = "iml/pipeline/runner.py"
+MULTICLASS_CONFIG = "experiments/configs/digits_multiclass.py"
+
+
+def _multiclass_config() -> Any:
+    from experiments.configs.digits_multiclass import get_config
+
+    return get_config()
+
+
+def _logistic_init_scale() -> float:
+    """The standard deviation of LogisticRegression's initial weights, measured."""
+    from iml.models import LogisticRegression
+
+    w = LogisticRegression().init(jax.random.key(0), jnp.zeros((1, 4000)))["params"]["w"]
+    return float(np.std(np.asarray(w)))
+
+
 DATASETS = "iml/data/datasets.py"
 TRAINER = "iml/training/trainer.py"
 TABULAR = "iml/data/tabular.py"
@@ -2810,6 +3075,58 @@ def _docstrings() -> list[Stated]:
             lambda: record(GPU_F32)["ratio"],
         ),
         Stated(
+            "LogisticRegression: initial weights",
+            "iml/models/small.py",
+            "initial weights ``{} N(0, 1)``",
+            _logistic_init_scale,
+        ),
+        Stated(
+            "TABULAR_DEFAULTS",
+            "iml/training/tabular.py",
+            "Adam at {} on minibatches of {} rows shared by the members of a seed, the learning "
+            "rate divided by {} after {} epochs without a relative improvement of {}, early "
+            "stopping after {}, validation in blocks of {} rows",
+            lambda: (
+                TABULAR_DEFAULTS.learning_rate,
+                TABULAR_DEFAULTS.batch_size,
+                1 / TABULAR_DEFAULTS.lr_factor,
+                TABULAR_DEFAULTS.plateau_patience,
+                TABULAR_DEFAULTS.min_rel_delta,
+                TABULAR_DEFAULTS.patience,
+                TABULAR_DEFAULTS.eval_batch_size,
+            ),
+        ),
+        Stated(
+            "digits_multiclass config",
+            MULTICLASS_CONFIG,
+            "Digits with all {} classes",
+            lambda: len(load_dataset("digits").class_names),
+        ),
+        Stated(
+            "digits_multiclass config: grid",
+            MULTICLASS_CONFIG,
+            "with the digit {} weighted {}x (``w[{}]={}``)",
+            lambda: (*_mc_weighting(to_dict(_multiclass_config())),) * 2,
+        ),
+        Stated(
+            "digits_multiclass config: sizes and epochs",
+            MULTICLASS_CONFIG,
+            "shrunk to {} px, as in the default binary run, so that the task stays uncertain "
+            "(``--image-size {}`` keeps their native size, where nearly every score is at an "
+            "extreme); members train to early stopping (at most {} epochs).",
+            lambda: (
+                _multiclass_config().data.image_size,
+                load_dataset("digits").input_shape[0],
+                _multiclass_config().train.epochs,
+            ),
+        ),
+        Stated(
+            "runner: classes of digits",
+            RUNNER,
+            "every class of a dataset that has classes (digits: {})",
+            lambda: len(load_dataset("digits").class_names),
+        ),
+        Stated(
             "read_letter: features",
             TABULAR,
             "UCI Letter Recognition: {} integer features",
@@ -2850,6 +3167,7 @@ CASES = [
     *_digits_run(),
     *_pneumonia_run(),
     *_pneumonia_early_stopping_run(),
+    *_digits_multiclass_run(),
     *_adult_run(),
     *_letter_run(),
     *_sweep_train_run(),

@@ -59,10 +59,6 @@ __all__ = [
     "train_tabular",
 ]
 
-#: The trainer's configuration for a table's small models: Adam at 0.01 on minibatches of 512
-#: rows shared by the members of a seed, the learning rate divided by 10 after 2 epochs without
-#: a relative improvement of 1e-4, early stopping after 5, validation in blocks of 1,024 rows; no
-#: image flips or normalisation. The default of :func:`train_tabular` and of the sweeps.
 TABULAR_DEFAULTS = TrainConfig(
     learning_rate=0.01,
     batch_size=512,
@@ -72,6 +68,10 @@ TABULAR_DEFAULTS = TrainConfig(
     flip=False,
     normalize="none",
 )
+"""The trainer's configuration for a table's small models: Adam at 0.01 on minibatches of 512 rows
+shared by the members of a seed, the learning rate divided by 10 after 2 epochs without a relative
+improvement of 1e-4, early stopping after 5, validation in blocks of 1,024 rows; no image flips or
+normalisation. The default of :func:`train_tabular` and of the sweeps."""
 
 
 def check_seeds(seeds: int | Sequence[int]) -> np.ndarray:
