@@ -55,6 +55,7 @@ __all__ = [
     "IsotonicCalibration",
     "IsotonicParams",
     "LossCorrection",
+    "NewtonFit",
     "PlattParams",
     "PlattScaling",
     "PriorShiftCorrection",
@@ -66,6 +67,7 @@ __all__ = [
     "histogram_binning_transform",
     "isotonic_fit",
     "isotonic_transform",
+    "logistic_newton",
     "platt_fit",
     "platt_transform",
     "pool_adjacent_violators",
@@ -156,42 +158,101 @@ def _logit(p: Array) -> Array:
 # ----------------------------------------------------------------------------------------------
 
 
-def _logistic_newton(X: Array, y: Array, w: Array, theta: Array, n_iter: int) -> Array:
-    """Coefficients ``[k]`` minimising ``sum_i w_i logloss(y_i, sigmoid(X_i . theta))``.
+def _dot(a: Array, b: Array) -> Array:
+    """A product in full float32 precision (accelerators otherwise may round inputs to TF32)."""
+    return jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)
 
-    Newton's method (iteratively reweighted least squares) on the design ``X`` ``[N, k]`` from
-    the start ``theta`` ``[k]``, for ``n_iter`` steps (static), each with a backtracking line
-    search on the log-likelihood so that separable data (or a calibration set without
-    positives) drifts towards the boundary instead of overflowing. Targets ``y`` may be
-    fractional (Platt's smoothed targets). Called inside the jitted kernels below.
+
+# Eigenvalues of a Hessian below this fraction of its largest are treated as zero (float32).
+_EIGEN_CUTOFF = 1e-6
+
+
+class NewtonFit(NamedTuple):
+    """The result of :func:`logistic_newton`."""
+
+    theta: Array  # [k] coefficients
+    objective: Array  # the objective there
+    grad: Array  # [k] its gradient there
+    iterations: Array  # Newton steps taken
+
+
+def logistic_newton(
+    X: Array,
+    y: Array,
+    w: Array,
+    theta: Array,
+    *,
+    max_iter: int,
+    tol: float | Array = 0.0,
+    penalty: Array | None = None,
+    hessian: Any = None,
+) -> NewtonFit:
+    """Coefficients ``[k]`` minimising ``sum_i w_i logloss(y_i, sigmoid(X_i . theta)) +
+    sum_j penalty_j theta_j^2 / 2`` by Newton's method (iteratively reweighted least squares).
+
+    Each step is the minimum-norm solution of the Newton system (eigenvalues below ``1e-6`` of
+    the largest dropped, so collinear columns, or a column no weighted row uses, leave it finite)
+    and backtracks, halving, to the longest step that does not increase the objective beyond
+    float rounding; separable data (or a calibration set without positives) then drifts towards
+    the boundary instead of overflowing. The iteration stops after ``max_iter`` steps, when the
+    gradient's largest entry is at most ``tol``, or when no step length descends. Pure and
+    jittable (``max_iter`` static); the kernel of Platt scaling, beta calibration and the exact
+    full-batch fits of :mod:`iml.training.full_batch`.
+
+    Args:
+      X: ``[N, k]`` design (with a column of ones for an intercept).
+      y: ``[N]`` targets in ``[0, 1]`` (fractional ones, such as Platt's smoothed targets, too).
+      w: ``[N]`` non-negative weights.
+      theta: ``[k]`` starting point.
+      max_iter: most Newton steps.
+      tol: gradient tolerance (0: run ``max_iter`` steps unless no step descends).
+      penalty: ``[k]`` ridge coefficients (default none).
+      hessian: optional ``v -> X^T diag(v) X`` (a caller may form it faster from precomputed
+        products of feature pairs).
     """
     k = X.shape[1]
-    ridge = 1e-10 * jnp.eye(k, dtype=X.dtype)
-    steps = 2.0 ** -jnp.arange(16, dtype=X.dtype)
+    penalty = jnp.zeros(k, X.dtype) if penalty is None else penalty
+    halvings = 2.0 ** -jnp.arange(20, dtype=X.dtype)
+    if hessian is None:
 
-    def nll(theta: Array) -> Array:
-        z = X @ theta
-        value = -(y * jax.nn.log_sigmoid(z) + (1.0 - y) * jax.nn.log_sigmoid(-z))
-        return jnp.sum(w * value)
+        def hessian(v: Array) -> Array:
+            return _dot((X * v[:, None]).T, X)
 
-    def newton_step(_: int, theta: Array) -> Array:
-        p = jax.nn.sigmoid(X @ theta)
-        grad = X.T @ (w * (p - y))
-        hess = (X * (w * p * (1.0 - p))[:, None]).T @ X + ridge
-        step = jnp.linalg.solve(hess, grad)
+    def objective(z: Array, theta: Array) -> Array:
+        # the log loss on logits, softplus(z) - y z, written stably
+        return _dot(w, jnp.logaddexp(0.0, z) - y * z) + 0.5 * jnp.sum(penalty * theta * theta)
+
+    def gradient(z: Array, theta: Array) -> Array:
+        return _dot(X.T, w * (jax.nn.sigmoid(z) - y)) + penalty * theta
+
+    def cond(carry):
+        _, _, grad, it, stalled = carry
+        return (it < max_iter) & (jnp.max(jnp.abs(grad)) > tol) & ~stalled
+
+    def body(carry):
+        theta, z, grad, it, _ = carry
+        p = jax.nn.sigmoid(z)
+        eigenvalues, vectors = jnp.linalg.eigh(hessian(w * p * (1.0 - p)) + jnp.diag(penalty))
+        keep = eigenvalues > _EIGEN_CUTOFF * jnp.max(eigenvalues)
+        inverse = jnp.where(keep, 1.0 / jnp.where(keep, eigenvalues, 1.0), 0.0)
+        step = _dot(vectors, inverse * _dot(vectors.T, grad))
         step = jnp.where(jnp.isfinite(step), step, 0.0)
-        # Backtracking: the full Newton step can overshoot on separable or extreme scores, so
-        # take the longest halved step that does not increase the negative log-likelihood
-        # (beyond float rounding, so that near the optimum Newton's full step converges).
-        candidates = theta[None, :] - steps[:, None] * step[None, :]
-        values = jax.vmap(nll)(candidates)
-        current = nll(theta)
-        slack = 1e-6 * jnp.abs(current) + jnp.finfo(X.dtype).tiny
-        acceptable = jnp.isfinite(values) & (values <= current + slack)
-        first = jnp.argmax(acceptable)
-        return jnp.where(jnp.any(acceptable), candidates[first], theta)
+        # The logits are linear in theta: every trial step costs elementwise work only.
+        dz = _dot(X, step)
+        current = objective(z, theta)
+        values = jax.vmap(lambda h: objective(z - h * dz, theta - h * step))(halvings)
+        ok = jnp.isfinite(values) & (values <= current + 1e-7 * jnp.abs(current))
+        h = jnp.where(jnp.any(ok), halvings[jnp.argmax(ok)], 0.0)
+        theta = theta - h * step
+        z = _dot(X, theta)
+        # No descent at any step length: float precision is reached, stop.
+        return theta, z, gradient(z, theta), it + 1, h == 0
 
-    return jax.lax.fori_loop(0, n_iter, newton_step, jnp.asarray(theta, X.dtype))
+    theta = jnp.asarray(theta, X.dtype)
+    z = _dot(X, theta)
+    start = (theta, z, gradient(z, theta), jnp.int32(0), jnp.bool_(False))
+    theta, z, grad, it, _ = jax.lax.while_loop(cond, body, start)
+    return NewtonFit(theta=theta, objective=objective(z, theta), grad=grad, iterations=it)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -217,10 +278,10 @@ def platt_fit(
 ) -> PlattParams:
     """Platt scaling: a one-feature logistic regression of the labels on the scores.
 
-    Fitted by Newton's method (iteratively reweighted least squares) for ``n_iter`` steps, each
-    with a backtracking line search on the log-likelihood so that separable data (or a
-    calibration set without positives)
-    drifts towards the boundary instead of overflowing.
+    Fitted by Newton's method (iteratively reweighted least squares, :func:`logistic_newton`)
+    for at most ``n_iter`` steps, each with a backtracking line search on the log-likelihood so
+    that separable data (or a calibration set without positives) drifts towards the boundary
+    instead of overflowing.
 
     Args:
       scores: positive-class scores ``[N]``; probabilities when ``features="logit"``.
@@ -231,7 +292,8 @@ def platt_fit(
         use, on SVM margins).
       smooth_targets: replace the labels by Platt's targets ``(N+ + 1)/(N+ + 2)`` and
         ``1/(N- + 2)``, which keep the fit finite on small or one-class calibration sets.
-      n_iter: Newton steps (static).
+      n_iter: most Newton steps (static; :func:`logistic_newton` stops earlier where no step
+        descends).
 
     Returns:
       The fitted :class:`PlattParams`.
@@ -264,7 +326,7 @@ def _platt_kernel(
         n_neg = jnp.sum(w * (1.0 - y))
         y = jnp.where(y == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
     X = jnp.stack([f, jnp.ones_like(f)], axis=1)
-    theta = _logistic_newton(X, y, w, jnp.array([1.0, 0.0]), n_iter)
+    theta = logistic_newton(X, y, w, jnp.array([1.0, 0.0]), max_iter=n_iter).theta
     return PlattParams(slope=theta[0], intercept=theta[1])
 
 
@@ -323,7 +385,7 @@ def beta_calibration_fit(
       scores: positive-class probabilities ``[N]`` (clipped to ``[1e-7, 1 - 1e-7]``).
       labels: labels ``[N]`` in ``{0, 1}``.
       sample_weight: optional non-negative weights ``[N]``.
-      n_iter: Newton steps of each fit (static).
+      n_iter: most Newton steps of each fit (static).
 
     Returns:
       The fitted :class:`BetaCalibrationParams`, with ``a, b >= 0``.
@@ -346,9 +408,9 @@ def _beta_calibration_kernel(s: Array, y: Array, w: Array, n_iter: int) -> BetaC
     X = jnp.stack([*_beta_features(s), jnp.ones_like(s)], axis=1)
     zero = jnp.zeros((), s.dtype)
     # The unconstrained fit starts at the identity map, the refits at their feature's identity.
-    a, b, c = _logistic_newton(X, y, w, jnp.array([1.0, 1.0, 0.0]), n_iter)
-    b_only, c_b = _logistic_newton(X[:, 1:], y, w, jnp.array([1.0, 0.0]), n_iter)
-    a_only, c_a = _logistic_newton(X[:, ::2], y, w, jnp.array([1.0, 0.0]), n_iter)
+    a, b, c = logistic_newton(X, y, w, jnp.array([1.0, 1.0, 0.0]), max_iter=n_iter).theta
+    b_only, c_b = logistic_newton(X[:, 1:], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter).theta
+    a_only, c_a = logistic_newton(X[:, ::2], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter).theta
     rate = jnp.clip(jnp.sum(w * y) / jnp.sum(w), _EPS, 1.0 - _EPS)
     candidates = jnp.stack(
         [

@@ -109,7 +109,13 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
         pdf = (run_dir / "figures" / f"figure{k}.pdf").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and pdf[:5] == b"%PDF-"
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["config"]["loss"] == {"name": "log", "betas": [0.5, 0.9], "gamma": 2.0}
+    assert manifest["config"]["loss"] == {
+        "name": "log",
+        "betas": [0.5, 0.9],
+        "gamma": 2.0,
+        "weights": "",
+    }
+    assert manifest["config"]["data"]["classes"] == "binary"
     assert manifest["config"]["train"]["members_per_batch"] == 2
     assert manifest["num_members"] == 8 and manifest["devices"]
     assert "jax" in manifest["packages"] and manifest["seeds"]["members"] == [0]

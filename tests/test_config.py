@@ -152,7 +152,7 @@ def test_a_config_file_setting_a_misspelled_key_is_named_with_its_line(tmp_path)
 def test_to_dict_and_from_dict_round_trip_through_json():
     config = _load(("loss.betas", "0.5,0.9"))
     stored = json.loads(json.dumps(to_dict(config)))
-    assert stored["loss"] == {"betas": [0.5, 0.9], "gamma": 2.0, "name": "log"}
+    assert stored["loss"] == {"betas": [0.5, 0.9], "gamma": 2.0, "name": "log", "weights": ""}
     again = from_dict(stored)
     assert again.is_locked and again.loss.betas == (0.5, 0.9)
     assert to_dict(again) == stored

@@ -3075,6 +3075,19 @@ def _docstrings() -> list[Stated]:
             lambda: record(GPU_F32)["ratio"],
         ),
         Stated(
+            "logistic_newton: eigenvalue cutoff",
+            "iml/recalibration.py",
+            "(eigenvalues below ``{}`` of the largest dropped, so collinear columns",
+            lambda: iml.recalibration._EIGEN_CUTOFF,
+        ),
+        Stated(
+            "fit_weighted_logistic: eigenvalue cutoff",
+            "iml/training/full_batch.py",
+            "Each step is the minimum-norm solution of the Newton system (eigenvalues below ``{}`` "
+            "of the",
+            lambda: iml.recalibration._EIGEN_CUTOFF,
+        ),
+        Stated(
             "LogisticRegression: initial weights",
             "iml/models/small.py",
             "initial weights ``{} N(0, 1)``",

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
+from iml.recalibration import logistic_newton
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -151,14 +152,6 @@ def fit_weighted_logistic(
     return jax.tree.map(lambda a: a.reshape(lead + a.shape[1:]), fit)
 
 
-def _dot(a: Array, b: Array) -> Array:
-    """A product in full float32 precision (accelerators otherwise may round inputs to TF32)."""
-    return jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)
-
-
-# Eigenvalues of a Hessian below this fraction of its largest are treated as zero (float32).
-_EIGEN_CUTOFF = 1e-6
-
 # Products of feature pairs take N * d(d+1)/2 floats; above this many bytes the Hessians are
 # formed from the design itself instead (more arithmetic, no extra memory).
 _PAIR_BYTES = 2**31
@@ -177,63 +170,28 @@ def _fit_members(
 ) -> LogisticFit:
     d1 = X.shape[1]
     penalty = l2 * jnp.ones(d1, X.dtype).at[-1].set(0.0)  # the intercept is not penalised
-    halvings = 2.0 ** -jnp.arange(20, dtype=X.dtype)
     rows, cols = np.triu_indices(d1)
     # Z[i] holds x_i x_i^T's upper triangle: each member's Hessian is then one row-vector times
     # Z, and a chunk of members is one matrix product.
     Z = X[:, rows] * X[:, cols] if use_pairs else None
 
-    def objective_at(z: Array, theta: Array, s: Array) -> Array:
-        # log loss on logits: softplus(z) - y z, written stably
-        return _dot(s, jnp.logaddexp(0.0, z) - y * z) + 0.5 * jnp.sum(penalty * theta * theta)
-
     def hessian(v: Array) -> Array:
-        if Z is None:
-            return _dot((X * v[:, None]).T, X)
-        upper = jnp.zeros((d1, d1), X.dtype).at[rows, cols].set(_dot(v, Z))
+        products = jnp.dot(v, Z, precision=jax.lax.Precision.HIGHEST)
+        upper = jnp.zeros((d1, d1), X.dtype).at[rows, cols].set(products)
         return upper + upper.T - jnp.diag(jnp.diagonal(upper))
 
     def solve_one(s: Array) -> LogisticFit:
-        def cond(carry):
-            _, _, grad, it, stalled = carry
-            return (it < max_iter) & (jnp.max(jnp.abs(grad)) > tol) & ~stalled
-
-        def body(carry):
-            theta, z, grad, it, _ = carry
-            p = jax.nn.sigmoid(z)
-            hess = hessian(s * p * (1.0 - p)) + jnp.diag(penalty)
-            # The minimum-norm Newton step: one-hot groups that sum to the intercept's column
-            # make the Hessian singular without a penalty, and the objective is flat along that
-            # direction (so is the gradient), so eigenvalues below float precision are dropped.
-            eigenvalues, vectors = jnp.linalg.eigh(hess)
-            keep = eigenvalues > _EIGEN_CUTOFF * jnp.max(eigenvalues)
-            inverse = jnp.where(keep, 1.0 / jnp.where(keep, eigenvalues, 1.0), 0.0)
-            step = _dot(vectors, inverse * _dot(vectors.T, grad))
-            step = jnp.where(jnp.isfinite(step), step, 0.0)
-            # The logits are linear in theta: every trial step costs elementwise work only.
-            dz = _dot(X, step)
-            current = objective_at(z, theta, s)
-            values = jax.vmap(lambda h: objective_at(z - h * dz, theta - h * step, s))(halvings)
-            ok = jnp.isfinite(values) & (values <= current + 1e-7 * jnp.abs(current))
-            h = jnp.where(jnp.any(ok), halvings[jnp.argmax(ok)], 0.0)
-            theta = theta - h * step
-            z = _dot(X, theta)
-            grad = _dot(X.T, s * (jax.nn.sigmoid(z) - y)) + penalty * theta
-            # No descent at any step length: float precision is reached, stop.
-            return theta, z, grad, it + 1, h == 0
-
-        theta0 = jnp.zeros(d1, X.dtype)
-        z0 = jnp.zeros_like(y)
-        grad0 = _dot(X.T, s * (0.5 - y))
-        start = (theta0, z0, grad0, jnp.int32(0), jnp.bool_(False))
-        theta, z, grad, it, _ = jax.lax.while_loop(cond, body, start)
-        norm = jnp.max(jnp.abs(grad))
+        fit = logistic_newton(
+            X, y, s, jnp.zeros(d1, X.dtype), max_iter=max_iter, tol=tol, penalty=penalty,
+            hessian=hessian if use_pairs else None,
+        )  # fmt: skip
+        norm = jnp.max(jnp.abs(fit.grad))
         return LogisticFit(
-            coef=theta[:-1],
-            intercept=theta[-1],
-            objective=objective_at(z, theta, s),
+            coef=fit.theta[:-1],
+            intercept=fit.theta[-1],
+            objective=fit.objective,
             grad_norm=norm,
-            iterations=it,
+            iterations=fit.iterations,
             converged=norm <= tol,
         )
 
