@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "file_stem"]
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -46,3 +47,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically, as :func:`atomic_write_bytes`."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def file_stem(key: str) -> str:
+    """A file name for a table key (``"B[8,8]=10"`` gives ``"B_8_8_=10"``): runs of characters
+    other than letters, digits, ``.``, ``=`` and ``-`` become ``_``."""
+    return re.sub(r"[^\w.=-]+", "_", key).strip("_") or "loss"

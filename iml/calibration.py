@@ -40,7 +40,7 @@ from iml.scoring import (
     loss_corrected_score,
     optimal_score,
 )
-from iml.spec import LossLike, LossSpec, beta_key, loss_spec
+from iml.spec import LossLike, LossSpec, beta_key, loss_grid, loss_spec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -68,11 +68,15 @@ __all__ = [
     "expected_calibration_error",
     "loss_calibration_curve",
     "loss_calibration_test",
+    "loss_corrected_scores",
+    "markdown_by_loss",
     "mean_log_loss",
     "multiclass_score_metrics",
     "score_metrics",
+    "scores_from_logits",
     "smooth_calibration_curve",
     "smooth_ece",
+    "table_by_loss",
 ]
 
 STRATEGIES = ("quantile", "uniform")
@@ -1707,3 +1711,76 @@ def multiclass_score_metrics(
         "log_loss": float(mean_log_loss(s, y)),
         "accuracy": float(np.mean(np.argmax(s, axis=-1) == y)),
     }
+
+
+# ----------------------------------------------------------------------------------------------
+# A grid of losses: scores, corrections and the table of their metrics
+# ----------------------------------------------------------------------------------------------
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, np.float64)))
+
+
+def scores_from_logits(losses: LossSpec, logits: ArrayLike) -> np.ndarray:
+    """The scores ``[m, ...]`` that logits ``[m, ...]`` of a grid's members stand for
+    (:meth:`iml.LossSpec.link` of each loss), in float64."""
+    if not losses.multiclass:  # every binary loss reads its logit through the sigmoid
+        return _sigmoid(logits)
+    z = jnp.asarray(logits, jnp.float32)
+    spec = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float32), losses)
+    return np.asarray(jax.vmap(LossSpec.link)(spec, z), np.float64)
+
+
+def loss_corrected_scores(losses: LossSpec, scores: ArrayLike) -> np.ndarray:
+    """The loss-corrected scores ``(c^L)^{-1}(a)`` of every loss of a grid (Proposition 4;
+    Corollary 1 for a beta): ``scores [m, N(, n)]``, row ``i`` corrected by loss ``i``."""
+    a = jnp.asarray(np.clip(np.asarray(scores, np.float64), 0.0, 1.0), jnp.float32)
+    return np.asarray(jax.vmap(LossSpec.loss_corrected_score)(losses, a), np.float64)
+
+
+def table_by_loss(
+    losses: LossLike, scores: ArrayLike, labels: ArrayLike, n_bins: int = 10
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Metrics of the raw and loss-corrected scores of every loss: ``table[key][method][metric]``.
+
+    Keys are :func:`iml.grid_keys` (for a beta grid, the exact betas). Methods: ``"raw"`` (the
+    ensemble's scores ``a``) and ``"loss_corrected"`` (``(c^L)^{-1}(a)``, Proposition 4;
+    ``g^beta(a)``, Corollary 1, for a beta). Metrics: :data:`METRICS` for binary
+    losses (``"ece"`` over ``n_bins`` quantile bins, the paper's deciles, ...) and
+    :data:`MULTICLASS_METRICS` for multiclass ones (top-label and class-wise
+    ECE, Brier score, log loss, accuracy).
+
+    Args:
+      losses: the grid of ``m`` losses (:func:`iml.loss_grid`: e.g. an array of betas).
+      scores: ``[m, N]`` raw scores per loss, or ``[m, N, n]`` class scores.
+      labels: ``[N]`` labels.
+      n_bins: bins of the calibration errors.
+    """
+    grid = loss_grid(losses)
+    spec = grid.spec
+    (m,) = spec.batch_shape
+    a = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels)
+    shape = (m, y.shape[0], *((spec.n_classes,) if spec.multiclass else ()))
+    if a.shape != shape:
+        raise ValueError(f"scores must have shape {shape}, got {a.shape}")
+    metrics = multiclass_score_metrics if spec.multiclass else score_metrics
+    corrected = loss_corrected_scores(spec, a)
+    return {
+        key: {"raw": metrics(raw, y, n_bins), "loss_corrected": metrics(fixed, y, n_bins)}
+        for key, raw, fixed in zip(grid.keys, a, corrected, strict=True)
+    }
+
+
+def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
+    """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics."""
+    metrics = METRICS if "auroc" in next(iter(table.values()))["raw"] else MULTICLASS_METRICS
+    header = [key_name] + [f"{m} {k}" for k in metrics for m in ("raw", "corr.")]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key, row in table.items():
+        cells = [key]  # the exact key (beta_key): close betas stay apart
+        for metric in metrics:
+            cells += [f"{row['raw'][metric]:.4f}", f"{row['loss_corrected'][metric]:.4f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -59,3 +59,12 @@ def test_killed_overwriter_leaves_the_old_or_the_new_file_whole(tmp_path, delay)
 def test_text_is_written_as_utf8(tmp_path):
     atomic_write_text(tmp_path / "a" / "table.md", "| β | ECE |\n")
     assert (tmp_path / "a" / "table.md").read_bytes() == "| β | ECE |\n".encode()
+
+
+def test_file_stem_keeps_a_keys_letters_digits_and_signs():
+    from iml._io import file_stem
+
+    assert file_stem("B[8,8]=10") == "B_8_8_=10"
+    assert file_stem("w[8]=10") == "w_8_=10"
+    assert file_stem("0.9") == "0.9"
+    assert file_stem("[ ]") == "loss"

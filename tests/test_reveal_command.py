@@ -58,7 +58,7 @@ def sweep(tmp_path_factory):
                          scores, scores, np.zeros((4, 1, 10)), table, [0], None,
                          list(table))  # fmt: skip
     with (
-        mock.patch("iml.pipeline.sweep.sweep_markdown", return_value=""),
+        mock.patch("iml.pipeline.sweep.markdown_by_loss", return_value=""),
         mock.patch("iml.plots.figure_calibration_by_loss"),
         mock.patch("iml.plots.save_figure", return_value=[]),
     ):

@@ -12,7 +12,7 @@ import pytest
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from iml import cli, loss_grid, loss_spec
-from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key
+from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key, markdown_by_loss
 from iml.config import flatten, to_dict
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.models import MLP, LogisticRegression
@@ -405,7 +405,7 @@ def test_close_betas_keep_their_own_rows_from_a_dataframe():
         progress=False,
     )  # fmt: skip
     assert list(result.table) == ["0.9999991", "0.9999992"]
-    rows = S.sweep_markdown(result.table).splitlines()[2:]
+    rows = markdown_by_loss(result.table).splitlines()[2:]
     assert [row.split(" | ")[0] for row in rows] == ["| 0.9999991", "| 0.9999992"]
     line = next(
         ln

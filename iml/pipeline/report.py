@@ -38,7 +38,16 @@ from typing import Any
 import jax
 import numpy as np
 
-from iml.calibration import METRICS, beta_key, loss_calibration_test, score_metrics
+from iml._io import file_stem
+from iml.calibration import (
+    METRICS,
+    beta_key,
+    loss_calibration_test,
+    loss_corrected_scores,
+    markdown_by_loss,
+    score_metrics,
+    table_by_loss,
+)
 from iml.pipeline.aggregate import EnsembleScores, load_ensemble
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
 from iml.pipeline.store import RunStore, atomic_write_bytes
@@ -360,11 +369,10 @@ def _report_multiclass(
 ) -> dict[str, dict[str, dict[str, float]]]:
     """The report of a run over a grid of multiclass losses: per loss, the raw and
     loss-corrected (Proposition 4) ensemble scores' top-label and class-wise ECE, Brier score,
-    log loss and accuracy (:func:`iml.pipeline.sweep.sweep_table`), over the observations that
+    log loss and accuracy (:func:`iml.calibration.table_by_loss`), over the observations that
     every loss's ensemble scored; one reliability figure per loss, a panel per class; and the
     ECE of every loss's ensemble before and after the correction."""
     from iml.pipeline.runner import run_grid
-    from iml.pipeline.sweep import _file_name, loss_corrected_scores, sweep_markdown, sweep_table
     from iml.plots import figure_calibration_by_loss, reliability_by_class
 
     n_classes = int(labels.max()) + 1
@@ -376,12 +384,12 @@ def _report_multiclass(
     if not every.any():
         raise ValueError(f"{store.root}: no observation is scored by the ensemble of every loss")
     scores = ensemble.scores[:, every]
-    table = sweep_table(grid, scores, labels[every], n_bins)
+    table = table_by_loss(grid, scores, labels[every], n_bins)
     corrected = loss_corrected_scores(grid.spec, scores)
     out = Path(out) if out is not None else store.root
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
-    atomic_write_bytes(out / "table.md", sweep_markdown(table, "loss").encode())
+    atomic_write_bytes(out / "table.md", markdown_by_loss(table, "loss").encode())
     atomic_write_bytes(
         out / "ensemble.json",
         json.dumps({"ensemble_size": _size_summary(ensemble, grid.keys)}, indent=2).encode(),
@@ -405,5 +413,5 @@ def _report_multiclass(
         fig = reliability_by_class(
             raw, labels[every], fixed, n_bins=n_bins, title=f"{title}: {key}"
         )
-        save_figure(fig, out / "figures" / "reliability_by_class" / _file_name(key), formats)
+        save_figure(fig, out / "figures" / "reliability_by_class" / file_stem(key), formats)
     return table

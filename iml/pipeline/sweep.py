@@ -11,9 +11,9 @@ trained under that loss. All members train as one vectorized program
 Each observation is in the test fold of exactly one rotation, so each (loss, seed) gives it one
 out-of-fold score; the scores of the seeds are averaged (the paper's ensemble), corrected with the
 loss-corrected score ``(c^L)^{-1}`` (Proposition 4; Cor. 1 for a beta) and both are scored with
-:mod:`iml.calibration`'s metrics (:func:`sweep_table`). Work is split into chunks of losses; each
-finished chunk is one atomic :class:`~iml.pipeline.store.RunStore` entry, so a killed sweep
-resumes where it stopped.
+:mod:`iml.calibration`'s table of a grid of losses (:func:`~iml.calibration.table_by_loss`).
+Work is split into chunks of losses; each finished chunk is one atomic
+:class:`~iml.pipeline.store.RunStore` entry, so a killed sweep resumes where it stopped.
 
 Entry points: :func:`run_sweep` (library, notebooks: arrays, e.g. from a pandas DataFrame by
 :func:`iml.data.tabular.encode_table`); and, for a config (nested, locked: :func:`sweep_config`,
@@ -34,19 +34,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from numpy.typing import ArrayLike
 
 from iml import _validation as V
 from iml import config as config_lib
-from iml._io import atomic_write_bytes, atomic_write_text
+from iml._io import atomic_write_bytes, atomic_write_text, file_stem
 from iml.calibration import (
-    METRICS,
-    MULTICLASS_METRICS,
-    multiclass_score_metrics,
-    score_metrics,
+    loss_corrected_scores,
+    markdown_by_loss,
+    scores_from_logits,
+    table_by_loss,
 )
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import ArgumentError
@@ -77,15 +76,11 @@ __all__ = [
     "beta_grid",
     "check_sweep_config",
     "execute_sweep",
-    "loss_corrected_scores",
     "parse_weight_grid",
     "plan_sweep",
     "prepare_sweep",
     "run_sweep",
-    "scores_from_logits",
     "sweep_config",
-    "sweep_markdown",
-    "sweep_table",
     "write_sweep_outputs",
 ]
 
@@ -124,79 +119,6 @@ def _logit(p: float | np.ndarray) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------
-# Metrics, the table and the figure
-# ----------------------------------------------------------------------------------------------
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, np.float64)))
-
-
-def scores_from_logits(losses: LossSpec, logits: ArrayLike) -> np.ndarray:
-    """The scores ``[m, ...]`` that logits ``[m, ...]`` of a grid's members stand for
-    (:meth:`iml.LossSpec.link` of each loss), in float64."""
-    if not losses.multiclass:  # every binary loss reads its logit through the sigmoid
-        return _sigmoid(logits)
-    z = jnp.asarray(logits, jnp.float32)
-    spec = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float32), losses)
-    return np.asarray(jax.vmap(LossSpec.link)(spec, z), np.float64)
-
-
-def loss_corrected_scores(losses: LossSpec, scores: ArrayLike) -> np.ndarray:
-    """The loss-corrected scores ``(c^L)^{-1}(a)`` of every loss of a grid (Proposition 4;
-    Corollary 1 for a beta): ``scores [m, N(, n)]``, row ``i`` corrected by loss ``i``."""
-    a = jnp.asarray(np.clip(np.asarray(scores, np.float64), 0.0, 1.0), jnp.float32)
-    return np.asarray(jax.vmap(LossSpec.loss_corrected_score)(losses, a), np.float64)
-
-
-def sweep_table(
-    losses: LossLike, scores: ArrayLike, labels: ArrayLike, n_bins: int = 10
-) -> dict[str, dict[str, dict[str, float]]]:
-    """Metrics of the raw and loss-corrected scores of every loss: ``table[key][method][metric]``.
-
-    Keys are :func:`grid_keys` (for a beta grid, the exact betas). Methods: ``"raw"`` (the
-    ensemble's scores ``a``) and ``"loss_corrected"`` (``(c^L)^{-1}(a)``, Proposition 4;
-    ``g^beta(a)``, Corollary 1, for a beta). Metrics: :data:`iml.calibration.METRICS` for binary
-    losses (``"ece"`` over ``n_bins`` quantile bins, the paper's deciles, ...) and
-    :data:`iml.calibration.MULTICLASS_METRICS` for multiclass ones (top-label and class-wise
-    ECE, Brier score, log loss, accuracy).
-
-    Args:
-      losses: the grid of ``m`` losses (:func:`loss_grid`: e.g. an array of betas).
-      scores: ``[m, N]`` raw scores per loss, or ``[m, N, n]`` class scores.
-      labels: ``[N]`` labels.
-      n_bins: bins of the calibration errors.
-    """
-    grid = loss_grid(losses)
-    spec = grid.spec
-    (m,) = spec.batch_shape
-    a = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(labels)
-    shape = (m, y.shape[0], *((spec.n_classes,) if spec.multiclass else ()))
-    if a.shape != shape:
-        raise ValueError(f"scores must have shape {shape}, got {a.shape}")
-    metrics = multiclass_score_metrics if spec.multiclass else score_metrics
-    corrected = loss_corrected_scores(spec, a)
-    return {
-        key: {"raw": metrics(raw, y, n_bins), "loss_corrected": metrics(fixed, y, n_bins)}
-        for key, raw, fixed in zip(grid.keys, a, corrected, strict=True)
-    }
-
-
-def sweep_markdown(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
-    """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics."""
-    metrics = METRICS if "auroc" in next(iter(table.values()))["raw"] else MULTICLASS_METRICS
-    header = [key_name] + [f"{m} {k}" for k in metrics for m in ("raw", "corr.")]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for key, row in table.items():
-        cells = [key]  # the exact key (iml.calibration.beta_key): close betas stay apart
-        for metric in metrics:
-            cells += [f"{row['raw'][metric]:.4f}", f"{row['loss_corrected'][metric]:.4f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-# ----------------------------------------------------------------------------------------------
 # The sweep: chunks of betas, out-of-fold scores, the ensemble and the table
 # ----------------------------------------------------------------------------------------------
 
@@ -216,7 +138,7 @@ class SweepResult(NamedTuple):
       corrected: ``[m, N(, n)]`` the loss-corrected ensemble scores ``(c^L)^{-1}(scores)``
         (Proposition 4; ``g^beta``, Corollary 1, for a beta).
       best_epoch: ``[m, S, R]`` each member's early-stopping epoch.
-      table: ``table[key][method][metric]`` (see :func:`sweep_table`).
+      table: ``table[key][method][metric]`` (see :func:`iml.calibration.table_by_loss`).
       chunks_trained: indices of the chunks trained by this call (the others came from the store).
       losses: the grid (a :class:`iml.LossSpec` with batch shape ``(m,)``).
       keys: the table's key of each loss (:func:`grid_keys`).
@@ -403,7 +325,7 @@ def run_sweep(
     the rest for training). For every loss, seed and rotation one member is trained
     (:func:`train_tabular`); every observation gets one out-of-fold score per (loss, seed),
     averaged over seeds into the ensemble score, whose raw and loss-corrected versions are scored
-    by :func:`sweep_table`.
+    by :func:`iml.calibration.table_by_loss`.
 
     Any loss :func:`iml.loss_spec` reads makes a grid (:func:`loss_grid`)::
 
@@ -498,7 +420,7 @@ def execute_sweep(
     member_scores = scores_from_logits(spec, np.swapaxes(oof, 0, 1))  # [m, S, N(, n)]
     scores = member_scores.mean(axis=1)
     corrected = loss_corrected_scores(spec, scores)
-    table = sweep_table(grid, scores, y, n_bins=plan.n_bins)
+    table = table_by_loss(grid, scores, y, n_bins=plan.n_bins)
     if store is not None:
         store.save_json("sweep_table", table)
     return SweepResult(
@@ -999,10 +921,6 @@ def _grid_of(loss: ml_collections.ConfigDict, grid: Any, n_classes: int) -> Any:
     return weight_grid(grid, loss.name, n_classes)
 
 
-def _file_name(key: str) -> str:
-    return re.sub(r"[^\w.=-]+", "_", key).strip("_") or "loss"
-
-
 def write_sweep_outputs(
     out: str | Path,
     result: SweepResult,
@@ -1034,7 +952,7 @@ def write_sweep_outputs(
     key_name = "beta" if result.betas is not None else "loss"
     if result.losses is not None and result.losses.kind == "focal" and result.betas is not None:
         key_name = "alpha"
-    atomic_write_text(out / "sweep_table.md", sweep_markdown(result.table, key_name))
+    atomic_write_text(out / "sweep_table.md", markdown_by_loss(result.table, key_name))
     buffer = io.BytesIO()
     arrays = {"keys": np.asarray(result.keys), "labels": result.labels,
               "fold_ids": result.fold_ids, "scores": result.scores.astype(np.float32),
@@ -1051,5 +969,5 @@ def write_sweep_outputs(
         for key, raw, fixed in zip(result.keys, result.scores, result.corrected, strict=True):
             fig = reliability_by_class(raw, result.labels, fixed, class_names,
                                        title=f"{title}: {key}")  # fmt: skip
-            paths += save_figure(fig, out / "reliability_by_class" / _file_name(key), ("png",))
+            paths += save_figure(fig, out / "reliability_by_class" / file_stem(key), ("png",))
     return paths
