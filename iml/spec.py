@@ -45,6 +45,8 @@ built; under a transformation the methods return NaN wherever a parameter is inv
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -72,6 +74,7 @@ __all__ = [
     "loss_family",
     "loss_grid",
     "loss_spec",
+    "parse_weight_grid",
     "weight_grid",
 ]
 
@@ -702,6 +705,53 @@ def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
             key = f"gamma={p['gamma']:g},alpha={beta_key(p['alpha'])}"
         keys.append(key if key is not None else f"#{i}")
     return keys
+
+
+_ENTRY = re.compile(r"^\s*(\w+)\[([\d,\s]+)\]\s*=\s*([^,\s]+)\s*$")
+
+
+def parse_weight_grid(
+    text: str, loss: str, *, name: str = "weights"
+) -> list[dict[tuple[int, ...], float]]:
+    """The grid of ``config.loss.weights``: per loss, the entries of ``B`` (``matrix``) or of the
+    class weights ``w`` (``class_weighted_softmax``) that differ from 1.
+
+    ``"ones;B[8,8]=10;B[3,8]=10,B[8,3]=10"`` gives three losses: unweighted, one diagonal entry
+    10, two off-diagonal entries 10 (the syntax of :func:`grid_keys`; :func:`weight_grid` builds
+    the losses).
+
+    Raises:
+      ValueError: naming ``name`` (the key or flag the text came from) and the part it cannot
+        read.
+    """
+    symbol, rank = ("B", 2) if loss == "matrix" else ("w", 1)
+    grid = []
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        entries: dict[tuple[int, ...], float] = {}
+        if part != "ones":
+            for item in re.split(r",(?=\s*\w+\[)", part):
+                match = _ENTRY.match(item)
+                if match is None or match[1] != symbol:
+                    raise ValueError(
+                        f"{name}: cannot read {item.strip()!r}; the {loss} loss's entries "
+                        f"read like {symbol}[{','.join(['3'] * rank)}]=10 (or 'ones')"
+                    )
+                index = tuple(int(i) for i in match[2].split(","))
+                try:
+                    value = float(match[3])
+                except ValueError:
+                    raise ValueError(f"{name}: {match[3]!r} is not a number") from None
+                if len(index) != rank:
+                    raise ValueError(f"{name}: {symbol} takes {rank} indices, got {item.strip()!r}")
+                if not (math.isfinite(value) and value > 0):
+                    raise ValueError(f"{name}: weights must be positive, got {item.strip()!r}")
+                entries[index] = value
+        grid.append(entries)
+    if not grid:
+        raise ValueError(f"{name} is empty")
+    return grid
 
 
 def weight_grid(entries: Sequence[Mapping[tuple[int, ...], float]], loss: str, n: int) -> LossSpec:

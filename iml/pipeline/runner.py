@@ -34,7 +34,15 @@ from iml.models import (
 )
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.store import RunStore
-from iml.spec import CLASS_WEIGHTS, LossFamily, LossGrid, loss_family, loss_grid, weight_grid
+from iml.spec import (
+    CLASS_WEIGHTS,
+    LossFamily,
+    LossGrid,
+    loss_family,
+    loss_grid,
+    parse_weight_grid,
+    weight_grid,
+)
 from iml.training import (
     DataSource,
     MemberHistory,
@@ -268,8 +276,6 @@ MULTICLASS_LOSSES = ("matrix", "class_weighted_softmax")
 
 def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
     """The loss's grid: betas for a binary loss, ``config.loss.weights`` for a multiclass one."""
-    from iml.pipeline.sweep import parse_weight_grid
-
     said = f"config.loss.name={c.loss.name!r}"
     if c.loss.name not in MULTICLASS_LOSSES:
         if c.loss.weights:
@@ -308,8 +314,6 @@ def run_grid(config: Mapping[str, Any], n_classes: int) -> LossGrid:
       ValueError: naming ``config.loss.weights`` for an entry it cannot read or a class out of
         range.
     """
-    from iml.pipeline.sweep import parse_weight_grid
-
     c = _as_config(config)
     entries = parse_weight_grid(c.loss.weights, c.loss.name, name="config.loss.weights")
     try:

@@ -27,7 +27,6 @@ import dataclasses
 import hashlib
 import io
 import math
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -51,7 +50,15 @@ from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import ArgumentError
 from iml.models.small import build_small_model
 from iml.pipeline.store import RunStore
-from iml.spec import LossGrid, LossLike, LossSpec, loss_grid, loss_spec, weight_grid
+from iml.spec import (
+    LossGrid,
+    LossLike,
+    LossSpec,
+    loss_grid,
+    loss_spec,
+    parse_weight_grid,
+    weight_grid,
+)
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
     check_labels,
@@ -76,7 +83,6 @@ __all__ = [
     "beta_grid",
     "check_sweep_config",
     "execute_sweep",
-    "parse_weight_grid",
     "plan_sweep",
     "prepare_sweep",
     "run_sweep",
@@ -525,52 +531,6 @@ def sweep_config() -> ml_collections.ConfigDict:
 
     c.lock()
     return c
-
-
-_ENTRY = re.compile(r"^\s*(\w+)\[([\d,\s]+)\]\s*=\s*([^,\s]+)\s*$")
-
-
-def parse_weight_grid(
-    text: str, loss: str, *, name: str = "weights"
-) -> list[dict[tuple[int, ...], float]]:
-    """The grid of ``config.loss.weights``: per loss, the entries of ``B`` (``matrix``) or of the
-    class weights ``w`` (``class_weighted_softmax``) that differ from 1.
-
-    ``"ones;B[8,8]=10;B[3,8]=10,B[8,3]=10"`` gives three losses: unweighted, one diagonal entry
-    10, two off-diagonal entries 10 (the syntax of :func:`grid_keys`).
-
-    Raises:
-      ValueError: naming ``name`` (the key or flag the text came from) and the part it cannot
-        read.
-    """
-    symbol, rank = ("B", 2) if loss == "matrix" else ("w", 1)
-    grid = []
-    for part in (p.strip() for p in text.split(";")):
-        if not part:
-            continue
-        entries: dict[tuple[int, ...], float] = {}
-        if part != "ones":
-            for item in re.split(r",(?=\s*\w+\[)", part):
-                match = _ENTRY.match(item)
-                if match is None or match[1] != symbol:
-                    raise ValueError(
-                        f"{name}: cannot read {item.strip()!r}; the {loss} loss's entries "
-                        f"read like {symbol}[{','.join(['3'] * rank)}]=10 (or 'ones')"
-                    )
-                index = tuple(int(i) for i in match[2].split(","))
-                try:
-                    value = float(match[3])
-                except ValueError:
-                    raise ValueError(f"{name}: {match[3]!r} is not a number") from None
-                if len(index) != rank:
-                    raise ValueError(f"{name}: {symbol} takes {rank} indices, got {item.strip()!r}")
-                if not (math.isfinite(value) and value > 0):
-                    raise ValueError(f"{name}: weights must be positive, got {item.strip()!r}")
-                entries[index] = value
-        grid.append(entries)
-    if not grid:
-        raise ValueError(f"{name} is empty")
-    return grid
 
 
 class _Names:
