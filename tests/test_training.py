@@ -401,6 +401,8 @@ def test_diverging_members_are_stopped_and_named_while_the_others_go_on():
         (dict(train_idx=np.arange(90, 100)), "train_idx must index"),
         (dict(train_idx=np.arange(4)), "fewer than one batch"),
         (dict(val_idx=np.array([], np.int64)), "val_idx must be a non-empty"),
+        (dict(beta=None), "neither a beta nor a loss"),
+        (dict(images=np.zeros((96, 64), np.float32)), "flip and config.normalize apply to images"),
     ],
 )
 def test_bad_input_raises_before_training(change, match, tiny_data):
@@ -453,6 +455,18 @@ def test_members_with_a_multiclass_loss_train_and_predict_class_scores():
 def test_bad_config_and_mesh_raise():
     with pytest.raises(ValueError, match="batch_size"):
         TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match=r"TrainConfig\.batch_size must be an integer"):
+        TrainConfig(batch_size=16.5)
+    with pytest.raises(ValueError, match=r"TrainConfig\.l2 must be non-negative"):
+        TrainConfig(l2=-1.0)
+    with pytest.raises(ValueError, match=r"TrainConfig\.solver must be one of"):
+        TrainConfig(solver="lbfgs")
+    with pytest.raises(ValueError, match="solver 'exact' fits a table's logistic regression"):
+        images, labels = tiny_images()
+        train_ensemble(
+            TinyCNN(), tiny_members(k=1), DataSource.from_arrays(images, labels),
+            tiny_config(solver="exact"), progress=False,
+        )  # fmt: skip
     with pytest.raises(ValueError, match="member_batching"):
         TrainConfig(member_batching="pmap")
     with pytest.raises(ValueError, match="normalize"):
