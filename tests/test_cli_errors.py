@@ -45,6 +45,22 @@ def _python(script: str) -> subprocess.CompletedProcess:
             ["sweep", "--dataset", "digits", "--config.train.learnig_rate=1", "--out", "unused"],
             "--config.train.learnig_rate: no such key; did you mean config.train.learning_rate?",
         ),
+        (
+            ["reproduce", "--classes", "all", "--loss", "matrix", "--out", "unused"],
+            "config.loss.name='matrix' needs config.loss.weights",
+        ),
+        (
+            [
+                "reproduce",
+                "--loss",
+                "class_weighted_softmax",
+                "--loss-weights",
+                "ones;w[1]=2",
+                "--out",
+                "unused",
+            ],
+            "is multiclass; set config.data.classes='all'",
+        ),
         (["sweep", "--out", "unused"], "give exactly one of --csv PATH or --dataset "),
         (["sweep", "--dataset", "digits", "--betas", "0.5,1", "--out", "unused"], "--betas"),
     ],
