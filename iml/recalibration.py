@@ -197,7 +197,7 @@ def logistic_newton(
     the boundary instead of overflowing. The iteration stops after ``max_iter`` steps, when the
     gradient's largest entry is at most ``tol``, or when no step length descends. Pure and
     jittable (``max_iter`` static); the kernel of Platt scaling, beta calibration and the exact
-    full-batch fits of :mod:`iml.training.full_batch`.
+    full-batch fits of :func:`iml.training.fit_weighted_logistic`.
 
     Args:
       X: ``[N, k]`` design (with a column of ones for an intercept).

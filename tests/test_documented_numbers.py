@@ -3082,10 +3082,16 @@ def _docstrings() -> list[Stated]:
         ),
         Stated(
             "fit_weighted_logistic: eigenvalue cutoff",
-            "iml/training/full_batch.py",
+            "iml/training/tabular.py",
             "Each step is the minimum-norm solution of the Newton system (eigenvalues below ``{}`` "
             "of the",
             lambda: iml.recalibration._EIGEN_CUTOFF,
+        ),
+        Stated(
+            "exact solver: room for the pair products",
+            "iml/training/tabular.py",
+            "made once where it takes at most {} GiB",
+            lambda: iml.training.tabular._PAIR_BYTES / 2**30,
         ),
         Stated(
             "LogisticRegression: initial weights",

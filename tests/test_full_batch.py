@@ -1,10 +1,10 @@
-"""Tests for iml.training.full_batch: exact weighted logistic fits, checked against scikit-learn."""
+"""Tests of the exact solver of iml.training.tabular, against scikit-learn."""
 
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from iml.training.full_batch import beta_weighted_sample_weights, fit_weighted_logistic
+from iml.training.tabular import beta_weighted_sample_weights, fit_weighted_logistic
 
 
 def _objective(x, y, s, coef, intercept, l2):
@@ -123,7 +123,7 @@ def test_uci_adult_members_at_extreme_betas_match_scikit_learn(shared_data_path)
 
 
 def test_hessians_from_pair_products_equal_those_from_the_design(rare_class_table, monkeypatch):
-    from iml.training import full_batch
+    from iml.training import tabular as full_batch
 
     x, y, mask = rare_class_table
     S = beta_weighted_sample_weights(y, np.array([0.02, 0.7]), mask)

@@ -4,11 +4,6 @@ table whose minibatches its members share (:func:`train_tabular`), and exact ful
 convex members."""
 
 from iml.training.checkpoint import EnsembleCheckpointer
-from iml.training.full_batch import (
-    LogisticFit,
-    beta_weighted_sample_weights,
-    fit_weighted_logistic,
-)
 from iml.training.host import HostMemory, keep_step_memory
 from iml.training.sharding import (
     make_mesh,
@@ -27,7 +22,10 @@ from iml.training.step import (
 )
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
+    LogisticFit,
     MemberFit,
+    beta_weighted_sample_weights,
+    fit_weighted_logistic,
     out_of_fold_logits,
     train_tabular,
 )
