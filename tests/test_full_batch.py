@@ -123,12 +123,12 @@ def test_uci_adult_members_at_extreme_betas_match_scikit_learn(shared_data_path)
 
 
 def test_hessians_from_pair_products_equal_those_from_the_design(rare_class_table, monkeypatch):
-    from iml.training import tabular as full_batch
+    from iml.training import tabular
 
     x, y, mask = rare_class_table
     S = beta_weighted_sample_weights(y, np.array([0.02, 0.7]), mask)
     pairs = fit_weighted_logistic(x, y, S, l2=1e-3)
-    monkeypatch.setattr(full_batch, "_PAIR_BYTES", 0)  # too little room: the direct products
+    monkeypatch.setattr(tabular, "_PAIR_BYTES", 0)  # too little room: the direct products
     direct = fit_weighted_logistic(x, y, S, l2=1e-3)
     np.testing.assert_allclose(pairs.coef, direct.coef, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(pairs.objective, direct.objective, rtol=1e-6)
