@@ -5,8 +5,10 @@ For every loss of a grid (:func:`iml.loss_grid`: betas of the beta-weighted cros
 weights of the softmax cross-entropy for multiclass targets), every seed and every rotation of the
 nested cross-validation (:mod:`iml.data.folds`: 10 folds, 7-2-1 train/validation/test rotations,
 as in the paper's appendix "Technical Details"), a small model (:mod:`iml.models.small`) is
-trained under that loss. All members train as one vectorized program
-(:func:`iml.training.tabular.train_tabular`).
+trained under that loss. All members train as one vectorized program: the ensemble trainer
+configured for a table (:func:`iml.training.train_tabular` with
+:data:`~iml.training.TABULAR_DEFAULTS`), or the exact solver for logistic members under the
+beta-weighted log loss.
 
 Each observation is in the test fold of exactly one rotation, so each (loss, seed) gives it one
 out-of-fold score; the scores of the seeds are averaged (the paper's ensemble), corrected with the
