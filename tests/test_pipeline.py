@@ -463,6 +463,11 @@ def test_aggregate_means_class_scores_per_loss():
         ({"loss.name": "log"}, r"config\.loss\.weights applies to the multiclass losses"),
         ({"loss.name": "log", "loss.weights": ""}, r"classes='all' needs a multiclass loss"),
         ({"data.classes": "some"}, r"config\.data\.classes must be 'binary' or 'all'"),
+        (
+            {"data.name": "pneumoniamnist"},
+            r"dataset 'pneumoniamnist' has no classes beyond its binary label; the image "
+            r"datasets with classes are \['digits'\]",
+        ),
     ],
 )
 def test_check_config_of_a_multiclass_run_names_the_bad_key(values, match):

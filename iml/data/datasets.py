@@ -529,11 +529,14 @@ class Source:
         ``manual_dir`` and ``image_size``).
       load: ``(data_dir, manual_dir, image_size, **options) -> Dataset`` for image sources,
         ``(manual_dir, **options) -> Dataset`` for tables (``manual_dir`` checked to exist).
+      classes: whether the source has classes beyond its binary label (``Dataset.classes``),
+        for multiclass losses.
     """
 
     kind: Literal["image", "tabular"]
     options: frozenset[str]
     load: Callable[..., Dataset]
+    classes: bool = False
 
 
 def _load_csv_source(manual_dir: Path | None, **options: Any) -> Dataset:
@@ -555,12 +558,14 @@ _CSV_OPTIONS = ("path", "frame", "target", "positive", "names", "header", "delim
 #: Every dataset :func:`load_dataset` knows, by name. A new source is one entry here (and its
 #: loader).
 DATASETS: dict[str, Source] = {
-    "digits": Source("image", frozenset({"positive_digit"}), _load_digits_source),
+    "digits": Source("image", frozenset({"positive_digit"}), _load_digits_source, classes=True),
     "pneumoniamnist": Source("image", frozenset(), _load_pneumoniamnist),
     "chestxray14": Source("image", frozenset(), _load_chestxray14),
     "csv": Source("tabular", frozenset(_CSV_OPTIONS), _load_csv_source),
     "adult": Source("tabular", frozenset({"names", "standardize"}), _load_adult),
-    "letter": Source("tabular", frozenset({"positive_letter", "standardize"}), _load_letter),
+    "letter": Source(
+        "tabular", frozenset({"positive_letter", "standardize"}), _load_letter, classes=True
+    ),
 }
 
 

@@ -215,6 +215,12 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ValueError(
             f"config.data.name: unknown dataset {c.data.name!r}; expected one of {list(DATASETS)}"
         )
+    if c.data.classes == "all" and not DATASETS[c.data.name].classes:
+        with_classes = [n for n, s in DATASETS.items() if s.classes and s.kind == "image"]
+        raise ValueError(
+            f"config.data.classes='all': dataset {c.data.name!r} has no classes beyond its "
+            f"binary label; the image datasets with classes are {with_classes}"
+        )
     if DATASETS[c.data.name].kind == "tabular":
         raise ValueError(
             f"config.data.name: dataset {c.data.name!r} is tabular; `iml reproduce` trains "
