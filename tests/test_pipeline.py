@@ -422,7 +422,8 @@ MULTICLASS = {
     "model.name": "densenet_tiny",
     "loss.name": "class_weighted_softmax",
     "loss.weights": "ones;w[8]=10",
-    "train.epochs": 2,
+    "train.epochs": 1,
+    "train.members_per_batch": 10,  # every member in one call of the trainer
     "train.checkpoint": False,
     "eval.n_bins": 5,
 }
