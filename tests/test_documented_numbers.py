@@ -1300,6 +1300,15 @@ def _mc_best_epochs() -> list[int]:
     return epochs
 
 
+def test_multiclass_record_per_class_eces_are_recomputed_from_its_scores():
+    """The report's ece_by_class.json holds what the scores give, class by class."""
+    unweighted, raw, corrected = _mc_series()
+    by_class = record(f"{_MC}/ece_by_class.json")
+    for stored, scores in ((by_class["ones"]["raw"], unweighted), (by_class["w[8]=10"]["raw"], raw),
+                           (by_class["w[8]=10"]["loss_corrected"], corrected)):  # fmt: skip
+        np.testing.assert_allclose(stored, [_class_ece(scores, j) for j in range(10)], atol=1e-6)
+
+
 def _digits_multiclass_run() -> list[Stated]:
     config = manifest(_MC)["config"]
     y = _mc_scores()["labels"]

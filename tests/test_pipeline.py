@@ -517,6 +517,14 @@ def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multi
     by_hand = scores[1] / w
     np.testing.assert_allclose(corrected[1], by_hand / by_hand.sum(-1, keepdims=True), atol=1e-5)
     assert corrected[1][:, 8].mean() < scores[1][:, 8].mean()
+    # Each class's ECE; their mean is the class-wise ECE of the table.
+    by_class = json.loads((out / "ece_by_class.json").read_text())
+    assert list(by_class) == ["ones", "w[8]=10"]
+    for key, row in by_class.items():
+        for method in ("raw", "loss_corrected"):
+            assert len(row[method]) == 10
+            assert np.mean(row[method]) == pytest.approx(table[key][method]["classwise_ece"])
+    assert by_class["ones"]["raw"] == pytest.approx(by_class["ones"]["loss_corrected"], abs=1e-6)
     # The unweighted ensemble's raw scores are its corrected ones, metric by metric.
     for metric, value in table["ones"]["raw"].items():
         assert table["ones"]["loss_corrected"][metric] == pytest.approx(value, abs=1e-6)

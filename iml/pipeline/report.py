@@ -42,6 +42,7 @@ from iml._io import file_stem
 from iml.calibration import (
     METRICS,
     beta_key,
+    expected_calibration_error,
     loss_calibration_test,
     loss_corrected_scores,
     markdown_by_loss,
@@ -266,7 +267,8 @@ def report_run(
     A run over a grid of multiclass losses (``config.loss.weights``) is keyed by the grid's keys
     instead of betas. Its table holds, per loss, the raw and loss-corrected (Proposition 4)
     top-label and class-wise ECE, Brier score, log loss and accuracy, over the observations that
-    every loss's ensemble scored. ``ensemble_scores.npz`` adds the corrected class scores
+    every loss's ensemble scored; ``ece_by_class.json`` holds each class's ECE, raw and
+    corrected. ``ensemble_scores.npz`` adds the corrected class scores
     (``corrected``, where an observation is scored). The figures are
     ``figures/ece_by_loss`` and ``figures/reliability_by_class/KEY``. The recalibration
     baselines, Figures 1-4 and the revealed experiments are binary and are not drawn.
@@ -371,25 +373,34 @@ def _report_multiclass(
     loss-corrected (Proposition 4) ensemble scores' top-label and class-wise ECE, Brier score,
     log loss and accuracy (:func:`iml.calibration.table_by_loss`), over the observations that
     every loss's ensemble scored; one reliability figure per loss, a panel per class; and the
-    ECE of every loss's ensemble before and after the correction."""
+    ECE of every loss's ensemble before and after the correction; and each class's ECE
+    (``ece_by_class.json``), whose mean is the class-wise ECE."""
     from iml.pipeline.runner import run_grid
     from iml.plots import figure_calibration_by_loss, reliability_by_class
+    from iml.spec import parse_weight_grid
 
-    n_classes = int(labels.max()) + 1
     n_bins = int(config.eval.n_bins)
+    n_losses = len(parse_weight_grid(config.loss.weights, config.loss.name))
+    ensemble = load_ensemble(store, [float(k) for k in range(n_losses)], len(labels))
+    n_classes = ensemble.scores.shape[-1]
     grid = run_grid(config, n_classes)
-    keys = [float(k) for k in range(len(grid.keys))]
-    ensemble = load_ensemble(store, keys, len(labels))
-    every = (ensemble.sizes > 0).all(axis=0)
+    scored = ensemble.sizes > 0
+    every = scored.all(axis=0)
     if not every.any():
         raise ValueError(f"{store.root}: no observation is scored by the ensemble of every loss")
-    scores = ensemble.scores[:, every]
-    table = table_by_loss(grid, scores, labels[every], n_bins)
-    corrected = loss_corrected_scores(grid.spec, scores)
+    filled = np.where(scored[..., None], ensemble.scores, 1.0 / n_classes)
+    corrected = np.where(scored[..., None], loss_corrected_scores(grid.spec, filled), np.nan)
+    scores, fixed, y = ensemble.scores[:, every], corrected[:, every], labels[every]
+    table = table_by_loss(grid, scores, y, n_bins)
     out = Path(out) if out is not None else store.root
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
     atomic_write_bytes(out / "table.md", markdown_by_loss(table, "loss").encode())
+    by_class = {
+        key: {"raw": _class_eces(a, y, n_bins), "loss_corrected": _class_eces(c, y, n_bins)}
+        for key, a, c in zip(grid.keys, scores, fixed, strict=True)
+    }
+    atomic_write_bytes(out / "ece_by_class.json", json.dumps(by_class, indent=2).encode())
     atomic_write_bytes(
         out / "ensemble.json",
         json.dumps({"ensemble_size": _size_summary(ensemble, grid.keys)}, indent=2).encode(),
@@ -398,20 +409,24 @@ def _report_multiclass(
         "ensemble_scores",
         keys=np.asarray(grid.keys),
         scores=ensemble.scores,
-        corrected=np.where(
-            (ensemble.sizes > 0)[..., None],
-            loss_corrected_scores(grid.spec, np.nan_to_num(ensemble.scores, nan=1.0 / n_classes)),
-            np.nan,
-        ),
+        corrected=corrected,
         sizes=ensemble.sizes,
         labels=labels,
     )
     title = f"{config.data.name}, {config.loss.name} loss"
     fig = figure_calibration_by_loss(table, prevalence=None, title=title, weight_name="loss")
     save_figure(fig, out / "figures" / "ece_by_loss", formats)
-    for key, raw, fixed in zip(grid.keys, scores, corrected, strict=True):
-        fig = reliability_by_class(
-            raw, labels[every], fixed, n_bins=n_bins, title=f"{title}: {key}"
-        )
+    for key, a, c in zip(grid.keys, scores, fixed, strict=True):
+        fig = reliability_by_class(a, y, c, n_bins=n_bins, title=f"{title}: {key}")
         save_figure(fig, out / "figures" / "reliability_by_class" / file_stem(key), formats)
     return table
+
+
+def _class_eces(scores: np.ndarray, labels: np.ndarray, n_bins: int) -> list[float]:
+    """Each class's ECE (l1, quantile bins): its scores against ``1{y = j}``; their mean is the
+    class-wise ECE of :data:`iml.calibration.MULTICLASS_METRICS`."""
+    s = np.clip(scores, _CLIP, 1 - _CLIP).astype(np.float32)
+    return [
+        float(expected_calibration_error(s[:, j], (labels == j).astype(np.int32), n_bins))
+        for j in range(s.shape[-1])
+    ]
