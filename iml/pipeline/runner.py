@@ -378,7 +378,7 @@ def run_labels(config: Mapping[str, Any], dataset: Dataset) -> np.ndarray:
     if dataset.classes is None:
         raise ValueError(
             f"config.data.classes='all': dataset {dataset.name!r} has no classes beyond its "
-            "binary label (digits has 10)"
+            "binary label"
         )
     return np.asarray(dataset.classes)
 
