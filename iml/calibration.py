@@ -1740,7 +1740,11 @@ def loss_corrected_scores(losses: LossSpec, scores: ArrayLike) -> np.ndarray:
 
 
 def table_by_loss(
-    losses: LossLike, scores: ArrayLike, labels: ArrayLike, n_bins: int = 10
+    losses: LossLike,
+    scores: ArrayLike,
+    labels: ArrayLike,
+    n_bins: int = 10,
+    corrected: ArrayLike | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Metrics of the raw and loss-corrected scores of every loss: ``table[key][method][metric]``.
 
@@ -1756,6 +1760,8 @@ def table_by_loss(
       scores: ``[m, N]`` raw scores per loss, or ``[m, N, n]`` class scores.
       labels: ``[N]`` labels.
       n_bins: bins of the calibration errors.
+      corrected: the loss-corrected scores, where the caller has them already
+        (:func:`loss_corrected_scores` of ``scores``); computed here otherwise.
     """
     grid = loss_grid(losses)
     spec = grid.spec
@@ -1766,7 +1772,10 @@ def table_by_loss(
     if a.shape != shape:
         raise ValueError(f"scores must have shape {shape}, got {a.shape}")
     metrics = multiclass_score_metrics if spec.multiclass else score_metrics
-    corrected = loss_corrected_scores(spec, a)
+    if corrected is None:
+        corrected = loss_corrected_scores(spec, a)
+    elif np.shape(corrected) != shape:
+        raise ValueError(f"corrected must have shape {shape}, got {np.shape(corrected)}")
     return {
         key: {"raw": metrics(raw, y, n_bins), "loss_corrected": metrics(fixed, y, n_bins)}
         for key, raw, fixed in zip(grid.keys, a, corrected, strict=True)

@@ -391,7 +391,7 @@ def _report_multiclass(
     filled = np.where(scored[..., None], ensemble.scores, 1.0 / n_classes)
     corrected = np.where(scored[..., None], loss_corrected_scores(grid.spec, filled), np.nan)
     scores, fixed, y = ensemble.scores[:, every], corrected[:, every], labels[every]
-    table = table_by_loss(grid, scores, y, n_bins)
+    table = table_by_loss(grid, scores, y, n_bins, corrected=fixed)
     out = Path(out) if out is not None else store.root
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())

@@ -428,7 +428,7 @@ def execute_sweep(
     member_scores = scores_from_logits(spec, np.swapaxes(oof, 0, 1))  # [m, S, N(, n)]
     scores = member_scores.mean(axis=1)
     corrected = loss_corrected_scores(spec, scores)
-    table = table_by_loss(grid, scores, y, n_bins=plan.n_bins)
+    table = table_by_loss(grid, scores, y, n_bins=plan.n_bins, corrected=corrected)
     if store is not None:
         store.save_json("sweep_table", table)
     return SweepResult(

@@ -60,7 +60,7 @@ from iml.models.small import LogisticRegression
 from iml.recalibration import logistic_newton
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid, loss_spec
 from iml.training.step import adam, member_eval_step, member_train_step
-from iml.training.train_state import MemberState, end_of_epoch, init_member_state
+from iml.training.train_state import MemberState, init_member_state
 from iml.training.trainer import TrainConfig
 
 Array = jax.Array
@@ -198,14 +198,7 @@ def _epoch_fn(
         )  # fmt: skip
 
     train = _vmap_train(one_step)
-    finish = functools.partial(
-        end_of_epoch,
-        patience=config.patience,
-        plateau_patience=config.plateau_patience,
-        lr_factor=config.lr_factor,
-        min_delta=config.min_delta,
-        min_rel_delta=config.min_rel_delta,
-    )
+    finish = config.epoch_end_rule()
     for _ in range(3):  # member axes [seed, loss, rotation]; the epoch is shared
         finish = jax.vmap(finish, in_axes=(0, 0, None))
 

@@ -220,6 +220,18 @@ class TrainConfig:
     tol: float = 1e-6
     max_newton_steps: int = 50
 
+    def epoch_end_rule(self) -> Callable[..., MemberState]:
+        """:func:`~iml.training.train_state.end_of_epoch` with this configuration's early
+        stopping and plateau decay: ``rule(state, val_loss, epoch)`` for one member."""
+        return functools.partial(
+            end_of_epoch,
+            patience=self.patience,
+            plateau_patience=self.plateau_patience,
+            lr_factor=self.lr_factor,
+            min_delta=self.min_delta,
+            min_rel_delta=self.min_rel_delta,
+        )
+
     def __post_init__(self) -> None:
         positive = {
             "learning_rate": self.learning_rate,
@@ -442,17 +454,7 @@ def _programs(
     if batched == "map" and mesh.shape[DATA_AXIS] == 1 and mesh.shape[ENSEMBLE_AXIS] > 1:
         # Whole members on each device: each one maps over its own members, all side by side.
         train, evaluate, predict = (per_device_members(f, mesh) for f in (train, evaluate, predict))
-    epoch_end = jax.vmap(
-        functools.partial(
-            end_of_epoch,
-            patience=config.patience,
-            plateau_patience=config.plateau_patience,
-            lr_factor=config.lr_factor,
-            min_delta=config.min_delta,
-            min_rel_delta=config.min_rel_delta,
-        ),
-        in_axes=(0, 0, None),
-    )
+    epoch_end = jax.vmap(config.epoch_end_rule(), in_axes=(0, 0, None))
 
     def train_fn(state, images, labels, flips, active, losses):
         return train(state, images, labels, flips, active, losses)
