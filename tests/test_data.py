@@ -32,10 +32,10 @@ from iml.data import (
     load_csv,
     load_dataset,
 )
+from iml.data.builders import load_grayscale, resize_grayscale
 from iml.data.builders.chestxray14 import index_images
 from iml.data.builders.digits import Digits
 from iml.data.builders.pneumoniamnist import read_pneumoniamnist_npz
-from iml.data.images import load_grayscale, resize_grayscale
 
 # ----------------------------------------------------------------------------------------------
 # Fixtures: real data folders and prepared datasets (once per test run)

@@ -385,9 +385,9 @@ def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
     weight alpha, and the report corrects and tests with its rule."""
     import jax.numpy as jnp
 
-    from iml.pipeline.aggregate import EnsembleScores
     from iml.pipeline.report import summary_table
     from iml.pipeline.runner import run_loss
+    from iml.pipeline.store import EnsembleScores
     from iml.spec import loss_spec
 
     family = run_loss(_config(**{"loss.name": "focal", "loss.gamma": 2.0, "loss.betas": (0.9,)}))

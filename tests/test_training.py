@@ -35,9 +35,11 @@ from iml.training import (
     EnsembleCheckpointer,
     MemberSpec,
     TrainConfig,
+    adam,
     batch_members,
     end_of_epoch,
     epoch_order,
+    init_member_state,
     make_mesh,
     member_in_place,
     member_train_step,
@@ -49,8 +51,6 @@ from iml.training import (
     train_ensemble,
     use_cpu_cores_as_devices,
 )
-from iml.training.step import adam
-from iml.training.train_state import init_member_state
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

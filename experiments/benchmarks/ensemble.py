@@ -133,7 +133,7 @@ def member_states(model, optimizer, k: int, size: int, channels: int = 1):
     import jax
     import jax.numpy as jnp
 
-    from iml.training.train_state import init_member_state
+    from iml.training import init_member_state
 
     def one(seed):
         v = model.init(jax.random.key(seed), jnp.zeros((1, size, size, channels)), train=False)
@@ -155,8 +155,7 @@ def largest_members(
 
     import jax
 
-    from iml.training import batch_members, member_in_place, member_train_step
-    from iml.training.step import adam
+    from iml.training import adam, batch_members, member_in_place, member_train_step
 
     device = jax.devices()[0]
     limit = limit or (device.memory_stats() or {}).get("bytes_limit")
@@ -283,6 +282,7 @@ def main() -> None:
     from iml.training import (
         DEFAULT_MEMBER_BATCHING,
         TrainConfig,
+        adam,
         batch_members,
         make_mesh,
         member_in_place,
@@ -290,7 +290,6 @@ def main() -> None:
         use_cpu_cores_as_devices,
     )
     from iml.training.host import host_memory_record, keep_step_memory
-    from iml.training.step import adam
 
     # before JAX's first computation, which fixes its CPU dispatch mode
     if args.host_memory == "keep":

@@ -3,20 +3,22 @@
 * :mod:`iml.pipeline.plan`: nested-CV folds and the grid beta x rotation x seed in member batches.
 * :mod:`iml.pipeline.runner`: the run config, and training/scoring each batch into the store
   (resumable after ``kill -9``).
-* :mod:`iml.pipeline.aggregate`: ensemble scores (mean per beta) and ensemble sizes.
 * :mod:`iml.pipeline.report`: the summary table (JSON, Markdown) and Figures 1-4.
 * :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``).
-* :mod:`iml.pipeline.store`: the atomic results store.
+* :mod:`iml.pipeline.store`: the atomic results store, and the ensemble scores (mean per loss)
+  and ensemble sizes read back from it.
 """
 
-from iml.pipeline.aggregate import (
+from iml.pipeline.plan import Member, MemberBatch, Plan, check_betas, ensemble_sizes, make_plan
+from iml.pipeline.store import (
     EnsembleScores,
+    RunStore,
     aggregate_members,
+    atomic_write_bytes,
     load_ensemble,
     member_test_scores,
+    package_versions,
 )
-from iml.pipeline.plan import Member, MemberBatch, Plan, check_betas, ensemble_sizes, make_plan
-from iml.pipeline.store import RunStore, atomic_write_bytes, package_versions
 
 __all__ = [
     "EnsembleScores",

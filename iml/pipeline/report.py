@@ -49,9 +49,8 @@ from iml.calibration import (
     score_metrics,
     table_by_loss,
 )
-from iml.pipeline.aggregate import EnsembleScores, load_ensemble
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
-from iml.pipeline.store import RunStore, atomic_write_bytes
+from iml.pipeline.store import EnsembleScores, RunStore, atomic_write_bytes, load_ensemble
 from iml.plots import (
     figure1_calibration_curves,
     figure2_theoretical_curves,

@@ -174,8 +174,8 @@ def _reproduce_input(root: Path) -> RevealInput:
             )
         scores, sizes, labels = arrays["scores"], arrays["sizes"], arrays["labels"]
     else:
-        from iml.pipeline.aggregate import load_ensemble
         from iml.pipeline.report import check_stored_run
+        from iml.pipeline.store import load_ensemble
 
         store = check_stored_run(root)
         labels = store.load_arrays("data/folds")["labels"]

@@ -3,22 +3,24 @@ checkpoints) fed with image batches from the host (:func:`train_ensemble`) or wi
 table whose minibatches its members share (:func:`train_tabular`), and exact full-batch fits of
 convex members."""
 
-from iml.training.checkpoint import EnsembleCheckpointer
 from iml.training.host import HostMemory, keep_step_memory
-from iml.training.sharding import (
-    make_mesh,
-    per_device_member_loop,
-    per_device_members,
-    use_cpu_cores_as_devices,
-)
-from iml.training.step import (
+from iml.training.member import (
+    MemberState,
     adam,
     batch_members,
+    end_of_epoch,
+    init_member_state,
     member_eval_step,
     member_in_place,
     member_train_step,
     preprocess,
     skip_idle_members,
+)
+from iml.training.sharding import (
+    make_mesh,
+    per_device_member_loop,
+    per_device_members,
+    use_cpu_cores_as_devices,
 )
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
@@ -29,11 +31,11 @@ from iml.training.tabular import (
     out_of_fold_logits,
     train_tabular,
 )
-from iml.training.train_state import MemberState, end_of_epoch, init_member_state
 from iml.training.trainer import (
     DEFAULT_MEMBER_BATCHING,
     SOLVERS,
     DataSource,
+    EnsembleCheckpointer,
     MemberHistory,
     MemberSpec,
     TrainConfig,

@@ -6,10 +6,10 @@ This is how the sweeps (:mod:`iml.pipeline.sweep`) train: for every loss of a gr
 or a one-hidden-layer MLP) is trained on the rotation's training rows under its own loss
 (:meth:`iml.LossSpec.logits_loss`). It is the ensemble trainer configured for a table
 (:data:`TABULAR_DEFAULTS`, a :class:`~iml.training.TrainConfig`): every member is the trainer's
-:class:`~iml.training.train_state.MemberState` (its own Adam moments, learning rate and best
-parameters), steps by the trainer's :func:`~iml.training.step.member_train_step`, is validated by
-:func:`~iml.training.step.member_eval_step`, and ends each epoch with
-:func:`~iml.training.train_state.end_of_epoch` (plateau decay, early stopping on its own
+:class:`~iml.training.member.MemberState` (its own Adam moments, learning rate and best
+parameters), steps by the trainer's :func:`~iml.training.member.member_train_step`, is validated by
+:func:`~iml.training.member.member_eval_step`, and ends each epoch with
+:func:`~iml.training.member.end_of_epoch` (plateau decay, early stopping on its own
 validation loss, the paper's rule).
 
 What differs from the image ensembles of :mod:`iml.training.trainer` is only where batches come
@@ -59,8 +59,13 @@ from iml.data.folds import FoldSplit
 from iml.models.small import LogisticRegression
 from iml.recalibration import logistic_newton
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid, loss_spec
-from iml.training.step import adam, member_eval_step, member_train_step
-from iml.training.train_state import MemberState, init_member_state
+from iml.training.member import (
+    MemberState,
+    adam,
+    init_member_state,
+    member_eval_step,
+    member_train_step,
+)
 from iml.training.trainer import TrainConfig
 
 Array = jax.Array
@@ -109,7 +114,7 @@ def check_seeds(seeds: int | Sequence[int]) -> np.ndarray:
 # Member axes are [seed, loss, rotation] (along the loss axis, the losses of a batched LossSpec).
 # Minibatch rows are shared by the members of a seed; rows and labels are shared across losses
 # and rotations, training masks differ per rotation. The functions vmapped are the trainer's own
-# one-member steps (iml.training.step), with every argument but the state and the loss shared
+# one-member steps (iml.training.member), with every argument but the state and the loss shared
 # where the members share it.
 def _vmap_train(f: Callable) -> Callable:
     f = jax.vmap(f, in_axes=(0, None, None, 0, None))  # rotation
@@ -144,7 +149,7 @@ class _Data(NamedTuple):
 
 
 def _init_state(model: nn.Module, config: TrainConfig, data: _Data) -> MemberState:
-    """Every member's :class:`~iml.training.train_state.MemberState`, on axes ``[S, nb, R]``."""
+    """Every member's :class:`~iml.training.member.MemberState`, on axes ``[S, nb, R]``."""
     n_seeds, n_rot = data.seeds.shape[0], data.train_mask.shape[0]
     (n_losses,) = data.losses.batch_shape
     optimizer = adam(config.b1, config.b2, config.eps)
@@ -182,9 +187,9 @@ def _epoch_fn(
     model: nn.Module, config: TrainConfig, n_rows: int
 ) -> Callable[[MemberState, _Data, Array], MemberState]:
     """The jitted epoch: a scan over minibatch steps of the trainer's
-    :func:`~iml.training.step.member_train_step`, every member's validation by its
-    :func:`~iml.training.step.member_eval_step`, then its
-    :func:`~iml.training.train_state.end_of_epoch` (early stopping and plateau decay)."""
+    :func:`~iml.training.member.member_train_step`, every member's validation by its
+    :func:`~iml.training.member.member_eval_step`, then its
+    :func:`~iml.training.member.end_of_epoch` (early stopping and plateau decay)."""
     optimizer = adam(config.b1, config.b2, config.eps)
     steps = -(-n_rows // config.batch_size)
     padded = steps * config.batch_size
@@ -339,8 +344,8 @@ def train_tabular(
     solver (by default where it applies: logistic regression under the beta-weighted log loss)
     every member is fitted to its optimum by full-batch Newton steps, and all seeds share it.
     Otherwise the members train by the ensemble trainer's steps
-    (:func:`~iml.training.step.member_train_step`, each member's own Adam state and learning
-    rate, :func:`~iml.training.train_state.end_of_epoch`'s plateau decay and early stopping on
+    (:func:`~iml.training.member.member_train_step`, each member's own Adam state and learning
+    rate, :func:`~iml.training.member.end_of_epoch`'s plateau decay and early stopping on
     its validation rows): member ``(s, b, r)`` starts from the initialisation and follows the
     minibatch order of ``seeds[s]``. Members are independent: training one alone (one loss, seed
     and split) gives the same parameters.

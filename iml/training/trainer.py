@@ -13,7 +13,8 @@ test time.
 Everything random in training comes from ``(seed, member, epoch)``: the order of each member's
 training examples and its flips are drawn on the host from ``numpy.random.default_rng((seed,
 member, epoch))``, and the initial parameters from ``jax.random.key(seed)``. A run restarted from a
-checkpoint therefore replays exactly what the interrupted run would have done.
+checkpoint (:class:`EnsembleCheckpointer`, crash-safe through orbax) therefore replays exactly
+what the interrupted run would have done.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import dataclasses
 import functools
 import logging
 import math
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -29,12 +31,24 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from iml import _validation as V
 from iml.spec import LossSpec, loss_spec
-from iml.training.checkpoint import EnsembleCheckpointer
+from iml.training.member import (
+    MemberState,
+    adam,
+    batch_members,
+    end_of_epoch,
+    init_member_state,
+    member_eval_step,
+    member_in_place,
+    member_predict,
+    member_train_step,
+    skip_idle_members,
+)
 from iml.training.sharding import (
     DATA_AXIS,
     ENSEMBLE_AXIS,
@@ -44,21 +58,12 @@ from iml.training.sharding import (
     per_device_members,
     replicated,
 )
-from iml.training.step import (
-    adam,
-    batch_members,
-    member_eval_step,
-    member_in_place,
-    member_predict,
-    member_train_step,
-    skip_idle_members,
-)
-from iml.training.train_state import MemberState, end_of_epoch, init_member_state
 
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",
     "SOLVERS",
     "DataSource",
+    "EnsembleCheckpointer",
     "MemberHistory",
     "MemberSpec",
     "TrainConfig",
@@ -192,7 +197,7 @@ class TrainConfig:
         applies, Adam otherwise (:func:`iml.training.train_tabular`). Image models train by Adam.
       tol: the exact solver's gradient tolerance (largest absolute entry).
       max_newton_steps: the exact solver's most Newton steps.
-      member_batching: ``'vmap'``, ``'map'`` or ``'loop'`` (see :mod:`iml.training.step`);
+      member_batching: ``'vmap'``, ``'map'`` or ``'loop'`` (see :mod:`iml.training.member`);
         ``None`` takes the backend's measured default (:data:`DEFAULT_MEMBER_BATCHING`). With
         ``'map'`` or ``'loop'`` on a mesh whose data axis is 1, each device steps its own members.
       checkpoint_every_steps: also checkpoint every this many steps within an epoch (always at
@@ -221,7 +226,7 @@ class TrainConfig:
     max_newton_steps: int = 50
 
     def epoch_end_rule(self) -> Callable[..., MemberState]:
-        """:func:`~iml.training.train_state.end_of_epoch` with this configuration's early
+        """:func:`~iml.training.member.end_of_epoch` with this configuration's early
         stopping and plateau decay: ``rule(state, val_loss, epoch)`` for one member."""
         return functools.partial(
             end_of_epoch,
@@ -624,6 +629,71 @@ def _padded(index_sets: Sequence[np.ndarray], batch: int) -> tuple[np.ndarray, n
         weights[: len(s), k] = 1.0
     shape = (steps, batch, len(index_sets))
     return idx.reshape(shape).transpose(0, 2, 1), weights.reshape(shape).transpose(0, 2, 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Checkpoints
+# ----------------------------------------------------------------------------------------------
+
+# Orbax writes each checkpoint into a temporary directory and renames it only once every file is
+# written, and its manager lists only finalized steps: a run killed during a save leaves nothing a
+# restart would trust, and the next manager of the folder removes the leftover.
+
+
+class EnsembleCheckpointer:
+    """Saves and restores ``(state, metadata)`` pairs under numbered steps of one directory.
+
+    Args:
+      directory: the checkpoint folder (created if missing).
+      max_to_keep: how many of the newest checkpoints to keep.
+    """
+
+    def __init__(self, directory: str | os.PathLike, max_to_keep: int = 2) -> None:
+        if max_to_keep < 1:
+            raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
+        self.directory = os.path.abspath(os.fspath(directory))
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False
+        )
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def latest_step(self) -> int | None:
+        """The newest finalized step, or ``None`` when there is none."""
+        return self._manager.latest_step()
+
+    def all_steps(self) -> list[int]:
+        """Every finalized step kept in the directory, oldest first."""
+        return sorted(self._manager.all_steps())
+
+    def save(self, step: int, state: Any, metadata: dict[str, Any]) -> None:
+        """Writes ``state`` (a pytree of arrays) and JSON ``metadata`` as ``step``, then waits."""
+        args = ocp.args.Composite(
+            state=ocp.args.StandardSave(state), metadata=ocp.args.JsonSave(metadata)
+        )
+        self._manager.save(step, args=args, force=True)
+        self._manager.wait_until_finished()
+
+    def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
+        """Reads ``step`` into the structure, shapes and shardings of ``abstract_state``.
+
+        Args:
+          step: a finalized step (see :meth:`latest_step`).
+          abstract_state: a pytree of ``jax.ShapeDtypeStruct`` with shardings, or of arrays.
+
+        Returns:
+          ``(state, metadata)``.
+        """
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, abstract_state)
+        args = ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract), metadata=ocp.args.JsonRestore()
+        )
+        restored = self._manager.restore(step, args=args)
+        return restored["state"], restored["metadata"]
+
+    def close(self) -> None:
+        """Waits for pending writes and releases the manager."""
+        self._manager.wait_until_finished()
+        self._manager.close()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,6 +11,18 @@ Examples are written in generation order (shuffling disabled), and the per-examp
 loader gets them without decoding any image.
 """
 
-from iml.data.builders._common import ImageSizeConfig, builder_config, image_size_config
+from iml.data.builders._common import (
+    ImageSizeConfig,
+    builder_config,
+    image_size_config,
+    load_grayscale,
+    resize_grayscale,
+)
 
-__all__ = ["ImageSizeConfig", "builder_config", "image_size_config"]
+__all__ = [
+    "ImageSizeConfig",
+    "builder_config",
+    "image_size_config",
+    "load_grayscale",
+    "resize_grayscale",
+]

@@ -32,8 +32,12 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 import tensorflow_datasets as tfds
 
-from iml.data.builders._common import ImageSizeConfig, image_size_config, ordered_map
-from iml.data.images import load_grayscale
+from iml.data.builders._common import (
+    ImageSizeConfig,
+    image_size_config,
+    load_grayscale,
+    ordered_map,
+)
 
 __all__ = [
     "LABEL_FILE_NAMES",

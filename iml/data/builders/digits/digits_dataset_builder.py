@@ -15,8 +15,7 @@ from typing import ClassVar
 import numpy as np
 import tensorflow_datasets as tfds
 
-from iml.data.builders._common import ImageSizeConfig, image_size_config
-from iml.data.images import resize_grayscale
+from iml.data.builders._common import ImageSizeConfig, image_size_config, resize_grayscale
 
 __all__ = ["NATIVE_SIZE", "Digits", "digits_images"]
 
