@@ -583,3 +583,18 @@ def test_folds_tabular_readers_and_the_sweep_import_without_tensorflow_datasets(
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_check_uci_folder_names_the_argument_and_the_missing_file(tmp_path):
+    from iml.data.tabular import UCI_FILES, check_uci_folder
+
+    with pytest.raises(FileNotFoundError, match=r"--data-dir: folder not found: .*nowhere"):
+        check_uci_folder("adult", tmp_path / "nowhere", "--data-dir")
+    (tmp_path / "adult.data").write_text("")
+    with pytest.raises(FileNotFoundError, match=r"adult\.test not found \(needed by adult\)"):
+        check_uci_folder("adult", tmp_path, "config.data.data_dir")
+    for file_name in UCI_FILES["adult"]:
+        (tmp_path / file_name).write_text("")
+    assert check_uci_folder("adult", str(tmp_path), "x") == tmp_path
+    with pytest.raises(FileNotFoundError, match="letter-recognition.data not found"):
+        check_uci_folder("letter", tmp_path, "x")

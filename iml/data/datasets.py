@@ -29,6 +29,7 @@ from iml.data.builders.digits import Digits
 from iml.data.builders.pneumoniamnist import NATIVE_SIZES, Pneumoniamnist, npz_file_name
 from iml.data.tabular import (
     DEFAULT_MISSING,
+    UCI_FILES,
     ArgumentError,
     Table,
     encode_table,
@@ -496,7 +497,7 @@ def _load_letter(
     manual_dir: Path | None, positive_letter: str | Collection[str] = "O", standardize: bool = True
 ) -> Dataset:
     if manual_dir is None:
-        raise ValueError("letter needs manual_dir= (the folder holding letter-recognition.data)")
+        raise ValueError(f"letter needs manual_dir= (the folder holding {UCI_FILES['letter'][0]})")
     table, letters = _read_letter(
         manual_dir, positive_letter=positive_letter, standardize=standardize
     )
@@ -509,7 +510,9 @@ def _load_adult(
     manual_dir: Path | None, names: Sequence[str] | None = None, standardize: bool = True
 ) -> Dataset:
     if manual_dir is None:
-        raise ValueError("adult needs manual_dir= (the folder holding adult.data and adult.test)")
+        raise ValueError(
+            "adult needs manual_dir= (the folder holding " + ", ".join(UCI_FILES["adult"]) + ")"
+        )
     table, split = read_adult(manual_dir, names=names, standardize=standardize)
     return _tabular_dataset("adult", table, split=split)
 

@@ -48,10 +48,12 @@ __all__ = [
     "DEFAULT_MISSING",
     "DELIMITERS",
     "LETTER_COLUMNS",
+    "UCI_FILES",
     "ArgumentError",
     "ArgumentFileNotFoundError",
     "Table",
     "adult_column_names",
+    "check_uci_folder",
     "detect_delimiter",
     "encode_table",
     "read_adult",
@@ -71,6 +73,29 @@ LETTER_COLUMNS = (
     "lettr", "x-box", "y-box", "width", "high", "onpix", "x-bar", "y-bar", "x2bar", "y2bar",
     "xybar", "x2ybr", "xy2br", "x-ege", "xegvy", "y-ege", "yegvx",
 )  # fmt: skip
+
+#: The files each UCI table is read from, in its folder (``adult.names`` gives Adult's columns).
+UCI_FILES = {
+    "adult": ("adult.data", "adult.test", "adult.names"),
+    "letter": ("letter-recognition.data",),
+}
+
+
+def check_uci_folder(dataset: str, folder: str | os.PathLike[str], argument: str) -> Path:
+    """The folder of the UCI table ``dataset``, checked to hold each of its :data:`UCI_FILES`.
+
+    Raises:
+      FileNotFoundError: naming ``argument`` and the missing folder or file.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{argument}: folder not found: {root}")
+    for file_name in UCI_FILES[dataset]:
+        if not (root / file_name).is_file():
+            raise FileNotFoundError(
+                f"{argument}: {root / file_name} not found (needed by {dataset})"
+            )
+    return root
 
 
 # ----------------------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ from iml.calibration import (
     table_by_loss,
 )
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
-from iml.data.tabular import ArgumentError
+from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
 from iml.models.small import build_small_model
 from iml.pipeline.store import RunStore
 from iml.spec import (
@@ -459,14 +459,10 @@ def _progress_iter(items: Sequence[Any], progress: bool, desc: str) -> Any:
 # The sweep's config: defaults, one check before any file is read, the plan and the outputs
 # ----------------------------------------------------------------------------------------------
 
-_UCI_FILES = {
-    "adult": ("adult.data", "adult.test", "adult.names"),
-    "letter": ("letter-recognition.data",),
-}
 # Built-in datasets of the sweep that need no files; images are flattened into features.
 _BUILT_IN = ("digits",)
 #: The datasets ``config.data.name`` names (a delimited file is ``config.data.csv`` instead).
-SWEEP_DATASETS = tuple(sorted([*_UCI_FILES, *_BUILT_IN]))
+SWEEP_DATASETS = tuple(sorted([*UCI_FILES, *_BUILT_IN]))
 #: The losses of ``config.loss.name``, and what each one's grid is made of.
 SWEEP_LOSSES = {
     "log": "betas",
@@ -779,16 +775,9 @@ def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dic
     if not data.data_dir:
         raise ValueError(
             f"{said('data.name')} needs {wanted('data.data_dir', 'DIR')} (the folder of "
-            f"{_UCI_FILES[dataset][0]})"
+            f"{UCI_FILES[dataset][0]})"
         )
-    folder = Path(data.data_dir)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{name('data.data_dir')}: folder not found: {folder}")
-    for file_name in _UCI_FILES[dataset]:
-        if not (folder / file_name).is_file():
-            raise FileNotFoundError(
-                f"{name('data.data_dir')}: {folder / file_name} not found (needed by {dataset})"
-            )
+    folder = check_uci_folder(dataset, data.data_dir, name("data.data_dir"))
     source = {"name": dataset, "manual_dir": str(folder)}
     if data.positive:
         if dataset != "letter":
