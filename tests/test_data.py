@@ -596,5 +596,5 @@ def test_check_uci_folder_names_the_argument_and_the_missing_file(tmp_path):
     for file_name in UCI_FILES["adult"]:
         (tmp_path / file_name).write_text("")
     assert check_uci_folder("adult", str(tmp_path), "x") == tmp_path
-    with pytest.raises(FileNotFoundError, match="letter-recognition.data not found"):
+    with pytest.raises(FileNotFoundError, match=r"letter-recognition\.data not found"):
         check_uci_folder("letter", tmp_path, "x")
