@@ -50,7 +50,15 @@ def sweep_run(simulated, tmp_path_factory) -> tuple[S.SweepResult, RunStore]:
     x, y = simulated
     store = RunStore(tmp_path_factory.mktemp("sweep"))
     result = S.run_sweep(
-        x, y, None, BETAS, seeds=2, betas_per_chunk=2, store=store, progress=False, **TRAIN
+        x,
+        y,
+        None,
+        BETAS,
+        seeds=2,
+        betas_per_chunk=2,
+        store=store,
+        progress=False,
+        train=table_config(**TRAIN),
     )
     return result, store
 
@@ -223,7 +231,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
 
     monkeypatch.setattr(S, "_train_chunk", crash_on_second)
     store = RunStore(tmp_path / "run")
-    kwargs = dict(seeds=2, betas_per_chunk=2, progress=False, **TRAIN)
+    kwargs = dict(seeds=2, betas_per_chunk=2, progress=False, train=table_config(**TRAIN))
     betas = [*BETAS, 0.6, 0.8]
     with pytest.raises(RuntimeError, match="simulated crash"):
         S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
@@ -330,6 +338,10 @@ def test_library_rejects_bad_arrays(simulated):
         S.run_sweep(x, y + 1, None, [0.5], progress=False)
     with pytest.raises(ValueError, match="unknown model 'forest'"):
         S.run_sweep(x, y, None, [0.5], model="forest", progress=False)
+    with pytest.raises(ValueError, match="train must be a TrainConfig, got dict"):
+        S.run_sweep(x, y, None, [0.5], train={"max_epochs": 2}, progress=False)
+    with pytest.raises(ValueError, match=r"train\.flip and train\.normalize apply to images"):
+        S.plan_sweep(x, y, None, [0.5], train=TrainConfig(normalize="none"))
     with pytest.raises(ValueError, match="n_betas"):
         S.beta_grid(0)
 
@@ -401,8 +413,8 @@ def test_close_betas_keep_their_own_rows_from_a_dataframe():
     assert table.feature_names == ("x", "kind=a", "kind=b")
     betas = [0.9999991, 0.9999992]
     result = S.run_sweep(
-        table.features, table.labels, None, betas, seeds=1, max_epochs=2, n_folds=4,
-        progress=False,
+        table.features, table.labels, None, betas, seeds=1, n_folds=4, progress=False,
+        train=table_config(max_epochs=2),
     )  # fmt: skip
     assert list(result.table) == ["0.9999991", "0.9999992"]
     rows = markdown_by_loss(result.table).splitlines()[2:]
@@ -502,7 +514,9 @@ def test_a_grid_of_class_weighted_softmax_losses_is_corrected_by_its_own_rule(th
     w[1, 2] = 10.0
     grid = loss_grid(loss_spec("class_weighted_softmax", class_weights=w))
     assert grid.keys == ["ones", "w[2]=10"] and grid.weights is None
-    result = S.run_sweep(x, y, None, grid, seeds=1, n_folds=5, progress=False, **TRAIN)
+    result = S.run_sweep(
+        x, y, None, grid, seeds=1, n_folds=5, progress=False, train=table_config(**TRAIN)
+    )
     assert result.scores.shape == result.corrected.shape == (2, N, K)
     np.testing.assert_allclose(result.scores.sum(-1), 1.0, atol=1e-5)  # softmax scores
     unweighted, weighted = (result.table[k] for k in grid.keys)
@@ -543,7 +557,9 @@ def test_matrix_weighted_members_train_independently(three_classes):
 def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simulated):
     x, y = simulated
     losses = loss_spec("focal", gamma=2.0, alpha=np.array([0.5, 0.9]))
-    result = S.run_sweep(x, y, None, losses, seeds=1, n_folds=5, progress=False, **TRAIN)
+    result = S.run_sweep(
+        x, y, None, losses, seeds=1, n_folds=5, progress=False, train=table_config(**TRAIN)
+    )
     assert result.keys == ["0.5", "0.9"]
     np.testing.assert_allclose(result.betas, [0.5, 0.9])
     for key in result.keys:

@@ -30,6 +30,7 @@ ours (higher is better), with ``peak_rss_gb`` the process's peak resident memory
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
     from iml.data.tabular import read_adult
     from iml.pipeline.sweep import beta_grid, plan_sweep, run_sweep
     from iml.scoring import loss_corrected_score
+    from iml.training import TABULAR_DEFAULTS
 
     n_betas = args.n_betas or (8 if args.quick else 64)
     n_seeds = args.seeds or (2 if args.quick else 8)
@@ -104,15 +106,16 @@ def main(argv: list[str] | None = None) -> dict:
         keep = np.random.default_rng(0).permutation(len(y))[:rows]
         x, y = x[keep], y[keep]
     betas = beta_grid(n_betas)
+    train = dataclasses.replace(TABULAR_DEFAULTS, l2=args.l2)
 
     with PeakRSS() as peak:
         start = time.perf_counter()
-        result = run_sweep(x, y, None, betas, seeds=n_seeds, l2=args.l2, progress=False)
+        result = run_sweep(x, y, None, betas, seeds=n_seeds, train=train, progress=False)
         ours = time.perf_counter() - start
     n_models = n_betas * n_seeds * 10
 
     # The same rotations and training rows as the sweep (its plan trains nothing).
-    plan = plan_sweep(x, y, None, betas, seeds=n_seeds, l2=args.l2)
+    plan = plan_sweep(x, y, None, betas, seeds=n_seeds, train=train)
     splits = nested_cv_splits(plan.fold_ids)
     # A slice of models spread over the grid: whole betas (all rotations, for an ECE) first.
     picked = np.unique(np.linspace(0, n_betas - 1, max(1, n_baseline // len(splits))).astype(int))

@@ -65,6 +65,7 @@ from iml.training.tabular import (
     TABULAR_DEFAULTS,
     check_labels,
     check_seeds,
+    check_table_config,
     exact_solver_applies,
     out_of_fold_logits,
     train_tabular,
@@ -221,12 +222,7 @@ def plan_sweep(
     seeds: int | Sequence[int] = 8,
     model: str = "logistic",
     hidden: int = 32,
-    max_epochs: int = 100,
-    batch_size: int = 512,
-    learning_rate: float = 0.01,
-    l2: float = 0.0,
-    patience: int = 5,
-    solver: str = "auto",
+    train: TrainConfig = TABULAR_DEFAULTS,
     n_folds: int = 10,
     fold_seed: int = 0,
     betas_per_chunk: int = 16,
@@ -258,22 +254,15 @@ def plan_sweep(
     module = build_small_model(
         model, hidden=hidden, n_outputs=spec.n_classes if spec.multiclass else 1
     )
-    config = dataclasses.replace(
-        TABULAR_DEFAULTS,
-        max_epochs=max_epochs,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-        l2=l2,
-        patience=patience,
-        solver=solver,
-    )
+    check_table_config(train, "train")
+    solver = train.solver
     exact = exact_solver_applies(module, spec)
     if solver == "exact" and not exact:
         raise ValueError(
             f"solver 'exact' fits the logistic model under the beta-weighted log loss only, not "
             f"the {model} model under the {spec.describe()}; use 'adam'"
         )
-    config = dataclasses.replace(config, solver="exact" if exact and solver != "adam" else "adam")
+    config = dataclasses.replace(train, solver="exact" if exact and solver != "adam" else "adam")
     if (
         isinstance(betas_per_chunk, bool)
         or not isinstance(betas_per_chunk, int)
@@ -311,12 +300,7 @@ def run_sweep(
     seeds: int | Sequence[int] = 8,
     model: str = "logistic",
     hidden: int = 32,
-    max_epochs: int = 100,
-    batch_size: int = 512,
-    learning_rate: float = 0.01,
-    l2: float = 0.0,
-    patience: int = 5,
-    solver: str = "auto",
+    train: TrainConfig = TABULAR_DEFAULTS,
     n_folds: int = 10,
     fold_seed: int = 0,
     betas_per_chunk: int = 16,
@@ -358,10 +342,10 @@ def run_sweep(
       seeds: number of seeds (``0..seeds-1``) or the seeds themselves.
       model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
       hidden: the MLP's hidden units.
-      max_epochs, batch_size, learning_rate, l2, patience, solver: the trainer's
-        :class:`~iml.training.TrainConfig` fields, the rest as in
-        :data:`~iml.training.TABULAR_DEFAULTS` (by default the logistic model is fitted
-        exactly under the beta-weighted log loss; other losses and models train by Adam).
+      train: the trainer's configuration, :data:`~iml.training.TABULAR_DEFAULTS` or a
+        variant of it (``dataclasses.replace(TABULAR_DEFAULTS, l2=1e-4)``). Its default solver
+        fits the logistic model exactly under the beta-weighted log loss; other losses and models
+        train by Adam.
       n_folds: folds of the nested cross-validation.
       fold_seed: seed of the fold assignment.
       betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
@@ -387,12 +371,7 @@ def run_sweep(
         seeds=seeds,
         model=model,
         hidden=hidden,
-        max_epochs=max_epochs,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-        l2=l2,
-        patience=patience,
-        solver=solver,
+        train=train,
         n_folds=n_folds,
         fold_seed=fold_seed,
         betas_per_chunk=betas_per_chunk,
@@ -833,12 +812,7 @@ def prepare_sweep(
             seeds=c.train.seeds,
             model=c.model.name,
             hidden=c.model.hidden,
-            max_epochs=train.max_epochs,
-            batch_size=train.batch_size,
-            learning_rate=train.learning_rate,
-            l2=train.l2,
-            patience=train.patience,
-            solver=train.solver,
+            train=train,
             n_folds=c.data.n_folds,
             fold_seed=c.data.fold_seed,
             betas_per_chunk=c.train.betas_per_chunk,

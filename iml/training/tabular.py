@@ -77,6 +77,7 @@ __all__ = [
     "beta_weighted_sample_weights",
     "check_labels",
     "check_seeds",
+    "check_table_config",
     "exact_solver_applies",
     "fit_weighted_logistic",
     "out_of_fold_logits",
@@ -302,6 +303,22 @@ def check_labels(labels: ArrayLike, n: int, losses: LossSpec) -> np.ndarray:
     return y.astype(np.int32)
 
 
+def check_table_config(config: TrainConfig, name: str = "config") -> None:
+    """Check that ``config`` (the argument ``name``) is a :class:`TrainConfig` a table can take:
+    no image flips or normalisation.
+
+    Raises:
+      ValueError: naming ``name`` and what is wrong.
+    """
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"{name} must be a TrainConfig, got {type(config).__name__}")
+    if config.flip or config.normalize != "none":
+        raise ValueError(
+            f"{name}.flip and {name}.normalize apply to images; a table's config sets "
+            "flip=False, normalize='none' (as TABULAR_DEFAULTS does)"
+        )
+
+
 def exact_solver_applies(model: nn.Module, losses: LossSpec) -> bool:
     """Whether the exact solver fits ``model`` under ``losses``: logistic regression under the
     beta-weighted log loss (a convex problem)."""
@@ -366,13 +383,7 @@ def train_tabular(
     Returns:
       A :class:`MemberFit` (NumPy arrays).
     """
-    if not isinstance(config, TrainConfig):
-        raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
-    if config.flip or config.normalize != "none":
-        raise ValueError(
-            "config.flip and config.normalize apply to images; a table's config sets "
-            "flip=False, normalize='none' (as TABULAR_DEFAULTS does)"
-        )
+    check_table_config(config)
     x = np.asarray(features, dtype=np.float32)
     grid = loss_grid(losses)
     spec = grid.spec
