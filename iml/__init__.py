@@ -24,7 +24,7 @@ from iml.scoring import (
     optimal_score_multiclass,
     optimal_score_multiclass_for_loss,
 )
-from iml.spec import LOSSES, LossGrid, LossSpec, loss_grid, loss_spec
+from iml.spec import LOSSES, LossGrid, LossSpec, beta_grid, loss_grid, loss_spec
 
 __version__ = "0.1.0"
 
@@ -32,6 +32,7 @@ __all__ = [
     "LOSSES",
     "LossGrid",
     "LossSpec",
+    "beta_grid",
     "check_first_order_conditions",
     "check_invertibility",
     "loss_corrected_logit",

@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import minimize, minimize_scalar
 
 from iml import losses as L
-from iml.spec import LOSSES, LossSpec, loss_spec
+from iml.spec import LOSSES, LossSpec, beta_grid, loss_spec
 
 B3 = np.array([[1.0, 0.4, 0.7], [0.5, 2.0, 0.3], [0.9, 0.6, 1.5]])
 W3 = np.array([1.0, 4.0, 0.5])
@@ -279,3 +279,20 @@ def test_link_gives_the_scores_that_logits_loss_scores():
         np.testing.assert_allclose(spec.logits_loss(z, y), spec.loss(spec.link(z), y), rtol=1e-5)
     for spec in (loss_spec(0.9), loss_spec("focal", gamma=2.0, alpha=0.25)):
         np.testing.assert_allclose(spec.link(z[0]), jax.nn.sigmoid(z[0]), rtol=1e-6)
+
+
+def test_beta_grid_is_even_in_logit_symmetric_and_keeps_its_bounds():
+    grid = beta_grid(5, 0.01, 0.99)
+    mid = 0.1 / (0.1 + np.sqrt(0.99))  # odds sqrt(0.01 / 0.99): halfway in logit
+    np.testing.assert_allclose(grid, [0.01, mid, 0.5, 1 - mid, 0.99], rtol=1e-9)
+    assert grid[0] == 0.01 and grid[-1] == 0.99  # pinned: the table's keys show the bounds
+    assert len(beta_grid()) == 64 and beta_grid(1, 0.2, 0.3).tolist() == [0.2]
+    for args, message in [
+        ((0,), "n_betas must be a positive integer"),
+        ((True,), "n_betas must be a positive integer"),
+        ((4, 0.0, 0.5), "beta_min"),
+        ((4, 0.5, 1.0), "beta_max"),
+        ((4, 0.6, 0.4), "beta_min = 0.6 exceeds beta_max = 0.4"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            beta_grid(*args)

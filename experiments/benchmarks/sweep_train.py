@@ -87,10 +87,11 @@ def main(argv: list[str] | None = None) -> dict:
     from joblib import Parallel, delayed
 
     from experiments.benchmarks.sweep import PeakRSS
+    from iml import beta_grid
     from iml.calibration import beta_key, score_metrics
     from iml.data.folds import nested_cv_splits
     from iml.data.tabular import read_adult
-    from iml.pipeline.sweep import beta_grid, plan_sweep, run_sweep
+    from iml.pipeline.sweep import plan_sweep, run_sweep
     from iml.scoring import loss_corrected_score
     from iml.training import TABULAR_DEFAULTS
 

@@ -56,6 +56,7 @@ from iml.spec import (
     LossGrid,
     LossLike,
     LossSpec,
+    beta_grid,
     loss_grid,
     loss_spec,
     parse_weight_grid,
@@ -83,7 +84,6 @@ __all__ = [
     "SWEEP_LOSSES",
     "SweepPlan",
     "SweepResult",
-    "beta_grid",
     "check_sweep_config",
     "execute_sweep",
     "plan_sweep",
@@ -94,37 +94,6 @@ __all__ = [
 ]
 
 METHODS = ("raw", "loss_corrected")
-
-
-# ----------------------------------------------------------------------------------------------
-# Configuration
-# ----------------------------------------------------------------------------------------------
-
-
-def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99) -> np.ndarray:
-    """``n_betas`` class weights evenly spaced in ``logit(beta)`` from ``beta_min`` to ``beta_max``.
-
-    Raises:
-      ValueError: if ``n_betas < 1`` or the bounds are not ``0 < beta_min <= beta_max < 1``.
-    """
-    if isinstance(n_betas, bool) or not isinstance(n_betas, int) or n_betas < 1:
-        raise ValueError(f"n_betas must be a positive integer, got {n_betas!r}")
-    for name, b in (("beta_min", beta_min), ("beta_max", beta_max)):
-        V.check_beta(name, b)
-    if beta_min > beta_max:
-        raise ValueError(f"beta_min = {beta_min} exceeds beta_max = {beta_max}")
-    if n_betas == 1:
-        return np.asarray([beta_min], dtype=np.float64)
-    logits = np.linspace(_logit(beta_min), _logit(beta_max), n_betas)
-    grid = 1.0 / (1.0 + np.exp(-logits))
-    # The round trip through logit drifts the ends by an ulp (0.010000000000000002): pin them,
-    # so that the table's exact keys show the bounds asked for.
-    grid[0], grid[-1] = beta_min, beta_max
-    return grid
-
-
-def _logit(p: float | np.ndarray) -> Any:
-    return np.log(p) - np.log1p(-np.asarray(p))
 
 
 # ----------------------------------------------------------------------------------------------
