@@ -64,6 +64,8 @@ ArrayLike = jax.typing.ArrayLike
 __all__ = [
     "CLASS_WEIGHTS",
     "LOSSES",
+    "WEIGHT_GRIDS",
+    "GridWeight",
     "LossFamily",
     "LossGrid",
     "LossLike",
@@ -737,6 +739,32 @@ def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
 _ENTRY = re.compile(r"^\s*(\w+)\[([\d,\s]+)\]\s*=\s*([^,\s]+)\s*$")
 
 
+class GridWeight(NamedTuple):
+    """The weight a grid of a multiclass loss varies: its ``symbol`` in a grid's text, its number
+    of indices (``rank``) and the parameter of its :data:`LOSSES` builder (``param``)."""
+
+    symbol: str
+    rank: int
+    param: str
+
+
+#: The multiclass losses of :data:`LOSSES` whose grids vary their weights: ``B[i,j]`` of the
+#: weight matrix (eq. ``b-loss-multi``) or ``w[k]`` of the class weights of the softmax
+#: cross-entropy. A new one is an entry here.
+WEIGHT_GRIDS: dict[str, GridWeight] = {
+    "matrix": GridWeight("B", 2, "B"),
+    "class_weighted_softmax": GridWeight("w", 1, "class_weights"),
+}
+
+
+def _grid_weight(loss: str, name: str) -> GridWeight:
+    if loss not in WEIGHT_GRIDS:
+        raise ValueError(
+            f"{name}: a grid of weights is read for the losses {list(WEIGHT_GRIDS)}, not {loss!r}"
+        )
+    return WEIGHT_GRIDS[loss]
+
+
 def parse_weight_grid(
     text: str, loss: str, *, name: str = "weights"
 ) -> list[dict[tuple[int, ...], float]]:
@@ -751,7 +779,7 @@ def parse_weight_grid(
       ValueError: naming ``name`` (the key or flag the text came from) and the part it cannot
         read.
     """
-    symbol, rank = ("B", 2) if loss == "matrix" else ("w", 1)
+    symbol, rank, _ = _grid_weight(loss, name)
     grid = []
     for part in (p.strip() for p in text.split(";")):
         if not part:
@@ -789,8 +817,8 @@ def weight_grid(entries: Sequence[Mapping[tuple[int, ...], float]], loss: str, n
     Raises:
       ValueError: for an index out of range.
     """
-    shape = (n, n) if loss == "matrix" else (n,)
-    stack = np.ones((len(entries), *shape))
+    weight = _grid_weight(loss, "loss")
+    stack = np.ones((len(entries), *(n,) * weight.rank))
     for k, changed in enumerate(entries):
         for index, value in changed.items():
             if max(index) >= n:
@@ -799,6 +827,4 @@ def weight_grid(entries: Sequence[Mapping[tuple[int, ...], float]], loss: str, n
                     f"(classes count from 0)"
                 )
             stack[(k, *index)] = value
-    if loss == "matrix":
-        return loss_spec("matrix", B=stack)
-    return loss_spec("class_weighted_softmax", class_weights=stack)
+    return loss_spec(loss, **{weight.param: stack})

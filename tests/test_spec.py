@@ -7,7 +7,16 @@ import pytest
 from scipy.optimize import minimize, minimize_scalar
 
 from iml import losses as L
-from iml.spec import LOSSES, LossSpec, beta_grid, loss_spec
+from iml.spec import (
+    LOSSES,
+    WEIGHT_GRIDS,
+    LossSpec,
+    beta_grid,
+    loss_grid,
+    loss_spec,
+    parse_weight_grid,
+    weight_grid,
+)
 
 B3 = np.array([[1.0, 0.4, 0.7], [0.5, 2.0, 0.3], [0.9, 0.6, 1.5]])
 W3 = np.array([1.0, 4.0, 0.5])
@@ -296,3 +305,44 @@ def test_beta_grid_is_even_in_logit_symmetric_and_keeps_its_bounds():
     ]:
         with pytest.raises(ValueError, match=message):
             beta_grid(*args)
+
+
+def test_loss_grids_refuse_repeats_and_unreadable_weights():
+    with pytest.raises(ValueError, match="losses repeat"):
+        loss_grid(np.ones((2, 3, 3)))
+    with pytest.raises(ValueError, match="betas"):
+        loss_grid([0.5, 0.5])
+    assert parse_weight_grid("ones; B[8,8]=10 ;B[3,8]=10,B[8,3]=2", "matrix") == [
+        {},
+        {(8, 8): 10.0},
+        {(3, 8): 10.0, (8, 3): 2.0},
+    ]
+    grid = loss_grid(weight_grid(parse_weight_grid("ones;B[8,8]=10", "matrix"), "matrix", 10))
+    assert grid.keys == ["ones", "B[8,8]=10"]  # keys read back as the --weights syntax
+    for text, message in [
+        ("ones;w[1]=2", r"^weights: cannot read 'w\[1\]=2'.*B\[3,3\]=10"),
+        ("B[1]=2", "B takes 2 indices"),
+        ("B[1,1]=-2", "must be positive"),
+        (" ; ", "^weights is empty"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            parse_weight_grid(text, "matrix")
+    with pytest.raises(ValueError, match=r"index \[3, 0\] is out of range for 3 classes"):
+        weight_grid([{(3, 0): 2.0}], "matrix", 3)
+
+
+def test_every_weight_grid_builds_its_loss_from_its_own_syntax():
+    for loss, (symbol, rank, param) in WEIGHT_GRIDS.items():
+        index = ",".join(["2"] * rank)
+        entries = parse_weight_grid(f"ones;{symbol}[{index}]=10", loss)
+        assert entries == [{}, {(2,) * rank: 10.0}]
+        grid = weight_grid(entries, loss, 4)
+        assert grid.kind == loss_spec(loss, **{param: np.ones((4,) * rank)}).kind
+        weights = np.asarray(grid.params[param])
+        assert weights.shape == (2, *(4,) * rank)
+        assert weights[1][(2,) * rank] == 10.0 and weights.sum() == 2 * 4**rank + 9
+        assert loss_grid(grid).keys == ["ones", f"{symbol}[{index}]=10"]
+    with pytest.raises(ValueError, match=r"^config\.loss\.weights: a grid of weights is read"):
+        parse_weight_grid("ones", "focal", name="config.loss.weights")
+    with pytest.raises(ValueError, match="not 'log'"):
+        weight_grid([{}], "log", 3)

@@ -19,7 +19,6 @@ from iml.models import MLP, LogisticRegression
 from iml.pipeline import sweep as S
 from iml.pipeline.store import RunStore
 from iml.plots import figure_calibration_by_loss
-from iml.spec import parse_weight_grid, weight_grid
 from iml.training import DataSource, MemberSpec, TrainConfig, train_ensemble
 from iml.training.tabular import TABULAR_DEFAULTS, out_of_fold_logits, train_tabular
 
@@ -562,30 +561,6 @@ def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simul
         # Focal loss pushes scores towards 1/2 (and alpha = 0.9 further up); its own inverse
         # undoes both.
         assert raw > 0.1 and corrected < 0.04, (key, raw, corrected)
-
-
-def test_loss_grids_refuse_repeats_and_unreadable_weights():
-    with pytest.raises(ValueError, match="losses repeat"):
-        loss_grid(np.ones((2, 3, 3)))
-    with pytest.raises(ValueError, match="betas"):
-        loss_grid([0.5, 0.5])
-    assert parse_weight_grid("ones; B[8,8]=10 ;B[3,8]=10,B[8,3]=2", "matrix") == [
-        {},
-        {(8, 8): 10.0},
-        {(3, 8): 10.0, (8, 3): 2.0},
-    ]
-    grid = loss_grid(weight_grid(parse_weight_grid("ones;B[8,8]=10", "matrix"), "matrix", 10))
-    assert grid.keys == ["ones", "B[8,8]=10"]  # keys read back as the --weights syntax
-    for text, message in [
-        ("ones;w[1]=2", r"^weights: cannot read 'w\[1\]=2'.*B\[3,3\]=10"),
-        ("B[1]=2", "B takes 2 indices"),
-        ("B[1,1]=-2", "must be positive"),
-        (" ; ", "^weights is empty"),
-    ]:
-        with pytest.raises(ValueError, match=message):
-            parse_weight_grid(text, "matrix")
-    with pytest.raises(ValueError, match=r"index \[3, 0\] is out of range for 3 classes"):
-        weight_grid([{(3, 0): 2.0}], "matrix", 3)
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.store import RunStore
 from iml.spec import (
     CLASS_WEIGHTS,
+    WEIGHT_GRIDS,
     LossFamily,
     LossGrid,
     loss_family,
@@ -276,8 +277,9 @@ def check_config(config: Mapping[str, Any]) -> None:
 
 
 #: The multiclass losses of ``config.loss.name``, whose ensembles are the entries of the grid
-#: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``).
-MULTICLASS_LOSSES = ("matrix", "class_weighted_softmax")
+#: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``: the losses of
+#: :data:`iml.spec.WEIGHT_GRIDS`).
+MULTICLASS_LOSSES = tuple(WEIGHT_GRIDS)
 
 
 def _check_loss_grid(c: ml_collections.ConfigDict) -> None:

@@ -53,12 +53,14 @@ from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
 from iml.models.small import build_small_model
 from iml.pipeline.store import RunStore
 from iml.spec import (
+    CLASS_WEIGHTS,
+    WEIGHT_GRIDS,
     LossGrid,
     LossLike,
     LossSpec,
     beta_grid,
+    loss_family,
     loss_grid,
-    loss_spec,
     parse_weight_grid,
     weight_grid,
 )
@@ -411,13 +413,12 @@ def _progress_iter(items: Sequence[Any], progress: bool, desc: str) -> Any:
 _BUILT_IN = ("digits",)
 #: The datasets ``config.data.name`` names (a delimited file is ``config.data.csv`` instead).
 SWEEP_DATASETS = tuple(sorted([*UCI_FILES, *_BUILT_IN]))
-#: The losses of ``config.loss.name``, and what each one's grid is made of.
+#: The losses of ``config.loss.name``, and what each one's grid is made of: the binary losses
+#: of :data:`iml.spec.CLASS_WEIGHTS` over their class weights (``betas``, the focal loss's
+#: ``alphas``), the multiclass ones of :data:`iml.spec.WEIGHT_GRIDS` over ``weights``.
 SWEEP_LOSSES = {
-    "log": "betas",
-    "squared": "betas",
-    "focal": "alphas",
-    "matrix": "weights",
-    "class_weighted_softmax": "weights",
+    **{name: f"{weight}s" for name, weight in CLASS_WEIGHTS.items()},
+    **dict.fromkeys(WEIGHT_GRIDS, "weights"),
 }
 
 
@@ -806,13 +807,11 @@ def _load(source: dict[str, Any], names: Mapping[str, str]) -> Dataset:
 
 
 def _grid_of(loss: ml_collections.ConfigDict, grid: Any, n_classes: int) -> Any:
+    if loss.name in WEIGHT_GRIDS:
+        return weight_grid(grid, loss.name, n_classes)
     if loss.name == "log":
         return grid  # the betas themselves: exact keys
-    if loss.name == "squared":
-        return loss_spec("squared", beta=grid)
-    if loss.name == "focal":
-        return loss_spec("focal", gamma=loss.gamma, alpha=grid)
-    return weight_grid(grid, loss.name, n_classes)
+    return loss_family(loss.name, **({"gamma": loss.gamma} if loss.name == "focal" else {}))(grid)
 
 
 def write_sweep_outputs(
