@@ -59,6 +59,13 @@ def check_interval(
         )
 
 
+def check_count(name: str, value: object, minimum: int = 1) -> int:
+    """A count: a Python or NumPy integer (not a bool) of at least ``minimum``; returned as int."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def check_beta(name: str, beta: object) -> None:
     """A class weight ``beta`` must lie in the open interval (0, 1)."""
     check_interval(name, beta, 0.0, 1.0, open_low=True, open_high=True)

@@ -88,8 +88,7 @@ STRATEGIES = ("quantile", "uniform")
 
 
 def _check_n_bins(n_bins: int) -> None:
-    if not isinstance(n_bins, int | np.integer) or isinstance(n_bins, bool) or n_bins < 1:
-        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+    V.check_count("n_bins", n_bins)
 
 
 def _check_strategy(strategy: str) -> None:
@@ -412,8 +411,7 @@ def _percentile_interval(samples: Array, confidence: float, axis: int = 0) -> Ar
 
 
 def _check_bootstrap(n_bootstrap: int, key: Array | None, confidence: float) -> None:
-    if not isinstance(n_bootstrap, int | np.integer) or n_bootstrap < 0:
-        raise ValueError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
+    V.check_count("n_bootstrap", n_bootstrap, 0)
     if n_bootstrap > 0 and key is None:
         raise ValueError("key (a jax.random key) is required when n_bootstrap > 0")
     V.check_open_unit("confidence", confidence)
@@ -1022,8 +1020,7 @@ def loss_calibration_test(
     _check_n_bins(n_bins)
     _check_strategy(strategy)
     _check_binary(scores, labels, sample_weight, n_bins)
-    if n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap must be a positive integer, got {n_bootstrap!r}")
+    V.check_count("n_bootstrap", n_bootstrap)
     _check_bootstrap(n_bootstrap, key, confidence)
     spec = _binary_loss(loss)
     return _loss_calibration_test(
@@ -1395,10 +1392,8 @@ class SmoothCalibrationCurve(NamedTuple):
 
 
 def _check_smooth_options(bandwidth: ArrayLike | None, n_grid: int, n_bisection: int) -> None:
-    if not isinstance(n_grid, int | np.integer) or isinstance(n_grid, bool) or n_grid < 3:
-        raise ValueError(f"n_grid must be an integer >= 3, got {n_grid!r}")
-    if not isinstance(n_bisection, int | np.integer) or n_bisection < 1:
-        raise ValueError(f"n_bisection must be a positive integer, got {n_bisection!r}")
+    V.check_count("n_grid", n_grid, 3)
+    V.check_count("n_bisection", n_bisection)
     b = V.concrete_value(bandwidth)
     if b is not None and (b.ndim != 0 or not np.isfinite(b) or not b > 0):
         raise ValueError(f"bandwidth must be a positive scalar or None, got {bandwidth!r}")

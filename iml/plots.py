@@ -158,8 +158,7 @@ def _bins(
     or, with ``n_bootstrap > 0``, the percentile bootstrap interval, except in bins without events,
     whose bootstrap interval is ``[0, 0]``: they keep the Clopper-Pearson upper bound.
     """
-    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 0:
-        raise ValueError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
+    V.check_count("n_bootstrap", n_bootstrap, 0)
     V.check_open_unit("confidence", confidence)
     kwargs = {}
     if n_bootstrap > 0:

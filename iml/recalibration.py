@@ -123,11 +123,6 @@ def _check_weights(sample_weight: ArrayLike | None, n: int) -> None:
         raise ValueError("sample_weight must have a positive sum")
 
 
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
 def _check_binary(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None) -> None:
     _check_scores(scores)
     s = np.asarray(scores)
@@ -310,7 +305,7 @@ def platt_fit(
             _check_scores(scores, probabilities=False)
             _check_labels(labels, np.asarray(scores).shape[0])
             _check_weights(sample_weight, np.asarray(scores).shape[0])
-        _check_positive_int("n_iter", n_iter)
+        V.check_count("n_iter", n_iter)
     s = _float(scores)
     return _platt_kernel(s, labels, _weights(sample_weight, s), features, smooth_targets, n_iter)
 
@@ -396,7 +391,7 @@ def beta_calibration_fit(
     """
     if V.is_concrete(scores, labels, sample_weight):
         _check_binary(scores, labels, sample_weight)
-        _check_positive_int("n_iter", n_iter)
+        V.check_count("n_iter", n_iter)
     s = _float(scores)
     return _beta_calibration_kernel(
         s, jnp.asarray(labels, s.dtype), _weights(sample_weight, s), n_iter
@@ -674,7 +669,7 @@ def histogram_binning_fit(
     """
     if V.is_concrete(scores, labels, sample_weight):
         _check_binary(scores, labels, sample_weight)
-        _check_positive_int("n_bins", n_bins)
+        V.check_count("n_bins", n_bins)
         if strategy not in ("uniform", "quantile"):
             raise ValueError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")
     s = _float(scores)

@@ -863,9 +863,8 @@ def shannon_agent(
     V.check_interval("lam", lam, 0.0, np.inf, open_low=False, open_high=True)
     if np.ndim(prior) or np.ndim(lam):
         raise ValueError("prior and lam must be scalars; map over them with jax.vmap")
-    for name, value in (("n_grid", n_grid), ("n_refine", n_refine)):
-        if not isinstance(value, int | np.integer) or value < (2 if name == "n_grid" else 0):
-            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    V.check_count("n_grid", n_grid, 2)
+    V.check_count("n_refine", n_refine, 0)
     agent = functools.partial(
         _shannon_agent, prior=prior, lam=lam, n_grid=n_grid, n_refine=n_refine
     )
@@ -981,8 +980,7 @@ def simulate_observations(
             f"experiments must share one prior; got priors from {prior.min():.6g} "
             f"to {prior.max():.6g}"
         )
-    if not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"n must be a positive integer; got {n!r}")
+    V.check_count("n", n)
     return _simulate_observations(key, experiments, int(n))
 
 
@@ -1040,8 +1038,7 @@ def simulate_gaussian_agents(
     specs = _as_losses(losses, n_models)
     V.check_interval("precision", precision, 0.0, np.inf, open_low=False, open_high=True)
     V.check_interval("prior", prior, 0.0, 1.0, open_low=True, open_high=True)
-    if not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"n must be a positive integer; got {n!r}")
+    V.check_count("n", n)
     precision = jnp.broadcast_to(_float(precision), (n_models,))
     return _simulate_gaussian_agents(key, specs, precision, prior, int(n))
 
@@ -1114,8 +1111,7 @@ def nias_test(
     if weight is not None and np.shape(weight) != (n,):
         raise ValueError(f"weight must have shape ({n},) here; got {np.shape(weight)}")
     _check_weight(weight, n)
-    if not isinstance(n_bootstrap, int | np.integer) or n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap must be a positive integer, got {n_bootstrap!r}")
+    V.check_count("n_bootstrap", n_bootstrap)
     _check_bootstrap(n_bootstrap, key, confidence)
     specs = _as_losses(losses, n_models)
     return _nias_test(
@@ -1220,10 +1216,8 @@ def paired_bootstrap_weights(
         (Praestgaard & Wellner 1993); the Poisson counts take a quarter of a random word each
         and no scatter, so they are several times faster on CPU.
     """
-    if not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"n must be a positive integer; got {n!r}")
-    if not isinstance(n_bootstrap, int | np.integer) or n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap must be a positive integer, got {n_bootstrap!r}")
+    V.check_count("n", n)
+    V.check_count("n_bootstrap", n_bootstrap)
     _check_resampling(resampling)
     return jax.jit(_resampling_counts, static_argnums=(1, 2, 3))(
         key, int(n), int(n_bootstrap), resampling
@@ -1405,14 +1399,13 @@ def reveal(
     if weight is not None and np.shape(weight) != (n,):
         raise ValueError(f"weight must have shape ({n},); got {np.shape(weight)}")
     _check_weight(weight, n)
-    if not isinstance(n_bootstrap, int | np.integer) or n_bootstrap < 2:
-        raise ValueError(f"n_bootstrap must be an integer >= 2, got {n_bootstrap!r}")
+    V.check_count("n_bootstrap", n_bootstrap, 2)
     _check_bootstrap(n_bootstrap, key, confidence)
     if not isinstance(reference, int | np.integer) or not 0 <= reference < n_models:
         raise ValueError(f"reference must be a model index in [0, {n_models}); got {reference!r}")
     _check_resampling(resampling)
-    if nias and (not isinstance(nias_bootstrap, int | np.integer) or nias_bootstrap < 1):
-        raise ValueError(f"nias_bootstrap must be a positive integer, got {nias_bootstrap!r}")
+    if nias:
+        V.check_count("nias_bootstrap", nias_bootstrap)
     specs = _as_losses(losses, n_models)
     key_boot, key_nias = jax.random.split(key)
     signals = _signals(scores, n_bins, strategy)

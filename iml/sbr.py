@@ -195,8 +195,7 @@ def simulate_scores(
       ``signals`` are the indices of the signals drawn.
     """
     _check_model(prior, experiment)
-    if not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    V.check_count("n", n)
     spec = _loss_from_keywords(beta, B, loss)
     prior = jnp.asarray(prior, jnp.float32)
     experiment = jnp.asarray(experiment, jnp.float32)
@@ -248,8 +247,7 @@ def simulate_gaussian_scores(
     Returns:
       ``(scores, labels, signals, posteriors)``, each ``[n]``; ``signals`` the ``x``.
     """
-    if not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    V.check_count("n", n)
     if np.isnan(prevalence) or not 0.0 < prevalence < 1.0:
         raise ValueError(f"prevalence must lie strictly between 0 and 1, got {prevalence}")
     if np.isnan(separation) or not separation > 0.0:
@@ -629,8 +627,7 @@ def signal_based_representation(
     elif n_bins is not None:
         if spec.multiclass:
             raise ValueError("n_bins bins binary scores; group multiclass scores with signals=")
-        if not isinstance(n_bins, int | np.integer) or n_bins < 1:
-            raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+        V.check_count("n_bins", n_bins)
         if strategy == "quantile":
             edges = np.quantile(s, np.linspace(0, 1, n_bins + 1))
         else:

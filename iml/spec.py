@@ -511,8 +511,7 @@ def loss_spec(
         if params:
             raise ValueError("a callable loss takes its extra arguments positionally, not "
                              f"as keywords {sorted(params)}")  # fmt: skip
-        if not isinstance(n_classes, int) or n_classes < 2:
-            raise ValueError(f"n_classes must be an integer >= 2; got {n_classes!r}")
+        V.check_count("n_classes", n_classes, 2)
         if domain not in _DOMAINS:
             raise ValueError(f"domain must be one of {_DOMAINS}; got {domain!r}")
         leaves = tuple(_array(f"args[{i}]", x) for i, x in enumerate(args))
@@ -567,8 +566,7 @@ def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99)
     Raises:
       ValueError: if ``n_betas < 1`` or the bounds are not ``0 < beta_min <= beta_max < 1``.
     """
-    if isinstance(n_betas, bool) or not isinstance(n_betas, int) or n_betas < 1:
-        raise ValueError(f"n_betas must be a positive integer, got {n_betas!r}")
+    V.check_count("n_betas", n_betas)
     for name, b in (("beta_min", beta_min), ("beta_max", beta_max)):
         V.check_beta(name, b)
     if beta_min > beta_max:

@@ -297,8 +297,8 @@ def test_beta_grid_is_even_in_logit_symmetric_and_keeps_its_bounds():
     assert grid[0] == 0.01 and grid[-1] == 0.99  # pinned: the table's keys show the bounds
     assert len(beta_grid()) == 64 and beta_grid(1, 0.2, 0.3).tolist() == [0.2]
     for args, message in [
-        ((0,), "n_betas must be a positive integer"),
-        ((True,), "n_betas must be a positive integer"),
+        ((0,), "n_betas must be an integer >= 1, got 0"),
+        ((True,), "n_betas must be an integer >= 1, got True"),
         ((4, 0.0, 0.5), "beta_min"),
         ((4, 0.5, 1.0), "beta_max"),
         ((4, 0.6, 0.4), "beta_min = 0.6 exceeds beta_max = 0.4"),

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import tensorflow_datasets as tfds
 
+from iml import _validation as V
 from iml.data.builders import builder_config
 from iml.data.builders.chestxray14 import Chestxray14, find_label_file
 from iml.data.builders.digits import Digits
@@ -637,8 +638,7 @@ def load_dataset(
     if image_size is not None:
         if source.kind == "tabular":
             raise ValueError(f"image_size applies to image datasets only, not {name!r}")
-        if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
-            raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
+        V.check_count("image_size", image_size)
     if name == "csv":  # a CSV is read from path= or frame=, not from a folder
         return source.load(None, **options)
     manual = _check_dir(manual_dir, f"manual_dir for {name}")

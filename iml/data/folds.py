@@ -25,6 +25,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from iml import _validation as V
+
 __all__ = [
     "FoldSplit",
     "assign_folds",
@@ -59,14 +61,6 @@ class FoldSplit:
 # ----------------------------------------------------------------------------------------------
 
 
-def _check_count(name: str, value: int, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def _check_per_example(name: str, values: ArrayLike, num_examples: int) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1 or arr.shape[0] != num_examples:
@@ -79,12 +73,12 @@ def _check_per_example(name: str, values: ArrayLike, num_examples: int) -> np.nd
 def _fold_counts(
     n_folds: int, n_train_folds: int | None, n_val_folds: int, n_test_folds: int
 ) -> tuple[int, int, int, int]:
-    n_folds = _check_count("n_folds", n_folds, 2)
-    n_val_folds = _check_count("n_val_folds", n_val_folds, 0)
-    n_test_folds = _check_count("n_test_folds", n_test_folds, 1)
+    n_folds = V.check_count("n_folds", n_folds, 2)
+    n_val_folds = V.check_count("n_val_folds", n_val_folds, 0)
+    n_test_folds = V.check_count("n_test_folds", n_test_folds, 1)
     if n_train_folds is None:
         n_train_folds = n_folds - n_val_folds - n_test_folds
-    n_train_folds = _check_count("n_train_folds", n_train_folds, 1)
+    n_train_folds = V.check_count("n_train_folds", n_train_folds, 1)
     if n_train_folds + n_val_folds + n_test_folds > n_folds:
         raise ValueError(
             f"n_train_folds + n_val_folds + n_test_folds = "
@@ -185,11 +179,11 @@ def assign_folds(
       ValueError: if ``num_examples < n_folds`` (some fold would be empty), if there are fewer
         groups than folds, or if ``groups``/``labels`` have the wrong shape or contain NaN.
     """
-    num_examples = _check_count("num_examples", num_examples, 1)
-    n_folds = _check_count("n_folds", n_folds, 2)
+    num_examples = V.check_count("num_examples", num_examples, 1)
+    n_folds = V.check_count("n_folds", n_folds, 2)
     if num_examples < n_folds:
         raise ValueError(f"num_examples = {num_examples} is smaller than n_folds = {n_folds}")
-    seed = _check_count("seed", seed, 0)
+    seed = V.check_count("seed", seed, 0)
     label_arr = None if labels is None else _check_per_example("labels", labels, num_examples)
     rng = np.random.default_rng(np.random.SeedSequence([seed, n_folds]))
     if groups is None:
@@ -217,8 +211,8 @@ def cycle_length(n_folds: int = 10, n_test_folds: int = 1) -> int:
     Over one cycle each fold is a test fold ``n_test_folds / gcd(n_folds, n_test_folds)`` times:
     exactly once when ``n_test_folds`` divides ``n_folds`` (10 rotations for the default 7-2-1).
     """
-    n_folds = _check_count("n_folds", n_folds, 2)
-    n_test_folds = _check_count("n_test_folds", n_test_folds, 1)
+    n_folds = V.check_count("n_folds", n_folds, 2)
+    n_test_folds = V.check_count("n_test_folds", n_test_folds, 1)
     return n_folds // math.gcd(n_folds, n_test_folds)
 
 
@@ -252,7 +246,7 @@ def rotation_folds(
     n_folds, n_train, n_val, n_test = _fold_counts(
         n_folds, n_train_folds, n_val_folds, n_test_folds
     )
-    rotation = _check_count("rotation", rotation, 0)
+    rotation = V.check_count("rotation", rotation, 0)
     cycle = cycle_length(n_folds, n_test)
     if rotation >= cycle:
         raise ValueError(f"rotation must be in [0, {cycle}) for {n_folds} folds, got {rotation}")

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from iml import _validation as V
 from iml.models.convolutions import CONV_KERNELS, CONV_PLANS
 
 Array = jax.Array
@@ -514,8 +515,7 @@ def densenet_small(
         ("bn_size", bn_size),
         ("num_init_features", num_init_features),
     ):
-        if int(value) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        V.check_count(name, value)
     if len(block_config) == 0 or any(int(b) < 1 for b in block_config):
         raise ValueError(
             f"block_config must be a non-empty list of positive ints, got {block_config!r}"
@@ -534,7 +534,6 @@ def densenet_small(
 
 
 def _check_common(num_outputs: int, conv_impl: str) -> None:
-    if not isinstance(num_outputs, int | np.integer) or num_outputs < 1:
-        raise ValueError(f"num_outputs must be a positive integer, got {num_outputs!r}")
+    V.check_count("num_outputs", num_outputs)
     if conv_impl not in CONV_IMPLS:
         raise ValueError(f"conv_impl must be one of {CONV_IMPLS}, got {conv_impl!r}")

@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
+from iml import _validation as V
+
 Array = jax.Array
 
 __all__ = ["MLP", "SMALL_MODELS", "LogisticRegression", "build_small_model", "weight_norm"]
@@ -71,9 +73,8 @@ def build_small_model(name: str, *, hidden: int = 32, n_outputs: int = 1) -> nn.
     """
     if name not in SMALL_MODELS:
         raise ValueError(f"unknown model {name!r}; expected one of {list(SMALL_MODELS)}")
-    for key, value in (("hidden", hidden), ("n_outputs", n_outputs)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    V.check_count("hidden", hidden)
+    V.check_count("n_outputs", n_outputs)
     return SMALL_MODELS[name](hidden, n_outputs)
 
 

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iml import _validation as V
 from iml.models.densenet import DenseNet, init_classifier, min_input_size
 
 __all__ = [
@@ -221,8 +222,7 @@ def densenet_variables_from_state_dict(
 
 def _adapt_input_channels(sd: dict[str, Any], channels: int) -> dict[str, Any]:
     """``sd`` with ``features.conv0.weight`` (OIHW) made to take ``channels`` input channels."""
-    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
-        raise ValueError(f"in_channels must be a positive integer, got {channels!r}")
+    V.check_count("in_channels", channels)
     name = "features.conv0.weight"
     if name not in sd:
         raise ValueError(f"state_dict lacks key {name!r}, whose input channels are to be adapted")

@@ -163,8 +163,7 @@ def make_plan(
         for i, (s, j, seed) in enumerate(grid)
     ]
     per = members_per_batch or len(keys) * len(seeds)
-    if int(per) < 1:
-        raise ValueError(f"members_per_batch must be >= 1, got {members_per_batch!r}")
+    V.check_count("members_per_batch", per)
     batches = tuple(
         MemberBatch(index=k, members=tuple(members[i : i + per]))
         for k, i in enumerate(range(0, len(members), per))

@@ -196,8 +196,7 @@ _COUNTS_OR_ZERO = (
 def _count(config: ml_collections.ConfigDict, key: str, minimum: int = 1) -> None:
     section, name = key.split(".")
     value = config[section][name]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"config.{key} must be an integer >= {minimum}, got {value!r}")
+    V.check_count(f"config.{key}", value, minimum)
 
 
 def check_config(config: Mapping[str, Any]) -> None:

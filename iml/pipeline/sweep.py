@@ -234,12 +234,7 @@ def plan_sweep(
             f"the {model} model under the {spec.describe()}; use 'adam'"
         )
     config = dataclasses.replace(train, solver="exact" if exact and solver != "adam" else "adam")
-    if (
-        isinstance(betas_per_chunk, bool)
-        or not isinstance(betas_per_chunk, int)
-        or betas_per_chunk < 1
-    ):
-        raise ValueError(f"betas_per_chunk must be a positive integer, got {betas_per_chunk!r}")
+    V.check_count("betas_per_chunk", betas_per_chunk)
     fold_ids = assign_folds(x.shape[0], n_folds=n_folds, groups=g, labels=y, seed=fold_seed)
     splits = nested_cv_splits(fold_ids, n_folds=n_folds)
     (m,) = spec.batch_shape
@@ -555,11 +550,6 @@ def check_sweep_config(
     _check(config, names)
 
 
-def _count(name: str, value: Any, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
 def _check(
     config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None
 ) -> _Checked:
@@ -605,10 +595,10 @@ def _check(
     gamma = c.loss.gamma
     if isinstance(gamma, bool) or not (math.isfinite(gamma) and gamma >= 0):
         raise ValueError(f"{name('loss.gamma')} must be a non-negative number, got {gamma!r}")
-    _count(name("train.seeds"), c.train.seeds)
-    _count(name("train.betas_per_chunk"), c.train.betas_per_chunk)
-    _count(name("eval.n_bins"), c.eval.n_bins)
-    _count(name("data.fold_seed"), c.data.fold_seed, 0)
+    V.check_count(name("train.seeds"), c.train.seeds)
+    V.check_count(name("train.betas_per_chunk"), c.train.betas_per_chunk)
+    V.check_count(name("eval.n_bins"), c.eval.n_bins)
+    V.check_count(name("data.fold_seed"), c.data.fold_seed, 0)
     n_folds = c.data.n_folds
     if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 4:
         raise ValueError(

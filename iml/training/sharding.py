@@ -28,6 +28,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from iml import _validation as V
+
 __all__ = [
     "DATA_AXIS",
     "ENSEMBLE_AXIS",
@@ -71,10 +73,8 @@ def make_mesh(
       ValueError: when ``ensemble_size`` does not divide ``num_members`` or exceeds the devices.
     """
     devices = list(jax.devices() if devices is None else devices)
-    if num_members < 1 or batch_size < 1:
-        raise ValueError(
-            f"num_members and batch_size must be >= 1, got {num_members}, {batch_size}"
-        )
+    V.check_count("num_members", num_members)
+    V.check_count("batch_size", batch_size)
     n = len(devices)
     if ensemble_size is None:
         ensemble_size = math.gcd(num_members, n)

@@ -645,9 +645,8 @@ def fit_weighted_logistic(
         raise ValueError("sample_weights must be finite and non-negative")
     if not (np.isfinite(l2) and l2 >= 0):
         raise ValueError(f"l2 must be non-negative, got {l2!r}")
-    for name, value in (("max_iter", max_iter), ("chunk", chunk)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    V.check_count("max_iter", max_iter)
+    V.check_count("chunk", chunk)
     if not tol > 0:
         raise ValueError(f"tol must be positive, got {tol!r}")
     lead = s.shape[:-1]

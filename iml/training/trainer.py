@@ -277,11 +277,8 @@ class TrainConfig:
                 "TrainConfig.member_batching must be 'vmap', 'map', 'loop' or None, "
                 f"got {self.member_batching!r}"
             )
-        if self.checkpoint_every_steps is not None and self.checkpoint_every_steps < 1:
-            raise ValueError(
-                "TrainConfig.checkpoint_every_steps must be >= 1, got "
-                f"{self.checkpoint_every_steps}"
-            )
+        if self.checkpoint_every_steps is not None:
+            V.check_count("TrainConfig.checkpoint_every_steps", self.checkpoint_every_steps)
 
 
 @dataclasses.dataclass
@@ -378,8 +375,7 @@ def _check_inputs(
         raise ValueError("data.labels must be finite and in [0, 1]")
     checked = []
     for k, m in enumerate(members):
-        if int(m.seed) != m.seed or m.seed < 0:
-            raise ValueError(f"members[{k}].seed must be a non-negative integer, got {m.seed!r}")
+        V.check_count(f"members[{k}].seed", m.seed, 0)
         if m.lr is not None and not (np.isfinite(m.lr) and m.lr > 0):
             raise ValueError(f"members[{k}].lr must be positive, got {m.lr!r}")
         train = _check_indices(f"members[{k}].train_idx", m.train_idx, n)
@@ -649,8 +645,7 @@ class EnsembleCheckpointer:
     """
 
     def __init__(self, directory: str | os.PathLike, max_to_keep: int = 2) -> None:
-        if max_to_keep < 1:
-            raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
+        V.check_count("max_to_keep", max_to_keep)
         self.directory = os.path.abspath(os.fspath(directory))
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False

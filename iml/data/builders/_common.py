@@ -26,6 +26,8 @@ import numpy as np
 import tensorflow_datasets as tfds
 from PIL import Image, UnidentifiedImageError
 
+from iml import _validation as V
+
 __all__ = [
     "ImageSizeConfig",
     "builder_config",
@@ -48,8 +50,7 @@ class ImageSizeConfig(tfds.core.BuilderConfig):
 
 def image_size_config(image_size: int) -> ImageSizeConfig:
     """The config named ``f"{image_size}px"`` storing ``image_size`` x ``image_size`` images."""
-    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
-        raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
+    V.check_count("image_size", image_size)
     return ImageSizeConfig(
         name=f"{image_size}px",
         image_size=image_size,
