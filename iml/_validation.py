@@ -9,6 +9,8 @@ errors raise under transformations too.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -64,6 +66,27 @@ def check_count(name: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _check_number(name: str, value: object, strict: bool) -> float:
+    number = isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool
+    )
+    if not number or not (math.isfinite(value) and (value > 0 if strict else value >= 0)):
+        raise ValueError(
+            f"{name} must be a finite number {'>' if strict else '>='} 0, got {value!r}"
+        )
+    return float(value)
+
+
+def check_positive(name: str, value: object) -> float:
+    """A finite number (not a bool) above 0; returned as float."""
+    return _check_number(name, value, strict=True)
+
+
+def check_non_negative(name: str, value: object) -> float:
+    """A finite number (not a bool) of at least 0; returned as float."""
+    return _check_number(name, value, strict=False)
 
 
 def check_beta(name: str, beta: object) -> None:

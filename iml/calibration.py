@@ -337,10 +337,8 @@ def clopper_pearson_interval(
     """
     k_np, n_np = V.concrete_value(events), V.concrete_value(count)
     V.check_open_unit("confidence", confidence)
-    if k_np is not None and (np.any(np.isnan(k_np)) or np.any(k_np < 0)):
-        raise ValueError("events must be non-negative numbers without NaN")
-    if n_np is not None and (np.any(np.isnan(n_np)) or np.any(n_np < 0)):
-        raise ValueError("count must be non-negative numbers without NaN")
+    V.check_interval("events", events, 0.0, np.inf, open_low=False, open_high=False)
+    V.check_interval("count", count, 0.0, np.inf, open_low=False, open_high=False)
     if k_np is not None and n_np is not None and np.any(k_np > n_np):
         raise ValueError("events exceeds count")
     k = _float(events)

@@ -915,8 +915,8 @@ class PriorShiftCorrection(Recalibrator):
     ) -> None:
         if d is None and train_prior is None:
             raise ValueError("PriorShiftCorrection needs train_prior or d")
-        if d is not None and (np.isnan(np.asarray(d, float)).any() or (np.asarray(d) <= 0).any()):
-            raise ValueError(f"d must be positive, got {d}")
+        if d is not None:
+            V.check_interval("d", d, 0.0, np.inf, open_low=True, open_high=True)
         self.train_prior = train_prior
         self.target_prior = target_prior
         self.d = d

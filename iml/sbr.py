@@ -248,10 +248,8 @@ def simulate_gaussian_scores(
       ``(scores, labels, signals, posteriors)``, each ``[n]``; ``signals`` the ``x``.
     """
     V.check_count("n", n)
-    if np.isnan(prevalence) or not 0.0 < prevalence < 1.0:
-        raise ValueError(f"prevalence must lie strictly between 0 and 1, got {prevalence}")
-    if np.isnan(separation) or not separation > 0.0:
-        raise ValueError(f"separation must be positive, got {separation}")
+    V.check_open_unit("prevalence", prevalence)
+    V.check_positive("separation", separation)
     spec = _loss_from_keywords(beta, None, loss)
     return _gaussian_kernel(key, int(n), spec, prevalence, separation)
 

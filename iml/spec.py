@@ -799,7 +799,9 @@ def parse_weight_grid(
                 if len(index) != rank:
                     raise ValueError(f"{name}: {symbol} takes {rank} indices, got {item.strip()!r}")
                 if not (math.isfinite(value) and value > 0):
-                    raise ValueError(f"{name}: weights must be positive, got {item.strip()!r}")
+                    raise ValueError(
+                        f"{name}: a weight must be a finite number > 0, got {item.strip()!r}"
+                    )
                 entries[index] = value
         grid.append(entries)
     if not grid:

@@ -199,7 +199,7 @@ def test_markdown_table_lists_every_method_and_metric():
             r"config\.loss\.name must be one of \['focal', 'log', 'squared'\].*"
             r"\['matrix', 'class_weighted_softmax'\].*got 'hinge'",
         ),
-        ("loss.gamma", -1.0, r"config\.loss\.gamma must be a non-negative number"),
+        ("loss.gamma", -1.0, r"config\.loss\.gamma must be a finite number >= 0, got -1\.0"),
         ("data.name", "mnist", "config.data.name: unknown dataset 'mnist'"),
         ("model.name", "resnet", "config.model.name: unknown model 'resnet'"),
         ("train.epochs", 0, r"config\.train\.epochs must be an integer >= 1"),

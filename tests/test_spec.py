@@ -322,7 +322,7 @@ def test_loss_grids_refuse_repeats_and_unreadable_weights():
     for text, message in [
         ("ones;w[1]=2", r"^weights: cannot read 'w\[1\]=2'.*B\[3,3\]=10"),
         ("B[1]=2", "B takes 2 indices"),
-        ("B[1,1]=-2", "must be positive"),
+        ("B[1,1]=-2", r"a weight must be a finite number > 0, got 'B\[1,1\]=-2'"),
         (" ; ", "^weights is empty"),
     ]:
         with pytest.raises(ValueError, match=message):

@@ -679,7 +679,7 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
         (["--config.loss.weights=ones", "--config.data.classes=all", "--config.loss.gamma=1"],
          "config.loss.gamma does not apply to config.loss.name='matrix'"),
         (["--config.loss.weights=ones", "--config.data.classes=all", "--epochs", "0"],
-         "--epochs: TrainConfig.max_epochs must be positive, got 0"),
+         "--epochs: TrainConfig.max_epochs must be an integer >= 1, got 0"),
     ]:  # fmt: skip
         assert _sweep(["--config", path, *argv, "--out", out]) == 2
         err = capsys.readouterr().err

@@ -84,9 +84,9 @@ def test_separable_data_needs_a_penalty_for_a_finite_optimum():
         ({"sample_weights": -np.ones((1, 4))}, "non-negative"),
         ({"labels": np.array([0, 1, 2, 1])}, "labels must be 0 or 1"),
         ({"features": np.array([[0.0, np.nan]] * 4)}, "features must be finite; 4 entries"),
-        ({"l2": -1.0}, "l2 must be non-negative"),
+        ({"l2": -1.0}, "l2 must be a finite number >= 0"),
         ({"max_iter": 0}, "max_iter must be an integer >= 1"),
-        ({"tol": 0.0}, "tol must be positive"),
+        ({"tol": 0.0}, "tol must be a finite number > 0"),
     ],
 )
 def test_bad_input_is_named(kwargs, message):

@@ -457,7 +457,7 @@ def test_bad_config_and_mesh_raise():
         TrainConfig(batch_size=0)
     with pytest.raises(ValueError, match=r"TrainConfig\.batch_size must be an integer"):
         TrainConfig(batch_size=16.5)
-    with pytest.raises(ValueError, match=r"TrainConfig\.l2 must be non-negative"):
+    with pytest.raises(ValueError, match=r"TrainConfig\.l2 must be a finite number >= 0"):
         TrainConfig(l2=-1.0)
     with pytest.raises(ValueError, match=r"TrainConfig\.solver must be one of"):
         TrainConfig(solver="lbfgs")

@@ -27,6 +27,29 @@ def test_check_count_names_the_argument_the_minimum_and_the_value(value, minimum
         V.check_count("n_bins", value, minimum)
 
 
+@pytest.mark.parametrize("value", [0.5, 3, np.float32(2.0), np.int64(1)])
+def test_positive_and_non_negative_numbers_come_back_as_floats(value):
+    assert V.check_positive("x", value) == float(value)
+    assert V.check_non_negative("x", value) == float(value)
+    assert V.check_non_negative("x", 0) == 0.0
+
+
+@pytest.mark.parametrize("value", [0, 0.0, -1e-9, float("nan"), float("inf"), True, "1", None])
+def test_check_positive_names_the_argument_and_the_value(value):
+    with pytest.raises(
+        ValueError, match=f"^tol must be a finite number > 0, got {re.escape(repr(value))}$"
+    ):
+        V.check_positive("tol", value)
+
+
+@pytest.mark.parametrize("value", [-1, float("-inf"), float("nan"), False])
+def test_check_non_negative_names_the_argument_and_the_value(value):
+    with pytest.raises(
+        ValueError, match=f"^l2 must be a finite number >= 0, got {re.escape(repr(value))}$"
+    ):
+        V.check_non_negative("l2", value)
+
+
 def test_public_functions_word_a_bad_count_alike():
     from iml import beta_grid
     from iml.calibration import expected_calibration_error
@@ -46,9 +69,13 @@ def test_public_functions_word_a_bad_count_alike():
             call()
 
 
-def test_no_module_words_the_count_rule_its_own_way():
-    # Other wordings the package once used for the same rule; V.check_count is the one place.
-    others = re.compile(r"must be a (positive|non-negative) integer[,;]|must be >= \d")
+def test_no_module_words_the_count_or_number_rules_its_own_way():
+    # Other wordings the package once used for the same rules; V.check_count, V.check_positive,
+    # V.check_non_negative and V.check_interval are the one place of each.
+    others = re.compile(
+        r"must be a (positive|non-negative) integer[,;]|must be >= \d"
+        r"|must be (positive|non-negative), got|non-negative number|strictly between"
+    )
     found = [
         f"{path.relative_to(PACKAGE)}:{number}"
         for path in sorted(PACKAGE.rglob("*.py"))

@@ -12,7 +12,6 @@ same results as an uninterrupted run.
 from __future__ import annotations
 
 import dataclasses
-import math
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -239,8 +238,7 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
     if c.data.classes not in ("binary", "all"):
         raise ValueError(f"config.data.classes must be 'binary' or 'all', got {c.data.classes!r}")
-    if not (math.isfinite(c.loss.gamma) and c.loss.gamma >= 0):
-        raise ValueError(f"config.loss.gamma must be a non-negative number, got {c.loss.gamma!r}")
+    V.check_non_negative("config.loss.gamma", c.loss.gamma)
     _check_loss_grid(c)
     for key in _COUNTS:
         _count(c, key)
@@ -251,9 +249,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config.data.n_folds={c.data.n_folds} leaves no training fold after "
             f"n_val_folds={c.data.n_val_folds} and n_test_folds={c.data.n_test_folds}"
         )
-    rate = c.train.learning_rate
-    if isinstance(rate, bool) or not (np.isfinite(rate) and rate > 0):
-        raise ValueError(f"config.train.learning_rate must be positive, got {rate!r}")
+    V.check_positive("config.train.learning_rate", c.train.learning_rate)
     seeds = list(c.train.seeds)
     if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
         raise ValueError(f"config.train.seeds must be non-negative integers, got {seeds!r}")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -592,9 +591,7 @@ def _check(
                 f"{said('loss.name')}"
             )
         grid = _betas(c, name)
-    gamma = c.loss.gamma
-    if isinstance(gamma, bool) or not (math.isfinite(gamma) and gamma >= 0):
-        raise ValueError(f"{name('loss.gamma')} must be a non-negative number, got {gamma!r}")
+    V.check_non_negative(name("loss.gamma"), c.loss.gamma)
     V.check_count(name("train.seeds"), c.train.seeds)
     V.check_count(name("train.betas_per_chunk"), c.train.betas_per_chunk)
     V.check_count(name("eval.n_bins"), c.eval.n_bins)

@@ -643,12 +643,10 @@ def fit_weighted_logistic(
         raise ValueError("labels must be 0 or 1")
     if not np.isfinite(s).all() or (s < 0).any():
         raise ValueError("sample_weights must be finite and non-negative")
-    if not (np.isfinite(l2) and l2 >= 0):
-        raise ValueError(f"l2 must be non-negative, got {l2!r}")
+    V.check_non_negative("l2", l2)
     V.check_count("max_iter", max_iter)
     V.check_count("chunk", chunk)
-    if not tol > 0:
-        raise ValueError(f"tol must be positive, got {tol!r}")
+    V.check_positive("tol", tol)
     lead = s.shape[:-1]
     flat = s.reshape(-1, x.shape[0])
     design = np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1)

@@ -249,19 +249,13 @@ class TrainConfig:
             "tol": self.tol,
             "max_newton_steps": self.max_newton_steps,
         }
-        for name, value in positive.items():
-            if isinstance(value, bool) or not (np.isfinite(value) and value > 0):
-                raise ValueError(f"TrainConfig.{name} must be positive, got {value!r}")
         counts = ("batch_size", "eval_batch_size", "max_epochs", "patience", "plateau_patience",
                   "max_newton_steps")  # fmt: skip
-        for name in counts:
-            value = getattr(self, name)
-            if not isinstance(value, int | np.integer):
-                raise ValueError(f"TrainConfig.{name} must be an integer, got {value!r}")
+        for name, value in positive.items():
+            check = V.check_count if name in counts else V.check_positive
+            check(f"TrainConfig.{name}", value)
         for name in ("min_delta", "min_rel_delta", "l2"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (np.isfinite(value) and value >= 0):
-                raise ValueError(f"TrainConfig.{name} must be non-negative, got {value!r}")
+            V.check_non_negative(f"TrainConfig.{name}", getattr(self, name))
         if self.solver not in SOLVERS:
             raise ValueError(f"TrainConfig.solver must be one of {SOLVERS}, got {self.solver!r}")
         if not (0.0 <= self.b1 < 1.0 and 0.0 <= self.b2 < 1.0):
@@ -376,8 +370,8 @@ def _check_inputs(
     checked = []
     for k, m in enumerate(members):
         V.check_count(f"members[{k}].seed", m.seed, 0)
-        if m.lr is not None and not (np.isfinite(m.lr) and m.lr > 0):
-            raise ValueError(f"members[{k}].lr must be positive, got {m.lr!r}")
+        if m.lr is not None:
+            V.check_positive(f"members[{k}].lr", m.lr)
         train = _check_indices(f"members[{k}].train_idx", m.train_idx, n)
         if len(train) < config.batch_size:
             raise ValueError(
