@@ -140,11 +140,27 @@ def check_weight_matrix(name: str, B: object) -> None:
     if shape[0] < 2:
         raise ValueError(f"{name} must have at least 2 classes; got shape {shape}")
     if is_concrete(B):
-        values = np.asarray(B, dtype=np.float64)
-        if not np.isfinite(values).all() or (values <= 0).any():
-            raise ValueError(
-                f"{name} must have finite, strictly positive entries; got {_describe(values)}"
-            )
+        check_interval(name, B, 0.0, np.inf, open_low=True, open_high=True)
+
+
+def check_finite(name: str, x: object) -> None:
+    """Every entry of concrete ``x`` is finite (no NaN or infinity)."""
+    values = concrete_value(x)
+    if values is None:
+        return
+    bad = int(np.sum(~np.isfinite(values.astype(np.float64))))
+    if bad:
+        raise ValueError(f"{name} must be finite; {bad} entries are not")
+
+
+def check_weights(name: str, weights: object) -> None:
+    """Observation weights: finite, non-negative, with a positive sum along the last axis."""
+    if not is_concrete(weights):
+        return
+    check_interval(name, weights, 0.0, np.inf, open_low=False, open_high=True)
+    values = np.asarray(weights, dtype=np.float64)
+    if values.size and (values.sum(axis=-1) <= 0).any():
+        raise ValueError(f"{name} must have a positive sum")
 
 
 def check_simplex(name: str, x: object, atol: float = 1e-4) -> None:

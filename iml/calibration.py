@@ -102,12 +102,7 @@ def _check_weights(sample_weight: ArrayLike | None, n: int) -> None:
         return
     if w.shape != (n,):
         raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
-    if not np.all(np.isfinite(w)):
-        raise ValueError("sample_weight contains NaN or infinite values")
-    if np.any(w < 0):
-        raise ValueError("sample_weight contains negative values")
-    if n and not np.sum(w) > 0:
-        raise ValueError("sample_weight sums to zero")
+    V.check_weights("sample_weight", w)
 
 
 def _check_binary(

@@ -115,12 +115,7 @@ def _check_weights(sample_weight: ArrayLike | None, n: int) -> None:
     w = np.asarray(sample_weight, dtype=float)
     if w.shape != (n,):
         raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
-    if not np.isfinite(w).all():
-        raise ValueError("sample_weight contains NaN or infinite values")
-    if (w < 0).any():
-        raise ValueError("sample_weight must be non-negative")
-    if w.sum() <= 0:
-        raise ValueError("sample_weight must have a positive sum")
+    V.check_weights("sample_weight", w)
 
 
 def _check_binary(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None) -> None:

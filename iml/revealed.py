@@ -163,10 +163,7 @@ def _check_weight(weight: ArrayLike | None, n: int) -> None:
     w = V.concrete_value(weight)
     if w is None:
         return
-    if not np.isfinite(w).all() or (w < 0).any():
-        raise ValueError("weight must be finite and non-negative")
-    if (w.sum(axis=-1) <= 0).any():
-        raise ValueError("weight sums to zero")
+    V.check_weights("weight", w)
 
 
 def experiments_from_signals(
@@ -500,9 +497,7 @@ def _check_value_matrix(G: ArrayLike, name: str = "G") -> None:
         raise ValueError(
             f"{name} must be a square [..., K, K] value matrix with K >= 2; got {shape}"
         )
-    g = V.concrete_value(G)
-    if g is not None and not np.isfinite(np.asarray(g, np.float64)).all():
-        raise ValueError(f"{name} must be finite")
+    V.check_finite(name, G)
 
 
 class NISCheck(NamedTuple):

@@ -610,8 +610,7 @@ def signal_based_representation(
     w = np.ones(N) if sample_weight is None else np.asarray(sample_weight, dtype=float)
     if w.shape != (N,):
         raise ValueError(f"sample_weight must have shape ({N},), got {w.shape}")
-    if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-        raise ValueError("sample_weight must be finite, non-negative, with a positive sum")
+    V.check_weights("sample_weight", w)
     if significance is not None:
         V.check_open_unit("significance", significance)
     if strategy not in ("quantile", "uniform"):

@@ -371,8 +371,7 @@ def _check_class_weights(x: ArrayLike, w: ArrayLike) -> None:
             f"class_weights must be a vector with one weight per class (last axis); got "
             f"class_weights {np.shape(w)} for scores {np.shape(x)}"
         )
-    if V.is_concrete(w) and not (np.isfinite(np.asarray(w)) & (np.asarray(w) > 0)).all():
-        raise ValueError(f"class_weights must be finite and positive; got {np.asarray(w)}")
+    V.check_interval("class_weights", w, 0.0, np.inf, open_low=True, open_high=True)
 
 
 # ----------------------------------------------------------------------------------------------

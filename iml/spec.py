@@ -398,9 +398,7 @@ def _check_class_weights(class_weights: ArrayLike) -> int:
     if len(shape) < 1 or shape[-1] < 2:
         raise ValueError(f"class_weights must be a vector [n] with n >= 2; got shape {shape}")
     if V.is_concrete(class_weights):
-        w = np.asarray(class_weights, np.float64)
-        if not np.isfinite(w).all() or (w <= 0).any():
-            raise ValueError(f"class_weights must be finite and strictly positive; got {w}")
+        V.check_interval("class_weights", class_weights, 0.0, np.inf, open_low=True, open_high=True)
     return shape[-1]
 
 

@@ -114,7 +114,10 @@ def test_calibration_curve_bootstrap_interval_covers_estimate_and_jits():
         ({"scores": np.array([0.1, 1.2, 0.3, 0.4])}, r"scores must lie in \[0, 1\] .* max 1\.2"),
         ({"scores": np.array([]), "labels": np.array([])}, "scores is empty"),
         ({"n_bins": 5}, "fewer than n_bins"),
-        ({"sample_weight": np.array([1.0, -1.0, 1.0, 1.0])}, "negative"),
+        (
+            {"sample_weight": np.array([1.0, -1.0, 1.0, 1.0])},
+            r"sample_weight must lie in \[0, inf\) without NaN",
+        ),
         ({"sample_weight": np.array([1.0, 1.0])}, "sample_weight must have shape"),
         ({"strategy": "kmeans"}, "strategy"),
         ({"labels": np.array([0, 1, 1])}, "labels has shape"),

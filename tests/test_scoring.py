@@ -213,8 +213,11 @@ def test_invalid_input_under_jit_is_nan_not_a_number():
     ("B", "match"),
     [
         (np.ones((2, 3)), "square"),
-        (np.array([[1.0, -1.0], [1.0, 1.0]]), "positive"),
-        (np.array([[1.0, np.nan], [1.0, 1.0]]), "positive"),
+        (
+            np.array([[1.0, -1.0], [1.0, 1.0]]),
+            r"B must lie in \(0, inf\) without NaN; got min -1",
+        ),
+        (np.array([[1.0, np.nan], [1.0, 1.0]]), r"B must lie in \(0, inf\) without NaN; got 1 NaN"),
         (np.ones((3, 3)), "classes"),
     ],
 )

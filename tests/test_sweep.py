@@ -331,7 +331,7 @@ def test_library_rejects_bad_arrays(simulated):
     x, y = simulated
     with pytest.raises(ValueError, match="betas must lie in \\(0, 1\\)"):
         S.run_sweep(x, y, None, [0.5, 1.0], progress=False)
-    with pytest.raises(ValueError, match="features contain NaN"):
+    with pytest.raises(ValueError, match="features must be finite; 6000 entries are not"):
         S.run_sweep(np.full_like(x, np.nan), y, None, [0.5], progress=False)
     with pytest.raises(ValueError, match="labels must be 0 or 1"):
         S.run_sweep(x, y + 1, None, [0.5], progress=False)

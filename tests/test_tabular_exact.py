@@ -81,7 +81,7 @@ def test_separable_data_needs_a_penalty_for_a_finite_optimum():
     ("kwargs", "message"),
     [
         ({"sample_weights": np.ones((2, 5))}, r"sample_weights must be \[\.\.\., 4\]"),
-        ({"sample_weights": -np.ones((1, 4))}, "non-negative"),
+        ({"sample_weights": -np.ones((1, 4))}, r"sample_weights must lie in \[0, inf\)"),
         ({"labels": np.array([0, 1, 2, 1])}, "labels must be 0 or 1"),
         ({"features": np.array([[0.0, np.nan]] * 4)}, "features must be finite; 4 entries"),
         ({"l2": -1.0}, "l2 must be a finite number >= 0"),

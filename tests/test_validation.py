@@ -50,6 +50,26 @@ def test_check_non_negative_names_the_argument_and_the_value(value):
         V.check_non_negative("l2", value)
 
 
+def test_check_finite_counts_the_entries_that_are_not():
+    V.check_finite("x", np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"^features must be finite; 2 entries are not$"):
+        V.check_finite("features", [[0.0, np.nan], [np.inf, 1.0]])
+
+
+def test_check_weights_wants_finite_non_negative_weights_with_a_positive_sum():
+    V.check_weights("w", np.array([0.0, 2.0]))
+    V.check_weights("w", np.zeros(0))
+    V.check_weights("w", np.array([[1.0, 0.0], [0.0, 3.0]]))  # each row sums above 0
+    for bad, message in [
+        ([1.0, -1.0], r"^w must lie in \[0, inf\) without NaN; got min -1, max 1$"),
+        ([1.0, np.nan], r"^w must lie in \[0, inf\) without NaN; got 1 NaN, min 1, max 1$"),
+        ([1.0, np.inf], r"^w must lie in \[0, inf\) without NaN"),
+        ([[1.0, 0.0], [0.0, 0.0]], "^w must have a positive sum$"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            V.check_weights("w", np.array(bad))
+
+
 def test_public_functions_word_a_bad_count_alike():
     from iml import beta_grid
     from iml.calibration import expected_calibration_error
@@ -71,14 +91,18 @@ def test_public_functions_word_a_bad_count_alike():
 
 def test_no_module_words_the_count_or_number_rules_its_own_way():
     # Other wordings the package once used for the same rules; V.check_count, V.check_positive,
-    # V.check_non_negative and V.check_interval are the one place of each.
+    # V.check_non_negative, V.check_interval, V.check_finite and V.check_weights are the one
+    # place of each.
     others = re.compile(
         r"must be a (positive|non-negative) integer[,;]|must be >= \d"
         r"|must be (positive|non-negative), got|non-negative number|strictly between"
+        r"|NaN or infinite|finite and (strictly )?positive|finite,? (and )?non-negative"
+        r"|sums to zero|strictly positive entries"
     )
     found = [
         f"{path.relative_to(PACKAGE)}:{number}"
         for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "_validation.py"
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if others.search(line)
     ]

@@ -212,8 +212,7 @@ def plan_sweep(
     x = np.asarray(features, dtype=np.float32)
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
         raise ValueError(f"features must be a non-empty [N, d] array, got shape {x.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError("features contain NaN or infinite values")
+    V.check_finite("features", x)
     grid = loss_grid(losses)
     spec = grid.spec
     y = check_labels(labels, x.shape[0], spec)

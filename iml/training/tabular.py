@@ -637,12 +637,10 @@ def fit_weighted_logistic(
         raise ValueError(f"features must be [N, d] and labels [N]; got {x.shape} and {y.shape}")
     if s.ndim < 1 or s.shape[-1] != x.shape[0]:
         raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError(f"features must be finite; {int((~np.isfinite(x)).sum())} entries are not")
+    V.check_finite("features", x)
     if not np.isin(y, (0, 1)).all():
         raise ValueError("labels must be 0 or 1")
-    if not np.isfinite(s).all() or (s < 0).any():
-        raise ValueError("sample_weights must be finite and non-negative")
+    V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
     V.check_non_negative("l2", l2)
     V.check_count("max_iter", max_iter)
     V.check_count("chunk", chunk)
