@@ -143,6 +143,12 @@ def check_weight_matrix(name: str, B: object) -> None:
         check_interval(name, B, 0.0, np.inf, open_low=True, open_high=True)
 
 
+def check_shape(name: str, x: object, shape: tuple[int, ...]) -> None:
+    """``x`` has exactly the shape ``shape``."""
+    if np.shape(x) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {np.shape(x)}")
+
+
 def check_finite(name: str, x: object) -> None:
     """Every entry of concrete ``x`` is finite (no NaN or infinity)."""
     values = concrete_value(x)

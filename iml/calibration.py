@@ -100,8 +100,7 @@ def _check_weights(sample_weight: ArrayLike | None, n: int) -> None:
     w = V.concrete_value(sample_weight)
     if w is None:
         return
-    if w.shape != (n,):
-        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
+    V.check_shape("sample_weight", w, (n,))
     V.check_weights("sample_weight", w)
 
 
@@ -515,8 +514,8 @@ def _check_multiclass(
         if n_bins is not None and s.shape[0] < n_bins:
             raise ValueError(f"scores has {s.shape[0]} observations, fewer than n_bins={n_bins}")
     if y is not None:
-        if s is not None and y.shape != s.shape[:1]:
-            raise ValueError(f"labels must have shape ({s.shape[0]},), got {y.shape}")
+        if s is not None:
+            V.check_shape("labels", y, s.shape[:1])
         if s is not None and not np.all((y >= 0) & (y < s.shape[1]) & (y == np.round(y))):
             raise ValueError(f"labels must be class indices in [0, {s.shape[1]})")
     if s is not None:
@@ -1757,13 +1756,12 @@ def table_by_loss(
     a = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels)
     shape = (m, y.shape[0], *((spec.n_classes,) if spec.multiclass else ()))
-    if a.shape != shape:
-        raise ValueError(f"scores must have shape {shape}, got {a.shape}")
+    V.check_shape("scores", a, shape)
     metrics = multiclass_score_metrics if spec.multiclass else score_metrics
     if corrected is None:
         corrected = loss_corrected_scores(spec, a)
-    elif np.shape(corrected) != shape:
-        raise ValueError(f"corrected must have shape {shape}, got {np.shape(corrected)}")
+    else:
+        V.check_shape("corrected", corrected, shape)
     return {
         key: {"raw": metrics(raw, y, n_bins), "loss_corrected": metrics(fixed, y, n_bins)}
         for key, raw, fixed in zip(grid.keys, a, corrected, strict=True)

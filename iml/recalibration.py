@@ -113,8 +113,7 @@ def _check_weights(sample_weight: ArrayLike | None, n: int) -> None:
     if sample_weight is None:
         return
     w = np.asarray(sample_weight, dtype=float)
-    if w.shape != (n,):
-        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
+    V.check_shape("sample_weight", w, (n,))
     V.check_weights("sample_weight", w)
 
 

@@ -1391,8 +1391,8 @@ def reveal(
     n_models, n = np.shape(scores)
     if n_models < 2:
         raise ValueError(f"scores must hold at least 2 models to compare; got K = {n_models}")
-    if weight is not None and np.shape(weight) != (n,):
-        raise ValueError(f"weight must have shape ({n},); got {np.shape(weight)}")
+    if weight is not None:
+        V.check_shape("weight", weight, (n,))
     _check_weight(weight, n)
     V.check_count("n_bootstrap", n_bootstrap, 2)
     _check_bootstrap(n_bootstrap, key, confidence)

@@ -602,14 +602,12 @@ def signal_based_representation(
     _check_spec_shapes(spec, s, n_classes)
     N = s.shape[0]
     y = np.asarray(labels)
-    if y.shape != (N,):
-        raise ValueError(f"labels must have shape ({N},), got {y.shape}")
+    V.check_shape("labels", y, (N,))
     if np.isnan(y.astype(float)).any() or not np.isin(y, np.arange(n_classes)).all():
         raise ValueError(f"labels must take values in {{0, ..., {n_classes - 1}}}")
     y = y.astype(np.int64)
     w = np.ones(N) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-    if w.shape != (N,):
-        raise ValueError(f"sample_weight must have shape ({N},), got {w.shape}")
+    V.check_shape("sample_weight", w, (N,))
     V.check_weights("sample_weight", w)
     if significance is not None:
         V.check_open_unit("significance", significance)
@@ -618,8 +616,7 @@ def signal_based_representation(
 
     if signals is not None:
         sig = np.asarray(signals)
-        if sig.shape != (N,):
-            raise ValueError(f"signals must have shape ({N},), got {sig.shape}")
+        V.check_shape("signals", sig, (N,))
         _, index = np.unique(sig, return_inverse=True)
     elif n_bins is not None:
         if spec.multiclass:

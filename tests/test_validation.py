@@ -50,6 +50,15 @@ def test_check_non_negative_names_the_argument_and_the_value(value):
         V.check_non_negative("l2", value)
 
 
+def test_check_shape_names_the_shape_wanted_and_the_shape_given():
+    V.check_shape("labels", np.zeros(3), (3,))
+    V.check_shape("labels", [0, 1, 1], (3,))
+    with pytest.raises(ValueError, match=r"^labels must have shape \(4,\), got \(3,\)$"):
+        V.check_shape("labels", np.zeros(3), (4,))
+    with pytest.raises(ValueError, match=r"^scores must have shape \(2, 3\), got \(3, 2\)$"):
+        V.check_shape("scores", np.zeros((3, 2)), [2, 3])
+
+
 def test_check_finite_counts_the_entries_that_are_not():
     V.check_finite("x", np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"^features must be finite; 2 entries are not$"):

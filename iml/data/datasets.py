@@ -108,8 +108,8 @@ class Dataset:
         object.__setattr__(self, "labels", labels.astype(np.int32))
         for field in ("groups", "ids", "split", "classes"):
             value = getattr(self, field)
-            if value is not None and np.shape(value) != (n,):
-                raise ValueError(f"{field} must have shape ({n},), got {np.shape(value)}")
+            if value is not None:
+                V.check_shape(field, value, (n,))
         if self.kind not in ("image", "tabular"):
             raise ValueError(f"kind must be 'image' or 'tabular', got {self.kind!r}")
 

@@ -63,8 +63,7 @@ class FoldSplit:
 
 def _check_per_example(name: str, values: ArrayLike, num_examples: int) -> np.ndarray:
     arr = np.asarray(values)
-    if arr.ndim != 1 or arr.shape[0] != num_examples:
-        raise ValueError(f"{name} must have shape ({num_examples},), got {arr.shape}")
+    V.check_shape(name, arr, (num_examples,))
     if arr.dtype.kind == "f" and np.isnan(arr).any():
         raise ValueError(f"{name} contains NaN")
     return arr

@@ -217,8 +217,7 @@ def plan_sweep(
     spec = grid.spec
     y = check_labels(labels, x.shape[0], spec)
     g = np.arange(x.shape[0]) if groups is None else np.asarray(groups)
-    if g.shape != (x.shape[0],):
-        raise ValueError(f"groups must have shape ({x.shape[0]},), got {g.shape}")
+    V.check_shape("groups", g, (x.shape[0],))
     s = check_seeds(seeds)
     module = build_small_model(
         model, hidden=hidden, n_outputs=spec.n_classes if spec.multiclass else 1

@@ -287,8 +287,7 @@ class MemberFit(NamedTuple):
 
 def check_labels(labels: ArrayLike, n: int, losses: LossSpec) -> np.ndarray:
     y = np.asarray(labels)
-    if y.shape != (n,):
-        raise ValueError(f"labels must have shape ({n},), got {y.shape}")
+    V.check_shape("labels", y, (n,))
     if not losses.multiclass:
         if not np.isin(y, (0, 1)).all():
             raise ValueError("labels must be 0 or 1 (the losses are binary)")
