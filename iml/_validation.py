@@ -10,6 +10,7 @@ errors raise under transformations too.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -141,6 +142,12 @@ def check_weight_matrix(name: str, B: object) -> None:
         raise ValueError(f"{name} must have at least 2 classes; got shape {shape}")
     if is_concrete(B):
         check_interval(name, B, 0.0, np.inf, open_low=True, open_high=True)
+
+
+def check_choice(name: str, value: object, choices: Sequence[object]) -> None:
+    """``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
 
 
 def check_shape(name: str, x: object, shape: tuple[int, ...]) -> None:

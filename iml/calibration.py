@@ -92,8 +92,7 @@ def _check_n_bins(n_bins: int) -> None:
 
 
 def _check_strategy(strategy: str) -> None:
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    V.check_choice("strategy", strategy, STRATEGIES)
 
 
 def _check_weights(sample_weight: ArrayLike | None, n: int) -> None:
@@ -558,8 +557,7 @@ def calibration_error_from_statistics(
     Returns:
       The calibration error, shape ``(...)``.
     """
-    if norm not in NORMS:
-        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    V.check_choice("norm", norm, NORMS)
     if debias and norm != "l2":
         raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
     filled = stats.count > 0
@@ -630,8 +628,7 @@ def expected_calibration_error(
     """
     _check_n_bins(n_bins)
     _check_strategy(strategy)
-    if multiclass not in MULTICLASS_MODES:
-        raise ValueError(f"multiclass must be one of {MULTICLASS_MODES}, got {multiclass!r}")
+    V.check_choice("multiclass", multiclass, MULTICLASS_MODES)
     _check_scores_labels(scores, labels, sample_weight, n_bins)
     calibration_error_from_statistics(_EMPTY_STATS, norm, debias)  # validates norm and debias
     return _expected_calibration_error(
@@ -1193,8 +1190,7 @@ def beta_sweep(
     _check_n_bins(n_bins)
     _check_binary(scores, labels, sample_weight, n_bins)
     _check_bootstrap(n_bootstrap, key, confidence)
-    if norm not in NORMS:
-        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    V.check_choice("norm", norm, NORMS)
     if debias and norm != "l2":
         raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
     if V.concrete_value(betas) is not None:

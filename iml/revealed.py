@@ -1187,8 +1187,7 @@ def _resampling_counts(key: Array, n: int, n_bootstrap: int, resampling: str) ->
 
 
 def _check_resampling(resampling: str) -> None:
-    if resampling not in RESAMPLINGS:
-        raise ValueError(f"resampling must be one of {RESAMPLINGS}, got {resampling!r}")
+    V.check_choice("resampling", resampling, RESAMPLINGS)
 
 
 def paired_bootstrap_weights(

@@ -510,8 +510,7 @@ def loss_spec(
             raise ValueError("a callable loss takes its extra arguments positionally, not "
                              f"as keywords {sorted(params)}")  # fmt: skip
         V.check_count("n_classes", n_classes, 2)
-        if domain not in _DOMAINS:
-            raise ValueError(f"domain must be one of {_DOMAINS}; got {domain!r}")
+        V.check_choice("domain", domain, _DOMAINS)
         leaves = tuple(_array(f"args[{i}]", x) for i, x in enumerate(args))
         return LossSpec("callable", {"args": leaves}, fn=loss, n_classes=n_classes, domain=domain)
     if args or params:

@@ -50,6 +50,13 @@ def test_check_non_negative_names_the_argument_and_the_value(value):
         V.check_non_negative("l2", value)
 
 
+def test_check_choice_lists_the_choices_and_the_value():
+    V.check_choice("norm", "l2", ("l1", "l2"))
+    V.check_choice("conv_impl", None, ("xla", None))
+    with pytest.raises(ValueError, match=r"^norm must be one of \('l1', 'l2'\), got 'max'$"):
+        V.check_choice("norm", "max", ["l1", "l2"])
+
+
 def test_check_shape_names_the_shape_wanted_and_the_shape_given():
     V.check_shape("labels", np.zeros(3), (3,))
     V.check_shape("labels", [0, 1, 1], (3,))
@@ -106,7 +113,7 @@ def test_no_module_words_the_count_or_number_rules_its_own_way():
         r"must be a (positive|non-negative) integer[,;]|must be >= \d"
         r"|must be (positive|non-negative), got|non-negative number|strictly between"
         r"|NaN or infinite|finite and (strictly )?positive|finite,? (and )?non-negative"
-        r"|sums to zero|strictly positive entries"
+        r"|sums to zero|strictly positive entries|must be one of [^\"]*[;] got"
     )
     found = [
         f"{path.relative_to(PACKAGE)}:{number}"

@@ -180,8 +180,7 @@ class Conv(nn.Module):
         kernel = self.param("kernel", _conv_init, (k, k, x.shape[-1], self.features), jnp.float32)
         x = x.astype(self.dtype)
         kernel = kernel.astype(self.dtype)
-        if self.impl not in CONV_KERNELS:
-            raise ValueError(f"impl must be one of {CONV_IMPLS}, got {self.impl!r}")
+        V.check_choice("impl", self.impl, CONV_IMPLS)
         return CONV_KERNELS[self.impl](x, kernel, self.stride, self.padding)
 
 
@@ -344,8 +343,7 @@ class DenseNet(nn.Module):
     def __call__(self, x: Array, train: bool = False) -> Array:
         """Maps images ``[N, H, W, C]`` to logits ``[N, num_outputs]`` (float32)."""
         validate_images(x, min_size=min_input_size(self))
-        if self.conv_impl not in CONV_IMPLS:
-            raise ValueError(f"conv_impl must be one of {CONV_IMPLS}, got {self.conv_impl!r}")
+        V.check_choice("conv_impl", self.conv_impl, CONV_IMPLS)
         conv = functools.partial(Conv, impl=self.conv_impl, dtype=self.dtype)
         if self.small_inputs:
             x = conv(self.num_init_features, kernel_size=3, padding=1, name="conv0")(x)
@@ -397,8 +395,7 @@ def with_conv_impl(model: nn.Module, conv_impl: str | None = None, backend: str 
     Raises:
       ValueError: for an unknown ``conv_impl``, or one given for a model without the field.
     """
-    if conv_impl is not None and conv_impl not in CONV_IMPLS:
-        raise ValueError(f"conv_impl must be one of {CONV_IMPLS} or None, got {conv_impl!r}")
+    V.check_choice("conv_impl", conv_impl, (*CONV_IMPLS, None))
     if not hasattr(model, "conv_impl"):
         if conv_impl is not None:
             raise ValueError(f"conv_impl={conv_impl!r} but {type(model).__name__} has no conv_impl")
@@ -535,5 +532,4 @@ def densenet_small(
 
 def _check_common(num_outputs: int, conv_impl: str) -> None:
     V.check_count("num_outputs", num_outputs)
-    if conv_impl not in CONV_IMPLS:
-        raise ValueError(f"conv_impl must be one of {CONV_IMPLS}, got {conv_impl!r}")
+    V.check_choice("conv_impl", conv_impl, CONV_IMPLS)

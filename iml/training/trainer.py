@@ -256,16 +256,12 @@ class TrainConfig:
             check(f"TrainConfig.{name}", value)
         for name in ("min_delta", "min_rel_delta", "l2"):
             V.check_non_negative(f"TrainConfig.{name}", getattr(self, name))
-        if self.solver not in SOLVERS:
-            raise ValueError(f"TrainConfig.solver must be one of {SOLVERS}, got {self.solver!r}")
+        V.check_choice("TrainConfig.solver", self.solver, SOLVERS)
         if not (0.0 <= self.b1 < 1.0 and 0.0 <= self.b2 < 1.0):
             raise ValueError(f"TrainConfig.b1 and b2 must be in [0, 1), got {self.b1}, {self.b2}")
         if not 0.0 < self.lr_factor <= 1.0:
             raise ValueError(f"TrainConfig.lr_factor must be in (0, 1], got {self.lr_factor!r}")
-        if self.normalize not in _NORMALIZATIONS:
-            raise ValueError(
-                f"TrainConfig.normalize must be one of {_NORMALIZATIONS}, got {self.normalize!r}"
-            )
+        V.check_choice("TrainConfig.normalize", self.normalize, _NORMALIZATIONS)
         if self.member_batching not in (None, "vmap", "map", "loop"):
             raise ValueError(
                 "TrainConfig.member_batching must be 'vmap', 'map', 'loop' or None, "
