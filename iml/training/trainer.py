@@ -238,22 +238,12 @@ class TrainConfig:
         )
 
     def __post_init__(self) -> None:
-        positive = {
-            "learning_rate": self.learning_rate,
-            "eps": self.eps,
-            "batch_size": self.batch_size,
-            "eval_batch_size": self.eval_batch_size,
-            "max_epochs": self.max_epochs,
-            "patience": self.patience,
-            "plateau_patience": self.plateau_patience,
-            "tol": self.tol,
-            "max_newton_steps": self.max_newton_steps,
-        }
+        for name in ("learning_rate", "eps", "tol"):
+            V.check_positive(f"TrainConfig.{name}", getattr(self, name))
         counts = ("batch_size", "eval_batch_size", "max_epochs", "patience", "plateau_patience",
                   "max_newton_steps")  # fmt: skip
-        for name, value in positive.items():
-            check = V.check_count if name in counts else V.check_positive
-            check(f"TrainConfig.{name}", value)
+        for name in counts:
+            V.check_count(f"TrainConfig.{name}", getattr(self, name))
         for name in ("min_delta", "min_rel_delta", "l2"):
             V.check_non_negative(f"TrainConfig.{name}", getattr(self, name))
         V.check_choice("TrainConfig.solver", self.solver, SOLVERS)
