@@ -72,7 +72,10 @@ def test_vectorized_training_equals_training_members_one_at_a_time(sweep_run, si
     assert together.params["w"].shape == (2, 2, 10, D)
     for i, j, r in [(0, 0, 0), (1, 1, 3), (0, 1, 7), (1, 0, 9)]:
         alone = train_tabular(LOGISTIC, x, y, [splits[r]], [BETAS[j]], [i], config)
-        assert alone.best_epoch[0, 0, 0] == together.best_epoch[i, j, r]
+        if solver == "adam":
+            assert alone.best_epoch[0, 0, 0] == together.best_epoch[i, j, r]
+        else:  # Newton steps: together, a member starts from its neighbouring beta's optimum
+            assert together.best_epoch[i, j, r] <= alone.best_epoch[0, 0, 0]
         for name in ("w", "b"):
             np.testing.assert_allclose(
                 alone.params[name][0, 0, 0], together.params[name][i, j, r], atol=1e-4

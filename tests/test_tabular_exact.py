@@ -153,3 +153,77 @@ def test_one_hot_columns_that_sum_to_the_intercept_need_no_penalty():
         theirs = _objective(x, y, s, clf.coef_[0], clf.intercept_[0], 0.0)
         ours = _objective(x, y, s, fit.coef[b, 0], fit.intercept[b, 0], 0.0)
         assert ours == pytest.approx(theirs, rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def large_rare_class_table():
+    """40,000 rows: 12 normal features and a 30-level one-hot category, 10% positive."""
+    rng = np.random.default_rng(0)
+    n, d = 40_000, 12
+    category = rng.integers(0, 30, n)
+    numeric = rng.normal(size=(n, d))
+    x = np.column_stack([numeric, np.eye(30)[category]]).astype(np.float32)
+    logit = -2.5 + numeric @ rng.normal(size=d) * 0.7 + rng.normal(size=30)[category]
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.int32)
+    mask = (np.arange(n)[None, :] % 5 != np.arange(5)[:, None]).astype(np.float32)
+    betas = 1 / (1 + np.exp(-np.linspace(-4.6, 4.6, 16)))  # 0.01 to 0.99, even in logit
+    return x, y, beta_weighted_sample_weights(y, betas, mask), betas
+
+
+def test_members_reach_a_tolerance_near_float_precision(large_rare_class_table):
+    # Here a float32 sum of 32,000 rows cannot tell a line search's trial steps apart; a search
+    # that judged them stalled 13 of these 80 members between 1e-7 and 2e-6.
+    x, y, S, _ = large_rare_class_table
+    fit = fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-7)
+    assert np.all(fit.converged) and np.max(fit.grad_norm) <= 1e-7
+    assert np.max(fit.iterations) <= 12
+
+
+def test_a_path_of_betas_reaches_the_same_optima_in_fewer_steps(large_rare_class_table):
+    x, y, S, betas = large_rare_class_table
+    cold = fit_weighted_logistic(x, y, S, l2=1e-4)
+    path = np.log(betas / (1 - betas))
+    warm = fit_weighted_logistic(x, y, S, l2=1e-4, path=path, chunk=10)  # two steps a chunk
+    assert np.all(cold.converged) and np.all(warm.converged)
+    np.testing.assert_allclose(warm.objective, cold.objective, rtol=1e-6)
+    np.testing.assert_allclose(warm.coef, cold.coef, atol=2e-3)
+    assert warm.coef.shape == (16, 5, 42) and warm.iterations.shape == (16, 5)
+    # Only the middle chunk starts from zero; every other step from a solved neighbour.
+    assert np.mean(warm.iterations) < 0.5 * np.mean(cold.iterations)
+    # The steps are solved in the order of their path values, whatever order they come in.
+    shuffled = np.random.default_rng(1).permutation(16)
+    again = fit_weighted_logistic(x, y, S[shuffled], l2=1e-4, path=path[shuffled], chunk=10)
+    np.testing.assert_allclose(again.coef, warm.coef[shuffled], atol=1e-6)
+    np.testing.assert_array_equal(again.iterations, warm.iterations[shuffled])
+
+
+def test_a_path_must_match_the_first_axis():
+    args = {"features": np.zeros((4, 2)), "labels": np.array([0, 1, 0, 1])}
+    with pytest.raises(ValueError, match=r"path must have shape \(2,\), got \(3,\)"):
+        fit_weighted_logistic(**args, sample_weights=np.ones((2, 1, 4)), path=[0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="path must be finite; 1 entries are not"):
+        fit_weighted_logistic(**args, sample_weights=np.ones((2, 1, 4)), path=[0.0, np.nan])
+    with pytest.raises(ValueError, match=r"sample_weights must be \[P, \.\.\., N\] with a path"):
+        fit_weighted_logistic(**args, sample_weights=np.ones(4), path=[0.0])
+
+
+def test_pairs_of_one_category_are_left_out_of_the_table(monkeypatch):
+    from iml.training import tabular
+
+    rng = np.random.default_rng(3)
+    n = 1500
+    category = rng.integers(0, 4, n)
+    x = np.column_stack([rng.normal(size=n), np.eye(4)[category]]).astype(np.float32)
+    logit = np.array([-2.0, -1.0, 0.0, 1.0])[category] + x[:, 0]
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.int32)
+    design = np.column_stack([x, np.ones(n, np.float32)])
+    rows, cols = tabular._nonzero_pairs(design)
+    # 6 columns: 21 pairs, less the 6 pairs of distinct levels of the category.
+    assert len(rows) == 15
+    assert not any(1 <= r < c <= 4 for r, c in zip(rows, cols, strict=True))
+    S = beta_weighted_sample_weights(y, np.array([0.05, 0.8]), np.ones((1, n), np.float32))
+    pairs = fit_weighted_logistic(x, y, S, l2=1e-3)
+    monkeypatch.setattr(tabular, "_PAIR_BYTES", 0)
+    direct = fit_weighted_logistic(x, y, S, l2=1e-3)
+    np.testing.assert_allclose(pairs.coef, direct.coef, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(pairs.objective, direct.objective, rtol=1e-6)

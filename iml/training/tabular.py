@@ -35,9 +35,12 @@ with ``l`` the log loss on logits and ``s_ki >= 0`` its sample weights: for the 
 cross-entropy of eq. ``b-loss-bin`` over a member's training rows, ``s_ki = beta_k`` for a
 positive and ``1 - beta_k`` for a negative training row, ``0`` elsewhere, divided by the number of
 training rows (:func:`beta_weighted_sample_weights`). Members share the design ``x``, and with it
-the table of products of feature pairs (``N x (d+1)(d+2)/2`` floats, made once where it takes at
-most 2 GiB): the ``[d+1, d+1]`` Hessians of a chunk of members are then one matrix product with
-that table, and without it are formed from the design (memory ``chunk x N x d``).
+the table of products of feature pairs (``N`` floats for each of the ``(d+1)(d+2)/2`` pairs that
+is nonzero in some row, made once where it takes at most 2 GiB): the ``[d+1, d+1]`` Hessians of a
+chunk of members are then one matrix product with that table, and without it are formed from the
+design (memory ``chunk x N x d``). A sweep's betas form a path: each member starts from the
+solution at the neighbouring beta, its intercept moved by the difference of ``logit(beta)``, and
+needs 2-3 Newton steps instead of 6-9.
 """
 
 from __future__ import annotations
@@ -469,8 +472,15 @@ def _fit_exactly(
 ) -> MemberFit:
     """Every (beta, rotation) member at its optimum, shared by all seeds (a convex problem)."""
     weights = beta_weighted_sample_weights(y, betas, train_mask)  # [nb, R, N]
+    b = np.asarray(betas, np.float64)
     fit = fit_weighted_logistic(
-        x, y, weights, l2=config.l2, tol=config.tol, max_iter=config.max_newton_steps
+        x,
+        y,
+        weights,
+        l2=config.l2,
+        tol=config.tol,
+        max_iter=config.max_newton_steps,
+        path=np.log(b) - np.log1p(-b),  # a path in logit(beta): warm starts
     )
     stopped = ~np.asarray(fit.converged)
     if stopped.any():
@@ -604,7 +614,8 @@ def fit_weighted_logistic(
     l2: float = 0.0,
     tol: float = 1e-6,
     max_iter: int = 50,
-    chunk: int = 16,
+    chunk: int | None = None,
+    path: ArrayLike | None = None,
 ) -> LogisticFit:
     """Minimise every member's weighted log loss exactly, by Newton's method (see the module).
 
@@ -616,15 +627,26 @@ def fit_weighted_logistic(
     weights grow until the gradient of the vanishing loss falls below ``tol``, which is reported
     as converged; give ``l2 > 0`` where classes may separate.
 
+    Members start from zero, unless ``path`` makes the first axis of ``sample_weights`` a
+    solution path (as a regularisation path is fitted with warm starts): the steps are solved in
+    the order of their ``path`` values, outwards from the middle one, and each starts from its
+    neighbour's solutions with the intercept moved by the difference of their ``path`` values.
+    For a grid of betas, ``path = logit(beta)`` is that move's exact size where the model is well
+    specified (the weighted optimum's logit is the posterior's plus ``logit(beta)``). Newton's
+    method then takes 2-3 steps from there instead of 6-17 from zero (on UCI Adult at 64 betas),
+    and it reaches the same optimum: the path changes where a member starts, not what it solves.
+
     Args:
       features: ``[N, d]`` design shared by all members.
       labels: ``[N]`` labels in ``{0, 1}``.
       sample_weights: ``[K, N]`` non-negative weights per member (or ``[..., N]``: the leading
-        axes are flattened and restored).
+        axes are flattened and restored); ``[P, ..., N]`` with ``path``.
       l2: ridge penalty on the weights (not the intercept).
       tol: gradient tolerance (largest absolute entry).
       max_iter: most Newton steps.
-      chunk: members whose Hessians are formed at once (memory ``chunk x N x d``).
+      chunk: members solved at once (default 64 where the table of pair products is made, else
+        16, whose Hessians take memory ``chunk x N x d``); with ``path``, whole path steps.
+      path: optional ``[P]`` finite values along the first axis of ``sample_weights``.
 
     Returns:
       A :class:`LogisticFit` whose arrays lead with the weights' leading axes.
@@ -642,57 +664,130 @@ def fit_weighted_logistic(
     V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
     V.check_non_negative("l2", l2)
     V.check_count("max_iter", max_iter)
-    V.check_count("chunk", chunk)
+    if chunk is not None:
+        V.check_count("chunk", chunk)
     V.check_positive("tol", tol)
     lead = s.shape[:-1]
-    flat = s.reshape(-1, x.shape[0])
+    if path is None:
+        steps = s.reshape(-1, 1, x.shape[0])  # each member its own step, started from zero
+        offsets, warm = np.zeros(steps.shape[0], np.float32), False
+    else:
+        if s.ndim < 2:
+            raise ValueError(f"sample_weights must be [P, ..., N] with a path; got shape {s.shape}")
+        offsets = np.asarray(path, np.float32)
+        V.check_shape("path", offsets, (s.shape[0],))
+        V.check_finite("path", offsets)
+        steps, warm = s.reshape(s.shape[0], -1, x.shape[0]), True
     design = np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1)
-    fit = _fit_members(
+    pairs = _nonzero_pairs(design)
+    use_pairs = design.shape[0] * len(pairs[0]) * 4 <= _PAIR_BYTES
+    size = chunk or (64 if use_pairs else 16)
+    first, chunks, parents = _path_schedule(offsets, max(1, size // steps.shape[1]), warm)
+    fit = _fit_path(
         jnp.asarray(design),
         jnp.asarray(y, jnp.float32),
-        jnp.asarray(flat),
+        jnp.asarray(steps),
+        jnp.asarray(offsets),
         jnp.float32(l2),
         jnp.float32(tol),
-        max_iter,
-        min(chunk, flat.shape[0]),
-        design.shape[0] * design.shape[1] * (design.shape[1] + 1) // 2 * 4 <= _PAIR_BYTES,
+        pairs if use_pairs else None,
+        jnp.asarray(chunks),
+        jnp.asarray(parents),
+        max_iter=max_iter,
+        first=first,
     )
-    return jax.tree.map(lambda a: a.reshape(lead + a.shape[1:]), fit)
+    return jax.tree.map(lambda a: np.asarray(a).reshape(lead + a.shape[2:]), fit)
 
 
-# Products of feature pairs take N * d(d+1)/2 floats; above this many bytes the Hessians are
-# formed from the design itself instead (more arithmetic, no extra memory).
+# The nonzero products of feature pairs take N floats each; above this many bytes the Hessians
+# are formed from the design itself instead (more arithmetic, no extra memory).
 _PAIR_BYTES = 2**31
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6, 7))
-def _fit_members(
+def _nonzero_pairs(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The upper-triangle pairs ``(j, k)`` whose product ``x_ij x_ik`` is nonzero in some row.
+
+    Two one-hot columns of one category are never both 1, so their pair's products are all zero
+    and need no column in the table (a third of UCI Adult's 5,995 pairs).
+    """
+    used = (design != 0).astype(np.float32)
+    rows, cols = np.triu_indices(design.shape[1])
+    keep = (used.T @ used)[rows, cols] > 0
+    return rows[keep], cols[keep]
+
+
+def _path_schedule(
+    offsets: np.ndarray, most: int, warm: bool
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """The order in which :func:`_fit_path` solves the steps of a path.
+
+    Returns the step solved alone first from zero (``-1``: none), then chunks ``[C, c]`` of step
+    indices (at most ``most`` a chunk; a short chunk repeats its last step) with the step each
+    starts from (``-1``: zero). On a path (``warm``) the first is the middle value's step, from
+    which the chunks go outwards in both directions, each from its inner neighbour.
+    """
+    n = offsets.shape[0]
+
+    def split(steps: np.ndarray, size: int) -> np.ndarray:
+        count = -(-len(steps) // size)
+        padded = np.concatenate([steps, np.repeat(steps[-1:], count * size - len(steps))])
+        return padded.reshape(count, size)
+
+    if not warm:
+        chunks = split(np.arange(n), min(most, n))
+        return -1, chunks, np.full(len(chunks), -1)
+    order = np.argsort(offsets, kind="stable")
+    middle = n // 2
+    sides = [order[middle + 1 :], order[:middle][::-1]]  # outwards from the middle
+    sides = [side for side in sides if len(side)]
+    if not sides:
+        return int(order[middle]), np.zeros((0, 1), np.int64), np.zeros(0, np.int64)
+    size = max(-(-len(side) // -(-len(side) // most)) for side in sides)  # balanced chunks
+    chunks, parents = [], []
+    for side in sides:
+        part = split(side, size)
+        chunks.append(part)
+        parents.append(np.concatenate([[order[middle]], part[:-1, -1]]))
+    return int(order[middle]), np.concatenate(chunks), np.concatenate(parents)
+
+
+@functools.partial(jax.jit, static_argnames=("max_iter", "first"))
+def _fit_path(
     X: Array,
     y: Array,
     S: Array,
+    offsets: Array,
     l2: Array,
     tol: Array,
+    pairs: tuple[Array, Array] | None,
+    chunks: Array,
+    parents: Array,
+    *,
     max_iter: int,
-    chunk: int,
-    use_pairs: bool,
+    first: int,
 ) -> LogisticFit:
+    """Members ``S [P, M, N]``, solved in the order of :func:`_path_schedule`: a step started
+    from another step's solutions has its intercept moved by the difference of their
+    ``offsets``."""
     d1 = X.shape[1]
+    n_steps, n_members = S.shape[:2]
     penalty = l2 * jnp.ones(d1, X.dtype).at[-1].set(0.0)  # the intercept is not penalised
-    rows, cols = np.triu_indices(d1)
-    # Z[i] holds x_i x_i^T's upper triangle: each member's Hessian is then one row-vector times
-    # Z, and a chunk of members is one matrix product.
-    Z = X[:, rows] * X[:, cols] if use_pairs else None
+    hessian = None
+    if pairs is not None:
+        rows, cols = pairs
+        # Z[i] holds the nonzero entries of x_i x_i^T's upper triangle: a member's Hessian is
+        # then one row-vector times Z, and a chunk of members is one matrix product.
+        Z = X[:, rows] * X[:, cols]
 
-    def hessian(v: Array) -> Array:
-        products = jnp.dot(v, Z, precision=jax.lax.Precision.HIGHEST)
-        upper = jnp.zeros((d1, d1), X.dtype).at[rows, cols].set(products)
-        return upper + upper.T - jnp.diag(jnp.diagonal(upper))
+        def hessian(v: Array) -> Array:
+            products = jnp.dot(v, Z, precision=jax.lax.Precision.HIGHEST)
+            upper = jnp.zeros((d1, d1), X.dtype).at[rows, cols].set(products)
+            return upper + upper.T - jnp.diag(jnp.diagonal(upper))
 
-    def solve_one(s: Array) -> LogisticFit:
+    def solve_one(s: Array, theta: Array) -> LogisticFit:
         fit = logistic_newton(
-            X, y, s, jnp.zeros(d1, X.dtype), max_iter=max_iter, tol=tol, penalty=penalty,
-            hessian=hessian if use_pairs else None,
-        )  # fmt: skip
+            X, y, s, theta, max_iter=max_iter, tol=tol, penalty=penalty, hessian=hessian
+        )
         norm = jnp.max(jnp.abs(fit.grad))
         return LogisticFit(
             coef=fit.theta[:-1],
@@ -703,4 +798,25 @@ def _fit_members(
             converged=norm <= tol,
         )
 
-    return jax.lax.map(solve_one, S, batch_size=chunk)
+    solve = jax.vmap(jax.vmap(solve_one))  # [steps, members]
+
+    def store(fits: LogisticFit, steps: Array, fit: LogisticFit) -> LogisticFit:
+        return jax.tree.map(lambda a, b: a.at[steps].set(b), fits, fit)
+
+    shapes = jax.eval_shape(solve, S[:1], jnp.zeros((1, n_members, d1), X.dtype))
+    fits = jax.tree.map(lambda a: jnp.zeros((n_steps, *a.shape[1:]), a.dtype), shapes)
+    if first >= 0:
+        fits = store(
+            fits, jnp.array([first]), solve(S[first][None], jnp.zeros((1, n_members, d1), X.dtype))
+        )
+
+    def body(fits: LogisticFit, job: tuple[Array, Array]) -> tuple[LogisticFit, None]:
+        steps, parent = job
+        solved = jnp.concatenate([fits.coef[parent], fits.intercept[parent][:, None]], axis=-1)
+        start = jnp.broadcast_to(solved, (steps.shape[0], n_members, d1))
+        start = start.at[..., -1].add((offsets[steps] - offsets[parent])[:, None])
+        start = jnp.where(parent >= 0, start, 0.0)
+        return store(fits, steps, solve(S[steps], start)), None
+
+    fits, _ = jax.lax.scan(body, fits, (chunks, parents))
+    return fits
