@@ -188,10 +188,11 @@ def logistic_newton(
     float rounding; separable data (or a calibration set without positives) then drifts towards
     the boundary instead of overflowing. A step that is predicted to lower the objective by less
     than ``1e-6`` of its value is taken whole: there the quadratic model is exact and the float32
-    objective cannot judge a line search, which would stall short of the tolerance. The iteration stops after ``max_iter`` steps, when the
-    gradient's largest entry is at most ``tol``, or when no step length descends. Pure and
-    jittable (``max_iter`` static); the kernel of Platt scaling, beta calibration and the exact
-    full-batch fits of :func:`iml.training.fit_weighted_logistic`.
+    objective cannot judge a line search, which would stall short of the tolerance. The
+    iteration stops after ``max_iter`` steps, when the gradient's largest entry is at most
+    ``tol``, or when no step length descends. Pure and jittable (``max_iter`` static); the
+    kernel of Platt scaling, beta calibration and the exact full-batch fits of
+    :func:`iml.training.fit_weighted_logistic`.
 
     Args:
       X: ``[N, k]`` design (with a column of ones for an intercept).
