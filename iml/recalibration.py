@@ -235,9 +235,18 @@ def logistic_newton(
         # The logits are linear in theta: every trial step costs elementwise work only.
         dz = _dot(X, step)
         current = objective(z, theta)
-        values = jax.vmap(lambda h: objective(z - h * dz, theta - h * step))(halvings)
-        ok = jnp.isfinite(values) & (values <= current + 1e-7 * jnp.abs(current))
-        h = jnp.where(jnp.any(ok), halvings[jnp.argmax(ok)], 0.0)
+
+        def descends(k: Array) -> Array:
+            value = objective(z - halvings[k] * dz, theta - halvings[k] * step)
+            return jnp.isfinite(value) & (value <= current + 1e-7 * jnp.abs(current))
+
+        # The longest halving that descends, tried in turn: mostly the first, the full step.
+        k = jax.lax.while_loop(
+            lambda k: (k < halvings.shape[0]) & ~descends(jnp.minimum(k, halvings.shape[0] - 1)),
+            lambda k: k + 1,
+            jnp.int32(0),
+        )
+        h = jnp.where(k < halvings.shape[0], halvings[jnp.minimum(k, halvings.shape[0] - 1)], 0.0)
         # Near the optimum the quadratic model is exact to float precision, and the objective
         # cannot tell the trial steps apart: the full step (decrease g.step / 2) is taken.
         h = jnp.where(_dot(grad, step) <= 2 * _RESOLUTION * jnp.abs(current), 1.0, h)

@@ -216,9 +216,8 @@ def test_pairs_of_one_category_are_left_out_of_the_table(monkeypatch):
     x = np.column_stack([rng.normal(size=n), np.eye(4)[category]]).astype(np.float32)
     logit = np.array([-2.0, -1.0, 0.0, 1.0])[category] + x[:, 0]
     y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.int32)
-    design = np.column_stack([x, np.ones(n, np.float32)])
-    rows, cols = tabular._nonzero_pairs(design)
-    # 6 columns: 21 pairs, less the 6 pairs of distinct levels of the category.
+    rows, cols = tabular._nonzero_pairs(x)
+    # 6 columns with the intercept's: 21 pairs, less the 6 pairs of distinct levels.
     assert len(rows) == 15
     assert not any(1 <= r < c <= 4 for r, c in zip(rows, cols, strict=True))
     S = beta_weighted_sample_weights(y, np.array([0.05, 0.8]), np.ones((1, n), np.float32))

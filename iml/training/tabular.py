@@ -678,19 +678,21 @@ def fit_weighted_logistic(
         V.check_shape("path", offsets, (s.shape[0],))
         V.check_finite("path", offsets)
         steps, warm = s.reshape(s.shape[0], -1, x.shape[0]), True
-    design = np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1)
-    pairs = _nonzero_pairs(design)
-    use_pairs = design.shape[0] * len(pairs[0]) * 4 <= _PAIR_BYTES
-    size = chunk or (64 if use_pairs else 16)
+    design = jnp.asarray(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
+    rows, cols = _nonzero_pairs(x)
+    pairs = None
+    if design.shape[0] * len(rows) * 4 <= _PAIR_BYTES:
+        pairs = (rows, cols, _pair_products(design, rows, cols))
+    size = chunk or (16 if pairs is None else 64)
     first, chunks, parents = _path_schedule(offsets, max(1, size // steps.shape[1]), warm)
     fit = _fit_path(
-        jnp.asarray(design),
+        design,
         jnp.asarray(y, jnp.float32),
         jnp.asarray(steps),
         jnp.asarray(offsets),
         jnp.float32(l2),
         jnp.float32(tol),
-        pairs if use_pairs else None,
+        pairs,
         jnp.asarray(chunks),
         jnp.asarray(parents),
         max_iter=max_iter,
@@ -704,14 +706,25 @@ def fit_weighted_logistic(
 _PAIR_BYTES = 2**31
 
 
-def _nonzero_pairs(design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The upper-triangle pairs ``(j, k)`` whose product ``x_ij x_ik`` is nonzero in some row.
+@jax.jit
+def _pair_products(X: Array, rows: Array, cols: Array) -> Array:
+    """``Z [N, p]``: row ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so a
+    member's Hessian is one row-vector times ``Z`` and a chunk's is one matrix product. (Made in
+    its own program: inside the solver's, XLA lays it out for the product and fills it 3x
+    slower.)"""
+    return X[:, rows] * X[:, cols]
+
+
+def _nonzero_pairs(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The upper-triangle pairs ``(j, k)`` of the design (the features and a last column of
+    ones) whose product ``x_ij x_ik`` is nonzero in some row.
 
     Two one-hot columns of one category are never both 1, so their pair's products are all zero
     and need no column in the table (a third of UCI Adult's 5,995 pairs).
     """
-    used = (design != 0).astype(np.float32)
-    rows, cols = np.triu_indices(design.shape[1])
+    used = np.concatenate([features != 0, np.ones((features.shape[0], 1), bool)], axis=1)
+    used = used.astype(np.float32)
+    rows, cols = np.triu_indices(used.shape[1])
     keep = (used.T @ used)[rows, cols] > 0
     return rows[keep], cols[keep]
 
@@ -759,7 +772,7 @@ def _fit_path(
     offsets: Array,
     l2: Array,
     tol: Array,
-    pairs: tuple[Array, Array] | None,
+    pairs: tuple[Array, Array, Array] | None,
     chunks: Array,
     parents: Array,
     *,
@@ -774,10 +787,7 @@ def _fit_path(
     penalty = l2 * jnp.ones(d1, X.dtype).at[-1].set(0.0)  # the intercept is not penalised
     hessian = None
     if pairs is not None:
-        rows, cols = pairs
-        # Z[i] holds the nonzero entries of x_i x_i^T's upper triangle: a member's Hessian is
-        # then one row-vector times Z, and a chunk of members is one matrix product.
-        Z = X[:, rows] * X[:, cols]
+        rows, cols, Z = pairs
 
         def hessian(v: Array) -> Array:
             products = jnp.dot(v, Z, precision=jax.lax.Precision.HIGHEST)
@@ -803,19 +813,25 @@ def _fit_path(
     def store(fits: LogisticFit, steps: Array, fit: LogisticFit) -> LogisticFit:
         return jax.tree.map(lambda a, b: a.at[steps].set(b), fits, fit)
 
+    def cold(s: Array) -> Array:
+        """The optimum of an intercept alone: ``logit`` of the weighted share of positives."""
+        positive = s @ y
+        negative = jnp.sum(s, axis=-1) - positive
+        ok = (positive > 0) & (negative > 0)
+        intercept = jnp.where(ok, jnp.log(jnp.where(ok, positive / negative, 1.0)), 0.0)
+        return jnp.zeros((*s.shape[:-1], d1), X.dtype).at[..., -1].set(intercept)
+
     shapes = jax.eval_shape(solve, S[:1], jnp.zeros((1, n_members, d1), X.dtype))
     fits = jax.tree.map(lambda a: jnp.zeros((n_steps, *a.shape[1:]), a.dtype), shapes)
     if first >= 0:
-        fits = store(
-            fits, jnp.array([first]), solve(S[first][None], jnp.zeros((1, n_members, d1), X.dtype))
-        )
+        fits = store(fits, jnp.array([first]), solve(S[first][None], cold(S[first][None])))
 
     def body(fits: LogisticFit, job: tuple[Array, Array]) -> tuple[LogisticFit, None]:
         steps, parent = job
         solved = jnp.concatenate([fits.coef[parent], fits.intercept[parent][:, None]], axis=-1)
         start = jnp.broadcast_to(solved, (steps.shape[0], n_members, d1))
         start = start.at[..., -1].add((offsets[steps] - offsets[parent])[:, None])
-        start = jnp.where(parent >= 0, start, 0.0)
+        start = jnp.where(parent >= 0, start, cold(S[steps]))
         return store(fits, steps, solve(S[steps], start)), None
 
     fits, _ = jax.lax.scan(body, fits, (chunks, parents))
