@@ -73,6 +73,7 @@ __all__ = [
     "mean_log_loss",
     "multiclass_score_metrics",
     "score_metrics",
+    "score_metrics_by_row",
     "scores_from_logits",
     "smooth_calibration_curve",
     "smooth_ece",
@@ -1658,18 +1659,44 @@ def score_metrics(scores: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> dic
     """The :data:`METRICS` of binary scores, as floats: ECE (l1, quantile bins), the debiased ECE
     (l2, Kumar, Liang & Ma 2019), the smooth ECE (Blasiok & Nakkiran 2023), the Brier score, the
     log loss and the AUROC. Scores are clipped to ``[1e-7, 1 - 1e-7]`` first."""
+    return score_metrics_by_row(np.asarray(scores)[None], labels, n_bins)[0]
+
+
+def score_metrics_by_row(
+    scores: ArrayLike, labels: ArrayLike, n_bins: int = 10
+) -> list[dict[str, float]]:
+    """:func:`score_metrics` of every row of ``scores [m, N]`` against the same ``labels [N]``,
+    computed in one compiled program (the metrics vmapped over blocks of rows), which is several
+    times faster than a loop over the rows. The values equal each row's alone to float32
+    rounding."""
     s = np.clip(np.asarray(scores, np.float64), _CLIP, 1 - _CLIP).astype(np.float32)
     y = np.asarray(labels, np.int32)
-    return {
-        "ece": float(expected_calibration_error(s, y, n_bins, "quantile")),
-        "ece_debiased": float(
-            expected_calibration_error(s, y, n_bins, "quantile", norm="l2", debias=True)
-        ),
-        "smooth_ece": float(smooth_ece(s, y).ece),
-        "brier": float(brier_score(s, y)),
-        "log_loss": float(mean_log_loss(s, y)),
-        "auroc": float(auroc(s, y)),
-    }
+    if s.ndim < 2 or s.shape[0] == 0:
+        raise ValueError(f"scores must be [m, N] with m >= 1, got shape {s.shape}")
+    for row in s:
+        _check_binary(row, y, None, n_bins)
+    values = np.asarray(_metric_rows(jnp.asarray(s), jnp.asarray(y), n_bins), np.float64)
+    return [dict(zip(METRICS, map(float, row), strict=True)) for row in values]
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _metric_rows(scores: Array, labels: Array, n_bins: int) -> Array:
+    def one(s: Array) -> Array:  # the public metrics; their checks are no-ops when traced
+        return jnp.stack(
+            [
+                expected_calibration_error(s, labels, n_bins, "quantile"),
+                expected_calibration_error(s, labels, n_bins, "quantile", norm="l2", debias=True),
+                smooth_ece(s, labels).ece,
+                brier_score(s, labels),
+                mean_log_loss(s, labels),
+                auroc(s, labels),
+            ]
+        )
+
+    return jax.lax.map(one, scores, batch_size=_METRIC_ROWS)  # memory: 64 rows at a time
+
+
+_METRIC_ROWS = 64
 
 
 def multiclass_score_metrics(
@@ -1753,14 +1780,19 @@ def table_by_loss(
     y = np.asarray(labels)
     shape = (m, y.shape[0], *((spec.n_classes,) if spec.multiclass else ()))
     V.check_shape("scores", a, shape)
-    metrics = multiclass_score_metrics if spec.multiclass else score_metrics
     if corrected is None:
         corrected = loss_corrected_scores(spec, a)
     else:
         V.check_shape("corrected", corrected, shape)
+    if spec.multiclass:
+        raw = [multiclass_score_metrics(row, y, n_bins) for row in a]
+        fixed = [multiclass_score_metrics(row, y, n_bins) for row in np.asarray(corrected)]
+    else:
+        both = score_metrics_by_row(np.concatenate([a, np.asarray(corrected)]), y, n_bins)
+        raw, fixed = both[:m], both[m:]
     return {
-        key: {"raw": metrics(raw, y, n_bins), "loss_corrected": metrics(fixed, y, n_bins)}
-        for key, raw, fixed in zip(grid.keys, a, corrected, strict=True)
+        key: {"raw": r, "loss_corrected": f}
+        for key, r, f in zip(grid.keys, raw, fixed, strict=True)
     }
 
 

@@ -739,3 +739,25 @@ def test_sweep_benchmark_runs_tiny_and_agrees_with_its_baseline(tmp_path, capsys
     assert json.loads(out.read_text())["n_betas"] == 4 and report["baseline_scaled"]
     # The timed work is the same work: point ECE and gap agree with the NumPy/sklearn loop.
     assert report["check_max_abs_diff_ece"] < 1e-5 and report["check_max_abs_diff_gap"] < 1e-5
+
+
+def test_score_metrics_by_row_equals_each_row_alone():
+    rng = np.random.default_rng(4)
+    y = (rng.random(3000) < 0.2).astype(np.int32)
+    scores = np.clip(rng.beta(2.0, 5.0, (70, 3000)) + 0.3 * y, 0.0, 1.0)  # two blocks of rows
+    scores[3, :10] = 0.0  # clipped to 1e-7, as score_metrics does
+    rows = cal.score_metrics_by_row(scores, y, n_bins=15)
+    assert len(rows) == 70 and all(list(row) == list(cal.METRICS) for row in rows)
+    for i in (0, 3, 69):
+        alone = cal.score_metrics(scores[i], y, n_bins=15)
+        for name in cal.METRICS:  # the same program, vmapped: equal to float32 rounding
+            assert rows[i][name] == pytest.approx(alone[name], rel=1e-5, abs=1e-7), (i, name)
+    assert rows[0]["ece"] == pytest.approx(
+        float(cal.expected_calibration_error(scores[0].astype(np.float32), y, 15)), rel=1e-5
+    )
+    with pytest.raises(ValueError, match=r"scores must be \[m, N\] with m >= 1, got shape"):
+        cal.score_metrics_by_row(scores[0], y)
+    bad = scores[:2].copy()
+    bad[1, 5] = np.nan
+    with pytest.raises(ValueError, match="scores"):
+        cal.score_metrics_by_row(bad, y)

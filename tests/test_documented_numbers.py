@@ -3097,6 +3097,19 @@ def _docstrings() -> list[Stated]:
             lambda: iml.recalibration._EIGEN_CUTOFF,
         ),
         Stated(
+            "logistic_newton: a step below float resolution is taken whole",
+            "iml/recalibration.py",
+            "A step that is predicted to lower the objective by less than ``{}`` of its value",
+            lambda: iml.recalibration._RESOLUTION,
+        ),
+        Stated(
+            "fit_weighted_logistic: default chunks",
+            "iml/training/tabular.py",
+            "chunk: members solved at once (default {} where the table of pair products is made, "
+            "else {}, whose Hessians",
+            lambda: (iml.training.tabular._CHUNK_PAIRS, iml.training.tabular._CHUNK_DIRECT),
+        ),
+        Stated(
             "exact solver: room for the pair products",
             "iml/training/tabular.py",
             "made once where it takes at most {} GiB",
