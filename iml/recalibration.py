@@ -154,9 +154,6 @@ def _dot(a: Array, b: Array) -> Array:
 
 # Eigenvalues of a Hessian below this fraction of its largest are treated as zero (float32).
 _EIGEN_CUTOFF = 1e-6
-# A Newton step whose predicted decrease is below this fraction of the objective is below what a
-# float32 sum over the rows resolves: it is taken whole, since a line search would compare noise.
-_RESOLUTION = 1e-6
 
 
 class NewtonFit(NamedTuple):
@@ -186,12 +183,12 @@ def logistic_newton(
     the largest dropped, so collinear columns, or a column no weighted row uses, leave it finite)
     and backtracks, halving, to the longest step that does not increase the objective beyond
     float rounding; separable data (or a calibration set without positives) then drifts towards
-    the boundary instead of overflowing. A step that is predicted to lower the objective by less
-    than ``1e-6`` of its value is taken whole: there the quadratic model is exact and the float32
-    objective cannot judge a line search, which would stall short of the tolerance. The
-    iteration stops after ``max_iter`` steps, when the gradient's largest entry is at most
-    ``tol``, or when no step length descends. Pure and jittable (``max_iter`` static); the
-    kernel of Platt scaling, beta calibration and the exact full-batch fits of
+    the boundary instead of overflowing. Each trial objective is summed exactly as the current
+    one is, so that near the optimum their float32 rounding agrees and the comparison stays
+    meaningful (trial values summed in another order made members stall just above a tight
+    tolerance). The iteration stops after ``max_iter`` steps, when the gradient's largest entry
+    is at most ``tol``, or when no step length descends. Pure and jittable (``max_iter``
+    static); the kernel of Platt scaling, beta calibration and the exact full-batch fits of
     :func:`iml.training.fit_weighted_logistic`.
 
     Args:
@@ -247,9 +244,6 @@ def logistic_newton(
             jnp.int32(0),
         )
         h = jnp.where(k < halvings.shape[0], halvings[jnp.minimum(k, halvings.shape[0] - 1)], 0.0)
-        # Near the optimum the quadratic model is exact to float precision, and the objective
-        # cannot tell the trial steps apart: the full step (decrease g.step / 2) is taken.
-        h = jnp.where(_dot(grad, step) <= 2 * _RESOLUTION * jnp.abs(current), 1.0, h)
         theta = theta - h * step
         z = _dot(X, theta)
         # No descent at any step length: float precision is reached, stop.

@@ -489,7 +489,7 @@ CPU_STEP = "docs/results/cpu_train_step/README.md"
 KEEP = "cpu_train_step/train_step_2026-11-26_keep_memory.json"
 RERUN = "cpu_train_step/train_step_2026-11-26_rerun.json"
 MIXED = "cpu_train_step/train_step_mixed.json"
-CPU_SWEEP = "2026-11-27_cpu_2core_minnorm.json"
+CPU_SWEEP = "2026-11-27_cpu_2core_path.json"
 GPU_SWEEP = "2026-11-27_h200_minnorm.json"
 GPU_FIRST_LOG = "gpu_h200/log_first_call.txt"
 GPU_THIRD_LOG = "gpu_h200/log_third_call.txt"
@@ -1941,7 +1941,7 @@ def _sweep_train_run() -> list[Stated]:
             "sweep_train on the CPU",
             SWEEP_TRAIN,
             "| {}-core Intel Xeon virtual machine (CPU only) | {} s | {} s | **{}** | "
-            "`2026-11-27_cpu_2core_minnorm.json` |",
+            "`2026-11-27_cpu_2core_path.json` |",
             lambda: (baseline_fits(CPU_SWEEP)[2], *sweep_train_row(CPU_SWEEP)),
         ),
         Stated(
@@ -1996,31 +1996,26 @@ def _sweep_train_run() -> list[Stated]:
             lambda: TABULAR_DEFAULTS.tol,
         ),
         Stated(
-            "sweep_train Hessians",
+            "sweep_train third solver",
             SWEEP_TRAIN,
-            "forming {} Hessians of {} x {} per Newton step",
+            "| minimum-norm Newton steps, every member from zero | {} s vs {} s, **{}** "
+            "(`2026-11-27_h200_minnorm.json`) | {} s vs {} s, **{}** "
+            "(`2026-11-27_cpu_2core_minnorm.json`) |",
             lambda: (
-                work(CPU_SWEEP)["betas"] * work(CPU_SWEEP)["rotations"],
-                work(CPU_SWEEP)["features"] + 1,
-                work(CPU_SWEEP)["features"] + 1,
+                *sweep_train_row("2026-11-27_h200_minnorm.json"),
+                *sweep_train_row("2026-11-27_cpu_2core_minnorm.json"),
             ),
         ),
         Stated(
-            "sweep_train CPU ratio",
+            "sweep_train CPU memory",
             SWEEP_TRAIN,
-            "the exact solver is {}x the scikit-learn loop there",
-            lambda: record(f"sweep_train/{CPU_SWEEP}")["ratio"],
-        ),
-        Stated(
-            "sweep_train GPU time",
-            SWEEP_TRAIN,
-            "there the run's {} s is mostly compilation",
-            lambda: record(f"sweep_train/{GPU_SWEEP}")["ours_s"],
+            "({} GiB for the CPU run as it stands,",
+            lambda: record(f"sweep_train/{CPU_SWEEP}")["peak_rss_gb"],
         ),
         Stated(
             "sweep_train GPU memory",
             SWEEP_TRAIN,
-            "({} GiB for the GPU host process)",
+            "as it stands, {} GiB for the GPU host process)",
             lambda: record(f"sweep_train/{GPU_SWEEP}")["peak_rss_gb"],
         ),
     ]
@@ -3095,12 +3090,6 @@ def _docstrings() -> list[Stated]:
             "Each step is the minimum-norm solution of the Newton system (eigenvalues below ``{}`` "
             "of the",
             lambda: iml.recalibration._EIGEN_CUTOFF,
-        ),
-        Stated(
-            "logistic_newton: a step below float resolution is taken whole",
-            "iml/recalibration.py",
-            "A step that is predicted to lower the objective by less than ``{}`` of its value",
-            lambda: iml.recalibration._RESOLUTION,
         ),
         Stated(
             "fit_weighted_logistic: default chunks",
