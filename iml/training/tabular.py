@@ -671,7 +671,7 @@ def fit_weighted_logistic(
     V.check_positive("tol", tol)
     lead = s.shape[:-1]
     if path is None:
-        steps = s.reshape(-1, 1, x.shape[0])  # each member its own step, started from zero
+        steps = s.reshape(-1, 1, x.shape[0])  # each member its own step, started cold
         offsets, warm = np.zeros(steps.shape[0], np.float32), False
     else:
         if s.ndim < 2:
@@ -739,10 +739,11 @@ def _path_schedule(
 ) -> tuple[int, np.ndarray, np.ndarray]:
     """The order in which :func:`_fit_path` solves the steps of a path.
 
-    Returns the step solved alone first from zero (``-1``: none), then chunks ``[C, c]`` of step
-    indices (at most ``most`` a chunk; a short chunk repeats its last step) with the step each
-    starts from (``-1``: zero). On a path (``warm``) the first is the middle value's step, from
-    which the chunks go outwards in both directions, each from its inner neighbour.
+    Returns the step solved alone first from a cold start (``-1``: none), then chunks ``[C, c]``
+    of step indices (at most ``most`` a chunk; a short chunk repeats its last step) with the step
+    each starts from (``-1``: a cold start, the optimum of an intercept alone). On a path
+    (``warm``) the first is the middle value's step, from which the chunks go outwards in both
+    directions, each from its inner neighbour.
     """
     n = offsets.shape[0]
 
