@@ -1679,6 +1679,10 @@ def score_metrics_by_row(
     return [dict(zip(METRICS, map(float, row), strict=True)) for row in values]
 
 
+# Rows that score_metrics_by_row vmaps at once (its memory: this many rows' sorts and kernels).
+_METRIC_ROWS = 64
+
+
 @functools.partial(jax.jit, static_argnums=2)
 def _metric_rows(scores: Array, labels: Array, n_bins: int) -> Array:
     def one(s: Array) -> Array:  # the public metrics; their checks are no-ops when traced
@@ -1693,10 +1697,7 @@ def _metric_rows(scores: Array, labels: Array, n_bins: int) -> Array:
             ]
         )
 
-    return jax.lax.map(one, scores, batch_size=_METRIC_ROWS)  # memory: 64 rows at a time
-
-
-_METRIC_ROWS = 64
+    return jax.lax.map(one, scores, batch_size=_METRIC_ROWS)
 
 
 def multiclass_score_metrics(
