@@ -715,8 +715,8 @@ _CHUNK_PAIRS, _CHUNK_DIRECT = 64, 16
 def _pair_products(X: Array, rows: Array, cols: Array) -> Array:
     """``Z [N, p]``: row ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so a
     member's Hessian is one row-vector times ``Z`` and a chunk's is one matrix product. (Made in
-    its own program: inside the solver's, XLA lays it out for the product and fills it several
-    times slower.)"""
+    its own program: built inside the solver's, it took several times longer to fill on the
+    CPU.)"""
     return X[:, rows] * X[:, cols]
 
 
