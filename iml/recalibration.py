@@ -152,7 +152,7 @@ def _dot(a: Array, b: Array) -> Array:
     return jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
-# Eigenvalues of a Hessian below this fraction of its largest are treated as zero (float32).
+# Eigenvalues of a Hessian are raised to at least this fraction of its largest (float32).
 _EIGEN_CUTOFF = 1e-6
 
 
@@ -179,17 +179,20 @@ def logistic_newton(
     """Coefficients ``[k]`` minimising ``sum_i w_i logloss(y_i, sigmoid(X_i . theta)) +
     sum_j penalty_j theta_j^2 / 2`` by Newton's method (iteratively reweighted least squares).
 
-    Each step is the minimum-norm solution of the Newton system (eigenvalues below ``1e-6`` of
-    the largest dropped, so collinear columns, or a column no weighted row uses, leave it finite)
-    and backtracks, halving, to the longest step that does not increase the objective beyond
-    float rounding; separable data (or a calibration set without positives) then drifts towards
-    the boundary instead of overflowing. Each trial objective is summed exactly as the current
-    one is, so that near the optimum their float32 rounding agrees and the comparison stays
-    meaningful (trial values summed in another order made members stall just above a tight
-    tolerance). The iteration stops after ``max_iter`` steps, when the gradient's largest entry
-    is at most ``tol``, or when no step length descends. Pure and jittable (``max_iter``
-    static); the kernel of Platt scaling, beta calibration and the exact full-batch fits of
-    :func:`iml.training.fit_weighted_logistic`.
+    Each step solves the Newton system with the Hessian's eigenvalues raised to at least ``1e-6``
+    of the largest. Collinear columns, or a column no weighted row uses, have no gradient along
+    their null directions, so the step stays finite; a direction in which the loss only flattens
+    out towards infinity (the coefficient of a category whose rows all share a label, without a
+    penalty) keeps moving, where dropping its small eigenvalue would stall it short of the
+    tolerance. The step then backtracks, halving, to the longest step that does not increase the
+    objective beyond float rounding; separable data (or a calibration set without positives)
+    then drifts towards the boundary instead of overflowing. Each trial objective is summed
+    exactly as the current one is, so that near the optimum their float32 rounding agrees and
+    the comparison stays meaningful (trial values summed in another order made members stall
+    just above a tight tolerance). The iteration stops after ``max_iter`` steps, when the
+    gradient's largest entry is at most ``tol``, or when no step length descends. Pure and
+    jittable (``max_iter`` static); the kernel of Platt scaling, beta calibration and the exact
+    full-batch fits of :func:`iml.training.fit_weighted_logistic`.
 
     Args:
       X: ``[N, k]`` design (with a column of ones for an intercept).
@@ -225,8 +228,7 @@ def logistic_newton(
         theta, z, grad, it, _ = carry
         p = jax.nn.sigmoid(z)
         eigenvalues, vectors = jnp.linalg.eigh(hessian(w * p * (1.0 - p)) + jnp.diag(penalty))
-        keep = eigenvalues > _EIGEN_CUTOFF * jnp.max(eigenvalues)
-        inverse = jnp.where(keep, 1.0 / jnp.where(keep, eigenvalues, 1.0), 0.0)
+        inverse = 1.0 / jnp.maximum(eigenvalues, _EIGEN_CUTOFF * jnp.max(eigenvalues))
         step = _dot(vectors, inverse * _dot(vectors.T, grad))
         step = jnp.where(jnp.isfinite(step), step, 0.0)
         # The logits are linear in theta: every trial step costs elementwise work only.

@@ -3081,14 +3081,14 @@ def _docstrings() -> list[Stated]:
         Stated(
             "logistic_newton: eigenvalue cutoff",
             "iml/recalibration.py",
-            "(eigenvalues below ``{}`` of the largest dropped, so collinear columns",
+            "with the Hessian's eigenvalues raised to at least ``{}`` of the largest. Collinear",
             lambda: iml.recalibration._EIGEN_CUTOFF,
         ),
         Stated(
             "fit_weighted_logistic: eigenvalue cutoff",
             "iml/training/tabular.py",
-            "Each step is the minimum-norm solution of the Newton system (eigenvalues below ``{}`` "
-            "of the",
+            "Each step solves the Newton system with the Hessian's eigenvalues raised to at least "
+            "``{}`` of the largest (so a feature",
             lambda: iml.recalibration._EIGEN_CUTOFF,
         ),
         Stated(

@@ -619,8 +619,8 @@ def fit_weighted_logistic(
 ) -> LogisticFit:
     """Minimise every member's weighted log loss exactly, by Newton's method (see the module).
 
-    Each step is the minimum-norm solution of the Newton system (eigenvalues below ``1e-6`` of the
-    largest dropped, so a feature no training row uses, or one-hot columns that sum to the
+    Each step solves the Newton system with the Hessian's eigenvalues raised to at least ``1e-6`` of
+    the largest (so a feature no training row uses, or one-hot columns that sum to the
     intercept's, leave the step finite) and backtracks, halving, until the objective does not
     increase. A member stops when the largest entry of its gradient is at most
     ``tol`` or after ``max_iter`` steps. Without ``l2``, separable data has no minimiser: the
