@@ -2007,6 +2007,13 @@ def _sweep_train_run() -> list[Stated]:
             ),
         ),
         Stated(
+            "sweep_train eigenvalue floor",
+            SWEEP_TRAIN,
+            "that started from a neighbour's optimum could stall above the tolerance; raised to "
+            "{} of the largest, it keeps moving",
+            lambda: iml.recalibration._EIGEN_CUTOFF,
+        ),
+        Stated(
             "sweep_train CPU memory",
             SWEEP_TRAIN,
             "({} GiB for the CPU run as it stands,",
