@@ -42,7 +42,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 __all__ = [
     "DEFAULT_MISSING",
@@ -482,6 +481,9 @@ def encode_table(
         ``positive`` when it is needed or matches no target value; and ``positive`` (or
         ``target`` without it) when the labels hold one class only.
     """
+    # Imported here: scikit-learn is slow to import, and only encoding a table needs it.
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
     if not isinstance(frame, pd.DataFrame):
         raise ArgumentError("frame", type(frame).__name__, "{given}: expected a pandas DataFrame")
     names = [str(n) for n in frame.columns]
