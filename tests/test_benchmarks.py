@@ -83,6 +83,9 @@ def test_sweep_train_benchmark_reports_ratio_and_equal_quality(shared_data_path,
     # The exact fits are at least as good as scikit-learn's, and the corrected ECEs agree.
     assert report["objective_ours_lower_or_equal"]
     assert report["corrected_ece_diff_max"] < 0.005
+    # Against scikit-learn's exact solver, objectives and log-likelihoods agree within 1e-3.
+    assert report["objective_rel_diff_vs_exact_max"] < 1e-4
+    assert report["loglik_rel_diff_vs_exact_max"] < 1e-3
 
 
 def test_reveal_benchmark_reports_ratio_and_agrees_with_the_baseline(capsys):
