@@ -76,7 +76,7 @@ SWEEP_SHORTCUTS = {
     "data_dir": "data.data_dir",
     "loss": "loss.name",
     "gamma": "loss.gamma",
-    "weights": "loss.weights",
+    "loss_weights": "loss.weights",
     "betas": "loss.betas",
     "n_betas": "loss.n_betas",
     "beta_min": "loss.beta_min",
@@ -123,6 +123,11 @@ def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, d
         from iml.pipeline.runner import default_config as default
 
         shortcuts = SHORTCUTS
+    if getattr(args, "renamed_weights", None) is not None:
+        raise ValueError(
+            "--weights: the grid of a multiclass loss is --loss-weights, as in iml reproduce "
+            "(where --weights is a model's starting weights)"
+        )
     overrides = list(getattr(args, "overrides", ()))
     config = config_lib.load_config(args.config, overrides, default=default)
     overridden = {key for key, _ in overrides}
@@ -131,7 +136,7 @@ def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, d
         flag = "--" + option.replace("_", "-")
         value = getattr(args, option)
         if value is not None:
-            if isinstance(value, str) and key == "loss.betas":
+            if key == "loss.betas":
                 value = _numbers(flag, value)
             config_lib.override(config, key, value, flag=flag)
         if value is not None or not (args.config or key in overridden):
@@ -139,11 +144,16 @@ def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, d
     return config, names
 
 
-def _numbers(flag: str, text: str) -> tuple[float, ...]:
+def _numbers(flag: str, values: Sequence[str]) -> tuple[float, ...]:
+    """The numbers of an option that takes several, each given alone or comma-separated
+    (``--betas 0.5 0.9``, ``--betas 0.5,0.9``)."""
+    text = " ".join(values)
     try:
-        return tuple(float(v) for v in text.split(",") if v.strip())
+        return tuple(float(v) for v in text.replace(",", " ").split())
     except ValueError:
-        raise ValueError(f"{flag} must be comma-separated numbers, got {text!r}") from None
+        raise ValueError(
+            f"{flag} must be numbers, space- or comma-separated, got {text!r}"
+        ) from None
 
 
 def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
@@ -362,19 +372,29 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "loss",
         "log (the beta-weighted cross-entropy), squared (beta-weighted), focal "
         "(--gamma, with the beta grid as its weight alpha), or the multiclass matrix (the "
-        "B-weighted log loss, one sigmoid per class) and class_weighted_softmax (--weights)",
+        "B-weighted log loss, one sigmoid per class) and class_weighted_softmax "
+        "(--loss-weights)",
         choices=sorted(SWEEP_LOSSES),
     )
     shortcut(grid, "gamma", "focal loss's gamma", type=float)
     shortcut(
         grid,
-        "weights",
+        "loss_weights",
         "the grid of a multiclass loss, ';'-separated: 'ones' (unweighted) or the entries "
         "that differ from 1, e.g. 'ones;B[8,8]=10;B[3,8]=10' (matrix) or 'ones;w[8]=10' "
         "(class_weighted_softmax), classes counted from 0",
         metavar="W1;W2;...",
     )
-    shortcut(grid, "betas", "explicit betas in (0, 1), comma-separated", metavar="B1,B2,...")
+    # The name the grid had before `iml reproduce`'s --weights (a model's starting weights) and
+    # this option each got one meaning: said in a message rather than read.
+    grid.add_argument("--weights", dest="renamed_weights", help=argparse.SUPPRESS)
+    shortcut(
+        grid,
+        "betas",
+        "explicit betas in (0, 1), space- or comma-separated",
+        nargs="+",
+        metavar="BETA",
+    )
     shortcut(grid, "n_betas", "grid size", type=int)
     shortcut(grid, "beta_min", "smallest beta", type=float)
     shortcut(grid, "beta_max", "largest beta", type=float)
@@ -437,7 +457,12 @@ def build_parser() -> argparse.ArgumentParser:
         "matrix (the B-weighted log loss) and class_weighted_softmax, over --loss-weights",
     )
     shortcut("gamma", "the focal loss's gamma (default 2)", type=float)
-    shortcut("betas", "class weights in (0, 1) (alpha for the focal loss)", type=float, nargs="+")
+    shortcut(
+        "betas",
+        "class weights in (0, 1), space- or comma-separated (alpha for the focal loss)",
+        nargs="+",
+        metavar="BETA",
+    )
     shortcut(
         "loss_weights",
         "the grid of a multiclass loss, ';'-separated, one ensemble each: 'ones' or the entries "

@@ -268,3 +268,6 @@ def test_named_options_set_their_nested_keys():
     assert config.train.epochs == 2 and config.loss.betas == (0.5, 0.7)
     assert config.data.name == "pneumoniamnist"
     assert set(cli.SHORTCUTS.values()) <= set(flatten(config))
+    # comma-separated, as `iml sweep` also takes them
+    argv = ["reproduce", "--betas", "0.5,0.7"]
+    assert cli.load_config(cli.build_parser().parse_args(argv)).loss.betas == (0.5, 0.7)

@@ -569,10 +569,13 @@ def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simul
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        ({"loss": "matrix", "weights": "ones"}, "--loss matrix is multiclass: add --classes all"),
+        (
+            {"loss": "matrix", "loss_weights": "ones"},
+            "--loss matrix is multiclass: add --classes all",
+        ),
         ({"classes": "all"}, "--classes all needs a multiclass --loss"),
-        ({"loss": "matrix", "classes": "all"}, "--loss matrix needs --weights"),
-        ({"loss": "log", "weights": "ones"}, "--weights applies to the multiclass losses"),
+        ({"loss": "matrix", "classes": "all"}, "--loss matrix needs --loss-weights"),
+        ({"loss": "log", "loss_weights": "ones"}, "--loss-weights applies to the multiclass"),
         ({"loss": "squared", "gamma": "1"}, "--gamma applies to --loss focal"),
         ({"loss": "focal", "solver": "exact"}, "--solver exact fits --loss log only"),
         ({"positive": "x"}, "--positive of --dataset digits is one digit"),
@@ -588,7 +591,7 @@ def test_loss_flags_are_checked_before_any_work(flags, message, tmp_path, capsys
 def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_path, capsys):
     out = tmp_path / "out"
     argv = _args(dataset="digits", classes="all", loss="class_weighted_softmax",
-                 weights="ones;w[8]=10", seeds=1, n_folds=4, out=out)  # fmt: skip
+                 loss_weights="ones;w[8]=10", seeds=1, n_folds=4, out=out)  # fmt: skip
     argv[argv.index("--epochs") + 1] = "8"  # a short run: the layout is what is tested
     assert _sweep(argv) == 0, capsys.readouterr().err
     table = json.loads((out / "sweep_table.json").read_text())
@@ -627,7 +630,10 @@ def test_every_named_option_sets_a_key_and_an_override_equals_its_option():
                 "--config.train.epochs", "3", "--config.train.seeds=2")
     )  # fmt: skip
     assert betas.loss.betas == (0.5, 0.9) and betas.data.csv == "t.csv"
-    with pytest.raises(ValueError, match="--betas must be comma-separated numbers, got 'a,b'"):
+    # as `iml reproduce` takes them: space-separated, or both at once
+    for spaced in (["0.5", "0.9"], ["0.5,", "0.9"]):
+        assert _config("--csv", "t.csv", "--betas", *spaced).loss.betas == (0.5, 0.9)
+    with pytest.raises(ValueError, match="--betas must be numbers, space- or comma-separated, got"):
         _config("--betas", "a,b")
 
 
@@ -677,7 +683,8 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
     # Keys set by the file (or left at its defaults) are named as config keys, flags as flags.
     for argv, message in [
         ([], "config.loss.name='matrix' needs config.loss.weights"),
-        (["--weights", "ones;w[1]=2"], "--weights: cannot read 'w[1]=2'"),
+        (["--loss-weights", "ones;w[1]=2"], "--loss-weights: cannot read 'w[1]=2'"),
+        (["--weights", "ones"], "--weights: the grid of a multiclass loss is --loss-weights"),
         (["--config.loss.weights=ones", "--classes", "binary"], "add --classes all"),
         (["--config.loss.weights=ones", "--config.data.classes=all", "--config.loss.gamma=1"],
          "config.loss.gamma does not apply to config.loss.name='matrix'"),
