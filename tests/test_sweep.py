@@ -541,8 +541,16 @@ def test_matrix_weighted_members_train_independently(three_classes):
     assert together.test_logits.shape[-1] == K
     alone = train_tabular(model, x, y, [splits[1]], B[1:], [0], config)
     np.testing.assert_allclose(alone.params["w"][0, 0, 0], together.params["w"][0, 1, 1], atol=1e-4)
-    with pytest.raises(ValueError, match="exact solver fits logistic regression under the beta"):
-        train_tabular(model, x, y, splits, B, [0], table_config(**TRAIN, solver="exact"))
+    # the exact solver's members are independent too
+    exact = table_config(**TRAIN, solver="exact")
+    together = train_tabular(model, x, y, splits, B, [0], exact)
+    alone = train_tabular(model, x, y, [splits[1]], B[1:], [0], exact)
+    np.testing.assert_allclose(alone.params["w"][0, 0, 0], together.params["w"][0, 1, 1], atol=1e-5)
+    softmax = loss_spec("class_weighted_softmax", class_weights=np.ones((1, K)))
+    with pytest.raises(ValueError, match="exact solver fits logistic regression under the beta-"
+                       "weighted or B-weighted log loss, not LogisticRegression under the "
+                       "class-weighted"):  # fmt: skip
+        train_tabular(model, x, y, splits, softmax, [0], exact)
     with pytest.raises(ValueError, match=r"class indices in \[0, 3\)"):
         train_tabular(model, x, y + 1, splits, B, [0], config)
     with pytest.raises(ValueError, match=r"logits of shape \(2,\) on 2 rows.*needs \(2, 3\)"):
@@ -577,7 +585,10 @@ def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simul
         ({"loss": "matrix", "classes": "all"}, "--loss matrix needs --loss-weights"),
         ({"loss": "log", "loss_weights": "ones"}, "--loss-weights applies to the multiclass"),
         ({"loss": "squared", "gamma": "1"}, "--gamma applies to --loss focal"),
-        ({"loss": "focal", "solver": "exact"}, "--solver exact fits --loss log only"),
+        (
+            {"loss": "focal", "solver": "exact"},
+            "--solver exact fits --loss log or --loss matrix only",
+        ),
         ({"positive": "x"}, "--positive of --dataset digits is one digit"),
     ],
 )

@@ -8,7 +8,7 @@ as in the paper's appendix "Technical Details"), a small model (:mod:`iml.models
 trained under that loss. All members train as one vectorized program: the ensemble trainer
 configured for a table (:func:`iml.training.train_tabular` with
 :data:`~iml.training.TABULAR_DEFAULTS`), or the exact solver for logistic members under the
-beta-weighted log loss.
+beta-weighted or the B-weighted log loss.
 
 Each observation is in the test fold of exactly one rotation, so each (loss, seed) gives it one
 out-of-fold score; the scores of the seeds are averaged (the paper's ensemble), corrected with the
@@ -227,8 +227,8 @@ def plan_sweep(
     exact = exact_solver_applies(module, spec)
     if solver == "exact" and not exact:
         raise ValueError(
-            f"solver 'exact' fits the logistic model under the beta-weighted log loss only, not "
-            f"the {model} model under the {spec.describe()}; use 'adam'"
+            f"solver 'exact' fits the logistic model under the beta-weighted or B-weighted log "
+            f"loss only, not the {model} model under the {spec.describe()}; use 'adam'"
         )
     config = dataclasses.replace(train, solver="exact" if exact and solver != "adam" else "adam")
     V.check_count("betas_per_chunk", betas_per_chunk)
@@ -307,8 +307,8 @@ def run_sweep(
       hidden: the MLP's hidden units.
       train: the trainer's configuration, :data:`~iml.training.TABULAR_DEFAULTS` or a
         variant of it (``dataclasses.replace(TABULAR_DEFAULTS, l2=1e-4)``). Its default solver
-        fits the logistic model exactly under the beta-weighted log loss; other losses and models
-        train by Adam.
+        fits the logistic model exactly under the beta-weighted and B-weighted log losses; other
+        losses and models train by Adam.
       n_folds: folds of the nested cross-validation.
       fold_seed: seed of the fold assignment.
       betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
@@ -412,6 +412,9 @@ SWEEP_LOSSES = {
     **{name: f"{weight}s" for name, weight in CLASS_WEIGHTS.items()},
     **dict.fromkeys(WEIGHT_GRIDS, "weights"),
 }
+#: The losses under which the exact solver fits the logistic model (``config.train.solver``):
+#: the beta-weighted and the B-weighted log loss (:func:`iml.training.exact_solver_applies`).
+EXACT_LOSSES = ("log", "matrix")
 
 
 def sweep_config() -> ml_collections.ConfigDict:
@@ -462,7 +465,7 @@ def sweep_config() -> ml_collections.ConfigDict:
     c.train.learning_rate = 0.01  # Adam's
     c.train.l2 = 0.0
     c.train.patience = 5
-    c.train.solver = "auto"  # exact (logistic, log loss), adam, or auto: exact where it applies
+    c.train.solver = "auto"  # exact (logistic; log or matrix loss), adam, or auto: exact if it can
     c.train.betas_per_chunk = 16  # losses per chunk: the unit of memory and of resumption
 
     c.eval = ml_collections.ConfigDict()
@@ -600,16 +603,17 @@ def _check(
             f"{name('data.n_folds')} must be an integer >= 4 (train/2 val/1 test), got {n_folds!r}"
         )
     solver = c.train.solver
-    if loss != "log" and solver == "exact":
+    if loss not in EXACT_LOSSES and solver == "exact":
         raise ValueError(
-            f"{said('train.solver')} fits {said('loss.name', 'log')} only, not {said('loss.name')}"
+            f"{said('train.solver')} fits {said('loss.name', 'log')} or "
+            f"{said('loss.name', 'matrix')} only, not {said('loss.name')}"
         )
     if c.model.name != "logistic" and solver == "exact":
         raise ValueError(
             f"{said('train.solver')} fits {said('model.name', 'logistic')} only, not "
             f"{said('model.name')}"
         )
-    if loss != "log" and solver == "auto":
+    if loss not in EXACT_LOSSES and solver == "auto":
         solver = "adam"
     try:
         build_small_model(c.model.name, hidden=c.model.hidden)

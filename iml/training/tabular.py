@@ -41,6 +41,11 @@ chunk of members are then one matrix product with that table, and without it are
 design (memory ``chunk x N x d``). A sweep's betas form a path: each member starts from the
 solution at the neighbouring beta, its intercept moved by the difference of ``logit(beta)``, and
 needs a third as many Newton steps as from a cold start (:func:`fit_weighted_logistic`).
+
+The B-weighted log loss of eq. ``b-loss-multi`` (one sigmoid per class) is convex in a logistic
+model's parameters too, and splits by class: output ``c`` is the logistic regression of ``1{y =
+c}`` in which row ``i`` weighs ``B[y_i, c]``, so the same solver fits it, one class at a time for
+every loss and rotation at once.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ from iml import _validation as V
 from iml.data.folds import FoldSplit
 from iml.models.small import LogisticRegression
 from iml.recalibration import logistic_newton
-from iml.spec import LossGrid, LossLike, LossSpec, loss_grid, loss_spec
+from iml.spec import LossGrid, LossLike, LossSpec, loss_grid
 from iml.training.member import (
     MemberState,
     adam,
@@ -323,10 +328,12 @@ def check_table_config(config: TrainConfig, name: str = "config") -> None:
 
 def exact_solver_applies(model: nn.Module, losses: LossSpec) -> bool:
     """Whether the exact solver fits ``model`` under ``losses``: logistic regression under the
-    beta-weighted log loss (a convex problem)."""
-    return (
-        isinstance(model, LogisticRegression) and losses.kind == "weighted" and losses.base == "log"
-    )
+    beta-weighted log loss, or under the B-weighted log loss (one sigmoid per class, eq.
+    ``b-loss-multi``), which splits into one weighted logistic regression per class. Both are
+    convex problems."""
+    if not isinstance(model, LogisticRegression):
+        return False
+    return (losses.kind == "weighted" and losses.base == "log") or losses.kind == "matrix"
 
 
 def _check_model(model: nn.Module, x: np.ndarray, losses: LossSpec) -> None:
@@ -360,8 +367,9 @@ def train_tabular(
 
     Member ``(s, b, r)`` minimises loss ``b`` of the grid (for a beta, the beta-weighted
     cross-entropy, eq. ``b-loss-bin``) over the training rows of ``splits[r]``. With the exact
-    solver (by default where it applies: logistic regression under the beta-weighted log loss)
-    every member is fitted to its optimum by full-batch Newton steps, and all seeds share it.
+    solver (by default where it applies: logistic regression under the beta-weighted or the
+    B-weighted log loss, :func:`exact_solver_applies`) every member is fitted to its optimum by
+    full-batch Newton steps, and all seeds share it.
     Otherwise the members train by the ensemble trainer's steps
     (:func:`~iml.training.member.member_train_step`, each member's own Adam state and learning
     rate, :func:`~iml.training.member.end_of_epoch`'s plateau decay and early stopping on
@@ -405,11 +413,12 @@ def train_tabular(
     exact = exact_solver_applies(model, spec)
     if config.solver == "exact" and not exact:
         raise ValueError(
-            f"the exact solver fits logistic regression under the beta-weighted log loss, not "
-            f"{type(model).__name__} under the {spec.describe()}; use solver='adam'"
+            f"the exact solver fits logistic regression under the beta-weighted or B-weighted "
+            f"log loss, not {type(model).__name__} under the {spec.describe()}; use "
+            "solver='adam'"
         )
     if exact and config.solver != "adam":
-        return _fit_exactly(model, x, y, splits, grid.weights, s, train_mask, config)
+        return _fit_exactly(model, x, y, splits, grid, s, train_mask, config)
     val_idx, val_weight = _blocked([split.val for split in splits], config.eval_batch_size)
     data = _Data(
         x=jnp.asarray(x),
@@ -465,58 +474,63 @@ def _fit_exactly(
     x: np.ndarray,
     y: np.ndarray,
     splits: Sequence[FoldSplit],
-    betas: np.ndarray,
+    grid: LossGrid,
     seeds: np.ndarray,
     train_mask: np.ndarray,
     config: TrainConfig,
 ) -> MemberFit:
-    """Every (beta, rotation) member at its optimum, shared by all seeds (a convex problem)."""
-    weights = beta_weighted_sample_weights(y, betas, train_mask)  # [nb, R, N]
-    b = np.asarray(betas, np.float64)
-    fit = fit_weighted_logistic(
-        x,
-        y,
-        weights,
-        l2=config.l2,
-        tol=config.tol,
-        max_iter=config.max_newton_steps,
-        path=np.log(b) - np.log1p(-b),  # a path in logit(beta): warm starts
-    )
-    stopped = ~np.asarray(fit.converged)
+    """Every (loss, rotation) member at its optimum, shared by all seeds (a convex problem)."""
+    if grid.spec.kind == "matrix":
+        coef, intercept, steps, fits = _fit_matrix_weighted(x, y, grid.spec, train_mask, config)
+    else:
+        weights = beta_weighted_sample_weights(y, grid.weights, train_mask)  # [nb, R, N]
+        b = np.asarray(grid.weights, np.float64)
+        fit = fit_weighted_logistic(
+            x,
+            y,
+            weights,
+            l2=config.l2,
+            tol=config.tol,
+            max_iter=config.max_newton_steps,
+            path=np.log(b) - np.log1p(-b),  # a path in logit(beta): warm starts
+        )
+        coef, intercept, steps, fits = fit.coef, fit.intercept, fit.iterations, [fit]
+    stopped = np.concatenate([~np.asarray(f.converged).ravel() for f in fits])
     if stopped.any():
+        gradients = np.concatenate([np.asarray(f.grad_norm).ravel() for f in fits])
         warnings.warn(
             f"{int(stopped.sum())} of {stopped.size} members stopped with a gradient of up to "
-            f"{float(np.max(np.asarray(fit.grad_norm)[stopped])):.2g} (tol {config.tol:g}): "
+            f"{float(np.max(gradients[stopped])):.2g} (tol {config.tol:g}): "
             "raise max_newton_steps, or l2 if classes separate",
             RuntimeWarning,
             stacklevel=3,
         )
     n_seeds = len(seeds)
     params = {
-        "w": np.broadcast_to(np.asarray(fit.coef), (n_seeds, *fit.coef.shape)),
-        "b": np.broadcast_to(np.asarray(fit.intercept), (n_seeds, *fit.intercept.shape)),
+        "w": np.broadcast_to(np.asarray(coef), (n_seeds, *coef.shape)),
+        "b": np.broadcast_to(np.asarray(intercept), (n_seeds, *intercept.shape)),
     }
     test_idx, _ = _blocked([split.test for split in splits], config.eval_batch_size)
     one_seed = {"params": jax.tree.map(lambda a: jnp.asarray(a[:1]), params)}
     logits = np.asarray(_test_logits(model, one_seed, jnp.asarray(x), jnp.asarray(test_idx)))
-    # Each member's validation loss: the mean beta-weighted cross-entropy on its validation rows.
-    column = loss_spec("log", beta=np.asarray(betas, np.float32)[:, None])
+    # Each member's validation loss: the mean of its own loss on its validation rows.
+    mean_loss = jax.vmap(
+        lambda spec, z, labels: jnp.mean(spec.logits_loss(z, labels)), in_axes=(0, 0, None)
+    )
     val = np.stack(
         [
             np.asarray(
-                jnp.mean(
-                    column.logits_loss(
-                        fit.coef[:, r] @ x[split.val].T + fit.intercept[:, r, None],
-                        y[split.val].astype(np.float32),
-                    ),
-                    axis=-1,
+                mean_loss(
+                    grid.spec,
+                    jnp.einsum("nd,bd...->bn...", x[split.val], coef[:, r]) + intercept[:, r, None],
+                    jnp.asarray(y[split.val], jnp.int32 if grid.spec.multiclass else jnp.float32),
                 )
             )
             for r, split in enumerate(splits)
         ],
         axis=-1,
     )
-    steps = np.asarray(fit.iterations)
+    steps = np.asarray(steps)
     return MemberFit(
         params=params,
         best_val=np.broadcast_to(val, (n_seeds, *val.shape)).astype(np.float32),
@@ -524,6 +538,42 @@ def _fit_exactly(
         epochs_run=int(steps.max()),
         test_logits=np.broadcast_to(logits, (n_seeds, *logits.shape[1:])),
     )
+
+
+def _fit_matrix_weighted(
+    x: np.ndarray, y: np.ndarray, spec: LossSpec, train_mask: np.ndarray, config: TrainConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[LogisticFit]]:
+    """Logistic regressions with one output per class at the optimum of each B-weighted log loss.
+
+    ``L^B(a, y) = sum_c B[y, c] L(a_c, 1{y = c})`` (eq. ``b-loss-multi``) with ``a_c =
+    sigmoid(w_c . x + b_c)`` is a sum over the classes ``c`` of weighted log losses, each of its
+    own output's parameters: output ``c`` is the logistic regression of ``1{y = c}`` whose row
+    ``i`` weighs ``B[y_i, c]``. The ridge on ``w`` splits the same way. So each class is one call
+    of :func:`fit_weighted_logistic` for all losses and rotations at once.
+
+    Returns ``coef [m, R, d, n]``, ``intercept [m, R, n]``, the most Newton steps of each
+    member's classes ``[m, R]``, and each class's fit.
+    """
+    B = np.asarray(spec.params["B"], np.float64)  # [m, n, n]
+    mask = np.asarray(train_mask, np.float64)
+    count = mask.sum(axis=1)
+    coefs, intercepts, fits = [], [], []
+    for c in range(spec.n_classes):
+        # [m, R, N]: row i weighs B[y_i, c] on the rotation's training rows, over their count.
+        weights = B[:, y, c][:, None, :] * (mask / count[:, None])[None]
+        fit = fit_weighted_logistic(
+            x,
+            (y == c).astype(np.int32),
+            weights.astype(np.float32),
+            l2=config.l2,
+            tol=config.tol,
+            max_iter=config.max_newton_steps,
+        )
+        coefs.append(np.asarray(fit.coef))
+        intercepts.append(np.asarray(fit.intercept))
+        fits.append(fit)
+    steps = np.max([np.asarray(f.iterations) for f in fits], axis=0)
+    return np.stack(coefs, axis=-1), np.stack(intercepts, axis=-1), steps, fits
 
 
 def _progress(total: int, progress: bool | str) -> Any:
