@@ -249,9 +249,26 @@ def optimal_score_multiclass(gamma: ArrayLike, B: ArrayLike) -> Array:
     return gamma * jnp.diagonal(B) / (gamma @ B)
 
 
+# Up to this many classes the simplex projection compares all pairs of entries instead of
+# sorting: n^2 comparisons a row, but several times faster on the CPU than a sort at tens of
+# classes, and the projection is most of the time of the multiclass correction's iterations.
+_PAIRWISE_PROJECTION_MAX = 64
+
+
 def _project_to_simplex(v: Array) -> Array:
-    """Euclidean projection of each row of ``v`` onto the probability simplex (sort-based)."""
+    """Euclidean projection of each row of ``v`` onto the probability simplex.
+
+    The projection is ``max(v - theta, 0)`` with the threshold ``theta = max_k (S_k - 1) / C_k``
+    over the prefixes of ``v`` sorted in decreasing order, ``S_k`` the sum and ``C_k`` the count
+    of the entries at least ``v_k``. Up to :data:`_PAIRWISE_PROJECTION_MAX` classes those come
+    from comparing all pairs; above, from a sort.
+    """
     n = v.shape[-1]
+    if n <= _PAIRWISE_PROJECTION_MAX:
+        at_least = (v[..., None, :] >= v[..., :, None]).astype(v.dtype)  # [..., k, j]: v_j >= v_k
+        total = jnp.einsum("...kj,...j->...k", at_least, v, precision=jax.lax.Precision.HIGHEST)
+        theta = jnp.max((total - 1.0) / jnp.sum(at_least, axis=-1), axis=-1, keepdims=True)
+        return jnp.maximum(v - theta, 0.0)
     u = jnp.flip(jnp.sort(v, axis=-1), axis=-1)
     cumulative = jnp.cumsum(u, axis=-1) - 1.0
     k = jnp.arange(1, n + 1, dtype=v.dtype)

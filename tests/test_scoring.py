@@ -310,6 +310,31 @@ def test_off_image_scores_get_the_least_violating_posterior(x64):
     np.testing.assert_allclose(gamma, best, atol=2.5e-3)
 
 
+@pytest.mark.parametrize("n", [2, 3, 26, S._PAIRWISE_PROJECTION_MAX + 1])
+def test_simplex_projection_is_the_nearest_point_of_the_simplex(n, x64):
+    """Both ways of projecting (all pairs of entries up to 64 classes, a sort above) against the
+    optimality conditions of the projection: ``x = max(v - theta, 0)`` on the simplex, which
+    holds for one ``theta`` only; with ties, large and tiny entries."""
+    rng = np.random.default_rng(n)
+    v = rng.normal(size=(200, n)) * rng.choice([1e-3, 1.0, 30.0], size=(200, 1))
+    v[:20, 1] = v[:20, 0]  # ties
+    v[20:30] = 0.25  # a whole row of ties
+    x = np.asarray(S._project_to_simplex(jnp.asarray(v)))
+    np.testing.assert_allclose(x.sum(-1), 1.0, rtol=1e-12)
+    assert np.all(x >= 0)
+    # KKT: on the support x = v - theta, off it v <= theta, with one theta per row
+    support = x > 0
+    theta = np.where(support, v - x, np.nan)
+    theta_row = np.nanmean(theta, axis=-1, keepdims=True)
+    np.testing.assert_allclose(
+        np.where(support, theta, theta_row), np.broadcast_to(theta_row, v.shape), atol=1e-12
+    )
+    assert np.all(np.where(support, True, v <= theta_row + 1e-12))
+    # and nearer to v than random points of the simplex
+    other = rng.dirichlet(np.ones(n), size=200)
+    assert np.all(np.sum((x - v) ** 2, -1) <= np.sum((other - v) ** 2, -1) + 1e-12)
+
+
 # ----------------------------------------------------------------------------------------------
 # Generic rules by automatic differentiation
 # ----------------------------------------------------------------------------------------------
