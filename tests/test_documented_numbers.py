@@ -853,6 +853,16 @@ def _readme() -> list[Stated]:
             ),
         ),
         Stated(
+            "test suite time",
+            README,
+            "The suite took {} s on a quiet {}-core machine ({date}, `docs/results/test_suite/`).",
+            lambda: (
+                record("test_suite/2026-11-27.json")["pytest_seconds"],
+                2,
+                record("test_suite/2026-11-27.json")["date"],
+            ),
+        ),
+        Stated(
             "sweep_train benchmark",
             README,
             "UCI Adult, {} betas × {} seeds × {} rotations = {} models (exact fits), … ({} fits "
