@@ -239,6 +239,33 @@ def _reveal(args: argparse.Namespace) -> Callable[[], int]:
     return work
 
 
+#: The keys of ``iml sweep``'s config that only minibatch Adam reads.
+_ADAM_KEYS = ("train.learning_rate", "train.batch_size", "train.epochs", "train.patience")
+
+
+def _note_unused_adam_options(
+    config: ml_collections.ConfigDict, names: Mapping[str, str], solver: str
+) -> None:
+    """Say on stderr which Adam options a sweep fitted exactly leaves unread."""
+    from iml import config as config_lib
+    from iml.pipeline.sweep import sweep_config
+
+    if solver != "exact":
+        return
+    default = sweep_config()
+    unread = [
+        names.get(key, f"config.{key}")
+        for key in _ADAM_KEYS
+        if config_lib.lookup(config, key) != config_lib.lookup(default, key)
+    ]
+    if unread:
+        print(
+            f"iml sweep: note: {', '.join(unread)} not used: the logistic model under this loss "
+            "is fitted exactly (--solver adam trains it by Adam)",
+            file=sys.stderr,
+        )
+
+
 def _sweep(args: argparse.Namespace) -> Callable[[], int]:
     """Check the config, the data and ``--out``; return the work (train, write, summarize)."""
     from iml.pipeline.store import RunStore
@@ -246,6 +273,7 @@ def _sweep(args: argparse.Namespace) -> Callable[[], int]:
 
     config, names = _load_config(args)
     plan, dataset = prepare_sweep(config, names)
+    _note_unused_adam_options(config, names, plan.config.solver)
     out = Path(args.out)
     store = RunStore(out)
     try:

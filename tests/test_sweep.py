@@ -721,3 +721,19 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
     with pytest.raises(ValueError, match=r"config.train.betas_per_chunk must be an integer >= 1"):
         S.check_sweep_config(config)
     assert not out.exists()
+
+
+def test_adam_options_of_an_exact_sweep_are_named_as_unused(tmp_path, capsys):
+    def prepare(*argv):
+        cli._sweep(cli.parse_args(["sweep", "--dataset", "digits", *argv, "--out", str(tmp_path)]))
+        return capsys.readouterr().err
+
+    # the logistic model under the log loss is fitted exactly: the learning rate is not read
+    err = prepare("--lr", "0.05", "--config.train.epochs=3")
+    assert err == (
+        "iml sweep: note: --lr, config.train.epochs not used: the logistic model under this loss "
+        "is fitted exactly (--solver adam trains it by Adam)\n"
+    )
+    assert prepare("--lr", "0.05", "--solver", "adam") == ""
+    assert prepare("--lr", "0.05", "--model", "mlp") == ""
+    assert prepare("--l2", "1e-3") == ""  # the exact solver's own options
