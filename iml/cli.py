@@ -273,13 +273,13 @@ def _sweep(args: argparse.Namespace) -> Callable[[], int]:
 
     config, names = _load_config(args)
     plan, dataset = prepare_sweep(config, names)
-    _note_unused_adam_options(config, names, plan.config.solver)
     out = Path(args.out)
     store = RunStore(out)
     try:
         store.check_resumable(plan.run_config)
     except ValueError as err:
         raise ValueError(f"--out: {err}") from None
+    _note_unused_adam_options(config, names, plan.config.solver)  # once every check has passed
 
     def work() -> int:
         from iml.pipeline.sweep import execute_sweep, write_sweep_outputs

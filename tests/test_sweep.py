@@ -467,6 +467,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     assert stored == ["0000.npz"]
     first = (out / "chunks" / "0000.npz").read_bytes()
     manifest = (out / "manifest.json").read_text()
+    assert "note: --lr, --batch-size, --epochs, --patience not used" in capsys.readouterr().err
 
     monkeypatch.setattr(S, "_train_chunk", fail_second)
     assert _sweep(_args(**flags, betas="0.5,0.8", seeds=1, betas_per_chunk=1, n_folds=4)) == 2
