@@ -413,8 +413,8 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "(class_weighted_softmax), classes counted from 0",
         metavar="W1;W2;...",
     )
-    # The name the grid had before `iml reproduce`'s --weights (a model's starting weights) and
-    # this option each got one meaning: said in a message rather than read.
+    # --weights was this option's earlier name; in `iml reproduce` it names a model's starting
+    # weights. Given here, it is answered with the new name rather than read.
     grid.add_argument("--weights", dest="renamed_weights", help=argparse.SUPPRESS)
     shortcut(
         grid,
