@@ -1966,7 +1966,9 @@ def _matrix_exact_runs() -> list[Stated]:
             "(mean score {} against Adam's {}, for a rate of {}), and the correction still brings "
             "its ECE to the unweighted model's level ({}; unweighted {}). The top-label ECE after "
             "the correction falls from {} to {}. The loss-calibration test at beta = {}/{} now "
-            "rejects (p = {}, against {} for Adam's ensemble of {} seeds)",
+            "rejects (p = {}, against {} for Adam's ensemble of {} seeds), but for a small gap: a "
+            "better score within the bins would lower the weighted loss by {} per unit of weight, "
+            "against {} for the same scores judged at beta = {}/{}.",
             lambda: (
                 _weighted("digits_matrix_exact", "B[8,8]=10")["mean_raw"],
                 _weighted("digits_matrix", "B[8,8]=10")["mean_raw"],
@@ -1979,6 +1981,15 @@ def _matrix_exact_runs() -> list[Stated]:
                 p_trained("digits_matrix_exact", "B[8,8]=10"),
                 p_trained("digits_matrix", "B[8,8]=10"),
                 len(any_loss("digits_matrix")["config"]["seeds"]),
+                _weighted("digits_matrix_exact", "B[8,8]=10")["loss_calibration_trained"]["gap"],
+                _weighted("digits_matrix_exact", "B[8,8]=10")["loss_calibration_unweighted"]["gap"],
+                1,
+                round(
+                    1
+                    / _weighted("digits_matrix_exact", "B[8,8]=10")["loss_calibration_unweighted"][
+                        "beta"
+                    ]
+                ),
             ),
         ),
     ]
