@@ -557,17 +557,20 @@ def _fit_matrix_weighted(
     B = np.asarray(spec.params["B"], np.float64)  # [m, n, n]
     mask = np.asarray(train_mask, np.float64)
     count = mask.sum(axis=1)
+    design = _Design.of(x)  # shared by every class's fits
     coefs, intercepts, fits = [], [], []
     for c in range(spec.n_classes):
         # [m, R, N]: row i weighs B[y_i, c] on the rotation's training rows, over their count.
         weights = B[:, y, c][:, None, :] * (mask / count[:, None])[None]
-        fit = fit_weighted_logistic(
-            x,
+        fit = _fit_design(
+            design,
             (y == c).astype(np.int32),
             weights.astype(np.float32),
             l2=config.l2,
             tol=config.tol,
             max_iter=config.max_newton_steps,
+            chunk=None,
+            offsets=None,
         )
         coefs.append(np.asarray(fit.coef))
         intercepts.append(np.asarray(fit.intercept))
@@ -719,26 +722,58 @@ def fit_weighted_logistic(
     if chunk is not None:
         V.check_count("chunk", chunk)
     V.check_positive("tol", tol)
-    lead = s.shape[:-1]
-    if path is None:
-        steps = s.reshape(-1, 1, x.shape[0])  # each member its own step, started cold
-        offsets, warm = np.zeros(steps.shape[0], np.float32), False
-    else:
+    offsets = None
+    if path is not None:
         if s.ndim < 2:
             raise ValueError(f"sample_weights must be [P, ..., N] with a path; got shape {s.shape}")
         offsets = np.asarray(path, np.float32)
         V.check_shape("path", offsets, (s.shape[0],))
         V.check_finite("path", offsets)
-        steps, warm = s.reshape(s.shape[0], -1, x.shape[0]), True
-    design = jnp.asarray(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
-    rows, cols = _nonzero_pairs(x)
-    pairs = None
-    if design.shape[0] * len(rows) * 4 <= _PAIR_BYTES:
-        pairs = (rows, cols, _pair_products(design, rows, cols))
+    return _fit_design(
+        _Design.of(x), y, s, l2=l2, tol=tol, max_iter=max_iter, chunk=chunk, offsets=offsets
+    )
+
+
+class _Design(NamedTuple):
+    """The features with a last column of ones, and the table of their nonzero pair products
+    (None where it would take more than ``_PAIR_BYTES``): what every member of a table shares."""
+
+    X: Array
+    pairs: tuple[np.ndarray, np.ndarray, Array] | None
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> _Design:
+        design = jnp.asarray(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
+        rows, cols = _nonzero_pairs(x)
+        pairs = None
+        if design.shape[0] * len(rows) * 4 <= _PAIR_BYTES:
+            pairs = (rows, cols, _pair_products(design, rows, cols))
+        return cls(design, pairs)
+
+
+def _fit_design(
+    design: _Design,
+    y: np.ndarray,
+    s: np.ndarray,
+    *,
+    l2: float,
+    tol: float,
+    max_iter: int,
+    chunk: int | None,
+    offsets: np.ndarray | None,
+) -> LogisticFit:
+    """:func:`fit_weighted_logistic` of checked arrays on a prepared design."""
+    lead, n = s.shape[:-1], s.shape[-1]
+    if offsets is None:
+        steps = s.reshape(-1, 1, n)  # each member its own step, started cold
+        offsets, warm = np.zeros(steps.shape[0], np.float32), False
+    else:
+        steps, warm = s.reshape(s.shape[0], -1, n), True
+    pairs = design.pairs
     size = chunk or (_CHUNK_DIRECT if pairs is None else _CHUNK_PAIRS)
     first, chunks, parents = _path_schedule(offsets, max(1, size // steps.shape[1]), warm)
     fit = _fit_path(
-        design,
+        design.X,
         jnp.asarray(y, jnp.float32),
         jnp.asarray(steps),
         jnp.asarray(offsets),
