@@ -20,12 +20,14 @@ import time
 import numpy as np
 from flax import linen as nn
 
-#: XLA's CPU backend with LLVM's lightest optimisation. The tests compile hundreds of small
-#: programs whose running time is negligible: test_scoring.py and test_spec.py took 82 s against
-#: 88 s at the default level on 2 cores (73 s at level 0, which slowed tests that do run
-#: something, beta calibration's from 6 s to 18 s). Every process of a test that compares results
-#: bit for bit must use it alike.
-FAST_COMPILE = "--xla_backend_optimization_level=1"
+#: XLA's CPU backend without LLVM's optimisations. The tests compile hundreds of small programs
+#: whose running time is negligible: on 2 cores the suite's tests took 903 s of work against
+#: 1,028 s at level 1. Every process of a test that compares results bit for bit must use it alike.
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+
+#: ``compiler_options`` for the few programs a test runs long enough that optimising them pays
+#: (``jax.jit(f, compiler_options=RUNS_LONG)``): the one setting that differs from FAST_COMPILE.
+RUNS_LONG = {"xla_backend_optimization_level": 2}
 
 
 class TinyCNN(nn.Module):
