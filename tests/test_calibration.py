@@ -1,9 +1,12 @@
 """Tests for iml.calibration: binning, curves, metrics, sweeps and the loss-calibration test."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _training_helpers import RUNS_LONG
 from sklearn.calibration import calibration_curve as sk_calibration_curve
 
 from iml import calibration as cal
@@ -484,7 +487,7 @@ def test_loss_calibration_test_size_and_power():
     H0 false (the same kind of data tested at beta = 0.65, i.e. the wrong loss): its power.
     """
 
-    @jax.jit
+    @functools.partial(jax.jit, compiler_options=RUNS_LONG)
     def rejection_rate(keys, test_beta):
         def one(k):
             k_data, k_test = jax.random.split(k)
