@@ -35,6 +35,7 @@ Concrete bad input raises ``ValueError`` naming the argument; under ``jit`` noth
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -73,6 +74,7 @@ __all__ = [
     "pool_adjacent_violators",
     "prior_shift_ratio",
     "prior_shift_transform",
+    "softmax_newton",
     "temperature_fit",
     "temperature_transform",
 ]
@@ -157,11 +159,11 @@ _EIGEN_CUTOFF = 1e-6
 
 
 class NewtonFit(NamedTuple):
-    """The result of :func:`logistic_newton`."""
+    """The result of :func:`logistic_newton` or :func:`softmax_newton`."""
 
-    theta: Array  # [k] coefficients
+    theta: Array  # [k] coefficients ([k, n] for softmax_newton)
     objective: Array  # the objective there
-    grad: Array  # [k] its gradient there
+    grad: Array  # its gradient there, shaped as theta
     iterations: Array  # Newton steps taken
 
 
@@ -205,20 +207,106 @@ def logistic_newton(
       hessian: optional ``v -> X^T diag(v) X`` (a caller may form it faster from precomputed
         products of feature pairs).
     """
-    k = X.shape[1]
-    penalty = jnp.zeros(k, X.dtype) if penalty is None else penalty
-    halvings = 2.0 ** -jnp.arange(20, dtype=X.dtype)
     if hessian is None:
 
         def hessian(v: Array) -> Array:
             return _dot((X * v[:, None]).T, X)
 
-    def objective(z: Array, theta: Array) -> Array:
+    def loss(z: Array) -> Array:
         # the log loss on logits, softplus(z) - y z, written stably
-        return _dot(w, jnp.logaddexp(0.0, z) - y * z) + 0.5 * jnp.sum(penalty * theta * theta)
+        return _dot(w, jnp.logaddexp(0.0, z) - y * z)
+
+    def logit_gradient(z: Array) -> Array:
+        return w * (jax.nn.sigmoid(z) - y)
+
+    def loss_hessian(z: Array) -> Array:
+        p = jax.nn.sigmoid(z)
+        return hessian(w * p * (1.0 - p))
+
+    return _newton_on_logits(
+        X, theta, loss, logit_gradient, loss_hessian, penalty, max_iter=max_iter, tol=tol
+    )
+
+
+def softmax_newton(
+    X: Array,
+    y: Array,
+    w: Array,
+    theta: Array,
+    *,
+    max_iter: int,
+    tol: float | Array = 0.0,
+    penalty: Array | None = None,
+) -> NewtonFit:
+    """Coefficients ``[k, n]`` of multinomial logistic regression by Newton's method: they
+    minimise ``sum_i w_i (logsumexp(z_i) - z_{i y_i}) + sum_j penalty_j ||theta_j||^2 / 2``, the
+    weighted softmax cross-entropy of the logits ``z_i = X_i theta`` plus a ridge on each row of
+    ``theta`` (over all classes, so that adding one vector to every class's coefficients, which
+    leaves the softmax unchanged, is penalised as a whole).
+
+    The Hessian of row ``i``'s term is ``w_i (x_i x_i^T) kron (diag p_i - p_i p_i^T)``, with
+    ``p_i = softmax(z_i)``: ``[k n, k n]``, formed from two ``[N, k n]`` matrices. The softmax's
+    own null direction (the same shift of every class's logits) has no gradient, so the
+    eigenvalue floor of :func:`logistic_newton` leaves the step along it finite; the steps,
+    backtracking and stopping rules are that function's.
+
+    Args:
+      X: ``[N, k]`` design (with a column of ones for an intercept).
+      y: ``[N]`` class indices in ``[0, n)``.
+      w: ``[N]`` non-negative weights.
+      theta: ``[k, n]`` starting point.
+      max_iter: most Newton steps.
+      tol: gradient tolerance (0: run ``max_iter`` steps unless no step descends).
+      penalty: ``[k]`` ridge coefficients (default none).
+    """
+    N, k = X.shape
+    n = theta.shape[-1]
+    onehot = jax.nn.one_hot(y, n, dtype=X.dtype)
+
+    def loss(z: Array) -> Array:
+        return _dot(w, jax.nn.logsumexp(z, axis=-1) - jnp.sum(onehot * z, axis=-1))
+
+    def logit_gradient(z: Array) -> Array:
+        return w[:, None] * (jax.nn.softmax(z, axis=-1) - onehot)
+
+    def loss_hessian(z: Array) -> Array:
+        p = jax.nn.softmax(z, axis=-1)
+        # entries (j, c) of rows: x_ij w_i p_ic and x_ij p_ic
+        weighted = (X[:, :, None] * (w[:, None] * p)[:, None, :]).reshape(N, k * n)
+        plain = (X[:, :, None] * p[:, None, :]).reshape(N, k * n)
+        diagonal = _dot(weighted.T, X).reshape(k, n, k)  # sum_i w_i p_ic x_ij x_il
+        blocks = diagonal[:, :, :, None] * jnp.eye(n, dtype=X.dtype)[None, :, None, :]
+        return blocks.reshape(k * n, k * n) - _dot(weighted.T, plain)
+
+    return _newton_on_logits(
+        X, theta, loss, logit_gradient, loss_hessian, penalty, max_iter=max_iter, tol=tol
+    )
+
+
+def _newton_on_logits(
+    X: Array,
+    theta: Array,
+    loss: Callable[[Array], Array],
+    logit_gradient: Callable[[Array], Array],
+    loss_hessian: Callable[[Array], Array],
+    penalty: Array | None,
+    *,
+    max_iter: int,
+    tol: float | Array,
+) -> NewtonFit:
+    """Newton's method (the rules of :func:`logistic_newton`) on ``loss(X theta) + sum_j
+    penalty_j ||theta_j||^2 / 2`` for a convex ``loss`` of the logits ``z = X theta`` (``theta
+    [k]`` or ``[k, n]``), given its gradient in ``z`` and its Hessian in ``theta`` (flattened)."""
+    k = X.shape[1]
+    penalty = jnp.zeros(k, X.dtype) if penalty is None else penalty
+    ridge = jnp.reshape(penalty, (k,) + (1,) * (jnp.ndim(theta) - 1))  # one per row of theta
+    halvings = 2.0 ** -jnp.arange(20, dtype=X.dtype)
+
+    def objective(z: Array, theta: Array) -> Array:
+        return loss(z) + 0.5 * jnp.sum(ridge * theta * theta)
 
     def gradient(z: Array, theta: Array) -> Array:
-        return _dot(X.T, w * (jax.nn.sigmoid(z) - y)) + penalty * theta
+        return _dot(X.T, logit_gradient(z)) + ridge * theta
 
     def cond(carry):
         _, _, grad, it, stalled = carry
@@ -226,10 +314,11 @@ def logistic_newton(
 
     def body(carry):
         theta, z, grad, it, _ = carry
-        p = jax.nn.sigmoid(z)
-        eigenvalues, vectors = jnp.linalg.eigh(hessian(w * p * (1.0 - p)) + jnp.diag(penalty))
+        shape = theta.shape
+        curvature = loss_hessian(z) + jnp.diag(jnp.broadcast_to(ridge, shape).ravel())
+        eigenvalues, vectors = jnp.linalg.eigh(curvature)
         inverse = 1.0 / jnp.maximum(eigenvalues, _EIGEN_CUTOFF * jnp.max(eigenvalues))
-        step = _dot(vectors, inverse * _dot(vectors.T, grad))
+        step = _dot(vectors, inverse * _dot(vectors.T, grad.ravel())).reshape(shape)
         step = jnp.where(jnp.isfinite(step), step, 0.0)
         # The logits are linear in theta: every trial step costs elementwise work only.
         dz = _dot(X, step)

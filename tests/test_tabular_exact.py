@@ -354,3 +354,53 @@ def test_exact_matrix_members_reach_a_lower_objective_than_adam(three_class_tabl
                 return float(_matrix_objective(spec[k], w, b, x[rows], y[rows], 0.0))
 
             assert objective(exact) <= objective(trained) + 1e-6, (k, r)
+
+
+# ----------------------------------------------------------------------------------------------
+# The class-weighted softmax cross-entropy: multinomial logistic regression
+# ----------------------------------------------------------------------------------------------
+
+
+def test_class_weighted_softmax_members_sit_at_their_optimum_below_adam(three_class_table):
+    """Multinomial members against the loss specification itself: the autodiff gradient of each
+    member's class-weighted training objective vanishes; a member's probabilities are
+    scikit-learn's weighted multinomial fit's; no member's objective is above Adam's."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from iml import loss_grid, loss_spec
+    from iml.models import build_small_model
+    from iml.training import TABULAR_DEFAULTS, train_tabular
+    from iml.training.tabular import exact_solver_applies
+
+    x, y, splits, _ = three_class_table
+    l2 = 1e-3
+    weights = np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 10.0], [5.0, 1.0, 1.0]])
+    losses = loss_spec("class_weighted_softmax", class_weights=weights)
+    spec = loss_grid(losses).spec
+    model = build_small_model("logistic", n_outputs=3)
+    assert exact_solver_applies(model, spec)
+    config = dataclasses.replace(TABULAR_DEFAULTS, l2=l2)  # solver "auto": exact here
+    fit = train_tabular(model, x, y, splits[:2], losses, [0], config)
+    adam = dataclasses.replace(config, solver="adam", learning_rate=0.05, max_epochs=20)
+    trained = train_tabular(model, x, y, splits[:2], losses, [0], adam)
+    assert fit.params["w"].shape == (1, 3, 2, 5, 3) and fit.params["b"].shape == (1, 3, 2, 3)
+    assert fit.epochs_run <= 10  # Newton steps: the Hessian is the objective's
+    grad = jax.value_and_grad(_matrix_objective, argnums=(1, 2))
+    for k in range(3):
+        for r, split in enumerate(splits[:2]):
+            rows = split.train
+            w, b = fit.params["w"][0, k, r], fit.params["b"][0, k, r]
+            value, (gw, gb) = grad(spec[k], w, b, x[rows], y[rows], l2)
+            assert max(np.abs(gw).max(), np.abs(gb).max()) < 1e-5, (k, r)
+            w, b = trained.params["w"][0, k, r], trained.params["b"][0, k, r]
+            assert value <= _matrix_objective(spec[k], w, b, x[rows], y[rows], l2) + 1e-6, (k, r)
+    # scikit-learn's multinomial fit of C sum_i w[y_i] l_i + ||W||^2 / 2, C = 1 / (l2 n_rows)
+    k, r = 1, 1
+    rows = splits[r].train
+    clf = LogisticRegression(C=1.0 / (l2 * len(rows)), solver="newton-cholesky", tol=1e-12)
+    clf.fit(x[rows].astype(np.float64), y[rows], sample_weight=weights[k][y[rows]])
+    logits = x @ fit.params["w"][0, k, r] + fit.params["b"][0, k, r]
+    np.testing.assert_allclose(jax.nn.softmax(jnp.asarray(logits)), clf.predict_proba(x), atol=1e-4)

@@ -228,7 +228,8 @@ def plan_sweep(
     if solver == "exact" and not exact:
         raise ValueError(
             f"solver 'exact' fits the logistic model under the beta-weighted or B-weighted log "
-            f"loss only, not the {model} model under the {spec.describe()}; use 'adam'"
+            f"loss or the class-weighted softmax cross-entropy only, not the {model} model under "
+            f"the {spec.describe()}; use 'adam'"
         )
     config = dataclasses.replace(train, solver="exact" if exact and solver != "adam" else "adam")
     V.check_count("betas_per_chunk", betas_per_chunk)
@@ -307,8 +308,8 @@ def run_sweep(
       hidden: the MLP's hidden units.
       train: the trainer's configuration, :data:`~iml.training.TABULAR_DEFAULTS` or a
         variant of it (``dataclasses.replace(TABULAR_DEFAULTS, l2=1e-4)``). Its default solver
-        fits the logistic model exactly under the beta-weighted and B-weighted log losses; other
-        losses and models train by Adam.
+        fits the logistic model exactly under the beta-weighted and B-weighted log losses and
+        the class-weighted softmax cross-entropy; other losses and models train by Adam.
       n_folds: folds of the nested cross-validation.
       fold_seed: seed of the fold assignment.
       betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
@@ -413,8 +414,9 @@ SWEEP_LOSSES = {
     **dict.fromkeys(WEIGHT_GRIDS, "weights"),
 }
 #: The losses under which the exact solver fits the logistic model (``config.train.solver``):
-#: the beta-weighted and the B-weighted log loss (:func:`iml.training.exact_solver_applies`).
-EXACT_LOSSES = ("log", "matrix")
+#: the beta-weighted and the B-weighted log loss, and the class-weighted softmax cross-entropy
+#: (:func:`iml.training.exact_solver_applies`).
+EXACT_LOSSES = ("log", "matrix", "class_weighted_softmax")
 
 
 def sweep_config() -> ml_collections.ConfigDict:
@@ -604,9 +606,10 @@ def _check(
         )
     solver = c.train.solver
     if loss not in EXACT_LOSSES and solver == "exact":
+        *others, last = (said("loss.name", name) for name in EXACT_LOSSES)
         raise ValueError(
-            f"{said('train.solver')} fits {said('loss.name', 'log')} or "
-            f"{said('loss.name', 'matrix')} only, not {said('loss.name')}"
+            f"{said('train.solver')} fits {', '.join(others)} or {last} only, not "
+            f"{said('loss.name')}"
         )
     if c.model.name != "logistic" and solver == "exact":
         raise ValueError(

@@ -45,7 +45,10 @@ needs a third as many Newton steps as from a cold start (:func:`fit_weighted_log
 The B-weighted log loss of eq. ``b-loss-multi`` (one sigmoid per class) is convex in a logistic
 model's parameters too, and splits by class: output ``c`` is the logistic regression of ``1{y =
 c}`` in which row ``i`` weighs ``B[y_i, c]``, so the same solver fits it, one class at a time for
-every loss and rotation at once.
+every loss and rotation at once. The class-weighted softmax cross-entropy of a logistic model is
+multinomial logistic regression with row ``i`` weighted ``w[y_i]``, also convex: each member is
+one multinomial Newton fit (:func:`iml.recalibration.softmax_newton`), whose ``[(d+1) n, (d+1)
+n]`` Hessian for ``n`` classes is formed from the design at every step.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ from numpy.typing import ArrayLike
 from iml import _validation as V
 from iml.data.folds import FoldSplit
 from iml.models.small import LogisticRegression
-from iml.recalibration import logistic_newton
+from iml.recalibration import logistic_newton, softmax_newton
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid
 from iml.training.member import (
     MemberState,
@@ -328,12 +331,15 @@ def check_table_config(config: TrainConfig, name: str = "config") -> None:
 
 def exact_solver_applies(model: nn.Module, losses: LossSpec) -> bool:
     """Whether the exact solver fits ``model`` under ``losses``: logistic regression under the
-    beta-weighted log loss, or under the B-weighted log loss (one sigmoid per class, eq.
-    ``b-loss-multi``), which splits into one weighted logistic regression per class. Both are
-    convex problems."""
+    beta-weighted log loss, under the B-weighted log loss (one sigmoid per class, eq.
+    ``b-loss-multi``), which splits into one weighted logistic regression per class, or under the
+    class-weighted softmax cross-entropy (multinomial logistic regression). All are convex
+    problems."""
     if not isinstance(model, LogisticRegression):
         return False
-    return (losses.kind == "weighted" and losses.base == "log") or losses.kind == "matrix"
+    if losses.kind == "weighted":
+        return losses.base == "log"
+    return losses.kind in ("matrix", "class_weighted")
 
 
 def _check_model(model: nn.Module, x: np.ndarray, losses: LossSpec) -> None:
@@ -368,7 +374,8 @@ def train_tabular(
     Member ``(s, b, r)`` minimises loss ``b`` of the grid (for a beta, the beta-weighted
     cross-entropy, eq. ``b-loss-bin``) over the training rows of ``splits[r]``. With the exact
     solver (by default where it applies: logistic regression under the beta-weighted or the
-    B-weighted log loss, :func:`exact_solver_applies`) every member is fitted to its optimum by
+    B-weighted log loss or the class-weighted softmax cross-entropy,
+    :func:`exact_solver_applies`) every member is fitted to its optimum by
     full-batch Newton steps, and all seeds share it.
     Otherwise the members train by the ensemble trainer's steps
     (:func:`~iml.training.member.member_train_step`, each member's own Adam state and learning
@@ -414,8 +421,8 @@ def train_tabular(
     if config.solver == "exact" and not exact:
         raise ValueError(
             f"the exact solver fits logistic regression under the beta-weighted or B-weighted "
-            f"log loss, not {type(model).__name__} under the {spec.describe()}; use "
-            "solver='adam'"
+            f"log loss or the class-weighted softmax cross-entropy, not "
+            f"{type(model).__name__} under the {spec.describe()}; use solver='adam'"
         )
     if exact and config.solver != "adam":
         return _fit_exactly(model, x, y, splits, grid, s, train_mask, config)
@@ -482,6 +489,9 @@ def _fit_exactly(
     """Every (loss, rotation) member at its optimum, shared by all seeds (a convex problem)."""
     if grid.spec.kind == "matrix":
         coef, intercept, steps, fits = _fit_matrix_weighted(x, y, grid.spec, train_mask, config)
+    elif grid.spec.kind == "class_weighted":
+        fit = _fit_class_weighted(x, y, grid.spec, train_mask, config)
+        coef, intercept, steps, fits = fit.coef, fit.intercept, fit.iterations, [fit]
     else:
         weights = beta_weighted_sample_weights(y, grid.weights, train_mask)  # [nb, R, N]
         b = np.asarray(grid.weights, np.float64)
@@ -514,8 +524,10 @@ def _fit_exactly(
     one_seed = {"params": jax.tree.map(lambda a: jnp.asarray(a[:1]), params)}
     logits = np.asarray(_test_logits(model, one_seed, jnp.asarray(x), jnp.asarray(test_idx)))
     # Each member's validation loss: the mean of its own loss on its validation rows.
-    mean_loss = jax.vmap(
-        lambda spec, z, labels: jnp.mean(spec.logits_loss(z, labels)), in_axes=(0, 0, None)
+    mean_loss = jax.jit(
+        jax.vmap(
+            lambda spec, z, labels: jnp.mean(spec.logits_loss(z, labels)), in_axes=(0, 0, None)
+        )
     )
     val = np.stack(
         [
@@ -577,6 +589,60 @@ def _fit_matrix_weighted(
         fits.append(fit)
     steps = np.max([np.asarray(f.iterations) for f in fits], axis=0)
     return np.stack(coefs, axis=-1), np.stack(intercepts, axis=-1), steps, fits
+
+
+def _fit_class_weighted(
+    x: np.ndarray, y: np.ndarray, spec: LossSpec, train_mask: np.ndarray, config: TrainConfig
+) -> LogisticFit:
+    """Multinomial logistic regressions at the optimum of each class-weighted softmax
+    cross-entropy ``-w[y] log softmax(z)_y``: row ``i`` of a rotation's training rows weighs
+    ``w[y_i]`` over their count, and the ridge ``l2 / 2 ||W||^2`` takes every class's weights.
+    Each member is one :func:`iml.recalibration.softmax_newton` fit, started from the
+    optimum of the intercepts alone (the log of each class's weighted share).
+
+    Returns a :class:`LogisticFit` with ``coef [m, R, d, n]`` and ``intercept [m, R, n]``.
+    """
+    w = np.asarray(spec.params["class_weights"], np.float64)  # [m, n]
+    mask = np.asarray(train_mask, np.float64)
+    weights = w[:, y][:, None, :] * (mask / mask.sum(axis=1)[:, None])[None]  # [m, R, N]
+    design = np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1)
+    fit = _fit_softmax_members(
+        jnp.asarray(design),
+        jnp.asarray(y, jnp.int32),
+        jnp.asarray(weights.reshape(-1, x.shape[0]), jnp.float32),
+        jnp.float32(config.l2),
+        jnp.float32(config.tol),
+        max_iter=config.max_newton_steps,
+        n_classes=spec.n_classes,
+    )
+    return jax.tree.map(lambda a: np.asarray(a).reshape(weights.shape[:2] + a.shape[1:]), fit)
+
+
+@functools.partial(jax.jit, static_argnames=("max_iter", "n_classes"))
+def _fit_softmax_members(
+    X: Array, y: Array, S: Array, l2: Array, tol: Array, *, max_iter: int, n_classes: int
+) -> LogisticFit:
+    """:func:`~iml.recalibration.softmax_newton` for each member's weights ``S [K, N]``, one
+    member after another (each one's Hessian is already a large matrix product)."""
+    d1 = X.shape[1]
+    penalty = l2 * jnp.ones(d1, X.dtype).at[-1].set(0.0)  # the intercepts are not penalised
+    onehot = jax.nn.one_hot(y, n_classes, dtype=X.dtype)
+
+    def solve_one(s: Array) -> LogisticFit:
+        share = s @ onehot / jnp.sum(s)
+        start = jnp.zeros((d1, n_classes), X.dtype).at[-1].set(jnp.log(jnp.maximum(share, 1e-12)))
+        fit = softmax_newton(X, y, s, start, max_iter=max_iter, tol=tol, penalty=penalty)
+        norm = jnp.max(jnp.abs(fit.grad))
+        return LogisticFit(
+            coef=fit.theta[:-1],
+            intercept=fit.theta[-1],
+            objective=fit.objective,
+            grad_norm=norm,
+            iterations=fit.iterations,
+            converged=norm <= tol,
+        )
+
+    return jax.lax.map(solve_one, S)
 
 
 def _progress(total: int, progress: bool | str) -> Any:
