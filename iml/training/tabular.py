@@ -68,7 +68,7 @@ from numpy.typing import ArrayLike
 from iml import _validation as V
 from iml.data.folds import FoldSplit
 from iml.models.small import LogisticRegression
-from iml.recalibration import logistic_newton, softmax_newton
+from iml.recalibration import NewtonFit, logistic_newton, softmax_newton
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid
 from iml.training.member import (
     MemberState,
@@ -632,15 +632,7 @@ def _fit_softmax_members(
         share = s @ onehot / jnp.sum(s)
         start = jnp.zeros((d1, n_classes), X.dtype).at[-1].set(jnp.log(jnp.maximum(share, 1e-12)))
         fit = softmax_newton(X, y, s, start, max_iter=max_iter, tol=tol, penalty=penalty)
-        norm = jnp.max(jnp.abs(fit.grad))
-        return LogisticFit(
-            coef=fit.theta[:-1],
-            intercept=fit.theta[-1],
-            objective=fit.objective,
-            grad_norm=norm,
-            iterations=fit.iterations,
-            converged=norm <= tol,
-        )
+        return _member_fit(fit, tol)
 
     return jax.lax.map(solve_one, S)
 
@@ -697,6 +689,20 @@ class LogisticFit(NamedTuple):
     grad_norm: Array
     iterations: Array
     converged: Array
+
+
+def _member_fit(fit: NewtonFit, tol: Array) -> LogisticFit:
+    """A member's :class:`LogisticFit` from its Newton fit on the design with a last column of
+    ones (the intercepts' row of ``theta``)."""
+    norm = jnp.max(jnp.abs(fit.grad))
+    return LogisticFit(
+        coef=fit.theta[:-1],
+        intercept=fit.theta[-1],
+        objective=fit.objective,
+        grad_norm=norm,
+        iterations=fit.iterations,
+        converged=norm <= tol,
+    )
 
 
 def beta_weighted_sample_weights(
@@ -955,15 +961,7 @@ def _fit_path(
         fit = logistic_newton(
             X, y, s, theta, max_iter=max_iter, tol=tol, penalty=penalty, hessian=hessian
         )
-        norm = jnp.max(jnp.abs(fit.grad))
-        return LogisticFit(
-            coef=fit.theta[:-1],
-            intercept=fit.theta[-1],
-            objective=fit.objective,
-            grad_norm=norm,
-            iterations=fit.iterations,
-            converged=norm <= tol,
-        )
+        return _member_fit(fit, tol)
 
     solve = jax.vmap(jax.vmap(solve_one))  # [steps, members]
 
