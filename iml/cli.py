@@ -438,9 +438,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     shortcut(
         train,
         "solver",
-        "exact: full-batch Newton to the optimum (logistic under --loss log or matrix; seeds "
-        "then coincide); adam: minibatch Adam with early stopping; auto: exact where it "
-        "applies, adam otherwise",
+        "exact: full-batch Newton to the optimum (logistic under --loss log, matrix or "
+        "class_weighted_softmax; seeds then coincide); adam: minibatch Adam with early stopping; "
+        "auto: exact where it applies, adam otherwise",
         choices=SOLVERS,
     )
     shortcut(train, "n_folds", "cross-validation folds", type=int)

@@ -467,7 +467,7 @@ def sweep_config() -> ml_collections.ConfigDict:
     c.train.learning_rate = 0.01  # Adam's
     c.train.l2 = 0.0
     c.train.patience = 5
-    c.train.solver = "auto"  # exact (logistic; log or matrix loss), adam, or auto: exact if it can
+    c.train.solver = "auto"  # exact (logistic; EXACT_LOSSES), adam, or auto: exact if it can
     c.train.betas_per_chunk = 16  # losses per chunk: the unit of memory and of resumption
 
     c.eval = ml_collections.ConfigDict()
