@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from _training_helpers import FAST_COMPILE
 
+import iml._io
 from iml import cli
 from iml.training import host
 
@@ -138,6 +139,25 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
         assert (run_dir / "figures" / f"revealed_{name}.png").read_bytes()[:4] == b"\x89PNG"
     with np.load(batches[0]) as b:
         assert b["train_loss"].shape == (2, 1) and np.isfinite(b["train_loss"]).all()
+
+
+def test_every_file_a_command_writes_is_written_atomically(run_dir, tmp_path, monkeypatch):
+    written = []
+    original = iml._io.atomic_write_bytes
+
+    def spy(path, data):
+        written.append(Path(path).resolve())
+        original(path, data)
+
+    monkeypatch.setattr(iml._io, "atomic_write_bytes", spy)
+    for module in list(sys.modules.values()):  # modules that imported the name itself
+        if getattr(module, "atomic_write_bytes", None) is original:
+            monkeypatch.setattr(module, "atomic_write_bytes", spy)
+    out = tmp_path / "report"
+    assert cli.main(["figures", "--run", str(run_dir), "--out", str(out)]) == 0
+    files = {p.resolve() for p in out.rglob("*") if p.is_file()}
+    assert len(files) >= 10  # tables, ensemble scores and sizes, figures in two formats
+    assert files <= set(written), sorted(map(str, files - set(written)))
 
 
 def test_kill_9_then_rerun_gives_the_same_results(run_dir, tmp_path, env):

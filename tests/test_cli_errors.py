@@ -1,7 +1,7 @@
 """Errors that tell the truth: exit 2 only for bad input found before work, exit 1 for a failure
 during work (with its traceback, finished results kept), and every output written atomically.
-
-The stored default run in docs/results/ serves as a real run to report from.
+(That every file a command writes is written atomically is tested in tests/test_cli.py, on its
+tiny run.)
 """
 
 import json
@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import iml._io
 from iml import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-STORED_RUN = ROOT / "docs" / "results" / "reproduce_digits"
 
 
 def _python(script: str) -> subprocess.CompletedProcess:
@@ -106,22 +104,3 @@ def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(t
     assert "iml sweep: error:" not in done.stderr  # not reported as bad input
     assert sorted(p.name for p in (out / "chunks").iterdir()) == ["0000.npz"]
     assert json.loads((out / "manifest.json").read_text())["config"]["betas"] == [0.5, 0.9]
-
-
-def test_every_file_a_command_writes_is_written_atomically(tmp_path, monkeypatch):
-    written = []
-    original = iml._io.atomic_write_bytes
-
-    def spy(path, data):
-        written.append(Path(path).resolve())
-        original(path, data)
-
-    monkeypatch.setattr(iml._io, "atomic_write_bytes", spy)
-    for module in list(sys.modules.values()):  # modules that imported the name itself
-        if getattr(module, "atomic_write_bytes", None) is original:
-            monkeypatch.setattr(module, "atomic_write_bytes", spy)
-    out = tmp_path / "report"
-    assert cli.main(["figures", "--run", str(STORED_RUN), "--out", str(out)]) == 0
-    files = {p.resolve() for p in out.rglob("*") if p.is_file()}
-    assert len(files) >= 10  # tables, ensemble scores and sizes, figures in two formats
-    assert files <= set(written), sorted(map(str, files - set(written)))
