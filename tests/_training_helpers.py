@@ -22,7 +22,8 @@ from flax import linen as nn
 
 #: XLA's CPU backend without LLVM's optimisations. The tests compile hundreds of small programs
 #: whose running time is negligible: on 2 cores the suite's tests took 903 s of work against
-#: 1,028 s at level 1. Every process of a test that compares results bit for bit must use it alike.
+#: 1,028 s at level 1 (docs/results/test_suite/2026-11-27_xla_levels.json). Every process of a
+#: test that compares results bit for bit must use it alike.
 FAST_COMPILE = "--xla_backend_optimization_level=0"
 
 #: ``compiler_options`` for the few programs a test runs long enough that optimising them pays

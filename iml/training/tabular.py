@@ -675,8 +675,8 @@ class LogisticFit(NamedTuple):
     """Fitted members (a pytree of arrays with a leading member axis ``K``).
 
     Attributes:
-      coef: ``[K, d]`` weights.
-      intercept: ``[K]`` biases.
+      coef: ``[K, d]`` weights (``[K, d, n]`` for a multinomial fit of ``n`` classes).
+      intercept: ``[K]`` biases (``[K, n]``).
       objective: ``[K]`` the minimised ``f_k``.
       grad_norm: ``[K]`` the largest absolute entry of the gradient at the fit.
       iterations: ``[K]`` Newton steps taken.
