@@ -855,7 +855,7 @@ def _readme() -> list[Stated]:
         Stated(
             "tests at XLA level 0",
             "tests/_training_helpers.py",
-            "the suite's tests took {} s of work against {} s at level {}",
+            "the suite's tests took {} s of work against … {} s at level {}",
             lambda: (
                 record("test_suite/2026-11-27_xla_levels.json")["level_0"]["summed_test_seconds"],
                 record("test_suite/2026-11-27_xla_levels.json")["level_1"]["summed_test_seconds"],
