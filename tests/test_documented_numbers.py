@@ -2044,6 +2044,12 @@ def _softmax_exact_runs() -> list[Stated]:
             ),
         ),
         Stated(
+            "softmax exact digits in the README",
+            README,
+            "its scores pass the loss-calibration test (p = {}, against {} with Adam)",
+            lambda: (p_trained("digits", "_exact"), p_trained("digits")),
+        ),
+        Stated(
             "softmax exact digits",
             ANY_LOSS_README,
             "at beta = {}/{} (p = {}), where those of Adam's ensemble were rejected (p = {}). They "
