@@ -4,7 +4,9 @@
 Runs go through `python -m iml.cli` in subprocesses (one CPU device per core, as `iml` asks for, and
 a shared persistent compilation cache so that later processes skip XLA compilation) on a tiny
 config, set by named options and ``--config.SECTION.KEY`` overrides: 160 digits at 8 px, a
-two-layer DenseNet, 4 folds rotated 2/1/1, two betas, one epoch: 8 members in 4 batches.
+two-layer DenseNet, 4 folds rotated 2/1/1, two betas, one epoch: 8 members in 4 batches. The
+check that every file is written atomically calls ``cli.main`` in this process instead, to watch
+each write.
 """
 
 import json
