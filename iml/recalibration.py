@@ -258,9 +258,27 @@ def softmax_newton(
       max_iter: most Newton steps.
       tol: gradient tolerance (0: run ``max_iter`` steps unless no step descends).
       penalty: ``[k]`` ridge coefficients (default none).
+
+    Raises:
+      ValueError: for concrete arrays of the wrong shapes, labels outside ``[0, n)``, negative or
+        non-finite weights, or a design that is not finite.
     """
+    if jnp.ndim(X) != 2 or jnp.ndim(theta) != 2:
+        raise ValueError(
+            f"X must be [N, k] and theta [k, n]; got shapes {jnp.shape(X)} and {jnp.shape(theta)}"
+        )
     N, k = X.shape
     n = theta.shape[-1]
+    V.check_shape("theta", theta, (k, n))
+    V.check_shape("y", y, (N,))
+    V.check_shape("w", w, (N,))
+    if penalty is not None:
+        V.check_shape("penalty", penalty, (k,))
+    V.check_finite("X", X)
+    V.check_interval("w", w, 0.0, np.inf, open_low=False, open_high=True)
+    labels = V.concrete_value(y)
+    if labels is not None and labels.size and (labels.min() < 0 or labels.max() >= n):
+        raise ValueError(f"y must be class indices in [0, {n}), got {labels.min()}..{labels.max()}")
     onehot = jax.nn.one_hot(y, n, dtype=X.dtype)
 
     def loss(z: Array) -> Array:

@@ -603,3 +603,24 @@ def test_softmax_newton_reaches_the_weighted_multinomial_optimum_of_scipy():
     assert np.mean(np.exp(log_softmax(X @ np.asarray(fit.theta[1]), axis=1))[:, 3]) > np.mean(
         np.exp(log_softmax(X @ np.asarray(fit.theta[0]), axis=1))[:, 3]
     )
+
+
+def test_softmax_newton_names_bad_input():
+    X, y, w = np.ones((5, 2), np.float32), np.array([0, 1, 2, 1, 0]), np.ones(5, np.float32)
+    theta = np.zeros((2, 3), np.float32)
+
+    def fit(**changed):
+        args = {"X": X, "y": y, "w": w, "theta": theta, **changed}
+        return softmax_newton(**args, max_iter=3)
+
+    with pytest.raises(ValueError, match=r"y must be class indices in \[0, 3\), got 0\.\.3"):
+        fit(y=np.array([0, 1, 3, 1, 0]))
+    with pytest.raises(ValueError, match=r"w must lie in \[0, inf\)"):
+        fit(w=-w)
+    with pytest.raises(ValueError, match="X must be finite"):
+        fit(X=np.where(np.eye(5, 2) > 0, np.nan, X))
+    with pytest.raises(ValueError, match=r"theta must have shape \(2, 3\)|theta \[k, n\]"):
+        fit(theta=np.zeros((3, 3), np.float32))
+    with pytest.raises(ValueError, match=r"w must have shape \(5,\)"):
+        fit(w=np.ones(4, np.float32))
+    assert np.isfinite(float(fit().objective))  # the same arguments, well formed
