@@ -5,6 +5,8 @@ Speed targets are measured by running the benchmarks themselves, never here.
 
 import json
 
+import pytest
+
 from experiments.benchmarks import scoring
 
 
@@ -57,8 +59,6 @@ def test_largest_members_search_grows_from_a_fitting_prediction_until_one_fails(
 
 
 def test_largest_members_search_raises_other_errors_and_reports_nothing_fits():
-    import pytest
-
     from experiments.benchmarks.ensemble import search_largest
 
     assert "error" in search_largest(_fits_below(4, []), predicted=32)
@@ -105,8 +105,6 @@ def test_reveal_benchmark_reports_ratio_and_agrees_with_the_baseline(capsys):
 
 
 def test_paper_scale_projection_counts_training_and_validation_passes():
-    import pytest
-
     from experiments.benchmarks.paper_scale import project_paper_experiment
 
     # 1,200 members, each epoch 0.7 * 112,120 training and 0.2 * 112,120 validation images.
@@ -121,6 +119,28 @@ def test_paper_scale_projection_counts_training_and_validation_passes():
     assert slower["hours"] == pytest.approx(2 * faster["hours"], rel=1e-6)
     with pytest.raises(ValueError, match="epochs must be positive"):
         project_paper_experiment(100.0, 1000.0, epochs=0)
+
+
+def test_paper_scale_keeps_what_it_measured_when_a_k_fails(tmp_path, monkeypatch):
+    # On a GPU a large K's compile can fail for other reasons than memory (an H200's autotuner hit
+    # a CUDA illegal address at K = 62); the record keeps the baseline, K = 1 and the failure.
+    from experiments.benchmarks import paper_scale
+
+    measured = paper_scale.ours
+
+    def ours(model, batching, k, *rest):
+        if k > 1:
+            raise RuntimeError(f"INTERNAL: autotuning failed at K = {k}")
+        return measured(model, batching, k, *rest)
+
+    monkeypatch.setattr(paper_scale, "ours", ours)
+    out = tmp_path / "paper_scale.json"
+    with pytest.raises(RuntimeError, match="autotuning failed"):
+        paper_scale.main(["--quick", "--members", "3", "--repeats", "1", "--out", str(out)])
+    stored = json.loads(out.read_text())
+    assert stored["failed"] == {"members": 3, "error": "INTERNAL: autotuning failed at K = 3"}
+    assert stored["ours_one_member"]["members"] == 1 and stored["torch"]["train_step_s"] > 0
+    assert "ours" not in stored and "projection" not in stored
 
 
 def test_paper_scale_benchmark_runs_a_tiny_densenet_against_torch(tmp_path, capsys):

@@ -20,7 +20,10 @@ second are those of one step. It runs first, before JAX takes the device's memor
 **Largest K.** XLA's memory analysis of the one-member program (arguments and temporaries) gives
 the bytes per member; ``0.9`` of the device's limit over that predicts the largest K, which is
 compiled and run, halving while it runs out of memory and growing while time is left
-(:func:`experiments.benchmarks.ensemble.search_largest`).
+(:func:`experiments.benchmarks.ensemble.search_largest`). Any other error ends the run, with the K
+that raised it and the first 2,000 characters of its message under ``failed`` in the JSON. On an
+H200 the predicted 62 members failed so: XLA's autotuner hit a CUDA illegal address in cuDNN's
+grouped convolutions (``docs/results/gpu_h200``), so pass ``--members`` there.
 
 **Projection.** :func:`project_paper_experiment` turns both throughputs into the wall time of the
 paper's experiment on one card: 3 betas x 10 rotations x 40 seeds = 1,200 members on
@@ -342,27 +345,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         one["member_images_per_s"] / torch_result["train_member_images_per_s"]
     )
     save()
-    if args.members == 1:
-        largest = one
-    elif args.members is not None:
-        largest = ours(model, batching, args.members, args.batch, args.size, args.repeats)
-    else:
-        limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
-        if limit is None or "xla_bytes" not in one:
-            raise SystemExit("the backend reports no memory limit: pass --members")
-        predicted = max(1, int(0.9 * limit / one["xla_bytes"]))
-        summary["predicted_members"] = predicted
+    tried: list[int] = []
+
+    def attempt(k: int) -> dict:
+        tried.append(k)
+        return ours(model, batching, k, args.batch, args.size, args.repeats)
+
+    try:
+        if args.members == 1:
+            largest = one
+        elif args.members is not None:
+            largest = attempt(args.members)
+        else:
+            limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
+            if limit is None or "xla_bytes" not in one:
+                raise SystemExit("the backend reports no memory limit: pass --members")
+            predicted = max(1, int(0.9 * limit / one["xla_bytes"]))
+            summary["predicted_members"] = predicted
+            save()
+            print(f"largest K: predicted {predicted}", file=sys.stderr, flush=True)
+            largest = search_largest(
+                attempt, predicted, step=1, grow=2, seconds=args.search_seconds
+            )
+            if "error" in largest:
+                raise SystemExit(f"largest K: {largest['error']}")
+    except Exception as err:  # e.g. a compile that fails (not for memory): keep what it says
+        summary["failed"] = {"members": tried[-1] if tried else None, "error": str(err)[:2000]}
         save()
-        print(f"largest K: predicted {predicted}", file=sys.stderr, flush=True)
-        largest = search_largest(
-            lambda k: ours(model, batching, k, args.batch, args.size, args.repeats),
-            predicted,
-            step=1,
-            grow=2,
-            seconds=args.search_seconds,
-        )
-        if "error" in largest:
-            raise SystemExit(f"largest K: {largest['error']}")
+        raise
     summary["ours"] = largest
     k = largest["members"]
     summary["ratio"] = largest["member_images_per_s"] / torch_result["train_member_images_per_s"]
