@@ -500,6 +500,11 @@ GPU_MAXK_F32 = "gpu_h200/ensemble_maxk_f32.json"
 GPU_MAXK_BF16 = "gpu_h200/2026-11-26_bf16/ensemble_maxk_bf16.json"
 GPU_STEP_64 = "gpu_h200/train_step_f32_64px.json"
 GPU_STEP_BF16_64 = "gpu_h200/2026-11-26_bf16/train_step_bf16_64px.json"
+GPU5 = "gpu_h200/2026-11-27"  # run 5: the current trainer, and DenseNet-121 at 224 px
+GPU5_STEP = f"{GPU5}/train_step_f32.json"
+GPU5_F32 = f"{GPU5}/ensemble_f32.json"
+GPU5_PAPER = f"{GPU5}/paper_scale.json"
+GPU5_K32 = f"{GPU5}/paper_scale_k32.json"
 
 
 def _positive_digit() -> int:
@@ -926,12 +931,12 @@ def _readme() -> list[Stated]:
             "the fp32 DenseNet-121 step ran at **{}×** PyTorch's (batch {} at {} px) and the K = "
             "{} ensemble step at **{}×** the {} single steps (`vmap`)",
             lambda: (
-                train_step_log(GPU_FIRST_LOG, 16, 224)[3],
+                record(GPU5_STEP)["ratios"]["b16_224px"],
                 16,
                 224,
-                record(GPU_F32)["members"],
-                record(GPU_F32)["ratio"],
-                record(GPU_F32)["members"],
+                record(GPU5_F32)["members"],
+                record(GPU5_F32)["ratio"],
+                record(GPU5_F32)["members"],
             ),
         ),
         Stated(
@@ -2397,22 +2402,6 @@ def _gpu_h100_run() -> list[Stated]:
             ),
         ),
         Stated(
-            "README: paper_scale row",
-            README,
-            "(batch {} each, the paper's recipe) … GPU only: K = {} at **{}×**, and the paper's {} "
-            "models projected at {} h against {} h, on one NVIDIA H100 ({date}; "
-            "`docs/results/gpu_h100/`) |",
-            lambda: (
-                k1()["batch_per_member"],
-                k16()["members"],
-                k16()["member_images_per_s"] / torch_rate(),
-                1200,
-                hours(k16()["member_images_per_s"], "hours"),
-                hours(torch_rate(), "hours"),
-                H100_K1.split("/")[1],  # the record's folder is its date
-            ),
-        ),
-        Stated(
             "H100 batching gain",
             H100,
             "batching {} members raised the speed by {}x over one member",
@@ -2420,6 +2409,261 @@ def _gpu_h100_run() -> list[Stated]:
                 k16()["members"],
                 k16()["member_images_per_s"] / k1()["ours_one_member"]["member_images_per_s"],
             ),
+        ),
+    ]
+
+
+def _gpu_h200_run5() -> list[Stated]:
+    """Run 5 on an H200: the current trainer's fp32 figures, and DenseNet-121 at 224 px."""
+    from experiments.benchmarks.paper_scale import project_paper_experiment
+
+    def paper() -> dict:
+        return record(GPU5_PAPER)
+
+    def k32() -> dict:
+        return record(GPU5_K32)
+
+    def one() -> dict:
+        return paper()["ours_one_member"]
+
+    def torch_rate() -> float:
+        return paper()["torch"]["train_member_images_per_s"]
+
+    def hours(rate: float, key: str = "hours") -> float:
+        validation = paper()["torch"]["eval_member_images_per_s"]
+        return project_paper_experiment(rate, validation, epochs=10)[key]
+
+    step = functools.partial(record, GPU5_STEP)
+    ens = functools.partial(record, GPU5_F32)
+    log = f"{GPU5}/log_paper.txt"
+    return [
+        Stated(
+            "H200 run 5 card",
+            GPU,
+            "Three calls on one H200 (`2026-11-27/card.txt`: {} MiB, … {} s of GPU time in all "
+            "(`2026-11-27/calls.json`).",
+            lambda: (
+                int(record_line(f"{GPU5}/card.txt", r"NVIDIA H200, (\d+) MiB")[0]),
+                record(f"{GPU5}/calls.json")[-1]["lease"]["held_s"],
+            ),
+        ),
+        Stated(
+            "H200 run 5 step",
+            GPU,
+            "fp32, batch {} at {} px: Flax {} img/s against torch {} img/s, ratio **{}** (median "
+            "of {} interleaved steps; run 1: {}). The Flax step compiled in {} s; torch's first "
+            "step took {} s. XLA put the step at {} MB of arguments and {} MB of temporaries. The "
+            "allocators peaked at {} MB (JAX) and {} MB (torch).",
+            lambda: (
+                step()["results"][0]["batch"],
+                step()["results"][0]["size"],
+                *train_step(GPU5_STEP, "b16_224px"),
+                step()["repeats"],
+                train_step_log(GPU_FIRST_LOG, 16, 224)[3],
+                step()["results"][0]["flax"]["compile_s"],
+                step()["results"][0]["torch"]["first_step_s"],
+                step()["results"][0]["flax"]["xla_arguments_mb"],
+                step()["results"][0]["flax"]["xla_temporaries_mb"],
+                step()["results"][0]["flax"]["peak_device_mb"],
+                step()["results"][0]["torch"]["peak_device_mb"],
+            ),
+        ),
+        Stated(
+            "H200 run 5 ensemble",
+            GPU,
+            "K = {} ensemble step: `vmap/xla` {} against {} member-img/s, ratio **{}** (median of "
+            "{}; run 1: {}). One in-place program per member, `loop/xla`, gave {}. Compile times "
+            "were {} s (`vmap/xla`) and {} s (baseline).",
+            lambda: (
+                ens()["members"],
+                ens()["member_images_per_second"],
+                ens()["baseline_member_images_per_second"],
+                ens()["ratio"],
+                ens()["repeats"],
+                record(GPU_F32)["ratio"],
+                ens()["details"]["loop/xla"]["ratio"],
+                ens()["details"]["vmap/xla"]["compile_seconds"],
+                ens()["details"]["baseline"]["compile_seconds"],
+            ),
+        ),
+        Stated(
+            "H200 run 5 against run 1",
+            GPU,
+            "than in run 1 (Flax {} and torch {} img/s then), and so did the {} single steps of "
+            "the ensemble's baseline ({} member-img/s then).",
+            lambda: (
+                train_step_log(GPU_FIRST_LOG, 16, 224)[0],
+                train_step_log(GPU_FIRST_LOG, 16, 224)[2],
+                record(GPU_F32)["members"],
+                record(GPU_F32)["baseline_member_images_per_second"],
+            ),
+        ),
+        Stated(
+            "H200 run 5 table row: K = 32",
+            GPU,
+            "| the trainer's step, K = {} DenseNet-121s at {}x{}, batch {} each, fp32 | {} "
+            "member-img/s | one torchvision model's step after another: {} img/s | **{}** | {} |",
+            lambda: (
+                k32()["members"],
+                224,
+                224,
+                paper()["batch_per_member"],
+                k32()["member_images_per_s"],
+                torch_rate(),
+                k32()["member_images_per_s"] / torch_rate(),
+                5,
+            ),
+        ),
+        Stated(
+            "H200 run 5 paper table",
+            GPU,
+            "| PyTorch, one model | {} ms for {} images | {} | 1 | | ours, K = {} | {} ms for {} "
+            "images | {} | **{}** | | ours, K = {} in one step | {} ms for {} images | {} "
+            "| **{}** |",
+            lambda: (
+                paper()["torch"]["train_step_s"] * 1e3,
+                paper()["batch_per_member"],
+                torch_rate(),
+                one()["members"],
+                one()["step_s"] * 1e3,
+                paper()["batch_per_member"],
+                one()["member_images_per_s"],
+                paper()["ratio_one_member"],
+                k32()["members"],
+                k32()["step_s"] * 1e3,
+                k32()["members"] * paper()["batch_per_member"],
+                k32()["member_images_per_s"],
+                k32()["member_images_per_s"] / torch_rate(),
+            ),
+        ),
+        Stated(
+            "H200 run 5 prediction",
+            GPU,
+            "K = {} compiled in {} s. XLA's memory analysis gives {} GB for it, which predicts {} "
+            "members under {} of the card.",
+            lambda: (
+                one()["members"],
+                one()["compile_s"],
+                one()["xla_bytes"] / 1e9,
+                paper()["predicted_members"],
+                0.9,
+            ),
+        ),
+        Stated(
+            "H200 run 5 failed compile",
+            GPU,
+            "**The {}-member program did not compile.** XLA's autotuner, timing cuDNN's grouped "
+            "convolutions (`feature_group_count={}`), hit `CUDA_ERROR_ILLEGAL_ADDRESS`, after "
+            "which it failed for {} of {} instructions",
+            lambda: (
+                paper()["predicted_members"],
+                paper()["predicted_members"],
+                *(
+                    int(x)
+                    for x in record_line(log, r"configs for: (\d+) out of (\d+) instructions")
+                ),
+            ),
+        ),
+        Stated(
+            "H200 run 5 K = 32",
+            GPU,
+            "K = {} compiled in {} s, takes {} GB by XLA's account ({} GB per member), and ran. So "
+            "**{} members is the largest K measured on this card, not the largest that fits**: "
+            "memory would allow about {}, and whether a K between {} and {} compiles",
+            lambda: (
+                k32()["members"],
+                k32()["compile_s"],
+                k32()["xla_bytes"] / 1e9,
+                k32()["xla_bytes"] / 1e9 / k32()["members"],
+                k32()["members"],
+                paper()["predicted_members"],
+                k32()["members"] + 1,
+                paper()["predicted_members"] - 1,
+            ),
+        ),
+        Stated(
+            "H200 run 5 batching gain",
+            GPU,
+            "Batching {} members raised the speed by {}x over one member.",
+            lambda: (
+                k32()["members"],
+                k32()["member_images_per_s"] / one()["member_images_per_s"],
+            ),
+        ),
+        Stated(
+            "H200 run 5 validation",
+            GPU,
+            "Not measured: the K = {} validation step, for want of device time. As on the H100, "
+            "the projection below uses PyTorch's validation speed for both sides: {} images/s at "
+            "batch {}.",
+            lambda: (
+                k32()["members"],
+                paper()["torch"]["eval_member_images_per_s"],
+                paper()["eval_batch_per_member"],
+            ),
+        ),
+        Stated(
+            "H200 run 5 projection",
+            GPU,
+            "as in `../gpu_h100/`: {} DenseNet-121s, {} epochs, training and validation passes, "
+            "no data loading): "
+            "| | per epoch of all {} members | {} epochs | | --- | --- | --- | | PyTorch loop, one "
+            "model at a time | {} h | {} h ({} days) | | ours, one member at a time | {} h | {} h "
+            "({} days) | | ours, {} members per step | {} h | **{} h ({} days)**, {}x less |",
+            lambda: (
+                1200,
+                10,
+                1200,
+                10,
+                hours(torch_rate(), "hours_per_epoch"),
+                hours(torch_rate()),
+                hours(torch_rate()) / 24,
+                hours(one()["member_images_per_s"], "hours_per_epoch"),
+                hours(one()["member_images_per_s"]),
+                hours(one()["member_images_per_s"]) / 24,
+                k32()["members"],
+                hours(k32()["member_images_per_s"], "hours_per_epoch"),
+                hours(k32()["member_images_per_s"]),
+                hours(k32()["member_images_per_s"]) / 24,
+                hours(torch_rate()) / hours(k32()["member_images_per_s"]),
+            ),
+        ),
+        Stated(
+            "H200 run 5 members per batch",
+            GPU,
+            "At DenseNet-121 and {} px, pass `--config.train.members_per_batch={}` or fewer",
+            lambda: (224, k32()["members"]),
+        ),
+        Stated(
+            "README: members per batch on a GPU",
+            README,
+            "On one H200, {} DenseNet-121 members at {} px compiled and ran in one program, and {} "
+            "did not compile (XLA's autotuner hit a CUDA illegal address; `docs/results/gpu_h200/`)"
+            ": at that size pass `--config.train.members_per_batch={}` or fewer.",
+            lambda: (k32()["members"], 224, paper()["predicted_members"], k32()["members"]),
+        ),
+        Stated(
+            "README: paper_scale row",
+            README,
+            "(batch {} each, the paper's recipe) … GPU only: K = {} at **{}×**, and the paper's {} "
+            "models projected at {} h against {} h, on one NVIDIA H200 ({date}; "
+            "`docs/results/gpu_h200/`) |",
+            lambda: (
+                paper()["batch_per_member"],
+                k32()["members"],
+                k32()["member_images_per_s"] / torch_rate(),
+                1200,
+                hours(k32()["member_images_per_s"]),
+                hours(torch_rate()),
+                GPU5.split("/")[1],  # the record's folder is its date
+            ),
+        ),
+        Stated(
+            "paper_scale docstring: the failed K",
+            "experiments/benchmarks/paper_scale.py",
+            "the first {} characters of its message under ``failed`` in the JSON. On an H200 the "
+            "predicted {} members failed so",
+            lambda: (2000, paper()["predicted_members"]),
         ),
     ]
 
@@ -2457,8 +2701,8 @@ def _gpu_run() -> list[Stated]:
             "GPU table: fp32 step at 224 px",
             GPU,
             "| DenseNet-121 training step, fp32, batch {} at {}x{} | Flax {} img/s | torchvision + "
-            "`torch.optim.Adam` {} img/s (cuDNN benchmark mode) | **{}** |",
-            lambda: (16, 224, 224, step224()[0], *step224()[2:]),
+            "`torch.optim.Adam` {} img/s (cuDNN benchmark mode) | **{}** | {} |",
+            lambda: (16, 224, 224, *train_step(GPU5_STEP, "b16_224px"), 5),
         ),
         Stated(
             "GPU table: fp32 step at 64 px",
@@ -2483,14 +2727,15 @@ def _gpu_run() -> list[Stated]:
             "GPU table: fp32 ensemble",
             GPU,
             "| ensemble step, K = {} small DenseNets at {}x{}, fp32 | `vmap/xla` {} member-img/s | "
-            "{} single-model steps in a row: {} member-img/s | **{}** |",
+            "{} single-model steps in a row: {} member-img/s | **{}** | {} |",
             lambda: (
-                f32()["members"],
-                *f32()["image"][:2],
-                f32()["member_images_per_second"],
-                f32()["members"],
-                f32()["baseline_member_images_per_second"],
-                f32()["ratio"],
+                record(GPU5_F32)["members"],
+                *record(GPU5_F32)["image"][:2],
+                record(GPU5_F32)["member_images_per_second"],
+                record(GPU5_F32)["members"],
+                record(GPU5_F32)["baseline_member_images_per_second"],
+                record(GPU5_F32)["ratio"],
+                5,
             ),
         ),
         Stated(
@@ -2509,8 +2754,12 @@ def _gpu_run() -> list[Stated]:
             "GPU headline",
             GPU,
             "So the fp32 training-step headline (the lower of the two sizes) is **{}** on this "
-            "card.",
-            lambda: min(step224()[3], step64()["ratio"]),
+            "card ({} in run {}).",
+            lambda: (
+                min(record(GPU5_STEP)["ratios"]["b16_224px"], step64()["ratio"]),
+                step224()[3],
+                1,
+            ),
         ),
         Stated(
             "GPU run 1 repeats",
@@ -3333,8 +3582,14 @@ def _docstrings() -> list[Stated]:
         Stated(
             "member batching: GPU",
             TRAINER,
-            "GPU (one H200, docs/results/gpu_h200, 2026-11-26): vmap/xla {}.",
-            lambda: record(GPU_F32)["ratio"],
+            "GPU (one H200, docs/results/gpu_h200): vmap/xla {} ({date}), {} with the current "
+            "trainer ({date}).",
+            lambda: (
+                record(GPU_F32)["ratio"],
+                "2026-11-26",  # run 1 (ensemble_f32.json holds no date)
+                record(GPU5_F32)["ratio"],
+                GPU5.split("/")[1],  # the record's folder is its date
+            ),
         ),
         Stated(
             "logistic_newton: eigenvalue cutoff",
@@ -3463,6 +3718,7 @@ CASES = [
     *_softmax_exact_runs(),
     *_stronger_ridge_run(),
     *_gpu_run(),
+    *_gpu_h200_run5(),
     *_gpu_h100_run(),
     *_cpu_ensemble_run(),
     *_cpu_step_run(),

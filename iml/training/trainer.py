@@ -86,8 +86,8 @@ logger = logging.getLogger(__name__)
 # 1.57-1.81x; on one device 'map' gave 1.15-1.38x and 'loop' 1.00-1.03x, and 'map' with 'xla'
 # convolutions stays slow (0.10-0.12), so the CPU default is map (the models' default
 # convolutions per backend are iml.models.DEFAULT_CONV_IMPL).
-# GPU (one H200, docs/results/gpu_h200, 2026-11-26): vmap/xla 5.58. TPU was not measured; vmap is
-# the usual choice there.
+# GPU (one H200, docs/results/gpu_h200): vmap/xla 5.58 (2026-11-26), 7.28 with the current trainer
+# (2026-11-27). TPU was not measured; vmap is the usual choice there.
 DEFAULT_MEMBER_BATCHING: dict[str, str] = {"cpu": "map", "gpu": "vmap", "tpu": "vmap"}
 
 _NORMALIZATIONS = ("imagenet", "none")
