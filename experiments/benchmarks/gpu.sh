@@ -7,7 +7,7 @@
 #     bash experiments/benchmarks/gpu.sh fp32    # one device call each
 #     bash experiments/benchmarks/gpu.sh bf16
 #     bash experiments/benchmarks/gpu.sh rest    # 64 px fp32, bf16 via cuBLAS, bf16 largest K
-#     bash experiments/benchmarks/gpu.sh paper   # 32 DenseNet-121s at 224 px in one step
+#     bash experiments/benchmarks/gpu.sh paper   # 48 DenseNet-121s at 224 px in one step
 set -uo pipefail
 out=${OUT:-runs/benchmarks/gpu}
 mkdir -p "$out"
@@ -60,9 +60,9 @@ fi
 # Left to search, the benchmark starts at the K that XLA's memory analysis predicts: 35 on an H100,
 # whose compile did not finish in 140 s; 62 on an H200, whose compile failed in XLA's autotuner
 # with a CUDA illegal address (docs/results/gpu_h100, docs/results/gpu_h200). K = 16 (H100) and
-# K = 32 (H200) compiled and ran, so this part runs K = 32 with its validation step, which neither
-# card has measured yet.
+# K = 32 (H200) compiled and ran. On an H200 this part tries K = 48, halfway to the failure, with
+# its validation step, which no card has measured yet; on an H100, pass MEMBERS=32.
 if [ "$part" = paper ]; then
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 560 paper_scale experiments.benchmarks.paper_scale \
-    --members 32 --repeats 5
+    --members "${MEMBERS:-48}" --repeats 5
 fi
