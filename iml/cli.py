@@ -138,6 +138,8 @@ def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, d
         if value is not None:
             if key == "loss.betas":
                 value = _numbers(flag, value)
+            elif key == "train.seeds" and shortcuts is SHORTCUTS:
+                value = _member_seeds(flag, value)
             config_lib.override(config, key, value, flag=flag)
         if value is not None or not (args.config or key in overridden):
             names[key] = flag
@@ -154,6 +156,19 @@ def _numbers(flag: str, values: Sequence[str]) -> tuple[float, ...]:
         raise ValueError(
             f"{flag} must be numbers, space- or comma-separated, got {text!r}"
         ) from None
+
+
+def _member_seeds(flag: str, values: Sequence[int]) -> tuple[int, ...]:
+    """The seeds of ``--seeds``: one value ``N`` counts them (``0..N-1``, as ``iml sweep --seeds``
+    does), several are the seeds themselves."""
+    if len(values) == 1:
+        if values[0] < 1:
+            raise ValueError(
+                f"{flag} {values[0]}: one value is a number of seeds (0..N-1) and must be at "
+                "least 1; to name the seeds themselves, give several"
+            )
+        return tuple(range(values[0]))
+    return tuple(values)
 
 
 def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
@@ -427,7 +442,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     shortcut(grid, "beta_min", "smallest beta", type=float)
     shortcut(grid, "beta_max", "largest beta", type=float)
     train = parser.add_argument_group("training")
-    shortcut(train, "seeds", "seeds per beta", type=int)
+    shortcut(train, "seeds", "seeds per beta: N for the seeds 0..N-1", type=int)
     shortcut(train, "model", "logistic or mlp", choices=SMALL_MODELS)
     shortcut(train, "hidden", "MLP hidden units", type=int)
     shortcut(train, "epochs", "most epochs", type=int)
@@ -498,7 +513,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="W1;W2;...",
     )
     shortcut("folds", "number of cross-validation folds", type=int)
-    shortcut("seeds", "member seeds", type=int, nargs="+")
+    shortcut(
+        "seeds",
+        "member seeds per beta: one number N for the seeds 0..N-1 (as in iml sweep), or several "
+        "seeds themselves",
+        type=int,
+        nargs="+",
+    )
     shortcut("epochs", "most epochs per member", type=int)
     rep.add_argument("--out", default="runs/reproduce", help="run directory (resumed if present)")
     rep.add_argument("--no-progress", action="store_true", help="hide progress bars")

@@ -282,6 +282,19 @@ def test_config_files_load_and_name_their_command():
         check_config(config)
 
 
+def test_seeds_count_as_in_the_sweep_or_name_the_seeds():
+    def seeds(*values: str) -> tuple:
+        argv = ["reproduce", "--seeds", *values]
+        return cli.load_config(cli.build_parser().parse_args(argv)).train.seeds
+
+    # one number counts the seeds, as `iml sweep --seeds 3` does; several are the seeds
+    assert seeds("3") == (0, 1, 2) and seeds("1") == (0,) and seeds("0", "5") == (0, 5)
+    sweep = ["sweep", "--dataset", "digits", "--seeds", "3", "--out", "unused"]
+    assert cli.load_config(cli.build_parser().parse_args(sweep)).train.seeds == 3
+    with pytest.raises(ValueError, match=r"--seeds 0: one value is a number of seeds"):
+        seeds("0")
+
+
 def test_named_options_set_their_nested_keys():
     from iml.config import flatten
 

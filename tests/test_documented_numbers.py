@@ -2413,6 +2413,18 @@ def _gpu_h100_run() -> list[Stated]:
     ]
 
 
+def _seeds_of(*values: int) -> tuple[int, ...]:
+    """What ``iml reproduce --seeds VALUES`` trains: one value's count, its first and last seed;
+    several values, the seeds themselves."""
+    from iml import cli
+
+    config = cli.load_config(
+        cli.build_parser().parse_args(["reproduce", "--seeds", *map(str, values)])
+    )
+    seeds = config.train.seeds
+    return (len(seeds), seeds[0], seeds[-1]) if len(values) == 1 else seeds
+
+
 def _gpu_h200_run5() -> list[Stated]:
     """Run 5 on an H200: the current trainer's fp32 figures, and DenseNet-121 at 224 px."""
     from experiments.benchmarks.paper_scale import project_paper_experiment
@@ -2633,6 +2645,13 @@ def _gpu_h200_run5() -> list[Stated]:
             GPU,
             "At DenseNet-121 and {} px, pass `--config.train.members_per_batch={}` or fewer",
             lambda: (224, k32()["members"]),
+        ),
+        Stated(
+            "README: --seeds counts in both commands",
+            README,
+            "`--seeds {}` means {} seeds, {} to {}, in both commands; `iml reproduce` also takes "
+            "the seeds themselves (`--seeds {} {}`)",
+            lambda: (8, *_seeds_of(8), *_seeds_of(3, 7)),
         ),
         Stated(
             "README: members per batch on a GPU",

@@ -253,6 +253,8 @@ def check_config(config: Mapping[str, Any]) -> None:
     seeds = list(c.train.seeds)
     if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
         raise ValueError(f"config.train.seeds must be non-negative integers, got {seeds!r}")
+    if len(set(seeds)) < len(seeds):
+        raise ValueError(f"config.train.seeds repeats a seed: {seeds!r}")
     for key in ("data_dir", "manual_dir"):
         if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
             raise FileNotFoundError(f"config.data.{key}: directory not found: {c.data[key]}")
