@@ -2658,7 +2658,7 @@ def _gpu_h200_run5() -> list[Stated]:
             README,
             "On one H200, {} DenseNet-121 members at {} px compiled and ran in one program, and {} "
             "did not compile (XLA's autotuner hit a CUDA illegal address; `docs/results/gpu_h200/`)"
-            ": at that size pass `--config.train.members_per_batch={}` or fewer.",
+            ": at that size pass `--config.train.members_per_batch={}` or fewer;",
             lambda: (k32()["members"], 224, paper()["predicted_members"], k32()["members"]),
         ),
         Stated(

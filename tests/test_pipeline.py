@@ -484,6 +484,27 @@ def test_a_class_out_of_range_is_named_when_the_data_is_loaded():
         load_run_data(_config(**{**MULTICLASS, "loss.weights": "ones;w[12]=2"}))
 
 
+def test_a_batch_out_of_device_memory_names_members_per_batch(tmp_path, monkeypatch):
+    from iml.pipeline import runner
+
+    def exhausted(*args, **kwargs):
+        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9.1GiB")
+
+    monkeypatch.setattr(runner, "train_ensemble", exhausted)
+    config = _config(**{**MULTICLASS, "train.members_per_batch": 4})
+    with pytest.raises(
+        MemoryError,
+        match=r"batch 0: 4 members trained in one program ran out of "
+        r"device memory; .*--config\.train\.members_per_batch=2, in a new",
+    ) as err:
+        runner.run_experiment(config, tmp_path / "run", progress=False)
+    assert "RESOURCE_EXHAUSTED" in str(err.value.__cause__)
+    # any other failure propagates as it was raised
+    monkeypatch.setattr(runner, "train_ensemble", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        runner.run_experiment(config, tmp_path / "other", progress=False)
+
+
 @pytest.fixture(scope="module")
 def multiclass_run(tmp_path_factory):
     from iml.pipeline.report import report_run

@@ -106,12 +106,6 @@ def _parse() -> argparse.Namespace:
     return args
 
 
-def is_out_of_memory(err: Exception) -> bool:
-    """Whether ``err`` is a device running out of memory (XLA's or the CUDA allocator's)."""
-    text = str(err)
-    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
-
-
 def member_batches(
     k: int, batch: int, size: int, seed: int, channels: int = 1, betas=(0.01, 0.99)
 ) -> tuple:
@@ -226,14 +220,16 @@ def largest_members(
 def search_largest(attempt, predicted: int, step: int = 8, grow: int = 3, seconds=None) -> dict:
     """The largest K that ``attempt(K)`` runs without running out of memory, starting from a guess.
 
-    ``attempt`` returns a result dict or raises; out-of-memory errors (:func:`is_out_of_memory`)
-    mean "does not fit", any other error propagates. From ``predicted`` (a multiple of ``step``)
-    the K is halved while it fails; once one fits, it grows by a quarter, at most ``grow`` times,
-    until one fails. ``seconds`` stops the growing once that much time has passed, so a search on
-    a lent machine ends with what it has. The result is the largest fit, with
-    ``smallest_failed_members`` (``None`` if no K failed) and ``tried`` (each K in order, with
-    ``True`` where it fitted).
+    ``attempt`` returns a result dict or raises; out-of-memory errors
+    (:func:`iml.training.is_out_of_memory`) mean "does not fit", any other error propagates. From
+    ``predicted`` (a multiple of ``step``) the K is halved while it fails; once one fits, it grows
+    by a quarter, at most ``grow`` times, until one fails. ``seconds`` stops the growing once that
+    much time has passed, so a search on a lent machine ends with what it has. The result is the
+    largest fit, with ``smallest_failed_members`` (``None`` if no K failed) and ``tried`` (each K
+    in order, with ``True`` where it fitted).
     """
+    from iml.training import is_out_of_memory
+
     start = time.perf_counter()
     tried, failed, fit = [], None, None
     kk = predicted

@@ -329,9 +329,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     import jax
 
-    from experiments.benchmarks.ensemble import is_out_of_memory, search_largest
+    from experiments.benchmarks.ensemble import search_largest
     from iml.models import DenseNet
-    from iml.training import DEFAULT_MEMBER_BATCHING
+    from iml.training import DEFAULT_MEMBER_BATCHING, is_out_of_memory
 
     backend = jax.default_backend()
     batching = DEFAULT_MEMBER_BATCHING.get(backend, "vmap")

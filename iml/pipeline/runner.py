@@ -48,6 +48,7 @@ from iml.training import (
     MemberHistory,
     MemberSpec,
     TrainConfig,
+    is_out_of_memory,
     predict_ensemble,
     train_ensemble,
 )
@@ -500,17 +501,27 @@ def _run_batch(
         for m, member_loss in zip(batch.members, losses, strict=True)
     ]
     ckpt = store.root / "checkpoints" / f"batch-{batch.index:04d}"
-    states, history = train_ensemble(
-        model,
-        specs,
-        source,
-        train_config,
-        checkpoint_dir=str(ckpt) if config.train.checkpoint else None,
-        init_variables=init_variables,
-        progress=progress,
-    )
     tests = [s.test_idx for s in specs]
-    scores = predict_ensemble(model, states, source, tests, train_config, loss=losses[0])
+    try:
+        states, history = train_ensemble(
+            model,
+            specs,
+            source,
+            train_config,
+            checkpoint_dir=str(ckpt) if config.train.checkpoint else None,
+            init_variables=init_variables,
+            progress=progress,
+        )
+        scores = predict_ensemble(model, states, source, tests, train_config, loss=losses[0])
+    except Exception as err:
+        if not is_out_of_memory(err):
+            raise
+        raise MemoryError(
+            f"batch {batch.index}: {len(specs)} members trained in one program ran out of device "
+            "memory; run again with fewer at a time, e.g. "
+            f"--config.train.members_per_batch={max(1, len(specs) // 2)}, in a new output "
+            "directory"
+        ) from err
     # A member's loss: its beta, or its position in a multiclass grid.
     weight = (
         {"beta": np.array([m.beta for m in batch.members])}

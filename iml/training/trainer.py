@@ -69,6 +69,7 @@ __all__ = [
     "TrainConfig",
     "epoch_order",
     "init_ensemble",
+    "is_out_of_memory",
     "member_losses",
     "predict_ensemble",
     "resolve_member_batching",
@@ -398,6 +399,13 @@ def _check_mesh(mesh: Mesh, k: int, config: TrainConfig) -> None:
 # ----------------------------------------------------------------------------------------------
 # Member batching and the compiled programs
 # ----------------------------------------------------------------------------------------------
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` says a device ran out of memory (XLA's ``RESOURCE_EXHAUSTED``, or an
+    allocator's "out of memory")."""
+    text = str(err)
+    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
 
 def resolve_member_batching(config: TrainConfig, backend: str | None = None) -> str:
