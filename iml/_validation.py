@@ -69,6 +69,28 @@ def check_count(name: str, value: object, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_seeds(name: str, seeds: object) -> tuple[int, ...]:
+    """Member seeds: a count ``N`` of at least 1 (the seeds ``0..N-1``) or the seeds themselves,
+    distinct non-negative integers; returned as a tuple of ints."""
+    if isinstance(seeds, np.ndarray) and seeds.ndim == 0:
+        seeds = seeds.item()
+    if isinstance(seeds, int | np.integer) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(
+                f"{name} must be a count of at least 1 or the seeds themselves, got {seeds!r}"
+            )
+        return tuple(range(int(seeds)))
+    values = list(seeds) if isinstance(seeds, Sequence | np.ndarray) else None
+    if not values or any(
+        isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 0 for s in values
+    ):
+        raise ValueError(f"{name} must be non-negative integers, got {seeds!r}")
+    values = [int(s) for s in values]
+    if len(set(values)) < len(values):
+        raise ValueError(f"{name} repeats a seed: {values!r}")
+    return tuple(values)
+
+
 def _check_number(name: str, value: object, strict: bool) -> float:
     number = isinstance(value, int | float | np.integer | np.floating) and not isinstance(
         value, bool

@@ -8,7 +8,7 @@ Examples::
     iml reproduce --config experiments/configs/chestxray14.py --config.train.epochs=1 \\
         --config.model.conv_impl=xla --manual-dir NIH_RELEASE --out runs/cxr-smoke
     iml figures --run runs/reproduce --out runs/reproduce-figures
-    iml sweep --dataset digits --lr 0.05 --config.train.seeds=4 --out runs/sweep-digits
+    iml sweep --dataset digits --lr 0.05 --seeds 4 --out runs/sweep-digits
     iml reveal --run runs/reproduce --out runs/reproduce-revealed
     python -m iml.cli reproduce --epochs 1 --folds 3 --config.train.members_per_batch=6
 
@@ -129,6 +129,9 @@ def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, d
             "(where --weights is a model's starting weights)"
         )
     overrides = list(getattr(args, "overrides", ()))
+    for key, text in overrides:
+        if key == "train.seeds":
+            _check_seeds_literal(text)
     config = config_lib.load_config(args.config, overrides, default=default)
     overridden = {key for key, _ in overrides}
     names = {}
@@ -138,7 +141,7 @@ def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, d
         if value is not None:
             if key == "loss.betas":
                 value = _numbers(flag, value)
-            elif key == "train.seeds" and shortcuts is SHORTCUTS:
+            elif key == "train.seeds":
                 value = _member_seeds(flag, value)
             config_lib.override(config, key, value, flag=flag)
         if value is not None or not (args.config or key in overridden):
@@ -159,8 +162,8 @@ def _numbers(flag: str, values: Sequence[str]) -> tuple[float, ...]:
 
 
 def _member_seeds(flag: str, values: Sequence[int]) -> tuple[int, ...]:
-    """The seeds of ``--seeds``: one value ``N`` counts them (``0..N-1``, as ``iml sweep --seeds``
-    does), several are the seeds themselves."""
+    """The seeds of ``--seeds``: one value ``N`` counts them (``0..N-1``), several are the seeds
+    themselves."""
     if len(values) == 1:
         if values[0] < 1:
             raise ValueError(
@@ -169,6 +172,23 @@ def _member_seeds(flag: str, values: Sequence[int]) -> tuple[int, ...]:
             )
         return tuple(range(values[0]))
     return tuple(values)
+
+
+def _check_seeds_literal(text: str | None) -> None:
+    """``--config.train.seeds=N`` with one number: a count on ``--seeds``, but the key holds the
+    seeds themselves, so the number alone is refused rather than read as the one seed ``N``."""
+    import ast
+
+    try:
+        value = ast.literal_eval(text or "")
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        count = f"--seeds {value} for the seeds 0..{value - 1}, or " if value >= 1 else ""
+        raise ValueError(
+            f"--config.train.seeds={text}: the key holds the seeds themselves; use {count}"
+            f"--config.train.seeds='({value},)' for the seed {value} alone"
+        )
 
 
 def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
@@ -442,7 +462,13 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     shortcut(grid, "beta_min", "smallest beta", type=float)
     shortcut(grid, "beta_max", "largest beta", type=float)
     train = parser.add_argument_group("training")
-    shortcut(train, "seeds", "seeds per beta: N for the seeds 0..N-1", type=int)
+    shortcut(
+        train,
+        "seeds",
+        "member seeds per loss: one number N for the seeds 0..N-1, or several seeds themselves",
+        type=int,
+        nargs="+",
+    )
     shortcut(train, "model", "logistic or mlp", choices=SMALL_MODELS)
     shortcut(train, "hidden", "MLP hidden units", type=int)
     shortcut(train, "epochs", "most epochs", type=int)
@@ -515,8 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
     shortcut("folds", "number of cross-validation folds", type=int)
     shortcut(
         "seeds",
-        "member seeds per beta: one number N for the seeds 0..N-1 (as in iml sweep), or several "
-        "seeds themselves",
+        "member seeds per loss: one number N for the seeds 0..N-1, or several seeds themselves",
         type=int,
         nargs="+",
     )

@@ -282,17 +282,26 @@ def test_config_files_load_and_name_their_command():
         check_config(config)
 
 
-def test_seeds_count_as_in_the_sweep_or_name_the_seeds():
-    def seeds(*values: str) -> tuple:
-        argv = ["reproduce", "--seeds", *values]
-        return cli.load_config(cli.build_parser().parse_args(argv)).train.seeds
+@pytest.mark.parametrize("command", ["reproduce", "sweep"])
+def test_seeds_count_or_name_the_seeds_and_the_key_holds_the_seeds(command):
+    def seeds(*argv: str) -> tuple:
+        args = cli.parse_args([command, "--dataset", "digits", *argv, "--out", "unused"])
+        return cli.load_config(args).train.seeds
 
-    # one number counts the seeds, as `iml sweep --seeds 3` does; several are the seeds
-    assert seeds("3") == (0, 1, 2) and seeds("1") == (0,) and seeds("0", "5") == (0, 5)
-    sweep = ["sweep", "--dataset", "digits", "--seeds", "3", "--out", "unused"]
-    assert cli.load_config(cli.build_parser().parse_args(sweep)).train.seeds == 3
+    # one number counts the seeds; several are the seeds themselves
+    assert seeds("--seeds", "3") == (0, 1, 2) and seeds("--seeds", "1") == (0,)
+    assert seeds("--seeds", "0", "5") == (0, 5)
     with pytest.raises(ValueError, match=r"--seeds 0: one value is a number of seeds"):
-        seeds("0")
+        seeds("--seeds", "0")
+    # config.train.seeds is the tuple of seeds in both commands; one bare number is ambiguous
+    assert isinstance(seeds(), tuple)
+    assert seeds("--config.train.seeds=4,") == (4,) and seeds("--config.train.seeds=1,2") == (1, 2)
+    message = (
+        r"seeds themselves; use --seeds 4 for the seeds 0\.\.3, "
+        r"or --config\.train\.seeds='\(4,\)' for the seed 4 alone"
+    )
+    with pytest.raises(ValueError, match=message):
+        seeds("--config.train.seeds=4")
 
 
 def test_named_options_set_their_nested_keys():

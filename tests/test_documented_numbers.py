@@ -2414,15 +2414,31 @@ def _gpu_h100_run() -> list[Stated]:
 
 
 def _seeds_of(*values: int) -> tuple[int, ...]:
-    """What ``iml reproduce --seeds VALUES`` trains: one value's count, its first and last seed;
-    several values, the seeds themselves."""
+    """What ``iml reproduce --seeds VALUES`` and ``iml sweep --seeds VALUES`` train (the same
+    seeds): one value's count, its first and last seed; several values, the seeds themselves."""
     from iml import cli
 
-    config = cli.load_config(
-        cli.build_parser().parse_args(["reproduce", "--seeds", *map(str, values)])
-    )
-    seeds = config.train.seeds
+    both = {
+        cli.load_config(
+            cli.parse_args([command, "--seeds", *map(str, values), "--out", "unused"])
+        ).train.seeds
+        for command in ("reproduce", "sweep")
+    }
+    assert len(both) == 1, both
+    (seeds,) = both
     return (len(seeds), seeds[0], seeds[-1]) if len(values) == 1 else seeds
+
+
+def _bare_seeds_refused(n: int) -> tuple[int, int, int, int]:
+    """``n`` four times if ``--config.train.seeds=n`` is refused in both commands with the error
+    that names ``--seeds n`` and ``'(n,)'``."""
+    from iml import cli
+
+    for command in ("reproduce", "sweep"):
+        args = cli.parse_args([command, f"--config.train.seeds={n}", "--out", "unused"])
+        with pytest.raises(ValueError, match=rf"use --seeds {n} .*'\({n},\)' for the seed {n}"):
+            cli.load_config(args)
+    return n, n, n, n
 
 
 def _gpu_h200_run5() -> list[Stated]:
@@ -2649,9 +2665,16 @@ def _gpu_h200_run5() -> list[Stated]:
         Stated(
             "README: --seeds counts in both commands",
             README,
-            "`--seeds {}` means {} seeds, {} to {}, in both commands; `iml reproduce` also takes "
-            "the seeds themselves (`--seeds {} {}`)",
+            "`--seeds {}` means {} seeds, {} to {}, and `--seeds {} {}` the seeds themselves, in "
+            "both commands",
             lambda: (8, *_seeds_of(8), *_seeds_of(3, 7)),
+        ),
+        Stated(
+            "README: a bare number in config.train.seeds",
+            README,
+            "(`--config.train.seeds={}`) is refused as ambiguous: write `--seeds {}`, or `'({},)'` "
+            "for the seed {} alone",
+            lambda: _bare_seeds_refused(8),
         ),
         Stated(
             "README: members per batch on a GPU",
@@ -3713,7 +3736,7 @@ def _docstrings() -> list[Stated]:
             "sweep_config: grid",
             SWEEP,
             "The default sweep: {} betas of the beta-weighted log loss x {} seeds",
-            lambda: (sweep_config().loss.n_betas, sweep_config().train.seeds),
+            lambda: (sweep_config().loss.n_betas, len(sweep_config().train.seeds)),
         ),
         Stated(
             "sweep_config: folds",

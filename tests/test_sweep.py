@@ -641,7 +641,7 @@ def test_every_named_option_sets_a_key_and_an_override_equals_its_option():
     betas = _config("--csv", "t.csv", "--betas", "0.5,0.9", "--epochs", "3", "--seeds", "2")
     assert to_dict(betas) == to_dict(
         _config("--config.data.csv=t.csv", "--config.loss.betas=0.5,0.9",
-                "--config.train.epochs", "3", "--config.train.seeds=2")
+                "--config.train.epochs", "3", "--config.train.seeds=0,1")
     )  # fmt: skip
     assert betas.loss.betas == (0.5, 0.9) and betas.data.csv == "t.csv"
     # as `iml reproduce` takes them: space-separated, or both at once
@@ -660,7 +660,7 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
         "    c.data.name = 'digits'\n"
         "    c.data.n_folds = 4\n"
         "    c.loss.betas = (0.5, 0.9)\n"
-        "    c.train.seeds = 1\n"
+        "    c.train.seeds = (0,)\n"
         "    return c\n"
     )
     out = tmp_path / "out"

@@ -86,6 +86,51 @@ def test_check_weights_wants_finite_non_negative_weights_with_a_positive_sum():
             V.check_weights("w", np.array(bad))
 
 
+@pytest.mark.parametrize(
+    ("seeds", "expected"),
+    [
+        (3, (0, 1, 2)),
+        (np.int64(1), (0,)),
+        ((4,), (4,)),
+        ([7, 2], (7, 2)),
+        (np.array([0, 5]), (0, 5)),
+    ],
+)
+def test_check_seeds_counts_or_takes_the_seeds_themselves(seeds, expected):
+    got = V.check_seeds("seeds", seeds)
+    assert got == expected and all(type(s) is int for s in got)
+
+
+@pytest.mark.parametrize(
+    ("seeds", "message"),
+    [
+        (0, "must be a count of at least 1 or the seeds themselves, got 0"),
+        ((), r"must be non-negative integers, got \(\)"),
+        ((1, -2), "must be non-negative integers"),
+        ((True,), "must be non-negative integers"),
+        ((0.5,), "must be non-negative integers"),
+        (np.array([[0, 1]]), "must be non-negative integers"),
+        ((0, 3, 0), r"repeats a seed: \[0, 3, 0\]"),
+    ],
+)
+def test_check_seeds_names_the_argument_and_the_rule(seeds, message):
+    with pytest.raises(ValueError, match=f"^config.train.seeds {message}"):
+        V.check_seeds("config.train.seeds", seeds)
+
+
+def test_every_seeds_argument_is_checked_alike():
+    from iml.pipeline.plan import make_plan
+    from iml.pipeline.sweep import run_sweep
+
+    x, y = np.zeros((20, 2)), np.arange(20) % 2
+    for call in (
+        lambda: make_plan(20, betas=[0.5], seeds=(1, 1)),
+        lambda: run_sweep(x, y, None, [0.5], seeds=(1, 1), progress=False),
+    ):
+        with pytest.raises(ValueError, match=r"^seeds repeats a seed: \[1, 1\]$"):
+            call()
+
+
 def test_public_functions_word_a_bad_count_alike():
     from iml import beta_grid
     from iml.calibration import expected_calibration_error

@@ -98,7 +98,7 @@ def make_plan(
     *,
     betas: Sequence[float] = (),
     losses: Sequence[str] = (),
-    seeds: Sequence[int] = (0,),
+    seeds: int | Sequence[int] = (0,),
     labels: np.ndarray | None = None,
     groups: np.ndarray | None = None,
     n_folds: int = 10,
@@ -115,7 +115,8 @@ def make_plan(
       betas: class weights in ``(0, 1)``, one loss each.
       losses: or the keys of a grid of multiclass losses (distinct); exactly one of ``betas``
         and ``losses`` is given.
-      seeds: non-negative member seeds (each rotation and beta is trained once per seed).
+      seeds: distinct non-negative member seeds, or their count ``N`` for ``0..N-1`` (each
+        rotation and beta is trained once per seed).
       labels: ``[N]`` labels to stratify the folds by.
       groups: ``[N]`` patient (group) ids; no group is split across folds.
       n_folds, n_val_folds, n_test_folds: the nested cross-validation (10, 2, 1: the paper's
@@ -138,9 +139,7 @@ def make_plan(
     betas = check_betas(betas) if betas else ()
     weights: tuple[float | None, ...] = betas or (None,) * len(keys)
     keys = tuple(beta_key(b) for b in betas) or keys
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct non-negative integers, got {list(seeds)}")
+    seeds = V.check_seeds("seeds", seeds)
     fold_ids = assign_folds(
         num_examples, n_folds=n_folds, groups=groups, labels=labels, seed=fold_seed
     )

@@ -251,11 +251,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"n_val_folds={c.data.n_val_folds} and n_test_folds={c.data.n_test_folds}"
         )
     V.check_positive("config.train.learning_rate", c.train.learning_rate)
-    seeds = list(c.train.seeds)
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
-        raise ValueError(f"config.train.seeds must be non-negative integers, got {seeds!r}")
-    if len(set(seeds)) < len(seeds):
-        raise ValueError(f"config.train.seeds repeats a seed: {seeds!r}")
+    V.check_seeds("config.train.seeds", tuple(c.train.seeds))
     for key in ("data_dir", "manual_dir"):
         if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
             raise FileNotFoundError(f"config.data.{key}: directory not found: {c.data[key]}")

@@ -66,7 +66,6 @@ from iml.spec import (
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
     check_labels,
-    check_seeds,
     check_table_config,
     exact_solver_applies,
     out_of_fold_logits,
@@ -218,7 +217,7 @@ def plan_sweep(
     y = check_labels(labels, x.shape[0], spec)
     g = np.arange(x.shape[0]) if groups is None else np.asarray(groups)
     V.check_shape("groups", g, (x.shape[0],))
-    s = check_seeds(seeds)
+    s = np.asarray(V.check_seeds("seeds", seeds), np.int64)
     module = build_small_model(
         model, hidden=hidden, n_outputs=spec.n_classes if spec.multiclass else 1
     )
@@ -461,7 +460,7 @@ def sweep_config() -> ml_collections.ConfigDict:
     c.loss.weights = ""  # the multiclass losses' grid (parse_weight_grid): 'ones;B[8,8]=10'
 
     c.train = ml_collections.ConfigDict()
-    c.train.seeds = 8  # seeds 0..seeds-1 of every loss
+    c.train.seeds = tuple(range(8))  # the member seeds of every loss (--seeds N: 0..N-1)
     c.train.epochs = 100
     c.train.batch_size = 512
     c.train.learning_rate = 0.01  # Adam's
@@ -595,7 +594,7 @@ def _check(
             )
         grid = _betas(c, name)
     V.check_non_negative(name("loss.gamma"), c.loss.gamma)
-    V.check_count(name("train.seeds"), c.train.seeds)
+    V.check_seeds(name("train.seeds"), c.train.seeds)
     V.check_count(name("train.betas_per_chunk"), c.train.betas_per_chunk)
     V.check_count(name("eval.n_bins"), c.eval.n_bins)
     V.check_count(name("data.fold_seed"), c.data.fold_seed, 0)

@@ -87,7 +87,6 @@ __all__ = [
     "MemberFit",
     "beta_weighted_sample_weights",
     "check_labels",
-    "check_seeds",
     "check_table_config",
     "exact_solver_applies",
     "fit_weighted_logistic",
@@ -108,19 +107,6 @@ TABULAR_DEFAULTS = TrainConfig(
 shared by the members of a seed, the learning rate divided by 10 after 2 epochs without a relative
 improvement of 1e-4, early stopping after 5, validation in blocks of 1,024 rows; no image flips or
 normalisation. The default of :func:`train_tabular` and of the sweeps."""
-
-
-def check_seeds(seeds: int | Sequence[int]) -> np.ndarray:
-    if isinstance(seeds, int | np.integer) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise ValueError(f"seeds must be a positive count or a list of seeds, got {seeds}")
-        return np.arange(int(seeds), dtype=np.int64)
-    s = np.asarray(seeds)
-    if s.ndim != 1 or s.size == 0 or s.dtype.kind not in "iu" or (s < 0).any():
-        raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {seeds!r}")
-    if np.unique(s).size != s.size:
-        raise ValueError("seeds must not repeat")
-    return s.astype(np.int64)
 
 
 # Member axes are [seed, loss, rotation] (along the loss axis, the losses of a batched LossSpec).
@@ -404,7 +390,7 @@ def train_tabular(
     x = np.asarray(features, dtype=np.float32)
     grid = loss_grid(losses)
     spec = grid.spec
-    s = check_seeds(np.asarray(seeds))
+    s = np.asarray(V.check_seeds("seeds", seeds), np.int64)
     if x.ndim != 2:
         raise ValueError(f"features must be [N, d]; got shape {x.shape}")
     y = check_labels(labels, x.shape[0], spec)
