@@ -2685,6 +2685,22 @@ def _gpu_h200_run5() -> list[Stated]:
             lambda: (k32()["members"], 224, paper()["predicted_members"], k32()["members"]),
         ),
         Stated(
+            "is_autotuner_failure: the H200 case",
+            "iml/training/trainer.py",
+            "program of {} DenseNet-121 members at {} px failed, with a CUDA illegal address while "
+            "timing grouped convolutions, where {} members compiled",
+            lambda: (
+                paper()["predicted_members"]
+                if all(
+                    text in (RESULTS / log).read_text()
+                    for text in ("JaxRuntimeError: INTERNAL: Failed to get configs for", "ILLEGAL")
+                )
+                else None,
+                224,
+                k32()["members"],
+            ),
+        ),
+        Stated(
             "README: paper_scale row",
             README,
             "(batch {} each, the paper's recipe) … GPU only: K = {} at **{}×**, and the paper's {} "

@@ -484,7 +484,9 @@ def test_a_class_out_of_range_is_named_when_the_data_is_loaded():
         load_run_data(_config(**{**MULTICLASS, "loss.weights": "ones;w[12]=2"}))
 
 
-def test_a_batch_out_of_device_memory_names_members_per_batch(tmp_path, monkeypatch):
+def test_a_batch_out_of_device_memory_or_failing_to_compile_names_members_per_batch(
+    tmp_path, monkeypatch
+):
     from iml.pipeline import runner
 
     def exhausted(*args, **kwargs):
@@ -499,6 +501,25 @@ def test_a_batch_out_of_device_memory_names_members_per_batch(tmp_path, monkeypa
     ) as err:
         runner.run_experiment(config, tmp_path / "run", progress=False)
     assert "RESOURCE_EXHAUSTED" in str(err.value.__cause__)
+    # XLA's GPU autotuner failing for a program of many members (as 62 DenseNet-121s did on an
+    # H200, where 32 compiled) names the same remedy
+    autotuner = "INTERNAL: Failed to get configs for: 269 out of 1029 instructions."
+
+    def untuned(*args, **kwargs):
+        raise RuntimeError(autotuner)
+
+    monkeypatch.setattr(runner, "train_ensemble", untuned)
+    with pytest.raises(
+        RuntimeError,
+        match=r"batch 0: 4 members trained in one program failed to compile in XLA's GPU "
+        r"autotuner; .*--config\.train\.members_per_batch=2, in a new",
+    ) as err:
+        runner.run_experiment(config, tmp_path / "untuned", progress=False)
+    assert str(err.value.__cause__) == autotuner
+    # a single member failing so has no smaller batch to try: the error propagates as raised
+    with pytest.raises(RuntimeError, match=r"^INTERNAL: Failed to get configs"):
+        one = _config(**{**MULTICLASS, "train.members_per_batch": 1})
+        runner.run_experiment(one, tmp_path / "single", progress=False)
     # any other failure propagates as it was raised
     monkeypatch.setattr(runner, "train_ensemble", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):

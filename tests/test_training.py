@@ -661,3 +661,18 @@ def test_two_processes_train_the_same_ensemble_as_one(tmp_path, trained):
     want = flat_params(states)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-3, atol=1e-5, err_msg=name)
+
+
+def test_failures_of_a_large_program_are_told_apart_as_xla_words_them():
+    from iml.training import is_autotuner_failure, is_out_of_memory
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "results"
+    # the error that 62 DenseNet-121 members at 224 px raised on an H200, as the log kept it
+    log = (root / "gpu_h200" / "2026-11-27" / "log_paper.txt").read_text().splitlines()
+    (autotuner,) = [line for line in log if line.startswith("jax.errors.JaxRuntimeError")]
+    memory = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9.10GiB."
+    assert is_autotuner_failure(RuntimeError(autotuner)) and not is_out_of_memory(
+        RuntimeError(autotuner)
+    )
+    assert is_out_of_memory(RuntimeError(memory)) and not is_autotuner_failure(RuntimeError(memory))
+    assert not is_autotuner_failure(ZeroDivisionError("division by zero"))

@@ -48,6 +48,7 @@ from iml.training import (
     MemberHistory,
     MemberSpec,
     TrainConfig,
+    is_autotuner_failure,
     is_out_of_memory,
     predict_ensemble,
     train_ensemble,
@@ -510,11 +511,15 @@ def _run_batch(
         )
         scores = predict_ensemble(model, states, source, tests, train_config, loss=losses[0])
     except Exception as err:
-        if not is_out_of_memory(err):
+        if is_out_of_memory(err):
+            error, what = MemoryError, "ran out of device memory"
+        elif is_autotuner_failure(err) and len(specs) > 1:
+            error, what = RuntimeError, "failed to compile in XLA's GPU autotuner"
+        else:
             raise
-        raise MemoryError(
-            f"batch {batch.index}: {len(specs)} members trained in one program ran out of device "
-            "memory; run again with fewer at a time, e.g. "
+        raise error(
+            f"batch {batch.index}: {len(specs)} members trained in one program {what}; run "
+            "again with fewer at a time, e.g. "
             f"--config.train.members_per_batch={max(1, len(specs) // 2)}, in a new output "
             "directory"
         ) from err
