@@ -1505,6 +1505,178 @@ def _optimal_raw(posterior: float, beta: float = 0.99) -> float:
     return float(iml.optimal_score(np.float64(posterior), beta))
 
 
+def _pmn_decile(run: str, k: int) -> tuple[float, float, float]:
+    """Mean corrected score, rate and mean raw score of the k-th decile (1-based) of the corrected
+    scores of a PneumoniaMNIST run's beta = 0.99 ensemble."""
+    with np.load(RESULTS / run / "ensemble_scores.npz") as z:
+        i = list(z["betas"]).index(0.99)
+        raw, labels = z["scores"][i], z["labels"]
+    q = np.asarray(iml.loss_corrected_score(raw, 0.99))
+    edges = np.quantile(q, np.linspace(0, 1, 11))
+    bins = np.clip(np.searchsorted(edges, q, side="right") - 1, 0, 9)
+    m = bins == k - 1
+    return q[m].mean(), labels[m].mean(), raw[m].mean()
+
+
+def _pmn_best_epochs(run: str, beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """The best epoch (1-based) of each member of ``beta`` in a run, and its learning rate."""
+    epochs, rates = [], []
+    for path in sorted((RESULTS / run / "batches").glob("*.npz")):
+        with np.load(path) as b:
+            for j in np.flatnonzero(b["beta"] == beta):
+                k = int(np.argmin(np.where(np.isnan(b["val_loss"][j]), np.inf, b["val_loss"][j])))
+                epochs.append(k + 1)
+                rates.append(b["lr"][j][k])
+    return np.asarray(epochs), np.asarray(rates)
+
+
+PMN_PATIENCE = "docs/results/pneumoniamnist_patience/README.md"
+
+
+def _pneumonia_patience_run() -> list[Stated]:
+    run, before = "pneumoniamnist_patience", "pneumoniamnist_early_stopping"
+
+    def table(name: str = run) -> dict:
+        return record(f"{name}/table.json")
+
+    def train() -> dict:
+        return record(f"{run}/manifest.json")["config"]["train"]
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    def rates() -> np.ndarray:
+        return _pmn_best_epochs(run, 0.99)[1]
+
+    return [
+        Stated(
+            "README: PneumoniaMNIST trained longer",
+            README,
+            "again with a patience of {} epochs (`pneumoniamnist_patience/`), the corrected ECE at "
+            "β = {} stays at {} and {}, against {} and {} at β = {}:",
+            lambda: (
+                train()["patience"],
+                0.99,
+                table(before)["0.99"]["loss_corrected"]["ece"],
+                table()["0.99"]["loss_corrected"]["ece"],
+                table(before)["0.5"]["loss_corrected"]["ece"],
+                table()["0.5"]["loss_corrected"]["ece"],
+                0.5,
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST patience: the patience-2 run",
+            PMN_PATIENCE,
+            "the corrected ECE at β = {} stayed at {} against {} at β = {}.",
+            lambda: (
+                0.99,
+                table(before)["0.99"]["loss_corrected"]["ece"],
+                table(before)["0.5"]["loss_corrected"]["ece"],
+                0.5,
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST patience: recipe",
+            PMN_PATIENCE,
+            "after {} epochs without improvement, … with a patience of {} epochs. … Adam at "
+            "{}e-{}, the learning rate divided by {} after each epoch without improvement (the "
+            "paper's schedule), and a cap of {} epochs. It trains β = {} and {} only.",
+            lambda: (
+                record(f"{before}/manifest.json")["config"]["train"]["patience"],
+                train()["patience"],
+                train()["learning_rate"] * 1e3,
+                3,
+                _lr_decay_divisor(),
+                train()["epochs"],
+                *record(f"{run}/manifest.json")["config"]["loss"]["betas"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST patience: time",
+            PMN_PATIENCE,
+            "started on {date}, in {} minutes",
+            lambda: (
+                record(f"{run}/manifest.json")["created_at"][:10],
+                int(record_line(f"{run}/log_tail.txt", r"\((\d+) s\)")[0]) / 60,
+            ),
+        ),
+        *[
+            Stated(
+                f"PneumoniaMNIST patience: table row {beta}",
+                PMN_PATIENCE,
+                f"| {beta} | {{}} | {{}} | {{}} | {{}} | p = {{}} |",
+                lambda beta=beta: (
+                    table()[beta]["raw"]["ece"],
+                    table()[beta]["loss_corrected"]["ece"],
+                    table(before)[beta]["loss_corrected"]["ece"],
+                    table()[beta]["platt"]["ece"],
+                    table()[beta]["raw"]["loss_calibration_p_value"],
+                ),
+            )
+            for beta in ("0.5", "0.99")
+        ],
+        Stated(
+            "PneumoniaMNIST patience: the 7th decile",
+            PMN_PATIENCE,
+            "the {}th decile of corrected scores has a mean raw logit of {} here and {} with a "
+            "patience of {}. Its mean corrected score is {} against an observed rate of {} ({} "
+            "against {} with a patience of {}).",
+            lambda: (
+                7,
+                logit(_pmn_decile(run, 7)[2]),
+                logit(_pmn_decile(before, 7)[2]),
+                2,
+                *_pmn_decile(run, 7)[:2],
+                *_pmn_decile(before, 7)[:2],
+                2,
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST patience: best epochs and rates",
+            PMN_PATIENCE,
+            "best epochs came at {} to {} ({} to {} with a patience of {}), but {} of the {} came "
+            "after the learning rate had been cut to {} or below, and {} at {} or below (the "
+            "smallest {}). The paper's schedule divides the rate by {} after every epoch",
+            lambda: (
+                *min_max(list(_pmn_best_epochs(run, 0.99)[0])),
+                *min_max(list(_pmn_best_epochs(before, 0.99)[0])),
+                2,
+                int(np.sum(rates() <= 1.01e-6)),
+                len(rates()),
+                1e-6,
+                int(np.sum(rates() <= 1.01e-8)),
+                1e-8,
+                rates().min(),
+                _lr_decay_divisor(),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST patience: the test",
+            PMN_PATIENCE,
+            "(p = {}, against {} with a patience of {}). The corrected ECE moved only from {} to "
+            "{},",
+            lambda: (
+                table()["0.99"]["raw"]["loss_calibration_p_value"],
+                table(before)["0.99"]["raw"]["loss_calibration_p_value"],
+                2,
+                table(before)["0.99"]["loss_corrected"]["ece"],
+                table()["0.99"]["loss_corrected"]["ece"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST patience: the optimal logit",
+            PMN_PATIENCE,
+            "with a {}th-decile logit near {}, where the optimal rule asks for {} at that decile's "
+            "observed rate.",
+            lambda: (
+                7,
+                logit(_pmn_decile(run, 7)[2]),
+                logit(_optimal_raw(_pmn_decile(run, 7)[1])),
+            ),
+        ),
+    ]
+
+
 def _pneumonia_early_stopping_run() -> list[Stated]:
     run = "pneumoniamnist_early_stopping"
 
@@ -1523,15 +1695,7 @@ def _pneumonia_early_stopping_run() -> list[Stated]:
         return np.asarray(epochs)
 
     def decile(k: int) -> tuple[float, float, float]:
-        """Mean corrected score, rate and mean raw score of the k-th decile (1-based), beta 0.99."""
-        with np.load(RESULTS / run / "ensemble_scores.npz") as z:
-            i = list(z["betas"]).index(0.99)
-            raw, labels = z["scores"][i], z["labels"]
-        q = np.asarray(iml.loss_corrected_score(raw, 0.99))
-        edges = np.quantile(q, np.linspace(0, 1, 11))
-        bins = np.clip(np.searchsorted(edges, q, side="right") - 1, 0, 9)
-        m = bins == k - 1
-        return q[m].mean(), labels[m].mean(), raw[m].mean()
+        return _pmn_decile(run, k)
 
     rows = []
     for beta in ("0.5", "0.9", "0.99"):
@@ -1634,6 +1798,17 @@ def _pneumonia_early_stopping_run() -> list[Stated]:
             PMN_STOPPED,
             "a positive at raw score {} contributes a gradient of about {}.",
             lambda: (decile(7)[2], 0.99 * (1 - decile(7)[2])),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: the longer patience",
+            PMN_STOPPED,
+            "with a patience of {} the raw scores stayed where they were, and the corrected ECE at "
+            "β = {} was {}.",
+            lambda: (
+                record("pneumoniamnist_patience/manifest.json")["config"]["train"]["patience"],
+                0.99,
+                table("pneumoniamnist_patience")["0.99"]["loss_corrected"]["ece"],
+            ),
         ),
         Stated(
             "PneumoniaMNIST early stopping: the calibrated betas",
@@ -3768,6 +3943,7 @@ CASES = [
     *_digits_run(),
     *_pneumonia_run(),
     *_pneumonia_early_stopping_run(),
+    *_pneumonia_patience_run(),
     *_digits_multiclass_run(),
     *_adult_run(),
     *_letter_run(),
@@ -3792,6 +3968,16 @@ def _param(case: Stated):
 # ----------------------------------------------------------------------------------------------
 # The tests
 # ----------------------------------------------------------------------------------------------
+
+
+def test_the_pneumoniamnist_runs_score_the_same_test_images():
+    # the runs' READMEs compare them observation for observation
+    folds = [
+        np.load(RESULTS / run / "data" / "folds.npz")
+        for run in ("pneumoniamnist_early_stopping", "pneumoniamnist_patience")
+    ]
+    for key in ("labels", "fold_ids"):
+        np.testing.assert_array_equal(folds[0][key], folds[1][key])
 
 
 def test_case_names_are_unique():
