@@ -1530,6 +1530,175 @@ def _pmn_best_epochs(run: str, beta: float) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(epochs), np.asarray(rates)
 
 
+PMN_SEEDS = "docs/results/pneumoniamnist_seeds/README.md"
+
+
+def _pmn_seed_scores(run: str) -> tuple[np.ndarray, np.ndarray]:
+    """``[seeds, N]`` raw test scores of a PneumoniaMNIST run's members, one row per seed (each
+    observation is in one rotation's test fold), and the ``[N]`` labels."""
+    labels = np.load(RESULTS / run / "data" / "folds.npz")["labels"]
+    rows: dict[int, np.ndarray] = {}
+    for path in sorted((RESULTS / run / "batches").glob("*.npz")):
+        with np.load(path) as b:
+            for j, seed in enumerate(b["seed"]):
+                lo, hi = b["test_offsets"][j], b["test_offsets"][j + 1]
+                rows.setdefault(int(seed), np.full(len(labels), np.nan))[b["test_idx"][lo:hi]] = b[
+                    "test_scores"
+                ][lo:hi]
+    scores = np.clip(np.stack([rows[s] for s in sorted(rows)]), 1e-7, 1 - 1e-7)
+    assert not np.isnan(scores).any()
+    return scores, labels
+
+
+def _pneumonia_seeds_run() -> list[Stated]:
+    run = "pneumoniamnist_seeds"
+
+    def table(name: str = run) -> dict:
+        return record(f"{name}/table.json")
+
+    def config() -> dict:
+        return record(f"{run}/manifest.json")["config"]
+
+    def corrected_ece(raw: np.ndarray) -> float:
+        _, labels = _pmn_seed_scores(run)
+        return float(expected_calibration_error(iml.loss_corrected_score(raw, 0.99), labels))
+
+    def per_seed() -> list[float]:
+        return [corrected_ece(raw) for raw in _pmn_seed_scores(run)[0]]
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    def mean_corrected() -> float:
+        raw, labels = _pmn_seed_scores(run)
+        q = np.mean([np.asarray(iml.loss_corrected_score(r, 0.99)) for r in raw], axis=0)
+        return float(expected_calibration_error(q, labels))
+
+    def mean_logit() -> float:
+        raw, _ = _pmn_seed_scores(run)
+        z = np.mean(np.log(raw) - np.log1p(-raw), axis=0)
+        return corrected_ece(1 / (1 + np.exp(-z)))
+
+    return [
+        Stated(
+            "README: PneumoniaMNIST with 4 seeds",
+            README,
+            "An ensemble of {} seeds (`pneumoniamnist_seeds/`) widens the gap to {},",
+            lambda: (len(config()["train"]["seeds"]), table()["0.99"]["loss_corrected"]["ece"]),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: the ensemble of seeds",
+            PMN_STOPPED,
+            "An ensemble of {} seeds per observation, in `../pneumoniamnist_seeds/` (the paper "
+            "averages {}; … the paper's ensemble, the mean raw score corrected, reached {}.",
+            lambda: (len(config()["train"]["seeds"]), 80, table()["0.99"]["loss_corrected"]["ece"]),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: the question",
+            PMN_SEEDS,
+            "the corrected ECE at β = {} stays at {}. The paper averages {} members per "
+            "observation. This run asks whether averaging helps, with {} seeds",
+            lambda: (
+                0.99,
+                table("pneumoniamnist_early_stopping")["0.99"]["loss_corrected"]["ece"],
+                80,
+                len(config()["train"]["seeds"]),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: recipe",
+            PMN_SEEDS,
+            "Adam at {}e-{}, the learning rate divided by {} after each epoch without improvement, "
+            "early stopping after {} epochs without improvement, and a cap of {} epochs.",
+            lambda: (
+                config()["train"]["learning_rate"] * 1e3,
+                3,
+                _lr_decay_divisor(),
+                config()["train"]["patience"],
+                config()["train"]["epochs"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: time",
+            PMN_SEEDS,
+            "on the {}-core CPU on {date}, in {} minutes",
+            lambda: (
+                len(record(f"{run}/manifest.json")["devices"]),
+                record(f"{run}/manifest.json")["created_at"][:10],
+                int(record_line(f"{run}/log_tail.txt", r"\((\d+) s\)")[0]) / 60,
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: members",
+            PMN_SEEDS,
+            "{} members, so each observation's ensemble has {} members, one per seed.",
+            lambda: (
+                record(f"{run}/manifest.json")["num_members"],
+                *set(np.load(RESULTS / run / "ensemble_scores.npz")["sizes"].ravel().tolist()),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: beta 0.5",
+            PMN_SEEDS,
+            "at β = {} the early-stopping run reaches {})",
+            lambda: (
+                0.5,
+                table("pneumoniamnist_early_stopping")["0.5"]["loss_corrected"]["ece"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: one seed",
+            PMN_SEEDS,
+            "| one seed (each seed's members alone) | {} to {}, mean {} |",
+            lambda: (*min_max(per_seed()), np.mean(per_seed())),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: the paper's ensemble",
+            PMN_SEEDS,
+            "the mean raw score, corrected (`table.md`) | {} |",
+            lambda: (
+                table()["0.99"]["loss_corrected"]["ece"]
+                if math.isclose(
+                    table()["0.99"]["loss_corrected"]["ece"],
+                    corrected_ece(_pmn_seed_scores(run)[0].mean(axis=0)),
+                    abs_tol=1e-4,
+                )
+                else None
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: other averages",
+            PMN_SEEDS,
+            "| the mean of the members' corrected scores | {} | | the mean raw logit, corrected | "
+            "{} | | Platt, cross-fitted on the ensemble (uses labels) | {} |",
+            lambda: (mean_corrected(), mean_logit(), table()["0.99"]["platt"]["ece"]),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: top decile",
+            PMN_SEEDS,
+            "the ensemble's mean raw logit is {}. For the single seed of the early-stopping run it "
+            "is {}. … the {}th decile's mean corrected score is {} against an observed rate of {}.",
+            lambda: (
+                logit(_pmn_decile(run, 10)[2]),
+                logit(_pmn_decile("pneumoniamnist_early_stopping", 10)[2]),
+                7,
+                *_pmn_decile(run, 7)[:2],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: the test",
+            PMN_SEEDS,
+            "does not reject the ensemble's raw scores at the {}% level** (p = {}).",
+            lambda: (
+                5,
+                table()["0.99"]["raw"]["loss_calibration_p_value"]
+                if table()["0.99"]["raw"]["loss_calibration_p_value"] > 0.05
+                else None,
+            ),
+        ),
+    ]
+
+
 PMN_PATIENCE = "docs/results/pneumoniamnist_patience/README.md"
 
 
@@ -3944,6 +4113,7 @@ CASES = [
     *_pneumonia_run(),
     *_pneumonia_early_stopping_run(),
     *_pneumonia_patience_run(),
+    *_pneumonia_seeds_run(),
     *_digits_multiclass_run(),
     *_adult_run(),
     *_letter_run(),
@@ -3974,10 +4144,15 @@ def test_the_pneumoniamnist_runs_score_the_same_test_images():
     # the runs' READMEs compare them observation for observation
     folds = [
         np.load(RESULTS / run / "data" / "folds.npz")
-        for run in ("pneumoniamnist_early_stopping", "pneumoniamnist_patience")
+        for run in (
+            "pneumoniamnist_early_stopping",
+            "pneumoniamnist_patience",
+            "pneumoniamnist_seeds",
+        )
     ]
     for key in ("labels", "fold_ids"):
-        np.testing.assert_array_equal(folds[0][key], folds[1][key])
+        for other in folds[1:]:
+            np.testing.assert_array_equal(folds[0][key], other[key])
 
 
 def test_case_names_are_unique():
