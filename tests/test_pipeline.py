@@ -484,44 +484,53 @@ def test_a_class_out_of_range_is_named_when_the_data_is_loaded():
         load_run_data(_config(**{**MULTICLASS, "loss.weights": "ones;w[12]=2"}))
 
 
+_AUTOTUNER = "INTERNAL: Failed to get configs for: 269 out of 1029 instructions."
+
+
+@pytest.mark.parametrize(
+    ("failure", "error", "what"),
+    [
+        (
+            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9.1GiB",
+            MemoryError,
+            "ran out of device memory",
+        ),
+        # how 62 DenseNet-121s in one program failed on an H200, where 32 compiled
+        (_AUTOTUNER, RuntimeError, "failed to compile in XLA's GPU autotuner"),
+    ],
+)
 def test_a_batch_out_of_device_memory_or_failing_to_compile_names_members_per_batch(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, failure, error, what
 ):
     from iml.pipeline import runner
 
-    def exhausted(*args, **kwargs):
-        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9.1GiB")
+    def fail(*args, **kwargs):
+        raise RuntimeError(failure)
 
-    monkeypatch.setattr(runner, "train_ensemble", exhausted)
+    monkeypatch.setattr(runner, "train_ensemble", fail)
     config = _config(**{**MULTICLASS, "train.members_per_batch": 4})
     with pytest.raises(
-        MemoryError,
-        match=r"batch 0: 4 members trained in one program ran out of "
-        r"device memory; .*--config\.train\.members_per_batch=2, in a new",
+        error,
+        match=rf"batch 0: 4 members trained in one program {what}; "
+        r".*--config\.train\.members_per_batch=2, in a new",
     ) as err:
         runner.run_experiment(config, tmp_path / "run", progress=False)
-    assert "RESOURCE_EXHAUSTED" in str(err.value.__cause__)
-    # XLA's GPU autotuner failing for a program of many members (as 62 DenseNet-121s did on an
-    # H200, where 32 compiled) names the same remedy
-    autotuner = "INTERNAL: Failed to get configs for: 269 out of 1029 instructions."
+    assert str(err.value.__cause__) == failure
+
+
+def test_other_batch_failures_propagate_as_raised(tmp_path, monkeypatch):
+    from iml.pipeline import runner
 
     def untuned(*args, **kwargs):
-        raise RuntimeError(autotuner)
+        raise RuntimeError(_AUTOTUNER)
 
+    # a single member has no smaller batch to try
     monkeypatch.setattr(runner, "train_ensemble", untuned)
-    with pytest.raises(
-        RuntimeError,
-        match=r"batch 0: 4 members trained in one program failed to compile in XLA's GPU "
-        r"autotuner; .*--config\.train\.members_per_batch=2, in a new",
-    ) as err:
-        runner.run_experiment(config, tmp_path / "untuned", progress=False)
-    assert str(err.value.__cause__) == autotuner
-    # a single member failing so has no smaller batch to try: the error propagates as raised
+    one = _config(**{**MULTICLASS, "train.members_per_batch": 1})
     with pytest.raises(RuntimeError, match=r"^INTERNAL: Failed to get configs"):
-        one = _config(**{**MULTICLASS, "train.members_per_batch": 1})
         runner.run_experiment(one, tmp_path / "single", progress=False)
-    # any other failure propagates as it was raised
     monkeypatch.setattr(runner, "train_ensemble", lambda *a, **k: 1 / 0)
+    config = _config(**{**MULTICLASS, "train.members_per_batch": 4})
     with pytest.raises(ZeroDivisionError):
         runner.run_experiment(config, tmp_path / "other", progress=False)
 
