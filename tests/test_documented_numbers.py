@@ -1550,6 +1550,58 @@ def _pmn_seed_scores(run: str) -> tuple[np.ndarray, np.ndarray]:
     return scores, labels
 
 
+PMN_CONFIG = "experiments/configs/pneumoniamnist.py"
+
+
+def _pneumonia_config() -> list[Stated]:
+    def config() -> Any:
+        from iml.config import load_config_file
+
+        return load_config_file(ROOT / PMN_CONFIG)
+
+    def train(run: str) -> dict:
+        return record(f"{run}/manifest.json")["config"]["train"]
+
+    return [
+        Stated(
+            "pneumoniamnist config: title",
+            PMN_CONFIG,
+            "PneumoniaMNIST ({}x{} chest X-rays, pneumonia vs normal): small DenseNet, beta "
+            "{}/{}/{}.",
+            lambda: (config().data.image_size, config().data.image_size, *config().loss.betas),
+        ),
+        Stated(
+            "pneumoniamnist config: the run",
+            PMN_CONFIG,
+            "All {} images are pooled and split into {} folds rotated {}/{}/{} ({} members, one "
+            "seed); members train for up to {} epochs with early stopping on the validation loss "
+            "(patience {}).",
+            lambda: (
+                record("pneumoniamnist/manifest.json")["num_examples"],
+                config().data.n_folds,
+                config().data.n_folds - config().data.n_val_folds - config().data.n_test_folds,
+                config().data.n_val_folds,
+                config().data.n_test_folds,
+                record("pneumoniamnist/manifest.json")["num_members"]
+                if len(config().train.seeds) == 1
+                else None,
+                config().train.epochs,
+                config().train.patience,
+            ),
+        ),
+        Stated(
+            "pneumoniamnist config: the longer runs",
+            PMN_CONFIG,
+            "(``--config.train.epochs={}``), with a patience of {}, or with {} seeds,",
+            lambda: (
+                train("pneumoniamnist_early_stopping")["epochs"],
+                train("pneumoniamnist_patience")["patience"],
+                len(train("pneumoniamnist_seeds")["seeds"]),
+            ),
+        ),
+    ]
+
+
 def _pneumonia_seeds_run() -> list[Stated]:
     run = "pneumoniamnist_seeds"
 
@@ -4114,6 +4166,7 @@ CASES = [
     *_pneumonia_early_stopping_run(),
     *_pneumonia_patience_run(),
     *_pneumonia_seeds_run(),
+    *_pneumonia_config(),
     *_digits_multiclass_run(),
     *_adult_run(),
     *_letter_run(),
