@@ -208,6 +208,11 @@ def test_markdown_table_lists_every_method_and_metric():
         ("model.conv_impl", "im2col", r"config\.model\.conv_impl must be '' .* or one of"),
         ("train.seeds", (-1,), r"config\.train\.seeds must be non-negative"),
         ("train.seeds", (0, 3, 0), r"config\.train\.seeds repeats a seed: \[0, 3, 0\]"),
+        (
+            "train.min_learning_rate",
+            -1e-4,
+            r"config\.train\.min_learning_rate must be a finite number >= 0",
+        ),
     ],
 )
 def test_check_config_names_the_bad_key(key, value, match):

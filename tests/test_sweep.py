@@ -740,3 +740,19 @@ def test_adam_options_of_an_exact_sweep_are_named_as_unused(tmp_path, capsys):
     assert prepare("--lr", "0.05", "--solver", "adam") == ""
     assert prepare("--lr", "0.05", "--model", "mlp") == ""
     assert prepare("--l2", "1e-3") == ""  # the exact solver's own options
+
+
+def test_a_sweep_records_a_learning_rate_floor_only_where_one_is_set(tmp_path):
+    # Sweeps stored before the floor existed ran without one: at its default the record leaves it
+    # out, so that such a sweep resumes; a floor that is set is recorded, so it cannot.
+    from iml.pipeline.store import RunStore
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(200, 3)), (rng.random(200) < 0.3).astype(np.int32)
+    plain = S.plan_sweep(x, y, None, [0.5], train=table_config(solver="adam")).run_config
+    floor = S.plan_sweep(x, y, None, [0.5], train=table_config(solver="adam", min_lr=1e-4))
+    assert "min_lr" not in plain["train"] and floor.run_config["train"]["min_lr"] == 1e-4
+    store = RunStore(tmp_path / "run")
+    store.open_run(plain)
+    with pytest.raises(ValueError, match=r"first difference: 'train\.min_lr'"):
+        store.check_resumable(floor.run_config)

@@ -126,6 +126,27 @@ def test_end_of_epoch_keeps_best_decays_lr_on_plateau_and_stops_early():
     assert float(frozen.best_val_loss) == 0.5 and int(frozen.stop_epoch) == 4
 
 
+@pytest.mark.parametrize(
+    ("lr", "min_lr", "rates"),
+    [
+        (1e-2, 0.0, [1e-3, 1e-4, 1e-5, 1e-6]),  # the paper's schedule: no floor
+        (1e-2, 3e-4, [1e-3, 3e-4, 3e-4, 3e-4]),  # decayed to the floor, then held there
+        (1e-4, 3e-4, [1e-4, 1e-4, 1e-4, 1e-4]),  # a rate below the floor is left as it is
+    ],
+)
+def test_plateau_decay_stops_at_the_floor_of_the_learning_rate(lr, min_lr, rates):
+    state = init_member_state({"params": {"w": jnp.ones(1)}}, adam(), lr)
+    kw = dict(patience=10, plateau_patience=1, lr_factor=0.1, min_lr=min_lr)
+    state = end_of_epoch(state, jnp.asarray(1.0), 0, **kw)
+    got = []
+    for epoch in range(1, 5):  # no improvement: a decay after every epoch
+        state = end_of_epoch(state, jnp.asarray(2.0), epoch, **kw)
+        got.append(float(state.lr))
+    np.testing.assert_allclose(got, rates, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"TrainConfig\.min_lr must be a finite number >= 0"):
+        TrainConfig(min_lr=-1e-3)
+
+
 def test_end_of_epoch_stops_a_member_with_non_finite_validation_loss():
     state = init_member_state({"params": {"w": jnp.ones(1)}}, adam(), 1e-3)
     state = end_of_epoch(state, jnp.nan, 0, patience=5, plateau_patience=5, lr_factor=0.1)

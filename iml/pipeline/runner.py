@@ -139,6 +139,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.train.learning_rate = 1e-3
     c.train.patience = 5
     c.train.plateau_patience = 1
+    c.train.min_learning_rate = 0.0  # the floor of the plateau decay (0: none, the paper's)
     c.train.flip = False
     c.train.normalize = "imagenet"
     c.train.checkpoint = True
@@ -252,6 +253,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"n_val_folds={c.data.n_val_folds} and n_test_folds={c.data.n_test_folds}"
         )
     V.check_positive("config.train.learning_rate", c.train.learning_rate)
+    V.check_non_negative("config.train.min_learning_rate", c.train.min_learning_rate)
     V.check_seeds("config.train.seeds", tuple(c.train.seeds))
     for key in ("data_dir", "manual_dir"):
         if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
@@ -414,6 +416,7 @@ def _train_config(config: Mapping[str, Any]) -> TrainConfig:
         max_epochs=int(c.train.epochs),
         patience=int(c.train.patience),
         plateau_patience=int(c.train.plateau_patience),
+        min_lr=float(c.train.min_learning_rate),
         flip=bool(c.train.flip),
         normalize=str(c.train.normalize),
     )

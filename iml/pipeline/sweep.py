@@ -182,6 +182,16 @@ class SweepPlan(NamedTuple):
     run_config: dict[str, Any]
 
 
+#: Training settings added after sweeps were stored, with the value those sweeps ran at: a
+#: setting at that value is left out of a sweep's record, so that the stored sweeps resume.
+_ADDED_TRAINING = {"min_lr": 0.0}
+
+
+def _recorded_training(config: TrainConfig) -> dict[str, Any]:
+    fields = dataclasses.asdict(config)
+    return {k: v for k, v in fields.items() if k not in _ADDED_TRAINING or v != _ADDED_TRAINING[k]}
+
+
 def plan_sweep(
     features: ArrayLike,
     labels: ArrayLike,
@@ -243,7 +253,7 @@ def plan_sweep(
     run_config = {
         **recorded,
         "seeds": s.tolist(),
-        "train": {"model": model, "hidden": hidden, **dataclasses.asdict(config)},
+        "train": {"model": model, "hidden": hidden, **_recorded_training(config)},
         "n_folds": n_folds,
         "fold_seed": fold_seed,
         "betas_per_chunk": betas_per_chunk,

@@ -156,6 +156,7 @@ def end_of_epoch(
     lr_factor: float,
     min_delta: float = 0.0,
     min_rel_delta: float = 0.0,
+    min_lr: float = 0.0,
 ) -> MemberState:
     """Early stopping and learning-rate decay of one member after an epoch's validation.
 
@@ -163,7 +164,8 @@ def end_of_epoch(
     min_rel_delta * |best_val_loss|`` (any finite loss improves on the first epoch); the member
     then keeps its current parameters as its best. After ``plateau_patience`` epochs without
     improvement its learning rate is multiplied by ``lr_factor`` (0.1 in the paper: "decayed by a
-    factor of 10 each time the validation loss plateaus"); after ``patience`` epochs without
+    factor of 10 each time the validation loss plateaus"), but not below ``min_lr``; after
+    ``patience`` epochs without
     improvement it stops. A non-finite validation loss stops it as diverged. A stopped member is
     returned unchanged.
 
@@ -176,6 +178,8 @@ def end_of_epoch(
       lr_factor: multiplier of the learning rate on a plateau.
       min_delta: the least decrease that counts as an improvement.
       min_rel_delta: the least decrease, as a fraction of the best loss, that counts as one.
+      min_lr: the floor of the decayed learning rate (0: none, the paper's schedule); a rate
+        already below it is left as it is.
 
     Returns:
       The updated state, with the epoch's training-loss accumulators reset.
@@ -200,7 +204,9 @@ def end_of_epoch(
         best_epoch=jnp.where(improved, jnp.asarray(epoch, jnp.int32) + 1, state.best_epoch),
         bad_epochs=bad,
         plateau_epochs=jnp.where(decay, 0, plateau),
-        lr=jnp.where(decay, state.lr * lr_factor, state.lr),
+        lr=jnp.where(
+            decay, jnp.maximum(state.lr * lr_factor, jnp.minimum(min_lr, state.lr)), state.lr
+        ),
         diverged=diverged,
         stopped=stopped,
     )

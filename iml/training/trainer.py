@@ -186,6 +186,7 @@ class TrainConfig:
       patience: epochs without validation improvement before a member stops early.
       plateau_patience: epochs without improvement before its learning rate is decayed.
       lr_factor: the decay factor (0.1: "decayed by a factor of 10").
+      min_lr: the floor of the decayed learning rate (0: none, as in the paper).
       min_delta: the least decrease of the validation loss that counts as an improvement.
       min_rel_delta: the least decrease, as a fraction of the best validation loss, that counts.
       l2: coefficient of ``l2 / 2 * ||W||^2`` added to the training loss (weights only:
@@ -217,6 +218,7 @@ class TrainConfig:
     patience: int = 5
     plateau_patience: int = 1
     lr_factor: float = 0.1
+    min_lr: float = 0.0
     min_delta: float = 0.0
     min_rel_delta: float = 0.0
     l2: float = 0.0
@@ -236,6 +238,7 @@ class TrainConfig:
             patience=self.patience,
             plateau_patience=self.plateau_patience,
             lr_factor=self.lr_factor,
+            min_lr=self.min_lr,
             min_delta=self.min_delta,
             min_rel_delta=self.min_rel_delta,
         )
@@ -247,7 +250,7 @@ class TrainConfig:
                   "max_newton_steps")  # fmt: skip
         for name in counts:
             V.check_count(f"TrainConfig.{name}", getattr(self, name))
-        for name in ("min_delta", "min_rel_delta", "l2"):
+        for name in ("min_lr", "min_delta", "min_rel_delta", "l2"):
             V.check_non_negative(f"TrainConfig.{name}", getattr(self, name))
         V.check_choice("TrainConfig.solver", self.solver, SOLVERS)
         if not (0.0 <= self.b1 < 1.0 and 0.0 <= self.b2 < 1.0):
