@@ -49,6 +49,7 @@ from iml.models import DEFAULT_CONV_IMPL, densenet_small
 from iml.pipeline.runner import default_config
 from iml.pipeline.sweep import sweep_config
 from iml.training import DEFAULT_MEMBER_BATCHING, TrainConfig
+from iml.training.member import end_of_epoch
 from iml.training.tabular import TABULAR_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -4004,6 +4005,18 @@ def _docstrings() -> list[Stated]:
             DATASETS,
             "``image_size`` {}/{}/{}: ``pneumoniamnist_{}.npz`` etc.",
             lambda: (*NATIVE_SIZES[1:], NATIVE_SIZES[1]),
+        ),
+        Stated(
+            "TrainConfig: no floor by default",
+            TRAINER,
+            "min_lr: the floor of the decayed learning rate ({}: none, as in the paper).",
+            lambda: TrainConfig().min_lr,
+        ),
+        Stated(
+            "end_of_epoch: no floor by default",
+            "iml/training/member.py",
+            "min_lr: the floor of the decayed learning rate ({}: none, the paper's schedule);",
+            lambda: inspect.signature(end_of_epoch).parameters["min_lr"].default,
         ),
         Stated(
             "member batching: benchmark",
