@@ -1551,6 +1551,194 @@ def _pmn_seed_scores(run: str) -> tuple[np.ndarray, np.ndarray]:
     return scores, labels
 
 
+PMN_FLOOR = "docs/results/pneumoniamnist_lr_floor/README.md"
+
+
+def _pmn_members(run: str, beta: float) -> dict[str, np.ndarray]:
+    """Per member of ``beta`` in a run: its best and last epochs (1-based), its learning rate at
+    the best epoch and its best validation loss."""
+    rows: dict[str, list] = {"best": [], "stop": [], "lr": [], "val": []}
+    for path in sorted((RESULTS / run / "batches").glob("*.npz")):
+        with np.load(path) as b:
+            for j in np.flatnonzero(b["beta"] == beta):
+                v = np.where(np.isnan(b["val_loss"][j]), np.inf, b["val_loss"][j])
+                k = int(np.argmin(v))
+                rows["best"].append(k + 1)
+                rows["stop"].append(int(b["stopped_epoch"][j]) + 1)
+                rows["lr"].append(b["lr"][j][k])
+                rows["val"].append(v[k])
+    return {key: np.asarray(values) for key, values in rows.items()}
+
+
+def _pneumonia_lr_floor_run() -> list[Stated]:
+    run, patience = "pneumoniamnist_lr_floor", "pneumoniamnist_patience"
+
+    def table(name: str = run) -> dict:
+        return record(f"{name}/table.json")
+
+    def train(name: str = run) -> dict:
+        return record(f"{name}/manifest.json")["config"]["train"]
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    def row(name: str, beta: str = "0.99") -> tuple[float, float, float]:
+        return tuple(table(name)[beta][m]["ece"] for m in ("raw", "loss_corrected", "platt"))
+
+    members = functools.partial(_pmn_members, run, 0.99)
+    return [
+        Stated(
+            "README: PneumoniaMNIST with a floor",
+            README,
+            "What closes the gap is a floor of {} on the learning rate "
+            "(`--config.train.min_learning_rate={}e-{}`, `pneumoniamnist_lr_floor/`): the members "
+            "train on, and the corrected ECE at β = {} falls to {}.",
+            lambda: (
+                train()["min_learning_rate"],
+                train()["min_learning_rate"] * 1e4,
+                4,
+                0.99,
+                table()["0.99"]["loss_corrected"]["ece"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST early stopping: the floor",
+            PMN_STOPPED,
+            "For a network, {} remedies were tried since. … What closes the gap is a floor of {} "
+            "on the learning rate, in `../pneumoniamnist_lr_floor/`: the members train on, their "
+            "raw scores reach the optimal rule's, and the corrected ECE at β = {} falls to {}.",
+            lambda: (
+                3,
+                train()["min_learning_rate"],
+                0.99,
+                table()["0.99"]["loss_corrected"]["ece"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST patience: the floor",
+            PMN_PATIENCE,
+            "`../pneumoniamnist_lr_floor/` reaches a corrected ECE of {} at β = {}.",
+            lambda: (table()["0.99"]["loss_corrected"]["ece"], 0.99),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: the floor",
+            PMN_SEEDS,
+            "(`../pneumoniamnist_lr_floor/`): the members train on, and the corrected ECE at "
+            "β = {} falls to {}.",
+            lambda: (0.99, table()["0.99"]["loss_corrected"]["ece"]),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: the patience run",
+            PMN_FLOOR,
+            "left most β = {} members training at rates of {} and below. Their raw scores "
+            "stopped short of the optimal rule's, and the corrected ECE stayed at {}. This run "
+            "keeps the rate from falling below {}",
+            lambda: (
+                0.99,
+                1e-6 if np.mean(_pmn_members(patience, 0.99)["lr"] <= 1.01e-6) > 0.5 else None,
+                table(patience)["0.99"]["loss_corrected"]["ece"],
+                train()["min_learning_rate"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: recipe",
+            PMN_FLOOR,
+            "Adam from {}e-{}, a patience of {} epochs and a cap of {}. It trains β = {} only.",
+            lambda: (
+                train()["learning_rate"] * 1e3,
+                3,
+                train()["patience"],
+                train()["epochs"],
+                *record(f"{run}/manifest.json")["config"]["loss"]["betas"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: time",
+            PMN_FLOOR,
+            "on the {}-core CPU on {date}, in {} minutes",
+            lambda: (
+                len(record(f"{run}/manifest.json")["devices"]),
+                record(f"{run}/manifest.json")["created_at"][:10],
+                int(record_line(f"{run}/log_tail.txt", r"\((\d+) s\)")[0]) / 60,
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: the command",
+            PMN_FLOOR,
+            "--config.train.min_learning_rate={}e-{}",
+            lambda: (train()["min_learning_rate"] * 1e4, 4),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: verdict",
+            PMN_FLOOR,
+            "trained on at a floor of {}, the β = {} networks",
+            lambda: (train()["min_learning_rate"], 0.99),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: table",
+            PMN_FLOOR,
+            "| this run: floor {}, patience {} | {} | **{}** | {} | | no floor, patience {} "
+            "(`../pneumoniamnist_patience/`) | {} | {} | {} | | no floor, patience {} "
+            "(`../pneumoniamnist_early_stopping/`) | {} | {} | {} | | β = {}, no floor, patience "
+            "{}: the unweighted reference | {} | {} | {} |",
+            lambda: (
+                train()["min_learning_rate"],
+                train()["patience"],
+                *row(run),
+                train(patience)["patience"],
+                *row(patience),
+                train("pneumoniamnist_early_stopping")["patience"],
+                *row("pneumoniamnist_early_stopping"),
+                0.5,
+                train(patience)["patience"],
+                *row(patience, "0.5"),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: the members",
+            PMN_FLOOR,
+            "Their best epochs came at {} to {}, all at the floor, and every member stopped on its "
+            "own validation loss (at epochs {} to {}, none at the cap). Their best validation "
+            "losses, {} to {}, are below the patience run's {} to {}.",
+            lambda: (
+                (
+                    *min_max(list(members()["best"])),
+                    *min_max(list(members()["stop"])),
+                    *min_max(list(members()["val"])),
+                    *min_max(list(_pmn_members(patience, 0.99)["val"])),
+                )
+                if np.allclose(members()["lr"], train()["min_learning_rate"])
+                and members()["stop"].max() < train()["epochs"]
+                else None
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: the 7th decile",
+            PMN_FLOOR,
+            "The {}th decile of corrected scores has a mean raw logit of {}, against {} without "
+            "the floor. Its mean corrected score is {}, against an observed rate of {}.",
+            lambda: (
+                7,
+                logit(_pmn_decile(run, 7)[2]),
+                logit(_pmn_decile(patience, 7)[2]),
+                *_pmn_decile(run, 7)[:2],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: the test",
+            PMN_FLOOR,
+            "does not reject the raw scores** (p = {}).",
+            lambda: table()["0.99"]["raw"]["loss_calibration_p_value"],
+        ),
+        Stated(
+            "PneumoniaMNIST floor: the paper's starting rate",
+            PMN_FLOOR,
+            "The floor was chosen once, at {} (the paper's starting rate)",
+            lambda: train()["min_learning_rate"] if TrainConfig().learning_rate == 1e-4 else None,
+        ),
+    ]
+
+
 PMN_CONFIG = "experiments/configs/pneumoniamnist.py"
 
 
@@ -1588,6 +1776,17 @@ def _pneumonia_config() -> list[Stated]:
                 else None,
                 config().train.epochs,
                 config().train.patience,
+            ),
+        ),
+        Stated(
+            "pneumoniamnist config: the floor",
+            PMN_CONFIG,
+            "At beta {} the corrected scores are calibrated only once the learning rate has a "
+            "floor (``--config.train.min_learning_rate={}e-{}``,",
+            lambda: (
+                0.99,
+                train("pneumoniamnist_lr_floor")["min_learning_rate"] * 1e4,
+                4,
             ),
         ),
         Stated(
@@ -4180,6 +4379,7 @@ CASES = [
     *_pneumonia_patience_run(),
     *_pneumonia_seeds_run(),
     *_pneumonia_config(),
+    *_pneumonia_lr_floor_run(),
     *_digits_multiclass_run(),
     *_adult_run(),
     *_letter_run(),
@@ -4214,6 +4414,7 @@ def test_the_pneumoniamnist_runs_score_the_same_test_images():
             "pneumoniamnist_early_stopping",
             "pneumoniamnist_patience",
             "pneumoniamnist_seeds",
+            "pneumoniamnist_lr_floor",
         )
     ]
     for key in ("labels", "fold_ids"):

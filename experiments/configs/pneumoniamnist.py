@@ -13,7 +13,9 @@ one seed); members train for up to 6 epochs with early stopping on the validatio
 2). docs/results/pneumoniamnist holds this run, with the time it took on a 2-core CPU. The paper
 trains longer: trained to early stopping (``--config.train.epochs=40``), with a patience of 6, or
 with 4 seeds, the experiment is in docs/results/pneumoniamnist_early_stopping,
-pneumoniamnist_patience and pneumoniamnist_seeds.
+pneumoniamnist_patience and pneumoniamnist_seeds. At beta 0.99 the corrected scores are calibrated
+only once the learning rate has a floor (``--config.train.min_learning_rate=1e-4``,
+docs/results/pneumoniamnist_lr_floor).
 """
 
 import ml_collections
