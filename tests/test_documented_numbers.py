@@ -1534,6 +1534,14 @@ def _pmn_best_epochs(run: str, beta: float) -> tuple[np.ndarray, np.ndarray]:
 PMN_SEEDS = "docs/results/pneumoniamnist_seeds/README.md"
 
 
+def _cpu_run_time(run: str) -> tuple[int, str, float]:
+    """A stored run's CPU devices (one per core), the day it started and its minutes, from the
+    last line of its log."""
+    m = record(f"{run}/manifest.json")
+    seconds = int(record_line(f"{run}/log_tail.txt", r"\((\d+) s\)")[0])
+    return len(m["devices"]), m["created_at"][:10], seconds / 60
+
+
 def _pmn_seed_scores(run: str) -> tuple[np.ndarray, np.ndarray]:
     """``[seeds, N]`` raw test scores of a PneumoniaMNIST run's members, one row per seed (each
     observation is in one rotation's test fold), and the ``[N]`` labels."""
@@ -1656,11 +1664,7 @@ def _pneumonia_lr_floor_run() -> list[Stated]:
             "PneumoniaMNIST floor: time",
             PMN_FLOOR,
             "on the {}-core CPU on {date}, in {} minutes",
-            lambda: (
-                len(record(f"{run}/manifest.json")["devices"]),
-                record(f"{run}/manifest.json")["created_at"][:10],
-                int(record_line(f"{run}/log_tail.txt", r"\((\d+) s\)")[0]) / 60,
-            ),
+            lambda: _cpu_run_time(run),
         ),
         Stated(
             "PneumoniaMNIST floor: the command",
@@ -1874,11 +1878,7 @@ def _pneumonia_seeds_run() -> list[Stated]:
             "PneumoniaMNIST seeds: time",
             PMN_SEEDS,
             "on the {}-core CPU on {date}, in {} minutes",
-            lambda: (
-                len(record(f"{run}/manifest.json")["devices"]),
-                record(f"{run}/manifest.json")["created_at"][:10],
-                int(record_line(f"{run}/log_tail.txt", r"\((\d+) s\)")[0]) / 60,
-            ),
+            lambda: _cpu_run_time(run),
         ),
         Stated(
             "PneumoniaMNIST seeds: members",
