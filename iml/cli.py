@@ -177,12 +177,9 @@ def _member_seeds(flag: str, values: Sequence[int]) -> tuple[int, ...]:
 def _check_seeds_literal(text: str | None) -> None:
     """``--config.train.seeds=N`` with one number: a count on ``--seeds``, but the key holds the
     seeds themselves, so the number alone is refused rather than read as the one seed ``N``."""
-    import ast
+    from iml.config import parse_value
 
-    try:
-        value = ast.literal_eval(text or "")
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return
+    value = parse_value(text or "")
     if isinstance(value, int) and not isinstance(value, bool):
         count = f"--seeds {value} for the seeds 0..{value - 1}, or " if value >= 1 else ""
         raise ValueError(

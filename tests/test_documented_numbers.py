@@ -1519,18 +1519,6 @@ def _pmn_decile(run: str, k: int) -> tuple[float, float, float]:
     return q[m].mean(), labels[m].mean(), raw[m].mean()
 
 
-def _pmn_best_epochs(run: str, beta: float) -> tuple[np.ndarray, np.ndarray]:
-    """The best epoch (1-based) of each member of ``beta`` in a run, and its learning rate."""
-    epochs, rates = [], []
-    for path in sorted((RESULTS / run / "batches").glob("*.npz")):
-        with np.load(path) as b:
-            for j in np.flatnonzero(b["beta"] == beta):
-                k = int(np.argmin(np.where(np.isnan(b["val_loss"][j]), np.inf, b["val_loss"][j])))
-                epochs.append(k + 1)
-                rates.append(b["lr"][j][k])
-    return np.asarray(epochs), np.asarray(rates)
-
-
 PMN_SEEDS = "docs/results/pneumoniamnist_seeds/README.md"
 
 
@@ -1967,7 +1955,7 @@ def _pneumonia_patience_run() -> list[Stated]:
         return math.log(p / (1 - p))
 
     def rates() -> np.ndarray:
-        return _pmn_best_epochs(run, 0.99)[1]
+        return _pmn_members(run, 0.99)["lr"]
 
     return [
         Stated(
@@ -2059,8 +2047,8 @@ def _pneumonia_patience_run() -> list[Stated]:
             "after the learning rate had been cut to {} or below, and {} at {} or below (the "
             "smallest {}). The paper's schedule divides the rate by {} after every epoch",
             lambda: (
-                *min_max(list(_pmn_best_epochs(run, 0.99)[0])),
-                *min_max(list(_pmn_best_epochs(before, 0.99)[0])),
+                *min_max(list(_pmn_members(run, 0.99)["best"])),
+                *min_max(list(_pmn_members(before, 0.99)["best"])),
                 2,
                 int(np.sum(rates() <= 1.01e-6)),
                 len(rates()),
