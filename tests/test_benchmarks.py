@@ -143,6 +143,37 @@ def test_paper_scale_keeps_what_it_measured_when_a_k_fails(tmp_path, monkeypatch
     assert "ours" not in stored and "projection" not in stored
 
 
+def test_paper_scale_can_skip_the_one_member_step(tmp_path, monkeypatch, capsys):
+    # A device call has minutes: with --members K, --skip-one-member compiles K members only.
+    from experiments.benchmarks import paper_scale
+
+    compiled = []
+
+    def ours(model, batching, k, batch, size, repeats):
+        compiled.append(k)
+        return {"members": k, "member_images_per_s": 10.0 * k}
+
+    def ours_eval(model, batching, k, eval_batch, size, repeats):
+        return {"members": k, "member_images_per_s": 100.0 * k}
+
+    def torch_baseline(*args):
+        return {"train_member_images_per_s": 5.0, "eval_member_images_per_s": 50.0}
+
+    monkeypatch.setattr(paper_scale, "ours", ours)
+    monkeypatch.setattr(paper_scale, "ours_eval", ours_eval)
+    monkeypatch.setattr(paper_scale, "torch_baseline", torch_baseline)
+    out = tmp_path / "paper_scale.json"
+    argv = ["--quick", "--members", "3", "--skip-one-member", "--out", str(out)]
+    report = paper_scale.main(argv)
+    assert compiled == [3]
+    assert "ours_one_member" not in report and "ratio_one_member" not in report
+    assert report["ratio"] == pytest.approx(30.0 / 5.0)
+    assert report["ours_eval"]["members"] == 3
+    with pytest.raises(SystemExit):
+        paper_scale.main(["--members", "1", "--skip-one-member", "--out", str(out)])
+    assert "--skip-one-member needs --members 2 or more" in capsys.readouterr().err
+
+
 def test_paper_scale_benchmark_runs_a_tiny_densenet_against_torch(tmp_path, capsys):
     from experiments.benchmarks import paper_scale
 
