@@ -506,6 +506,7 @@ GPU5_STEP = f"{GPU5}/train_step_f32.json"
 GPU5_F32 = f"{GPU5}/ensemble_f32.json"
 GPU5_PAPER = f"{GPU5}/paper_scale.json"
 GPU5_K32 = f"{GPU5}/paper_scale_k32.json"
+GPU6 = "gpu_h200/2026-11-28"  # run 6: 48 and 41 DenseNet-121 members at 224 px
 
 
 def _positive_digit() -> int:
@@ -3051,6 +3052,182 @@ def _bare_seeds_refused(n: int) -> tuple[int, int, int, int]:
     return n, n, n, n
 
 
+def _gpu_h200_run6() -> list[Stated]:
+    """Run 6 on an H200: 48 members failing with and without the autotuner, and 41 members."""
+    from experiments.benchmarks.paper_scale import architecture
+
+    def k32() -> int:
+        return record(GPU5_K32)["members"]
+
+    def failed(name: str, words: str) -> int:
+        """The K that ``name``'s record says failed, if its error has ``words``."""
+        got = record(f"{GPU6}/{name}")["failed"]
+        return got["members"] if words in got["error"] else None
+
+    def k48() -> int:
+        return failed("paper_scale_k48.json", "Failed to get configs for")
+
+    def k48_running() -> int:
+        return failed("paper_scale_k48_no_autotune.json", "CUDA_ERROR_ILLEGAL_ADDRESS")
+
+    def k62() -> int:
+        return record(GPU5_PAPER)["predicted_members"]
+
+    def activation_bytes() -> int:
+        """One member's largest activations at batch 16 and 224 px: after the stem's
+        convolution, and at the end of the first dense block (the same size)."""
+        arch, batch = (
+            architecture(False),
+            record(f"{GPU6}/paper_scale_k41.json")["batch_per_member"],
+        )
+        stem = batch * 112 * 112 * arch["num_init_features"] * 4
+        block1 = arch["num_init_features"] + arch["block_config"][0] * arch["growth_rate"]
+        assert batch * 56 * 56 * block1 * 4 == stem
+        return stem
+
+    def torch(name: str) -> dict:
+        return record(f"{GPU6}/{name}")["torch"]
+
+    records = ("paper_scale_k48.json", "paper_scale_k48_no_autotune.json", "paper_scale_k41.json")
+    return [
+        Stated(
+            "H200 run 6 card",
+            GPU,
+            "Two calls, each on a freshly started H200 machine (`2026-11-28/card.txt`: {} MiB, "
+            "driver … {} s of GPU time in all",
+            lambda: (
+                int(record_line(f"{GPU6}/card.txt", r"NVIDIA H200, (\d+) MiB")[0]),
+                record(f"{GPU6}/calls.json")[-1]["lease"]["held_s"],
+            ),
+        ),
+        Stated(
+            "H200 run 6 autotuner",
+            GPU,
+            "**{} members failed as {} did.** XLA's autotuner hit `CUDA_ERROR_ILLEGAL_ADDRESS` "
+            "while timing cuDNN's grouped convolutions (`feature_group_count={}`), then failed "
+            "for {} of {} instructions.",
+            lambda: (
+                k48(),
+                k62(),
+                k48(),
+                *(
+                    int(x)
+                    for x in re.search(
+                        r"configs for: (\d+) out of (\d+) instructions",
+                        record(f"{GPU6}/paper_scale_k48.json")["failed"]["error"],
+                    ).groups()
+                ),
+            ),
+        ),
+        Stated(
+            "H200 run 6 without the autotuner",
+            GPU,
+            "Compiled again with the autotuner off, the {}-member program compiled, and its first "
+            "step failed … So some kernel reads or writes out of bounds at {} members",
+            lambda: (k48_running(), k48_running()),
+        ),
+        Stated(
+            "H200 run 6 the 2 GiB guess",
+            GPU,
+            "The largest activations of one member at batch {} are {} MB ({} x {} x {} x {} floats "
+            "after the first convolution, … they pass 2^31 bytes at K = {}: {} GB at {} members, "
+            "which ran, and {} GB at {} and {} GB at {}, which did not.",
+            lambda: (
+                16,
+                activation_bytes() / 1e6,
+                16,
+                112,
+                112,
+                architecture(False)["num_init_features"],
+                2**31 // activation_bytes() + 1,
+                k32() * activation_bytes() / 1e9,
+                k32(),
+                k48() * activation_bytes() / 1e9,
+                k48(),
+                k62() * activation_bytes() / 1e9,
+                k62(),
+            ),
+        ),
+        Stated(
+            "H200 run 6 41 members",
+            GPU,
+            "**{} members, under that bound, did not finish compiling** in the roughly {} s that "
+            "the second call had left after PyTorch's baseline",
+            lambda: (
+                int(re.search(r"--members (\d+)", record(f"{GPU6}/calls.json")[1]["command"])[1])
+                if "ours" not in record(f"{GPU6}/paper_scale_k41.json")
+                else None,
+                280 - torch("paper_scale_k41.json")["first_step_s"],
+            ),
+        ),
+        Stated(
+            "H200 run 6 PyTorch",
+            GPU,
+            "PyTorch's baseline in the three processes: {}, {} and {} training images/s (batch "
+            "{}), and {} and {} validation images/s at batch {} ({} at batch {}).",
+            lambda: (
+                *(torch(r)["train_member_images_per_s"] for r in records),
+                16,
+                torch(records[0])["eval_member_images_per_s"],
+                torch(records[1])["eval_member_images_per_s"],
+                record(f"{GPU6}/{records[0]}")["eval_batch_per_member"],
+                torch(records[2])["eval_member_images_per_s"],
+                record(f"{GPU6}/{records[2]}")["eval_batch_per_member"],
+            ),
+        ),
+        Stated(
+            "README: members per batch on a GPU",
+            README,
+            "On one H200, {} DenseNet-121 members at {} px ran in one program, and {} and {} did "
+            "not: a kernel hit a CUDA illegal address, in XLA's autotuner and, with the autotuner "
+            "off, in the compiled program (`docs/results/gpu_h200/`). At that size pass "
+            "`--config.train.members_per_batch={}` or fewer;",
+            lambda: (k32(), 224, k48_running(), k62(), k32()),
+        ),
+        Stated(
+            "H200 run 6 the validation batch",
+            GPU,
+            "`--config.train.members_per_batch={}` the advice, with "
+            "`--config.train.eval_batch_size={}`: at the trainer's default of {} validation images "
+            "per member, the same guess puts validation's largest array past 2^31 bytes from {} "
+            "members.",
+            lambda: (
+                k32(),
+                default_config().train.batch_size,
+                TrainConfig().eval_batch_size,
+                2**31 // (activation_bytes() * TrainConfig().eval_batch_size // 16) + 1,
+            ),
+        ),
+        Stated(
+            "README: the validation batch on a GPU",
+            README,
+            "Validation and test scoring take `config.train.eval_batch_size` ({}) images per "
+            "member and step, {} times the training batch, … {} members at {} images already "
+            "fail there: with {} members per batch, also pass "
+            "`--config.train.eval_batch_size={}`, which keeps validation's arrays as small as "
+            "training's.",
+            lambda: (
+                default_config().train.eval_batch_size,
+                default_config().train.eval_batch_size // default_config().train.batch_size,
+                # one member's largest activation grows with its batch (16 in activation_bytes)
+                2**31 // (activation_bytes() * default_config().train.eval_batch_size // 16) + 1,
+                default_config().train.eval_batch_size,
+                k32(),
+                default_config().train.batch_size,
+            ),
+        ),
+        Stated(
+            "is_gpu_kernel_failure: the H200 cases",
+            "iml/training/trainer.py",
+            "that programs of many DenseNet-121 members at {} px failed on one H200 where {} "
+            "members ran … while timing grouped convolutions: {} and {} members), or a kernel of "
+            "the compiled program made an illegal memory access (``CUDA_ERROR_ILLEGAL_ADDRESS``: "
+            "{} members with the autotuner off).",
+            lambda: (224, k32(), k48(), k62(), k48_running()),
+        ),
+    ]
+
+
 def _gpu_h200_run5() -> list[Stated]:
     """Run 5 on an H200: the current trainer's fp32 figures, and DenseNet-121 at 224 px."""
     from experiments.benchmarks.paper_scale import project_paper_experiment
@@ -3287,30 +3464,6 @@ def _gpu_h200_run5() -> list[Stated]:
             lambda: _bare_seeds_refused(8),
         ),
         Stated(
-            "README: members per batch on a GPU",
-            README,
-            "On one H200, {} DenseNet-121 members at {} px compiled and ran in one program, and {} "
-            "did not compile (XLA's autotuner hit a CUDA illegal address; `docs/results/gpu_h200/`)"
-            ": at that size pass `--config.train.members_per_batch={}` or fewer;",
-            lambda: (k32()["members"], 224, paper()["predicted_members"], k32()["members"]),
-        ),
-        Stated(
-            "is_autotuner_failure: the H200 case",
-            "iml/training/trainer.py",
-            "program of {} DenseNet-121 members at {} px failed, with a CUDA illegal address while "
-            "timing grouped convolutions, where {} members compiled",
-            lambda: (
-                paper()["predicted_members"]
-                if all(
-                    text in (RESULTS / log).read_text()
-                    for text in ("JaxRuntimeError: INTERNAL: Failed to get configs for", "ILLEGAL")
-                )
-                else None,
-                224,
-                k32()["members"],
-            ),
-        ),
-        Stated(
             "README: paper_scale row",
             README,
             "(batch {} each, the paper's recipe) … GPU only: K = {} at **{}×**, and the paper's {} "
@@ -3330,8 +3483,12 @@ def _gpu_h200_run5() -> list[Stated]:
             "paper_scale docstring: the failed K",
             "experiments/benchmarks/paper_scale.py",
             "the first {} characters of its message under ``failed`` in the JSON. On an H200 the "
-            "predicted {} members failed so",
-            lambda: (2000, paper()["predicted_members"]),
+            "predicted {} members failed so, and {} too",
+            lambda: (
+                2000,
+                paper()["predicted_members"],
+                record(f"{GPU6}/paper_scale_k48.json")["failed"]["members"],
+            ),
         ),
     ]
 
@@ -4403,6 +4560,7 @@ CASES = [
     *_stronger_ridge_run(),
     *_gpu_run(),
     *_gpu_h200_run5(),
+    *_gpu_h200_run6(),
     *_gpu_h100_run(),
     *_cpu_ensemble_run(),
     *_cpu_step_run(),

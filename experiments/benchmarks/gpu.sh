@@ -7,7 +7,7 @@
 #     bash experiments/benchmarks/gpu.sh fp32    # one device call each
 #     bash experiments/benchmarks/gpu.sh bf16
 #     bash experiments/benchmarks/gpu.sh rest    # 64 px fp32, bf16 via cuBLAS, bf16 largest K
-#     bash experiments/benchmarks/gpu.sh paper   # 48 DenseNet-121s at 224 px in one step
+#     bash experiments/benchmarks/gpu.sh paper   # 40 DenseNet-121s at 224 px in one step
 set -uo pipefail
 out=${OUT:-runs/benchmarks/gpu}
 mkdir -p "$out"
@@ -58,22 +58,14 @@ if [ "$part" = rest ]; then
 fi
 # The paper's scale: K DenseNet-121 members at 224 px against PyTorch steps, as one device call.
 # Left to search, the benchmark starts at the K that XLA's memory analysis predicts: 35 on an H100,
-# whose compile did not finish in 140 s; 62 on an H200, whose compile failed in XLA's autotuner
-# with a CUDA illegal address (docs/results/gpu_h100, docs/results/gpu_h200). K = 16 (H100) and
-# K = 32 (H200) compiled and ran. On an H200 this part tries K = 48, halfway to the failure, with
-# its validation step, which no card has measured yet; on an H100, pass MEMBERS=32. The
+# whose compile did not finish in 140 s, and 62 on an H200. On an H200, 32 members ran; 48 and 62
+# failed with a CUDA illegal address, in XLA's autotuner and, with the autotuner off, in the
+# compiled program; 41 did not finish compiling in about 240 s (docs/results/gpu_h200, runs 5-6).
+# A guess there: one array of K members' largest activations passes 2^31 bytes from K = 42. So
+# this part tries K = 40 (MEMBERS=...) with the whole call's time, and validates at batch 16 per
+# member, which keeps the validation step's arrays as small as the training step's. The
 # one-member step (measured on both cards) is skipped to leave the time to the K-member compiles.
-# If the K-member step does not run (a failed compile can take the process down), a second
-# process compiles it again with XLA's autotuner off (`--xla_gpu_autotune_level=0`): that is where
-# the failure at K = 62 arose.
 if [ "$part" = paper ]; then
-  started=$SECONDS
-  XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 400 paper_scale experiments.benchmarks.paper_scale \
-    --members "${MEMBERS:-48}" --skip-one-member --repeats 5
-  left=$((${PAPER_SECONDS:-560} - (SECONDS - started)))
-  if ! grep -q '"ours":' "$out/paper_scale.json" 2>/dev/null && [ "$left" -gt 120 ]; then
-    XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_autotune_level=0" XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 \
-      run "$left" paper_scale_no_autotune experiments.benchmarks.paper_scale \
-      --members "${MEMBERS:-48}" --skip-one-member --repeats 5
-  fi
+  XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 560 paper_scale experiments.benchmarks.paper_scale \
+    --members "${MEMBERS:-40}" --skip-one-member --eval-batch 16 --repeats 5
 fi

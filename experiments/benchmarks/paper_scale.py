@@ -22,8 +22,9 @@ the bytes per member; ``0.9`` of the device's limit over that predicts the large
 compiled and run, halving while it runs out of memory and growing while time is left
 (:func:`experiments.benchmarks.ensemble.search_largest`). Any other error ends the run, with the K
 that raised it and the first 2,000 characters of its message under ``failed`` in the JSON. On an
-H200 the predicted 62 members failed so: XLA's autotuner hit a CUDA illegal address in cuDNN's
-grouped convolutions (``docs/results/gpu_h200``), so pass ``--members`` there.
+H200 the predicted 62 members failed so, and 48 too: a kernel hit a CUDA illegal address, in
+XLA's autotuner and, with it off, in the compiled program (``docs/results/gpu_h200``), so pass
+``--members`` there; ``--skip-one-member`` then leaves the call's time to the K-member compiles.
 
 **Projection.** :func:`project_paper_experiment` turns both throughputs into the wall time of the
 paper's experiment on one card: 3 betas x 10 rotations x 40 seeds = 1,200 members on

@@ -48,7 +48,7 @@ from iml.training import (
     MemberHistory,
     MemberSpec,
     TrainConfig,
-    is_autotuner_failure,
+    is_gpu_kernel_failure,
     is_out_of_memory,
     predict_ensemble,
     train_ensemble,
@@ -136,6 +136,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.train.members_per_batch = 0  # 0 = len(betas) * len(seeds): one rotation per batch
     c.train.epochs = 3
     c.train.batch_size = 16
+    # validation and test images per member and step; on a GPU all members of a batch share one
+    # program, so lower it with members_per_batch where that program is too large
+    c.train.eval_batch_size = 64
     c.train.learning_rate = 1e-3
     c.train.patience = 5
     c.train.plateau_patience = 1
@@ -181,6 +184,7 @@ _COUNTS = (
     "data.n_test_folds",
     "train.epochs",
     "train.batch_size",
+    "train.eval_batch_size",
     "train.patience",
     "train.plateau_patience",
     "eval.n_bins",
@@ -413,6 +417,7 @@ def _train_config(config: Mapping[str, Any]) -> TrainConfig:
     return TrainConfig(
         learning_rate=float(c.train.learning_rate),
         batch_size=int(c.train.batch_size),
+        eval_batch_size=int(c.train.eval_batch_size),
         max_epochs=int(c.train.epochs),
         patience=int(c.train.patience),
         plateau_patience=int(c.train.plateau_patience),
@@ -516,8 +521,11 @@ def _run_batch(
     except Exception as err:
         if is_out_of_memory(err):
             error, what = MemoryError, "ran out of device memory"
-        elif is_autotuner_failure(err) and len(specs) > 1:
-            error, what = RuntimeError, "failed to compile in XLA's GPU autotuner"
+        elif is_gpu_kernel_failure(err) and len(specs) > 1:
+            error, what = (
+                RuntimeError,
+                "failed on the GPU (XLA's autotuner or a CUDA illegal address)",
+            )
         else:
             raise
         raise error(

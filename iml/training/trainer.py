@@ -411,13 +411,20 @@ def is_out_of_memory(err: BaseException) -> bool:
     return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
 
 
-def is_autotuner_failure(err: BaseException) -> bool:
-    """Whether ``err`` says XLA's GPU autotuner found no working kernel configuration for some
-    instructions while compiling ("Failed to get configs for ..."). On one H200 this is how a
-    program of 62 DenseNet-121 members at 224 px failed, with a CUDA illegal address while
-    timing grouped convolutions, where 32 members compiled (``docs/results/gpu_h200/``)."""
+def is_gpu_kernel_failure(err: BaseException) -> bool:
+    """Whether ``err`` says a GPU program failed other than for memory, in one of the two ways
+    that programs of many DenseNet-121 members at 224 px failed on one H200 where 32 members ran
+    (``docs/results/gpu_h200/``): XLA's autotuner found no working kernel configuration for some
+    instructions while compiling ("Failed to get configs for ...", after a CUDA illegal address
+    while timing grouped convolutions: 48 and 62 members), or a kernel of the compiled program
+    made an illegal memory access (``CUDA_ERROR_ILLEGAL_ADDRESS``: 48 members with the autotuner
+    off). A process whose CUDA context has seen an illegal address cannot go on."""
     text = str(err)
-    return "Failed to get configs for" in text or "autotuning failed" in text.lower()
+    return (
+        "Failed to get configs for" in text
+        or "autotuning failed" in text.lower()
+        or "CUDA_ERROR_ILLEGAL_ADDRESS" in text
+    )
 
 
 def resolve_member_batching(config: TrainConfig, backend: str | None = None) -> str:
