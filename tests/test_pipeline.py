@@ -533,7 +533,8 @@ def test_a_batch_out_of_device_memory_or_failing_to_compile_names_members_per_ba
     with pytest.raises(
         error,
         match=rf"batch 0: 4 members trained in one program {what}; "
-        r".*--config\.train\.members_per_batch=2, in a new",
+        r".*--config\.train\.members_per_batch=2, or with fewer validation images per member "
+        r"and step \(--config\.train\.eval_batch_size, now 64\), in a new output directory",
     ) as err:
         runner.run_experiment(config, tmp_path / "run", progress=False)
     assert str(err.value.__cause__) == failure

@@ -531,8 +531,9 @@ def _run_batch(
         raise error(
             f"batch {batch.index}: {len(specs)} members trained in one program {what}; run "
             "again with fewer at a time, e.g. "
-            f"--config.train.members_per_batch={max(1, len(specs) // 2)}, in a new output "
-            "directory"
+            f"--config.train.members_per_batch={max(1, len(specs) // 2)}, or with fewer "
+            "validation images per member and step (--config.train.eval_batch_size, now "
+            f"{train_config.eval_batch_size}), in a new output directory"
         ) from err
     # A member's loss: its beta, or its position in a multiclass grid.
     weight = (
