@@ -1732,6 +1732,209 @@ def _pneumonia_lr_floor_run() -> list[Stated]:
     ]
 
 
+PMN_FLOOR_BETAS = "docs/results/pneumoniamnist_lr_floor_other_betas/README.md"
+
+
+def _pneumonia_lr_floor_other_betas_run() -> list[Stated]:
+    run, floor = "pneumoniamnist_lr_floor_other_betas", "pneumoniamnist_lr_floor"
+    patience, stopped = "pneumoniamnist_patience", "pneumoniamnist_early_stopping"
+
+    def train(name: str = run) -> dict:
+        return record(f"{name}/manifest.json")["config"]["train"]
+
+    def ece(name: str, beta: str, method: str) -> float:
+        return record(f"{name}/table.json")[beta][method]["ece"]
+
+    def row(name: str, beta: str) -> tuple[float, float, float]:
+        return tuple(ece(name, beta, m) for m in ("raw", "loss_corrected", "platt"))
+
+    def members(beta: float, name: str = run) -> dict[str, np.ndarray]:
+        return _pmn_members(name, beta)
+
+    def at_the_floor(beta: float) -> bool:
+        got = members(beta)
+        return bool(
+            np.allclose(got["lr"], train()["min_learning_rate"])
+            and got["stop"].max() < train()["epochs"]
+        )
+
+    return [
+        Stated(
+            "README: PneumoniaMNIST floor at the other betas",
+            README,
+            "The same floor gives {} at β = {} and {} at β = {}, each below its value without it "
+            "(`pneumoniamnist_lr_floor_other_betas/`).",
+            lambda: (
+                (
+                    ece(run, "0.5", "loss_corrected"),
+                    0.5,
+                    ece(run, "0.9", "loss_corrected"),
+                    0.9,
+                )
+                if ece(run, "0.5", "loss_corrected") < ece(patience, "0.5", "loss_corrected")
+                and ece(run, "0.9", "loss_corrected") < ece(stopped, "0.9", "loss_corrected")
+                else None
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: the other betas",
+            PMN_FLOOR,
+            "The same floor at β = {} and {} is in `../pneumoniamnist_lr_floor_other_betas/`: "
+            "their corrected ECEs, {} and {}, are lower than without the floor too.",
+            lambda: (
+                0.5,
+                0.9,
+                ece(run, "0.5", "loss_corrected"),
+                ece(run, "0.9", "loss_corrected"),
+            ),
+        ),
+        Stated(
+            "pneumoniamnist config: the floor at other betas",
+            PMN_CONFIG,
+            "the same floor costs beta {} and {} nothing",
+            lambda: (
+                (0.5, 0.9)
+                if ece(run, "0.5", "loss_corrected") < ece(patience, "0.5", "loss_corrected")
+                and ece(run, "0.9", "loss_corrected") < ece(stopped, "0.9", "loss_corrected")
+                else None
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, other betas: recipe",
+            PMN_FLOOR_BETAS,
+            "below {}. Does the same floor keep the other betas calibrated? This run trains β = {} "
+            "and {} with the same recipe: … Adam from {}e-{}, the floor at {}, a patience of {} "
+            "epochs and a cap of {}.",
+            lambda: (
+                train(floor)["min_learning_rate"],
+                *record(f"{run}/manifest.json")["config"]["loss"]["betas"],
+                train()["learning_rate"] * 1e3,
+                3,
+                train()["min_learning_rate"],
+                train()["patience"],
+                train()["epochs"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, other betas: time",
+            PMN_FLOOR_BETAS,
+            "on the {}-core CPU on {date}, in {} minutes",
+            lambda: _cpu_run_time(run),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, other betas: the command",
+            PMN_FLOOR_BETAS,
+            "--betas {} {} … --config.train.epochs={} --config.train.patience={} "
+            "--config.train.min_learning_rate={}e-{} … --config.train.members_per_batch={}",
+            lambda: (
+                *record(f"{run}/manifest.json")["config"]["loss"]["betas"],
+                train()["epochs"],
+                train()["patience"],
+                train()["min_learning_rate"] * 1e4,
+                4,
+                train()["members_per_batch"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, other betas: verdict",
+            PMN_FLOOR_BETAS,
+            "the loss-corrected ECE is {}, {} and {} at β = {}, {} and {}, and at each β it is "
+            "lower than without the floor.",
+            lambda: (
+                (
+                    ece(run, "0.5", "loss_corrected"),
+                    ece(run, "0.9", "loss_corrected"),
+                    ece(floor, "0.99", "loss_corrected"),
+                    0.5,
+                    0.9,
+                    0.99,
+                )
+                if ece(run, "0.5", "loss_corrected") < ece(patience, "0.5", "loss_corrected")
+                and ece(run, "0.9", "loss_corrected") < ece(stopped, "0.9", "loss_corrected")
+                and ece(floor, "0.99", "loss_corrected") < ece(patience, "0.99", "loss_corrected")
+                else None
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, other betas: table",
+            PMN_FLOOR_BETAS,
+            "| {} | this run: floor {}, patience {} | {} | **{}** | {} | "
+            "| {} | no floor, patience {} (`../pneumoniamnist_patience/`) | {} | {} | {} | "
+            "| {} | this run: floor {}, patience {} | {} | **{}** | {} | "
+            "| {} | no floor, patience {} (`../pneumoniamnist_early_stopping/`) | {} | {} | {} | "
+            "| {} | floor {}, patience {} (`../pneumoniamnist_lr_floor/`) | {} | **{}** | {} |",
+            lambda: (
+                0.5,
+                train()["min_learning_rate"],
+                train()["patience"],
+                *row(run, "0.5"),
+                0.5,
+                train(patience)["patience"],
+                *row(patience, "0.5"),
+                0.9,
+                train()["min_learning_rate"],
+                train()["patience"],
+                *row(run, "0.9"),
+                0.9,
+                train(stopped)["patience"],
+                *row(stopped, "0.9"),
+                0.99,
+                train(floor)["min_learning_rate"],
+                train(floor)["patience"],
+                *row(floor, "0.99"),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, other betas: the members",
+            PMN_FLOOR_BETAS,
+            "Their best epochs came at {} to {} (β = {}) and {} to {} (β = {}), all at the floor. "
+            "Every member stopped on its own validation loss, at epochs {} to {} and {} to {}, "
+            "none at the cap. At β = {} their best validation losses, {} to {}, are below the "
+            "patience run's {} to {}.",
+            lambda: (
+                (
+                    *min_max(list(members(0.5)["best"])),
+                    0.5,
+                    *min_max(list(members(0.9)["best"])),
+                    0.9,
+                    *min_max(list(members(0.5)["stop"])),
+                    *min_max(list(members(0.9)["stop"])),
+                    0.5,
+                    *min_max(list(members(0.5)["val"])),
+                    *min_max(list(members(0.5, patience)["val"])),
+                )
+                if at_the_floor(0.5) and at_the_floor(0.9)
+                else None
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, other betas: the test",
+            PMN_FLOOR_BETAS,
+            "does not reject the raw scores at the {}% level**: p = {} at β = {} and p = {} at "
+            "β = {}, the latter close to the line.",
+            lambda: (
+                5,
+                record(f"{run}/table.json")["0.5"]["raw"]["loss_calibration_p_value"],
+                0.5,
+                record(f"{run}/table.json")["0.9"]["raw"]["loss_calibration_p_value"],
+                0.9,
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, other betas: the other patience",
+            PMN_FLOOR_BETAS,
+            "The only β = {} run without the floor stopped with a patience of {}, not {}",
+            lambda: (0.9, train(stopped)["patience"], train()["patience"]),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, other betas: the floor",
+            PMN_FLOOR_BETAS,
+            "So a floor of {} costs the unweighted and the moderately weighted networks nothing",
+            lambda: train()["min_learning_rate"],
+        ),
+    ]
+
+
 PMN_CONFIG = "experiments/configs/pneumoniamnist.py"
 
 
@@ -4551,6 +4754,7 @@ CASES = [
     *_pneumonia_seeds_run(),
     *_pneumonia_config(),
     *_pneumonia_lr_floor_run(),
+    *_pneumonia_lr_floor_other_betas_run(),
     *_digits_multiclass_run(),
     *_adult_run(),
     *_letter_run(),
@@ -4587,6 +4791,7 @@ def test_the_pneumoniamnist_runs_score_the_same_test_images():
             "pneumoniamnist_patience",
             "pneumoniamnist_seeds",
             "pneumoniamnist_lr_floor",
+            "pneumoniamnist_lr_floor_other_betas",
         )
     ]
     for key in ("labels", "fold_ids"):
