@@ -1935,6 +1935,217 @@ def _pneumonia_lr_floor_other_betas_run() -> list[Stated]:
     ]
 
 
+PMN_FLOOR_SEEDS = "docs/results/pneumoniamnist_lr_floor_seeds/README.md"
+
+
+def _pmn_averages(raw: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+    """Corrected ECEs at beta = 0.99 of ``[seeds, N]`` raw scores: each seed alone, the mean raw
+    score (the paper's ensemble), the mean of corrected scores and the mean logit."""
+
+    def corrected(r: np.ndarray) -> np.ndarray:
+        return np.asarray(iml.loss_corrected_score(r, 0.99))
+
+    def ece(q: np.ndarray) -> float:
+        return float(expected_calibration_error(q, labels))
+
+    z = np.mean(np.log(raw) - np.log1p(-raw), axis=0)
+    return {
+        "seeds": [ece(corrected(r)) for r in raw],
+        "mean_raw": ece(corrected(raw.mean(axis=0))),
+        "mean_corrected": ece(np.mean([corrected(r) for r in raw], axis=0)),
+        "mean_logit": ece(corrected(1 / (1 + np.exp(-z)))),
+    }
+
+
+def _pneumonia_lr_floor_seeds_run() -> list[Stated]:
+    run, floor, seeds = (
+        "pneumoniamnist_lr_floor_seeds",
+        "pneumoniamnist_lr_floor",
+        "pneumoniamnist_seeds",
+    )
+
+    def train(name: str = run) -> dict:
+        return record(f"{name}/manifest.json")["config"]["train"]
+
+    def table() -> dict:
+        return record(f"{run}/table.json")["0.99"]
+
+    @functools.cache
+    def with_floor() -> dict[str, Any]:
+        first, labels = _pmn_seed_scores(floor)
+        rest, other = _pmn_seed_scores(run)
+        assert np.array_equal(labels, other)
+        return _pmn_averages(np.concatenate([first, rest]), labels)
+
+    @functools.cache
+    def without() -> dict[str, Any]:
+        return _pmn_averages(*_pmn_seed_scores(seeds))
+
+    def same_command() -> bool:
+        ours, theirs = dict(train()), dict(train(floor))
+        # a key added since a run was stored takes its default (runner.stored_config)
+        theirs.setdefault("eval_batch_size", default_config().train.eval_batch_size)
+        return ours.pop("seeds") == [1, 2, 3] and theirs.pop("seeds") == [0] and ours == theirs
+
+    members = functools.partial(_pmn_members, run, 0.99)
+    return [
+        Stated(
+            "README: PneumoniaMNIST floor with 4 seeds",
+            README,
+            "With the floor, {} seeds at β = {} each reach {} to {}; the paper's average of their "
+            "raw scores, corrected, gives {}, and the average of their logits, corrected, {} "
+            "(`pneumoniamnist_lr_floor_seeds/`).",
+            lambda: (
+                len(with_floor()["seeds"]),
+                0.99,
+                *min_max(with_floor()["seeds"]),
+                with_floor()["mean_raw"],
+                with_floor()["mean_logit"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST seeds: with the floor",
+            PMN_SEEDS,
+            "With that floor, {} seeds are in `../pneumoniamnist_lr_floor_seeds/`: each seed "
+            "reaches {} to {}, the paper's ensemble {} and the corrected mean logit {}.",
+            lambda: (
+                len(with_floor()["seeds"]),
+                *min_max(with_floor()["seeds"]),
+                with_floor()["mean_raw"],
+                with_floor()["mean_logit"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor: the other seeds",
+            PMN_FLOOR,
+            "Seeds {} to {} with the same floor are in `../pneumoniamnist_lr_floor_seeds/`: each "
+            "reaches a corrected ECE of {} to {}, so this run's seed was typical.",
+            lambda: (
+                train()["seeds"][0],
+                train()["seeds"][-1],
+                *min_max(with_floor()["seeds"][1:]),
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: the question",
+            PMN_FLOOR_SEEDS,
+            "kept from falling below {}, and its corrected ECE fell to {}. … This run trains seeds "
+            "{}, {} and {} with the same command. With seed {} from the floor run, every "
+            "observation is scored by {} members, one per seed.",
+            lambda: (
+                (
+                    train(floor)["min_learning_rate"],
+                    record(f"{floor}/table.json")["0.99"]["loss_corrected"]["ece"],
+                    *train()["seeds"],
+                    *train(floor)["seeds"],
+                    len(with_floor()["seeds"]),
+                )
+                if same_command()
+                else None
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: time",
+            PMN_FLOOR_SEEDS,
+            "on the {}-core CPU on {date}, in {} minutes",
+            lambda: _cpu_run_time(run),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: the command",
+            PMN_FLOOR_SEEDS,
+            "--betas {} --seeds {} {} {} … --config.train.epochs={} --config.train.patience={} "
+            "--config.train.min_learning_rate={}e-{} … --config.train.members_per_batch={}",
+            lambda: (
+                0.99,
+                *train()["seeds"],
+                train()["epochs"],
+                train()["patience"],
+                train()["min_learning_rate"] * 1e4,
+                4,
+                train()["members_per_batch"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: members",
+            PMN_FLOOR_SEEDS,
+            "This folder is that run directory: {} members, and `table.md` is the ensemble of its "
+            "{} seeds.",
+            lambda: (record(f"{run}/manifest.json")["num_members"], len(train()["seeds"])),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: patience",
+            PMN_FLOOR_SEEDS,
+            "trained without the floor (and with a patience of {}, not {}):",
+            lambda: (train(seeds)["patience"], train()["patience"]),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: table",
+            PMN_FLOOR_SEEDS,
+            "| one seed (each seed's members alone) | {} to {}, mean {} | {} to {}, mean {} | "
+            "| the paper's ensemble: the mean raw score, corrected | {} | {} | "
+            "| the mean of the members' corrected scores | {} | {} | "
+            "| the mean raw logit, corrected | **{}** | {} |",
+            lambda: (
+                *min_max(with_floor()["seeds"]),
+                np.mean(with_floor()["seeds"]),
+                *min_max(without()["seeds"]),
+                np.mean(without()["seeds"]),
+                with_floor()["mean_raw"],
+                without()["mean_raw"],
+                with_floor()["mean_corrected"],
+                without()["mean_corrected"],
+                with_floor()["mean_logit"],
+                without()["mean_logit"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: typical",
+            PMN_FLOOR_SEEDS,
+            "All four seeds reach {} to {}. Every member of this run found its best epoch at the "
+            "floor (epochs {} to {}) and stopped on its own validation loss (epochs {} to {}, none "
+            "at the cap).",
+            lambda: (
+                (
+                    *min_max(with_floor()["seeds"]),
+                    *min_max(list(members()["best"])),
+                    *min_max(list(members()["stop"])),
+                )
+                if np.allclose(members()["lr"], train()["min_learning_rate"])
+                and members()["stop"].max() < train()["epochs"]
+                else None
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: averages",
+            PMN_FLOOR_SEEDS,
+            "is less calibrated ({}) than any of its seeds. The mean of the members' logits keeps "
+            "their scale, and its correction, {}, is below every single seed's.",
+            lambda: (
+                with_floor()["mean_raw"]
+                if with_floor()["mean_raw"] > max(with_floor()["seeds"])
+                else None,
+                with_floor()["mean_logit"]
+                if with_floor()["mean_logit"] < min(with_floor()["seeds"])
+                else None,
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: this run's table",
+            PMN_FLOOR_SEEDS,
+            "The {}-seed ensemble of this run alone (`table.md`): corrected {}, raw {}, "
+            "cross-fitted Platt {}; the loss-calibration test does not reject its raw scores "
+            "(p = {}).",
+            lambda: (
+                len(train()["seeds"]),
+                table()["loss_corrected"]["ece"],
+                table()["raw"]["ece"],
+                table()["platt"]["ece"],
+                table()["raw"]["loss_calibration_p_value"],
+            ),
+        ),
+    ]
+
+
 PMN_CONFIG = "experiments/configs/pneumoniamnist.py"
 
 
@@ -4755,6 +4966,7 @@ CASES = [
     *_pneumonia_config(),
     *_pneumonia_lr_floor_run(),
     *_pneumonia_lr_floor_other_betas_run(),
+    *_pneumonia_lr_floor_seeds_run(),
     *_digits_multiclass_run(),
     *_adult_run(),
     *_letter_run(),
@@ -4792,6 +5004,7 @@ def test_the_pneumoniamnist_runs_score_the_same_test_images():
             "pneumoniamnist_seeds",
             "pneumoniamnist_lr_floor",
             "pneumoniamnist_lr_floor_other_betas",
+            "pneumoniamnist_lr_floor_seeds",
         )
     ]
     for key in ("labels", "fold_ids"):
