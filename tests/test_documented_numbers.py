@@ -1567,6 +1567,17 @@ def _pmn_members(run: str, beta: float) -> dict[str, np.ndarray]:
     return {key: np.asarray(values) for key, values in rows.items()}
 
 
+def _pmn_trained_at_floor(run: str, beta: float) -> bool:
+    """Whether every member of ``beta`` in a run found its best epoch at the run's learning-rate
+    floor and stopped on its validation loss before the epoch cap."""
+    train = record(f"{run}/manifest.json")["config"]["train"]
+    members = _pmn_members(run, beta)
+    return bool(
+        np.allclose(members["lr"], train["min_learning_rate"])
+        and members["stop"].max() < train["epochs"]
+    )
+
+
 def _pneumonia_lr_floor_run() -> list[Stated]:
     run, patience = "pneumoniamnist_lr_floor", "pneumoniamnist_patience"
 
@@ -1700,8 +1711,7 @@ def _pneumonia_lr_floor_run() -> list[Stated]:
                     *min_max(list(members()["val"])),
                     *min_max(list(_pmn_members(patience, 0.99)["val"])),
                 )
-                if np.allclose(members()["lr"], train()["min_learning_rate"])
-                and members()["stop"].max() < train()["epochs"]
+                if _pmn_trained_at_floor(run, 0.99)
                 else None
             ),
         ),
@@ -1750,13 +1760,6 @@ def _pneumonia_lr_floor_other_betas_run() -> list[Stated]:
 
     def members(beta: float, name: str = run) -> dict[str, np.ndarray]:
         return _pmn_members(name, beta)
-
-    def at_the_floor(beta: float) -> bool:
-        got = members(beta)
-        return bool(
-            np.allclose(got["lr"], train()["min_learning_rate"])
-            and got["stop"].max() < train()["epochs"]
-        )
 
     return [
         Stated(
@@ -1903,7 +1906,7 @@ def _pneumonia_lr_floor_other_betas_run() -> list[Stated]:
                     *min_max(list(members(0.5)["val"])),
                     *min_max(list(members(0.5, patience)["val"])),
                 )
-                if at_the_floor(0.5) and at_the_floor(0.9)
+                if _pmn_trained_at_floor(run, 0.5) and _pmn_trained_at_floor(run, 0.9)
                 else None
             ),
         ),
@@ -2110,8 +2113,7 @@ def _pneumonia_lr_floor_seeds_run() -> list[Stated]:
                     *min_max(list(members()["best"])),
                     *min_max(list(members()["stop"])),
                 )
-                if np.allclose(members()["lr"], train()["min_learning_rate"])
-                and members()["stop"].max() < train()["epochs"]
+                if _pmn_trained_at_floor(run, 0.99)
                 else None
             ),
         ),
