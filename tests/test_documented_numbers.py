@@ -3618,8 +3618,8 @@ def _gpu_h200_run6() -> list[Stated]:
             "README: the validation batch on a GPU",
             README,
             "Validation and test scoring take `config.train.eval_batch_size` ({}) images per "
-            "member and step, {} times the training batch, … {} members at {} images already "
-            "fail there: with {} members per batch, also pass "
+            "member and step, {} times the training batch, … {} members at {} images would "
+            "already fail there: with {} members per batch, also pass "
             "`--config.train.eval_batch_size={}`, which keeps validation's arrays as small as "
             "training's.",
             lambda: (
