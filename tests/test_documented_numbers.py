@@ -2220,25 +2220,15 @@ def _pneumonia_seeds_run() -> list[Stated]:
     def config() -> dict:
         return record(f"{run}/manifest.json")["config"]
 
-    def corrected_ece(raw: np.ndarray) -> float:
-        _, labels = _pmn_seed_scores(run)
-        return float(expected_calibration_error(iml.loss_corrected_score(raw, 0.99), labels))
+    @functools.cache
+    def averages() -> dict[str, Any]:
+        return _pmn_averages(*_pmn_seed_scores(run))
 
     def per_seed() -> list[float]:
-        return [corrected_ece(raw) for raw in _pmn_seed_scores(run)[0]]
+        return averages()["seeds"]
 
     def logit(p: float) -> float:
         return math.log(p / (1 - p))
-
-    def mean_corrected() -> float:
-        raw, labels = _pmn_seed_scores(run)
-        q = np.mean([np.asarray(iml.loss_corrected_score(r, 0.99)) for r in raw], axis=0)
-        return float(expected_calibration_error(q, labels))
-
-    def mean_logit() -> float:
-        raw, _ = _pmn_seed_scores(run)
-        z = np.mean(np.log(raw) - np.log1p(-raw), axis=0)
-        return corrected_ece(1 / (1 + np.exp(-z)))
 
     return [
         Stated(
@@ -2317,7 +2307,7 @@ def _pneumonia_seeds_run() -> list[Stated]:
                 table()["0.99"]["loss_corrected"]["ece"]
                 if math.isclose(
                     table()["0.99"]["loss_corrected"]["ece"],
-                    corrected_ece(_pmn_seed_scores(run)[0].mean(axis=0)),
+                    averages()["mean_raw"],
                     abs_tol=1e-4,
                 )
                 else None
@@ -2328,7 +2318,11 @@ def _pneumonia_seeds_run() -> list[Stated]:
             PMN_SEEDS,
             "| the mean of the members' corrected scores | {} | | the mean raw logit, corrected | "
             "{} | | Platt, cross-fitted on the ensemble (uses labels) | {} |",
-            lambda: (mean_corrected(), mean_logit(), table()["0.99"]["platt"]["ece"]),
+            lambda: (
+                averages()["mean_corrected"],
+                averages()["mean_logit"],
+                table()["0.99"]["platt"]["ece"],
+            ),
         ),
         Stated(
             "PneumoniaMNIST seeds: top decile",

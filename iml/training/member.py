@@ -165,9 +165,8 @@ def end_of_epoch(
     then keeps its current parameters as its best. After ``plateau_patience`` epochs without
     improvement its learning rate is multiplied by ``lr_factor`` (0.1 in the paper: "decayed by a
     factor of 10 each time the validation loss plateaus"), but not below ``min_lr``; after
-    ``patience`` epochs without
-    improvement it stops. A non-finite validation loss stops it as diverged. A stopped member is
-    returned unchanged.
+    ``patience`` epochs without improvement it stops. A non-finite validation loss stops it as
+    diverged. A stopped member is returned unchanged.
 
     Args:
       state: the member's state after the epoch's training steps.
