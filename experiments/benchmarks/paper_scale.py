@@ -25,6 +25,9 @@ that raised it and the first 2,000 characters of its message under ``failed`` in
 H200 the predicted 62 members failed so, and 48 too: a kernel hit a CUDA illegal address, in
 XLA's autotuner and, with it off, in the compiled program (``docs/results/gpu_h200``), so pass
 ``--members`` there; ``--skip-one-member`` then leaves the call's time to the K-member compiles.
+``--conv-impl`` chooses the DenseNet's convolutions (default ``xla``, the GPU's): under
+``matmul`` every convolution is a matrix product, so vmapped members make batched matrix
+products instead of the grouped convolutions that ``xla`` makes.
 
 **Projection.** :func:`project_paper_experiment` turns both throughputs into the wall time of the
 paper's experiment on one card: 3 betas x 10 rotations x 40 seeds = 1,200 members on
@@ -107,6 +110,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--skip-one-member",
         action="store_true",
         help="with --members, skip the one-member step (no ratio_one_member in the JSON)",
+    )
+    p.add_argument(
+        "--conv-impl",
+        choices=("xla", "matmul", "mixed"),
+        default="xla",
+        help="the DenseNet's convolutions (iml.models.CONV_IMPLS; default xla, the GPU's)",
     )
     p.add_argument("--batch", type=int, default=16, help="training images per member and step")
     p.add_argument("--eval-batch", type=int, default=64, help="validation images per member")
@@ -345,8 +354,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     batching = DEFAULT_MEMBER_BATCHING.get(backend, "vmap")
     if batching == "loop":  # one member at a time is K single steps: batch them in one program
         batching = "vmap"
-    model = DenseNet(**arch, num_outputs=1, small_inputs=False)
-    summary.update(backend=backend, device=str(jax.devices()[0].device_kind), batching=batching)
+    model = DenseNet(**arch, num_outputs=1, small_inputs=False, conv_impl=args.conv_impl)
+    summary.update(
+        backend=backend,
+        device=str(jax.devices()[0].device_kind),
+        batching=batching,
+        conv_impl=args.conv_impl,
+    )
     if not args.skip_one_member:
         one = ours(model, batching, 1, args.batch, args.size, args.repeats)
         summary["ours_one_member"] = one
