@@ -220,3 +220,38 @@ def test_paper_scale_benchmark_runs_a_tiny_densenet_against_torch(tmp_path, caps
         == report["ours"]["member_images_per_s"] / (report["torch"]["train_member_images_per_s"])
     )
 
+
+class _Parsed(Exception):
+    """Raised in place of running a benchmark once its arguments have parsed."""
+
+
+@pytest.mark.parametrize("part", ["fp32", "bf16", "rest", "paper"])
+def test_gpu_script_passes_only_arguments_its_benchmarks_accept(part, tmp_path, monkeypatch):
+    # Device time is minutes per task: a misspelt flag in gpu.sh would waste a call.
+    import argparse
+    import importlib
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "experiments" / "benchmarks" / "gpu.sh"
+    env = {"PATH": "/usr/bin:/bin", "DRY_RUN": "1", "OUT": str(tmp_path)}
+    printed = subprocess.run(
+        ["bash", str(script), part], env=env, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert printed, f"gpu.sh {part} runs nothing"
+    parse = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        raise _Parsed(parse(self, args, namespace))
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    for line in printed:
+        module, *argv = shlex.split(line)
+        assert argv[-2:] == ["--out", f"{tmp_path}/{Path(argv[-1]).name}"]
+        main = importlib.import_module(module).main
+        monkeypatch.setattr(sys, "argv", [module, *argv])  # for a main that reads sys.argv
+        with pytest.raises(_Parsed):
+            main(argv) if "argv" in main.__code__.co_varnames else main()

@@ -7,19 +7,12 @@
 #     bash experiments/benchmarks/gpu.sh fp32    # one device call each
 #     bash experiments/benchmarks/gpu.sh bf16
 #     bash experiments/benchmarks/gpu.sh rest    # 64 px fp32, bf16 via cuBLAS, bf16 largest K
-#     bash experiments/benchmarks/gpu.sh paper   # 40 DenseNet-121s at 224 px in one step
+#     bash experiments/benchmarks/gpu.sh paper   # the 48-member fault probed, then 48 by matmuls
 set -uo pipefail
 out=${OUT:-runs/benchmarks/gpu}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
-{
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-  $py -c "import jax, flax, optax, torch, torchvision; print('jax', jax.__version__, 'flax', \
-flax.__version__, 'optax', optax.__version__, 'torch', torch.__version__, 'torchvision', \
-torchvision.__version__, jax.devices())"
-} 2>&1 | tee "$out/versions.txt"
-
 run() {  # run LIMIT_SECONDS NAME ARGS...
   local limit=$1 name=$2
   shift 2
@@ -27,6 +20,20 @@ run() {  # run LIMIT_SECONDS NAME ARGS...
   timeout "$limit" "$py" -m "$@" --out "$out/$name.json" 2>&1
   echo "== $name: exit $?"
 }
+if [ -n "${DRY_RUN:-}" ]; then  # print each benchmark's module and arguments, run nothing
+  run() {
+    local name=$2
+    shift 2
+    echo "$* --out $out/$name.json"
+  }
+else
+  {
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+    $py -c "import jax, flax, optax, torch, torchvision; print('jax', jax.__version__, 'flax', \
+flax.__version__, 'optax', optax.__version__, 'torch', torch.__version__, 'torchvision', \
+torchvision.__version__, jax.devices())"
+  } 2>&1 | tee "$out/versions.txt"
+fi
 
 part=${1:-all}
 # Meant as one 10-minute device call per part. On an H200 the fp32 ensemble (two candidates) took
@@ -61,11 +68,16 @@ fi
 # whose compile did not finish in 140 s, and 62 on an H200. On an H200, 32 members ran; 48 and 62
 # failed with a CUDA illegal address, in XLA's autotuner and, with the autotuner off, in the
 # compiled program; 41 did not finish compiling in about 240 s (docs/results/gpu_h200, runs 5-6).
-# A guess there: one array of K members' largest activations passes 2^31 bytes from K = 42. So
-# this part tries K = 40 (MEMBERS=...) with the whole call's time, and validates at batch 16 per
-# member, which keeps the validation step's arrays as small as the training step's. The
-# one-member step (measured on both cards) is skipped to leave the time to the K-member compiles.
+# The size of one array does not explain it (larger ones ran in runs 3-4). So this part first
+# runs each of DenseNet-121's convolutions alone over 48 members, the two that the failed
+# compiles named first leading, to find the one that faults; then it tries 48 members
+# (MEMBERS=...) with every convolution as a matrix product (no grouped convolutions), its GEMMs
+# on cuBLAS (Triton's GEMM autotuning is the suspected cause of the slow bf16 compiles, above).
 if [ "$part" = paper ]; then
-  XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 560 paper_scale experiments.benchmarks.paper_scale \
-    --members "${MEMBERS:-40}" --skip-one-member --eval-batch 16 --repeats 5
+  run 200 probe_member_convs experiments.probe_member_convs --members 48 \
+    --first denseblock2/denselayer6/conv1,denseblock4/denselayer6/conv1
+  XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_triton_gemm=false" \
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 330 paper_scale_matmul \
+    experiments.benchmarks.paper_scale --members "${MEMBERS:-48}" --conv-impl matmul \
+    --skip-one-member --repeats 5
 fi
