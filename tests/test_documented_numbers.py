@@ -3462,6 +3462,192 @@ def _bare_seeds_refused(n: int) -> tuple[int, int, int, int]:
     return n, n, n, n
 
 
+def _first_failed_conv(log: str) -> dict:
+    """The first instruction that a failed GPU compile's log names (``Could not get config for
+    HLO``): a cuDNN convolution's output shape, window, groups and the layer that made it."""
+    m = re.search(
+        r"Could not get config for HLO: %cudnn-conv\.\d+ = \(f32\[([\d,]+)\].*?"
+        r"window=\{size=(\d+)x(\d+)[ }].*?feature_group_count=(\d+).*?"
+        r"op_name=\"jit\(member_train_step\)/([^\"]+)/conv_general_dilated\"",
+        (RESULTS / log).read_text(),
+    )
+    assert m, f"{log}: no failed convolution"
+    shape, wh, ww, groups, name = m.groups()
+    return {
+        "shape": [int(d) for d in shape.split(",")],
+        "window": (int(wh), int(ww)),
+        "groups": int(groups),
+        "layer": name.split(")/", 1)[1],
+        "backward": name.startswith("vmap(transpose("),
+    }
+
+
+def _dense_layer_input_maps(arch: dict, block: int, layer: int) -> int:
+    """The maps that dense layer ``layer`` of dense block ``block`` (both from 1) reads."""
+    maps = arch["num_init_features"]
+    for layers in arch["block_config"][: block - 1]:
+        maps = (maps + layers * arch["growth_rate"]) // 2  # the transition halves them
+    return maps + (layer - 1) * arch["growth_rate"]
+
+
+def _largest_conv_operand(model, members: int, side: int, channels: int, batch: int = 16) -> int:
+    """The most values that one convolution of ``members`` members' training step (the
+    trainer's ``vmap``) reads or writes, from the traced program (nothing is compiled)."""
+    from jax.extend.core import jaxprs_in_params
+
+    from experiments.benchmarks.ensemble import member_batches, member_states
+    from iml.training import adam, batch_members, member_train_step
+
+    optimizer = adam()
+    step = batch_members(functools.partial(member_train_step, model, optimizer), "vmap")
+    state = jax.eval_shape(lambda: member_states(model, optimizer, members, side, channels))
+    rest = jax.eval_shape(lambda: member_batches(members, batch, side, 0, channels=channels))
+
+    def sizes(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "conv_general_dilated":
+                yield from (math.prod(v.aval.shape) for v in (*eqn.invars, *eqn.outvars))
+            for sub in jaxprs_in_params(eqn.params):
+                yield from sizes(sub)
+
+    return max(sizes(jax.make_jaxpr(step)(state, *rest).jaxpr))
+
+
+def _gpu_array_size_refuted() -> list[Stated]:
+    """The runs of many small DenseNets against the first instructions that failed at 48 and 62
+    DenseNet-121 members."""
+    from experiments.benchmarks.paper_scale import architecture
+    from iml.models import densenet_small
+
+    small = {
+        k: v.default
+        for k, v in inspect.signature(densenet_small).parameters.items()
+        if v.default is not inspect.Parameter.empty
+    }
+    block1 = small["num_init_features"] + small["block_config"][0] * small["growth_rate"]
+    bottleneck = small["bn_size"] * small["growth_rate"]
+    assert block1 == bottleneck
+
+    def run(name: str) -> tuple[int, int, int, int]:
+        """(members, side, batch, bytes per value) of a largest-K record of the small DenseNet."""
+        r = record(name)
+        assert r["model"] == "densenet_small()" and r["image"][0] == r["image"][1]
+        itemsize = {"float32": 4, "bfloat16": 2}[r["dtype"]]
+        return r["largest_members"]["members"], r["image"][0], r["batch_per_member"], itemsize
+
+    def operand(name: str) -> tuple[float, float]:
+        """One convolution operand of the run's K members: (GB, values)."""
+        k, side, batch, itemsize = run(name)
+        values = batch * side * side * block1 * k
+        return values * itemsize / 1e9, values
+
+    def past_both(name: str) -> bool:
+        gb, values = operand(name)
+        return gb * 1e9 > 2**31 and values > 2**31
+
+    dn121 = architecture(False)
+    bn = dn121["bn_size"] * dn121["growth_rate"]
+
+    def at48() -> tuple:
+        c = _first_failed_conv(f"{GPU6}/log_k48.txt")
+        g = c["groups"]
+        maps, one, _, out = c["shape"]
+        ok = (
+            c["layer"] == "denseblock2/denselayer6/conv1"
+            and c["backward"]
+            and (one, out) == (1, g * bn)
+            and maps == _dense_layer_input_maps(dn121, 2, 6)
+        )
+        side = c["window"][0]
+        reads = (maps * side * side * 16 * g * 4 / 1e6, g * bn * side * side * 16 * 4 / 1e6)
+        return (
+            g if ok else None,
+            maps,
+            bn,
+            side,
+            side,
+            *c["window"],
+            g,
+            *reads,
+            maps * g * bn * 4 / 1e6,
+        )
+
+    def at62() -> tuple:
+        c = _first_failed_conv(f"{GPU5}/log_paper.txt")
+        g = c["groups"]
+        batch, side, _, maps = c["shape"]
+        ok = (
+            c["layer"] == "denseblock4/denselayer6/conv1"
+            and c["backward"]
+            and c["window"] == (1, 1)
+            and maps == g * _dense_layer_input_maps(dn121, 4, 6)
+            and g == record(GPU5_PAPER)["predicted_members"]
+        )
+        return (
+            g if ok else None,
+            maps // g,
+            bn,
+            side,
+            side,
+            batch * side * side * maps * 4 / 1e6,
+        )
+
+    def traced_bf16() -> int:
+        """Run 4's K if its traced step's largest convolution operand is the one stated."""
+        k, side, batch, _ = run(GPU_MAXK_BF16)
+        got = _largest_conv_operand(densenet_small(dtype=jnp.bfloat16), k, side, 1, batch)
+        return k if got == operand(GPU_MAXK_BF16)[1] else None
+
+    return [
+        Stated(
+            "array size: the traced bf16 step",
+            GPU,
+            "(`jax.make_jaxpr` of the {}-member step finds no larger convolution operand.)",
+            traced_bf16,
+        ),
+        Stated(
+            "array size: the small DenseNets' operands",
+            GPU,
+            "(`densenet_small`, {}x{}, batch {}) have {} maps per member at the end of the first "
+            "dense block ({} + {} x {}) and in its bottlenecks ({} x {}), so one convolution "
+            "operand of K members holds {} x {} x {} x {}K values. At run 3's {} fp32 members that "
+            "is {} GB; at run 4's {} bf16 members, {} GB and {} billion values, past 2^31 bytes "
+            "and past 2^31 values. Both steps ran.",
+            lambda: (
+                run(GPU_MAXK_F32)[1],
+                run(GPU_MAXK_F32)[1],
+                run(GPU_MAXK_F32)[2],
+                block1,
+                small["num_init_features"],
+                small["block_config"][0],
+                small["growth_rate"],
+                small["bn_size"],
+                small["growth_rate"],
+                run(GPU_MAXK_F32)[2],
+                run(GPU_MAXK_F32)[1],
+                run(GPU_MAXK_F32)[1],
+                block1,
+                run(GPU_MAXK_F32)[0],
+                operand(GPU_MAXK_F32)[0],
+                run(GPU_MAXK_BF16)[0] if past_both(GPU_MAXK_BF16) else None,
+                operand(GPU_MAXK_BF16)[0],
+                operand(GPU_MAXK_BF16)[1] / 1e9,
+            ),
+        ),
+        Stated(
+            "array size: the first failed instructions",
+            GPU,
+            "At {} members (run 6) it was the kernel gradient of `denseblock2/denselayer6/conv1`, "
+            "a 1x1 convolution from {} to {} maps on {} x {} pixels, which XLA computes as a "
+            "convolution with a {} x {} window over {} groups: it reads {} MB and {} MB and "
+            "writes {} MB. At {} members (run 5) it was the input gradient of "
+            "`denseblock4/denselayer6/conv1` ({} to {} maps on {} x {} pixels), which writes "
+            "{} MB.",
+            lambda: (*at48(), *at62()),
+        ),
+    ]
+
+
 def _gpu_h200_run6() -> list[Stated]:
     """Run 6 on an H200: 48 members failing with and without the autotuner, and 41 members."""
     from experiments.benchmarks.paper_scale import architecture
@@ -3595,35 +3781,13 @@ def _gpu_h200_run6() -> list[Stated]:
             lambda: (k32(), 224, k48_running(), k62(), k32()),
         ),
         Stated(
-            "H200 run 6 the validation batch",
-            GPU,
-            "`--config.train.members_per_batch={}` the advice, with "
-            "`--config.train.eval_batch_size={}`: at the trainer's default of {} validation images "
-            "per member, the same guess puts validation's largest array past 2^31 bytes from {} "
-            "members.",
-            lambda: (
-                k32(),
-                default_config().train.batch_size,
-                TrainConfig().eval_batch_size,
-                2**31 // (activation_bytes() * TrainConfig().eval_batch_size // 16) + 1,
-            ),
-        ),
-        Stated(
             "README: the validation batch on a GPU",
             README,
             "Validation and test scoring take `config.train.eval_batch_size` ({}) images per "
-            "member and step, {} times the training batch, … {} members at {} images would "
-            "already fail there: with {} members per batch, also pass "
-            "`--config.train.eval_batch_size={}`, which keeps validation's arrays as small as "
-            "training's.",
+            "member and step, {} times the training batch. No card has run that step",
             lambda: (
                 default_config().train.eval_batch_size,
                 default_config().train.eval_batch_size // default_config().train.batch_size,
-                # one member's largest activation grows with its batch (16 in activation_bytes)
-                2**31 // (activation_bytes() * default_config().train.eval_batch_size // 16) + 1,
-                default_config().train.eval_batch_size,
-                k32(),
-                default_config().train.batch_size,
             ),
         ),
         Stated(
@@ -4973,6 +5137,7 @@ CASES = [
     *_gpu_run(),
     *_gpu_h200_run5(),
     *_gpu_h200_run6(),
+    *_gpu_array_size_refuted(),
     *_gpu_h100_run(),
     *_cpu_ensemble_run(),
     *_cpu_step_run(),
