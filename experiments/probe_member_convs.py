@@ -3,6 +3,7 @@
     python -m experiments.probe_member_convs --members 48     # DenseNet-121, batch 16 at 224 px
     python -m experiments.probe_member_convs --members 48 \\
         --first denseblock2/denselayer6/conv1,denseblock4/denselayer6/conv1
+    python -m experiments.probe_member_convs --members 40 --only denseblock2/denselayer6/conv1
     python -m experiments.probe_member_convs --quick          # a tiny DenseNet at 32 px
 
 On one H200, 32 DenseNet-121 members at 224 px trained in one program and 48 did not: a kernel
@@ -73,8 +74,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         default="",
         help="comma-separated layers to probe first, e.g. denseblock2/denselayer6/conv1",
     )
+    p.add_argument("--only", default="", help="comma-separated layers: probe these and no others")
     p.add_argument("--out", default="runs/benchmarks/probe_member_convs.json")
     args = p.parse_args(argv)
+    if args.only and args.first:
+        p.error("--only and --first exclude each other")
     if args.quick:
         args.size, args.batch = 32, 2
     for name in ("members", "batch", "size"):
@@ -205,7 +209,7 @@ def ordered(convs: list[MemberConv], first: list[str]) -> list[MemberConv]:
     layers = [c.layer for c in convs]
     unknown = [name for name in first if name not in layers]
     if unknown:
-        raise ValueError(f"--first names layers without a convolution of their own: {unknown}")
+        raise ValueError(f"layers without a convolution of their own: {unknown}")
     head = [convs[layers.index(name)] for name in first]
     return head + [c for c in convs if c not in head]
 
@@ -216,8 +220,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import jax
 
     model = _model(args.quick, args.dtype)
-    first = [name for name in args.first.split(",") if name]
+    first = [name for name in (args.only or args.first).split(",") if name]
     convs = ordered(member_convolutions(model, args.batch, args.size), first)
+    if args.only:
+        convs = convs[: len(first)]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {

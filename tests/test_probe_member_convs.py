@@ -95,8 +95,20 @@ def test_probe_stops_at_the_first_failure_and_keeps_it(tmp_path, monkeypatch, ca
 
 
 def test_probe_refuses_a_layer_without_a_convolution(tmp_path):
-    with pytest.raises(ValueError, match=r"--first names .*'denseblock9/conv1'"):
-        probe_lib.main(["--quick", "--first", "denseblock9/conv1", "--out", str(tmp_path / "p")])
+    unknown = r"layers without a convolution of their own: .*'denseblock9/conv1'"
+    for flag in ("--first", "--only"):
+        with pytest.raises(ValueError, match=unknown):
+            probe_lib.main(["--quick", flag, "denseblock9/conv1", "--out", str(tmp_path / "p")])
+
+
+def test_probe_only_runs_the_layers_named(tmp_path, capsys):
+    out = tmp_path / "probe.json"
+    layers = "transition1/conv,conv0"
+    probe_lib.main(["--quick", "--members", "2", "--only", layers, "--out", str(out)])
+    assert [e["layer"] for e in json.loads(out.read_text())["probed"]] == layers.split(",")
+    with pytest.raises(SystemExit):
+        probe_lib.main(["--quick", "--only", "conv0", "--first", "conv0", "--out", str(out)])
+    assert "--only and --first exclude each other" in capsys.readouterr().err
 
 
 def test_probe_traces_bfloat16_convolutions():

@@ -70,14 +70,28 @@ fi
 # compiled program; 41 did not finish compiling in about 240 s (docs/results/gpu_h200, runs 5-6).
 # The size of one array does not explain it (larger ones ran in runs 3-4). So this part first
 # runs each of DenseNet-121's convolutions alone over 48 members, the two that the failed
-# compiles named first leading, to find the one that faults; then it tries 48 members
-# (MEMBERS=...) with every convolution as a matrix product (no grouped convolutions), its GEMMs
-# on cuBLAS (Triton's GEMM autotuning is the suspected cause of the slow bf16 compiles, above).
+# compiles named first leading, to find the one that faults, and runs that one again at 32 and
+# 40 members, each in a new process (a CUDA fault leaves a process's device unusable). Then it
+# tries 48 members (MEMBERS=...) with every convolution as a matrix product (no grouped
+# convolutions), its GEMMs on cuBLAS (Triton's GEMM autotuning is the suspected cause of the slow
+# bf16 compiles, above).
 if [ "$part" = paper ]; then
-  run 200 probe_member_convs experiments.probe_member_convs --members 48 \
+  run 170 probe_member_convs experiments.probe_member_convs --members 48 \
     --first denseblock2/denselayer6/conv1,denseblock4/denselayer6/conv1
+  if [ -n "${DRY_RUN:-}" ]; then
+    failed=conv0
+  else
+    failed=$("$py" -c "import json, sys; f = json.load(open(sys.argv[1]))['failed']; \
+print(f['layer'] if f else '')" "$out/probe_member_convs.json" 2>/dev/null)
+  fi
+  if [ -n "$failed" ]; then
+    for k in 32 40; do
+      run 40 "probe_member_convs_k$k" experiments.probe_member_convs --members "$k" \
+        --only "$failed"
+    done
+  fi
   XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_triton_gemm=false" \
-    XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 330 paper_scale_matmul \
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 300 paper_scale_matmul \
     experiments.benchmarks.paper_scale --members "${MEMBERS:-48}" --conv-impl matmul \
     --skip-one-member --repeats 5
 fi
