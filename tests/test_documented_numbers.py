@@ -3558,8 +3558,8 @@ def _gpu_array_size_refuted() -> list[Stated]:
             and (one, out) == (1, g * bn)
             and maps == _dense_layer_input_maps(dn121, 2, 6)
         )
-        side = c["window"][0]
-        reads = (maps * side * side * 16 * g * 4 / 1e6, g * bn * side * side * 16 * 4 / 1e6)
+        side, batch = c["window"][0], record(f"{GPU6}/paper_scale_k48.json")["batch_per_member"]
+        reads = (maps * side * side * batch * g * 4 / 1e6, g * bn * side * side * batch * 4 / 1e6)
         return (
             g if ok else None,
             maps,
