@@ -30,7 +30,7 @@ import jupytext
 import nbformat
 from nbclient import NotebookClient
 
-from iml._io import atomic_write_text
+from iml.pipeline import atomic_write_bytes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if problems else 0
     for source in sources:
         target = source.with_suffix(".ipynb")
-        atomic_write_text(target, render(source))
+        atomic_write_bytes(target, render(source).encode("utf-8"))
         size_kb = target.stat().st_size / 1024
         print(f"wrote {_shown(target)} ({size_kb:.0f} KiB)", flush=True)
     return 0

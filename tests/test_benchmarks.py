@@ -255,3 +255,24 @@ def test_gpu_script_passes_only_arguments_its_benchmarks_accept(part, tmp_path, 
         monkeypatch.setattr(sys, "argv", [module, *argv])  # for a main that reads sys.argv
         with pytest.raises(_Parsed):
             main(argv) if "argv" in main.__code__.co_varnames else main()
+
+
+def test_experiments_and_benchmarks_import_only_public_iml_names():
+    # What a user's own experiment can do, ours do: no private module or name of iml.
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    private = []
+    for path in sorted((root / "experiments").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "iml":
+                names = [*node.module.split("."), *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names if a.name.split(".")[0] == "iml"]
+                names = [part for module in modules for part in module.split(".")]
+            else:
+                continue
+            if any(name.startswith("_") for name in names):
+                private.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not private, f"private iml names imported at {private}"
