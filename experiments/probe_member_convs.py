@@ -11,17 +11,18 @@ made an illegal memory access, in XLA's autotuner and, with the autotuner off, i
 step (``docs/results/gpu_h200``). That error surfaces asynchronously, so a whole training step
 cannot say which kernel made it. This probe takes the step apart.
 
-It traces one member's training pass of the model and collects its distinct convolutions (input
-and kernel shapes, strides, padding), each with the first layer that makes it. Each then runs
-alone, as the trainer's ``vmap`` runs it: the convolution and both of its gradients (input and
-kernel), with inputs and kernels batched over K members, which XLA makes grouped convolutions of
-K groups. Each is compiled (on a GPU with XLA's autotuner, as in training), run and waited for,
-so a fault is charged to the convolution that made it. The first failure ends the probe: after
-a CUDA fault the process's device is unusable, so probe another K in a new process.
+It traces the trainer's K-member training step (:func:`iml.training.member_train_step` under
+:func:`iml.training.batch_members` with ``vmap``, as on a GPU) and collects its convolutions,
+forward and backward, exactly as the step has them (grouped over the K members), by the layer
+that makes them. Each layer's convolutions then run alone, in a program of their own on random
+inputs of their shapes: compiled (on a GPU with XLA's autotuner, as in training), run and waited
+for, so a fault is charged to the layer whose convolutions made it. Layers whose convolutions
+are the same (the 3x3 ones within a dense block) run once. The first failure ends the probe:
+after a CUDA fault the process's device is unusable, so probe another K in a new process.
 
-``--out`` is rewritten after each convolution, so a probe cut off by a time limit keeps what it
-did. The last line printed is one JSON object: the members, the convolutions probed and the first
-that failed, if one did (the exit status is then 1).
+``--out`` is rewritten after each layer, so a probe cut off by a time limit keeps what it did.
+The last line printed is one JSON object: the members, the layers and convolutions found, the
+layers run and the first that failed, if one did (the exit status is then 1).
 """
 
 from __future__ import annotations
@@ -36,29 +37,42 @@ from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
-class MemberConv:
-    """One convolution of one member's training pass, as ``lax.conv_general_dilated`` takes it."""
+class ConvCall:
+    """One ``conv_general_dilated`` of the K-member step: its operands' shapes and its params."""
 
-    layer: str  # the first layer that makes it, e.g. 'denseblock2/denselayer6/conv1'
     lhs_shape: tuple[int, ...]
     rhs_shape: tuple[int, ...]
-    window_strides: tuple[int, ...]
-    padding: tuple[tuple[int, int], ...]
-    lhs_dilation: tuple[int, ...]
-    rhs_dilation: tuple[int, ...]
-    dimension_numbers: Any
     dtype: str
-    count: int = 1  # how many layers make it
+    params: tuple[tuple[str, Any], ...]  # the primitive's parameters, sorted by name
+    backward: bool  # in the step's backward pass
+
+    def describe(self) -> dict[str, Any]:
+        p = dict(self.params)
+        return {
+            "pass": "backward" if self.backward else "forward",
+            "input": list(self.lhs_shape),
+            "kernel": list(self.rhs_shape),
+            "window_strides": list(p["window_strides"]),
+            "padding": [list(q) for q in p["padding"]],
+            "feature_group_count": p["feature_group_count"],
+            "batch_group_count": p["batch_group_count"],
+            "dtype": self.dtype,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerConvs:
+    """The convolutions that one layer makes in the K-member step, forward and backward."""
+
+    layer: str  # e.g. 'denseblock2/denselayer6/conv1': the first layer that makes them
+    calls: tuple[ConvCall, ...]
+    count: int = 1  # how many layers make the same convolutions
 
     def describe(self) -> dict[str, Any]:
         return {
             "layer": self.layer,
             "layers": self.count,
-            "input": list(self.lhs_shape),
-            "kernel": list(self.rhs_shape),
-            "strides": list(self.window_strides),
-            "padding": [list(p) for p in self.padding],
-            "dtype": self.dtype,
+            "convolutions": [c.describe() for c in self.calls],
         }
 
 
@@ -102,116 +116,109 @@ def _model(quick: bool, dtype: str):
     )
 
 
-def member_convolutions(model, batch: int, size: int, channels: int = 3) -> list[MemberConv]:
-    """The distinct convolutions of one member's training pass of ``model``, in the order the
-    pass makes them (nothing is compiled: the pass is traced on abstract arrays)."""
+def step_convolutions(
+    model, members: int, batch: int, size: int, channels: int = 3
+) -> list[LayerConvs]:
+    """The convolutions of the trainer's ``members``-member training step of ``model``, by
+    layer, in the order the step first makes them (traced on abstract arrays: nothing is
+    compiled or allocated)."""
+    import functools
+
     import jax
-    import jax.numpy as jnp
     from jax.extend.core import jaxprs_in_params
 
-    x = jax.ShapeDtypeStruct((batch, size, size, channels), jnp.float32)
-    variables = jax.eval_shape(
-        lambda: model.init(jax.random.key(0), jnp.zeros(x.shape), train=False)
-    )
+    from experiments.benchmarks.ensemble import member_batches, member_states
+    from iml.training import adam, batch_members, member_train_step
 
-    def forward(variables, x):
-        return model.apply(variables, x, train=True, mutable=["batch_stats"])
-
-    found: dict[tuple, MemberConv] = {}
+    optimizer = adam()
+    step = batch_members(functools.partial(member_train_step, model, optimizer), "vmap")
+    state = jax.eval_shape(lambda: member_states(model, optimizer, members, size, channels))
+    rest = jax.eval_shape(lambda: member_batches(members, batch, size, 0, channels=channels))
+    by_layer: dict[str, list[ConvCall]] = {}
 
     def walk(jaxpr) -> None:
         for eqn in jaxpr.eqns:
             if eqn.primitive.name == "conv_general_dilated":
-                p = eqn.params
-                if p["feature_group_count"] != 1 or p["batch_group_count"] != 1:
-                    raise ValueError(f"a grouped convolution in one member's pass: {p}")
                 lhs, rhs = (v.aval for v in eqn.invars)
-                conv = MemberConv(
-                    layer=_layer(eqn, root=type(model).__name__),
+                stack = str(eqn.source_info.name_stack)
+                call = ConvCall(
                     lhs_shape=tuple(lhs.shape),
                     rhs_shape=tuple(rhs.shape),
-                    window_strides=tuple(p["window_strides"]),
-                    padding=tuple(tuple(q) for q in p["padding"]),
-                    lhs_dilation=tuple(p["lhs_dilation"]),
-                    rhs_dilation=tuple(p["rhs_dilation"]),
-                    dimension_numbers=p["dimension_numbers"],
                     dtype=str(lhs.dtype),
+                    params=tuple(sorted(eqn.params.items())),
+                    backward="transpose(" in stack,
                 )
-                key = dataclasses.astuple(dataclasses.replace(conv, layer=""))
-                if key in found:
-                    found[key] = dataclasses.replace(found[key], count=found[key].count + 1)
-                else:
-                    found[key] = conv
+                by_layer.setdefault(_layer(stack, type(model).__name__), []).append(call)
             for sub in jaxprs_in_params(eqn.params):
                 walk(sub)
 
-    walk(jax.make_jaxpr(forward)(variables, x).jaxpr)
-    return list(found.values())
+    walk(jax.make_jaxpr(step)(state, *rest).jaxpr)
+    layers: dict[tuple[ConvCall, ...], LayerConvs] = {}
+    for name, calls in by_layer.items():
+        key = tuple(sorted(set(calls), key=repr))
+        if key in layers:
+            layers[key] = dataclasses.replace(layers[key], count=layers[key].count + 1)
+        else:
+            layers[key] = LayerConvs(name, key)
+    return list(layers.values())
 
 
-def _layer(eqn, root: str) -> str:
-    """The module path below ``root`` of a traced equation, e.g. 'denseblock2/denselayer6/conv1'
-    (as XLA's op names give it)."""
-    parts = [p for p in str(eqn.source_info.name_stack).split("/") if p and "(" not in p]
-    return "/".join(parts[1:] if parts[:1] == [root] else parts)
+def _layer(name_stack: str, root: str) -> str:
+    """The module path below ``root`` in a traced name stack, e.g.
+    'vmap(transpose(jvp(DenseNet)))/denseblock2/denselayer6/conv1' -> 'denseblock2/...'."""
+    parts = [p for p in name_stack.split("/") if p and "(" not in p and p != root]
+    return "/".join(parts)
 
 
-def member_program(conv: MemberConv):
-    """The K-member program of ``conv``: ``(inputs [K, ...], kernels [K, ...]) -> (outputs,
-    input gradients, kernel gradients)``, jitted, with the members batched by ``vmap``."""
+def layer_program(layer: LayerConvs):
+    """The program of ``layer``'s convolutions alone: ``(lhs_0, rhs_0, lhs_1, rhs_1, ...) ->
+    outputs``, jitted."""
     import jax
     from jax import lax
 
-    def one(x, kernel):
-        def apply(x, kernel):
-            return lax.conv_general_dilated(
-                x,
-                kernel,
-                conv.window_strides,
-                conv.padding,
-                lhs_dilation=conv.lhs_dilation,
-                rhs_dilation=conv.rhs_dilation,
-                dimension_numbers=conv.dimension_numbers,
-            )
+    def run(*operands):
+        pairs = zip(operands[::2], operands[1::2], strict=True)
+        return [
+            lax.conv_general_dilated_p.bind(lhs, rhs, **dict(call.params))
+            for call, (lhs, rhs) in zip(layer.calls, pairs, strict=True)
+        ]
 
-        y, pullback = jax.vjp(apply, x, kernel)
-        dx, dkernel = pullback(y)
-        return y, dx, dkernel
-
-    return jax.jit(jax.vmap(one))
+    return jax.jit(run)
 
 
-def member_inputs(conv: MemberConv, members: int, seed: int = 0) -> tuple:
-    """Random inputs and kernels of ``members`` members for ``conv``."""
+def layer_inputs(layer: LayerConvs, seed: int = 0) -> list:
+    """Random operands of ``layer``'s convolutions, ``[lhs_0, rhs_0, lhs_1, ...]``."""
     import jax
 
-    kx, kk = jax.random.split(jax.random.key(seed))
-    x = jax.random.normal(kx, (members, *conv.lhs_shape), conv.dtype)
-    kernel = jax.random.normal(kk, (members, *conv.rhs_shape), conv.dtype)
-    return x, kernel
+    keys = iter(jax.random.split(jax.random.key(seed), 2 * len(layer.calls)))
+    return [
+        jax.random.normal(next(keys), shape, call.dtype)
+        for call in layer.calls
+        for shape in (call.lhs_shape, call.rhs_shape)
+    ]
 
 
-def probe(conv: MemberConv, members: int) -> dict[str, Any]:
-    """Compiles, runs and waits for ``conv``'s K-member program; raises what the device raises."""
+def probe(layer: LayerConvs) -> dict[str, Any]:
+    """Compiles, runs and waits for ``layer``'s program; raises what the device raises."""
     import jax
 
-    x, kernel = member_inputs(conv, members)
+    operands = layer_inputs(layer)
     t0 = time.perf_counter()
-    exe = member_program(conv).lower(x, kernel).compile()
+    exe = layer_program(layer).lower(*operands).compile()
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    jax.block_until_ready(exe(x, kernel))
+    jax.block_until_ready(exe(*operands))
     return {"compile_s": compile_s, "run_s": time.perf_counter() - t0}
 
 
-def ordered(convs: list[MemberConv], first: list[str]) -> list[MemberConv]:
-    """``convs`` with those of the layers in ``first`` first, in that order."""
-    layers = [c.layer for c in convs]
-    unknown = [name for name in first if name not in layers]
+def ordered(layers: list[LayerConvs], first: list[str]) -> list[LayerConvs]:
+    """``layers`` with those named in ``first`` first, in that order."""
+    names = [layer.layer for layer in layers]
+    unknown = [name for name in first if name not in names]
     if unknown:
-        raise ValueError(f"layers without a convolution of their own: {unknown}")
-    head = [convs[layers.index(name)] for name in first]
-    return head + [c for c in convs if c not in head]
+        raise ValueError(f"layers without convolutions of their own: {unknown}")
+    head = [layers[names.index(name)] for name in first]
+    return head + [layer for layer in layers if layer not in head]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -221,9 +228,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     model = _model(args.quick, args.dtype)
     first = [name for name in (args.only or args.first).split(",") if name]
-    convs = ordered(member_convolutions(model, args.batch, args.size), first)
+    layers = ordered(step_convolutions(model, args.members, args.batch, args.size), first)
     if args.only:
-        convs = convs[: len(first)]
+        layers = layers[: len(first)]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {
@@ -235,20 +242,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "dtype": args.dtype,
         "backend": jax.default_backend(),
         "device": str(jax.devices()[0].device_kind),
-        "convolutions": len(convs),
+        "layers": len(layers),
+        "convolutions": sum(len(layer.calls) for layer in layers),
         "probed": [],
         "failed": None,
     }
-    for i, conv in enumerate(convs):
-        entry = conv.describe()
+    for i, layer in enumerate(layers):
+        entry = layer.describe()
         print(
-            f"[{i + 1}/{len(convs)}] {conv.layer}: {entry['input']} * {entry['kernel']} "
-            f"x {args.members} members",
+            f"[{i + 1}/{len(layers)}] {layer.layer}: {len(layer.calls)} convolutions "
+            f"over {args.members} members",
             file=sys.stderr,
             flush=True,
         )
         try:
-            entry.update(probe(conv, args.members))
+            entry.update(probe(layer))
         except Exception as err:  # a device fault: record it and stop, the device is unusable
             entry["error"] = f"{type(err).__name__}: {err}"[:2000]
             record["failed"] = entry
@@ -256,7 +264,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             break
         record["probed"].append(entry)
         out.write_text(json.dumps(record, indent=2))
-    summary = {key: record[key] for key in ("probe", "members", "dtype", "device", "convolutions")}
+    keys = ("probe", "members", "dtype", "device", "layers", "convolutions")
+    summary = {key: record[key] for key in keys}
     summary["ran"] = len(record["probed"])
     summary["failed"] = None if record["failed"] is None else record["failed"]["layer"]
     print(json.dumps(summary))

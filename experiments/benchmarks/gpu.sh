@@ -69,9 +69,9 @@ fi
 # failed with a CUDA illegal address, in XLA's autotuner and, with the autotuner off, in the
 # compiled program; 41 did not finish compiling in about 240 s (docs/results/gpu_h200, runs 5-6).
 # The size of one array does not explain it (larger ones ran in runs 3-4). So this part first
-# runs each of DenseNet-121's convolutions alone over 48 members, the two that the failed
-# compiles named first leading, to find the one that faults, and runs that one again at 32 and
-# 40 members, each in a new process (a CUDA fault leaves a process's device unusable). Then it
+# runs the 48-member step's convolutions layer by layer, the two layers that the failed compiles
+# named first leading, to find the layer that faults, and runs that layer again at 32 and 40
+# members, each in a new process (a CUDA fault leaves a process's device unusable). Then it
 # tries 48 members (MEMBERS=...) with every convolution as a matrix product (no grouped
 # convolutions), its GEMMs on cuBLAS (Triton's GEMM autotuning is the suspected cause of the slow
 # bf16 compiles, above).
