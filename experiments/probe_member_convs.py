@@ -102,6 +102,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _model(quick: bool, dtype: str):
+    """DenseNet-121 (or the tiny DenseNet of ``--quick``) with XLA's convolutions, the GPU's."""
     import jax.numpy as jnp
 
     from experiments.benchmarks.paper_scale import architecture
@@ -226,6 +227,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parse(argv)
     import jax
 
+    from iml.pipeline import atomic_write_bytes
+
     model = _model(args.quick, args.dtype)
     first = [name for name in (args.only or args.first).split(",") if name]
     layers = ordered(step_convolutions(model, args.members, args.batch, args.size), first)
@@ -233,6 +236,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         layers = layers[: len(first)]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after each layer, whole or not at all
+        atomic_write_bytes(out, json.dumps(record, indent=2).encode())
+
     record: dict[str, Any] = {
         "probe": "member_convs",
         "model": "densenet121" if not args.quick else "tiny DenseNet",
@@ -260,10 +267,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         except Exception as err:  # a device fault: record it and stop, the device is unusable
             entry["error"] = f"{type(err).__name__}: {err}"[:2000]
             record["failed"] = entry
-            out.write_text(json.dumps(record, indent=2))
+            save()
             break
         record["probed"].append(entry)
-        out.write_text(json.dumps(record, indent=2))
+        save()
     keys = ("probe", "members", "dtype", "device", "layers", "convolutions")
     summary = {key: record[key] for key in keys}
     summary["ran"] = len(record["probed"])
