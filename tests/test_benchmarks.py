@@ -70,15 +70,40 @@ def test_largest_members_search_raises_other_errors_and_reports_nothing_fits():
         search_largest(broken, predicted=32)
 
 
-def test_sweep_train_benchmark_reports_ratio_and_equal_quality(shared_data_path, capsys):
+def test_compile_seconds_counts_making_programs_not_running_them():
+    import jax
+    import jax.numpy as jnp
+
+    from experiments.benchmarks.sweep import CompileSeconds
+
+    def program(x):
+        return jnp.cumsum(jnp.sin(x) * 3.0)
+
+    x = jnp.ones(1000)
+    with CompileSeconds() as first:
+        jax.block_until_ready(jax.jit(program)(x))
+    assert first.seconds > 0
+    compiled = jax.jit(program).lower(x).compile()
+    with CompileSeconds() as outer:
+        with CompileSeconds() as inner:
+            for _ in range(50):
+                jax.block_until_ready(compiled(x))  # runs only: nothing to make
+        assert inner.seconds == 0.0
+        jax.block_until_ready(jax.jit(lambda x: program(x) + 1.0)(x))
+    assert outer.seconds > 0 and inner.seconds == 0.0
+
+
+def test_sweep_train_benchmark_reports_ratio_and_equal_quality(shared_data_path, capsys, tmp_path):
     from experiments.benchmarks import sweep_train
 
     argv = ["--data-dir", str(shared_data_path("uci-adult")), "--rows", "3000"]
     argv += ["--n-betas", "2", "--seeds", "2", "--baseline-models", "10", "--jobs", "1"]
-    report = sweep_train.main(argv)
+    out = tmp_path / "sweep_train.json"
+    report = sweep_train.main([*argv, "--out", str(out)])
     last_line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert json.loads(last_line) == report
+    assert json.loads(last_line) == report == json.loads(out.read_text())
     assert report["ratio"] > 0 and report["peak_rss_gb"] > 0
+    assert 0 < report["ours_compile_s"] < report["ours_s"]
     assert "2 betas x 2 seeds x 10 rotations = 40 models" in report["work"]
     # The exact fits are at least as good as scikit-learn's, and the corrected ECEs agree.
     assert report["objective_ours_lower_or_equal"]
@@ -225,7 +250,7 @@ class _Parsed(Exception):
     """Raised in place of running a benchmark once its arguments have parsed."""
 
 
-@pytest.mark.parametrize("part", ["fp32", "bf16", "rest", "paper"])
+@pytest.mark.parametrize("part", ["fp32", "bf16", "rest", "paper", "sweep"])
 def test_gpu_script_passes_only_arguments_its_benchmarks_accept(part, tmp_path, monkeypatch):
     # Device time is minutes per task: a misspelt flag in gpu.sh would waste a call.
     import argparse

@@ -8,6 +8,7 @@
 #     bash experiments/benchmarks/gpu.sh bf16
 #     bash experiments/benchmarks/gpu.sh rest    # 64 px fp32, bf16 via cuBLAS, bf16 largest K
 #     bash experiments/benchmarks/gpu.sh paper   # the 48-member fault probed, then 48 by matmuls
+#     bash experiments/benchmarks/gpu.sh sweep   # the logistic sweep (UCI Adult in ADULT_DIR)
 set -uo pipefail
 out=${OUT:-runs/benchmarks/gpu}
 mkdir -p "$out"
@@ -94,4 +95,9 @@ print(f['layer'] if f else '')" "$out/probe_member_convs.json" 2>/dev/null)
     XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 300 paper_scale_matmul \
     experiments.benchmarks.paper_scale --members "${MEMBERS:-48}" --conv-impl matmul \
     --skip-one-member --repeats 5
+fi
+# The logistic beta sweep against scikit-learn fits on the machine's cores, with the part of our
+# time spent compiling (ours_compile_s). The Adult files (adult.data, adult.test) are in ADULT_DIR.
+if [ "$part" = sweep ]; then
+  run 300 sweep_train experiments.benchmarks.sweep_train --data-dir "${ADULT_DIR:-runs/adult}"
 fi

@@ -28,6 +28,7 @@ import statistics
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import jax
 import numpy as np
@@ -65,6 +66,38 @@ class PeakRSS:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, self._rss())
+
+
+class CompileSeconds:
+    """Seconds JAX spends making programs (tracing, lowering to MLIR, XLA's compile) while the
+    context is open, as ``jax.monitoring`` reports them; ``seconds`` after exit."""
+
+    EVENTS = (
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    )
+    _open: ClassVar[list[CompileSeconds]] = []
+    _listening: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @classmethod
+    def _hear(cls, event: str, duration: float, *args: object, **kwargs: object) -> None:
+        if event in cls.EVENTS:
+            for meter in cls._open:
+                meter.seconds += duration
+
+    def __enter__(self) -> CompileSeconds:
+        if not CompileSeconds._listening:  # jax.monitoring cannot drop a listener: add one once
+            jax.monitoring.register_event_duration_secs_listener(CompileSeconds._hear)
+            CompileSeconds._listening = True
+        CompileSeconds._open.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        CompileSeconds._open.remove(self)
 
 
 def simulate(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
