@@ -33,6 +33,7 @@ else
     $py -c "import jax, flax, optax, torch, torchvision; print('jax', jax.__version__, 'flax', \
 flax.__version__, 'optax', optax.__version__, 'torch', torch.__version__, 'torchvision', \
 torchvision.__version__, jax.devices())"
+    $py -m pip list 2>/dev/null | grep -i -E "^nvidia-(cudnn|cublas|cuda-runtime|cuda-nvcc)"
   } 2>&1 | tee "$out/versions.txt"
 fi
 
