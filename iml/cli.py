@@ -94,6 +94,7 @@ SWEEP_SHORTCUTS = {
     "fold_seed": "data.fold_seed",
     "betas_per_chunk": "train.betas_per_chunk",
     "n_bins": "eval.n_bins",
+    "average": "eval.average",
 }
 
 
@@ -229,7 +230,7 @@ def _figures(args: argparse.Namespace) -> Callable[[], int]:
     out = args.out or args.run
 
     def work() -> int:
-        table = report_run(args.run, out)
+        table = report_run(args.run, out, average=args.average)
         print(json.dumps({"out": str(out), "betas": list(table)}))
         return 0
 
@@ -366,6 +367,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     and a named option for every config key (:data:`SWEEP_SHORTCUTS`), defaults in the config."""
     from iml.config import flatten
     from iml.models.small import SMALL_MODELS
+    from iml.pipeline.store import ENSEMBLE_AVERAGES
     from iml.pipeline.sweep import SWEEP_DATASETS, SWEEP_LOSSES, sweep_config
     from iml.training import SOLVERS
 
@@ -485,10 +487,19 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     shortcut(train, "fold_seed", "seed of the fold assignment", type=int)
     shortcut(train, "betas_per_chunk", "betas per chunk", type=int)
     shortcut(parser, "n_bins", "bins of the ECE", type=int)
+    shortcut(
+        parser,
+        "average",
+        "how the seeds of a loss pool: score (their mean score, the paper's ensemble) or logit "
+        "(the score of their mean logit)",
+        choices=ENSEMBLE_AVERAGES,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``iml`` and its subcommands."""
+    from iml.pipeline.store import ENSEMBLE_AVERAGES
+
     parser = argparse.ArgumentParser(prog="iml", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -556,6 +567,13 @@ def build_parser() -> argparse.ArgumentParser:
     fig = sub.add_parser("figures", help="redraw the figures and table of a stored run")
     fig.add_argument("--run", required=True, help="a run directory written by `iml reproduce`")
     fig.add_argument("--out", help="where to write (default: the run directory)")
+    fig.add_argument(
+        "--average",
+        choices=ENSEMBLE_AVERAGES,
+        default=None,
+        help="how each ensemble pools its members: 'score' (the mean score, the paper's) or "
+        "'logit' (the mean logit); default: the run's config.eval.average",
+    )
     fig.set_defaults(func=_figures)
 
     swp = sub.add_parser(

@@ -93,6 +93,22 @@ def run_dir(tmp_path_factory, env):
     return out
 
 
+def test_figures_reports_a_stored_run_with_the_logit_average(run_dir, env, tmp_path):
+    from iml.pipeline import RunStore, load_ensemble
+
+    out = tmp_path / "logit"
+    done = _iml(["figures", "--run", str(run_dir), "--out", str(out), "--average", "logit"], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((out / "ensemble.json").read_text())["average"] == "logit"
+    assert json.loads((run_dir / "ensemble.json").read_text())["average"] == "score"
+    with np.load(out / "ensemble_scores.npz") as stored:
+        labels, scores = stored["labels"], stored["scores"]
+    by_logit = load_ensemble(RunStore(run_dir), (0.5, 0.9), len(labels), "logit")
+    np.testing.assert_allclose(scores, by_logit.scores, rtol=1e-12)
+    bad = _iml(["figures", "--run", str(run_dir), "--average", "mean"], env)
+    assert bad.returncode == 2 and "invalid choice: 'mean'" in bad.stderr
+
+
 def test_reproduce_writes_the_documented_table(run_dir):
     table = json.loads((run_dir / "table.json").read_text())
     assert list(table) == ["0.5", "0.9"]

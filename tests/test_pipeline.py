@@ -122,6 +122,49 @@ def test_aggregate_refuses_foreign_beta_and_bad_scores():
         aggregate_members([(0.5, np.array([5]), np.array([0.5]))], (0.5,), 2)
 
 
+def test_logit_average_is_the_score_of_the_members_mean_logit(tmp_path):
+    from scipy.special import expit, logit, softmax
+
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0.01, 0.99, 5), rng.uniform(0.01, 0.99, 3)
+    members = [(0.9, np.arange(5), a), (0.9, np.array([0, 1, 4]), b)]
+    ens = aggregate_members(members, (0.9,), 6, average="logit")
+    np.testing.assert_array_equal(ens.sizes, [[2, 2, 1, 1, 2, 0]])
+    pooled = expit(np.mean([logit(a[[0, 1, 4]]), logit(b)], axis=0))
+    np.testing.assert_allclose(ens.scores[0, [0, 1, 4]], pooled, rtol=1e-12)
+    np.testing.assert_allclose(ens.scores[0, [2, 3]], a[[2, 3]], rtol=1e-12)  # one member: itself
+    assert np.isnan(ens.scores[0, 5])
+    # near 1, the mean score falls toward the less confident member; the mean logit does not
+    near = [(0.9, [0], np.array([0.999999])), (0.9, [0], np.array([0.99]))]
+    by_score = aggregate_members(near, (0.9,), 1).scores[0, 0]
+    by_logit = aggregate_members(near, (0.9,), 1, average="logit").scores[0, 0]
+    assert by_score == pytest.approx(0.9949995) and by_logit == pytest.approx(0.9999, rel=1e-4)
+    # a stored 0 or 1 counts as the nearest float32 inside (0, 1), whose logits are finite
+    low, high = (float(np.nextafter(np.float32(e), np.float32(0.5))) for e in (0, 1))
+    ends = [(0.9, [0, 1], np.array([1.0, 0.0])), (0.9, [0, 1], np.array([0.0, 0.0]))]
+    pooled = aggregate_members(ends, (0.9,), 2, average="logit").scores[0]
+    np.testing.assert_allclose(pooled, [expit((logit(high) + logit(low)) / 2), low], rtol=1e-9)
+    # multiclass: the softmax of the mean log-probabilities, the renormalised geometric mean
+    p, q = rng.dirichlet(np.ones(4), 3), rng.dirichlet(np.ones(4), 3)
+    ens = aggregate_members([(0.0, np.arange(3), p), (0.0, np.arange(3), q)], (0.0,), 3, "logit")
+    np.testing.assert_allclose(ens.scores[0], softmax((np.log(p) + np.log(q)) / 2, axis=-1))
+    geometric = np.sqrt(p * q)
+    np.testing.assert_allclose(ens.scores[0], geometric / geometric.sum(-1, keepdims=True))
+    # the stored run's reader pools the same way
+    store = RunStore(tmp_path)
+    _save_batch(
+        store, "batches/batch-0000", [(0.9, [0, 1], [0.2, 0.999]), (0.9, [0, 1], [0.6, 0.9])]
+    )
+    stored = load_ensemble(store, (0.9,), 2, average="logit").scores[0]
+    np.testing.assert_allclose(
+        stored, expit(logit(np.array([[0.2, 0.999], [0.6, 0.9]], np.float32)).mean(0)), rtol=1e-6
+    )
+    with pytest.raises(
+        ValueError, match=r"average must be one of \('score', 'logit'\), got 'median'"
+    ):
+        aggregate_members(members, (0.9,), 6, average="median")
+
+
 # ----------------------------------------------------------------------------------------------
 # Honest recalibration and the table
 # ----------------------------------------------------------------------------------------------
@@ -213,6 +256,11 @@ def test_markdown_table_lists_every_method_and_metric():
             "train.min_learning_rate",
             -1e-4,
             r"config\.train\.min_learning_rate must be a finite number >= 0",
+        ),
+        (
+            "eval.average",
+            "median",
+            r"config\.eval\.average must be one of \('score', 'logit'\), got 'median'",
         ),
     ],
 )
@@ -351,6 +399,40 @@ def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp
     assert "smooth_ece" in (tmp_path / "out" / "table.md").read_text()
     for name in ("smooth_raw", "smooth_corrected"):
         assert (tmp_path / "out" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
+    # The members are stored once; `iml figures --average logit` pools their logits instead.
+    from scipy.special import expit, logit
+
+    from iml.pipeline.report import report_run
+
+    rng = np.random.default_rng(3)
+    n, beta = 300, 0.9
+    posterior = rng.beta(1.0, 6.0, n)
+    labels = (rng.random(n) < posterior).astype(np.int32)
+    optimal = beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior))
+    seeds = [np.clip(optimal * np.exp(rng.normal(0, s, n)), 1e-4, 1 - 1e-4) for s in (0.2, 0.5)]
+    store = RunStore(tmp_path / "run")
+    store.open_run({"betas": [beta], "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
+    _save_batch(store, "batches/batch-0000", [(beta, np.arange(n), s) for s in seeds])
+    tables = {}
+    for average in ("score", "logit"):
+        out = tmp_path / average
+        tables[average] = report_run(store.root, out, formats=("png",), average=average)
+        assert json.loads((out / "ensemble.json").read_text())["average"] == average
+        with np.load(out / "ensemble_scores.npz") as stored:
+            pooled = stored["scores"][0]
+        stored32 = [s.astype(np.float32).astype(float) for s in seeds]
+        by_hand = np.mean(stored32, 0) if average == "score" else expit(np.mean(logit(stored32), 0))
+        np.testing.assert_allclose(pooled, by_hand, rtol=1e-9)
+    raw = {a: tables[a]["0.9"]["raw"]["ece"] for a in tables}
+    assert raw["score"] != raw["logit"]
+    default = report_run(store.root, tmp_path / "default", formats=("png",))
+    assert default == tables["score"]  # the run's config.eval.average, 'score' by default
+    with pytest.raises(ValueError, match=r"average must be one of \('score', 'logit'\)"):
+        report_run(store.root, tmp_path / "bad", average="mean")
 
 
 def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):

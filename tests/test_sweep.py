@@ -756,3 +756,34 @@ def test_a_sweep_records_a_learning_rate_floor_only_where_one_is_set(tmp_path):
     store.open_run(plain)
     with pytest.raises(ValueError, match=r"first difference: 'train\.min_lr'"):
         store.check_resumable(floor.run_config)
+
+
+def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, tmp_path):
+    # Adam's seeds differ, so how they pool matters; the record names a pool other than the
+    # paper's, and leaves the paper's out, so that stored sweeps resume.
+    from scipy.special import expit, logit
+
+    from iml.pipeline.store import RunStore
+
+    x, y = simulated
+    config = table_config(**TRAIN, solver="adam")
+    by_score = S.run_sweep(x, y, None, [0.9], seeds=2, train=config, progress=False)
+    by_logit = S.run_sweep(
+        x, y, None, [0.9], seeds=2, train=config, average="logit", progress=False
+    )
+    np.testing.assert_array_equal(by_logit.member_scores, by_score.member_scores)
+    np.testing.assert_allclose(
+        by_logit.scores[0], expit(logit(by_score.member_scores[0]).mean(axis=0)), rtol=1e-5
+    )
+    assert not np.allclose(by_logit.scores, by_score.scores, rtol=1e-7, atol=0)
+    np.testing.assert_allclose(by_score.scores[0], by_score.member_scores[0].mean(axis=0))
+    plain = S.plan_sweep(x, y, None, [0.9], train=config).run_config
+    pooled = S.plan_sweep(x, y, None, [0.9], train=config, average="logit").run_config
+    assert "average" not in plain and pooled["average"] == "logit"
+    store = RunStore(tmp_path / "run")
+    store.open_run(plain)
+    with pytest.raises(ValueError, match=r"first difference: 'average'"):
+        store.check_resumable(pooled)
+    with pytest.raises(ValueError, match=r"average must be one of \('score', 'logit'\)"):
+        S.plan_sweep(x, y, None, [0.9], train=config, average="mean")
+    assert _config("--dataset", "digits", "--average", "logit").eval.average == "logit"

@@ -5,12 +5,13 @@
   (resumable after ``kill -9``).
 * :mod:`iml.pipeline.report`: the summary table (JSON, Markdown) and Figures 1-4.
 * :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``).
-* :mod:`iml.pipeline.store`: the atomic results store, and the ensemble scores (mean per loss)
-  and ensemble sizes read back from it.
+* :mod:`iml.pipeline.store`: the atomic results store, and the ensemble scores (per loss, the
+  mean score or the score of the mean logit) and ensemble sizes read back from it.
 """
 
 from iml.pipeline.plan import Member, MemberBatch, Plan, check_betas, ensemble_sizes, make_plan
 from iml.pipeline.store import (
+    ENSEMBLE_AVERAGES,
     EnsembleScores,
     RunStore,
     aggregate_members,
@@ -21,6 +22,7 @@ from iml.pipeline.store import (
 )
 
 __all__ = [
+    "ENSEMBLE_AVERAGES",
     "EnsembleScores",
     "Member",
     "MemberBatch",

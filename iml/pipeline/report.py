@@ -38,6 +38,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from iml import _validation as V
 from iml._io import file_stem
 from iml.calibration import (
     METRICS,
@@ -50,7 +51,13 @@ from iml.calibration import (
     table_by_loss,
 )
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
-from iml.pipeline.store import EnsembleScores, RunStore, atomic_write_bytes, load_ensemble
+from iml.pipeline.store import (
+    ENSEMBLE_AVERAGES,
+    EnsembleScores,
+    RunStore,
+    atomic_write_bytes,
+    load_ensemble,
+)
 from iml.plots import (
     figure1_calibration_curves,
     figure2_theoretical_curves,
@@ -246,7 +253,11 @@ def check_stored_run(run: str | Path) -> RunStore:
 
 
 def report_run(
-    run: str | Path, out: str | Path | None = None, *, formats: Sequence[str] = ("png", "pdf")
+    run: str | Path,
+    out: str | Path | None = None,
+    *,
+    formats: Sequence[str] = ("png", "pdf"),
+    average: str | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Aggregate a stored run and write its table, ensemble scores, Figures 1-4 and revealed
     experiments (for a run over multiclass losses: its table, ensemble scores and reliability
@@ -276,19 +287,28 @@ def report_run(
       run: a run directory written by :func:`iml.pipeline.runner.run_experiment`.
       out: where to write (created if missing).
       formats: figure formats.
+      average: how each ensemble pools its members, ``"score"`` or ``"logit"``
+        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`); default: the run's
+        ``config.eval.average``. The members are the same either way, so a stored run can be
+        reported both ways (into two ``out`` directories).
 
     Returns:
       The summary table.
 
     Raises:
       FileNotFoundError: if ``run`` holds no manifest or no stored folds.
-      ValueError: if the run has no finished member batch.
+      ValueError: if the run has no finished member batch, or for an unknown ``average``.
     """
     # the runner (and the trainer it imports) only where a report is made
     from iml.pipeline.runner import is_multiclass, run_loss, stored_config
 
+    if average is not None:
+        V.check_choice("average", average, ENSEMBLE_AVERAGES)
     store = check_stored_run(run)
-    config = stored_config(store.manifest()["config"])
+    config = stored_config(store.manifest()["config"]).unlock()
+    if average is not None:
+        config.eval.average = average
+    config.lock()
     n_bins, n_bootstrap = int(config.eval.n_bins), int(config.eval.n_bootstrap)
     folds = store.load_arrays("data/folds")
     labels, fold_ids = folds["labels"], folds["fold_ids"]
@@ -296,7 +316,7 @@ def report_run(
         return _report_multiclass(store, config, labels, out, formats)
     betas = [float(b) for b in config.loss.betas]
     loss = run_loss(config)
-    ensemble = load_ensemble(store, betas, len(labels))
+    ensemble = load_ensemble(store, betas, len(labels), str(config.eval.average))
     table = summary_table(
         ensemble,
         labels,
@@ -312,7 +332,10 @@ def report_run(
     atomic_write_bytes(out / "table.md", table_markdown(table).encode())
     atomic_write_bytes(
         out / "ensemble.json",
-        json.dumps({"ensemble_size": _size_summary(ensemble)}, indent=2).encode(),
+        json.dumps(
+            {"ensemble_size": _size_summary(ensemble), "average": str(config.eval.average)},
+            indent=2,
+        ).encode(),
     )
     RunStore(out).save_arrays(
         "ensemble_scores",
@@ -380,7 +403,8 @@ def _report_multiclass(
 
     n_bins = int(config.eval.n_bins)
     n_losses = len(parse_weight_grid(config.loss.weights, config.loss.name))
-    ensemble = load_ensemble(store, [float(k) for k in range(n_losses)], len(labels))
+    positions = [float(k) for k in range(n_losses)]
+    ensemble = load_ensemble(store, positions, len(labels), str(config.eval.average))
     n_classes = ensemble.scores.shape[-1]
     grid = run_grid(config, n_classes)
     scored = ensemble.sizes > 0
@@ -402,7 +426,13 @@ def _report_multiclass(
     atomic_write_bytes(out / "ece_by_class.json", json.dumps(by_class, indent=2).encode())
     atomic_write_bytes(
         out / "ensemble.json",
-        json.dumps({"ensemble_size": _size_summary(ensemble, grid.keys)}, indent=2).encode(),
+        json.dumps(
+            {
+                "ensemble_size": _size_summary(ensemble, grid.keys),
+                "average": str(config.eval.average),
+            },
+            indent=2,
+        ).encode(),
     )
     RunStore(out).save_arrays(
         "ensemble_scores",

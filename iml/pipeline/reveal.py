@@ -179,7 +179,7 @@ def _reproduce_input(root: Path) -> RevealInput:
 
         store = check_stored_run(root)
         labels = store.load_arrays("data/folds")["labels"]
-        ensemble = load_ensemble(store, betas.tolist(), len(labels))
+        ensemble = load_ensemble(store, betas.tolist(), len(labels), str(config.eval.average))
         scores, sizes = ensemble.scores, ensemble.sizes
     return reveal_input(betas, scores, labels, loss, sizes=sizes, kind="reproduce", run=root)
 

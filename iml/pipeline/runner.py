@@ -32,7 +32,7 @@ from iml.models import (
     with_conv_impl,
 )
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
-from iml.pipeline.store import RunStore
+from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.spec import (
     CLASS_WEIGHTS,
     WEIGHT_GRIDS,
@@ -151,6 +151,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.eval.n_bins = 10
     c.eval.n_bootstrap = 200
     c.eval.report_seed = 0
+    # how each loss's ensemble pools its members (iml.pipeline.ENSEMBLE_AVERAGES): 'score', the
+    # mean raw score (the paper's), or 'logit', the score of the members' mean logit
+    c.eval.average = "score"
 
     c.lock()
     return c
@@ -259,6 +262,7 @@ def check_config(config: Mapping[str, Any]) -> None:
     V.check_positive("config.train.learning_rate", c.train.learning_rate)
     V.check_non_negative("config.train.min_learning_rate", c.train.min_learning_rate)
     V.check_seeds("config.train.seeds", tuple(c.train.seeds))
+    V.check_choice("config.eval.average", c.eval.average, ENSEMBLE_AVERAGES)
     for key in ("data_dir", "manual_dir"):
         if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
             raise FileNotFoundError(f"config.data.{key}: directory not found: {c.data[key]}")

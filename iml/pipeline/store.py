@@ -10,8 +10,9 @@ The ensemble scores are read back from the stored member batches (:func:`load_en
 member scores the observations of its test folds (models that never saw them, by the nested
 cross-validation of :mod:`iml.pipeline.plan`). An observation's ensemble score for ``beta`` (for
 a loss of a multiclass grid: its class scores) is the mean of the scores given to it by the
-members trained with that loss; the number of those members is its ensemble size (0 where no
-planned rotation tests it: its score is then NaN).
+members trained with that loss (the paper's ensemble), or, with ``average="logit"``, the score of
+the mean of their logits; the number of those members is its ensemble size (0 where no planned
+rotation tests it: its score is then NaN).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from iml import _validation as V
 from iml._io import atomic_write_bytes
 from iml.config import first_difference, lookup
 
 __all__ = [
+    "ENSEMBLE_AVERAGES",
     "EnsembleScores",
     "RunStore",
     "aggregate_members",
@@ -253,26 +256,66 @@ def member_test_scores(
     return out
 
 
+#: How an ensemble pools its members' test scores: ``"score"``, the mean of the scores (the
+#: paper's ensemble), or ``"logit"``, the score of the mean of the members' logits (binary:
+#: ``sigmoid(mean logit(a))``; multiclass: ``softmax(mean log a)``, the renormalised geometric
+#: mean). Near 0 or 1 the mean of scores falls toward the least confident member, the mean of
+#: logits does not (``docs/results/pneumoniamnist_lr_floor_seeds``).
+ENSEMBLE_AVERAGES = ("score", "logit")
+
+
+#: The float32 numbers next to 0 and 1 inside ``(0, 1)``: a stored score of exactly 0 or 1 (a
+#: float32 sigmoid gives 1 for logits above about 16.6) counts as the nearest of them.
+_INSIDE = (
+    float(np.nextafter(np.float32(0), np.float32(1))),
+    float(np.nextafter(np.float32(1), np.float32(0))),
+)
+
+
+def _to_logits(scores: np.ndarray) -> np.ndarray:
+    """A member's scores as logits: ``logit(a)`` (binary ``[n]``) or ``log a`` (``[n, k]``, up to
+    a constant per row), with scores of exactly 0 or 1 moved to the nearest float32 inside."""
+    low, high = _INSIDE
+    a = np.where(scores <= 0.0, low, np.where(scores >= 1.0, high, scores))
+    if a.ndim == 1:
+        return np.log(a) - np.log1p(-a)
+    return np.log(a)
+
+
+def _from_mean_logits(mean: np.ndarray, multiclass: bool) -> np.ndarray:
+    """Scores of mean logits: the sigmoid, or the softmax over the last axis."""
+    if not multiclass:  # the sigmoid, without cancellation at large negative logits
+        e = np.exp(-np.abs(mean))
+        return np.where(mean >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    shifted = np.exp(mean - np.max(mean, axis=-1, keepdims=True))
+    return shifted / np.sum(shifted, axis=-1, keepdims=True)
+
+
 def aggregate_members(
     members: Iterable[tuple[float, np.ndarray, np.ndarray]],
     betas: Sequence[float],
     num_examples: int,
+    average: str = "score",
 ) -> EnsembleScores:
-    """Mean test score and ensemble size per observation and beta.
+    """Ensemble score (the mean test score, or the score of the mean logit) and ensemble size per
+    observation and beta.
 
     Args:
       members: ``(beta, test_idx, test_scores)`` of each member (test scores ``[n]``, or
         ``[n, classes]`` for multiclass losses, keyed by the loss's position in the grid).
       betas: the class weights of the run (rows of the result), or the grid's positions.
       num_examples: ``N``.
+      average: how members pool (:data:`ENSEMBLE_AVERAGES`): ``"score"`` (the paper's) or
+        ``"logit"``.
 
     Returns:
       The :class:`EnsembleScores`.
 
     Raises:
       ValueError: for a member whose beta is not in ``betas``, or indices outside ``[0, N)``,
-        or scores that are not finite probabilities.
+        or scores that are not finite probabilities, or an unknown ``average``.
     """
+    V.check_choice("average", average, ENSEMBLE_AVERAGES)
     betas = tuple(float(b) for b in betas)
     total: np.ndarray | None = None
     sizes = np.zeros((len(betas), num_examples), dtype=np.int64)
@@ -292,21 +335,26 @@ def aggregate_members(
         if not np.all(np.isfinite(scores)) or (scores < 0).any() or (scores > 1).any():
             raise ValueError(f"test_scores of a beta={beta} member are not probabilities in [0, 1]")
         row = betas.index(float(beta))
-        np.add.at(total[row], idx, scores)
+        np.add.at(total[row], idx, scores if average == "score" else _to_logits(scores))
         np.add.at(sizes[row], idx, 1)
     if total is None:
         total = np.zeros((len(betas), num_examples), dtype=np.float64)
     per = sizes.reshape(sizes.shape + (1,) * (total.ndim - 2))
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(per > 0, total / np.maximum(per, 1), np.nan)
+        if average == "logit":
+            mean = np.where(per > 0, _from_mean_logits(mean, total.ndim == 3), np.nan)
     return EnsembleScores(betas=betas, scores=mean, sizes=sizes)
 
 
-def load_ensemble(store: RunStore, betas: Sequence[float], num_examples: int) -> EnsembleScores:
-    """Aggregate every member batch stored in ``store`` (entries under ``batches/``)."""
+def load_ensemble(
+    store: RunStore, betas: Sequence[float], num_examples: int, average: str = "score"
+) -> EnsembleScores:
+    """Aggregate every member batch stored in ``store`` (entries under ``batches/``), pooling
+    the members as ``average`` says (:func:`aggregate_members`)."""
 
     def members() -> Iterable[tuple[float, np.ndarray, np.ndarray]]:
         for key in store.keys("batches"):
             yield from member_test_scores(store.load_arrays(key))
 
-    return aggregate_members(members(), betas, num_examples)
+    return aggregate_members(members(), betas, num_examples, average)

@@ -11,9 +11,10 @@ configured for a table (:func:`iml.training.train_tabular` with
 beta-weighted or the B-weighted log loss.
 
 Each observation is in the test fold of exactly one rotation, so each (loss, seed) gives it one
-out-of-fold score; the scores of the seeds are averaged (the paper's ensemble), corrected with the
-loss-corrected score ``(c^L)^{-1}`` (Proposition 4; Cor. 1 for a beta) and both are scored with
-:mod:`iml.calibration`'s table of a grid of losses (:func:`~iml.calibration.table_by_loss`).
+out-of-fold score; the scores of the seeds are averaged (the paper's ensemble; or their logits,
+``average="logit"``), corrected with the loss-corrected score ``(c^L)^{-1}`` (Proposition 4;
+Cor. 1 for a beta) and both are scored with :mod:`iml.calibration`'s table of a grid of losses
+(:func:`~iml.calibration.table_by_loss`).
 Work is split into chunks of losses; each finished chunk is one atomic
 :class:`~iml.pipeline.store.RunStore` entry, so a killed sweep resumes where it stopped.
 
@@ -50,7 +51,7 @@ from iml.calibration import (
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
 from iml.models.small import build_small_model
-from iml.pipeline.store import RunStore
+from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.spec import (
     CLASS_WEIGHTS,
     WEIGHT_GRIDS,
@@ -180,6 +181,7 @@ class SweepPlan(NamedTuple):
     chunks: list[np.ndarray]  # indices into the grid of losses
     n_bins: int
     run_config: dict[str, Any]
+    average: str = "score"  # how the seeds of a loss pool (ENSEMBLE_AVERAGES)
 
 
 #: Training settings added after sweeps were stored, with the value those sweeps ran at: a
@@ -206,6 +208,7 @@ def plan_sweep(
     fold_seed: int = 0,
     betas_per_chunk: int = 16,
     n_bins: int = 10,
+    average: str = "score",
     run_info: dict[str, Any] | None = None,
 ) -> SweepPlan:
     """Check a sweep's data and settings and lay out its work, training nothing.
@@ -242,6 +245,7 @@ def plan_sweep(
         )
     config = dataclasses.replace(train, solver="exact" if exact and solver != "adam" else "adam")
     V.check_count("betas_per_chunk", betas_per_chunk)
+    V.check_choice("average", average, ENSEMBLE_AVERAGES)
     fold_ids = assign_folds(x.shape[0], n_folds=n_folds, groups=g, labels=y, seed=fold_seed)
     splits = nested_cv_splits(fold_ids, n_folds=n_folds)
     (m,) = spec.batch_shape
@@ -258,10 +262,14 @@ def plan_sweep(
         "fold_seed": fold_seed,
         "betas_per_chunk": betas_per_chunk,
         "n_bins": n_bins,
+        # added after sweeps were stored, which all pooled scores: recorded where it differs
+        **({"average": average} if average != "score" else {}),
         "data_sha256": data_fingerprint(x, y, g),
         **(run_info or {}),
     }
-    return SweepPlan(x, y, grid, s, module, config, fold_ids, splits, chunks, n_bins, run_config)
+    return SweepPlan(
+        x, y, grid, s, module, config, fold_ids, splits, chunks, n_bins, run_config, average
+    )
 
 
 def run_sweep(
@@ -278,6 +286,7 @@ def run_sweep(
     fold_seed: int = 0,
     betas_per_chunk: int = 16,
     n_bins: int = 10,
+    average: str = "score",
     store: RunStore | None = None,
     progress: bool = True,
     run_info: dict[str, Any] | None = None,
@@ -289,8 +298,9 @@ def run_sweep(
     rotations the paper's 7-2-1 (with 10 folds; otherwise 2 validation folds, 1 test fold and
     the rest for training). For every loss, seed and rotation one member is trained
     (:func:`train_tabular`); every observation gets one out-of-fold score per (loss, seed),
-    averaged over seeds into the ensemble score, whose raw and loss-corrected versions are scored
-    by :func:`iml.calibration.table_by_loss`.
+    averaged over seeds into the ensemble score (or, with ``average="logit"``, the score of the
+    seeds' mean logit), whose raw and loss-corrected versions are scored by
+    :func:`iml.calibration.table_by_loss`.
 
     Any loss :func:`iml.loss_spec` reads makes a grid (:func:`loss_grid`)::
 
@@ -324,6 +334,9 @@ def run_sweep(
       betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
         chunk is the unit of memory and of resumption.
       n_bins: bins of the calibration errors.
+      average: how the seeds of a loss pool into its ensemble score
+        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`): ``"score"``, their mean score (the
+        paper's ensemble), or ``"logit"``, the score of their mean logit.
       store: a :class:`RunStore`: finished chunks and the table are stored there, and chunks
         already stored (by a run with the same configuration and data) are not trained again.
       progress: show tqdm bars (chunks, and epochs within a chunk).
@@ -349,6 +362,7 @@ def run_sweep(
         fold_seed=fold_seed,
         betas_per_chunk=betas_per_chunk,
         n_bins=n_bins,
+        average=average,
         run_info=run_info,
     )
     return execute_sweep(plan, store, progress)
@@ -378,7 +392,10 @@ def execute_sweep(
         trained.append(c)
     oof = np.concatenate([r["oof_logits"] for r in results], axis=1)  # [S, m, N(, n)]
     member_scores = scores_from_logits(spec, np.swapaxes(oof, 0, 1))  # [m, S, N(, n)]
-    scores = member_scores.mean(axis=1)
+    if plan.average == "logit":  # the score of the seeds' mean logit
+        scores = np.asarray(scores_from_logits(spec, np.mean(oof, axis=0)))
+    else:  # the seeds' mean score (the paper's ensemble)
+        scores = member_scores.mean(axis=1)
     corrected = loss_corrected_scores(spec, scores)
     table = table_by_loss(grid, scores, y, n_bins=plan.n_bins, corrected=corrected)
     if store is not None:
@@ -481,6 +498,9 @@ def sweep_config() -> ml_collections.ConfigDict:
 
     c.eval = ml_collections.ConfigDict()
     c.eval.n_bins = 10  # bins of the calibration errors (the paper's deciles)
+    # how the seeds of a loss pool (iml.pipeline.ENSEMBLE_AVERAGES): 'score', the mean score (the
+    # paper's ensemble), or 'logit', the score of the mean logit
+    c.eval.average = "score"
 
     c.lock()
     return c
@@ -607,6 +627,7 @@ def _check(
     V.check_seeds(name("train.seeds"), c.train.seeds)
     V.check_count(name("train.betas_per_chunk"), c.train.betas_per_chunk)
     V.check_count(name("eval.n_bins"), c.eval.n_bins)
+    V.check_choice(name("eval.average"), c.eval.average, ENSEMBLE_AVERAGES)
     V.check_count(name("data.fold_seed"), c.data.fold_seed, 0)
     n_folds = c.data.n_folds
     if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 4:
@@ -788,6 +809,7 @@ def prepare_sweep(
             fold_seed=c.data.fold_seed,
             betas_per_chunk=c.train.betas_per_chunk,
             n_bins=c.eval.n_bins,
+            average=c.eval.average,
             run_info={"data": checked.source},
         )
     except ValueError as err:
