@@ -1975,6 +1975,9 @@ def _pneumonia_lr_floor_seeds_run() -> list[Stated]:
     def table() -> dict:
         return record(f"{run}/table.json")["0.99"]
 
+    def by_logit() -> dict:
+        return record(f"{run}/logit_average/table.json")["0.99"]
+
     @functools.cache
     def with_floor() -> dict[str, Any]:
         first, labels = _pmn_seed_scores(floor)
@@ -2145,6 +2148,24 @@ def _pneumonia_lr_floor_seeds_run() -> list[Stated]:
                 table()["raw"]["ece"],
                 table()["platt"]["ece"],
                 table()["raw"]["loss_calibration_p_value"],
+            ),
+        ),
+        Stated(
+            "PneumoniaMNIST floor, seeds: the logit average",
+            PMN_FLOOR_SEEDS,
+            "On this run's {} seeds (`logit_average/`, its table, ensemble sizes and averaging "
+            "kept): … the corrected ECE is {} against {} with the paper's average, while the raw "
+            "scores' ({}) and cross-fitted Platt's ({}) are the same either way; the "
+            "loss-calibration test gives p = {}.",
+            lambda: (
+                len(train()["seeds"])
+                if record(f"{run}/logit_average/ensemble.json")["average"] == "logit"
+                else None,
+                by_logit()["loss_corrected"]["ece"],
+                table()["loss_corrected"]["ece"],
+                [by_logit()["raw"]["ece"], table()["raw"]["ece"]],
+                [by_logit()["platt"]["ece"], table()["platt"]["ece"]],
+                by_logit()["raw"]["loss_calibration_p_value"],
             ),
         ),
     ]
@@ -4980,6 +5001,20 @@ def _docstrings() -> list[Stated]:
             lambda: (*NATIVE_SIZES[1:], NATIVE_SIZES[1]),
         ),
         Stated(
+            "ensemble averages: where a float32 sigmoid gives 1",
+            "iml/pipeline/store.py",
+            "float32 sigmoid gives 1 for logits above about {})",
+            lambda: float(
+                jnp.min(
+                    jnp.where(
+                        jax.nn.sigmoid(z := jnp.linspace(10, 20, 100_001, dtype=jnp.float32)) == 1,
+                        z,
+                        jnp.inf,
+                    )
+                )
+            ),
+        ),
+        Stated(
             "TrainConfig: no floor by default",
             TRAINER,
             "min_lr: the floor of the decayed learning rate ({}: none, as in the paper).",
@@ -5200,6 +5235,28 @@ def test_the_pneumoniamnist_runs_score_the_same_test_images():
     for key in ("labels", "fold_ids"):
         for other in folds[1:]:
             np.testing.assert_array_equal(folds[0][key], other[key])
+
+
+def test_the_logit_average_of_iml_gives_the_stated_mean_logit_of_four_seeds():
+    # The README's 4-seed "mean logit, corrected" comes from _pmn_averages (NumPy, here); the
+    # library's ensemble of the same members, pooled by logit, must give the same ECE.
+    from iml.pipeline import aggregate_members, member_test_scores
+
+    runs = ("pneumoniamnist_lr_floor", "pneumoniamnist_lr_floor_seeds")
+    members = [
+        member
+        for run in runs
+        for path in sorted((RESULTS / run / "batches").glob("*.npz"))
+        for member in member_test_scores(dict(np.load(path)))
+    ]
+    raw, labels = zip(*(_pmn_seed_scores(run) for run in runs), strict=True)
+    assert np.array_equal(*labels)
+    ensemble = aggregate_members(members, (0.99,), len(labels[0]), average="logit")
+    assert (ensemble.sizes == 4).all()
+    corrected = np.asarray(iml.loss_corrected_score(ensemble.scores[0], 0.99))
+    library = float(expected_calibration_error(corrected, labels[0]))
+    stated = _pmn_averages(np.concatenate(raw), labels[0])["mean_logit"]
+    assert library == pytest.approx(stated, abs=1e-4)
 
 
 def test_case_names_are_unique():
