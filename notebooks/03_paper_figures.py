@@ -97,8 +97,9 @@ print(f"  members            {manifest['num_members']}, examples {manifest['num_
 #
 # `ensemble_scores.npz` (read with `store.load_arrays("ensemble_scores")`) holds, per $\beta$,
 # each observation's mean test score over the members whose test fold holds it (`scores`, NaN
-# where none does), their number (`sizes`) and the labels. Where the member batches are stored
-# too, `iml.pipeline.load_ensemble` re-aggregates them, and the two must agree.
+# where none does; with `config.eval.average = "logit"`, the score of their mean logit), their
+# number (`sizes`) and the labels. Where the member batches are stored too,
+# `iml.pipeline.load_ensemble` re-aggregates them, and the two must agree.
 
 # %%
 stored = store.load_arrays("ensemble_scores")
@@ -109,7 +110,7 @@ assert stored["scores"].shape == stored["sizes"].shape == (len(betas), len(label
 assert set(np.unique(labels)) <= {0, 1}
 
 if any(True for _ in store.keys("batches")):
-    ensemble = load_ensemble(store, betas, len(labels))
+    ensemble = load_ensemble(store, betas, len(labels), config.eval.average)
     assert np.array_equal(ensemble.sizes, stored["sizes"])
     assert np.allclose(ensemble.scores, stored["scores"], rtol=0, atol=1e-12, equal_nan=True)
     print("member batches re-aggregated: identical to ensemble_scores.npz")
