@@ -472,6 +472,10 @@ def test_a_run_stored_with_a_retired_config_key_still_resumes(tmp_path):
     store.open_run(check_resumable(default_config(), store.root))  # resumes without complaint
     with pytest.raises(ValueError, match=r"config\.loss\.betas: \[0\.5, 0\.9, 0\.99\] stored"):
         check_resumable(_config(**{"loss.betas": (0.5,)}), store.root)
+    # a run stored before config.eval.average pooled scores; another average names iml figures
+    with pytest.raises(ValueError, match=r"config\.eval\.average: 'score' stored, 'logit' now.*"
+                       r"iml figures --run .*run --out DIR --average logit"):  # fmt: skip
+        check_resumable(_config(**{"eval.average": "logit"}), store.root)
     store = RunStore(tmp_path / "csv")
     store.open_run({**old, "csv_path": "data.csv"})  # a run this software no longer makes
     with pytest.raises(ValueError, match=r"config\.csv_path='data\.csv': a retired key"):

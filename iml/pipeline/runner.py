@@ -658,9 +658,14 @@ def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any
     if key is None:
         return stored
     was, now = config_lib.lookup(old, key), config_lib.lookup(current, key)
+    hint = ""
+    if key == "eval.average":  # only the report differs: it can be made from the stored members
+        hint = (
+            f", or report the stored members so: iml figures --run {out} --out DIR --average {now}"
+        )
     raise ValueError(
         f"{out} holds a run with a different config (first difference: config.{key}: {was!r} "
-        f"stored, {now!r} now); choose another output directory"
+        f"stored, {now!r} now); choose another output directory{hint}"
     )
 
 
