@@ -3542,25 +3542,16 @@ def _dense_layer_input_maps(arch: dict, block: int, layer: int) -> int:
 
 def _largest_conv_operand(model, members: int, side: int, channels: int, batch: int = 16) -> int:
     """The most values that one convolution of ``members`` members' training step (the
-    trainer's ``vmap``) reads or writes, from the traced program (nothing is compiled)."""
-    from jax.extend.core import jaxprs_in_params
+    trainer's ``vmap``) reads, from the traced program (nothing is compiled)."""
+    from experiments.probe_member_convs import step_convolutions
 
-    from experiments.benchmarks.ensemble import member_batches, member_states
-    from iml.training import adam, batch_members, member_train_step
-
-    optimizer = adam()
-    step = batch_members(functools.partial(member_train_step, model, optimizer), "vmap")
-    state = jax.eval_shape(lambda: member_states(model, optimizer, members, side, channels))
-    rest = jax.eval_shape(lambda: member_batches(members, batch, side, 0, channels=channels))
-
-    def sizes(jaxpr):
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "conv_general_dilated":
-                yield from (math.prod(v.aval.shape) for v in (*eqn.invars, *eqn.outvars))
-            for sub in jaxprs_in_params(eqn.params):
-                yield from sizes(sub)
-
-    return max(sizes(jax.make_jaxpr(step)(state, *rest).jaxpr))
+    layers = step_convolutions(model, members, batch, side, channels)
+    return max(
+        math.prod(shape)
+        for layer in layers
+        for call in layer.calls
+        for shape in (call.lhs_shape, call.rhs_shape)
+    )
 
 
 def _gpu_array_size_refuted() -> list[Stated]:
