@@ -8,6 +8,7 @@ Examples::
     iml reproduce --config experiments/configs/chestxray14.py --config.train.epochs=1 \\
         --config.model.conv_impl=xla --manual-dir NIH_RELEASE --out runs/cxr-smoke
     iml figures --run runs/reproduce --out runs/reproduce-figures
+    iml figures --run runs/reproduce --out runs/reproduce-20-bins --config.eval.n_bins=20
     iml sweep --dataset digits --lr 0.05 --seeds 4 --out runs/sweep-digits
     iml reveal --run runs/reproduce --out runs/reproduce-revealed
     python -m iml.cli reproduce --epochs 1 --folds 3 --config.train.members_per_batch=6
@@ -16,7 +17,9 @@ Examples::
 ``config.loss``, ``config.train``, ``config.eval``; :func:`iml.pipeline.runner.default_config`,
 :func:`iml.pipeline.sweep.sweep_config`) from ``--config FILE``, then set any key as
 ``--config.SECTION.KEY=VALUE``, then the named options (``--epochs`` sets
-``config.train.epochs``; :data:`SHORTCUTS`, :data:`SWEEP_SHORTCUTS`).
+``config.train.epochs``; :data:`SHORTCUTS`, :data:`SWEEP_SHORTCUTS`). ``figures`` trains
+nothing: it reports a stored run with the run's config, and takes ``--config.eval.KEY=VALUE``
+for the report's own settings.
 
 Bad input (an unknown dataset, a misspelled config key, beta outside (0, 1), missing directories
 or CSV columns) is reported before any work starts, in one line, with exit status 2. A failure
@@ -224,17 +227,42 @@ def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
 
 
 def _figures(args: argparse.Namespace) -> Callable[[], int]:
-    from iml.pipeline.report import check_stored_run, report_run
+    from iml.pipeline.report import report_config, report_run
 
-    check_stored_run(args.run)
+    overrides = _eval_overrides(args)
+    report_config(args.run, overrides)
     out = args.out or args.run
 
     def work() -> int:
-        table = report_run(args.run, out, average=args.average)
+        table = report_run(args.run, out, eval_overrides=overrides)
         print(json.dumps({"out": str(out), "betas": list(table)}))
         return 0
 
     return work
+
+
+def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``config.eval`` keys that ``iml figures`` reports with: its ``--config.eval.KEY=VALUE``
+    items, then ``--average``; any other ``--config.KEY`` is refused (it trains nothing)."""
+    from iml.config import parse_value
+    from iml.pipeline.runner import default_config
+
+    defaults = default_config().eval
+    overrides: dict[str, Any] = {}
+    for key, text in args.overrides:
+        section, _, name = key.partition(".")
+        if section != "eval" or not name:
+            keys = ", ".join(f"config.eval.{k}" for k in defaults)
+            raise ValueError(
+                f"--config.{key}: `iml figures` trains nothing and takes only the report's "
+                f"settings ({keys}); `iml reproduce` and `iml sweep` take the other keys"
+            )
+        if text is None:
+            raise ValueError(f"--config.{key}: no value; write --config.{key}=VALUE")
+        overrides[name] = parse_value(text, defaults.get(name))
+    if args.average is not None:
+        overrides["average"] = args.average
+    return overrides
 
 
 def _reveal(args: argparse.Namespace) -> Callable[[], int]:
@@ -564,7 +592,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.set_defaults(func=_reproduce)
 
-    fig = sub.add_parser("figures", help="redraw the figures and table of a stored run")
+    fig = sub.add_parser(
+        "figures",
+        help="redraw the figures and table of a stored run",
+        description="Report a stored run without training: its table, ensemble scores and "
+        "figures. --config.eval.KEY=VALUE sets the report's settings (n_bins, n_bootstrap, "
+        "report_seed, average) in place of the run's.",
+    )
     fig.add_argument("--run", required=True, help="a run directory written by `iml reproduce`")
     fig.add_argument("--out", help="where to write (default: the run directory)")
     fig.add_argument(
@@ -609,8 +643,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# The commands that read a config, and so take --config.KEY=VALUE.
-_CONFIGURED = ("reproduce", "sweep")
+# The commands that read a config, and so take --config.KEY=VALUE (`iml figures` its
+# config.eval keys only).
+_CONFIGURED = ("reproduce", "sweep", "figures")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -636,7 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.overrides and args.command not in _CONFIGURED:
         flag = "--config." + args.overrides[0][0]
-        takes = " and ".join(f"`iml {c}`" for c in _CONFIGURED)
+        takes = ", ".join(f"`iml {c}`" for c in _CONFIGURED)
         print(f"iml {args.command}: error: {flag}: only {takes} take it", file=sys.stderr)
         return 2
     if args.command == "reproduce":

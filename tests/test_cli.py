@@ -109,6 +109,32 @@ def test_figures_reports_a_stored_run_with_the_logit_average(run_dir, env, tmp_p
     assert bad.returncode == 2 and "invalid choice: 'mean'" in bad.stderr
 
 
+def test_figures_takes_the_report_settings_as_config_eval_keys(run_dir, tmp_path, capsys):
+    out = tmp_path / "bins"
+    argv = ["figures", "--run", str(run_dir), "--out", str(out), "--config.eval.n_bins=4",
+            "--config.eval.average", "logit", "--config.eval.n_bootstrap=3"]  # fmt: skip
+    assert cli.main(argv) == 0
+    settings = json.loads((out / "ensemble.json").read_text())["eval"]
+    stored = json.loads((run_dir / "manifest.json").read_text())["config"]["eval"]
+    assert settings == {**stored, "n_bins": 4, "average": "logit", "n_bootstrap": 3}
+    assert json.loads((run_dir / "ensemble.json").read_text())["eval"] == stored
+    # --average is the shortcut of --config.eval.average, and is applied after it
+    assert cli.main([*argv[:5], "--config.eval.average=logit", "--average", "score"]) == 0
+    assert json.loads((out / "ensemble.json").read_text())["eval"]["average"] == "score"
+    capsys.readouterr()
+    for flag, message in (
+        ("--config.eval.n_binz=4", "config.eval.n_binz: no such key; did you mean config.eval."),
+        ("--config.eval.n_bins=0", "config.eval.n_bins must be an integer >= 1, got 0"),
+        ("--config.eval.n_bins", "--config.eval.n_bins: no value"),
+        ("--config.train.epochs=1", "--config.train.epochs: `iml figures` trains nothing"),
+        ("--config.eval=3", "--config.eval: `iml figures` trains nothing"),
+    ):
+        bad = tmp_path / "bad"
+        assert cli.main(["figures", "--run", str(run_dir), "--out", str(bad), flag]) == 2, flag
+        assert message in capsys.readouterr().err, flag
+        assert not bad.exists()
+
+
 def test_reproduce_writes_the_documented_table(run_dir):
     table = json.loads((run_dir / "table.json").read_text())
     assert list(table) == ["0.5", "0.9"]
@@ -257,10 +283,11 @@ def test_a_value_of_the_wrong_type_is_named(tmp_path, capsys):
 
 
 def test_config_overrides_belong_to_the_commands_with_a_config(tmp_path, capsys):
-    status = cli.main(["figures", "--run", str(tmp_path), "--config.train.epochs=1"])
+    status = cli.main(["reveal", "--run", str(tmp_path), "--out", str(tmp_path / "o"),
+                       "--config.eval.n_bins=4"])  # fmt: skip
     assert status == 2
     err = capsys.readouterr().err
-    assert "--config.train.epochs: only `iml reproduce` and `iml sweep` take it" in err
+    assert "--config.eval.n_bins: only `iml reproduce`, `iml sweep`, `iml figures` take it" in err
 
 
 def test_an_output_folder_holding_another_run_is_named_before_work(tmp_path, capsys):

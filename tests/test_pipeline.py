@@ -420,7 +420,8 @@ def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
     tables = {}
     for average in ("score", "logit"):
         out = tmp_path / average
-        tables[average] = report_run(store.root, out, formats=("png",), average=average)
+        overrides = {"average": average}
+        tables[average] = report_run(store.root, out, formats=("png",), eval_overrides=overrides)
         assert json.loads((out / "ensemble.json").read_text())["average"] == average
         with np.load(out / "ensemble_scores.npz") as stored:
             pooled = stored["scores"][0]
@@ -431,8 +432,48 @@ def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
     assert raw["score"] != raw["logit"]
     default = report_run(store.root, tmp_path / "default", formats=("png",))
     assert default == tables["score"]  # the run's config.eval.average, 'score' by default
-    with pytest.raises(ValueError, match=r"average must be one of \('score', 'logit'\)"):
-        report_run(store.root, tmp_path / "bad", average="mean")
+    with pytest.raises(ValueError, match=r"config\.eval\.average must be one of \('score', "):
+        report_run(store.root, tmp_path / "bad", eval_overrides={"average": "mean"})
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_stored_run_reports_with_other_eval_settings_and_records_them(tmp_path):
+    # `iml figures --config.eval.n_bins=5`: the same members, binned otherwise, and said so
+    from iml.calibration import expected_calibration_error
+    from iml.pipeline.report import report_run
+
+    rng = np.random.default_rng(4)
+    n, beta = 400, 0.9
+    posterior = rng.beta(1.0, 6.0, n)
+    labels = (rng.random(n) < posterior).astype(np.int32)
+    optimal = beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior))
+    store = RunStore(tmp_path / "run")
+    store.open_run({"betas": [beta], "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
+    _save_batch(store, "batches/batch-0000", [(beta, np.arange(n), optimal)])
+    tables = {}
+    for n_bins in (10, 5):
+        out = tmp_path / f"bins{n_bins}"
+        tables[n_bins] = report_run(
+            store.root, out, formats=("png",), eval_overrides={"n_bins": n_bins}
+        )
+        settings = json.loads((out / "ensemble.json").read_text())["eval"]
+        assert settings == {"n_bins": n_bins, "n_bootstrap": 10, "report_seed": 0,
+                            "average": "score"}  # fmt: skip
+        raw = np.asarray(optimal, np.float32).astype(float)
+        by_hand = float(expected_calibration_error(raw, labels, n_bins))
+        assert tables[n_bins]["0.9"]["raw"]["ece"] == pytest.approx(by_hand, rel=1e-5)
+    assert tables[5]["0.9"]["raw"]["ece"] != tables[10]["0.9"]["raw"]["ece"]
+    assert report_run(store.root, tmp_path / "stored", formats=("png",)) == tables[10]
+    for overrides, message in (
+        ({"n_binz": 5}, r"config\.eval\.n_binz: no such key; did you mean config\.eval\.n_bins"),
+        ({"n_bins": 0}, r"config\.eval\.n_bins must be an integer >= 1, got 0"),
+        ({"n_bootstrap": "many"}, r"config\.eval\.n_bootstrap: expected an integer"),
+        ({"report_seed": -1}, r"config\.eval\.report_seed must be an integer >= 0, got -1"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            report_run(store.root, tmp_path / "bad", eval_overrides=overrides)
+        assert not (tmp_path / "bad").exists()
 
 
 def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
@@ -472,10 +513,21 @@ def test_a_run_stored_with_a_retired_config_key_still_resumes(tmp_path):
     store.open_run(check_resumable(default_config(), store.root))  # resumes without complaint
     with pytest.raises(ValueError, match=r"config\.loss\.betas: \[0\.5, 0\.9, 0\.99\] stored"):
         check_resumable(_config(**{"loss.betas": (0.5,)}), store.root)
-    # a run stored before config.eval.average pooled scores; another average names iml figures
+    # a run stored before config.eval.average pooled scores; other report settings name the
+    # iml figures command that reports the stored members with them
+    hint = r"iml figures --run .*run --out DIR --config\.eval\.average=logit$"
     with pytest.raises(ValueError, match=r"config\.eval\.average: 'score' stored, 'logit' now.*"
-                       r"iml figures --run .*run --out DIR --average logit"):  # fmt: skip
+                       + hint):  # fmt: skip
         check_resumable(_config(**{"eval.average": "logit"}), store.root)
+    both = _config(**{"eval.n_bins": 20, "eval.average": "logit"})
+    with pytest.raises(ValueError, match=r"config\.eval\.average: .* --out DIR "
+                       r"--config\.eval\.average=logit --config\.eval\.n_bins=20$"):  # fmt: skip
+        check_resumable(both, store.root)
+    # where training differs too, the stored members do not serve: no iml figures hint
+    trained = _config(**{"eval.n_bins": 20, "train.epochs": 5})
+    with pytest.raises(ValueError, match=r"config\.eval\.n_bins: 10 stored, 20 now") as err:
+        check_resumable(trained, store.root)
+    assert "iml figures" not in str(err.value)
     store = RunStore(tmp_path / "csv")
     store.open_run({**old, "csv_path": "data.csv"})  # a run this software no longer makes
     with pytest.raises(ValueError, match=r"config\.csv_path='data\.csv': a retired key"):

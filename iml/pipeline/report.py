@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import ml_collections
 import numpy as np
 
-from iml import _validation as V
+from iml import config as config_lib
 from iml._io import file_stem
 from iml.calibration import (
     METRICS,
@@ -52,7 +53,6 @@ from iml.calibration import (
 )
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
 from iml.pipeline.store import (
-    ENSEMBLE_AVERAGES,
     EnsembleScores,
     RunStore,
     atomic_write_bytes,
@@ -82,6 +82,7 @@ __all__ = [
     "BASELINES",
     "METRICS",
     "cross_fit",
+    "report_config",
     "report_run",
     "score_metrics",
     "summary_table",
@@ -252,12 +253,40 @@ def check_stored_run(run: str | Path) -> RunStore:
     return store
 
 
+def report_config(
+    run: str | Path, eval_overrides: Mapping[str, Any] | None = None
+) -> ml_collections.ConfigDict:
+    """The config that :func:`report_run` reports a stored run with: the run's own (in the
+    current form, :func:`iml.pipeline.runner.stored_config`), its ``config.eval`` keys set from
+    ``eval_overrides``; checked before any work.
+
+    Args:
+      run: a run directory written by :func:`iml.pipeline.runner.run_experiment`.
+      eval_overrides: ``config.eval`` keys and their values, e.g. ``{"n_bins": 20, "average":
+        "logit"}`` (:func:`iml.pipeline.runner.default_config`).
+
+    Raises:
+      FileNotFoundError: if ``run`` holds no manifest or no stored folds.
+      ValueError: if the run has no finished member batch; naming the key, for a key that
+        ``config.eval`` does not have, a value of another type than the key's, or a bad value
+        (:func:`iml.pipeline.runner.check_eval`).
+    """
+    from iml.pipeline.runner import check_eval, stored_config
+
+    store = check_stored_run(run)
+    config = stored_config(store.manifest()["config"])
+    for key, value in (eval_overrides or {}).items():
+        config_lib.override(config, f"eval.{key}", value)
+    check_eval(config)
+    return config
+
+
 def report_run(
     run: str | Path,
     out: str | Path | None = None,
     *,
     formats: Sequence[str] = ("png", "pdf"),
-    average: str | None = None,
+    eval_overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Aggregate a stored run and write its table, ensemble scores, Figures 1-4 and revealed
     experiments (for a run over multiclass losses: its table, ensemble scores and reliability
@@ -287,28 +316,26 @@ def report_run(
       run: a run directory written by :func:`iml.pipeline.runner.run_experiment`.
       out: where to write (created if missing).
       formats: figure formats.
-      average: how each ensemble pools its members, ``"score"`` or ``"logit"``
-        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`); default: the run's
-        ``config.eval.average``. The members are the same either way, so a stored run can be
-        reported both ways (into two ``out`` directories).
+      eval_overrides: ``config.eval`` keys to report with instead of the run's own
+        (:func:`report_config`): ``n_bins``, ``n_bootstrap``, ``report_seed``, and ``average``,
+        how each ensemble pools its members, ``"score"`` or ``"logit"``
+        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`). The members are the same whatever
+        these are, so a stored run can be reported several ways (into separate ``out``
+        directories); ``ensemble.json`` records the settings used.
 
     Returns:
       The summary table.
 
     Raises:
       FileNotFoundError: if ``run`` holds no manifest or no stored folds.
-      ValueError: if the run has no finished member batch, or for an unknown ``average``.
+      ValueError: if the run has no finished member batch, or for a bad ``eval_overrides``
+        (:func:`report_config`).
     """
     # the runner (and the trainer it imports) only where a report is made
-    from iml.pipeline.runner import is_multiclass, run_loss, stored_config
+    from iml.pipeline.runner import is_multiclass, run_loss
 
-    if average is not None:
-        V.check_choice("average", average, ENSEMBLE_AVERAGES)
-    store = check_stored_run(run)
-    config = stored_config(store.manifest()["config"]).unlock()
-    if average is not None:
-        config.eval.average = average
-    config.lock()
+    config = report_config(run, eval_overrides)
+    store = RunStore(run)
     n_bins, n_bootstrap = int(config.eval.n_bins), int(config.eval.n_bootstrap)
     folds = store.load_arrays("data/folds")
     labels, fold_ids = folds["labels"], folds["fold_ids"]
@@ -333,7 +360,11 @@ def report_run(
     atomic_write_bytes(
         out / "ensemble.json",
         json.dumps(
-            {"ensemble_size": _size_summary(ensemble), "average": str(config.eval.average)},
+            {
+                "ensemble_size": _size_summary(ensemble),
+                "average": str(config.eval.average),
+                "eval": config_lib.to_dict(config.eval),
+            },
             indent=2,
         ).encode(),
     )
@@ -430,6 +461,7 @@ def _report_multiclass(
             {
                 "ensemble_size": _size_summary(ensemble, grid.keys),
                 "average": str(config.eval.average),
+                "eval": config_lib.to_dict(config.eval),
             },
             indent=2,
         ).encode(),

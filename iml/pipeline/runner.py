@@ -61,6 +61,7 @@ __all__ = [
     "RETIRED_KEYS",
     "build_model",
     "check_config",
+    "check_eval",
     "check_resumable",
     "default_config",
     "is_multiclass",
@@ -190,15 +191,12 @@ _COUNTS = (
     "train.eval_batch_size",
     "train.patience",
     "train.plateau_patience",
-    "eval.n_bins",
-    "eval.n_bootstrap",
 )
 _COUNTS_OR_ZERO = (
     "data.max_examples",
     "data.n_val_folds",
     "data.fold_seed",
     "train.members_per_batch",
-    "eval.report_seed",
 )
 
 
@@ -206,6 +204,21 @@ def _count(config: ml_collections.ConfigDict, key: str, minimum: int = 1) -> Non
     section, name = key.split(".")
     value = config[section][name]
     V.check_count(f"config.{key}", value, minimum)
+
+
+def check_eval(config: Mapping[str, Any]) -> None:
+    """Check a run's ``config.eval``: the settings of its report, which a stored run can change
+    without training again (:func:`iml.pipeline.report.report_run`).
+
+    Raises:
+      ValueError: naming the first bad key: a count below 1 (``n_bins``, ``n_bootstrap``), a
+        negative ``report_seed`` or an unknown ``average``.
+    """
+    c = _as_config(config)
+    for key in ("eval.n_bins", "eval.n_bootstrap"):
+        _count(c, key)
+    _count(c, "eval.report_seed", 0)
+    V.check_choice("config.eval.average", c.eval.average, ENSEMBLE_AVERAGES)
 
 
 def check_config(config: Mapping[str, Any]) -> None:
@@ -262,7 +275,7 @@ def check_config(config: Mapping[str, Any]) -> None:
     V.check_positive("config.train.learning_rate", c.train.learning_rate)
     V.check_non_negative("config.train.min_learning_rate", c.train.min_learning_rate)
     V.check_seeds("config.train.seeds", tuple(c.train.seeds))
-    V.check_choice("config.eval.average", c.eval.average, ENSEMBLE_AVERAGES)
+    check_eval(c)
     for key in ("data_dir", "manual_dir"):
         if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
             raise FileNotFoundError(f"config.data.{key}: directory not found: {c.data[key]}")
@@ -659,10 +672,12 @@ def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any
         return stored
     was, now = config_lib.lookup(old, key), config_lib.lookup(current, key)
     hint = ""
-    if key == "eval.average":  # only the report differs: it can be made from the stored members
-        hint = (
-            f", or report the stored members so: iml figures --run {out} --out DIR --average {now}"
+    if config_lib.first_difference({**old, "eval": current["eval"]}, current) is None:
+        # only the report's settings differ: it can be made from the stored members
+        flags = " ".join(
+            f"--config.eval.{k}={v}" for k, v in current["eval"].items() if old["eval"][k] != v
         )
+        hint = f", or report the stored members so: iml figures --run {out} --out DIR {flags}"
     raise ValueError(
         f"{out} holds a run with a different config (first difference: config.{key}: {was!r} "
         f"stored, {now!r} now); choose another output directory{hint}"
