@@ -93,14 +93,25 @@ def run_dir(tmp_path_factory, env):
     return out
 
 
-def test_figures_reports_a_stored_run_with_the_logit_average(run_dir, env, tmp_path):
+def test_figures_reports_a_stored_run_with_the_logit_average_and_other_settings(
+    run_dir, env, tmp_path
+):
     from iml.pipeline import RunStore, load_ensemble
 
     out = tmp_path / "logit"
-    done = _iml(["figures", "--run", str(run_dir), "--out", str(out), "--average", "logit"], env)
+    argv = ["figures", "--run", str(run_dir), "--out", str(out), "--average", "logit",
+            "--config.eval.n_bins=4", "--config.eval.n_bootstrap", "3"]  # fmt: skip
+    done = _iml(argv, env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((out / "ensemble.json").read_text())["average"] == "logit"
     assert json.loads((run_dir / "ensemble.json").read_text())["average"] == "score"
+    # the report's settings: the run's own, but for those given, and recorded
+    settings = json.loads((out / "ensemble.json").read_text())["eval"]
+    stored = json.loads((run_dir / "manifest.json").read_text())["config"]["eval"]
+    assert settings == {**stored, "n_bins": 4, "average": "logit", "n_bootstrap": 3}
+    assert json.loads((run_dir / "ensemble.json").read_text())["eval"] == stored
+    revealed = json.loads((out / "revealed.json").read_text())
+    assert (revealed["n_bins"], revealed["n_bootstrap"]) == (4, 3)
     with np.load(out / "ensemble_scores.npz") as stored:
         labels, scores = stored["labels"], stored["scores"]
     by_logit = load_ensemble(RunStore(run_dir), (0.5, 0.9), len(labels), "logit")
@@ -109,19 +120,11 @@ def test_figures_reports_a_stored_run_with_the_logit_average(run_dir, env, tmp_p
     assert bad.returncode == 2 and "invalid choice: 'mean'" in bad.stderr
 
 
-def test_figures_takes_the_report_settings_as_config_eval_keys(run_dir, tmp_path, capsys):
-    out = tmp_path / "bins"
-    argv = ["figures", "--run", str(run_dir), "--out", str(out), "--config.eval.n_bins=4",
-            "--config.eval.average", "logit", "--config.eval.n_bootstrap=3"]  # fmt: skip
-    assert cli.main(argv) == 0
-    settings = json.loads((out / "ensemble.json").read_text())["eval"]
-    stored = json.loads((run_dir / "manifest.json").read_text())["config"]["eval"]
-    assert settings == {**stored, "n_bins": 4, "average": "logit", "n_bootstrap": 3}
-    assert json.loads((run_dir / "ensemble.json").read_text())["eval"] == stored
+def test_figures_takes_only_the_report_settings_and_checks_them(run_dir, tmp_path, capsys):
     # --average is the shortcut of --config.eval.average, and is applied after it
-    assert cli.main([*argv[:5], "--config.eval.average=logit", "--average", "score"]) == 0
-    assert json.loads((out / "ensemble.json").read_text())["eval"]["average"] == "score"
-    capsys.readouterr()
+    argv = ["figures", "--run", str(run_dir), "--config.eval.n_bins=4",
+            "--config.eval.average=logit", "--average", "score"]  # fmt: skip
+    assert cli._eval_overrides(cli.parse_args(argv)) == {"n_bins": 4, "average": "score"}
     for flag, message in (
         ("--config.eval.n_binz=4", "config.eval.n_binz: no such key; did you mean config.eval."),
         ("--config.eval.n_bins=0", "config.eval.n_bins must be an integer >= 1, got 0"),
