@@ -1,6 +1,7 @@
 """Tests of the pipeline's planning, aggregation and honest recalibration (no training here)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -401,22 +402,32 @@ def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp
         assert (tmp_path / "out" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def _stored_run_at_beta_09(
+    root: Path, seed: int, n: int, noise: tuple[float, ...] = ()
+) -> tuple[RunStore, np.ndarray, list[np.ndarray]]:
+    """A stored run at beta = 0.9 of one member per seed: the optimal scores of a known
+    posterior, or, for each ``noise``, those scores times log-normal noise of that scale."""
+    rng = np.random.default_rng(seed)
+    beta = 0.9
+    posterior = rng.beta(1.0, 6.0, n)
+    labels = (rng.random(n) < posterior).astype(np.int32)
+    optimal = beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior))
+    members = [np.clip(optimal * np.exp(rng.normal(0, s, n)), 1e-4, 1 - 1e-4) for s in noise]
+    members = members or [optimal]
+    store = RunStore(root)
+    store.open_run({"betas": [beta], "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
+    _save_batch(store, "batches/batch-0000", [(beta, np.arange(n), m) for m in members])
+    return store, labels, members
+
+
 def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
     # The members are stored once; `iml figures --average logit` pools their logits instead.
     from scipy.special import expit, logit
 
     from iml.pipeline.report import report_run
 
-    rng = np.random.default_rng(3)
-    n, beta = 300, 0.9
-    posterior = rng.beta(1.0, 6.0, n)
-    labels = (rng.random(n) < posterior).astype(np.int32)
-    optimal = beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior))
-    seeds = [np.clip(optimal * np.exp(rng.normal(0, s, n)), 1e-4, 1 - 1e-4) for s in (0.2, 0.5)]
-    store = RunStore(tmp_path / "run")
-    store.open_run({"betas": [beta], "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
-    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
-    _save_batch(store, "batches/batch-0000", [(beta, np.arange(n), s) for s in seeds])
+    store, _, seeds = _stored_run_at_beta_09(tmp_path / "run", 3, 300, noise=(0.2, 0.5))
     tables = {}
     for average in ("score", "logit"):
         out = tmp_path / average
@@ -442,15 +453,7 @@ def test_a_stored_run_reports_with_other_eval_settings_and_records_them(tmp_path
     from iml.calibration import expected_calibration_error
     from iml.pipeline.report import report_run
 
-    rng = np.random.default_rng(4)
-    n, beta = 400, 0.9
-    posterior = rng.beta(1.0, 6.0, n)
-    labels = (rng.random(n) < posterior).astype(np.int32)
-    optimal = beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior))
-    store = RunStore(tmp_path / "run")
-    store.open_run({"betas": [beta], "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
-    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
-    _save_batch(store, "batches/batch-0000", [(beta, np.arange(n), optimal)])
+    store, labels, (optimal,) = _stored_run_at_beta_09(tmp_path / "run", 4, 400)
     tables = {}
     for n_bins in (10, 5):
         out = tmp_path / f"bins{n_bins}"
