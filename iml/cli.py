@@ -244,22 +244,23 @@ def _figures(args: argparse.Namespace) -> Callable[[], int]:
 def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The ``config.eval`` keys that ``iml figures`` reports with: its ``--config.eval.KEY=VALUE``
     items, then ``--average``; any other ``--config.KEY`` is refused (it trains nothing)."""
-    from iml.config import parse_value
+    from iml.config import apply_overrides
     from iml.pipeline.runner import default_config
 
-    defaults = default_config().eval
-    overrides: dict[str, Any] = {}
-    for key, text in args.overrides:
+    config = default_config()
+    names = []
+    for key, _ in args.overrides:
         section, _, name = key.partition(".")
+        names.append(name)
         if section != "eval" or not name:
-            keys = ", ".join(f"config.eval.{k}" for k in defaults)
+            keys = ", ".join(f"config.eval.{k}" for k in config.eval)
             raise ValueError(
                 f"--config.{key}: `iml figures` trains nothing and takes only the report's "
                 f"settings ({keys}); `iml reproduce` and `iml sweep` take the other keys"
             )
-        if text is None:
-            raise ValueError(f"--config.{key}: no value; write --config.{key}=VALUE")
-        overrides[name] = parse_value(text, defaults.get(name))
+    # read and typed as `iml reproduce` reads them; the stored run's own values come later
+    apply_overrides(config, args.overrides)
+    overrides: dict[str, Any] = {name: config.eval[name] for name in names}
     if args.average is not None:
         overrides["average"] = args.average
     return overrides
