@@ -212,7 +212,7 @@ def loss_corrected_logit(logits: ArrayLike, beta: ArrayLike) -> Array:
 
 
 # ----------------------------------------------------------------------------------------------
-# Multiclass closed forms (Proposition 3) and the simplex least-squares inverse
+# Multiclass: Proposition 3's rule and its per-output inverse; the simplex least squares
 # ----------------------------------------------------------------------------------------------
 
 
@@ -251,7 +251,8 @@ def optimal_score_multiclass(gamma: ArrayLike, B: ArrayLike) -> Array:
 
 # Up to this many classes the simplex projection compares all pairs of entries instead of
 # sorting: n^2 comparisons a row, but several times faster on the CPU than a sort at tens of
-# classes, and the projection is most of the time of the multiclass correction's iterations.
+# classes, and the projection is most of the time of the generic multiclass correction's
+# iterations (:func:`loss_corrected_score_multiclass_for_loss`).
 _PAIRWISE_PROJECTION_MAX = 64
 
 
@@ -283,7 +284,9 @@ def _simplex_least_squares(M: Array, num_iters: int = 500) -> Array:
 
     Starts from the right singular vector of the smallest singular value normalised to sum one
     (the exact answer when ``M`` has a null vector inside the simplex) and refines it by
-    accelerated projected gradient (FISTA), which leaves an exact start where it is.
+    accelerated projected gradient (FISTA), which leaves an exact start where it is. The inverse
+    of any differentiable multiclass loss (:func:`loss_corrected_score_multiclass_for_loss`),
+    whose first-order conditions are linear in ``gamma``.
     """
     n = M.shape[-1]
     _, s, vh = jnp.linalg.svd(M, full_matrices=False)
@@ -308,51 +311,172 @@ def _simplex_least_squares(M: Array, num_iters: int = 500) -> Array:
     return x
 
 
-def _first_order_matrix(a: Array, B: Array) -> Array:
-    """``M(a) = diag(a) B^T - diag(B)``, with the diagonal ``-(1 - a_y) B[y, y]`` formed without
-    cancellation (``a_y B_yy - B_yy`` loses every digit of ``1 - a_y`` when ``a_y`` is near 1)."""
-    n = B.shape[0]
-    off_diagonal = a[..., :, None] * B.T
-    diagonal = -(1.0 - a) * jnp.diagonal(B)
-    return jnp.where(jnp.eye(n, dtype=bool), diagonal[..., :, None], off_diagonal)
+def _column_weights(B: Array) -> tuple[Array, Array, Array, Array]:
+    """Per column ``y'`` of ``B``: the diagonal ``B[y', y']``, the off-diagonal entries (the
+    diagonal zeroed), whether those are all equal, and the weight to start from: that common
+    entry where they are equal (exactly, not an average that may round), else their mean."""
+    n = B.shape[-1]
+    eye = jnp.eye(n, dtype=bool)
+    diagonal = jnp.diagonal(B)
+    off = jnp.where(eye, 0.0, B)
+    some = B[(jnp.arange(n) + 1) % n, jnp.arange(n)]  # one off-diagonal entry of each column
+    equal = jnp.all(eye | (B == some), axis=0)
+    start = jnp.where(equal, some, jnp.sum(off, axis=0) / (n - 1))
+    return diagonal, off, equal, start
+
+
+def _negative_weight(gamma: Array, off: Array, equal: Array, start: Array) -> Array:
+    """``b_eff(y') = sum_{y != y'} q_y B[y, y']`` with ``q_y = gamma_y / sum_{z != y'} gamma_z``:
+    the weight of output ``y'``'s negatives given the other classes' posteriors, each sum over
+    non-negative terms (no cancellation). Columns with equal off-diagonal entries give that entry
+    whatever ``gamma``; where every other posterior is 0, ``q`` is undefined and the start is
+    kept."""
+    n = off.shape[-1]
+    others = 1.0 - jnp.eye(n, dtype=gamma.dtype)
+    highest = jax.lax.Precision.HIGHEST  # no reduced-precision float32 products on accelerators
+    num = jnp.einsum("y,yj->j", gamma, off, precision=highest)
+    den = jnp.einsum("y,yj->j", gamma, others, precision=highest)
+    positive = den > 0
+    weight = num / jnp.where(positive, den, 1.0)
+    return jnp.where(equal, start, jnp.where(positive, weight, start))
+
+
+def _inverse_at_weights(a: Array, negative: Array, positive: Array) -> Array:
+    """Corollary 1 at ``beta' = positive / (positive + negative)``:
+    ``a negative / (a negative + (1 - a) positive)``, both terms non-negative. Equal weights
+    make the rule the identity, returned exactly."""
+    return jnp.where(negative == positive, a, _tilt(a, negative, positive))
+
+
+def _rule_at_weights(gamma: Array, negative: Array, positive: Array) -> Array:
+    """Proposition 2 at the same ``beta'``: ``gamma positive / (gamma positive + (1 - gamma)
+    negative)``; the identity, exactly, for equal weights."""
+    return jnp.where(negative == positive, gamma, _tilt(gamma, positive, negative))
+
+
+def _one_vs_rest_map(gamma: Array, a: Array, B: Array) -> Array:
+    """One step of the fixed point: every output's binary inverse at the negatives' weight that
+    ``gamma`` implies."""
+    diagonal, off, equal, start = _column_weights(B)
+    return _inverse_at_weights(a, _negative_weight(gamma, off, equal, start), diagonal)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _one_vs_rest_inverse(a: Array, B: Array, num_iters: int, tol: float) -> Array:
+    """The fixed point ``gamma = T(gamma)`` of :func:`_one_vs_rest_map` for one row ``a [n]``.
+
+    Starts from every output's inverse at its column's mean off-diagonal weight (the exact
+    answer for columns whose off-diagonal entries are equal) and iterates until no output's
+    negative weight moves by more than ``tol`` relative, or ``num_iters`` steps.
+    """
+    diagonal, off, equal, start = _column_weights(B)
+    gamma0 = _inverse_at_weights(a, start, diagonal)
+
+    def cond(carry):
+        k, _, moving = carry
+        return (k < num_iters) & moving
+
+    def body(carry):
+        k, gamma, _ = carry
+        weight = _negative_weight(gamma, off, equal, start)
+        new = _inverse_at_weights(a, weight, diagonal)
+        previous = _negative_weight(new, off, equal, start)
+        # NaN input compares False: it stops the loop instead of running it to num_iters.
+        moving = jnp.any(jnp.abs(previous - weight) > tol * weight)
+        return k + 1, new, moving
+
+    _, gamma, _ = jax.lax.while_loop(cond, body, (0, gamma0, jnp.array(True)))
+    return gamma
+
+
+@_one_vs_rest_inverse.defjvp
+def _one_vs_rest_inverse_jvp(num_iters, tol, primals, tangents):
+    # Implicit function theorem on gamma = T(gamma, a, B): (I - dT/dgamma) dgamma = dT/d(a, B).
+    a, B = primals
+    gamma = _one_vs_rest_inverse(a, B, num_iters, tol)
+    _, explicit = jax.jvp(lambda u, M: _one_vs_rest_map(gamma, u, M), primals, tangents)
+    through = jax.jacfwd(lambda g: _one_vs_rest_map(g, a, B))(gamma)
+    n = gamma.shape[-1]
+    return gamma, jnp.linalg.solve(jnp.eye(n, dtype=gamma.dtype) - through, explicit)
 
 
 def loss_corrected_score_multiclass(
-    a: ArrayLike, B: ArrayLike, *, return_residual: bool = False, num_iters: int = 500
+    a: ArrayLike,
+    B: ArrayLike,
+    *,
+    return_residual: bool = False,
+    renormalise: bool = False,
+    num_iters: int = 500,
+    tol: float | None = None,
 ) -> Array | tuple[Array, Array]:
-    """Loss-corrected posteriors for the B-weighted loss: Proposition 4 (eq. ``invert``) applied
-    to the rule of Proposition 3.
+    """Loss-corrected posteriors for the B-weighted one-vs-rest loss: Proposition 4 (eq.
+    ``invert``) applied to each output of the rule of Proposition 3.
 
-    Score ``a`` is optimal for posterior ``gamma`` exactly when the first-order conditions hold,
-    ``a_y sum_{y'} gamma_{y'} B[y', y] = gamma_y B[y, y]`` for every class, i.e.
-    ``M(a) gamma = 0`` with ``M(a) = diag(a) B^T - diag(B)``: linear in ``gamma``. The result is
+    A model trained with eq. ``b-loss-multi`` has one sigmoid output per class, and output
+    ``y'`` solves its own binary problem: positives (class ``y'``) weighted ``B[y', y']``,
+    negatives of class ``y`` weighted ``B[y, y']``. Given the other classes' posteriors
+    normalised among themselves, ``q_y = gamma_y / sum_{z != y'} gamma_z``, its negatives weigh
+    ``b_eff(y') = sum_{y != y'} q_y B[y, y']`` and the output follows the binary rule of
+    Proposition 2 at ``beta' = B[y', y'] / (B[y', y'] + b_eff)`` -- on the simplex, exactly
+    Proposition 3's ``c_{y'}(gamma) = gamma_{y'} B[y', y'] / sum_y gamma_y B[y, y']``. Each
+    output is inverted by Corollary 1 at its ``beta'``:
 
-        gamma_hat = argmin_{gamma in simplex} ||M(a) gamma||_2^2,
+        gamma_{y'} = a_{y'} b_eff / (a_{y'} b_eff + (1 - a_{y'}) B[y', y']).
 
-    which is the exact inverse (``residual`` at rounding level) when ``a`` is in the image of the
-    rule, and otherwise (real model outputs, whose scores need not be consistent with any single
-    posterior) the posterior whose first-order conditions ``a`` violates least.
+    Where column ``y'`` has equal off-diagonal entries, ``b_eff`` is that entry whatever ``q``
+    and the coordinate is exact in closed form (for ``B`` all ones every rule is the identity
+    and ``a`` comes back unchanged). Otherwise the outputs are coupled through ``q`` and the
+    result is the fixed point of ``gamma -> q -> b_eff -> gamma``, iterated from each column's
+    mean off-diagonal weight. A posterior on the simplex is a fixed point, so scores in the
+    image of Proposition 3's rule give back their posterior.
+
+    The result is one posterior per class, the probability of class ``y'`` that output ``y'``
+    reports, and rows need not sum to one: a real model's independent sigmoids are rarely
+    consistent with any single posterior, and forcing them onto the simplex moves even the
+    scores whose rule is the identity. ``renormalise=True`` divides each row by its sum: a
+    separate step, with its own effect on calibration.
 
     Args:
       a: scores ``[..., n]`` in ``[0, 1]`` of a model trained with the B-weighted loss.
       B: positive weight matrix ``[n, n]``, rows the true class.
-      return_residual: also return ``max_y |c_y^B(gamma_hat) - a_y|``, how far ``a`` lies from
-        the image of the rule in score units.
-      num_iters: projected-gradient iterations (only matter when ``a`` is off the image).
+      return_residual: also return each row's ``max_{y'} |a_{y'} - rule_{y'}(gamma_hat)|``,
+        with ``rule_{y'}`` the per-output rule above at the ``q`` of the returned
+        ``gamma_hat``: in score units, 0 up to rounding when the iteration has converged (and,
+        with ``renormalise``, how far the renormalised posterior is from explaining ``a``).
+      renormalise: divide each row of the result by its sum (NaN for a row of zeros).
+      num_iters: most fixed-point steps (only columns with unequal off-diagonal entries need
+        any).
+      tol: stop once no output's negative weight ``b_eff`` changes by more than ``tol``
+        relative in a step; default 8 ulps of the dtype.
 
     Returns:
-      ``gamma_hat [..., n]`` on the simplex, and the residual ``[...]`` if asked.
+      ``gamma_hat [..., n]``, and the residual ``[...]`` if asked.
     """
     _check_multiclass("a", a, B)
     V.check_unit("a", a)
+    num_iters = V.check_count("num_iters", num_iters)
     a, B = _float(a, B)
+    tol = 8.0 * float(jnp.finfo(a.dtype).eps) if tol is None else V.check_positive("tol", tol)
     a = V.nan_unless(jnp.all((a >= 0) & (a <= 1), axis=-1, keepdims=True), a)
     B = V.nan_unless(jnp.all(B > 0), B)
-    gamma = _simplex_least_squares(_first_order_matrix(a, B), num_iters)
+    gamma, residual = _one_vs_rest_rows(a.reshape(-1, a.shape[-1]), B, num_iters, tol, renormalise)
     if not return_residual:
-        return gamma
-    fitted = gamma * jnp.diagonal(B) / (gamma @ B)
-    return gamma, jnp.max(jnp.abs(fitted - a), axis=-1)
+        return gamma.reshape(a.shape)
+    return gamma.reshape(a.shape), residual.reshape(a.shape[:-1])
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _one_vs_rest_rows(
+    a: Array, B: Array, num_iters: int, tol: float, renormalise: bool
+) -> tuple[Array, Array]:
+    """:func:`loss_corrected_score_multiclass` of rows ``a [m, n]``, and each row's residual."""
+    gamma = jax.vmap(lambda row: _one_vs_rest_inverse(row, B, num_iters, tol))(a)
+    if renormalise:
+        gamma = gamma / jnp.sum(gamma, axis=-1, keepdims=True)
+    diagonal, off, equal, start = _column_weights(B)
+    weight = jax.vmap(lambda g: _negative_weight(g, off, equal, start))(gamma)
+    residual = jnp.max(jnp.abs(a - _rule_at_weights(gamma, weight, diagonal)), axis=-1)
+    return gamma, residual
 
 
 def optimal_score_class_weighted(gamma: ArrayLike, class_weights: ArrayLike) -> Array:

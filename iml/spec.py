@@ -17,7 +17,7 @@ Build one with :func:`loss_spec` from any of
 * a class weight ``beta`` in ``(0, 1)``: the beta-weighted log loss, eq. ``b-loss-bin``
   (closed forms: Proposition 2, Corollary 1);
 * a weight matrix ``B`` ``[n, n]``: the B-weighted log loss, eq. ``b-loss-multi`` (Proposition 3
-  and its inverse);
+  and its inverse, one posterior per one-vs-rest output);
 * a registered name with its parameters (:data:`LOSSES`): ``"log"`` and ``"squared"`` (weighted by
   ``beta``, default 1/2), ``"focal"`` (``gamma``, ``alpha``), ``"softmax_focal"``
   (``gamma``, ``class_weights``), ``"class_weighted_softmax"`` (``class_weights``), ``"matrix"``
@@ -249,7 +249,9 @@ class LossSpec:
     def loss_corrected_score(self, a: ArrayLike) -> Array:
         """The loss-corrected score ``(c^L)^{-1}(a)`` (Proposition 4; Corollary 1, eq.
         ``transformation``, for the beta-weighted loss): NaN where no posterior makes ``a``
-        optimal."""
+        optimal. For the B-weighted loss, each one-vs-rest output inverted at the weight its
+        negatives carry (:func:`iml.loss_corrected_score_multiclass`): one posterior per class,
+        not renormalised."""
         p = self.params
         if self.kind == "weighted":
             return S.loss_corrected_score(a, p["beta"])

@@ -268,14 +268,6 @@ def test_multiclass_round_trip_for_random_positive_B(seed, n):
         np.testing.assert_allclose(S.optimal_score_multiclass(recovered, B64), a, atol=1e-10)
 
 
-def test_multiclass_round_trip_in_float32():
-    B = jnp.exp(jax.random.normal(jax.random.PRNGKey(3), (5, 5)))
-    gamma = random_simplex(jax.random.PRNGKey(4), 5, 64)
-    a = S.optimal_score_multiclass(gamma, B)
-    recovered = S.loss_corrected_score_multiclass(a, B)
-    np.testing.assert_allclose(recovered, gamma, atol=5e-5)
-
-
 @given(gamma=interior, beta=betas)
 def test_two_classes_agree_with_the_binary_rule(gamma, beta):
     # eq. b-loss-multi with rows (1 - beta, 1 - beta) and (beta, beta) is eq. b-loss-bin.
@@ -289,25 +281,181 @@ def test_two_classes_agree_with_the_binary_rule(gamma, beta):
     assert abs(float(back[1]) - gamma) <= round_trip_tolerance(gamma, float(a[1]))
 
 
-def test_off_image_scores_get_the_least_violating_posterior(x64):
-    # Real outputs need not lie in the image of the rule: the documented sense is
-    # argmin over the simplex of ||M(a) gamma||, M(a) = diag(a) B^T - diag(B). Compare with a
-    # brute-force search over a fine grid of the 3-class simplex.
-    B = jnp.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]], jnp.float64)
-    a = jnp.array([0.9, 0.9, 0.05], jnp.float64)  # every class scored at once: off the image
+def _one_vs_rest_reference(a, B, iters=20_000):
+    """The per-output inverse in NumPy float64, written from the definition: output ``j``'s
+    negatives weigh ``b_j = sum_{y != j} q_y B[y, j]`` with ``q`` the other posteriors
+    normalised among themselves, and ``gamma_j = a_j b_j / (a_j b_j + (1 - a_j) B[j, j])``;
+    plain fixed-point steps from the uniform posterior."""
+    a, B = np.asarray(a, np.float64), np.asarray(B, np.float64)
+    n = B.shape[0]
+    gamma = np.full(n, 1.0 / n)
+    for _ in range(iters):
+        b = np.array([
+            sum(gamma[y] * B[y, j] for y in range(n) if y != j)
+            / sum(gamma[y] for y in range(n) if y != j)
+            for j in range(n)
+        ])  # fmt: skip
+        gamma = a * b / (a * b + (1 - a) * np.diag(B))
+    return gamma
+
+
+def _per_output_rule(gamma, B):
+    """Each output's binary rule (Proposition 2 at ``beta' = B[j, j] / (B[j, j] + b_j)``) at the
+    ``q`` of ``gamma``, in NumPy float64: Proposition 3's rule where ``gamma`` sums to one."""
+    gamma, B = np.asarray(gamma, np.float64), np.asarray(B, np.float64)
+    n = B.shape[0]
+    out = np.empty(n)
+    for j in range(n):
+        others = [y for y in range(n) if y != j]
+        b = sum(gamma[y] * B[y, j] for y in others) / sum(gamma[y] for y in others)
+        out[j] = gamma[j] * B[j, j] / (gamma[j] * B[j, j] + (1 - gamma[j]) * b)
+    return out
+
+
+def test_unit_weights_leave_every_score_as_it_is():
+    # B all ones: every output's rule is the identity. A projection onto the simplex would move
+    # (.95, .6, .05, .02, .01) to (.675, .325, 0, 0, 0).
+    a = jnp.array([0.95, 0.6, 0.05, 0.02, 0.01])
+    gamma, residual = S.loss_corrected_score_multiclass(a, jnp.ones((5, 5)), return_residual=True)
+    np.testing.assert_array_equal(gamma, a)
+    assert float(residual) == 0.0
+    # Bit for bit over random rows with exact 0s and 1s, and for any common weight.
+    rng = np.random.default_rng(0)
+    rows = rng.uniform(size=(200, 7)).astype(np.float32)
+    rows[:5, 0], rows[5:10, 1] = 0.0, 1.0
+    for weight in (1.0, 0.1, 3.0):
+        np.testing.assert_array_equal(
+            S.loss_corrected_score_multiclass(rows, np.full((7, 7), weight, np.float32)), rows
+        )
+
+
+def test_columns_with_equal_off_diagonal_weights_invert_each_output_by_corollary_1(x64):
+    # Column j: negatives weigh c_j whatever the other posteriors, so output j is the binary rule
+    # at beta'_j = d_j / (d_j + c_j), inverted in closed form.
+    d = np.array([1.0, 10.0, 0.3, 2.0])
+    c = np.array([1.0, 1.0, 4.0, 0.5])
+    B = np.tile(c, (4, 1))
+    np.fill_diagonal(B, d)
+    rng = np.random.default_rng(1)
+    a = rng.uniform(size=(50, 4))
     gamma, residual = S.loss_corrected_score_multiclass(a, B, return_residual=True)
-    assert residual > 0.05
-    np.testing.assert_allclose(gamma.sum(), 1.0, rtol=1e-10)
-    assert np.all(gamma >= 0)
-    M = np.asarray(a)[:, None] * np.asarray(B).T - np.diag(np.diag(np.asarray(B)))
-    t = np.linspace(0.0, 1.0, 801)
-    g0, g1 = np.meshgrid(t, t, indexing="ij")
-    keep = g0 + g1 <= 1.0
-    grid = np.stack([g0[keep], g1[keep], 1.0 - g0[keep] - g1[keep]], axis=-1)
-    objective = np.sum((grid @ M.T) ** 2, axis=-1)
-    best = grid[np.argmin(objective)]
-    assert np.sum((np.asarray(gamma) @ M.T) ** 2) <= objective.min() + 1e-12
-    np.testing.assert_allclose(gamma, best, atol=2.5e-3)
+    expected = S.loss_corrected_score(a, d / (d + c))
+    np.testing.assert_allclose(gamma, expected, rtol=1e-15, atol=0)
+    assert np.all(residual < 1e-14)  # rounding
+    np.testing.assert_array_equal(gamma[:, 0], a[:, 0])  # d == c: the identity, exactly
+    assert np.ptp(gamma.sum(-1)) > 0.5  # not forced onto the simplex
+    # B[8,8] = 10 on ten classes: class 8 at beta' = 10/11 (float32, to its rounding against the
+    # float64 Corollary 1), the other nine untouched.
+    B8 = np.ones((10, 10), np.float32)
+    B8[8, 8] = 10.0
+    a8 = rng.uniform(size=(30, 10)).astype(np.float32)
+    with jax.enable_x64(False):
+        gamma8 = S.loss_corrected_score_multiclass(a8, B8)
+    assert gamma8.dtype == np.float32
+    exact = S.loss_corrected_score(a8[:, 8].astype(np.float64), 10 / 11)
+    np.testing.assert_allclose(gamma8[:, 8], exact, rtol=3e-7)
+    np.testing.assert_array_equal(np.delete(gamma8, 8, axis=1), np.delete(a8, 8, axis=1))
+
+
+def test_multiclass_round_trip_in_float32():
+    # A posterior on the simplex is a fixed point: outputs simulated by Proposition 3's rule are
+    # inverted exactly, whatever positive B couples the outputs.
+    rng = np.random.default_rng(2)
+    for n in (3, 5, 10):
+        B = np.exp(rng.normal(size=(n, n))).astype(np.float32)
+        gamma = rng.dirichlet(np.ones(n), size=200).astype(np.float32)
+        a = S.optimal_score_multiclass(gamma, B)
+        recovered, residual = S.loss_corrected_score_multiclass(a, B, return_residual=True)
+        np.testing.assert_allclose(recovered, gamma, atol=1e-5)
+        assert float(residual.max()) < 1e-5, n
+
+
+def test_off_image_scores_satisfy_every_output_condition_without_summing_to_one(x64):
+    # Real outputs need not lie in the image of Proposition 3's rule: two classes both scored 0.9.
+    # Each output is still inverted at the weight its negatives carry given the other posteriors.
+    B = jnp.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]], jnp.float64)
+    a = jnp.array([0.9, 0.9, 0.05], jnp.float64)
+    gamma, residual = S.loss_corrected_score_multiclass(a, B, return_residual=True)
+    assert float(residual) < 1e-12
+    np.testing.assert_allclose(_per_output_rule(gamma, B), a, atol=1e-12)
+    np.testing.assert_allclose(gamma, _one_vs_rest_reference(a, B), atol=1e-12)
+    assert float(gamma.sum()) > 1.5  # one posterior per output: not renormalised
+    # On the simplex, the per-output rule is Proposition 3's.
+    g = np.array([0.5, 0.3, 0.2])
+    np.testing.assert_allclose(_per_output_rule(g, B), S.optimal_score_multiclass(g, B))
+
+
+def test_renormalising_is_a_separate_option_that_sums_to_one(x64):
+    B = jnp.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]], jnp.float64)
+    a = jnp.array([[0.9, 0.9, 0.05], [0.2, 0.3, 0.1]], jnp.float64)
+    gamma = S.loss_corrected_score_multiclass(a, B)
+    renormalised, residual = S.loss_corrected_score_multiclass(
+        a, B, renormalise=True, return_residual=True
+    )
+    np.testing.assert_allclose(renormalised.sum(-1), 1.0, rtol=1e-15)
+    np.testing.assert_allclose(renormalised, gamma / gamma.sum(-1, keepdims=True), rtol=1e-15)
+    # Its residual is Proposition 3's, how far the simplex posterior is from explaining a.
+    expected = np.max(np.abs(S.optimal_score_multiclass(renormalised, B) - a), axis=-1)
+    np.testing.assert_allclose(residual, expected, rtol=1e-12)
+    assert np.all(residual > 0.05)
+    assert np.isnan(S.loss_corrected_score_multiclass(jnp.zeros(3), B, renormalise=True)).all()
+
+
+def test_the_multiclass_inverse_agrees_under_jit_vmap_and_grad():
+    rng = np.random.default_rng(3)
+    B = np.exp(rng.normal(size=(4, 4))).astype(np.float32)
+    a = rng.uniform(0.01, 0.99, size=(64, 4)).astype(np.float32)
+    eager, residual = S.loss_corrected_score_multiclass(a, B, return_residual=True)
+    jitted = jax.jit(functools.partial(S.loss_corrected_score_multiclass, return_residual=True))
+    np.testing.assert_allclose(jitted(a, B)[0], eager, atol=1e-6)
+    np.testing.assert_allclose(jitted(a, B)[1], residual, atol=1e-6)
+    rows = jax.vmap(S.loss_corrected_score_multiclass, in_axes=(0, None))(a, B)
+    np.testing.assert_allclose(rows, eager, atol=1e-6)
+    stack = np.stack([B, np.ones((4, 4), np.float32), B.T])
+    per_matrix = jax.vmap(S.loss_corrected_score_multiclass, in_axes=(None, 0))(a, stack)
+    np.testing.assert_allclose(per_matrix[0], eager, atol=1e-6)
+    np.testing.assert_array_equal(per_matrix[1], a)
+    np.testing.assert_allclose(per_matrix[2], S.loss_corrected_score_multiclass(a, B.T), atol=1e-6)
+    # Derivatives by the implicit function theorem at the fixed point, against central
+    # differences in float64.
+    with jax.enable_x64(True):
+        B64, a64 = jnp.asarray(B, jnp.float64), jnp.asarray(a[0], jnp.float64)
+        w = jnp.array([1.0, -2.0, 0.5, 3.0])
+
+        def f(x, M):
+            return jnp.dot(w, S.loss_corrected_score_multiclass(x, M))
+
+        grad_a, grad_B = jax.grad(f, argnums=(0, 1))(a64, B64)
+        h = 1e-6
+        for i in range(4):
+            e = jnp.zeros(4).at[i].set(h)
+            assert float(grad_a[i]) == pytest.approx(
+                float(f(a64 + e, B64) - f(a64 - e, B64)) / (2 * h), rel=1e-6
+            )
+        E = jnp.zeros((4, 4)).at[2, 1].set(h)
+        assert float(grad_B[2, 1]) == pytest.approx(
+            float(f(a64, B64 + E) - f(a64, B64 - E)) / (2 * h), rel=1e-6
+        )
+
+
+def test_bad_multiclass_scores_raise_and_are_nan_under_jit():
+    B = np.ones((3, 3))
+    with pytest.raises(ValueError, match=r"a must lie in \[0, 1\]"):
+        S.loss_corrected_score_multiclass(np.array([0.2, 1.5, 0.3]), B)
+    with pytest.raises(ValueError, match="a must have the 3 classes of B"):
+        S.loss_corrected_score_multiclass(np.array([0.2, 0.5]), B)
+    with pytest.raises(ValueError, match="num_iters must be an integer >= 1"):
+        S.loss_corrected_score_multiclass(np.array([0.2, 0.5, 0.3]), B, num_iters=0)
+    with pytest.raises(ValueError, match="tol must be a finite number > 0"):
+        S.loss_corrected_score_multiclass(np.array([0.2, 0.5, 0.3]), B, tol=-1.0)
+    B = np.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]], np.float32)
+    a = np.array([[0.2, 0.5, 0.3], [0.2, np.nan, 0.3], [0.2, 1.5, 0.3]], np.float32)
+    out, residual = jax.jit(
+        functools.partial(S.loss_corrected_score_multiclass, return_residual=True)
+    )(a, B)
+    assert np.isfinite(out[0]).all() and np.isfinite(residual[0])
+    assert np.isnan(out[1:]).all() and np.isnan(residual[1:]).all()
+    assert np.isnan(jax.jit(S.loss_corrected_score_multiclass)(a[0], -B)).all()
 
 
 @pytest.mark.parametrize("n", [2, 3, 26, S._PAIRWISE_PROJECTION_MAX + 1])

@@ -207,6 +207,22 @@ def test_a_batched_specification_maps_like_a_loop_over_its_members():
         loss_spec(0.5)[0]
 
 
+def test_the_b_weighted_correction_inverts_each_output_and_does_not_renormalise():
+    from iml import loss_corrected_score_multiclass
+    from iml.calibration import loss_corrected_scores
+
+    rng = np.random.default_rng(0)
+    a = rng.uniform(0.01, 0.99, (6, 3)).astype(np.float32)  # independent sigmoids
+    corrected = loss_spec(B3).loss_corrected_score(a)
+    np.testing.assert_allclose(corrected, loss_corrected_score_multiclass(a, B3), rtol=1e-6)
+    assert np.abs(np.asarray(corrected).sum(-1) - 1).max() > 0.3  # rows off the simplex
+    # A grid with unit weights: its member leaves the scores as they are, bit for bit.
+    stack = loss_spec(np.stack([B3, np.ones((3, 3))]))
+    grid = loss_corrected_scores(stack, np.stack([a, a]))
+    np.testing.assert_array_equal(grid[1], a)
+    np.testing.assert_allclose(grid[0], corrected, rtol=1e-6)
+
+
 def test_invalid_parameters_become_nan_under_jit():
     def corrected(beta, a):
         return loss_spec(beta).loss_corrected_score(a)
