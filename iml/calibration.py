@@ -48,6 +48,7 @@ ArrayLike = jax.typing.ArrayLike
 __all__ = [
     "METRICS",
     "MULTICLASS_METRICS",
+    "RENORMALISED",
     "BetaSweep",
     "BinnedStatistics",
     "CalibrationCurve",
@@ -1652,6 +1653,9 @@ def _smooth_calibration_curve(
 METRICS = ("ece", "ece_debiased", "smooth_ece", "brier", "log_loss", "auroc")
 #: The metrics of one multiclass score matrix (:func:`multiclass_score_metrics`), in table order.
 MULTICLASS_METRICS = ("top_label_ece", "classwise_ece", "brier", "log_loss", "accuracy")
+#: The method of :func:`table_by_loss` for the B-weighted loss's corrected one-vs-rest posteriors
+#: divided by their row's sum (``iml.loss_corrected_score_multiclass(..., renormalise=True)``).
+RENORMALISED = "loss_corrected_renormalised"
 _CLIP = 1e-7
 
 
@@ -1761,7 +1765,11 @@ def table_by_loss(
 
     Keys are :func:`iml.grid_keys` (for a beta grid, the exact betas). Methods: ``"raw"`` (the
     ensemble's scores ``a``) and ``"loss_corrected"`` (``(c^L)^{-1}(a)``, Proposition 4;
-    ``g^beta(a)``, Corollary 1, for a beta). Metrics: :data:`METRICS` for binary
+    ``g^beta(a)``, Corollary 1, for a beta); for the B-weighted loss (``"matrix"``), whose
+    corrected one-vs-rest posteriors need not sum to one, also
+    ``"loss_corrected_renormalised"``: those posteriors divided by their row's sum, so that the
+    effect of renormalising is reported apart from the correction's. Metrics: :data:`METRICS` for
+    binary
     losses (``"ece"`` over ``n_bins`` quantile bins, the paper's deciles, ...) and
     :data:`MULTICLASS_METRICS` for multiclass ones (top-label and class-wise
     ECE, Brier score, log loss, accuracy).
@@ -1785,26 +1793,40 @@ def table_by_loss(
         corrected = loss_corrected_scores(spec, a)
     else:
         V.check_shape("corrected", corrected, shape)
+    corrected = np.asarray(corrected, np.float64)
     if spec.multiclass:
-        raw = [multiclass_score_metrics(row, y, n_bins) for row in a]
-        fixed = [multiclass_score_metrics(row, y, n_bins) for row in np.asarray(corrected)]
+        methods = {
+            "raw": [multiclass_score_metrics(row, y, n_bins) for row in a],
+            "loss_corrected": [multiclass_score_metrics(row, y, n_bins) for row in corrected],
+        }
+        if spec.kind == "matrix":
+            # As loss_corrected_score_multiclass(..., renormalise=True): a row of zeros is NaN.
+            with np.errstate(invalid="ignore", divide="ignore"):
+                renormalised = corrected / corrected.sum(axis=-1, keepdims=True)
+            methods[RENORMALISED] = [
+                multiclass_score_metrics(row, y, n_bins) for row in renormalised
+            ]
     else:
-        both = score_metrics_by_row(np.concatenate([a, np.asarray(corrected)]), y, n_bins)
-        raw, fixed = both[:m], both[m:]
+        both = score_metrics_by_row(np.concatenate([a, corrected]), y, n_bins)
+        methods = {"raw": both[:m], "loss_corrected": both[m:]}
     return {
-        key: {"raw": r, "loss_corrected": f}
-        for key, r, f in zip(grid.keys, raw, fixed, strict=True)
+        key: {method: rows[i] for method, rows in methods.items()}
+        for i, key in enumerate(grid.keys)
     }
 
 
 def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
-    """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics."""
+    """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics,
+    and the renormalised corrected ones (``renorm.``) where the table has them."""
     metrics = METRICS if "auroc" in next(iter(table.values()))["raw"] else MULTICLASS_METRICS
-    header = [key_name] + [f"{m} {k}" for k in metrics for m in ("raw", "corr.")]
+    methods = {"raw": "raw", "loss_corrected": "corr."}
+    if any(RENORMALISED in row for row in table.values()):
+        methods[RENORMALISED] = "renorm."
+    header = [key_name] + [f"{label} {k}" for k in metrics for label in methods.values()]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, row in table.items():
         cells = [key]  # the exact key (beta_key): close betas stay apart
         for metric in metrics:
-            cells += [f"{row['raw'][metric]:.4f}", f"{row['loss_corrected'][metric]:.4f}"]
+            cells += [f"{row[m][metric]:.4f}" if m in row else "" for m in methods]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

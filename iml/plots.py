@@ -50,6 +50,7 @@ from matplotlib.figure import Figure
 from iml import _validation as V
 from iml._io import atomic_write_bytes
 from iml.calibration import (
+    RENORMALISED,
     SmoothCalibrationCurve,
     beta_key,
     calibration_curve,
@@ -577,7 +578,8 @@ def figure_calibration_by_loss(
     and a dotted vertical line marks the inverse-frequency weight ``1 - prevalence`` when given;
     other grids (weight matrices ``B``, ...) are placed side by side, labelled by their keys.
     Binary tables: solid lines the decile ECE, dashed the debiased l2 error. Multiclass tables:
-    solid the top-label ECE, dashed the class-wise ECE.
+    solid the top-label ECE, dashed the class-wise ECE; the renormalised corrected scores of the
+    B-weighted loss in green where the table has them.
     """
     if not table:
         raise ValueError("table is empty")
@@ -595,6 +597,8 @@ def figure_calibration_by_loss(
         "raw": ("tab:blue", "raw weighted scores"),
         "loss_corrected": ("tab:red", "loss-corrected scores"),
     }
+    if all(RENORMALISED in row for row in table.values()):
+        styles[RENORMALISED] = ("tab:green", "loss-corrected, renormalised")
     for method, (color, label) in styles.items():
         first = [row[method][solid] for row in table.values()]
         second = [row[method][dashed] for row in table.values()]

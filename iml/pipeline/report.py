@@ -43,6 +43,7 @@ from iml import config as config_lib
 from iml._io import file_stem
 from iml.calibration import (
     METRICS,
+    RENORMALISED,
     beta_key,
     expected_calibration_error,
     loss_calibration_test,
@@ -427,7 +428,8 @@ def _report_multiclass(
     log loss and accuracy (:func:`iml.calibration.table_by_loss`), over the observations that
     every loss's ensemble scored; one reliability figure per loss, a panel per class; and the
     ECE of every loss's ensemble before and after the correction; and each class's ECE
-    (``ece_by_class.json``), whose mean is the class-wise ECE."""
+    (``ece_by_class.json``), whose mean is the class-wise ECE. For the B-weighted loss both also
+    hold the corrected posteriors renormalised to sum to one (``loss_corrected_renormalised``)."""
     from iml.pipeline.runner import run_grid
     from iml.plots import figure_calibration_by_loss, reliability_by_class
     from iml.spec import parse_weight_grid
@@ -454,6 +456,9 @@ def _report_multiclass(
         key: {"raw": _class_eces(a, y, n_bins), "loss_corrected": _class_eces(c, y, n_bins)}
         for key, a, c in zip(grid.keys, scores, fixed, strict=True)
     }
+    if grid.spec.kind == "matrix":  # the table's renormalised one-vs-rest posteriors too
+        for key, c in zip(grid.keys, fixed, strict=True):
+            by_class[key][RENORMALISED] = _class_eces(c / c.sum(-1, keepdims=True), y, n_bins)
     atomic_write_bytes(out / "ece_by_class.json", json.dumps(by_class, indent=2).encode())
     atomic_write_bytes(
         out / "ensemble.json",
