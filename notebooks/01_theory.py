@@ -255,12 +255,21 @@ plt.show()
 # `iml.optimal_score_multiclass`). Each class is scored separately, so the scores need not sum to
 # one.
 #
-# The inverse (`iml.loss_corrected_score_multiclass`): $a$ is optimal for $\gamma$ exactly when
-# $M(a)\gamma = 0$ with $M(a) = \operatorname{diag}(a) B^\top - \operatorname{diag}(B)$ -- linear
-# in $\gamma$ -- so the loss-corrected posterior is the point of the simplex minimising
-# $\lVert M(a)\gamma \rVert$. For scores in the image of the rule this is the exact inverse.
-# (The first-order check of section 4 covers this rule too, with `domain="box"` for independent
-# one-vs-rest scores.)
+# The inverse (`iml.loss_corrected_score_multiclass`) works output by output. Output $y'$ is
+# a binary classifier: positives (class $y'$) weigh $B_{y',y'}$, negatives of class $y$ weigh
+# $B_{y,y'}$. Given the other classes' posteriors normalised among themselves,
+# $q_y = \gamma_y / \sum_{z \ne y'} \gamma_z$, its negatives weigh
+# $b_{y'} = \sum_{y \ne y'} q_y B_{y,y'}$, and the output follows Proposition 2 at
+# $\beta' = B_{y',y'} / (B_{y',y'} + b_{y'})$ -- on the simplex, exactly Proposition 3's rule.
+# Corollary 1 at $\beta'$ inverts it:
+#
+# $$\gamma_{y'} = \frac{a_{y'}\, b_{y'}}{a_{y'}\, b_{y'} + (1 - a_{y'})\, B_{y',y'}}.$$
+#
+# Where column $y'$ has equal off-diagonal weights, $b_{y'}$ is that weight and this is a
+# closed form; otherwise the outputs are coupled through $q$ and the posterior is the fixed
+# point of $\gamma \to q \to b \to \gamma$. A posterior on the simplex is a fixed point, so
+# scores in the image of the rule give it back. (The first-order check of section 4 covers this
+# rule too, with `domain="box"` for independent one-vs-rest scores.)
 
 # %%
 B = jnp.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]])
@@ -288,30 +297,39 @@ assert jnp.allclose(two_class[:, 0], 1 - iml.optimal_score(gammas, beta), rtol=1
 # %% [markdown]
 # ### Scores off the image of the rule
 #
-# A real model's scores need not be optimal for *any* posterior. Take $a = (0.9, 0.9, 0.05)$:
-# two classes both scored 0.9 under this $B$. The loss correction still returns a point of the
-# simplex -- the posterior whose first-order conditions $a$ violates least -- and the residual
-# $\max_y |c^B_y(\hat\gamma) - a_y|$ measures, in score units, how far $a$ lies from the image.
+# A real model's one-vs-rest scores need not be optimal for *any* posterior on the simplex.
+# Take $a = (0.9, 0.9, 0.05)$: two classes both scored 0.9 under this $B$. Each output is still
+# inverted at the weight its negatives carry, and the result is one posterior per class: its
+# entries need not sum to one. The residual $\max_{y'} |a_{y'} - \mathrm{rule}_{y'}(\hat\gamma)|$
+# (each output's rule at the $q$ of $\hat\gamma$) is 0 up to rounding: every output's condition
+# holds. Renormalising, `renormalise=True`, is a separate step: its posterior lies on the
+# simplex, where the rule is Proposition 3's, and its residual says how far that posterior is
+# from explaining $a$.
 
 # %%
 off_image = jnp.array([0.9, 0.9, 0.05])
 gamma_hat, off_residual = iml.loss_corrected_score_multiclass(off_image, B, return_residual=True)
-refit = iml.optimal_score_multiclass(gamma_hat, B)
-print("loss-corrected ", np.round(np.asarray(gamma_hat), 4), "sum", float(gamma_hat.sum()))
-print("c^B(gamma_hat) ", np.round(np.asarray(refit), 4))
-print(f"residual        {float(off_residual):.3f}")
-assert abs(float(gamma_hat.sum()) - 1.0) < 1e-9 and bool(jnp.all(gamma_hat >= 0))
-assert float(off_residual) > 0.05
-assert abs(float(off_residual) - float(jnp.max(jnp.abs(refit - off_image)))) < 1e-9
+renormalised, renormalised_residual = iml.loss_corrected_score_multiclass(
+    off_image, B, return_residual=True, renormalise=True
+)
+refit = iml.optimal_score_multiclass(renormalised, B)
+print(
+    "loss-corrected ", np.round(np.asarray(gamma_hat), 4), "sum", round(float(gamma_hat.sum()), 4)
+)
+print(f"residual        {float(off_residual):.1e}")
+print("renormalised   ", np.round(np.asarray(renormalised), 4))
+print(
+    "c^B(renorm.)   ",
+    np.round(np.asarray(refit), 4),
+    f"residual {float(renormalised_residual):.3f}",
+)
+assert float(off_residual) < 1e-6 and float(gamma_hat.sum()) > 1.5
+assert abs(float(renormalised.sum()) - 1.0) < 1e-6
+assert abs(float(renormalised_residual) - float(jnp.max(jnp.abs(refit - off_image)))) < 1e-6
 
-# No point of a fine grid of the simplex violates the first-order conditions less.
-M = off_image[:, None] * B.T - jnp.diag(jnp.diag(B))
-t = np.linspace(0.0, 1.0, 301)
-g0, g1 = (u.ravel() for u in np.meshgrid(t, t, indexing="ij"))
-keep = g0 + g1 <= 1.0
-simplex_grid = np.stack([g0[keep], g1[keep], 1.0 - g0[keep] - g1[keep]], axis=-1)
-grid_best = np.min(np.sum((simplex_grid @ np.asarray(M).T) ** 2, axis=-1))
-assert float(jnp.sum((M @ gamma_hat) ** 2)) <= grid_best + 1e-12
+# With B all ones every output's rule is the identity, and the scores come back unchanged.
+unit = iml.loss_corrected_score_multiclass(off_image, jnp.ones((3, 3)))
+assert bool(jnp.all(unit == off_image))
 
 # %%
 classes = np.arange(3)
@@ -323,8 +341,11 @@ on.bar(classes + width, recovered, width, label="loss-corrected", hatch="//", al
 on.set_title(rf"In the image: residual {float(residual):.0e}")
 off.bar(classes - width, off_image, width, color="C1", label="observed scores $a$")
 off.bar(classes, gamma_hat, width, color="C2", label=r"loss-corrected $\hat\gamma$")
-off.bar(classes + width, refit, width, color="C4", label=r"$c^B(\hat\gamma)$")
-off.set_title(rf"Off the image: residual {float(off_residual):.2f}")
+off.bar(classes + width, renormalised, width, color="C4", label=r"$\hat\gamma$ renormalised")
+off.set_title(
+    rf"Off the image: $\hat\gamma$ sums to {float(gamma_hat.sum()):.2f}, residual "
+    rf"{float(off_residual):.0e}"
+)
 for ax in (on, off):
     ax.set_xticks(classes, [f"class {k}" for k in classes])
     ax.legend(fontsize=8)
@@ -344,7 +365,7 @@ plt.show()
 # | eq. 11, Proposition 4 (any loss) | `loss_corrected_score_for_loss` |
 # | eq. 9 ($B$-weighted loss) | `losses.matrix_weighted_loss` |
 # | eq. 10, Proposition 3 | `optimal_score_multiclass` |
-# | inverse of Proposition 3 | `loss_corrected_score_multiclass` |
+# | inverse of Proposition 3, output by output (Cor. 1) | `loss_corrected_score_multiclass` |
 # | first-order conditions of eq. 5 | `check_first_order_conditions` |
 #
 # Notebook 04 applies the same machinery to a loss of your own.

@@ -452,13 +452,19 @@ def first_order_residual() -> float:
     return float(report.residual)
 
 
-def multiclass_residual() -> float:
-
+def multiclass_tour() -> tuple:
+    """The tour's one-vs-rest posteriors, their sum, the residual (bounded) and the sum of the
+    renormalised ones."""
     B = jnp.array([[1.0, 2.0, 1.0], [0.5, 1.0, 1.0], [3.0, 1.0, 1.0]])
-    _, residual = iml.loss_corrected_score_multiclass(
-        jnp.array([0.2, 0.5, 0.4]), B, return_residual=True
+    a = jnp.array([0.2, 0.5, 0.4])
+    gamma, residual = iml.loss_corrected_score_multiclass(a, B, return_residual=True)
+    renormalised = iml.loss_corrected_score_multiclass(a, B, renormalise=True)
+    return (
+        *gamma.tolist(),
+        float(gamma.sum()),
+        below(float(residual)),
+        float(renormalised.sum()),
     )
-    return float(residual)
 
 
 def mixed_over_xla() -> tuple[float, float]:
@@ -690,10 +696,12 @@ def _readme() -> list[Stated]:
             first_order_residual,
         ),
         Stated(
-            "tour: multiclass residual",
+            "tour: multiclass one-vs-rest posteriors",
             README,
-            "jnp.array([0.2, 0.5, 0.4]), B, return_residual=True ) # residual ~{}",
-            multiclass_residual,
+            "jnp.array([0.2, 0.5, 0.4]), B, return_residual=True ) # gamma [{}, {}, {}] (sum {}), "
+            "residual below {} iml.loss_corrected_score_multiclass(jnp.array([0.2, 0.5, 0.4]), B, "
+            "renormalise=True) # sum {}",
+            multiclass_tour,
         ),
         Stated(
             "tour: batch shape",
