@@ -1062,10 +1062,10 @@ class LossCorrection(Recalibrator):
 
     The loss is anything :func:`iml.loss_spec` reads: a ``beta`` (binary beta-weighted loss,
     Corollary 1, eq. ``transformation``), a matrix ``B`` (multiclass B-weighted loss, inverse of
-    Proposition 3), a loss name with its parameters, a :class:`iml.LossSpec` or any
-    differentiable loss ``L(a, y)`` (the generic rule). ``beta=`` and ``B=`` name the first two
-    explicitly. ``fit`` only checks its input, so that the class composes with the fitted
-    methods.
+    Proposition 3 output by output: one posterior per class, rows not renormalised), a loss name
+    with its parameters, a :class:`iml.LossSpec` or any differentiable loss ``L(a, y)`` (the
+    generic rule). ``beta=`` and ``B=`` name the first two explicitly. ``fit`` only checks its
+    input, so that the class composes with the fitted methods.
     """
 
     def __init__(

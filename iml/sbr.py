@@ -420,6 +420,8 @@ def _condition3(
 
     h = jax.vmap(grads)(alpha)  # [S, k] (binary) or [S, k, n]
     if spec.multiclass:
+        # The null draws one label per signal: a distribution over classes, so the B-weighted
+        # inverse's one posterior per output is renormalised here.
         null = jnp.clip(spec.loss_corrected_score(alpha), 0.0, 1.0)
         null = null / jnp.sum(null, axis=-1, keepdims=True)
         mean = jnp.einsum("sy,syn->sn", gamma, h)
