@@ -1817,16 +1817,22 @@ def table_by_loss(
 
 def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
     """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics,
-    and the renormalised corrected ones (``renorm.``) where the table has them."""
+    the renormalised corrected ones (``renorm.``) where the table has them, and the median of a
+    sweep's members' ridge coefficients where its rows hold them (``row["l2"]``)."""
     metrics = METRICS if "auroc" in next(iter(table.values()))["raw"] else MULTICLASS_METRICS
     methods = {"raw": "raw", "loss_corrected": "corr."}
     if any(RENORMALISED in row for row in table.values()):
         methods[RENORMALISED] = "renorm."
     header = [key_name] + [f"{label} {k}" for k in metrics for label in methods.values()]
+    ridge = all("l2" in row for row in table.values())  # a sweep's members' ridge coefficients
+    if ridge:
+        header.append("l2 (median)")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, row in table.items():
         cells = [key]  # the exact key (beta_key): close betas stay apart
         for metric in metrics:
             cells += [f"{row[m][metric]:.4f}" if m in row else "" for m in methods]
+        if ridge:
+            cells.append(f"{float(np.median(row['l2'])):.3g}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -91,6 +91,9 @@ SWEEP_SHORTCUTS = {
     "batch_size": "train.batch_size",
     "lr": "train.learning_rate",
     "l2": "train.l2",
+    "l2_grid": "train.l2_grid",
+    "l2_scale": "train.l2_scale",
+    "no_standardize": "train.standardize",
     "patience": "train.patience",
     "solver": "train.solver",
     "n_folds": "data.n_folds",
@@ -143,7 +146,7 @@ def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, d
         flag = "--" + option.replace("_", "-")
         value = getattr(args, option)
         if value is not None:
-            if key == "loss.betas":
+            if key in ("loss.betas", "train.l2_grid"):
                 value = _numbers(flag, value)
             elif key == "train.seeds":
                 value = _member_seeds(flag, value)
@@ -151,6 +154,16 @@ def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, d
         if value is not None or not (args.config or key in overridden):
             names[key] = flag
     return config, names
+
+
+def _ridge(text: str) -> float | str:
+    """``--l2``: ``auto`` or a number."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
 
 
 def _numbers(flag: str, values: Sequence[str]) -> tuple[float, ...]:
@@ -398,7 +411,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     from iml.models.small import SMALL_MODELS
     from iml.pipeline.store import ENSEMBLE_AVERAGES
     from iml.pipeline.sweep import SWEEP_DATASETS, SWEEP_LOSSES, sweep_config
-    from iml.training import SOLVERS
+    from iml.training import L2_SCALES, SOLVERS
 
     defaults = flatten(sweep_config())
 
@@ -493,7 +506,8 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     shortcut(
         train,
         "seeds",
-        "member seeds per loss: one number N for the seeds 0..N-1, or several seeds themselves",
+        "member seeds per loss: one number N for the seeds 0..N-1, or several seeds themselves "
+        "(default: one where the fit is exact, which no seed changes; 0..7 where Adam trains)",
         type=int,
         nargs="+",
     )
@@ -502,7 +516,30 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     shortcut(train, "epochs", "most epochs", type=int)
     shortcut(train, "batch_size", "rows per minibatch", type=int)
     shortcut(train, "lr", "Adam learning rate", type=float)
-    shortcut(train, "l2", "L2 penalty on the weights", type=float)
+    shortcut(
+        train,
+        "l2",
+        "ridge penalty on the weights: a number, or auto (for each loss and rotation, the one of "
+        "--l2-grid with the lowest loss of its own on the validation folds)",
+        type=_ridge,
+        metavar="L2|auto",
+    )
+    shortcut(train, "l2_grid", "the penalties --l2 auto chooses among", nargs="+", metavar="L2")
+    shortcut(
+        train,
+        "l2_scale",
+        "what --l2 is measured against: paper (the loss itself: a fixed cost in the paper's "
+        "units at every class weight, as costly learning assumes) or per_weight (the member's "
+        "total sample weight: the same trade-off against the data at every weight)",
+        choices=L2_SCALES,
+    )
+    train.add_argument(
+        "--no-standardize",
+        action="store_const",
+        const=False,
+        help="fit on the features as they are, not standardised on each rotation's training "
+        "folds (config.train.standardize)",
+    )
     shortcut(train, "patience", "early-stopping patience", type=int)
     shortcut(
         train,
@@ -514,7 +551,13 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     )
     shortcut(train, "n_folds", "cross-validation folds", type=int)
     shortcut(train, "fold_seed", "seed of the fold assignment", type=int)
-    shortcut(train, "betas_per_chunk", "betas per chunk", type=int)
+    shortcut(
+        train,
+        "betas_per_chunk",
+        "losses per chunk, the unit of memory and of resumption (0: the whole grid where the "
+        "fit is exact, 16 where Adam trains)",
+        type=int,
+    )
     shortcut(parser, "n_bins", "bins of the ECE", type=int)
     shortcut(
         parser,

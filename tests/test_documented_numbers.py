@@ -5072,24 +5072,30 @@ def _docstrings() -> list[Stated]:
             lambda: iml.recalibration._EIGEN_CUTOFF,
         ),
         Stated(
-            "fit_weighted_logistic: eigenvalue cutoff",
-            "iml/training/tabular.py",
-            "Each step solves the Newton system with the Hessian's eigenvalues raised to at least "
-            "``{}`` of the largest (so a feature",
-            lambda: iml.recalibration._EIGEN_CUTOFF,
+            "exact solver: diagonal floor",
+            "iml/training/exact.py",
+            "is factored with its diagonal raised by ``{}`` of its largest entry",
+            lambda: iml.training.exact._FLOOR,
         ),
         Stated(
-            "fit_weighted_logistic: default chunks",
-            "iml/training/tabular.py",
-            "chunk: members solved at once (default {} where the table of pair products is made, "
-            "else {}, whose Hessians",
-            lambda: (iml.training.tabular._CHUNK_PAIRS, iml.training.tabular._CHUNK_DIRECT),
+            "exact solver: batches",
+            "iml/training/exact.py",
+            "chunk: the most members solved at once (default: as many as keep a ``[members, N]`` "
+            "array under 2^{} floats)",
+            lambda: int(np.log2(iml.training.exact._BATCH_FLOATS)),
         ),
         Stated(
             "exact solver: room for the pair products",
-            "iml/training/tabular.py",
+            "iml/training/exact.py",
             "made once where it takes at most {} GiB",
-            lambda: iml.training.tabular._PAIR_BYTES / 2**30,
+            lambda: iml.training.exact._PAIR_BYTES / 2**30,
+        ),
+        Stated(
+            "exact solver: a path's anchors",
+            "iml/training/exact.py",
+            "The path is cut into segments of about {} betas; in each, every {}th beta from the "
+            "middle one is an anchor",
+            lambda: (iml.training.exact._SEGMENT, iml.training.exact._STRIDE),
         ),
         Stated(
             "LogisticRegression: initial weights",
@@ -5100,9 +5106,9 @@ def _docstrings() -> list[Stated]:
         Stated(
             "TABULAR_DEFAULTS",
             "iml/training/tabular.py",
-            "Adam at {} on minibatches of {} rows shared by the members of a seed, the learning "
-            "rate divided by {} after {} epochs without a relative improvement of {}, early "
-            "stopping after {}, validation in blocks of {} rows",
+            "{} on minibatches of {} rows shared by the members of a seed, the learning rate "
+            "divided by {} after {} epochs without a relative improvement of {}, early stopping "
+            "after {}, validation in blocks of {} rows",
             lambda: (
                 TABULAR_DEFAULTS.learning_rate,
                 TABULAR_DEFAULTS.batch_size,
@@ -5167,8 +5173,8 @@ def _docstrings() -> list[Stated]:
         Stated(
             "sweep_config: grid",
             SWEEP,
-            "The default sweep: {} betas of the beta-weighted log loss x {} seeds",
-            lambda: (sweep_config().loss.n_betas, len(sweep_config().train.seeds)),
+            "The default sweep: {} betas of the beta-weighted log loss of logistic regression",
+            lambda: sweep_config().loss.n_betas,
         ),
         Stated(
             "sweep_config: folds",

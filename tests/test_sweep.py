@@ -25,7 +25,8 @@ from iml.training.tabular import TABULAR_DEFAULTS, out_of_fold_logits, train_tab
 N, D = 2000, 3
 BETAS = [0.5, 0.9]
 # One training configuration for every test, so that the compiled programs are shared.
-TRAIN = {"max_epochs": 40, "batch_size": 128, "learning_rate": 0.05, "patience": 4}
+TRAIN = {"max_epochs": 40, "batch_size": 128, "learning_rate": 0.05, "patience": 4, "l2": 0.0,
+         "standardize": False}  # fmt: skip
 LOGISTIC = LogisticRegression()
 
 
@@ -53,7 +54,6 @@ def sweep_run(simulated, tmp_path_factory) -> tuple[S.SweepResult, RunStore]:
         y,
         None,
         BETAS,
-        seeds=2,
         betas_per_chunk=2,
         store=store,
         progress=False,
@@ -110,14 +110,26 @@ def test_out_of_fold_takes_each_observation_from_its_test_rotation():
 
 def test_sweep_scores_every_observation_once_per_beta_and_seed(sweep_run, simulated):
     result, _ = sweep_run
-    assert result.member_scores.shape == (2, 2, N)
+    # The exact solver: a convex problem has one optimum, so the sweep fits one seed.
+    assert result.seeds.tolist() == [0]
+    assert result.member_scores.shape == (2, 1, N)
     assert np.isfinite(result.member_scores).all()
     assert ((result.member_scores > 0) & (result.member_scores < 1)).all()
     np.testing.assert_allclose(result.scores, result.member_scores.mean(axis=1), rtol=1e-6)
-    # The exact solver: a convex problem has one optimum, so every seed gives the same member.
-    np.testing.assert_array_equal(result.member_scores[:, 0], result.member_scores[:, 1])
-    assert result.best_epoch.shape == (2, 2, 10)  # Newton steps
+    assert result.best_epoch.shape == (2, 1, 10)  # Newton steps
     assert (result.best_epoch >= 1).all() and (result.best_epoch <= 50).all()
+
+
+def test_seeds_asked_of_an_exact_sweep_are_fitted_once_with_a_warning(simulated):
+    x, y = simulated
+    train = table_config(**TRAIN)
+    with pytest.warns(UserWarning, match=r"3 seeds asked of a sweep fitted exactly.*seed 4"):
+        plan = S.plan_sweep(x, y, None, BETAS, seeds=[4, 5, 6], train=train)
+    assert plan.seeds.tolist() == [4] and plan.run_config["seeds"] == [4]
+    # Where Adam trains, the seeds are the members' own, and by default there are 8.
+    adam = S.plan_sweep(x, y, None, BETAS, train=dataclasses.replace(train, solver="adam"))
+    assert adam.seeds.tolist() == list(range(8)) and len(adam.chunks) == 1
+    assert S.plan_sweep(x, y, None, BETAS, train=train).seeds.tolist() == [0]
 
 
 def test_a_table_member_trains_as_the_ensemble_trainer_trains_it(simulated):
@@ -129,7 +141,8 @@ def test_a_table_member_trains_as_the_ensemble_trainer_trains_it(simulated):
     _, splits = nested_cv(len(y), labels=y, seed=0)
     split = splits[2]
     model = LogisticRegression()
-    fields = {"max_epochs": 8, "learning_rate": 0.2, "patience": 3, "eval_batch_size": 64}
+    fields = {"max_epochs": 8, "learning_rate": 0.2, "patience": 3, "eval_batch_size": 64,
+              "l2": 0.0, "standardize": False}  # fmt: skip
     table = train_tabular(
         model, x, y, [split], [0.8], [5], table_config(**fields, batch_size=len(y), solver="adam")
     )
@@ -171,7 +184,8 @@ def test_exact_sweep_matches_scikit_learn_on_a_rare_class_table(beta):
     logits = x @ np.array([1.2, -0.8, 0.5, 0.0]) - 3.6  # about 5% positive
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int32)
     assert 0.03 < y.mean() < 0.08
-    result = S.run_sweep(x, y, None, [beta], seeds=1, progress=False)
+    train = table_config(l2=0.0, standardize=False)
+    result = S.run_sweep(x, y, None, [beta], seeds=1, progress=False, train=train)
     # The same members by scikit-learn (unpenalised, beta-weighted), one fit per rotation.
     oof = np.full(n, np.nan)
     for split in nested_cv_splits(result.fold_ids):
@@ -206,7 +220,8 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     assert stored == result.table
     assert list(stored) == ["0.5", "0.9"]
     for beta, row in stored.items():
-        assert list(row) == list(S.METHODS)
+        assert list(row) == [*S.METHODS, S.RIDGE]
+        assert row[S.RIDGE] == [[0.0] * 10]  # one seed, ten rotations, the config's number
         for method in S.METHODS:
             assert list(row[method]) == list(METRICS)
         k = BETAS.index(float(beta))
@@ -233,7 +248,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
 
     monkeypatch.setattr(S, "_train_chunk", crash_on_second)
     store = RunStore(tmp_path / "run")
-    kwargs = dict(seeds=2, betas_per_chunk=2, progress=False, train=table_config(**TRAIN))
+    kwargs = dict(betas_per_chunk=2, progress=False, train=table_config(**TRAIN))
     betas = [*BETAS, 0.6, 0.8]
     with pytest.raises(RuntimeError, match="simulated crash"):
         S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
@@ -279,11 +294,15 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
     _write_csv(tmp_path / "data.csv", x, y)
     out = tmp_path / "out"
     flags = {"csv": tmp_path / "data.csv", "target": "label", "positive": "yes"}
-    rc = _sweep(_args(**flags, betas="0.5,0.9", seeds=2, out=out))
+    rc = _sweep(_args(**flags, betas="0.5,0.9", out=out))
     assert rc == 0, capsys.readouterr().err
     table = json.loads((out / "sweep_table.json").read_text())
     assert list(table) == ["0.5", "0.9"]
     assert table["0.9"]["loss_corrected"]["ece"] < 0.05 < 0.2 < table["0.9"]["raw"]["ece"]
+    # The default ridge: one of the grid's per rotation, chosen on its validation folds.
+    grid = S.sweep_config().train.l2_grid
+    assert all(len(row["l2"]) == 1 and len(row["l2"][0]) == 10 for row in table.values())
+    assert {v for row in table.values() for v in row["l2"][0]} <= set(grid)
     assert (out / "sweep_table.md").read_text().count("\n") == 4
     assert (out / "ece_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "ece_vs_beta.pdf").read_bytes()[:4] == b"%PDF"
@@ -720,9 +739,20 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
         S.check_sweep_config(config)
     config.data.name = "digits"
     S.check_sweep_config(config)
-    config.train.betas_per_chunk = 0
-    with pytest.raises(ValueError, match=r"config.train.betas_per_chunk must be an integer >= 1"):
+    config.train.betas_per_chunk = -1
+    with pytest.raises(ValueError, match=r"config.train.betas_per_chunk must be an integer >= 0"):
         S.check_sweep_config(config)
+    config.train.betas_per_chunk = 0
+    for key, value, message in [
+        ("l2", "none", r"config.train.l2: TrainConfig.l2 must be a number >= 0 or 'auto'"),
+        ("l2", -1.0, r"config.train.l2: TrainConfig.l2 must be a finite number >= 0"),
+        ("l2_grid", (1e-3, 0.0), r"config.train.l2_grid: TrainConfig.l2_grid must be a finite"),
+        ("l2_scale", "unit", r"config.train.l2_scale: TrainConfig.l2_scale must be one of"),
+    ]:
+        config.train[key] = value
+        with pytest.raises(ValueError, match=message):
+            S.check_sweep_config(config)
+        config.train[key] = S.sweep_config().train[key]
     assert not out.exists()
 
 

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
         keep = np.random.default_rng(0).permutation(len(y))[:rows]
         x, y = x[keep], y[keep]
     betas = beta_grid(n_betas)
-    train = dataclasses.replace(TABULAR_DEFAULTS, l2=args.l2)
+    train = dataclasses.replace(TABULAR_DEFAULTS, l2=args.l2, standardize=False)
 
     with PeakRSS() as peak, CompileSeconds() as compiling:
         start = time.perf_counter()

@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import io
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import ml_collections
 import numpy as np
+from ml_collections import config_dict
 from numpy.typing import ArrayLike
 
 from iml import _validation as V
@@ -72,7 +74,7 @@ from iml.training.tabular import (
     out_of_fold_logits,
     train_tabular,
 )
-from iml.training.trainer import TrainConfig
+from iml.training.trainer import L2_GRID, TrainConfig
 
 if TYPE_CHECKING:
     from iml.data import Dataset
@@ -81,6 +83,7 @@ Array = jax.Array
 
 __all__ = [
     "METHODS",
+    "RIDGE",
     "SWEEP_DATASETS",
     "SWEEP_LOSSES",
     "SweepPlan",
@@ -95,6 +98,8 @@ __all__ = [
 ]
 
 METHODS = ("raw", "loss_corrected")
+#: The entry of a sweep table's row that holds its members' ridge coefficients (``[S][R]``).
+RIDGE = "l2"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -121,6 +126,9 @@ class SweepResult(NamedTuple):
       chunks_trained: indices of the chunks trained by this call (the others came from the store).
       losses: the grid (a :class:`iml.LossSpec` with batch shape ``(m,)``).
       keys: the table's key of each loss (:func:`grid_keys`).
+      l2: ``[m, S, R]`` each member's ridge coefficient (in ``train.l2``'s units): chosen on its
+        validation folds where ``l2 = "auto"``, else the number. The table holds it too, as
+        ``table[key]["l2"]`` (``[S][R]``).
     """
 
     betas: np.ndarray
@@ -135,6 +143,7 @@ class SweepResult(NamedTuple):
     chunks_trained: list[int]
     losses: LossSpec | None = None
     keys: list[str] | None = None
+    l2: np.ndarray | None = None
 
 
 def _train_chunk(
@@ -154,6 +163,7 @@ def _train_chunk(
         "best_epoch": fit.best_epoch,
         "best_val": fit.best_val,
         "epochs_run": np.asarray(fit.epochs_run),
+        "l2": fit.l2,
     }
 
 
@@ -186,12 +196,37 @@ class SweepPlan(NamedTuple):
 
 #: Training settings added after sweeps were stored, with the value those sweeps ran at: a
 #: setting at that value is left out of a sweep's record, so that the stored sweeps resume.
-_ADDED_TRAINING = {"min_lr": 0.0}
+_ADDED_TRAINING = {"min_lr": 0.0, "l2_scale": "paper", "standardize": False}
+#: Where a sweep's config leaves the seeds or the chunks to the solver: the seeds of a sweep
+#: fitted exactly (its members' optimum does not depend on a seed) and of one trained by Adam,
+#: and the losses of a chunk by Adam (an exact sweep takes the whole grid as one chunk).
+EXACT_SEEDS, ADAM_SEEDS, ADAM_CHUNK = (0,), tuple(range(8)), 16
 
 
 def _recorded_training(config: TrainConfig) -> dict[str, Any]:
     fields = dataclasses.asdict(config)
+    if fields["l2"] != "auto":
+        del fields["l2_grid"]  # read only to choose the ridge
     return {k: v for k, v in fields.items() if k not in _ADDED_TRAINING or v != _ADDED_TRAINING[k]}
+
+
+def _member_seeds(seeds: int | Sequence[int] | None, exact: bool) -> np.ndarray:
+    """The seeds a sweep trains: the given ones, or (None, ()) the solver's default. A fit that
+    is exact does not depend on a seed: it is made once, and several seeds asked of it are
+    named in a warning."""
+    if seeds is None or (isinstance(seeds, tuple | list) and len(seeds) == 0):
+        return np.asarray(EXACT_SEEDS if exact else ADAM_SEEDS, np.int64)
+    s = np.asarray(V.check_seeds("seeds", seeds), np.int64)
+    if exact and len(s) > 1:
+        warnings.warn(
+            f"{len(s)} seeds asked of a sweep fitted exactly, whose members' optimum does not "
+            f"depend on the seed: fitted once, with seed {int(s[0])} (drop --seeds, or train by "
+            "--solver adam for members that differ by seed)",
+            UserWarning,
+            stacklevel=3,
+        )
+        s = s[:1]
+    return s
 
 
 def plan_sweep(
@@ -200,13 +235,13 @@ def plan_sweep(
     groups: ArrayLike | None,
     losses: LossLike,
     *,
-    seeds: int | Sequence[int] = 8,
+    seeds: int | Sequence[int] | None = None,
     model: str = "logistic",
     hidden: int = 32,
     train: TrainConfig = TABULAR_DEFAULTS,
     n_folds: int = 10,
     fold_seed: int = 0,
-    betas_per_chunk: int = 16,
+    betas_per_chunk: int = 0,
     n_bins: int = 10,
     average: str = "score",
     run_info: dict[str, Any] | None = None,
@@ -230,7 +265,8 @@ def plan_sweep(
     y = check_labels(labels, x.shape[0], spec)
     g = np.arange(x.shape[0]) if groups is None else np.asarray(groups)
     V.check_shape("groups", g, (x.shape[0],))
-    s = np.asarray(V.check_seeds("seeds", seeds), np.int64)
+    if seeds is not None and not (isinstance(seeds, tuple | list) and len(seeds) == 0):
+        V.check_seeds("seeds", seeds)
     module = build_small_model(
         model, hidden=hidden, n_outputs=spec.n_classes if spec.multiclass else 1
     )
@@ -244,11 +280,19 @@ def plan_sweep(
             f"the {spec.describe()}; use 'adam'"
         )
     config = dataclasses.replace(train, solver="exact" if exact and solver != "adam" else "adam")
-    V.check_count("betas_per_chunk", betas_per_chunk)
+    if config.l2_scale == "per_weight" and spec.kind == "callable":
+        raise ValueError(
+            "train.l2_scale 'per_weight' measures the ridge against a loss's class weights; the "
+            f"{spec.describe()} has none known (use 'paper')"
+        )
+    V.check_count("betas_per_chunk", betas_per_chunk, 0)
     V.check_choice("average", average, ENSEMBLE_AVERAGES)
+    s = _member_seeds(seeds, config.solver == "exact")
     fold_ids = assign_folds(x.shape[0], n_folds=n_folds, groups=g, labels=y, seed=fold_seed)
     splits = nested_cv_splits(fold_ids, n_folds=n_folds)
     (m,) = spec.batch_shape
+    if betas_per_chunk == 0:
+        betas_per_chunk = m if config.solver == "exact" else ADAM_CHUNK
     chunks = [np.arange(i, min(i + betas_per_chunk, m)) for i in range(0, m, betas_per_chunk)]
     if spec.kind == "weighted" and spec.base == "log":  # the layout of earlier runs
         recorded: dict[str, Any] = {"betas": grid.weights.tolist()}
@@ -278,13 +322,13 @@ def run_sweep(
     groups: ArrayLike | None,
     losses: LossLike,
     *,
-    seeds: int | Sequence[int] = 8,
+    seeds: int | Sequence[int] | None = None,
     model: str = "logistic",
     hidden: int = 32,
     train: TrainConfig = TABULAR_DEFAULTS,
     n_folds: int = 10,
     fold_seed: int = 0,
-    betas_per_chunk: int = 16,
+    betas_per_chunk: int = 0,
     n_bins: int = 10,
     average: str = "score",
     store: RunStore | None = None,
@@ -322,7 +366,9 @@ def run_sweep(
       groups: ``[N]`` group ids kept within one fold (e.g. patients), or None.
       losses: ``[m]`` class weights in ``(0, 1)``, no repeats, or any grid of losses
         (:func:`loss_grid`).
-      seeds: number of seeds (``0..seeds-1``) or the seeds themselves.
+      seeds: number of seeds (``0..seeds-1``) or the seeds themselves; by default one
+        (:data:`EXACT_SEEDS`) where the fit is exact, whose optimum no seed changes (several
+        are fitted once, with a warning), and :data:`ADAM_SEEDS` where Adam trains.
       model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
       hidden: the MLP's hidden units.
       train: the trainer's configuration, :data:`~iml.training.TABULAR_DEFAULTS` or a
@@ -332,7 +378,8 @@ def run_sweep(
       n_folds: folds of the nested cross-validation.
       fold_seed: seed of the fold assignment.
       betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
-        chunk is the unit of memory and of resumption.
+        chunk is the unit of memory and of resumption (0: the whole grid where the fit is
+        exact, :data:`ADAM_CHUNK` where Adam trains).
       n_bins: bins of the calibration errors.
       average: how the seeds of a loss pool into its ensemble score
         (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`): ``"score"``, their mean score (the
@@ -398,6 +445,10 @@ def execute_sweep(
         scores = member_scores.mean(axis=1)
     corrected = loss_corrected_scores(spec, scores)
     table = table_by_loss(grid, scores, y, n_bins=plan.n_bins, corrected=corrected)
+    # Each loss's ridge per seed and rotation: chosen on the validation folds, or the number.
+    l2 = np.swapaxes(np.concatenate([_chunk_l2(r, config) for r in results], axis=1), 0, 1)
+    for key, chosen in zip(grid.keys, l2, strict=True):
+        table[key][RIDGE] = chosen.tolist()
     if store is not None:
         store.save_json("sweep_table", table)
     return SweepResult(
@@ -413,7 +464,16 @@ def execute_sweep(
         chunks_trained=trained,
         losses=spec,
         keys=grid.keys,
+        l2=l2,
     )
+
+
+def _chunk_l2(arrays: Mapping[str, np.ndarray], config: TrainConfig) -> np.ndarray:
+    """A chunk's ridge coefficients ``[S, nb, R]``: stored with it, or (chunks stored before they
+    were) the config's number."""
+    if "l2" in arrays:
+        return np.asarray(arrays["l2"], np.float64)
+    return np.full(np.shape(arrays["best_val"]), float(config.l2))
 
 
 def _progress_iter(items: Sequence[Any], progress: bool, desc: str) -> Any:
@@ -446,7 +506,9 @@ EXACT_LOSSES = ("log", "matrix", "class_weighted_softmax")
 
 
 def sweep_config() -> ml_collections.ConfigDict:
-    """The default sweep: 64 betas of the beta-weighted log loss x 8 seeds of logistic regression.
+    """The default sweep: 64 betas of the beta-weighted log loss of logistic regression, fitted
+    exactly (one seed: the optimum depends on none) with the ridge chosen per beta and rotation
+    on the validation folds, on features standardised on the training folds.
 
     The data has no default: ``config.data.name`` names a dataset (``"adult"`` and ``"letter"``
     read the UCI files in ``config.data.data_dir``; ``"digits"`` needs none) or
@@ -487,14 +549,23 @@ def sweep_config() -> ml_collections.ConfigDict:
     c.loss.weights = ""  # the multiclass losses' grid (parse_weight_grid): 'ones;B[8,8]=10'
 
     c.train = ml_collections.ConfigDict()
-    c.train.seeds = tuple(range(8))  # the member seeds of every loss (--seeds N: 0..N-1)
+    # the member seeds of every loss (--seeds N: 0..N-1); () = one where the fit is exact (a
+    # convex model's optimum does not depend on a seed), 8 where Adam trains
+    c.train.seeds = ()
     c.train.epochs = 100
     c.train.batch_size = 512
     c.train.learning_rate = 0.01  # Adam's
-    c.train.l2 = 0.0
+    # the ridge: a number, or 'auto': chosen per loss and rotation on the validation folds
+    # from l2_grid, by the loss's own validation loss
+    c.train.l2 = config_dict.FieldReference("auto", field_type=object)
+    c.train.l2_grid = L2_GRID
+    c.train.l2_scale = "paper"  # or 'per_weight' (iml.training.L2_SCALES)
+    c.train.standardize = True  # features standardised on each rotation's training folds
     c.train.patience = 5
     c.train.solver = "auto"  # exact (logistic; EXACT_LOSSES), adam, or auto: exact if it can
-    c.train.betas_per_chunk = 16  # losses per chunk: the unit of memory and of resumption
+    # losses per chunk, the unit of memory and of resumption; 0 = all where the fit is exact,
+    # 16 where Adam trains
+    c.train.betas_per_chunk = 0
 
     c.eval = ml_collections.ConfigDict()
     c.eval.n_bins = 10  # bins of the calibration errors (the paper's deciles)
@@ -549,6 +620,8 @@ _TRAIN_KEYS = {
     "batch_size": "train.batch_size",
     "learning_rate": "train.learning_rate",
     "l2": "train.l2",
+    "l2_grid": "train.l2_grid",
+    "l2_scale": "train.l2_scale",
     "patience": "train.patience",
     "solver": "train.solver",
 }
@@ -624,8 +697,9 @@ def _check(
             )
         grid = _betas(c, name)
     V.check_non_negative(name("loss.gamma"), c.loss.gamma)
-    V.check_seeds(name("train.seeds"), c.train.seeds)
-    V.check_count(name("train.betas_per_chunk"), c.train.betas_per_chunk)
+    if c.train.seeds != ():
+        V.check_seeds(name("train.seeds"), c.train.seeds)
+    V.check_count(name("train.betas_per_chunk"), c.train.betas_per_chunk, 0)
     V.check_count(name("eval.n_bins"), c.eval.n_bins)
     V.check_choice(name("eval.average"), c.eval.average, ENSEMBLE_AVERAGES)
     V.check_count(name("data.fold_seed"), c.data.fold_seed, 0)
@@ -660,6 +734,9 @@ def _check(
             batch_size=c.train.batch_size,
             learning_rate=c.train.learning_rate,
             l2=c.train.l2,
+            l2_grid=tuple(c.train.l2_grid),
+            l2_scale=c.train.l2_scale,
+            standardize=c.train.standardize,
             patience=c.train.patience,
             solver=solver,
         )

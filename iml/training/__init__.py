@@ -1,8 +1,14 @@
 """Training ensembles: one trainer (per-member train state, steps, early stopping, device mesh,
 checkpoints) fed with image batches from the host (:func:`train_ensemble`) or with an in-memory
 table whose minibatches its members share (:func:`train_tabular`), and exact full-batch fits of
-convex members."""
+convex members (:mod:`iml.training.exact`)."""
 
+from iml.training.exact import (
+    LogisticFit,
+    beta_weighted_sample_weights,
+    fit_weighted_logistic,
+    fit_weighted_softmax,
+)
 from iml.training.host import HostMemory, keep_step_memory
 from iml.training.member import (
     MemberState,
@@ -24,15 +30,14 @@ from iml.training.sharding import (
 )
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
-    LogisticFit,
     MemberFit,
-    beta_weighted_sample_weights,
-    fit_weighted_logistic,
     out_of_fold_logits,
     train_tabular,
 )
 from iml.training.trainer import (
     DEFAULT_MEMBER_BATCHING,
+    L2_GRID,
+    L2_SCALES,
     SOLVERS,
     DataSource,
     EnsembleCheckpointer,
@@ -50,6 +55,8 @@ from iml.training.trainer import (
 
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",
+    "L2_GRID",
+    "L2_SCALES",
     "SOLVERS",
     "TABULAR_DEFAULTS",
     "DataSource",
@@ -68,6 +75,7 @@ __all__ = [
     "ensemble_programs",
     "epoch_order",
     "fit_weighted_logistic",
+    "fit_weighted_softmax",
     "init_member_state",
     "is_gpu_kernel_failure",
     "is_out_of_memory",

@@ -280,7 +280,7 @@ def member_train_step(
     weights: Array | None = None,
     *,
     normalize: str = "imagenet",
-    l2: float = 0.0,
+    l2: float | Array = 0.0,
 ) -> MemberState:
     """One Adam step of one member on its loss (the beta-weighted cross-entropy, eq.
     ``b-loss-bin``, for a beta: :meth:`iml.LossSpec.logits_loss`).
@@ -305,7 +305,8 @@ def member_train_step(
         the rows of its own training folds), else the mean over the batch.
       normalize: see :func:`preprocess`.
       l2: coefficient of ``l2 / 2 * ||W||^2`` added to the loss (:func:`iml.models.weight_norm`:
-        the weights, not the biases).
+        the weights, not the biases); a number, or the member's own (a scalar array under
+        ``vmap``).
 
     Returns:
       The new state. Unchanged where the member is stopped or inactive; marked diverged and
@@ -326,7 +327,7 @@ def member_train_step(
             value = jnp.mean(values)
         else:
             value = jnp.sum(weights * values) / jnp.maximum(jnp.sum(weights), 1.0)
-        if l2:
+        if not (isinstance(l2, int | float) and l2 == 0):  # a number, or each member's array
             value = value + 0.5 * l2 * weight_norm(params)
         return value, updates.get("batch_stats", {})
 

@@ -21,34 +21,23 @@ random numbers across losses and rotations), and a rotation's training mask weig
 that count for its members. Nested ``jax.vmap`` then turns small dense models into batched
 matrix products, which is what makes thousands of members cheap.
 
-Under the beta-weighted log loss the logistic members are convex problems, and the default solver
-fits each to its optimum instead (:func:`fit_weighted_logistic`). Early-stopped minibatch Adam
-stops where the validation loss stops falling, and where the weighted loss is nearly flat (a small
-``beta`` on a rare class) that can be far from the optimum: the scores are then not
-loss-calibrated (Definition 2) and no correction can make them calibrated. The exact solver runs
-Newton's method (:func:`iml.recalibration.logistic_newton`) on the full batch, for every member at
-once, until the gradient's largest entry is below a tolerance. Member ``k`` minimises
+Under the beta-weighted and the B-weighted log loss and the class-weighted softmax
+cross-entropy the logistic members are convex problems, and the default solver fits each to its
+optimum instead (:mod:`iml.training.exact`). Early-stopped minibatch Adam stops where the
+validation loss stops falling, and where the weighted loss is nearly flat (a small ``beta`` on a
+rare class) that can be far from the optimum: the scores are then not loss-calibrated
+(Definition 2) and no correction can make them calibrated. The beta-weighted members of a sweep
+form a path in ``logit(beta)`` (:func:`~iml.training.exact.fit_weighted_logistic`); the
+B-weighted log loss of eq. ``b-loss-multi`` (one sigmoid per class) splits by class, output ``c``
+being the logistic regression of ``1{y = c}`` in which row ``i`` weighs ``B[y_i, c]``; the
+class-weighted softmax cross-entropy is multinomial logistic regression with row ``i`` weighted
+``w[y_i]`` (:func:`~iml.training.exact.fit_weighted_softmax`).
 
-    f_k(w, b) = sum_i s_ki l(y_i, x_i . w + b) + (l2 / 2) ||w||^2,
-
-with ``l`` the log loss on logits and ``s_ki >= 0`` its sample weights: for the beta-weighted
-cross-entropy of eq. ``b-loss-bin`` over a member's training rows, ``s_ki = beta_k`` for a
-positive and ``1 - beta_k`` for a negative training row, ``0`` elsewhere, divided by the number of
-training rows (:func:`beta_weighted_sample_weights`). Members share the design ``x``, and with it
-the table of products of feature pairs (``N`` floats for each of the ``(d+1)(d+2)/2`` pairs that
-is nonzero in some row, made once where it takes at most 2 GiB): the ``[d+1, d+1]`` Hessians of a
-chunk of members are then one matrix product with that table, and without it are formed from the
-design (memory ``chunk x N x d``). A sweep's betas form a path: each member starts from the
-solution at the neighbouring beta, its intercept moved by the difference of ``logit(beta)``, and
-needs a third as many Newton steps as from a cold start (:func:`fit_weighted_logistic`).
-
-The B-weighted log loss of eq. ``b-loss-multi`` (one sigmoid per class) is convex in a logistic
-model's parameters too, and splits by class: output ``c`` is the logistic regression of ``1{y =
-c}`` in which row ``i`` weighs ``B[y_i, c]``, so the same solver fits it, one class at a time for
-every loss and rotation at once. The class-weighted softmax cross-entropy of a logistic model is
-multinomial logistic regression with row ``i`` weighted ``w[y_i]``, also convex: each member is
-one multinomial Newton fit (:func:`iml.recalibration.softmax_newton`), whose ``[(d+1) n, (d+1)
-n]`` Hessian for ``n`` classes is formed from the design at every step.
+The ridge is part of the fit a correction inverts: a heavily shrunk model reports scores less
+extreme than the optimal rule's, and the correction inherits the error. By default
+(``l2 = "auto"``) each member's coefficient is chosen on its own validation folds by its own loss,
+and features are standardised on its training folds, as a scikit-learn pipeline of
+``StandardScaler`` and ``LogisticRegressionCV`` would at each weight (:func:`train_tabular`).
 """
 
 from __future__ import annotations
@@ -68,8 +57,12 @@ from numpy.typing import ArrayLike
 from iml import _validation as V
 from iml.data.folds import FoldSplit
 from iml.models.small import LogisticRegression
-from iml.recalibration import NewtonFit, logistic_newton, softmax_newton
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid
+from iml.training.exact import (
+    beta_weighted_sample_weights,
+    fit_weighted_logistic,
+    fit_weighted_softmax,
+)
 from iml.training.member import (
     MemberState,
     adam,
@@ -83,13 +76,10 @@ Array = jax.Array
 
 __all__ = [
     "TABULAR_DEFAULTS",
-    "LogisticFit",
     "MemberFit",
-    "beta_weighted_sample_weights",
     "check_labels",
     "check_table_config",
     "exact_solver_applies",
-    "fit_weighted_logistic",
     "out_of_fold_logits",
     "train_tabular",
 ]
@@ -102,11 +92,16 @@ TABULAR_DEFAULTS = TrainConfig(
     min_rel_delta=1e-4,
     flip=False,
     normalize="none",
+    l2="auto",
+    standardize=True,
 )
-"""The trainer's configuration for a table's small models: Adam at 0.01 on minibatches of 512 rows
-shared by the members of a seed, the learning rate divided by 10 after 2 epochs without a relative
-improvement of 1e-4, early stopping after 5, validation in blocks of 1,024 rows; no image flips or
-normalisation. The default of :func:`train_tabular` and of the sweeps."""
+"""The trainer's configuration for a table's small models: the ridge chosen per member on its
+validation folds from :data:`~iml.training.L2_GRID` (``l2="auto"``), on features standardised on
+its training folds; where Adam trains (models and losses the exact solver does not fit): 0.01 on
+minibatches of 512 rows shared by the members of a seed, the learning rate divided by 10 after 2
+epochs without a relative improvement of 1e-4, early stopping after 5, validation in blocks of
+1,024 rows; no image flips or normalisation. The default of :func:`train_tabular` and of the
+sweeps."""
 
 
 # Member axes are [seed, loss, rotation] (along the loss axis, the losses of a batched LossSpec).
@@ -114,10 +109,12 @@ normalisation. The default of :func:`train_tabular` and of the sweeps."""
 # and rotations, training masks differ per rotation. The functions vmapped are the trainer's own
 # one-member steps (iml.training.member), with every argument but the state and the loss shared
 # where the members share it.
+# Each (loss, rotation) has its own ridge coefficient, each rotation its features' centre and
+# scale (standardisation on its training rows).
 def _vmap_train(f: Callable) -> Callable:
-    f = jax.vmap(f, in_axes=(0, None, None, 0, None))  # rotation
-    f = jax.vmap(f, in_axes=(0, None, None, None, 0))  # loss
-    return jax.vmap(f, in_axes=(0, 0, 0, 0, None))  # seed
+    f = jax.vmap(f, in_axes=(0, None, None, 0, None, 0, 0, 0))  # rotation
+    f = jax.vmap(f, in_axes=(0, None, None, None, 0, 0, None, None))  # loss
+    return jax.vmap(f, in_axes=(0, 0, 0, 0, None, None, None, None))  # seed
 
 
 # Validation and test rows are gathered per rotation and shared across seeds and losses.
@@ -144,6 +141,16 @@ class _Data(NamedTuple):
     val_weight: Array  # [R, n_blocks, block] float32 (0 for padding)
     losses: LossSpec  # batched: batch_shape [nb]
     seeds: Array  # [S] uint32
+    l2: Array  # [nb, R] each member's ridge coefficient
+    center: Array  # [R, d] the features' centre and scale on each rotation's training rows
+    scale: Array  # [R, d]
+
+
+def _standardized(data: _Data, rows: Array) -> Array:
+    """Rows ``[R, ..., d]`` gathered per rotation, standardised with that rotation's centre and
+    scale."""
+    shape = (data.center.shape[0],) + (1,) * (rows.ndim - 2) + (data.center.shape[1],)
+    return (rows - data.center.reshape(shape)) / data.scale.reshape(shape)
 
 
 def _init_state(model: nn.Module, config: TrainConfig, data: _Data) -> MemberState:
@@ -171,7 +178,9 @@ def _validation_losses(model: nn.Module, state: MemberState, data: _Data) -> Arr
 
     def body(total: tuple[Array, Array], block: tuple[Array, Array]):
         i, w = block  # [R, block]
-        loss_sum, weight_sum = evaluate(state, data.x[i], data.y[i], w, data.losses)
+        loss_sum, weight_sum = evaluate(
+            state, _standardized(data, data.x[i]), data.y[i], w, data.losses
+        )
         return (total[0] + loss_sum, total[1] + weight_sum), None
 
     zeros = jnp.zeros(state.lr.shape)
@@ -192,12 +201,13 @@ def _epoch_fn(
     steps = -(-n_rows // config.batch_size)
     padded = steps * config.batch_size
 
-    def one_step(state: MemberState, x: Array, y: Array, weights: Array, loss: LossSpec):
+    def one_step(state: MemberState, x: Array, y: Array, weights: Array, loss: LossSpec,
+                 l2: Array, center: Array, scale: Array):  # fmt: skip
         # A minibatch holding none of the member's training rows is no step for it.
         active = jnp.sum(weights) > 0
         return member_train_step(
-            model, optimizer, state, x, y, None, active, loss, weights,
-            normalize="none", l2=config.l2,
+            model, optimizer, state, (x - center) / scale, y, None, active, loss, weights,
+            normalize="none", l2=l2,
         )  # fmt: skip
 
     train = _vmap_train(one_step)
@@ -209,7 +219,8 @@ def _epoch_fn(
         idx, valid = batch  # [S, B]
         # weights[s, r, b]: row idx[s, b] is a (real) training row of rotation r.
         weights = jnp.swapaxes(data.train_mask[:, idx], 0, 1) * valid[:, None, :]
-        return train(state, data.x[idx], data.y[idx], weights, data.losses), None
+        rows = (data.x[idx], data.y[idx], weights, data.losses, data.l2, data.center, data.scale)
+        return train(state, *rows), None
 
     @jax.jit
     def epoch(state: MemberState, data: _Data, epoch_index: Array) -> MemberState:
@@ -231,9 +242,12 @@ def _epoch_fn(
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _test_logits(model: nn.Module, variables: Any, x: Array, idx: Array) -> Array:
+def _test_logits(
+    model: nn.Module, variables: Any, x: Array, idx: Array, center: Array, scale: Array
+) -> Array:
     """Logits of every member (``variables`` stacked on ``[S, nb, R]``) on its rotation's
-    (padded) test rows: ``[S, nb, R, T(, n)]``."""
+    (padded) test rows, standardised with its rotation's ``center`` and ``scale`` ``[R, d]``:
+    ``[S, nb, R, T(, n)]``."""
 
     def one(v: Any, rows: Array) -> Array:
         return model.apply(v, rows, train=False)
@@ -241,7 +255,8 @@ def _test_logits(model: nn.Module, variables: Any, x: Array, idx: Array) -> Arra
     logits = _vmap_predict(one)
 
     def body(carry: None, i: Array) -> tuple[None, Array]:
-        return None, logits(variables, x[i])  # [S, nb, R, block]
+        rows = (x[i] - center[:, None]) / scale[:, None]  # [R, block, d]
+        return None, logits(variables, rows)  # [S, nb, R, block]
 
     _, out = jax.lax.scan(body, None, jnp.swapaxes(idx, 0, 1))
     return jnp.moveaxis(out, 0, 3).reshape(*out.shape[1:4], -1, *out.shape[5:])
@@ -273,6 +288,8 @@ class MemberFit(NamedTuple):
         most Newton steps of any member, for the exact solver).
       test_logits: logits of each member on its rotation's test rows, ``[S, nb, R, T]``
         (rotation ``r``'s rows are ``splits[r].test``; entries past its length are padding).
+      l2: each member's ridge coefficient ``[S, nb, R]``, in the config's units: the one
+        ``l2 = "auto"`` chose from ``l2_grid``, or the config's number.
     """
 
     params: dict[str, np.ndarray]
@@ -280,6 +297,7 @@ class MemberFit(NamedTuple):
     best_epoch: np.ndarray
     epochs_run: int
     test_logits: np.ndarray
+    l2: np.ndarray | None = None
 
 
 def check_labels(labels: ArrayLike, n: int, losses: LossSpec) -> np.ndarray:
@@ -370,6 +388,17 @@ def train_tabular(
     minibatch order of ``seeds[s]``. Members are independent: training one alone (one loss, seed
     and split) gives the same parameters.
 
+    The ridge: ``config.l2`` a number, or ``"auto"`` (:data:`TABULAR_DEFAULTS`), which fits each
+    member at every coefficient of ``config.l2_grid`` and keeps, per (seed, loss, rotation), the
+    fit of lowest loss of its own on the rotation's validation rows, as scikit-learn's
+    ``LogisticRegressionCV(scoring="neg_log_loss")`` would at each weight, inside the one
+    program. ``config.l2_scale`` says what the coefficient is measured against (the loss itself,
+    ``"paper"``, or the member's total sample weight, ``"per_weight"``), and with
+    ``config.standardize`` the features are standardised on each rotation's training rows, so
+    that the ridge is that of standardised features. The exact solver's coefficients stay in the
+    features' own units; Adam's members see the standardised features (their parameters are in
+    those units, and their test logits are computed the same way).
+
     Args:
       model: a Flax module on rows ``[n, d]``, e.g. :func:`iml.models.build_small_model`;
         ``[n]`` logits for a binary loss, ``[n, classes]`` for a multiclass one.
@@ -410,8 +439,77 @@ def train_tabular(
             f"log loss or the class-weighted softmax cross-entropy, not "
             f"{type(model).__name__} under the {spec.describe()}; use solver='adam'"
         )
+    if config.l2_scale == "per_weight" and spec.kind == "callable":
+        raise ValueError(
+            "config.l2_scale='per_weight' measures the ridge against a loss's class weights; "
+            f"the {spec.describe()} has none known (use l2_scale='paper')"
+        )
     if exact and config.solver != "adam":
         return _fit_exactly(model, x, y, splits, grid, s, train_mask, config)
+    return _train_by_adam(model, x, y, splits, spec, s, train_mask, config, progress)
+
+
+def _ridge_levels(config: TrainConfig) -> np.ndarray:
+    """The ridge coefficients a member is fitted at: ``config.l2_grid`` where ``l2 = "auto"``,
+    else the one number."""
+    return np.asarray(config.l2_grid if config.l2 == "auto" else [config.l2], np.float64)
+
+
+def _row_weights(spec: LossSpec, y: np.ndarray) -> np.ndarray:
+    """``[m, N]``: the weight each loss of a grid puts on a row of its label, summed over the
+    outputs (``beta`` or ``1 - beta``; a focal loss's ``alpha`` or ``1 - alpha``; ``sum_c
+    B[y, c]``; ``w[y]``), whose mean over a member's training rows is its total weight."""
+    p = {k: np.asarray(v, np.float64) for k, v in spec.params.items() if k != "args"}
+    if spec.kind in ("weighted", "focal"):
+        w = p["beta" if spec.kind == "weighted" else "alpha"].reshape(-1, 1)
+        return np.where(y[None, :] == 1, w, 1.0 - w)
+    if spec.kind == "matrix":
+        return p["B"].sum(axis=-1)[:, y]
+    return p["class_weights"][:, y]  # class_weighted, softmax_focal
+
+
+def _standardizer(x: np.ndarray, train_mask: np.ndarray, standardize: bool):
+    """Each rotation's feature centre and scale ``[R, d]`` on its training rows (the mean and
+    standard deviation, 1 where a feature is constant there, as ``StandardScaler`` does), or 0
+    and 1."""
+    R, d = train_mask.shape[0], x.shape[1]
+    if not standardize:
+        return np.zeros((R, d), np.float32), np.ones((R, d), np.float32)
+    mask = train_mask.astype(np.float64)
+    count = mask.sum(axis=1, keepdims=True)
+    mean = mask @ x.astype(np.float64) / count
+    var = mask @ np.square(x.astype(np.float64)) / count - np.square(mean)
+    constant = var <= 1e-12 * np.maximum(1.0, np.square(mean))
+    scale = np.sqrt(np.where(constant, 1.0, var))
+    return mean.astype(np.float32), scale.astype(np.float32)
+
+
+def _train_by_adam(
+    model: nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    splits: Sequence[FoldSplit],
+    spec: LossSpec,
+    s: np.ndarray,
+    train_mask: np.ndarray,
+    config: TrainConfig,
+    progress: bool | str,
+) -> MemberFit:
+    """The members by the ensemble trainer's Adam steps; with ``l2 = "auto"`` every (seed, loss,
+    rotation) trains at each coefficient of the grid, and keeps the one of lowest validation
+    loss."""
+    n = x.shape[0]
+    levels = _ridge_levels(config)
+    (nb,), G, R = spec.batch_shape, len(levels), len(splits)
+    share = train_mask / train_mask.sum(axis=1, keepdims=True)
+    if config.l2_scale == "per_weight":
+        totals = _row_weights(spec, y) @ share.T  # [nb, R]
+    else:
+        totals = np.ones((nb, R))
+    # The grid rides on the loss axis: loss i at level g is entry i * G + g.
+    l2 = np.repeat(totals, G, axis=0) * np.tile(levels, nb)[:, None]
+    losses = spec if G == 1 else jax.tree.map(lambda a: jnp.repeat(a, G, axis=0), spec)
+    center, scale = _standardizer(x, train_mask, config.standardize)
     val_idx, val_weight = _blocked([split.val for split in splits], config.eval_batch_size)
     data = _Data(
         x=jnp.asarray(x),
@@ -419,8 +517,11 @@ def train_tabular(
         train_mask=jnp.asarray(train_mask),
         val_idx=jnp.asarray(val_idx),
         val_weight=jnp.asarray(val_weight),
-        losses=spec,
+        losses=losses,
         seeds=jnp.asarray(s, jnp.uint32),
+        l2=jnp.asarray(l2, jnp.float32),
+        center=jnp.asarray(center),
+        scale=jnp.asarray(scale),
     )
     state = _init_state(model, config, data)
     epoch = _epoch_fn(model, config, n)
@@ -440,15 +541,26 @@ def train_tabular(
         if bar is not None:
             bar.close()
     _warn_diverged(np.asarray(state.diverged))
+    # Each (seed, loss, rotation) keeps the level of lowest validation loss.
+    S = len(s)
+    best_val = np.asarray(state.best_val_loss).reshape(S, nb, G, R)
+    chosen = np.argmin(best_val, axis=2)  # [S, nb, R]
+
+    def pick(a: Array) -> np.ndarray:
+        a = np.asarray(a).reshape(S, nb, G, R, *np.shape(a)[3:])
+        index = chosen.reshape(S, nb, 1, R, *([1] * (a.ndim - 4)))
+        return np.take_along_axis(a, index, axis=2)[:, :, 0]
+
+    best = jax.tree.map(pick, {"params": state.best_params, "batch_stats": state.best_batch_stats})
     test_idx, _ = _blocked([split.test for split in splits], config.eval_batch_size)
-    best = {"params": state.best_params, "batch_stats": state.best_batch_stats}
-    logits = _test_logits(model, best, data.x, jnp.asarray(test_idx))
+    logits = _test_logits(model, best, data.x, jnp.asarray(test_idx), data.center, data.scale)
     return MemberFit(
-        params=jax.tree.map(np.asarray, state.best_params),
-        best_val=np.asarray(state.best_val_loss),
-        best_epoch=np.asarray(state.best_epoch),
+        params=best["params"],
+        best_val=pick(state.best_val_loss),
+        best_epoch=pick(state.best_epoch),
         epochs_run=epochs_run,
         test_logits=np.asarray(logits),
+        l2=levels[chosen],
     )
 
 
@@ -472,155 +584,138 @@ def _fit_exactly(
     train_mask: np.ndarray,
     config: TrainConfig,
 ) -> MemberFit:
-    """Every (loss, rotation) member at its optimum, shared by all seeds (a convex problem)."""
-    if grid.spec.kind == "matrix":
-        coef, intercept, steps, fits = _fit_matrix_weighted(x, y, grid.spec, train_mask, config)
-    elif grid.spec.kind == "class_weighted":
-        fit = _fit_class_weighted(x, y, grid.spec, train_mask, config)
-        coef, intercept, steps, fits = fit.coef, fit.intercept, fit.iterations, [fit]
+    """Every (loss, rotation) member at its optimum, shared by all seeds (a convex problem); with
+    ``l2 = "auto"``, at each coefficient of ``config.l2_grid``, keeping the one whose fit has
+    the lowest loss of its own on the rotation's validation rows."""
+    spec = grid.spec
+    levels = np.asarray(config.l2_grid if config.l2 == "auto" else [config.l2], np.float64)
+    share = train_mask / train_mask.sum(axis=1, keepdims=True)  # [R, N]
+    options = {"tol": config.tol, "max_iter": config.max_newton_steps}
+    if spec.kind == "matrix":
+        B = np.asarray(spec.params["B"], np.float64)  # [m, n, n]
+        parts = []
+        for c in range(spec.n_classes):
+            # output c: the logistic regression of 1{y = c} whose row i weighs B[y_i, c]
+            weights = B[:, y, c][:, None, :] * share[None]
+            parts.append(fit_weighted_logistic(
+                x, (y == c).astype(np.int32), weights.astype(np.float32), l2=levels,
+                penalty_scale=_penalty_scale(x, train_mask, weights, config), **options,
+            ))  # fmt: skip
+        fit = jax.tree.map(lambda *a: np.stack(a, axis=-1), *parts)  # classes last
+        coef, intercept = fit.coef, fit.intercept  # [G, m, R, d, n], [G, m, R, n]
+        steps, grads = fit.iterations.max(axis=-1), fit.grad_norm.max(axis=-1)
+    elif spec.kind == "class_weighted":
+        w = np.asarray(spec.params["class_weights"], np.float64)  # [m, n]
+        weights = w[:, y][:, None, :] * share[None]
+        fit = fit_weighted_softmax(
+            x, y, weights.astype(np.float32), spec.n_classes, l2=levels,
+            penalty_scale=_penalty_scale(x, train_mask, weights, config), **options,
+        )  # fmt: skip
+        coef, intercept, steps, grads = fit.coef, fit.intercept, fit.iterations, fit.grad_norm
     else:
-        weights = beta_weighted_sample_weights(y, grid.weights, train_mask)  # [nb, R, N]
+        weights = beta_weighted_sample_weights(y, grid.weights, train_mask)  # [m, R, N]
         b = np.asarray(grid.weights, np.float64)
         fit = fit_weighted_logistic(
-            x,
-            y,
-            weights,
-            l2=config.l2,
-            tol=config.tol,
-            max_iter=config.max_newton_steps,
-            path=np.log(b) - np.log1p(-b),  # a path in logit(beta): warm starts
-        )
-        coef, intercept, steps, fits = fit.coef, fit.intercept, fit.iterations, [fit]
-    stopped = np.concatenate([~np.asarray(f.converged).ravel() for f in fits])
+            x, y, weights, l2=levels, penalty_scale=_penalty_scale(x, train_mask, weights, config),
+            path=np.log(b) - np.log1p(-b), **options,  # a path in logit(beta): warm starts
+        )  # fmt: skip
+        coef, intercept, steps, grads = fit.coef, fit.intercept, fit.iterations, fit.grad_norm
+    val = _validation_losses_exact(spec, x, y, splits, coef, intercept)  # [G, m, R]
+    best = np.argmin(val, axis=0)  # [m, R]
+
+    def chosen(a: np.ndarray) -> np.ndarray:
+        index = best.reshape(1, *best.shape, *([1] * (a.ndim - 3)))
+        return np.take_along_axis(a, index, axis=0)[0]
+
+    coef, intercept, steps, grads = map(chosen, (coef, intercept, steps, grads))
+    stopped = grads > config.tol
     if stopped.any():
-        gradients = np.concatenate([np.asarray(f.grad_norm).ravel() for f in fits])
         warnings.warn(
             f"{int(stopped.sum())} of {stopped.size} members stopped with a gradient of up to "
-            f"{float(np.max(gradients[stopped])):.2g} (tol {config.tol:g}): "
+            f"{float(np.max(grads[stopped])):.2g} (tol {config.tol:g}): "
             "raise max_newton_steps, or l2 if classes separate",
             RuntimeWarning,
             stacklevel=3,
         )
     n_seeds = len(seeds)
-    params = {
-        "w": np.broadcast_to(np.asarray(coef), (n_seeds, *coef.shape)),
-        "b": np.broadcast_to(np.asarray(intercept), (n_seeds, *intercept.shape)),
-    }
+
+    def per_seed(a: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(np.asarray(a), (n_seeds, *np.shape(a)))
+
+    params = {"w": per_seed(coef), "b": per_seed(intercept)}
     test_idx, _ = _blocked([split.test for split in splits], config.eval_batch_size)
     one_seed = {"params": jax.tree.map(lambda a: jnp.asarray(a[:1]), params)}
-    logits = np.asarray(_test_logits(model, one_seed, jnp.asarray(x), jnp.asarray(test_idx)))
-    # Each member's validation loss: the mean of its own loss on its validation rows.
-    mean_loss = jax.jit(
-        jax.vmap(
-            lambda spec, z, labels: jnp.mean(spec.logits_loss(z, labels)), in_axes=(0, 0, None)
-        )
-    )
-    val = np.stack(
-        [
-            np.asarray(
-                mean_loss(
-                    grid.spec,
-                    jnp.einsum("nd,bd...->bn...", x[split.val], coef[:, r]) + intercept[:, r, None],
-                    jnp.asarray(y[split.val], jnp.int32 if grid.spec.multiclass else jnp.float32),
-                )
-            )
-            for r, split in enumerate(splits)
-        ],
-        axis=-1,
-    )
-    steps = np.asarray(steps)
+    R, d = train_mask.shape[0], x.shape[1]
+    logits = np.asarray(_test_logits(model, one_seed, jnp.asarray(x), jnp.asarray(test_idx),
+                                     jnp.zeros((R, d)), jnp.ones((R, d))))  # fmt: skip
     return MemberFit(
         params=params,
-        best_val=np.broadcast_to(val, (n_seeds, *val.shape)).astype(np.float32),
-        best_epoch=np.broadcast_to(steps, (n_seeds, *steps.shape)),
-        epochs_run=int(steps.max()),
-        test_logits=np.broadcast_to(logits, (n_seeds, *logits.shape[1:])),
+        best_val=per_seed(chosen(val)).astype(np.float32),
+        best_epoch=per_seed(steps),
+        epochs_run=int(np.max(steps)),
+        test_logits=per_seed(logits[0]),
+        l2=per_seed(levels[best]),
     )
 
 
-def _fit_matrix_weighted(
-    x: np.ndarray, y: np.ndarray, spec: LossSpec, train_mask: np.ndarray, config: TrainConfig
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[LogisticFit]]:
-    """Logistic regressions with one output per class at the optimum of each B-weighted log loss.
+def _penalty_scale(
+    x: np.ndarray, train_mask: np.ndarray, weights: np.ndarray, config: TrainConfig
+) -> np.ndarray:
+    """Each member's ridge multipliers per feature, ``[m, R, d]`` for weights ``[m, R, N]``: the
+    variance of the feature over the rotation's training rows where ``config.standardize`` (1
+    for a feature constant there, as ``StandardScaler`` leaves it), times the member's total
+    weight under ``l2_scale = "per_weight"``.
 
-    ``L^B(a, y) = sum_c B[y, c] L(a_c, 1{y = c})`` (eq. ``b-loss-multi``) with ``a_c =
-    sigmoid(w_c . x + b_c)`` is a sum over the classes ``c`` of weighted log losses, each of its
-    own output's parameters: output ``c`` is the logistic regression of ``1{y = c}`` whose row
-    ``i`` weighs ``B[y_i, c]``. The ridge on ``w`` splits the same way. So each class is one call
-    of :func:`fit_weighted_logistic` for all losses and rotations at once.
-
-    Returns ``coef [m, R, d, n]``, ``intercept [m, R, n]``, the most Newton steps of each
-    member's classes ``[m, R]``, and each class's fit.
-    """
-    B = np.asarray(spec.params["B"], np.float64)  # [m, n, n]
-    mask = np.asarray(train_mask, np.float64)
-    count = mask.sum(axis=1)
-    design = _Design.of(x)  # shared by every class's fits
-    coefs, intercepts, fits = [], [], []
-    for c in range(spec.n_classes):
-        # [m, R, N]: row i weighs B[y_i, c] on the rotation's training rows, over their count.
-        weights = B[:, y, c][:, None, :] * (mask / count[:, None])[None]
-        fit = _fit_design(
-            design,
-            (y == c).astype(np.int32),
-            weights.astype(np.float32),
-            l2=config.l2,
-            tol=config.tol,
-            max_iter=config.max_newton_steps,
-            chunk=None,
-            offsets=None,
-        )
-        coefs.append(np.asarray(fit.coef))
-        intercepts.append(np.asarray(fit.intercept))
-        fits.append(fit)
-    steps = np.max([np.asarray(f.iterations) for f in fits], axis=0)
-    return np.stack(coefs, axis=-1), np.stack(intercepts, axis=-1), steps, fits
+    A ridge on standardised features, ``(l2 / 2) sum_j w'_j^2``, is ``(l2 / 2) sum_j sigma_j^2
+    w_j^2`` in the features' own units (``w_j = w'_j / sigma_j``; centring moves only the
+    intercept, which has no penalty): so the members are fitted on the features as they are,
+    and their coefficients need no translating back."""
+    mask = train_mask.astype(np.float64)
+    if config.standardize:
+        count = mask.sum(axis=1, keepdims=True)
+        mean = mask @ x.astype(np.float64) / count
+        var = mask @ np.square(x.astype(np.float64)) / count - np.square(mean)
+        var = np.where(var > 1e-12 * np.maximum(1.0, np.square(mean)), var, 1.0)  # [R, d]
+    else:
+        var = np.ones((mask.shape[0], x.shape[1]))
+    scale = np.broadcast_to(var, (weights.shape[0], *var.shape))
+    if config.l2_scale == "per_weight":
+        scale = scale * weights.sum(axis=-1)[..., None]
+    return scale
 
 
-def _fit_class_weighted(
-    x: np.ndarray, y: np.ndarray, spec: LossSpec, train_mask: np.ndarray, config: TrainConfig
-) -> LogisticFit:
-    """Multinomial logistic regressions at the optimum of each class-weighted softmax
-    cross-entropy ``-w[y] log softmax(z)_y``: row ``i`` of a rotation's training rows weighs
-    ``w[y_i]`` over their count, and the ridge ``l2 / 2 ||W||^2`` takes every class's weights.
-    Each member is one :func:`iml.recalibration.softmax_newton` fit, started from the
-    optimum of the intercepts alone (the log of each class's weighted share).
-
-    Returns a :class:`LogisticFit` with ``coef [m, R, d, n]`` and ``intercept [m, R, n]``.
-    """
-    w = np.asarray(spec.params["class_weights"], np.float64)  # [m, n]
-    mask = np.asarray(train_mask, np.float64)
-    weights = w[:, y][:, None, :] * (mask / mask.sum(axis=1)[:, None])[None]  # [m, R, N]
-    design = np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1)
-    fit = _fit_softmax_members(
-        jnp.asarray(design),
-        jnp.asarray(y, jnp.int32),
-        jnp.asarray(weights.reshape(-1, x.shape[0]), jnp.float32),
-        jnp.float32(config.l2),
-        jnp.float32(config.tol),
-        max_iter=config.max_newton_steps,
-        n_classes=spec.n_classes,
-    )
-    return jax.tree.map(lambda a: np.asarray(a).reshape(weights.shape[:2] + a.shape[1:]), fit)
+def _validation_losses_exact(
+    spec: LossSpec,
+    x: np.ndarray,
+    y: np.ndarray,
+    splits: Sequence[FoldSplit],
+    coef: np.ndarray,
+    intercept: np.ndarray,
+) -> np.ndarray:
+    """The mean loss of every member at every penalty on its rotation's validation rows (its own
+    loss, :meth:`iml.LossSpec.logits_loss`): ``[G, m, R]`` for ``coef [G, m, R, d(, n)]``."""
+    idx, weight = _blocked([split.val for split in splits], max(len(s.val) for s in splits))
+    labels = jnp.asarray(y, jnp.int32 if spec.multiclass else jnp.float32)
+    return np.asarray(
+        _mean_losses(spec, jnp.asarray(x), labels, jnp.asarray(idx[:, 0]),
+                     jnp.asarray(weight[:, 0]), jnp.asarray(coef), jnp.asarray(intercept))
+    )  # fmt: skip
 
 
-@functools.partial(jax.jit, static_argnames=("max_iter", "n_classes"))
-def _fit_softmax_members(
-    X: Array, y: Array, S: Array, l2: Array, tol: Array, *, max_iter: int, n_classes: int
-) -> LogisticFit:
-    """:func:`~iml.recalibration.softmax_newton` for each member's weights ``S [K, N]``, one
-    member after another (each one's Hessian is already a large matrix product)."""
-    d1 = X.shape[1]
-    penalty = l2 * jnp.ones(d1, X.dtype).at[-1].set(0.0)  # the intercepts are not penalised
-    onehot = jax.nn.one_hot(y, n_classes, dtype=X.dtype)
+@jax.jit
+def _mean_losses(
+    spec: LossSpec, x: Array, y: Array, idx: Array, weight: Array, coef: Array, intercept: Array
+) -> Array:
+    rows, labels = x[idx], y[idx]  # [R, V, d], [R, V]
 
-    def solve_one(s: Array) -> LogisticFit:
-        share = s @ onehot / jnp.sum(s)
-        start = jnp.zeros((d1, n_classes), X.dtype).at[-1].set(jnp.log(jnp.maximum(share, 1e-12)))
-        fit = softmax_newton(X, y, s, start, max_iter=max_iter, tol=tol, penalty=penalty)
-        return _member_fit(fit, tol)
+    def level(args):
+        w, b = args  # [m, R, d(, n)], [m, R(, n)]
+        z = jnp.einsum("rvd,mrd...->mrv...", rows, w, precision=jax.lax.Precision.HIGHEST)
+        z = z + jnp.expand_dims(b, 2)
+        loss = jax.vmap(lambda s, zm: s.logits_loss(zm, labels))(spec, z)  # [m, R, V]
+        return jnp.sum(loss * weight, axis=-1) / jnp.sum(weight, axis=-1)
 
-    return jax.lax.map(solve_one, S)
+    return jax.lax.map(level, (coef, intercept))
 
 
 def _progress(total: int, progress: bool | str) -> Any:
@@ -650,330 +745,3 @@ def out_of_fold_logits(fit_logits: np.ndarray, splits: Sequence[FoldSplit], n: i
     if (times > 1).any():
         raise ValueError("an observation is in the test fold of several rotations")
     return out
-
-
-# ----------------------------------------------------------------------------------------------
-# The exact solver: weighted logistic regression by Newton's method, every member at once
-# ----------------------------------------------------------------------------------------------
-
-
-class LogisticFit(NamedTuple):
-    """Fitted members (a pytree of arrays with a leading member axis ``K``).
-
-    Attributes:
-      coef: ``[K, d]`` weights (``[K, d, n]`` for a multinomial fit of ``n`` classes).
-      intercept: ``[K]`` biases (``[K, n]``).
-      objective: ``[K]`` the minimised ``f_k``.
-      grad_norm: ``[K]`` the largest absolute entry of the gradient at the fit.
-      iterations: ``[K]`` Newton steps taken.
-      converged: ``[K]`` whether ``grad_norm <= tol``.
-    """
-
-    coef: Array
-    intercept: Array
-    objective: Array
-    grad_norm: Array
-    iterations: Array
-    converged: Array
-
-
-def _member_fit(fit: NewtonFit, tol: Array) -> LogisticFit:
-    """A member's :class:`LogisticFit` from its Newton fit on the design with a last column of
-    ones (the intercepts' row of ``theta``)."""
-    norm = jnp.max(jnp.abs(fit.grad))
-    return LogisticFit(
-        coef=fit.theta[:-1],
-        intercept=fit.theta[-1],
-        objective=fit.objective,
-        grad_norm=norm,
-        iterations=fit.iterations,
-        converged=norm <= tol,
-    )
-
-
-def beta_weighted_sample_weights(
-    labels: ArrayLike, betas: ArrayLike, train_mask: ArrayLike
-) -> np.ndarray:
-    """Sample weights ``[B, R, N]`` of the beta-weighted mean cross-entropy per member.
-
-    Args:
-      labels: ``[N]`` labels in ``{0, 1}``.
-      betas: ``[B]`` class weights in ``(0, 1)``.
-      train_mask: ``[R, N]`` 1 on each rotation's training rows, 0 elsewhere.
-
-    Returns:
-      ``beta`` (positives) or ``1 - beta`` (negatives) on training rows, over the rotation's
-      number of training rows.
-    """
-    y = np.asarray(labels, np.float64)
-    b = V.check_betas("betas", betas, distinct=False)
-    mask = np.asarray(train_mask, np.float64)
-    if mask.ndim != 2 or mask.shape[1] != y.shape[0]:
-        raise ValueError(f"train_mask must be [R, {y.shape[0]}]; got shape {mask.shape}")
-    count = mask.sum(axis=1)
-    if (count == 0).any():
-        raise ValueError(f"rotations {np.flatnonzero(count == 0).tolist()} have no training rows")
-    per_class = np.where(y[None, :] == 1, b[:, None], 1.0 - b[:, None])  # [B, N]
-    return (per_class[:, None, :] * mask[None, :, :] / count[None, :, None]).astype(np.float32)
-
-
-def fit_weighted_logistic(
-    features: ArrayLike,
-    labels: ArrayLike,
-    sample_weights: ArrayLike,
-    *,
-    l2: float = 0.0,
-    tol: float = 1e-6,
-    max_iter: int = 50,
-    chunk: int | None = None,
-    path: ArrayLike | None = None,
-) -> LogisticFit:
-    """Minimise every member's weighted log loss exactly, by Newton's method (see the module).
-
-    Each step solves the Newton system with the Hessian's eigenvalues raised to at least ``1e-6`` of
-    the largest (so a feature no training row uses, or one-hot columns that sum to the
-    intercept's, leave the step finite) and backtracks, halving, until the objective does not
-    increase. A member stops when the largest entry of its gradient is at most
-    ``tol`` or after ``max_iter`` steps. Without ``l2``, separable data has no minimiser: the
-    weights grow until the gradient of the vanishing loss falls below ``tol``, which is reported
-    as converged; give ``l2 > 0`` where classes may separate.
-
-    Members start from the optimum of an intercept alone (the logit of the weighted share of
-    positives), unless ``path`` makes the first axis of ``sample_weights`` a
-    solution path (as a regularisation path is fitted with warm starts): the steps are solved in
-    the order of their ``path`` values, outwards from the middle one, and each starts from its
-    neighbour's solutions with the intercept moved by the difference of their ``path`` values.
-    For a grid of betas, ``path = logit(beta)`` is that move's exact size where the model is well
-    specified (the weighted optimum's logit is the posterior's plus ``logit(beta)``). Newton's
-    method then needs about a third of the steps it takes from a cold start (the optimum of the
-    intercept alone), and it reaches the same optimum: the path changes where a member starts, not
-    what it solves.
-
-    Args:
-      features: ``[N, d]`` design shared by all members.
-      labels: ``[N]`` labels in ``{0, 1}``.
-      sample_weights: ``[K, N]`` non-negative weights per member (or ``[..., N]``: the leading
-        axes are flattened and restored); ``[P, ..., N]`` with ``path``.
-      l2: ridge penalty on the weights (not the intercept).
-      tol: gradient tolerance (largest absolute entry).
-      max_iter: most Newton steps.
-      chunk: members solved at once (default 64 where the table of pair products is made, else
-        16, whose Hessians take memory ``chunk x N x d``); with ``path``, whole path steps.
-      path: optional ``[P]`` finite values along the first axis of ``sample_weights``.
-
-    Returns:
-      A :class:`LogisticFit` whose arrays lead with the weights' leading axes.
-    """
-    x = np.asarray(features, np.float32)
-    y = np.asarray(labels)
-    s = np.asarray(sample_weights, np.float32)
-    if x.ndim != 2 or y.shape != (x.shape[0],):
-        raise ValueError(f"features must be [N, d] and labels [N]; got {x.shape} and {y.shape}")
-    if s.ndim < 1 or s.shape[-1] != x.shape[0]:
-        raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
-    V.check_finite("features", x)
-    if not np.isin(y, (0, 1)).all():
-        raise ValueError("labels must be 0 or 1")
-    V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
-    V.check_non_negative("l2", l2)
-    V.check_count("max_iter", max_iter)
-    if chunk is not None:
-        V.check_count("chunk", chunk)
-    V.check_positive("tol", tol)
-    offsets = None
-    if path is not None:
-        if s.ndim < 2:
-            raise ValueError(f"sample_weights must be [P, ..., N] with a path; got shape {s.shape}")
-        offsets = np.asarray(path, np.float32)
-        V.check_shape("path", offsets, (s.shape[0],))
-        V.check_finite("path", offsets)
-    return _fit_design(
-        _Design.of(x), y, s, l2=l2, tol=tol, max_iter=max_iter, chunk=chunk, offsets=offsets
-    )
-
-
-class _Design(NamedTuple):
-    """The features with a last column of ones, and the table of their nonzero pair products
-    (None where it would take more than ``_PAIR_BYTES``): what every member of a table shares."""
-
-    X: Array
-    pairs: tuple[np.ndarray, np.ndarray, Array] | None
-
-    @classmethod
-    def of(cls, x: np.ndarray) -> _Design:
-        design = jnp.asarray(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
-        rows, cols = _nonzero_pairs(x)
-        pairs = None
-        if design.shape[0] * len(rows) * 4 <= _PAIR_BYTES:
-            pairs = (rows, cols, _pair_products(design, rows, cols))
-        return cls(design, pairs)
-
-
-def _fit_design(
-    design: _Design,
-    y: np.ndarray,
-    s: np.ndarray,
-    *,
-    l2: float,
-    tol: float,
-    max_iter: int,
-    chunk: int | None,
-    offsets: np.ndarray | None,
-) -> LogisticFit:
-    """:func:`fit_weighted_logistic` of checked arrays on a prepared design."""
-    lead, n = s.shape[:-1], s.shape[-1]
-    if offsets is None:
-        steps = s.reshape(-1, 1, n)  # each member its own step, started cold
-        offsets, warm = np.zeros(steps.shape[0], np.float32), False
-    else:
-        steps, warm = s.reshape(s.shape[0], -1, n), True
-    pairs = design.pairs
-    size = chunk or (_CHUNK_DIRECT if pairs is None else _CHUNK_PAIRS)
-    first, chunks, parents = _path_schedule(offsets, max(1, size // steps.shape[1]), warm)
-    fit = _fit_path(
-        design.X,
-        jnp.asarray(y, jnp.float32),
-        jnp.asarray(steps),
-        jnp.asarray(offsets),
-        jnp.float32(l2),
-        jnp.float32(tol),
-        pairs,
-        jnp.asarray(chunks),
-        jnp.asarray(parents),
-        max_iter=max_iter,
-        first=first,
-    )
-    return jax.tree.map(lambda a: np.asarray(a).reshape(lead + a.shape[2:]), fit)
-
-
-# The nonzero products of feature pairs take N floats each; above this many bytes the Hessians
-# are formed from the design itself instead (more arithmetic, no extra memory).
-_PAIR_BYTES = 2**31
-# Members solved at once by default: with the pair table they cost only their weights' memory;
-# without it, each chunk's Hessians take ``chunk x N x d`` floats.
-_CHUNK_PAIRS, _CHUNK_DIRECT = 64, 16
-
-
-@jax.jit
-def _pair_products(X: Array, rows: Array, cols: Array) -> Array:
-    """``Z [N, p]``: row ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so a
-    member's Hessian is one row-vector times ``Z`` and a chunk's is one matrix product. (Made in
-    its own program: built inside the solver's, it took several times longer to fill on the
-    CPU.)"""
-    return X[:, rows] * X[:, cols]
-
-
-def _nonzero_pairs(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The upper-triangle pairs ``(j, k)`` of the design (the features and a last column of
-    ones) whose product ``x_ij x_ik`` is nonzero in some row.
-
-    Two one-hot columns of one category are never both 1, so their pair's products are all zero
-    and need no column in the table (about a third of UCI Adult's pairs).
-    """
-    used = np.concatenate([features != 0, np.ones((features.shape[0], 1), bool)], axis=1)
-    used = used.astype(np.float32)
-    rows, cols = np.triu_indices(used.shape[1])
-    keep = (used.T @ used)[rows, cols] > 0
-    return rows[keep], cols[keep]
-
-
-def _path_schedule(
-    offsets: np.ndarray, most: int, warm: bool
-) -> tuple[int, np.ndarray, np.ndarray]:
-    """The order in which :func:`_fit_path` solves the steps of a path.
-
-    Returns the step solved alone first from a cold start (``-1``: none), then chunks ``[C, c]``
-    of step indices (at most ``most`` a chunk; a short chunk repeats its last step) with the step
-    each starts from (``-1``: a cold start, the optimum of an intercept alone). On a path
-    (``warm``) the first is the middle value's step, from which the chunks go outwards in both
-    directions, each from its inner neighbour.
-    """
-    n = offsets.shape[0]
-
-    def split(steps: np.ndarray, size: int) -> np.ndarray:
-        count = -(-len(steps) // size)
-        padded = np.concatenate([steps, np.repeat(steps[-1:], count * size - len(steps))])
-        return padded.reshape(count, size)
-
-    if not warm:
-        chunks = split(np.arange(n), min(most, n))
-        return -1, chunks, np.full(len(chunks), -1)
-    order = np.argsort(offsets, kind="stable")
-    middle = n // 2
-    sides = [order[middle + 1 :], order[:middle][::-1]]  # outwards from the middle
-    sides = [side for side in sides if len(side)]
-    if not sides:
-        return int(order[middle]), np.zeros((0, 1), np.int64), np.zeros(0, np.int64)
-    size = max(-(-len(side) // -(-len(side) // most)) for side in sides)  # balanced chunks
-    chunks, parents = [], []
-    for side in sides:
-        part = split(side, size)
-        chunks.append(part)
-        parents.append(np.concatenate([[order[middle]], part[:-1, -1]]))
-    return int(order[middle]), np.concatenate(chunks), np.concatenate(parents)
-
-
-@functools.partial(jax.jit, static_argnames=("max_iter", "first"))
-def _fit_path(
-    X: Array,
-    y: Array,
-    S: Array,
-    offsets: Array,
-    l2: Array,
-    tol: Array,
-    pairs: tuple[Array, Array, Array] | None,
-    chunks: Array,
-    parents: Array,
-    *,
-    max_iter: int,
-    first: int,
-) -> LogisticFit:
-    """Members ``S [P, M, N]``, solved in the order of :func:`_path_schedule`: a step started
-    from another step's solutions has its intercept moved by the difference of their
-    ``offsets``."""
-    d1 = X.shape[1]
-    n_steps, n_members = S.shape[:2]
-    penalty = l2 * jnp.ones(d1, X.dtype).at[-1].set(0.0)  # the intercept is not penalised
-    hessian = None
-    if pairs is not None:
-        rows, cols, Z = pairs
-
-        def hessian(v: Array) -> Array:
-            products = jnp.dot(v, Z, precision=jax.lax.Precision.HIGHEST)
-            upper = jnp.zeros((d1, d1), X.dtype).at[rows, cols].set(products)
-            return upper + upper.T - jnp.diag(jnp.diagonal(upper))
-
-    def solve_one(s: Array, theta: Array) -> LogisticFit:
-        fit = logistic_newton(
-            X, y, s, theta, max_iter=max_iter, tol=tol, penalty=penalty, hessian=hessian
-        )
-        return _member_fit(fit, tol)
-
-    solve = jax.vmap(jax.vmap(solve_one))  # [steps, members]
-
-    def store(fits: LogisticFit, steps: Array, fit: LogisticFit) -> LogisticFit:
-        return jax.tree.map(lambda a, b: a.at[steps].set(b), fits, fit)
-
-    def cold(s: Array) -> Array:
-        """The optimum of an intercept alone: ``logit`` of the weighted share of positives."""
-        positive = s @ y
-        negative = jnp.sum(s, axis=-1) - positive
-        ok = (positive > 0) & (negative > 0)
-        intercept = jnp.where(ok, jnp.log(jnp.where(ok, positive / negative, 1.0)), 0.0)
-        return jnp.zeros((*s.shape[:-1], d1), X.dtype).at[..., -1].set(intercept)
-
-    shapes = jax.eval_shape(solve, S[:1], jnp.zeros((1, n_members, d1), X.dtype))
-    fits = jax.tree.map(lambda a: jnp.zeros((n_steps, *a.shape[1:]), a.dtype), shapes)
-    if first >= 0:
-        fits = store(fits, jnp.array([first]), solve(S[first][None], cold(S[first][None])))
-
-    def body(fits: LogisticFit, job: tuple[Array, Array]) -> tuple[LogisticFit, None]:
-        steps, parent = job
-        solved = jnp.concatenate([fits.coef[parent], fits.intercept[parent][:, None]], axis=-1)
-        start = jnp.broadcast_to(solved, (steps.shape[0], n_members, d1))
-        start = start.at[..., -1].add((offsets[steps] - offsets[parent])[:, None])
-        start = jnp.where(parent >= 0, start, cold(S[steps]))
-        return store(fits, steps, solve(S[steps], start)), None
-
-    fits, _ = jax.lax.scan(body, fits, (chunks, parents))
-    return fits

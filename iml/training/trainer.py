@@ -61,6 +61,8 @@ from iml.training.sharding import (
 
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",
+    "L2_GRID",
+    "L2_SCALES",
     "SOLVERS",
     "DataSource",
     "EnsembleCheckpointer",
@@ -95,6 +97,16 @@ _NORMALIZATIONS = ("imagenet", "none")
 
 #: The solvers of :attr:`TrainConfig.solver`.
 SOLVERS = ("auto", "exact", "adam")
+#: What a ridge coefficient ``l2`` is measured against (``TrainConfig.l2_scale``): ``"paper"``,
+#: the loss itself, so that ``l2 / 2 ||W||^2`` is a fixed cost in the paper's units at every
+#: class weight (the costly-learning model's assumption); ``"per_weight"``, the loss's total
+#: weight over the member's training rows, so that the penalty trades off against the data
+#: alike at every beta, ``B`` or ``w`` (multiplying every sample weight by a constant leaves the
+#: fit unchanged).
+L2_SCALES = ("paper", "per_weight")
+#: The ridge coefficients ``TrainConfig.l2 = "auto"`` chooses among (per loss and rotation, on
+#: the validation folds): decades from 1e-6 to 1.
+L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,7 +202,15 @@ class TrainConfig:
       min_delta: the least decrease of the validation loss that counts as an improvement.
       min_rel_delta: the least decrease, as a fraction of the best validation loss, that counts.
       l2: coefficient of ``l2 / 2 * ||W||^2`` added to the training loss (weights only:
-        :func:`iml.models.weight_norm`).
+        :func:`iml.models.weight_norm`); for a table's small models also ``"auto"``: each
+        member's coefficient is chosen from ``l2_grid`` as the one whose fit has the lowest
+        loss of its own on its validation folds (:func:`iml.training.train_tabular`).
+      l2_grid: the coefficients ``l2 = "auto"`` chooses among (:data:`L2_GRID`).
+      l2_scale: what ``l2`` is measured against (:data:`L2_SCALES`): ``"paper"``, the loss, a
+        fixed cost in the paper's units; ``"per_weight"``, the member's total sample weight.
+      standardize: a table's features are standardised on each rotation's training rows (as
+        scikit-learn's ``StandardScaler`` in a pipeline would), which makes the ridge that of
+        standardised features; the fitted coefficients stay in the features' own units.
       flip: random horizontal flips of training images.
       normalize: ``'imagenet'`` or ``'none'``.
       solver: ``'adam'`` (minibatch Adam with the schedule above), ``'exact'`` (a table's
@@ -221,7 +241,10 @@ class TrainConfig:
     min_lr: float = 0.0
     min_delta: float = 0.0
     min_rel_delta: float = 0.0
-    l2: float = 0.0
+    l2: float | str = 0.0
+    l2_grid: tuple[float, ...] = L2_GRID
+    l2_scale: str = "paper"
+    standardize: bool = False
     flip: bool = True
     normalize: str = "imagenet"
     member_batching: str | None = None
@@ -250,8 +273,20 @@ class TrainConfig:
                   "max_newton_steps")  # fmt: skip
         for name in counts:
             V.check_count(f"TrainConfig.{name}", getattr(self, name))
-        for name in ("min_lr", "min_delta", "min_rel_delta", "l2"):
+        for name in ("min_lr", "min_delta", "min_rel_delta"):
             V.check_non_negative(f"TrainConfig.{name}", getattr(self, name))
+        if self.l2 != "auto":
+            if isinstance(self.l2, str | bool):
+                raise ValueError(f"TrainConfig.l2 must be a number >= 0 or 'auto', got {self.l2!r}")
+            V.check_non_negative("TrainConfig.l2", self.l2)
+        grid = self.l2_grid
+        if not isinstance(grid, tuple) or not grid:
+            raise ValueError(f"TrainConfig.l2_grid must be a non-empty tuple, got {grid!r}")
+        for value in grid:
+            V.check_positive("TrainConfig.l2_grid", value)
+        if len(set(grid)) != len(grid):
+            raise ValueError(f"TrainConfig.l2_grid repeats a value: {grid!r}")
+        V.check_choice("TrainConfig.l2_scale", self.l2_scale, L2_SCALES)
         V.check_choice("TrainConfig.solver", self.solver, SOLVERS)
         if not (0.0 <= self.b1 < 1.0 and 0.0 <= self.b2 < 1.0):
             raise ValueError(f"TrainConfig.b1 and b2 must be in [0, 1), got {self.b1}, {self.b2}")
@@ -444,6 +479,11 @@ def _programs(
     model: nn.Module, batching: str, mesh: Mesh, config: TrainConfig
 ) -> dict[str, Callable[..., Any]]:
     """The jitted programs of one (model, batching, mesh, config); cached so reruns reuse them."""
+    if config.l2 == "auto":
+        raise ValueError(
+            "TrainConfig.l2='auto' chooses the ridge of a table's small models "
+            "(iml.training.train_tabular); give image ensembles a number"
+        )
     optimizer = adam(config.b1, config.b2, config.eps)
     members = NamedSharding(mesh, PartitionSpec(ENSEMBLE_AXIS))
     whole = replicated(mesh)
