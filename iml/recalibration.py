@@ -74,7 +74,6 @@ __all__ = [
     "pool_adjacent_violators",
     "prior_shift_ratio",
     "prior_shift_transform",
-    "softmax_newton",
     "temperature_fit",
     "temperature_transform",
 ]
@@ -159,9 +158,9 @@ _EIGEN_CUTOFF = 1e-6
 
 
 class NewtonFit(NamedTuple):
-    """The result of :func:`logistic_newton` or :func:`softmax_newton`."""
+    """The result of :func:`logistic_newton`."""
 
-    theta: Array  # [k] coefficients ([k, n] for softmax_newton)
+    theta: Array  # [k] coefficients ([k, n] for a multinomial loss)
     objective: Array  # the objective there
     grad: Array  # its gradient there, shaped as theta
     iterations: Array  # Newton steps taken
@@ -176,7 +175,6 @@ def logistic_newton(
     max_iter: int,
     tol: float | Array = 0.0,
     penalty: Array | None = None,
-    hessian: Any = None,
 ) -> NewtonFit:
     """Coefficients ``[k]`` minimising ``sum_i w_i logloss(y_i, sigmoid(X_i . theta)) +
     sum_j penalty_j theta_j^2 / 2`` by Newton's method (iteratively reweighted least squares).
@@ -193,8 +191,8 @@ def logistic_newton(
     the comparison stays meaningful (trial values summed in another order made members stall
     just above a tight tolerance). The iteration stops after ``max_iter`` steps, when the
     gradient's largest entry is at most ``tol``, or when no step length descends. Pure and
-    jittable (``max_iter`` static); the kernel of Platt scaling, beta calibration and the exact
-    full-batch fits of :func:`iml.training.fit_weighted_logistic`.
+    jittable (``max_iter`` static); the kernel of Platt scaling and beta calibration (the sweeps'
+    many members have their own batched solver, :mod:`iml.training.exact`).
 
     Args:
       X: ``[N, k]`` design (with a column of ones for an intercept).
@@ -204,13 +202,10 @@ def logistic_newton(
       max_iter: most Newton steps.
       tol: gradient tolerance (0: run ``max_iter`` steps unless no step descends).
       penalty: ``[k]`` ridge coefficients (default none).
-      hessian: optional ``v -> X^T diag(v) X`` (a caller may form it faster from precomputed
-        products of feature pairs).
     """
-    if hessian is None:
 
-        def hessian(v: Array) -> Array:
-            return _dot((X * v[:, None]).T, X)
+    def hessian(v: Array) -> Array:
+        return _dot((X * v[:, None]).T, X)
 
     def loss(z: Array) -> Array:
         # the log loss on logits, softplus(z) - y z, written stably
@@ -222,79 +217,6 @@ def logistic_newton(
     def loss_hessian(z: Array) -> Array:
         p = jax.nn.sigmoid(z)
         return hessian(w * p * (1.0 - p))
-
-    return _newton_on_logits(
-        X, theta, loss, logit_gradient, loss_hessian, penalty, max_iter=max_iter, tol=tol
-    )
-
-
-def softmax_newton(
-    X: Array,
-    y: Array,
-    w: Array,
-    theta: Array,
-    *,
-    max_iter: int,
-    tol: float | Array = 0.0,
-    penalty: Array | None = None,
-) -> NewtonFit:
-    """Coefficients ``[k, n]`` of multinomial logistic regression by Newton's method: they
-    minimise ``sum_i w_i (logsumexp(z_i) - z_{i y_i}) + sum_j penalty_j ||theta_j||^2 / 2``, the
-    weighted softmax cross-entropy of the logits ``z_i = X_i theta`` plus a ridge on each row of
-    ``theta`` (over all classes, so that adding one vector to every class's coefficients, which
-    leaves the softmax unchanged, is penalised as a whole).
-
-    The Hessian of row ``i``'s term is ``w_i (x_i x_i^T) kron (diag p_i - p_i p_i^T)``, with
-    ``p_i = softmax(z_i)``: ``[k n, k n]``, formed from two ``[N, k n]`` matrices. The softmax's
-    own null direction (the same shift of every class's logits) has no gradient, so the
-    eigenvalue floor of :func:`logistic_newton` leaves the step along it finite; the steps,
-    backtracking and stopping rules are that function's.
-
-    Args:
-      X: ``[N, k]`` design (with a column of ones for an intercept).
-      y: ``[N]`` class indices in ``[0, n)``.
-      w: ``[N]`` non-negative weights.
-      theta: ``[k, n]`` starting point.
-      max_iter: most Newton steps.
-      tol: gradient tolerance (0: run ``max_iter`` steps unless no step descends).
-      penalty: ``[k]`` ridge coefficients (default none).
-
-    Raises:
-      ValueError: for concrete arrays of the wrong shapes, labels outside ``[0, n)``, negative or
-        non-finite weights, or a design that is not finite.
-    """
-    if jnp.ndim(X) != 2 or jnp.ndim(theta) != 2:
-        raise ValueError(
-            f"X must be [N, k] and theta [k, n]; got shapes {jnp.shape(X)} and {jnp.shape(theta)}"
-        )
-    N, k = X.shape
-    n = theta.shape[-1]
-    V.check_shape("theta", theta, (k, n))
-    V.check_shape("y", y, (N,))
-    V.check_shape("w", w, (N,))
-    if penalty is not None:
-        V.check_shape("penalty", penalty, (k,))
-    V.check_finite("X", X)
-    V.check_interval("w", w, 0.0, np.inf, open_low=False, open_high=True)
-    labels = V.concrete_value(y)
-    if labels is not None and labels.size and (labels.min() < 0 or labels.max() >= n):
-        raise ValueError(f"y must be class indices in [0, {n}), got {labels.min()}..{labels.max()}")
-    onehot = jax.nn.one_hot(y, n, dtype=X.dtype)
-
-    def loss(z: Array) -> Array:
-        return _dot(w, jax.nn.logsumexp(z, axis=-1) - jnp.sum(onehot * z, axis=-1))
-
-    def logit_gradient(z: Array) -> Array:
-        return w[:, None] * (jax.nn.softmax(z, axis=-1) - onehot)
-
-    def loss_hessian(z: Array) -> Array:
-        p = jax.nn.softmax(z, axis=-1)
-        # entries (j, c) of rows: x_ij w_i p_ic and x_ij p_ic
-        weighted = (X[:, :, None] * (w[:, None] * p)[:, None, :]).reshape(N, k * n)
-        plain = (X[:, :, None] * p[:, None, :]).reshape(N, k * n)
-        diagonal = _dot(weighted.T, X).reshape(k, n, k)  # sum_i w_i p_ic x_ij x_il
-        blocks = diagonal[:, :, :, None] * jnp.eye(n, dtype=X.dtype)[None, :, None, :]
-        return blocks.reshape(k * n, k * n) - _dot(weighted.T, plain)
 
     return _newton_on_logits(
         X, theta, loss, logit_gradient, loss_hessian, penalty, max_iter=max_iter, tol=tol

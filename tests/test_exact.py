@@ -409,3 +409,64 @@ def test_class_weighted_softmax_members_sit_at_their_optimum_below_adam(three_cl
     clf.fit(x[rows].astype(np.float64), y[rows], sample_weight=weights[k][y[rows]])
     logits = x @ fit.params["w"][0, k, r] + fit.params["b"][0, k, r]
     np.testing.assert_allclose(jax.nn.softmax(jnp.asarray(logits)), clf.predict_proba(x), atol=1e-4)
+
+
+def test_weighted_softmax_reaches_the_multinomial_optimum_of_scipy():
+    """Weighted multinomial logistic regression with a ridge on the features' rows, against
+    scipy's BFGS on the same objective in float64, for two weightings at once."""
+    from scipy.optimize import minimize
+    from scipy.special import log_softmax
+
+    from iml.training.exact import fit_weighted_softmax
+
+    rng = np.random.default_rng(21)
+    n, d, k = 400, 3, 4
+    x = rng.normal(size=(n, d))
+    y = np.argmax(x @ rng.normal(size=(d, k)) + rng.gumbel(size=(n, k)), axis=1)
+    X = np.concatenate([x, np.ones((n, 1))], axis=1)
+    weights = np.stack([np.ones(n), np.where(y == 3, 5.0, 1.0)]) / n
+    l2 = 0.01  # on the features' rows, not the intercepts
+
+    def objective(theta, w):
+        z = X @ theta.reshape(d + 1, k)
+        value = w @ (np.logaddexp.reduce(z, axis=1) - z[np.arange(n), y])
+        return value + 0.5 * l2 * np.sum(theta.reshape(d + 1, k)[:d] ** 2)
+
+    fit = fit_weighted_softmax(x, y, weights, k, l2=l2, tol=1e-7)
+    assert fit.coef.shape == (2, d, k) and fit.intercept.shape == (2, k)
+    assert np.all(fit.converged) and np.all(fit.iterations <= 20)
+    for i, w in enumerate(weights):
+        best = minimize(objective, np.zeros((d + 1) * k), args=(w,), method="BFGS", tol=1e-12)
+        theta = np.concatenate([fit.coef[i], fit.intercept[i][None]]).astype(np.float64)
+        assert float(fit.objective[i]) == pytest.approx(best.fun, rel=1e-6)
+        assert objective(theta.ravel(), w) <= best.fun + 1e-7
+        probs = np.exp(log_softmax(X @ theta, axis=1))
+        want = np.exp(log_softmax(X @ best.x.reshape(d + 1, k), axis=1))
+        np.testing.assert_allclose(probs, want, atol=1e-4)
+    # a grid of penalties: each level is the optimum at its own penalty, whatever the order
+    grid = fit_weighted_softmax(x, y, weights, k, l2=[1.0, l2, 1e-4], tol=1e-7)
+    assert grid.coef.shape == (3, 2, d, k) and np.all(grid.converged)
+    np.testing.assert_allclose(grid.objective[1], fit.objective, rtol=1e-6)
+    assert np.all(np.abs(grid.coef[0]) < np.abs(grid.coef[2]).max())  # more penalty, smaller
+
+
+def test_weighted_softmax_names_bad_input():
+    from iml.training.exact import fit_weighted_softmax
+
+    x, y, w = np.ones((5, 2), np.float32), np.array([0, 1, 2, 1, 0]), np.ones((1, 5), np.float32)
+
+    def fit(**changed):
+        args = {"features": x, "labels": y, "sample_weights": w, "n_classes": 3, **changed}
+        return fit_weighted_softmax(**args, max_iter=3)
+
+    with pytest.raises(ValueError, match=r"labels must be class indices in \[0, 3\)"):
+        fit(labels=np.array([0, 1, 3, 1, 0]))
+    with pytest.raises(ValueError, match=r"sample_weights must lie in \[0, inf\)"):
+        fit(sample_weights=-w)
+    with pytest.raises(ValueError, match="features must be finite"):
+        fit(features=np.where(np.eye(5, 2) > 0, np.nan, x))
+    with pytest.raises(ValueError, match=r"sample_weights must be \[\.\.\., 5\]"):
+        fit(sample_weights=np.ones((1, 4), np.float32))
+    with pytest.raises(ValueError, match=r"l2 must lie in \[0, inf\)"):
+        fit(l2=-1.0)
+    assert np.isfinite(fit().objective).all()  # the same arguments, well formed

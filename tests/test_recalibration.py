@@ -31,7 +31,6 @@ from iml.recalibration import (
     pool_adjacent_violators,
     prior_shift_ratio,
     prior_shift_transform,
-    softmax_newton,
     temperature_fit,
     temperature_transform,
 )
@@ -559,68 +558,3 @@ def test_beta_calibration_transform_checks_its_input():
     fitted = BetaCalibration().fit(_S, _Y)
     with pytest.raises(ValueError, match="scores"):
         fitted.transform(np.array([0.2, -0.1]))
-
-
-def test_softmax_newton_reaches_the_weighted_multinomial_optimum_of_scipy():
-    """Weighted multinomial logistic regression with a ridge on the features' rows, against
-    scipy's BFGS on the same objective in float64; jitted and vmapped over weightings."""
-    rng = np.random.default_rng(21)
-    n, d, k = 400, 3, 4
-    x = rng.normal(size=(n, d))
-    y = np.argmax(x @ rng.normal(size=(d, k)) + rng.gumbel(size=(n, k)), axis=1)
-    X = np.concatenate([x, np.ones((n, 1))], axis=1)
-    weights = np.stack([np.ones(n), np.where(y == 3, 5.0, 1.0)]) / n
-    penalty = np.array([0.01, 0.01, 0.01, 0.0])  # not the intercepts
-
-    def objective(theta, w):
-        z = X @ theta.reshape(d + 1, k)
-        value = w @ (np.logaddexp.reduce(z, axis=1) - z[np.arange(n), y])
-        return value + 0.5 * np.sum(penalty[:, None] * theta.reshape(d + 1, k) ** 2)
-
-    fit = jax.jit(
-        jax.vmap(
-            lambda w: softmax_newton(
-                jnp.asarray(X, jnp.float32),
-                jnp.asarray(y),
-                w,
-                jnp.zeros((d + 1, k)),
-                max_iter=50,
-                tol=1e-7,
-                penalty=jnp.asarray(penalty, jnp.float32),
-            )
-        )
-    )(jnp.asarray(weights, jnp.float32))
-    assert np.all(np.asarray(fit.iterations) <= 8)
-    for i, w in enumerate(weights):
-        best = minimize(objective, np.zeros((d + 1) * k), args=(w,), method="BFGS", tol=1e-12)
-        theta = np.asarray(fit.theta[i], np.float64)
-        assert float(fit.objective[i]) == pytest.approx(best.fun, rel=1e-6)
-        assert objective(theta.ravel(), w) <= best.fun + 1e-7
-        probs = np.exp(log_softmax(X @ theta, axis=1))
-        want = np.exp(log_softmax(X @ best.x.reshape(d + 1, k), axis=1))
-        np.testing.assert_allclose(probs, want, atol=1e-4)
-    # the weight on class 3 raises its scores
-    assert np.mean(np.exp(log_softmax(X @ np.asarray(fit.theta[1]), axis=1))[:, 3]) > np.mean(
-        np.exp(log_softmax(X @ np.asarray(fit.theta[0]), axis=1))[:, 3]
-    )
-
-
-def test_softmax_newton_names_bad_input():
-    X, y, w = np.ones((5, 2), np.float32), np.array([0, 1, 2, 1, 0]), np.ones(5, np.float32)
-    theta = np.zeros((2, 3), np.float32)
-
-    def fit(**changed):
-        args = {"X": X, "y": y, "w": w, "theta": theta, **changed}
-        return softmax_newton(**args, max_iter=3)
-
-    with pytest.raises(ValueError, match=r"y must be class indices in \[0, 3\), got 0\.\.3"):
-        fit(y=np.array([0, 1, 3, 1, 0]))
-    with pytest.raises(ValueError, match=r"w must lie in \[0, inf\)"):
-        fit(w=-w)
-    with pytest.raises(ValueError, match="X must be finite"):
-        fit(X=np.where(np.eye(5, 2) > 0, np.nan, X))
-    with pytest.raises(ValueError, match=r"theta must have shape \(2, 3\)|theta \[k, n\]"):
-        fit(theta=np.zeros((3, 3), np.float32))
-    with pytest.raises(ValueError, match=r"w must have shape \(5,\)"):
-        fit(w=np.ones(4, np.float32))
-    assert np.isfinite(float(fit().objective))  # the same arguments, well formed
