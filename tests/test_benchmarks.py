@@ -98,13 +98,16 @@ def test_sweep_train_benchmark_reports_ratio_and_equal_quality(shared_data_path,
 
     argv = ["--data-dir", str(shared_data_path("uci-adult")), "--rows", "3000"]
     argv += ["--n-betas", "2", "--seeds", "2", "--baseline-models", "10", "--jobs", "1"]
+    argv += ["--cache-dir", str(tmp_path / "jax_cache")]
     out = tmp_path / "sweep_train.json"
     report = sweep_train.main([*argv, "--out", str(out)])
     last_line = capsys.readouterr().out.strip().splitlines()[-1]
     assert json.loads(last_line) == report == json.loads(out.read_text())
     assert report["ratio"] > 0 and report["peak_rss_gb"] > 0
     assert 0 < report["ours_compile_s"] < report["ours_s"]
-    assert "2 betas x 2 seeds x 10 rotations = 40 models" in report["work"]
+    assert "2 betas x 10 rotations = 20 distinct models (2 seeds asked; 1 fitted" in report["work"]
+    assert report["warnings"] and "2 seeds asked of a sweep fitted exactly" in report["warnings"][0]
+    assert report["achieved_gflops"] > 0 and report["gemm_gflops"] > 0
     # The exact fits are at least as good as scikit-learn's, and the corrected ECEs agree.
     assert report["objective_ours_lower_or_equal"]
     assert report["corrected_ece_diff_max"] < 0.005

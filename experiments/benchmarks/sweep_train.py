@@ -1,35 +1,46 @@
-"""Benchmark: the logistic-regression beta sweep against a loop of scikit-learn fits.
+"""Benchmark: the logistic-regression beta sweep against a loop of scikit-learn fits, at equal
+work.
 
-Work: ``iml.pipeline.sweep.run_sweep`` on UCI Adult (48,842 rows, 108 encoded features): 64
-betas (the default logit-spaced grid from 0.01 to 0.99) x 8 seeds x 10 rotations of the nested
-cross-validation = 5,120 models, with a ridge penalty ``l2 = 1e-4`` and the default solver
-(exact full-batch fits of the convex model; seeds then coincide), scored and tabulated as
-``iml sweep`` does.
+Work: the fits of ``iml sweep`` on UCI Adult (48,842 rows, 108 encoded features): 64 betas (the
+default logit-spaced grid from 0.01 to 0.99) x 10 rotations of the nested cross-validation = 640
+distinct models, each fitted on its rotation's training rows with a ridge ``l2 = 1e-4`` and
+scored on its test rows, by the exact solver (``iml.training.train_tabular``, as
+``run_sweep`` calls it, on the features as they are). A convex model's optimum depends on no
+seed, so the sweep fits each (beta, rotation) once whatever ``--seeds`` asks (it says so in a
+warning), and the baseline fits each once too.
 
 Baseline: what a researcher writes today, one ``sklearn.linear_model.LogisticRegression`` fit
 per model (``class_weight={0: 1 - beta, 1: beta}``, lbfgs with its default tolerance, the same
-ridge penalty, on the same training rows of the same rotations), run over all cores with
-joblib. The full loop would take minutes, so a slice of models (``--baseline-models``, spread
-over the grid) is timed and scaled to 5,120 (stated in the JSON).
+ridge penalty, on the same training rows of the same rotations, then its test rows'
+probabilities), run over all cores with joblib. The full loop would take a minute, so a slice of
+models (``--baseline-models``, spread over the grid) is timed and scaled to the 640 (stated in the
+JSON).
+
+Our time is the fits and the out-of-fold logits, as the sweep makes them; the sweep's table of
+metrics, which the baseline does not make, is timed apart (``sweep_s``, the whole ``run_sweep``).
+JAX makes its programs once per machine: they are kept in a persistent compilation cache
+(``--cache-dir``), and the part of our time spent making or loading them is reported apart
+(``ours_compile_s``; ``compile_cache`` says whether the cache held them before this run). Run
+the benchmark twice to measure it with a warm cache. The achieved arithmetic rate of the fits
+(``achieved_gflops``, from the counted matrix products: the gradients' and the Hessians') is
+reported beside that of one large matrix product on the same machine (``gemm_gflops``).
 
 Equal quality is checked on the slice: each sliced model's fitted objective (the mean
 beta-weighted log loss on its training rows plus the ridge) against ours (relative difference),
 and at each sliced beta the loss-corrected ECE of the baseline's out-of-fold scores (all ten
-rotations, first seed) against the sweep's. The baseline's default tolerance stops lbfgs short of
-the optimum where the weighted loss is flat, so the sliced models are also refitted, untimed, by
-scikit-learn's Newton-Cholesky solver at a tolerance of 1e-10: against that reference optimum, our
-objectives and our fitted log-likelihoods (the weighted log loss alone) are compared too.
+rotations) against the sweep's. The baseline's default tolerance stops lbfgs short of the optimum
+where the weighted loss is flat, so the sliced models are also refitted, untimed, by
+scikit-learn's Newton-Cholesky solver at a tolerance of 1e-10: against that reference optimum,
+our objectives and our fitted log-likelihoods (the weighted log loss alone) are compared too.
 
 Run from the repository root, with ``adult.data``, ``adult.test`` and ``adult.names`` from the
 UCI Machine Learning Repository (https://archive.ics.uci.edu/dataset/2/adult) in ``ADULT_DIR``::
 
-    python -m experiments.benchmarks.sweep_train --data-dir ADULT_DIR
+    python -m experiments.benchmarks.sweep_train --data-dir ADULT_DIR --seeds 1
     python -m experiments.benchmarks.sweep_train --data-dir ADULT_DIR --quick
 
 The last stdout line is one JSON object; ``ratio`` is the baseline's time for all models over
-ours (higher is better), with ``peak_rss_gb`` the process's peak resident memory and
-``ours_compile_s`` the part of our time that JAX spent making its programs (tracing, lowering
-and compiling).
+ours (higher is better), with ``peak_rss_gb`` the process's peak resident memory.
 """
 
 from __future__ import annotations
@@ -40,7 +51,9 @@ import json
 import os
 import platform
 import time
+import warnings
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -52,9 +65,11 @@ REFERENCE_TOL = 1e-10
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data-dir", required=True, help="folder with adult.data/.test/.names")
-    p.add_argument("--quick", action="store_true", help="8 betas x 2 seeds on 8,000 rows")
+    p.add_argument("--quick", action="store_true", help="8 betas on 8,000 rows")
     p.add_argument("--n-betas", type=int, default=None, help="default 64 (8 with --quick)")
-    p.add_argument("--seeds", type=int, default=None, help="default 8 (2 with --quick)")
+    p.add_argument(
+        "--seeds", type=int, default=1, help="seeds the sweep is asked for (the fits: one each)"
+    )
     p.add_argument("--rows", type=int, default=None, help="rows used (default all)")
     p.add_argument("--baseline-models", type=int, default=None, help="default 40 (10 quick)")
     p.add_argument("--jobs", type=int, default=-1, help="joblib workers (default all cores)")
@@ -65,12 +80,48 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="ridge penalty of both (default 1e-4: Adult's rare one-hot categories make the "
         "unpenalised optimum lie at infinity, where no two solvers agree)",
     )
+    p.add_argument(
+        "--cache-dir",
+        default="runs/jax_cache",
+        help="JAX's persistent compilation cache (default runs/jax_cache)",
+    )
     p.add_argument("--out", default="runs/benchmarks/sweep_train.json", help="the JSON record")
     return p.parse_args(argv)
 
 
-def _baseline_fit(x, y, train, beta, l2, exact=False):
-    """One researcher's fit; returns (coef, intercept, seconds).
+class CacheHits:
+    """Persistent compilation cache hits and misses while the context is open
+    (``jax.monitoring``'s events)."""
+
+    _open: ClassVar[list[CacheHits]] = []
+    _listening: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.hits = self.misses = 0
+
+    @classmethod
+    def _hear(cls, event: str, **kwargs: object) -> None:
+        for meter in cls._open:
+            if event == "/jax/compilation_cache/cache_hits":
+                meter.hits += 1
+            elif event == "/jax/compilation_cache/cache_misses":
+                meter.misses += 1
+
+    def __enter__(self) -> CacheHits:
+        import jax
+
+        if not CacheHits._listening:  # jax.monitoring cannot drop a listener: add one once
+            jax.monitoring.register_event_listener(CacheHits._hear)
+            CacheHits._listening = True
+        CacheHits._open.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        CacheHits._open.remove(self)
+
+
+def _baseline_fit(x, y, train, test, beta, l2, exact=False):
+    """One researcher's fit and its test rows' scores; returns (coef, intercept, scores, s).
 
     scikit-learn minimises ``C sum_i w_i l_i + ||w||^2 / 2``; over ``C n`` that is the sweep's
     mean weighted loss plus ``l2 / 2 ||w||^2`` with ``C = 1 / (l2 n)``. ``exact`` asks for
@@ -84,7 +135,8 @@ def _baseline_fit(x, y, train, beta, l2, exact=False):
     solver = {"solver": "newton-cholesky", "tol": REFERENCE_TOL} if exact else {}
     clf = LogisticRegression(C=C, class_weight={0: 1.0 - beta, 1: beta}, max_iter=10_000, **solver)
     clf.fit(x[train], y[train])
-    return clf.coef_[0], float(clf.intercept_[0]), time.perf_counter() - start
+    scores = clf.predict_proba(x[test])[:, 1]
+    return clf.coef_[0], float(clf.intercept_[0]), scores, time.perf_counter() - start
 
 
 def _objective(x, y, train, beta, coef, intercept, l2):
@@ -99,22 +151,44 @@ def _objective(x, y, train, beta, coef, intercept, l2):
     return float(np.mean(weight * (np.logaddexp(0.0, z) - t * z)) + 0.5 * l2 * coef @ coef)
 
 
+def _gemm_gflops(x: np.ndarray, members: int) -> float:
+    """The arithmetic rate of one ``[members, N] @ [N, d]`` product in float32 on this machine:
+    the gradients' kind of matrix product, the fits' ceiling."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.ones((members, x.shape[0]), jnp.float32)
+    b = jnp.asarray(x, jnp.float32)
+    product = jax.jit(lambda a, b: jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST))
+    jax.block_until_ready(product(a, b))
+    start, runs = time.perf_counter(), 20
+    for _ in range(runs):
+        jax.block_until_ready(product(a, b))
+    seconds = (time.perf_counter() - start) / runs
+    return 2.0 * members * x.shape[0] * x.shape[1] / seconds / 1e9
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = _parse(argv)
+    import jax
+
+    Path(args.cache_dir).mkdir(parents=True, exist_ok=True)
+    cached_before = sum(1 for _ in Path(args.cache_dir).iterdir())
+    jax.config.update("jax_compilation_cache_dir", str(Path(args.cache_dir).resolve()))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     from joblib import Parallel, delayed
 
     from experiments.benchmarks.sweep import CompileSeconds, PeakRSS
     from iml import beta_grid
     from iml.calibration import beta_key, score_metrics
-    from iml.data.folds import nested_cv_splits
     from iml.data.tabular import read_adult
     from iml.pipeline import atomic_write_bytes
     from iml.pipeline.sweep import plan_sweep, run_sweep
     from iml.scoring import loss_corrected_score
-    from iml.training import TABULAR_DEFAULTS
+    from iml.training import TABULAR_DEFAULTS, train_tabular
+    from iml.training.tabular import out_of_fold_logits
 
     n_betas = args.n_betas or (8 if args.quick else 64)
-    n_seeds = args.seeds or (2 if args.quick else 8)
     n_baseline = args.baseline_models or (10 if args.quick else 40)
     rows = args.rows or (8000 if args.quick else None)
 
@@ -125,77 +199,101 @@ def main(argv: list[str] | None = None) -> dict:
         keep = np.random.default_rng(0).permutation(len(y))[:rows]
         x, y = x[keep], y[keep]
     betas = beta_grid(n_betas)
+    # A fixed ridge on the features as they are: the baseline's problem, exactly.
     train = dataclasses.replace(TABULAR_DEFAULTS, l2=args.l2, standardize=False)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        plan = plan_sweep(x, y, None, betas, seeds=args.seeds, train=train)
+    splits = plan.splits
+    n_models = n_betas * len(splits)  # distinct fits: one per (beta, rotation)
 
-    with PeakRSS() as peak, CompileSeconds() as compiling:
+    with PeakRSS() as peak, CompileSeconds() as compiling, CacheHits() as cache:
         start = time.perf_counter()
-        result = run_sweep(x, y, None, betas, seeds=n_seeds, train=train, progress=False)
+        fit = train_tabular(plan.model, x, y, splits, plan.losses, plan.seeds, plan.config)
+        oof = out_of_fold_logits(fit.test_logits, splits, len(y))
         ours = time.perf_counter() - start
-    n_models = n_betas * n_seeds * 10
+    assert np.isfinite(oof).all()
+    with CompileSeconds() as sweep_compiling:
+        start = time.perf_counter()
+        result = run_sweep(x, y, None, betas, seeds=plan.seeds, train=train, progress=False)
+        sweep_s = time.perf_counter() - start
 
-    # The same rotations and training rows as the sweep (its plan trains nothing).
-    plan = plan_sweep(x, y, None, betas, seeds=n_seeds, train=train)
-    splits = nested_cv_splits(plan.fold_ids)
+    # The matrix products the fits made: per Newton step, the step's logits, the gradient and
+    # the size of its terms (three [N, d+1] products a member); per Hessian, one row of the table
+    # of pair products; the first gradient of each member, and its validation and test logits.
+    d1 = x.shape[1] + 1
+    used = np.concatenate([x != 0, np.ones((len(y), 1), bool)], axis=1).astype(np.float32)
+    pairs = int(np.triu(used.T @ used > 0).sum())  # the table's columns: pairs ever nonzero
+    steps = np.asarray(fit.best_epoch[0], np.float64)
+    hessians = np.asarray(fit.hessians[0], np.float64)
+    flops = 2.0 * len(y) * (3 * d1 * steps.sum() + pairs * hessians.sum() + 3 * d1 * steps.size)
+
     # A slice of models spread over the grid: whole betas (all rotations, for an ECE) first.
     picked = np.unique(np.linspace(0, n_betas - 1, max(1, n_baseline // len(splits))).astype(int))
     jobs = [(b, r) for b in picked for r in range(len(splits))][:n_baseline]
     start = time.perf_counter()
     fits = Parallel(n_jobs=args.jobs)(
-        delayed(_baseline_fit)(x, y, splits[r].train, float(betas[b]), args.l2) for b, r in jobs
+        delayed(_baseline_fit)(x, y, splits[r].train, splits[r].test, float(betas[b]), args.l2)
+        for b, r in jobs
     )
     baseline_slice = time.perf_counter() - start
     baseline = baseline_slice * n_models / len(jobs)
 
     # Equal quality: objectives of the sliced models, and the corrected ECE at sliced betas.
-    from iml.training import train_tabular
-
-    # The members the sweep trained (deterministic: the same optimum).
-    ours_fit = train_tabular(
-        plan.model, x, y, splits, betas[picked], [0], plan.config, progress=False
-    )
-    # The reference optimum of each sliced model: scikit-learn's exact solver (not timed).
-    exact = Parallel(n_jobs=args.jobs)(
-        delayed(_baseline_fit)(x, y, splits[r].train, float(betas[b]), args.l2, exact=True)
+    exact = Parallel(n_jobs=args.jobs)(  # the reference optimum of each sliced model, untimed
+        delayed(_baseline_fit)(
+            x, y, splits[r].train, splits[r].test, float(betas[b]), args.l2, exact=True
+        )
         for b, r in jobs
     )
     rel, rel_exact, rel_loglik = [], [], []
-    oof = {b: np.full(len(y), np.nan) for b in picked}
-    for (b, r), (coef, intercept, _), (ref_coef, ref_intercept, _) in zip(
-        jobs, fits, exact, strict=True
-    ):
-        k = int(np.flatnonzero(picked == b)[0])
+    scores = {b: np.full(len(y), np.nan) for b in picked}
+    for (b, r), theirs_fit, reference_fit in zip(jobs, fits, exact, strict=True):
         beta = float(betas[b])
-        rows = splits[r].train
-        mine_fit = (ours_fit.params["w"][0, k, r], ours_fit.params["b"][0, k, r])
-        theirs = _objective(x, y, rows, beta, coef, intercept, args.l2)
-        mine = _objective(x, y, rows, beta, *mine_fit, args.l2)
-        reference = _objective(x, y, rows, beta, ref_coef, ref_intercept, args.l2)
+        train_rows = splits[r].train
+        mine_fit = (fit.params["w"][0, b, r], fit.params["b"][0, b, r])
+        theirs = _objective(x, y, train_rows, beta, *theirs_fit[:2], args.l2)
+        mine = _objective(x, y, train_rows, beta, *mine_fit, args.l2)
+        reference = _objective(x, y, train_rows, beta, *reference_fit[:2], args.l2)
         rel.append((mine - theirs) / theirs)
         rel_exact.append((mine - reference) / reference)
-        mine_loglik = _objective(x, y, rows, beta, *mine_fit, 0.0)
-        reference_loglik = _objective(x, y, rows, beta, ref_coef, ref_intercept, 0.0)
+        mine_loglik = _objective(x, y, train_rows, beta, *mine_fit, 0.0)
+        reference_loglik = _objective(x, y, train_rows, beta, *reference_fit[:2], 0.0)
         rel_loglik.append((mine_loglik - reference_loglik) / reference_loglik)
-        test = splits[r].test
-        oof[b][test] = 1.0 / (1.0 + np.exp(-(x[test] @ coef + intercept)))
+        scores[b][splits[r].test] = theirs_fit[2]
     ece_diff = {}
     for b in picked:
-        if np.isnan(oof[b]).any():
+        if np.isnan(scores[b]).any():
             continue  # not every rotation of this beta is in the slice
         beta = float(betas[b])
-        theirs = score_metrics(np.asarray(loss_corrected_score(oof[b], beta)), y)["ece"]
+        theirs = score_metrics(np.asarray(loss_corrected_score(scores[b], beta)), y)["ece"]
         ece_diff[beta_key(beta)] = result.table[beta_key(beta)]["loss_corrected"]["ece"] - theirs
 
+    ratio = baseline / ours
     report = {
         "benchmark": "sweep_train",
         "work": f"logistic beta sweep (l2 = {args.l2:g}) on UCI Adult: {n_betas} betas x "
-        f"{n_seeds} seeds x 10 rotations = {n_models} models, {len(y)} rows x {x.shape[1]} "
-        "features",
+        f"{len(splits)} rotations = {n_models} distinct models ({args.seeds} seeds asked; "
+        f"{len(plan.seeds)} fitted, the optimum depending on none), {len(y)} rows x "
+        f"{x.shape[1]} features",
         "ours_s": round(ours, 2),
         "ours_compile_s": round(compiling.seconds, 2),  # of ours_s: JAX making its programs
+        "compile_cache": {
+            "dir": args.cache_dir,
+            "entries_before": cached_before,
+            "hits": cache.hits,
+            "misses": cache.misses,
+        },
+        "sweep_s": round(sweep_s, 2),  # the whole run_sweep, its table included
+        "sweep_compile_s": round(sweep_compiling.seconds, 2),
         "baseline_s": round(baseline, 2),
         "baseline_measured": f"{len(jobs)} scikit-learn fits in {baseline_slice:.2f} s on "
         f"{os.cpu_count()} cores (joblib), scaled to {n_models}",
-        "ratio": round(baseline / ours, 3),
+        "ratio": round(ratio, 3),
+        "achieved_gflops": round(flops / ours / 1e9, 1),
+        "gemm_gflops": round(_gemm_gflops(x, 640), 1),
+        "newton_steps_mean": round(float(steps.mean()), 2),
+        "hessians_per_model": round(float(hessians.mean()), 3),
         "objective_rel_diff_max": float(np.max(np.abs(rel))),
         "objective_ours_lower_or_equal": bool(np.all(np.asarray(rel) <= 1e-6)),
         "objective_rel_diff_vs_exact_max": float(np.max(np.abs(rel_exact))),
@@ -204,6 +302,7 @@ def main(argv: list[str] | None = None) -> dict:
         "corrected_ece_diff_max": float(max(abs(v) for v in ece_diff.values()))
         if ece_diff
         else None,
+        "warnings": [str(w.message) for w in said],
         "peak_rss_gb": round(peak.peak / 2**30, 2),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "date": time.strftime("%Y-%m-%d"),

@@ -135,23 +135,33 @@ class Design(NamedTuple):
     pairs: tuple[Array, Array, Array] | None
 
     @classmethod
-    def of(cls, x: np.ndarray) -> Design:
+    def of(cls, x: ArrayLike) -> Design:
+        """The design of features ``x [N, d]`` (made once, and shared by every fit on them:
+        pass it as ``design=`` to :func:`fit_weighted_logistic` and
+        :func:`fit_weighted_softmax`)."""
+        x = np.asarray(x, np.float32)
         design = jnp.asarray(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
         rows, cols = _nonzero_pairs(x)
         pairs = None
         if design.shape[0] * len(rows) * 4 <= _PAIR_BYTES:
             rows, cols = jnp.asarray(rows), jnp.asarray(cols)
-            pairs = (rows, cols, _pair_products(design, rows, cols))
+            pairs = (rows, cols, _pair_products(design.T, rows, cols))
         return cls(design, pairs)
 
 
 @jax.jit
-def _pair_products(X: Array, rows: Array, cols: Array) -> Array:
-    """``Z [N, p]``: row ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so a
-    member's Hessian is one row-vector times ``Z`` and a chunk's is one matrix product. (Made in
-    its own program: built inside the solver's, it took several times longer to fill on the
-    CPU.)"""
-    return X[:, rows] * X[:, cols]
+def _pair_products(Xt: Array, rows: Array, cols: Array) -> Array:
+    """``Z [p, N]``: column ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so
+    a member's Hessian is one row-vector times ``Z^T`` and a batch's is one matrix product.
+    (Pairs on the first axis: gathering whole rows of ``X^T`` fills the table fastest, and the
+    products with it run faster too. Made in its own program: built inside the solver's, it took
+    several times longer to fill on the CPU.)"""
+    return Xt[rows] * Xt[cols]
+
+
+def _times_pairs(V: Array, Z: Array) -> Array:
+    """``V Z^T``: ``[K, N]`` weights against the ``[p, N]`` table."""
+    return jax.lax.dot_general(V, Z, (((1,), (1,)), ((), ())), precision=_HIGHEST)
 
 
 def _nonzero_pairs(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -175,7 +185,7 @@ def _data_hessians(design: Design, V: Array) -> Array:
     if design.pairs is None:
         return jax.lax.map(lambda v: _dot((X * v[:, None]).T, X), V)
     rows, cols, Z = design.pairs
-    products = _dot(V, Z)
+    products = _times_pairs(V, Z)
     upper = jnp.zeros((V.shape[0], d1, d1), X.dtype).at[:, rows, cols].set(products)
     return upper + jnp.swapaxes(upper, 1, 2) - upper * jnp.eye(d1, dtype=X.dtype)
 
@@ -386,112 +396,107 @@ def _newton(
     return _Solved(c["theta"], c["g"], c["H"], objective, c["iters"], c["count"])
 
 
-def _cold_start(S: np.ndarray, y: np.ndarray, d1: int) -> np.ndarray:
+@jax.jit
+def _cold_start(S: Array, y: Array) -> Array:
     """The optimum of an intercept alone: ``logit`` of each member's weighted share of
     positives (0 where a member has weight on one class only)."""
-    positive = S @ y.astype(np.float64)
-    negative = S.sum(axis=-1) - positive
+    positive = _dot(S, y)
+    negative = jnp.sum(S, axis=-1) - positive
     ok = (positive > 0) & (negative > 0)
-    theta = np.zeros((*S.shape[:-1], d1), np.float32)
-    theta[..., -1] = np.where(
-        ok, np.log(np.where(ok, positive, 1.0) / np.where(ok, negative, 1.0)), 0
-    )
-    return theta
+    return jnp.where(ok, jnp.log(jnp.where(ok, positive / negative, 1.0)), 0.0)
+
+
+@jax.jit
+def _rescaled_rows(S: Array, rows: Array) -> Array:
+    """The members' weights on ``rows``, scaled to their totals on all rows."""
+    part = S[:, rows]
+    total, kept = jnp.sum(S, axis=1, keepdims=True), jnp.sum(part, axis=1, keepdims=True)
+    return part * jnp.where(kept > 0, total / jnp.where(kept > 0, kept, 1.0), 0.0)
 
 
 class _Members:
-    """Solves batches of members ``S [K, N]``, ``P [K, d1]`` on one design, split so that no
-    ``[members, rows]`` array exceeds ``limit`` floats, and gathers the results."""
+    """Solves batches of members on one design: their weights ``S [K, N]`` on the device, the
+    rest (penalties ``[K, d1]``, starts, Hessians and results) small enough to keep on the host.
+    A batch is split so that no ``[members, rows]`` array exceeds ``limit`` floats."""
 
-    def __init__(self, design: Design, y: np.ndarray, tol: float, max_iter: int, limit: int):
+    def __init__(self, design: Design, y: ArrayLike, tol: float, max_iter: int, limit: int):
         self.design, self.tol, self.max_iter = design, jnp.float32(tol), max_iter
-        self.labels = np.asarray(y)
         self.y = jnp.asarray(y, jnp.float32)
         self.size = max(1, limit // design.X.shape[0])
 
-    def cold_start(self, S: np.ndarray) -> np.ndarray:
-        return _cold_start(S, self.labels, self.design.X.shape[1])
+    def cold_start(self, S: Array) -> np.ndarray:
+        theta = np.zeros((S.shape[0], self.design.X.shape[1]), np.float32)
+        theta[:, -1] = np.asarray(_cold_start(S, self.y))
+        return theta
 
-    def solve_cold(self, S: np.ndarray, P: np.ndarray) -> _Solved:
+    def solve_cold(self, S: Array, P: np.ndarray) -> _Solved:
         """Members from the optimum of an intercept alone. On a large table they are first
         solved on a fixed eighth of the rows (their weights scaled to the same totals), whose
         Hessians cost an eighth, and then on all rows from there."""
         start = self.cold_start(S)
-        n = S.shape[-1]
-        if n >= _PRESOLVE_ROWS:
-            rows, sub = self._subsample()
-            part = S[:, rows]
-            total, kept = S.sum(axis=1, keepdims=True), part.sum(axis=1, keepdims=True)
-            part = part * np.where(kept > 0, total / np.where(kept > 0, kept, 1.0), 0.0)
-            start = sub.solve(part.astype(np.float32), P, start, None, self.max_iter).theta
+        if S.shape[-1] >= _PRESOLVE_ROWS:
+            rows, sub = self._sub
+            start = sub.solve(_rescaled_rows(S, rows), P, start, None, self.max_iter).theta
             return self.solve(S, P, start, None, 2)
         return self.solve(S, P, start, None, self.max_iter)
 
     @functools.cached_property
-    def _sub(self) -> tuple[np.ndarray, _Members]:
-        n = self.labels.shape[0]
+    def _sub(self) -> tuple[Array, _Members]:
+        n = self.y.shape[0]
         rows = np.sort(np.random.default_rng(0).choice(n, n // 8, replace=False))
-        x = np.asarray(self.design.X[rows, :-1])
-        sub = _Members(Design.of(x), self.labels[rows], 10 * float(self.tol), self.max_iter,
-                       self.size * n)  # fmt: skip
-        return rows, sub
-
-    def _subsample(self) -> tuple[np.ndarray, _Members]:
-        return self._sub
+        x = np.asarray(self.design.X)[rows, :-1]
+        sub = _Members(Design.of(x), np.asarray(self.y)[rows], 10 * float(self.tol),
+                       self.max_iter, self.size * n)  # fmt: skip
+        return jnp.asarray(rows), sub
 
     def solve(
-        self,
-        S: np.ndarray,
-        P: np.ndarray,
-        theta: np.ndarray,
-        H: np.ndarray | None,
-        renew_first: int,
+        self, S: Array, P: np.ndarray, theta: np.ndarray, H: np.ndarray | None, renew_first: int
     ) -> _Solved:
         K, d1 = theta.shape
         if H is None:
             H = np.zeros((K, d1, d1), np.float32)
             renew_first = max(renew_first, 1)
         parts = []
-        for start in range(0, K, self.size):
-            part = slice(start, min(start + self.size, K))
-            parts.append(
-                _newton(
-                    self.design,
-                    self.y,
-                    jnp.asarray(S[part], jnp.float32),
-                    jnp.asarray(P[part], jnp.float32),
-                    jnp.asarray(theta[part], jnp.float32),
-                    jnp.asarray(H[part], jnp.float32),
-                    self.tol,
-                    max_iter=self.max_iter,
-                    renew_first=renew_first,
-                )
+        for i in range(0, K, self.size):
+            part = slice(i, min(i + self.size, K))
+            solved = _newton(
+                self.design,
+                self.y,
+                S[part] if K > self.size else S,
+                jnp.asarray(P[part], jnp.float32),
+                jnp.asarray(theta[part], jnp.float32),
+                jnp.asarray(H[part], jnp.float32),
+                self.tol,
+                max_iter=self.max_iter,
+                renew_first=renew_first,
             )
-        return jax.tree.map(lambda *a: np.concatenate([np.asarray(x) for x in a]), *parts)
+            parts.append(jax.tree.map(np.asarray, solved))
+        return parts[0] if len(parts) == 1 else jax.tree.map(lambda *a: np.concatenate(a), *parts)
 
 
-def _solve_path(members: _Members, S: np.ndarray, P: np.ndarray, offsets: np.ndarray) -> _Solved:
-    """Steps ``S [Q, M, N]`` of a path (``P [Q, M, d1]``) by anchors (see the module); results
-    on axes ``[Q, M]``."""
-    Q, M = S.shape[:2]
+@functools.partial(jax.jit, static_argnums=2)
+def _members_of(S: Array, steps: Array, shape: tuple[int, int]) -> Array:
+    """The weights of the path's ``steps`` (``S [Q, M, N]``), as ``[len(steps) M, N]``."""
+    return S[steps].reshape(shape)
+
+
+def _solve_path(members: _Members, S: Array, P: np.ndarray, offsets: np.ndarray) -> _Solved:
+    """Steps ``S [Q, M, N]`` (on the device) of a path, ``P [Q, M, d1]``, by anchors (see the
+    module); results on axes ``[Q, M]``."""
+    Q, M, N = S.shape
     order = np.argsort(offsets, kind="stable")  # position -> step
     at = offsets[order]
     solved: dict[int, _Solved] = {}
 
     def solve(positions: list[int], starts: list[np.ndarray] | None, hessians, renew_first: int):
         steps = order[positions]
-        weights = S[steps].reshape(-1, S.shape[-1])
+        weights = _members_of(S, jnp.asarray(steps), (len(steps) * M, N))
         penalties = P[steps].reshape(-1, P.shape[-1])
         if starts is None:
             result = members.solve_cold(weights, penalties)
         else:
-            result = members.solve(
-                weights,
-                penalties,
-                np.concatenate(starts).astype(np.float32),
-                None if hessians is None else np.concatenate(hessians),
-                renew_first,
-            )
+            H = None if hessians is None else np.concatenate(hessians)
+            result = members.solve(weights, penalties, np.concatenate(starts), H, renew_first)
         for i, pos in enumerate(positions):
             solved[pos] = jax.tree.map(lambda a, i=i: a[i * M : (i + 1) * M], result)
 
@@ -525,13 +530,12 @@ def _solve_path(members: _Members, S: np.ndarray, P: np.ndarray, offsets: np.nda
             lo, hi = int(done[k - 1]), int(done[k])
             span = at[hi] - at[lo]
             t = (at[pos] - at[lo]) / span if span > 0 else 0.5
-            starts.append((1 - t) * solved[lo].theta + t * solved[hi].theta)
+            starts.append(((1 - t) * solved[lo].theta + t * solved[hi].theta).astype(np.float32))
             hessians.append(solved[lo if t <= 0.5 else hi].hessian)
         solve(rest, starts, hessians, 0)
-    out = jax.tree.map(lambda *a: np.stack(a), *[solved[pos] for pos in range(Q)])
     back = np.empty(Q, np.int64)
     back[order] = np.arange(Q)
-    return jax.tree.map(lambda a: a[back], out)
+    return jax.tree.map(lambda *a: np.stack(a), *[solved[int(pos)] for pos in back])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -561,8 +565,9 @@ def beta_weighted_sample_weights(
     count = mask.sum(axis=1)
     if (count == 0).any():
         raise ValueError(f"rotations {np.flatnonzero(count == 0).tolist()} have no training rows")
-    per_class = np.where(y[None, :] == 1, b[:, None], 1.0 - b[:, None])  # [B, N]
-    return (per_class[:, None, :] * mask[None, :, :] / count[None, :, None]).astype(np.float32)
+    per_class = np.where(y[None, :] == 1, b[:, None], 1.0 - b[:, None]).astype(np.float32)
+    share = (mask / count[:, None]).astype(np.float32)  # [R, N]
+    return per_class[:, None, :] * share[None, :, :]  # [B, R, N], made in float32
 
 
 def _grid(name: str, l2: ArrayLike) -> np.ndarray:
@@ -603,6 +608,7 @@ def fit_weighted_logistic(
     max_iter: int = 50,
     chunk: int | None = None,
     path: ArrayLike | None = None,
+    design: Design | None = None,
 ) -> LogisticFit:
     """Minimise every member's weighted log loss plus its ridge exactly (see the module).
 
@@ -637,6 +643,7 @@ def fit_weighted_logistic(
       chunk: the most members solved at once (default: as many as keep a ``[members, N]``
         array under 2^26 floats).
       path: optional ``[P]`` finite values along the first axis of ``sample_weights``.
+      design: :meth:`Design.of` these features, made once where several fits share them.
 
     Returns:
       A :class:`LogisticFit` whose arrays lead with the grid's axis (if ``l2`` is a grid) and the
@@ -667,10 +674,10 @@ def fit_weighted_logistic(
         V.check_finite("path", offsets)
     lead, n = s.shape[:-1], s.shape[-1]
     scale = _penalties(penalty_scale, lead, x.shape[1]).astype(np.float32)
-    design = Design.of(x)
+    design = Design.of(x) if design is None else _check_design(design, x)
     limit = _BATCH_FLOATS if chunk is None else chunk * n
     members = _Members(design, y, tol, max_iter, limit)
-    fits = _fit_levels(members, s, scale, levels, offsets)
+    fits = _fit_levels(members, jnp.asarray(s), scale, levels, offsets)
     out = [
         LogisticFit(
             coef=f.theta[..., :-1],
@@ -689,9 +696,18 @@ def fit_weighted_logistic(
     return fit
 
 
+def _check_design(design: Design, x: np.ndarray) -> Design:
+    if not isinstance(design, Design) or design.X.shape != (x.shape[0], x.shape[1] + 1):
+        raise ValueError(
+            f"design must be the Design.of these [{x.shape[0]}, {x.shape[1]}] features, got "
+            f"{getattr(getattr(design, 'X', None), 'shape', type(design).__name__)}"
+        )
+    return design
+
+
 def _fit_levels(
     members: _Members,
-    s: np.ndarray,
+    s: Array,
     scale: np.ndarray,
     levels: np.ndarray,
     offsets: np.ndarray | None,
@@ -742,7 +758,7 @@ def _softmax_hessian(design: Design, s: Array, p: Array) -> Array:
         rows, cols, Z = design.pairs
         c1, c2 = np.triu_indices(n)
         W = s[None, :] * (jnp.where((c1 == c2)[:, None], p.T[c1], 0.0) - p.T[c1] * p.T[c2])
-        values = _dot(W, Z)  # [blocks, pairs]
+        values = _times_pairs(W, Z)  # [blocks, pairs]
         j, l = rows[None, :], cols[None, :]
         a, b = jnp.asarray(c1)[:, None], jnp.asarray(c2)[:, None]
         H = jnp.zeros((k * n, k * n), X.dtype)
@@ -905,6 +921,7 @@ def fit_weighted_softmax(
     penalty_scale: ArrayLike | None = None,
     tol: float = 1e-6,
     max_iter: int = 50,
+    design: Design | None = None,
 ) -> LogisticFit:
     """Multinomial logistic regressions at the optimum of each member's weighted softmax
     cross-entropy plus its ridge: member ``k`` minimises ``sum_i s_ki (logsumexp(z_i) - z_iy_i)
@@ -925,6 +942,7 @@ def fit_weighted_softmax(
       penalty_scale: ``[..., d]`` multipliers of ``l2`` per member and feature (default 1).
       tol: gradient tolerance (largest absolute entry).
       max_iter: most Newton steps of a member and level.
+      design: :meth:`Design.of` these features, made once where several fits share them.
 
     Returns:
       A :class:`LogisticFit` with ``coef [..., d, n]`` and ``intercept [..., n]``.
@@ -948,7 +966,7 @@ def fit_weighted_softmax(
     scale = _penalties(penalty_scale, lead, x.shape[1]).reshape(-1, x.shape[1] + 1)
     order = np.argsort(-levels, kind="stable")  # solved from the largest down
     P = (levels[order][None, :, None] * scale[:, None, :]).astype(np.float32)
-    design = Design.of(x)
+    design = Design.of(x) if design is None else _check_design(design, x)
     onehot = jax.nn.one_hot(jnp.asarray(y, jnp.int32), n_classes, dtype=jnp.float32)
     out = _softmax_members(
         design, onehot, jnp.asarray(s.reshape(-1, n)), jnp.asarray(P), jnp.float32(tol),

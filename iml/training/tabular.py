@@ -59,6 +59,7 @@ from iml.data.folds import FoldSplit
 from iml.models.small import LogisticRegression
 from iml.spec import LossGrid, LossLike, LossSpec, loss_grid
 from iml.training.exact import (
+    Design,
     beta_weighted_sample_weights,
     fit_weighted_logistic,
     fit_weighted_softmax,
@@ -290,6 +291,9 @@ class MemberFit(NamedTuple):
         (rotation ``r``'s rows are ``splits[r].test``; entries past its length are padding).
       l2: each member's ridge coefficient ``[S, nb, R]``, in the config's units: the one
         ``l2 = "auto"`` chose from ``l2_grid``, or the config's number.
+      hessians: for the exact solver, the Hessians formed for each member at its chosen
+        coefficient ``[S, nb, R]`` (summed over the classes of the B-weighted loss); None for
+        Adam.
     """
 
     params: dict[str, np.ndarray]
@@ -298,6 +302,7 @@ class MemberFit(NamedTuple):
     epochs_run: int
     test_logits: np.ndarray
     l2: np.ndarray | None = None
+    hessians: np.ndarray | None = None
 
 
 def check_labels(labels: ArrayLike, n: int, losses: LossSpec) -> np.ndarray:
@@ -590,7 +595,7 @@ def _fit_exactly(
     spec = grid.spec
     levels = np.asarray(config.l2_grid if config.l2 == "auto" else [config.l2], np.float64)
     share = train_mask / train_mask.sum(axis=1, keepdims=True)  # [R, N]
-    options = {"tol": config.tol, "max_iter": config.max_newton_steps}
+    options = {"tol": config.tol, "max_iter": config.max_newton_steps, "design": Design.of(x)}
     if spec.kind == "matrix":
         B = np.asarray(spec.params["B"], np.float64)  # [m, n, n]
         parts = []
@@ -604,6 +609,7 @@ def _fit_exactly(
         fit = jax.tree.map(lambda *a: np.stack(a, axis=-1), *parts)  # classes last
         coef, intercept = fit.coef, fit.intercept  # [G, m, R, d, n], [G, m, R, n]
         steps, grads = fit.iterations.max(axis=-1), fit.grad_norm.max(axis=-1)
+        hessians = fit.hessians.sum(axis=-1)
     elif spec.kind == "class_weighted":
         w = np.asarray(spec.params["class_weights"], np.float64)  # [m, n]
         weights = w[:, y][:, None, :] * share[None]
@@ -612,6 +618,7 @@ def _fit_exactly(
             penalty_scale=_penalty_scale(x, train_mask, weights, config), **options,
         )  # fmt: skip
         coef, intercept, steps, grads = fit.coef, fit.intercept, fit.iterations, fit.grad_norm
+        hessians = fit.hessians
     else:
         weights = beta_weighted_sample_weights(y, grid.weights, train_mask)  # [m, R, N]
         b = np.asarray(grid.weights, np.float64)
@@ -620,6 +627,7 @@ def _fit_exactly(
             path=np.log(b) - np.log1p(-b), **options,  # a path in logit(beta): warm starts
         )  # fmt: skip
         coef, intercept, steps, grads = fit.coef, fit.intercept, fit.iterations, fit.grad_norm
+        hessians = fit.hessians
     val = _validation_losses_exact(spec, x, y, splits, coef, intercept)  # [G, m, R]
     best = np.argmin(val, axis=0)  # [m, R]
 
@@ -627,7 +635,7 @@ def _fit_exactly(
         index = best.reshape(1, *best.shape, *([1] * (a.ndim - 3)))
         return np.take_along_axis(a, index, axis=0)[0]
 
-    coef, intercept, steps, grads = map(chosen, (coef, intercept, steps, grads))
+    coef, intercept, steps, grads, hessians = map(chosen, (coef, intercept, steps, grads, hessians))
     stopped = grads > config.tol
     if stopped.any():
         warnings.warn(
@@ -655,6 +663,7 @@ def _fit_exactly(
         epochs_run=int(np.max(steps)),
         test_logits=per_seed(logits[0]),
         l2=per_seed(levels[best]),
+        hessians=per_seed(hessians),
     )
 
 
