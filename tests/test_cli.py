@@ -361,3 +361,24 @@ def test_named_options_set_their_nested_keys():
     # comma-separated, as `iml sweep` also takes them
     argv = ["reproduce", "--betas", "0.5,0.7"]
     assert cli.load_config(cli.build_parser().parse_args(argv)).loss.betas == (0.5, 0.7)
+
+
+def test_compiled_programs_are_kept_in_the_users_cache_unless_switched_off(tmp_path, monkeypatch):
+    import jax
+
+    from iml.cli import keep_compiled_programs
+
+    before = (jax.config.jax_compilation_cache_dir,
+              jax.config.jax_persistent_cache_min_compile_time_secs)  # fmt: skip
+    try:
+        monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        assert keep_compiled_programs() == tmp_path / "iml" / "jax"
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "iml" / "jax")
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
+        assert keep_compiled_programs() == tmp_path / "mine"  # JAX reads the variable itself
+        monkeypatch.setenv("IML_JAX_CACHE", "off")
+        assert keep_compiled_programs() is None
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before[0])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])
