@@ -817,3 +817,35 @@ def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, t
     with pytest.raises(ValueError, match=r"average must be one of \('score', 'logit'\)"):
         S.plan_sweep(x, y, None, [0.9], train=config, average="mean")
     assert _config("--dataset", "digits", "--average", "logit").eval.average == "logit"
+
+
+def test_the_default_ridge_is_scikit_learns_choice_on_the_validation_folds(simulated):
+    """l2='auto': per beta and rotation, the grid's penalty whose standardised fit has the lowest
+    validation value of the beta-weighted log loss, as a scikit-learn pipeline chooses it."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = simulated
+    x = x[:600] * np.array([1.0, 5.0, 0.2], np.float32)
+    y = y[:600]
+    grid = (1e-3, 1e-2, 1e-1, 1.0)
+    train = table_config(l2_grid=grid)  # l2 'auto', standardised, in the paper's units
+    result = S.run_sweep(x, y, None, [0.2, 0.9], train=train, progress=False)
+    for k, beta in enumerate((0.2, 0.9)):
+        chosen, scores = [], np.full(len(y), np.nan)
+        for split in nested_cv_splits(result.fold_ids):
+            rows, val = split.train, split.val
+            best = None
+            for l2 in grid:
+                clf = LogisticRegression(C=1.0 / (l2 * len(rows)), tol=1e-10, max_iter=10_000,
+                                         class_weight={0: 1 - beta, 1: beta})  # fmt: skip
+                pipe = make_pipeline(StandardScaler(), clf).fit(x[rows], y[rows])
+                p = np.clip(pipe.predict_proba(x[val])[:, 1], 1e-12, 1 - 1e-12)
+                loss = np.mean(np.where(y[val] == 1, -beta * np.log(p), -(1 - beta) * np.log1p(-p)))
+                if best is None or loss < best[0]:
+                    best = (loss, l2, pipe)
+            chosen.append(best[1])
+            scores[split.test] = best[2].predict_proba(x[split.test])[:, 1]
+        assert result.l2[k, 0].tolist() == chosen
+        np.testing.assert_allclose(result.scores[k], scores, atol=5e-4)

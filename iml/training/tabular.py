@@ -473,7 +473,9 @@ def _row_weights(spec: LossSpec, y: np.ndarray) -> np.ndarray:
     return p["class_weights"][:, y]  # class_weighted, softmax_focal
 
 
-def _standardizer(x: np.ndarray, train_mask: np.ndarray, standardize: bool):
+def _standardizer(
+    x: np.ndarray, train_mask: np.ndarray, standardize: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """Each rotation's feature centre and scale ``[R, d]`` on its training rows (the mean and
     standard deviation, 1 where a feature is constant there, as ``StandardScaler`` does), or 0
     and 1."""
@@ -507,10 +509,7 @@ def _train_by_adam(
     levels = _ridge_levels(config)
     (nb,), G, R = spec.batch_shape, len(levels), len(splits)
     share = train_mask / train_mask.sum(axis=1, keepdims=True)
-    if config.l2_scale == "per_weight":
-        totals = _row_weights(spec, y) @ share.T  # [nb, R]
-    else:
-        totals = np.ones((nb, R))
+    totals = _totals(spec, y, share, config)  # [nb, R]
     # The grid rides on the loss axis: loss i at level g is entry i * G + g.
     l2 = np.repeat(totals, G, axis=0) * np.tile(levels, nb)[:, None]
     losses = spec if G == 1 else jax.tree.map(lambda a: jnp.repeat(a, G, axis=0), spec)
@@ -593,41 +592,40 @@ def _fit_exactly(
     ``l2 = "auto"``, at each coefficient of ``config.l2_grid``, keeping the one whose fit has
     the lowest loss of its own on the rotation's validation rows."""
     spec = grid.spec
-    levels = np.asarray(config.l2_grid if config.l2 == "auto" else [config.l2], np.float64)
+    levels = _ridge_levels(config)
     share = train_mask / train_mask.sum(axis=1, keepdims=True)  # [R, N]
-    options = {"tol": config.tol, "max_iter": config.max_newton_steps, "design": Design.of(x)}
+    # The members are solved on the features over their standard deviations (all rows; zeros
+    # stay zeros), where the gradient's tolerance means the same for every feature, and their
+    # coefficients are taken back to the features' units.
+    unit = _column_scale(x)
+    xs = x / unit
+    penalty = _penalty_scale(x, train_mask, _totals(spec, y, share, config), config) / unit**2
+    options = {"tol": config.tol, "max_iter": config.max_newton_steps, "design": Design.of(xs),
+               "penalty_scale": penalty}  # fmt: skip
     if spec.kind == "matrix":
         B = np.asarray(spec.params["B"], np.float64)  # [m, n, n]
         parts = []
         for c in range(spec.n_classes):
             # output c: the logistic regression of 1{y = c} whose row i weighs B[y_i, c]
-            weights = B[:, y, c][:, None, :] * share[None]
-            parts.append(fit_weighted_logistic(
-                x, (y == c).astype(np.int32), weights.astype(np.float32), l2=levels,
-                penalty_scale=_penalty_scale(x, train_mask, weights, config), **options,
-            ))  # fmt: skip
+            weights = (B[:, y, c][:, None, :] * share[None]).astype(np.float32)
+            parts.append(fit_weighted_logistic(xs, y == c, weights, l2=levels, **options))
         fit = jax.tree.map(lambda *a: np.stack(a, axis=-1), *parts)  # classes last
-        coef, intercept = fit.coef, fit.intercept  # [G, m, R, d, n], [G, m, R, n]
+        coef, intercept = fit.coef / unit[:, None], fit.intercept  # [G, m, R, d, n], [.., n]
         steps, grads = fit.iterations.max(axis=-1), fit.grad_norm.max(axis=-1)
         hessians = fit.hessians.sum(axis=-1)
     elif spec.kind == "class_weighted":
         w = np.asarray(spec.params["class_weights"], np.float64)  # [m, n]
-        weights = w[:, y][:, None, :] * share[None]
-        fit = fit_weighted_softmax(
-            x, y, weights.astype(np.float32), spec.n_classes, l2=levels,
-            penalty_scale=_penalty_scale(x, train_mask, weights, config), **options,
-        )  # fmt: skip
-        coef, intercept, steps, grads = fit.coef, fit.intercept, fit.iterations, fit.grad_norm
-        hessians = fit.hessians
+        weights = (w[:, y][:, None, :] * share[None]).astype(np.float32)
+        fit = fit_weighted_softmax(xs, y, weights, spec.n_classes, l2=levels, **options)
+        coef, intercept = fit.coef / unit[:, None], fit.intercept
+        steps, grads, hessians = fit.iterations, fit.grad_norm, fit.hessians
     else:
         weights = beta_weighted_sample_weights(y, grid.weights, train_mask)  # [m, R, N]
         b = np.asarray(grid.weights, np.float64)
-        fit = fit_weighted_logistic(
-            x, y, weights, l2=levels, penalty_scale=_penalty_scale(x, train_mask, weights, config),
-            path=np.log(b) - np.log1p(-b), **options,  # a path in logit(beta): warm starts
-        )  # fmt: skip
-        coef, intercept, steps, grads = fit.coef, fit.intercept, fit.iterations, fit.grad_norm
-        hessians = fit.hessians
+        path = np.log(b) - np.log1p(-b)  # a path in logit(beta): warm starts
+        fit = fit_weighted_logistic(xs, y, weights, l2=levels, path=path, **options)
+        coef, intercept = fit.coef / unit, fit.intercept
+        steps, grads, hessians = fit.iterations, fit.grad_norm, fit.hessians
     val = _validation_losses_exact(spec, x, y, splits, coef, intercept)  # [G, m, R]
     best = np.argmin(val, axis=0)  # [m, R]
 
@@ -667,30 +665,34 @@ def _fit_exactly(
     )
 
 
+def _column_scale(x: np.ndarray) -> np.ndarray:
+    """Each feature's standard deviation over all rows (1 where it is constant)."""
+    sd = np.std(x.astype(np.float64), axis=0)
+    return np.where(sd > 1e-6 * np.maximum(1.0, np.abs(x).max(axis=0)), sd, 1.0)
+
+
+def _totals(spec: LossSpec, y: np.ndarray, share: np.ndarray, config: TrainConfig) -> np.ndarray:
+    """Each member's total sample weight ``[m, R]`` under ``l2_scale = "per_weight"`` (the mean
+    over its training rows of the weight its loss puts on a row, summed over the outputs), else
+    1."""
+    if config.l2_scale == "per_weight":
+        return _row_weights(spec, y) @ share.T
+    return np.ones((spec.batch_shape[0], share.shape[0]))
+
+
 def _penalty_scale(
-    x: np.ndarray, train_mask: np.ndarray, weights: np.ndarray, config: TrainConfig
+    x: np.ndarray, train_mask: np.ndarray, totals: np.ndarray, config: TrainConfig
 ) -> np.ndarray:
-    """Each member's ridge multipliers per feature, ``[m, R, d]`` for weights ``[m, R, N]``: the
-    variance of the feature over the rotation's training rows where ``config.standardize`` (1
-    for a feature constant there, as ``StandardScaler`` leaves it), times the member's total
-    weight under ``l2_scale = "per_weight"``.
+    """Each member's ridge multipliers per feature in the features' own units, ``[m, R, d]``:
+    the variance of the feature over the rotation's training rows where ``config.standardize``
+    (1 for a feature constant there, as ``StandardScaler`` leaves it), times the member's total
+    weight ``totals [m, R]``.
 
     A ridge on standardised features, ``(l2 / 2) sum_j w'_j^2``, is ``(l2 / 2) sum_j sigma_j^2
     w_j^2`` in the features' own units (``w_j = w'_j / sigma_j``; centring moves only the
-    intercept, which has no penalty): so the members are fitted on the features as they are,
-    and their coefficients need no translating back."""
-    mask = train_mask.astype(np.float64)
-    if config.standardize:
-        count = mask.sum(axis=1, keepdims=True)
-        mean = mask @ x.astype(np.float64) / count
-        var = mask @ np.square(x.astype(np.float64)) / count - np.square(mean)
-        var = np.where(var > 1e-12 * np.maximum(1.0, np.square(mean)), var, 1.0)  # [R, d]
-    else:
-        var = np.ones((mask.shape[0], x.shape[1]))
-    scale = np.broadcast_to(var, (weights.shape[0], *var.shape))
-    if config.l2_scale == "per_weight":
-        scale = scale * weights.sum(axis=-1)[..., None]
-    return scale
+    intercept, which has no penalty): so the members of every rotation share one design."""
+    _, scale = _standardizer(x, train_mask, config.standardize)
+    return totals[..., None] * np.square(scale.astype(np.float64))[None]
 
 
 def _validation_losses_exact(
