@@ -63,7 +63,8 @@ def sweep(tmp_path_factory):
         mock.patch("iml.plots.save_figure", return_value=[]),
     ):
         write_sweep_outputs(out, result, float(labels.mean()), "simulated")
-    RunStore(out).open_run({"betas": BETAS.tolist(), "seeds": [0], "n_folds": 10})
+    train = {"l2": "auto", "l2_grid": [1e-3, 1e-2], "l2_scale": "paper", "standardize": True}
+    RunStore(out).open_run({"betas": BETAS.tolist(), "seeds": [0], "n_folds": 10, "train": train})
     return out
 
 
@@ -113,6 +114,10 @@ def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
     record = json.loads((out / "revealed.json").read_text())
     assert record["kind"] == "sweep" and record["betas"] == BETAS.tolist()
     assert record["loss"]["name"] == "log" and record["seed"] == 0
+    # The ridge the sweep chose per loss, and what it means for the tests of learning.
+    assert record["ridge"]["l2"] == "auto" and record["ridge"]["l2_grid"] == [1e-3, 1e-2]
+    assert "Ridge: the ridge was chosen per loss and rotation on the validation folds" in printed
+    assert "test the learning and the choice of penalty together" in printed
     with np.load(sweep / "scores.npz") as stored:
         scores, labels = stored["scores"].astype(np.float32), stored["labels"]
     _check_record(record, scores, labels, BETAS)
@@ -215,3 +220,16 @@ def test_an_output_that_is_a_file_is_named(sweep, tmp_path, capsys):
     assert cli.main(argv) == 2
     assert f"--out: {tmp_path / 'taken'} is a file, not a folder" in capsys.readouterr().err
     assert (tmp_path / "taken").read_text() == ""
+
+
+def test_a_sweeps_ridge_is_stated_with_what_it_means_for_niac():
+    from iml.pipeline.reveal import ridge_of
+
+    fixed = ridge_of({"l2": 1e-4, "l2_scale": "paper", "standardize": False})
+    assert fixed["l2"] == 1e-4 and fixed["l2_grid"] is None
+    assert "one fixed penalty, as NIAC and the cost bounds assume" in fixed["note"]
+    per_weight = ridge_of({"l2": 1e-4, "l2_scale": "per_weight", "standardize": True})
+    assert "changes with the class weight" in per_weight["note"]
+    assert "standardised on the training folds" in per_weight["note"]
+    assert ridge_of({"l2": "auto", "l2_grid": [1.0]})["l2_scale"] == "paper"
+    assert ridge_of({"learning_rate": 0.01}) is None  # a record that holds no ridge

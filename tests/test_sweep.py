@@ -849,3 +849,29 @@ def test_the_default_ridge_is_scikit_learns_choice_on_the_validation_folds(simul
             scores[split.test] = best[2].predict_proba(x[split.test])[:, 1]
         assert result.l2[k, 0].tolist() == chosen
         np.testing.assert_allclose(result.scores[k], scores, atol=5e-4)
+
+
+def test_adam_members_keep_the_grids_penalty_of_lowest_validation_loss(simulated):
+    """l2='auto' under Adam: each (seed, loss, rotation) trains at every penalty of the grid and
+    keeps the one whose own run has the lowest best validation loss; with standardisation, on
+    each rotation's standardised features."""
+    x, y = simulated
+    _, splits = nested_cv(len(y), labels=y, seed=0)
+    splits = splits[:3]
+    fields = {**TRAIN, "max_epochs": 10, "solver": "adam", "standardize": True}
+    del fields["l2"]
+    grid = (1e-4, 0.3)
+    auto = train_tabular(LOGISTIC, x, y, splits, BETAS, [0, 1],
+                         table_config(**fields, l2="auto", l2_grid=grid))  # fmt: skip
+    alone = [train_tabular(LOGISTIC, x, y, splits, BETAS, [0, 1], table_config(**fields, l2=l2))
+             for l2 in grid]  # fmt: skip
+    vals = np.stack([fit.best_val for fit in alone])  # [G, S, nb, R]
+    pick = np.argmin(vals, axis=0)
+    np.testing.assert_array_equal(auto.l2, np.asarray(grid)[pick])
+    np.testing.assert_allclose(auto.best_val, vals.min(axis=0), rtol=1e-5)
+    for g, fit in enumerate(alone):
+        here = pick == g
+        np.testing.assert_allclose(auto.params["w"][here], fit.params["w"][here], atol=1e-5)
+        np.testing.assert_allclose(auto.test_logits[here], fit.test_logits[here], atol=1e-4)
+    # the heavy penalty shrinks the weights: the grid's levels were really trained apart
+    assert np.abs(alone[1].params["w"]).max() < np.abs(alone[0].params["w"]).max()

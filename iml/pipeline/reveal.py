@@ -18,6 +18,7 @@ loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs)
      "betas": [K class weights], "K": K, "n": observations used, "n_stored": in the run,
      "prior": P(y = 1), "n_bins": 10, "strategy": "quantile", "n_bootstrap": ...,
      "nias_bootstrap": ..., "confidence": 0.95, "resampling": "poisson", "seed": 0,
+     "ridge": {"l2", "l2_grid", "l2_scale", "standardize", "note"} | null,  # see ridge_of
      "information": {"estimate": [K], "interval": [[K], [K]]},               # nats
      "value_matrix": {"estimate": [K][K], "interval": [2][K][K]},             # G[k, j]
      "experiments": {"probability": [K][S], "posterior": [K][S]},
@@ -61,6 +62,7 @@ __all__ = [
     "reveal_input",
     "reveal_run",
     "revealed_summary",
+    "ridge_of",
 ]
 
 FIGURES = ("revealed_information", "revealed_value_matrix", "revealed_cost_bounds")
@@ -81,6 +83,7 @@ class RevealInput(NamedTuple):
       n_stored: the observations in the run, scored by all or not.
       kind: ``"reproduce"`` or ``"sweep"``.
       run: the run folder.
+      ridge: how the run's members were penalised (:func:`ridge_of`), where its record says.
     """
 
     scores: np.ndarray
@@ -90,6 +93,7 @@ class RevealInput(NamedTuple):
     n_stored: int
     kind: str
     run: str
+    ridge: dict[str, Any] | None = None
 
 
 def reveal_input(
@@ -209,7 +213,46 @@ def _sweep_input(root: Path) -> RevealInput:
             f"{root}: the class weights of scores.npz ({betas.size}) are not those of its "
             f"manifest ({len(recorded)}) or do not match its scores ({scores.shape[0]} rows)"
         )
-    return reveal_input(betas, scores, arrays["labels"], loss, kind="sweep", run=root)
+    inputs = reveal_input(betas, scores, arrays["labels"], loss, kind="sweep", run=root)
+    return inputs._replace(ridge=ridge_of(_manifest_config(root, "a sweep").get("train", {})))
+
+
+def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How a sweep's members were penalised (its record's ``train`` settings), and what that
+    means for the tests of learning: ``{"l2", "l2_grid", "l2_scale", "standardize", "note"}``;
+    None for a record that holds no ridge.
+
+    NIAC and the revealed cost bounds take one cost of information for every model. A number
+    in the paper's units is a fixed penalty at every class weight, as they assume; a ridge
+    chosen per loss on the validation folds, or one measured per unit of each loss's total
+    weight, is a penalty that changes with the loss, and so is the set of experiments a model
+    could afford: a rejection can come from the penalty as well as from the learning."""
+    if "l2" not in train:
+        return None
+    l2, scale = train["l2"], train.get("l2_scale", "paper")
+    standardize = bool(train.get("standardize", False))
+    units = "on features standardised on the training folds" if standardize else "on the features"
+    if l2 == "auto":
+        grid = list(train.get("l2_grid", []))
+        note = (
+            f"the ridge was chosen per loss and rotation on the validation folds from {grid} "
+            f"({scale} units, {units}): the penalty changes with the loss, so NIAC and the cost "
+            "bounds, which assume one cost of information for every model, test the learning "
+            "and the choice of penalty together"
+        )
+    elif scale == "per_weight":
+        grid = None
+        note = (
+            f"l2 = {l2:g} per unit of each loss's total weight ({units}): in the paper's units "
+            "the penalty changes with the class weight, which NIAC's one cost does not allow for"
+        )
+    else:
+        grid = None
+        note = (
+            f"l2 = {l2:g} in the paper's units at every class weight ({units}): one fixed "
+            "penalty, as NIAC and the cost bounds assume"
+        )
+    return {"l2": l2, "l2_grid": grid, "l2_scale": scale, "standardize": standardize, "note": note}
 
 
 def _sweep_loss(config: Mapping[str, Any], root: Path) -> tuple[LossFamily, list[float]]:
@@ -396,6 +439,7 @@ def revealed_record(
         "confidence": _SETTINGS["confidence"],
         "resampling": _SETTINGS["resampling"],
         "seed": int(seed),
+        "ridge": inputs.ridge,
         "information": {
             "estimate": _floats(report.information),
             "interval": _floats(report.information_interval),
@@ -524,6 +568,8 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         f"NIAC (costly learning) {verdict(record['niac'])}",
         f"Shannon cost with one lambda: {shannon}",
     ]
+    if record.get("ridge"):
+        lines.append(f"Ridge: {record['ridge']['note']}")
     if "nias" in record:
         flagged = [key for key, v in zip(keys, record["nias"]["violated"], strict=True) if v]
         where = f"rejected at {weight} {', '.join(flagged)}" if flagged else "not rejected"
