@@ -126,6 +126,13 @@ def test_seeds_asked_of_an_exact_sweep_are_fitted_once_with_a_warning(simulated)
     with pytest.warns(UserWarning, match=r"3 seeds asked of a sweep fitted exactly.*seed 4"):
         plan = S.plan_sweep(x, y, None, BETAS, seeds=[4, 5, 6], train=train)
     assert plan.seeds.tolist() == [4] and plan.run_config["seeds"] == [4]
+    # The record holds the ridge: its scale and standardisation always, its grid where chosen.
+    recorded = plan.run_config["train"]
+    assert (recorded["l2"], recorded["l2_scale"], recorded["standardize"]) == (0.0, "paper", False)
+    assert "l2_grid" not in recorded
+    auto = S.plan_sweep(x, y, None, BETAS, train=table_config()).run_config["train"]
+    assert auto["l2"] == "auto" and auto["l2_grid"] == S.sweep_config().train.l2_grid
+    assert auto["standardize"] is True
     # Where Adam trains, the seeds are the members' own, and by default there are 8.
     adam = S.plan_sweep(x, y, None, BETAS, train=dataclasses.replace(train, solver="adam"))
     assert adam.seeds.tolist() == list(range(8)) and len(adam.chunks) == 1

@@ -196,7 +196,7 @@ class SweepPlan(NamedTuple):
 
 #: Training settings added after sweeps were stored, with the value those sweeps ran at: a
 #: setting at that value is left out of a sweep's record, so that the stored sweeps resume.
-_ADDED_TRAINING = {"min_lr": 0.0, "l2_scale": "paper", "standardize": False}
+_ADDED_TRAINING = {"min_lr": 0.0}
 #: Where a sweep's config leaves the seeds or the chunks to the solver: the seeds of a sweep
 #: fitted exactly (its members' optimum does not depend on a seed) and of one trained by Adam,
 #: and the losses of a chunk by Adam (an exact sweep takes the whole grid as one chunk).
