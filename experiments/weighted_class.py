@@ -12,7 +12,9 @@ reports, for every loss of the grid:
 * the 5%, 50% and 95% quantiles of the raw scores' row sums (one-vs-rest scores need not sum to
   one; a posterior must);
 * the loss-calibration test (Definition 2) of class ``k``'s raw scores under
-  ``beta = w / (w + 1)`` (the loss it was trained with) and under ``beta = 1/2`` (unweighted).
+  ``beta = w / (w + 1)`` (the loss it was trained with) and under ``beta = 1/2`` (unweighted);
+* where the grid holds the unweighted loss (``ones``), the difference of each weighted loss's
+  corrected ECE from the unweighted model's ECE, with a 95% paired bootstrap interval.
 
 Run::
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from iml.calibration import expected_calibration_error, loss_calibration_test
@@ -77,7 +80,37 @@ def weighted_class_report(
                 "p_value": float(test.p_value),
             }
         out[str(key)] = row
+    keys = [str(key) for key in keys]
+    if "ones" in keys:  # against the unweighted model, paired over the same resampled rows
+        reference = scores[keys.index("ones")][:, k]
+        for key, fixed in zip(keys, corrected, strict=True):
+            if key != "ones":
+                out[key]["ece_corrected_minus_unweighted"] = _paired_difference(
+                    fixed[:, k], reference, hits, n_bootstrap
+                )
     return out
+
+
+def _paired_difference(
+    first: np.ndarray, second: np.ndarray, hits: np.ndarray, n_bootstrap: int
+) -> dict[str, Any]:
+    """``ECE(first) - ECE(second)`` on the same rows, with its 95% paired bootstrap interval
+    (rows resampled with replacement, the same rows for both)."""
+    a = jnp.asarray(np.clip(first, _CLIP, 1 - _CLIP), jnp.float32)
+    b = jnp.asarray(np.clip(second, _CLIP, 1 - _CLIP), jnp.float32)
+    h = jnp.asarray(hits)
+    rows = jax.random.randint(jax.random.key(1), (n_bootstrap, h.shape[0]), 0, h.shape[0])
+
+    @jax.jit
+    @jax.vmap
+    def difference(i):
+        return expected_calibration_error(a[i], h[i]) - expected_calibration_error(b[i], h[i])
+
+    draws = np.asarray(difference(rows))
+    return {
+        "estimate": _ece(first, hits) - _ece(second, hits),
+        "interval": np.quantile(draws, [0.025, 0.975]).tolist(),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -38,6 +38,21 @@ def test_scores_optimal_for_the_weighted_loss_pass_its_test_and_fail_the_unweigh
     assert weighted["mean_corrected"] == pytest.approx(weighted["rate"], abs=0.02)
     assert weighted["ece_raw"] > 0.1 > 0.03 > weighted["ece_corrected"]
     assert weighted["row_sum_quantiles"] == [1.0, 1.0, 1.0]
+    # Exact posteriors both: the corrected weighted scores are as calibrated as the unweighted.
+    diff = weighted["ece_corrected_minus_unweighted"]
+    assert diff["estimate"] == pytest.approx(weighted["ece_corrected"] - unweighted["ece_raw"])
+    low, high = diff["interval"]
+    assert low < 0 < high and high - low < 0.05
+    assert "ece_corrected_minus_unweighted" not in unweighted
+
+
+def test_a_correction_that_misses_is_told_apart_from_the_unweighted_model():
+    scores, corrected, labels = _simulated()
+    shifted = corrected.copy()
+    shifted[1, :, 1] = np.clip(shifted[1, :, 1] + 0.1, 0, 1)  # corrected 0.1 too high
+    report = W.weighted_class_report(scores, shifted, labels, ["ones", "w[1]=10"], 1, 10.0, 200)
+    low, _ = report["w[1]=10"]["ece_corrected_minus_unweighted"]["interval"]
+    assert low > 0.05
 
 
 def test_the_command_reads_a_sweep_folder_and_refuses_a_missing_one(tmp_path, capsys):
