@@ -138,14 +138,32 @@ def cases(args: argparse.Namespace, folder: Path) -> dict[str, tuple[dict[str, A
     binary = {"loss.betas": (0.5,)}
     out = {
         "digits (10 classes), class_weighted_softmax": (
-            {"data.name": "digits", "data.classes": "all", "loss.name": "class_weighted_softmax",
-             "loss.weights": "ones"}, False),  # fmt: skip
+            {
+                "data.name": "digits",
+                "data.classes": "all",
+                "loss.name": "class_weighted_softmax",
+                "loss.weights": "ones",
+            },
+            False,
+        ),  # fmt: skip
         "digits (10 classes), matrix": (
-            {"data.name": "digits", "data.classes": "all", "loss.name": "matrix",
-             "loss.weights": "ones"}, True),  # fmt: skip
+            {
+                "data.name": "digits",
+                "data.classes": "all",
+                "loss.name": "matrix",
+                "loss.weights": "ones",
+            },
+            True,
+        ),  # fmt: skip
         "breast-cancer CSV (binary)": (
-            {"data.csv": str(_breast_cancer_csv(folder)), "data.target": "malignant",
-             "data.positive": "yes", **binary}, False),  # fmt: skip
+            {
+                "data.csv": str(_breast_cancer_csv(folder)),
+                "data.target": "malignant",
+                "data.positive": "yes",
+                **binary,
+            },
+            False,
+        ),  # fmt: skip
     }
     if args.letter:
         for loss, ovr in (("class_weighted_softmax", False), ("matrix", True)):

@@ -273,8 +273,8 @@ def main(argv: list[str] | None = None) -> dict:
     report = {
         "benchmark": "sweep_train",
         "work": f"logistic beta sweep (l2 = {args.l2:g}) on UCI Adult: {n_betas} betas x "
-        f"{len(splits)} rotations = {n_models} distinct models ({args.seeds} seeds asked; "
-        f"{len(plan.seeds)} fitted, the optimum depending on none), {len(y)} rows x "
+        f"{len(splits)} rotations = {n_models} models, each a distinct fit ({args.seeds} seeds "
+        f"asked, {len(plan.seeds)} fitted: the optimum depends on none), {len(y)} rows x "
         f"{x.shape[1]} features",
         "ours_s": round(ours, 2),
         "ours_compile_s": round(compiling.seconds, 2),  # of ours_s: JAX making its programs
