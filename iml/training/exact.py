@@ -570,6 +570,23 @@ def beta_weighted_sample_weights(
     return per_class[:, None, :] * share[None, :, :]  # [B, R, N], made in float32
 
 
+def _inputs(
+    features: ArrayLike, labels: ArrayLike, sample_weights: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features ``[N, d]`` (finite), labels ``[N]`` and sample weights ``[..., N]`` (finite,
+    non-negative), checked and as arrays."""
+    x = np.asarray(features, np.float32)
+    y = np.asarray(labels)
+    s = np.asarray(sample_weights, np.float32)
+    if x.ndim != 2 or y.shape != (x.shape[0],):
+        raise ValueError(f"features must be [N, d] and labels [N]; got {x.shape} and {y.shape}")
+    if s.ndim < 1 or s.shape[-1] != x.shape[0]:
+        raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
+    V.check_finite("features", x)
+    V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
+    return x, y, s
+
+
 def _grid(name: str, l2: ArrayLike) -> np.ndarray:
     values = np.asarray(l2, np.float64)
     if values.ndim > 1:
@@ -649,17 +666,9 @@ def fit_weighted_logistic(
       A :class:`LogisticFit` whose arrays lead with the grid's axis (if ``l2`` is a grid) and the
       weights' leading axes.
     """
-    x = np.asarray(features, np.float32)
-    y = np.asarray(labels)
-    s = np.asarray(sample_weights, np.float32)
-    if x.ndim != 2 or y.shape != (x.shape[0],):
-        raise ValueError(f"features must be [N, d] and labels [N]; got {x.shape} and {y.shape}")
-    if s.ndim < 1 or s.shape[-1] != x.shape[0]:
-        raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
-    V.check_finite("features", x)
+    x, y, s = _inputs(features, labels, sample_weights)
     if not np.isin(y, (0, 1)).all():
         raise ValueError("labels must be 0 or 1")
-    V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
     levels = _grid("l2", l2)
     V.check_count("max_iter", max_iter)
     if chunk is not None:
@@ -947,18 +956,10 @@ def fit_weighted_softmax(
     Returns:
       A :class:`LogisticFit` with ``coef [..., d, n]`` and ``intercept [..., n]``.
     """
-    x = np.asarray(features, np.float32)
-    y = np.asarray(labels)
-    s = np.asarray(sample_weights, np.float32)
-    if x.ndim != 2 or y.shape != (x.shape[0],):
-        raise ValueError(f"features must be [N, d] and labels [N]; got {x.shape} and {y.shape}")
-    if s.ndim < 1 or s.shape[-1] != x.shape[0]:
-        raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
-    V.check_finite("features", x)
+    x, y, s = _inputs(features, labels, sample_weights)
     V.check_count("n_classes", n_classes, 2)
     if y.size and (y.min() < 0 or y.max() >= n_classes or not np.array_equal(y, np.round(y))):
         raise ValueError(f"labels must be class indices in [0, {n_classes})")
-    V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
     levels = _grid("l2", l2)
     V.check_count("max_iter", max_iter)
     V.check_positive("tol", tol)
