@@ -108,7 +108,7 @@ def compare(
 
     return {
         "rows": len(y),
-        "classes": int(len(np.unique(y))),
+        "classes": len(np.unique(y)),
         "accuracy": {"ours": float(right.mean()), "sklearn": float(their_right.mean())},
         "accuracy_diff": float(right.mean() - their_right.mean()),
         "accuracy_diff_95ci": interval(accuracy_diff),
@@ -145,7 +145,7 @@ def cases(args: argparse.Namespace, folder: Path) -> dict[str, tuple[dict[str, A
                 "loss.weights": "ones",
             },
             False,
-        ),  # fmt: skip
+        ),
         "digits (10 classes), matrix": (
             {
                 "data.name": "digits",
@@ -154,7 +154,7 @@ def cases(args: argparse.Namespace, folder: Path) -> dict[str, tuple[dict[str, A
                 "loss.weights": "ones",
             },
             True,
-        ),  # fmt: skip
+        ),
         "breast-cancer CSV (binary)": (
             {
                 "data.csv": str(_breast_cancer_csv(folder)),
@@ -163,7 +163,7 @@ def cases(args: argparse.Namespace, folder: Path) -> dict[str, tuple[dict[str, A
                 **binary,
             },
             False,
-        ),  # fmt: skip
+        ),
     }
     if args.letter:
         for loss, ovr in (("class_weighted_softmax", False), ("matrix", True)):

@@ -100,6 +100,35 @@ class CompileSeconds:
         CompileSeconds._open.remove(self)
 
 
+class CacheHits:
+    """Persistent compilation cache hits and misses while the context is open
+    (``jax.monitoring``'s events)."""
+
+    _open: ClassVar[list[CacheHits]] = []
+    _listening: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.hits = self.misses = 0
+
+    @classmethod
+    def _hear(cls, event: str, **kwargs: object) -> None:
+        for meter in cls._open:
+            if event == "/jax/compilation_cache/cache_hits":
+                meter.hits += 1
+            elif event == "/jax/compilation_cache/cache_misses":
+                meter.misses += 1
+
+    def __enter__(self) -> CacheHits:
+        if not CacheHits._listening:  # jax.monitoring cannot drop a listener: add one once
+            jax.monitoring.register_event_listener(CacheHits._hear)
+            CacheHits._listening = True
+        CacheHits._open.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        CacheHits._open.remove(self)
+
+
 def simulate(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Scores of a loss-calibrated model trained with beta = 0.99, at ChestX-ray14 prevalence."""
     rng = np.random.default_rng(seed)

@@ -53,7 +53,6 @@ import platform
 import time
 import warnings
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
@@ -87,37 +86,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--out", default="runs/benchmarks/sweep_train.json", help="the JSON record")
     return p.parse_args(argv)
-
-
-class CacheHits:
-    """Persistent compilation cache hits and misses while the context is open
-    (``jax.monitoring``'s events)."""
-
-    _open: ClassVar[list[CacheHits]] = []
-    _listening: ClassVar[bool] = False
-
-    def __init__(self) -> None:
-        self.hits = self.misses = 0
-
-    @classmethod
-    def _hear(cls, event: str, **kwargs: object) -> None:
-        for meter in cls._open:
-            if event == "/jax/compilation_cache/cache_hits":
-                meter.hits += 1
-            elif event == "/jax/compilation_cache/cache_misses":
-                meter.misses += 1
-
-    def __enter__(self) -> CacheHits:
-        import jax
-
-        if not CacheHits._listening:  # jax.monitoring cannot drop a listener: add one once
-            jax.monitoring.register_event_listener(CacheHits._hear)
-            CacheHits._listening = True
-        CacheHits._open.append(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        CacheHits._open.remove(self)
 
 
 def _baseline_fit(x, y, train, test, beta, l2, exact=False):
@@ -178,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     from joblib import Parallel, delayed
 
-    from experiments.benchmarks.sweep import CompileSeconds, PeakRSS
+    from experiments.benchmarks.sweep import CacheHits, CompileSeconds, PeakRSS
     from iml import beta_grid
     from iml.calibration import beta_key, score_metrics
     from iml.data.tabular import read_adult
