@@ -68,7 +68,27 @@ class PeakRSS:
         self.peak = max(self.peak, self._rss())
 
 
-class CompileSeconds:
+class _Meter:
+    """Counts what ``jax.monitoring`` reports while the context is open. Each subclass listens
+    once (``jax.monitoring`` cannot drop a listener) and hears for every open meter of its kind."""
+
+    _open: ClassVar[list[_Meter]]
+    _listening: ClassVar[bool]
+    _listen: ClassVar[str]  # the jax.monitoring function that registers the listener
+
+    def __enter__(self) -> _Meter:
+        kind = type(self)
+        if not kind._listening:
+            getattr(jax.monitoring, kind._listen)(kind._hear)
+            kind._listening = True
+        kind._open.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        type(self)._open.remove(self)
+
+
+class CompileSeconds(_Meter):
     """Seconds JAX spends making programs (tracing, lowering to MLIR, XLA's compile) while the
     context is open, as ``jax.monitoring`` reports them; ``seconds`` after exit."""
 
@@ -79,6 +99,7 @@ class CompileSeconds:
     )
     _open: ClassVar[list[CompileSeconds]] = []
     _listening: ClassVar[bool] = False
+    _listen = "register_event_duration_secs_listener"
 
     def __init__(self) -> None:
         self.seconds = 0.0
@@ -89,23 +110,14 @@ class CompileSeconds:
             for meter in cls._open:
                 meter.seconds += duration
 
-    def __enter__(self) -> CompileSeconds:
-        if not CompileSeconds._listening:  # jax.monitoring cannot drop a listener: add one once
-            jax.monitoring.register_event_duration_secs_listener(CompileSeconds._hear)
-            CompileSeconds._listening = True
-        CompileSeconds._open.append(self)
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        CompileSeconds._open.remove(self)
-
-
-class CacheHits:
+class CacheHits(_Meter):
     """Persistent compilation cache hits and misses while the context is open
     (``jax.monitoring``'s events)."""
 
     _open: ClassVar[list[CacheHits]] = []
     _listening: ClassVar[bool] = False
+    _listen = "register_event_listener"
 
     def __init__(self) -> None:
         self.hits = self.misses = 0
@@ -117,16 +129,6 @@ class CacheHits:
                 meter.hits += 1
             elif event == "/jax/compilation_cache/cache_misses":
                 meter.misses += 1
-
-    def __enter__(self) -> CacheHits:
-        if not CacheHits._listening:  # jax.monitoring cannot drop a listener: add one once
-            jax.monitoring.register_event_listener(CacheHits._hear)
-            CacheHits._listening = True
-        CacheHits._open.append(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        CacheHits._open.remove(self)
 
 
 def simulate(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

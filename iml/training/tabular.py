@@ -147,11 +147,11 @@ class _Data(NamedTuple):
     scale: Array  # [R, d]
 
 
-def _standardized(data: _Data, rows: Array) -> Array:
+def _standardized(center: Array, scale: Array, rows: Array) -> Array:
     """Rows ``[R, ..., d]`` gathered per rotation, standardised with that rotation's centre and
-    scale."""
-    shape = (data.center.shape[0],) + (1,) * (rows.ndim - 2) + (data.center.shape[1],)
-    return (rows - data.center.reshape(shape)) / data.scale.reshape(shape)
+    scale ``[R, d]``."""
+    shape = (center.shape[0],) + (1,) * (rows.ndim - 2) + (center.shape[1],)
+    return (rows - center.reshape(shape)) / scale.reshape(shape)
 
 
 def _init_state(model: nn.Module, config: TrainConfig, data: _Data) -> MemberState:
@@ -180,7 +180,7 @@ def _validation_losses(model: nn.Module, state: MemberState, data: _Data) -> Arr
     def body(total: tuple[Array, Array], block: tuple[Array, Array]):
         i, w = block  # [R, block]
         loss_sum, weight_sum = evaluate(
-            state, _standardized(data, data.x[i]), data.y[i], w, data.losses
+            state, _standardized(data.center, data.scale, data.x[i]), data.y[i], w, data.losses
         )
         return (total[0] + loss_sum, total[1] + weight_sum), None
 
@@ -256,8 +256,7 @@ def _test_logits(
     logits = _vmap_predict(one)
 
     def body(carry: None, i: Array) -> tuple[None, Array]:
-        rows = (x[i] - center[:, None]) / scale[:, None]  # [R, block, d]
-        return None, logits(variables, rows)  # [S, nb, R, block]
+        return None, logits(variables, _standardized(center, scale, x[i]))  # [S, nb, R, block]
 
     _, out = jax.lax.scan(body, None, jnp.swapaxes(idx, 0, 1))
     return jnp.moveaxis(out, 0, 3).reshape(*out.shape[1:4], -1, *out.shape[5:])
