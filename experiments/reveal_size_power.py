@@ -24,6 +24,19 @@ that holds; its *power*, how often it rejects one that fails:
   value falls. No cost of experiments rationalises that; NIAC fails, and NIS too: both rates
   are powers.
 
+* **misreported** (with ``--misreport``): capacity-constrained agents, but the middle agent
+  reports for the class-weight odds ``beta / (1 - beta)`` multiplied by ``--misreport`` instead
+  of its own. NIAS fails for that one model among ``K``: NIAS's rate is its power against one
+  misreported model. In every other scenario each agent reports optimally, so NIAS's rate is a
+  size.
+
+The regimes of the real runs are set by ``--prior``, ``--n``, ``--models`` and the centre
+precision ``--precision``: a precise model at a low prior leaves its lowest deciles with a
+handful of positives (``min_bin_positives``, the fewest expected in any model's bin in the
+population), the sparse bins where the bootstrap's approximation is weakest. ``--strategy``
+and ``--min-count`` choose the bins (``iml.revealed.reveal``'s ``quantile`` deciles or its
+``adaptive`` bins).
+
 What each test faces is stated, not assumed: every line carries the population margins
 (``nis_margin``, ``niac_margin``: ``iml.revealed.nis_check`` and ``niac_check`` of the value
 matrix of the agents' population experiments, their signals cut at the deciles of their
@@ -32,15 +45,21 @@ distributions as ``reveal`` cuts the scores), positive exactly when the learning
 Each line printed is one scenario as JSON: the settings, ``precision`` (``d`` at the lowest and
 at the highest beta), the population margins, ``nis_rejection`` and ``niac_rejection`` (the
 fractions of the data sets in which ``reveal`` declares the violation at ``confidence`` 0.95)
-with their Monte Carlo standard errors, and the seconds taken (the first scenario's include
-compilation). Each scenario runs as one jitted ``lax.map`` over data sets; every scenario
-draws from the same keys.
+and ``nias_rejection`` (NIAS rejected for any model), with their Monte Carlo standard errors,
+and the seconds taken (the first scenario's include compilation). Each scenario runs as one
+jitted ``lax.map`` over data sets; every scenario draws from the same keys.
 
 Run from the repository root (K = 64 takes some minutes on a laptop CPU)::
 
     python -m experiments.reveal_size_power --models 4 --n 10000 --bootstrap 200 --datasets 500
     python -m experiments.reveal_size_power --models 64 --out size_power_64.jsonl
     python -m experiments.reveal_size_power --quick
+    python -m experiments.reveal_size_power --models 64 --n 20000 --prior 0.04 --precision 3 \
+        --strategy adaptive --misreport 2
+
+``--regimes FILE`` runs the rows of a JSON list of settings (each a dict of these options) and
+writes one line per scenario and row; ``experiments/configs/reveal_regimes.json`` holds the
+regimes of the stored runs (digits, PneumoniaMNIST, NIH, Adult, Letter).
 """
 
 from __future__ import annotations
@@ -54,13 +73,14 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import ndtr
 
+from iml import power as P
 from iml import revealed as R
 
 CENTRE_PRECISION = 1.5
 DELTAS = (0.0, -0.1, -0.3, 0.1, 0.3)
 QUICK = {"n": 2000, "bootstrap": 40, "datasets": 8}
+FULL = {"n": 10_000, "bootstrap": 200, "datasets": 500}
 
 
 def betas_for(n_models: int) -> np.ndarray:
@@ -68,41 +88,6 @@ def betas_for(n_models: int) -> np.ndarray:
     if n_models == 4:
         return np.array([0.5, 0.7, 0.9, 0.99], np.float32)
     return (1.0 / (1.0 + np.exp(-np.linspace(0.0, np.log(99.0), n_models)))).astype(np.float32)
-
-
-def precisions(n_models: int, delta: float) -> np.ndarray:
-    """``d_k = 1.5 + delta r_k``, ``r`` evenly spaced from -1/2 to 1/2 in the order of beta."""
-    return (CENTRE_PRECISION + delta * np.linspace(-0.5, 0.5, n_models)).astype(np.float32)
-
-
-def population_margins(
-    betas: np.ndarray, precision: np.ndarray, prior: float, n_bins: int = 10
-) -> tuple[float, float]:
-    """The NIS and NIAC margins of the agents' experiments in the population.
-
-    Agent ``k``'s signal ``x ~ N(d_k y, 1)`` cut at the quantiles of its distribution
-    ``F(x) = (1 - pi) Phi(x) + pi Phi(x - d_k)`` (found by bisection) gives ``P_k(s)`` and
-    ``gamma_{k,s}`` exactly; the margins are those of their value matrix.
-    """
-    d = np.asarray(precision, np.float64)[:, None]
-    q = np.arange(1, n_bins) / n_bins
-    low, high = np.full((d.shape[0], q.size), -40.0), np.full((d.shape[0], q.size), 40.0)
-    for _ in range(80):
-        mid = 0.5 * (low + high)
-        below = (1.0 - prior) * ndtr(mid) + prior * ndtr(mid - d) < q
-        low, high = np.where(below, mid, low), np.where(below, high, mid)
-    edges = np.concatenate(
-        [np.full_like(d, -np.inf), 0.5 * (low + high), np.full_like(d, np.inf)], 1
-    )
-    positive = prior * np.diff(ndtr(edges - d), axis=1)
-    probability = positive + (1.0 - prior) * np.diff(ndtr(edges), axis=1)
-    experiments = R.experiments_from_posteriors(probability, positive / probability)
-    G = R.value_matrix(experiments, betas)
-    return float(R.nis_check(G).margin), float(R.niac_check(G).margin)
-
-
-def scenario_name(delta: float) -> str:
-    return "capacity" if delta == 0 else ("falling" if delta < 0 else "rising")
 
 
 def rejection_rates(
@@ -113,51 +98,67 @@ def rejection_rates(
     prior: float,
     deltas: tuple[float, ...] = DELTAS,
     seed: int = 0,
+    *,
+    precision: float = CENTRE_PRECISION,
+    strategy: str = "quantile",
+    n_bins: int = 10,
+    min_count: int | None = None,
+    misreport: float | None = None,
+    label: str | None = None,
 ) -> Iterator[dict]:
-    """One record per ``delta``: how often ``reveal`` rejects NIS and NIAC over ``n_datasets``.
+    """One record per scenario (:func:`iml.power.rejection_rates`): how often ``reveal``
+    rejects NIS, NIAC and NIAS over ``n_datasets`` data sets, one scenario per ``delta`` and a
+    ``misreported`` one when ``misreport`` is given.
 
     Every scenario uses the same keys (common random numbers), so differences between scenarios
     come from the precisions, not from the draws.
     """
-    betas = jnp.asarray(betas_for(n_models))
-
-    def one(key: jax.Array, precision: jax.Array) -> tuple[jax.Array, jax.Array]:
-        key_data, key_boot = jax.random.split(key)
-        scores, labels = R.simulate_gaussian_agents(key_data, betas, precision, prior, n)
-        report = R.reveal(scores, labels, betas, n_bootstrap=n_bootstrap, key=key_boot, nias=False)
-        return report.nis_test.violated, report.niac_test.violated
-
-    run = jax.jit(lambda keys, d: jax.lax.map(lambda key: one(key, d), keys))
-    keys = jax.random.split(jax.random.key(seed), n_datasets)
-    for delta in deltas:
-        d = precisions(n_models, delta)
-        nis_margin, niac_margin = population_margins(np.asarray(betas), d, prior)
+    betas = betas_for(n_models)
+    scenarios = [(delta, 1.0) for delta in deltas]
+    if misreport is not None:
+        scenarios.append((0.0, float(misreport)))
+    for delta, factor in scenarios:
+        d = P.precisions(n_models, delta, precision)
+        reported = P.misreported_weights(betas, factor).astype(np.float32)
+        population = P.gaussian_population(betas, d, prior, n_bins)
         start = time.perf_counter()
-        nis, niac = (np.asarray(x, np.float64) for x in jax.device_get(run(keys, jnp.asarray(d))))
+        rates = P.rejection_rates(
+            jnp.asarray(betas), jnp.asarray(reported), jnp.asarray(d), prior, n,
+            n_datasets=n_datasets, n_bootstrap=n_bootstrap, key=jax.random.key(seed),
+            n_bins=n_bins, strategy=strategy, min_count=min_count,
+        )  # fmt: skip
         seconds = time.perf_counter() - start
         yield {
+            **({"regime": label} if label else {}),
             "models": n_models,
             "n": n,
             "prior": prior,
             "bootstrap": n_bootstrap,
             "datasets": n_datasets,
             "seed": seed,
-            "scenario": scenario_name(delta),
+            "strategy": strategy,
+            "n_bins": n_bins,
+            "min_count": (R.MIN_COUNT if min_count is None else min_count)
+            if strategy == "adaptive"
+            else None,
+            "scenario": P.scenario_name(delta, factor),
             "delta": delta,
+            "misreport": factor,
             "precision": [round(float(d[0]), 4), round(float(d[-1]), 4)],
-            "nis_margin": float(f"{nis_margin:.3g}") + 0.0,  # + 0.0: no -0.0
-            "niac_margin": float(f"{niac_margin:.3g}") + 0.0,
-            "nis_rejection": float(nis.mean()),
-            "nis_se": _standard_error(nis),
-            "niac_rejection": float(niac.mean()),
-            "niac_se": _standard_error(niac),
+            "nis_margin": float(f"{population.nis_margin:.3g}") + 0.0,  # + 0.0: no -0.0
+            "niac_margin": float(f"{population.niac_margin:.3g}") + 0.0,
+            "min_bin_positives": round(population.min_positives * n, 1),
+            "min_bin_negatives": round(population.min_negatives * n, 1),
+            **{
+                f"{test}_{what}": value
+                for test, rejected in rates.items()
+                for what, value in (
+                    ("rejection", float(rejected.mean())),
+                    ("se", round(P.standard_error(rejected), 4)),
+                )
+            },
             "seconds": round(seconds, 1),
         }
-
-
-def _standard_error(rejected: np.ndarray) -> float:
-    p = float(rejected.mean())
-    return round(float(np.sqrt(p * (1.0 - p) / rejected.size)), 4)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -168,28 +169,73 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--datasets", type=int, default=None, help="data sets per scenario (500)")
     p.add_argument("--prior", type=float, default=0.1, help="P(y = 1) (default 0.1)")
     p.add_argument(
+        "--precision", type=float, default=CENTRE_PRECISION, help="centre precision d (1.5)"
+    )
+    p.add_argument(
         "--deltas",
         type=float,
         nargs="+",
         default=list(DELTAS),
         help="precision differences between the extreme betas (default 0 -0.1 -0.3 0.1 0.3)",
     )
+    p.add_argument("--strategy", choices=R.STRATEGIES, default="quantile", help="the bins")
+    p.add_argument("--bins", type=int, default=10, help="bins per model (default 10)")
+    p.add_argument("--min-count", type=int, default=None, help="adaptive bins' least count")
+    p.add_argument(
+        "--misreport", type=float, default=None, help="add the misreported scenario (odds factor)"
+    )
+    p.add_argument("--regimes", type=Path, default=None, help="JSON list of settings to run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="N = 2,000, 40 replicates, 8 data sets")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines to FILE")
     args = p.parse_args(argv)
-    defaults = QUICK if args.quick else {"n": 10_000, "bootstrap": 200, "datasets": 500}
+    defaults = QUICK if args.quick else FULL
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    for name in ("n", "bootstrap", "datasets"):
-        if getattr(args, name) < (2 if name == "bootstrap" else 1):
-            p.error(f"--{name} must be a positive integer (--bootstrap at least 2)")
+    for name in ("n", "bootstrap", "datasets", "bins"):
+        if getattr(args, name) < (2 if name in ("bootstrap", "bins") else 1):
+            p.error(f"--{name} must be a positive integer (--bootstrap and --bins at least 2)")
     if min(args.models) < 2:
         p.error("--models must be at least 2")
     if not 0.0 < args.prior < 1.0:
         p.error("--prior must lie in (0, 1)")
+    if args.precision <= 0:
+        p.error("--precision must be positive")
+    if args.misreport is not None and args.misreport <= 0:
+        p.error("--misreport must be a positive odds factor")
     return args
+
+
+# The settings a --regimes row may give, with the command line's values as defaults.
+_ROW_KEYS = ("label", "models", "n", "prior", "precision", "bootstrap", "datasets", "deltas",
+             "strategy", "bins", "min_count", "misreport")  # fmt: skip
+
+
+def _rows(args: argparse.Namespace) -> list[dict]:
+    base = {
+        "models": args.models, "n": args.n, "prior": args.prior, "precision": args.precision,
+        "bootstrap": args.bootstrap, "datasets": args.datasets, "deltas": args.deltas,
+        "strategy": args.strategy, "bins": args.bins, "min_count": args.min_count,
+        "misreport": args.misreport, "label": None,
+    }  # fmt: skip
+    if args.regimes is None:
+        return [base]
+    rows = json.loads(args.regimes.read_text())
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise SystemExit(f"{args.regimes}: expected a JSON list of settings objects")
+    out = []
+    for i, row in enumerate(rows):
+        unknown = set(row) - set(_ROW_KEYS)
+        if unknown:
+            raise SystemExit(f"{args.regimes}: row {i} has unknown settings {sorted(unknown)}")
+        merged = {**base, **row}
+        if args.quick:
+            merged.update(QUICK)
+        if isinstance(merged["models"], int):
+            merged["models"] = [merged["models"]]
+        out.append(merged)
+    return out
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -197,15 +243,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.out is not None:
         args.out.write_text("")
     records = []
-    for n_models in args.models:
-        settings = (n_models, args.n, args.bootstrap, args.datasets, args.prior)
-        for record in rejection_rates(*settings, tuple(args.deltas), args.seed):
-            line = json.dumps(record)
-            print(line, flush=True)
-            if args.out is not None:
-                with args.out.open("a") as f:
-                    f.write(line + "\n")
-            records.append(record)
+    for row in _rows(args):
+        for n_models in row["models"]:
+            stream = rejection_rates(
+                n_models, row["n"], row["bootstrap"], row["datasets"], row["prior"],
+                tuple(row["deltas"]), args.seed, precision=row["precision"],
+                strategy=row["strategy"], n_bins=row["bins"], min_count=row["min_count"],
+                misreport=row["misreport"], label=row["label"],
+            )  # fmt: skip
+            for record in stream:
+                line = json.dumps(record)
+                print(line, flush=True)
+                if args.out is not None:
+                    with args.out.open("a") as f:
+                        f.write(line + "\n")
+                records.append(record)
     return records
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "LossCalibrationTest",
     "SmoothCalibrationCurve",
     "SmoothECE",
+    "TestPower",
     "assign_bins",
     "auroc",
     "beta_key",
@@ -68,6 +69,7 @@ __all__ = [
     "clopper_pearson_interval",
     "expected_calibration_error",
     "loss_calibration_curve",
+    "loss_calibration_power",
     "loss_calibration_test",
     "loss_corrected_scores",
     "markdown_by_loss",
@@ -1069,6 +1071,83 @@ def _loss_calibration_test(
     interval = _percentile_interval(boot, confidence)
     count = _weighted_bin_sums(w, jnp.ones_like(w)[None], bins, n_bins)[0]
     return LossCalibrationTest(reduction, gap, p_value, interval, null_gaps, best, count, edges)
+
+
+class TestPower(NamedTuple):
+    """A test's rejection rate over simulated data sets (a pytree).
+
+    Attributes:
+      rate: the fraction of data sets in which the test rejected at ``1 - confidence``.
+      standard_error: its Monte Carlo standard error ``sqrt(rate (1 - rate) / n)``.
+      rejected: each data set's verdict ``(n_simulations,)``.
+    """
+
+    rate: Array
+    standard_error: Array
+    rejected: Array
+
+
+def loss_calibration_power(
+    scores: ArrayLike,
+    true_loss: LossLike,
+    tested_loss: LossLike,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    *,
+    n_simulations: int = 200,
+    n_bootstrap: int = 200,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> TestPower:
+    """How often :func:`loss_calibration_test` under ``tested_loss`` rejects scores that are
+    loss-calibrated under ``true_loss``: its power against that alternative at these scores.
+
+    Each simulated data set keeps ``scores`` and draws labels ``y ~ Bernoulli(g)`` with
+    ``g = (c^{true})^{-1}(a)`` (Proposition 4: the labels of a model calibrated under the true
+    loss), then tests loss calibration under ``tested_loss``. With ``tested_loss == true_loss`` the
+    rate is the test's size. A low power against a neighbouring loss (say beta = 1/2 when the
+    truth is 10/11) says that a non-rejection cannot tell the two apart.
+
+    Args:
+      scores: raw positive-class scores ``(n,)`` in ``[0, 1]``, the scores to simulate labels for.
+      true_loss, tested_loss: binary losses (as :func:`loss_calibration_test` reads ``loss``).
+      n_bins, strategy, n_bootstrap, confidence: as :func:`loss_calibration_test`.
+      n_simulations: simulated data sets.
+      key: ``jax.random`` key (required).
+    """
+    _check_n_bins(n_bins)
+    _check_strategy(strategy)
+    a = V.concrete_value(scores)
+    if a is not None:
+        V.check_shape("scores", a, (np.shape(a)[0],))
+        V.check_unit("scores", a)
+    V.check_count("n_simulations", n_simulations)
+    V.check_count("n_bootstrap", n_bootstrap)
+    _check_bootstrap(n_bootstrap, key, confidence)
+    truth, tested = _binary_loss(true_loss), _binary_loss(tested_loss)
+    return _loss_calibration_power(
+        scores, truth, tested, key, n_bins, strategy, n_simulations, n_bootstrap, confidence
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7, 8))
+def _loss_calibration_power(
+    scores, truth, tested, key, n_bins, strategy, n_simulations, n_bootstrap, confidence
+) -> TestPower:
+    a = _float(scores)
+    posterior = truth.loss_corrected_score(a)
+
+    def one(k: Array) -> Array:
+        k_labels, k_test = jax.random.split(k)
+        y = (jax.random.uniform(k_labels, a.shape, a.dtype) < posterior).astype(jnp.int32)
+        result = _loss_calibration_test(
+            a, y, None, k_test, tested, n_bins, strategy, n_bootstrap, confidence
+        )
+        return result.p_value <= 1.0 - confidence
+
+    rejected = jax.lax.map(one, jax.random.split(key, n_simulations))
+    rate = jnp.mean(rejected.astype(jnp.float32))
+    return TestPower(rate, jnp.sqrt(rate * (1.0 - rate) / n_simulations), rejected)
 
 
 # ----------------------------------------------------------------------------------------------

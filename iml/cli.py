@@ -285,7 +285,8 @@ def _reveal(args: argparse.Namespace) -> Callable[[], int]:
     from iml.pipeline.reveal import check_reveal_input, load_reveal_input
 
     for flag, value, least in (("--n-bins", args.n_bins, 2), ("--n-bootstrap", args.n_bootstrap, 2),
-                               ("--seed", args.seed, 0)):  # fmt: skip
+                               ("--seed", args.seed, 0),
+                               ("--power-datasets", args.power_datasets, 0)):  # fmt: skip
         if value < least:
             raise ValueError(f"{flag} must be at least {least}, got {value}")
     out = Path(args.out)
@@ -305,7 +306,13 @@ def _reveal(args: argparse.Namespace) -> Callable[[], int]:
             print(f"revealing {K} models on {n} observations ({args.n_bootstrap} paired "
                   "bootstrap replicates) ...", file=sys.stderr)  # fmt: skip
         record = reveal_run(
-            inputs, out, n_bins=args.n_bins, n_bootstrap=args.n_bootstrap, seed=args.seed
+            inputs,
+            out,
+            n_bins=args.n_bins,
+            n_bootstrap=args.n_bootstrap,
+            seed=args.seed,
+            power_datasets=args.power_datasets,
+            progress=not args.no_progress,
         )
         print(revealed_summary(record))
         figures = ",".join(FIGURES)
@@ -678,7 +685,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a run folder written by `iml reproduce` or `iml sweep`")  # fmt: skip
     rev.add_argument("--out", required=True, metavar="DIR", help="where to write")
     rev.add_argument(
-        "--n-bins", type=int, default=10, help="signals (quantile bins) per model; default 10"
+        "--n-bins",
+        type=int,
+        default=10,
+        help="signals per model: deciles merged until each bin holds 10 expected positives and "
+        "negatives; default 10 (the verdicts are also reached at 5, 10 and 20 quantile bins)",
+    )
+    rev.add_argument(
+        "--power-datasets",
+        type=int,
+        default=100,
+        help="simulated data sets per scenario for each test's size and power at the run's N, "
+        "K and prior; 0 for none; default 100",
     )
     rev.add_argument("--n-bootstrap", type=int, default=1000,
                      help="paired bootstrap replicates; default 1000")  # fmt: skip

@@ -867,3 +867,34 @@ def test_one_vs_rest_logistic_regressions_on_digits_are_corrected_output_by_outp
     assert fixed < raw / 2 and fixed < 2 * reference
     assert weighted[:, 8].mean() > (y == 8).mean() + 0.05  # the weight inflates class 8
     np.testing.assert_array_equal(np.delete(corrected, 8, 1), np.delete(weighted, 8, 1))
+
+
+def test_loss_calibration_power_against_the_neighbouring_beta_at_digits_size():
+    """At digits' size (1,797 scores, prior about 0.1), scores calibrated under beta = 10/11:
+    the test under 10/11 keeps its size, and its power against beta = 1/2 is reported."""
+    from iml.calibration import loss_calibration_power
+    from iml.revealed import simulate_gaussian_agents
+
+    scores, _ = simulate_gaussian_agents(jax.random.key(0), [10 / 11], 3.1, 0.097, 1797)
+    a = scores[0]
+    size = loss_calibration_power(a, 10 / 11, 10 / 11, key=jax.random.key(2), n_simulations=400)
+    assert float(size.rate) <= 0.05 + 2 * 0.011  # the parametric bootstrap is exact under H0
+    assert float(size.standard_error) == pytest.approx(
+        np.sqrt(size.rate * (1 - size.rate) / 400), rel=1e-5
+    )
+    power = loss_calibration_power(a, 10 / 11, 0.5, key=jax.random.key(3), n_simulations=100)
+    assert float(power.rate) >= 0.9  # a precise model at this size: 1/2 is told from 10/11
+    # Against a closer neighbour (beta = 0.88) the power is lower.
+    near = loss_calibration_power(a, 10 / 11, 0.88, key=jax.random.key(3), n_simulations=100)
+    assert float(near.rate) < float(power.rate)
+    other = loss_calibration_power(a, 10 / 11, 10 / 11, key=jax.random.key(5), n_simulations=400)
+    assert not np.array_equal(other.rejected, size.rejected)  # the key draws the labels
+
+
+def test_loss_calibration_power_names_bad_input():
+    from iml.calibration import loss_calibration_power
+
+    with pytest.raises(ValueError, match="n_simulations"):
+        loss_calibration_power(np.full(10, 0.5), 0.5, 0.5, key=jax.random.key(0), n_simulations=0)
+    with pytest.raises(ValueError, match="key"):
+        loss_calibration_power(np.full(10, 0.5), 0.5, 0.5)

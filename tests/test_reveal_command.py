@@ -75,9 +75,9 @@ def _check_record(record: dict, scores, labels, losses, seed: int = 0) -> None:
         labels,
         losses,
         record["n_bins"],
+        record["strategy"],
         n_bootstrap=record["n_bootstrap"],
         key=jax.random.key(seed),
-        nias_bootstrap=record["nias_bootstrap"],
     )
 
     def same(got, want):
@@ -101,12 +101,29 @@ def _check_record(record: dict, scores, labels, losses, seed: int = 0) -> None:
         same(record["shannon_lambda"][end], getattr(direct.shannon, end))
         same(record["shannon_lambda"][f"{end}_interval"], getattr(direct, f"lambda_{end}_interval"))
     same(record["nias"]["p_value"], direct.nias.p_value)
+    assert record["nias"]["rejected"] == bool(np.any(direct.nias.violated))
     assert (record["K"], record["n"]) == np.shape(scores)
+    # Each verdict at 5, 10 and 20 quantile bins, as reveal() reaches it there, and the fragile
+    # label wherever the four verdicts differ.
+    assert set(record["bins"]) == {"adaptive", "quantile_5", "quantile_10", "quantile_20"}
+    for bins in (5, 10, 20):
+        at = reveal(scores, labels, losses, bins, "quantile", n_bootstrap=record["n_bootstrap"],
+                    key=jax.random.key(seed))  # fmt: skip
+        got = record["bins"][f"quantile_{bins}"]
+        assert got["nis"]["rejected"] == bool(at.nis_test.violated)
+        assert got["niac"]["rejected"] == bool(at.niac_test.violated)
+        assert got["nias"]["rejected"] == bool(np.any(at.nias.violated))
+    for test in ("nis", "niac", "nias"):
+        verdicts = {v[test]["rejected"] for v in record["bins"].values()}
+        assert record["fragile"][test] == (len(verdicts) > 1)
+    assert "bootstrap over the evaluation observations" in record["intervals"]
+    assert "not the noise of training" in record["intervals"]
 
 
 def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
     out = tmp_path / "revealed"
-    argv = ["reveal", "--run", str(sweep), "--out", str(out), "--n-bootstrap", str(N_BOOTSTRAP)]
+    argv = ["reveal", "--run", str(sweep), "--out", str(out), "--n-bootstrap", str(N_BOOTSTRAP),
+            "--power-datasets", "16"]  # fmt: skip
     assert cli.main([*argv, "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert f"K=4 models, N={N} observations" in printed
@@ -121,6 +138,24 @@ def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
     with np.load(sweep / "scores.npz") as stored:
         scores, labels = stored["scores"].astype(np.float32), stored["labels"]
     _check_record(record, scores, labels, BETAS)
+    # Size and power simulated at the run's N, K and prior, each beside its alternative.
+    simulated = record["simulated"]
+    assert simulated["datasets"] == 16 and simulated["bootstrap"] == 200
+    assert set(simulated["scenarios"]) == {"capacity", "falling", "rising", "misreported"}
+    for test in ("nis", "niac", "nias"):
+        for entry in (simulated["size"][test], simulated["power"][test]):
+            assert 0.0 <= entry["rate"] <= 1.0 and 0.0 <= entry["se"] <= 0.5
+    against = simulated["power"]["niac"]["against"]
+    assert against == "precision rising by 0.3 along the class weights"
+    assert simulated["scenarios"]["rising"]["niac_margin"] > 0  # the alternative fails NIAC
+    assert simulated["scenarios"]["capacity"]["nis_margin"] == 0.0
+    # Agents as informative as the run's models.
+    assert simulated["information"] == pytest.approx(np.median(record["information"]["estimate"]))
+    # Verdicts are worded "rejected" or "not rejected", a non-rejection with its power.
+    assert "VIOLATED" not in printed and "holds" not in printed
+    for line in printed.splitlines():
+        if line.startswith(("NIS", "NIAC", "NIAS")) and "not rejected" in line:
+            assert "; power " in line and " against " in line
     for name in FIGURES:
         assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
         assert (out / "figures" / f"{name}.pdf").read_bytes()[:5] == b"%PDF-"
@@ -128,7 +163,8 @@ def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
 
 def test_reveal_of_the_stored_digits_run_records_what_reveal_finds(tmp_path, capsys):
     before = sorted(p.relative_to(DIGITS) for p in DIGITS.rglob("*"))
-    argv = ["reveal", "--run", str(DIGITS), "--out", str(tmp_path), "--n-bootstrap", "200"]
+    argv = ["reveal", "--run", str(DIGITS), "--out", str(tmp_path), "--n-bootstrap", "200",
+            "--power-datasets", "0"]  # fmt: skip
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert "revealing 3 models on 1797 observations" in captured.err
@@ -138,6 +174,7 @@ def test_reveal_of_the_stored_digits_run_records_what_reveal_finds(tmp_path, cap
     with np.load(DIGITS / "ensemble_scores.npz") as stored:
         scores, labels = stored["scores"].astype(np.float32), stored["labels"]
     _check_record(record, scores, labels, np.asarray([0.5, 0.9, 0.99]))
+    assert "simulated" not in record  # --power-datasets 0
     assert sorted(p.relative_to(DIGITS) for p in DIGITS.rglob("*")) == before  # read only
 
 

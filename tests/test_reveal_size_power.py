@@ -4,8 +4,12 @@ import json
 
 import numpy as np
 import pytest
+from scipy.optimize import brentq
+from scipy.special import ndtr
 
 from experiments import reveal_size_power
+from iml import power as P
+from iml import revealed as R
 
 FIELDS = {
     "models",
@@ -17,12 +21,20 @@ FIELDS = {
     "scenario",
     "delta",
     "precision",
+    "strategy",
+    "n_bins",
+    "min_count",
+    "misreport",
     "nis_margin",
     "niac_margin",
+    "min_bin_positives",
+    "min_bin_negatives",
     "nis_rejection",
     "nis_se",
     "niac_rejection",
     "niac_se",
+    "nias_rejection",
+    "nias_se",
     "seconds",
 }
 
@@ -58,8 +70,50 @@ def test_population_margins_vanish_for_equal_experiments_and_betas_are_ordered()
     betas = reveal_size_power.betas_for(64)
     assert betas[0] == pytest.approx(0.5) and betas[-1] == pytest.approx(0.99)
     assert np.all(np.diff(betas) > 0)
-    nis, niac = reveal_size_power.population_margins(betas[:8], np.full(8, 1.5), 0.1)
-    assert nis == 0.0 and niac <= 0.0
+    population = P.gaussian_population(betas[:8], np.full(8, 1.5), 0.1)
+    assert population.nis_margin == 0.0 and population.niac_margin <= 0.0
+    # The lowest decile of x ~ 0.9 N(0, 1) + 0.1 N(1.5, 1) holds the fewest positives.
+    cut = brentq(lambda x: 0.9 * ndtr(x) + 0.1 * ndtr(x - 1.5) - 0.1, -10, 10)
+    assert population.min_positives == pytest.approx(0.1 * ndtr(cut - 1.5), rel=1e-6)
+
+
+def test_matched_precision_inverts_the_population_information():
+    for d, prior in ((1.5, 0.1), (3.1, 0.097), (1.9, 0.239)):
+        info = float(P.gaussian_population([0.5], np.array([d]), prior).information[0])
+        assert P.matched_precision(info, prior) == pytest.approx(d, abs=1e-4)
+
+
+def test_a_sparse_bin_row_at_reduced_scale(tmp_path):
+    """Digits' regime (N = 1,797, prior 0.097, d = 3.1: the lowest deciles hold no positives)
+    at 48 data sets: deciles and adaptive bins, the sizes of the three tests and NIAS's power
+    against one misreported model. The full rows (500 data sets) are in docs/results/revealed."""
+    regimes = tmp_path / "regimes.json"
+    row = {"models": 3, "n": 1797, "prior": 0.097, "precision": 3.1, "bootstrap": 1000,
+           "datasets": 48, "deltas": [0.0], "misreport": 3.0}  # fmt: skip
+    rows = [{**row, "label": "digits", "strategy": s} for s in ("adaptive", "quantile")]
+    regimes.write_text(json.dumps(rows))
+    records = reveal_size_power.main(["--regimes", str(regimes)])
+    assert [(r["strategy"], r["scenario"]) for r in records] == [
+        ("adaptive", "capacity"), ("adaptive", "misreported"),
+        ("quantile", "capacity"), ("quantile", "misreported"),
+    ]  # fmt: skip
+    for record in records:
+        assert set(record) == FIELDS | {"regime"} and record["regime"] == "digits"
+        assert record["min_bin_positives"] < 0.5  # the sparse regime
+    adaptive, misreported = records[:2]
+    assert adaptive["min_count"] == R.MIN_COUNT
+    # Sizes within Monte Carlo error of 5% or below (at most 3 of 48 = 6.25% plus 2 se).
+    for test in ("nis", "niac", "nias"):
+        assert adaptive[f"{test}_rejection"] <= 0.05 + 2 * 0.032
+    # One model of three reporting for three times its odds: NIAS finds it most times.
+    assert misreported["nias_rejection"] >= 0.6
+
+
+def test_a_regimes_row_with_an_unknown_setting_is_named(tmp_path):
+    regimes = tmp_path / "regimes.json"
+    regimes.write_text(json.dumps([{"models": 3, "priors": 0.1}]))
+    with pytest.raises(SystemExit, match=r"row 0 has unknown settings \['priors'\]"):
+        reveal_size_power.main(["--regimes", str(regimes)])
 
 
 @pytest.mark.parametrize("bad", [["--prior", "1.5"], ["--models", "1"], ["--datasets", "0"]])

@@ -301,7 +301,9 @@ def gaussian_values(betas, precisions, prior):
     return np.stack([-(m * minimised_loss(b, g)).sum(0) * (x[1, 0] - x[0, 0]) for b in betas])
 
 
-def simulated_reports(betas, n, n_bootstrap, prior, seed, precision, n_data_sets=100):
+def simulated_reports(
+    betas, n, n_bootstrap, prior, seed, precision, n_data_sets=100, strategy="adaptive"
+):
     """``reveal`` on data sets of Gaussian agents with given precisions, as a user calls it."""
     betas = np.asarray(betas, np.float32)
     reports = []
@@ -310,7 +312,16 @@ def simulated_reports(betas, n, n_bootstrap, prior, seed, precision, n_data_sets
         key_data, key_boot = jax.random.split(keys[i])
         scores, labels = R.simulate_gaussian_agents(key_data, betas, precision, prior, n)
         reports.append(
-            R.reveal(scores, labels, betas, n_bootstrap=n_bootstrap, key=key_boot, nias=False)
+            R.reveal(
+                scores,
+                labels,
+                betas,
+                10,
+                strategy,
+                n_bootstrap=n_bootstrap,
+                key=key_boot,
+                nias=False,
+            )
         )
     return jax.tree.map(lambda *x: np.stack(x), *jax.device_get(reports))
 
@@ -338,8 +349,8 @@ def population_information(precision, prior, n_bins=10):
 
 
 def test_four_losses_size_power_costly_agents_and_the_report():
-    def run(seed, precision, n_data_sets=100):
-        return simulated_reports(BETAS, 10_000, 100, 0.1, seed, precision, n_data_sets)
+    def run(seed, precision, n_data_sets=100, strategy="adaptive"):
+        return simulated_reports(BETAS, 10_000, 100, 0.1, seed, precision, n_data_sets, strategy)
 
     # Capacity-constrained: every model has the same precision -> NIS and NIAC hold.
     reports = run(0, np.full(4, 1.5))
@@ -353,7 +364,7 @@ def test_four_losses_size_power_costly_agents_and_the_report():
     # The report agrees with the standalone functions on the first data set.
     report = jax.tree.map(lambda x: x[0], reports)
     scores, labels = first_data_set(BETAS, 10_000, 0.1, 0, np.full(4, 1.5))
-    ex = R.revealed_experiments(scores, labels)
+    ex = R.revealed_experiments(scores, labels, 10, "adaptive", losses=BETAS)
     G = R.value_matrix(ex, BETAS)
     np.testing.assert_allclose(report.value_matrix, G, atol=1e-7)
     np.testing.assert_allclose(report.information, R.mutual_information(ex), atol=1e-7)
@@ -370,7 +381,10 @@ def test_four_losses_size_power_costly_agents_and_the_report():
     kappa = 0.003
     d = grid[np.argmax(gaussian_values(BETAS, grid, 0.1) - kappa * grid**2, axis=1)]
     assert np.all(np.diff(d) <= 0) and d[-1] > 1.0  # less is learned as beta grows
-    reports = run(1, d, 50)
+    # The revealed bounds bound the costs of the binned experiments. With deciles they cover
+    # the agents' own costs; the adaptive bins, which merge the sparse lowest deciles here,
+    # garble the experiments further, and their bounds covered them in 80% of data sets.
+    reports = run(1, d, 50, "quantile")
     assert reports.niac_test.violated.mean() <= 0.10  # NIAC holds
     assert reports.nis_test.violated.mean() >= 0.9  # NIS does not
     true_costs = kappa * (d**2 - d[0] ** 2)
@@ -414,13 +428,60 @@ def test_nias_flags_raw_posteriors_under_beta_and_overconfident_scores():
         ]
     )
     losses = [0.9, 0.5, 0.9, 0.5]
-    report = R.reveal(reported, labels, losses, n_bootstrap=100, key=key, nias_bootstrap=100)
+    report = R.reveal(reported, labels, losses, n_bootstrap=100, key=key)
     np.testing.assert_array_equal(report.nias.violated, [True, True, False, False])
     p_value = report.nias.p_value
-    assert np.all(p_value[:2] <= 0.02) and np.all(p_value[2:] > 0.05)
-    # reveal() runs nias_test with the second half of its key.
-    alone = R.nias_test(reported, labels, losses, n_bootstrap=100, key=jax.random.split(key)[1])
+    assert np.all(p_value[:2] <= 1e-6) and np.all(p_value[2:] > 0.05)
+    # The honest models' binned calibration error is a sampling error; the others' is not.
+    assert np.all(report.nias.calibration_error[:2] > 5 * report.nias.calibration_error[2:])
+    # reveal() runs nias_test on the same bins.
+    alone = R.nias_test(reported, labels, losses)
     np.testing.assert_array_equal(alone.p_value, p_value)
+
+
+def binomial_bin_p_values(scores, labels, beta, n_bins):
+    """NIAS's bin p-values by scipy: quantile bins, exact binomial two-sided tails."""
+    from scipy.stats import binom
+
+    from iml.scoring import loss_corrected_score
+
+    s, y = np.asarray(scores, np.float64), np.asarray(labels)
+    g = np.asarray(loss_corrected_score(np.asarray(scores), beta), np.float64)
+    edges = np.quantile(s, np.linspace(0, 1, n_bins + 1))
+    bins = np.clip(np.searchsorted(edges, s, side="left") - 1, 0, n_bins - 1)
+    out = []
+    for b in range(n_bins):
+        m = bins == b
+        n, o, q = m.sum(), y[m].sum(), g[m].mean()
+        out.append(min(1.0, 2 * min(binom.cdf(o, n, q), binom.sf(o - 1, n, q))))
+    return np.array(out)
+
+
+def test_nias_bin_p_values_are_exact_binomial_tails_and_holm_spans_every_model():
+    key = jax.random.key(21)
+    scores, labels = R.simulate_gaussian_agents(key, [0.3, 0.8], 2.0, 0.2, 3000)
+    test = R.nias_test(scores, labels, [0.3, 0.8], 10, "quantile")
+    for k, beta in enumerate([0.3, 0.8]):
+        expected = binomial_bin_p_values(scores[k], labels, beta, 10)
+        np.testing.assert_allclose(test.bin_p_value[k], expected, rtol=2e-3, atol=1e-6)
+    # Holm over all 20 bins: the smallest p-value is multiplied by 20, not by 10.
+    smallest = float(np.min(test.bin_p_value))
+    assert float(np.min(test.p_value)) == pytest.approx(min(1.0, 20 * smallest), rel=1e-5)
+
+
+def test_nias_rejects_one_misreported_model_among_64():
+    """One test over 64 models and their bins: analytic p-values, so it can reject at K = 64
+    (Holm over p-values floored at 1 / (B + 1) could not)."""
+    betas = np.asarray(1.0 / (1.0 + np.exp(-np.linspace(0.0, np.log(99.0), 64))), np.float32)
+    odds = 3.0 * betas[32] / (1.0 - betas[32])
+    reported = betas.copy()
+    reported[32] = odds / (1.0 + odds)
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(22), reported, 1.5, 0.1, 20_000)
+    test = R.nias_test(scores, labels, betas)
+    assert np.flatnonzero(test.violated).tolist() == [32]
+    assert float(test.p_value[32]) < 1e-4
+    honest = R.nias_test(scores, labels, reported)
+    assert not np.any(honest.violated)
 
 
 def test_weighted_report_matches_the_weighted_experiments():

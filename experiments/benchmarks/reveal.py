@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
             labels,
             betas,
             args.bins,
+            "quantile",  # the baseline's deciles: equal work
             n_bootstrap=n_boot,
             key=jax.random.key(args.seed),
             nias=False,

@@ -409,9 +409,12 @@ def report_run(
             out,
             n_bins=n_bins,
             n_bootstrap=max(n_bootstrap, 2),
-            nias_bootstrap=n_bootstrap,
             seed=int(config.eval.report_seed),
             formats=formats,
+            # Size and power simulated on as many data sets as the report's replicates (at
+            # most 100), each with that many replicates (at most 200).
+            power_datasets=min(n_bootstrap, 100),
+            power_bootstrap=min(max(n_bootstrap, 2), 200),
         )
     return table
 

@@ -16,8 +16,9 @@ loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs)
     {"run": ..., "kind": "reproduce" | "sweep",
      "loss": {"name": "log", "weight_name": "beta", "params": {}, "description": ...},
      "betas": [K class weights], "K": K, "n": observations used, "n_stored": in the run,
-     "prior": P(y = 1), "n_bins": 10, "strategy": "quantile", "n_bootstrap": ...,
-     "nias_bootstrap": ..., "confidence": 0.95, "resampling": "poisson", "seed": 0,
+     "prior": P(y = 1), "n_bins": 10, "strategy": "adaptive", "min_count": 10,
+     "n_bootstrap": ..., "confidence": 0.95, "intervals": what they cover,
+     "resampling": "poisson", "seed": 0,
      "ridge": {"l2", "l2_grid", "l2_scale", "standardize", "note"} | null,  # see ridge_of
      "information": {"estimate": [K], "interval": [[K], [K]]},               # nats
      "value_matrix": {"estimate": [K][K], "interval": [2][K][K]},             # G[k, j]
@@ -31,7 +32,18 @@ loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs)
                      "lower_interval": [2][K], "upper_interval": [2][K], "feasible_fraction"},
      "shannon_lambda": {"lower", "upper", "rejected", "lower_interval": [2],
                         "upper_interval": [2]},
-     "nias": {"gap": [K], "p_value": [K], "violated": [K]}}
+     "nias": {"calibration_error": [K], "p_value": [K], "violated": [K], "rejected"},
+     "bins": {"adaptive" | "quantile_5" | "quantile_10" | "quantile_20":
+              {"nis": {"rejected", "lower_bound"}, "niac": {...}, "nias": {"rejected", ...}}},
+     "fragile": {"nis": bool, "niac": bool, "nias": bool},  # verdict differs among the bins
+     "simulated": {"precision", "information", "datasets", "bootstrap",   # iml.power
+                   "scenarios": {"capacity" | "falling" | "rising" | "misreported": ...},
+                   "size": {"nis" | "niac" | "nias": {"rate", "se"}},
+                   "power": {"nis" | "niac" | "nias": {"against", "scenario", "rate", "se"}}}}
+
+A test's verdict is ``violated`` / ``rejected`` (the learning model is rejected at
+``1 - confidence``) or not; a non-rejection is read with the test's simulated power against the
+stated alternative, never as support.
 
 Pairs ``[k, j]`` name the decision problem ``k`` (row of ``G``) and the experiment ``j``
 (column); indices count models in the order of ``betas``. Values that are not numbers (a NaN
@@ -68,7 +80,14 @@ __all__ = [
 FIGURES = ("revealed_information", "revealed_value_matrix", "revealed_cost_bounds")
 
 # The settings of iml.revealed.reveal that a run's record does not choose: recorded with it.
-_SETTINGS = {"strategy": "quantile", "confidence": 0.95, "reference": 0, "resampling": "poisson"}
+_SETTINGS = {"strategy": "adaptive", "confidence": 0.95, "reference": 0, "resampling": "poisson"}
+# The quantile bin counts each verdict is also reached at (its sensitivity to the bins).
+BIN_COUNTS = (5, 10, 20)
+# The alternatives each test's power is simulated against (iml.power): the precision gap between
+# the extreme class weights, and the factor on the middle model's reported odds.
+POWER_DELTA = 0.3
+POWER_MISREPORT = 2.0
+TESTS = ("nis", "niac", "nias")
 
 
 class RevealInput(NamedTuple):
@@ -316,24 +335,34 @@ def reveal_run(
     *,
     n_bins: int = 10,
     n_bootstrap: int = 1000,
-    nias_bootstrap: int = 200,
     seed: int = 0,
     formats: Sequence[str] = ("png", "pdf"),
+    power_datasets: int = 100,
+    power_bootstrap: int = 200,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Run :func:`iml.revealed.reveal` on a run's scores; write ``revealed.json`` and figures.
 
-    The bootstrap key is ``jax.random.key(seed)``, so the record equals
-    ``reveal(inputs.scores, inputs.labels, inputs.loss(inputs.betas), n_bins, n_bootstrap=...,
-    key=jax.random.key(seed), nias_bootstrap=...)`` (see the module docstring for its layout).
+    The verdicts come from the adaptive bins (at most ``n_bins`` per model); each is reached
+    again at 5, 10 and 20 quantile bins, and a verdict that differs among the four is labelled
+    fragile. Each test's power against a stated alternative at this ``N``, ``K`` and prior (and
+    its size at the least-favourable null) is simulated by :mod:`iml.power`, with Gaussian agents
+    as informative as the run's models (their median ``I_k``).
+
+    The bootstrap key is ``jax.random.key(seed)``, so the verdicts equal
+    ``reveal(inputs.scores, inputs.labels, inputs.loss(inputs.betas), n_bins, "adaptive",
+    n_bootstrap=..., key=jax.random.key(seed))`` (see the module docstring for the layout).
 
     Args:
       inputs: the run's scores (:func:`load_reveal_input` or :func:`reveal_input`).
       out: the folder to write into (created if missing).
-      n_bins: signals (quantile bins) per model.
+      n_bins: signals per model (deciles, merged adaptively).
       n_bootstrap: paired bootstrap replicates.
-      nias_bootstrap: replicates of each model's NIAS test.
-      seed: the seed of the bootstrap.
+      seed: the seed of the bootstrap and of the simulations.
       formats: figure formats.
+      power_datasets: simulated data sets per scenario for size and power (0: none).
+      power_bootstrap: bootstrap replicates of each simulated ``reveal``.
+      progress: report each stage on stderr.
 
     Returns:
       The record written to ``revealed.json``.
@@ -344,26 +373,48 @@ def reveal_run(
     from iml.revealed import reveal
 
     check_reveal_input(inputs, n_bins)
-    report = reveal(
-        inputs.scores,
-        inputs.labels,
-        inputs.loss(inputs.betas),
-        n_bins,
-        _SETTINGS["strategy"],
-        n_bootstrap=n_bootstrap,
-        key=jax.random.key(seed),
-        confidence=_SETTINGS["confidence"],
-        reference=_SETTINGS["reference"],
-        resampling=_SETTINGS["resampling"],
-        nias_bootstrap=nias_bootstrap,
-    )
+    losses = inputs.loss(inputs.betas)
+
+    def run(bins: int, strategy: str) -> Any:
+        return reveal(
+            inputs.scores,
+            inputs.labels,
+            losses,
+            bins,
+            strategy,
+            n_bootstrap=n_bootstrap,
+            key=jax.random.key(seed),
+            confidence=_SETTINGS["confidence"],
+            reference=_SETTINGS["reference"],
+            resampling=_SETTINGS["resampling"],
+        )
+
+    say = _progress(progress)
+    say(f"revealing with adaptive bins ({n_bootstrap} paired bootstrap replicates)")
+    report = run(n_bins, _SETTINGS["strategy"])
+    sensitivity = {"adaptive": _verdicts(report)}
+    for bins in BIN_COUNTS:
+        say(f"the verdicts at {bins} quantile bins")
+        sensitivity[f"quantile_{bins}"] = _verdicts(run(bins, "quantile"))
+    power = None
+    if power_datasets > 0:
+        power = simulated_power(
+            inputs,
+            report,
+            n_bins=n_bins,
+            n_datasets=power_datasets,
+            n_bootstrap=power_bootstrap,
+            seed=seed,
+            say=say,
+        )
     record = revealed_record(
         inputs,
         report,
         n_bins=n_bins,
         n_bootstrap=n_bootstrap,
-        nias_bootstrap=nias_bootstrap,
         seed=seed,
+        sensitivity=sensitivity,
+        power=power,
     )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -371,6 +422,123 @@ def reveal_run(
     for name, fig in revealed_figures(record).items():
         save_figure(fig, out / "figures" / name, formats)
     return record
+
+
+def _progress(on: bool):
+    import sys
+
+    def say(message: str) -> None:
+        if on:
+            print(f"  {message} ...", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _verdicts(report: Any) -> dict[str, Any]:
+    """Each test's verdict (``True``: rejected) and the number behind it."""
+    verdicts = {
+        "nis": {"rejected": bool(report.nis_test.violated),
+                "lower_bound": _floats(report.nis_test.lower_bound)},
+        "niac": {"rejected": bool(report.niac_test.violated),
+                 "lower_bound": _floats(report.niac_test.lower_bound)},
+    }  # fmt: skip
+    if report.nias is not None:
+        verdicts["nias"] = {
+            "rejected": bool(np.any(report.nias.violated)),
+            "models_rejected": int(np.sum(report.nias.violated)),
+        }
+    return verdicts
+
+
+def fragile(sensitivity: Mapping[str, Mapping[str, Any]]) -> dict[str, bool]:
+    """Whether each test's verdict differs among the bins of ``sensitivity``."""
+    tests = [t for t in TESTS if all(t in v for v in sensitivity.values())]
+    return {t: len({v[t]["rejected"] for v in sensitivity.values()}) > 1 for t in tests}
+
+
+def simulated_power(
+    inputs: RevealInput,
+    report: Any,
+    *,
+    n_bins: int,
+    n_datasets: int,
+    n_bootstrap: int,
+    seed: int,
+    say=lambda message: None,
+) -> dict[str, Any]:
+    """Size and power of the run's tests at its ``N``, ``K`` and prior (:mod:`iml.power`).
+
+    Gaussian agents at the run's class weights, with the precision ``d`` whose population
+    experiment carries the run's median ``I_k``: at ``d`` for all (``capacity``: the sizes of NIS,
+    NIAC and NIAS), falling by :data:`POWER_DELTA` along the weights (NIS's power), rising by it
+    (NIAC's power), and with the middle model reporting its odds times :data:`POWER_MISREPORT`
+    (NIAS's power).
+    """
+    import jax
+
+    from iml import power as P
+
+    K, n = inputs.scores.shape
+    prior = float(np.asarray(report.experiments.prior)[0])
+    information = float(np.median(np.asarray(report.information)))
+    d = P.matched_precision(information, prior, n_bins)
+    losses = inputs.loss(inputs.betas)
+    key = jax.random.key(seed + 1)
+    scenarios = {
+        "capacity": (0.0, 1.0),
+        "falling": (-POWER_DELTA, 1.0),
+        "rising": (POWER_DELTA, 1.0),
+        "misreported": (0.0, POWER_MISREPORT),
+    }
+    rates = {}
+    for name, (delta, factor) in scenarios.items():
+        say(f"simulating {n_datasets} data sets like the run's: {name}")
+        precision = P.precisions(K, delta, d)
+        reported = inputs.loss(P.misreported_weights(inputs.betas, factor))
+        population = P.gaussian_population(losses, precision, prior, n_bins)
+        rejected = P.rejection_rates(
+            losses, reported, precision, prior, n, n_datasets=n_datasets,
+            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, strategy=_SETTINGS["strategy"],
+        )  # fmt: skip
+        rates[name] = {
+            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
+            "misreport": factor,
+            "nis_margin": float(f"{population.nis_margin:.3g}") + 0.0,
+            "niac_margin": float(f"{population.niac_margin:.3g}") + 0.0,
+            **{test: _rate(rejected[test]) for test in TESTS},
+        }
+    alternatives = {
+        "nis": ("falling", f"precision falling by {POWER_DELTA} along the class weights"),
+        "niac": ("rising", f"precision rising by {POWER_DELTA} along the class weights"),
+        "nias": ("misreported", f"the middle model reporting its odds times {POWER_MISREPORT}"),
+    }
+    return {
+        "agents": "Gaussian signals x ~ N(d y, 1), each reporting optimally for its loss",
+        "precision": round(d, 4),
+        "information": information,
+        "datasets": n_datasets,
+        "bootstrap": n_bootstrap,
+        "scenarios": rates,
+        "size": {test: rates["capacity"][test] for test in TESTS},
+        "power": {
+            test: {"against": text, "scenario": name, **rates[name][test]}
+            for test, (name, text) in alternatives.items()
+        },
+    }
+
+
+def _rate(rejected: np.ndarray) -> dict[str, float]:
+    from iml.power import standard_error
+
+    return {"rate": float(np.mean(rejected)), "se": round(standard_error(rejected), 4)}
+
+
+# What the record's intervals and tests cover.
+INTERVALS = (
+    "paired bootstrap over the evaluation observations, the same resample for every model, "
+    "bins fixed and the models' scores fixed: sampling noise of the evaluation data, not the "
+    "noise of training (the seeds)"
+)
 
 
 # A JSON array of numbers, laid out one item per line: strings hold no newline, so a "[" followed
@@ -412,10 +580,13 @@ def revealed_record(
     *,
     n_bins: int,
     n_bootstrap: int,
-    nias_bootstrap: int,
     seed: int,
+    sensitivity: Mapping[str, Any] | None = None,
+    power: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON record of a :class:`iml.revealed.RevealedReport` (see the module docstring)."""
+    from iml.revealed import MIN_COUNT
+
     loss = inputs.loss
     cycle = [int(k) for k in np.asarray(report.niac.cycle) if k >= 0]
     record = {
@@ -434,9 +605,10 @@ def revealed_record(
         "prior": _floats(np.asarray(report.experiments.prior)[0]),
         "n_bins": int(n_bins),
         "strategy": _SETTINGS["strategy"],
+        "min_count": MIN_COUNT,
         "n_bootstrap": int(n_bootstrap),
-        "nias_bootstrap": int(nias_bootstrap),
         "confidence": _SETTINGS["confidence"],
+        "intervals": INTERVALS,
         "resampling": _SETTINGS["resampling"],
         "seed": int(seed),
         "ridge": inputs.ridge,
@@ -481,10 +653,16 @@ def revealed_record(
     }
     if report.nias is not None:
         record["nias"] = {
-            "gap": _floats(report.nias.gap),
+            "calibration_error": _floats(report.nias.calibration_error),
             "p_value": _floats(report.nias.p_value),
             "violated": _floats(report.nias.violated),
+            "rejected": bool(np.any(report.nias.violated)),
         }
+    if sensitivity is not None:
+        record["bins"] = dict(sensitivity)
+        record["fragile"] = fragile(sensitivity)
+    if power is not None:
+        record["simulated"] = dict(power)
     return record
 
 
@@ -525,12 +703,30 @@ def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def revealed_summary(record: Mapping[str, Any]) -> str:
-    """A few lines for the terminal: the data, ``I_k``, NIS, NIAC, ``lambda`` and NIAS."""
+    """A few lines for the terminal: the data, ``I_k``, NIS, NIAC, ``lambda`` and NIAS.
 
-    def verdict(test: Mapping[str, Any]) -> str:
-        word = "VIOLATED" if test["violated"] else "not rejected"
+    Each verdict reads "rejected" or "not rejected"; a non-rejection carries the test's
+    simulated power against its stated alternative, and a verdict that changes with the bins is
+    labelled fragile."""
+
+    def verdict(name: str, rejected: bool, detail: str) -> str:
+        line = f"{'rejected' if rejected else 'not rejected'}{detail}"
+        power = record.get("simulated", {}).get("power", {}).get(name)
+        if not rejected and power is not None:
+            line += f"; power {power['rate']:.2f} (se {power['se']:.2f}) against {power['against']}"
+        if record.get("fragile", {}).get(name):
+            shown = ", ".join(
+                f"{key.replace('quantile_', '')} bins: "
+                f"{'rejected' if v[name]['rejected'] else 'not rejected'}"
+                for key, v in record["bins"].items()
+                if key != "adaptive"
+            )
+            line += f"; FRAGILE ({shown})"
+        return line
+
+    def margin(test: Mapping[str, Any]) -> str:
         return (
-            f"{word}: margin {test['margin']:.4g}, lower bound {test['lower_bound']:.4g}, "
+            f": margin {test['margin']:.4g}, lower bound {test['lower_bound']:.4g}, "
             f"p = {test['p_value']:.3g}"
         )
 
@@ -555,23 +751,40 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
             pairs += ": " + ", ".join(f"({keys[k]}, {keys[j]})" for k, j in nis["pairs"])
     lam = record["shannon_lambda"]
     if lam["rejected"]:
-        shannon = "rejected (no lambda fits the estimates)"
+        shannon = "rejected at the point estimates (no lambda fits them)"
     else:
-        shannon = f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}]"
+        shannon = f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}] at the point estimates"
+    bins = f"at most {record['n_bins']} {record['strategy']} bins"
+    if record["strategy"] == "adaptive":
+        bins += f" (deciles merged to {record['min_count']} expected positives and negatives)"
     lines = [
         f"{record['run']} ({record['kind']} run, {record['loss']['description']}): "
         f"K={record['K']} models, N={record['n']} observations scored by all "
-        f"(of {record['n_stored']}), {record['n_bins']} bins, {record['n_bootstrap']} paired "
-        "bootstrap replicates",
+        f"(of {record['n_stored']}), {bins}, {record['n_bootstrap']} paired bootstrap "
+        "replicates",
         f"I_k (nats, by {weight}): {shown}",
-        f"NIS (capacity-constrained learning) {verdict(nis)}{pairs}",
-        f"NIAC (costly learning) {verdict(record['niac'])}",
+        f"NIS (capacity-constrained learning) {verdict('nis', nis['violated'], margin(nis))}"
+        f"{pairs}",
+        f"NIAC (costly learning) "
+        f"{verdict('niac', record['niac']['violated'], margin(record['niac']))}",
         f"Shannon cost with one lambda: {shannon}",
     ]
     if record.get("ridge"):
         lines.append(f"Ridge: {record['ridge']['note']}")
     if "nias" in record:
-        flagged = [key for key, v in zip(keys, record["nias"]["violated"], strict=True) if v]
-        where = f"rejected at {weight} {', '.join(flagged)}" if flagged else "not rejected"
-        lines.append(f"NIAS (loss calibration per model, Holm): {where}")
+        nias = record["nias"]
+        flagged = [key for key, v in zip(keys, nias["violated"], strict=True) if v]
+        detail = f" at {weight} {', '.join(flagged)}" if flagged else ""
+        lines.append(
+            "NIAS (loss calibration, one test over every model and bin) "
+            + verdict("nias", bool(flagged), detail)
+        )
+    simulated = record.get("simulated")
+    if simulated:
+        size = ", ".join(f"{name.upper()} {v['rate']:.3f}" for name, v in simulated["size"].items())
+        lines.append(
+            f"Simulated sizes at this N, K and prior ({simulated['datasets']} data sets, "
+            f"{simulated['bootstrap']} replicates): {size}"
+        )
+    lines.append(f"Intervals: {record['intervals']}")
     return "\n".join(lines)

@@ -1,0 +1,185 @@
+"""Size and power of :func:`iml.revealed.reveal`'s tests, by simulation at a run's N, K and prior.
+
+A test's *size* is how often it rejects a learning model that holds; its *power*, how often it
+rejects one that fails. Both come from data sets of Bayesian agents with Gaussian signals
+(:func:`iml.revealed.simulate_gaussian_agents`): agent ``k`` sees ``x_k ~ N(d_k y, 1)`` and
+reports the optimal score of its posterior under its loss ``L_k``. The precisions are
+``d_k = d + delta r_k`` with ``r_k`` evenly spaced from -1/2 (the first loss) to 1/2 (the last):
+
+* ``delta = 0``, **capacity**: one experiment for every loss. NIS and NIAC both hold, every
+  inequality binding: their rates are sizes at the least-favourable null.
+* ``delta < 0``, **falling**: precision falls along the losses. The first agents' experiments
+  are better for every loss, so NIS fails; its rate is NIS's power.
+* ``delta > 0``, **rising**: reversed costly agents (precision rising where its value falls):
+  no cost of experiments rationalises them, so NIAC fails (and NIS); the rates are powers.
+* **misreported**: capacity-constrained agents, but the middle one reports under another loss
+  than its own (the weight's odds multiplied by a factor): NIAS fails for one model among ``K``.
+  In every other scenario each agent reports optimally, so NIAS's rate is a size.
+
+What each scenario is in the population is stated, not assumed: :func:`gaussian_population`
+gives the agents' population experiments (their signals cut at the quantiles of their
+distributions) and the NIS and NIAC margins of their value matrix, positive exactly when the
+learning model fails, and the fewest positives and negatives any bin holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.special import ndtr
+
+from iml import revealed as R
+from iml.spec import LossSpec
+
+__all__ = [
+    "Population",
+    "gaussian_population",
+    "matched_precision",
+    "misreported_weights",
+    "precisions",
+    "rejection_rates",
+    "scenario_name",
+    "standard_error",
+]
+
+
+class Population(NamedTuple):
+    """The agents' experiments in the population and what they make of the tests.
+
+    Attributes:
+      nis_margin, niac_margin: of the population value matrix (positive: the model fails).
+      min_positives, min_negatives: the fewest positives and negatives of any bin, as
+        fractions of the observations.
+      information: each agent's mutual information in nats ``[K]``.
+    """
+
+    nis_margin: float
+    niac_margin: float
+    min_positives: float
+    min_negatives: float
+    information: np.ndarray
+
+
+def precisions(n_models: int, delta: float, centre: float) -> np.ndarray:
+    """``d_k = centre + delta r_k``, ``r`` evenly spaced from -1/2 to 1/2 along the losses."""
+    return (centre + delta * np.linspace(-0.5, 0.5, n_models)).astype(np.float32)
+
+
+def misreported_weights(weights: Sequence[float], factor: float) -> np.ndarray:
+    """The weights the agents report for: the middle one's odds ``w / (1 - w)`` times ``factor``
+    (for a weight in ``(0, 1)``; any other weight is multiplied by ``factor``)."""
+    out = np.array(weights, np.float64)
+    k = len(out) // 2
+    if 0.0 < out[k] < 1.0:
+        odds = factor * out[k] / (1.0 - out[k])
+        out[k] = odds / (1.0 + odds)
+    else:
+        out[k] = factor * out[k]
+    return out
+
+
+def scenario_name(delta: float, misreport: float = 1.0) -> str:
+    if misreport != 1.0:
+        return "misreported"
+    return "capacity" if delta == 0 else ("falling" if delta < 0 else "rising")
+
+
+def gaussian_population(
+    losses: LossSpec | Sequence, precision: np.ndarray, prior: float, n_bins: int = 10
+) -> Population:
+    """The population experiments of Gaussian agents, their signals cut at the ``n_bins``
+    quantiles of their distributions ``F(x) = (1 - pi) Phi(x) + pi Phi(x - d_k)`` (bisection),
+    and the NIS and NIAC margins of their value matrix under ``losses``."""
+    d = np.asarray(precision, np.float64).reshape(-1, 1)
+    q = np.arange(1, n_bins) / n_bins
+    low, high = np.full((d.shape[0], q.size), -40.0), np.full((d.shape[0], q.size), 40.0)
+    for _ in range(80):
+        mid = 0.5 * (low + high)
+        below = (1.0 - prior) * ndtr(mid) + prior * ndtr(mid - d) < q
+        low, high = np.where(below, mid, low), np.where(below, high, mid)
+    edges = np.concatenate(
+        [np.full_like(d, -np.inf), 0.5 * (low + high), np.full_like(d, np.inf)], 1
+    )
+    positive = prior * np.diff(ndtr(edges - d), axis=1)
+    probability = positive + (1.0 - prior) * np.diff(ndtr(edges), axis=1)
+    experiments = R.experiments_from_posteriors(probability, positive / probability)
+    information = np.asarray(R.mutual_information(experiments), np.float64)
+    if d.shape[0] < 2:
+        return Population(0.0, 0.0, float(positive.min()), float(positive.min()), information)
+    G = R.value_matrix(experiments, losses)
+    return Population(
+        float(R.nis_check(G).margin),
+        float(R.niac_check(G).margin),
+        float(positive.min()),
+        float((probability - positive).min()),
+        information,
+    )
+
+
+def matched_precision(information: float, prior: float, n_bins: int = 10) -> float:
+    """The precision ``d`` whose population experiment (``n_bins`` quantile bins) carries
+    ``information`` nats at ``prior``: the Gaussian agent as informative as a run's models."""
+    if not information > 0:
+        raise ValueError(f"information must be positive nats; got {information}")
+    low, high = 1e-3, 12.0
+
+    def info(d: float) -> float:
+        return float(gaussian_population([0.5], np.array([d]), prior, n_bins).information[0])
+
+    if info(high) < information:
+        return high
+    for _ in range(40):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if info(mid) < information else (low, mid)
+    return 0.5 * (low + high)
+
+
+def rejection_rates(
+    losses: LossSpec | Sequence,
+    reported: LossSpec | Sequence,
+    precision: np.ndarray,
+    prior: float,
+    n: int,
+    *,
+    n_datasets: int,
+    n_bootstrap: int,
+    key: jax.Array,
+    n_bins: int = 10,
+    strategy: str = "adaptive",
+    min_count: int | None = None,
+) -> dict[str, np.ndarray]:
+    """How often :func:`iml.revealed.reveal` rejects NIS, NIAC and NIAS (for any model) over
+    ``n_datasets`` data sets of agents trained under ``losses`` who report under ``reported``.
+
+    Returns:
+      ``{"nis", "niac", "nias"}``: each a ``[n_datasets]`` boolean array of rejections.
+    """
+
+    def one(k: jax.Array):
+        key_data, key_boot = jax.random.split(k)
+        scores, labels = R.simulate_gaussian_agents(key_data, reported, precision, prior, n)
+        report = R.reveal(
+            scores,
+            labels,
+            losses,
+            n_bins,
+            strategy,
+            n_bootstrap=n_bootstrap,
+            key=key_boot,
+            min_count=min_count,
+        )
+        return report.nis_test.violated, report.niac_test.violated, jnp.any(report.nias.violated)
+
+    keys = jax.random.split(key, n_datasets)
+    nis, niac, nias = jax.device_get(jax.jit(lambda ks: jax.lax.map(one, ks))(keys))
+    return {"nis": np.asarray(nis), "niac": np.asarray(niac), "nias": np.asarray(nias)}
+
+
+def standard_error(rejected: np.ndarray) -> float:
+    """The Monte Carlo standard error of a rejection rate."""
+    p = float(np.mean(rejected))
+    return float(np.sqrt(p * (1.0 - p) / np.size(rejected)))
