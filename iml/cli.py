@@ -681,8 +681,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(capacity-constrained learning) and NIAC (costly learning) with paired bootstrap "
         "inference, bound the costs of learning; write revealed.json and three figures.",
     )
-    rev.add_argument("--run", required=True, metavar="DIR",
-                     help="a run folder written by `iml reproduce` or `iml sweep`")  # fmt: skip
+    rev.add_argument("--run", required=True, metavar="DIR", nargs="+",
+                     help="a run folder written by `iml reproduce` or `iml sweep`, or several "
+                     "reproduce runs on the same observations (their class weights and seeds "
+                     "pooled)")  # fmt: skip
     rev.add_argument("--out", required=True, metavar="DIR", help="where to write")
     rev.add_argument(
         "--n-bins",

@@ -1425,6 +1425,8 @@ def reveal(
     resampling: str = "poisson",
     nias: bool = True,
     min_count: int | None = None,
+    seed_scores: ArrayLike | None = None,
+    seed_average: str = "score",
 ) -> RevealedReport:
     """Revealed experiments of ``K`` models and tests of learning models, with paired bootstrap.
 
@@ -1476,6 +1478,13 @@ def reveal(
       resampling: ``"poisson"`` or ``"multinomial"`` counts (:func:`paired_bootstrap_weights`).
       nias: whether to run NIAS (:func:`nias_test`, on the same bins).
       min_count: the least expected positives and negatives of an ``"adaptive"`` bin.
+      seed_scores: ``[M, K, N]`` the scores of each model's training seeds (each seed's own
+        ensemble), NaN rows for the seeds a model lacks; ``scores`` is then their average. Each
+        replicate also resamples, per model, its seeds with replacement, averages the drawn
+        seeds' scores and bins them anew, so that the intervals and tests cover the noise of
+        training between seeds as well as that of the evaluation rows.
+      seed_average: how drawn seeds pool: ``"score"`` (their mean score) or ``"logit"`` (the
+        score of their mean logit), as the run's ensembles pool members.
 
     Returns:
       A :class:`RevealedReport`.
@@ -1494,6 +1503,8 @@ def reveal(
     _check_resampling(resampling)
     specs = _as_losses(losses, n_models)
     key_boot = jax.random.split(key)[0]  # the bootstrap draws from the first half of the key
+    V.check_choice("seed_average", seed_average, ("score", "logit"))
+    seeds = None if seed_scores is None else _check_seed_scores(seed_scores, n_models, n)
     signals = _signals(scores, n_bins, strategy, specs, _min_count(min_count))
     # Unit weights rather than None: weighted and unweighted calls share one compiled program.
     weights = np.ones(n, np.float32) if weight is None else weight
@@ -1511,6 +1522,9 @@ def reveal(
             y[order],
             np.asarray(weights)[order],
         )
+        if seeds is not None:
+            seeds = seeds[:, :, order]
+    bins = (strategy, _min_count(min_count), seed_average)
     report = _reveal(
         *ordered,
         specs,
@@ -1521,6 +1535,8 @@ def reveal(
         int(reference),
         resampling,
         positive_rows,
+        seeds,
+        bins,
     )
     if nias:
         result = _nias_test(scores, signals, labels, specs, weight, int(n_bins), float(confidence))
@@ -1552,7 +1568,54 @@ def _bootstrap_chunks(n_bootstrap: int, n: int) -> tuple[int, int]:
     return chunks, -(-n_bootstrap // chunks)
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10))
+def _check_seed_scores(seed_scores: ArrayLike, n_models: int, n: int) -> np.ndarray:
+    """``[M, K, N]`` float32 seed scores: each seed's row of a model complete or all NaN, and
+    every model with at least one seed."""
+    s = np.asarray(seed_scores, np.float32)
+    if s.ndim != 3 or s.shape[1:] != (n_models, n):
+        raise ValueError(
+            f"seed_scores must have shape [M, {n_models}, {n}] (seeds, models, observations); "
+            f"got {s.shape}"
+        )
+    finite = np.isfinite(s)
+    complete, empty = finite.all(axis=2), (~finite).all(axis=2)
+    if not (complete | empty).all():
+        m, k = np.argwhere(~(complete | empty))[0]
+        raise ValueError(
+            f"seed_scores[{m}, {k}] scores some observations but not all; keep the observations "
+            "every seed scored"
+        )
+    if not complete.any(axis=0).all():
+        k = int(np.flatnonzero(~complete.any(axis=0))[0])
+        raise ValueError(f"seed_scores holds no seed of model {k}")
+    if ((s < 0) | (s > 1))[finite].any():
+        raise ValueError("seed_scores must lie in [0, 1]")
+    return s
+
+
+def _resampled_seeds(key: Array, seed_scores: Array, average: str) -> Array:
+    """One draw of each model's seeds with replacement (as many as it has), pooled: ``[K, N]``."""
+    valid = jnp.all(jnp.isfinite(seed_scores), axis=2)  # [M, K]
+    M = seed_scores.shape[0]
+    logits = jnp.where(valid, 0.0, -jnp.inf).T  # [K, M]
+    draws = jax.random.categorical(key, logits, shape=(M, logits.shape[0]))  # [M draws, K]
+    used = jnp.arange(M)[:, None] < jnp.sum(valid, axis=0)[None, :]  # the first M_k draws
+    counts = jnp.sum(jax.nn.one_hot(draws, M) * used[..., None], axis=0).T  # [M, K]
+    x = jnp.nan_to_num(seed_scores)
+    if average == "logit":
+        a = jnp.clip(x, _INSIDE[0], _INSIDE[1])
+        x = jnp.log(a) - jnp.log1p(-a)
+    pooled = jnp.einsum("mk,mkn->kn", counts, x) / jnp.sum(counts, axis=0)[:, None]
+    return jax.nn.sigmoid(pooled) if average == "logit" else pooled
+
+
+_INSIDE = (
+    float(np.nextafter(np.float32(0), np.float32(1))),
+    float(1 - np.finfo(np.float32).epsneg),
+)
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10, 12))
 def _reveal(
     signals: Array,
     labels: ArrayLike,
@@ -1565,6 +1628,8 @@ def _reveal(
     reference: int,
     resampling: str,
     positive_rows: int,
+    seed_scores: Array | None = None,
+    bins: tuple[str, int, str] = ("quantile", MIN_COUNT, "score"),
 ) -> RevealedReport:
     indicator = _indicator(signals, n_signals)
     y = _labels(labels, indicator)
@@ -1581,9 +1646,27 @@ def _reveal(
     switch = _switch_gains(G)
     chunks, size = _bootstrap_chunks(n_bootstrap, y.shape[0])
 
+    def seed_replicate(args: tuple[Array, Array]) -> tuple[Array, Array]:
+        key_seed, counts = args
+        scores = _resampled_seeds(key_seed, seed_scores, bins[2])
+        strategy, m = bins[0], bins[1]
+        signals_b = _bin_signals(
+            scores, n_signals, "uniform" if strategy == "uniform" else "quantile"
+        )
+        if strategy == "adaptive":
+            signals_b = _merged_signals(scores, signals_b, losses, n_signals, m)
+        ind = _indicator(signals_b, n_signals)
+        sums = _signal_sums(w * counts, y, ind, n_signals, positive_rows)
+        experiments_b = _experiments_from_sums(*sums)
+        return _value_matrix(experiments_b, losses), _mutual_information(experiments_b)
+
     def replicate_chunk(key_chunk: Array):
         counts = _resampling_counts(key_chunk, y.shape[0], size, resampling)
-        _, G_b, info_b = statistics(w * counts)
+        if seed_scores is None:
+            _, G_b, info_b = statistics(w * counts)
+        else:
+            keys = jax.random.split(jax.random.fold_in(key_chunk, 1), size)
+            G_b, info_b = jax.lax.map(seed_replicate, (keys, counts))
         niac_star = -_min_cycle_mean(_edge_weights(G_b) - E)  # recentred
         bounds = _revealed_cost_bounds(G_b, reference)
         shannon = _shannon_lambda_interval(G_b, info_b, 1e-6)

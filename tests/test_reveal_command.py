@@ -270,3 +270,40 @@ def test_a_sweeps_ridge_is_stated_with_what_it_means_for_niac():
     assert "standardised on the training folds" in per_weight["note"]
     assert ridge_of({"l2": "auto", "l2_grid": [1.0]})["l2_scale"] == "paper"
     assert ridge_of({"learning_rate": 0.01}) is None  # a record that holds no ridge
+
+
+PNEUMONIA = [ROOT / "docs" / "results" / name for name in (
+    "pneumoniamnist_lr_floor_other_betas", "pneumoniamnist_lr_floor",
+    "pneumoniamnist_lr_floor_seeds")]  # fmt: skip
+
+
+def test_reproduce_runs_merge_with_their_seeds_and_the_intervals_cover_them(tmp_path, capsys):
+    """The best-trained PneumoniaMNIST members: beta 0.5 and 0.9 from one run (seed 0), 0.99
+    from two (seeds 0 and 1-3). The merged input pools every member of a beta, keeps each
+    seed's own ensemble, and the record says what its intervals cover."""
+    inputs = load_reveal_input(PNEUMONIA)
+    assert inputs.betas.tolist() == [0.5, 0.9, 0.99] and inputs.scores.shape == (3, 5856)
+    assert inputs.seeds == (0, 1, 2, 3)
+    assert inputs.seeds_per_model() == [[0], [0], [0, 1, 2, 3]]
+    # The 0.99 ensemble is the mean of its four seeds' ensembles (each seed's members cover
+    # every observation once through the folds' rotations).
+    np.testing.assert_allclose(
+        inputs.scores[2], np.mean(inputs.seed_scores[:, 2], axis=0), rtol=1e-5, atol=1e-7
+    )
+    argv = ["reveal", "--run", *map(str, PNEUMONIA), "--out", str(tmp_path), "--n-bootstrap",
+            "60", "--power-datasets", "0", "--no-progress"]  # fmt: skip
+    assert cli.main(argv) == 0
+    record = json.loads((tmp_path / "revealed.json").read_text())
+    assert record["seeds"] == [[0], [0], [0, 1, 2, 3]]
+    assert "over its training seeds (1 to 4 a model)" in record["intervals"]
+    printed = capsys.readouterr().out
+    assert "training seeds" in printed
+
+
+def test_a_run_given_twice_or_a_seed_trained_twice_is_named(capsys, tmp_path):
+    err = _bad(["--run", str(PNEUMONIA[1]), str(PNEUMONIA[1])], tmp_path, capsys)
+    assert "pneumoniamnist_lr_floor given more than once" in err
+    copy = tmp_path / "copy"
+    shutil.copytree(PNEUMONIA[1], copy, ignore=shutil.ignore_patterns("figures"))
+    err = _bad(["--run", str(PNEUMONIA[1]), str(copy)], tmp_path, capsys)
+    assert "beta 0.99 with seed 0 was trained in both" in err

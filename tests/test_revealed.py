@@ -567,3 +567,47 @@ def test_chunked_bootstrap_covers_every_replicate():
     for n_boot, n in itertools.product((1, 7, 1000), (10, 112_120)):
         chunks, size = R._bootstrap_chunks(n_boot, n)
         assert chunks * size >= n_boot and (chunks - 1) * size < n_boot
+
+
+def test_seed_bootstrap_equals_the_row_bootstrap_for_identical_seeds_and_widens_for_noisy_ones():
+    betas = [0.5, 0.9, 0.99]
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(0), betas, 2.0, 0.27, 4000)
+    scores = np.asarray(scores, np.float64)
+    key = jax.random.key(1)
+    rows = R.reveal(scores, labels, betas, n_bootstrap=200, key=key)
+    copies = R.reveal(
+        scores, labels, betas, n_bootstrap=200, key=key, seed_scores=np.stack([scores] * 3)
+    )
+    # Seeds that agree add no noise: the same replicates, bins and tests, to the last bit.
+    np.testing.assert_array_equal(copies.value_matrix_interval, rows.value_matrix_interval)
+    np.testing.assert_allclose(copies.information_interval, rows.information_interval, rtol=1e-6)
+    assert float(copies.nis_test.p_value) == float(rows.nis_test.p_value)
+    # Seeds that rank the observations differently: the intervals cover that noise too.
+    rng = np.random.default_rng(0)
+    logit = np.log(scores) - np.log1p(-scores)
+    noise = [0.1, 0.5, 1.5, 3.0]
+    seeds = np.stack([1 / (1 + np.exp(-(logit + rng.normal(0, sd, scores.shape)))) for sd in noise])
+    seeds[1:, 0] = np.nan  # the first model has one seed: its scores are never resampled
+    pooled = np.nanmean(seeds, axis=0)
+    both = R.reveal(pooled, labels, betas, n_bootstrap=300, key=key, seed_scores=seeds)
+    alone = R.reveal(pooled, labels, betas, n_bootstrap=300, key=key)
+    width = lambda r: np.diff(np.asarray(r.information_interval), axis=0)[0]  # noqa: E731
+    assert np.all(width(both)[1:] > 2 * width(alone)[1:])
+    assert width(both)[0] == pytest.approx(width(alone)[0], rel=0.2)
+
+
+@pytest.mark.parametrize(
+    ("seed_scores", "message"),
+    [
+        (np.full((2, 3, 10), 0.5), r"seed_scores must have shape \[M, 2, 50\]"),
+        (np.where(np.arange(50) < 3, np.nan, np.full((2, 2, 50), 0.5)), "some observations"),
+        (np.stack([np.full((2, 50), np.nan), np.full((2, 50), 0.5)], axis=1), "no seed of model 0"),
+        (np.full((2, 2, 50), 1.5), r"seed_scores must lie in \[0, 1\]"),
+    ],
+)
+def test_bad_seed_scores_are_named(seed_scores, message):
+    scores = np.full((2, 50), 0.5)
+    labels = np.arange(50) % 2
+    with pytest.raises(ValueError, match=message):
+        R.reveal(scores, labels, [0.5, 0.9], n_bootstrap=10, key=jax.random.key(0),
+                 seed_scores=seed_scores)  # fmt: skip

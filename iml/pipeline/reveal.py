@@ -103,6 +103,10 @@ class RevealInput(NamedTuple):
       kind: ``"reproduce"`` or ``"sweep"``.
       run: the run folder.
       ridge: how the run's members were penalised (:func:`ridge_of`), where its record says.
+      seed_scores: ``[M, K, n]`` each training seed's own ensemble scores (NaN rows for a seed
+        a model lacks), where some model has several seeds; else ``None``.
+      seeds: the seed of each row of ``seed_scores``.
+      average: how the run's ensembles pool members (``"score"`` or ``"logit"``).
     """
 
     scores: np.ndarray
@@ -113,6 +117,16 @@ class RevealInput(NamedTuple):
     kind: str
     run: str
     ridge: dict[str, Any] | None = None
+    seed_scores: np.ndarray | None = None
+    seeds: tuple[int, ...] = ()
+    average: str = "score"
+
+    def seeds_per_model(self) -> list[list[int]]:
+        """The seeds behind each model's scores (empty lists where the run does not say)."""
+        if self.seed_scores is None:
+            return [[] for _ in self.betas]
+        have = np.isfinite(self.seed_scores).all(axis=2)  # [M, K]
+        return [[self.seeds[m] for m in np.flatnonzero(have[:, k])] for k in range(len(self.betas))]
 
 
 def reveal_input(
@@ -124,13 +138,24 @@ def reveal_input(
     sizes: np.ndarray | None = None,
     kind: str = "reproduce",
     run: str | Path = "",
+    seed_scores: np.ndarray | None = None,
+    seeds: Sequence[int] | None = None,
+    average: str = "score",
 ) -> RevealInput:
     """The observations scored by every model: finite scores and, with ``sizes`` (ensemble
-    sizes ``[K, N]``), at least one member each."""
+    sizes ``[K, N]``), at least one member each; with ``seed_scores`` (``[M, K, N]``, each
+    seed's own ensemble, all NaN for a seed a model lacks), scored by every seed of every
+    model too."""
     s = np.asarray(scores, dtype=np.float64)
     keep = np.isfinite(s).all(axis=0)
     if sizes is not None:
         keep &= (np.asarray(sizes) > 0).all(axis=0)
+    stack = None
+    if seed_scores is not None:
+        st = np.asarray(seed_scores, dtype=np.float64)
+        trained = np.isfinite(st).any(axis=2, keepdims=True)  # [M, K, 1]
+        keep &= np.where(trained, np.isfinite(st), True).all(axis=(0, 1))
+        stack = np.where(trained, st, np.nan)[:, :, keep].astype(np.float32)
     return RevealInput(
         scores=s[:, keep].astype(np.float32),
         labels=np.asarray(labels)[keep].astype(np.int32),
@@ -139,11 +164,15 @@ def reveal_input(
         n_stored=int(s.shape[1]),
         kind=kind,
         run=str(run),
+        seed_scores=stack,
+        seeds=tuple(int(x) for x in seeds) if seeds is not None else (),
+        average=average,
     )
 
 
-def load_reveal_input(run: str | Path) -> RevealInput:
-    """The scores, labels, class weights and loss of a stored ``reproduce`` or ``sweep`` run.
+def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
+    """The scores, labels, class weights and loss of a stored ``reproduce`` or ``sweep`` run,
+    or of several ``reproduce`` runs on the same observations (:func:`merge_reproduce_runs`).
 
     A folder with ``scores.npz`` is a sweep; one with ``ensemble_scores.npz``, or with a
     ``manifest.json`` and stored folds, a reproduce run (aggregated from its member batches when
@@ -154,6 +183,11 @@ def load_reveal_input(run: str | Path) -> RevealInput:
       ValueError: for a folder of neither kind, a multiclass sweep or one over losses that no
         class weight describes, or stored files that disagree with each other.
     """
+    if not isinstance(run, str | Path):
+        runs = [Path(r) for r in run]
+        if len(runs) == 1:
+            return load_reveal_input(runs[0])
+        return merge_reproduce_runs(runs)
     root = Path(run)
     if not root.is_dir():
         raise FileNotFoundError(f"no run folder {run}")
@@ -204,7 +238,116 @@ def _reproduce_input(root: Path) -> RevealInput:
         labels = store.load_arrays("data/folds")["labels"]
         ensemble = load_ensemble(store, betas.tolist(), len(labels), str(config.eval.average))
         scores, sizes = ensemble.scores, ensemble.sizes
-    return reveal_input(betas, scores, labels, loss, sizes=sizes, kind="reproduce", run=root)
+    average = str(config.eval.average)
+    members = _members(root)
+    seeds, stack = (
+        (None, None) if members is None else seed_ensembles(members, betas, len(labels), average)
+    )
+    return reveal_input(
+        betas, scores, labels, loss, sizes=sizes, kind="reproduce", run=root,
+        seed_scores=stack, seeds=seeds, average=average,
+    )  # fmt: skip
+
+
+def _members(root: Path) -> list[tuple[float, int, np.ndarray, np.ndarray]] | None:
+    """``(beta, seed, test_idx, test_scores)`` of every stored member, or ``None`` without
+    member batches that name their seeds."""
+    from iml.pipeline.store import RunStore, member_test_scores
+
+    store = RunStore(root)
+    keys = list(store.keys("batches")) if (root / "batches").is_dir() else []
+    if not keys:
+        return None
+    out = []
+    for key in keys:
+        entry = store.load_arrays(key)
+        if "seed" not in entry:
+            return None
+        seeds = np.asarray(entry["seed"]).astype(int).tolist()
+        for (beta, idx, scores), seed in zip(member_test_scores(entry), seeds, strict=True):
+            out.append((float(beta), int(seed), idx, scores))
+    return out
+
+
+def seed_ensembles(
+    members: Sequence[tuple[float, int, np.ndarray, np.ndarray]],
+    betas: Sequence[float],
+    n: int,
+    average: str = "score",
+) -> tuple[tuple[int, ...] | None, np.ndarray | None]:
+    """Each training seed's own ensemble ``[M, K, n]`` (NaN where a seed did not train a
+    model, or its members did not score an observation), from ``(beta, seed, test_idx,
+    test_scores)`` members; ``(None, None)`` where no model has several seeds."""
+    from iml.pipeline.store import aggregate_members
+
+    betas = [float(b) for b in betas]
+    seeds = sorted({seed for _, seed, _, _ in members})
+    trained = {(beta, seed) for beta, seed, _, _ in members}
+    if max(sum((b, s) in trained for s in seeds) for b in betas) < 2:
+        return None, None
+    stack = np.full((len(seeds), len(betas), n), np.nan)
+    for m, seed in enumerate(seeds):
+        own = [(b, idx, a) for b, s, idx, a in members if s == seed]
+        ensemble = aggregate_members(own, betas, n, average)
+        for k, beta in enumerate(betas):
+            if (beta, seed) in trained:
+                stack[m, k] = np.where(ensemble.sizes[k] > 0, ensemble.scores[k], np.nan)
+    return tuple(seeds), stack
+
+
+def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
+    """One input from several ``reproduce`` runs on the same observations and loss: their
+    class weights pooled, and a class weight trained in several runs (under different seeds)
+    pooled over all its members; each seed's own ensemble kept for the seed bootstrap.
+
+    Raises:
+      ValueError: for runs whose labels, loss or ensemble pooling differ, a run without member
+        batches, or a (class weight, seed) pair trained in two runs.
+    """
+    from iml.pipeline.runner import run_loss, stored_config
+    from iml.pipeline.store import aggregate_members
+
+    resolved = [Path(r).resolve() for r in runs]
+    twice = sorted({str(r) for r in runs if resolved.count(Path(r).resolve()) > 1})
+    if twice:
+        raise ValueError(f"{', '.join(twice)} given more than once")
+    members: list[tuple[float, int, np.ndarray, np.ndarray]] = []
+    labels = loss = average = None
+    owner: dict[tuple[float, int], Path] = {}
+    for root in runs:
+        first = load_reveal_input(root)  # checks the folder, its kind and its loss
+        if first.kind != "reproduce":
+            raise ValueError(f"{root} is an `iml sweep` run; only reproduce runs merge")
+        config = stored_config(_manifest_config(root, "a reproduce run"))
+        from iml.pipeline.report import check_stored_run
+
+        run_labels = check_stored_run(root).load_arrays("data/folds")["labels"]
+        if labels is None:
+            labels, loss, average = run_labels, run_loss(config), str(config.eval.average)
+        elif not np.array_equal(run_labels, labels):
+            raise ValueError(f"{root} holds other observations (labels) than {runs[0]}")
+        elif run_loss(config) != loss:
+            raise ValueError(f"{root} was trained under another loss than {runs[0]}")
+        elif str(config.eval.average) != average:
+            raise ValueError(f"{root} pools its members by another average than {runs[0]}")
+        own = _members(root)
+        if own is None:
+            raise ValueError(f"{root} holds no member batches that name their seeds")
+        for beta, seed, idx, scores in own:
+            if owner.setdefault((beta, seed), root) != root:
+                raise ValueError(
+                    f"beta {beta} with seed {seed} was trained in both {owner[(beta, seed)]} "
+                    f"and {root}"
+                )
+            members.append((beta, seed, idx, scores))
+    betas = np.asarray(sorted({beta for beta, *_ in members}))
+    n = len(labels)
+    ensemble = aggregate_members([(b, i, a) for b, _, i, a in members], betas.tolist(), n, average)
+    seeds, stack = seed_ensembles(members, betas, n, average)
+    return reveal_input(
+        betas, ensemble.scores, labels, loss, sizes=ensemble.sizes, kind="reproduce",
+        run=" + ".join(str(r) for r in runs), seed_scores=stack, seeds=seeds, average=average,
+    )  # fmt: skip
 
 
 def _sweep_input(root: Path) -> RevealInput:
@@ -387,6 +530,8 @@ def reveal_run(
             confidence=_SETTINGS["confidence"],
             reference=_SETTINGS["reference"],
             resampling=_SETTINGS["resampling"],
+            seed_scores=inputs.seed_scores,
+            seed_average=inputs.average,
         )
 
     say = _progress(progress)
@@ -533,12 +678,21 @@ def _rate(rejected: np.ndarray) -> dict[str, float]:
     return {"rate": float(np.mean(rejected)), "se": round(standard_error(rejected), 4)}
 
 
-# What the record's intervals and tests cover.
-INTERVALS = (
-    "paired bootstrap over the evaluation observations, the same resample for every model, "
-    "bins fixed and the models' scores fixed: sampling noise of the evaluation data, not the "
-    "noise of training (the seeds)"
-)
+def intervals_cover(inputs: RevealInput) -> str:
+    """What the record's intervals and tests cover: the evaluation rows, and the seeds where
+    some model has several."""
+    rows = "paired bootstrap over the evaluation observations (the same resample for every model)"
+    if inputs.seed_scores is None:
+        return (
+            f"{rows}, bins and scores fixed: the sampling noise of the evaluation data, not the "
+            "noise of training (one seed per model, or seeds the run does not separate)"
+        )
+    counts = [len(s) for s in inputs.seeds_per_model()]
+    return (
+        f"{rows} and, per model, over its training seeds ({min(counts)} to {max(counts)} a "
+        "model), each replicate's scores pooled from the drawn seeds and binned anew: the "
+        "noise of the evaluation data and of training between seeds"
+    )
 
 
 # A JSON array of numbers, laid out one item per line: strings hold no newline, so a "[" followed
@@ -608,7 +762,8 @@ def revealed_record(
         "min_count": MIN_COUNT,
         "n_bootstrap": int(n_bootstrap),
         "confidence": _SETTINGS["confidence"],
-        "intervals": INTERVALS,
+        "intervals": intervals_cover(inputs),
+        "seeds": inputs.seeds_per_model(),
         "resampling": _SETTINGS["resampling"],
         "seed": int(seed),
         "ridge": inputs.ridge,
