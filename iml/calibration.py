@@ -52,6 +52,7 @@ __all__ = [
     "BetaSweep",
     "BinnedStatistics",
     "CalibrationCurve",
+    "ECEComparison",
     "LossCalibrationCurve",
     "LossCalibrationTest",
     "SmoothCalibrationCurve",
@@ -67,6 +68,7 @@ __all__ = [
     "calibration_curve",
     "calibration_error_from_statistics",
     "clopper_pearson_interval",
+    "compare_ece",
     "expected_calibration_error",
     "loss_calibration_curve",
     "loss_calibration_power",
@@ -1071,6 +1073,99 @@ def _loss_calibration_test(
     interval = _percentile_interval(boot, confidence)
     count = _weighted_bin_sums(w, jnp.ones_like(w)[None], bins, n_bins)[0]
     return LossCalibrationTest(reduction, gap, p_value, interval, null_gaps, best, count, edges)
+
+
+class ECEComparison(NamedTuple):
+    """Two ECEs on the same observations, their difference and ratio, with paired intervals.
+
+    Attributes:
+      ece: ``[2]`` the ECE of the first and of the second scores.
+      ece_interval: ``[2, 2]`` their percentile intervals (rows: lower, upper).
+      difference, difference_interval: ``ECE_1 - ECE_2`` and its interval ``[2]``.
+      ratio, ratio_interval: ``ECE_1 / ECE_2`` and its interval ``[2]``.
+    """
+
+    ece: Array
+    ece_interval: Array
+    difference: Array
+    difference_interval: Array
+    ratio: Array
+    ratio_interval: Array
+
+
+def compare_ece(
+    first: ArrayLike,
+    second: ArrayLike,
+    labels: ArrayLike,
+    second_labels: ArrayLike | None = None,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    *,
+    n_bootstrap: int = 1000,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> ECEComparison:
+    """Whether one set of scores is better calibrated than another: both ECEs, their difference
+    and their ratio, each with a paired bootstrap percentile interval.
+
+    Each replicate draws the observations with replacement, the same rows for both sets of
+    scores, and recomputes both ECEs with their bins (the whole estimator is resampled), so the
+    intervals of the difference and of the ratio carry the correlation of the two ECEs.
+
+    Args:
+      first, second: binary scores ``(n,)`` on the same observations.
+      labels: their ``{0, 1}`` labels ``(n,)``; ``second_labels`` the second's where they differ
+        (for instance two classes' indicators of the same rows).
+      n_bins, strategy: as :func:`expected_calibration_error`.
+      n_bootstrap: replicates.
+      key: ``jax.random`` key (required).
+      confidence: coverage of each interval.
+    """
+    _check_n_bins(n_bins)
+    _check_strategy(strategy)
+    second_labels = labels if second_labels is None else second_labels
+    _check_binary(first, labels, None, n_bins, scores_name="first")
+    _check_binary(second, second_labels, None, n_bins, scores_name="second")
+    if np.shape(first) != np.shape(second):
+        raise ValueError(
+            f"first and second must score the same observations; got shapes {np.shape(first)} "
+            f"and {np.shape(second)}"
+        )
+    V.check_count("n_bootstrap", n_bootstrap, 2)
+    _check_bootstrap(n_bootstrap, key, confidence)
+    return _compare_ece(
+        first, second, labels, second_labels, key, n_bins, strategy, n_bootstrap, confidence
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
+def _compare_ece(
+    first, second, labels, second_labels, key, n_bins, strategy, n_bootstrap, confidence
+):
+    a, b = _float(first), _float(second)
+    y, z = _labels(labels, a), _labels(second_labels, b)
+
+    def both(rows: Array) -> Array:
+        return jnp.stack(
+            [
+                expected_calibration_error(a[rows], y[rows], n_bins, strategy),
+                expected_calibration_error(b[rows], z[rows], n_bins, strategy),
+            ]
+        )
+
+    n = a.shape[0]
+    estimate = both(jnp.arange(n))
+    rows = jax.random.randint(key, (n_bootstrap, n), 0, n)
+    draws = jax.lax.map(both, rows)  # [B, 2]
+    interval = functools.partial(_percentile_interval, confidence=confidence)
+    return ECEComparison(
+        estimate,
+        interval(draws),
+        estimate[0] - estimate[1],
+        interval(draws[:, 0] - draws[:, 1]),
+        estimate[0] / estimate[1],
+        interval(draws[:, 0] / draws[:, 1]),
+    )
 
 
 class TestPower(NamedTuple):

@@ -898,3 +898,40 @@ def test_loss_calibration_power_names_bad_input():
         loss_calibration_power(np.full(10, 0.5), 0.5, 0.5, key=jax.random.key(0), n_simulations=0)
     with pytest.raises(ValueError, match="key"):
         loss_calibration_power(np.full(10, 0.5), 0.5, 0.5)
+
+
+def _numpy_ece(scores, labels, n_bins=10):
+    """ECE with quantile bins, as np.quantile and np.searchsorted place them."""
+    edges = np.quantile(scores, np.linspace(0, 1, n_bins + 1))
+    bins = np.clip(np.searchsorted(edges, scores, side="left") - 1, 0, n_bins - 1)
+    total = 0.0
+    for b in range(n_bins):
+        m = bins == b
+        if m.any():
+            total += m.sum() * abs(scores[m].mean() - labels[m].mean())
+    return total / len(scores)
+
+
+def test_compare_ece_pairs_the_rows_and_matches_an_independent_bootstrap():
+    from iml.calibration import compare_ece
+
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.02, 0.98, 3000)
+    y = (rng.uniform(size=3000) < p).astype(np.int32)
+    good, bad = p, np.clip(p + 0.08, 0, 1)  # the second is miscalibrated by 0.08
+    key = jax.random.key(4)
+    c = compare_ece(good, bad, y, n_bootstrap=300, key=key)
+    assert float(c.ece[0]) == pytest.approx(_numpy_ece(good, y), abs=1e-5)
+    assert float(c.ece[1]) == pytest.approx(_numpy_ece(bad, y), abs=1e-5)
+    rows = np.asarray(jax.random.randint(key, (300, 3000), 0, 3000))
+    diff = [_numpy_ece(good[r], y[r]) - _numpy_ece(bad[r], y[r]) for r in rows]
+    np.testing.assert_allclose(c.difference_interval, np.quantile(diff, [0.025, 0.975]), atol=2e-4)
+    assert float(c.difference_interval[1]) < 0  # the better model is told apart
+    assert float(c.ratio_interval[1]) < 1
+    same = compare_ece(good, good, y, n_bootstrap=50, key=key)
+    np.testing.assert_array_equal(same.difference_interval, [0.0, 0.0])
+    np.testing.assert_array_equal(same.ratio_interval, [1.0, 1.0])
+    with pytest.raises(ValueError, match=r"labels has shape \(3000,\) but second has shape"):
+        compare_ece(good, good[:100], y, n_bootstrap=10, key=key)
+    with pytest.raises(ValueError, match="same observations"):
+        compare_ece(good, good[:100], y, y[:100], n_bootstrap=10, key=key)
