@@ -71,10 +71,13 @@ __all__ = [
     "RevealInput",
     "check_reveal_input",
     "load_reveal_input",
+    "merge_reproduce_runs",
     "reveal_input",
     "reveal_run",
     "revealed_summary",
     "ridge_of",
+    "run_members",
+    "seed_ensembles",
 ]
 
 FIGURES = ("revealed_information", "revealed_value_matrix", "revealed_cost_bounds")
@@ -239,7 +242,7 @@ def _reproduce_input(root: Path) -> RevealInput:
         ensemble = load_ensemble(store, betas.tolist(), len(labels), str(config.eval.average))
         scores, sizes = ensemble.scores, ensemble.sizes
     average = str(config.eval.average)
-    members = _members(root)
+    members = run_members(root)
     seeds, stack = (
         (None, None) if members is None else seed_ensembles(members, betas, len(labels), average)
     )
@@ -249,7 +252,7 @@ def _reproduce_input(root: Path) -> RevealInput:
     )  # fmt: skip
 
 
-def _members(root: Path) -> list[tuple[float, int, np.ndarray, np.ndarray]] | None:
+def run_members(root: Path) -> list[tuple[float, int, np.ndarray, np.ndarray]] | None:
     """``(beta, seed, test_idx, test_scores)`` of every stored member, or ``None`` without
     member batches that name their seeds."""
     from iml.pipeline.store import RunStore, member_test_scores
@@ -330,7 +333,7 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
             raise ValueError(f"{root} was trained under another loss than {runs[0]}")
         elif str(config.eval.average) != average:
             raise ValueError(f"{root} pools its members by another average than {runs[0]}")
-        own = _members(root)
+        own = run_members(root)
         if own is None:
             raise ValueError(f"{root} holds no member batches that name their seeds")
         for beta, seed, idx, scores in own:
