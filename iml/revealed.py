@@ -273,9 +273,11 @@ def revealed_experiments(
       n_bins: signals per model.
       strategy: ``"quantile"`` (per model), ``"uniform"``, or ``"adaptive"``: the ``n_bins``
         quantile bins merged, in score order, until each holds at least ``min_count`` expected
-        positives and ``min_count`` expected negatives, expected under the model's own
-        loss-corrected scores ``(c^{L_k})^{-1}(a)`` (so the bins depend on the scores alone, as
-        the bootstrap and the tests, which hold the bins fixed, assume). Merged bins leave
+        positives and ``min_count`` expected negatives for every model, expected under each
+        model's own loss-corrected scores ``(c^{L_k})^{-1}(a)`` (so the bins depend on the
+        scores alone, as the bootstrap and the tests, which hold the bins fixed, assume). The
+        same quantile ranges are merged for every model, so that no model's experiment is
+        garbled more than another's. Merged bins leave
         signals with ``P_k(s) = 0``, which change nothing downstream. Needs ``losses``.
       weight: non-negative observation weights ``[..., N]`` (leading axes are batches, e.g.
         bootstrap replicates); the bins are computed from the unweighted scores and stay fixed.
@@ -346,23 +348,26 @@ def _merged_signals(
     scores: ArrayLike, signals: Array, losses: LossSpec | list[LossSpec], n_bins: int, m: int
 ) -> Array:
     """Quantile bins merged in score order until each holds at least ``m`` expected positives
-    and ``m`` expected negatives under the model's own loss-corrected scores; a short last run
-    joins the bin below it. Bins keep the indices ``0..`` of the merged groups."""
+    and ``m`` expected negatives under every model's own loss-corrected scores; a short last run
+    joins the bin below it. The merges are common to all models (a model's bins are the same
+    quantile ranges as every other's): merges that differed between models would garble their
+    experiments differently, and a finer experiment is more informative, which NIS would read
+    as a violation. Bins keep the indices ``0..`` of the merged groups."""
     g = _loss_corrected(losses, scores)
-    positives = _per_signal(g, signals, n_bins)
+    positives = _per_signal(g, signals, n_bins)  # [K, S]
     negatives = _per_signal(1.0 - g, signals, n_bins)
 
-    def groups(pos: Array, neg: Array) -> Array:
-        def step(carry, x):
-            group, p, q = carry
-            p, q = p + x[0], q + x[1]
-            close = (p >= m) & (q >= m)
-            return (group + close, jnp.where(close, 0.0, p), jnp.where(close, 0.0, q)), group
+    def step(carry, x):
+        group, p, q = carry
+        p, q = p + x[0], q + x[1]
+        close = jnp.all(p >= m) & jnp.all(q >= m)
+        keep = jnp.where(close, 0.0, 1.0)
+        return (group + close, p * keep, q * keep), group
 
-        (last, _, _), group = jax.lax.scan(step, (jnp.int32(0), 0.0, 0.0), (pos, neg))
-        return jnp.where((group == last) & (last > 0), last - 1, group)
-
-    merged = jax.vmap(groups)(positives, negatives)  # [K, S]
+    start = (jnp.int32(0), jnp.zeros(g.shape[0]), jnp.zeros(g.shape[0]))
+    (last, _, _), group = jax.lax.scan(step, start, (positives.T, negatives.T))
+    group = jnp.where((group == last) & (last > 0), last - 1, group)  # [S]
+    merged = jnp.broadcast_to(group, positives.shape)
     return jnp.take_along_axis(merged, signals, axis=1)
 
 
