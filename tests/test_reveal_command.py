@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from iml import cli
-from iml.pipeline.reveal import load_reveal_input
+from iml.pipeline.reveal import load_reveal_input, verdicts_title
 from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import SweepResult, write_sweep_outputs
 from iml.revealed import reveal, simulate_gaussian_agents
@@ -156,6 +156,12 @@ def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
     for line in printed.splitlines():
         if line.startswith(("NIS", "NIAC", "NIAS")) and "not rejected" in line:
             assert "; power " in line and " against " in line
+    # The value matrix's title gives both verdicts and labels a fragile one.
+    title = verdicts_title(record)
+    assert title.startswith("NIS ") and ", NIAC " in title
+    fragile = {**record, "fragile": {"nis": True, "niac": False, "nias": False}}
+    assert "(fragile)" in verdicts_title(fragile).split(",")[0]
+    assert "(fragile)" not in verdicts_title(fragile).split(",")[1]
     for name in FIGURES:
         assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
         assert (out / "figures" / f"{name}.pdf").read_bytes()[:5] == b"%PDF-"

@@ -626,7 +626,12 @@ def test_adaptive_bins_merge_the_same_deciles_for_every_model_and_meet_the_count
     used = p[0] > 0
     assert 2 <= used.sum() < 10  # some deciles merged, not all
     signals = np.asarray(R._signals(scores, 10, "adaptive", R._as_losses(betas, 3)))
-    g = np.stack([np.asarray(loss_spec(b).loss_corrected_score(s)) for b, s in zip(betas, scores)])
+    g = np.stack(
+        [
+            np.asarray(loss_spec(b).loss_corrected_score(s))
+            for b, s in zip(betas, scores, strict=True)
+        ]
+    )
     for k in range(3):
         for s in np.flatnonzero(used):
             m = signals[k] == s

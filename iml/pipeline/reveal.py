@@ -852,12 +852,24 @@ def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
             record["nis"]["pairs"],
             niac["cycle"] if niac["violated"] else None,
             weight_name=weight,
+            title=verdicts_title(record),
         ),
         "revealed_cost_bounds": figure_cost_bounds(
             betas, cost["lower"], cost["upper"], interval, reference=cost["reference"],
             weight_name=weight,
         ),
     }  # fmt: skip
+
+
+def verdicts_title(record: Mapping[str, Any]) -> str:
+    """``"NIS rejected, NIAC not rejected (fragile)"``: each verdict, and which change with the
+    bins."""
+    fragile = record.get("fragile", {})
+    parts = []
+    for name in ("nis", "niac"):
+        word = "rejected" if record[name]["violated"] else "not rejected"
+        parts.append(f"{name.upper()} {word}" + (" (fragile)" if fragile.get(name) else ""))
+    return ", ".join(parts)
 
 
 def revealed_summary(record: Mapping[str, Any]) -> str:
