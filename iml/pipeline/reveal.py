@@ -943,8 +943,14 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         lines.append(f"Ridge: {record['ridge']['note']}")
     if "nias" in record:
         nias = record["nias"]
-        flagged = [key for key, v in zip(keys, nias["violated"], strict=True) if v]
+        short = _short_keys(record["betas"])
+        flagged = [key for key, v in zip(short, nias["violated"], strict=True) if v]
         detail = f" at {weight} {', '.join(flagged)}" if flagged else ""
+        if len(flagged) > 6:
+            detail = (
+                f" for {len(flagged)} of {len(short)} models ({weight} {flagged[0]}, "
+                f"{flagged[1]}, ..., {flagged[-1]})"
+            )
         lines.append(
             "NIAS (loss calibration, one test over every model and bin) "
             + verdict("nias", bool(flagged), detail)
