@@ -12,7 +12,10 @@ reports, for every loss of the grid:
 * the 5%, 50% and 95% quantiles of the raw scores' row sums (one-vs-rest scores need not sum to
   one; a posterior must);
 * the loss-calibration test (Definition 2) of class ``k``'s raw scores under
-  ``beta = w / (w + 1)`` (the loss it was trained with) and under ``beta = 1/2`` (unweighted);
+  ``beta = w / (w + 1)`` (the loss it was trained with) and under ``beta = 1/2`` (unweighted),
+  each with its power against the other beta at these scores
+  (:func:`iml.calibration.loss_calibration_power`, 200 simulated label sets): a non-rejection
+  under both says nothing where that power is low;
 * where the grid holds the unweighted loss (``ones``), the difference of each weighted loss's
   corrected ECE from the unweighted model's ECE, with a 95% paired bootstrap interval.
 
@@ -34,7 +37,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iml.calibration import expected_calibration_error, loss_calibration_test
+from iml.calibration import (
+    expected_calibration_error,
+    loss_calibration_power,
+    loss_calibration_test,
+)
 
 _CLIP = 1e-6
 
@@ -53,6 +60,7 @@ def weighted_class_report(
     k: int,
     weight: float,
     n_bootstrap: int = 500,
+    n_power: int = 200,
 ) -> dict[str, dict[str, Any]]:
     """The diagnostics above, per key: ``scores`` and ``corrected`` are ``[m, N, n]``."""
     if scores.ndim != 3 or scores.shape != corrected.shape or not 0 <= k < scores.shape[-1]:
@@ -71,14 +79,22 @@ def weighted_class_report(
             "rate": float(hits.mean()),
             "row_sum_quantiles": np.percentile(raw.sum(-1), [5, 50, 95]).round(3).tolist(),
         }
-        for name, beta in (("trained", weight / (weight + 1)), ("unweighted", 0.5)):
+        betas = {"trained": weight / (weight + 1), "unweighted": 0.5}
+        for name, beta in betas.items():
             test = loss_calibration_test(a, hits, beta, n_bootstrap=n_bootstrap,
                                          key=jax.random.key(0))  # fmt: skip
+            # The test's power against the other beta at these scores: the rate at which it
+            # rejects labels drawn as if the scores were calibrated under the other loss.
+            other = betas["unweighted" if name == "trained" else "trained"]
+            power = loss_calibration_power(a, other, beta, key=jax.random.key(2),
+                                           n_simulations=n_power)  # fmt: skip
             row[f"loss_calibration_{name}"] = {
                 "beta": beta,
                 "gap": float(test.gap),
                 "p_value": float(test.p_value),
-            }
+                "power_against": {"beta": other, "rate": float(power.rate),
+                                  "se": float(power.standard_error)},
+            }  # fmt: skip
         out[str(key)] = row
     keys = [str(key) for key in keys]
     if "ones" in keys:  # against the unweighted model, paired over the same resampled rows

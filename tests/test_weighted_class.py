@@ -33,6 +33,11 @@ def test_scores_optimal_for_the_weighted_loss_pass_its_test_and_fail_the_unweigh
     assert weighted["loss_calibration_trained"]["p_value"] > 0.05
     assert weighted["loss_calibration_unweighted"]["p_value"] < 0.01
     assert unweighted["loss_calibration_unweighted"]["p_value"] > 0.05
+    # The power against the other beta at these 4,000 scores: high, so the verdicts tell the
+    # two losses apart (the rejection under 1/2 above is what that power predicts).
+    power = weighted["loss_calibration_unweighted"]["power_against"]
+    assert power["beta"] == pytest.approx(10 / 11) and power["rate"] >= 0.9
+    assert 0 <= power["se"] <= 0.05
     # The weight inflates class 1's scores; the rule's inverse gives the posteriors back.
     assert weighted["mean_raw"] > weighted["rate"] + 0.1
     assert weighted["mean_corrected"] == pytest.approx(weighted["rate"], abs=0.02)
