@@ -27,7 +27,7 @@ Conventions shared by every function here:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
@@ -69,6 +69,7 @@ __all__ = [
     "calibration_error_from_statistics",
     "clopper_pearson_interval",
     "compare_ece",
+    "ece_intervals",
     "expected_calibration_error",
     "loss_calibration_curve",
     "loss_calibration_power",
@@ -1075,6 +1076,61 @@ def _loss_calibration_test(
     return LossCalibrationTest(reduction, gap, p_value, interval, null_gaps, best, count, edges)
 
 
+def ece_intervals(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    n_bins: int = 10,
+    strategy: str = "quantile",
+    *,
+    n_bootstrap: int = 200,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> Array:
+    """Bootstrap percentile intervals of the ECE of every row of ``scores [m, N]``: ``[m, 2]``.
+
+    Each replicate resamples the observations (multinomial counts, the same rows for every row
+    of ``scores``, so rows compare on equal draws) with each row's bins held fixed at its own
+    quantiles; the ECE is then one weighted sum per bin, a single matrix product for all
+    replicates. The interval covers the evaluation data's sampling noise.
+
+    Args:
+      scores: ``[m, N]`` binary scores (or ``[N]`` for one row).
+      labels: ``{0, 1}`` labels ``[N]``.
+      n_bins, strategy: as :func:`expected_calibration_error`.
+      n_bootstrap: replicates.
+      key: ``jax.random`` key (required).
+      confidence: coverage.
+    """
+    a = np.asarray(scores)
+    one = a.ndim == 1
+    a = a[None] if one else a
+    _check_n_bins(n_bins)
+    _check_strategy(strategy)
+    for row in a:
+        _check_binary(row, labels, None, n_bins)
+    V.check_count("n_bootstrap", n_bootstrap, 2)
+    _check_bootstrap(n_bootstrap, key, confidence)
+    out = _ece_intervals(a, labels, key, n_bins, strategy, n_bootstrap, confidence)
+    return out[0] if one else out
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5, 6))
+def _ece_intervals(scores, labels, key, n_bins, strategy, n_bootstrap, confidence) -> Array:
+    a = _float(scores)
+    y = _labels(labels, a[0])
+    counts = _bootstrap_counts(key, a.shape[1], n_bootstrap)  # [B, N]
+    total = jnp.sum(counts, axis=1)
+
+    def row(s: Array) -> Array:
+        bins = assign_bins(s, bin_edges(s, n_bins, strategy))
+        gap = jax.nn.one_hot(bins, n_bins, dtype=a.dtype) * (s - y)[:, None]  # [N, S]
+        sums = jnp.matmul(counts, gap, precision=jax.lax.Precision.HIGHEST)  # [B, S]
+        ece = jnp.sum(jnp.abs(sums), axis=1) / total
+        return _percentile_interval(ece, confidence)
+
+    return jax.lax.map(row, a)
+
+
 class ECEComparison(NamedTuple):
     """Two ECEs on the same observations, their difference and ratio, with paired intervals.
 
@@ -1934,6 +1990,9 @@ def table_by_loss(
     labels: ArrayLike,
     n_bins: int = 10,
     corrected: ArrayLike | None = None,
+    *,
+    ece_bootstrap: int = 0,
+    key: Array | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Metrics of the raw and loss-corrected scores of every loss: ``table[key][method][metric]``.
 
@@ -1955,6 +2014,10 @@ def table_by_loss(
       n_bins: bins of the calibration errors.
       corrected: the loss-corrected scores, where the caller has them already
         (:func:`loss_corrected_scores` of ``scores``); computed here otherwise.
+      ece_bootstrap: replicates of each binary ECE's 95% percentile interval
+        (:func:`ece_intervals`, the same resampled rows for every loss and method), recorded as
+        ``"ece_interval": [low, high]``; 0 for none.
+      key: ``jax.random`` key of those replicates (required with ``ece_bootstrap``).
     """
     grid = loss_grid(losses)
     spec = grid.spec
@@ -1981,12 +2044,24 @@ def table_by_loss(
                 multiclass_score_metrics(row, y, n_bins) for row in renormalised
             ]
     else:
-        both = score_metrics_by_row(np.concatenate([a, corrected]), y, n_bins)
+        stacked = np.concatenate([a, corrected])
+        both = score_metrics_by_row(stacked, y, n_bins)
+        if ece_bootstrap:
+            clipped = np.clip(stacked, _CLIP, 1 - _CLIP).astype(np.float32)
+            intervals = np.asarray(
+                ece_intervals(clipped, y, n_bins, n_bootstrap=ece_bootstrap, key=key), np.float64
+            )
+            for row, interval in zip(both, intervals, strict=True):
+                row["ece_interval"] = interval.tolist()
         methods = {"raw": both[:m], "loss_corrected": both[m:]}
     return {
         key: {method: rows[i] for method, rows in methods.items()}
         for i, key in enumerate(grid.keys)
     }
+
+
+def _interval_text(interval: Sequence[float]) -> str:
+    return f"[{interval[0]:.4f}, {interval[1]:.4f}]"
 
 
 def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
@@ -2002,10 +2077,17 @@ def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: st
     if ridge:
         header.append("l2 (median)")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    intervals = all("ece_interval" in row["raw"] for row in table.values())
+    if intervals:
+        at = header.index(f"{methods['loss_corrected']} ece") + 1
+        header[at:at] = [f"{label} ece 95% CI" for label in ("raw", "corr.")]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, row in table.items():
         cells = [key]  # the exact key (beta_key): close betas stay apart
         for metric in metrics:
             cells += [f"{row[m][metric]:.4f}" if m in row else "" for m in methods]
+            if metric == "ece" and intervals:
+                cells += [_interval_text(row[m]["ece_interval"]) for m in ("raw", "loss_corrected")]
         if ridge:
             cells.append(f"{float(np.median(row['l2'])):.3g}")
         lines.append("| " + " | ".join(cells) + " |")

@@ -935,3 +935,25 @@ def test_compare_ece_pairs_the_rows_and_matches_an_independent_bootstrap():
         compare_ece(good, good[:100], y, n_bootstrap=10, key=key)
     with pytest.raises(ValueError, match="same observations"):
         compare_ece(good, good[:100], y, y[:100], n_bootstrap=10, key=key)
+
+
+def test_ece_intervals_are_weighted_ece_quantiles_on_the_shared_resamples():
+    from iml.calibration import _bootstrap_counts, ece_intervals
+
+    rng = np.random.default_rng(1)
+    p = rng.uniform(0.02, 0.98, 2000)
+    y = (rng.uniform(size=2000) < p).astype(np.int32)
+    rows = np.stack([p, np.clip(p + 0.12, 0, 1)]).astype(np.float32)
+    key = jax.random.key(9)
+    got = np.asarray(ece_intervals(rows, y, n_bootstrap=300, key=key))
+    counts = np.asarray(_bootstrap_counts(key, 2000, 300), np.float64)
+    for r, interval in zip(rows, got, strict=True):
+        edges = np.quantile(r, np.linspace(0, 1, 11))
+        bins = np.clip(np.searchsorted(edges, r, side="left") - 1, 0, 9)
+        gap = np.zeros((2000, 10))
+        gap[np.arange(2000), bins] = r - y
+        ece = np.abs(counts @ gap).sum(1) / counts.sum(1)
+        np.testing.assert_allclose(interval, np.quantile(ece, [0.025, 0.975]), atol=2e-4)
+    assert got[1, 0] > got[0, 1]  # the shifted scores' interval lies above
+    one = np.asarray(ece_intervals(rows[0], y, n_bootstrap=300, key=key))
+    np.testing.assert_array_equal(one, got[0])

@@ -230,7 +230,9 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
         assert list(row) == [*S.METHODS, S.RIDGE]
         assert row[S.RIDGE] == [[0.0] * 10]  # one seed, ten rotations, the config's number
         for method in S.METHODS:
-            assert list(row[method]) == list(METRICS)
+            assert list(row[method]) == [*METRICS, "ece_interval"]
+            low, high = row[method]["ece_interval"]  # its 95% bootstrap interval
+            assert 0 <= low < high and low <= row[method]["ece"] * 1.5 and high > 0
         k = BETAS.index(float(beta))
         raw = np.clip(result.scores[k], 1e-7, 1 - 1e-7)
         assert row["raw"]["brier"] == pytest.approx(brier_score_loss(result.labels, raw), rel=1e-4)

@@ -4,8 +4,8 @@ experiments (:mod:`iml.pipeline.reveal`) from stored scores.
 The table is keyed by beta (its exact key, :func:`iml.calibration.beta_key`), then by method,
 then by metric::
 
-    {"0.9": {"raw": {"ece": ..., "ece_debiased": ..., "smooth_ece": ..., "brier": ...,
-                     "log_loss": ..., "auroc": ...,
+    {"0.9": {"raw": {"ece": ..., "ece_interval": [low, high], "ece_debiased": ...,
+                     "smooth_ece": ..., "brier": ..., "log_loss": ..., "auroc": ...,
                      "loss_calibration_gap": ..., "loss_calibration_p_value": ...},
              "loss_corrected": {...}, "platt": {...}, "beta": {...}, "temperature": {...},
              "isotonic": {...}, "histogram": {...}, "prior_shift": {...}}, ...}
@@ -23,7 +23,9 @@ coincides with the loss correction. ``raw`` also carries the
 loss-calibration test (Definition 2) of the raw scores for their beta. Metrics are computed over
 the observations with at least one member (ensemble size > 0); scores are clipped to
 ``[1e-7, 1 - 1e-7]`` first, since float32 sigmoids round to exactly 0 or 1, where the log loss is
-infinite.
+infinite. ``ece_interval`` is each ECE's 95% bootstrap interval (``config.eval.n_bootstrap``
+replicates, every method of a beta on the same resampled observations, bins fixed:
+:func:`iml.calibration.ece_intervals`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from iml.calibration import (
     METRICS,
     RENORMALISED,
     beta_key,
+    ece_intervals,
     expected_calibration_error,
     loss_calibration_test,
     loss_corrected_scores,
@@ -189,10 +192,19 @@ def summary_table(
         methods["raw"]["loss_calibration_p_value"] = float(test.p_value)
         corrected = np.asarray(LossCorrection(family(beta)).transform(s.astype(np.float32)))
         methods["loss_corrected"] = score_metrics(corrected, y, n_bins)
+        rows = {"raw": s, "loss_corrected": corrected}
         for name, factory in BASELINES.items():
             if name == "prior_shift" and family.name != "log":
                 continue
-            methods[name] = score_metrics(cross_fit(factory(beta), s, y, folds), y, n_bins)
+            rows[name] = cross_fit(factory(beta), s, y, folds)
+            methods[name] = score_metrics(rows[name], y, n_bins)
+        if n_bootstrap >= 2:  # each ECE's interval, every method on the same resampled rows
+            stacked = np.clip(np.stack([np.asarray(r, np.float64) for r in rows.values()]),
+                              _CLIP, 1 - _CLIP).astype(np.float32)  # fmt: skip
+            intervals = ece_intervals(stacked, y, n_bins, n_bootstrap=n_bootstrap,
+                                      key=jax.random.key(seed + 1))  # fmt: skip
+            for name, interval in zip(rows, np.asarray(intervals, np.float64), strict=True):
+                methods[name]["ece_interval"] = interval.tolist()
         table[beta_key(beta)] = methods
     return table
 
@@ -206,10 +218,16 @@ def table_markdown(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> st
     lines = ["# Summary", ""]
     for beta, methods in table.items():
         lines += [f"## beta = {beta}", ""]
-        lines.append("| method | " + " | ".join(METRICS) + " |")
-        lines.append("|---" * (len(METRICS) + 1) + "|")
+        ci = all("ece_interval" in metrics for metrics in methods.values())
+        columns = [*METRICS[:1], *(["ece 95% CI"] if ci else []), *METRICS[1:]]
+        lines.append("| method | " + " | ".join(columns) + " |")
+        lines.append("|---" * (len(columns) + 1) + "|")
         for method, metrics in methods.items():
-            lines.append(f"| {method} | " + " | ".join(fmt(metrics[m]) for m in METRICS) + " |")
+            cells = [fmt(metrics[m]) for m in METRICS]
+            if ci:
+                low, high = metrics["ece_interval"]
+                cells.insert(1, f"[{fmt(low)}, {fmt(high)}]")
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
         raw = methods["raw"]
         lines += [
             "",

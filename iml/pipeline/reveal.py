@@ -545,7 +545,8 @@ def reveal_run(
         say(f"the verdicts at {bins} quantile bins")
         sensitivity[f"quantile_{bins}"] = _verdicts(run(bins, "quantile"))
     power = None
-    if power_datasets > 0:
+    # Agents as informative as the models need the models to carry some information.
+    if power_datasets > 0 and float(np.median(np.asarray(report.information))) > 0:
         power = simulated_power(
             inputs,
             report,

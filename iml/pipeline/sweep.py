@@ -101,6 +101,9 @@ METHODS = ("raw", "loss_corrected")
 #: The entry of a sweep table's row that holds its members' ridge coefficients (``[S][R]``).
 RIDGE = "l2"
 
+# Replicates of each binary ECE's 95% interval in the sweep's table (iml.calibration.ece_intervals).
+ECE_BOOTSTRAP = 200
+
 
 # ----------------------------------------------------------------------------------------------
 # The sweep: chunks of betas, out-of-fold scores, the ensemble and the table
@@ -444,7 +447,10 @@ def execute_sweep(
     else:  # the seeds' mean score (the paper's ensemble)
         scores = member_scores.mean(axis=1)
     corrected = loss_corrected_scores(spec, scores)
-    table = table_by_loss(grid, scores, y, n_bins=plan.n_bins, corrected=corrected)
+    table = table_by_loss(
+        grid, scores, y, n_bins=plan.n_bins, corrected=corrected,
+        ece_bootstrap=ECE_BOOTSTRAP, key=jax.random.key(0),
+    )  # fmt: skip
     # Each loss's ridge per seed and rotation: chosen on the validation folds, or the number.
     l2 = np.swapaxes(np.concatenate([_chunk_l2(r, config) for r in results], axis=1), 0, 1)
     for key, chosen in zip(grid.keys, l2, strict=True):
