@@ -135,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--class", dest="k", required=True, type=int, help="the weighted class")
     parser.add_argument("--weight", required=True, type=float, help="its weight w")
     parser.add_argument("--n-bootstrap", type=int, default=500)
+    parser.add_argument("--n-power", type=int, default=200, help="label sets of each power")
     args = parser.parse_args(argv)
     path = args.run / "scores.npz"
     if not path.is_file():
@@ -143,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with np.load(path) as stored:
         report = weighted_class_report(
             stored["scores"], stored["corrected"], stored["labels"], list(stored["keys"]),
-            args.k, args.weight, args.n_bootstrap,
+            args.k, args.weight, args.n_bootstrap, args.n_power,
         )  # fmt: skip
     print(json.dumps(report, indent=1))
     return 0

@@ -27,7 +27,9 @@ def _simulated(n: int = 4000, k: int = 1, w: float = 10.0):
 
 def test_scores_optimal_for_the_weighted_loss_pass_its_test_and_fail_the_unweighted_one():
     scores, corrected, labels = _simulated()
-    report = W.weighted_class_report(scores, corrected, labels, ["ones", "w[1]=10"], 1, 10.0, 200)
+    report = W.weighted_class_report(
+        scores, corrected, labels, ["ones", "w[1]=10"], 1, 10.0, 200, n_power=50
+    )
     weighted, unweighted = report["w[1]=10"], report["ones"]
     assert weighted["loss_calibration_trained"]["beta"] == pytest.approx(10 / 11)
     assert weighted["loss_calibration_trained"]["p_value"] > 0.05
@@ -55,7 +57,9 @@ def test_a_correction_that_misses_is_told_apart_from_the_unweighted_model():
     scores, corrected, labels = _simulated()
     shifted = corrected.copy()
     shifted[1, :, 1] = np.clip(shifted[1, :, 1] + 0.1, 0, 1)  # corrected 0.1 too high
-    report = W.weighted_class_report(scores, shifted, labels, ["ones", "w[1]=10"], 1, 10.0, 200)
+    report = W.weighted_class_report(
+        scores, shifted, labels, ["ones", "w[1]=10"], 1, 10.0, 200, n_power=20
+    )
     low, _ = report["w[1]=10"]["ece_corrected_minus_unweighted"]["interval"]
     assert low > 0.05
 
@@ -64,7 +68,8 @@ def test_the_command_reads_a_sweep_folder_and_refuses_a_missing_one(tmp_path, ca
     scores, corrected, labels = _simulated(n=600)
     np.savez(tmp_path / "scores.npz", scores=scores, corrected=corrected, labels=labels,
              keys=np.asarray(["ones", "w[1]=10"]))  # fmt: skip
-    argv = ["--run", str(tmp_path), "--class", "1", "--weight", "10", "--n-bootstrap", "20"]
+    argv = ["--run", str(tmp_path), "--class", "1", "--weight", "10", "--n-bootstrap", "20",
+            "--n-power", "10"]  # fmt: skip
     assert W.main(argv) == 0
     assert set(json.loads(capsys.readouterr().out)) == {"ones", "w[1]=10"}
     assert W.main(["--run", str(tmp_path / "none"), "--class", "1", "--weight", "10"]) == 2

@@ -429,9 +429,9 @@ def report_run(
             n_bootstrap=max(n_bootstrap, 2),
             seed=int(config.eval.report_seed),
             formats=formats,
-            # Size and power simulated on as many data sets as the report's replicates (at
-            # most 100), each with that many replicates (at most 200).
-            power_datasets=min(n_bootstrap, 100),
+            # Size and power simulated on 100 data sets of 200 replicates where the report
+            # runs at least 100 replicates itself (fewer would make the rates mere noise).
+            power_datasets=100 if n_bootstrap >= 100 else 0,
             power_bootstrap=min(max(n_bootstrap, 2), 200),
         )
     return table
