@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from iml import cli
-from iml.pipeline.reveal import load_reveal_input, verdicts_title
+from iml.pipeline.reveal import intervals_cover, load_reveal_input, verdicts_title
 from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import SweepResult, write_sweep_outputs
 from iml.revealed import reveal, simulate_gaussian_agents
@@ -313,3 +313,29 @@ def test_a_run_given_twice_or_a_seed_trained_twice_is_named(capsys, tmp_path):
     shutil.copytree(PNEUMONIA[1], copy, ignore=shutil.ignore_patterns("figures"))
     err = _bad(["--run", str(PNEUMONIA[1]), str(copy)], tmp_path, capsys)
     assert "beta 0.99 with seed 0 was trained in both" in err
+
+
+def test_a_sweep_with_several_seeds_gives_reveal_each_seeds_scores(tmp_path):
+    """An Adam sweep's seeds differ: scores.npz keeps each seed's scores, and `iml reveal`
+    resamples them with the rows."""
+    scores, labels = simulate_gaussian_agents(jax.random.key(5), BETAS, 1.5, 0.2, N)
+    base = np.asarray(scores, np.float64)
+    rng = np.random.default_rng(0)
+    members = np.clip(base[:, None] + rng.normal(0, 0.02, (4, 3, N)), 1e-4, 1 - 1e-4)
+    table = {repr(float(b)): {"raw": {}, "loss_corrected": {}} for b in BETAS}
+    mean = members.mean(axis=1)
+    result = SweepResult(BETAS, np.arange(3), np.asarray(labels), np.arange(N) % 10, members,
+                         mean, mean, np.zeros((4, 3, 10)), table, [0], None,
+                         list(table))  # fmt: skip
+    with (
+        mock.patch("iml.pipeline.sweep.markdown_by_loss", return_value=""),
+        mock.patch("iml.plots.figure_calibration_by_loss"),
+        mock.patch("iml.plots.save_figure", return_value=[]),
+    ):
+        write_sweep_outputs(tmp_path, result, 0.2, "simulated")
+    RunStore(tmp_path).open_run({"betas": BETAS.tolist(), "seeds": [0, 1, 2], "n_folds": 10})
+    inputs = load_reveal_input(tmp_path)
+    assert inputs.seeds == (0, 1, 2) and inputs.seed_scores.shape == (3, 4, N)
+    np.testing.assert_allclose(inputs.seed_scores[1], members[:, 1], rtol=1e-6)
+    assert inputs.seeds_per_model() == [[0, 1, 2]] * 4
+    assert "over its training seeds (3 a model)" in intervals_cover(inputs)

@@ -378,8 +378,15 @@ def _sweep_input(root: Path) -> RevealInput:
             f"{root}: the class weights of scores.npz ({betas.size}) are not those of its "
             f"manifest ({len(recorded)}) or do not match its scores ({scores.shape[0]} rows)"
         )
-    inputs = reveal_input(betas, scores, arrays["labels"], loss, kind="sweep", run=root)
-    return inputs._replace(ridge=ridge_of(_manifest_config(root, "a sweep").get("train", {})))
+    config = _manifest_config(root, "a sweep")
+    stack, seeds = None, None
+    if "member_scores" in arrays:  # several seeds per loss: [m, S, N] -> [S, m, N]
+        stack, seeds = np.swapaxes(arrays["member_scores"], 0, 1), arrays["seeds"].tolist()
+    inputs = reveal_input(
+        betas, scores, arrays["labels"], loss, kind="sweep", run=root, seed_scores=stack,
+        seeds=seeds, average=str(config.get("average", "score")),
+    )  # fmt: skip
+    return inputs._replace(ridge=ridge_of(config.get("train", {})))
 
 
 def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -692,10 +699,11 @@ def intervals_cover(inputs: RevealInput) -> str:
             "noise of training (one seed per model, or seeds the run does not separate)"
         )
     counts = [len(s) for s in inputs.seeds_per_model()]
+    many = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"
     return (
-        f"{rows} and, per model, over its training seeds ({min(counts)} to {max(counts)} a "
-        "model), each replicate's scores pooled from the drawn seeds and binned anew: the "
-        "noise of the evaluation data and of training between seeds"
+        f"{rows} and, per model, over its training seeds ({many} a model), each replicate's "
+        "scores pooled from the drawn seeds and binned anew: the noise of the evaluation data "
+        "and of training between seeds"
     )
 
 

@@ -958,6 +958,10 @@ def write_sweep_outputs(
               "corrected": result.corrected.astype(np.float32)}  # fmt: skip
     if result.betas is not None:
         arrays["betas"] = result.betas
+    if result.member_scores.ndim == 3 and result.member_scores.shape[1] > 1:
+        # Each seed's binary scores [m, S, N]: what `iml reveal` resamples for training noise.
+        arrays["member_scores"] = result.member_scores.astype(np.float32)
+        arrays["seeds"] = np.asarray(result.seeds, np.int64)
     np.savez_compressed(buffer, **arrays)
     atomic_write_bytes(out / "scores.npz", buffer.getvalue())
     fig = figure_calibration_by_loss(
