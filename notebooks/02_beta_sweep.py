@@ -267,7 +267,8 @@ assert np.all(p[~np.eye(len(BETAS), dtype=bool)] < 0.01)  # and not at another
 # (Figure 1) but follow the curve $c^\beta$ of a loss-calibrated model (Figure 3, Proposition 2);
 # their loss-corrected scores $g^\beta(a)$ are calibrated (Corollary 1, Propositions 4 and 5); a
 # sweep over candidate weights finds the training weight as the one whose correction is best
-# calibrated; and the loss-calibration test accepts the training weight and rejects the others.
+# calibrated; and the loss-calibration test does not reject the training weight and rejects the
+# others.
 #
 # | step | `iml` |
 # | --- | --- |
