@@ -754,3 +754,35 @@ def test_reveal_refuses_a_multiclass_run_naming_its_loss(multiclass_run):
 
     with pytest.raises(ValueError, match=r"multiclass run .*class_weighted_softmax"):
         load_reveal_input(multiclass_run[0])
+
+
+def test_the_summary_table_gives_each_test_its_power_and_each_ece_its_interval():
+    """Scores optimal for beta = 0.9 on 3,000 observations: the table's loss-calibration test at
+    0.9 carries its power against the run's other beta (0.5), high at this size, and every
+    method's ECE its bootstrap interval, which holds the estimate's neighbourhood."""
+    import jax.numpy as jnp
+
+    from iml.pipeline.report import summary_table, table_markdown
+    from iml.pipeline.store import EnsembleScores
+    from iml.spec import loss_spec
+
+    rng = np.random.default_rng(1)
+    gamma = rng.beta(0.5, 3.0, 3000)
+    labels = (rng.random(gamma.size) < gamma).astype(np.int32)
+    scores = np.stack(
+        [np.asarray(loss_spec(b).optimal_score(jnp.asarray(gamma))) for b in (0.5, 0.9)]
+    )
+    ensemble = EnsembleScores(
+        (0.5, 0.9), scores.astype(np.float64), np.ones((2, gamma.size), np.int64)
+    )
+    table = summary_table(ensemble, labels, np.arange(gamma.size) % 4, n_bootstrap=40)
+    power = table["0.9"]["raw"]["loss_calibration_power"]
+    assert power["against"] == 0.5 and power["simulations"] == 40 and power["rate"] >= 0.9
+    assert table["0.5"]["raw"]["loss_calibration_power"]["against"] == 0.9
+    for methods in table.values():
+        for metrics in methods.values():
+            low, high = metrics["ece_interval"]
+            assert 0 <= low < high and high > 0.5 * metrics["ece"]
+    text = table_markdown(table)
+    assert "| method | ece | ece 95% CI |" in text
+    assert "Its power against scores calibrated for beta = 0.5: " in text

@@ -6,7 +6,8 @@ then by metric::
 
     {"0.9": {"raw": {"ece": ..., "ece_interval": [low, high], "ece_debiased": ...,
                      "smooth_ece": ..., "brier": ..., "log_loss": ..., "auroc": ...,
-                     "loss_calibration_gap": ..., "loss_calibration_p_value": ...},
+                     "loss_calibration_gap": ..., "loss_calibration_p_value": ...,
+                     "loss_calibration_power": {"against", "rate", "simulations"}},
              "loss_corrected": {...}, "platt": {...}, "beta": {...}, "temperature": {...},
              "isotonic": {...}, "histogram": {...}, "prior_shift": {...}}, ...}
 
@@ -20,8 +21,10 @@ as its case ``a = b = 1``, ``c = -logit(beta)``. ``prior_shift`` is eq. ``correc
 the training prior that the beta-weighted loss implies (odds scaled by ``beta / (1 - beta)``,
 the prevalence estimated on the fitting folds); as the paper notes (Section 4), it then
 coincides with the loss correction. ``raw`` also carries the
-loss-calibration test (Definition 2) of the raw scores for their beta. Metrics are computed over
-the observations with at least one member (ensemble size > 0); scores are clipped to
+loss-calibration test (Definition 2) of the raw scores for their beta, with its power against
+the nearest other beta of the run (:func:`iml.calibration.loss_calibration_power`: the rate at
+which it rejects labels drawn as if the scores were calibrated for that beta). Metrics are
+computed over the observations with at least one member (ensemble size > 0); scores are clipped to
 ``[1e-7, 1 - 1e-7]`` first, since float32 sigmoids round to exactly 0 or 1, where the log loss is
 infinite. ``ece_interval`` is each ECE's 95% bootstrap interval (``config.eval.n_bootstrap``
 replicates, every method of a beta on the same resampled observations, bins fixed:
@@ -49,6 +52,7 @@ from iml.calibration import (
     beta_key,
     ece_intervals,
     expected_calibration_error,
+    loss_calibration_power,
     loss_calibration_test,
     loss_corrected_scores,
     markdown_by_loss,
@@ -190,6 +194,19 @@ def summary_table(
         )
         methods["raw"]["loss_calibration_gap"] = float(test.gap)
         methods["raw"]["loss_calibration_p_value"] = float(test.p_value)
+        others = [b for b in ensemble.betas if b != beta]
+        if others and n_bootstrap >= 2:  # its power against the nearest other class weight
+            other = min(others, key=lambda b: abs(b - beta))
+            power = loss_calibration_power(
+                s.astype(np.float32), family(other), family(beta), n_bins,
+                n_simulations=min(n_bootstrap, 200), n_bootstrap=n_bootstrap,
+                key=jax.random.key(seed + 2),
+            )  # fmt: skip
+            methods["raw"]["loss_calibration_power"] = {
+                "against": float(other),
+                "rate": float(power.rate),
+                "simulations": min(n_bootstrap, 200),
+            }
         corrected = np.asarray(LossCorrection(family(beta)).transform(s.astype(np.float32)))
         methods["loss_corrected"] = score_metrics(corrected, y, n_bins)
         rows = {"raw": s, "loss_corrected": corrected}
@@ -229,11 +246,18 @@ def table_markdown(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> st
                 cells.insert(1, f"[{fmt(low)}, {fmt(high)}]")
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
         raw = methods["raw"]
+        power = ""
+        if "loss_calibration_power" in raw:
+            p = raw["loss_calibration_power"]
+            power = (
+                f" Its power against scores calibrated for beta = {beta_key(p['against'])}: "
+                f"{p['rate']:.2f} ({p['simulations']} simulated label sets)."
+            )
         lines += [
             "",
             f"Loss-calibration test of the raw scores (Definition 2): gap "
             f"{fmt(raw['loss_calibration_gap'])}, p-value "
-            f"{fmt(raw['loss_calibration_p_value'])}.",
+            f"{fmt(raw['loss_calibration_p_value'])}.{power}",
             "",
         ]
     return "\n".join(lines)
