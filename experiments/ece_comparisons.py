@@ -35,7 +35,7 @@ import argparse
 import functools
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml.calibration import ECEComparison, compare_ece, expected_calibration_error
+from iml.calibration import paired_comparison as paired_bootstrap
 from iml.pipeline.report import BASELINES, cross_fit
 from iml.pipeline.reveal import run_members
 from iml.pipeline.store import aggregate_members
@@ -410,33 +411,6 @@ def _nine_other(scores: jax.Array, labels: jax.Array) -> jax.Array:
     others = [k for k in range(scores.shape[1]) if k != WEIGHTED_CLASS]
     return jnp.mean(
         jnp.stack([expected_calibration_error(scores[:, k], labels == k, N_BINS) for k in others])
-    )
-
-
-def paired_bootstrap(
-    statistic: Callable[[jax.Array], jax.Array],
-    n: int,
-    n_bootstrap: int,
-    key: jax.Array,
-    confidence: float = 0.95,
-) -> ECEComparison:
-    """:func:`iml.calibration.compare_ece`'s comparison of any two statistics of the same rows:
-    ``statistic(rows) -> [2]``, resampled on the rows that ``compare_ece`` draws from ``key``."""
-    estimate = statistic(jnp.arange(n))
-    rows = jax.random.randint(key, (n_bootstrap, n), 0, n)
-    draws = jax.lax.map(statistic, rows)
-    lo = (1.0 - confidence) / 2.0
-
-    def interval(x: jax.Array) -> jax.Array:
-        return jnp.nanquantile(x, jnp.array([lo, 1.0 - lo]), axis=0)
-
-    return ECEComparison(
-        estimate,
-        interval(draws),
-        estimate[0] - estimate[1],
-        interval(draws[:, 0] - draws[:, 1]),
-        estimate[0] / estimate[1],
-        interval(draws[:, 0] / draws[:, 1]),
     )
 
 

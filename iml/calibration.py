@@ -78,6 +78,7 @@ __all__ = [
     "markdown_by_loss",
     "mean_log_loss",
     "multiclass_score_metrics",
+    "paired_comparison",
     "score_metrics",
     "score_metrics_by_row",
     "scores_from_logits",
@@ -1209,10 +1210,22 @@ def _compare_ece(
             ]
         )
 
-    n = a.shape[0]
-    estimate = both(jnp.arange(n))
+    return paired_comparison(both, a.shape[0], n_bootstrap, key, confidence)
+
+
+def paired_comparison(
+    statistic: Callable[[Array], Array],
+    n: int,
+    n_bootstrap: int,
+    key: Array,
+    confidence: float = 0.95,
+) -> ECEComparison:
+    """:func:`compare_ece`'s paired bootstrap for any two statistics of the same ``n`` rows:
+    ``statistic(rows) -> [2]`` on the row indices of a replicate (``arange(n)`` for the estimate),
+    the rows drawn from ``key`` as :func:`compare_ece` draws them. Works under ``jax.jit``."""
+    estimate = statistic(jnp.arange(n))
     rows = jax.random.randint(key, (n_bootstrap, n), 0, n)
-    draws = jax.lax.map(both, rows)  # [B, 2]
+    draws = jax.lax.map(statistic, rows)  # [B, 2]
     interval = functools.partial(_percentile_interval, confidence=confidence)
     return ECEComparison(
         estimate,
