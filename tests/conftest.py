@@ -18,6 +18,10 @@ from _training_helpers import FAST_COMPILE
 
 os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count=8 {FAST_COMPILE}")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# `iml` commands keep compiled programs in one on-disk cache per user. Test workers running in
+# parallel would share it, reading entries another worker is still writing (a worker crashed in
+# such a read), so the tests keep none; the test of the cache itself switches it back on.
+os.environ.setdefault("IML_JAX_CACHE", "off")
 
 import jax
 import pytest

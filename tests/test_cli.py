@@ -372,6 +372,7 @@ def test_compiled_programs_are_kept_in_the_users_cache_unless_switched_off(tmp_p
               jax.config.jax_persistent_cache_min_compile_time_secs)  # fmt: skip
     try:
         monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+        monkeypatch.delenv("IML_JAX_CACHE", raising=False)
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
         assert keep_compiled_programs() == tmp_path / "iml" / "jax"
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "iml" / "jax")
