@@ -557,18 +557,29 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
         value = gamma * loss(a, 1.0, *params) + (1.0 - gamma) * loss(a, 0.0, *params)
         return jnp.where(jnp.isnan(value), jnp.inf, value)
 
-    # A coarse scan finds the basin of the global minimum, so that a loss whose expected loss
-    # has several local minima is not bisected into the wrong one.
-    def scan(k, best):
-        value, index = best
-        here = expected(jnp.full_like(gamma, grid[k]))
-        better = here < value
-        return jnp.where(better, here, value), jnp.where(better, k, index)
+    # A coarse scan brackets every minimum: a step of the first-order condition from negative
+    # to non-negative. Where several do, the one whose grid points have the lowest expected loss
+    # is kept, so that a loss with several local minima is not bisected into the wrong one. The
+    # signs, not the values, find the bracket: an expected loss flat to float precision near its
+    # minimum (the spherical score's, within 1e-8 of -1) still has a derivative of clear sign.
+    def scan(k, state):
+        prev_slope, prev_value, best_value, best, found = state
+        z = jnp.full_like(gamma, grid[k])
+        slope, value = sign_at(z), expected(z)
+        step = (prev_slope < 0) & (slope >= 0)
+        here = jnp.minimum(prev_value, value)
+        better = step & ((here < best_value) | ~found)
+        return (slope, value, jnp.where(better, here, best_value), jnp.where(better, k, best),
+                found | step)  # fmt: skip
 
-    start = (jnp.full_like(gamma, jnp.inf), jnp.zeros(gamma.shape, jnp.int32))
-    _, best = jax.lax.fori_loop(0, num_coarse, scan, start)
-    lo = grid[jnp.maximum(best - 1, 0)]
-    hi = grid[jnp.minimum(best + 1, num_coarse - 1)]
+    z0 = jnp.full_like(gamma, grid[0])
+    first_slope, first_value = sign_at(z0), expected(z0)
+    start = (first_slope, first_value, jnp.full_like(gamma, jnp.inf),
+             jnp.ones(gamma.shape, jnp.int32), jnp.zeros(gamma.shape, bool))  # fmt: skip
+    last_slope, last_value, best_value, best, found = jax.lax.fori_loop(
+        1, num_coarse, scan, start
+    )
+    lo, hi = grid[best - 1], grid[best]
 
     def body(_, bracket):
         lo, hi = bracket
@@ -578,10 +589,14 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
 
     lo, hi = jax.lax.fori_loop(0, num_iters, body, (lo, hi))
     a = jax.nn.sigmoid(0.5 * (lo + hi))
-    # Minima beyond the float-representable range are the boundary scores themselves.
-    at_top = (best == num_coarse - 1) & (sign_at(jnp.full_like(gamma, z_max)) < 0)
-    at_bottom = (best == 0) & (sign_at(jnp.full_like(gamma, -z_max)) > 0)
-    a = jnp.where(at_top, 1.0, jnp.where(at_bottom, 0.0, a))
+    # Minima beyond the float-representable range are the boundary scores themselves: where the
+    # expected loss still falls at the top of the scan (rises at its bottom) and no interior
+    # minimum is lower.
+    top = (last_slope < 0) & (~found | (last_value < best_value))
+    bottom = (first_slope > 0) & (~found | (first_value < best_value)) & ~(
+        top & (last_value <= first_value)
+    )
+    a = jnp.where(bottom, 0.0, jnp.where(top, 1.0, a))
     return a.astype(dtype)
 
 
@@ -602,10 +617,12 @@ _solve_binary_rule_jit = jax.jit(_solve_binary_rule, static_argnums=0)
 def optimal_score_for_loss(loss: BinaryLossFn, gamma: ArrayLike, *params: ArrayLike) -> Array:
     """Optimal score of any differentiable binary loss, eq. ``choice``, by autodiff.
 
-    A coarse scan of the expected loss over the logit of ``a`` (65 points spanning the whole
-    float-representable range, so scores within float precision of 0 and 1 are reached) finds
-    the basin of the global minimum; bisection on the first-order condition
-    ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da = 0`` then locates it to float precision.
+    A coarse scan over the logit of ``a`` (65 points spanning the whole float-representable
+    range, so scores within float precision of 0 and 1 are reached) brackets each minimum by the
+    sign of the first-order condition ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da``, keeping the
+    bracket of lowest expected loss where there are several; bisection on the condition then
+    locates the minimum to float precision, even where the expected loss is flat to float
+    precision around it.
     Derivatives come from ``jax.jvp``; gradients of the result (with respect to ``gamma`` and
     ``params``) come from the implicit function theorem, not from differentiating the loop.
     Minima narrower than the scan's spacing (half a unit of logit in float32) can be missed:
@@ -683,6 +700,7 @@ class InvertibilityReport(NamedTuple):
     posterior: Array  # gamma(a) on the grid (NaN where not invertible pointwise)
     pointwise: Array  # derivatives of opposite sign and a strict minimum, per grid point
     increasing: Array  # gamma(a) strictly increasing along the grid
+    round_trip: Array  # the optimal score of gamma(a) is a again, per grid point
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -704,7 +722,10 @@ def check_invertibility(
     On a grid of scores, the posterior ``gamma(a)`` of :func:`loss_corrected_score_for_loss` must
     exist (derivatives of opposite sign, positive curvature of the expected loss) and increase
     strictly with ``a``; then each posterior has exactly one optimal score and the loss
-    correction is well defined.
+    correction is well defined. The round trip closes the check: the generic rule
+    (:func:`optimal_score_for_loss`) must map ``gamma(a)`` back to ``a``, to within the scores
+    of the posteriors one float32 step either side (and 1e-3 in the logit, relative beyond a
+    logit of 1), so that a rule the solver misses fails here too.
 
     Args:
       loss: ``loss(a, y, *params)``, elementwise.
@@ -722,12 +743,34 @@ def check_invertibility(
     V.check_interval("grid", grid, 0.0, 1.0, open_low=True, open_high=True)
     params = tuple(jnp.broadcast_to(jnp.asarray(p), grid.shape) for p in params)
     gamma, valid, increasing = _invertibility(loss, grid, params)
+    round_trip = _round_trip(loss, grid, gamma, valid, params)
     return InvertibilityReport(
-        invertible=jnp.all(valid) & increasing,
+        invertible=jnp.all(valid) & increasing & jnp.all(round_trip),
         posterior=V.nan_unless(valid, gamma),
         pointwise=valid,
         increasing=increasing,
+        round_trip=round_trip,
     )
+
+
+#: How far, in logit units (relative beyond a logit of 1), the optimal scores of the posteriors
+#: around ``gamma(a)`` may lie from ``a`` in :func:`check_invertibility`'s round trip: float32
+#: bisection lands within about 1e-6.
+_ROUND_TRIP_LOGIT = 1e-3
+
+
+def _round_trip(
+    loss: BinaryLossFn, grid: Array, gamma: Array, valid: Array, params: tuple
+) -> Array:
+    """Whether the generic rule maps ``gamma(a)`` back to ``a``, per grid point: ``a`` must lie
+    between the optimal scores of the float32 neighbours of ``gamma(a)``, since where the rule
+    is steep one posterior in float32 stands for a range of scores (the focal loss's, near 1)."""
+    gamma = jnp.where(valid, gamma, 0.5)
+    below = _solve_binary_rule_jit(loss, jnp.nextafter(gamma, jnp.zeros_like(gamma)), params)
+    above = _solve_binary_rule_jit(loss, jnp.nextafter(gamma, jnp.ones_like(gamma)), params)
+    z = _logit(grid)
+    tol = _ROUND_TRIP_LOGIT * jnp.maximum(1.0, jnp.abs(z))
+    return valid & (_logit(below) - tol <= z) & (z <= _logit(above) + tol)
 
 
 # ----------------------------------------------------------------------------------------------

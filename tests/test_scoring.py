@@ -727,3 +727,39 @@ def test_generic_rule_finds_the_global_minimum_among_several():
     assert best < 0.5
     ours = S.optimal_score_for_loss(wells, jnp.array([gamma]))
     np.testing.assert_allclose(ours, [best], atol=1e-4)
+
+
+def _neg_spherical(a, y, beta):
+    """The beta-weighted spherical scoring rule as a loss: its expected loss is flat to float32
+    precision near the minimum (within 1e-8 of -1 at beta = 0.99)."""
+    a = jnp.asarray(a)
+    norm = jnp.sqrt(a**2 + (1 - a) ** 2)
+    return jnp.where(y == 1, -beta * a / norm, -(1 - beta) * (1 - a) / norm)
+
+
+def test_generic_rule_finds_minima_of_nearly_flat_expected_losses():
+    # The spherical rule is proper, so at beta its optimal score is the beta-tilted posterior
+    # (Proposition 2's closed form); the loss values alone cannot tell 0.99987 from 0.9999969.
+    gamma = jnp.array([0.2, 0.5, 0.9, 0.99969, 0.999999])
+    a = S.optimal_score_for_loss(_neg_spherical, gamma, 0.99)
+    np.testing.assert_allclose(a, S.optimal_score(gamma, 0.99), rtol=2e-6)
+    report = S.check_invertibility(_neg_spherical, 0.99)
+    assert bool(report.invertible) and bool(jnp.all(report.round_trip))
+
+
+def test_invertibility_fails_when_the_round_trip_misses(monkeypatch):
+    # A solver that lands 0.01 in the logit beside the minimum: the inverse is still fine
+    # pointwise and increasing, so only the round trip can catch it.
+    exact = S._solve_binary_rule_jit
+
+    def off(loss, gamma, params):
+        a = exact(loss, gamma, params)
+        return jax.nn.sigmoid(jnp.log(a) - jnp.log1p(-a) + 0.01)
+
+    assert bool(S.check_invertibility(L.log_loss).invertible)
+    monkeypatch.setattr(S, "_solve_binary_rule_jit", off)
+    report = S.check_invertibility(L.log_loss)
+    assert bool(report.increasing) and bool(jnp.all(report.pointwise))
+    assert not bool(report.invertible)
+    # all but where float32 posteriors near 1 stand for a range of scores wider than 0.01
+    assert float(jnp.mean(report.round_trip)) < 0.1
