@@ -70,6 +70,7 @@ __all__ = [
     "clopper_pearson_interval",
     "compare_ece",
     "ece_intervals",
+    "multiclass_ece_intervals",
     "expected_calibration_error",
     "loss_calibration_curve",
     "loss_calibration_power",
@@ -1118,18 +1119,73 @@ def ece_intervals(
 @functools.partial(jax.jit, static_argnums=(3, 4, 5, 6))
 def _ece_intervals(scores, labels, key, n_bins, strategy, n_bootstrap, confidence) -> Array:
     a = _float(scores)
-    y = _labels(labels, a[0])
-    counts = _bootstrap_counts(key, a.shape[1], n_bootstrap)  # [B, N]
+    y = jnp.broadcast_to(_labels(labels, a[0]), a.shape)
+    replicates = _ece_replicates(a, y, key, n_bins, strategy, n_bootstrap)
+    return jax.lax.map(lambda r: _percentile_interval(r, confidence), replicates)
+
+
+def _ece_replicates(
+    scores: Array, labels: Array, key: Array, n_bins: int, strategy: str, n_bootstrap: int
+) -> Array:
+    """The ECE of every row of ``scores [m, N]`` against its row of ``labels [m, N]`` in each
+    bootstrap replicate, ``[m, B]``: the same resampled observations for every row, each row's
+    bins fixed at its own quantiles."""
+    counts = _bootstrap_counts(key, scores.shape[1], n_bootstrap)  # [B, N]
     total = jnp.sum(counts, axis=1)
 
-    def row(s: Array) -> Array:
+    def row(pair: tuple[Array, Array]) -> Array:
+        s, y = pair
         bins = assign_bins(s, bin_edges(s, n_bins, strategy))
-        gap = jax.nn.one_hot(bins, n_bins, dtype=a.dtype) * (s - y)[:, None]  # [N, S]
+        gap = jax.nn.one_hot(bins, n_bins, dtype=s.dtype) * (s - y)[:, None]  # [N, S]
         sums = jnp.matmul(counts, gap, precision=jax.lax.Precision.HIGHEST)  # [B, S]
-        ece = jnp.sum(jnp.abs(sums), axis=1) / total
-        return _percentile_interval(ece, confidence)
+        return jnp.sum(jnp.abs(sums), axis=1) / total
 
-    return jax.lax.map(row, a)
+    return jax.lax.map(row, (scores, labels))
+
+
+def multiclass_ece_intervals(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    n_bins: int = 10,
+    *,
+    n_bootstrap: int = 200,
+    key: Array | None = None,
+    confidence: float = 0.95,
+) -> dict[str, Array]:
+    """Bootstrap percentile intervals of the top-label and the class-wise ECE (l1, quantile
+    bins; :func:`expected_calibration_error`) of every score matrix ``scores [m, N, n]``:
+    ``{"top_label_ece": [m, 2], "classwise_ece": [m, 2]}``.
+
+    As :func:`ece_intervals`: each replicate resamples the observations, the same ones for every
+    matrix and class, with bins fixed; the class-wise ECE's replicate is the mean of its classes'
+    ECEs on the same draw.
+    """
+    a = np.asarray(scores)
+    if a.ndim != 3 or a.shape[-1] < 2:
+        raise ValueError(f"scores must be [m, N, n] class scores, got shape {a.shape}")
+    y = np.asarray(labels)
+    V.check_shape("labels", y, a.shape[1:2])
+    _check_n_bins(n_bins)
+    V.check_count("n_bootstrap", n_bootstrap, 2)
+    _check_bootstrap(n_bootstrap, key, confidence)
+    top, classwise = _multiclass_ece_intervals(a, y, key, n_bins, n_bootstrap, confidence)
+    return {"top_label_ece": top, "classwise_ece": classwise}
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5))
+def _multiclass_ece_intervals(scores, labels, key, n_bins, n_bootstrap, confidence):
+    s = _float(scores)
+    m, n, k = s.shape
+    y = jnp.asarray(labels)
+    correct = (jnp.argmax(s, axis=-1) == y).astype(s.dtype)
+    top = _ece_replicates(jnp.max(s, axis=-1), correct, key, n_bins, "quantile", n_bootstrap)
+    per_class = jnp.moveaxis(s, -1, 1).reshape(m * k, n)
+    onehot = jnp.broadcast_to(jax.nn.one_hot(y, k, dtype=s.dtype).T, (m, k, n)).reshape(m * k, n)
+    classes = _ece_replicates(per_class, onehot, key, n_bins, "quantile", n_bootstrap)
+    classwise = jnp.mean(classes.reshape(m, k, n_bootstrap), axis=1)
+    return tuple(
+        jax.lax.map(lambda r: _percentile_interval(r, confidence), r) for r in (top, classwise)
+    )
 
 
 class ECEComparison(NamedTuple):
@@ -2027,9 +2083,10 @@ def table_by_loss(
       n_bins: bins of the calibration errors.
       corrected: the loss-corrected scores, where the caller has them already
         (:func:`loss_corrected_scores` of ``scores``); computed here otherwise.
-      ece_bootstrap: replicates of each binary ECE's 95% percentile interval
-        (:func:`ece_intervals`, the same resampled rows for every loss and method), recorded as
-        ``"ece_interval": [low, high]``; 0 for none.
+      ece_bootstrap: replicates of each ECE's 95% percentile interval (the same resampled rows
+        for every loss and method), recorded as ``"ece_interval": [low, high]`` for binary losses
+        (:func:`ece_intervals`), ``"top_label_ece_interval"`` and ``"classwise_ece_interval"``
+        for multiclass ones (:func:`multiclass_ece_intervals`); 0 for none.
       key: ``jax.random`` key of those replicates (required with ``ece_bootstrap``).
     """
     grid = loss_grid(losses)
@@ -2056,6 +2113,18 @@ def table_by_loss(
             methods[RENORMALISED] = [
                 multiclass_score_metrics(row, y, n_bins) for row in renormalised
             ]
+        if ece_bootstrap:  # every loss and method on the same resampled rows
+            stacked = {"raw": a, "loss_corrected": corrected}
+            if RENORMALISED in methods:
+                stacked[RENORMALISED] = renormalised
+            clipped = np.clip(np.concatenate(list(stacked.values())), _CLIP, 1 - _CLIP)
+            intervals = multiclass_ece_intervals(clipped.astype(np.float32), y, n_bins,
+                                                 n_bootstrap=ece_bootstrap, key=key)  # fmt: skip
+            for metric, values in intervals.items():
+                values = np.asarray(values, np.float64).reshape(len(stacked), m, 2)
+                for method, rows in zip(stacked, values, strict=True):
+                    for row, interval in zip(methods[method], rows, strict=True):
+                        row[f"{metric}_interval"] = interval.tolist()
     else:
         stacked = np.concatenate([a, corrected])
         both = score_metrics_by_row(stacked, y, n_bins)
@@ -2089,18 +2158,19 @@ def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: st
     ridge = all("l2" in row for row in table.values())  # a sweep's members' ridge coefficients
     if ridge:
         header.append("l2 (median)")
+    # each ECE's interval, after the ECE columns, where every row has it
+    with_ci = [k for k in metrics if all(f"{k}_interval" in row["raw"] for row in table.values())]
+    for metric in reversed(with_ci):
+        at = header.index(f"{list(methods.values())[-1]} {metric}") + 1
+        header[at:at] = [f"{label} {metric} 95% CI" for label in methods.values()]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    intervals = all("ece_interval" in row["raw"] for row in table.values())
-    if intervals:
-        at = header.index(f"{methods['loss_corrected']} ece") + 1
-        header[at:at] = [f"{label} ece 95% CI" for label in ("raw", "corr.")]
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, row in table.items():
         cells = [key]  # the exact key (beta_key): close betas stay apart
         for metric in metrics:
             cells += [f"{row[m][metric]:.4f}" if m in row else "" for m in methods]
-            if metric == "ece" and intervals:
-                cells += [_interval_text(row[m]["ece_interval"]) for m in ("raw", "loss_corrected")]
+            if metric in with_ci:
+                cells += [_interval_text(row[m][f"{metric}_interval"]) if m in row else ""
+                          for m in methods]  # fmt: skip
         if ridge:
             cells.append(f"{float(np.median(row['l2'])):.3g}")
         lines.append("| " + " | ".join(cells) + " |")

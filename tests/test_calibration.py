@@ -957,3 +957,34 @@ def test_ece_intervals_are_weighted_ece_quantiles_on_the_shared_resamples():
     assert got[1, 0] > got[0, 1]  # the shifted scores' interval lies above
     one = np.asarray(ece_intervals(rows[0], y, n_bootstrap=300, key=key))
     np.testing.assert_array_equal(one, got[0])
+
+
+def test_multiclass_ece_intervals_are_top_label_and_mean_classwise_on_shared_resamples():
+    from iml.calibration import _bootstrap_counts, multiclass_ece_intervals
+
+    rng = np.random.default_rng(2)
+    n, k = 1500, 3
+    p = rng.dirichlet(np.ones(k), n)
+    y = np.array([rng.choice(k, p=row) for row in p])
+    scores = np.stack([p, 0.7 * p + 0.1]).astype(np.float32)  # the second over-smoothed
+    key = jax.random.key(4)
+    got = multiclass_ece_intervals(scores, y, n_bootstrap=300, key=key)
+    counts = np.asarray(_bootstrap_counts(key, n, 300), np.float64)
+
+    def replicates(s, hit):  # a binary ECE per replicate, bins fixed at the full sample's deciles
+        edges = np.quantile(s, np.linspace(0, 1, 11))
+        bins = np.clip(np.searchsorted(edges, s, side="left") - 1, 0, 9)
+        gap = np.zeros((n, 10))
+        gap[np.arange(n), bins] = s - hit
+        return np.abs(counts @ gap).sum(1) / counts.sum(1)
+
+    for m, s in enumerate(scores.astype(np.float64)):
+        top = replicates(s.max(1), (s.argmax(1) == y).astype(float))
+        classwise = np.mean([replicates(s[:, j], (y == j).astype(float)) for j in range(k)], 0)
+        for name, reps in (("top_label_ece", top), ("classwise_ece", classwise)):
+            want = np.quantile(reps, [0.025, 0.975])
+            np.testing.assert_allclose(np.asarray(got[name])[m], want, atol=3e-4)
+    # the over-smoothed scores' class-wise interval lies above the calibrated ones'
+    assert got["classwise_ece"][1, 0] > got["classwise_ece"][0, 1]
+    with pytest.raises(ValueError, match="class scores"):
+        multiclass_ece_intervals(scores[0], y, key=key)

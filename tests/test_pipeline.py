@@ -718,7 +718,12 @@ def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multi
     assert list(table) == ["ones", "w[8]=10"]
     for row in table.values():
         assert set(row) == {"raw", "loss_corrected"}
-        assert set(row["raw"]) == set(MULTICLASS_METRICS)
+        intervals = {"top_label_ece_interval", "classwise_ece_interval"}
+        assert set(row["raw"]) == set(MULTICLASS_METRICS) | intervals
+        for method in row.values():  # each ECE inside its own bootstrap interval's reach
+            for name in ("top_label_ece", "classwise_ece"):
+                low, high = method[f"{name}_interval"]
+                assert 0 <= low <= high and low - 0.05 < method[name] < high + 0.05
     assert json.loads((out / "table.json").read_text()) == table
     with np.load(out / "ensemble_scores.npz") as stored:
         keys, scores, corrected = stored["keys"], stored["scores"], stored["corrected"]

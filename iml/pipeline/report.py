@@ -492,7 +492,10 @@ def _report_multiclass(
     filled = np.where(scored[..., None], ensemble.scores, 1.0 / n_classes)
     corrected = np.where(scored[..., None], loss_corrected_scores(grid.spec, filled), np.nan)
     scores, fixed, y = ensemble.scores[:, every], corrected[:, every], labels[every]
-    table = table_by_loss(grid, scores, y, n_bins, corrected=fixed)
+    n_bootstrap = int(config.eval.n_bootstrap)
+    table = table_by_loss(grid, scores, y, n_bins, corrected=fixed,
+                          ece_bootstrap=n_bootstrap if n_bootstrap >= 2 else 0,
+                          key=jax.random.key(int(config.eval.report_seed) + 1))  # fmt: skip
     out = Path(out) if out is not None else store.root
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
