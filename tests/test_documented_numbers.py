@@ -3656,7 +3656,7 @@ def _dense_layer_input_maps(arch: dict, block: int, layer: int) -> int:
 def _largest_conv_operand(model, members: int, side: int, channels: int, batch: int = 16) -> int:
     """The most values that one convolution of ``members`` members' training step (the
     trainer's ``vmap``) reads, from the traced program (nothing is compiled)."""
-    from experiments.probe_member_convs import step_convolutions
+    from tools.probe_member_convs import step_convolutions
 
     layers = step_convolutions(model, members, batch, side, channels)
     return max(

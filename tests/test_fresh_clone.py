@@ -3,7 +3,7 @@
 Pointing ``$IML_SHARED_DATA`` at a missing folder hides the shared data as a fresh clone lacks
 it: every test module must still be collected, and the tests that read real data are skipped
 with a reason that names the folder they need. What ``pip install`` puts in site-packages is the
-library alone: ``experiments`` runs from the clone.
+library alone: ``experiments`` and ``tools`` run from the clone.
 """
 
 import os
@@ -67,3 +67,11 @@ def test_only_the_library_is_installed():
     assert {"iml", "iml.data.builders", "iml.data.builders.pneumoniamnist"} <= packages
     assert {p.split(".")[0] for p in packages} == {"iml"}, packages
     assert (ROOT / "experiments" / "__init__.py").is_file()  # the tests import it from the clone
+    assert (ROOT / "tools" / "__init__.py").is_file()  # so do the diagnostics' tests
+
+
+def test_the_default_tests_leave_out_the_diagnostics():
+    pytest_options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    assert pytest_options["ini_options"]["testpaths"] == ["tests"]
+    diagnostics = {path.name for path in (ROOT / "tools" / "tests").glob("test_*.py")}
+    assert diagnostics and not diagnostics & {path.name for path in (ROOT / "tests").iterdir()}

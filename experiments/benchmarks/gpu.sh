@@ -78,7 +78,7 @@ fi
 # convolutions), its GEMMs on cuBLAS (Triton's GEMM autotuning is the suspected cause of the slow
 # bf16 compiles, above).
 if [ "$part" = paper ]; then
-  run 170 probe_member_convs experiments.probe_member_convs --members 48 \
+  run 170 probe_member_convs tools.probe_member_convs --members 48 \
     --first denseblock2/denselayer6/conv1,denseblock4/denselayer6/conv1
   if [ -n "${DRY_RUN:-}" ]; then
     failed=conv0
@@ -88,7 +88,7 @@ print(f['layer'] if f else '')" "$out/probe_member_convs.json" 2>/dev/null)
   fi
   if [ -n "$failed" ]; then
     for k in 32 40; do
-      run 40 "probe_member_convs_k$k" experiments.probe_member_convs --members "$k" \
+      run 40 "probe_member_convs_k$k" tools.probe_member_convs --members "$k" \
         --only "$failed"
     done
   fi

@@ -144,7 +144,7 @@ def _gradient_taps(dy: Array, k: int) -> Array:
 # Up to this many pixels per map, ``_conv_same`` runs forward as ``conv_same_by_taps``. On 2 CPU
 # cores, for a dense layer's 3x3 convolution (128 -> 32 maps), XLA's convolution took 1.3x the
 # taps' time at 28x28 and 16x16 and 8.6x at 2x2, 0.8-1.2x at the sizes between, and 0.86x at 56x56
-# (``python -m experiments.profile_conv``); the whole DenseNet-121 step got 6-8% faster at both
+# (``python -m tools.profile_conv``); the whole DenseNet-121 step got 6-8% faster at both
 # benchmark sizes (``docs/results/cpu_train_step``).
 TAPS_FORWARD_MAX_PIXELS = 28 * 28
 

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments import probe_member_convs as probe_lib
 from experiments.benchmarks.ensemble import member_batches, member_states
 from iml.training import adam, batch_members, member_train_step
+from tools import probe_member_convs as probe_lib
 
 
 def _signatures(jaxpr) -> list[tuple]:

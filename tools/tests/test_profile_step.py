@@ -1,8 +1,8 @@
-"""Tests for experiments.profile_step: the per-fusion profile of a training step."""
+"""Tests for tools.profile_step: the per-fusion profile of a training step."""
 
 from __future__ import annotations
 
-from experiments.profile_step import instruction_kinds, main
+from tools.profile_step import instruction_kinds, main
 
 _HLO = """HloModule m
 

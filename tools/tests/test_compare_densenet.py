@@ -1,4 +1,4 @@
-"""Tests for experiments.compare_densenet: the DenseNet step against another revision."""
+"""Tests for tools.compare_densenet: the DenseNet step against another revision."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from experiments.compare_densenet import compare, module_at
 from iml.models import densenet_small
+from tools.compare_densenet import compare, module_at
 
 
 def test_module_at_head_is_an_independent_copy_that_builds_the_same_model():
@@ -47,7 +47,7 @@ def test_compare_times_every_module_alternately():
 
 
 def test_main_refuses_no_repeats(capsys):
-    from experiments.compare_densenet import main
+    from tools.compare_densenet import main
 
     with pytest.raises(SystemExit):
         main(["--rev", "HEAD", "--repeats", "0"])

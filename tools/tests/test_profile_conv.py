@@ -1,10 +1,10 @@
-"""Tests for experiments.profile_conv: lax.conv against the taps forward, by map size."""
+"""Tests for tools.profile_conv: lax.conv against the taps forward, by map size."""
 
 from __future__ import annotations
 
 import json
 
-import experiments.profile_conv as profile_conv
+import tools.profile_conv as profile_conv
 
 
 def test_profile_conv_times_both_forwards_and_prints_json(monkeypatch, capsys):

@@ -1,10 +1,10 @@
 """Which of a DenseNet's convolutions fails on this device when batched over K members.
 
-    python -m experiments.probe_member_convs --members 48     # DenseNet-121, batch 16 at 224 px
-    python -m experiments.probe_member_convs --members 48 \\
+    python -m tools.probe_member_convs --members 48     # DenseNet-121, batch 16 at 224 px
+    python -m tools.probe_member_convs --members 48 \\
         --first denseblock2/denselayer6/conv1,denseblock4/denselayer6/conv1
-    python -m experiments.probe_member_convs --members 40 --only denseblock2/denselayer6/conv1
-    python -m experiments.probe_member_convs --quick          # a tiny DenseNet at 32 px
+    python -m tools.probe_member_convs --members 40 --only denseblock2/denselayer6/conv1
+    python -m tools.probe_member_convs --quick          # a tiny DenseNet at 32 px
 
 On one H200, 32 DenseNet-121 members at 224 px trained in one program and 48 did not: a kernel
 made an illegal memory access, in XLA's autotuner and, with the autotuner off, in the compiled

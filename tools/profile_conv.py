@@ -1,6 +1,6 @@
 """Which forward pass a dense layer's 3x3 convolution should take, by map size, on this backend.
 
-    python -m experiments.profile_conv            # DenseNet-121's map sizes at 224 px and 64 px
+    python -m tools.profile_conv            # DenseNet-121's map sizes at 224 px and 64 px
 
 For each (batch, map side) a dense layer meets in DenseNet-121 (128 maps in, 32 out), it times
 ``lax.conv`` against ``conv_same_by_taps`` (one matrix product per tap, added at its shift),

@@ -1,7 +1,7 @@
 """The DenseNet-121 training step of this checkout against the one at another git revision.
 
-    python -m experiments.compare_densenet --rev 3e47139              # batch 64 at 64 px
-    python -m experiments.compare_densenet --rev 3e47139 --batch 16 --size 224
+    python -m tools.compare_densenet --rev 3e47139              # batch 64 at 64 px
+    python -m tools.compare_densenet --rev 3e47139 --batch 16 --size 224
 
 Step-time differences between two runs on a shared 2-core machine are often larger than the
 change being measured, so this compiles both versions of ``iml/models/densenet.py`` in one process

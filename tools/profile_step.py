@@ -1,7 +1,7 @@
 """Where a DenseNet training step spends its time: XLA's thunks, summed by kind and by fusion.
 
-    python -m experiments.profile_step                       # DenseNet-121, batch 64 at 64 px
-    python -m experiments.profile_step --size 224 --batch 16 --conv-impl xla
+    python -m tools.profile_step                       # DenseNet-121, batch 64 at 64 px
+    python -m tools.profile_step --size 224 --batch 16 --conv-impl xla
 
 The step (forward, backward, Adam) is compiled, run a few times, then traced with
 ``jax.profiler`` for ``--steps`` steps. Each traced thunk (one HLO fusion or library call) is
