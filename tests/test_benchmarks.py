@@ -175,7 +175,7 @@ def test_paper_scale_keeps_what_it_measured_when_a_k_fails(tmp_path, monkeypatch
 
 
 def test_paper_scale_can_skip_the_one_member_step(tmp_path, monkeypatch, capsys):
-    # A device call has minutes: with --members K, --skip-one-member compiles K members only.
+    # With --members K, --skip-one-member compiles K members only (a GPU job's time is short).
     from experiments.benchmarks import paper_scale
 
     compiled = []
@@ -258,7 +258,7 @@ class _Parsed(Exception):
 
 @pytest.mark.parametrize("part", ["fp32", "bf16", "rest", "paper", "sweep"])
 def test_gpu_script_passes_only_arguments_its_benchmarks_accept(part, tmp_path, monkeypatch):
-    # Device time is minutes per task: a misspelt flag in gpu.sh would waste a call.
+    # A misspelt flag in gpu.sh would otherwise show only on a GPU, and cost that part's run.
     import argparse
     import importlib
     import shlex

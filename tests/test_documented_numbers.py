@@ -3947,10 +3947,10 @@ def _gpu_h200_run6() -> list[Stated]:
         Stated(
             "is_gpu_kernel_failure: the H200 cases",
             "iml/training/trainer.py",
-            "that programs of many DenseNet-121 members at {} px failed on one H200 where {} "
-            "members ran … while timing grouped convolutions: {} and {} members), or a kernel of "
-            "the compiled program made an illegal memory access (``CUDA_ERROR_ILLEGAL_ADDRESS``: "
-            "{} members with the autotuner off).",
+            "The trainer's DenseNet-121 step at {} px fails these ways on one H200 with the "
+            "software versions of ``docs/results/gpu_h200/``, where {} members run: at {} and {} "
+            "members in the autotuner, and at {} members with the autotuner off in the compiled "
+            "program.",
             lambda: (224, k32(), k48(), k62(), k48_running()),
         ),
     ]
@@ -5143,8 +5143,8 @@ def _docstrings() -> list[Stated]:
         Stated(
             "member batching: CPU",
             TRAINER,
-            "was the fastest in every run, {}-{}x; on one device 'map' gave {}-{}x and 'loop' "
-            "{}-{}x, and 'map' with 'xla' convolutions stays slow ({}-{})",
+            "is the fastest in every recorded run, {}-{}x; on one device 'map' gives {}-{}x and "
+            "'loop' {}-{}x, and 'map' with 'xla' convolutions is slow ({}-{})",
             lambda: (
                 *over_runs("default"),
                 *over_runs("map/mixed"),
@@ -5161,14 +5161,8 @@ def _docstrings() -> list[Stated]:
         Stated(
             "member batching: GPU",
             TRAINER,
-            "GPU (one H200, docs/results/gpu_h200): vmap/xla {} ({date}), {} with the current "
-            "trainer ({date}).",
-            lambda: (
-                record(GPU_F32)["ratio"],
-                "2026-11-26",  # run 1 (ensemble_f32.json holds no date)
-                record(GPU5_F32)["ratio"],
-                GPU5.split("/")[1],  # the record's folder is its date
-            ),
+            "GPU (one H200, docs/results/gpu_h200): vmap/xla, {}x.",
+            lambda: record(GPU5_F32)["ratio"],
         ),
         Stated(
             "logistic_newton: eigenvalue cutoff",

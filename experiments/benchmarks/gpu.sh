@@ -4,7 +4,7 @@
 # K that fits the card. Each benchmark runs under its own time limit and writes its JSON to
 # $OUT (default runs/benchmarks/gpu) as soon as it is done, so a slow one loses only itself.
 #
-#     bash experiments/benchmarks/gpu.sh fp32    # one device call each
+#     bash experiments/benchmarks/gpu.sh fp32    # each part within 10 minutes
 #     bash experiments/benchmarks/gpu.sh bf16
 #     bash experiments/benchmarks/gpu.sh rest    # 64 px fp32, bf16 via cuBLAS, bf16 largest K
 #     bash experiments/benchmarks/gpu.sh paper   # the 48-member fault probed, then 48 by matmuls
@@ -38,9 +38,10 @@ torchvision.__version__, jax.devices())"
 fi
 
 part=${1:-all}
-# Meant as one 10-minute device call per part. On an H200 the fp32 ensemble (two candidates) took
-# about 40 s; the fp32 train step finished 224 px within 140 s but not also 64 px; the bf16
-# DenseNet-121 step did not finish within 125 s.
+# Each part's time limits add up to at most 10 minutes, so that a part runs as one 10-minute job.
+# On an H200 (docs/results/gpu_h200) the fp32 ensemble (two candidates) takes about 40 s; the fp32
+# train step finishes 224 px within 140 s but not also 64 px; the bf16 DenseNet-121 step does not
+# finish within 125 s.
 if [ "$part" = fp32 ] || [ "$part" = all ]; then
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 150 ensemble_f32 experiments.benchmarks.ensemble \
     --strategies vmap/xla,loop/xla --repeats 20
@@ -53,8 +54,8 @@ if [ "$part" = bf16 ] || [ "$part" = all ]; then
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 240 ensemble_bf16 experiments.benchmarks.ensemble \
     --dtype bfloat16 --strategies vmap/xla --repeats 10 --max-members
 fi
-# What the fp32 and bf16 parts did not finish on an H200 (docs/results/gpu_h200, 2026-11-26), in
-# one call: the 64 px fp32 step, the bf16 steps with cuBLAS for the matrix products (Triton GEMM
+# What the fp32 and bf16 parts do not finish on an H200 within their limits (docs/results/gpu_h200),
+# as one part: the 64 px fp32 step, the bf16 steps with cuBLAS for the matrix products (Triton GEMM
 # autotuning of DenseNet-121's ~120 distinct matrix shapes is the suspected cause of the slow bf16
 # compile), and the bf16 ensemble with the largest-K search.
 if [ "$part" = rest ]; then
@@ -65,18 +66,18 @@ if [ "$part" = rest ]; then
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 200 ensemble_bf16 experiments.benchmarks.ensemble \
     --dtype bfloat16 --strategies vmap/xla --repeats 10 --max-members
 fi
-# The paper's scale: K DenseNet-121 members at 224 px against PyTorch steps, as one device call.
-# Left to search, the benchmark starts at the K that XLA's memory analysis predicts: 35 on an H100,
-# whose compile did not finish in 140 s, and 62 on an H200. On an H200, 32 members ran; 48 and 62
-# failed with a CUDA illegal address, in XLA's autotuner and, with the autotuner off, in the
-# compiled program; 41 did not finish compiling in about 240 s (docs/results/gpu_h200, runs 5-6).
-# The size of one array does not explain it (larger ones ran in runs 3-4). So this part first
-# runs the 48-member step's convolutions layer by layer, the two layers that the failed compiles
-# named first leading, to find the layer that faults, and runs that layer again at 32 and 40
-# members, each in a new process (a CUDA fault leaves a process's device unusable). Then it
-# tries 48 members (MEMBERS=...) with every convolution as a matrix product (no grouped
-# convolutions), its GEMMs on cuBLAS (Triton's GEMM autotuning is the suspected cause of the slow
-# bf16 compiles, above).
+# The paper's scale: K DenseNet-121 members at 224 px against PyTorch steps, as one part. Left to
+# search, the benchmark starts at the K that XLA's memory analysis predicts: 35 on an H100, whose
+# compile does not finish in 140 s, and 62 on an H200. On an H200 (docs/results/gpu_h200), 32
+# members run; 48 and 62 fail with a CUDA illegal address, in XLA's autotuner and, with the
+# autotuner off, in the compiled program; 41 does not finish compiling in about 240 s. The size of
+# one array does not explain it: the largest-K runs of small DenseNets on the same card read
+# larger arrays. So this part first runs the 48-member step's convolutions layer by layer, the
+# two layers that the failed compiles name first leading, to find the layer that faults, and
+# runs that layer again at 32 and 40 members, each in a new process (a CUDA fault leaves a
+# process's device unusable). Then it tries 48 members (MEMBERS=...) with every convolution as a
+# matrix product (no grouped convolutions), its GEMMs on cuBLAS (Triton's GEMM autotuning is the
+# suspected cause of the slow bf16 compiles, above).
 if [ "$part" = paper ]; then
   run 170 probe_member_convs tools.probe_member_convs --members 48 \
     --first denseblock2/denselayer6/conv1,denseblock4/denselayer6/conv1

@@ -142,10 +142,10 @@ def _gradient_taps(dy: Array, k: int) -> Array:
 
 
 # Up to this many pixels per map, ``_conv_same`` runs forward as ``conv_same_by_taps``. On 2 CPU
-# cores, for a dense layer's 3x3 convolution (128 -> 32 maps), XLA's convolution took 1.3x the
+# cores, for a dense layer's 3x3 convolution (128 -> 32 maps), XLA's convolution takes 1.3x the
 # taps' time at 28x28 and 16x16 and 8.6x at 2x2, 0.8-1.2x at the sizes between, and 0.86x at 56x56
-# (``python -m tools.profile_conv``); the whole DenseNet-121 step got 6-8% faster at both
-# benchmark sizes (``docs/results/cpu_train_step``).
+# (``python -m tools.profile_conv``); with the taps, the whole DenseNet-121 step is 6-8% faster at
+# both benchmark sizes (``docs/results/cpu_train_step``).
 TAPS_FORWARD_MAX_PIXELS = 28 * 28
 
 
@@ -212,7 +212,7 @@ def _pixel_matmul(x: Array, weight: Array) -> Array:
 
     The backward pass puts the output gradient behind an optimisation barrier. XLA's CPU pipeline
     drops barriers before it fuses, so there it changes only the order in which the backward
-    pass is scheduled (measured faster: ``docs/results/cpu_train_step``, 2026-11-26).
+    pass is scheduled, which makes the step faster (``docs/results/cpu_train_step``).
     """
     return x @ weight
 

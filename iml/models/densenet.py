@@ -65,10 +65,10 @@ CONV_IMPLS: tuple[str, ...] = ("xla", "matmul", "mixed")
 
 # The convolutions each backend trains fastest with, as measured by
 # `python -m experiments.benchmarks.ensemble` (K=8 small DenseNets, 28x28x1; docs/results/
-# cpu_ensemble and gpu_h200, 2026-11-26) and `python -m experiments.benchmarks.train_step`
-# (DenseNet-121; docs/results/cpu_train_step): on a CPU, 'mixed' (1x1 convolutions and the stem as
-# matrix products) with the trainer's 'map' batching beat every other pair in every run; on a GPU,
-# XLA's own convolutions. TPU was not measured; XLA's are the usual choice there.
+# cpu_ensemble and gpu_h200) and `python -m experiments.benchmarks.train_step` (DenseNet-121;
+# docs/results/cpu_train_step): on a CPU, 'mixed' (1x1 convolutions and the stem as matrix
+# products) with the trainer's 'map' batching beats every other pair; on a GPU, XLA's own
+# convolutions. TPU has no measurement; XLA's are the usual choice there.
 DEFAULT_CONV_IMPL: dict[str, str] = {"cpu": "mixed", "gpu": "xla", "tpu": "xla"}
 
 # per-channel (mean, biased variance) of a batch of maps, as ``batch_moments`` returns them

@@ -81,9 +81,9 @@ def keep_step_memory() -> HostMemory:
     mode could not be, and ``synchronous_cpu_dispatch`` is False. Calling it again returns what
     the first call did.
 
-    Measured on a DenseNet-121 training step at batch 16 and 224 px on 2 CPU cores
-    (``docs/results/cpu_train_step``, 2026-11-26), the page faults fall from about 550,000 to none
-    per step, and the step took 1.95-2.42 s in three processes, against 2.25-2.80 s without.
+    On a DenseNet-121 training step at batch 16 and 224 px on 2 CPU cores, the page faults fall
+    from about 550,000 to none per step, and the step takes 1.95-2.42 s against 2.25-2.80 s
+    without (three processes each; ``docs/results/cpu_train_step`` holds the measurement).
 
     Returns:
       What is in force, as a :class:`HostMemory`.

@@ -83,14 +83,14 @@ logger = logging.getLogger(__name__)
 # How members are batched, per backend. Chosen by measurement with
 # `python -m experiments.benchmarks.ensemble` (K=8 small DenseNets, 28x28x1, batch 16 per member;
 # ratio of member-images/s over 8 single-model steps in a row with the same convolutions).
-# CPU (2 cores; docs/results/cpu_ensemble, the runs of 2026-11-26): 'map' with 'mixed'
-# convolutions on the trainer's mesh of one CPU device per core (each device maps over its own
-# members inside one shard_map program: per_device_members) was the fastest in every run,
-# 1.57-1.81x; on one device 'map' gave 1.15-1.38x and 'loop' 1.00-1.03x, and 'map' with 'xla'
-# convolutions stays slow (0.10-0.12), so the CPU default is map (the models' default
-# convolutions per backend are iml.models.DEFAULT_CONV_IMPL).
-# GPU (one H200, docs/results/gpu_h200): vmap/xla 5.58 (2026-11-26), 7.28 with the current trainer
-# (2026-11-27). TPU was not measured; vmap is the usual choice there.
+# CPU (2 cores; docs/results/cpu_ensemble): 'map' with 'mixed' convolutions on the trainer's mesh
+# of one CPU device per core (each device maps over its own members inside one shard_map program:
+# per_device_members) is the fastest in every recorded run, 1.57-1.81x; on one device 'map' gives
+# 1.15-1.38x and 'loop' 1.00-1.03x, and 'map' with 'xla' convolutions is slow (0.10-0.12), so the
+# CPU default is map (the models' default convolutions per backend are
+# iml.models.DEFAULT_CONV_IMPL).
+# GPU (one H200, docs/results/gpu_h200): vmap/xla, 7.28x. TPU has no measurement; vmap is the
+# usual choice there.
 DEFAULT_MEMBER_BATCHING: dict[str, str] = {"cpu": "map", "gpu": "vmap", "tpu": "vmap"}
 
 _NORMALIZATIONS = ("imagenet", "none")
@@ -447,13 +447,17 @@ def is_out_of_memory(err: BaseException) -> bool:
 
 
 def is_gpu_kernel_failure(err: BaseException) -> bool:
-    """Whether ``err`` says a GPU program failed other than for memory, in one of the two ways
-    that programs of many DenseNet-121 members at 224 px failed on one H200 where 32 members ran
-    (``docs/results/gpu_h200/``): XLA's autotuner found no working kernel configuration for some
-    instructions while compiling ("Failed to get configs for ...", after a CUDA illegal address
-    while timing grouped convolutions: 48 and 62 members), or a kernel of the compiled program
-    made an illegal memory access (``CUDA_ERROR_ILLEGAL_ADDRESS``: 48 members with the autotuner
-    off). A process whose CUDA context has seen an illegal address cannot go on."""
+    """Whether ``err`` says a GPU program failed other than for memory, in one of two ways: XLA's
+    autotuner found no working kernel configuration for some instructions while compiling
+    ("Failed to get configs for ...", after a CUDA illegal address while timing grouped
+    convolutions), or a kernel of the compiled program made an illegal memory access
+    (``CUDA_ERROR_ILLEGAL_ADDRESS``). A process whose CUDA context has seen an illegal address
+    cannot go on.
+
+    The trainer's DenseNet-121 step at 224 px fails these ways on one H200 with the software
+    versions of ``docs/results/gpu_h200/``, where 32 members run: at 48 and 62 members in the
+    autotuner, and at 48 members with the autotuner off in the compiled program.
+    """
     text = str(err)
     return (
         "Failed to get configs for" in text
