@@ -70,7 +70,6 @@ __all__ = [
     "clopper_pearson_interval",
     "compare_ece",
     "ece_intervals",
-    "multiclass_ece_intervals",
     "expected_calibration_error",
     "loss_calibration_curve",
     "loss_calibration_power",
@@ -78,6 +77,7 @@ __all__ = [
     "loss_corrected_scores",
     "markdown_by_loss",
     "mean_log_loss",
+    "multiclass_ece_intervals",
     "multiclass_score_metrics",
     "paired_comparison",
     "score_metrics",
@@ -2106,7 +2106,7 @@ def table_by_loss(
             "raw": [multiclass_score_metrics(row, y, n_bins) for row in a],
             "loss_corrected": [multiclass_score_metrics(row, y, n_bins) for row in corrected],
         }
-        if spec.kind == "matrix":
+        if spec.record.domain == "box":  # one sigmoid per class: rows need not sum to one
             # As loss_corrected_score_multiclass(..., renormalise=True): a row of zeros is NaN.
             with np.errstate(invalid="ignore", divide="ignore"):
                 renormalised = corrected / corrected.sum(axis=-1, keepdims=True)

@@ -576,9 +576,7 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
     first_slope, first_value = sign_at(z0), expected(z0)
     start = (first_slope, first_value, jnp.full_like(gamma, jnp.inf),
              jnp.ones(gamma.shape, jnp.int32), jnp.zeros(gamma.shape, bool))  # fmt: skip
-    last_slope, last_value, best_value, best, found = jax.lax.fori_loop(
-        1, num_coarse, scan, start
-    )
+    last_slope, last_value, best_value, best, found = jax.lax.fori_loop(1, num_coarse, scan, start)
     lo, hi = grid[best - 1], grid[best]
 
     def body(_, bracket):
@@ -593,8 +591,10 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
     # expected loss still falls at the top of the scan (rises at its bottom) and no interior
     # minimum is lower.
     top = (last_slope < 0) & (~found | (last_value < best_value))
-    bottom = (first_slope > 0) & (~found | (first_value < best_value)) & ~(
-        top & (last_value <= first_value)
+    bottom = (
+        (first_slope > 0)
+        & (~found | (first_value < best_value))
+        & ~(top & (last_value <= first_value))
     )
     a = jnp.where(bottom, 0.0, jnp.where(top, 1.0, a))
     return a.astype(dtype)

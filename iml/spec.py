@@ -18,10 +18,11 @@ Build one with :func:`loss_spec` from any of
   (closed forms: Proposition 2, Corollary 1);
 * a weight matrix ``B`` ``[n, n]``: the B-weighted log loss, eq. ``b-loss-multi`` (Proposition 3
   and its inverse, one posterior per one-vs-rest output);
-* a registered name with its parameters (:data:`LOSSES`): ``"log"`` and ``"squared"`` (weighted by
-  ``beta``, default 1/2), ``"focal"`` (``gamma``, ``alpha``), ``"softmax_focal"``
-  (``gamma``, ``class_weights``), ``"class_weighted_softmax"`` (``class_weights``), ``"matrix"``
-  (``B``);
+* a registered name with its parameters (:data:`LOSSES`, the registry of :mod:`iml.losses`):
+  ``"log"`` and ``"squared"`` (weighted by ``beta``, default 1/2), ``"focal"`` (``gamma``,
+  ``alpha``), ``"softmax_focal"`` (``gamma``, ``class_weights``), ``"class_weighted_softmax"``
+  (``class_weights``), ``"matrix"`` (``B``), or a loss a researcher registered
+  (:func:`iml.losses.register`);
 * any differentiable callable ``L(a, y)``: the generic rule of :mod:`iml.scoring`, found by
   automatic differentiation (binary by default; ``n_classes`` for a multiclass loss of one score
   vector).
@@ -45,6 +46,7 @@ built; under a transformation the methods return NaN wherever a parameter is inv
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -57,6 +59,7 @@ import numpy as np
 from iml import _validation as V
 from iml import losses as L
 from iml import scoring as S
+from iml.losses import GridWeight, LossRecord
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -70,8 +73,10 @@ __all__ = [
     "LossGrid",
     "LossLike",
     "LossSpec",
+    "RegistryView",
     "beta_grid",
     "beta_key",
+    "config_parameters",
     "grid_keys",
     "grid_weights",
     "loss_family",
@@ -88,29 +93,36 @@ _DOMAINS = ("simplex", "box")
 class LossSpec:
     """A loss, its optimal scoring rule and the rule's inverse (see the module docstring).
 
-    Build it with :func:`loss_spec`; the fields are for reading.
+    Build it with :func:`loss_spec`; the fields are for reading. Every method looks the loss's
+    record up in the registry (:attr:`record`) and calls it, or, where the record gives no
+    closed form, the generic rules of :mod:`iml.scoring`.
 
     Attributes:
-      kind: ``"weighted"`` (beta-weighted binary, base ``log`` or ``squared``), ``"matrix"``
-        (B-weighted multiclass log loss), ``"class_weighted"`` (class-weighted softmax
-        cross-entropy), ``"focal"`` (binary focal), ``"softmax_focal"`` (multiclass focal) or
-        ``"callable"``.
-      params: the numeric parameters by name (pytree leaves, possibly batched).
-      base: the base loss of ``"weighted"`` (``"log"`` or ``"squared"``).
+      name: the registered loss (:func:`iml.losses.registered`: ``"log"``, ``"squared"``,
+        ``"matrix"``, ``"class_weighted_softmax"``, ``"focal"``, ``"softmax_focal"``, or a
+        researcher's own), or ``"callable"`` for a user's function.
+      params: the numeric parameters by name (pytree leaves, possibly batched); a callable's
+        extra arguments are ``params["args"]``.
       fn: the user's loss for ``"callable"``.
       n_classes: 2 for binary losses; the class count of multiclass ones.
       domain: for a multiclass callable, ``"simplex"`` (softmax scores) or ``"box"``
         (one-vs-rest sigmoid scores).
     """
 
-    kind: str
+    name: str
     params: Mapping[str, Any]
-    base: str = "log"
     fn: Callable[..., Array] | None = None
     n_classes: int = 2
     domain: str = "simplex"
 
     # -- description ---------------------------------------------------------------------------
+
+    @property
+    def record(self) -> LossRecord:
+        """The registry's record of this loss; for a callable, one made from the function."""
+        if self.name == "callable":
+            return _callable_record(self.fn, self.n_classes, self.domain)
+        return L.lookup(self.name)
 
     @property
     def multiclass(self) -> bool:
@@ -119,12 +131,13 @@ class LossSpec:
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
-        """Leading axes of the parameters beyond one loss's own: ``()`` for a single loss."""
-        own = {"beta": 0, "B": 2, "class_weights": 1, "gamma": 0, "alpha": 0}
+        """Leading axes of the parameters beyond one loss's own: ``()`` for a single loss. A
+        callable's extra arguments are scalars per loss, so their whole shape is the batch."""
+        own = self.record.event_ndims
         leading = [
-            tuple(np.shape(value)[: np.ndim(value) - own[name]])
+            tuple(np.shape(leaf)[: np.ndim(leaf) - own[name]])
             for name, value in self.params.items()
-            if name in own
+            for leaf in (value if name == "args" else (value,))
         ]
         return max(leading, key=len, default=())
 
@@ -136,19 +149,10 @@ class LossSpec:
 
     def describe(self) -> str:
         """A short human-readable name, e.g. ``beta-weighted log loss (beta=0.9)``."""
-        if self.kind == "callable":
+        if self.name == "callable":
             return f"callable loss {getattr(self.fn, '__name__', repr(self.fn))}"
-        shown = ", ".join(
-            f"{k}={np.asarray(v).tolist()}" for k, v in self.params.items() if k != "args"
-        )
-        name = {
-            "weighted": f"beta-weighted {self.base} loss",
-            "matrix": "B-weighted log loss",
-            "class_weighted": "class-weighted softmax cross-entropy",
-            "focal": "focal loss",
-            "softmax_focal": "softmax focal loss",
-        }[self.kind]
-        return f"{name} ({shown})"
+        shown = ", ".join(f"{k}={np.asarray(v).tolist()}" for k, v in self.params.items())
+        return f"{self.record.title} ({shown})"
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-ready description that :func:`loss_spec` turns back into this specification.
@@ -156,33 +160,24 @@ class LossSpec:
         Raises:
           ValueError: for a callable loss, which cannot be written down.
         """
-        if self.kind == "callable":
-            raise ValueError("a callable loss cannot be stored as a config; store its name")
-        name = self.base if self.kind == "weighted" else _KIND_NAMES[self.kind]
+        if self.name == "callable":
+            raise ValueError("a callable loss cannot be stored as a config; register it by name")
         return {
-            "name": name,
+            "name": self.name,
             **{k: np.asarray(v, np.float64).tolist() for k, v in self.params.items()},
         }
 
     # -- the loss --------------------------------------------------------------------------------
 
+    def _values(self) -> tuple[Any, ...]:
+        """The parameters in the order of the record's positional loss."""
+        if self.name == "callable":
+            return tuple(self.params["args"])
+        return tuple(self.params[name] for name in self.record.event_ndims)
+
     def loss(self, a: ArrayLike, y: ArrayLike) -> Array:
         """``L(a, y)``: scores ``a`` ``[...]`` (binary) or ``[..., n]``, integer labels ``y``."""
-        p = self.params
-        if self.kind == "weighted":
-            base = L.log_loss if self.base == "log" else L.squared_loss
-            return L.beta_weighted_loss(a, y, p["beta"], base=base)
-        if self.kind == "matrix":
-            return L.matrix_weighted_loss(a, y, p["B"])
-        if self.kind == "class_weighted":
-            return L.class_weighted_cross_entropy(a, y, p["class_weights"])
-        if self.kind == "focal":
-            return L.focal_loss(a, y, p["gamma"], p["alpha"])
-        if self.kind == "softmax_focal":
-            return L.focal_loss_multiclass(a, y, p["gamma"], p["class_weights"])
-        if not self.multiclass:
-            return self.fn(jnp.asarray(a), jnp.asarray(y), *p["args"])
-        return _per_row(lambda a1, y1: self.fn(a1, y1, *p["args"]), a, y)
+        return self.record.loss(a, y, **self.params)
 
     def logits_loss(self, logits: ArrayLike, y: ArrayLike) -> Array:
         """The loss of ``a = link(logits)``, stable for any logit: what training minimises.
@@ -190,61 +185,35 @@ class LossSpec:
         The link is the sigmoid for binary losses (``logits [...]``), the softmax for the
         simplex losses and one sigmoid per class for the B-weighted loss (its optimal scores,
         Proposition 3, need not sum to one). Binary labels may be soft (in ``[0, 1]``) for the
-        weighted losses.
+        weighted losses. A record without a logit form gives ``loss(link(logits), y)``.
         """
-        p = self.params
-        z = jnp.asarray(logits)
-        if self.kind == "weighted":
-            if self.base == "log":
-                return L.beta_weighted_sigmoid_cross_entropy(z, y, p["beta"])
-            beta = jnp.asarray(p["beta"], z.dtype)
-            y = jnp.asarray(y, z.dtype)
-            a = jax.nn.sigmoid(z)
-            return beta * y * jnp.square(1.0 - a) + (1.0 - beta) * (1.0 - y) * jnp.square(a)
-        if self.kind == "matrix":
-            B = jnp.asarray(p["B"], z.dtype)
-            y = jnp.asarray(y)
-            onehot = jax.nn.one_hot(y, z.shape[-1], dtype=z.dtype)
-            per_class = -(onehot * jax.nn.log_sigmoid(z) + (1.0 - onehot) * jax.nn.log_sigmoid(-z))
-            return jnp.sum(B[y] * per_class, axis=-1)
-        if self.kind == "class_weighted":
-            return L.class_weighted_softmax_cross_entropy(z, y, p["class_weights"])
-        if self.kind == "focal":
-            return L.sigmoid_focal_loss(z, y, p["gamma"], p["alpha"])
-        if self.kind == "softmax_focal":
-            return L.softmax_focal_loss(z, y, p["gamma"], p["class_weights"])
-        return self.loss(self.link(z), y)
+        record = self.record
+        if record.logits_loss is None:
+            return self.loss(self.link(logits), y)
+        return record.logits_loss(jnp.asarray(logits), y, **self.params)
 
     def link(self, logits: ArrayLike) -> Array:
         """The scores ``a`` a model with these ``logits`` reports: the link of
         :meth:`logits_loss` (sigmoid for binary losses and for the B-weighted loss, one per
         class; softmax for the simplex losses)."""
         z = jnp.asarray(logits)
-        if self.multiclass and not (self.kind == "matrix" or self.domain == "box"):
+        if self.multiclass and self.record.link == "softmax":
             return _softmax(z)
         return jax.nn.sigmoid(z)
 
     # -- the optimal scoring rule and its inverse -----------------------------------------------
 
     def optimal_score(self, gamma: ArrayLike) -> Array:
-        """The optimal scoring rule ``c^L(gamma)``, eq. ``choice`` (closed form where one exists:
-        Propositions 2 and 3; otherwise the generic rule of :mod:`iml.scoring`)."""
-        p = self.params
-        if self.kind == "weighted":
-            return S.optimal_score(gamma, p["beta"])
-        if self.kind == "matrix":
-            return S.optimal_score_multiclass(gamma, p["B"])
-        if self.kind == "class_weighted":
-            return S.optimal_score_class_weighted(gamma, p["class_weights"])
-        if self.kind == "focal":
-            return S.optimal_score_for_loss(L.focal_loss, gamma, p["gamma"], p["alpha"])
-        if self.kind == "softmax_focal":
-            return S.optimal_score_multiclass_for_loss(
-                L.focal_loss_multiclass, gamma, p["gamma"], p["class_weights"]
-            )
+        """The optimal scoring rule ``c^L(gamma)``, eq. ``choice`` (closed form where the record
+        has one: Propositions 2 and 3; otherwise the generic rule of :mod:`iml.scoring`)."""
+        record = self.record
+        if record.optimal_score is not None:
+            return record.optimal_score(gamma, **self.params)
         if not self.multiclass:
-            return S.optimal_score_for_loss(self.fn, gamma, *p["args"])
-        return S.optimal_score_multiclass_for_loss(self.fn, gamma, *p["args"], domain=self.domain)
+            return S.optimal_score_for_loss(record.positional_loss, gamma, *self._values())
+        return S.optimal_score_multiclass_for_loss(
+            record.positional_loss, gamma, *self._values(), domain=record.domain
+        )
 
     def loss_corrected_score(self, a: ArrayLike) -> Array:
         """The loss-corrected score ``(c^L)^{-1}(a)`` (Proposition 4; Corollary 1, eq.
@@ -252,65 +221,30 @@ class LossSpec:
         optimal. For the B-weighted loss, each one-vs-rest output inverted at the weight its
         negatives carry (:func:`iml.loss_corrected_score_multiclass`): one posterior per class,
         not renormalised."""
-        p = self.params
-        if self.kind == "weighted":
-            return S.loss_corrected_score(a, p["beta"])
-        if self.kind == "matrix":
-            return S.loss_corrected_score_multiclass(a, p["B"])
-        if self.kind == "class_weighted":
-            return S.loss_corrected_score_class_weighted(a, p["class_weights"])
-        if self.kind == "focal":
-            return S.loss_corrected_score_for_loss(L.focal_loss, a, p["gamma"], p["alpha"])
-        if self.kind == "softmax_focal":
-            return S.loss_corrected_score_multiclass_for_loss(
-                L.focal_loss_multiclass, a, p["gamma"], p["class_weights"]
-            )
+        record = self.record
+        if record.inverse is not None:
+            return record.inverse(a, **self.params)
         if not self.multiclass:
-            return S.loss_corrected_score_for_loss(self.fn, a, *p["args"])
+            return S.loss_corrected_score_for_loss(record.positional_loss, a, *self._values())
         return S.loss_corrected_score_multiclass_for_loss(
-            self.fn, a, *p["args"], domain=self.domain
+            record.positional_loss, a, *self._values(), domain=record.domain
         )
 
     def minimised_expected_loss(self, gamma: ArrayLike) -> Array:
         """``l*(gamma) = min_a sum_y gamma_y L(a, y)``: the expected loss of the optimal score.
 
-        For the beta-weighted log loss it is ``Z h(c^beta(gamma))`` with
-        ``Z = beta gamma + (1 - beta)(1 - gamma)`` and ``h`` the binary entropy in nats; the
-        B-weighted log loss sums that form over classes (``Z_j = sum_y gamma_y B[y, j]``), the
-        class-weighted softmax cross-entropy gives ``-sum_y xlogy(gamma_y w_y, gamma_y w_y / Z)``
-        with ``Z = sum_y gamma_y w_y``; each term is computed as ``p log1p(q / p)``, which keeps
-        full relative precision where a posterior is near 0 or 1. Other losses evaluate the loss at
+        Closed forms where the record has one: for the beta-weighted log loss ``Z h(c^beta
+        (gamma))`` with ``Z = beta gamma + (1 - beta)(1 - gamma)`` and ``h`` the binary entropy
+        in nats; the B-weighted log loss sums that form over classes; the class-weighted softmax
+        cross-entropy gives ``-sum_y xlogy(gamma_y w_y, gamma_y w_y / Z)``, each term computed
+        to full relative precision near 0 and 1. Other losses evaluate the loss at
         :meth:`optimal_score`. Labels of posterior zero contribute nothing (``0 log 0 = 0``).
         """
-        p = self.params
+        record = self.record
+        if record.minimised_expected_loss is not None:
+            return record.minimised_expected_loss(gamma, **self.params)
         g = jnp.asarray(gamma)
         g = g.astype(jnp.result_type(g.dtype, jnp.float32))
-        if self.kind == "weighted":
-            V.check_unit("gamma", gamma)
-            beta = jnp.asarray(p["beta"], g.dtype)
-            valid = (beta > 0) & (beta < 1) & (g >= 0) & (g <= 1)
-            pos, neg = beta * g, (1.0 - beta) * (1.0 - g)
-            if self.base == "log":
-                value = _entropy_term(pos, neg) + _entropy_term(neg, pos)
-            else:
-                value = pos * neg / (pos + neg)  # Z c (1 - c): the weighted Brier entropy
-            return V.nan_unless(valid, value)
-        if self.kind == "matrix":
-            V.check_simplex("gamma", gamma)
-            B = jnp.asarray(p["B"], g.dtype)
-            n = B.shape[-1]
-            valid = jnp.all(B > 0, axis=(-2, -1)) & jnp.all(g >= 0, axis=-1)
-            pos = g * jnp.diagonal(B, axis1=-2, axis2=-1)
-            neg = jnp.einsum("...y,...yj->...j", g, B * (1.0 - jnp.eye(n, dtype=g.dtype)))
-            value = jnp.sum(_entropy_term(pos, neg) + _entropy_term(neg, pos), axis=-1)
-            return V.nan_unless(valid, value)
-        if self.kind == "class_weighted":
-            V.check_simplex("gamma", gamma)
-            w = jnp.asarray(p["class_weights"], g.dtype)
-            valid = jnp.all(w > 0, axis=-1) & jnp.all(g >= 0, axis=-1)
-            weighted = g * w
-            others = weighted @ (1.0 - jnp.eye(weighted.shape[-1], dtype=g.dtype))
-            return V.nan_unless(valid, jnp.sum(_entropy_term(weighted, others), axis=-1))
         a = self.optimal_score(gamma)
         if not self.multiclass:
             pos = self.loss(a, jnp.ones_like(a, jnp.int32))
@@ -322,11 +256,19 @@ class LossSpec:
         )
         return jnp.sum(_weighted_sum(g, per_class), axis=-1)
 
+    def row_weight(self, y: ArrayLike) -> Array:
+        """The total weight a row of label ``y`` carries under this (unbatched) loss, summed over
+        its outputs (``beta`` or ``1 - beta``; ``sum_c B[y, c]``; ``w[y]``), in float64.
 
-def _entropy_term(p: Array, q: Array) -> Array:
-    """``-p log(p / (p + q)) = p log1p(q / p)``, without cancellation; 0 where ``p = 0``."""
-    safe = jnp.where(p > 0, p, 1.0)
-    return jnp.where(p > 0, p * jnp.log1p(q / safe), 0.0)
+        Raises:
+          ValueError: for a loss whose record does not say it (a callable's).
+        """
+        record = self.record
+        if record.row_weight is None:
+            raise ValueError(f"the {self.describe()} does not say what weight a row carries")
+        return record.row_weight(
+            np.asarray(y), **{k: np.asarray(v, np.float64) for k, v in self.params.items()}
+        )
 
 
 def _softmax(z: Array) -> Array:
@@ -338,18 +280,45 @@ def _weighted_sum(weight: Array, value: Array) -> Array:
     return jnp.where(weight > 0, weight * value, 0.0)
 
 
-def _per_row(fn: Callable[[Array, Array], Array], a: ArrayLike, y: ArrayLike) -> Array:
+def _per_row(fn: Callable[..., Array], a: ArrayLike, y: ArrayLike, *args: Any) -> Array:
     """Apply a loss of one score vector ``[n]`` and one label to ``a [..., n]``, ``y [...]``."""
     a = jnp.asarray(a)
     y = jnp.broadcast_to(jnp.asarray(y), a.shape[:-1])
-    flat = jax.vmap(fn)(a.reshape(-1, a.shape[-1]), y.reshape(-1))
+    flat = jax.vmap(lambda a1, y1: fn(a1, y1, *args))(a.reshape(-1, a.shape[-1]), y.reshape(-1))
     return flat.reshape(a.shape[:-1])
+
+
+@functools.lru_cache(maxsize=256)
+def _callable_record(fn: Callable[..., Array], n_classes: int, domain: str) -> LossRecord:
+    """The record of a user's loss function: its value, and the generic rules for the rest. One
+    record per function, so that the programs compiled for it are reused."""
+    if n_classes == 2:
+
+        def loss(a: Array, y: Array, args: tuple) -> Array:
+            return fn(jnp.asarray(a), jnp.asarray(y), *args)
+    else:
+
+        def loss(a: Array, y: Array, args: tuple) -> Array:
+            return _per_row(fn, a, y, *args)
+
+    record = LossRecord(
+        name="callable",
+        title=f"callable loss {getattr(fn, '__name__', repr(fn))}",
+        make=lambda **_: ({}, n_classes),
+        loss=loss,
+        event_ndims={"args": 0},
+        multiclass=n_classes != 2,
+        link="sigmoid" if n_classes == 2 or domain == "box" else "softmax",
+    )
+    # The generic rules take the function itself: its extra arguments are positional already.
+    object.__setattr__(record, "positional_loss", fn)
+    return record
 
 
 jax.tree_util.register_dataclass(
     LossSpec,
     data_fields=["params"],
-    meta_fields=["kind", "base", "fn", "n_classes", "domain"],
+    meta_fields=["name", "fn", "n_classes", "domain"],
 )
 
 #: Anything :func:`loss_spec` reads as a loss: what every function that takes "a loss" accepts.
@@ -361,99 +330,34 @@ LossLike = LossSpec | str | float | ArrayLike | Callable[..., Array] | Mapping[s
 # ----------------------------------------------------------------------------------------------
 
 
-def _array(name: str, value: Any) -> Any:
-    """Parameters stay as given under a transformation; concrete ones become float32 arrays."""
-    if not V.is_concrete(value):
-        return value
-    x = np.asarray(value, dtype=np.float64)
-    if x.dtype == object:
-        raise ValueError(f"{name} must be numeric; got {value!r}")
-    return jnp.asarray(x, jnp.float32)
+def _build(name: str, **params: ArrayLike) -> LossSpec:
+    """The specification of the registered loss ``name`` with ``params``."""
+    record = L.lookup(name)
+    try:
+        values, n_classes = record.make(**params)
+    except TypeError as error:
+        raise ValueError(f"the {name!r} loss: {error}") from None
+    return LossSpec(name, values, n_classes=n_classes)
 
 
-def _weighted(base: str) -> Callable[..., LossSpec]:
-    def build(beta: ArrayLike = 0.5) -> LossSpec:
-        V.check_beta("beta", beta)
-        return LossSpec("weighted", {"beta": _array("beta", beta)}, base=base)
+class _Losses(Mapping[str, Callable[..., LossSpec]]):
+    """The registered losses by name: ``LOSSES[name](**params)`` builds one, as
+    ``loss_spec(name, **params)`` does. A live view of :func:`iml.losses.registered`."""
 
-    build.__doc__ = (
-        f"The beta-weighted {base} loss (eq. ``b-loss-bin``); ``beta = 1/2`` unweighted."
-    )
-    return build
+    def __getitem__(self, name: str) -> Callable[..., LossSpec]:
+        L.lookup(name)
+        return functools.partial(_build, name)
 
+    def __iter__(self):
+        return iter(L.registered())
 
-def _matrix(B: ArrayLike) -> LossSpec:
-    """The B-weighted log loss, eq. ``b-loss-multi``; ``B`` ``[..., n, n]`` (batched allowed)."""
-    shape = np.shape(B)
-    if len(shape) < 2:
-        raise ValueError(f"B must be a square [n, n] matrix; got shape {shape}")
-    if V.is_concrete(B):
-        for matrix in np.reshape(np.asarray(B, np.float64), (-1, *shape[-2:])):
-            V.check_weight_matrix("B", matrix)
-    else:
-        V.check_weight_matrix("B", np.ones(shape[-2:]))  # the shape, known under tracing too
-    return LossSpec("matrix", {"B": _array("B", B)}, n_classes=shape[-1])
+    def __len__(self) -> int:
+        return len(L.registered())
 
 
-def _check_class_weights(class_weights: ArrayLike) -> int:
-    shape = np.shape(class_weights)
-    if len(shape) < 1 or shape[-1] < 2:
-        raise ValueError(f"class_weights must be a vector [n] with n >= 2; got shape {shape}")
-    if V.is_concrete(class_weights):
-        V.check_interval("class_weights", class_weights, 0.0, np.inf, open_low=True, open_high=True)
-    return shape[-1]
-
-
-def _class_weighted(class_weights: ArrayLike) -> LossSpec:
-    """The class-weighted softmax cross-entropy ``-w_y log a_y`` (closed-form rule)."""
-    n = _check_class_weights(class_weights)
-    return LossSpec("class_weighted", {"class_weights": _array("class_weights", class_weights)},
-                    n_classes=n)  # fmt: skip
-
-
-def _check_focusing(gamma: ArrayLike) -> None:
-    V.check_interval("gamma", gamma, 0.0, np.inf, open_low=False, open_high=True)
-
-
-def _focal(gamma: ArrayLike = 2.0, alpha: ArrayLike = 0.5) -> LossSpec:
-    """Binary focal loss (Lin et al. 2017) with focusing ``gamma >= 0`` and weight ``alpha``."""
-    _check_focusing(gamma)
-    V.check_beta("alpha", alpha)
-    shape = V.check_broadcastable(gamma=gamma, alpha=alpha)
-    gamma = jnp.broadcast_to(_array("gamma", gamma), shape)
-    alpha = jnp.broadcast_to(_array("alpha", alpha), shape)
-    return LossSpec("focal", {"gamma": gamma, "alpha": alpha})
-
-
-def _softmax_focal(gamma: ArrayLike = 2.0, *, class_weights: ArrayLike) -> LossSpec:
-    """Multiclass focal loss ``-w_y (1 - a_y)^gamma log a_y`` on the simplex."""
-    _check_focusing(gamma)
-    n = _check_class_weights(class_weights)
-    # One batch shape for both, so that a batched specification maps over every leaf.
-    lead = V.check_broadcastable(gamma=gamma, class_weights=np.zeros(np.shape(class_weights)[:-1]))
-    params = {
-        "gamma": jnp.broadcast_to(_array("gamma", gamma), lead),
-        "class_weights": jnp.broadcast_to(_array("class_weights", class_weights), (*lead, n)),
-    }
-    return LossSpec("softmax_focal", params, n_classes=n)
-
-
-#: Built-in losses by name: ``loss_spec(name, **params)`` calls ``LOSSES[name](**params)``.
-#: A new built-in loss is one entry here (and its kind's branches in :class:`LossSpec`).
-LOSSES: dict[str, Callable[..., LossSpec]] = {
-    "log": _weighted("log"),
-    "squared": _weighted("squared"),
-    "matrix": _matrix,
-    "class_weighted_softmax": _class_weighted,
-    "focal": _focal,
-    "softmax_focal": _softmax_focal,
-}
-_KIND_NAMES = {
-    "matrix": "matrix",
-    "class_weighted": "class_weighted_softmax",
-    "focal": "focal",
-    "softmax_focal": "softmax_focal",
-}
+#: Built-in and registered losses by name: ``loss_spec(name, **params)`` builds
+#: ``LOSSES[name](**params)``. A new loss is one :func:`iml.losses.register` call.
+LOSSES: Mapping[str, Callable[..., LossSpec]] = _Losses()
 
 
 def loss_spec(
@@ -499,30 +403,26 @@ def loss_spec(
             )
         return loss_spec(config.pop("name"), *args, **config, **params)
     if isinstance(loss, str):
-        if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r}; the built-in losses are {sorted(LOSSES)}")
+        L.lookup(loss)  # an unknown name is an error naming the registered ones
         if args:
             raise ValueError(f"the {loss!r} loss takes its parameters as keywords")
-        try:
-            return LOSSES[loss](**params)
-        except TypeError as error:
-            raise ValueError(f"the {loss!r} loss: {error}") from None
+        return _build(loss, **params)
     if callable(loss):
         if params:
             raise ValueError("a callable loss takes its extra arguments positionally, not "
                              f"as keywords {sorted(params)}")  # fmt: skip
         V.check_count("n_classes", n_classes, 2)
         V.check_choice("domain", domain, _DOMAINS)
-        leaves = tuple(_array(f"args[{i}]", x) for i, x in enumerate(args))
+        leaves = tuple(L.as_parameter(f"args[{i}]", x) for i, x in enumerate(args))
         return LossSpec("callable", {"args": leaves}, fn=loss, n_classes=n_classes, domain=domain)
     if args or params:
         raise ValueError("a beta or a matrix B takes no further parameters")
     ndim = np.ndim(loss)
     if ndim <= 1:
-        return LOSSES["log"](loss)
+        return _build("log", beta=loss)
     shape = np.shape(loss)
     if shape[-1] == shape[-2]:
-        return _matrix(loss)
+        return _build("matrix", B=loss)
     raise ValueError(
         "a loss must be a beta in (0, 1) (or a vector of them), a square matrix B (or a stack "
         f"of them), a loss name, a config mapping or a callable; got an array of shape {shape}"
@@ -614,17 +514,45 @@ def loss_grid(losses: LossLike | LossGrid) -> LossGrid:
             f"losses must be a grid along one axis; got batch shape {spec.batch_shape}"
         )
     weights = _float32_decimals(grid_weights(spec)) if exact is None else exact
-    if spec.kind == "weighted":
-        V.check_betas("betas", weights)
+    if weights is not None:  # one class weight per loss: distinct, each in (0, 1)
+        V.check_betas(f"{spec.record.class_weight}s", weights)
     keys = grid_keys(spec, weights)
     if len(set(keys)) != len(keys):
         raise ValueError(f"losses repeat: the grid's keys are {keys}")
     return LossGrid(spec, weights, keys)
 
 
-#: The parameter that is the class weight of each binary loss of :data:`LOSSES`: the weight of
-#: the positive class, ``1/2`` unweighted.
-CLASS_WEIGHTS = {"log": "beta", "squared": "beta", "focal": "alpha"}
+class RegistryView(Mapping[str, Any]):
+    """A mapping recomputed from the loss registry at each use, so that a loss registered later
+    appears in it: ``RegistryView(lambda: {...})``."""
+
+    def __init__(self, items: Callable[[], dict[str, Any]]) -> None:
+        self._items = items
+
+    def __getitem__(self, name: str) -> Any:
+        return self._items()[name]
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __repr__(self) -> str:
+        return repr(self._items())
+
+
+def _record_fields(field: str) -> dict[str, Any]:
+    """One field of every registered loss that has it, by name."""
+    records = (L.lookup(name) for name in L.registered())
+    return {r.name: getattr(r, field) for r in records if getattr(r, field) is not None}
+
+
+#: The parameter that is the class weight of each registered binary loss that has one (the
+#: weight of the positive class, ``1/2`` unweighted): ``{"log": "beta", "squared": "beta",
+#: "focal": "alpha", ...}``, a live view of the registry
+#: (:attr:`iml.losses.LossRecord.class_weight`).
+CLASS_WEIGHTS: Mapping[str, str] = RegistryView(lambda: _record_fields("class_weight"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -653,9 +581,8 @@ class LossFamily:
     def describe(self) -> str:
         """E.g. ``focal loss (gamma=2.0) by its class weight alpha``."""
         shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        name = {"log": "beta-weighted log loss", "squared": "beta-weighted squared loss",
-                "focal": "focal loss"}[self.name]  # fmt: skip
-        return f"{name}{f' ({shown})' if shown else ''} by its class weight {self.weight_name}"
+        title = L.lookup(self.name).title
+        return f"{title}{f' ({shown})' if shown else ''} by its class weight {self.weight_name}"
 
 
 def loss_family(name: str = "log", **params: float) -> LossFamily:
@@ -665,6 +592,7 @@ def loss_family(name: str = "log", **params: float) -> LossFamily:
       ValueError: for a loss without a class weight, or parameters it does not take (naming
         them).
     """
+    L.lookup(name)
     if name not in CLASS_WEIGHTS:
         raise ValueError(
             f"loss {name!r} has no class weight; the binary losses weighted by one are "
@@ -683,23 +611,18 @@ def _float32_decimals(weights: np.ndarray | None) -> np.ndarray | None:
 
 
 def grid_weights(losses: LossSpec) -> np.ndarray | None:
-    """The grid's class weight per loss, where one number says it: ``beta`` of the weighted
-    losses, ``alpha`` of a focal grid of one ``gamma``; else None."""
-    p = {k: np.asarray(v, np.float64) for k, v in losses.params.items() if k != "args"}
-    if losses.kind == "weighted":
-        return p["beta"]
-    if losses.kind == "focal" and np.unique(p["gamma"]).size == 1:
-        return p["alpha"]
-    return None
-
-
-def _entries_key(name: str, values: np.ndarray, default: float = 1.0) -> str | None:
-    """``"B[3,8]=10"``: the entries that differ from ``default`` (``"ones"`` if none)."""
-    changed = np.argwhere(values != default)
-    if len(changed) > 4:
+    """The grid's class weight per loss, where one number says which loss it is: the class
+    weight of a binary loss that has one (``beta``; a focal grid's ``alpha``) when its other
+    parameters are the same across the grid; else None."""
+    if losses.name == "callable":
         return None
-    parts = [f"{name}[{','.join(map(str, idx))}]={values[tuple(idx)]:g}" for idx in changed]
-    return ",".join(parts) or "ones"
+    weight = losses.record.class_weight
+    if weight is None:
+        return None
+    p = {k: np.asarray(v, np.float64) for k, v in losses.params.items()}
+    if any(np.unique(v).size > 1 for k, v in p.items() if k != weight):
+        return None
+    return p[weight]
 
 
 def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
@@ -719,16 +642,14 @@ def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
         return [beta_key(w) for w in weights]
     keys = []
     for i in range(m):
-        p = {k: np.asarray(v[i], np.float64) for k, v in losses.params.items() if k != "args"}
+        p = {k: np.asarray(v, np.float64)[i] for k, v in losses.params.items() if k != "args"}
         key = None
-        if losses.kind == "matrix":
-            key = _entries_key("B", p["B"])
-        elif "class_weights" in p:
-            key = _entries_key("w", p["class_weights"])
-            if key is not None and "gamma" in p:
-                key = f"gamma={p['gamma']:g},{key}"
-        elif losses.kind == "focal":
-            key = f"gamma={p['gamma']:g},alpha={beta_key(p['alpha'])}"
+        if losses.name == "callable":
+            args = [np.asarray(x, np.float64)[i] for x in losses.params["args"]]
+            if args and all(x.ndim == 0 for x in args):
+                key = ",".join(repr(float(x)) for x in args)
+        elif losses.record.key is not None:
+            key = losses.record.key(p)
         keys.append(key if key is not None else f"#{i}")
     return keys
 
@@ -736,22 +657,19 @@ def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
 _ENTRY = re.compile(r"^\s*(\w+)\[([\d,\s]+)\]\s*=\s*([^,\s]+)\s*$")
 
 
-class GridWeight(NamedTuple):
-    """The weight a grid of a multiclass loss varies: its ``symbol`` in a grid's text, its number
-    of indices (``rank``) and the parameter of its :data:`LOSSES` builder (``param``)."""
-
-    symbol: str
-    rank: int
-    param: str
+#: The multiclass losses whose grids vary their weights, by name: ``B[i,j]`` of the weight matrix
+#: (eq. ``b-loss-multi``), ``w[k]`` of the class weights of the softmax cross-entropy, ...; a
+#: live view of the registry (:attr:`iml.losses.LossRecord.grid_weight`).
+WEIGHT_GRIDS: Mapping[str, GridWeight] = RegistryView(lambda: _record_fields("grid_weight"))
 
 
-#: The multiclass losses of :data:`LOSSES` whose grids vary their weights: ``B[i,j]`` of the
-#: weight matrix (eq. ``b-loss-multi``) or ``w[k]`` of the class weights of the softmax
-#: cross-entropy. A new one is an entry here.
-WEIGHT_GRIDS: dict[str, GridWeight] = {
-    "matrix": GridWeight("B", 2, "B"),
-    "class_weighted_softmax": GridWeight("w", 1, "class_weights"),
-}
+def config_parameters(name: str, section: Mapping[str, Any]) -> dict[str, float]:
+    """The parameters of the loss ``name`` that a config's loss section sets (``gamma`` of the
+    focal losses, as ``config.loss.gamma``), other than the weight its grid varies (the class
+    weight, or the multiclass grid's weight), which the grid gives."""
+    record = L.lookup(name)
+    varied = {record.class_weight, record.grid_weight and record.grid_weight.param}
+    return {k: float(section[k]) for k in record.event_ndims if k not in varied and k in section}
 
 
 def _grid_weight(loss: str, name: str) -> GridWeight:
@@ -808,10 +726,14 @@ def parse_weight_grid(
     return grid
 
 
-def weight_grid(entries: Sequence[Mapping[tuple[int, ...], float]], loss: str, n: int) -> LossSpec:
+def weight_grid(
+    entries: Sequence[Mapping[tuple[int, ...], float]], loss: str, n: int, **params: float
+) -> LossSpec:
     """A grid of ``n``-class losses from the entries of each one's weights that differ from 1
     (``{(8, 8): 10.0}``: ``B[8, 8] = 10``; the syntax of :func:`grid_keys`): a batched
-    :class:`LossSpec` of ``loss`` ``"matrix"`` (``B``) or ``"class_weighted_softmax"`` (``w``).
+    :class:`LossSpec` of a loss of :data:`WEIGHT_GRIDS`, ``"matrix"`` (``B``),
+    ``"class_weighted_softmax"`` (``w``), ..., with its other parameters ``params`` (the same for
+    every loss of the grid).
 
     Raises:
       ValueError: for an index out of range.
@@ -826,4 +748,4 @@ def weight_grid(entries: Sequence[Mapping[tuple[int, ...], float]], loss: str, n
                     f"(classes count from 0)"
                 )
             stack[(k, *index)] = value
-    return loss_spec(loss, **{weight.param: stack})
+    return loss_spec(loss, **params, **{weight.param: stack})

@@ -89,7 +89,7 @@ def test_optimal_scores_minimise_the_expected_loss(name):
         for _ in range(20):
             if spec.multiclass:
                 other = np.clip(a_g + 0.02 * rng.normal(size=a_g.shape), 1e-4, 1 - 1e-4)
-                if spec.kind != "matrix":  # simplex scores: perturb within the simplex
+                if spec.name != "matrix":  # simplex scores: perturb within the simplex
                     other = other / other.sum()
                 value = sum(g[k] * float(spec.loss(other, k)) for k in range(3))
             else:
@@ -165,7 +165,7 @@ def test_logits_loss_is_the_loss_of_the_linked_scores_and_stays_finite(name):
     if spec.multiclass:
         z = rng.normal(size=(5, 3)).astype(np.float32)
         y = np.array([0, 1, 2, 1, 0])
-        link = jax.nn.sigmoid if spec.kind == "matrix" else jax.nn.softmax
+        link = jax.nn.sigmoid if spec.name == "matrix" else jax.nn.softmax
     else:
         z = rng.normal(size=5).astype(np.float32)
         y = np.array([0, 1, 1, 0, 1])
@@ -174,7 +174,7 @@ def test_logits_loss_is_the_loss_of_the_linked_scores_and_stays_finite(name):
     extreme = 80.0 * np.sign(z) + z
     value = spec.logits_loss(extreme, y)
     grad = jax.grad(lambda t: jnp.sum(spec.logits_loss(t, y)))(extreme)
-    if spec.kind != "callable":  # a user's own loss on probabilities has no stable logit form
+    if spec.name != "callable":  # a user's own loss on probabilities has no stable logit form
         assert np.isfinite(value).all() and np.isfinite(grad).all()
 
 
@@ -240,7 +240,7 @@ def test_config_round_trip_for_every_named_loss():
     for name in ("beta", "squared", "focal", "matrix", "class_weighted", "softmax_focal"):
         spec = SPECS[name][0]()
         again = loss_spec(spec.to_config())
-        assert again.kind == spec.kind and again.base == spec.base
+        assert again.name == spec.name
         assert jax.tree.structure(again) == jax.tree.structure(spec)
         for x, y in zip(jax.tree.leaves(spec), jax.tree.leaves(again), strict=True):
             np.testing.assert_allclose(x, y, rtol=1e-7)
@@ -361,11 +361,12 @@ def test_every_weight_grid_builds_its_loss_from_its_own_syntax():
         entries = parse_weight_grid(f"ones;{symbol}[{index}]=10", loss)
         assert entries == [{}, {(2,) * rank: 10.0}]
         grid = weight_grid(entries, loss, 4)
-        assert grid.kind == loss_spec(loss, **{param: np.ones((4,) * rank)}).kind
+        assert grid.name == loss == loss_spec(loss, **{param: np.ones((4,) * rank)}).name
         weights = np.asarray(grid.params[param])
         assert weights.shape == (2, *(4,) * rank)
         assert weights[1][(2,) * rank] == 10.0 and weights.sum() == 2 * 4**rank + 9
-        assert loss_grid(grid).keys == ["ones", f"{symbol}[{index}]=10"]
+        prefix = "gamma=2," if "gamma" in grid.params else ""  # the focal loss's focusing too
+        assert loss_grid(grid).keys == [f"{prefix}ones", f"{prefix}{symbol}[{index}]=10"]
     with pytest.raises(ValueError, match=r"^config\.loss\.weights: a grid of weights is read"):
         parse_weight_grid("ones", "focal", name="config.loss.weights")
     with pytest.raises(ValueError, match="not 'log'"):

@@ -504,7 +504,7 @@ def _report_multiclass(
         key: {"raw": _class_eces(a, y, n_bins), "loss_corrected": _class_eces(c, y, n_bins)}
         for key, a, c in zip(grid.keys, scores, fixed, strict=True)
     }
-    if grid.spec.kind == "matrix":  # the table's renormalised one-vs-rest posteriors too
+    if grid.spec.record.domain == "box":  # the table's renormalised one-vs-rest posteriors too
         for key, c in zip(grid.keys, fixed, strict=True):
             by_class[key][RENORMALISED] = _class_eces(c / c.sum(-1, keepdims=True), y, n_bins)
     atomic_write_bytes(out / "ece_by_class.json", json.dumps(by_class, indent=2).encode())

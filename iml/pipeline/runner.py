@@ -38,6 +38,7 @@ from iml.spec import (
     WEIGHT_GRIDS,
     LossFamily,
     LossGrid,
+    config_parameters,
     loss_family,
     loss_grid,
     parse_weight_grid,
@@ -162,10 +163,10 @@ def default_config() -> ml_collections.ConfigDict:
 
 def run_loss(config: Mapping[str, Any]) -> LossFamily:
     """The loss of a run as a function of the members' class weight: ``config.loss.name``
-    (:data:`iml.spec.CLASS_WEIGHTS`), with ``gamma`` for the focal loss."""
+    (:data:`iml.spec.CLASS_WEIGHTS`), with the other parameters the config sets (``gamma`` for
+    the focal loss; :func:`iml.spec.config_parameters`)."""
     c = _as_config(config)
-    params = {"gamma": float(c.loss.gamma)} if c.loss.name == "focal" else {}
-    return loss_family(c.loss.name, **params)
+    return loss_family(c.loss.name, **config_parameters(c.loss.name, c.loss))
 
 
 def _as_config(config: Mapping[str, Any]) -> ml_collections.ConfigDict:
@@ -295,9 +296,9 @@ def check_config(config: Mapping[str, Any]) -> None:
 
 
 #: The multiclass losses of ``config.loss.name``, whose ensembles are the entries of the grid
-#: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``: the losses of
-#: :data:`iml.spec.WEIGHT_GRIDS`).
-MULTICLASS_LOSSES = tuple(WEIGHT_GRIDS)
+#: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``): the registered losses
+#: of :data:`iml.spec.WEIGHT_GRIDS`, a live view.
+MULTICLASS_LOSSES = WEIGHT_GRIDS
 
 
 def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
@@ -343,7 +344,8 @@ def run_grid(config: Mapping[str, Any], n_classes: int) -> LossGrid:
     c = _as_config(config)
     entries = parse_weight_grid(c.loss.weights, c.loss.name, name="config.loss.weights")
     try:
-        return loss_grid(weight_grid(entries, c.loss.name, n_classes))
+        params = config_parameters(c.loss.name, c.loss)
+        return loss_grid(weight_grid(entries, c.loss.name, n_classes, **params))
     except ValueError as err:
         raise ValueError(f"config.loss.{err}") from None
 

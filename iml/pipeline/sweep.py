@@ -52,6 +52,7 @@ from iml.calibration import (
 )
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
+from iml.losses import lookup, registered
 from iml.models.small import build_small_model
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.spec import (
@@ -60,7 +61,9 @@ from iml.spec import (
     LossGrid,
     LossLike,
     LossSpec,
+    RegistryView,
     beta_grid,
+    config_parameters,
     loss_family,
     loss_grid,
     parse_weight_grid,
@@ -283,7 +286,7 @@ def plan_sweep(
             f"the {spec.describe()}; use 'adam'"
         )
     config = dataclasses.replace(train, solver="exact" if exact and solver != "adam" else "adam")
-    if config.l2_scale == "per_weight" and spec.kind == "callable":
+    if config.l2_scale == "per_weight" and spec.record.row_weight is None:
         raise ValueError(
             "train.l2_scale 'per_weight' measures the ridge against a loss's class weights; the "
             f"{spec.describe()} has none known (use 'paper')"
@@ -297,10 +300,10 @@ def plan_sweep(
     if betas_per_chunk == 0:
         betas_per_chunk = m if config.solver == "exact" else ADAM_CHUNK
     chunks = [np.arange(i, min(i + betas_per_chunk, m)) for i in range(0, m, betas_per_chunk)]
-    if spec.kind == "weighted" and spec.base == "log":  # the layout of earlier runs
+    if spec.name == "log":  # the layout of earlier runs
         recorded: dict[str, Any] = {"betas": grid.weights.tolist()}
     else:  # a callable cannot be written down: its name stands for it
-        recorded = {"loss": spec.describe() if spec.kind == "callable" else spec.to_config()}
+        recorded = {"loss": spec.describe() if spec.name == "callable" else spec.to_config()}
     run_config = {
         **recorded,
         "seeds": s.tolist(),
@@ -501,14 +504,20 @@ SWEEP_DATASETS = tuple(sorted([*UCI_FILES, *_BUILT_IN]))
 #: The losses of ``config.loss.name``, and what each one's grid is made of: the binary losses
 #: of :data:`iml.spec.CLASS_WEIGHTS` over their class weights (``betas``, the focal loss's
 #: ``alphas``), the multiclass ones of :data:`iml.spec.WEIGHT_GRIDS` over ``weights``.
-SWEEP_LOSSES = {
-    **{name: f"{weight}s" for name, weight in CLASS_WEIGHTS.items()},
-    **dict.fromkeys(WEIGHT_GRIDS, "weights"),
-}
+#: A live view of the registry: a loss registered later is a sweep's loss too.
+SWEEP_LOSSES: Mapping[str, str] = RegistryView(
+    lambda: {
+        **{name: f"{weight}s" for name, weight in CLASS_WEIGHTS.items()},
+        **dict.fromkeys(WEIGHT_GRIDS, "weights"),
+    }
+)
 #: The losses under which the exact solver fits the logistic model (``config.train.solver``):
-#: the beta-weighted and the B-weighted log loss, and the class-weighted softmax cross-entropy
-#: (:func:`iml.training.exact_solver_applies`).
-EXACT_LOSSES = ("log", "matrix", "class_weighted_softmax")
+#: the beta-weighted and the B-weighted log loss, the class-weighted softmax cross-entropy, and
+#: any registered loss with an exact form (:attr:`iml.losses.LossRecord.exact`;
+#: :func:`iml.training.exact_solver_applies`).
+EXACT_LOSSES: Mapping[str, str] = RegistryView(
+    lambda: {n: r.exact for n in registered() if (r := lookup(n)).exact is not None}
+)
 
 
 def sweep_config() -> ml_collections.ConfigDict:
@@ -696,7 +705,7 @@ def _check(
             raise ValueError(
                 f"{name('loss.weights')} applies to the multiclass losses, not {said('loss.name')}"
             )
-        if _given(c, "loss.gamma") and loss != "focal":
+        if _given(c, "loss.gamma") and "gamma" not in config_parameters(loss, c.loss):
             raise ValueError(
                 f"{name('loss.gamma')} applies to {said('loss.name', 'focal')}, not "
                 f"{said('loss.name')}"
@@ -913,11 +922,12 @@ def _load(source: dict[str, Any], names: Mapping[str, str]) -> Dataset:
 
 
 def _grid_of(loss: ml_collections.ConfigDict, grid: Any, n_classes: int) -> Any:
+    params = config_parameters(loss.name, loss)
     if loss.name in WEIGHT_GRIDS:
-        return weight_grid(grid, loss.name, n_classes)
+        return weight_grid(grid, loss.name, n_classes, **params)
     if loss.name == "log":
         return grid  # the betas themselves: exact keys
-    return loss_family(loss.name, **({"gamma": loss.gamma} if loss.name == "focal" else {}))(grid)
+    return loss_family(loss.name, **params)(grid)
 
 
 def write_sweep_outputs(
@@ -950,8 +960,8 @@ def write_sweep_outputs(
 
     out = Path(out)
     key_name = "beta" if result.betas is not None else "loss"
-    if result.losses is not None and result.losses.kind == "focal" and result.betas is not None:
-        key_name = "alpha"
+    if result.losses is not None and result.betas is not None:  # beta, or the focal loss's alpha
+        key_name = result.losses.record.class_weight or key_name
     atomic_write_text(out / "sweep_table.md", markdown_by_loss(result.table, key_name))
     buffer = io.BytesIO()
     arrays = {"keys": np.asarray(result.keys), "labels": result.labels,

@@ -343,11 +343,7 @@ def exact_solver_applies(model: nn.Module, losses: LossSpec) -> bool:
     ``b-loss-multi``), which splits into one weighted logistic regression per class, or under the
     class-weighted softmax cross-entropy (multinomial logistic regression). All are convex
     problems."""
-    if not isinstance(model, LogisticRegression):
-        return False
-    if losses.kind == "weighted":
-        return losses.base == "log"
-    return losses.kind in ("matrix", "class_weighted")
+    return isinstance(model, LogisticRegression) and losses.record.exact is not None
 
 
 def _check_model(model: nn.Module, x: np.ndarray, losses: LossSpec) -> None:
@@ -443,7 +439,7 @@ def train_tabular(
             f"log loss or the class-weighted softmax cross-entropy, not "
             f"{type(model).__name__} under the {spec.describe()}; use solver='adam'"
         )
-    if config.l2_scale == "per_weight" and spec.kind == "callable":
+    if config.l2_scale == "per_weight" and spec.record.row_weight is None:
         raise ValueError(
             "config.l2_scale='per_weight' measures the ridge against a loss's class weights; "
             f"the {spec.describe()} has none known (use l2_scale='paper')"
@@ -463,13 +459,10 @@ def _row_weights(spec: LossSpec, y: np.ndarray) -> np.ndarray:
     """``[m, N]``: the weight each loss of a grid puts on a row of its label, summed over the
     outputs (``beta`` or ``1 - beta``; a focal loss's ``alpha`` or ``1 - alpha``; ``sum_c
     B[y, c]``; ``w[y]``), whose mean over a member's training rows is its total weight."""
-    p = {k: np.asarray(v, np.float64) for k, v in spec.params.items() if k != "args"}
-    if spec.kind in ("weighted", "focal"):
-        w = p["beta" if spec.kind == "weighted" else "alpha"].reshape(-1, 1)
-        return np.where(y[None, :] == 1, w, 1.0 - w)
-    if spec.kind == "matrix":
-        return p["B"].sum(axis=-1)[:, y]
-    return p["class_weights"][:, y]  # class_weighted, softmax_focal
+    p = {k: np.asarray(v, np.float64) for k, v in spec.params.items()}
+    (m,) = spec.batch_shape
+    weight = spec.record.row_weight
+    return np.stack([weight(y, **{k: v[i] for k, v in p.items()}) for i in range(m)])
 
 
 def _standardizer(
@@ -601,7 +594,7 @@ def _fit_exactly(
     penalty = _penalty_scale(x, train_mask, _totals(spec, y, share, config), config) / unit**2
     options = {"tol": config.tol, "max_iter": config.max_newton_steps, "design": Design.of(xs),
                "penalty_scale": penalty}  # fmt: skip
-    if spec.kind == "matrix":
+    if spec.record.exact == "one_vs_rest":
         B = np.asarray(spec.params["B"], np.float64)  # [m, n, n]
         parts = []
         for c in range(spec.n_classes):
@@ -612,7 +605,7 @@ def _fit_exactly(
         coef, intercept = fit.coef / unit[:, None], fit.intercept  # [G, m, R, d, n], [.., n]
         steps, grads = fit.iterations.max(axis=-1), fit.grad_norm.max(axis=-1)
         hessians = fit.hessians.sum(axis=-1)
-    elif spec.kind == "class_weighted":
+    elif spec.record.exact == "softmax":
         w = np.asarray(spec.params["class_weights"], np.float64)  # [m, n]
         weights = (w[:, y][:, None, :] * share[None]).astype(np.float32)
         fit = fit_weighted_softmax(xs, y, weights, spec.n_classes, l2=levels, **options)
