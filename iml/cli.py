@@ -24,6 +24,9 @@ for the report's own settings.
 Bad input (an unknown dataset, a misspelled config key, beta outside (0, 1), missing directories
 or CSV columns) is reported before any work starts, in one line, with exit status 2. A failure
 during the work exits with status 1 and its traceback, and leaves every finished result in place.
+
+Imports inside functions: each command imports its pipeline where it runs, so that ``iml --help``
+and bad input answer without first loading Flax, tensorflow-datasets and matplotlib (seconds).
 """
 
 from __future__ import annotations

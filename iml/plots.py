@@ -44,8 +44,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from iml import _validation as V
 from iml._io import atomic_write_bytes
@@ -98,8 +101,6 @@ def _labels_for(labels: ArrayLike | Mapping[float, ArrayLike], beta: float) -> A
 
 
 def _colors(n: int) -> list:
-    from matplotlib import colormaps
-
     cmap = colormaps["viridis"]
     return [cmap(x) for x in np.linspace(0.0, 0.85, n)]
 
@@ -212,8 +213,6 @@ def _draw_curve(ax: Axes, bins: _Bins, floor: float, color, label: str, key: str
 
 def _legend(ax: Axes, drawn: Sequence[_Bins], confidence: float, bootstrap: bool) -> None:
     """The legend, with one entry for the interval bars and one for the floor marker."""
-    from matplotlib.lines import Line2D
-
     handles, labels = ax.get_legend_handles_labels()
     level = f"{100 * confidence:g}%"
     kind = "bootstrap" if bootstrap else "Clopper-Pearson"
@@ -781,9 +780,6 @@ def figure_metric_vs_size(
     sizes = np.asarray(sizes, dtype=float)
     if sizes.ndim != 1 or sizes.size == 0 or (sizes <= 0).any():
         raise ValueError("sizes must be a non-empty list of positive sizes")
-    from matplotlib import colormaps
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
     fig = Figure(figsize=(4.2 * len(metrics), 4.6), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(metrics)))
     palette = colormaps["tab10"]

@@ -60,6 +60,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import betainc, ndtr, xlogy
+from scipy.optimize import linear_sum_assignment
 
 from iml import _validation as V
 from iml.calibration import (
@@ -740,8 +741,6 @@ def niac_assignment_check(G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
       ``(gain, sigma)``: ``max_sigma sum_k G[k, sigma(k)] - sum_k G[k, k] >= 0`` ``[...]``
       (positive exactly when NIAC fails) and an optimal ``sigma`` ``[..., K]``.
     """
-    from scipy.optimize import linear_sum_assignment
-
     _check_value_matrix(G)
     g = np.asarray(G, np.float64)
     flat = g.reshape(-1, *g.shape[-2:])

@@ -241,7 +241,7 @@ def test_markdown_table_lists_every_method_and_metric():
             "loss.name",
             "hinge",
             r"config\.loss\.name must be one of \['focal', 'log', 'squared'\].*"
-            r"\['matrix', 'class_weighted_softmax'\].*got 'hinge'",
+            r"\['class_weighted_softmax', 'matrix', 'softmax_focal'\].*got 'hinge'",
         ),
         ("loss.gamma", -1.0, r"config\.loss\.gamma must be a finite number >= 0, got -1\.0"),
         ("data.name", "mnist", "config.data.name: unknown dataset 'mnist'"),

@@ -886,3 +886,23 @@ def test_adam_members_keep_the_grids_penalty_of_lowest_validation_loss(simulated
         np.testing.assert_allclose(auto.test_logits[here], fit.test_logits[here], atol=1e-4)
     # the heavy penalty shrinks the weights: the grid's levels were really trained apart
     assert np.abs(alone[1].params["w"]).max() < np.abs(alone[0].params["w"]).max()
+
+
+def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, capsys):
+    """`--loss softmax_focal --gamma 1`: a registered multiclass loss without a closed-form rule,
+    its grid over class weights and its gamma from the config, corrected by the generic inverse."""
+    out = tmp_path / "out"
+    argv = ["--dataset", "digits", "--classes", "all", "--loss", "softmax_focal", "--gamma", "1",
+            "--loss-weights", "ones;w[8]=10", "--seeds", "1", "--l2", "1e-3", "--epochs", "2",
+            "--lr", "0.05", "--batch-size", "256", "--n-folds", "4", "--out", str(out),
+            "--no-progress"]  # fmt: skip
+    assert _sweep(argv) == 0, capsys.readouterr().err
+    table = json.loads((out / "sweep_table.json").read_text())
+    assert list(table) == ["gamma=1,ones", "gamma=1,w[8]=10"]
+    with np.load(out / "scores.npz") as stored:
+        scores, corrected = stored["scores"][1], stored["corrected"][1]
+    spec = loss_spec("softmax_focal", gamma=1.0, class_weights=np.r_[np.ones(8), 10.0, 1.0])
+    want = np.asarray(spec.loss_corrected_score(scores[:50].astype(np.float32)))
+    np.testing.assert_allclose(corrected[:50], want, atol=1e-4)
+    # posteriors on the simplex, wherever the generic inverse found one
+    assert np.mean(np.abs(corrected.sum(-1) - 1.0) < 1e-4) > 0.99

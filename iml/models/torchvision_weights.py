@@ -280,7 +280,7 @@ def read_torch_state_dict(path: str | os.PathLike[str]) -> dict[str, np.ndarray]
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"weights file {os.fspath(path)!r} does not exist")
-    try:
+    try:  # imported here: torch is the optional `reference` extra
         import torch
     except ImportError as err:  # pragma: no cover - torch is the optional `reference` extra
         raise ImportError("reading .pth weights needs torch: pip install 'iml[reference]'") from err

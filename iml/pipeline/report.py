@@ -60,10 +60,12 @@ from iml.calibration import (
     table_by_loss,
 )
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
+from iml.pipeline.runner import check_eval, is_multiclass, run_grid, run_loss, stored_config
 from iml.pipeline.store import (
     EnsembleScores,
     RunStore,
     atomic_write_bytes,
+    check_stored_run,
     load_ensemble,
 )
 from iml.plots import (
@@ -71,7 +73,9 @@ from iml.plots import (
     figure2_theoretical_curves,
     figure3_loss_calibration,
     figure4_loss_corrected,
+    figure_calibration_by_loss,
     figure_smooth_calibration,
+    reliability_by_class,
     save_figure,
 )
 from iml.recalibration import (
@@ -84,7 +88,7 @@ from iml.recalibration import (
     Recalibrator,
     TemperatureScaling,
 )
-from iml.spec import LossFamily
+from iml.spec import LossFamily, parse_weight_grid
 
 __all__ = [
     "BASELINES",
@@ -279,23 +283,6 @@ def _size_summary(ensemble: EnsembleScores, keys: Sequence[str] | None = None) -
     return out
 
 
-def check_stored_run(run: str | Path) -> RunStore:
-    """The store of a run that :func:`report_run` can report: checked before any work.
-
-    Raises:
-      FileNotFoundError: if ``run`` holds no manifest or no stored folds.
-      ValueError: if the run has no finished member batch.
-    """
-    store = RunStore(run) if Path(run).is_dir() else None
-    if store is None or store.manifest() is None:
-        raise FileNotFoundError(f"no stored run (manifest.json) in {run}")
-    if not store.has("data/folds"):
-        raise FileNotFoundError(f"{run} holds no stored folds (data/folds.npz)")
-    if not any(True for _ in store.keys("batches")):
-        raise ValueError(f"{run} holds no finished member batch")
-    return store
-
-
 def report_config(
     run: str | Path, eval_overrides: Mapping[str, Any] | None = None
 ) -> ml_collections.ConfigDict:
@@ -314,8 +301,6 @@ def report_config(
         ``config.eval`` does not have, a value of another type than the key's, or a bad value
         (:func:`iml.pipeline.runner.check_eval`).
     """
-    from iml.pipeline.runner import check_eval, stored_config
-
     store = check_stored_run(run)
     config = stored_config(store.manifest()["config"])
     for key, value in (eval_overrides or {}).items():
@@ -374,9 +359,6 @@ def report_run(
       ValueError: if the run has no finished member batch, or for a bad ``eval_overrides``
         (:func:`report_config`).
     """
-    # the runner (and the trainer it imports) only where a report is made
-    from iml.pipeline.runner import is_multiclass, run_loss
-
     config = report_config(run, eval_overrides)
     store = RunStore(run)
     n_bins, n_bootstrap = int(config.eval.n_bins), int(config.eval.n_bootstrap)
@@ -475,10 +457,6 @@ def _report_multiclass(
     ECE of every loss's ensemble before and after the correction; and each class's ECE
     (``ece_by_class.json``), whose mean is the class-wise ECE. For the B-weighted loss both also
     hold the corrected posteriors renormalised to sum to one (``loss_corrected_renormalised``)."""
-    from iml.pipeline.runner import run_grid
-    from iml.plots import figure_calibration_by_loss, reliability_by_class
-    from iml.spec import parse_weight_grid
-
     n_bins = int(config.eval.n_bins)
     n_losses = len(parse_weight_grid(config.loss.weights, config.loss.name))
     positions = [float(k) for k in range(n_losses)]

@@ -58,13 +58,31 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
+from iml import power as P
 from iml._io import atomic_write_bytes
+from iml.pipeline.store import (
+    RunStore,
+    aggregate_members,
+    check_stored_run,
+    load_ensemble,
+    member_test_scores,
+)
+from iml.plots import (
+    figure_cost_bounds,
+    figure_information_by_weight,
+    figure_value_matrix,
+    save_figure,
+)
+from iml.power import standard_error
+from iml.revealed import MIN_COUNT, reveal
 from iml.spec import CLASS_WEIGHTS, LossFamily, beta_key, loss_family
 
 __all__ = [
@@ -214,6 +232,8 @@ def _manifest_config(root: Path, what: str) -> Mapping[str, Any]:
 
 
 def _reproduce_input(root: Path) -> RevealInput:
+    # imported here: the runner imports the trainer (Flax, optax), which only a reproduce
+    # run's reading needs
     from iml.pipeline.runner import is_multiclass, run_loss, stored_config
 
     config = stored_config(_manifest_config(root, "a reproduce run"))
@@ -234,9 +254,6 @@ def _reproduce_input(root: Path) -> RevealInput:
             )
         scores, sizes, labels = arrays["scores"], arrays["sizes"], arrays["labels"]
     else:
-        from iml.pipeline.report import check_stored_run
-        from iml.pipeline.store import load_ensemble
-
         store = check_stored_run(root)
         labels = store.load_arrays("data/folds")["labels"]
         ensemble = load_ensemble(store, betas.tolist(), len(labels), str(config.eval.average))
@@ -255,8 +272,6 @@ def _reproduce_input(root: Path) -> RevealInput:
 def run_members(root: Path) -> list[tuple[float, int, np.ndarray, np.ndarray]] | None:
     """``(beta, seed, test_idx, test_scores)`` of every stored member, or ``None`` without
     member batches that name their seeds."""
-    from iml.pipeline.store import RunStore, member_test_scores
-
     store = RunStore(root)
     keys = list(store.keys("batches")) if (root / "batches").is_dir() else []
     if not keys:
@@ -281,8 +296,6 @@ def seed_ensembles(
     """Each training seed's own ensemble ``[M, K, n]`` (NaN where a seed did not train a
     model, or its members did not score an observation), from ``(beta, seed, test_idx,
     test_scores)`` members; ``(None, None)`` where no model has several seeds."""
-    from iml.pipeline.store import aggregate_members
-
     betas = [float(b) for b in betas]
     seeds = sorted({seed for _, seed, _, _ in members})
     trained = {(beta, seed) for beta, seed, _, _ in members}
@@ -307,8 +320,8 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
       ValueError: for runs whose labels, loss or ensemble pooling differ, a run without member
         batches, or a (class weight, seed) pair trained in two runs.
     """
+    # imported here: the runner imports the trainer, as above
     from iml.pipeline.runner import run_loss, stored_config
-    from iml.pipeline.store import aggregate_members
 
     resolved = [Path(r).resolve() for r in runs]
     twice = sorted({str(r) for r in runs if resolved.count(Path(r).resolve()) > 1})
@@ -322,8 +335,6 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
         if first.kind != "reproduce":
             raise ValueError(f"{root} is an `iml sweep` run; only reproduce runs merge")
         config = stored_config(_manifest_config(root, "a reproduce run"))
-        from iml.pipeline.report import check_stored_run
-
         run_labels = check_stored_run(root).load_arrays("data/folds")["labels"]
         if labels is None:
             labels, loss, average = run_labels, run_loss(config), str(config.eval.average)
@@ -520,11 +531,6 @@ def reveal_run(
     Returns:
       The record written to ``revealed.json``.
     """
-    import jax
-
-    from iml.plots import save_figure
-    from iml.revealed import reveal
-
     check_reveal_input(inputs, n_bins)
     losses = inputs.loss(inputs.betas)
 
@@ -581,8 +587,6 @@ def reveal_run(
 
 
 def _progress(on: bool):
-    import sys
-
     def say(message: str) -> None:
         if on:
             print(f"  {message} ...", file=sys.stderr, flush=True)
@@ -630,10 +634,6 @@ def simulated_power(
     (NIAC's power), and with the middle model reporting its odds times :data:`POWER_MISREPORT`
     (NIAS's power).
     """
-    import jax
-
-    from iml import power as P
-
     K, n = inputs.scores.shape
     prior = float(np.asarray(report.experiments.prior)[0])
     information = float(np.median(np.asarray(report.information)))
@@ -684,8 +684,6 @@ def simulated_power(
 
 
 def _rate(rejected: np.ndarray) -> dict[str, float]:
-    from iml.power import standard_error
-
     return {"rate": float(np.mean(rejected)), "se": round(standard_error(rejected), 4)}
 
 
@@ -751,8 +749,6 @@ def revealed_record(
     power: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON record of a :class:`iml.revealed.RevealedReport` (see the module docstring)."""
-    from iml.revealed import MIN_COUNT
-
     loss = inputs.loss
     cycle = [int(k) for k in np.asarray(report.niac.cycle) if k >= 0]
     record = {
@@ -841,7 +837,6 @@ def _short_keys(betas: Sequence[float]) -> list[str]:
 
 def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
     """The three figures of a ``revealed.json`` record, by file name (:data:`FIGURES`)."""
-    from iml.plots import figure_cost_bounds, figure_information_by_weight, figure_value_matrix
 
     betas = record["betas"]
     weight = record["loss"]["weight_name"]

@@ -20,14 +20,16 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
+from tqdm.auto import tqdm
 
 from iml import _validation as V
 from iml import config as config_lib
-from iml.data import Dataset, load_dataset
+from iml.data import DATASETS, Dataset, load_dataset
 from iml.models import (
     CONV_IMPLS,
     IMAGE_MODELS,
     build_image_model,
+    load_torchvision_densenet,
     min_input_size,
     with_conv_impl,
 )
@@ -232,8 +234,6 @@ def check_config(config: Mapping[str, Any]) -> None:
     """
     config_lib.check_keys(config, default_config())
     c = _as_config(config)
-    from iml.data import DATASETS
-
     if c.data.name not in DATASETS:
         raise ValueError(
             f"config.data.name: unknown dataset {c.data.name!r}; expected one of {list(DATASETS)}"
@@ -462,8 +462,6 @@ def initial_variables(config: Mapping[str, Any], model: Any, channels: int) -> d
     weights = _as_config(config).model.weights
     if not weights:
         return None
-    from iml.models import load_torchvision_densenet
-
     path = Path(weights).expanduser()
     return load_torchvision_densenet(path, model, head="init", in_channels=int(channels))
 
@@ -729,8 +727,6 @@ def run_experiment(
     source = _source(dataset, labels)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=len(plan.members), initial=done_members, desc="members", unit="member")
     try:
         for batch in todo:

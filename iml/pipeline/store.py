@@ -41,6 +41,7 @@ __all__ = [
     "RunStore",
     "aggregate_members",
     "atomic_write_bytes",
+    "check_stored_run",
     "load_ensemble",
     "member_test_scores",
     "package_versions",
@@ -358,3 +359,20 @@ def load_ensemble(
             yield from member_test_scores(store.load_arrays(key))
 
     return aggregate_members(members(), betas, num_examples, average)
+
+
+def check_stored_run(run: str | Path) -> RunStore:
+    """The store of a run that :func:`report_run` can report: checked before any work.
+
+    Raises:
+      FileNotFoundError: if ``run`` holds no manifest or no stored folds.
+      ValueError: if the run has no finished member batch.
+    """
+    store = RunStore(run) if Path(run).is_dir() else None
+    if store is None or store.manifest() is None:
+        raise FileNotFoundError(f"no stored run (manifest.json) in {run}")
+    if not store.has("data/folds"):
+        raise FileNotFoundError(f"{run} holds no stored folds (data/folds.npz)")
+    if not any(True for _ in store.keys("batches")):
+        raise ValueError(f"{run} holds no finished member batch")
+    return store

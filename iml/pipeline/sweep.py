@@ -40,6 +40,7 @@ import ml_collections
 import numpy as np
 from ml_collections import config_dict
 from numpy.typing import ArrayLike
+from tqdm.auto import tqdm
 
 from iml import _validation as V
 from iml import config as config_lib
@@ -50,11 +51,13 @@ from iml.calibration import (
     scores_from_logits,
     table_by_loss,
 )
+from iml.data import load_dataset
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
 from iml.losses import lookup, registered
 from iml.models.small import build_small_model
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
+from iml.plots import figure_calibration_by_loss, reliability_by_class, save_figure
 from iml.spec import (
     CLASS_WEIGHTS,
     WEIGHT_GRIDS,
@@ -488,8 +491,6 @@ def _chunk_l2(arrays: Mapping[str, np.ndarray], config: TrainConfig) -> np.ndarr
 def _progress_iter(items: Sequence[Any], progress: bool, desc: str) -> Any:
     if not progress or len(items) <= 1:
         return items
-    from tqdm.auto import tqdm
-
     return tqdm(items, desc=desc, file=sys.stderr)
 
 
@@ -695,6 +696,8 @@ def _check(
             )
         grid: Any = parse_weight_grid(c.loss.weights, loss, name=name("loss.weights"))
         for key in ("loss.betas", "loss.gamma"):
+            if key == "loss.gamma" and "gamma" in config_parameters(loss, c.loss):
+                continue  # the multiclass focal loss's focusing parameter
             if _given(c, key):
                 raise ValueError(
                     f"{name(key)} does not apply to {said('loss.name')}; its grid is "
@@ -911,8 +914,6 @@ def prepare_sweep(
 
 def _load(source: dict[str, Any], names: Mapping[str, str]) -> Dataset:
     """The dataset of the checked ``source``; errors name the key (or flag) of each argument."""
-    from iml.data import load_dataset
-
     options = dict(source)
     name = options.pop("name")
     try:
@@ -956,8 +957,6 @@ def write_sweep_outputs(
     Returns:
       The paths of the figures written.
     """
-    from iml.plots import figure_calibration_by_loss, reliability_by_class, save_figure
-
     out = Path(out)
     key_name = "beta" if result.betas is not None else "loss"
     if result.losses is not None and result.betas is not None:  # beta, or the focal loss's alpha

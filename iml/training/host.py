@@ -31,6 +31,7 @@ import threading
 import warnings
 
 import jax
+from jax._src import xla_bridge
 
 # mallopt parameters, from glibc's <malloc.h>
 M_TRIM_THRESHOLD = -1
@@ -68,8 +69,6 @@ def _glibc() -> ctypes.CDLL | None:
 
 def _backend_started() -> bool:
     """Whether JAX has created its backends (after which the dispatch mode is fixed)."""
-    from jax._src import xla_bridge
-
     return bool(xla_bridge.backends_are_initialized())
 
 

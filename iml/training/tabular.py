@@ -53,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
 from numpy.typing import ArrayLike
+from tqdm.auto import tqdm
 
 from iml import _validation as V
 from iml.data.folds import FoldSplit
@@ -724,8 +725,6 @@ def _mean_losses(
 def _progress(total: int, progress: bool | str) -> Any:
     if not progress:
         return None
-    from tqdm.auto import tqdm
-
     desc = progress if isinstance(progress, str) else "epochs"
     return tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
 

@@ -34,6 +34,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from tqdm.auto import tqdm
 
 from iml import _validation as V
 from iml.spec import LossSpec, loss_spec
@@ -896,8 +897,6 @@ def train_ensemble(
     val_idx, val_weights = _padded([m.val_idx for m in members], config.eval_batch_size)
     bar = None
     if progress and jax.process_index() == 0:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=config.max_epochs, initial=start_epoch, desc="ensemble", unit="epoch")
     try:
         stopped = np.array([h.stopped_epoch is not None for h in history])
