@@ -645,9 +645,9 @@ def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
         p = {k: np.asarray(v, np.float64)[i] for k, v in losses.params.items() if k != "args"}
         key = None
         if losses.name == "callable":
-            args = [np.asarray(x, np.float64)[i] for x in losses.params["args"]]
-            if args and all(x.ndim == 0 for x in args):
-                key = ",".join(repr(float(x)) for x in args)
+            args = [np.asarray(x)[i] for x in losses.params["args"]]
+            if args and all(x.ndim == 0 for x in args):  # each by its shortest float32 decimal
+                key = ",".join(repr(float(str(np.float32(x)))) for x in args)
         elif losses.record.key is not None:
             key = losses.record.key(p)
         keys.append(key if key is not None else f"#{i}")

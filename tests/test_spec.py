@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 
+import iml
 from iml import losses as L
 from iml.spec import (
     LOSSES,
@@ -371,3 +372,26 @@ def test_every_weight_grid_builds_its_loss_from_its_own_syntax():
         parse_weight_grid("ones", "focal", name="config.loss.weights")
     with pytest.raises(ValueError, match="not 'log'"):
         weight_grid([{}], "log", 3)
+
+
+def test_a_callable_with_parameters_is_a_grid_keyed_by_them():
+    def weighted_log(a, y, beta):
+        return jnp.where(y == 1, -beta * jnp.log(a), -(1 - beta) * jnp.log1p(-a))
+
+    spec = loss_spec(weighted_log, jnp.array([0.5, 0.9]))
+    assert spec.batch_shape == (2,)
+    grid = loss_grid(spec)
+    assert grid.keys == ["0.5", "0.9"] and grid.weights is None
+    # each member is the callable at its own parameter, with the generic rule
+    a = spec[1].optimal_score(jnp.array([0.1, 0.5]))
+    np.testing.assert_allclose(a, iml.optimal_score(jnp.array([0.1, 0.5]), 0.9), rtol=1e-5)
+
+
+def test_an_unknown_loss_is_an_error_never_another_loss():
+    with pytest.raises(ValueError, match=r"unknown loss 'hinge'; the registered losses are \["):
+        loss_spec("hinge")
+    stray = LossSpec("weighted", {"beta": jnp.asarray(0.9)})  # a kind that is not registered
+    with pytest.raises(ValueError, match="unknown loss 'weighted'"):
+        stray.loss(jnp.asarray(0.5), 1)
+    with pytest.raises(ValueError, match="unknown loss 'weighted'"):
+        stray.optimal_score(jnp.asarray(0.5))
