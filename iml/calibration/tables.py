@@ -1,0 +1,260 @@
+"""Metric tables: the metrics of one vector of binary scores or one matrix of class scores (the
+rows of the reports' and sweeps' tables), and the table of a grid of losses: each loss's scores
+from its logits, its loss-corrected scores (Proposition 4; Corollary 1 for a beta) and the
+metrics of both, as a dictionary or as Markdown."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iml import _validation as V
+from iml.calibration._checks import check_binary
+from iml.calibration.comparison import ece_intervals, multiclass_ece_intervals
+from iml.calibration.metrics import auroc, brier_score, expected_calibration_error, mean_log_loss
+from iml.calibration.smooth import smooth_ece
+from iml.spec import LossLike, LossSpec, loss_grid
+
+Array = jax.Array
+ArrayLike = jax.typing.ArrayLike
+
+__all__ = [
+    "METRICS",
+    "MULTICLASS_METRICS",
+    "RENORMALISED",
+    "loss_corrected_scores",
+    "markdown_by_loss",
+    "multiclass_score_metrics",
+    "score_metrics",
+    "score_metrics_by_row",
+    "scores_from_logits",
+    "table_by_loss",
+]
+
+
+#: The metrics of one binary score vector (:func:`score_metrics`), in table order.
+METRICS = ("ece", "ece_debiased", "smooth_ece", "brier", "log_loss", "auroc")
+#: The metrics of one multiclass score matrix (:func:`multiclass_score_metrics`), in table order.
+MULTICLASS_METRICS = ("top_label_ece", "classwise_ece", "brier", "log_loss", "accuracy")
+#: The method of :func:`table_by_loss` for the B-weighted loss's corrected one-vs-rest posteriors
+#: divided by their row's sum (``iml.loss_corrected_score_multiclass(..., renormalise=True)``).
+RENORMALISED = "loss_corrected_renormalised"
+_CLIP = 1e-7
+
+
+def score_metrics(scores: ArrayLike, labels: ArrayLike, n_bins: int = 10) -> dict[str, float]:
+    """The :data:`METRICS` of binary scores, as floats: ECE (l1, quantile bins), the debiased ECE
+    (l2, Kumar, Liang & Ma 2019), the smooth ECE (Blasiok & Nakkiran 2023), the Brier score, the
+    log loss and the AUROC. Scores are clipped to ``[1e-7, 1 - 1e-7]`` first."""
+    return score_metrics_by_row(np.asarray(scores)[None], labels, n_bins)[0]
+
+
+def score_metrics_by_row(
+    scores: ArrayLike, labels: ArrayLike, n_bins: int = 10
+) -> list[dict[str, float]]:
+    """:func:`score_metrics` of every row of ``scores [m, N]`` against the same ``labels [N]``,
+    computed in one compiled program (the metrics vmapped over blocks of rows), which is several
+    times faster than a loop over the rows. The values equal each row's alone to float32
+    rounding."""
+    s = np.clip(np.asarray(scores, np.float64), _CLIP, 1 - _CLIP).astype(np.float32)
+    y = np.asarray(labels, np.int32)
+    if s.ndim < 2 or s.shape[0] == 0:
+        raise ValueError(f"scores must be [m, N] with m >= 1, got shape {s.shape}")
+    for row in s:
+        check_binary(row, y, None, n_bins)
+    values = np.asarray(_metric_rows(jnp.asarray(s), jnp.asarray(y), n_bins), np.float64)
+    return [dict(zip(METRICS, map(float, row), strict=True)) for row in values]
+
+
+# Rows that score_metrics_by_row vmaps at once (its memory: this many rows' sorts and kernels).
+_METRIC_ROWS = 64
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _metric_rows(scores: Array, labels: Array, n_bins: int) -> Array:
+    def one(s: Array) -> Array:  # the public metrics; their checks are no-ops when traced
+        return jnp.stack(
+            [
+                expected_calibration_error(s, labels, n_bins, "quantile"),
+                expected_calibration_error(s, labels, n_bins, "quantile", norm="l2", debias=True),
+                smooth_ece(s, labels).ece,
+                brier_score(s, labels),
+                mean_log_loss(s, labels),
+                auroc(s, labels),
+            ]
+        )
+
+    return jax.lax.map(one, scores, batch_size=_METRIC_ROWS)
+
+
+def multiclass_score_metrics(
+    scores: ArrayLike, labels: ArrayLike, n_bins: int = 10
+) -> dict[str, float]:
+    """The :data:`MULTICLASS_METRICS` of class scores ``[N, n]``, as floats.
+
+    ``top_label_ece`` and ``classwise_ece`` are :func:`expected_calibration_error` (l1, quantile
+    bins) of the top score and the mean over classes; ``brier`` sums over classes; ``log_loss``
+    is ``-log a_y`` of the true class's score; ``accuracy`` is that of the top score. Scores are
+    taken as the model reports them (rows need not sum to one: a one-vs-rest model's do not) and
+    clipped to ``[1e-7, 1 - 1e-7]``.
+    """
+    s = np.clip(np.asarray(scores, np.float64), _CLIP, 1 - _CLIP).astype(np.float32)
+    y = np.asarray(labels, np.int32)
+    return {
+        "top_label_ece": float(expected_calibration_error(s, y, n_bins, "quantile")),
+        "classwise_ece": float(
+            expected_calibration_error(s, y, n_bins, "quantile", multiclass="classwise")
+        ),
+        "brier": float(brier_score(s, y)),
+        "log_loss": float(mean_log_loss(s, y)),
+        "accuracy": float(np.mean(np.argmax(s, axis=-1) == y)),
+    }
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, np.float64)))
+
+
+def scores_from_logits(losses: LossSpec, logits: ArrayLike) -> np.ndarray:
+    """The scores ``[m, ...]`` that logits ``[m, ...]`` of a grid's members stand for
+    (:meth:`iml.LossSpec.link` of each loss), in float64."""
+    if not losses.multiclass:  # every binary loss reads its logit through the sigmoid
+        return _sigmoid(logits)
+    z = jnp.asarray(logits, jnp.float32)
+    spec = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float32), losses)
+    return np.asarray(jax.vmap(LossSpec.link)(spec, z), np.float64)
+
+
+def loss_corrected_scores(losses: LossSpec, scores: ArrayLike) -> np.ndarray:
+    """The loss-corrected scores ``(c^L)^{-1}(a)`` of every loss of a grid (Proposition 4;
+    Corollary 1 for a beta): ``scores [m, N(, n)]``, row ``i`` corrected by loss ``i``."""
+    a = jnp.asarray(np.clip(np.asarray(scores, np.float64), 0.0, 1.0), jnp.float32)
+    return np.asarray(jax.vmap(LossSpec.loss_corrected_score)(losses, a), np.float64)
+
+
+def table_by_loss(
+    losses: LossLike,
+    scores: ArrayLike,
+    labels: ArrayLike,
+    n_bins: int = 10,
+    corrected: ArrayLike | None = None,
+    *,
+    ece_bootstrap: int = 0,
+    key: Array | None = None,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Metrics of the raw and loss-corrected scores of every loss: ``table[key][method][metric]``.
+
+    Keys are :func:`iml.grid_keys` (for a beta grid, the exact betas). Methods: ``"raw"`` (the
+    ensemble's scores ``a``) and ``"loss_corrected"`` (``(c^L)^{-1}(a)``, Proposition 4;
+    ``g^beta(a)``, Corollary 1, for a beta); for the B-weighted loss (``"matrix"``), whose
+    corrected one-vs-rest posteriors need not sum to one, also
+    ``"loss_corrected_renormalised"``: those posteriors divided by their row's sum, so that the
+    effect of renormalising is reported apart from the correction's. Metrics: :data:`METRICS` for
+    binary
+    losses (``"ece"`` over ``n_bins`` quantile bins, the paper's deciles, ...) and
+    :data:`MULTICLASS_METRICS` for multiclass ones (top-label and class-wise
+    ECE, Brier score, log loss, accuracy).
+
+    Args:
+      losses: the grid of ``m`` losses (:func:`iml.loss_grid`: e.g. an array of betas).
+      scores: ``[m, N]`` raw scores per loss, or ``[m, N, n]`` class scores.
+      labels: ``[N]`` labels.
+      n_bins: bins of the calibration errors.
+      corrected: the loss-corrected scores, where the caller has them already
+        (:func:`loss_corrected_scores` of ``scores``); computed here otherwise.
+      ece_bootstrap: replicates of each ECE's 95% percentile interval (the same resampled rows
+        for every loss and method), recorded as ``"ece_interval": [low, high]`` for binary losses
+        (:func:`ece_intervals`), ``"top_label_ece_interval"`` and ``"classwise_ece_interval"``
+        for multiclass ones (:func:`multiclass_ece_intervals`); 0 for none.
+      key: ``jax.random`` key of those replicates (required with ``ece_bootstrap``).
+    """
+    grid = loss_grid(losses)
+    spec = grid.spec
+    (m,) = spec.batch_shape
+    a = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels)
+    shape = (m, y.shape[0], *((spec.n_classes,) if spec.multiclass else ()))
+    V.check_shape("scores", a, shape)
+    if corrected is None:
+        corrected = loss_corrected_scores(spec, a)
+    else:
+        V.check_shape("corrected", corrected, shape)
+    corrected = np.asarray(corrected, np.float64)
+    if spec.multiclass:
+        methods = {
+            "raw": [multiclass_score_metrics(row, y, n_bins) for row in a],
+            "loss_corrected": [multiclass_score_metrics(row, y, n_bins) for row in corrected],
+        }
+        if spec.record.domain == "box":  # one sigmoid per class: rows need not sum to one
+            # As loss_corrected_score_multiclass(..., renormalise=True): a row of zeros is NaN.
+            with np.errstate(invalid="ignore", divide="ignore"):
+                renormalised = corrected / corrected.sum(axis=-1, keepdims=True)
+            methods[RENORMALISED] = [
+                multiclass_score_metrics(row, y, n_bins) for row in renormalised
+            ]
+        if ece_bootstrap:  # every loss and method on the same resampled rows
+            stacked = {"raw": a, "loss_corrected": corrected}
+            if RENORMALISED in methods:
+                stacked[RENORMALISED] = renormalised
+            clipped = np.clip(np.concatenate(list(stacked.values())), _CLIP, 1 - _CLIP)
+            intervals = multiclass_ece_intervals(clipped.astype(np.float32), y, n_bins,
+                                                 n_bootstrap=ece_bootstrap, key=key)  # fmt: skip
+            for metric, values in intervals.items():
+                values = np.asarray(values, np.float64).reshape(len(stacked), m, 2)
+                for method, rows in zip(stacked, values, strict=True):
+                    for row, interval in zip(methods[method], rows, strict=True):
+                        row[f"{metric}_interval"] = interval.tolist()
+    else:
+        stacked = np.concatenate([a, corrected])
+        both = score_metrics_by_row(stacked, y, n_bins)
+        if ece_bootstrap:
+            clipped = np.clip(stacked, _CLIP, 1 - _CLIP).astype(np.float32)
+            intervals = np.asarray(
+                ece_intervals(clipped, y, n_bins, n_bootstrap=ece_bootstrap, key=key), np.float64
+            )
+            for row, interval in zip(both, intervals, strict=True):
+                row["ece_interval"] = interval.tolist()
+        methods = {"raw": both[:m], "loss_corrected": both[m:]}
+    return {
+        key: {method: rows[i] for method, rows in methods.items()}
+        for i, key in enumerate(grid.keys)
+    }
+
+
+def _interval_text(interval: Sequence[float]) -> str:
+    return f"[{interval[0]:.4f}, {interval[1]:.4f}]"
+
+
+def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
+    """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics,
+    the renormalised corrected ones (``renorm.``) where the table has them, and the median of a
+    sweep's members' ridge coefficients where its rows hold them (``row["l2"]``)."""
+    metrics = METRICS if "auroc" in next(iter(table.values()))["raw"] else MULTICLASS_METRICS
+    methods = {"raw": "raw", "loss_corrected": "corr."}
+    if any(RENORMALISED in row for row in table.values()):
+        methods[RENORMALISED] = "renorm."
+    header = [key_name] + [f"{label} {k}" for k in metrics for label in methods.values()]
+    ridge = all("l2" in row for row in table.values())  # a sweep's members' ridge coefficients
+    if ridge:
+        header.append("l2 (median)")
+    # each ECE's interval, after the ECE columns, where every row has it
+    with_ci = [k for k in metrics if all(f"{k}_interval" in row["raw"] for row in table.values())]
+    for metric in reversed(with_ci):
+        at = header.index(f"{list(methods.values())[-1]} {metric}") + 1
+        header[at:at] = [f"{label} {metric} 95% CI" for label in methods.values()]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key, row in table.items():
+        cells = [key]  # the exact key (beta_key): close betas stay apart
+        for metric in metrics:
+            cells += [f"{row[m][metric]:.4f}" if m in row else "" for m in methods]
+            if metric in with_ci:
+                cells += [_interval_text(row[m][f"{metric}_interval"]) if m in row else ""
+                          for m in methods]  # fmt: skip
+        if ridge:
+            cells.append(f"{float(np.median(row['l2'])):.3g}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
