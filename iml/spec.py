@@ -560,38 +560,52 @@ class LossFamily:
     """A binary loss as a function of its class weight: ``family(w)`` is the
     :class:`LossSpec` of loss ``name`` with class weight ``w`` (:data:`CLASS_WEIGHTS`) and the
     other parameters ``params``. An ensemble trained "at beta = 0.9" under the focal loss is
-    ``loss_family("focal", gamma=2.0)(0.9)``.
+    ``loss_family("focal", gamma=2.0)(0.9)``. A callable loss ``fn(a, y, w, *params)`` is a
+    family too (``name`` ``"callable"``): its first extra argument is the class weight.
 
     Attributes:
-      name: a loss of :data:`CLASS_WEIGHTS`.
-      params: its other parameters (e.g. ``{"gamma": 2.0}``).
+      name: a loss of :data:`CLASS_WEIGHTS`, or ``"callable"``.
+      params: its other parameters (e.g. ``{"gamma": 2.0}``; a callable's, in order).
+      fn: the callable loss, for ``"callable"``.
     """
 
     name: str = "log"
     params: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    fn: Callable[..., Array] | None = None
 
     @property
     def weight_name(self) -> str:
-        """The class weight's parameter: ``"beta"`` or ``"alpha"``."""
-        return CLASS_WEIGHTS[self.name]
+        """The class weight's parameter: ``"beta"``, ``"alpha"``, ... (``"weight"`` for a
+        callable's first extra argument)."""
+        return "weight" if self.fn is not None else CLASS_WEIGHTS[self.name]
 
     def __call__(self, weight: ArrayLike) -> LossSpec:
+        if self.fn is not None:
+            return loss_spec(self.fn, weight, *self.params.values())
         return loss_spec(self.name, **self.params, **{self.weight_name: weight})
 
     def describe(self) -> str:
         """E.g. ``focal loss (gamma=2.0) by its class weight alpha``."""
         shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        title = L.lookup(self.name).title
+        if self.fn is not None:
+            title = f"callable loss {getattr(self.fn, '__name__', repr(self.fn))}"
+        else:
+            title = L.lookup(self.name).title
         return f"{title}{f' ({shown})' if shown else ''} by its class weight {self.weight_name}"
 
 
-def loss_family(name: str = "log", **params: float) -> LossFamily:
-    """The binary loss ``name`` as a function of its class weight (:class:`LossFamily`).
+def loss_family(name: str | Callable[..., Array] = "log", **params: float) -> LossFamily:
+    """The binary loss ``name`` as a function of its class weight (:class:`LossFamily`); or a
+    callable ``fn(a, y, weight, *params)`` as one, its class weight the first extra argument.
 
     Raises:
       ValueError: for a loss without a class weight, or parameters it does not take (naming
         them).
     """
+    if callable(name):
+        family = LossFamily("callable", dict(params), fn=name)
+        family(0.5)  # checks the parameters now
+        return family
     L.lookup(name)
     if name not in CLASS_WEIGHTS:
         raise ValueError(

@@ -129,3 +129,33 @@ def test_a_registered_loss_trains_an_image_ensemble(registered, tmp_path):
     np.testing.assert_allclose(corrected, np.asarray(loss_corrected_score(raw, 0.9)), atol=2e-4)
     revealed = json.loads((out / "revealed.json").read_text())
     assert revealed["loss"]["name"] == NAME and revealed["K"] == 2
+
+
+def test_a_callable_loss_goes_through_reveal_as_the_registered_ones_do(tmp_path):
+    """A user's function ``L(a, y, beta)`` with no registration: its family (the class weight
+    its first extra argument) reveals the same experiments as the built-in beta-weighted log
+    loss it writes out."""
+    from iml.pipeline.reveal import reveal_input, reveal_run
+    from iml.spec import loss_family
+
+    def weighted_log(a, y, beta):
+        return jnp.where(y == 1, -beta * jnp.log(a), -(1.0 - beta) * jnp.log1p(-a))
+
+    rng = np.random.default_rng(3)
+    betas = [0.5, 0.9, 0.99]
+    posterior = rng.beta(0.6, 4.0, 1500)
+    labels = (rng.random(1500) < posterior).astype(np.int32)
+    scores = np.stack([np.asarray(optimal_score(jnp.asarray(posterior, jnp.float32), b))
+                       for b in betas])  # fmt: skip
+    records = {}
+    for name, family in (("callable", loss_family(weighted_log)), ("log", loss_family("log"))):
+        inputs = reveal_input(betas, scores, labels, family)
+        records[name] = reveal_run(inputs, tmp_path / name, n_bootstrap=20, power_datasets=0,
+                                   formats=("png",))  # fmt: skip
+    stored = json.loads((tmp_path / "callable" / "revealed.json").read_text())
+    assert stored["loss"]["name"] == "callable" and stored["loss"]["weight_name"] == "weight"
+    mine, theirs = records["callable"], records["log"]
+    values = [np.asarray(r["value_matrix"]["estimate"]) for r in (mine, theirs)]
+    np.testing.assert_allclose(*values, atol=1e-5)
+    assert mine["nis"]["violated"] == theirs["nis"]["violated"]
+    assert mine["nis"]["margin"] == pytest.approx(theirs["nis"]["margin"], abs=1e-5)
