@@ -11,7 +11,7 @@ Examples::
     iml figures --run runs/reproduce --out runs/reproduce-20-bins --config.eval.n_bins=20
     iml sweep --dataset digits --lr 0.05 --seeds 4 --out runs/sweep-digits
     iml reveal --run runs/reproduce --out runs/reproduce-revealed
-    python -m iml.cli reproduce --epochs 1 --folds 3 --config.train.members_per_batch=6
+    python -m iml.cli reproduce --epochs 1 --n-folds 3 --config.train.members_per_batch=6
 
 ``reproduce`` and ``sweep`` read their config (nested: ``config.data``, ``config.model``,
 ``config.loss``, ``config.train``, ``config.eval``; :func:`iml.pipeline.runner.default_config`,
@@ -65,7 +65,7 @@ SHORTCUTS = {
     "gamma": "loss.gamma",
     "betas": "loss.betas",
     "loss_weights": "loss.weights",
-    "folds": "data.n_folds",
+    "n_folds": "data.n_folds",
     "seeds": "train.seeds",
     "epochs": "train.epochs",
 }
@@ -629,7 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
         "that differ from 1, e.g. 'ones;B[8,8]=10' (matrix) or 'ones;w[8]=10'",
         metavar="W1;W2;...",
     )
-    shortcut("folds", "number of cross-validation folds", type=int)
+    shortcut("n_folds", "number of cross-validation folds", type=int)
     shortcut(
         "seeds",
         "member seeds per loss: one number N for the seeds 0..N-1, or several seeds themselves",

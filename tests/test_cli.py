@@ -33,7 +33,7 @@ TINY = [
     "--no-progress",
     "--model",
     "densenet_tiny",
-    "--folds",
+    "--n-folds",
     "4",
     "--epochs",
     "1",
