@@ -24,19 +24,50 @@ for the report's own settings.
 Bad input (an unknown dataset, a misspelled config key, beta outside (0, 1), missing directories
 or CSV columns) is reported before any work starts, in one line, with exit status 2. A failure
 during the work exits with status 1 and its traceback, and leaves every finished result in place.
-
-Imports inside functions: each command imports its pipeline where it runs, so that ``iml --help``
-and bad input answer without first loading Flax, tensorflow-datasets and matplotlib (seconds).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import jax
+
+from iml import config as config_lib
+from iml.config import apply_overrides, flatten, keys_help, parse_value, split_overrides
+from iml.models.small import SMALL_MODELS
+from iml.pipeline.report import report_config, report_run
+from iml.pipeline.reveal import (
+    FIGURES,
+    check_reveal_input,
+    load_reveal_input,
+    reveal_run,
+    revealed_summary,
+)
+from iml.pipeline.runner import (
+    check_config,
+    check_resumable,
+    default_config,
+    is_multiclass,
+    run_experiment,
+)
+from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
+from iml.pipeline.sweep import (
+    SWEEP_DATASETS,
+    SWEEP_LOSSES,
+    execute_sweep,
+    prepare_sweep,
+    sweep_config,
+    write_sweep_outputs,
+)
+from iml.training import L2_SCALES, SOLVERS, use_cpu_cores_as_devices
+from iml.training.host import keep_step_memory
 
 if TYPE_CHECKING:
     import ml_collections
@@ -124,16 +155,11 @@ def load_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
 def _load_config(args: argparse.Namespace) -> tuple[ml_collections.ConfigDict, dict[str, str]]:
     """The config (see :func:`load_config`), and how messages name its keys: the flag of a key
     that a flag set, or that nothing did; ``config.KEY`` where a file or ``--config.KEY`` did."""
-    from iml import config as config_lib
 
     if getattr(args, "command", "reproduce") == "sweep":
-        from iml.pipeline.sweep import sweep_config as default
-
-        shortcuts = SWEEP_SHORTCUTS
+        default, shortcuts = sweep_config, SWEEP_SHORTCUTS
     else:
-        from iml.pipeline.runner import default_config as default
-
-        shortcuts = SHORTCUTS
+        default, shortcuts = default_config, SHORTCUTS
     if getattr(args, "renamed_weights", None) is not None:
         raise ValueError(
             "--weights: the grid of a multiclass loss is --loss-weights, as in iml reproduce "
@@ -198,7 +224,6 @@ def _member_seeds(flag: str, values: Sequence[int]) -> tuple[int, ...]:
 def _check_seeds_literal(text: str | None) -> None:
     """``--config.train.seeds=N`` with one number: a count on ``--seeds``, but the key holds the
     seeds themselves, so the number alone is refused rather than read as the one seed ``N``."""
-    from iml.config import parse_value
 
     value = parse_value(text or "")
     if isinstance(value, int) and not isinstance(value, bool):
@@ -210,7 +235,6 @@ def _check_seeds_literal(text: str | None) -> None:
 
 
 def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
-    from iml.pipeline.runner import check_config, check_resumable, is_multiclass
 
     config = load_config(args)
     check_config(config)
@@ -220,11 +244,6 @@ def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
         raise ValueError(f"--out: {err}") from None
 
     def work() -> int:
-        import time
-
-        from iml.pipeline.report import report_run
-        from iml.pipeline.runner import run_experiment
-        from iml.training.host import keep_step_memory
 
         # before JAX's first computation: every training step reuses the last step's memory
         keep_step_memory()
@@ -244,7 +263,6 @@ def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
 
 
 def _figures(args: argparse.Namespace) -> Callable[[], int]:
-    from iml.pipeline.report import report_config, report_run
 
     overrides = _eval_overrides(args)
     report_config(args.run, overrides)
@@ -261,8 +279,6 @@ def _figures(args: argparse.Namespace) -> Callable[[], int]:
 def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The ``config.eval`` keys that ``iml figures`` reports with: its ``--config.eval.KEY=VALUE``
     items, then ``--average``; any other ``--config.KEY`` is refused (it trains nothing)."""
-    from iml.config import apply_overrides
-    from iml.pipeline.runner import default_config
 
     config = default_config()
     names = []
@@ -285,7 +301,6 @@ def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def _reveal(args: argparse.Namespace) -> Callable[[], int]:
     """Check the settings, read the run and check it; return the work (reveal, write, print)."""
-    from iml.pipeline.reveal import check_reveal_input, load_reveal_input
 
     for flag, value, least in (("--n-bins", args.n_bins, 2), ("--n-bootstrap", args.n_bootstrap, 2),
                                ("--seed", args.seed, 0),
@@ -302,7 +317,6 @@ def _reveal(args: argparse.Namespace) -> Callable[[], int]:
         raise type(err)(f"--run: {err}") from None
 
     def work() -> int:
-        from iml.pipeline.reveal import FIGURES, reveal_run, revealed_summary
 
         if not args.no_progress:
             K, n = inputs.scores.shape
@@ -333,8 +347,6 @@ def _note_unused_adam_options(
     config: ml_collections.ConfigDict, names: Mapping[str, str], solver: str
 ) -> None:
     """Say on stderr which Adam options a sweep fitted exactly leaves unread."""
-    from iml import config as config_lib
-    from iml.pipeline.sweep import sweep_config
 
     if solver != "exact":
         return
@@ -354,8 +366,6 @@ def _note_unused_adam_options(
 
 def _sweep(args: argparse.Namespace) -> Callable[[], int]:
     """Check the config, the data and ``--out``; return the work (train, write, summarize)."""
-    from iml.pipeline.store import RunStore
-    from iml.pipeline.sweep import prepare_sweep
 
     config, names = _load_config(args)
     plan, dataset = prepare_sweep(config, names)
@@ -368,7 +378,6 @@ def _sweep(args: argparse.Namespace) -> Callable[[], int]:
     _note_unused_adam_options(config, names, plan.config.solver)  # once every check has passed
 
     def work() -> int:
-        from iml.pipeline.sweep import execute_sweep, write_sweep_outputs
 
         result = execute_sweep(plan, store, progress=not args.no_progress)
         multiclass = config.data.classes == "all"
@@ -418,11 +427,6 @@ def _shortcut(
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``iml sweep`` to ``parser``: ``--config``, ``--out``, ``--no-progress``
     and a named option for every config key (:data:`SWEEP_SHORTCUTS`), defaults in the config."""
-    from iml.config import flatten
-    from iml.models.small import SMALL_MODELS
-    from iml.pipeline.store import ENSEMBLE_AVERAGES
-    from iml.pipeline.sweep import SWEEP_DATASETS, SWEEP_LOSSES, sweep_config
-    from iml.training import L2_SCALES, SOLVERS
 
     defaults = flatten(sweep_config())
 
@@ -581,7 +585,6 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``iml`` and its subcommands."""
-    from iml.pipeline.store import ENSEMBLE_AVERAGES
 
     parser = argparse.ArgumentParser(prog="iml", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -590,6 +593,8 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduce",
         help="train the beta ensembles and write Figures 1-4, the table and the revealed "
         "experiments",
+        epilog=keys_help(default_config(), default_config),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _config_argument(rep, " (experiments/configs/)")
 
@@ -671,6 +676,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a fine grid of losses (class weights beta by default) of small "
         "models as one vectorized program; plot ECE against the loss for raw and "
         "loss-corrected scores.",
+        epilog=keys_help(sweep_config(), sweep_config),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_sweep_arguments(swp)
     swp.set_defaults(func=_sweep)
@@ -719,7 +726,6 @@ _CONFIGURED = ("reproduce", "sweep", "figures")
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """``argv`` (without the program name) parsed; ``overrides`` holds its ``--config.KEY=VALUE``
     items as ``(KEY, VALUE)`` pairs, in order (:func:`iml.config.split_overrides`)."""
-    from iml.config import split_overrides
 
     argv, overrides = split_overrides(argv)
     args = build_parser().parse_args(argv)
@@ -732,9 +738,6 @@ def keep_compiled_programs() -> Path | None:
     compiling them anew (seconds of every sweep): in ``JAX_COMPILATION_CACHE_DIR`` where it is
     set, else in ``$XDG_CACHE_HOME/iml/jax`` (``~/.cache/iml/jax``); ``IML_JAX_CACHE=off`` keeps
     none. Returns the folder, or None."""
-    import os
-
-    import jax
 
     if os.environ.get("IML_JAX_CACHE", "").lower() == "off":
         return None
@@ -764,7 +767,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "reproduce":
         # on the CPU, one device per core lets ensemble members train side by side
-        from iml.training import use_cpu_cores_as_devices
 
         use_cpu_cores_as_devices()
     keep_compiled_programs()

@@ -20,7 +20,10 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.util
+import inspect
 import json
+import re
+import textwrap
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +37,8 @@ __all__ = [
     "first_difference",
     "flatten",
     "from_dict",
+    "key_meanings",
+    "keys_help",
     "load_config",
     "load_config_file",
     "lookup",
@@ -314,3 +319,48 @@ def _or(names: Sequence[str], word: str = "or") -> str:
 def _kind(value: Any) -> str:
     kinds = {bool: "True or False", int: "an integer", float: "a number", str: "text"}
     return kinds.get(type(value), f"a {type(value).__name__}")
+
+
+_ASSIGNMENT = re.compile(
+    r"^\s*\w+\.(\w+(?:\.\w+)+)\s*=\s*(?P<value>.*?)\s*(?:#\s*(?P<comment>.*))?$"
+)
+
+
+def key_meanings(build: Callable[[], Any]) -> dict[str, str]:
+    """What each key of a config means, read from the function that builds it: the comment at
+    the end of its assignment line (``c.data.n_folds = 10  # cross-validation folds``), after
+    the comment lines just above it. ``{"data.n_folds": "cross-validation folds", ...}``; keys
+    with no comment map to ``""``."""
+    lines = inspect.getsource(build).splitlines()
+    meanings: dict[str, str] = {}
+    above: list[str] = []
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            above.append(stripped.lstrip("#").strip())
+            continue
+        match = _ASSIGNMENT.match(line)
+        if match and "ConfigDict(" not in match["value"]:
+            meanings[match[1]] = " ".join([*above, match["comment"] or ""]).strip()
+        above = []
+    return meanings
+
+
+def keys_help(
+    config: Mapping[str, Any] | ml_collections.ConfigDict, build: Callable[[], Any]
+) -> str:
+    """The text that ``--help`` prints after the options: every key of ``config`` with its
+    default and what it means (:func:`key_meanings` of ``build``), one per line."""
+    meanings = key_meanings(build)
+    flat = flatten(config)
+    width = min(max(len(f"{k} = {v!r}") for k, v in flat.items()), 36)
+    lines = ["config keys (set with --config.KEY=VALUE), with their defaults:"]
+    for key, value in flat.items():
+        shown = f"  {key} = {value!r}"
+        meaning = textwrap.wrap(meanings.get(key, ""), 96 - width)
+        if len(shown) > width + 2 and meaning:  # a long default: its meaning on the next lines
+            lines.append(shown)
+            shown = ""
+        lines.append(f"{shown:<{width + 4}}{meaning[0] if meaning else ''}".rstrip())
+        lines += [" " * (width + 4) + part for part in meaning[1:]]
+    return "\n".join(lines)

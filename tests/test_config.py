@@ -220,3 +220,24 @@ def test_cli_misspelled_key_exits_2_naming_it(tmp_path, capsys):
         "did you mean config.train.learning_rate?\n"
     )
     assert not out.exists()
+
+
+def test_help_prints_every_config_key_with_its_default_and_meaning(capsys):
+    """`iml reproduce --help` and `iml sweep --help` list the config's keys, their defaults and
+    what they mean, read from the config's own source (the comment of each assignment)."""
+    from iml import cli
+    from iml.config import flatten, key_meanings
+    from iml.pipeline.runner import default_config
+    from iml.pipeline.sweep import sweep_config
+
+    for command, build in (("reproduce", default_config), ("sweep", sweep_config)):
+        meanings = key_meanings(build)
+        keys = flatten(build())
+        assert set(keys) <= set(meanings) and all(meanings[k] for k in keys), command
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())  # the epilog, unwrapped
+        for key, value in keys.items():
+            assert f"{key} = {value!r}" in text, (command, key)
+            assert " ".join(meanings[key].split()[:4]) in text, (command, key)
+    assert key_meanings(default_config)["data.n_folds"] == "cross-validation folds"

@@ -109,12 +109,11 @@ def default_config() -> ml_collections.ConfigDict:
     # dataset that has classes (digits: 10), for the multiclass losses
     c.data.classes = "binary"
     c.data.image_size = 4  # digits shrunk from their native 8 px: an uncertain task (see above)
-    c.data.n_folds = 10
-    c.data.n_val_folds = 2
-    c.data.n_test_folds = 1
+    c.data.n_folds = 10  # cross-validation folds
+    c.data.n_val_folds = 2  # validation folds per rotation (early stopping, plateau decay)
+    c.data.n_test_folds = 1  # test folds per rotation
     c.data.rotations = ()  # () = one full cycle
-    c.data.fold_seed = 0
-
+    c.data.fold_seed = 0  # seed of the fold assignment
     c.model = ml_collections.ConfigDict()
     c.model.name = "densenet_small"  # one of iml.models.IMAGE_MODELS
     # '' = random initial weights; else a torchvision DenseNet .pth file (the paper starts from
@@ -136,25 +135,24 @@ def default_config() -> ml_collections.ConfigDict:
     c.loss.weights = ""
 
     c.train = ml_collections.ConfigDict()
-    c.train.seeds = (0,)
+    c.train.seeds = (0,)  # member seeds of every loss (--seeds N: 0..N-1)
     c.train.members_per_batch = 0  # 0 = len(betas) * len(seeds): one rotation per batch
-    c.train.epochs = 3
-    c.train.batch_size = 16
+    c.train.epochs = 3  # most epochs per member
+    c.train.batch_size = 16  # images per member and step
     # validation and test images per member and step; on a GPU all members of a batch share one
     # program, so lower it with members_per_batch where that program is too large
     c.train.eval_batch_size = 64
-    c.train.learning_rate = 1e-3
-    c.train.patience = 5
-    c.train.plateau_patience = 1
+    c.train.learning_rate = 1e-3  # Adam's
+    c.train.patience = 5  # epochs without validation gain before a member stops
+    c.train.plateau_patience = 1  # epochs without gain before the learning rate is cut
     c.train.min_learning_rate = 0.0  # the floor of the plateau decay (0: none, the paper's)
-    c.train.flip = False
-    c.train.normalize = "imagenet"
-    c.train.checkpoint = True
-
+    c.train.flip = False  # random horizontal flips of the training images
+    c.train.normalize = "imagenet"  # 'imagenet' (torchvision's statistics) or 'none'
+    c.train.checkpoint = True  # store each member batch as it finishes, so that a run resumes
     c.eval = ml_collections.ConfigDict()
-    c.eval.n_bins = 10
-    c.eval.n_bootstrap = 200
-    c.eval.report_seed = 0
+    c.eval.n_bins = 10  # bins of the calibration errors (the paper's deciles)
+    c.eval.n_bootstrap = 200  # bootstrap replicates of the report's intervals and tests
+    c.eval.report_seed = 0  # seed of those replicates
     # how each loss's ensemble pools its members (iml.pipeline.ENSEMBLE_AVERAGES): 'score', the
     # mean raw score (the paper's), or 'logit', the score of the members' mean logit
     c.eval.average = "score"

@@ -549,8 +549,7 @@ def sweep_config() -> ml_collections.ConfigDict:
     c.data.delimiter = ""  # the csv file's field separator, one character or 'tab' ('' = detected)
     c.data.classes = "binary"  # or 'all': every class of digits or letter, for multiclass losses
     c.data.n_folds = 10  # rotated 7-2-1 (train, validation, test) with 10 folds
-    c.data.fold_seed = 0
-
+    c.data.fold_seed = 0  # seed of the fold assignment
     c.model = ml_collections.ConfigDict()
     c.model.name = "logistic"  # or 'mlp' (iml.models.small)
     c.model.hidden = 32  # the MLP's hidden units
@@ -559,8 +558,8 @@ def sweep_config() -> ml_collections.ConfigDict:
     c.loss.name = "log"  # one of SWEEP_LOSSES
     c.loss.betas = ()  # the betas (focal: alphas) in (0, 1); () = the logit grid below
     c.loss.n_betas = 64  # the grid: evenly spaced in logit(beta) (beta_grid)
-    c.loss.beta_min = 0.01
-    c.loss.beta_max = 0.99
+    c.loss.beta_min = 0.01  # the grid's lowest beta
+    c.loss.beta_max = 0.99  # the grid's highest beta
     c.loss.gamma = 2.0  # the focal loss's gamma
     c.loss.weights = ""  # the multiclass losses' grid (parse_weight_grid): 'ones;B[8,8]=10'
 
@@ -568,16 +567,16 @@ def sweep_config() -> ml_collections.ConfigDict:
     # the member seeds of every loss (--seeds N: 0..N-1); () = one where the fit is exact (a
     # convex model's optimum does not depend on a seed), 8 where Adam trains
     c.train.seeds = ()
-    c.train.epochs = 100
-    c.train.batch_size = 512
+    c.train.epochs = 100  # Adam's most epochs per member
+    c.train.batch_size = 512  # Adam's rows per step
     c.train.learning_rate = 0.01  # Adam's
     # the ridge: a number, or 'auto': chosen per loss and rotation on the validation folds
     # from l2_grid, by the loss's own validation loss
     c.train.l2 = config_dict.FieldReference("auto", field_type=object)
-    c.train.l2_grid = L2_GRID
+    c.train.l2_grid = L2_GRID  # the penalties 'auto' chooses from
     c.train.l2_scale = "paper"  # or 'per_weight' (iml.training.L2_SCALES)
     c.train.standardize = True  # features standardised on each rotation's training folds
-    c.train.patience = 5
+    c.train.patience = 5  # Adam's epochs without validation gain before it stops
     c.train.solver = "auto"  # exact (logistic; EXACT_LOSSES), adam, or auto: exact if it can
     # losses per chunk, the unit of memory and of resumption; 0 = all where the fit is exact,
     # 16 where Adam trains
