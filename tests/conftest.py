@@ -16,17 +16,19 @@ from pathlib import Path
 
 from _training_helpers import FAST_COMPILE
 
-os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count=8 {FAST_COMPILE}")
+os.environ.setdefault("XLA_FLAGS", FAST_COMPILE)
 os.environ.setdefault("MPLBACKEND", "Agg")
 # `iml` commands keep compiled programs in one on-disk cache per user. Test workers running in
 # parallel would share it, reading entries another worker is still writing (a worker crashed in
 # such a read), so the tests keep none; the test of the cache itself switches it back on.
 os.environ.setdefault("IML_JAX_CACHE", "off")
 
+import chex
 import jax
 import pytest
 from hypothesis import HealthCheck, settings
 
+chex.set_n_cpu_devices(8)  # the host-platform device count, before any JAX operation
 jax.config.update("jax_num_cpu_devices", 8)
 
 # JIT compilation makes the first example of a property slow; deadlines would only measure that.
