@@ -6,12 +6,18 @@ The nonparametric bootstrap of the calibration analysis (:mod:`iml.calibration`)
 of replicates is one weighted sum with the bins and every other fixed quantity held;
 :func:`percentile_interval` reads a percentile interval off the replicates, and
 :func:`check_bootstrap` validates the options of every function that bootstraps.
+
+The paired bootstrap of the revealed experiments (:mod:`iml.revealed`) draws Poisson(1)-like
+multiplicities as well (:func:`poisson_counts`, :func:`paired_bootstrap_weights`), resamples each
+model's training seeds (:func:`resampled_seeds`), and reads percentile intervals off by order
+statistics, rounded outward (:func:`order_statistic_interval`).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from iml import _validation as V
 
@@ -40,3 +46,123 @@ def check_bootstrap(n_bootstrap: int, key: Array | None, confidence: float) -> N
     if n_bootstrap > 0 and key is None:
         raise ValueError("key (a jax.random key) is required when n_bootstrap > 0")
     V.check_open_unit("confidence", confidence)
+
+
+RESAMPLINGS = ("poisson", "multinomial")
+
+
+# Poisson(1) multiplicities quantised to multiples of 1/256, four per 32 random bits:
+# P(0..5) = (94, 95, 46, 16, 4, 1) / 256 keeps the mean and the variance at exactly 1 (what the
+# bootstrap's validity rests on) and lies within 0.6% of Poisson(1) in total variation.
+_POISSON_COUNTS = np.repeat(np.arange(6), [94, 95, 46, 16, 4, 1]).astype(np.float32)
+
+
+def poisson_counts(key: Array, n: int, n_bootstrap: int) -> Array:
+    """Independent Poisson(1)-like multiplicities ``[n_bootstrap, n]`` (see above)."""
+    words = jax.random.bits(key, (n_bootstrap, (n + 3) // 4), jnp.uint32)
+    parts = [(words >> shift) & 0xFF for shift in (0, 8, 16, 24)]
+    u = jnp.concatenate(parts, axis=-1)[:, :n]
+    return jnp.take(jnp.asarray(_POISSON_COUNTS), u.astype(jnp.int32))
+
+
+def resampling_counts(key: Array, n: int, n_bootstrap: int, resampling: str) -> Array:
+    if resampling == "poisson":
+        return poisson_counts(key, n, n_bootstrap)
+    return bootstrap_counts(key, n, n_bootstrap)
+
+
+def check_resampling(resampling: str) -> None:
+    V.check_choice("resampling", resampling, RESAMPLINGS)
+
+
+def paired_bootstrap_weights(
+    key: Array, n: int, n_bootstrap: int, resampling: str = "poisson"
+) -> Array:
+    """Resampling multiplicities ``[n_bootstrap, n]``: one paired bootstrap replicate per row.
+
+    Used as observation weights for every model at once
+    (:func:`iml.revealed.experiments_from_signals`), a row resamples the same observations for
+    every ``k``, without gathering the data.
+
+    Args:
+      key: ``jax.random`` key.
+      n: observations.
+      n_bootstrap: replicates.
+      resampling: ``"multinomial"``, the classical bootstrap's counts (each row sums to ``n``), or
+        ``"poisson"``, independent Poisson(1) counts (the Poisson bootstrap, the multinomial's
+        large-``n`` limit; rows sum to ``n`` on average), quantised to probabilities in
+        multiples of 1/256 with mean and variance exactly 1. Both are exchangeable weights of
+        mean 1 and variance 1 (to ``O(1/n)``), which is what the bootstrap's validity rests on
+        (Praestgaard & Wellner 1993); the Poisson counts take a quarter of a random word each
+        and no scatter, so they are several times faster on CPU.
+    """
+    V.check_count("n", n)
+    V.check_count("n_bootstrap", n_bootstrap)
+    check_resampling(resampling)
+    return jax.jit(resampling_counts, static_argnums=(1, 2, 3))(
+        key, int(n), int(n_bootstrap), resampling
+    )
+
+
+def ordered_keys(x: Array) -> Array:
+    """float32 -> int32 keys in the same order (sign-magnitude to two's complement)."""
+    bits = jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.int32)
+    return jnp.where(bits >= 0, bits, bits ^ jnp.int32(0x7FFFFFFF))
+
+
+def from_ordered_keys(keys: Array) -> Array:
+    """The inverse of :func:`ordered_keys`."""
+    bits = jnp.where(keys >= 0, keys, keys ^ jnp.int32(0x7FFFFFFF))
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def order_statistic_interval(samples: Array, confidence: float) -> Array:
+    """Percentile interval over axis 0 by order statistics, NaN ignored: ``[2, ...]``.
+
+    The ends are the order statistics of ranks ``floor(a (n - 1))`` and
+    ``ceil((1 - a) (n - 1))`` (``a = (1 - confidence) / 2``, ``n`` the non-NaN replicates),
+    rounded outward. Each is found by bisection on the floats' ordered integer keys (32 rounds
+    of counting): XLA's CPU sort of a ``[B, K, K]`` stack is several times slower.
+    """
+    valid = ~jnp.isnan(samples)
+    n = jnp.sum(valid, axis=0)
+    tail = (1.0 - confidence) / 2.0
+    ranks = jnp.stack([jnp.floor(tail * (n - 1)), jnp.ceil((1.0 - tail) * (n - 1))])
+    ranks = ranks.astype(jnp.int32)
+    keys = ordered_keys(samples)
+    big = jnp.iinfo(jnp.int32).max
+    # Invariant: fewer than rank + 1 keys <= lo, at least rank + 1 keys <= hi.
+    hi = jnp.broadcast_to(jnp.max(jnp.where(valid, keys, -big), axis=0), ranks.shape)
+    lo = jnp.broadcast_to(jnp.min(jnp.where(valid, keys, big), axis=0) - 1, ranks.shape)
+
+    def halve(bounds: tuple[Array, Array]) -> tuple[Array, Array]:
+        lo, hi = bounds
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)  # no int32 overflow
+        below = jnp.sum(valid[None] & (keys[None] <= mid[:, None]), axis=1)
+        enough = below >= ranks + 1
+        return jnp.where(enough, lo, mid), jnp.where(enough, mid, hi)
+
+    _, hi = jax.lax.while_loop(lambda b: jnp.any(b[1] - b[0] > 1), halve, (lo, hi))
+    return jnp.where(n > 0, from_ordered_keys(hi), jnp.nan)
+
+
+_INSIDE = (
+    float(np.nextafter(np.float32(0), np.float32(1))),
+    float(1 - np.finfo(np.float32).epsneg),
+)
+
+
+def resampled_seeds(key: Array, seed_scores: Array, average: str) -> Array:
+    """One draw of each model's seeds with replacement (as many as it has), pooled: ``[K, N]``."""
+    valid = jnp.all(jnp.isfinite(seed_scores), axis=2)  # [M, K]
+    M = seed_scores.shape[0]
+    logits = jnp.where(valid, 0.0, -jnp.inf).T  # [K, M]
+    draws = jax.random.categorical(key, logits, shape=(M, logits.shape[0]))  # [M draws, K]
+    used = jnp.arange(M)[:, None] < jnp.sum(valid, axis=0)[None, :]  # the first M_k draws
+    counts = jnp.sum(jax.nn.one_hot(draws, M) * used[..., None], axis=0).T  # [M, K]
+    x = jnp.nan_to_num(seed_scores)
+    if average == "logit":
+        a = jnp.clip(x, _INSIDE[0], _INSIDE[1])
+        x = jnp.log(a) - jnp.log1p(-a)
+    pooled = jnp.einsum("mk,mkn->kn", counts, x) / jnp.sum(counts, axis=0)[:, None]
+    return jax.nn.sigmoid(pooled) if average == "logit" else pooled

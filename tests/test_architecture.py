@@ -42,7 +42,6 @@ MAX_LINES = 600
 #: Modules that are still to be split, at most as long as they are now: each may only shrink,
 #: and leaves this list once it is under MAX_LINES.
 TO_SPLIT = {
-    "iml/revealed/report.py": 1760,
     "iml/plots.py": 1080,
     "iml/recalibration.py": 1040,
     "iml/training/trainer.py": 1050,

@@ -1,0 +1,372 @@
+"""The tests of models of learning (Caplin & Dean 2015): NIS (capacity-constrained learning)
+and NIAC (costly learning), inequalities on the value matrix, with NIAC's minimum cycle mean,
+Floyd-Warshall's verdict and two host-side checks; and NIAS, each model's loss calibration
+tested bin by bin with Holm's familywise control."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import betainc, ndtr
+from scipy.optimize import linear_sum_assignment
+
+from iml import _validation as V
+from iml.calibration._checks import as_float, as_labels, as_weights
+from iml.revealed.bins import as_min_count, check_scores, per_signal, signals_from_scores
+from iml.revealed.experiments import check_weight
+from iml.revealed.losses import as_losses, loss_corrected
+from iml.spec import LossLike
+
+Array = jax.Array
+ArrayLike = jax.typing.ArrayLike
+
+__all__ = [
+    "NIACCheck",
+    "NIASTest",
+    "NISCheck",
+    "niac_assignment_check",
+    "niac_brute_force",
+    "niac_check",
+    "nias_test",
+    "nis_check",
+]
+
+
+def check_value_matrix(G: ArrayLike, name: str = "G") -> None:
+    shape = np.shape(G)
+    if len(shape) < 2 or shape[-1] != shape[-2] or shape[-1] < 2:
+        raise ValueError(
+            f"{name} must be a square [..., K, K] value matrix with K >= 2; got {shape}"
+        )
+    V.check_finite(name, G)
+
+
+class NISCheck(NamedTuple):
+    """No improving switches (capacity-constrained learning).
+
+    Attributes:
+      margin: ``max_{k != j} (G[k, j] - G[k, k])``, ``[...]``: positive when some model's own
+        decision problem is better served by another model's experiment.
+      violations: ``G[k, j] > G[k, k]``, ``[..., K, K]`` (row: decision problem ``k``).
+    """
+
+    margin: Array
+    violations: Array
+
+
+def nis_check(G: ArrayLike) -> NISCheck:
+    """NIS: capacity-constrained learning implies ``G[k, k] >= G[k, j]`` for all ``j, k``.
+
+    A learner that picks the best experiment from one fixed feasible set, whatever its loss, never
+    leaves an experiment it could have learned (another model's) that is better for its own loss.
+
+    Args:
+      G: value matrix ``[..., K, K]`` (:func:`value_matrix`).
+    """
+    check_value_matrix(G)
+    return nis_check_of(G)
+
+
+@jax.jit
+def nis_check_of(G: ArrayLike) -> NISCheck:
+    switch = switch_gains(as_float(G))
+    off = ~jnp.eye(switch.shape[-1], dtype=bool)
+    margin = jnp.max(jnp.where(off, switch, -jnp.inf), axis=(-2, -1))
+    return NISCheck(margin, (switch > 0) & off)
+
+
+def switch_gains(G: Array) -> Array:
+    """``D[k, j] = G[k, j] - G[k, k]``: the gain in problem ``k`` from experiment ``j``."""
+    return G - jnp.diagonal(G, axis1=-2, axis2=-1)[..., :, None]
+
+
+def edge_weights(G: Array) -> Array:
+    """``E[j, k] = w(j -> k) = G[k, k] - G[k, j]``: the NIAC graph's edge weights."""
+    return -jnp.swapaxes(switch_gains(G), -2, -1)
+
+
+class NIACCheck(NamedTuple):
+    """No improving attention cycles (costly learning).
+
+    Attributes:
+      margin: minus the minimum cycle mean of the edge weights ``w(j -> k) = G[k, k] - G[k, j]``
+        over cycles of at least two models, ``[...]``: the largest average gain per step of
+        passing experiments around a cycle, ``max_cycles (1/m) sum_i (G[k_i, k_{i+1}] -
+        G[k_i, k_i])``. Positive exactly when NIAC fails.
+      cycle: a cycle attaining the margin, ``[..., K]``: models ``k_1, ..., k_m`` such that giving
+        each ``k_i`` the experiment of ``k_{i+1}`` (and ``k_m`` that of ``k_1``) changes the total
+        value by ``m * margin``; padded with ``-1``.
+      cycle_length: ``m``, ``[...]``.
+      negative_cycle: whether Floyd-Warshall finds a negative cycle, ``[...]`` (the same verdict
+        as ``margin > 0``, found independently).
+    """
+
+    margin: Array
+    cycle: Array
+    cycle_length: Array
+    negative_cycle: Array
+
+
+def niac_check(G: ArrayLike) -> NIACCheck:
+    """NIAC: costly learning implies ``sum_i G[k_i, k_i] >= sum_i G[k_i, k_{i+1}]`` on cycles.
+
+    A learner paying any cost ``C`` for its experiment chooses, for each loss ``k``, an experiment
+    maximising ``G_k(experiment) - C(experiment)``; summing those optimality conditions around a
+    cycle cancels the costs (Caplin & Dean 2015; cyclical monotonicity). Equivalently the graph
+    with edge weights ``w(j -> k) = G[k, k] - G[k, j]`` has no negative cycle.
+
+    The margin is the minimum cycle mean (Karp's algorithm: ``K`` rounds of min-plus products,
+    ``O(K^3)``), chosen over the most negative cycle *sum* because it is computable exactly in
+    polynomial time with negative cycles present and does not grow with the cycle's length. The
+    reported cycle is read off Karp's minimising walk; the independent verdict is Floyd-Warshall's
+    (a negative diagonal entry of the shortest-path matrix). Both vectorise over leading axes.
+
+    Args:
+      G: value matrix ``[..., K, K]`` (:func:`value_matrix`).
+    """
+    check_value_matrix(G)
+    return niac_check_of(G)
+
+
+@jax.jit
+def niac_check_of(G: ArrayLike) -> NIACCheck:
+    E = edge_weights(as_float(G))
+    mean, cycle, length = min_cycle_mean(E, with_cycle=True)
+    distance = floyd_warshall(E)
+    negative = jnp.any(jnp.diagonal(distance, axis1=-2, axis2=-1) < 0, axis=-1)
+    return NIACCheck(-mean, cycle, length, negative)
+
+
+def min_cycle_mean(E: Array, with_cycle: bool = False):
+    """Karp's minimum cycle mean of the complete graph without self-loops, ``E [..., K, K]``.
+
+    ``D_t(v)`` is the least weight of a walk of ``t`` edges ending at ``v`` (from anywhere);
+    ``mu* = min_v max_{t < K} (D_K(v) - D_t(v)) / (K - t)``. Any cycle on the minimising ``K``-edge
+    walk to the minimising ``v`` has mean ``mu*`` (Karp 1978), which recovers the cycle.
+    """
+    K = E.shape[-1]
+    E = jnp.where(jnp.eye(K, dtype=bool), jnp.inf, E)
+
+    def step(d: Array, _) -> tuple[Array, tuple[Array, Array | None]]:
+        candidates = d[..., :, None] + E  # [..., u, v]
+        best = jnp.min(candidates, axis=-2)
+        pred = jnp.argmin(candidates, axis=-2).astype(jnp.int32) if with_cycle else None
+        return best, (best, pred)
+
+    d0 = jnp.zeros(E.shape[:-1], E.dtype)
+    _, (walks, preds) = jax.lax.scan(step, d0, None, length=K)  # D_1 .. D_K, [K, ..., K]
+    earlier = jnp.concatenate([d0[None], walks[:-1]])  # D_0 .. D_{K-1}
+    steps = (K - jnp.arange(K, dtype=E.dtype)).reshape((K,) + (1,) * d0.ndim)
+    per_vertex = jnp.max((walks[-1][None] - earlier) / steps, axis=0)  # [..., K]
+    mean = jnp.min(per_vertex, axis=-1)
+    if not with_cycle:
+        return mean
+    end = jnp.argmin(per_vertex, axis=-1).astype(jnp.int32)
+
+    def back(v: Array, pred: Array) -> tuple[Array, Array]:
+        u = jnp.take_along_axis(pred, v[..., None], axis=-1)[..., 0]
+        return u, u
+
+    # Walk x_0 -> x_1 -> ... -> x_K = end, recovered backwards from the predecessors.
+    _, before = jax.lax.scan(back, end, preds, reverse=True)  # x_0 .. x_{K-1}
+    walk = jnp.moveaxis(jnp.concatenate([before, end[None]]), 0, -1)  # [..., K + 1]
+    t = jnp.arange(K + 1)
+    same = (walk[..., :, None] == walk[..., None, :]) & (t[:, None] < t[None, :])
+    # The first repeat closes a simple cycle x_i -> ... -> x_j = x_i.
+    j = jnp.argmax(jnp.any(same, axis=-2), axis=-1)
+    i = jnp.argmax(jnp.take_along_axis(same, j[..., None, None], axis=-1)[..., 0], axis=-1)
+    length = (j - i).astype(jnp.int32)
+    # Graph edge u -> v weighs G[v, v] - G[v, u], so the NIAC order is the walk reversed.
+    p = jnp.arange(K)
+    index = jnp.clip(j[..., None] - p, 0, K)
+    cycle = jnp.where(p < length[..., None], jnp.take_along_axis(walk, index, axis=-1), -1)
+    return mean, cycle.astype(jnp.int32), length
+
+
+def floyd_warshall(E: Array) -> Array:
+    """All-pairs shortest walk weights, ``[..., K, K]`` (``0`` on the diagonal to start with).
+
+    A negative diagonal entry afterwards marks a negative cycle, where the other entries stop
+    meaning shortest paths.
+    """
+    K = E.shape[-1]
+    d0 = jnp.where(jnp.eye(K, dtype=bool), jnp.zeros_like(E), E)
+
+    def relax(m: int, d: Array) -> Array:
+        to_m = jax.lax.dynamic_index_in_dim(d, m, axis=-1, keepdims=True)  # [..., K, 1]
+        from_m = jax.lax.dynamic_index_in_dim(d, m, axis=-2, keepdims=True)  # [..., 1, K]
+        return jnp.minimum(d, to_m + from_m)
+
+    return jax.lax.fori_loop(0, K, relax, d0)
+
+
+def niac_assignment_check(G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """NIAC as an assignment problem, on the host: ``max_sigma sum_k G[k, sigma(k)]``.
+
+    Cyclical monotonicity holds exactly when the identity is an optimal assignment of experiments
+    to decision problems; a better permutation decomposes into improving cycles. Solved with
+    ``scipy.optimize.linear_sum_assignment`` (an independent check of :func:`niac_check`; it is
+    not jittable).
+
+    Args:
+      G: value matrix ``[..., K, K]``.
+
+    Returns:
+      ``(gain, sigma)``: ``max_sigma sum_k G[k, sigma(k)] - sum_k G[k, k] >= 0`` ``[...]``
+      (positive exactly when NIAC fails) and an optimal ``sigma`` ``[..., K]``.
+    """
+    check_value_matrix(G)
+    g = np.asarray(G, np.float64)
+    flat = g.reshape(-1, *g.shape[-2:])
+    gains, sigmas = [], []
+    for matrix in flat:
+        rows, cols = linear_sum_assignment(matrix, maximize=True)
+        gains.append(matrix[rows, cols].sum() - np.trace(matrix))
+        sigmas.append(cols)
+    return np.reshape(gains, g.shape[:-2]), np.reshape(sigmas, g.shape[:-1])
+
+
+def _simple_cycles(n_models: int) -> list[tuple[int, ...]]:
+    """Every simple directed cycle of at least two of ``n_models`` nodes, each listed once."""
+    cycles = []
+    for m in range(2, n_models + 1):
+        for subset in itertools.combinations(range(n_models), m):
+            first, rest = subset[0], subset[1:]
+            cycles.extend((first, *order) for order in itertools.permutations(rest))
+    return cycles
+
+
+def niac_brute_force(G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """NIAC by enumerating every cycle (``K <= 6``: at most 409 cycles), on the host.
+
+    Returns:
+      ``(margin, total)``: the largest mean gain ``(1/m) sum_i (G[k_i, k_{i+1}] - G[k_i, k_i])``
+      over cycles (the margin of :func:`niac_check`) and the largest total gain ``m * mean``, each
+      ``[...]``.
+    """
+    check_value_matrix(G)
+    g = np.asarray(G, np.float64)
+    K = g.shape[-1]
+    if K > 6:
+        raise ValueError(f"G must have K <= 6 models for enumeration; got K = {K}")
+    gain = g - np.diagonal(g, axis1=-2, axis2=-1)[..., :, None]
+    means, totals = [], []
+    for cycle in _simple_cycles(K):
+        k = np.asarray(cycle)
+        total = gain[..., k, np.roll(k, -1)].sum(axis=-1)
+        totals.append(total)
+        means.append(total / len(cycle))
+    return np.max(means, axis=0), np.max(totals, axis=0)
+
+
+class NIASTest(NamedTuple):
+    """No improving action switches: one test across the ``K`` models and their bins.
+
+    Attributes:
+      calibration_error: ``sum_s |O_{k,s} - E_{k,s}| / N``, the binned calibration error of each
+        model's loss-corrected scores (the size of the departure), ``[K]``.
+      bin_p_value: each bin's two-sided p-value, ``[K, S]`` (1 for an empty bin).
+      p_value: each model's familywise p-value: the smallest Holm-adjusted p-value of its bins
+        over all ``K x S`` bins, ``[K]``.
+      violated: NIAS rejected for model ``k`` (``p_value <= 1 - confidence``), ``[K]``; the
+        chance of flagging any model for which NIAS holds is at most ``1 - confidence``.
+    """
+
+    calibration_error: Array
+    bin_p_value: Array
+    p_value: Array
+    violated: Array
+
+
+def nias_test(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    losses: LossLike | Sequence[LossLike],
+    n_bins: int = 10,
+    strategy: str = "adaptive",
+    weight: ArrayLike | None = None,
+    *,
+    min_count: int | None = None,
+    confidence: float = 0.95,
+) -> NIASTest:
+    """NIAS for ``K`` models at once: each reports optimally for its revealed posteriors.
+
+    NIAS is loss calibration (Definition 2): by Proposition 4 a loss-calibrated model's labels
+    are ``y ~ Bernoulli(g)`` given its scores, with ``g = (c^{L_k})^{-1}(a)`` the loss-corrected
+    score. In each bin ``s`` of model ``k`` (the bins of :func:`revealed_experiments`, which
+    depend on the scores alone) the positives ``O_{k,s}`` then have mean
+    ``E_{k,s} = sum_{i in s} g_i``, and the two-sided p-value of ``O_{k,s}`` is exact: the count
+    is a sum of independent Bernoullis, whose tails beyond its mean are bounded by those of the
+    binomial with the same mean (Hoeffding 1956), so the binomial ``(n_s, E_{k,s} / n_s)``
+    gives a valid p-value with no resampling and no floor. With observation weights the
+    p-value is the normal approximation of ``(O - E) / sqrt(sum w^2 g (1 - g))``. Holm's
+    step-down procedure over the ``K x S`` non-empty bins (valid whatever their dependence:
+    the models share labels) controls the familywise level, so the test can reject at
+    ``K = 64`` as at ``K = 1``.
+
+    Args:
+      scores, labels, n_bins, strategy, min_count: as :func:`revealed_experiments`.
+      losses: ``K`` binary losses, one per model.
+      weight: non-negative observation weights ``[N]``, or ``None`` (exact binomial p-values).
+      confidence: the test is at level ``1 - confidence``.
+    """
+    check_scores(scores, labels, n_bins, strategy)
+    n_models, n = np.shape(scores)
+    if weight is not None:
+        V.check_shape("weight", weight, (n,))
+    check_weight(weight, n)
+    V.check_interval("confidence", confidence, 0.0, 1.0, open_low=True, open_high=True)
+    specs = as_losses(losses, n_models)
+    signals = signals_from_scores(scores, n_bins, strategy, specs, as_min_count(min_count))
+    return nias_test_of(scores, signals, labels, specs, weight, int(n_bins), float(confidence))
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6))
+def nias_test_of(scores, signals, labels, specs, weight, n_bins, confidence):
+    g = loss_corrected(specs, scores)
+    y = as_labels(labels, g)
+    w = jnp.ones_like(y) if weight is None else as_weights(weight, y)
+    K = g.shape[0]
+    count = per_signal(jnp.broadcast_to(w, g.shape), signals, n_bins)
+    observed = per_signal(jnp.broadcast_to(w * y, g.shape), signals, n_bins)
+    expected = per_signal(w * g, signals, n_bins)
+    filled = count > 0
+    if weight is None:
+        p = _binomial_two_sided(observed, count, expected)
+    else:
+        variance = per_signal(w * w * g * (1.0 - g), signals, n_bins)
+        z = (observed - expected) / jnp.sqrt(jnp.maximum(variance, jnp.finfo(g.dtype).tiny))
+        mismatch = jnp.abs(observed - expected) > 1e-6 * count
+        p = jnp.where(variance > 0, 2.0 * ndtr(-jnp.abs(z)), jnp.where(mismatch, 0.0, 1.0))
+    p = jnp.where(filled, p, 1.0)
+    adjusted = _holm_adjusted(p.reshape(-1), jnp.sum(filled)).reshape(K, -1)
+    p_model = jnp.min(adjusted, axis=-1)
+    error = jnp.sum(jnp.abs(observed - expected), axis=-1) / jnp.sum(w)
+    return NIASTest(error, p, p_model, p_model <= 1.0 - confidence)
+
+
+def _binomial_two_sided(observed: Array, n: Array, expected: Array) -> Array:
+    """``min(1, 2 min(P(X <= O), P(X >= O)))`` for ``X ~ Binomial(n, E / n)`` (counts as floats)."""
+    safe_n = jnp.maximum(n, 1.0)
+    q = jnp.clip(expected / safe_n, 0.0, 1.0)
+    o = jnp.clip(jnp.round(observed), 0.0, n)
+    # P(X <= o) = I_{1-q}(n - o, o + 1); P(X >= o) = I_q(o, n - o + 1).
+    lower = jnp.where(o >= n, 1.0, betainc(jnp.maximum(n - o, 1.0), o + 1.0, 1.0 - q))
+    upper = jnp.where(o <= 0, 1.0, betainc(jnp.maximum(o, 1.0), n - o + 1.0, q))
+    return jnp.minimum(1.0, 2.0 * jnp.minimum(lower, upper))
+
+
+def _holm_adjusted(p_value: Array, m: Array) -> Array:
+    """Holm's adjusted p-values over the first axis, ``m`` tests counted (the rest are 1s):
+    ``max_{j <= i} min(1, (m - j + 1) p_(j))`` in sorted order."""
+    order = jnp.argsort(p_value)
+    ranked = jnp.take(p_value, order)
+    factor = jnp.maximum(m - jnp.arange(p_value.shape[0]), 1).astype(ranked.dtype)
+    adjusted = jax.lax.cummax(jnp.minimum(1.0, factor * ranked))
+    return jnp.zeros_like(p_value).at[order].set(adjusted)

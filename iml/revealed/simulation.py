@@ -1,0 +1,134 @@
+"""Simulated data: observations drawn from given experiments, and the scores of Bayesian agents
+with Gaussian signals, each reporting optimally for its loss (capacity-constrained agents, with
+one precision for every loss, or costly-learning agents, with a precision per loss)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iml import _validation as V
+from iml.calibration._checks import as_float
+from iml.revealed.experiments import RevealedExperiments, check_experiments
+from iml.revealed.losses import as_losses, loss_count
+from iml.spec import LossLike, LossSpec
+
+Array = jax.Array
+ArrayLike = jax.typing.ArrayLike
+
+__all__ = ["simulate_gaussian_agents", "simulate_observations"]
+
+
+def simulate_observations(
+    key: Array, experiments: RevealedExperiments, n: int
+) -> tuple[Array, Array]:
+    """Draw ``n`` observations ``(signals, label)`` from experiments that share their prior.
+
+    The label is ``y ~ Bernoulli(pi)``; given ``y`` each model's signal is drawn independently
+    from ``P_k(s | y) = P_k(s) P_k(y | s) / P(y)``, so each model's revealed experiment is the
+    given one (the joint law across models is conditionally independent given the label).
+
+    Args:
+      key: ``jax.random`` key.
+      experiments: :class:`RevealedExperiments` ``[K, S]`` (prior taken from the first model).
+      n: observations.
+
+    Returns:
+      ``(signals [K, n] int32, labels [n] int32)``.
+    """
+    check_experiments(experiments)
+    if np.ndim(experiments.probability) != 2:
+        raise ValueError(
+            "experiments must be unbatched [K, S]; map over batches with jax.vmap; got shape "
+            f"{np.shape(experiments.probability)}"
+        )
+    prior = V.concrete_value(experiments.prior)
+    if prior is not None and np.ptp(prior) > 1e-4:
+        raise ValueError(
+            f"experiments must share one prior; got priors from {prior.min():.6g} "
+            f"to {prior.max():.6g}"
+        )
+    V.check_count("n", n)
+    return _simulate_observations(key, experiments, int(n))
+
+
+@functools.partial(jax.jit, static_argnums=(2,))
+def _simulate_observations(
+    key: Array, experiments: RevealedExperiments, n: int
+) -> tuple[Array, Array]:
+    key_y, key_s = jax.random.split(key)
+    p, g = experiments.probability, experiments.posterior
+    pi = experiments.prior[0]
+    y = jax.random.uniform(key_y, (n,)) < pi
+    given_y = jnp.stack([p * (1.0 - g) / (1.0 - pi), p * g / pi], axis=1)  # [K, 2, S]
+    cdf = jnp.cumsum(given_y, axis=-1)[..., :-1]  # [K, 2, S - 1]
+    u = jax.random.uniform(key_s, (p.shape[0], n))
+    rows = cdf[:, y.astype(jnp.int32)]  # [K, n, S - 1]
+    signals = jnp.sum(u[..., None] >= rows, axis=-1).astype(jnp.int32)
+    return signals, y.astype(jnp.int32)
+
+
+def simulate_gaussian_agents(
+    key: Array,
+    losses: LossLike | Sequence[LossLike],
+    precision: ArrayLike,
+    prior: ArrayLike,
+    n: int,
+) -> tuple[Array, Array]:
+    """Scores of Bayesian agents with Gaussian signals, each reporting optimally for its loss.
+
+    ``y ~ Bernoulli(pi)``; agent ``k`` observes its own signal ``x_k ~ N(d_k y, 1)`` (independent
+    across agents given ``y``), forms the posterior
+    ``gamma_k = sigmoid(logit(pi) + d_k x_k - d_k^2 / 2)`` and reports ``c^{L_k}(gamma_k)``
+    (eq. ``choice``). Equal precisions ``d_k`` are capacity-constrained agents (one feasible
+    experiment for every loss); precisions chosen per loss are costly-learning agents.
+
+    Args:
+      key: ``jax.random`` key.
+      losses: ``K`` binary losses (as :func:`value_matrix` reads them).
+      precision: ``d`` ``[K]`` (or a scalar for all), the separation of the signal's means in
+        standard deviations.
+      prior: ``pi`` in ``(0, 1)``.
+      n: observations.
+
+    Returns:
+      ``(scores [K, n], labels [n] int32)``.
+    """
+    n_models = loss_count(losses)
+    if n_models is None:  # one loss for every agent
+        n_models = np.shape(precision)[0] if np.ndim(precision) == 1 else 1
+        losses = [losses] * n_models
+    if np.shape(precision) not in ((), (n_models,)):
+        raise ValueError(
+            f"precision must be a scalar or one per loss ({n_models}); got shape "
+            f"{np.shape(precision)}"
+        )
+    specs = as_losses(losses, n_models)
+    V.check_interval("precision", precision, 0.0, np.inf, open_low=False, open_high=True)
+    V.check_interval("prior", prior, 0.0, 1.0, open_low=True, open_high=True)
+    V.check_count("n", n)
+    precision = jnp.broadcast_to(as_float(precision), (n_models,))
+    return _simulate_gaussian_agents(key, specs, precision, prior, int(n))
+
+
+@functools.partial(jax.jit, static_argnums=(4,))
+def _simulate_gaussian_agents(
+    key: Array, losses: LossSpec | list[LossSpec], precision: Array, prior: ArrayLike, n: int
+) -> tuple[Array, Array]:
+    key_y, key_x = jax.random.split(key)
+    pi = jnp.asarray(prior, jnp.float32)
+    y = (jax.random.uniform(key_y, (n,)) < pi).astype(jnp.float32)
+    d = precision[:, None]
+    x = d * y + jax.random.normal(key_x, (precision.shape[0], n))
+    posterior = jax.nn.sigmoid(jnp.log(pi) - jnp.log1p(-pi) + d * x - 0.5 * d * d)
+    if isinstance(losses, LossSpec):
+        scores = jax.vmap(LossSpec.optimal_score)(losses, posterior)
+    else:
+        scores = jnp.stack(
+            [spec.optimal_score(g) for spec, g in zip(losses, posterior, strict=True)]
+        )
+    return scores, y.astype(jnp.int32)
