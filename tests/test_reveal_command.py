@@ -59,8 +59,8 @@ def sweep(tmp_path_factory):
                          list(table))  # fmt: skip
     with (
         mock.patch("iml.pipeline.sweep.markdown_by_loss", return_value=""),
-        mock.patch("iml.plots.figure_calibration_by_loss"),
-        mock.patch("iml.plots.save_figure", return_value=[]),
+        mock.patch("iml.pipeline.sweep.figure_calibration_by_loss"),
+        mock.patch("iml.pipeline.sweep.save_figure", return_value=[]),
     ):
         write_sweep_outputs(out, result, float(labels.mean()), "simulated")
     train = {"l2": "auto", "l2_grid": [1e-3, 1e-2], "l2_scale": "paper", "standardize": True}
@@ -329,8 +329,8 @@ def test_a_sweep_with_several_seeds_gives_reveal_each_seeds_scores(tmp_path):
                          list(table))  # fmt: skip
     with (
         mock.patch("iml.pipeline.sweep.markdown_by_loss", return_value=""),
-        mock.patch("iml.plots.figure_calibration_by_loss"),
-        mock.patch("iml.plots.save_figure", return_value=[]),
+        mock.patch("iml.pipeline.sweep.figure_calibration_by_loss"),
+        mock.patch("iml.pipeline.sweep.save_figure", return_value=[]),
     ):
         write_sweep_outputs(tmp_path, result, 0.2, "simulated")
     RunStore(tmp_path).open_run({"betas": BETAS.tolist(), "seeds": [0, 1, 2], "n_folds": 10})

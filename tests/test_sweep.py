@@ -12,11 +12,12 @@ import pytest
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from iml import cli, loss_grid, loss_spec
-from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key, markdown_by_loss
+from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key
 from iml.config import flatten, to_dict
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.models import MLP, LogisticRegression
 from iml.pipeline import sweep as S
+from iml.pipeline.report import markdown_by_loss
 from iml.pipeline.store import RunStore
 from iml.plots import figure_calibration_by_loss
 from iml.training import DataSource, MemberSpec, TrainConfig, train_ensemble

@@ -47,7 +47,6 @@ from iml import config as config_lib
 from iml._io import atomic_write_bytes, atomic_write_text, file_stem
 from iml.calibration import (
     loss_corrected_scores,
-    markdown_by_loss,
     scores_from_logits,
     table_by_loss,
 )
@@ -56,6 +55,7 @@ from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
 from iml.losses import lookup, registered
 from iml.models.small import build_small_model
+from iml.pipeline.report import markdown_by_loss
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.plots import figure_calibration_by_loss, reliability_by_class, save_figure
 from iml.spec import (
@@ -939,7 +939,7 @@ def write_sweep_outputs(
 ) -> list[Path]:
     """Write a sweep's Markdown table, scores and figures into ``out``, each file atomically.
 
-    Files: ``sweep_table.md`` (:func:`iml.calibration.markdown_by_loss`), ``scores.npz`` (keys,
+    Files: ``sweep_table.md`` (:func:`iml.pipeline.report.markdown_by_loss`), ``scores.npz`` (keys,
     labels, fold ids, raw and loss-corrected ensemble scores, the betas of a beta grid, and, for
     binary losses trained with several seeds, each seed's scores ``member_scores`` and ``seeds``),
     ``ece_vs_beta`` (the ECE of both against the loss, PNG and PDF) and, for multiclass losses, one
