@@ -7,6 +7,7 @@ weighted proper losses (:mod:`iml.losses`), optimal scoring rules and their inve
 trainer and the experiment pipeline.
 """
 
+from iml.grids import LossGrid, beta_grid, loss_grid
 from iml.scoring import (
     check_first_order_conditions,
     check_invertibility,
@@ -24,7 +25,7 @@ from iml.scoring import (
     optimal_score_multiclass,
     optimal_score_multiclass_for_loss,
 )
-from iml.spec import LOSSES, LossGrid, LossSpec, beta_grid, loss_grid, loss_spec
+from iml.spec import LOSSES, LossSpec, loss_spec
 
 __version__ = "0.1.0"
 

@@ -59,8 +59,8 @@ from iml.calibration import (
     calibration_curve,
     smooth_calibration_curve,
 )
+from iml.grids import LossFamily
 from iml.scoring import loss_corrected_score, optimal_score
-from iml.spec import LossFamily
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -314,7 +314,7 @@ def figure2_theoretical_curves(
     Args:
       betas: class weights in ``(0, 1)``.
       low: the smallest score and rate shown.
-      loss: the loss as a function of its class weight (:func:`iml.spec.loss_family`); default
+      loss: the loss as a function of its class weight (:func:`iml.grids.loss_family`); default
         the beta-weighted log loss.
     """
     betas = _check_betas(betas)
@@ -348,7 +348,7 @@ def figure3_loss_calibration(
     Args:
       scores_by_beta, labels, n_bins, confidence, n_bootstrap: as in
         :func:`figure1_calibration_curves`.
-      loss: the loss as a function of its class weight (:func:`iml.spec.loss_family`); default
+      loss: the loss as a function of its class weight (:func:`iml.grids.loss_family`); default
         the beta-weighted log loss.
     """
     betas = _check_betas(list(scores_by_beta), "scores_by_beta")
@@ -387,7 +387,7 @@ def figure4_loss_corrected(
     Args:
       scores_by_beta, labels, n_bins, confidence, n_bootstrap: as in
         :func:`figure1_calibration_curves`.
-      loss: the loss as a function of its class weight (:func:`iml.spec.loss_family`), whose
+      loss: the loss as a function of its class weight (:func:`iml.grids.loss_family`), whose
         inverse rule corrects; default the beta-weighted log loss (Corollary 1).
     """
     betas = _check_betas(list(scores_by_beta), "scores_by_beta")
@@ -737,7 +737,7 @@ def figure_smooth_calibration(
       ci: coverage of the bootstrap bands, or ``None`` for none.
       n_bootstrap: bootstrap replicates behind the bands.
       bandwidth: one kernel bandwidth for every curve, or ``None`` for each one's fixed point.
-      loss: the loss as a function of its class weight (:func:`iml.spec.loss_family`); default
+      loss: the loss as a function of its class weight (:func:`iml.grids.loss_family`); default
         the beta-weighted log loss.
     """
     betas = _check_betas(list(scores_by_beta), "scores_by_beta")

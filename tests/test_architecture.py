@@ -6,7 +6,8 @@ The layers, lowest first (a module may import its own layer's and lower ones):
 0. ``_validation``, ``_io``, ``_bootstrap``, ``config``: checks, files, resampling, configs;
 1. ``scoring``: optimal scoring rules and their inverses (closed forms, generic autodiff rules);
 2. ``losses``: the loss families and their registry, each record binding a loss to its rule;
-3. ``spec``: ``LossSpec``, "the loss a model was trained with", read from a user;
+3. ``spec``, ``grids``: ``LossSpec``, "the loss a model was trained with", read from a user,
+   and grids of them;
 4. ``calibration``, ``sbr``, ``recalibration``;
 5. ``revealed``, ``power``: inverse machine learning on top of calibration;
 6. ``plots``;
@@ -26,7 +27,7 @@ LAYERS = [
     {"_validation", "_io", "_bootstrap", "config"},
     {"scoring"},
     {"losses"},
-    {"spec"},
+    {"spec", "grids"},
     {"calibration", "sbr", "recalibration"},
     {"revealed", "power"},
     {"plots"},
@@ -55,7 +56,6 @@ TO_SPLIT = {
     "iml/data/tabular.py": 710,
     "iml/sbr.py": 670,
     "iml/data/datasets.py": 650,
-    "iml/spec.py": 770,
 }
 
 

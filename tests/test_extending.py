@@ -135,8 +135,8 @@ def test_a_callable_loss_goes_through_reveal_as_the_registered_ones_do(tmp_path)
     """A user's function ``L(a, y, beta)`` with no registration: its family (the class weight
     its first extra argument) reveals the same experiments as the built-in beta-weighted log
     loss it writes out."""
+    from iml.grids import loss_family
     from iml.pipeline.reveal import reveal_input, reveal_run
-    from iml.spec import loss_family
 
     def weighted_log(a, y, beta):
         return jnp.where(y == 1, -beta * jnp.log(a), -(1.0 - beta) * jnp.log1p(-a))

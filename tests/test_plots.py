@@ -9,6 +9,7 @@ import pytest
 from matplotlib.container import ErrorbarContainer
 
 from iml.calibration import calibration_curve
+from iml.grids import loss_family
 from iml.plots import (
     figure1_calibration_curves,
     figure2_theoretical_curves,
@@ -23,7 +24,6 @@ from iml.plots import (
     save_figure,
 )
 from iml.sbr import simulate_gaussian_scores
-from iml.spec import loss_family
 
 BETAS = (0.5, 0.9, 0.99)
 N = 2000

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from iml import cli
+from iml.grids import loss_family
 from iml.pipeline.reveal import intervals_cover, load_reveal_input, verdicts_title
 from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import SweepResult, write_sweep_outputs
 from iml.revealed import reveal, simulate_gaussian_agents
-from iml.spec import loss_family, loss_spec
+from iml.spec import loss_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGITS = ROOT / "docs" / "results" / "reproduce_digits"

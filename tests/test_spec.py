@@ -8,16 +8,8 @@ from scipy.optimize import minimize, minimize_scalar
 
 import iml
 from iml import losses as L
-from iml.spec import (
-    LOSSES,
-    WEIGHT_GRIDS,
-    LossSpec,
-    beta_grid,
-    loss_grid,
-    loss_spec,
-    parse_weight_grid,
-    weight_grid,
-)
+from iml.grids import WEIGHT_GRIDS, beta_grid, loss_grid, parse_weight_grid, weight_grid
+from iml.spec import LOSSES, LossSpec, loss_spec
 
 B3 = np.array([[1.0, 0.4, 0.7], [0.5, 2.0, 0.3], [0.9, 0.6, 1.5]])
 W3 = np.array([1.0, 4.0, 0.5])

@@ -98,7 +98,7 @@ from iml.calibration.tables import (
     scores_from_logits,
     table_by_loss,
 )
-from iml.spec import beta_key
+from iml.grids import beta_key
 
 __all__ = [
     "METRICS",

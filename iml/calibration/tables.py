@@ -16,7 +16,8 @@ from iml.calibration._checks import check_binary
 from iml.calibration.comparison import ece_intervals, multiclass_ece_intervals
 from iml.calibration.metrics import auroc, brier_score, expected_calibration_error, mean_log_loss
 from iml.calibration.smooth import smooth_ece
-from iml.spec import LossLike, LossSpec, loss_grid
+from iml.grids import loss_grid
+from iml.spec import LossLike, LossSpec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike

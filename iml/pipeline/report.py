@@ -59,6 +59,7 @@ from iml.calibration import (
     score_metrics,
     table_by_loss,
 )
+from iml.grids import LossFamily, parse_weight_grid
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
 from iml.pipeline.runner import check_eval, is_multiclass, run_grid, run_loss, stored_config
 from iml.pipeline.store import (
@@ -88,7 +89,6 @@ from iml.recalibration import (
     Recalibrator,
     TemperatureScaling,
 )
-from iml.spec import LossFamily, parse_weight_grid
 
 __all__ = [
     "BASELINES",
@@ -174,7 +174,7 @@ def summary_table(
     """The summary table: beta -> method -> metric (see the module docstring).
 
     ``loss`` is the loss the ensembles were trained with, as a function of their class weight
-    (:func:`iml.spec.loss_family`; default the beta-weighted log loss): its inverse rule is the
+    (:func:`iml.grids.loss_family`; default the beta-weighted log loss): its inverse rule is the
     loss correction and its rule the loss-calibration test's. ``prior_shift``, which stands for
     the beta-weighted log loss's reweighting of the prior, is left out for other losses.
     """

@@ -68,6 +68,7 @@ import numpy as np
 
 from iml import power as P
 from iml._io import atomic_write_bytes
+from iml.grids import CLASS_WEIGHTS, LossFamily, beta_key, loss_family
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
@@ -83,7 +84,6 @@ from iml.plots import (
 )
 from iml.power import standard_error
 from iml.revealed import MIN_COUNT, reveal
-from iml.spec import CLASS_WEIGHTS, LossFamily, beta_key, loss_family
 
 __all__ = [
     "RevealInput",

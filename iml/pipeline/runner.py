@@ -25,17 +25,7 @@ from tqdm.auto import tqdm
 from iml import _validation as V
 from iml import config as config_lib
 from iml.data import DATASETS, Dataset, load_dataset
-from iml.models import (
-    CONV_IMPLS,
-    IMAGE_MODELS,
-    build_image_model,
-    load_torchvision_densenet,
-    min_input_size,
-    with_conv_impl,
-)
-from iml.pipeline.plan import MemberBatch, Plan, make_plan
-from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
-from iml.spec import (
+from iml.grids import (
     CLASS_WEIGHTS,
     WEIGHT_GRIDS,
     LossFamily,
@@ -46,6 +36,16 @@ from iml.spec import (
     parse_weight_grid,
     weight_grid,
 )
+from iml.models import (
+    CONV_IMPLS,
+    IMAGE_MODELS,
+    build_image_model,
+    load_torchvision_densenet,
+    min_input_size,
+    with_conv_impl,
+)
+from iml.pipeline.plan import MemberBatch, Plan, make_plan
+from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.training import (
     DataSource,
     MemberHistory,
@@ -124,7 +124,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.model.conv_impl = ""
 
     c.loss = ml_collections.ConfigDict()
-    # the loss, by its class weight (iml.spec.CLASS_WEIGHTS): 'log' (the beta-weighted
+    # the loss, by its class weight (iml.grids.CLASS_WEIGHTS): 'log' (the beta-weighted
     # cross-entropy, eq. 7), 'squared' (the beta-weighted Brier score) or 'focal' (its weight alpha)
     c.loss.name = "log"
     c.loss.betas = (0.5, 0.9, 0.99)  # one ensemble per class weight (alpha for 'focal')
@@ -163,8 +163,8 @@ def default_config() -> ml_collections.ConfigDict:
 
 def run_loss(config: Mapping[str, Any]) -> LossFamily:
     """The loss of a run as a function of the members' class weight: ``config.loss.name``
-    (:data:`iml.spec.CLASS_WEIGHTS`), with the other parameters the config sets (``gamma`` for
-    the focal loss; :func:`iml.spec.config_parameters`)."""
+    (:data:`iml.grids.CLASS_WEIGHTS`), with the other parameters the config sets (``gamma`` for
+    the focal loss; :func:`iml.grids.config_parameters`)."""
     c = _as_config(config)
     return loss_family(c.loss.name, **config_parameters(c.loss.name, c.loss))
 
@@ -295,7 +295,7 @@ def check_config(config: Mapping[str, Any]) -> None:
 
 #: The multiclass losses of ``config.loss.name``, whose ensembles are the entries of the grid
 #: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``): the registered losses
-#: of :data:`iml.spec.WEIGHT_GRIDS`, a live view.
+#: of :data:`iml.grids.WEIGHT_GRIDS`, a live view.
 MULTICLASS_LOSSES = WEIGHT_GRIDS
 
 

@@ -53,17 +53,10 @@ from iml.calibration import (
 from iml.data import load_dataset
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
-from iml.losses import lookup, registered
-from iml.models.small import build_small_model
-from iml.pipeline.report import markdown_by_loss
-from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
-from iml.plots import figure_calibration_by_loss, reliability_by_class, save_figure
-from iml.spec import (
+from iml.grids import (
     CLASS_WEIGHTS,
     WEIGHT_GRIDS,
     LossGrid,
-    LossLike,
-    LossSpec,
     RegistryView,
     beta_grid,
     config_parameters,
@@ -72,6 +65,12 @@ from iml.spec import (
     parse_weight_grid,
     weight_grid,
 )
+from iml.losses import lookup, registered
+from iml.models.small import build_small_model
+from iml.pipeline.report import markdown_by_loss
+from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
+from iml.plots import figure_calibration_by_loss, reliability_by_class, save_figure
+from iml.spec import LossLike, LossSpec
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
     check_labels,
@@ -503,8 +502,8 @@ _BUILT_IN = ("digits",)
 #: The datasets ``config.data.name`` names (a delimited file is ``config.data.csv`` instead).
 SWEEP_DATASETS = tuple(sorted([*UCI_FILES, *_BUILT_IN]))
 #: The losses of ``config.loss.name``, and what each one's grid is made of: the binary losses
-#: of :data:`iml.spec.CLASS_WEIGHTS` over their class weights (``betas``, the focal loss's
-#: ``alphas``), the multiclass ones of :data:`iml.spec.WEIGHT_GRIDS` over ``weights``.
+#: of :data:`iml.grids.CLASS_WEIGHTS` over their class weights (``betas``, the focal loss's
+#: ``alphas``), the multiclass ones of :data:`iml.grids.WEIGHT_GRIDS` over ``weights``.
 #: A live view of the registry: a loss registered later is a sweep's loss too.
 SWEEP_LOSSES: Mapping[str, str] = RegistryView(
     lambda: {

@@ -57,8 +57,9 @@ from tqdm.auto import tqdm
 
 from iml import _validation as V
 from iml.data.folds import FoldSplit
+from iml.grids import LossGrid, loss_grid
 from iml.models.small import LogisticRegression
-from iml.spec import LossGrid, LossLike, LossSpec, loss_grid
+from iml.spec import LossLike, LossSpec
 from iml.training.exact import (
     Design,
     beta_weighted_sample_weights,
