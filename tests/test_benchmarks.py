@@ -5,6 +5,7 @@ Speed targets are measured by running the benchmarks themselves, never here.
 
 import json
 
+import jax
 import pytest
 
 from experiments.benchmarks import scoring
@@ -100,7 +101,11 @@ def test_sweep_train_benchmark_reports_ratio_and_equal_quality(shared_data_path,
     argv += ["--n-betas", "2", "--seeds", "2", "--baseline-models", "10", "--jobs", "1"]
     argv += ["--cache-dir", str(tmp_path / "jax_cache")]
     out = tmp_path / "sweep_train.json"
+    before = jax.config.jax_compilation_cache_dir
     report = sweep_train.main([*argv, "--out", str(out)])
+    # the benchmark's persistent cache is its own: the process's setting comes back
+    assert jax.config.jax_compilation_cache_dir == before
+    assert any((tmp_path / "jax_cache").iterdir())
     last_line = capsys.readouterr().out.strip().splitlines()[-1]
     assert json.loads(last_line) == report == json.loads(out.read_text())
     assert report["ratio"] > 0 and report["peak_rss_gb"] > 0

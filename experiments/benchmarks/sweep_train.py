@@ -137,13 +137,30 @@ def _gemm_gflops(x: np.ndarray, members: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark with JAX's persistent compilation cache in ``--cache-dir``, then put
+    the process's cache settings back as they were (a caller's later programs neither read nor
+    write that folder)."""
     args = _parse(argv)
     import jax
+    from jax._src import compilation_cache
 
+    before = (jax.config.jax_compilation_cache_dir,
+              jax.config.jax_persistent_cache_min_compile_time_secs)  # fmt: skip
     Path(args.cache_dir).mkdir(parents=True, exist_ok=True)
-    cached_before = sum(1 for _ in Path(args.cache_dir).iterdir())
     jax.config.update("jax_compilation_cache_dir", str(Path(args.cache_dir).resolve()))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    compilation_cache.reset_cache()
+    try:
+        return _run(args)
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before[0])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])
+        compilation_cache.reset_cache()
+
+
+def _run(args: argparse.Namespace) -> dict:
+
+    cached_before = sum(1 for _ in Path(args.cache_dir).iterdir())
     from joblib import Parallel, delayed
 
     from experiments.benchmarks.sweep import CacheHits, CompileSeconds, PeakRSS
