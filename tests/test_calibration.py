@@ -10,6 +10,7 @@ from _training_helpers import RUNS_LONG
 from sklearn.calibration import calibration_curve as sk_calibration_curve
 
 from iml import calibration as cal
+from iml.pipeline.markdown import markdown_by_loss
 
 RNG = np.random.default_rng(0)
 
@@ -812,7 +813,7 @@ def test_a_matrix_table_reports_the_renormalised_correction_apart():
     for key, row in table.items():
         for method, metrics in row.items():
             assert given[key][method] == pytest.approx(metrics, rel=1e-6), (key, method)
-    markdown = cal.markdown_by_loss(table, "loss").splitlines()
+    markdown = markdown_by_loss(table, "loss").splitlines()
     assert markdown[0].split(" | ")[1:4] == [
         "raw top_label_ece", "corr. top_label_ece", "renorm. top_label_ece"
     ]  # fmt: skip
@@ -826,7 +827,7 @@ def test_a_matrix_table_reports_the_renormalised_correction_apart():
     scores = np.stack([a / a.sum(-1, keepdims=True)])
     table = cal.table_by_loss(softmax, scores, y)
     assert list(table["ones"]) == ["raw", "loss_corrected"]
-    assert "renorm." not in cal.markdown_by_loss(table, "loss")
+    assert "renorm." not in markdown_by_loss(table, "loss")
 
 
 def test_one_vs_rest_logistic_regressions_on_digits_are_corrected_output_by_output():

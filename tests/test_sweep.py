@@ -17,7 +17,7 @@ from iml.config import flatten, to_dict
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.models import MLP, LogisticRegression
 from iml.pipeline import sweep as S
-from iml.pipeline.report import markdown_by_loss
+from iml.pipeline.markdown import markdown_by_loss
 from iml.pipeline.store import RunStore
 from iml.plots import figure_calibration_by_loss
 from iml.training import DataSource, MemberSpec, TrainConfig, train_ensemble

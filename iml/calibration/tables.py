@@ -1,7 +1,7 @@
 """Metric tables: the metrics of one vector of binary scores or one matrix of class scores (the
 rows of the reports' and sweeps' tables), and the table of a grid of losses: each loss's scores
 from its logits, its loss-corrected scores (Proposition 4; Corollary 1 for a beta) and the
-metrics of both, as a dictionary (its Markdown is the report's: :mod:`iml.pipeline.report`)."""
+metrics of both, as a dictionary (its Markdown: :mod:`iml.pipeline.markdown`)."""
 
 from __future__ import annotations
 

@@ -48,7 +48,6 @@ from iml import config as config_lib
 from iml._io import file_stem
 from iml.calibration import (
     METRICS,
-    MULTICLASS_METRICS,
     RENORMALISED,
     beta_key,
     ece_intervals,
@@ -60,6 +59,7 @@ from iml.calibration import (
     table_by_loss,
 )
 from iml.grids import LossFamily, parse_weight_grid
+from iml.pipeline.markdown import markdown_by_loss
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
 from iml.pipeline.runner import check_eval, is_multiclass, run_grid, run_loss, stored_config
 from iml.pipeline.store import (
@@ -228,41 +228,6 @@ def summary_table(
                 methods[name]["ece_interval"] = interval.tolist()
         table[beta_key(beta)] = methods
     return table
-
-
-def _interval_text(interval: Sequence[float]) -> str:
-    return f"[{interval[0]:.4f}, {interval[1]:.4f}]"
-
-
-def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
-    """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics,
-    the renormalised corrected ones (``renorm.``) where the table has them, and the median of a
-    sweep's members' ridge coefficients where its rows hold them (``row["l2"]``)."""
-    metrics = METRICS if "auroc" in next(iter(table.values()))["raw"] else MULTICLASS_METRICS
-    methods = {"raw": "raw", "loss_corrected": "corr."}
-    if any(RENORMALISED in row for row in table.values()):
-        methods[RENORMALISED] = "renorm."
-    header = [key_name] + [f"{label} {k}" for k in metrics for label in methods.values()]
-    ridge = all("l2" in row for row in table.values())  # a sweep's members' ridge coefficients
-    if ridge:
-        header.append("l2 (median)")
-    # each ECE's interval, after the ECE columns, where every row has it
-    with_ci = [k for k in metrics if all(f"{k}_interval" in row["raw"] for row in table.values())]
-    for metric in reversed(with_ci):
-        at = header.index(f"{list(methods.values())[-1]} {metric}") + 1
-        header[at:at] = [f"{label} {metric} 95% CI" for label in methods.values()]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for key, row in table.items():
-        cells = [key]  # the exact key (beta_key): close betas stay apart
-        for metric in metrics:
-            cells += [f"{row[m][metric]:.4f}" if m in row else "" for m in methods]
-            if metric in with_ci:
-                cells += [_interval_text(row[m][f"{metric}_interval"]) if m in row else ""
-                          for m in methods]  # fmt: skip
-        if ridge:
-            cells.append(f"{float(np.median(row['l2'])):.3g}")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def table_markdown(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:

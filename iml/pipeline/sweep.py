@@ -50,7 +50,6 @@ from iml.calibration import (
     scores_from_logits,
     table_by_loss,
 )
-from iml.data import load_dataset
 from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
 from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
 from iml.grids import (
@@ -67,7 +66,7 @@ from iml.grids import (
 )
 from iml.losses import lookup, registered
 from iml.models.small import build_small_model
-from iml.pipeline.report import markdown_by_loss
+from iml.pipeline.markdown import markdown_by_loss
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.plots import figure_calibration_by_loss, reliability_by_class, save_figure
 from iml.spec import LossLike, LossSpec
@@ -912,6 +911,10 @@ def prepare_sweep(
 
 def _load(source: dict[str, Any], names: Mapping[str, str]) -> Dataset:
     """The dataset of the checked ``source``; errors name the key (or flag) of each argument."""
+    # imported here: iml.data's dataset registry loads tensorflow-datasets, which a sweep of a
+    # table or a CSV file does without
+    from iml.data import load_dataset
+
     options = dict(source)
     name = options.pop("name")
     try:
@@ -938,8 +941,8 @@ def write_sweep_outputs(
 ) -> list[Path]:
     """Write a sweep's Markdown table, scores and figures into ``out``, each file atomically.
 
-    Files: ``sweep_table.md`` (:func:`iml.pipeline.report.markdown_by_loss`), ``scores.npz`` (keys,
-    labels, fold ids, raw and loss-corrected ensemble scores, the betas of a beta grid, and, for
+    Files: ``sweep_table.md`` (:func:`iml.pipeline.markdown.markdown_by_loss`),
+    ``scores.npz`` (keys, labels, fold ids, raw and loss-corrected ensemble scores, the betas of a beta grid, and, for
     binary losses trained with several seeds, each seed's scores ``member_scores`` and ``seeds``),
     ``ece_vs_beta`` (the ECE of both against the loss, PNG and PDF) and, for multiclass losses, one
     ``reliability_by_class/KEY`` figure per loss. The JSON table is the store's
