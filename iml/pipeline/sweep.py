@@ -942,8 +942,9 @@ def write_sweep_outputs(
     """Write a sweep's Markdown table, scores and figures into ``out``, each file atomically.
 
     Files: ``sweep_table.md`` (:func:`iml.pipeline.markdown.markdown_by_loss`),
-    ``scores.npz`` (keys, labels, fold ids, raw and loss-corrected ensemble scores, the betas of a beta grid, and, for
-    binary losses trained with several seeds, each seed's scores ``member_scores`` and ``seeds``),
+    ``scores.npz`` (keys, labels, fold ids, raw and loss-corrected ensemble scores, the betas of
+    a beta grid, and, for binary losses trained with several seeds, each seed's scores
+    ``member_scores`` and ``seeds``),
     ``ece_vs_beta`` (the ECE of both against the loss, PNG and PDF) and, for multiclass losses, one
     ``reliability_by_class/KEY`` figure per loss. The JSON table is the store's
     (``sweep_table.json``, written by :func:`execute_sweep`).
