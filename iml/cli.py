@@ -767,7 +767,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "reproduce":
         # on the CPU, one device per core lets ensemble members train side by side
-
         use_cpu_cores_as_devices()
     keep_compiled_programs()
     try:
