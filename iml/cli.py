@@ -42,21 +42,7 @@ import jax
 from iml import config as config_lib
 from iml.config import apply_overrides, flatten, keys_help, parse_value, split_overrides
 from iml.models.small import SMALL_MODELS
-from iml.pipeline.report import report_config, report_run
-from iml.pipeline.reveal import (
-    FIGURES,
-    check_reveal_input,
-    load_reveal_input,
-    reveal_run,
-    revealed_summary,
-)
-from iml.pipeline.runner import (
-    check_config,
-    check_resumable,
-    default_config,
-    is_multiclass,
-    run_experiment,
-)
+from iml.pipeline.defaults import default_config
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.pipeline.sweep import (
     SWEEP_DATASETS,
@@ -67,7 +53,6 @@ from iml.pipeline.sweep import (
     write_sweep_outputs,
 )
 from iml.training import L2_SCALES, SOLVERS, use_cpu_cores_as_devices
-from iml.training.host import keep_step_memory
 
 if TYPE_CHECKING:
     import ml_collections
@@ -235,6 +220,11 @@ def _check_seeds_literal(text: str | None) -> None:
 
 
 def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
+    # imported here: the image pipeline loads tensorflow-datasets, Flax's DenseNets and the
+    # report (seconds), which `iml sweep`, `iml reveal` and `--help` do without
+    from iml.pipeline.report import report_run
+    from iml.pipeline.runner import check_config, check_resumable, is_multiclass, run_experiment
+    from iml.training.host import keep_step_memory
 
     config = load_config(args)
     check_config(config)
@@ -263,6 +253,9 @@ def _reproduce(args: argparse.Namespace) -> Callable[[], int]:
 
 
 def _figures(args: argparse.Namespace) -> Callable[[], int]:
+    # imported here: the image pipeline loads tensorflow-datasets, Flax's DenseNets and the
+    # report (seconds), which `iml sweep`, `iml reveal` and `--help` do without
+    from iml.pipeline.report import report_config, report_run
 
     overrides = _eval_overrides(args)
     report_config(args.run, overrides)
@@ -301,6 +294,14 @@ def _eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def _reveal(args: argparse.Namespace) -> Callable[[], int]:
     """Check the settings, read the run and check it; return the work (reveal, write, print)."""
+    # imported here: the revealed experiments' pipeline loads their simulator and figures
+    from iml.pipeline.reveal import (
+        FIGURES,
+        check_reveal_input,
+        load_reveal_input,
+        reveal_run,
+        revealed_summary,
+    )
 
     for flag, value, least in (("--n-bins", args.n_bins, 2), ("--n-bootstrap", args.n_bootstrap, 2),
                                ("--seed", args.seed, 0),

@@ -72,8 +72,8 @@ def test_a_registered_loss_is_a_specification_with_the_generic_rule(registered):
 def test_a_registered_loss_sweeps_and_goes_through_reveal(registered, tmp_path, capsys):
     out = tmp_path / "sweep"
     argv = ["sweep", "--dataset", "digits", "--loss", NAME, "--betas", "0.5,0.9,0.99",
-            "--seeds", "1", "--l2", "1e-4", "--epochs", "20", "--batch-size", "128",
-            "--lr", "0.05", "--out", str(out), "--no-progress"]  # fmt: skip
+            "--seeds", "1", "--l2", "1e-4", "--epochs", "8", "--batch-size", "256",
+            "--lr", "0.1", "--n-folds", "5", "--out", str(out), "--no-progress"]  # fmt: skip
     assert cli.main(argv) == 0, capsys.readouterr().err
     table = json.loads((out / "sweep_table.json").read_text())
     assert list(table) == ["0.5", "0.9", "0.99"]
@@ -107,8 +107,8 @@ def test_a_registered_loss_trains_an_image_ensemble(registered, tmp_path):
     config.loss.name = NAME
     config.loss.betas = (0.5, 0.9)
     config.data.image_size = 8
-    config.data.max_examples = 300
-    config.data.n_folds = 5
+    config.data.max_examples = 200
+    config.data.n_folds = 3
     config.data.n_val_folds = 1
     config.model.name = "densenet_tiny"
     config.train.epochs = 1
@@ -143,14 +143,14 @@ def test_a_callable_loss_goes_through_reveal_as_the_registered_ones_do(tmp_path)
 
     rng = np.random.default_rng(3)
     betas = [0.5, 0.9, 0.99]
-    posterior = rng.beta(0.6, 4.0, 1500)
-    labels = (rng.random(1500) < posterior).astype(np.int32)
+    posterior = rng.beta(0.6, 4.0, 800)
+    labels = (rng.random(800) < posterior).astype(np.int32)
     scores = np.stack([np.asarray(optimal_score(jnp.asarray(posterior, jnp.float32), b))
                        for b in betas])  # fmt: skip
     records = {}
     for name, family in (("callable", loss_family(weighted_log)), ("log", loss_family("log"))):
         inputs = reveal_input(betas, scores, labels, family)
-        records[name] = reveal_run(inputs, tmp_path / name, n_bootstrap=20, power_datasets=0,
+        records[name] = reveal_run(inputs, tmp_path / name, n_bootstrap=8, power_datasets=0,
                                    formats=("png",))  # fmt: skip
     stored = json.loads((tmp_path / "callable" / "revealed.json").read_text())
     assert stored["loss"]["name"] == "callable" and stored["loss"]["weight_name"] == "weight"

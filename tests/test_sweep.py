@@ -894,8 +894,8 @@ def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, 
     its grid over class weights and its gamma from the config, corrected by the generic inverse."""
     out = tmp_path / "out"
     argv = ["--dataset", "digits", "--classes", "all", "--loss", "softmax_focal", "--gamma", "1",
-            "--loss-weights", "ones;w[8]=10", "--seeds", "1", "--l2", "1e-3", "--epochs", "2",
-            "--lr", "0.05", "--batch-size", "256", "--n-folds", "4", "--out", str(out),
+            "--loss-weights", "ones;w[8]=10", "--seeds", "1", "--l2", "1e-3", "--epochs", "1",
+            "--lr", "0.05", "--batch-size", "512", "--n-folds", "4", "--out", str(out),
             "--no-progress"]  # fmt: skip
     assert _sweep(argv) == 0, capsys.readouterr().err
     table = json.loads((out / "sweep_table.json").read_text())
