@@ -5009,7 +5009,7 @@ def _cpu_step_run() -> list[Stated]:
 
 # Docstrings and comments -----------------------------------------------------------------------
 
-RUNNER = "iml/pipeline/runner.py"
+DEFAULTS = "iml/pipeline/defaults.py"  # the reproduce config, with its comments
 MULTICLASS_CONFIG = "experiments/configs/digits_multiclass.py"
 
 
@@ -5046,7 +5046,7 @@ def _docstrings() -> list[Stated]:
     return [
         Stated(
             "default_config: run",
-            RUNNER,
+            DEFAULTS,
             "{} folds rotated {}/{}/{} ({} members; the {} of a rotation trained together), {} "
             "epochs at learning rate {}.",
             lambda: (
@@ -5059,13 +5059,13 @@ def _docstrings() -> list[Stated]:
         ),
         Stated(
             "default_config: image size",
-            RUNNER,
+            DEFAULTS,
             "The digits are shrunk from their native {} px to {} px",
             lambda: (digits().input_shape[0], c().data.image_size),
         ),
         Stated(
             "default_config: 4 px task",
-            RUNNER,
+            DEFAULTS,
             "At 4 px (AUROC about {}, {}% positive) the upper deciles hold rates from {}% to {}%",
             lambda: (
                 statistics.median(over_betas("reproduce_digits", "raw", "auroc")),
@@ -5076,7 +5076,7 @@ def _docstrings() -> list[Stated]:
         ),
         Stated(
             "default_config: mixed convolutions",
-            RUNNER,
+            DEFAULTS,
             "where it # trains a DenseNet-121 about {}-{}x faster than 'xla'".replace(" # ", " "),
             mixed_over_xla,
         ),
@@ -5243,8 +5243,8 @@ def _docstrings() -> list[Stated]:
             ),
         ),
         Stated(
-            "runner: classes of digits",
-            RUNNER,
+            "defaults: classes of digits",
+            DEFAULTS,
             "every class of a dataset that has classes (digits: {})",
             lambda: len(load_dataset("digits").class_names),
         ),
