@@ -72,7 +72,7 @@ def test_a_registered_loss_is_a_specification_with_the_generic_rule(registered):
 def test_a_registered_loss_sweeps_and_goes_through_reveal(registered, tmp_path, capsys):
     out = tmp_path / "sweep"
     argv = ["sweep", "--dataset", "digits", "--loss", NAME, "--betas", "0.5,0.9,0.99",
-            "--seeds", "1", "--l2", "1e-4", "--epochs", "8", "--batch-size", "256",
+            "--seeds", "1", "--l2", "1e-4", "--epochs", "5", "--batch-size", "256",
             "--lr", "0.1", "--n-folds", "5", "--out", str(out), "--no-progress"]  # fmt: skip
     assert cli.main(argv) == 0, capsys.readouterr().err
     table = json.loads((out / "sweep_table.json").read_text())
@@ -90,7 +90,7 @@ def test_a_registered_loss_sweeps_and_goes_through_reveal(registered, tmp_path, 
 
     revealed = tmp_path / "revealed"
     argv = ["reveal", "--run", str(out), "--out", str(revealed), "--power-datasets", "0",
-            "--n-bootstrap", "50", "--no-progress"]  # fmt: skip
+            "--n-bootstrap", "20", "--no-progress"]  # fmt: skip
     assert cli.main(argv) == 0, capsys.readouterr().err
     result = json.loads((revealed / "revealed.json").read_text())
     assert result["betas"] == [0.5, 0.9, 0.99] and result["K"] == 3
@@ -147,8 +147,8 @@ def test_a_callable_loss_goes_through_reveal_as_the_registered_ones_do(tmp_path)
 
     rng = np.random.default_rng(3)
     betas = [0.5, 0.9, 0.99]
-    posterior = rng.beta(0.6, 4.0, 800)
-    labels = (rng.random(800) < posterior).astype(np.int32)
+    posterior = rng.beta(0.6, 4.0, 600)
+    labels = (rng.random(600) < posterior).astype(np.int32)
     scores = np.stack([np.asarray(optimal_score(jnp.asarray(posterior, jnp.float32), b))
                        for b in betas])  # fmt: skip
     records = {}
