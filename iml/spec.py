@@ -32,7 +32,7 @@ Binary specifications take positive-class scores and posteriors ``[...]``; multi
 and ``1 - beta``; the unweighted log loss is ``beta = 1/2``, half the usual one), so that expected
 losses compare across betas.
 
-A :class:`LossSpec` is a pytree: its numeric parameters are leaves, its kind is static. It passes
+A :class:`LossSpec` is a pytree: its numeric parameters are leaves, its name is static. It passes
 through ``jax.jit``, and an array of betas (or a stack of matrices) is a *batched* specification
 that ``jax.vmap`` maps over::
 
