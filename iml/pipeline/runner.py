@@ -82,8 +82,6 @@ __all__ = [
 _IN_MEMORY_BYTES = 1 << 30
 
 
-
-
 def run_loss(config: Mapping[str, Any]) -> LossFamily:
     """The loss of a run as a function of the members' class weight: ``config.loss.name``
     (:data:`iml.grids.CLASS_WEIGHTS`), with the other parameters the config sets (``gamma`` for
