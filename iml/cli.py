@@ -41,7 +41,6 @@ import jax
 
 from iml import config as config_lib
 from iml.config import apply_overrides, flatten, keys_help, parse_value, split_overrides
-from iml.models.small import SMALL_MODELS
 from iml.pipeline.defaults import default_config
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.pipeline.sweep import (
@@ -527,7 +526,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         nargs="+",
     )
-    shortcut(train, "model", "logistic or mlp", choices=SMALL_MODELS)
+    shortcut(train, "model", "a model that takes rows: logistic, mlp or one registered")
     shortcut(train, "hidden", "MLP hidden units", type=int)
     shortcut(train, "epochs", "most epochs", type=int)
     shortcut(train, "batch_size", "rows per minibatch", type=int)

@@ -48,7 +48,6 @@ TO_SPLIT = {
     "iml/training/trainer.py": 1050,
     "iml/scoring.py": 1060,
     "iml/training/exact.py": 1000,
-    "iml/pipeline/sweep.py": 990,
     "iml/pipeline/reveal.py": 990,
     "iml/cli.py": 790,
     "iml/training/tabular.py": 760,

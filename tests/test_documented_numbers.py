@@ -5030,7 +5030,7 @@ def _logistic_init_scale() -> float:
 DATASETS = "iml/data/datasets.py"
 TRAINER = "iml/training/trainer.py"
 TABULAR = "iml/data/tabular.py"
-SWEEP = "iml/pipeline/sweep.py"
+SWEEP = "iml/pipeline/sweep_config.py"
 
 
 def _docstrings() -> list[Stated]:

@@ -299,13 +299,13 @@ def test_matrix_weighted_members_sit_at_the_optimum_of_their_own_loss(three_clas
     import jax
 
     from iml import loss_grid
-    from iml.models import build_small_model
+    from iml.models import build_model
     from iml.training import TABULAR_DEFAULTS, train_tabular
     from iml.training.tabular import exact_solver_applies
 
     x, y, splits, B = three_class_table
     l2 = 1e-3
-    model = build_small_model("logistic", n_outputs=3)
+    model = build_model("logistic", 3)
     spec = loss_grid(B).spec
     assert exact_solver_applies(model, spec)
     # solver "auto": exact here; the objective's ridge is on the features as they are
@@ -340,11 +340,11 @@ def test_exact_matrix_members_reach_a_lower_objective_than_adam(three_class_tabl
     import dataclasses
 
     from iml import loss_grid
-    from iml.models import build_small_model
+    from iml.models import build_model
     from iml.training import TABULAR_DEFAULTS, train_tabular
 
     x, y, splits, B = three_class_table
-    model = build_small_model("logistic", n_outputs=3)
+    model = build_model("logistic", 3)
     spec = loss_grid(B).spec
     exact = train_tabular(model, x, y, splits, B, [0], TABULAR_DEFAULTS)
     adam = dataclasses.replace(TABULAR_DEFAULTS, solver="adam", learning_rate=0.05, max_epochs=20)
@@ -375,7 +375,7 @@ def test_class_weighted_softmax_members_sit_at_their_optimum_below_adam(three_cl
     import jax.numpy as jnp
 
     from iml import loss_grid, loss_spec
-    from iml.models import build_small_model
+    from iml.models import build_model
     from iml.training import TABULAR_DEFAULTS, train_tabular
     from iml.training.tabular import exact_solver_applies
 
@@ -384,7 +384,7 @@ def test_class_weighted_softmax_members_sit_at_their_optimum_below_adam(three_cl
     weights = np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 10.0], [5.0, 1.0, 1.0]])
     losses = loss_spec("class_weighted_softmax", class_weights=weights)
     spec = loss_grid(losses).spec
-    model = build_small_model("logistic", n_outputs=3)
+    model = build_model("logistic", 3)
     assert exact_solver_applies(model, spec)
     # solver "auto": exact here; the objective's ridge is on the features as they are
     config = dataclasses.replace(TABULAR_DEFAULTS, l2=l2, standardize=False)
@@ -484,11 +484,11 @@ def test_a_ridge_per_unit_of_weight_ignores_a_common_factor_of_the_weights(three
     import dataclasses
 
     from iml import loss_spec
-    from iml.models import build_small_model
+    from iml.models import build_model
     from iml.training import TABULAR_DEFAULTS, train_tabular
 
     x, y, splits, B = three_class_table
-    model = build_small_model("logistic", n_outputs=3)
+    model = build_model("logistic", 3)
 
     def losses(factor):
         if loss == "matrix":
@@ -514,7 +514,7 @@ def test_standardised_fits_are_scikit_learns_pipeline_on_the_training_rows(rare_
     from sklearn.preprocessing import StandardScaler
 
     from iml.data.folds import nested_cv_splits
-    from iml.models import build_small_model
+    from iml.models import build_model
     from iml.training import TABULAR_DEFAULTS, train_tabular
 
     x, y, _ = rare_class_table
@@ -522,9 +522,9 @@ def test_standardised_fits_are_scikit_learns_pipeline_on_the_training_rows(rare_
     splits = nested_cv_splits(np.arange(len(y)) % 10)[:2]
     l2, beta = 1e-2, 0.8
     config = dataclasses.replace(TABULAR_DEFAULTS, l2=l2, standardize=True)
-    fit = train_tabular(build_small_model("logistic"), x, y, splits, [beta], [0], config)
+    fit = train_tabular(build_model("logistic"), x, y, splits, [beta], [0], config)
     raw_config = dataclasses.replace(config, standardize=False)
-    unscaled = train_tabular(build_small_model("logistic"), x, y, splits, [beta], [0], raw_config)
+    unscaled = train_tabular(build_model("logistic"), x, y, splits, [beta], [0], raw_config)
     for r, split in enumerate(splits):
         rows = split.train
         # scikit-learn's C sum_i w_i l_i + ||w'||^2 / 2 over C n is the mean loss + l2 / 2 ||w'||^2

@@ -17,9 +17,9 @@ from iml.pipeline import (
 )
 from iml.pipeline.report import METRICS, cross_fit, table_markdown
 from iml.pipeline.runner import (
-    build_model,
     check_config,
     check_resumable,
+    config_model,
     default_config,
     initial_variables,
 )
@@ -270,6 +270,12 @@ def test_check_config_names_the_bad_key(key, value, match):
         check_config(_config(**{key: value}))
 
 
+def test_a_model_that_is_no_densenet_takes_no_torchvision_weights():
+    config = _config(**{"model.name": "logistic", "model.weights": "densenet121.pth"})
+    with pytest.raises(ValueError, match="weights fit the DenseNets, not 'logistic'"):
+        check_config(config)
+
+
 def test_the_validation_batch_reaches_the_trainer_and_defaults_to_what_stored_runs_used():
     from iml.pipeline.runner import _train_config
     from iml.training import TrainConfig
@@ -303,10 +309,10 @@ def test_conv_impl_key_reaches_the_model():
     from iml.models import DEFAULT_CONV_IMPL
 
     default = DEFAULT_CONV_IMPL[jax.default_backend()]
-    assert build_model(default_config()).conv_impl == default  # the backend's default
+    assert config_model(default_config()).conv_impl == default  # the backend's default
     matmul = _config(**{"model.conv_impl": "matmul"})
     check_config(matmul)
-    assert build_model(matmul).conv_impl == "matmul"
+    assert config_model(matmul).conv_impl == "matmul"
 
 
 def test_check_config_names_a_missing_weights_file(tmp_path):
@@ -323,7 +329,7 @@ def test_initial_variables_adapt_torchvision_rgb_weights_to_gray_images(tmp_path
     from iml.models import variables_to_torchvision_state_dict
 
     config = _config(**{"model.name": "densenet_tiny"})
-    model = build_model(config)
+    model = config_model(config)
     assert initial_variables(config, model, 1) is None  # no file: random initialisation
     rgb = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, 8, 8, 3)))
     state = variables_to_torchvision_state_dict(rgb)
@@ -339,7 +345,7 @@ def test_initial_variables_adapt_torchvision_rgb_weights_to_gray_images(tmp_path
     np.testing.assert_array_equal(
         got["batch_stats"]["norm5"]["var"], rgb["batch_stats"]["norm5"]["var"]
     )
-    other = build_model(default_config())
+    other = config_model(default_config())
     with pytest.raises(ValueError, match="state_dict"):
         initial_variables(weighted, other, 1)
 

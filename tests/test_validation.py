@@ -135,14 +135,14 @@ def test_public_functions_word_a_bad_count_alike():
     from iml import beta_grid
     from iml.calibration import expected_calibration_error
     from iml.data import assign_folds
-    from iml.models import build_small_model
+    from iml.models import build_model
 
     scores, labels = np.array([0.2, 0.7]), np.array([0, 1])
     for call, name, minimum, shown in [
         (lambda: beta_grid(0), "n_betas", 1, "0"),
         (lambda: expected_calibration_error(scores, labels, n_bins=0), "n_bins", 1, "0"),
         (lambda: assign_folds(10, n_folds=1), "n_folds", 2, "1"),
-        (lambda: build_small_model("mlp", hidden=True), "hidden", 1, "True"),
+        (lambda: build_model("mlp", 1, hidden=True), "hidden", 1, "True"),
     ]:
         with pytest.raises(
             ValueError, match=f"^{name} must be an integer >= {minimum}, got {shown}$"

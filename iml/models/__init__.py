@@ -1,9 +1,6 @@
 """The models: Flax DenseNets laid out like torchvision's (and the import of torchvision's
-weights), and the small models of the sweeps (logistic regression, a one-hidden-layer MLP)."""
-
-from collections.abc import Callable
-
-import flax.linen as nn
+weights), the small models of the sweeps (logistic regression, a one-hidden-layer MLP), and the one
+registry of models by name (:mod:`iml.models.registry`)."""
 
 from iml.models.densenet import (
     CONV_IMPLS,
@@ -22,13 +19,17 @@ from iml.models.densenet import (
     validate_images,
     with_conv_impl,
 )
-from iml.models.small import (
-    MLP,
-    SMALL_MODELS,
-    LogisticRegression,
-    build_small_model,
-    weight_norm,
+from iml.models.registry import (
+    INPUTS,
+    MODELS,
+    ModelRecord,
+    build_model,
+    model_record,
+    models_taking,
+    register_model,
+    unregister_model,
 )
+from iml.models.small import MLP, LogisticRegression, weight_norm
 from iml.models.torchvision_weights import (
     densenet_variables_from_state_dict,
     load_torchvision_densenet,
@@ -41,58 +42,34 @@ from iml.models.torchvision_weights import (
 __all__ = [
     "CONV_IMPLS",
     "DEFAULT_CONV_IMPL",
-    "IMAGE_MODELS",
+    "INPUTS",
     "MLP",
-    "SMALL_MODELS",
+    "MODELS",
     "BatchNorm",
     "Conv",
     "DenseBlock",
     "DenseLayer",
     "DenseNet",
     "LogisticRegression",
+    "ModelRecord",
     "Transition",
     "batch_moments",
-    "build_image_model",
-    "build_small_model",
+    "build_model",
     "densenet121",
     "densenet_small",
     "densenet_variables_from_state_dict",
     "init_classifier",
     "load_torchvision_densenet",
     "min_input_size",
+    "model_record",
+    "models_taking",
     "normalize_legacy_keys",
     "read_torch_state_dict",
+    "register_model",
     "torchvision_key",
+    "unregister_model",
     "validate_images",
     "variables_to_torchvision_state_dict",
     "weight_norm",
     "with_conv_impl",
 ]
-
-
-def _densenet_tiny(num_outputs: int) -> nn.Module:
-    # Two blocks of one layer: for smoke runs and tests, where compile time dominates.
-    return densenet_small(
-        num_outputs=num_outputs, block_config=(1, 1), growth_rate=4, num_init_features=8
-    )
-
-
-#: The image models of ``iml reproduce``, by name: each builds an unbound Flax module with
-#: ``num_outputs`` logits. A new model is one entry here. (The small models of the sweeps are
-#: :data:`SMALL_MODELS`.)
-IMAGE_MODELS: dict[str, Callable[[int], nn.Module]] = {
-    "densenet_tiny": _densenet_tiny,  # blocks 1-1, growth 4
-    "densenet_small": lambda num_outputs: densenet_small(num_outputs=num_outputs),  # blocks 2-4-4
-    "densenet121": lambda num_outputs: densenet121(num_outputs=num_outputs),  # the paper's
-}
-
-
-def build_image_model(name: str, num_outputs: int = 1) -> nn.Module:
-    """The image model ``name`` of :data:`IMAGE_MODELS` with ``num_outputs`` logits.
-
-    Raises:
-      ValueError: for an unknown name.
-    """
-    if name not in IMAGE_MODELS:
-        raise ValueError(f"unknown model {name!r}; expected one of {list(IMAGE_MODELS)}")
-    return IMAGE_MODELS[name](num_outputs)

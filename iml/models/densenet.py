@@ -38,6 +38,7 @@ from jax import lax
 
 from iml import _validation as V
 from iml.models.convolutions import CONV_KERNELS, CONV_PLANS
+from iml.models.registry import register_model
 
 Array = jax.Array
 Dtype = Any
@@ -404,8 +405,11 @@ def with_conv_impl(model: nn.Module, conv_impl: str | None = None, backend: str 
     return model.clone(conv_impl=conv_impl or DEFAULT_CONV_IMPL.get(backend, "xla"))
 
 
-def min_input_size(model: DenseNet) -> int:
-    """Smallest image side for which ``model`` keeps at least one pixel before pooling."""
+def min_input_size(model: nn.Module) -> int:
+    """Smallest image side for which ``model`` keeps at least one pixel before pooling (1 for a
+    model that is not a DenseNet)."""
+    if not isinstance(model, DenseNet):
+        return 1
     transitions = len(model.block_config) - 1
     return (1 if model.small_inputs else 4) * 2**transitions
 
@@ -533,3 +537,13 @@ def densenet_small(
 def _check_common(num_outputs: int, conv_impl: str) -> None:
     V.check_count("num_outputs", num_outputs)
     V.check_choice("conv_impl", conv_impl, CONV_IMPLS)
+
+
+def _densenet_tiny(num_outputs: int) -> DenseNet:
+    # Two blocks of one layer: for smoke runs and tests, where compile time dominates.
+    return densenet_small(num_outputs, block_config=(1, 1), growth_rate=4, num_init_features=8)
+
+
+register_model("densenet_tiny", _densenet_tiny, inputs=("images",))  # blocks 1-1, growth 4
+register_model("densenet_small", densenet_small, inputs=("images",))  # blocks 2-4-4
+register_model("densenet121", densenet121, inputs=("images",))  # the paper's

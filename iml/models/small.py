@@ -1,7 +1,9 @@
-"""The small models of the sweeps: logistic regression and a one-hidden-layer MLP.
+"""The small models of the sweeps: logistic regression and a one-hidden-layer MLP, registered as
+``"logistic"`` and ``"mlp"`` (:mod:`iml.models.registry`).
 
 Both are Flax modules called like the DenseNets (``model.apply(variables, x, train=...)``), so
-one trainer (:mod:`iml.training`) trains all of them. They return one logit per row, ``[B]``, for
+one trainer (:mod:`iml.training`) trains all of them; images ``[B, H, W, C]`` are taken as rows of
+their pixels. They return one logit per row, ``[B]``, for
 the binary losses (``n_outputs=1``) and ``[B, n]`` for the multiclass ones. Their parameters are
 named ``w`` (weights, penalised by an L2 term: :func:`weight_norm`) and ``b`` (biases), with the
 layer's number for the MLP (``w1, b1, w2, b2``).
@@ -9,21 +11,25 @@ layer's number for the MLP (``w1, b1, w2, b2``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
 from iml import _validation as V
+from iml.models.registry import register_model
 
 Array = jax.Array
 
-__all__ = ["MLP", "SMALL_MODELS", "LogisticRegression", "build_small_model", "weight_norm"]
+__all__ = ["MLP", "LogisticRegression", "weight_norm"]
 
 
 def _shape(n_outputs: int) -> tuple[int, ...]:
     return () if n_outputs == 1 else (n_outputs,)
+
+
+def _rows(x: Array) -> Array:
+    """Images ``[n, H, W, C]`` as rows ``[n, H * W * C]``; rows as they are."""
+    return x.reshape(x.shape[0], -1) if x.ndim > 2 else x
 
 
 class LogisticRegression(nn.Module):
@@ -33,7 +39,7 @@ class LogisticRegression(nn.Module):
 
     @nn.compact
     def __call__(self, x: Array, train: bool = False) -> Array:
-        out = _shape(self.n_outputs)
+        x, out = _rows(x), _shape(self.n_outputs)
         w = self.param("w", lambda key: 0.01 * jax.random.normal(key, (x.shape[-1], *out)))
         b = self.param("b", lambda key: jnp.zeros(out))
         return x @ w + b
@@ -47,6 +53,7 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: Array, train: bool = False) -> Array:
+        x = _rows(x)
         d, out = x.shape[-1], _shape(self.n_outputs)
         w1 = self.param("w1", lambda k: jax.random.normal(k, (d, self.hidden)) * jnp.sqrt(2 / d))
         b1 = self.param("b1", lambda key: jnp.zeros((self.hidden,)))
@@ -57,25 +64,14 @@ class MLP(nn.Module):
         return jax.nn.relu(x @ w1 + b1) @ w2 + b2
 
 
-#: The small models by name, each a function ``(hidden, n_outputs) -> module``. A new model is
-#: one entry here.
-SMALL_MODELS: dict[str, Callable[[int, int], nn.Module]] = {
-    "logistic": lambda hidden, n_outputs: LogisticRegression(n_outputs=n_outputs),
-    "mlp": lambda hidden, n_outputs: MLP(hidden=hidden, n_outputs=n_outputs),
-}
-
-
-def build_small_model(name: str, *, hidden: int = 32, n_outputs: int = 1) -> nn.Module:
-    """The small model ``name`` of :data:`SMALL_MODELS`.
-
-    Raises:
-      ValueError: for an unknown name or a count below 1.
-    """
-    if name not in SMALL_MODELS:
-        raise ValueError(f"unknown model {name!r}; expected one of {list(SMALL_MODELS)}")
+def _mlp(num_outputs: int, hidden: int = 32) -> MLP:
     V.check_count("hidden", hidden)
-    V.check_count("n_outputs", n_outputs)
-    return SMALL_MODELS[name](hidden, n_outputs)
+    return MLP(hidden=hidden, n_outputs=num_outputs)
+
+
+# Both take rows, and images as rows of their pixels.
+register_model("logistic", lambda num_outputs: LogisticRegression(n_outputs=num_outputs))
+register_model("mlp", _mlp, options=("hidden",))
 
 
 def weight_norm(params: dict[str, Array]) -> Array:

@@ -5,6 +5,8 @@
   (resumable after ``kill -9``).
 * :mod:`iml.pipeline.report`: the summary table (JSON, Markdown) and Figures 1-4.
 * :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``).
+* :mod:`iml.pipeline.sweep`: a grid of losses over many small models at once (`iml sweep`), and
+  :mod:`iml.pipeline.sweep_config` its config and checks.
 * :mod:`iml.pipeline.store`: the atomic results store, and the ensemble scores (per loss, the
   mean score or the score of the mean logit) and ensemble sizes read back from it.
 """

@@ -43,7 +43,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.data.rotations = ()  # () = one full cycle
     c.data.fold_seed = 0  # seed of the fold assignment
     c.model = ml_collections.ConfigDict()
-    c.model.name = "densenet_small"  # one of iml.models.IMAGE_MODELS
+    c.model.name = "densenet_small"  # a model of iml.models.MODELS that takes images
     # '' = random initial weights; else a torchvision DenseNet .pth file (the paper starts from
     # torchvision's ImageNet densenet121), adapted to the images' channels, with a fresh head
     c.model.weights = ""

@@ -38,8 +38,8 @@ from iml.grids import (
 )
 from iml.models import (
     CONV_IMPLS,
-    IMAGE_MODELS,
-    build_image_model,
+    DenseNet,
+    build_model,
     load_torchvision_densenet,
     min_input_size,
     with_conv_impl,
@@ -63,10 +63,10 @@ __all__ = [
     "FLAT_KEYS",
     "MULTICLASS_LOSSES",
     "RETIRED_KEYS",
-    "build_model",
     "check_config",
     "check_eval",
     "check_resumable",
+    "config_model",
     "default_config",
     "is_multiclass",
     "load_run_data",
@@ -168,11 +168,10 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config.data.name: dataset {c.data.name!r} is tabular; `iml reproduce` trains "
             "DenseNets on images (digits, pneumoniamnist, chestxray14); `iml sweep` takes tables"
         )
-    if c.model.name not in IMAGE_MODELS:
-        raise ValueError(
-            f"config.model.name: unknown model {c.model.name!r}; "
-            f"expected one of {list(IMAGE_MODELS)}"
-        )
+    try:
+        model = build_model(c.model.name, 1, "images")  # JAX's backend starts later
+    except ValueError as err:
+        raise ValueError(f"config.model.name: {err}") from None
     if c.loss.name not in CLASS_WEIGHTS and c.loss.name not in MULTICLASS_LOSSES:
         raise ValueError(
             f"config.loss.name must be one of {sorted(CLASS_WEIGHTS)} (binary losses weighted "
@@ -199,6 +198,10 @@ def check_config(config: Mapping[str, Any]) -> None:
     for key in ("data_dir", "manual_dir"):
         if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
             raise FileNotFoundError(f"config.data.{key}: directory not found: {c.data[key]}")
+    if c.model.weights and not isinstance(model, DenseNet):
+        raise ValueError(
+            f"config.model.weights: torchvision's weights fit the DenseNets, not {c.model.name!r}"
+        )
     if c.model.weights and not Path(c.model.weights).expanduser().is_file():
         raise FileNotFoundError(f"config.model.weights: file not found: {c.model.weights}")
     if c.model.conv_impl and c.model.conv_impl not in CONV_IMPLS:
@@ -206,7 +209,6 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config.model.conv_impl must be '' (the backend's default) or one of {CONV_IMPLS}, "
             f"got {c.model.conv_impl!r}"
         )
-    model = build_image_model(c.model.name)  # not build_model: JAX's backend starts later
     if c.data.image_size < min_input_size(model):
         raise ValueError(
             f"config.data.image_size={c.data.image_size} is too small for {c.model.name} "
@@ -269,14 +271,14 @@ def run_grid(config: Mapping[str, Any], n_classes: int) -> LossGrid:
         raise ValueError(f"config.loss.{err}") from None
 
 
-def build_model(config: Mapping[str, Any], num_outputs: int = 1) -> Any:
-    """The (unbound) Flax model named by ``config.model.name``
-    (:data:`iml.models.IMAGE_MODELS`), with ``num_outputs`` logits (1: a binary task; the classes
-    of a multiclass one), and the convolutions of ``config.model.conv_impl`` or the backend's
-    default (:func:`iml.models.with_conv_impl`)."""
+def config_model(config: Mapping[str, Any], num_outputs: int = 1) -> Any:
+    """The (unbound) Flax model named by ``config.model.name`` (a model of
+    :data:`iml.models.MODELS` that takes images), with ``num_outputs`` logits (1: a binary task;
+    the classes of a multiclass one), and the convolutions of ``config.model.conv_impl`` or the
+    backend's default (:func:`iml.models.with_conv_impl`)."""
     c = _as_config(config)
     try:
-        model = build_image_model(c.model.name, num_outputs)
+        model = build_model(c.model.name, num_outputs, "images", **c.model)
     except ValueError as err:
         raise ValueError(f"config.model.name: {err}") from None
     return with_conv_impl(model, str(c.model.conv_impl) or None)
@@ -624,7 +626,7 @@ def run_experiment(
     plan = plan_run(config, dataset)
     labels = run_labels(config, dataset)
     grid = run_grid(config, len(dataset.class_names)) if is_multiclass(config) else None
-    model = build_model(config, 1 if grid is None else grid.spec.n_classes)
+    model = config_model(config, 1 if grid is None else grid.spec.n_classes)
     init_variables = initial_variables(config, model, dataset.input_shape[-1])
     store = RunStore(out)
     store.open_run(

@@ -402,7 +402,7 @@ def train_tabular(
     those units, and their test logits are computed the same way).
 
     Args:
-      model: a Flax module on rows ``[n, d]``, e.g. :func:`iml.models.build_small_model`;
+      model: a Flax module on rows ``[n, d]``, e.g. :func:`iml.models.build_model`;
         ``[n]`` logits for a binary loss, ``[n, classes]`` for a multiclass one.
       features: ``[N, d]`` inputs.
       labels: ``[N]`` labels in ``{0, 1}``, or class indices for multiclass losses.

@@ -1,0 +1,467 @@
+"""The config of `iml sweep`: its defaults, and the one check that reads no file.
+
+:func:`sweep_config` is the default config (nested, locked); :func:`check_sweep_config` checks
+one before any file is read, naming the first bad key as the command line or the config names
+it; :func:`checked_sweep_config` also returns what the config stands for (the data source, the
+grid of weights, the training settings), from which :func:`load_sweep_data` reads the data and
+:func:`sweep_losses` makes the grid of losses. The datasets, losses and models a sweep takes are
+live views of their registries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import ml_collections
+import numpy as np
+from ml_collections import config_dict
+
+from iml import _validation as V
+from iml import config as config_lib
+from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
+from iml.grids import (
+    CLASS_WEIGHTS,
+    WEIGHT_GRIDS,
+    RegistryView,
+    beta_grid,
+    config_parameters,
+    loss_family,
+    parse_weight_grid,
+    weight_grid,
+)
+from iml.losses import lookup, registered
+from iml.models.registry import build_model
+from iml.pipeline.store import ENSEMBLE_AVERAGES
+from iml.training.tabular import TABULAR_DEFAULTS
+from iml.training.trainer import L2_GRID, TrainConfig
+
+if TYPE_CHECKING:
+    from iml.data import Dataset
+
+__all__ = [
+    "EXACT_LOSSES",
+    "SWEEP_DATASETS",
+    "SWEEP_LOSSES",
+    "CheckedSweep",
+    "check_sweep_config",
+    "checked_sweep_config",
+    "load_sweep_data",
+    "sweep_config",
+    "sweep_losses",
+]
+
+
+# Built-in datasets of the sweep that need no files; images are flattened into features.
+_BUILT_IN = ("digits",)
+
+
+def _registered_datasets() -> dict[str, Any]:
+    # imported here: the dataset registry loads tensorflow-datasets, which a sweep of a CSV file
+    # does without
+    from iml.data.datasets import DATASETS
+
+    return {name: source for name, source in sorted(DATASETS.items()) if name != "csv"}
+
+
+#: The datasets ``config.data.name`` names: every dataset of :data:`iml.data.DATASETS`, images
+#: flattened into features (a delimited file is ``config.data.csv`` instead). A live view of the
+#: registry: a dataset registered later is a sweep's dataset too.
+SWEEP_DATASETS: Mapping[str, Any] = RegistryView(_registered_datasets)
+#: The losses of ``config.loss.name``, and what each one's grid is made of: the binary losses
+#: of :data:`iml.grids.CLASS_WEIGHTS` over their class weights (``betas``, the focal loss's
+#: ``alphas``), the multiclass ones of :data:`iml.grids.WEIGHT_GRIDS` over ``weights``.
+#: A live view of the registry: a loss registered later is a sweep's loss too.
+SWEEP_LOSSES: Mapping[str, str] = RegistryView(
+    lambda: {
+        **{name: f"{weight}s" for name, weight in CLASS_WEIGHTS.items()},
+        **dict.fromkeys(WEIGHT_GRIDS, "weights"),
+    }
+)
+#: The losses under which the exact solver fits the logistic model (``config.train.solver``):
+#: the beta-weighted and the B-weighted log loss, the class-weighted softmax cross-entropy, and
+#: any registered loss with an exact form (:attr:`iml.losses.LossRecord.exact`;
+#: :func:`iml.training.exact_solver_applies`).
+EXACT_LOSSES: Mapping[str, str] = RegistryView(
+    lambda: {n: r.exact for n in registered() if (r := lookup(n)).exact is not None}
+)
+
+
+def sweep_config() -> ml_collections.ConfigDict:
+    """The default sweep: 64 betas of the beta-weighted log loss of logistic regression, fitted
+    exactly (one seed: the optimum depends on none) with the ridge chosen per beta and rotation
+    on the validation folds, on features standardised on the training folds.
+
+    The data has no default: ``config.data.name`` names a dataset (``"adult"`` and ``"letter"``
+    read the UCI files in ``config.data.data_dir``; ``"digits"`` needs none) or
+    ``config.data.csv`` a delimited text file. ``iml sweep`` reads this config (or ``--config
+    FILE``), sets any key as ``--config.SECTION.KEY=VALUE`` and has a named option for every key
+    (``--lr`` sets ``config.train.learning_rate``; :data:`iml.cli.SWEEP_SHORTCUTS`).
+
+    Returns:
+      The config, locked: its sections ``data``, ``model``, ``loss``, ``train`` and ``eval`` take
+      no new keys, so a misspelled one is an error.
+    """
+    c = ml_collections.ConfigDict()
+
+    c.data = ml_collections.ConfigDict()
+    c.data.name = ""  # a dataset of SWEEP_DATASETS, or 'csv' ('' too where data.csv is set)
+    c.data.data_dir = ""  # adult, letter: the folder of the UCI files; digits: prepared data
+    c.data.csv = ""  # a delimited text file with a header row
+    c.data.target = ""  # the target column of the csv file
+    # csv: the positive target value ('' = the target is 0/1 or true/false); letter: the positive
+    # letter(s) ('' = O, a ~4% class); digits: the positive digit ('' = 8)
+    c.data.positive = ""
+    c.data.delimiter = ""  # the csv file's field separator, one character or 'tab' ('' = detected)
+    c.data.classes = "binary"  # or 'all': every class of digits or letter, for multiclass losses
+    c.data.n_folds = 10  # rotated 7-2-1 (train, validation, test) with 10 folds
+    c.data.fold_seed = 0  # seed of the fold assignment
+    c.model = ml_collections.ConfigDict()
+    c.model.name = "logistic"  # or 'mlp', or any model of iml.models.MODELS that takes rows
+    c.model.hidden = 32  # the MLP's hidden units
+
+    c.loss = ml_collections.ConfigDict()
+    c.loss.name = "log"  # one of SWEEP_LOSSES
+    c.loss.betas = ()  # the betas (focal: alphas) in (0, 1); () = the logit grid below
+    c.loss.n_betas = 64  # the grid: evenly spaced in logit(beta) (beta_grid)
+    c.loss.beta_min = 0.01  # the grid's lowest beta
+    c.loss.beta_max = 0.99  # the grid's highest beta
+    c.loss.gamma = 2.0  # the focal loss's gamma
+    c.loss.weights = ""  # the multiclass losses' grid (parse_weight_grid): 'ones;B[8,8]=10'
+
+    c.train = ml_collections.ConfigDict()
+    # the member seeds of every loss (--seeds N: 0..N-1); () = one where the fit is exact (a
+    # convex model's optimum does not depend on a seed), 8 where Adam trains
+    c.train.seeds = ()
+    c.train.epochs = 100  # Adam's most epochs per member
+    c.train.batch_size = 512  # Adam's rows per step
+    c.train.learning_rate = 0.01  # Adam's
+    # the ridge: a number, or 'auto': chosen per loss and rotation on the validation folds
+    # from l2_grid, by the loss's own validation loss
+    c.train.l2 = config_dict.FieldReference("auto", field_type=object)
+    c.train.l2_grid = L2_GRID  # the penalties 'auto' chooses from
+    c.train.l2_scale = "paper"  # or 'per_weight' (iml.training.L2_SCALES)
+    c.train.standardize = True  # features standardised on each rotation's training folds
+    c.train.patience = 5  # Adam's epochs without validation gain before it stops
+    c.train.solver = "auto"  # exact (logistic; EXACT_LOSSES), adam, or auto: exact if it can
+    # losses per chunk, the unit of memory and of resumption; 0 = all where the fit is exact,
+    # 16 where Adam trains
+    c.train.betas_per_chunk = 0
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.n_bins = 10  # bins of the calibration errors (the paper's deciles)
+    # how the seeds of a loss pool (iml.pipeline.ENSEMBLE_AVERAGES): 'score', the mean score (the
+    # paper's ensemble), or 'logit', the score of the mean logit
+    c.eval.average = "score"
+
+    c.lock()
+    return c
+
+
+class _Names:
+    """How messages name the keys of the config ``c``: as ``names`` gives them (a command line
+    gives the flags), else ``config.SECTION.KEY``."""
+
+    def __init__(self, c: ml_collections.ConfigDict, names: Mapping[str, str] | None) -> None:
+        self.c, self.names = c, dict(names or {})
+
+    def __call__(self, key: str) -> str:
+        return self.names.get(key, f"config.{key}")
+
+    def said(self, key: str, value: Any = None) -> str:
+        """``--loss focal`` or ``config.loss.name='focal'``: the key with its (or a) value."""
+        value = config_lib.lookup(self.c, key) if value is None else value
+        name = self(key)
+        return f"{name} {value}" if name.startswith("--") else f"{name}={value!r}"
+
+    def wanted(self, key: str, placeholder: str) -> str:
+        """``--target COLUMN`` or ``config.data.target``: a key to set."""
+        name = self(key)
+        return f"{name} {placeholder}" if name.startswith("--") else name
+
+
+def _given(c: ml_collections.ConfigDict, key: str) -> bool:
+    """Whether ``key`` of ``c`` differs from its default (a key at its default is not set)."""
+    return config_lib.lookup(c, key) != config_lib.lookup(sweep_config(), key)
+
+
+class CheckedSweep(NamedTuple):
+    """A checked sweep config and what it stands for (:func:`checked_sweep_config`)."""
+
+    config: ml_collections.ConfigDict
+    source: dict[str, Any]  # the load_dataset arguments, as the store records them
+    grid: Any  # betas (log, squared), alphas (focal) or parsed weights (multiclass)
+    train: TrainConfig
+    name: _Names
+
+
+# The TrainConfig field that an error starts with, and the config key that sets it.
+_TRAIN_KEYS = {
+    "max_epochs": "train.epochs",
+    "batch_size": "train.batch_size",
+    "learning_rate": "train.learning_rate",
+    "l2": "train.l2",
+    "l2_grid": "train.l2_grid",
+    "l2_scale": "train.l2_scale",
+    "patience": "train.patience",
+    "solver": "train.solver",
+}
+# The config key that stands for each argument of iml.data.load_csv.
+_CSV_KEYS = {
+    "path": "data.csv",
+    "frame": "data.csv",
+    "target": "data.target",
+    "positive": "data.positive",
+    "delimiter": "data.delimiter",
+}
+
+
+def check_sweep_config(
+    config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None = None
+) -> None:
+    """Check a sweep's config (nested, as :func:`sweep_config`) before any file is read.
+
+    Args:
+      config: the config.
+      names: how the messages name a key (``{"loss.name": "--loss"}``: a command line names the
+        flag that set it); a key not in it is named ``config.SECTION.KEY``.
+
+    Raises:
+      ValueError: naming the first bad key: an unknown or missing key, an unknown dataset, loss,
+        model or solver, a beta outside ``(0, 1)``, an unreadable weight grid, a key that does
+        not apply to the chosen loss or data, a count below its minimum.
+      FileNotFoundError: for a data folder, or a UCI file in it, that does not exist.
+    """
+    checked_sweep_config(config, names)
+
+
+def checked_sweep_config(
+    config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None = None
+) -> CheckedSweep:
+    """:func:`check_sweep_config`, returning the checked config with the data source, the grid
+    of weights and the training settings it stands for."""
+    config_lib.check_keys(config, sweep_config())
+    c = sweep_config()
+    for key, value in config_lib.flatten(config).items():
+        config_lib.override(c, key, value)
+    name = _Names(c, names)
+    said = name.said
+    for key, known in (
+        ("loss.name", sorted(SWEEP_LOSSES)),
+        ("data.name", ["", "csv", *(SWEEP_DATASETS if c.data.name not in ("", "csv") else ())]),
+        ("data.classes", ["binary", "all"]),
+    ):
+        if config_lib.lookup(c, key) not in known:
+            value = config_lib.lookup(c, key)
+            raise ValueError(f"{name(key)}: unknown value {value!r}; expected one of {known}")
+    loss = c.loss.name
+    multiclass = SWEEP_LOSSES[loss] == "weights"
+    if multiclass:
+        if not c.loss.weights:
+            raise ValueError(
+                f"{said('loss.name')} needs {name('loss.weights')} (e.g. 'ones;B[8,8]=10')"
+            )
+        grid: Any = parse_weight_grid(c.loss.weights, loss, name=name("loss.weights"))
+        for key in ("loss.betas", "loss.gamma"):
+            if key == "loss.gamma" and "gamma" in config_parameters(loss, c.loss):
+                continue  # the multiclass focal loss's focusing parameter
+            if _given(c, key):
+                raise ValueError(
+                    f"{name(key)} does not apply to {said('loss.name')}; its grid is "
+                    f"{name('loss.weights')}"
+                )
+    else:
+        if c.loss.weights:
+            raise ValueError(
+                f"{name('loss.weights')} applies to the multiclass losses, not {said('loss.name')}"
+            )
+        if _given(c, "loss.gamma") and "gamma" not in config_parameters(loss, c.loss):
+            raise ValueError(
+                f"{name('loss.gamma')} applies to {said('loss.name', 'focal')}, not "
+                f"{said('loss.name')}"
+            )
+        grid = _betas(c, name)
+    V.check_non_negative(name("loss.gamma"), c.loss.gamma)
+    if c.train.seeds != ():
+        V.check_seeds(name("train.seeds"), c.train.seeds)
+    V.check_count(name("train.betas_per_chunk"), c.train.betas_per_chunk, 0)
+    V.check_count(name("eval.n_bins"), c.eval.n_bins)
+    V.check_choice(name("eval.average"), c.eval.average, ENSEMBLE_AVERAGES)
+    V.check_count(name("data.fold_seed"), c.data.fold_seed, 0)
+    n_folds = c.data.n_folds
+    if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 4:
+        raise ValueError(
+            f"{name('data.n_folds')} must be an integer >= 4 (train/2 val/1 test), got {n_folds!r}"
+        )
+    solver = c.train.solver
+    if loss not in EXACT_LOSSES and solver == "exact":
+        *others, last = (said("loss.name", name) for name in EXACT_LOSSES)
+        raise ValueError(
+            f"{said('train.solver')} fits {', '.join(others)} or {last} only, not "
+            f"{said('loss.name')}"
+        )
+    if c.model.name != "logistic" and solver == "exact":
+        raise ValueError(
+            f"{said('train.solver')} fits {said('model.name', 'logistic')} only, not "
+            f"{said('model.name')}"
+        )
+    if loss not in EXACT_LOSSES and solver == "auto":
+        solver = "adam"
+    try:
+        build_model(c.model.name, 1, "rows", **c.model)
+    except ValueError as err:
+        key = "model.hidden" if str(err).startswith("hidden") else "model.name"
+        raise ValueError(f"{name(key)}: {err}") from None
+    try:
+        train = dataclasses.replace(
+            TABULAR_DEFAULTS,
+            max_epochs=c.train.epochs,
+            batch_size=c.train.batch_size,
+            learning_rate=c.train.learning_rate,
+            l2=c.train.l2,
+            l2_grid=tuple(c.train.l2_grid),
+            l2_scale=c.train.l2_scale,
+            standardize=c.train.standardize,
+            patience=c.train.patience,
+            solver=solver,
+        )
+    except ValueError as err:
+        field = str(err).split()[0].removeprefix("TrainConfig.")
+        key = _TRAIN_KEYS.get(field)
+        raise ValueError(f"{name(key) if key else 'training option'}: {err}") from None
+    source = _source(c, multiclass, name)
+    return CheckedSweep(c, source, grid, train, name)
+
+
+def _betas(c: ml_collections.ConfigDict, name: _Names) -> np.ndarray:
+    """The betas (or focal alphas) of ``c.loss``: explicit, or the logit grid."""
+    betas = c.loss.betas
+    if betas:
+        if any(isinstance(b, bool) or not isinstance(b, int | float) for b in betas):
+            raise ValueError(f"{name('loss.betas')} must be numbers in (0, 1), got {betas!r}")
+        return V.check_betas(name("loss.betas"), [float(b) for b in betas])
+    try:
+        return beta_grid(c.loss.n_betas, c.loss.beta_min, c.loss.beta_max)
+    except ValueError as err:
+        key = next(k for k in ("n_betas", "beta_min", "beta_max") if str(err).startswith(k))
+        raise ValueError(f"{name('loss.' + key)}: {err}") from None
+
+
+def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dict[str, Any]:
+    """The checked ``load_dataset`` arguments of ``c.data``; no file is read."""
+    data = c.data
+    said, wanted = name.said, name.wanted
+    if (data.csv and data.name not in ("", "csv")) or not (data.csv or data.name):
+        raise ValueError(
+            f"give exactly one of {wanted('data.csv', 'PATH')} or "
+            f"{wanted('data.name', '|'.join(SWEEP_DATASETS))}"
+        )
+    if data.name == "csv" and not data.csv:
+        raise ValueError(f"{said('data.name')} needs {wanted('data.csv', 'PATH')}")
+    dataset = data.name or "csv"
+    if (data.classes == "all") != multiclass:
+        if multiclass:
+            raise ValueError(
+                f"{said('loss.name')} is multiclass: add {said('data.classes', 'all')}"
+            )
+        raise ValueError(
+            f"{said('data.classes')} needs a multiclass {name('loss.name')} (matrix, "
+            f"class_weighted_softmax), not {c.loss.name}"
+        )
+    if data.classes == "all" and (dataset == "csv" or not SWEEP_DATASETS[dataset].classes):
+        with_classes = [n for n, source in SWEEP_DATASETS.items() if source.classes]
+        raise ValueError(
+            f"{said('data.classes')} applies to the datasets with classes: {with_classes}"
+        )
+    if dataset == "csv":
+        if not data.target:
+            raise ValueError(f"{name('data.csv')} needs {wanted('data.target', 'COLUMN')}")
+        source = {"name": "csv", "path": data.csv, "target": data.target}
+        for key in ("positive", "delimiter"):
+            if data[key]:
+                source[key] = data[key]
+        return source
+    for key in ("data.target", "data.delimiter"):
+        if _given(c, key):
+            raise ValueError(
+                f"{name(key)} applies to {name('data.csv')} only, not {said('data.name')}"
+            )
+    if dataset in _BUILT_IN:
+        source = {"name": dataset}
+        if data.data_dir:
+            if not Path(data.data_dir).is_dir():
+                raise FileNotFoundError(
+                    f"{name('data.data_dir')}: folder not found: {data.data_dir}"
+                )
+            source["data_dir"] = data.data_dir
+        if data.positive:
+            if data.classes == "all":
+                raise ValueError(
+                    f"{name('data.positive')} does not apply to {said('data.classes')}"
+                )
+            if not (data.positive.isdigit() and len(data.positive) == 1):
+                raise ValueError(
+                    f"{name('data.positive')} of {said('data.name')} is one digit, got "
+                    f"{data.positive!r}"
+                )
+            source["positive_digit"] = int(data.positive)
+        return source
+    if dataset not in UCI_FILES:  # a registered dataset: its folder, if any, holds its files
+        source = {"name": dataset}
+        if data.data_dir:
+            if not Path(data.data_dir).is_dir():
+                raise FileNotFoundError(
+                    f"{name('data.data_dir')}: folder not found: {data.data_dir}"
+                )
+            source["manual_dir"] = data.data_dir
+        if data.positive:
+            raise ValueError(
+                f"{name('data.positive')} applies to {name('data.csv')}, letter and digits only, "
+                f"not {said('data.name')}"
+            )
+        return source
+    if not data.data_dir:
+        raise ValueError(
+            f"{said('data.name')} needs {wanted('data.data_dir', 'DIR')} (the folder of "
+            f"{UCI_FILES[dataset][0]})"
+        )
+    folder = check_uci_folder(dataset, data.data_dir, name("data.data_dir"))
+    source = {"name": dataset, "manual_dir": str(folder)}
+    if data.positive:
+        if dataset != "letter":
+            raise ValueError(
+                f"{name('data.positive')} applies to {name('data.csv')}, "
+                f"{said('data.name', 'letter')} and digits only"
+            )
+        if data.classes == "all":
+            raise ValueError(f"{name('data.positive')} does not apply to {said('data.classes')}")
+        source["positive_letter"] = data.positive
+    return source
+
+
+def load_sweep_data(checked: CheckedSweep) -> Dataset:
+    """The dataset of a checked config; errors name the key (or flag) of each argument."""
+    names = {arg: checked.name(key) for arg, key in _CSV_KEYS.items()}
+    # imported here: iml.data's dataset registry loads tensorflow-datasets, which a sweep of a
+    # table or a CSV file does without
+    from iml.data import load_dataset
+
+    options = dict(checked.source)
+    name = options.pop("name")
+    try:
+        return load_dataset(name, **options)
+    except ArgumentError as err:
+        raise err.for_flags(names) from None
+
+
+def sweep_losses(checked: CheckedSweep, n_classes: int) -> Any:
+    """The grid of losses of a checked config, for data with ``n_classes`` classes."""
+    loss, grid = checked.config.loss, checked.grid
+    params = config_parameters(loss.name, loss)
+    if loss.name in WEIGHT_GRIDS:
+        return weight_grid(grid, loss.name, n_classes, **params)
+    if loss.name == "log":
+        return grid  # the betas themselves: exact keys
+    return loss_family(loss.name, **params)(grid)
