@@ -604,7 +604,11 @@ def build_parser() -> argparse.ArgumentParser:
     shortcut("dataset", "digits (default), pneumoniamnist or chestxray14")
     shortcut("data_dir", "where prepared TFDS data is kept")
     shortcut("manual_dir", "folder with the raw files of the dataset")
-    shortcut("model", "densenet_small (default), densenet121 or densenet_tiny")
+    shortcut(
+        "model",
+        "a model that takes images: densenet_small (default), densenet121, densenet_tiny, "
+        "logistic, mlp or one registered",
+    )
     shortcut(
         "weights",
         "starting weights: a torchvision DenseNet .pth (e.g. densenet121-a639ec97.pth)",
