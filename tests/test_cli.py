@@ -93,16 +93,29 @@ def run_dir(tmp_path_factory, env):
     return out
 
 
-def test_figures_reports_a_stored_run_with_the_logit_average_and_other_settings(
-    run_dir, env, tmp_path
+def test_figures_reports_a_stored_run_with_the_logit_average_writing_each_file_atomically(
+    run_dir, tmp_path, monkeypatch, capsys
 ):
     from iml.pipeline import RunStore, load_ensemble
 
+    written = []
+    original = iml._io.atomic_write_bytes
+
+    def spy(path, data):
+        written.append(Path(path).resolve())
+        original(path, data)
+
+    monkeypatch.setattr(iml._io, "atomic_write_bytes", spy)
+    for module in list(sys.modules.values()):  # modules that imported the name itself
+        if getattr(module, "atomic_write_bytes", None) is original:
+            monkeypatch.setattr(module, "atomic_write_bytes", spy)
     out = tmp_path / "logit"
     argv = ["figures", "--run", str(run_dir), "--out", str(out), "--average", "logit",
             "--config.eval.n_bins=4", "--config.eval.n_bootstrap", "3"]  # fmt: skip
-    done = _iml(argv, env)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert cli.main(argv) == 0
+    files = {p.resolve() for p in out.rglob("*") if p.is_file()}
+    assert len(files) >= 10  # tables, ensemble scores and sizes, figures in two formats
+    assert files <= set(written), sorted(map(str, files - set(written)))
     assert json.loads((out / "ensemble.json").read_text())["average"] == "logit"
     assert json.loads((run_dir / "ensemble.json").read_text())["average"] == "score"
     # the report's settings: the run's own, but for those given, and recorded
@@ -116,8 +129,10 @@ def test_figures_reports_a_stored_run_with_the_logit_average_and_other_settings(
         labels, scores = stored["labels"], stored["scores"]
     by_logit = load_ensemble(RunStore(run_dir), (0.5, 0.9), len(labels), "logit")
     np.testing.assert_allclose(scores, by_logit.scores, rtol=1e-12)
-    bad = _iml(["figures", "--run", str(run_dir), "--average", "mean"], env)
-    assert bad.returncode == 2 and "invalid choice: 'mean'" in bad.stderr
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:  # argparse's exit status 2
+        cli.main(["figures", "--run", str(run_dir), "--average", "mean"])
+    assert stopped.value.code == 2 and "invalid choice: 'mean'" in capsys.readouterr().err
 
 
 def test_figures_takes_only_the_report_settings_and_checks_them(run_dir, tmp_path, capsys):
@@ -186,25 +201,6 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
         assert (run_dir / "figures" / f"revealed_{name}.png").read_bytes()[:4] == b"\x89PNG"
     with np.load(batches[0]) as b:
         assert b["train_loss"].shape == (2, 1) and np.isfinite(b["train_loss"]).all()
-
-
-def test_every_file_a_command_writes_is_written_atomically(run_dir, tmp_path, monkeypatch):
-    written = []
-    original = iml._io.atomic_write_bytes
-
-    def spy(path, data):
-        written.append(Path(path).resolve())
-        original(path, data)
-
-    monkeypatch.setattr(iml._io, "atomic_write_bytes", spy)
-    for module in list(sys.modules.values()):  # modules that imported the name itself
-        if getattr(module, "atomic_write_bytes", None) is original:
-            monkeypatch.setattr(module, "atomic_write_bytes", spy)
-    out = tmp_path / "report"
-    assert cli.main(["figures", "--run", str(run_dir), "--out", str(out)]) == 0
-    files = {p.resolve() for p in out.rglob("*") if p.is_file()}
-    assert len(files) >= 10  # tables, ensemble scores and sizes, figures in two formats
-    assert files <= set(written), sorted(map(str, files - set(written)))
 
 
 def test_kill_9_then_rerun_gives_the_same_results(run_dir, tmp_path, env):
