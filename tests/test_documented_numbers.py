@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 import iml
-import iml.recalibration
+import iml.recalibration.newton
 from experiments.benchmarks import sweep_train
 from iml import losses, plots
 from iml.calibration import (
@@ -3451,7 +3451,7 @@ def _sweep_train_run() -> list[Stated]:
             SWEEP_TRAIN,
             "that started from a neighbour's optimum could stall above the tolerance; raised to "
             "{} of the largest, it keeps moving",
-            lambda: iml.recalibration._EIGEN_CUTOFF,
+            lambda: iml.recalibration.newton._EIGEN_CUTOFF,
         ),
         Stated(
             "sweep_train CPU memory",
@@ -5166,9 +5166,9 @@ def _docstrings() -> list[Stated]:
         ),
         Stated(
             "logistic_newton: eigenvalue cutoff",
-            "iml/recalibration.py",
+            "iml/recalibration/newton.py",
             "with the Hessian's eigenvalues raised to at least ``{}`` of the largest. Collinear",
-            lambda: iml.recalibration._EIGEN_CUTOFF,
+            lambda: iml.recalibration.newton._EIGEN_CUTOFF,
         ),
         Stated(
             "exact solver: diagonal floor",

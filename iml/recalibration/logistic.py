@@ -1,0 +1,253 @@
+"""The logistic recalibration maps of the score: Platt scaling, ``sigmoid(a logit(s) + b)``
+(Platt 1999), and beta calibration, ``sigmoid(a ln s - b ln(1 - s) + c)`` with ``a, b >= 0``
+(Kull, Silva Filho & Flach 2017), which contains Platt scaling on logits and the paper's loss
+correction for the beta-weighted loss; both fitted by
+:func:`~iml.recalibration.newton.logistic_newton`. Their pure ``*_fit``/``*_transform``
+functions and their :class:`~iml.recalibration.interface.Recalibrator` classes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iml import _validation as V
+from iml.recalibration._common import (
+    EPS,
+    as_float,
+    as_weights,
+    check_binary,
+    check_labels,
+    check_scores,
+    check_weights,
+    logit,
+)
+from iml.recalibration.interface import Recalibrator
+from iml.recalibration.newton import logistic_newton
+
+Array = jax.Array
+ArrayLike = jax.typing.ArrayLike
+
+__all__ = [
+    "BetaCalibration",
+    "BetaCalibrationParams",
+    "PlattParams",
+    "PlattScaling",
+    "beta_calibration_fit",
+    "beta_calibration_transform",
+    "platt_fit",
+    "platt_transform",
+]
+
+
+class PlattParams(NamedTuple):
+    """``P(y = 1 | s) = sigmoid(slope * f(s) + intercept)``, ``f`` the logit (or identity)."""
+
+    slope: Array
+    intercept: Array
+
+
+def platt_fit(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None = None,
+    *,
+    features: str = "logit",
+    smooth_targets: bool = False,
+    n_iter: int = 50,
+) -> PlattParams:
+    """Platt scaling: a one-feature logistic regression of the labels on the scores.
+
+    Fitted by Newton's method (iteratively reweighted least squares, :func:`logistic_newton`)
+    for at most ``n_iter`` steps, each with a backtracking line search on the log-likelihood so
+    that separable data (or a calibration set without positives) drifts towards the boundary
+    instead of overflowing.
+
+    Args:
+      scores: positive-class scores ``[N]``; probabilities when ``features="logit"``.
+      labels: labels ``[N]`` in ``{0, 1}``.
+      sample_weight: optional non-negative weights ``[N]``.
+      features: ``"logit"`` regresses on ``logit(s)`` (right for probabilities: the identity
+        map is then ``slope = 1, intercept = 0``); ``"raw"`` on ``s`` itself (Platt's original
+        use, on SVM margins).
+      smooth_targets: replace the labels by Platt's targets ``(N+ + 1)/(N+ + 2)`` and
+        ``1/(N- + 2)``, which keep the fit finite on small or one-class calibration sets.
+      n_iter: most Newton steps (static; :func:`logistic_newton` stops earlier where no step
+        descends).
+
+    Returns:
+      The fitted :class:`PlattParams`.
+
+    References:
+      Platt (1999), Probabilistic outputs for support vector machines.
+    """
+    if V.is_concrete(scores, labels, sample_weight):
+        if features not in ("logit", "raw"):
+            raise ValueError(f"features must be 'logit' or 'raw', got {features!r}")
+        if features == "logit":
+            check_binary(scores, labels, sample_weight)
+        else:
+            check_scores(scores, probabilities=False)
+            check_labels(labels, np.asarray(scores).shape[0])
+            check_weights(sample_weight, np.asarray(scores).shape[0])
+        V.check_count("n_iter", n_iter)
+    s = as_float(scores)
+    return _platt_kernel(s, labels, as_weights(sample_weight, s), features, smooth_targets, n_iter)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5))
+def _platt_kernel(
+    s: Array, labels: ArrayLike, w: Array, features: str, smooth_targets: bool, n_iter: int
+) -> PlattParams:
+    y = jnp.asarray(labels, s.dtype)
+    f = logit(s) if features == "logit" else s
+    if smooth_targets:
+        n_pos = jnp.sum(w * y)
+        n_neg = jnp.sum(w * (1.0 - y))
+        y = jnp.where(y == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+    X = jnp.stack([f, jnp.ones_like(f)], axis=1)
+    theta = logistic_newton(X, y, w, jnp.array([1.0, 0.0]), max_iter=n_iter).theta
+    return PlattParams(slope=theta[0], intercept=theta[1])
+
+
+def platt_transform(params: PlattParams, scores: ArrayLike, *, features: str = "logit") -> Array:
+    """Apply fitted :class:`PlattParams`: ``sigmoid(slope * f(s) + intercept)``."""
+    s = as_float(scores)
+    f = logit(s) if features == "logit" else s
+    return jax.nn.sigmoid(params.slope * f + params.intercept)
+
+
+class BetaCalibrationParams(NamedTuple):
+    """``P(y = 1 | s) = sigmoid(a ln s - b ln(1 - s) + c)`` with ``a, b >= 0``."""
+
+    a: Array
+    b: Array
+    c: Array
+
+
+def _beta_features(s: Array) -> tuple[Array, Array]:
+    """The features ``ln s`` and ``-ln(1 - s)``, with ``s`` clipped to ``[eps, 1 - eps]``."""
+    s = jnp.clip(s, EPS, 1.0 - EPS)
+    return jnp.log(s), -jnp.log1p(-s)
+
+
+def beta_calibration_fit(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None = None,
+    *,
+    n_iter: int = 50,
+) -> BetaCalibrationParams:
+    """Beta calibration: a logistic regression of the labels on ``ln s`` and ``-ln(1 - s)``.
+
+    The calibrated score is ``q = sigmoid(a ln s - b ln(1 - s) + c)``, the family of maps that
+    Kull et al. (2017) derive from beta-distributed scores within each class. It contains Platt
+    scaling on logits (``a = b``), the identity (``a = b = 1, c = 0``) and the paper's loss
+    correction for the beta-weighted loss (``a = b = 1``, ``c = -logit(beta)``: Corollary 1,
+    eq. ``transformation``, gives ``logit (c^beta)^{-1}(s) = logit s - logit beta``), so on
+    scores of a loss-calibrated model it estimates from labels what the correction knows in
+    advance.
+
+    Kull et al. keep ``a, b >= 0`` so that the map is non-decreasing: when the unconstrained fit
+    has ``a < 0``, the model is refitted without the ``ln s`` feature (``a = 0``); otherwise,
+    when ``b < 0``, without ``-ln(1 - s)`` (``b = 0``). If that refit's remaining coefficient is
+    negative as well (scores that rank the classes backwards), ``a = b = 0`` and ``c`` is the
+    logit of the weighted positive rate. All candidate models are fitted and one is selected
+    with ``jnp.where``, so the rule holds under ``jit`` and ``vmap``. Each fit is Newton's
+    method with a backtracking line search (the kernel of :func:`platt_fit`).
+
+    Args:
+      scores: positive-class probabilities ``[N]`` (clipped to ``[1e-7, 1 - 1e-7]``).
+      labels: labels ``[N]`` in ``{0, 1}``.
+      sample_weight: optional non-negative weights ``[N]``.
+      n_iter: most Newton steps of each fit (static).
+
+    Returns:
+      The fitted :class:`BetaCalibrationParams`, with ``a, b >= 0``.
+
+    References:
+      Kull, Silva Filho & Flach (2017), Beta calibration: a well-founded and easily implemented
+      improvement on logistic calibration for binary classifiers. AISTATS.
+    """
+    if V.is_concrete(scores, labels, sample_weight):
+        check_binary(scores, labels, sample_weight)
+        V.check_count("n_iter", n_iter)
+    s = as_float(scores)
+    return _beta_calibration_kernel(
+        s, jnp.asarray(labels, s.dtype), as_weights(sample_weight, s), n_iter
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _beta_calibration_kernel(s: Array, y: Array, w: Array, n_iter: int) -> BetaCalibrationParams:
+    X = jnp.stack([*_beta_features(s), jnp.ones_like(s)], axis=1)
+    zero = jnp.zeros((), s.dtype)
+    # The unconstrained fit starts at the identity map, the refits at their feature's identity.
+    a, b, c = logistic_newton(X, y, w, jnp.array([1.0, 1.0, 0.0]), max_iter=n_iter).theta
+    b_only, c_b = logistic_newton(X[:, 1:], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter).theta
+    a_only, c_a = logistic_newton(X[:, ::2], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter).theta
+    rate = jnp.clip(jnp.sum(w * y) / jnp.sum(w), EPS, 1.0 - EPS)
+    candidates = jnp.stack(
+        [
+            jnp.stack([a, b, c]),
+            jnp.stack([zero, b_only, c_b]),  # a < 0: refit without ln s
+            jnp.stack([a_only, zero, c_a]),  # b < 0: refit without -ln(1 - s)
+            jnp.stack([zero, zero, logit(rate)]),  # the refit's coefficient < 0 as well
+        ]
+    )
+    choice = jnp.where(
+        a < 0,
+        jnp.where(b_only < 0, 3, 1),
+        jnp.where(b < 0, jnp.where(a_only < 0, 3, 2), 0),
+    )
+    chosen = candidates[choice]
+    return BetaCalibrationParams(a=chosen[0], b=chosen[1], c=chosen[2])
+
+
+def beta_calibration_transform(params: BetaCalibrationParams, scores: ArrayLike) -> Array:
+    """Apply fitted :class:`BetaCalibrationParams`: ``sigmoid(a ln s - b ln(1 - s) + c)``."""
+    log_s, minus_log_1ms = _beta_features(as_float(scores))
+    return jax.nn.sigmoid(params.a * log_s + params.b * minus_log_1ms + params.c)
+
+
+class PlattScaling(Recalibrator):
+    """Platt scaling on the logit of the score (:func:`platt_fit`).
+
+    Args:
+      smooth_targets: Platt's smoothed targets (default ``True``, as in Platt 1999 and
+        scikit-learn's ``CalibratedClassifierCV(method="sigmoid")``).
+      n_iter: Newton steps.
+    """
+
+    def __init__(self, smooth_targets: bool = True, n_iter: int = 50) -> None:
+        self.smooth_targets = smooth_targets
+        self.n_iter = n_iter
+
+    def _fit(self, scores, labels, sample_weight) -> PlattParams:
+        return platt_fit(
+            scores, labels, sample_weight, smooth_targets=self.smooth_targets, n_iter=self.n_iter
+        )
+
+    def _transform(self, params, scores) -> Array:
+        return platt_transform(params, scores)
+
+
+class BetaCalibration(Recalibrator):
+    """Beta calibration with ``a, b >= 0`` (:func:`beta_calibration_fit`).
+
+    Args:
+      n_iter: Newton steps of each fit.
+    """
+
+    def __init__(self, n_iter: int = 50) -> None:
+        self.n_iter = n_iter
+
+    def _fit(self, scores, labels, sample_weight) -> BetaCalibrationParams:
+        return beta_calibration_fit(scores, labels, sample_weight, n_iter=self.n_iter)
+
+    def _transform(self, params, scores) -> Array:
+        return beta_calibration_transform(params, scores)

@@ -1,0 +1,255 @@
+"""The non-parametric recalibration maps, step functions of the score fitted to the labels:
+isotonic regression by pool adjacent violators (Zadrozny & Elkan 2002), a monotone map
+interpolated between the distinct scores, and histogram binning, the event rate of each score
+bin (Zadrozny & Elkan 2001). Their pure ``*_fit``/``*_transform`` functions and their
+:class:`~iml.recalibration.interface.Recalibrator` classes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iml import _validation as V
+from iml.recalibration._common import (
+    as_float,
+    as_weights,
+    check_binary,
+    check_labels,
+    check_scores,
+    check_weights,
+)
+from iml.recalibration.interface import Recalibrator
+
+Array = jax.Array
+ArrayLike = jax.typing.ArrayLike
+
+__all__ = [
+    "HistogramBinning",
+    "HistogramParams",
+    "IsotonicCalibration",
+    "IsotonicParams",
+    "histogram_binning_fit",
+    "histogram_binning_transform",
+    "isotonic_fit",
+    "isotonic_transform",
+    "pool_adjacent_violators",
+]
+
+
+class IsotonicParams(NamedTuple):
+    """A monotone piecewise-linear map: knots ``x`` (sorted) and values ``y``, both ``[N]``.
+
+    Knots past the number of distinct fitted scores repeat the last knot (fixed-size padding).
+    """
+
+    x: Array
+    y: Array
+
+
+def pool_adjacent_violators(values: ArrayLike, weights: ArrayLike, n: ArrayLike) -> Array:
+    """Weighted least-squares non-decreasing fit of ``values[:n]`` (in their given order).
+
+    The classic stack algorithm with fixed-size buffers: each value is pushed as a block and
+    merged with its predecessor while their means violate monotonicity. Entries from ``n`` on
+    are ignored (padding); the output holds the fitted value of each of the first ``n`` entries
+    and repeats the last fitted value after them. ``O(N)`` amortised, jit- and vmap-able.
+
+    Args:
+      values: ``[N]`` responses in the order of the covariate.
+      weights: ``[N]`` positive weights.
+      n: how many leading entries are real (an int or a traced scalar).
+
+    Returns:
+      ``[N]`` fitted values.
+    """
+    v = as_float(values)
+    w = jnp.asarray(weights, v.dtype)
+    size = v.shape[0]
+    zeros = jnp.zeros(size, v.dtype)
+
+    def violated(state: tuple[Array, Array, Array, Array]) -> Array:
+        wy, ws, _, k = state
+        # mean[k-2] > mean[k-1], cross-multiplied (weights are positive).
+        return (k >= 2) & (wy[k - 2] * ws[k - 1] > wy[k - 1] * ws[k - 2])
+
+    def merge(state: tuple[Array, Array, Array, Array]) -> tuple[Array, Array, Array, Array]:
+        wy, ws, count, k = state
+        wy = wy.at[k - 2].add(wy[k - 1]).at[k - 1].set(0.0)
+        ws = ws.at[k - 2].add(ws[k - 1]).at[k - 1].set(0.0)
+        count = count.at[k - 2].add(count[k - 1]).at[k - 1].set(0)
+        return wy, ws, count, k - 1
+
+    def push(i: Array, state: tuple[Array, Array, Array, Array]) -> tuple:
+        wy, ws, count, k = state
+        state = (wy.at[k].set(w[i] * v[i]), ws.at[k].set(w[i]), count.at[k].set(1), k + 1)
+        return jax.lax.while_loop(violated, merge, state)
+
+    init = (zeros, zeros, jnp.zeros(size, jnp.int32), jnp.asarray(0, jnp.int32))
+    wy, ws, count, k = jax.lax.fori_loop(0, jnp.asarray(n, jnp.int32), push, init)
+    means = wy / jnp.where(ws > 0, ws, 1.0)
+    fitted = jnp.repeat(means, count, total_repeat_length=size)
+    last = means[jnp.maximum(k - 1, 0)]
+    return jnp.where(jnp.arange(size) < n, fitted, last)
+
+
+def isotonic_fit(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
+) -> IsotonicParams:
+    """Isotonic regression of the labels on the scores (Zadrozny & Elkan 2002).
+
+    Tied scores are pooled first (their weighted mean label), then
+    :func:`pool_adjacent_violators` fits a non-decreasing step function through the distinct
+    scores; :func:`isotonic_transform` interpolates linearly between them and clips outside
+    their range, as scikit-learn's ``IsotonicRegression(out_of_bounds="clip")`` does.
+
+    Args:
+      scores: ``[N]`` scores (any real numbers).
+      labels: ``[N]`` labels in ``{0, 1}`` (any real responses work arithmetically).
+      sample_weight: optional non-negative weights ``[N]``; rows of weight zero are ignored, so
+        calibration sets of different sizes can be padded to one shape and vmapped.
+
+    Returns:
+      :class:`IsotonicParams` of size ``N``.
+    """
+    if V.is_concrete(scores, labels, sample_weight):
+        check_scores(scores, probabilities=False)
+        s_np = np.asarray(scores)
+        if s_np.ndim != 1:
+            raise ValueError(f"scores must be one-dimensional, got shape {s_np.shape}")
+        check_labels(labels, s_np.shape[0])
+        check_weights(sample_weight, s_np.shape[0])
+    s = as_float(scores)
+    return _isotonic_kernel(s, jnp.asarray(labels, s.dtype), as_weights(sample_weight, s))
+
+
+@jax.jit
+def _isotonic_kernel(s: Array, y: Array, w: Array) -> IsotonicParams:
+    size = s.shape[0]
+    valid = w > 0
+    # Zero-weight rows go last and join the last real group with no weight: they are padding,
+    # so calibration sets of different sizes can share one shape (and be vmapped).
+    order = jnp.lexsort((s, ~valid))
+    s, y, w, valid = s[order], y[order], w[order], valid[order]
+    is_new = jnp.concatenate([jnp.array([True]), s[1:] != s[:-1]]) & valid
+    group = jnp.cumsum(is_new) - 1
+    n_unique = jnp.sum(is_new)
+    ws = jax.ops.segment_sum(w, group, num_segments=size)
+    wy = jax.ops.segment_sum(w * y, group, num_segments=size)
+    knots = jax.ops.segment_max(jnp.where(valid, s, -jnp.inf), group, num_segments=size)
+    knots = jnp.where(jnp.arange(size) < n_unique, knots, knots[n_unique - 1])
+    means = wy / jnp.where(ws > 0, ws, 1.0)
+    fitted = pool_adjacent_violators(means, jnp.where(ws > 0, ws, 1.0), n_unique)
+    return IsotonicParams(x=knots, y=fitted)
+
+
+def isotonic_transform(params: IsotonicParams, scores: ArrayLike) -> Array:
+    """Evaluate a fitted isotonic map: linear between knots, constant outside them."""
+    return jnp.interp(as_float(scores), params.x, params.y)
+
+
+class HistogramParams(NamedTuple):
+    """Bin edges ``[n_bins + 1]`` (first 0, last 1) and each bin's calibrated value ``[n_bins]``."""
+
+    edges: Array
+    values: Array
+
+
+def _bin_index(edges: Array, scores: Array) -> Array:
+    n_bins = edges.shape[0] - 1
+    return jnp.clip(jnp.searchsorted(edges, scores, side="right") - 1, 0, n_bins - 1)
+
+
+def histogram_binning_fit(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None = None,
+    *,
+    n_bins: int = 10,
+    strategy: str = "uniform",
+) -> HistogramParams:
+    """Histogram binning: each score bin is mapped to its (weighted) event rate.
+
+    Bins are ``[e_k, e_{k+1})`` (the last one closed). ``strategy="uniform"`` splits ``[0, 1]``
+    into equal widths, ``"quantile"`` puts equal numbers of scores in each bin. A bin with no
+    calibration data keeps the midpoint of its edges.
+
+    Args:
+      scores: ``[N]`` probabilities.
+      labels: ``[N]`` labels in ``{0, 1}``.
+      sample_weight: optional non-negative weights ``[N]``.
+      n_bins: number of bins (static).
+      strategy: ``"uniform"`` or ``"quantile"``.
+
+    Returns:
+      :class:`HistogramParams`.
+
+    References:
+      Zadrozny & Elkan (2001), Obtaining calibrated probability estimates from decision trees
+      and naive Bayesian classifiers.
+    """
+    if V.is_concrete(scores, labels, sample_weight):
+        check_binary(scores, labels, sample_weight)
+        V.check_count("n_bins", n_bins)
+        if strategy not in ("uniform", "quantile"):
+            raise ValueError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")
+    s = as_float(scores)
+    return _histogram_kernel(
+        s, jnp.asarray(labels, s.dtype), as_weights(sample_weight, s), n_bins, strategy
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _histogram_kernel(s: Array, y: Array, w: Array, n_bins: int, strategy: str) -> HistogramParams:
+    grid = jnp.linspace(0.0, 1.0, n_bins + 1, dtype=s.dtype)
+    if strategy == "quantile":
+        edges = jnp.quantile(s, grid).at[0].set(0.0).at[-1].set(1.0)
+    else:
+        edges = grid
+    index = _bin_index(edges, s)
+    mass = jax.ops.segment_sum(w, index, num_segments=n_bins)
+    events = jax.ops.segment_sum(w * y, index, num_segments=n_bins)
+    midpoints = 0.5 * (edges[:-1] + edges[1:])
+    values = jnp.where(mass > 0, events / jnp.where(mass > 0, mass, 1.0), midpoints)
+    return HistogramParams(edges=edges, values=values)
+
+
+def histogram_binning_transform(params: HistogramParams, scores: ArrayLike) -> Array:
+    """Map each score to the calibrated value of its bin."""
+    return params.values[_bin_index(params.edges, as_float(scores))]
+
+
+class IsotonicCalibration(Recalibrator):
+    """Isotonic regression by pool adjacent violators (:func:`isotonic_fit`)."""
+
+    def _fit(self, scores, labels, sample_weight) -> IsotonicParams:
+        check_binary(scores, labels, sample_weight)
+        return isotonic_fit(scores, labels, sample_weight)
+
+    def _transform(self, params, scores) -> Array:
+        return isotonic_transform(params, scores)
+
+
+class HistogramBinning(Recalibrator):
+    """Histogram binning (:func:`histogram_binning_fit`).
+
+    Args:
+      n_bins: number of bins.
+      strategy: ``"uniform"`` or ``"quantile"``.
+    """
+
+    def __init__(self, n_bins: int = 10, strategy: str = "uniform") -> None:
+        self.n_bins = n_bins
+        self.strategy = strategy
+
+    def _fit(self, scores, labels, sample_weight) -> HistogramParams:
+        return histogram_binning_fit(
+            scores, labels, sample_weight, n_bins=self.n_bins, strategy=self.strategy
+        )
+
+    def _transform(self, params, scores) -> Array:
+        return histogram_binning_transform(params, scores)
