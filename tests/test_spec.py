@@ -65,7 +65,9 @@ def test_every_kind_round_trips_eagerly_under_jit_and_under_vmap(name):
     eager = round_trip(spec, gamma)
     np.testing.assert_allclose(eager, gamma, atol=tol)
     jitted = jax.jit(round_trip)(spec, gamma)
-    np.testing.assert_allclose(jitted, eager, atol=1e-5)
+    # a rule solved numerically (its round trip's tolerance above 1e-5) meets rounding that
+    # differs between the eager and the compiled program, amplified by the solver
+    np.testing.assert_allclose(jitted, eager, atol=min(tol, 1e-4))
     # vmap over posteriors, one at a time.
     mapped = jax.vmap(round_trip, in_axes=(None, 0))(spec, gamma)
     np.testing.assert_allclose(mapped, gamma, atol=tol)
