@@ -46,7 +46,6 @@ TO_SPLIT = {
     "iml/training/trainer.py": 1050,
     "iml/scoring.py": 1060,
     "iml/training/exact.py": 1000,
-    "iml/pipeline/reveal.py": 990,
     "iml/cli.py": 790,
     "iml/training/tabular.py": 760,
     "iml/pipeline/runner.py": 750,
