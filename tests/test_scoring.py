@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from iml import losses as L
 from iml import scoring as S
+from iml.scoring import checks, generic
 
 unit = st.floats(0.0, 1.0, allow_nan=False, width=64)
 interior = st.floats(1e-6, 1 - 1e-6, allow_nan=False, width=64)
@@ -458,7 +459,7 @@ def test_bad_multiclass_scores_raise_and_are_nan_under_jit():
     assert np.isnan(jax.jit(S.loss_corrected_score_multiclass)(a[0], -B)).all()
 
 
-@pytest.mark.parametrize("n", [2, 3, 26, S._PAIRWISE_PROJECTION_MAX + 1])
+@pytest.mark.parametrize("n", [2, 3, 26, generic._PAIRWISE_PROJECTION_MAX + 1])
 def test_simplex_projection_is_the_nearest_point_of_the_simplex(n, x64):
     """Both ways of projecting (all pairs of entries up to 64 classes, a sort above) against the
     optimality conditions of the projection: ``x = max(v - theta, 0)`` on the simplex, which
@@ -467,7 +468,7 @@ def test_simplex_projection_is_the_nearest_point_of_the_simplex(n, x64):
     v = rng.normal(size=(200, n)) * rng.choice([1e-3, 1.0, 30.0], size=(200, 1))
     v[:20, 1] = v[:20, 0]  # ties
     v[20:30] = 0.25  # a whole row of ties
-    x = np.asarray(S._project_to_simplex(jnp.asarray(v)))
+    x = np.asarray(generic._project_to_simplex(jnp.asarray(v)))
     np.testing.assert_allclose(x.sum(-1), 1.0, rtol=1e-12)
     assert np.all(x >= 0)
     # KKT: on the support x = v - theta, off it v <= theta, with one theta per row
@@ -753,14 +754,14 @@ def test_generic_rule_finds_minima_of_nearly_flat_expected_losses():
 def test_invertibility_fails_when_the_round_trip_misses(monkeypatch):
     # A solver that lands 0.01 in the logit beside the minimum: the inverse is still fine
     # pointwise and increasing, so only the round trip can catch it.
-    exact = S._solve_binary_rule_jit
+    exact = checks.solve_binary_rule_jit
 
     def off(loss, gamma, params):
         a = exact(loss, gamma, params)
         return jax.nn.sigmoid(jnp.log(a) - jnp.log1p(-a) + 0.01)
 
     assert bool(S.check_invertibility(L.log_loss).invertible)
-    monkeypatch.setattr(S, "_solve_binary_rule_jit", off)
+    monkeypatch.setattr(checks, "solve_binary_rule_jit", off)
     report = S.check_invertibility(L.log_loss)
     assert bool(report.increasing) and bool(jnp.all(report.pointwise))
     assert not bool(report.invertible)
