@@ -43,14 +43,14 @@ MAX_LINES = 600
 #: Modules that are still to be split, at most as long as they are now: each may only shrink,
 #: and leaves this list once it is under MAX_LINES.
 TO_SPLIT = {
-    "iml/training/trainer.py": 1050,
-    "iml/training/exact.py": 1000,
-    "iml/cli.py": 790,
-    "iml/training/tabular.py": 760,
-    "iml/pipeline/runner.py": 750,
-    "iml/data/tabular.py": 710,
-    "iml/sbr.py": 670,
-    "iml/data/datasets.py": 650,
+    "iml/training/trainer.py": 1041,
+    "iml/training/exact.py": 992,
+    "iml/cli.py": 785,
+    "iml/training/tabular.py": 750,
+    "iml/pipeline/runner.py": 661,
+    "iml/data/tabular.py": 702,
+    "iml/sbr.py": 665,
+    "iml/data/datasets.py": 647,
 }
 
 
