@@ -5174,7 +5174,7 @@ def _docstrings() -> list[Stated]:
             "exact solver: diagonal floor",
             "iml/training/exact.py",
             "is factored with its diagonal raised by ``{}`` of its largest entry",
-            lambda: iml.training.exact._FLOOR,
+            lambda: iml.training.exact_design.FLOOR,
         ),
         Stated(
             "exact solver: batches",
@@ -5187,7 +5187,7 @@ def _docstrings() -> list[Stated]:
             "exact solver: room for the pair products",
             "iml/training/exact.py",
             "made once where it takes at most {} GiB",
-            lambda: iml.training.exact._PAIR_BYTES / 2**30,
+            lambda: iml.training.exact_design._PAIR_BYTES / 2**30,
         ),
         Stated(
             "exact solver: a path's anchors",

@@ -124,12 +124,12 @@ def test_uci_adult_members_at_extreme_betas_match_scikit_learn(shared_data_path)
 
 
 def test_hessians_from_pair_products_equal_those_from_the_design(rare_class_table, monkeypatch):
-    from iml.training import exact
+    from iml.training import exact_design
 
     x, y, mask = rare_class_table
     S = beta_weighted_sample_weights(y, np.array([0.02, 0.7]), mask)
     pairs = fit_weighted_logistic(x, y, S, l2=1e-3)
-    monkeypatch.setattr(exact, "_PAIR_BYTES", 0)  # too little room: the direct products
+    monkeypatch.setattr(exact_design, "_PAIR_BYTES", 0)  # too little room: the direct products
     direct = fit_weighted_logistic(x, y, S, l2=1e-3)
     np.testing.assert_allclose(pairs.coef, direct.coef, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(pairs.objective, direct.objective, rtol=1e-6)
@@ -220,7 +220,7 @@ def test_a_path_must_match_the_first_axis():
 
 
 def test_pairs_of_one_category_are_left_out_of_the_table(monkeypatch):
-    from iml.training import exact
+    from iml.training import exact_design
 
     rng = np.random.default_rng(3)
     n = 1500
@@ -228,13 +228,13 @@ def test_pairs_of_one_category_are_left_out_of_the_table(monkeypatch):
     x = np.column_stack([rng.normal(size=n), np.eye(4)[category]]).astype(np.float32)
     logit = np.array([-2.0, -1.0, 0.0, 1.0])[category] + x[:, 0]
     y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.int32)
-    rows, cols = exact._nonzero_pairs(x)
+    rows, cols = exact_design._nonzero_pairs(x)
     # 6 columns with the intercept's: 21 pairs, less the 6 pairs of distinct levels.
     assert len(rows) == 15
     assert not any(1 <= r < c <= 4 for r, c in zip(rows, cols, strict=True))
     S = beta_weighted_sample_weights(y, np.array([0.05, 0.8]), np.ones((1, n), np.float32))
     pairs = fit_weighted_logistic(x, y, S, l2=1e-3)
-    monkeypatch.setattr(exact, "_PAIR_BYTES", 0)
+    monkeypatch.setattr(exact_design, "_PAIR_BYTES", 0)
     direct = fit_weighted_logistic(x, y, S, l2=1e-3)
     np.testing.assert_allclose(pairs.coef, direct.coef, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(pairs.objective, direct.objective, rtol=1e-6)

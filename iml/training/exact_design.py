@@ -1,0 +1,197 @@
+"""The design every exact fit of one table shares, and the linear algebra of its Newton steps:
+the features with a column of ones and the table of their nonzero pair products
+(:class:`Design`), the data's Hessians ``X^T diag(v) X`` made from them, their damped Cholesky
+factors and solves, and what the binary (:mod:`iml.training.exact_binary`) and multinomial
+(:mod:`iml.training.exact_multinomial`) solvers share besides: the rules of a step's line search
+and of a Hessian's renewal, and the solved members (:class:`Solved`).
+
+The Hessians of the weighted log loss of eq. ``b-loss-bin`` (and of the class-weighted softmax
+cross-entropy) are sums over rows of ``v_i x_i x_i^T``: with the nonzero products ``x_ij x_il`` of
+each row made once (where they fit in ``_PAIR_BYTES``; pairs of one-hot levels of one category,
+never both 1, are left out), a batch of members' Hessians is one matrix product with that table. A
+singular Hessian is factored with its diagonal raised by ``FLOOR`` of its largest entry, raised
+further (as Levenberg-Marquardt's damping) for a member whose step float32 made useless.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpy.typing import ArrayLike
+
+Array = jax.Array
+
+__all__ = [
+    "FLOOR",
+    "LINE_TRIALS",
+    "MAX_DAMPING",
+    "ROUNDING",
+    "SLOW",
+    "Design",
+    "Solved",
+    "check_design",
+    "damped",
+    "data_hessians",
+    "dot",
+    "factor",
+    "solve",
+    "times_pairs",
+]
+
+_HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def dot(a: Array, b: Array) -> Array:
+    """A product in full float32 precision (accelerators otherwise may round inputs to TF32)."""
+    return jnp.dot(a, b, precision=_HIGHEST)
+
+
+# ----------------------------------------------------------------------------------------------
+# The shared design and its Hessians
+# ----------------------------------------------------------------------------------------------
+
+# The nonzero products of feature pairs take N floats each; above this many bytes the Hessians
+# are formed from the design itself instead (more arithmetic, no extra memory).
+_PAIR_BYTES = 2**31
+# A member whose gradient's largest entry falls by less than this factor in a step gets a new
+# Hessian (at most a tenth of a batch's members a step, the slowest first).
+SLOW = 0.5
+# Diagonal floor of a factored Hessian, relative to its largest diagonal entry: raised (as
+# Levenberg-Marquardt's damping) for a member whose Newton direction float32 made useless, where
+# the data's curvature is nearly singular; a member that fails at the highest, a short gradient
+# step, stalls.
+FLOOR, MAX_DAMPING = 1e-6, 1e2
+
+
+class Design(NamedTuple):
+    """The features with a last column of ones, and the table of their nonzero pair products
+    (None where it would take more than ``_PAIR_BYTES``): what every member of a table shares."""
+
+    X: Array
+    pairs: tuple[Array, Array, Array] | None
+
+    @classmethod
+    def of(cls, x: ArrayLike) -> Design:
+        """The design of features ``x [N, d]`` (made once, and shared by every fit on them:
+        pass it as ``design=`` to :func:`fit_weighted_logistic` and
+        :func:`fit_weighted_softmax`)."""
+        x = np.asarray(x, np.float32)
+        design = jnp.asarray(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
+        rows, cols = _nonzero_pairs(x)
+        pairs = None
+        if design.shape[0] * len(rows) * 4 <= _PAIR_BYTES:
+            rows, cols = jnp.asarray(rows), jnp.asarray(cols)
+            pairs = (rows, cols, _pair_products(design.T, rows, cols))
+        return cls(design, pairs)
+
+
+@jax.jit
+def _pair_products(Xt: Array, rows: Array, cols: Array) -> Array:
+    """``Z [p, N]``: column ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so
+    a member's Hessian is one row-vector times ``Z^T`` and a batch's is one matrix product.
+    (Pairs on the first axis: gathering whole rows of ``X^T`` fills the table fastest, and the
+    products with it run faster too. Made in its own program: built inside the solver's, it took
+    several times longer to fill on the CPU.)"""
+    return Xt[rows] * Xt[cols]
+
+
+def times_pairs(V: Array, Z: Array) -> Array:
+    """``V Z^T``: ``[K, N]`` weights against the ``[p, N]`` table."""
+    return jax.lax.dot_general(V, Z, (((1,), (1,)), ((), ())), precision=_HIGHEST)
+
+
+def _nonzero_pairs(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The upper-triangle pairs ``(j, k)`` of the design (the features and a last column of
+    ones) whose product ``x_ij x_ik`` is nonzero in some row.
+
+    Two one-hot columns of one category are never both 1, so their pair's products are all zero
+    and need no column in the table (about a third of UCI Adult's pairs).
+    """
+    used = np.concatenate([features != 0, np.ones((features.shape[0], 1), bool)], axis=1)
+    used = used.astype(np.float32)
+    rows, cols = np.triu_indices(used.shape[1])
+    keep = (used.T @ used)[rows, cols] > 0
+    return rows[keep], cols[keep]
+
+
+def data_hessians(design: Design, V: Array) -> Array:
+    """``X^T diag(v_k) X`` for each row ``v_k`` of ``V [K, N]``: ``[K, d1, d1]``."""
+    X = design.X
+    d1 = X.shape[1]
+    if design.pairs is None:
+        return jax.lax.map(lambda v: dot((X * v[:, None]).T, X), V)
+    rows, cols, Z = design.pairs
+    products = times_pairs(V, Z)
+    upper = jnp.zeros((V.shape[0], d1, d1), X.dtype).at[:, rows, cols].set(products)
+    return upper + jnp.swapaxes(upper, 1, 2) - upper * jnp.eye(d1, dtype=X.dtype)
+
+
+def factor(H: Array, penalty: Array, damping: Array) -> Array:
+    """Cholesky factors of ``H + diag(penalty)`` (batched), the diagonal raised by ``damping``
+    times its largest entry; a factor that float32 rounding leaves non-finite is made again with
+    the diagonal raised ten times more, up to six times."""
+    n = H.shape[-1]
+    eye = jnp.eye(n, dtype=H.dtype)
+    A = H + penalty[..., None, :] * eye
+    floor = damping * jnp.max(jnp.diagonal(A, axis1=-2, axis2=-1), axis=-1)
+
+    def factor(floor: Array) -> Array:
+        return jnp.linalg.cholesky(A + floor[..., None, None] * eye)
+
+    def bad(F: Array) -> Array:
+        return ~jnp.all(jnp.isfinite(F), axis=(-2, -1))
+
+    def body(carry):
+        F, floor, tries = carry
+        floor = jnp.where(bad(F), 10.0 * floor, floor)
+        return jnp.where(bad(F)[..., None, None], factor(floor), F), floor, tries + 1
+
+    F, _, _ = jax.lax.while_loop(
+        lambda c: jnp.any(bad(c[0])) & (c[2] < 6), body, (factor(floor), floor, 0)
+    )
+    return F
+
+
+def damped(damping: Array, ok: Array, full: Array) -> Array:
+    """The next damping of members whose step was acceptable (``ok``; ``full``: at its whole
+    length) or not: a failed step multiplies it by 100 (towards a short gradient step), a whole
+    one divides it by 10 (back towards Newton's step), down to ``FLOOR``."""
+    return jnp.where(ok, jnp.where(full, jnp.maximum(damping / 10.0, FLOOR), damping),
+                     jnp.minimum(100.0 * damping, MAX_DAMPING))  # fmt: skip
+
+
+def solve(F: Array, g: Array) -> Array:
+    """``(L L^T)^{-1} g`` for batched Cholesky factors ``L`` and vectors ``g``."""
+    return jax.scipy.linalg.cho_solve((F, True), g[..., None])[..., 0]
+
+
+def check_design(design: Design, x: np.ndarray) -> Design:
+    if not isinstance(design, Design) or design.X.shape != (x.shape[0], x.shape[1] + 1):
+        raise ValueError(
+            f"design must be the Design.of these [{x.shape[0]}, {x.shape[1]}] features, got "
+            f"{getattr(getattr(design, 'X', None), 'shape', type(design).__name__)}"
+        )
+    return design
+
+
+# ----------------------------------------------------------------------------------------------
+# What the binary and the multinomial Newton steps share
+# ----------------------------------------------------------------------------------------------
+
+
+class Solved(NamedTuple):
+    theta: Array  # [K, d1]
+    grad: Array  # [K, d1]
+    hessian: Array  # [K, d1, d1]: the data's curvature at the last renewal
+    objective: Array  # [K]
+    iterations: Array  # [K]
+    hessians: Array  # [K]
+
+
+# Secant trials of one step's line search.
+LINE_TRIALS = 8
+# A slope within this fraction of the sum of its terms' sizes is zero to float32 rounding.
+ROUNDING = 1e-5
