@@ -3946,7 +3946,7 @@ def _gpu_h200_run6() -> list[Stated]:
         ),
         Stated(
             "is_gpu_kernel_failure: the H200 cases",
-            "iml/training/trainer.py",
+            "iml/training/programs.py",
             "The trainer's DenseNet-121 step at {} px fails these ways on one H200 with the "
             "software versions of ``docs/results/gpu_h200/``, where {} members run: at {} and {} "
             "members in the autotuner, and at {} members with the autotuner off in the compiled "
@@ -5028,7 +5028,7 @@ def _logistic_init_scale() -> float:
 
 
 DATASETS = "iml/data/datasets.py"
-TRAINER = "iml/training/trainer.py"
+TRAIN_CONFIG = "iml/training/train_config.py"
 TABULAR = "iml/data/tabular.py"
 SWEEP = "iml/pipeline/sweep_config.py"
 
@@ -5120,7 +5120,7 @@ def _docstrings() -> list[Stated]:
         ),
         Stated(
             "TrainConfig: no floor by default",
-            TRAINER,
+            TRAIN_CONFIG,
             "min_lr: the floor of the decayed learning rate ({}: none, as in the paper).",
             lambda: TrainConfig().min_lr,
         ),
@@ -5132,7 +5132,7 @@ def _docstrings() -> list[Stated]:
         ),
         Stated(
             "member batching: benchmark",
-            TRAINER,
+            TRAIN_CONFIG,
             "(K={} small DenseNets, {}x{}x{}, batch {} per member;",
             lambda: (
                 ensemble_run()["members"],
@@ -5142,7 +5142,7 @@ def _docstrings() -> list[Stated]:
         ),
         Stated(
             "member batching: CPU",
-            TRAINER,
+            TRAIN_CONFIG,
             "is the fastest in every recorded run, {}-{}x; on one device 'map' gives {}-{}x and "
             "'loop' {}-{}x, and 'map' with 'xla' convolutions is slow ({}-{})",
             lambda: (
@@ -5154,13 +5154,13 @@ def _docstrings() -> list[Stated]:
         ),
         Stated(
             "member batching: CPU cores",
-            TRAINER,
+            TRAIN_CONFIG,
             "CPU ({} cores; docs/results/cpu_ensemble",
             lambda: [record(f"cpu_ensemble/{r}")["devices"] for r in all_runs],
         ),
         Stated(
             "member batching: GPU",
-            TRAINER,
+            TRAIN_CONFIG,
             "GPU (one H200, docs/results/gpu_h200): vmap/xla, {}x.",
             lambda: record(GPU5_F32)["ratio"],
         ),
