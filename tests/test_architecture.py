@@ -34,7 +34,7 @@ LAYERS = [
     {"models", "data"},
     {"training"},
     {"pipeline"},
-    {"cli"},
+    {"cli", "commands"},
 ]
 LAYER = {name: level for level, names in enumerate(LAYERS) for name in names}
 
@@ -43,7 +43,6 @@ MAX_LINES = 600
 #: Modules that are still to be split, at most as long as they are now: each may only shrink,
 #: and leaves this list once it is under MAX_LINES.
 TO_SPLIT = {
-    "iml/cli.py": 785,
     "iml/training/tabular.py": 750,
     "iml/pipeline/runner.py": 661,
     "iml/data/tabular.py": 702,

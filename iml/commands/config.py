@@ -1,0 +1,162 @@
+"""The config of ``iml reproduce`` or ``iml sweep``: the default (or ``--config FILE``), then the
+``--config.KEY=VALUE`` overrides, then the named options (:data:`SHORTCUTS`,
+:data:`SWEEP_SHORTCUTS`), each checked and typed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from iml import config as config_lib
+from iml.config import parse_value
+from iml.pipeline.defaults import default_config
+from iml.pipeline.sweep import sweep_config
+
+if TYPE_CHECKING:
+    import ml_collections
+
+__all__ = ["SHORTCUTS", "SWEEP_SHORTCUTS", "load_config", "load_config_with_names"]
+
+#: The named options of ``iml reproduce`` and the config key each sets.
+SHORTCUTS = {
+    "dataset": "data.name",
+    "data_dir": "data.data_dir",
+    "manual_dir": "data.manual_dir",
+    "model": "model.name",
+    "weights": "model.weights",
+    "image_size": "data.image_size",
+    "classes": "data.classes",
+    "loss": "loss.name",
+    "gamma": "loss.gamma",
+    "betas": "loss.betas",
+    "loss_weights": "loss.weights",
+    "n_folds": "data.n_folds",
+    "seeds": "train.seeds",
+    "epochs": "train.epochs",
+}
+
+
+#: The named options of ``iml sweep`` and the config key each sets
+#: (:func:`iml.pipeline.sweep.sweep_config`); ``--out`` and ``--no-progress`` are no keys.
+SWEEP_SHORTCUTS = {
+    "csv": "data.csv",
+    "dataset": "data.name",
+    "classes": "data.classes",
+    "target": "data.target",
+    "positive": "data.positive",
+    "delimiter": "data.delimiter",
+    "data_dir": "data.data_dir",
+    "loss": "loss.name",
+    "gamma": "loss.gamma",
+    "loss_weights": "loss.weights",
+    "betas": "loss.betas",
+    "n_betas": "loss.n_betas",
+    "beta_min": "loss.beta_min",
+    "beta_max": "loss.beta_max",
+    "seeds": "train.seeds",
+    "model": "model.name",
+    "hidden": "model.hidden",
+    "epochs": "train.epochs",
+    "batch_size": "train.batch_size",
+    "lr": "train.learning_rate",
+    "l2": "train.l2",
+    "l2_grid": "train.l2_grid",
+    "l2_scale": "train.l2_scale",
+    "no_standardize": "train.standardize",
+    "patience": "train.patience",
+    "solver": "train.solver",
+    "n_folds": "data.n_folds",
+    "fold_seed": "data.fold_seed",
+    "betas_per_chunk": "train.betas_per_chunk",
+    "n_bins": "eval.n_bins",
+    "average": "eval.average",
+}
+
+
+def load_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
+    """The config of ``iml reproduce`` or ``iml sweep``, locked: the default (or ``--config
+    FILE``), then the ``--config.KEY=VALUE`` overrides in order, then the named options
+    (:data:`SHORTCUTS`, :data:`SWEEP_SHORTCUTS`).
+
+    Raises:
+      FileNotFoundError: for a ``--config`` file that does not exist.
+      ValueError: naming the flag, for a key that the config does not have (with the nearest
+        ones) or a value of another type than the key's.
+    """
+    return load_config_with_names(args)[0]
+
+
+def load_config_with_names(
+    args: argparse.Namespace,
+) -> tuple[ml_collections.ConfigDict, dict[str, str]]:
+    """The config (see :func:`load_config`), and how messages name its keys: the flag of a key
+    that a flag set, or that nothing did; ``config.KEY`` where a file or ``--config.KEY`` did."""
+
+    if getattr(args, "command", "reproduce") == "sweep":
+        default, shortcuts = sweep_config, SWEEP_SHORTCUTS
+    else:
+        default, shortcuts = default_config, SHORTCUTS
+    if getattr(args, "renamed_weights", None) is not None:
+        raise ValueError(
+            "--weights: the grid of a multiclass loss is --loss-weights, as in iml reproduce "
+            "(where --weights is a model's starting weights)"
+        )
+    overrides = list(getattr(args, "overrides", ()))
+    for key, text in overrides:
+        if key == "train.seeds":
+            _check_seeds_literal(text)
+    config = config_lib.load_config(args.config, overrides, default=default)
+    overridden = {key for key, _ in overrides}
+    names = {}
+    for option, key in shortcuts.items():
+        flag = "--" + option.replace("_", "-")
+        value = getattr(args, option)
+        if value is not None:
+            if key in ("loss.betas", "train.l2_grid"):
+                value = _numbers(flag, value)
+            elif key == "train.seeds":
+                value = _member_seeds(flag, value)
+            config_lib.override(config, key, value, flag=flag)
+        if value is not None or not (args.config or key in overridden):
+            names[key] = flag
+    return config, names
+
+
+def _numbers(flag: str, values: Sequence[str]) -> tuple[float, ...]:
+    """The numbers of an option that takes several, each given alone or comma-separated
+    (``--betas 0.5 0.9``, ``--betas 0.5,0.9``)."""
+    text = " ".join(values)
+    try:
+        return tuple(float(v) for v in text.replace(",", " ").split())
+    except ValueError:
+        raise ValueError(
+            f"{flag} must be numbers, space- or comma-separated, got {text!r}"
+        ) from None
+
+
+def _member_seeds(flag: str, values: Sequence[int]) -> tuple[int, ...]:
+    """The seeds of ``--seeds``: one value ``N`` counts them (``0..N-1``), several are the seeds
+    themselves."""
+    if len(values) == 1:
+        if values[0] < 1:
+            raise ValueError(
+                f"{flag} {values[0]}: one value is a number of seeds (0..N-1) and must be at "
+                "least 1; to name the seeds themselves, give several"
+            )
+        return tuple(range(values[0]))
+    return tuple(values)
+
+
+def _check_seeds_literal(text: str | None) -> None:
+    """``--config.train.seeds=N`` with one number: a count on ``--seeds``, but the key holds the
+    seeds themselves, so the number alone is refused rather than read as the one seed ``N``."""
+
+    value = parse_value(text or "")
+    if isinstance(value, int) and not isinstance(value, bool):
+        count = f"--seeds {value} for the seeds 0..{value - 1}, or " if value >= 1 else ""
+        raise ValueError(
+            f"--config.train.seeds={text}: the key holds the seeds themselves; use {count}"
+            f"--config.train.seeds='({value},)' for the seed {value} alone"
+        )

@@ -1,0 +1,55 @@
+"""``iml figures``: report a stored run without training, with the report's own settings
+(``--config.eval.KEY=VALUE``, ``--average``) in place of the run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from iml.config import apply_overrides
+from iml.pipeline.defaults import default_config
+
+__all__ = ["eval_overrides", "figures_command"]
+
+
+def figures_command(args: argparse.Namespace) -> Callable[[], int]:
+    # imported here: the image pipeline loads tensorflow-datasets, Flax's DenseNets and the
+    # report (seconds), which `iml sweep`, `iml reveal` and `--help` do without
+    from iml.pipeline.report import report_config, report_run
+
+    overrides = eval_overrides(args)
+    report_config(args.run, overrides)
+    out = args.out or args.run
+
+    def work() -> int:
+        table = report_run(args.run, out, eval_overrides=overrides)
+        print(json.dumps({"out": str(out), "betas": list(table)}))
+        return 0
+
+    return work
+
+
+def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``config.eval`` keys that ``iml figures`` reports with: its ``--config.eval.KEY=VALUE``
+    items, then ``--average``; any other ``--config.KEY`` is refused (it trains nothing)."""
+
+    config = default_config()
+    names = []
+    for key, _ in args.overrides:
+        section, _, name = key.partition(".")
+        names.append(name)
+        if section != "eval" or not name:
+            keys = ", ".join(f"config.eval.{k}" for k in config.eval)
+            raise ValueError(
+                f"--config.{key}: `iml figures` trains nothing and takes only the report's "
+                f"settings ({keys}); `iml reproduce` and `iml sweep` take the other keys"
+            )
+    # read and typed as `iml reproduce` reads them; the stored run's own values come later
+    apply_overrides(config, args.overrides)
+    overrides: dict[str, Any] = {name: config.eval[name] for name in names}
+    if args.average is not None:
+        overrides["average"] = args.average
+    return overrides

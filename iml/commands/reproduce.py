@@ -1,0 +1,46 @@
+"""``iml reproduce``: check the config and ``--out``, then train the beta ensembles and report
+the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from iml.commands.config import load_config
+
+__all__ = ["reproduce_command"]
+
+
+def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
+    # imported here: the image pipeline loads tensorflow-datasets, Flax's DenseNets and the
+    # report (seconds), which `iml sweep`, `iml reveal` and `--help` do without
+    from iml.pipeline.report import report_run
+    from iml.pipeline.runner import check_config, check_resumable, is_multiclass, run_experiment
+    from iml.training.host import keep_step_memory
+
+    config = load_config(args)
+    check_config(config)
+    try:
+        check_resumable(config, args.out)
+    except ValueError as err:
+        raise ValueError(f"--out: {err}") from None
+
+    def work() -> int:
+
+        # before JAX's first computation: every training step reuses the last step's memory
+        keep_step_memory()
+        start = time.perf_counter()
+        run_experiment(config, args.out, progress=not args.no_progress)
+        if args.train_only:
+            elapsed = time.perf_counter() - start
+            print(f"members stored in {args.out} ({elapsed:.0f} s); iml figures --run {args.out}")
+            return 0
+        report_run(args.out, args.out)
+        elapsed = time.perf_counter() - start
+        revealed = "" if is_multiclass(config) else "revealed.json, "
+        print(f"results in {args.out}: table.json, table.md, {revealed}figures/ ({elapsed:.0f} s)")
+        return 0
+
+    return work

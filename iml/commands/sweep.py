@@ -1,0 +1,89 @@
+"""``iml sweep``: check the config, the data and ``--out``, then train the grid of losses, write
+its table and figures and summarize them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iml import config as config_lib
+from iml.commands.config import load_config_with_names
+from iml.pipeline.store import RunStore
+from iml.pipeline.sweep import execute_sweep, prepare_sweep, sweep_config, write_sweep_outputs
+
+if TYPE_CHECKING:
+    import ml_collections
+
+__all__ = ["sweep_command"]
+
+#: The keys of ``iml sweep``'s config that only minibatch Adam reads.
+_ADAM_KEYS = ("train.learning_rate", "train.batch_size", "train.epochs", "train.patience")
+
+
+def _note_unused_adam_options(
+    config: ml_collections.ConfigDict, names: Mapping[str, str], solver: str
+) -> None:
+    """Say on stderr which Adam options a sweep fitted exactly leaves unread."""
+
+    if solver != "exact":
+        return
+    default = sweep_config()
+    unread = [
+        names.get(key, f"config.{key}")
+        for key in _ADAM_KEYS
+        if config_lib.lookup(config, key) != config_lib.lookup(default, key)
+    ]
+    if unread:
+        print(
+            f"iml sweep: note: {', '.join(unread)} not used: the logistic model under this loss "
+            "is fitted exactly (--solver adam trains it by Adam)",
+            file=sys.stderr,
+        )
+
+
+def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
+    """Check the config, the data and ``--out``; return the work (train, write, summarize)."""
+
+    config, names = load_config_with_names(args)
+    plan, dataset = prepare_sweep(config, names)
+    out = Path(args.out)
+    store = RunStore(out)
+    try:
+        store.check_resumable(plan.run_config)
+    except ValueError as err:
+        raise ValueError(f"--out: {err}") from None
+    _note_unused_adam_options(config, names, plan.config.solver)  # once every check has passed
+
+    def work() -> int:
+
+        result = execute_sweep(plan, store, progress=not args.no_progress)
+        multiclass = config.data.classes == "all"
+        loss = config.loss.name
+        what = "" if loss == "log" else f"{loss} loss, "
+        title = (
+            f"{dataset.name}: {what}{len(result.keys)} losses x {len(result.seeds)} seeds, "
+            f"{config.model.name}"
+        )
+        class_names = dataset.class_names if multiclass else None
+        prevalence = None if multiclass else dataset.prevalence
+        paths = write_sweep_outputs(out, result, prevalence, title, class_names)
+        metric, shown = ("top_label_ece", "top-label ECE") if multiclass else ("ece", "ECE")
+        worst = max(row["raw"][metric] for row in result.table.values())
+        corrected = [row["loss_corrected"][metric] for row in result.table.values()]
+        where = (
+            f"{len(class_names)} classes" if multiclass else f"prevalence {dataset.prevalence:.4f}"
+        )
+        print(
+            f"{dataset.name}: N={dataset.num_examples}, {where}; raw {shown} up to {worst:.4f}; "
+            f"loss-corrected {shown} {min(corrected):.4f}..{max(corrected):.4f}; "
+            f"trained chunks {result.chunks_trained}"
+        )
+        written = [out / "sweep_table.json", out / "sweep_table.md", out / "scores.npz", *paths]
+        print("wrote " + ", ".join(map(str, written)))
+        return 0
+
+    return work
