@@ -12,7 +12,7 @@ The layers, lowest first (a module may import its own layer's and lower ones):
 5. ``revealed``, ``power``: inverse machine learning on top of calibration;
 6. ``plots``;
 7. ``models`` and ``data``, independent of each other;
-8. ``training``;  9. ``pipeline``;  10. ``cli``.
+8. ``training``;  9. ``pipeline``;  10. ``cli`` and ``commands``, the command line.
 """
 
 from __future__ import annotations
