@@ -45,9 +45,7 @@ MAX_LINES = 600
 TO_SPLIT = {
     "iml/training/tabular.py": 750,
     "iml/pipeline/runner.py": 661,
-    "iml/data/tabular.py": 702,
     "iml/sbr.py": 665,
-    "iml/data/datasets.py": 647,
 }
 
 

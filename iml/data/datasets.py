@@ -2,9 +2,10 @@
 
 Image sources (``digits``, ``pneumoniamnist``, ``chestxray14``) are TFDS builders prepared once
 into ``data_dir`` (``array_record`` files; default ``~/.cache/iml/tfds`` or ``$IML_DATA_DIR``)
-and then read with random access through ``builder.as_data_source()``. Tabular sources (``csv``,
-``adult``, ``letter``) are read with pandas and encoded with scikit-learn into arrays held in
-memory.
+and then read with random access through ``builder.as_data_source()`` (:mod:`iml.data.prepared`,
+whose :data:`ENV_DATA_DIR` and :func:`default_data_dir` are imported from here too). Tabular
+sources (``csv``, ``adult``, ``letter``) are read with pandas and encoded with scikit-learn into
+arrays held in memory.
 
 A :class:`Dataset` concatenates the official splits (where there are any) in a fixed order and
 records them in ``split``; the experiment pipeline makes its own nested cross-validation folds
@@ -21,13 +22,18 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-import tensorflow_datasets as tfds
 
 from iml import _validation as V
-from iml.data.builders import builder_config
 from iml.data.builders.chestxray14 import Chestxray14, find_label_file
 from iml.data.builders.digits import Digits
 from iml.data.builders.pneumoniamnist import NATIVE_SIZES, Pneumoniamnist, npz_file_name
+from iml.data.prepared import (
+    ENV_DATA_DIR,
+    DataSourceReader,
+    default_data_dir,
+    prepared_builder,
+    read_prepared,
+)
 from iml.data.tabular import (
     DEFAULT_MISSING,
     UCI_FILES,
@@ -50,16 +56,10 @@ __all__ = [
     "load_dataset",
 ]
 
-ENV_DATA_DIR = "IML_DATA_DIR"
 # Digit 8 is one of the digits most often confused with others (3, 1, 9), so a classifier's
 # scores spread over (0, 1) instead of collapsing onto 0 and 1 as they do for an easy digit such
 # as 0; 174 of the 1,797 images (9.7%) are eights.
 DEFAULT_POSITIVE_DIGIT = 8
-
-
-def default_data_dir() -> Path:
-    """Where prepared TFDS data lives: ``$IML_DATA_DIR`` if set, else ``~/.cache/iml/tfds``."""
-    return Path(os.environ.get(ENV_DATA_DIR) or Path.home() / ".cache" / "iml" / "tfds")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -162,30 +162,6 @@ class Dataset:
 # ----------------------------------------------------------------------------------------------
 
 
-class _DataSourceReader:
-    """Reads images at global indices from the data sources of consecutive splits."""
-
-    def __init__(self, sources: Sequence[Any], input_shape: tuple[int, ...]) -> None:
-        self._sources = list(sources)
-        self._offsets = np.cumsum([0] + [len(s) for s in self._sources])
-        self._input_shape = input_shape
-
-    def __call__(self, indices: np.ndarray) -> np.ndarray:
-        out = np.empty((len(indices), *self._input_shape), dtype=np.uint8)
-        which = np.searchsorted(self._offsets, indices, side="right") - 1
-        for k, source in enumerate(self._sources):
-            positions = np.flatnonzero(which == k)
-            if positions.size == 0:
-                continue
-            local = (indices[positions] - self._offsets[k]).tolist()
-            if hasattr(source, "__getitems__"):
-                examples = source.__getitems__(local)
-            else:
-                examples = [source[i] for i in local]
-            out[positions] = np.stack([ex["image"] for ex in examples])
-        return out
-
-
 def _check_dir(path: str | os.PathLike[str] | None, what: str) -> Path | None:
     if path is None:
         return None
@@ -193,76 +169,6 @@ def _check_dir(path: str | os.PathLike[str] | None, what: str) -> Path | None:
     if not p.is_dir():
         raise FileNotFoundError(f"{what} not found: {p}")
     return p
-
-
-def _prepared_builder(
-    builder_cls: type[tfds.core.GeneratorBasedBuilder],
-    *,
-    name: str,
-    image_size: int | None,
-    data_dir: str | os.PathLike[str] | None,
-    manual_dir: Path | None,
-    check_manual: Callable[[Path], None] | None = None,
-) -> tfds.core.DatasetBuilder:
-    """The builder at ``image_size``, prepared into ``data_dir`` unless that was done before."""
-    root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
-    builder = builder_cls(
-        data_dir=os.fspath(root),
-        config=builder_config(builder_cls, image_size),
-        file_format="array_record",
-    )
-    # Look for dataset_info.json first: is_prepared() logs a warning when the folder is absent.
-    if (Path(builder.data_path) / "dataset_info.json").is_file() and builder.is_prepared():
-        return builder
-    download_config = None
-    if check_manual is not None:
-        if manual_dir is None:
-            raise ValueError(
-                f"{name} is not prepared in {root} yet: pass manual_dir= (the folder with the "
-                f"raw files). {builder_cls.MANUAL_DOWNLOAD_INSTRUCTIONS.strip()}"
-            )
-        check_manual(manual_dir)
-        download_config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir))
-    root.mkdir(parents=True, exist_ok=True)
-    builder.download_and_prepare(download_config=download_config)
-    return builder
-
-
-def _read_prepared(
-    builder: tfds.core.DatasetBuilder, splits: Sequence[str], check: Sequence[str]
-) -> tuple[list[Any], dict[str, np.ndarray], np.ndarray]:
-    """Data sources and metadata columns of ``splits`` (concatenated), checked for agreement.
-
-    The per-example scalars come from the dataset's metadata (no image is decoded); the first and
-    last example of every split are read to check that the metadata matches the stored order.
-    """
-    sources_by_split = builder.as_data_source()
-    meta = builder.info.metadata["splits"]
-    sources, columns, split_names = [], {}, []
-    for split in splits:
-        source = sources_by_split[split]
-        meta_split = meta[split]
-        n = len(next(iter(meta_split.values())))
-        if len(source) != n:
-            raise ValueError(
-                f"prepared data at {builder.data_path} is inconsistent ({split}: {len(source)} "
-                f"examples, metadata {n}); delete that folder to prepare it again"
-            )
-        for i in sorted({0, n - 1}) if n else []:
-            example = source[i]
-            for key in check:
-                stored = example[key]
-                stored = stored.decode() if isinstance(stored, bytes) else stored
-                if stored != meta_split[key][i]:
-                    raise ValueError(
-                        f"prepared data at {builder.data_path} does not match its metadata "
-                        f"({split}[{i}].{key}); delete that folder to prepare it again"
-                    )
-        sources.append(source)
-        split_names += [split] * n
-        for key, values in meta_split.items():
-            columns.setdefault(key, []).extend(values)
-    return sources, {k: np.asarray(v) for k, v in columns.items()}, np.asarray(split_names)
 
 
 def _load_digits(
@@ -276,10 +182,10 @@ def _load_digits(
         or not 0 <= positive_digit <= 9
     ):
         raise ValueError(f"positive_digit must be an integer 0-9, got {positive_digit!r}")
-    builder = _prepared_builder(
+    builder = prepared_builder(
         Digits, name="digits", image_size=image_size, data_dir=data_dir, manual_dir=None
     )
-    sources, columns, _ = _read_prepared(builder, ["train"], check=["digit"])
+    sources, columns, _ = read_prepared(builder, ["train"], check=["digit"])
     digits = columns["digit"].astype(np.int32)
     size = builder.builder_config.image_size
     shape = (size, size, 1)
@@ -290,7 +196,7 @@ def _load_digits(
         ids=np.arange(len(digits)),
         input_shape=shape,
         kind="image",
-        reader=_DataSourceReader(sources, shape),
+        reader=DataSourceReader(sources, shape),
         classes=digits,
         class_names=tuple(str(d) for d in range(10)),
     )
@@ -314,7 +220,7 @@ def _load_pneumoniamnist(
     size = 28 if image_size is None else image_size
     if size not in NATIVE_SIZES:
         raise ValueError(f"image_size for pneumoniamnist must be one of {NATIVE_SIZES}, got {size}")
-    builder = _prepared_builder(
+    builder = prepared_builder(
         Pneumoniamnist,
         name="pneumoniamnist",
         image_size=image_size,
@@ -323,7 +229,7 @@ def _load_pneumoniamnist(
         check_manual=_check_pneumoniamnist_dir(size),
     )
     splits = ("train", "val", "test")
-    sources, columns, split = _read_prepared(builder, splits, check=["label"])
+    sources, columns, split = read_prepared(builder, splits, check=["label"])
     within = np.concatenate([np.arange(np.sum(split == s)) for s in splits])
     shape = (size, size, 1)
     return Dataset(
@@ -333,7 +239,7 @@ def _load_pneumoniamnist(
         ids=np.char.add(np.char.add(split.astype(str), "/"), within.astype(str)),
         input_shape=shape,
         kind="image",
-        reader=_DataSourceReader(sources, shape),
+        reader=DataSourceReader(sources, shape),
         split=split,
     )
 
@@ -348,7 +254,7 @@ def _check_chestxray14_dir(manual_dir: Path) -> None:
 def _load_chestxray14(
     data_dir: str | os.PathLike[str] | None, manual_dir: Path | None, image_size: int | None
 ) -> Dataset:
-    builder = _prepared_builder(
+    builder = prepared_builder(
         Chestxray14,
         name="chestxray14",
         image_size=image_size,
@@ -356,7 +262,7 @@ def _load_chestxray14(
         manual_dir=manual_dir,
         check_manual=_check_chestxray14_dir,
     )
-    sources, columns, split = _read_prepared(
+    sources, columns, split = read_prepared(
         builder, ["train", "test"], check=["image_id", "label", "patient_id"]
     )
     size = builder.builder_config.image_size
@@ -368,7 +274,7 @@ def _load_chestxray14(
         ids=columns["image_id"].astype(str),
         input_shape=shape,
         kind="image",
-        reader=_DataSourceReader(sources, shape),
+        reader=DataSourceReader(sources, shape),
         split=split,
     )
 
@@ -420,7 +326,7 @@ def load_csv(
 
     The file is read by :func:`iml.data.tabular.read_csv_frame` (comma, semicolon, tab or ``|``
     detected; quotes, a byte-order mark and Windows line ends handled). Encoding and missing
-    values as in :mod:`iml.data.tabular`: numeric columns (median-imputed, with a missing
+    values as in :mod:`iml.data.encoding`: numeric columns (median-imputed, with a missing
     indicator where needed, z-scored when ``standardize``), categorical columns one-hot (missing
     as a category of its own).
 
