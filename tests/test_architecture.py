@@ -45,7 +45,6 @@ MAX_LINES = 600
 TO_SPLIT = {
     "iml/training/tabular.py": 750,
     "iml/pipeline/runner.py": 661,
-    "iml/sbr.py": 665,
 }
 
 
