@@ -7,6 +7,9 @@ scores and its training history). Every entry is written atomically, so a run ki
 (``kill -9`` included) and started again skips the finished batches, resumes the interrupted one
 from its last checkpoint (``checkpoints/``, removed once the batch is stored) and ends with the
 same results as an uninterrupted run.
+
+The config's reading and checks (:func:`check_config`, :func:`check_eval`, the loss's grid)
+live in :mod:`iml.pipeline.run_config`; their public names are imported here.
 """
 
 from __future__ import annotations
@@ -22,12 +25,9 @@ import ml_collections
 import numpy as np
 from tqdm.auto import tqdm
 
-from iml import _validation as V
 from iml import config as config_lib
-from iml.data import DATASETS, Dataset, load_dataset
+from iml.data import Dataset, load_dataset
 from iml.grids import (
-    CLASS_WEIGHTS,
-    WEIGHT_GRIDS,
     LossFamily,
     LossGrid,
     config_parameters,
@@ -37,16 +37,20 @@ from iml.grids import (
     weight_grid,
 )
 from iml.models import (
-    CONV_IMPLS,
-    DenseNet,
     build_model,
     load_torchvision_densenet,
-    min_input_size,
     with_conv_impl,
 )
 from iml.pipeline.defaults import default_config
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
-from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
+from iml.pipeline.run_config import (
+    MULTICLASS_LOSSES,
+    as_config,
+    check_config,
+    check_eval,
+    from_dotted,
+)
+from iml.pipeline.store import RunStore
 from iml.training import (
     DataSource,
     MemberHistory,
@@ -86,173 +90,14 @@ def run_loss(config: Mapping[str, Any]) -> LossFamily:
     """The loss of a run as a function of the members' class weight: ``config.loss.name``
     (:data:`iml.grids.CLASS_WEIGHTS`), with the other parameters the config sets (``gamma`` for
     the focal loss; :func:`iml.grids.config_parameters`)."""
-    c = _as_config(config)
+    c = as_config(config)
     return loss_family(c.loss.name, **config_parameters(c.loss.name, c.loss))
-
-
-def _as_config(config: Mapping[str, Any]) -> ml_collections.ConfigDict:
-    """``config`` (nested dicts or a ``ConfigDict``) as a locked copy of :func:`default_config`
-    holding its values, so that a value of the wrong type is an error naming its key."""
-    return _from_dotted(config_lib.flatten(config))
-
-
-def _from_dotted(values: Mapping[str, Any]) -> ml_collections.ConfigDict:
-    config = default_config()
-    for key, value in values.items():
-        config_lib.override(config, key, value)
-    return config
-
-
-# Keys holding a count of at least one, and of at least zero.
-_COUNTS = (
-    "data.image_size",
-    "data.n_folds",
-    "data.n_test_folds",
-    "train.epochs",
-    "train.batch_size",
-    "train.eval_batch_size",
-    "train.patience",
-    "train.plateau_patience",
-)
-_COUNTS_OR_ZERO = (
-    "data.max_examples",
-    "data.n_val_folds",
-    "data.fold_seed",
-    "train.members_per_batch",
-)
-
-
-def _count(config: ml_collections.ConfigDict, key: str, minimum: int = 1) -> None:
-    section, name = key.split(".")
-    value = config[section][name]
-    V.check_count(f"config.{key}", value, minimum)
-
-
-def check_eval(config: Mapping[str, Any]) -> None:
-    """Check a run's ``config.eval``: the settings of its report, which a stored run can change
-    without training again (:func:`iml.pipeline.report.report_run`).
-
-    Raises:
-      ValueError: naming the first bad key: a count below 1 (``n_bins``, ``n_bootstrap``), a
-        negative ``report_seed`` or an unknown ``average``.
-    """
-    c = _as_config(config)
-    for key in ("eval.n_bins", "eval.n_bootstrap"):
-        _count(c, key)
-    _count(c, "eval.report_seed", 0)
-    V.check_choice("config.eval.average", c.eval.average, ENSEMBLE_AVERAGES)
-
-
-def check_config(config: Mapping[str, Any]) -> None:
-    """Check a run's config (nested, as :func:`default_config`) before any work starts.
-
-    Raises:
-      ValueError: naming the first bad key as ``config.SECTION.KEY``: an unknown or missing key,
-        an unknown dataset, model or loss, a beta outside ``(0, 1)``, a non-positive count.
-      FileNotFoundError: for a data, manual or weights path that does not exist.
-    """
-    config_lib.check_keys(config, default_config())
-    c = _as_config(config)
-    if c.data.name not in DATASETS:
-        raise ValueError(
-            f"config.data.name: unknown dataset {c.data.name!r}; expected one of {list(DATASETS)}"
-        )
-    if c.data.classes == "all" and not DATASETS[c.data.name].classes:
-        with_classes = [n for n, s in DATASETS.items() if s.classes and s.kind == "image"]
-        raise ValueError(
-            f"config.data.classes='all': dataset {c.data.name!r} has no classes beyond its "
-            f"binary label; the image datasets with classes are {with_classes}"
-        )
-    if DATASETS[c.data.name].kind == "tabular":
-        raise ValueError(
-            f"config.data.name: dataset {c.data.name!r} is tabular; `iml reproduce` trains "
-            "DenseNets on images (digits, pneumoniamnist, chestxray14); `iml sweep` takes tables"
-        )
-    try:
-        model = build_model(c.model.name, 1, "images")  # JAX's backend starts later
-    except ValueError as err:
-        raise ValueError(f"config.model.name: {err}") from None
-    if c.loss.name not in CLASS_WEIGHTS and c.loss.name not in MULTICLASS_LOSSES:
-        raise ValueError(
-            f"config.loss.name must be one of {sorted(CLASS_WEIGHTS)} (binary losses weighted "
-            f"by one class weight) or {list(MULTICLASS_LOSSES)} (multiclass losses over the grid "
-            f"config.loss.weights), got {c.loss.name!r}"
-        )
-    if c.data.classes not in ("binary", "all"):
-        raise ValueError(f"config.data.classes must be 'binary' or 'all', got {c.data.classes!r}")
-    V.check_non_negative("config.loss.gamma", c.loss.gamma)
-    _check_loss_grid(c)
-    for key in _COUNTS:
-        _count(c, key)
-    for key in _COUNTS_OR_ZERO:
-        _count(c, key, 0)
-    if c.data.n_folds - c.data.n_val_folds - c.data.n_test_folds < 1:
-        raise ValueError(
-            f"config.data.n_folds={c.data.n_folds} leaves no training fold after "
-            f"n_val_folds={c.data.n_val_folds} and n_test_folds={c.data.n_test_folds}"
-        )
-    V.check_positive("config.train.learning_rate", c.train.learning_rate)
-    V.check_non_negative("config.train.min_learning_rate", c.train.min_learning_rate)
-    V.check_seeds("config.train.seeds", tuple(c.train.seeds))
-    check_eval(c)
-    for key in ("data_dir", "manual_dir"):
-        if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
-            raise FileNotFoundError(f"config.data.{key}: directory not found: {c.data[key]}")
-    if c.model.weights and not isinstance(model, DenseNet):
-        raise ValueError(
-            f"config.model.weights: torchvision's weights fit the DenseNets, not {c.model.name!r}"
-        )
-    if c.model.weights and not Path(c.model.weights).expanduser().is_file():
-        raise FileNotFoundError(f"config.model.weights: file not found: {c.model.weights}")
-    if c.model.conv_impl and c.model.conv_impl not in CONV_IMPLS:
-        raise ValueError(
-            f"config.model.conv_impl must be '' (the backend's default) or one of {CONV_IMPLS}, "
-            f"got {c.model.conv_impl!r}"
-        )
-    if c.data.image_size < min_input_size(model):
-        raise ValueError(
-            f"config.data.image_size={c.data.image_size} is too small for {c.model.name} "
-            f"(at least {min_input_size(model)} px)"
-        )
-
-
-#: The multiclass losses of ``config.loss.name``, whose ensembles are the entries of the grid
-#: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``): the registered losses
-#: of :data:`iml.grids.WEIGHT_GRIDS`, a live view.
-MULTICLASS_LOSSES = WEIGHT_GRIDS
-
-
-def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
-    """The loss's grid: betas for a binary loss, ``config.loss.weights`` for a multiclass one."""
-    said = f"config.loss.name={c.loss.name!r}"
-    if c.loss.name not in MULTICLASS_LOSSES:
-        if c.loss.weights:
-            raise ValueError(
-                f"config.loss.weights applies to the multiclass losses "
-                f"{list(MULTICLASS_LOSSES)}, not {said}; its grid is config.loss.betas"
-            )
-        if c.data.classes != "binary":
-            raise ValueError(
-                f"config.data.classes='all' needs a multiclass loss {list(MULTICLASS_LOSSES)}; "
-                f"{said} is binary"
-            )
-        V.check_betas("config.loss.betas", [float(b) for b in c.loss.betas])
-        return
-    if not c.loss.weights:
-        raise ValueError(f"{said} needs config.loss.weights (e.g. 'ones;B[8,8]=10')")
-    if tuple(c.loss.betas) != tuple(default_config().loss.betas):
-        raise ValueError(
-            f"config.loss.betas does not apply to {said}; its grid is config.loss.weights"
-        )
-    if c.data.classes != "all":
-        raise ValueError(f"{said} is multiclass; set config.data.classes='all'")
-    parse_weight_grid(c.loss.weights, c.loss.name, name="config.loss.weights")
 
 
 def is_multiclass(config: Mapping[str, Any]) -> bool:
     """Whether the run trains multiclass losses (``config.loss.name`` in
     :data:`MULTICLASS_LOSSES`) on every class of its dataset."""
-    return _as_config(config).loss.name in MULTICLASS_LOSSES
+    return as_config(config).loss.name in MULTICLASS_LOSSES
 
 
 def run_grid(config: Mapping[str, Any], n_classes: int) -> LossGrid:
@@ -262,7 +107,7 @@ def run_grid(config: Mapping[str, Any], n_classes: int) -> LossGrid:
       ValueError: naming ``config.loss.weights`` for an entry it cannot read or a class out of
         range.
     """
-    c = _as_config(config)
+    c = as_config(config)
     entries = parse_weight_grid(c.loss.weights, c.loss.name, name="config.loss.weights")
     try:
         params = config_parameters(c.loss.name, c.loss)
@@ -276,7 +121,7 @@ def config_model(config: Mapping[str, Any], num_outputs: int = 1) -> Any:
     :data:`iml.models.MODELS` that takes images), with ``num_outputs`` logits (1: a binary task;
     the classes of a multiclass one), and the convolutions of ``config.model.conv_impl`` or the
     backend's default (:func:`iml.models.with_conv_impl`)."""
-    c = _as_config(config)
+    c = as_config(config)
     try:
         model = build_model(c.model.name, num_outputs, "images", **c.model)
     except ValueError as err:
@@ -316,7 +161,7 @@ def run_labels(config: Mapping[str, Any], dataset: Dataset) -> np.ndarray:
     Raises:
       ValueError: for ``'all'`` on a dataset without classes.
     """
-    if _as_config(config).data.classes == "binary":
+    if as_config(config).data.classes == "binary":
         return dataset.labels
     if dataset.classes is None:
         raise ValueError(
@@ -329,7 +174,7 @@ def run_labels(config: Mapping[str, Any], dataset: Dataset) -> np.ndarray:
 def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
     """The member grid of ``config`` over ``dataset`` (folds grouped by patient, stratified by
     the run's labels): its betas, or the keys of its multiclass grid."""
-    c = _as_config(config)
+    c = as_config(config)
     groups = dataset.groups
     has_groups = len(np.unique(groups)) < dataset.num_examples
     labels = run_labels(c, dataset)
@@ -353,7 +198,7 @@ def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
 
 
 def _train_config(config: Mapping[str, Any]) -> TrainConfig:
-    c = _as_config(config)
+    c = as_config(config)
     return TrainConfig(
         learning_rate=float(c.train.learning_rate),
         batch_size=int(c.train.batch_size),
@@ -380,7 +225,7 @@ def initial_variables(config: Mapping[str, Any], model: Any, channels: int) -> d
     (:func:`iml.models.load_torchvision_densenet`); a file that does not fit ``model`` raises a
     ``ValueError`` naming the first key that does not match.
     """
-    weights = _as_config(config).model.weights
+    weights = as_config(config).model.weights
     if not weights:
         return None
     path = Path(weights).expanduser()
@@ -496,7 +341,7 @@ def _run_batch(
 def load_run_data(config: Mapping[str, Any]) -> tuple[Dataset, Plan]:
     """Check ``config``, load its dataset and plan its grid (no training)."""
     check_config(config)
-    c = _as_config(config)
+    c = as_config(config)
     dataset = _dataset(c)
     return dataset, plan_run(c, dataset)
 
@@ -564,7 +409,7 @@ def stored_config(stored: Mapping[str, Any]) -> ml_collections.ConfigDict:
             raise ValueError(
                 f"config.{key}={held!r}: a retired key; runs that held it at {only!r} are read"
             )
-    return _from_dotted(values)
+    return from_dotted(values)
 
 
 def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any]:
@@ -577,7 +422,7 @@ def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any
     Raises:
       ValueError: if ``out`` holds a run with another config, naming the first differing key.
     """
-    current = config_lib.to_dict(_as_config(config))
+    current = config_lib.to_dict(as_config(config))
     manifest = RunStore(out).manifest() if Path(out).is_dir() else None
     if manifest is None:
         return current
@@ -620,7 +465,7 @@ def run_experiment(
       The run's :class:`RunStore`, with every batch stored.
     """
     check_config(config)
-    config = _as_config(config)
+    config = as_config(config)
     stored = check_resumable(config, out)
     dataset = _dataset(config)
     plan = plan_run(config, dataset)

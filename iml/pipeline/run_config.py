@@ -1,0 +1,193 @@
+"""A run's config for ``iml reproduce`` (nested as :func:`default_config`): read into that
+locked form, and checked before any work starts.
+
+:func:`as_config` reads a config (nested dicts or a ``ConfigDict``) so that a value of the wrong
+type is an error naming its key. :func:`check_config` checks every key: the dataset, model and
+loss names, the counts, the paths, and the loss's grid (betas in ``(0, 1)`` for a binary loss,
+``config.loss.weights`` for the multiclass losses of :data:`MULTICLASS_LOSSES`);
+:func:`check_eval` checks the report's settings. :mod:`iml.pipeline.runner` imports these names,
+and they stay importable from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from iml import _validation as V
+from iml import config as config_lib
+from iml.data import DATASETS
+from iml.grids import CLASS_WEIGHTS, WEIGHT_GRIDS, parse_weight_grid
+from iml.models import CONV_IMPLS, DenseNet, build_model, min_input_size
+from iml.pipeline.defaults import default_config
+from iml.pipeline.store import ENSEMBLE_AVERAGES
+
+__all__ = [
+    "MULTICLASS_LOSSES",
+    "as_config",
+    "check_config",
+    "check_eval",
+    "from_dotted",
+]
+
+
+def as_config(config: Mapping[str, Any]) -> ml_collections.ConfigDict:
+    """``config`` (nested dicts or a ``ConfigDict``) as a locked copy of :func:`default_config`
+    holding its values, so that a value of the wrong type is an error naming its key."""
+    return from_dotted(config_lib.flatten(config))
+
+
+def from_dotted(values: Mapping[str, Any]) -> ml_collections.ConfigDict:
+    config = default_config()
+    for key, value in values.items():
+        config_lib.override(config, key, value)
+    return config
+
+
+# Keys holding a count of at least one, and of at least zero.
+_COUNTS = (
+    "data.image_size",
+    "data.n_folds",
+    "data.n_test_folds",
+    "train.epochs",
+    "train.batch_size",
+    "train.eval_batch_size",
+    "train.patience",
+    "train.plateau_patience",
+)
+_COUNTS_OR_ZERO = (
+    "data.max_examples",
+    "data.n_val_folds",
+    "data.fold_seed",
+    "train.members_per_batch",
+)
+
+
+def _count(config: ml_collections.ConfigDict, key: str, minimum: int = 1) -> None:
+    section, name = key.split(".")
+    value = config[section][name]
+    V.check_count(f"config.{key}", value, minimum)
+
+
+def check_eval(config: Mapping[str, Any]) -> None:
+    """Check a run's ``config.eval``: the settings of its report, which a stored run can change
+    without training again (:func:`iml.pipeline.report.report_run`).
+
+    Raises:
+      ValueError: naming the first bad key: a count below 1 (``n_bins``, ``n_bootstrap``), a
+        negative ``report_seed`` or an unknown ``average``.
+    """
+    c = as_config(config)
+    for key in ("eval.n_bins", "eval.n_bootstrap"):
+        _count(c, key)
+    _count(c, "eval.report_seed", 0)
+    V.check_choice("config.eval.average", c.eval.average, ENSEMBLE_AVERAGES)
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """Check a run's config (nested, as :func:`default_config`) before any work starts.
+
+    Raises:
+      ValueError: naming the first bad key as ``config.SECTION.KEY``: an unknown or missing key,
+        an unknown dataset, model or loss, a beta outside ``(0, 1)``, a non-positive count.
+      FileNotFoundError: for a data, manual or weights path that does not exist.
+    """
+    config_lib.check_keys(config, default_config())
+    c = as_config(config)
+    if c.data.name not in DATASETS:
+        raise ValueError(
+            f"config.data.name: unknown dataset {c.data.name!r}; expected one of {list(DATASETS)}"
+        )
+    if c.data.classes == "all" and not DATASETS[c.data.name].classes:
+        with_classes = [n for n, s in DATASETS.items() if s.classes and s.kind == "image"]
+        raise ValueError(
+            f"config.data.classes='all': dataset {c.data.name!r} has no classes beyond its "
+            f"binary label; the image datasets with classes are {with_classes}"
+        )
+    if DATASETS[c.data.name].kind == "tabular":
+        raise ValueError(
+            f"config.data.name: dataset {c.data.name!r} is tabular; `iml reproduce` trains "
+            "DenseNets on images (digits, pneumoniamnist, chestxray14); `iml sweep` takes tables"
+        )
+    try:
+        model = build_model(c.model.name, 1, "images")  # JAX's backend starts later
+    except ValueError as err:
+        raise ValueError(f"config.model.name: {err}") from None
+    if c.loss.name not in CLASS_WEIGHTS and c.loss.name not in MULTICLASS_LOSSES:
+        raise ValueError(
+            f"config.loss.name must be one of {sorted(CLASS_WEIGHTS)} (binary losses weighted "
+            f"by one class weight) or {list(MULTICLASS_LOSSES)} (multiclass losses over the grid "
+            f"config.loss.weights), got {c.loss.name!r}"
+        )
+    if c.data.classes not in ("binary", "all"):
+        raise ValueError(f"config.data.classes must be 'binary' or 'all', got {c.data.classes!r}")
+    V.check_non_negative("config.loss.gamma", c.loss.gamma)
+    _check_loss_grid(c)
+    for key in _COUNTS:
+        _count(c, key)
+    for key in _COUNTS_OR_ZERO:
+        _count(c, key, 0)
+    if c.data.n_folds - c.data.n_val_folds - c.data.n_test_folds < 1:
+        raise ValueError(
+            f"config.data.n_folds={c.data.n_folds} leaves no training fold after "
+            f"n_val_folds={c.data.n_val_folds} and n_test_folds={c.data.n_test_folds}"
+        )
+    V.check_positive("config.train.learning_rate", c.train.learning_rate)
+    V.check_non_negative("config.train.min_learning_rate", c.train.min_learning_rate)
+    V.check_seeds("config.train.seeds", tuple(c.train.seeds))
+    check_eval(c)
+    for key in ("data_dir", "manual_dir"):
+        if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
+            raise FileNotFoundError(f"config.data.{key}: directory not found: {c.data[key]}")
+    if c.model.weights and not isinstance(model, DenseNet):
+        raise ValueError(
+            f"config.model.weights: torchvision's weights fit the DenseNets, not {c.model.name!r}"
+        )
+    if c.model.weights and not Path(c.model.weights).expanduser().is_file():
+        raise FileNotFoundError(f"config.model.weights: file not found: {c.model.weights}")
+    if c.model.conv_impl and c.model.conv_impl not in CONV_IMPLS:
+        raise ValueError(
+            f"config.model.conv_impl must be '' (the backend's default) or one of {CONV_IMPLS}, "
+            f"got {c.model.conv_impl!r}"
+        )
+    if c.data.image_size < min_input_size(model):
+        raise ValueError(
+            f"config.data.image_size={c.data.image_size} is too small for {c.model.name} "
+            f"(at least {min_input_size(model)} px)"
+        )
+
+
+#: The multiclass losses of ``config.loss.name``, whose ensembles are the entries of the grid
+#: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``): the registered losses
+#: of :data:`iml.grids.WEIGHT_GRIDS`, a live view.
+MULTICLASS_LOSSES = WEIGHT_GRIDS
+
+
+def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
+    """The loss's grid: betas for a binary loss, ``config.loss.weights`` for a multiclass one."""
+    said = f"config.loss.name={c.loss.name!r}"
+    if c.loss.name not in MULTICLASS_LOSSES:
+        if c.loss.weights:
+            raise ValueError(
+                f"config.loss.weights applies to the multiclass losses "
+                f"{list(MULTICLASS_LOSSES)}, not {said}; its grid is config.loss.betas"
+            )
+        if c.data.classes != "binary":
+            raise ValueError(
+                f"config.data.classes='all' needs a multiclass loss {list(MULTICLASS_LOSSES)}; "
+                f"{said} is binary"
+            )
+        V.check_betas("config.loss.betas", [float(b) for b in c.loss.betas])
+        return
+    if not c.loss.weights:
+        raise ValueError(f"{said} needs config.loss.weights (e.g. 'ones;B[8,8]=10')")
+    if tuple(c.loss.betas) != tuple(default_config().loss.betas):
+        raise ValueError(
+            f"config.loss.betas does not apply to {said}; its grid is config.loss.weights"
+        )
+    if c.data.classes != "all":
+        raise ValueError(f"{said} is multiclass; set config.data.classes='all'")
+    parse_weight_grid(c.loss.weights, c.loss.name, name="config.loss.weights")
