@@ -42,10 +42,9 @@ and features are standardised on its training folds, as a scikit-learn pipeline 
 
 from __future__ import annotations
 
-import functools
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -66,12 +65,13 @@ from iml.training.exact import (
     fit_weighted_logistic,
     fit_weighted_softmax,
 )
-from iml.training.member import (
-    MemberState,
-    adam,
-    init_member_state,
-    member_eval_step,
-    member_train_step,
+from iml.training.tabular_program import Data, blocked, epoch_fn, init_state, member_test_logits
+from iml.training.tabular_ridge import (
+    column_scale,
+    penalty_scale,
+    ridge_levels,
+    standardizer,
+    total_weights,
 )
 from iml.training.trainer import TrainConfig
 
@@ -105,178 +105,6 @@ minibatches of 512 rows shared by the members of a seed, the learning rate divid
 epochs without a relative improvement of 1e-4, early stopping after 5, validation in blocks of
 1,024 rows; no image flips or normalisation. The default of :func:`train_tabular` and of the
 sweeps."""
-
-
-# Member axes are [seed, loss, rotation] (along the loss axis, the losses of a batched LossSpec).
-# Minibatch rows are shared by the members of a seed; rows and labels are shared across losses
-# and rotations, training masks differ per rotation. The functions vmapped are the trainer's own
-# one-member steps (iml.training.member), with every argument but the state and the loss shared
-# where the members share it.
-# Each (loss, rotation) has its own ridge coefficient, each rotation its features' centre and
-# scale (standardisation on its training rows).
-def _vmap_train(f: Callable) -> Callable:
-    f = jax.vmap(f, in_axes=(0, None, None, 0, None, 0, 0, 0))  # rotation
-    f = jax.vmap(f, in_axes=(0, None, None, None, 0, 0, None, None))  # loss
-    return jax.vmap(f, in_axes=(0, 0, 0, 0, None, None, None, None))  # seed
-
-
-# Validation and test rows are gathered per rotation and shared across seeds and losses.
-def _vmap_eval(f: Callable) -> Callable:
-    f = jax.vmap(f, in_axes=(0, 0, 0, 0, None))  # rotation
-    f = jax.vmap(f, in_axes=(0, None, None, None, 0))  # loss
-    return jax.vmap(f, in_axes=(0, None, None, None, None))  # seed
-
-
-def _vmap_predict(f: Callable) -> Callable:
-    return jax.vmap(jax.vmap(jax.vmap(f, in_axes=(0, 0)), in_axes=(0, None)), in_axes=(0, None))
-
-
-# ----------------------------------------------------------------------------------------------
-# The vectorized program
-# ----------------------------------------------------------------------------------------------
-
-
-class _Data(NamedTuple):
-    x: Array  # [N, d] float32
-    y: Array  # [N] float32 (binary) or int32 class indices
-    train_mask: Array  # [R, N] float32
-    val_idx: Array  # [R, n_blocks, block] int32
-    val_weight: Array  # [R, n_blocks, block] float32 (0 for padding)
-    losses: LossSpec  # batched: batch_shape [nb]
-    seeds: Array  # [S] uint32
-    l2: Array  # [nb, R] each member's ridge coefficient
-    center: Array  # [R, d] the features' centre and scale on each rotation's training rows
-    scale: Array  # [R, d]
-
-
-def _standardized(center: Array, scale: Array, rows: Array) -> Array:
-    """Rows ``[R, ..., d]`` gathered per rotation, standardised with that rotation's centre and
-    scale ``[R, d]``."""
-    shape = (center.shape[0],) + (1,) * (rows.ndim - 2) + (center.shape[1],)
-    return (rows - center.reshape(shape)) / scale.reshape(shape)
-
-
-def _init_state(model: nn.Module, config: TrainConfig, data: _Data) -> MemberState:
-    """Every member's :class:`~iml.training.member.MemberState`, on axes ``[S, nb, R]``."""
-    n_seeds, n_rot = data.seeds.shape[0], data.train_mask.shape[0]
-    (n_losses,) = data.losses.batch_shape
-    optimizer = adam(config.b1, config.b2, config.eps)
-
-    def per_seed(seed: Array) -> MemberState:
-        # The key of train_ensemble's member of this seed: the same initial parameters.
-        variables = model.init(jax.random.key(seed), data.x[:1], train=False)
-        return init_member_state(variables, optimizer, config.learning_rate)
-
-    # Common random numbers: all losses and rotations of a seed start from the same point.
-    states = jax.vmap(per_seed)(data.seeds)
-    return jax.tree.map(
-        lambda a: jnp.broadcast_to(a[:, None, None], (n_seeds, n_losses, n_rot, *a.shape[1:])),
-        states,
-    )
-
-
-def _validation_losses(model: nn.Module, state: MemberState, data: _Data) -> Array:
-    """Every member's mean loss on its rotation's validation rows: ``[S, nb, R]``."""
-    evaluate = _vmap_eval(functools.partial(member_eval_step, model, normalize="none"))
-
-    def body(total: tuple[Array, Array], block: tuple[Array, Array]):
-        i, w = block  # [R, block]
-        loss_sum, weight_sum = evaluate(
-            state, _standardized(data.center, data.scale, data.x[i]), data.y[i], w, data.losses
-        )
-        return (total[0] + loss_sum, total[1] + weight_sum), None
-
-    zeros = jnp.zeros(state.lr.shape)
-    blocks = (jnp.swapaxes(data.val_idx, 0, 1), jnp.swapaxes(data.val_weight, 0, 1))
-    (loss_sum, weight_sum), _ = jax.lax.scan(body, (zeros, zeros), blocks)
-    return loss_sum / jnp.maximum(weight_sum, 1.0)
-
-
-@functools.lru_cache(maxsize=16)
-def _epoch_fn(
-    model: nn.Module, config: TrainConfig, n_rows: int
-) -> Callable[[MemberState, _Data, Array], MemberState]:
-    """The jitted epoch: a scan over minibatch steps of the trainer's
-    :func:`~iml.training.member.member_train_step`, every member's validation by its
-    :func:`~iml.training.member.member_eval_step`, then its
-    :func:`~iml.training.member.end_of_epoch` (early stopping and plateau decay)."""
-    optimizer = adam(config.b1, config.b2, config.eps)
-    steps = -(-n_rows // config.batch_size)
-    padded = steps * config.batch_size
-
-    def one_step(state: MemberState, x: Array, y: Array, weights: Array, loss: LossSpec,
-                 l2: Array, center: Array, scale: Array):  # fmt: skip
-        # A minibatch holding none of the member's training rows is no step for it.
-        active = jnp.sum(weights) > 0
-        return member_train_step(
-            model, optimizer, state, (x - center) / scale, y, None, active, loss, weights,
-            normalize="none", l2=l2,
-        )  # fmt: skip
-
-    train = _vmap_train(one_step)
-    finish = config.epoch_end_rule()
-    for _ in range(3):  # member axes [seed, loss, rotation]; the epoch is shared
-        finish = jax.vmap(finish, in_axes=(0, 0, None))
-
-    def step(state: MemberState, batch: tuple[Array, Array], data: _Data):
-        idx, valid = batch  # [S, B]
-        # weights[s, r, b]: row idx[s, b] is a (real) training row of rotation r.
-        weights = jnp.swapaxes(data.train_mask[:, idx], 0, 1) * valid[:, None, :]
-        rows = (data.x[idx], data.y[idx], weights, data.losses, data.l2, data.center, data.scale)
-        return train(state, *rows), None
-
-    @jax.jit
-    def epoch(state: MemberState, data: _Data, epoch_index: Array) -> MemberState:
-        def order(seed: Array) -> Array:
-            key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 1), epoch_index)
-            return jax.random.permutation(key, n_rows)
-
-        perm = jax.vmap(order)(data.seeds)  # [S, N]
-        perm = jnp.pad(perm, ((0, 0), (0, padded - n_rows)))
-        valid = jnp.broadcast_to(jnp.arange(padded) < n_rows, perm.shape).astype(jnp.float32)
-        batches = (
-            jnp.swapaxes(perm.reshape(-1, steps, config.batch_size), 0, 1),
-            jnp.swapaxes(valid.reshape(-1, steps, config.batch_size), 0, 1),
-        )
-        state, _ = jax.lax.scan(functools.partial(step, data=data), state, batches)
-        return finish(state, _validation_losses(model, state, data), epoch_index)
-
-    return epoch
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _test_logits(
-    model: nn.Module, variables: Any, x: Array, idx: Array, center: Array, scale: Array
-) -> Array:
-    """Logits of every member (``variables`` stacked on ``[S, nb, R]``) on its rotation's
-    (padded) test rows, standardised with its rotation's ``center`` and ``scale`` ``[R, d]``:
-    ``[S, nb, R, T(, n)]``."""
-
-    def one(v: Any, rows: Array) -> Array:
-        return model.apply(v, rows, train=False)
-
-    logits = _vmap_predict(one)
-
-    def body(carry: None, i: Array) -> tuple[None, Array]:
-        return None, logits(variables, _standardized(center, scale, x[i]))  # [S, nb, R, block]
-
-    _, out = jax.lax.scan(body, None, jnp.swapaxes(idx, 0, 1))
-    return jnp.moveaxis(out, 0, 3).reshape(*out.shape[1:4], -1, *out.shape[5:])
-
-
-def _blocked(indices: Sequence[np.ndarray], block: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-rotation index lists padded to a multiple of ``block``: ``[R, n_blocks, block]``."""
-    longest = max(len(i) for i in indices)
-    # A power of two at least as long as the longest list (up to ``block``), so that nearby
-    # fold sizes share one compiled program.
-    block = max(1, min(block, 1 << max(0, longest - 1).bit_length()))
-    n_blocks = max(1, -(-longest // block))
-    idx = np.zeros((len(indices), n_blocks * block), np.int32)
-    weight = np.zeros(idx.shape, np.float32)
-    for r, i in enumerate(indices):
-        idx[r, : len(i)] = i
-        weight[r, : len(i)] = 1.0
-    return idx.reshape(len(indices), n_blocks, block), weight.reshape(len(indices), n_blocks, block)
 
 
 class MemberFit(NamedTuple):
@@ -451,40 +279,6 @@ def train_tabular(
     return _train_by_adam(model, x, y, splits, spec, s, train_mask, config, progress)
 
 
-def _ridge_levels(config: TrainConfig) -> np.ndarray:
-    """The ridge coefficients a member is fitted at: ``config.l2_grid`` where ``l2 = "auto"``,
-    else the one number."""
-    return np.asarray(config.l2_grid if config.l2 == "auto" else [config.l2], np.float64)
-
-
-def _row_weights(spec: LossSpec, y: np.ndarray) -> np.ndarray:
-    """``[m, N]``: the weight each loss of a grid puts on a row of its label, summed over the
-    outputs (``beta`` or ``1 - beta``; a focal loss's ``alpha`` or ``1 - alpha``; ``sum_c
-    B[y, c]``; ``w[y]``), whose mean over a member's training rows is its total weight."""
-    p = {k: np.asarray(v, np.float64) for k, v in spec.params.items()}
-    (m,) = spec.batch_shape
-    weight = spec.record.row_weight
-    return np.stack([weight(y, **{k: v[i] for k, v in p.items()}) for i in range(m)])
-
-
-def _standardizer(
-    x: np.ndarray, train_mask: np.ndarray, standardize: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each rotation's feature centre and scale ``[R, d]`` on its training rows (the mean and
-    standard deviation, 1 where a feature is constant there, as ``StandardScaler`` does), or 0
-    and 1."""
-    R, d = train_mask.shape[0], x.shape[1]
-    if not standardize:
-        return np.zeros((R, d), np.float32), np.ones((R, d), np.float32)
-    mask = train_mask.astype(np.float64)
-    count = mask.sum(axis=1, keepdims=True)
-    mean = mask @ x.astype(np.float64) / count
-    var = mask @ np.square(x.astype(np.float64)) / count - np.square(mean)
-    constant = var <= 1e-12 * np.maximum(1.0, np.square(mean))
-    scale = np.sqrt(np.where(constant, 1.0, var))
-    return mean.astype(np.float32), scale.astype(np.float32)
-
-
 def _train_by_adam(
     model: nn.Module,
     x: np.ndarray,
@@ -500,16 +294,16 @@ def _train_by_adam(
     rotation) trains at each coefficient of the grid, and keeps the one of lowest validation
     loss."""
     n = x.shape[0]
-    levels = _ridge_levels(config)
+    levels = ridge_levels(config)
     (nb,), G, R = spec.batch_shape, len(levels), len(splits)
     share = train_mask / train_mask.sum(axis=1, keepdims=True)
-    totals = _totals(spec, y, share, config)  # [nb, R]
+    totals = total_weights(spec, y, share, config)  # [nb, R]
     # The grid rides on the loss axis: loss i at level g is entry i * G + g.
     l2 = np.repeat(totals, G, axis=0) * np.tile(levels, nb)[:, None]
     losses = spec if G == 1 else jax.tree.map(lambda a: jnp.repeat(a, G, axis=0), spec)
-    center, scale = _standardizer(x, train_mask, config.standardize)
-    val_idx, val_weight = _blocked([split.val for split in splits], config.eval_batch_size)
-    data = _Data(
+    center, scale = standardizer(x, train_mask, config.standardize)
+    val_idx, val_weight = blocked([split.val for split in splits], config.eval_batch_size)
+    data = Data(
         x=jnp.asarray(x),
         y=jnp.asarray(y, jnp.int32 if spec.multiclass else jnp.float32),
         train_mask=jnp.asarray(train_mask),
@@ -521,8 +315,8 @@ def _train_by_adam(
         center=jnp.asarray(center),
         scale=jnp.asarray(scale),
     )
-    state = _init_state(model, config, data)
-    epoch = _epoch_fn(model, config, n)
+    state = init_state(model, config, data)
+    epoch = epoch_fn(model, config, n)
     bar = _progress(config.max_epochs, progress)
     epochs_run = 0
     try:
@@ -550,8 +344,8 @@ def _train_by_adam(
         return np.take_along_axis(a, index, axis=2)[:, :, 0]
 
     best = jax.tree.map(pick, {"params": state.best_params, "batch_stats": state.best_batch_stats})
-    test_idx, _ = _blocked([split.test for split in splits], config.eval_batch_size)
-    logits = _test_logits(model, best, data.x, jnp.asarray(test_idx), data.center, data.scale)
+    test_idx, _ = blocked([split.test for split in splits], config.eval_batch_size)
+    logits = member_test_logits(model, best, data.x, jnp.asarray(test_idx), data.center, data.scale)
     return MemberFit(
         params=best["params"],
         best_val=pick(state.best_val_loss),
@@ -586,14 +380,14 @@ def _fit_exactly(
     ``l2 = "auto"``, at each coefficient of ``config.l2_grid``, keeping the one whose fit has
     the lowest loss of its own on the rotation's validation rows."""
     spec = grid.spec
-    levels = _ridge_levels(config)
+    levels = ridge_levels(config)
     share = train_mask / train_mask.sum(axis=1, keepdims=True)  # [R, N]
     # The members are solved on the features over their standard deviations (all rows; zeros
     # stay zeros), where the gradient's tolerance means the same for every feature, and their
     # coefficients are taken back to the features' units.
-    unit = _column_scale(x)
+    unit = column_scale(x)
     xs = x / unit
-    penalty = _penalty_scale(x, train_mask, _totals(spec, y, share, config), config) / unit**2
+    penalty = penalty_scale(x, train_mask, total_weights(spec, y, share, config), config) / unit**2
     options = {"tol": config.tol, "max_iter": config.max_newton_steps, "design": Design.of(xs),
                "penalty_scale": penalty}  # fmt: skip
     if spec.record.exact == "one_vs_rest":
@@ -643,11 +437,11 @@ def _fit_exactly(
         return np.broadcast_to(np.asarray(a), (n_seeds, *np.shape(a)))
 
     params = {"w": per_seed(coef), "b": per_seed(intercept)}
-    test_idx, _ = _blocked([split.test for split in splits], config.eval_batch_size)
+    test_idx, _ = blocked([split.test for split in splits], config.eval_batch_size)
     one_seed = {"params": jax.tree.map(lambda a: jnp.asarray(a[:1]), params)}
     R, d = train_mask.shape[0], x.shape[1]
-    logits = np.asarray(_test_logits(model, one_seed, jnp.asarray(x), jnp.asarray(test_idx),
-                                     jnp.zeros((R, d)), jnp.ones((R, d))))  # fmt: skip
+    logits = np.asarray(member_test_logits(model, one_seed, jnp.asarray(x), jnp.asarray(test_idx),
+                                           jnp.zeros((R, d)), jnp.ones((R, d))))  # fmt: skip
     return MemberFit(
         params=params,
         best_val=per_seed(chosen(val)).astype(np.float32),
@@ -657,36 +451,6 @@ def _fit_exactly(
         l2=per_seed(levels[best]),
         hessians=per_seed(hessians),
     )
-
-
-def _column_scale(x: np.ndarray) -> np.ndarray:
-    """Each feature's standard deviation over all rows (1 where it is constant)."""
-    sd = np.std(x.astype(np.float64), axis=0)
-    return np.where(sd > 1e-6 * np.maximum(1.0, np.abs(x).max(axis=0)), sd, 1.0)
-
-
-def _totals(spec: LossSpec, y: np.ndarray, share: np.ndarray, config: TrainConfig) -> np.ndarray:
-    """Each member's total sample weight ``[m, R]`` under ``l2_scale = "per_weight"`` (the mean
-    over its training rows of the weight its loss puts on a row, summed over the outputs), else
-    1."""
-    if config.l2_scale == "per_weight":
-        return _row_weights(spec, y) @ share.T
-    return np.ones((spec.batch_shape[0], share.shape[0]))
-
-
-def _penalty_scale(
-    x: np.ndarray, train_mask: np.ndarray, totals: np.ndarray, config: TrainConfig
-) -> np.ndarray:
-    """Each member's ridge multipliers per feature in the features' own units, ``[m, R, d]``:
-    the variance of the feature over the rotation's training rows where ``config.standardize``
-    (1 for a feature constant there, as ``StandardScaler`` leaves it), times the member's total
-    weight ``totals [m, R]``.
-
-    A ridge on standardised features, ``(l2 / 2) sum_j w'_j^2``, is ``(l2 / 2) sum_j sigma_j^2
-    w_j^2`` in the features' own units (``w_j = w'_j / sigma_j``; centring moves only the
-    intercept, which has no penalty): so the members of every rotation share one design."""
-    _, scale = _standardizer(x, train_mask, config.standardize)
-    return totals[..., None] * np.square(scale.astype(np.float64))[None]
 
 
 def _validation_losses_exact(
@@ -699,7 +463,7 @@ def _validation_losses_exact(
 ) -> np.ndarray:
     """The mean loss of every member at every penalty on its rotation's validation rows (its own
     loss, :meth:`iml.LossSpec.logits_loss`): ``[G, m, R]`` for ``coef [G, m, R, d(, n)]``."""
-    idx, weight = _blocked([split.val for split in splits], max(len(s.val) for s in splits))
+    idx, weight = blocked([split.val for split in splits], max(len(s.val) for s in splits))
     labels = jnp.asarray(y, jnp.int32 if spec.multiclass else jnp.float32)
     return np.asarray(
         _mean_losses(spec, jnp.asarray(x), labels, jnp.asarray(idx[:, 0]),
