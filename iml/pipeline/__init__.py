@@ -1,10 +1,13 @@
 """The experiment pipeline: plan -> train -> score -> aggregate -> report, and its results store.
 
 * :mod:`iml.pipeline.plan`: nested-CV folds and the grid beta x rotation x seed in member batches.
-* :mod:`iml.pipeline.runner`: the run config, and training/scoring each batch into the store
-  (resumable after ``kill -9``).
+* :mod:`iml.pipeline.runner`: training/scoring each batch of ``iml reproduce`` into the store
+  (resumable after ``kill -9``); :mod:`iml.pipeline.defaults` its default config and
+  :mod:`iml.pipeline.run_config` the config's checks.
 * :mod:`iml.pipeline.report`: the summary table (JSON, Markdown) and Figures 1-4.
-* :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``).
+* :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``);
+  :mod:`iml.pipeline.reveal_input` reads a run of either layout, :mod:`iml.pipeline.reveal_report`
+  reports on the record.
 * :mod:`iml.pipeline.sweep`: a grid of losses over many small models at once (`iml sweep`), and
   :mod:`iml.pipeline.sweep_config` its config and checks.
 * :mod:`iml.pipeline.store`: the atomic results store, and the ensemble scores (per loss, the
