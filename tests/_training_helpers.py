@@ -23,8 +23,9 @@ from flax import linen as nn
 #: XLA's CPU backend without LLVM's optimisations, and with the elemental IR emitters instead of
 #: the MLIR fusion emitters. The tests compile hundreds of small programs whose running time is
 #: negligible: on 2 cores the suite's tests took 903 s of work against 1,028 s at level 1
-#: (docs/results/test_suite/2026-11-27_xla_levels.json), and three compile-heavy tests 28.4 s
-#: against 35.1 s with the fusion emitters (docs/results/test_suite/2026-11-29_xla_emitters.json).
+#: (docs/results/test_suite/2026-11-27_xla_levels.json), and three compile-heavy tests 28.4 and
+#: 31.2 s in two runs against 35.1 and 37.6 s with the fusion emitters
+#: (docs/results/test_suite/2026-11-29_xla_emitters.json).
 #: Every process of a test that compares results bit for bit must use it alike.
 FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
