@@ -910,17 +910,20 @@ def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, 
 
 
 def test_the_stored_default_sweep_of_digits_comes_out_the_same():
-    """`iml sweep`'s defaults on the built-in digits, all ten classes under three class-weighted
-    softmax losses (docs/results/sweep_defaults/digits_softmax, stored by an earlier version of
-    the code, compiled with XLA's default flags): the same table, every metric and interval.
-    (The command's figures are left out: the table is what was stored.)"""
+    """The shipped config experiments/configs/sweep_digits_softmax.py (`iml sweep`'s defaults on
+    the built-in digits, all ten classes under three class-weighted softmax losses), whose run
+    docs/results/sweep_defaults/digits_softmax was stored by an earlier version of the code
+    compiled with XLA's default flags: the same table, every metric and interval. (The command's
+    figures are left out: the table is what was stored.)"""
     from pathlib import Path
 
-    stored = Path(__file__).resolve().parents[1] / "docs/results/sweep_defaults/digits_softmax"
-    config = S.sweep_config()
-    config.data.name, config.data.classes = "digits", "all"
-    config.loss.name, config.loss.weights = "class_weighted_softmax", "ones;w[8]=10;w[8]=100"
-    plan, _ = S.prepare_sweep(config)
+    from iml.config import load_config_file
+
+    root = Path(__file__).resolve().parents[1]
+    stored = root / "docs/results/sweep_defaults/digits_softmax"
+    plan, _ = S.prepare_sweep(
+        load_config_file(root / "experiments/configs/sweep_digits_softmax.py")
+    )
     table = S.execute_sweep(plan, None, progress=False).table
     want = flatten(json.loads((stored / "sweep_table.json").read_text()))
     got = flatten(json.loads(json.dumps(table)))
