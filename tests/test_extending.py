@@ -115,8 +115,8 @@ def test_a_registered_loss_trains_an_image_ensemble(registered, tmp_path):
     raw = np.clip(ensemble.scores[1], 1e-7, 1 - 1e-7).astype(np.float32)
     corrected = np.asarray(family(0.9).loss_corrected_score(raw))
     np.testing.assert_allclose(corrected, np.asarray(loss_corrected_score(raw, 0.9)), atol=2e-4)
-    assert list(load_reveal_input(out).betas) == [0.5, 0.9]
-    assert load_reveal_input(out).loss.name == NAME
+    inputs = load_reveal_input(out)
+    assert list(inputs.betas) == [0.5, 0.9] and inputs.loss.name == NAME
 
 
 def test_a_callable_loss_goes_through_reveal_as_the_registered_ones_do(tmp_path):

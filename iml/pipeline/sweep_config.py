@@ -388,13 +388,11 @@ def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dic
             raise ValueError(
                 f"{name(key)} applies to {name('data.csv')} only, not {said('data.name')}"
             )
+    if dataset not in UCI_FILES and data.data_dir and not Path(data.data_dir).is_dir():
+        raise FileNotFoundError(f"{name('data.data_dir')}: folder not found: {data.data_dir}")
     if dataset in _BUILT_IN:
         source = {"name": dataset}
         if data.data_dir:
-            if not Path(data.data_dir).is_dir():
-                raise FileNotFoundError(
-                    f"{name('data.data_dir')}: folder not found: {data.data_dir}"
-                )
             source["data_dir"] = data.data_dir
         if data.positive:
             if data.classes == "all":
@@ -411,10 +409,6 @@ def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dic
     if dataset not in UCI_FILES:  # a registered dataset: its folder, if any, holds its files
         source = {"name": dataset}
         if data.data_dir:
-            if not Path(data.data_dir).is_dir():
-                raise FileNotFoundError(
-                    f"{name('data.data_dir')}: folder not found: {data.data_dir}"
-                )
             source["manual_dir"] = data.data_dir
         if data.positive:
             raise ValueError(
