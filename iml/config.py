@@ -326,32 +326,37 @@ _ASSIGNMENT = re.compile(
 )
 
 
-def key_meanings(build: Callable[[], Any]) -> dict[str, str]:
-    """What each key of a config means, read from the function that builds it: the comment at
+def key_meanings(*builds: Callable[[], Any]) -> dict[str, str]:
+    """What each key of a config means, read from the functions that build it: the comment at
     the end of its assignment line (``c.data.n_folds = 10  # cross-validation folds``), after
     the comment lines just above it. ``{"data.n_folds": "cross-validation folds", ...}``; keys
-    with no comment map to ``""``."""
-    lines = inspect.getsource(build).splitlines()
+    with no comment map to ``""``. Of several builders (a schema, then a config made from it),
+    a later one's comment on a key replaces an earlier one's."""
     meanings: dict[str, str] = {}
-    above: list[str] = []
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            above.append(stripped.lstrip("#").strip())
-            continue
-        match = _ASSIGNMENT.match(line)
-        if match and "ConfigDict(" not in match["value"]:
-            meanings[match[1]] = " ".join([*above, match["comment"] or ""]).strip()
-        above = []
+    for build in builds:
+        above: list[str] = []
+        for line in inspect.getsource(build).splitlines():
+            stripped = line.strip()
+            if stripped.startswith("#"):
+                above.append(stripped.lstrip("#").strip())
+                continue
+            match = _ASSIGNMENT.match(line)
+            if match and "ConfigDict(" not in match["value"]:
+                meaning = " ".join([*above, match["comment"] or ""]).strip()
+                if meaning or match[1] not in meanings:
+                    meanings[match[1]] = meaning
+            above = []
     return meanings
 
 
 def keys_help(
-    config: Mapping[str, Any] | ml_collections.ConfigDict, build: Callable[[], Any]
+    config: Mapping[str, Any] | ml_collections.ConfigDict,
+    build: Callable[[], Any] | Sequence[Callable[[], Any]],
 ) -> str:
     """The text that ``--help`` prints after the options: every key of ``config`` with its
-    default and what it means (:func:`key_meanings` of ``build``), one per line."""
-    meanings = key_meanings(build)
+    default and what it means (:func:`key_meanings` of ``build``, or of several builders), one
+    per line."""
+    meanings = key_meanings(*([build] if callable(build) else build))
     flat = flatten(config)
     width = min(max(len(f"{k} = {v!r}") for k, v in flat.items()), 36)
     lines = ["config keys (set with --config.KEY=VALUE), with their defaults:"]

@@ -152,7 +152,10 @@ def test_a_config_file_setting_a_misspelled_key_is_named_with_its_line(tmp_path)
 def test_to_dict_and_from_dict_round_trip_through_json():
     config = _load(("loss.betas", "0.5,0.9"))
     stored = json.loads(json.dumps(to_dict(config)))
-    assert stored["loss"] == {"betas": [0.5, 0.9], "gamma": 2.0, "name": "log", "weights": ""}
+    assert stored["loss"] == {
+        **{"betas": [0.5, 0.9], "gamma": 2.0, "name": "log", "weights": ""},
+        **{"n_betas": 64, "beta_min": 0.01, "beta_max": 0.99},
+    }
     again = from_dict(stored)
     assert again.is_locked and again.loss.betas == (0.5, 0.9)
     assert to_dict(again) == stored
@@ -227,11 +230,10 @@ def test_help_prints_every_config_key_with_its_default_and_meaning(capsys):
     what they mean, read from the config's own source (the comment of each assignment)."""
     from iml import cli
     from iml.config import flatten, key_meanings
-    from iml.pipeline.runner import default_config
-    from iml.pipeline.sweep import sweep_config
+    from iml.pipeline.defaults import default_config, experiment_config, sweep_config
 
     for command, build in (("reproduce", default_config), ("sweep", sweep_config)):
-        meanings = key_meanings(build)
+        meanings = key_meanings(experiment_config, build)
         keys = flatten(build())
         assert set(keys) <= set(meanings) and all(meanings[k] for k in keys), command
         with pytest.raises(SystemExit):
@@ -240,4 +242,6 @@ def test_help_prints_every_config_key_with_its_default_and_meaning(capsys):
         for key, value in keys.items():
             assert f"{key} = {value!r}" in text, (command, key)
             assert " ".join(meanings[key].split()[:4]) in text, (command, key)
-    assert key_meanings(default_config)["data.n_folds"] == "cross-validation folds"
+    assert key_meanings(experiment_config)["data.n_folds"].startswith("cross-validation folds")
+    # the sweep's own comment on a key replaces the schema's
+    assert key_meanings(experiment_config, sweep_config)["train.batch_size"].endswith("seed")

@@ -11,9 +11,9 @@ minutes on a 2-core CPU.
 
 import ml_collections
 
-from iml.pipeline.runner import default_config
+from iml.pipeline.defaults import default_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-    """The config of ``iml reproduce`` (see :func:`iml.pipeline.runner.default_config`)."""
+    """The config of ``iml reproduce`` (see :func:`iml.pipeline.defaults.default_config`)."""
     return default_config()

@@ -14,11 +14,11 @@ Run it with::
 
 import ml_collections
 
-from iml.pipeline.sweep_config import sweep_config
+from iml.pipeline.defaults import sweep_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-    """The config of this sweep (see :func:`iml.pipeline.sweep_config.sweep_config`)."""
+    """The config of this sweep (see :func:`iml.pipeline.defaults.sweep_config`)."""
     c = sweep_config()
     c.data.name = "digits"
     c.data.classes = "all"

@@ -16,7 +16,7 @@ from iml.commands.reproduce import reproduce_command
 from iml.commands.reveal import reveal_command
 from iml.commands.sweep import sweep_command
 from iml.config import flatten, keys_help, split_overrides
-from iml.pipeline.defaults import default_config
+from iml.pipeline.defaults import default_config, experiment_config
 from iml.pipeline.store import ENSEMBLE_AVERAGES
 from iml.pipeline.sweep import SWEEP_DATASETS, SWEEP_LOSSES, sweep_config
 from iml.training import L2_SCALES, SOLVERS
@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduce",
         help="train the beta ensembles and write Figures 1-4, the table and the revealed "
         "experiments",
-        epilog=keys_help(default_config(), default_config),
+        epilog=keys_help(default_config(), (experiment_config, default_config)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _config_argument(rep, " (experiments/configs/)")
@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a fine grid of losses (class weights beta by default) of small "
         "models as one vectorized program; plot ECE against the loss for raw and "
         "loss-corrected scores.",
-        epilog=keys_help(sweep_config(), sweep_config),
+        epilog=keys_help(sweep_config(), (experiment_config, sweep_config)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_sweep_arguments(swp)

@@ -61,7 +61,14 @@ from iml.calibration import (
 from iml.grids import LossFamily, parse_weight_grid
 from iml.pipeline.markdown import markdown_by_loss
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
-from iml.pipeline.runner import check_eval, is_multiclass, run_grid, run_loss, stored_config
+from iml.pipeline.runner import (
+    check_eval,
+    is_multiclass,
+    run_betas,
+    run_grid,
+    run_loss,
+    stored_config,
+)
 from iml.pipeline.store import (
     EnsembleScores,
     RunStore,
@@ -366,7 +373,7 @@ def report_run(
     labels, fold_ids = folds["labels"], folds["fold_ids"]
     if is_multiclass(config):
         return _report_multiclass(store, config, labels, out, formats)
-    betas = [float(b) for b in config.loss.betas]
+    betas = list(run_betas(config))
     loss = run_loss(config)
     ensemble = load_ensemble(store, betas, len(labels), str(config.eval.average))
     table = summary_table(

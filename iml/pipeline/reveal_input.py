@@ -155,7 +155,7 @@ def _manifest_config(root: Path, what: str) -> Mapping[str, Any]:
 def _reproduce_input(root: Path) -> RevealInput:
     # imported here: the runner imports the trainer (Flax, optax), which only a reproduce
     # run's reading needs
-    from iml.pipeline.runner import is_multiclass, run_loss, stored_config
+    from iml.pipeline.runner import is_multiclass, run_betas, run_loss, stored_config
 
     config = stored_config(_manifest_config(root, "a reproduce run"))
     if is_multiclass(config):
@@ -163,7 +163,7 @@ def _reproduce_input(root: Path) -> RevealInput:
             f"{root} holds a multiclass run ({config.loss.name} loss over "
             f"{config.loss.weights!r}); `iml reveal` reads runs over a grid of class weights"
         )
-    betas = np.asarray([float(b) for b in config.loss.betas])
+    betas = np.asarray(run_betas(config))
     loss = run_loss(config)
     if (root / "ensemble_scores.npz").exists():
         with np.load(root / "ensemble_scores.npz", allow_pickle=False) as stored:

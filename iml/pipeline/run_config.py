@@ -20,9 +20,9 @@ import ml_collections
 from iml import _validation as V
 from iml import config as config_lib
 from iml.data import DATASETS
-from iml.grids import CLASS_WEIGHTS, WEIGHT_GRIDS, parse_weight_grid
+from iml.grids import CLASS_WEIGHTS, WEIGHT_GRIDS, beta_grid, parse_weight_grid
 from iml.models import CONV_IMPLS, DenseNet, build_model, min_input_size
-from iml.pipeline.defaults import default_config
+from iml.pipeline.defaults import check_read_keys, default_config
 from iml.pipeline.store import ENSEMBLE_AVERAGES
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "check_config",
     "check_eval",
     "from_dotted",
+    "run_betas",
 ]
 
 
@@ -49,7 +50,6 @@ def from_dotted(values: Mapping[str, Any]) -> ml_collections.ConfigDict:
 
 # Keys holding a count of at least one, and of at least zero.
 _COUNTS = (
-    "data.image_size",
     "data.n_folds",
     "data.n_test_folds",
     "train.epochs",
@@ -59,6 +59,7 @@ _COUNTS = (
     "train.plateau_patience",
 )
 _COUNTS_OR_ZERO = (
+    "data.image_size",
     "data.max_examples",
     "data.n_val_folds",
     "data.fold_seed",
@@ -97,6 +98,7 @@ def check_config(config: Mapping[str, Any]) -> None:
     """
     config_lib.check_keys(config, default_config())
     c = as_config(config)
+    check_read_keys(c, "images")
     if c.data.name not in DATASETS:
         raise ValueError(
             f"config.data.name: unknown dataset {c.data.name!r}; expected one of {list(DATASETS)}"
@@ -153,7 +155,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config.model.conv_impl must be '' (the backend's default) or one of {CONV_IMPLS}, "
             f"got {c.model.conv_impl!r}"
         )
-    if c.data.image_size < min_input_size(model):
+    if c.data.image_size and c.data.image_size < min_input_size(model):
         raise ValueError(
             f"config.data.image_size={c.data.image_size} is too small for {c.model.name} "
             f"(at least {min_input_size(model)} px)"
@@ -164,6 +166,23 @@ def check_config(config: Mapping[str, Any]) -> None:
 #: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``): the registered losses
 #: of :data:`iml.grids.WEIGHT_GRIDS`, a live view.
 MULTICLASS_LOSSES = WEIGHT_GRIDS
+
+
+def run_betas(config: Mapping[str, Any]) -> tuple[float, ...]:
+    """The class weights of a run's binary loss: ``config.loss.betas``, or where it is ``()`` the
+    grid of ``config.loss.n_betas`` betas evenly spaced in logit between ``beta_min`` and
+    ``beta_max`` (:func:`iml.beta_grid`).
+
+    Raises:
+      ValueError: naming the key of a bad grid.
+    """
+    c = as_config(config)
+    if c.loss.betas:
+        return tuple(float(b) for b in c.loss.betas)
+    try:
+        return tuple(float(b) for b in beta_grid(c.loss.n_betas, c.loss.beta_min, c.loss.beta_max))
+    except ValueError as err:
+        raise ValueError(f"config.loss.{err}") from None
 
 
 def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
@@ -180,7 +199,10 @@ def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
                 f"config.data.classes='all' needs a multiclass loss {list(MULTICLASS_LOSSES)}; "
                 f"{said} is binary"
             )
-        V.check_betas("config.loss.betas", [float(b) for b in c.loss.betas])
+        if c.loss.betas:
+            V.check_betas("config.loss.betas", [float(b) for b in c.loss.betas])
+        else:
+            run_betas(c)
         return
     if not c.loss.weights:
         raise ValueError(f"{said} needs config.loss.weights (e.g. 'ones;B[8,8]=10')")

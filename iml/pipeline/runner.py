@@ -49,6 +49,7 @@ from iml.pipeline.run_config import (
     check_config,
     check_eval,
     from_dotted,
+    run_betas,
 )
 from iml.pipeline.store import RunStore
 from iml.training import (
@@ -75,6 +76,7 @@ __all__ = [
     "is_multiclass",
     "load_run_data",
     "plan_run",
+    "run_betas",
     "run_experiment",
     "run_grid",
     "run_labels",
@@ -135,7 +137,7 @@ def _dataset(config: ml_collections.ConfigDict) -> Dataset:
         data.name,
         data_dir=data.data_dir or None,
         manual_dir=data.manual_dir or None,
-        image_size=int(data.image_size),
+        image_size=int(data.image_size) or None,
     )
     n = int(data.max_examples)
     if not n or n >= dataset.num_examples:
@@ -181,7 +183,7 @@ def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
     if is_multiclass(c):
         grid = {"losses": run_grid(c, len(dataset.class_names)).keys}
     else:
-        grid = {"betas": c.loss.betas}
+        grid = {"betas": run_betas(c)}
     return make_plan(
         dataset.num_examples,
         **grid,

@@ -103,7 +103,8 @@ METHODS = ("raw", "loss_corrected")
 #: The entry of a sweep table's row that holds its members' ridge coefficients (``[S][R]``).
 RIDGE = "l2"
 
-# Replicates of each binary ECE's 95% interval in the sweep's table (iml.calibration.ece_intervals).
+#: Replicates of each ECE's 95% interval in a sweep's table by default (``config.eval.n_bootstrap``;
+#: :func:`iml.calibration.ece_intervals`).
 ECE_BOOTSTRAP = 200
 
 
@@ -197,6 +198,8 @@ class SweepPlan(NamedTuple):
     n_bins: int
     run_config: dict[str, Any]
     average: str = "score"  # how the seeds of a loss pool (ENSEMBLE_AVERAGES)
+    n_bootstrap: int = 200  # replicates of each ECE's interval in the table
+    report_seed: int = 0  # seed of those replicates
 
 
 #: Training settings added after sweeps were stored, with the value those sweeps ran at: a
@@ -249,6 +252,8 @@ def plan_sweep(
     betas_per_chunk: int = 0,
     n_bins: int = 10,
     average: str = "score",
+    n_bootstrap: int = ECE_BOOTSTRAP,
+    report_seed: int = 0,
     run_info: dict[str, Any] | None = None,
 ) -> SweepPlan:
     """Check a sweep's data and settings and lay out its work, training nothing.
@@ -290,6 +295,8 @@ def plan_sweep(
         )
     V.check_count("betas_per_chunk", betas_per_chunk, 0)
     V.check_choice("average", average, ENSEMBLE_AVERAGES)
+    V.check_count("n_bootstrap", n_bootstrap, 0)
+    V.check_count("report_seed", report_seed, 0)
     s = _member_seeds(seeds, config.solver == "exact")
     fold_ids = assign_folds(x.shape[0], n_folds=n_folds, groups=g, labels=y, seed=fold_seed)
     splits = nested_cv_splits(fold_ids, n_folds=n_folds)
@@ -311,12 +318,13 @@ def plan_sweep(
         "n_bins": n_bins,
         # added after sweeps were stored, which all pooled scores: recorded where it differs
         **({"average": average} if average != "score" else {}),
+        **({"n_bootstrap": n_bootstrap} if n_bootstrap != ECE_BOOTSTRAP else {}),
+        **({"report_seed": report_seed} if report_seed else {}),
         "data_sha256": data_fingerprint(x, y, g),
         **(run_info or {}),
     }
-    return SweepPlan(
-        x, y, grid, s, module, config, fold_ids, splits, chunks, n_bins, run_config, average
-    )
+    return SweepPlan(x, y, grid, s, module, config, fold_ids, splits, chunks, n_bins, run_config,
+                     average, n_bootstrap, report_seed)  # fmt: skip
 
 
 def run_sweep(
@@ -334,6 +342,8 @@ def run_sweep(
     betas_per_chunk: int = 0,
     n_bins: int = 10,
     average: str = "score",
+    n_bootstrap: int = ECE_BOOTSTRAP,
+    report_seed: int = 0,
     store: RunStore | None = None,
     progress: bool = True,
     run_info: dict[str, Any] | None = None,
@@ -387,6 +397,8 @@ def run_sweep(
       average: how the seeds of a loss pool into its ensemble score
         (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`): ``"score"``, their mean score (the
         paper's ensemble), or ``"logit"``, the score of their mean logit.
+      n_bootstrap: replicates of each ECE's 95% interval in the table (0: none).
+      report_seed: seed of those replicates.
       store: a :class:`RunStore`: finished chunks and the table are stored there, and chunks
         already stored (by a run with the same configuration and data) are not trained again.
       progress: show tqdm bars (chunks, and epochs within a chunk).
@@ -413,6 +425,8 @@ def run_sweep(
         betas_per_chunk=betas_per_chunk,
         n_bins=n_bins,
         average=average,
+        n_bootstrap=n_bootstrap,
+        report_seed=report_seed,
         run_info=run_info,
     )
     return execute_sweep(plan, store, progress)
@@ -449,7 +463,7 @@ def execute_sweep(
     corrected = loss_corrected_scores(spec, scores)
     table = table_by_loss(
         grid, scores, y, n_bins=plan.n_bins, corrected=corrected,
-        ece_bootstrap=ECE_BOOTSTRAP, key=jax.random.key(0),
+        ece_bootstrap=plan.n_bootstrap, key=jax.random.key(plan.report_seed),
     )  # fmt: skip
     # Each loss's ridge per seed and rotation: chosen on the validation folds, or the number.
     l2 = np.swapaxes(np.concatenate([_chunk_l2(r, config) for r in results], axis=1), 0, 1)
@@ -536,6 +550,8 @@ def prepare_sweep(
             betas_per_chunk=c.train.betas_per_chunk,
             n_bins=c.eval.n_bins,
             average=c.eval.average,
+            n_bootstrap=c.eval.n_bootstrap,
+            report_seed=c.eval.report_seed,
             run_info={"data": checked.source},
         )
     except ValueError as err:

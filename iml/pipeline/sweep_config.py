@@ -1,6 +1,7 @@
 """The config of `iml sweep`: its defaults, and the one check that reads no file.
 
-:func:`sweep_config` is the default config (nested, locked); :func:`check_sweep_config` checks
+:func:`sweep_config` is the default config (the experiment's schema with the sweep's defaults,
+:mod:`iml.pipeline.defaults`); :func:`check_sweep_config` checks
 one before any file is read, naming the first bad key as the command line or the config names
 it; :func:`checked_sweep_config` also returns what the config stands for (the data source, the
 grid of weights, the training settings), from which :func:`load_sweep_data` reads the data and
@@ -17,7 +18,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ml_collections
 import numpy as np
-from ml_collections import config_dict
 
 from iml import _validation as V
 from iml import config as config_lib
@@ -34,9 +34,10 @@ from iml.grids import (
 )
 from iml.losses import lookup, registered
 from iml.models.registry import build_model
+from iml.pipeline.defaults import check_read_keys, sweep_config
 from iml.pipeline.store import ENSEMBLE_AVERAGES
 from iml.training.tabular import TABULAR_DEFAULTS
-from iml.training.trainer import L2_GRID, TrainConfig
+from iml.training.trainer import TrainConfig
 
 if TYPE_CHECKING:
     from iml.data import Dataset
@@ -89,77 +90,6 @@ EXACT_LOSSES: Mapping[str, str] = RegistryView(
 )
 
 
-def sweep_config() -> ml_collections.ConfigDict:
-    """The default sweep: 64 betas of the beta-weighted log loss of logistic regression, fitted
-    exactly (one seed: the optimum depends on none) with the ridge chosen per beta and rotation
-    on the validation folds, on features standardised on the training folds.
-
-    The data has no default: ``config.data.name`` names a dataset (``"adult"`` and ``"letter"``
-    read the UCI files in ``config.data.data_dir``; ``"digits"`` needs none) or
-    ``config.data.csv`` a delimited text file. ``iml sweep`` reads this config (or ``--config
-    FILE``), sets any key as ``--config.SECTION.KEY=VALUE`` and has a named option for every key
-    (``--lr`` sets ``config.train.learning_rate``; :data:`iml.cli.SWEEP_SHORTCUTS`).
-
-    Returns:
-      The config, locked: its sections ``data``, ``model``, ``loss``, ``train`` and ``eval`` take
-      no new keys, so a misspelled one is an error.
-    """
-    c = ml_collections.ConfigDict()
-
-    c.data = ml_collections.ConfigDict()
-    c.data.name = ""  # a dataset of SWEEP_DATASETS, or 'csv' ('' too where data.csv is set)
-    c.data.data_dir = ""  # adult, letter: the folder of the UCI files; digits: prepared data
-    c.data.csv = ""  # a delimited text file with a header row
-    c.data.target = ""  # the target column of the csv file
-    # csv: the positive target value ('' = the target is 0/1 or true/false); letter: the positive
-    # letter(s) ('' = O, a ~4% class); digits: the positive digit ('' = 8)
-    c.data.positive = ""
-    c.data.delimiter = ""  # the csv file's field separator, one character or 'tab' ('' = detected)
-    c.data.classes = "binary"  # or 'all': every class of digits or letter, for multiclass losses
-    c.data.n_folds = 10  # rotated 7-2-1 (train, validation, test) with 10 folds
-    c.data.fold_seed = 0  # seed of the fold assignment
-    c.model = ml_collections.ConfigDict()
-    c.model.name = "logistic"  # or 'mlp', or any model of iml.models.MODELS that takes rows
-    c.model.hidden = 32  # the MLP's hidden units
-
-    c.loss = ml_collections.ConfigDict()
-    c.loss.name = "log"  # one of SWEEP_LOSSES
-    c.loss.betas = ()  # the betas (focal: alphas) in (0, 1); () = the logit grid below
-    c.loss.n_betas = 64  # the grid: evenly spaced in logit(beta) (beta_grid)
-    c.loss.beta_min = 0.01  # the grid's lowest beta
-    c.loss.beta_max = 0.99  # the grid's highest beta
-    c.loss.gamma = 2.0  # the focal loss's gamma
-    c.loss.weights = ""  # the multiclass losses' grid (parse_weight_grid): 'ones;B[8,8]=10'
-
-    c.train = ml_collections.ConfigDict()
-    # the member seeds of every loss (--seeds N: 0..N-1); () = one where the fit is exact (a
-    # convex model's optimum does not depend on a seed), 8 where Adam trains
-    c.train.seeds = ()
-    c.train.epochs = 100  # Adam's most epochs per member
-    c.train.batch_size = 512  # Adam's rows per step
-    c.train.learning_rate = 0.01  # Adam's
-    # the ridge: a number, or 'auto': chosen per loss and rotation on the validation folds
-    # from l2_grid, by the loss's own validation loss
-    c.train.l2 = config_dict.FieldReference("auto", field_type=object)
-    c.train.l2_grid = L2_GRID  # the penalties 'auto' chooses from
-    c.train.l2_scale = "paper"  # or 'per_weight' (iml.training.L2_SCALES)
-    c.train.standardize = True  # features standardised on each rotation's training folds
-    c.train.patience = 5  # Adam's epochs without validation gain before it stops
-    c.train.solver = "auto"  # exact (logistic; EXACT_LOSSES), adam, or auto: exact if it can
-    # losses per chunk, the unit of memory and of resumption; 0 = all where the fit is exact,
-    # 16 where Adam trains
-    c.train.betas_per_chunk = 0
-
-    c.eval = ml_collections.ConfigDict()
-    c.eval.n_bins = 10  # bins of the calibration errors (the paper's deciles)
-    # how the seeds of a loss pool (iml.pipeline.ENSEMBLE_AVERAGES): 'score', the mean score (the
-    # paper's ensemble), or 'logit', the score of the mean logit
-    c.eval.average = "score"
-
-    c.lock()
-    return c
-
-
 class _Names:
     """How messages name the keys of the config ``c``: as ``names`` gives them (a command line
     gives the flags), else ``config.SECTION.KEY``."""
@@ -202,6 +132,9 @@ _TRAIN_KEYS = {
     "max_epochs": "train.epochs",
     "batch_size": "train.batch_size",
     "learning_rate": "train.learning_rate",
+    "eval_batch_size": "train.eval_batch_size",
+    "plateau_patience": "train.plateau_patience",
+    "min_lr": "train.min_learning_rate",
     "l2": "train.l2",
     "l2_grid": "train.l2_grid",
     "l2_scale": "train.l2_scale",
@@ -248,6 +181,7 @@ def checked_sweep_config(
         config_lib.override(c, key, value)
     name = _Names(c, names)
     said = name.said
+    check_read_keys(c, "rows", name)
     for key, known in (
         ("loss.name", sorted(SWEEP_LOSSES)),
         ("data.name", ["", "csv", *(SWEEP_DATASETS if c.data.name not in ("", "csv") else ())]),
@@ -290,6 +224,9 @@ def checked_sweep_config(
     V.check_count(name("eval.n_bins"), c.eval.n_bins)
     V.check_choice(name("eval.average"), c.eval.average, ENSEMBLE_AVERAGES)
     V.check_count(name("data.fold_seed"), c.data.fold_seed, 0)
+    V.check_count(name("data.image_size"), c.data.image_size, 0)
+    V.check_count(name("eval.n_bootstrap"), c.eval.n_bootstrap, 0)
+    V.check_count(name("eval.report_seed"), c.eval.report_seed, 0)
     n_folds = c.data.n_folds
     if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 4:
         raise ValueError(
@@ -320,6 +257,9 @@ def checked_sweep_config(
             max_epochs=c.train.epochs,
             batch_size=c.train.batch_size,
             learning_rate=c.train.learning_rate,
+            eval_batch_size=c.train.eval_batch_size,
+            plateau_patience=c.train.plateau_patience,
+            min_lr=c.train.min_learning_rate,
             l2=c.train.l2,
             l2_grid=tuple(c.train.l2_grid),
             l2_scale=c.train.l2_scale,
@@ -375,6 +315,9 @@ def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dic
         raise ValueError(
             f"{said('data.classes')} applies to the datasets with classes: {with_classes}"
         )
+    image = dataset != "csv" and dataset not in UCI_FILES
+    if data.image_size and not image:
+        raise ValueError(f"{name('data.image_size')} applies to image datasets, not {dataset}")
     if dataset == "csv":
         if not data.target:
             raise ValueError(f"{name('data.csv')} needs {wanted('data.target', 'COLUMN')}")
@@ -390,8 +333,9 @@ def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dic
             )
     if dataset not in UCI_FILES and data.data_dir and not Path(data.data_dir).is_dir():
         raise FileNotFoundError(f"{name('data.data_dir')}: folder not found: {data.data_dir}")
+    sized = {"image_size": data.image_size} if data.image_size else {}
     if dataset in _BUILT_IN:
-        source = {"name": dataset}
+        source = {"name": dataset, **sized}
         if data.data_dir:
             source["data_dir"] = data.data_dir
         if data.positive:
@@ -407,7 +351,7 @@ def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dic
             source["positive_digit"] = int(data.positive)
         return source
     if dataset not in UCI_FILES:  # a registered dataset: its folder, if any, holds its files
-        source = {"name": dataset}
+        source = {"name": dataset, **sized}
         if data.data_dir:
             source["manual_dir"] = data.data_dir
         if data.positive:

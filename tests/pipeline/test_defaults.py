@@ -1,0 +1,139 @@
+"""The experiment's one config schema (``iml.pipeline.defaults``): both commands' defaults are
+the schema, a key that one kind of run does not read is refused there, and the keys both read
+reach both runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iml import beta_grid
+from iml.config import flatten, key_meanings
+from iml.pipeline.defaults import (
+    READ_BY,
+    check_read_keys,
+    default_config,
+    experiment_config,
+    sweep_config,
+)
+from iml.pipeline.run_config import check_config, run_betas
+from iml.pipeline.sweep import prepare_sweep
+from iml.pipeline.sweep_config import checked_sweep_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_both_commands_defaults_are_the_one_schema():
+    schema = flatten(experiment_config())
+    assert flatten(default_config()) == schema
+    sweep = flatten(sweep_config())
+    assert sweep.keys() == schema.keys()
+    # the sweep's defaults differ from the schema's only in keys that a run on rows reads
+    changed = {k for k in schema if sweep[k] != schema[k]}
+    assert changed and not {k for k in changed if READ_BY.get(k) == "images"}
+
+
+def test_read_by_is_what_the_schema_s_comments_say():
+    """A key's comment ends in ``(images)`` or ``(rows)`` exactly where READ_BY names it."""
+    meanings = key_meanings(experiment_config)
+    marked = {k: m[m.rindex("(") + 1 : -1] for k, m in meanings.items()
+              if re.search(r"\((images|rows)\)$", m)}  # fmt: skip
+    assert marked == dict(READ_BY)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "inputs", "reader"),
+    [
+        ("train.flip", True, "rows", "images"),
+        ("data.rotations", (0,), "rows", "images"),
+        ("model.weights", "w.pth", "rows", "images"),
+        ("train.l2", 0.1, "images", "rows"),
+        ("data.csv", "t.csv", "images", "rows"),
+        ("train.solver", "adam", "images", "rows"),
+    ],
+)
+def test_a_key_the_run_does_not_read_is_refused_naming_it(key, value, inputs, reader):
+    c = experiment_config()
+    section, name = key.split(".")
+    c[section][name] = value
+    with pytest.raises(ValueError, match=rf"config\.{re.escape(key)} is read by runs on {reader}"):
+        check_read_keys(c, inputs)
+    flag = "--" + name.replace("_", "-")
+    with pytest.raises(ValueError, match=f"^{flag} is read by"):
+        check_read_keys(c, inputs, lambda k: flag if k == key else f"config.{k}")
+    check_read_keys(c, reader)  # the runs that read it take it
+
+
+def test_each_command_refuses_the_other_s_keys_before_any_work():
+    c = sweep_config()
+    c.data.name = "digits"
+    c.train.checkpoint = False
+    with pytest.raises(ValueError, match=r"config\.train\.checkpoint is read by runs on images"):
+        checked_sweep_config(c)
+    with pytest.raises(ValueError, match="--no-standardize is read by runs on rows"):
+        c = default_config()
+        c.train.standardize = False
+        check_read_keys(c, "images", {"train.standardize": "--no-standardize"}.get)
+
+
+def test_a_run_on_images_reads_the_grid_of_betas():
+    c = default_config()
+    c.loss.betas = ()
+    c.loss.n_betas, c.loss.beta_min, c.loss.beta_max = 5, 0.1, 0.9
+    check_config(c)
+    np.testing.assert_array_equal(run_betas(c), beta_grid(5, 0.1, 0.9))
+    assert run_betas(default_config()) == (0.5, 0.9, 0.99)
+    c.loss.n_betas = 0
+    with pytest.raises(ValueError, match=r"config\.loss\.n_betas"):
+        check_config(c)
+
+
+def test_a_sweep_reads_the_report_s_bootstrap_and_the_image_size(tmp_path):
+    c = sweep_config()
+    c.data.name, c.data.data_dir = "digits", str(tmp_path)
+    plan, _ = prepare_sweep(c)
+    assert (plan.n_bootstrap, plan.report_seed) == (200, 0)
+    assert "n_bootstrap" not in plan.run_config and "report_seed" not in plan.run_config
+    assert plan.features.shape == (1797, 64)  # the digits' own 8 x 8 pixels
+    c.eval.n_bootstrap, c.eval.report_seed, c.data.image_size = 50, 3, 4
+    plan, _ = prepare_sweep(c)
+    assert (plan.n_bootstrap, plan.report_seed) == (50, 3)
+    assert plan.run_config["n_bootstrap"] == 50 and plan.run_config["report_seed"] == 3
+    assert plan.features.shape == (1797, 16)  # shrunk to 4 x 4
+    assert plan.run_config["data"]["image_size"] == 4
+    c.train.plateau_patience, c.train.min_learning_rate = 3, 1e-5
+    plan, _ = prepare_sweep(c)
+    assert (plan.config.plateau_patience, plan.config.min_lr) == (3, 1e-5)
+
+
+def test_image_size_applies_to_image_datasets_only(tmp_path):
+    c = sweep_config()
+    (tmp_path / "t.csv").write_text("a,y\n1,0\n2,1\n")
+    c.data.csv, c.data.target, c.data.image_size = str(tmp_path / "t.csv"), "y", 4
+    with pytest.raises(ValueError, match=r"config\.data\.image_size applies to image datasets"):
+        checked_sweep_config(c)
+
+
+def _shipped(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config()
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "experiments" / "configs").glob("*.py")), ids=lambda p: p.name
+)
+def test_every_shipped_config_is_the_schema_and_passes_its_command_s_check(path):
+    if path.name == "__init__.py":
+        return
+    config = _shipped(path)
+    assert flatten(config).keys() == flatten(experiment_config()).keys()
+    if path.stem.startswith("sweep"):
+        checked_sweep_config(config)
+    else:
+        check_read_keys(config, "images")
