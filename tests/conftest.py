@@ -41,6 +41,15 @@ settings.register_profile(
 settings.load_profile("iml")
 
 
+@pytest.fixture
+def x64():
+    """Float64 in JAX for the test, for references computed in double precision."""
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", previous)
+
+
 # ----------------------------------------------------------------------------------------------
 # The shared data folder
 # ----------------------------------------------------------------------------------------------
@@ -106,19 +115,21 @@ def shared_data_path() -> Callable[[str], Path]:
 
 
 # The test files that take longest (each whole on one worker under `.ci/run`'s --dist loadfile),
-# longest first: starting them first keeps a long file from running alone at the end while the
-# other workers idle. Measured with `python -m pytest -n 2 --dist loadfile --durations=0`
-# (each file's 60-100 s of the suite's 1,070 s of test time on 2 cores).
+# longest first, as paths under tests/: starting them first keeps a long file from running alone
+# at the end while the other workers idle. Measured with
+# `python -m pytest -n 2 --dist loadfile --durations=0` (each file's 40-100 s of the suite's
+# 1,070 s of test time on 2 cores).
 SLOW_FILES = (
-    "test_models.py",
+    "models/test_densenet.py",
     "test_training.py",
     "test_notebooks.py",
     "test_sweep.py",
     "test_cli.py",
-    "test_calibration.py",
-    "test_scoring.py",
+    "calibration/test_loss_calibration.py",
+    "scoring/test_multiclass.py",
     "test_pipeline.py",
 )
+TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -126,7 +137,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     collection order stays)."""
 
     def rank(item: pytest.Item) -> int:
-        name = item.path.name
+        path = item.path.resolve()
+        name = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else path.name
         return SLOW_FILES.index(name) if name in SLOW_FILES else len(SLOW_FILES)
 
     items.sort(key=rank)

@@ -25,7 +25,7 @@ NEEDS_SHARED_DATA = {
     "tests/test_folds.py::test_chestxray14_patient_folds_on_the_real_label_file": (
         "nih-chestxray14-meta"
     ),
-    "tests/test_calibration.py::test_rare_class_prevalence_of_chestxray14": (
+    "tests/calibration/test_curves.py::test_rare_class_prevalence_of_chestxray14": (
         "nih-chestxray14-meta"
     ),
 }

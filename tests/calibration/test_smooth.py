@@ -1,4 +1,5 @@
-"""Tests of the smooth calibration error and smooth reliability diagram in iml.calibration.
+"""Tests of iml.calibration.smooth: the smooth calibration error and the smooth reliability
+diagram.
 
 The reference is the authors' ``relplot`` package (Blasiok & Nakkiran 2023). It states one
 tolerance: ``relplot.smECE`` searches the bandwidth to ``eps=0.001``, so values are compared to
@@ -14,26 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import relplot
+from _calibration_samples import scores_of_kind
 
 from iml import calibration as cal
 from iml.scoring import loss_corrected_score
 
 RELPLOT_TOLERANCE = 1e-3  # relplot.smECE's eps
-
-
-def _sample(kind: str, n: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Scores of a known kind and labels drawn from the true posteriors ``p ~ Beta(2, 5)``."""
-    rng = np.random.default_rng(seed)
-    p = rng.beta(2.0, 5.0, n)
-    labels = (rng.random(n) < p).astype(np.int32)
-    logit = np.log(p / (1 - p))
-    scores = {
-        "calibrated": p,
-        "over_confident": 1 / (1 + np.exp(-2.0 * logit)),
-        "under_confident": 1 / (1 + np.exp(-0.5 * logit)),
-        "beta_weighted": 0.8 * p / (0.8 * p + 0.2 * (1 - p)),  # trained with beta = 0.8
-    }[kind]
-    return scores.astype(np.float32), labels
 
 
 def _exact_smooth_ece(scores, labels, bandwidth, n_points=1001):
@@ -61,7 +48,7 @@ def _exact_smooth_ece(scores, labels, bandwidth, n_points=1001):
     "kind", ["calibrated", "over_confident", "under_confident", "beta_weighted"]
 )
 def test_smooth_ece_and_its_bandwidth_match_relplot(kind):
-    scores, labels = _sample(kind)
+    scores, labels = scores_of_kind(kind)
     ours = cal.smooth_ece(scores, labels)
     ece, width = relplot.smECE(
         scores.astype(np.float64), labels.astype(np.float64), return_width=True
@@ -74,7 +61,7 @@ def test_smooth_ece_and_its_bandwidth_match_relplot(kind):
 
 
 def test_smooth_ece_at_a_fixed_bandwidth_matches_relplot_and_the_direct_kernel_sum():
-    scores, labels = _sample("over_confident", n=2000, seed=3)
+    scores, labels = scores_of_kind("over_confident", n=2000, seed=3)
     for sigma in (0.02, 0.05, 0.1):
         ours = float(cal.smooth_ece(scores, labels, bandwidth=sigma).ece)
         ref = relplot.smECE_sigma(scores.astype(np.float64), labels.astype(np.float64), sigma)
@@ -92,7 +79,7 @@ def test_smooth_ece_at_a_fixed_bandwidth_matches_relplot_and_the_direct_kernel_s
 
 
 def test_calibrated_large_sample_has_a_small_smooth_ece_and_a_miscalibrated_one_does_not():
-    scores, labels = _sample("calibrated", n=100_000, seed=1)
+    scores, labels = scores_of_kind("calibrated", n=100_000, seed=1)
     result = cal.smooth_ece(scores, labels)
     assert float(result.ece) < 0.01
     assert float(result.bandwidth) < 0.01
@@ -103,7 +90,7 @@ def test_calibrated_large_sample_has_a_small_smooth_ece_and_a_miscalibrated_one_
 def test_one_signed_residuals_give_the_mean_residual_at_every_bandwidth():
     # The reflected kernel keeps every score's mass inside [0, 1], so when no residual changes
     # sign the integral of |r_hat| delta_hat is the mean residual itself.
-    scores, _ = _sample("calibrated", n=4000, seed=6)
+    scores, _ = scores_of_kind("calibrated", n=4000, seed=6)
     for labels, mean in ((np.zeros(4000), scores.mean()), (np.ones(4000), 1 - scores.mean())):
         for bandwidth in (None, 0.01, 0.3, 1.0):
             ece = float(cal.smooth_ece(scores, labels.astype(np.int32), bandwidth).ece)
@@ -111,7 +98,7 @@ def test_one_signed_residuals_give_the_mean_residual_at_every_bandwidth():
 
 
 def test_integer_sample_weights_equal_repeated_observations():
-    scores, labels = _sample("over_confident", n=500, seed=7)
+    scores, labels = scores_of_kind("over_confident", n=500, seed=7)
     weights = np.random.default_rng(8).integers(0, 4, 500)
     weighted = cal.smooth_ece(scores, labels, sample_weight=weights)
     repeated = cal.smooth_ece(np.repeat(scores, weights), np.repeat(labels, weights))
@@ -120,7 +107,7 @@ def test_integer_sample_weights_equal_repeated_observations():
 
 
 def test_vmap_over_betas_equals_the_loop_and_jit_equals_eager():
-    scores, labels = _sample("beta_weighted", n=2000, seed=9)
+    scores, labels = scores_of_kind("beta_weighted", n=2000, seed=9)
     betas = jnp.array([0.3, 0.5, 0.8, 0.95])
     by_beta = jax.vmap(lambda b: loss_corrected_score(jnp.asarray(scores), b))(betas)
     vmapped = jax.vmap(cal.smooth_ece, in_axes=(0, None))(by_beta, labels)
@@ -139,20 +126,6 @@ def test_vmap_over_betas_equals_the_loop_and_jit_equals_eager():
     np.testing.assert_allclose(curves.ece, vmapped.ece, rtol=1e-6)
 
 
-def test_beta_sweep_reports_the_smooth_ece_of_every_corrected_score():
-    scores, labels = _sample("beta_weighted", n=1500, seed=10)
-    betas = np.array([0.3, 0.6, 0.8, 0.9], np.float32)
-    sweep = cal.beta_sweep(
-        scores, labels, betas, n_bootstrap=5, key=jax.random.key(0), beta_chunk=3
-    )
-    assert sweep.smooth_ece.shape == (4,) and sweep.ece_interval.shape == (2, 4)
-    for i, beta in enumerate(betas):
-        corrected = loss_corrected_score(jnp.asarray(scores), beta)
-        expected = cal.smooth_ece(corrected, labels).ece
-        np.testing.assert_allclose(sweep.smooth_ece[i], expected, rtol=1e-5, atol=1e-7)
-    assert int(np.argmin(sweep.smooth_ece)) == 2
-
-
 # ---------------------------------------------------------------------------------------------
 # The smooth reliability diagram
 # ---------------------------------------------------------------------------------------------
@@ -161,7 +134,7 @@ def test_beta_sweep_reports_the_smooth_ece_of_every_corrected_score():
 @pytest.mark.parametrize("kind", ["calibrated", "over_confident"])
 def test_smooth_curve_and_density_match_relplot_diagram(kind):
     # Bandwidths here are below 0.15, where relplot's truncated kernel is the paper's.
-    scores, labels = _sample(kind)
+    scores, labels = scores_of_kind(kind)
     ref = relplot.prepare_rel_diagram(
         scores.astype(np.float64),
         labels.astype(np.float64),
@@ -183,7 +156,7 @@ def test_smooth_curve_and_density_match_relplot_diagram(kind):
 
 
 def test_calibrated_curve_follows_the_diagonal_within_its_band():
-    scores, labels = _sample("calibrated", n=5000, seed=11)
+    scores, labels = scores_of_kind("calibrated", n=5000, seed=11)
     key = jax.random.key(12)
     curve = cal.smooth_calibration_curve(scores, labels, n_bootstrap=100, key=key)
     grid, rate = np.asarray(curve.grid), np.asarray(curve.event_rate)
@@ -238,13 +211,13 @@ def test_smooth_curve_is_nan_where_no_score_reaches_like_an_empty_bin():
     ],
 )
 def test_bad_input_raises_value_error_naming_the_argument(call, match):
-    scores, labels = _sample("calibrated", n=100)
+    scores, labels = scores_of_kind("calibrated", n=100)
     with pytest.raises(ValueError, match=match):
         call(scores, labels)
 
 
 def test_under_jit_bad_entries_give_nan():
-    scores, labels = _sample("calibrated", n=300, seed=14)
+    scores, labels = scores_of_kind("calibrated", n=300, seed=14)
     ece = jax.jit(lambda s, y, w, b: cal.smooth_ece(s, y, b, w))
     curve = jax.jit(lambda s, y, w, b: cal.smooth_calibration_curve(s, y, b, w))
     ones = np.ones(300)
