@@ -1,0 +1,97 @@
+"""Tests of iml.recalibration.nonparametric: isotonic regression (pool adjacent violators) and
+histogram binning, against scikit-learn and hand computations."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.isotonic import IsotonicRegression
+
+from iml.recalibration import (
+    HistogramBinning,
+    histogram_binning_fit,
+    histogram_binning_transform,
+    isotonic_fit,
+    isotonic_transform,
+    pool_adjacent_violators,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Isotonic regression (pool adjacent violators)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_isotonic_matches_sklearn_fitted_values(binary_data, weighted):
+    s, y, w = binary_data
+    w = w if weighted else None
+    params = isotonic_fit(s, y, w)
+    reference = IsotonicRegression(out_of_bounds="clip").fit(s, y, sample_weight=w)
+    grid = np.linspace(-0.05, 1.05, 301)
+    np.testing.assert_allclose(isotonic_transform(params, s), reference.predict(s), atol=1e-5)
+    np.testing.assert_allclose(isotonic_transform(params, grid), reference.predict(grid), atol=1e-5)
+
+
+def test_pool_adjacent_violators_vmaps_and_ignores_padding():
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(3, 40)).astype(np.float32)
+    weights = rng.uniform(0.5, 2.0, size=(3, 40)).astype(np.float32)
+    n = jnp.array([40, 25, 7])
+    batched = jax.jit(jax.vmap(pool_adjacent_violators))(values, weights, n)
+    for i in range(3):
+        k = int(n[i])
+        alone = IsotonicRegression().fit_transform(
+            np.arange(k), values[i, :k], sample_weight=weights[i, :k]
+        )
+        np.testing.assert_allclose(batched[i, :k], alone, atol=1e-5)
+        assert np.all(batched[i, k:] == batched[i, k - 1])  # padding repeats the last value
+        assert np.all(np.diff(np.asarray(batched[i, :k])) >= -1e-6)
+
+
+def test_isotonic_zero_weight_rows_are_padding_so_replicates_of_any_size_vmap(binary_data):
+    s, y, _ = binary_data
+    sizes = (1500, 900, 300)
+    weights = np.stack([(np.arange(1500) < k).astype(np.float32) for k in sizes])
+    fits = jax.vmap(isotonic_fit, in_axes=(None, None, 0))(s, y, weights)
+    grid = np.linspace(0.0, 1.0, 101)
+    for i, k in enumerate(sizes):
+        reference = IsotonicRegression(out_of_bounds="clip").fit(s[:k], y[:k])
+        got = isotonic_transform(jax.tree.map(lambda a, i=i: a[i], fits), grid)
+        np.testing.assert_allclose(got, reference.predict(grid), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Histogram binning
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_histogram_binning_matches_hand_computation(binary_data, strategy):
+    s, y, w = binary_data
+    n_bins = 7
+    params = histogram_binning_fit(s, y, w, n_bins=n_bins, strategy=strategy)
+    if strategy == "uniform":
+        edges = np.linspace(0, 1, n_bins + 1)
+    else:
+        edges = np.quantile(s, np.linspace(0, 1, n_bins + 1))
+        edges[0], edges[-1] = 0.0, 1.0
+    np.testing.assert_allclose(params.edges, edges, atol=1e-6)
+    # Bins as the fit draws them, by its float32 edges and scores: a score within 1e-6 of an
+    # edge may fall on either side of it.
+    edges, s = np.asarray(params.edges), np.asarray(s, np.float32)
+    expected = np.empty(n_bins)
+    for b in range(n_bins):
+        upper = s <= edges[b + 1] if b == n_bins - 1 else s < edges[b + 1]
+        inside = (s >= edges[b]) & upper
+        expected[b] = np.sum(w[inside] * y[inside]) / np.sum(w[inside])
+    np.testing.assert_allclose(params.values, expected, atol=1e-5)
+    out = histogram_binning_transform(params, s)
+    index = np.clip(np.searchsorted(edges, s, side="right") - 1, 0, n_bins - 1)
+    np.testing.assert_allclose(out, expected[index], atol=1e-5)
+
+
+def test_histogram_binning_empty_bin_keeps_its_midpoint():
+    s = np.array([0.05, 0.1, 0.15, 0.95])
+    y = np.array([0, 1, 0, 1])
+    params = HistogramBinning(n_bins=4).fit(s, y).params_
+    np.testing.assert_allclose(params.values, [1 / 3, 0.375, 0.625, 1.0], atol=1e-6)
