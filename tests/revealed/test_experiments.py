@@ -1,0 +1,92 @@
+"""Tests of iml.revealed.experiments: revealed experiments and their posteriors, from signals,
+from scores or given directly."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from iml import LossSpec, loss_spec
+from iml import revealed as R
+from iml.calibration import assign_bins, bin_edges
+
+BETAS = np.array([0.5, 0.7, 0.9, 0.99])
+
+
+def test_experiments_from_signals_count_like_numpy_and_weights_are_a_paired_resample():
+    rng = np.random.default_rng(0)
+    signals = rng.integers(0, 5, (3, 400)).astype(np.int32)
+    labels = (rng.random(400) < 0.3).astype(np.int32)
+    ex = R.experiments_from_signals(signals, labels, 5)
+    for k in range(3):
+        count = np.bincount(signals[k], minlength=5)
+        pos = np.bincount(signals[k], weights=labels, minlength=5)
+        np.testing.assert_allclose(ex.probability[k], count / 400, atol=1e-7)
+        np.testing.assert_allclose(ex.posterior[k], pos / count, atol=1e-6)
+    np.testing.assert_allclose(ex.prior, labels.mean(), atol=1e-7)
+    # A multinomial replicate as weights equals resampling the observations for every model.
+    weights = R.paired_bootstrap_weights(jax.random.key(1), 400, 3, resampling="multinomial")
+    batched = R.experiments_from_signals(signals, labels, 5, weights)
+    assert batched.probability.shape == (3, 3, 5)
+    for b, w in enumerate(np.asarray(weights).astype(int)):
+        idx = np.repeat(np.arange(400), w)
+        resampled = R.experiments_from_signals(signals[:, idx], labels[idx], 5)
+        np.testing.assert_allclose(batched.posterior[b], resampled.posterior, atol=1e-6)
+        np.testing.assert_allclose(batched.probability[b], resampled.probability, atol=1e-6)
+    poisson = np.asarray(R.paired_bootstrap_weights(jax.random.key(2), 100_000, 2))
+    assert abs(poisson.mean() - 1) < 0.01 and abs(poisson.var() - 1) < 0.02
+
+
+def test_revealed_experiments_bin_like_calibration_and_ignore_the_reporting_rule():
+    key = jax.random.key(3)
+    scores, labels = R.simulate_gaussian_agents(key, BETAS, 1.2, 0.2, 5000)
+    ex = R.revealed_experiments(scores, labels)
+    for k in range(4):
+        bins = np.asarray(assign_bins(scores[k], bin_edges(scores[k], 10)))
+        np.testing.assert_allclose(ex.probability[k], np.bincount(bins, minlength=10) / 5000)
+    # Concrete scores are sorted on the host, traced ones by XLA: the same bins.
+    traced = jax.jit(lambda s, y: R.revealed_experiments(s, y))(scores, labels)
+    np.testing.assert_array_equal(traced.probability, ex.probability)
+    np.testing.assert_array_equal(traced.posterior, ex.posterior)
+    # Re-reporting under another loss (a monotone map) reveals the same experiment and I_k.
+    posterior = jax.vmap(LossSpec.loss_corrected_score)(loss_spec(BETAS), scores)
+    same = R.revealed_experiments(posterior, labels)
+    np.testing.assert_allclose(same.posterior, ex.posterior, atol=1e-6)
+    np.testing.assert_allclose(R.mutual_information(same), R.mutual_information(ex), atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input
+# ----------------------------------------------------------------------------------------------
+
+SCORES = np.full((2, 20), 0.5, np.float32)
+LABELS = np.tile([0, 1], 10)
+
+
+def test_invalid_labels_under_jit_give_nan_not_a_number():
+    bad = jnp.asarray(LABELS).at[0].set(3)
+    ex = jax.jit(lambda s, y: R.revealed_experiments(s, y, 2))(SCORES, bad)
+    assert np.isnan(np.asarray(ex.posterior)).any()
+    assert np.isnan(np.asarray(R.mutual_information(ex))).all()
+
+
+BAD = {
+    "scores-1d": (lambda: R.revealed_experiments(SCORES[0], LABELS), "scores"),
+    "scores-range": (lambda: R.revealed_experiments(SCORES + 1, LABELS), r"scores\[0\]"),
+    "labels": (lambda: R.revealed_experiments(SCORES, LABELS * 2), "labels"),
+    "n_bins": (lambda: R.revealed_experiments(SCORES, LABELS, n_bins=0), "n_bins"),
+    "weight": (lambda: R.revealed_experiments(SCORES, LABELS, weight=-np.ones(20)), "weight"),
+    "signals": (lambda: R.experiments_from_signals(np.full((2, 20), 7), LABELS, 5), "signals"),
+    "probability": (
+        lambda: R.experiments_from_posteriors([[0.5, 0.4]], [[0.1, 0.2]]),
+        "probability",
+    ),
+    "posterior": (lambda: R.experiments_from_posteriors([[0.5, 0.5]], [[0.1, 1.2]]), "posterior"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_raises_value_error_naming_the_argument(name):
+    call, match = BAD[name]
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -1,0 +1,133 @@
+"""Tests of iml.revealed.learning_tests: NIS and NIAC on value matrices (three ways to check
+NIAC) and NIAS on scores."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _revealed_references import random_value_matrices
+
+from iml import revealed as R
+
+
+def test_brute_force_assignment_and_floyd_warshall_agree_on_random_matrices():
+    rng = np.random.default_rng(5)
+    total = 0
+    for K in range(2, 7):
+        G = random_value_matrices(rng, 200, K)
+        total += len(G)
+        check = R.niac_check(G)
+        mean_gain, total_gain = R.niac_brute_force(G)
+        gain, sigma = R.niac_assignment_check(G)
+        np.testing.assert_allclose(check.margin, mean_gain, atol=2e-5)
+        violated = total_gain > 1e-4
+        clear = total_gain < -1e-4
+        assert np.array_equal(
+            np.asarray(check.negative_cycle)[violated | clear], violated[violated | clear]
+        )
+        assert np.array_equal((gain > 1e-4)[violated | clear], violated[violated | clear])
+        assert 0.1 < violated.mean() < 0.9  # both verdicts are exercised
+        # The permutation is an assignment at least as good as any cycle's improvement.
+        g64 = G.astype(np.float64)
+        assert np.all(gain >= total_gain - 1e-4)
+        np.testing.assert_allclose(
+            np.take_along_axis(g64, sigma[..., None], -1).sum((-2, -1))
+            - np.trace(g64, axis1=-2, axis2=-1),
+            gain,
+            atol=1e-9,
+        )
+        # The reported cycle is simple and attains the margin.
+        for g, cycle, length, margin in zip(
+            g64,
+            np.asarray(check.cycle),
+            np.asarray(check.cycle_length),
+            np.asarray(check.margin),
+            strict=True,
+        ):
+            c = cycle[:length]
+            assert length >= 2 and len(set(c)) == length and np.all(cycle[length:] == -1)
+            assert np.mean(g[c, np.roll(c, -1)] - g[c, c]) == pytest.approx(margin, abs=2e-5)
+    assert total == 1000
+
+
+def test_nias_flags_raw_posteriors_under_beta_and_overconfident_scores():
+    key = jax.random.key(13)
+    scores, labels = R.simulate_gaussian_agents(key, [0.5, 0.5, 0.9, 0.5], 1.5, 0.1, 10_000)
+    posterior = scores[0]  # beta = 0.5 reports the posterior itself
+    logit = jnp.log(posterior) - jnp.log1p(-posterior)
+    reported = jnp.stack(
+        [
+            posterior,  # raw posteriors, though trained under beta = 0.9
+            jax.nn.sigmoid(2.5 * logit),  # over-confident
+            scores[2],  # c^0.9 of the posterior: loss-calibrated under beta = 0.9
+            scores[3],  # honest under beta = 0.5
+        ]
+    )
+    losses = [0.9, 0.5, 0.9, 0.5]
+    report = R.reveal(reported, labels, losses, n_bootstrap=100, key=key)
+    np.testing.assert_array_equal(report.nias.violated, [True, True, False, False])
+    p_value = report.nias.p_value
+    assert np.all(p_value[:2] <= 1e-6) and np.all(p_value[2:] > 0.05)
+    # The honest models' binned calibration error is a sampling error; the others' is not.
+    assert np.all(report.nias.calibration_error[:2] > 5 * report.nias.calibration_error[2:])
+    # reveal() runs nias_test on the same bins.
+    alone = R.nias_test(reported, labels, losses)
+    np.testing.assert_array_equal(alone.p_value, p_value)
+
+
+def binomial_bin_p_values(scores, labels, beta, n_bins):
+    """NIAS's bin p-values by scipy: quantile bins, exact binomial two-sided tails."""
+    from scipy.stats import binom
+
+    from iml.scoring import loss_corrected_score
+
+    s, y = np.asarray(scores, np.float64), np.asarray(labels)
+    g = np.asarray(loss_corrected_score(np.asarray(scores), beta), np.float64)
+    edges = np.quantile(s, np.linspace(0, 1, n_bins + 1))
+    bins = np.clip(np.searchsorted(edges, s, side="left") - 1, 0, n_bins - 1)
+    out = []
+    for b in range(n_bins):
+        m = bins == b
+        n, o, q = m.sum(), y[m].sum(), g[m].mean()
+        out.append(min(1.0, 2 * min(binom.cdf(o, n, q), binom.sf(o - 1, n, q))))
+    return np.array(out)
+
+
+def test_nias_bin_p_values_are_exact_binomial_tails_and_holm_spans_every_model():
+    key = jax.random.key(21)
+    scores, labels = R.simulate_gaussian_agents(key, [0.3, 0.8], 2.0, 0.2, 3000)
+    test = R.nias_test(scores, labels, [0.3, 0.8], 10, "quantile")
+    for k, beta in enumerate([0.3, 0.8]):
+        expected = binomial_bin_p_values(scores[k], labels, beta, 10)
+        np.testing.assert_allclose(test.bin_p_value[k], expected, rtol=2e-3, atol=1e-6)
+    # Holm over all 20 bins: the smallest p-value is multiplied by 20, not by 10.
+    smallest = float(np.min(test.bin_p_value))
+    assert float(np.min(test.p_value)) == pytest.approx(min(1.0, 20 * smallest), rel=1e-5)
+
+
+def test_nias_rejects_one_misreported_model_among_64():
+    """One test over 64 models and their bins: analytic p-values, so it can reject at K = 64
+    (Holm over p-values floored at 1 / (B + 1) could not)."""
+    betas = np.asarray(1.0 / (1.0 + np.exp(-np.linspace(0.0, np.log(99.0), 64))), np.float32)
+    odds = 3.0 * betas[32] / (1.0 - betas[32])
+    reported = betas.copy()
+    reported[32] = odds / (1.0 + odds)
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(22), reported, 1.5, 0.1, 20_000)
+    test = R.nias_test(scores, labels, betas)
+    assert np.flatnonzero(test.violated).tolist() == [32]
+    assert float(test.p_value[32]) < 1e-4
+    honest = R.nias_test(scores, labels, reported)
+    assert not np.any(honest.violated)
+
+
+BAD = {
+    "G": (lambda: R.nis_check(np.ones((2, 3))), "G"),
+    "K": (lambda: R.niac_brute_force(np.eye(7)), "K <= 6"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_raises_value_error_naming_the_argument(name):
+    call, match = BAD[name]
+    with pytest.raises(ValueError, match=match):
+        call()

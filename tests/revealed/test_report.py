@@ -1,0 +1,231 @@
+"""Tests of iml.revealed.report: reveal() with its paired bootstrap, the size and power of its
+tests on simulated agents, weights and seeds."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _revealed_references import minimised_loss
+from _training_helpers import RUNS_LONG
+
+from iml import revealed as R
+
+BETAS = np.array([0.5, 0.7, 0.9, 0.99])
+BETAS_64 = 1.0 / (1.0 + np.exp(-np.linspace(0.0, np.log(99.0), 64)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Simulated agents: size at K = 4 and K = 64, costly learning, NIAS
+# ----------------------------------------------------------------------------------------------
+
+
+def gaussian_values(betas, precisions, prior):
+    """``V_k(d) = -E[l*_k(gamma(x))]`` of a Gaussian signal ``x ~ N(d y, 1)`` (float64 grid)."""
+    x = np.linspace(-9.0, 9.0 + precisions.max(), 3001)[:, None]
+    d = precisions[None, :]
+    f1 = np.exp(-0.5 * (x - d) ** 2) / np.sqrt(2 * np.pi)
+    f0 = np.exp(-0.5 * x**2) / np.sqrt(2 * np.pi)
+    m = prior * f1 + (1 - prior) * f0
+    g = prior * f1 / m
+    return np.stack([-(m * minimised_loss(b, g)).sum(0) * (x[1, 0] - x[0, 0]) for b in betas])
+
+
+def simulated_reports(
+    betas, n, n_bootstrap, prior, seed, precision, n_data_sets=100, strategy="adaptive"
+):
+    """``reveal`` on data sets of Gaussian agents with given precisions, as a user calls it."""
+    betas = np.asarray(betas, np.float32)
+    reports = []
+    keys = jax.random.split(jax.random.key(seed), n_data_sets)
+    for i in range(n_data_sets):
+        key_data, key_boot = jax.random.split(keys[i])
+        scores, labels = R.simulate_gaussian_agents(key_data, betas, precision, prior, n)
+        reports.append(
+            R.reveal(
+                scores,
+                labels,
+                betas,
+                10,
+                strategy,
+                n_bootstrap=n_bootstrap,
+                key=key_boot,
+                nias=False,
+            )
+        )
+    return jax.tree.map(lambda *x: np.stack(x), *jax.device_get(reports))
+
+
+def first_data_set(betas, n, prior, seed, precision):
+    """The scores and labels of the first data set of ``simulated_reports(..., seed, ...)``."""
+    key_data, _ = jax.random.split(jax.random.split(jax.random.key(seed), 100)[0])
+    return R.simulate_gaussian_agents(key_data, np.asarray(betas, np.float32), precision, prior, n)
+
+
+def population_information(precision, prior, n_bins=10):
+    """``I`` of a Gaussian signal ``x ~ N(d y, 1)`` cut at the deciles of its distribution."""
+    from scipy.optimize import brentq
+    from scipy.special import ndtr
+
+    def cdf(x):
+        return prior * ndtr(x - precision) + (1 - prior) * ndtr(x)
+
+    cuts = [brentq(lambda x, q=q: cdf(x) - q, -20, 20) for q in np.arange(1, n_bins) / n_bins]
+    edges = np.concatenate([[-np.inf], cuts, [np.inf]])
+    positive = prior * np.diff(ndtr(edges - precision))
+    probability = np.diff(cdf(edges))
+    ex = R.experiments_from_posteriors(probability[None], (positive / probability)[None])
+    return float(R.mutual_information(ex)[0])
+
+
+def test_four_losses_size_power_costly_agents_and_the_report():
+    def run(seed, precision, n_data_sets=100, strategy="adaptive"):
+        return simulated_reports(BETAS, 10_000, 100, 0.1, seed, precision, n_data_sets, strategy)
+
+    # Capacity-constrained: every model has the same precision -> NIS and NIAC hold.
+    reports = run(0, np.full(4, 1.5))
+    assert reports.nis_test.violated.mean() <= 0.10
+    assert reports.niac_test.violated.mean() <= 0.10
+    info = reports.information_interval  # [100, 2, 4]
+    truth = population_information(1.5, 0.1)
+    assert np.mean((info[:, 0] <= truth) & (truth <= info[:, 1])) >= 0.9
+    assert np.mean(info[:, 0].max(-1) <= info[:, 1].min(-1)) >= 0.9  # I_k equal within intervals
+
+    # The report agrees with the standalone functions on the first data set.
+    report = jax.tree.map(lambda x: x[0], reports)
+    scores, labels = first_data_set(BETAS, 10_000, 0.1, 0, np.full(4, 1.5))
+    ex = R.revealed_experiments(scores, labels, 10, "adaptive", losses=BETAS)
+    G = R.value_matrix(ex, BETAS)
+    np.testing.assert_allclose(report.value_matrix, G, atol=1e-7)
+    np.testing.assert_allclose(report.information, R.mutual_information(ex), atol=1e-7)
+    assert report.nis.margin == pytest.approx(float(R.nis_check(G).margin), abs=1e-7)
+    assert report.niac.margin == pytest.approx(float(R.niac_check(G).margin), abs=1e-7)
+    lo, hi = report.value_matrix_interval
+    assert np.all(lo <= report.value_matrix) and np.all(report.value_matrix <= hi)
+    assert np.all(hi - lo > 0) and report.nias is None
+    t = report.niac_test
+    assert t.lower_bound == pytest.approx(t.margin - t.critical_value, abs=1e-7)
+
+    # Costly learning: each beta's precision maximises value minus 0.003 d^2.
+    grid = np.linspace(0.0, 4.0, 401)
+    kappa = 0.003
+    d = grid[np.argmax(gaussian_values(BETAS, grid, 0.1) - kappa * grid**2, axis=1)]
+    assert np.all(np.diff(d) <= 0) and d[-1] > 1.0  # less is learned as beta grows
+    # The revealed bounds bound the costs of the binned experiments. With deciles they cover
+    # the agents' own costs; the adaptive bins, which merge the sparse lowest deciles here,
+    # garble the experiments further, and their bounds covered them in 80% of data sets.
+    reports = run(1, d, 50, "quantile")
+    assert reports.niac_test.violated.mean() <= 0.10  # NIAC holds
+    assert reports.nis_test.violated.mean() >= 0.9  # NIS does not
+    true_costs = kappa * (d**2 - d[0] ** 2)
+    lower, upper = reports.cost_lower_interval[:, 0], reports.cost_upper_interval[:, 1]
+    assert np.mean((lower - 1e-4 <= true_costs) & (true_costs <= upper + 1e-4)) >= 0.9
+    # The same precisions assigned in reverse: NIAC fails.
+    reports = run(2, d[::-1], 50)
+    assert reports.niac_test.violated.mean() >= 0.9
+
+
+def test_sixty_four_losses_size_of_nis_and_niac_with_reveal_mapped_under_jit():
+    # Balanced labels keep 100 positives per bin at N = 2,000 (with fewer, the bootstrap
+    # approximation of the bins' posteriors degrades, and with it the size).
+    betas = jnp.asarray(BETAS_64, jnp.float32)
+
+    def one(key):
+        key_data, key_boot = jax.random.split(key)
+        scores, labels = R.simulate_gaussian_agents(key_data, betas, 1.5, 0.5, 2000)
+        report = R.reveal(scores, labels, betas, n_bootstrap=60, key=key_boot, nias=False)
+        return report.nis_test.violated, report.niac_test.violated, report.information_interval
+
+    keys = jax.random.split(jax.random.key(3), 100)
+    mapped = jax.jit(lambda k: jax.lax.map(one, k), compiler_options=RUNS_LONG)
+    nis, niac, info = jax.device_get(mapped(keys))
+    assert nis.mean() <= 0.10 and niac.mean() <= 0.10
+    truth = population_information(1.5, 0.5)
+    assert np.mean((info[:, 0] <= truth) & (truth <= info[:, 1])) >= 0.9
+
+
+def test_weighted_report_matches_the_weighted_experiments():
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(14), BETAS, 1.0, 0.3, 10_000)
+    weight = np.random.default_rng(15).integers(0, 4, 10_000).astype(np.float32)
+    report = R.reveal(
+        scores, labels, BETAS, weight=weight, n_bootstrap=100, key=jax.random.key(16), nias=False
+    )
+    ex = R.revealed_experiments(scores, labels, weight=weight)
+    np.testing.assert_allclose(report.experiments.posterior, ex.posterior, atol=1e-6)
+    np.testing.assert_allclose(report.value_matrix, R.value_matrix(ex, BETAS), atol=1e-7)
+    plain = R.value_matrix(R.revealed_experiments(scores, labels), BETAS)
+    assert np.abs(np.asarray(plain) - np.asarray(report.value_matrix)).max() > 1e-4
+
+
+def test_chunked_bootstrap_covers_every_replicate():
+    for n_boot, n in itertools.product((1, 7, 1000), (10, 112_120)):
+        chunks, size = R._bootstrap_chunks(n_boot, n)
+        assert chunks * size >= n_boot and (chunks - 1) * size < n_boot
+
+
+def test_seed_bootstrap_equals_the_row_bootstrap_for_identical_seeds_and_widens_for_noisy_ones():
+    betas = [0.5, 0.9, 0.99]
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(0), betas, 2.0, 0.27, 4000)
+    scores = np.asarray(scores, np.float64)
+    key = jax.random.key(1)
+    rows = R.reveal(scores, labels, betas, n_bootstrap=200, key=key)
+    copies = R.reveal(
+        scores, labels, betas, n_bootstrap=200, key=key, seed_scores=np.stack([scores] * 3)
+    )
+    # Seeds that agree add no noise: the same replicates, bins and tests, to the last bit.
+    np.testing.assert_array_equal(copies.value_matrix_interval, rows.value_matrix_interval)
+    np.testing.assert_allclose(copies.information_interval, rows.information_interval, rtol=1e-6)
+    assert float(copies.nis_test.p_value) == float(rows.nis_test.p_value)
+    # Seeds that rank the observations differently: the intervals cover that noise too.
+    rng = np.random.default_rng(0)
+    logit = np.log(scores) - np.log1p(-scores)
+    noise = [0.1, 0.5, 1.5, 3.0]
+    seeds = np.stack([1 / (1 + np.exp(-(logit + rng.normal(0, sd, scores.shape)))) for sd in noise])
+    seeds[1:, 0] = np.nan  # the first model has one seed: its scores are never resampled
+    pooled = np.nanmean(seeds, axis=0)
+    both = R.reveal(pooled, labels, betas, n_bootstrap=300, key=key, seed_scores=seeds)
+    alone = R.reveal(pooled, labels, betas, n_bootstrap=300, key=key)
+    width = lambda r: np.diff(np.asarray(r.information_interval), axis=0)[0]  # noqa: E731
+    assert np.all(width(both)[1:] > 2 * width(alone)[1:])
+    assert width(both)[0] == pytest.approx(width(alone)[0], rel=0.2)
+
+
+@pytest.mark.parametrize(
+    ("seed_scores", "message"),
+    [
+        (np.full((2, 3, 10), 0.5), r"seed_scores must have shape \[M, 2, 50\]"),
+        (np.where(np.arange(50) < 3, np.nan, np.full((2, 2, 50), 0.5)), "some observations"),
+        (np.stack([np.full((2, 50), np.nan), np.full((2, 50), 0.5)], axis=1), "no seed of model 0"),
+        (np.full((2, 2, 50), 1.5), r"seed_scores must lie in \[0, 1\]"),
+    ],
+)
+def test_bad_seed_scores_are_named(seed_scores, message):
+    scores = np.full((2, 50), 0.5)
+    labels = np.arange(50) % 2
+    with pytest.raises(ValueError, match=message):
+        R.reveal(scores, labels, [0.5, 0.9], n_bootstrap=10, key=jax.random.key(0),
+                 seed_scores=seed_scores)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input
+# ----------------------------------------------------------------------------------------------
+
+SCORES = np.full((2, 20), 0.5, np.float32)
+LABELS = np.tile([0, 1], 10)
+
+BAD = {
+    "n_bootstrap": (
+        lambda: R.reveal(SCORES, LABELS, [0.5, 0.9], n_bootstrap=1, key=jax.random.key(0)),
+        "n_bootstrap",
+    ),
+    "key": (lambda: R.reveal(SCORES, LABELS, [0.5, 0.9], n_bootstrap=10), "key"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_raises_value_error_naming_the_argument(name):
+    call, match = BAD[name]
+    with pytest.raises(ValueError, match=match):
+        call()
