@@ -13,11 +13,12 @@ Examples::
     iml reveal --run runs/reproduce --out runs/reproduce-revealed
     python -m iml.cli reproduce --epochs 1 --n-folds 3 --config.train.members_per_batch=6
 
-``reproduce`` and ``sweep`` read their config (nested: ``config.data``, ``config.model``,
-``config.loss``, ``config.train``, ``config.eval``; :func:`iml.pipeline.runner.default_config`,
-:func:`iml.pipeline.sweep.sweep_config`) from ``--config FILE``, then set any key as
-``--config.SECTION.KEY=VALUE``, then the named options (``--epochs`` sets
-``config.train.epochs``; :data:`SHORTCUTS`, :data:`SWEEP_SHORTCUTS`). ``figures`` trains
+``reproduce`` and ``sweep`` read a config of one schema
+(:func:`iml.pipeline.defaults.experiment_config`: sections ``data``, ``model``, ``loss``,
+``train``, ``eval``), starting from their own defaults (``default_config``, ``sweep_config``) or
+``--config FILE``, then set any key as ``--config.SECTION.KEY=VALUE``, then the named options
+(``--epochs`` sets ``config.train.epochs``; :data:`SHORTCUTS`: one name per key in both
+commands). ``figures`` trains
 nothing: it reports a stored run with the run's config, and takes ``--config.eval.KEY=VALUE``
 for the report's own settings.
 
@@ -37,10 +38,10 @@ from pathlib import Path
 
 import jax
 
-from iml.commands.config import SHORTCUTS, SWEEP_SHORTCUTS, load_config
+from iml.commands.config import SHORTCUTS, load_config, shortcuts
 from iml.commands.figures import eval_overrides as _eval_overrides  # noqa: F401
 from iml.commands.figures import figures_command as _figures  # noqa: F401
-from iml.commands.parser import add_sweep_arguments, build_parser, parse_args
+from iml.commands.parser import add_config_arguments, build_parser, parse_args
 from iml.commands.reproduce import reproduce_command as _reproduce  # noqa: F401
 from iml.commands.reveal import reveal_command as _reveal  # noqa: F401
 from iml.commands.sweep import sweep_command as _sweep  # noqa: F401
@@ -48,13 +49,13 @@ from iml.training import use_cpu_cores_as_devices
 
 __all__ = [
     "SHORTCUTS",
-    "SWEEP_SHORTCUTS",
-    "add_sweep_arguments",
+    "add_config_arguments",
     "build_parser",
     "keep_compiled_programs",
     "load_config",
     "main",
     "parse_args",
+    "shortcuts",
 ]
 
 

@@ -172,11 +172,9 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
         pdf = (run_dir / "figures" / f"figure{k}.pdf").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and pdf[:5] == b"%PDF-"
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["config"]["loss"] == {
-        "name": "log",
-        "betas": [0.5, 0.9],
-        "gamma": 2.0,
-        "weights": "",
+    assert manifest["config"]["loss"] == {  # the schema's every key, the grid's unread here
+        **{"name": "log", "betas": [0.5, 0.9], "gamma": 2.0, "weights": ""},
+        **{"n_betas": 64, "beta_min": 0.01, "beta_max": 0.99},
     }
     assert manifest["config"]["data"]["classes"] == "binary"
     assert manifest["config"]["train"]["members_per_batch"] == 2

@@ -1,6 +1,6 @@
 """The config of ``iml reproduce`` or ``iml sweep``: the default (or ``--config FILE``), then the
-``--config.KEY=VALUE`` overrides, then the named options (:data:`SHORTCUTS`,
-:data:`SWEEP_SHORTCUTS`), each checked and typed.
+``--config.KEY=VALUE`` overrides, then the named options (:data:`SHORTCUTS`), each checked and
+typed.
 """
 
 from __future__ import annotations
@@ -11,36 +11,18 @@ from typing import TYPE_CHECKING
 
 from iml import config as config_lib
 from iml.config import parse_value
-from iml.pipeline.defaults import default_config
+from iml.pipeline.defaults import READ_BY, default_config
 from iml.pipeline.sweep import sweep_config
 
 if TYPE_CHECKING:
     import ml_collections
 
-__all__ = ["SHORTCUTS", "SWEEP_SHORTCUTS", "load_config", "load_config_with_names"]
+__all__ = ["SHORTCUTS", "load_config", "load_config_with_names", "shortcuts"]
 
-#: The named options of ``iml reproduce`` and the config key each sets.
+#: The named options of ``iml reproduce`` and ``iml sweep`` and the config key each sets: one
+#: table, so that an option has the same name in every command. A command offers the options of
+#: the keys its runs read (:func:`shortcuts`); ``--out`` and ``--no-progress`` set no key.
 SHORTCUTS = {
-    "dataset": "data.name",
-    "data_dir": "data.data_dir",
-    "manual_dir": "data.manual_dir",
-    "model": "model.name",
-    "weights": "model.weights",
-    "image_size": "data.image_size",
-    "classes": "data.classes",
-    "loss": "loss.name",
-    "gamma": "loss.gamma",
-    "betas": "loss.betas",
-    "loss_weights": "loss.weights",
-    "n_folds": "data.n_folds",
-    "seeds": "train.seeds",
-    "epochs": "train.epochs",
-}
-
-
-#: The named options of ``iml sweep`` and the config key each sets
-#: (:func:`iml.pipeline.sweep.sweep_config`); ``--out`` and ``--no-progress`` are no keys.
-SWEEP_SHORTCUTS = {
     "csv": "data.csv",
     "dataset": "data.name",
     "classes": "data.classes",
@@ -48,6 +30,10 @@ SWEEP_SHORTCUTS = {
     "positive": "data.positive",
     "delimiter": "data.delimiter",
     "data_dir": "data.data_dir",
+    "manual_dir": "data.manual_dir",
+    "image_size": "data.image_size",
+    "n_folds": "data.n_folds",
+    "fold_seed": "data.fold_seed",
     "loss": "loss.name",
     "gamma": "loss.gamma",
     "loss_weights": "loss.weights",
@@ -55,30 +41,36 @@ SWEEP_SHORTCUTS = {
     "n_betas": "loss.n_betas",
     "beta_min": "loss.beta_min",
     "beta_max": "loss.beta_max",
-    "seeds": "train.seeds",
     "model": "model.name",
     "hidden": "model.hidden",
+    "weights": "model.weights",
+    "seeds": "train.seeds",
     "epochs": "train.epochs",
     "batch_size": "train.batch_size",
     "lr": "train.learning_rate",
+    "patience": "train.patience",
     "l2": "train.l2",
     "l2_grid": "train.l2_grid",
     "l2_scale": "train.l2_scale",
     "no_standardize": "train.standardize",
-    "patience": "train.patience",
     "solver": "train.solver",
-    "n_folds": "data.n_folds",
-    "fold_seed": "data.fold_seed",
     "betas_per_chunk": "train.betas_per_chunk",
     "n_bins": "eval.n_bins",
     "average": "eval.average",
 }
 
 
+def shortcuts(inputs: str) -> dict[str, str]:
+    """The named options of a command whose runs take ``inputs`` (``"images"``: ``iml
+    reproduce``; ``"rows"``: ``iml sweep``): those of :data:`SHORTCUTS` whose key such runs read
+    (:data:`iml.pipeline.defaults.READ_BY`)."""
+    return {option: key for option, key in SHORTCUTS.items() if READ_BY.get(key, inputs) == inputs}
+
+
 def load_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
     """The config of ``iml reproduce`` or ``iml sweep``, locked: the default (or ``--config
     FILE``), then the ``--config.KEY=VALUE`` overrides in order, then the named options
-    (:data:`SHORTCUTS`, :data:`SWEEP_SHORTCUTS`).
+    (:data:`SHORTCUTS`).
 
     Raises:
       FileNotFoundError: for a ``--config`` file that does not exist.
@@ -95,9 +87,9 @@ def load_config_with_names(
     that a flag set, or that nothing did; ``config.KEY`` where a file or ``--config.KEY`` did."""
 
     if getattr(args, "command", "reproduce") == "sweep":
-        default, shortcuts = sweep_config, SWEEP_SHORTCUTS
+        default, options = sweep_config, shortcuts("rows")
     else:
-        default, shortcuts = default_config, SHORTCUTS
+        default, options = default_config, shortcuts("images")
     if getattr(args, "renamed_weights", None) is not None:
         raise ValueError(
             "--weights: the grid of a multiclass loss is --loss-weights, as in iml reproduce "
@@ -110,7 +102,7 @@ def load_config_with_names(
     config = config_lib.load_config(args.config, overrides, default=default)
     overridden = {key for key, _ in overrides}
     names = {}
-    for option, key in shortcuts.items():
+    for option, key in options.items():
         flag = "--" + option.replace("_", "-")
         value = getattr(args, option)
         if value is not None:

@@ -1,16 +1,16 @@
 """The ``iml`` command line: ``reproduce`` the paper's experiment, redraw ``figures``, ``sweep``,
 ``reveal`` what a run's models learned. This module parses it: the subcommands, their options and
-the named options that set config keys (:data:`iml.commands.config.SHORTCUTS`,
-:data:`iml.commands.config.SWEEP_SHORTCUTS`). ``iml --help`` shows this docstring's first line.
+the named options that set config keys (:data:`iml.commands.config.SHORTCUTS`: one name per
+key in every command). ``iml --help`` shows this docstring's first line.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from iml.commands.config import SHORTCUTS, SWEEP_SHORTCUTS
+from iml.commands.config import shortcuts
 from iml.commands.figures import figures_command
 from iml.commands.reproduce import reproduce_command
 from iml.commands.reveal import reveal_command
@@ -18,10 +18,13 @@ from iml.commands.sweep import sweep_command
 from iml.config import flatten, keys_help, split_overrides
 from iml.pipeline.defaults import default_config, experiment_config
 from iml.pipeline.store import ENSEMBLE_AVERAGES
-from iml.pipeline.sweep import SWEEP_DATASETS, SWEEP_LOSSES, sweep_config
+from iml.pipeline.sweep import sweep_config
 from iml.training import L2_SCALES, SOLVERS
 
-__all__ = ["add_sweep_arguments", "build_parser", "parse_args"]
+if TYPE_CHECKING:
+    import ml_collections
+
+__all__ = ["add_config_arguments", "build_parser", "parse_args"]
 
 
 def _ridge(text: str) -> float | str:
@@ -43,170 +46,108 @@ def _config_argument(parser: argparse.ArgumentParser, where: str = "") -> None:
     )
 
 
-def _shortcut(
-    parser: Any, shortcuts: Mapping[str, str], option: str, text: str, **kwargs: Any
+#: Each named option's help, its argparse settings and its group in ``--help``; the config key
+#: it sets is :data:`iml.commands.config.SHORTCUTS`'s.
+_OPTIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "csv": ("data", "a delimited text file with a header row (comma, semicolon, tab or | "
+            "separated; quotes, a UTF-8 byte-order mark and Windows line ends are fine)",
+            {"metavar": "PATH"}),
+    "dataset": ("data", "a dataset of iml.data.DATASETS: digits (8 x 8 pixels; label 1 for the "
+                "digit 8, or all 10 classes with --classes all), pneumoniamnist and chestxray14 "
+                "(--manual-dir), or the UCI tables adult and letter (--data-dir; rows only)",
+                {}),
+    "classes": ("data", "binary: the positive class against the rest; all: every class of a "
+                "dataset with classes (digits, letter), for the multiclass losses",
+                {"choices": ("binary", "all")}),
+    "target": ("data", "target column of --csv", {"metavar": "COLUMN"}),
+    "positive": ("data", "positive target value of --csv (default: the target is 0/1 or "
+                 "true/false), the positive letter(s) of --dataset letter (default O, a ~4%% "
+                 "class) or digit of digits (default 8)", {"metavar": "VALUE"}),
+    "delimiter": ("data", "field separator of --csv: one character, or tab (default: detected "
+                  "among comma, semicolon, tab and |)", {"metavar": "CHAR"}),
+    "data_dir": ("data", "where prepared image data is kept; for adult and letter, the folder of "
+                 "the UCI files as downloaded from the UCI Machine Learning Repository: "
+                 "letter-recognition.data, or adult.data, adult.test and adult.names",
+                 {"metavar": "DIR"}),
+    "manual_dir": ("data", "folder with the raw files of an image dataset", {"metavar": "DIR"}),
+    "image_size": ("data", "side of the square images in pixels; 0: the dataset's own",
+                   {"type": int}),
+    "n_folds": ("data", "cross-validation folds", {"type": int}),
+    "fold_seed": ("data", "seed of the fold assignment", {"type": int}),
+    "loss": ("loss", "log (the beta-weighted cross-entropy), squared (beta-weighted), focal "
+             "(--gamma, with the betas as its weight alpha), or the multiclass matrix (the "
+             "B-weighted log loss, one sigmoid per class) and class_weighted_softmax "
+             "(--loss-weights)", {}),
+    "gamma": ("loss", "focal loss's gamma", {"type": float}),
+    "loss_weights": ("loss", "the grid of a multiclass loss, ';'-separated, one ensemble each: "
+                     "'ones' (unweighted) or the entries that differ from 1, e.g. "
+                     "'ones;B[8,8]=10;B[3,8]=10' (matrix) or 'ones;w[8]=10' "
+                     "(class_weighted_softmax), classes counted from 0",
+                     {"metavar": "W1;W2;..."}),
+    "betas": ("loss", "explicit class weights in (0, 1), space- or comma-separated (alpha for "
+              "the focal loss)", {"nargs": "+", "metavar": "BETA"}),
+    "n_betas": ("loss", "size of the grid of betas, evenly spaced in logit (without --betas)",
+                {"type": int}),
+    "beta_min": ("loss", "the grid's smallest beta", {"type": float}),
+    "beta_max": ("loss", "the grid's largest beta", {"type": float}),
+    "model": ("training", "a model of iml.models.MODELS that takes the run's inputs: a DenseNet "
+              "(densenet_small, densenet121, densenet_tiny; images), logistic, mlp, or one "
+              "registered", {}),
+    "hidden": ("training", "MLP hidden units", {"type": int}),
+    "weights": ("training", "starting weights: a torchvision DenseNet .pth (e.g. "
+                "densenet121-a639ec97.pth)", {"metavar": "PTH"}),
+    "seeds": ("training", "member seeds per loss: one number N for the seeds 0..N-1, or several "
+              "seeds themselves", {"type": int, "nargs": "+"}),
+    "epochs": ("training", "most epochs per member", {"type": int}),
+    "batch_size": ("training", "examples per member and step", {"type": int}),
+    "lr": ("training", "Adam learning rate", {"type": float}),
+    "patience": ("training", "early-stopping patience", {"type": int}),
+    "l2": ("training", "ridge penalty on the weights: a number, or auto (for each loss and "
+           "rotation, the one of --l2-grid with the lowest loss of its own on the validation "
+           "folds)", {"type": _ridge, "metavar": "L2|auto"}),
+    "l2_grid": ("training", "the penalties --l2 auto chooses among",
+                {"nargs": "+", "metavar": "L2"}),
+    "l2_scale": ("training", "what --l2 is measured against: paper (the loss itself: a fixed "
+                 "cost in the paper's units at every class weight, as costly learning assumes) "
+                 "or per_weight (the member's total sample weight: the same trade-off against "
+                 "the data at every weight)", {"choices": L2_SCALES}),
+    "no_standardize": ("training", "fit on the features as they are, not standardised on each "
+                       "rotation's training folds", {"action": "store_const", "const": False}),
+    "solver": ("training", "exact: full-batch Newton to the optimum (logistic under --loss log, "
+               "matrix or class_weighted_softmax; seeds then coincide); adam: minibatch Adam "
+               "with early stopping; auto: exact where it applies, adam otherwise",
+               {"choices": SOLVERS}),
+    "betas_per_chunk": ("training", "losses per chunk, the unit of memory and of resumption (0: "
+                        "the whole grid where the fit is exact, 16 where Adam trains)",
+                        {"type": int}),
+    "n_bins": ("report", "bins of the ECE", {"type": int}),
+    "average": ("report", "how the members of a loss pool: score (their mean score, the "
+                "paper's ensemble) or logit (the score of their mean logit)",
+                {"choices": ENSEMBLE_AVERAGES}),
+}  # fmt: skip
+_GROUPS = {
+    "data": "data",
+    "loss": "the loss and its grid of class weights",
+    "training": "training",
+    "report": "the report",
+}
+
+
+def add_config_arguments(
+    parser: argparse.ArgumentParser, inputs: str, defaults: ml_collections.ConfigDict
 ) -> None:
-    flag = "--" + option.replace("_", "-")
-    parser.add_argument(flag, help=f"{text} (config.{shortcuts[option]})", **kwargs)
-
-
-def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options of ``iml sweep`` to ``parser``: ``--config``, ``--out``, ``--no-progress``
-    and a named option for every config key (:data:`SWEEP_SHORTCUTS`), defaults in the config."""
-
-    defaults = flatten(sweep_config())
-
-    def shortcut(group: Any, option: str, text: str, **kwargs: Any) -> None:
-        default = defaults[SWEEP_SHORTCUTS[option]]
-        text = f"{text}; default {default}" if default not in ("", ()) else text
-        _shortcut(group, SWEEP_SHORTCUTS, option, text, **kwargs)
-
-    _config_argument(parser)
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder (resumable)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    source = parser.add_argument_group("data (one of --csv or --dataset)")
-    which = source.add_mutually_exclusive_group()
-    shortcut(
-        which,
-        "csv",
-        "a delimited text file with a header row (comma, semicolon, tab or | separated; "
-        "quotes, a UTF-8 byte-order mark and Windows line ends are fine)",
-        metavar="PATH",
-    )
-    shortcut(
-        which,
-        "dataset",
-        "a UCI dataset (adult, letter: --data-dir) or the built-in digits (8 x 8 pixels as "
-        "64 features; label 1 for the digit 8, or all 10 classes with --classes all)",
-        choices=SWEEP_DATASETS,
-    )
-    shortcut(
-        source,
-        "classes",
-        "binary: the positive class against the rest; all: every class of "
-        "--dataset digits or letter, for the multiclass losses",
-        choices=("binary", "all"),
-    )
-    shortcut(source, "target", "target column of --csv", metavar="COLUMN")
-    shortcut(
-        source,
-        "positive",
-        "positive target value of --csv (default: the target is 0/1 or true/false), the "
-        "positive letter(s) of --dataset letter (default O, a ~4%% class) or digit of digits "
-        "(default 8)",
-        metavar="VALUE",
-    )
-    shortcut(
-        source,
-        "delimiter",
-        "field separator of --csv: one character, or tab (default: detected among comma, "
-        "semicolon, tab and |)",
-        metavar="CHAR",
-    )
-    shortcut(
-        source,
-        "data_dir",
-        "folder of the UCI files, as downloaded from the UCI Machine Learning Repository: "
-        "letter-recognition.data (Letter Recognition) or adult.data, adult.test and adult.names "
-        "(Adult)",
-        metavar="DIR",
-    )
-    grid = parser.add_argument_group("the loss and its grid of class weights")
-    shortcut(
-        grid,
-        "loss",
-        "log (the beta-weighted cross-entropy), squared (beta-weighted), focal "
-        "(--gamma, with the beta grid as its weight alpha), or the multiclass matrix (the "
-        "B-weighted log loss, one sigmoid per class) and class_weighted_softmax "
-        "(--loss-weights)",
-        choices=sorted(SWEEP_LOSSES),
-    )
-    shortcut(grid, "gamma", "focal loss's gamma", type=float)
-    shortcut(
-        grid,
-        "loss_weights",
-        "the grid of a multiclass loss, ';'-separated: 'ones' (unweighted) or the entries "
-        "that differ from 1, e.g. 'ones;B[8,8]=10;B[3,8]=10' (matrix) or 'ones;w[8]=10' "
-        "(class_weighted_softmax), classes counted from 0",
-        metavar="W1;W2;...",
-    )
-    # --weights was this option's earlier name; in `iml reproduce` it names a model's starting
-    # weights. Given here, it is answered with the new name rather than read.
-    grid.add_argument("--weights", dest="renamed_weights", help=argparse.SUPPRESS)
-    shortcut(
-        grid,
-        "betas",
-        "explicit betas in (0, 1), space- or comma-separated",
-        nargs="+",
-        metavar="BETA",
-    )
-    shortcut(grid, "n_betas", "grid size", type=int)
-    shortcut(grid, "beta_min", "smallest beta", type=float)
-    shortcut(grid, "beta_max", "largest beta", type=float)
-    train = parser.add_argument_group("training")
-    shortcut(
-        train,
-        "seeds",
-        "member seeds per loss: one number N for the seeds 0..N-1, or several seeds themselves "
-        "(default: one where the fit is exact, which no seed changes; 0..7 where Adam trains)",
-        type=int,
-        nargs="+",
-    )
-    shortcut(train, "model", "a model that takes rows: logistic, mlp or one registered")
-    shortcut(train, "hidden", "MLP hidden units", type=int)
-    shortcut(train, "epochs", "most epochs", type=int)
-    shortcut(train, "batch_size", "rows per minibatch", type=int)
-    shortcut(train, "lr", "Adam learning rate", type=float)
-    shortcut(
-        train,
-        "l2",
-        "ridge penalty on the weights: a number, or auto (for each loss and rotation, the one of "
-        "--l2-grid with the lowest loss of its own on the validation folds)",
-        type=_ridge,
-        metavar="L2|auto",
-    )
-    shortcut(train, "l2_grid", "the penalties --l2 auto chooses among", nargs="+", metavar="L2")
-    shortcut(
-        train,
-        "l2_scale",
-        "what --l2 is measured against: paper (the loss itself: a fixed cost in the paper's "
-        "units at every class weight, as costly learning assumes) or per_weight (the member's "
-        "total sample weight: the same trade-off against the data at every weight)",
-        choices=L2_SCALES,
-    )
-    train.add_argument(
-        "--no-standardize",
-        action="store_const",
-        const=False,
-        help="fit on the features as they are, not standardised on each rotation's training "
-        "folds (config.train.standardize)",
-    )
-    shortcut(train, "patience", "early-stopping patience", type=int)
-    shortcut(
-        train,
-        "solver",
-        "exact: full-batch Newton to the optimum (logistic under --loss log, matrix or "
-        "class_weighted_softmax; seeds then coincide); adam: minibatch Adam with early stopping; "
-        "auto: exact where it applies, adam otherwise",
-        choices=SOLVERS,
-    )
-    shortcut(train, "n_folds", "cross-validation folds", type=int)
-    shortcut(train, "fold_seed", "seed of the fold assignment", type=int)
-    shortcut(
-        train,
-        "betas_per_chunk",
-        "losses per chunk, the unit of memory and of resumption (0: the whole grid where the "
-        "fit is exact, 16 where Adam trains)",
-        type=int,
-    )
-    shortcut(parser, "n_bins", "bins of the ECE", type=int)
-    shortcut(
-        parser,
-        "average",
-        "how the seeds of a loss pool: score (their mean score, the paper's ensemble) or logit "
-        "(the score of their mean logit)",
-        choices=ENSEMBLE_AVERAGES,
-    )
+    """Add ``--config FILE`` and the named options of the keys that runs on ``inputs`` read
+    (:func:`iml.commands.config.shortcuts`), each named as in every command, its help ending
+    with the key it sets and its default in ``defaults``."""
+    flat = flatten(defaults)
+    groups = {name: parser.add_argument_group(title) for name, title in _GROUPS.items()}
+    for option, key in shortcuts(inputs).items():
+        group, text, kwargs = _OPTIONS[option]
+        default = flat[key]
+        if default not in ("", ()) and "default" not in text and option != "no_standardize":
+            text = f"{text}; default {default}"
+        flag = "--" + option.replace("_", "-")
+        groups[group].add_argument(flag, help=f"{text} (config.{key})", **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,55 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _config_argument(rep, " (experiments/configs/)")
-
-    def shortcut(option: str, text: str, **kwargs: Any) -> None:
-        _shortcut(rep, SHORTCUTS, option, text, **kwargs)
-
-    shortcut("dataset", "digits (default), pneumoniamnist or chestxray14")
-    shortcut("data_dir", "where prepared TFDS data is kept")
-    shortcut("manual_dir", "folder with the raw files of the dataset")
-    shortcut(
-        "model",
-        "a model that takes images: densenet_small (default), densenet121, densenet_tiny, "
-        "logistic, mlp or one registered",
-    )
-    shortcut(
-        "weights",
-        "starting weights: a torchvision DenseNet .pth (e.g. densenet121-a639ec97.pth)",
-    )
-    shortcut("image_size", "side of the square images in pixels", type=int)
-    shortcut(
-        "classes",
-        "binary (default: the dataset's binary label) or all (every class of digits, for the "
-        "multiclass losses)",
-        choices=("binary", "all"),
-    )
-    shortcut(
-        "loss",
-        "log (default: the beta-weighted cross-entropy), squared or focal; or the multiclass "
-        "matrix (the B-weighted log loss) and class_weighted_softmax, over --loss-weights",
-    )
-    shortcut("gamma", "the focal loss's gamma (default 2)", type=float)
-    shortcut(
-        "betas",
-        "class weights in (0, 1), space- or comma-separated (alpha for the focal loss)",
-        nargs="+",
-        metavar="BETA",
-    )
-    shortcut(
-        "loss_weights",
-        "the grid of a multiclass loss, ';'-separated, one ensemble each: 'ones' or the entries "
-        "that differ from 1, e.g. 'ones;B[8,8]=10' (matrix) or 'ones;w[8]=10'",
-        metavar="W1;W2;...",
-    )
-    shortcut("n_folds", "number of cross-validation folds", type=int)
-    shortcut(
-        "seeds",
-        "member seeds per loss: one number N for the seeds 0..N-1, or several seeds themselves",
-        type=int,
-        nargs="+",
-    )
-    shortcut("epochs", "most epochs per member", type=int)
+    add_config_arguments(rep, "images", default_config())
     rep.add_argument("--out", default="runs/reproduce", help="run directory (resumed if present)")
     rep.add_argument("--no-progress", action="store_true", help="hide progress bars")
     rep.add_argument(
@@ -309,7 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=keys_help(sweep_config(), (experiment_config, sweep_config)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_sweep_arguments(swp)
+    _config_argument(swp, " (experiments/configs/sweep*.py)")
+    swp.add_argument("--out", required=True, metavar="DIR", help="output folder (resumable)")
+    swp.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_config_arguments(swp, "rows", sweep_config())
+    # --weights was --loss-weights' earlier name here; in a run on images it names a model's
+    # starting weights. Given to a sweep, it is answered with the new name rather than read.
+    swp.add_argument("--weights", dest="renamed_weights", help=argparse.SUPPRESS)
     swp.set_defaults(func=sweep_command)
 
     rev = sub.add_parser(
