@@ -77,12 +77,6 @@ def test_population_margins_vanish_for_equal_experiments_and_betas_are_ordered()
     assert population.min_positives == pytest.approx(0.1 * ndtr(cut - 1.5), rel=1e-6)
 
 
-def test_matched_precision_inverts_the_population_information():
-    for d, prior in ((1.5, 0.1), (3.1, 0.097), (1.9, 0.239)):
-        info = float(P.gaussian_population([0.5], np.array([d]), prior).information[0])
-        assert P.matched_precision(info, prior) == pytest.approx(d, abs=1e-4)
-
-
 def test_a_sparse_bin_row_at_reduced_scale(tmp_path):
     """Digits' regime (N = 1,797, prior 0.097, d = 3.1: the lowest deciles hold no positives)
     at 48 data sets: deciles and adaptive bins, the sizes of the three tests and NIAS's power

@@ -1,4 +1,4 @@
-"""Tests for iml.spec: one type for the loss, every kind round-trips under jit and vmap."""
+"""Tests of iml.spec: one type for the loss, every kind round-trips under jit and vmap."""
 
 import jax
 import jax.numpy as jnp
@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize, minimize_scalar
 
-import iml
 from iml import losses as L
-from iml.grids import WEIGHT_GRIDS, beta_grid, loss_grid, parse_weight_grid, weight_grid
 from iml.spec import LOSSES, LossSpec, loss_spec
 
 B3 = np.array([[1.0, 0.4, 0.7], [0.5, 2.0, 0.3], [0.9, 0.6, 1.5]])
@@ -307,78 +305,6 @@ def test_link_gives_the_scores_that_logits_loss_scores():
         np.testing.assert_allclose(spec.logits_loss(z, y), spec.loss(spec.link(z), y), rtol=1e-5)
     for spec in (loss_spec(0.9), loss_spec("focal", gamma=2.0, alpha=0.25)):
         np.testing.assert_allclose(spec.link(z[0]), jax.nn.sigmoid(z[0]), rtol=1e-6)
-
-
-def test_beta_grid_is_even_in_logit_symmetric_and_keeps_its_bounds():
-    grid = beta_grid(5, 0.01, 0.99)
-    mid = 0.1 / (0.1 + np.sqrt(0.99))  # odds sqrt(0.01 / 0.99): halfway in logit
-    np.testing.assert_allclose(grid, [0.01, mid, 0.5, 1 - mid, 0.99], rtol=1e-9)
-    assert grid[0] == 0.01 and grid[-1] == 0.99  # pinned: the table's keys show the bounds
-    assert len(beta_grid()) == 64 and beta_grid(1, 0.2, 0.3).tolist() == [0.2]
-    for args, message in [
-        ((0,), "n_betas must be an integer >= 1, got 0"),
-        ((True,), "n_betas must be an integer >= 1, got True"),
-        ((4, 0.0, 0.5), "beta_min"),
-        ((4, 0.5, 1.0), "beta_max"),
-        ((4, 0.6, 0.4), "beta_min = 0.6 exceeds beta_max = 0.4"),
-    ]:
-        with pytest.raises(ValueError, match=message):
-            beta_grid(*args)
-
-
-def test_loss_grids_refuse_repeats_and_unreadable_weights():
-    with pytest.raises(ValueError, match="losses repeat"):
-        loss_grid(np.ones((2, 3, 3)))
-    with pytest.raises(ValueError, match="betas"):
-        loss_grid([0.5, 0.5])
-    assert parse_weight_grid("ones; B[8,8]=10 ;B[3,8]=10,B[8,3]=2", "matrix") == [
-        {},
-        {(8, 8): 10.0},
-        {(3, 8): 10.0, (8, 3): 2.0},
-    ]
-    grid = loss_grid(weight_grid(parse_weight_grid("ones;B[8,8]=10", "matrix"), "matrix", 10))
-    assert grid.keys == ["ones", "B[8,8]=10"]  # keys read back as the --weights syntax
-    for text, message in [
-        ("ones;w[1]=2", r"^weights: cannot read 'w\[1\]=2'.*B\[3,3\]=10"),
-        ("B[1]=2", "B takes 2 indices"),
-        ("B[1,1]=-2", r"a weight must be a finite number > 0, got 'B\[1,1\]=-2'"),
-        (" ; ", "^weights is empty"),
-    ]:
-        with pytest.raises(ValueError, match=message):
-            parse_weight_grid(text, "matrix")
-    with pytest.raises(ValueError, match=r"index \[3, 0\] is out of range for 3 classes"):
-        weight_grid([{(3, 0): 2.0}], "matrix", 3)
-
-
-def test_every_weight_grid_builds_its_loss_from_its_own_syntax():
-    for loss, (symbol, rank, param) in WEIGHT_GRIDS.items():
-        index = ",".join(["2"] * rank)
-        entries = parse_weight_grid(f"ones;{symbol}[{index}]=10", loss)
-        assert entries == [{}, {(2,) * rank: 10.0}]
-        grid = weight_grid(entries, loss, 4)
-        assert grid.name == loss == loss_spec(loss, **{param: np.ones((4,) * rank)}).name
-        weights = np.asarray(grid.params[param])
-        assert weights.shape == (2, *(4,) * rank)
-        assert weights[1][(2,) * rank] == 10.0 and weights.sum() == 2 * 4**rank + 9
-        prefix = "gamma=2," if "gamma" in grid.params else ""  # the focal loss's focusing too
-        assert loss_grid(grid).keys == [f"{prefix}ones", f"{prefix}{symbol}[{index}]=10"]
-    with pytest.raises(ValueError, match=r"^config\.loss\.weights: a grid of weights is read"):
-        parse_weight_grid("ones", "focal", name="config.loss.weights")
-    with pytest.raises(ValueError, match="not 'log'"):
-        weight_grid([{}], "log", 3)
-
-
-def test_a_callable_with_parameters_is_a_grid_keyed_by_them():
-    def weighted_log(a, y, beta):
-        return jnp.where(y == 1, -beta * jnp.log(a), -(1 - beta) * jnp.log1p(-a))
-
-    spec = loss_spec(weighted_log, jnp.array([0.5, 0.9]))
-    assert spec.batch_shape == (2,)
-    grid = loss_grid(spec)
-    assert grid.keys == ["0.5", "0.9"] and grid.weights is None
-    # each member is the callable at its own parameter, with the generic rule
-    a = spec[1].optimal_score(jnp.array([0.1, 0.5]))
-    np.testing.assert_allclose(a, iml.optimal_score(jnp.array([0.1, 0.5]), 0.9), rtol=1e-5)
 
 
 def test_an_unknown_loss_is_an_error_never_another_loss():

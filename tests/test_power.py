@@ -1,0 +1,39 @@
+"""Tests of iml.power: the simulated agents' precisions and scenarios, the population they
+make, and the rates and errors read off simulated rejections."""
+
+import numpy as np
+import pytest
+
+from iml import power as P
+
+
+def test_matched_precision_inverts_the_population_information():
+    for d, prior in ((1.5, 0.1), (3.1, 0.097), (1.9, 0.239)):
+        info = float(P.gaussian_population([0.5], np.array([d]), prior).information[0])
+        assert P.matched_precision(info, prior) == pytest.approx(d, abs=1e-4)
+
+
+def test_precisions_spread_evenly_about_the_centre_and_name_their_scenario():
+    np.testing.assert_allclose(P.precisions(3, 0.4, 1.5), [1.3, 1.5, 1.7], rtol=1e-6)
+    np.testing.assert_array_equal(P.precisions(4, 0.0, 2.0), np.full(4, 2.0, np.float32))
+    assert P.precisions(5, -0.3, 1.5).dtype == np.float32
+    assert [P.scenario_name(d) for d in (0.0, -0.3, 0.3)] == ["capacity", "falling", "rising"]
+    assert P.scenario_name(0.0, misreport=3.0) == "misreported"
+
+
+def test_misreported_weights_multiply_the_middle_models_odds_alone():
+    # The middle weight 0.5 has odds 1; three times that is 0.75. The others stay.
+    np.testing.assert_allclose(P.misreported_weights([0.5, 0.5, 0.9], 3.0), [0.5, 0.75, 0.9])
+    # A weight outside (0, 1) (a class weight, say) is multiplied itself.
+    np.testing.assert_allclose(P.misreported_weights([1.0, 2.0], 3.0), [1.0, 6.0])
+
+
+def test_standard_error_is_the_binomial_standard_error_of_the_rate():
+    rejected = np.array([True, False, False, False])
+    assert P.standard_error(rejected) == pytest.approx(np.sqrt(0.25 * 0.75 / 4))
+    assert P.standard_error(np.zeros(10, bool)) == 0.0
+
+
+def test_matched_precision_needs_positive_information():
+    with pytest.raises(ValueError, match="information must be positive"):
+        P.matched_precision(0.0, 0.1)
