@@ -18,11 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Tests that read the shared data, one per data source and module; each takes seconds when run.
 NEEDS_SHARED_DATA = {
-    "tests/test_data.py::test_assemble_pneumoniamnist_rejects_swapped_copies": "pneumoniamnist",
-    "tests/test_data.py::test_letter_one_against_rest_and_several_letters": "uci-letter",
-    "tests/test_data.py::test_adult_matches_an_independent_encoding": "uci-adult",
-    "tests/test_data.py::test_chestxray14_label_file_counts": "nih-chestxray14-meta",
-    "tests/test_folds.py::test_chestxray14_patient_folds_on_the_real_label_file": (
+    "tests/data/builders/pneumoniamnist/test_pneumoniamnist_dataset_builder.py::"
+    "test_assemble_pneumoniamnist_rejects_swapped_copies": "pneumoniamnist",
+    "tests/data/test_tabular.py::test_letter_one_against_rest_and_several_letters": "uci-letter",
+    "tests/data/test_tabular.py::test_adult_matches_an_independent_encoding": "uci-adult",
+    "tests/data/builders/chestxray14/test_chestxray14_dataset_builder.py::"
+    "test_chestxray14_label_file_counts": "nih-chestxray14-meta",
+    "tests/data/test_folds.py::test_chestxray14_patient_folds_on_the_real_label_file": (
         "nih-chestxray14-meta"
     ),
     "tests/calibration/test_curves.py::test_rare_class_prevalence_of_chestxray14": (
