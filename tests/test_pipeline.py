@@ -675,7 +675,7 @@ def test_a_batch_out_of_device_memory_or_failing_to_compile_names_members_per_ba
     def fail(*args, **kwargs):
         raise RuntimeError(failure)
 
-    monkeypatch.setattr(runner, "train_ensemble", fail)
+    monkeypatch.setattr(runner, "train", fail)
     config = _config(**{**MULTICLASS, "train.members_per_batch": 4})
     with pytest.raises(
         error,
@@ -694,11 +694,11 @@ def test_other_batch_failures_propagate_as_raised(tmp_path, monkeypatch):
         raise RuntimeError(_AUTOTUNER)
 
     # a single member has no smaller batch to try
-    monkeypatch.setattr(runner, "train_ensemble", untuned)
+    monkeypatch.setattr(runner, "train", untuned)
     one = _config(**{**MULTICLASS, "train.members_per_batch": 1})
     with pytest.raises(RuntimeError, match=r"^INTERNAL: Failed to get configs"):
         runner.run_experiment(one, tmp_path / "single", progress=False)
-    monkeypatch.setattr(runner, "train_ensemble", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(runner, "train", lambda *a, **k: 1 / 0)
     config = _config(**{**MULTICLASS, "train.members_per_batch": 4})
     with pytest.raises(ZeroDivisionError):
         runner.run_experiment(config, tmp_path / "other", progress=False)

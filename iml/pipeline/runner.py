@@ -59,10 +59,9 @@ from iml.training import (
     TrainConfig,
     is_gpu_kernel_failure,
     is_out_of_memory,
-    predict_ensemble,
-    train_ensemble,
 )
 from iml.training.host import host_memory_record
+from iml.training.train import train
 
 __all__ = [
     "FLAT_KEYS",
@@ -293,7 +292,7 @@ def _run_batch(
     ckpt = store.root / "checkpoints" / f"batch-{batch.index:04d}"
     tests = [s.test_idx for s in specs]
     try:
-        states, history = train_ensemble(
+        trained = train(
             model,
             specs,
             source,
@@ -302,7 +301,7 @@ def _run_batch(
             init_variables=init_variables,
             progress=progress,
         )
-        scores = predict_ensemble(model, states, source, tests, train_config, loss=losses[0])
+        scores, history = trained.test_scores, trained.history
     except Exception as err:
         if is_out_of_memory(err):
             error, what = MemoryError, "ran out of device memory"

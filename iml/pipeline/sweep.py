@@ -6,7 +6,8 @@ weights of the softmax cross-entropy for multiclass targets), every seed and eve
 nested cross-validation (:mod:`iml.data.folds`: 10 folds, 7-2-1 train/validation/test rotations,
 as in the paper's appendix "Technical Details"), a small model (:mod:`iml.models.small`) is
 trained under that loss. All members train as one vectorized program: the ensemble trainer
-configured for a table (:func:`iml.training.train_tabular` with
+configured for a table (:func:`iml.training.train`, whose table feed is
+:func:`~iml.training.tabular.train_tabular`, with
 :data:`~iml.training.TABULAR_DEFAULTS`), or the exact solver for logistic members under the
 beta-weighted or the B-weighted log loss.
 
@@ -74,9 +75,9 @@ from iml.training.tabular import (
     check_table_config,
     exact_solver_applies,
     out_of_fold_logits,
-    train_tabular,
 )
-from iml.training.trainer import TrainConfig
+from iml.training.train import train
+from iml.training.trainer import DataSource, MemberSpec, TrainConfig
 
 if TYPE_CHECKING:
     from iml.data import Dataset
@@ -162,14 +163,26 @@ def _train_chunk(
     config: TrainConfig,
     progress: bool | str,
 ) -> dict[str, np.ndarray]:
-    """Train one chunk of losses (all seeds and rotations); its out-of-fold logits and epochs."""
-    fit = train_tabular(model, features, labels, splits, losses, seeds, config, progress=progress)
+    """Train one chunk of losses (all seeds and rotations: a full grid of members, which
+    :func:`iml.training.train` holds whole on the device); its out-of-fold logits and epochs."""
+    spec = losses.spec
+    (nb,) = spec.batch_shape
+    members = [MemberSpec(beta=None, seed=int(s), train_idx=split.train, val_idx=split.val,
+                          test_idx=split.test, fold=split.rotation, loss=spec[b])
+               for s in seeds for b in range(nb) for split in splits]  # fmt: skip
+    data = DataSource.from_arrays(features, labels)
+    trained = train(model, members, data, config, progress=progress)
+    grid = (len(seeds), nb, len(splits))
+    logits = np.full((*grid, max(len(split.test) for split in splits),
+                      *trained.test_logits[0].shape[1:]), np.nan, np.float32)  # fmt: skip
+    for k, z in enumerate(trained.test_logits):
+        logits[np.unravel_index(k, grid)][: len(z)] = z
     return {
-        "oof_logits": out_of_fold_logits(fit.test_logits, splits, features.shape[0]),
-        "best_epoch": fit.best_epoch,
-        "best_val": fit.best_val,
-        "epochs_run": np.asarray(fit.epochs_run),
-        "l2": fit.l2,
+        "oof_logits": out_of_fold_logits(logits, splits, features.shape[0]),
+        "best_epoch": trained.best_epoch.reshape(grid),
+        "best_val": trained.best_val_loss.reshape(grid),
+        "epochs_run": np.asarray(trained.epochs_run),
+        **({} if trained.l2 is None else {"l2": trained.l2.reshape(grid)}),
     }
 
 
@@ -354,7 +367,7 @@ def run_sweep(
     Folds are :func:`iml.data.assign_folds` (grouped by ``groups``, stratified by label) and the
     rotations the paper's 7-2-1 (with 10 folds; otherwise 2 validation folds, 1 test fold and
     the rest for training). For every loss, seed and rotation one member is trained
-    (:func:`train_tabular`); every observation gets one out-of-fold score per (loss, seed),
+    (:func:`iml.training.train`); every observation gets one out-of-fold score per (loss, seed),
     averaged over seeds into the ensemble score (or, with ``average="logit"``, the score of the
     seeds' mean logit), whose raw and loss-corrected versions are scored by
     :func:`iml.calibration.table_by_loss`.

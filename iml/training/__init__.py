@@ -1,7 +1,8 @@
-"""Training ensembles: one trainer (per-member train state, steps, early stopping, device mesh,
-checkpoints) fed with image batches from the host (:func:`train_ensemble`) or with an in-memory
-table whose minibatches its members share (:func:`train_tabular`), and exact full-batch fits of
-convex members (:mod:`iml.training.exact`)."""
+"""Training ensembles through one entry point, :func:`train`: one trainer (per-member train state,
+steps, early stopping, device mesh, checkpoints) fed with image batches from the host
+(:func:`train_ensemble`) or with an in-memory table whose minibatches its members share
+(:func:`train_tabular`), and exact full-batch fits of convex members (:mod:`iml.training.exact`).
+"""
 
 from iml.training.exact import (
     LogisticFit,
@@ -34,6 +35,7 @@ from iml.training.tabular import (
     out_of_fold_logits,
     train_tabular,
 )
+from iml.training.train import FEEDS, Trained, member_grid, train
 from iml.training.trainer import (
     DEFAULT_MEMBER_BATCHING,
     L2_GRID,
@@ -55,6 +57,7 @@ from iml.training.trainer import (
 
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",
+    "FEEDS",
     "L2_GRID",
     "L2_SCALES",
     "SOLVERS",
@@ -68,6 +71,7 @@ __all__ = [
     "MemberSpec",
     "MemberState",
     "TrainConfig",
+    "Trained",
     "adam",
     "batch_members",
     "beta_weighted_sample_weights",
@@ -82,6 +86,7 @@ __all__ = [
     "keep_step_memory",
     "make_mesh",
     "member_eval_step",
+    "member_grid",
     "member_in_place",
     "member_train_step",
     "out_of_fold_logits",
@@ -91,6 +96,7 @@ __all__ = [
     "preprocess",
     "resolve_member_batching",
     "skip_idle_members",
+    "train",
     "train_ensemble",
     "train_tabular",
     "use_cpu_cores_as_devices",
