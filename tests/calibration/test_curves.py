@@ -1,11 +1,13 @@
 """Tests of iml.calibration.curves: the binned calibration curve (Definition 1), its bootstrap
 and binomial intervals."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from _calibration_samples import binary_sample, ece_by_hand
+from absl.testing import parameterized
 from sklearn.calibration import calibration_curve as sk_calibration_curve
 
 from iml import calibration as cal
@@ -13,36 +15,45 @@ from iml import calibration as cal
 RNG = np.random.default_rng(0)
 
 
-@pytest.mark.parametrize("strategy", ["quantile", "uniform"])
-def test_calibration_curve_matches_sklearn(strategy):
-    scores, labels = binary_sample(2000, seed=1)
-    curve = cal.calibration_curve(scores, labels, n_bins=10, strategy=strategy)
-    prob_true, prob_pred = sk_calibration_curve(
-        labels, scores.astype(np.float64), n_bins=10, strategy=strategy
-    )
-    keep = np.asarray(curve.count) > 0
-    np.testing.assert_allclose(np.asarray(curve.event_rate)[keep], prob_true, rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(curve.mean_score)[keep], prob_pred, rtol=1e-5)
-    assert float(curve.count.sum()) == 2000
-    if strategy == "quantile":
-        np.testing.assert_allclose(
-            curve.edges,
-            np.percentile(scores.astype(np.float64), np.linspace(0, 100, 11)),
-            rtol=1e-5,
+class CalibrationCurve(chex.TestCase):
+    """The curve against scikit-learn's and against repeated observations, jitted and not."""
+
+    @chex.variants(with_jit=True, without_jit=True)
+    @parameterized.parameters("quantile", "uniform")
+    def test_calibration_curve_matches_sklearn(self, strategy):
+        calibration_curve = self.variant(
+            lambda s, y: cal.calibration_curve(s, y, n_bins=10, strategy=strategy)
         )
-        assert np.all(np.abs(np.asarray(curve.count) - 200) <= 1)
+        scores, labels = binary_sample(2000, seed=1)
+        curve = calibration_curve(scores, labels)
+        prob_true, prob_pred = sk_calibration_curve(
+            labels, scores.astype(np.float64), n_bins=10, strategy=strategy
+        )
+        keep = np.asarray(curve.count) > 0
+        np.testing.assert_allclose(np.asarray(curve.event_rate)[keep], prob_true, rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(curve.mean_score)[keep], prob_pred, rtol=1e-5)
+        assert float(curve.count.sum()) == 2000
+        if strategy == "quantile":
+            np.testing.assert_allclose(
+                curve.edges,
+                np.percentile(scores.astype(np.float64), np.linspace(0, 100, 11)),
+                rtol=1e-5,
+            )
+            assert np.all(np.abs(np.asarray(curve.count) - 200) <= 1)
 
-
-def test_weighted_curve_equals_repeated_observations():
-    scores, labels = binary_sample(300, seed=2)
-    reps = RNG.integers(0, 4, 300)
-    weighted = cal.calibration_curve(scores, labels, strategy="uniform", sample_weight=reps)
-    repeated = cal.calibration_curve(
-        np.repeat(scores, reps), np.repeat(labels, reps), strategy="uniform"
-    )
-    np.testing.assert_allclose(weighted.count, repeated.count)
-    np.testing.assert_allclose(weighted.event_rate, repeated.event_rate, rtol=1e-5)
-    np.testing.assert_allclose(weighted.mean_score, repeated.mean_score, rtol=1e-5)
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_weighted_curve_equals_repeated_observations(self):
+        calibration_curve = self.variant(
+            lambda s, y, w: cal.calibration_curve(s, y, strategy="uniform", sample_weight=w)
+        )
+        scores, labels = binary_sample(300, seed=2)
+        reps = RNG.integers(0, 4, 300)
+        weighted = calibration_curve(scores, labels, reps)
+        repeated = calibration_curve(np.repeat(scores, reps), np.repeat(labels, reps), None)
+        chex.assert_trees_all_equal_shapes(weighted, repeated)
+        np.testing.assert_allclose(weighted.count, repeated.count)
+        np.testing.assert_allclose(weighted.event_rate, repeated.event_rate, rtol=1e-5)
+        np.testing.assert_allclose(weighted.mean_score, repeated.mean_score, rtol=1e-5)
 
 
 def test_calibration_curve_bootstrap_interval_covers_estimate_and_jits():

@@ -1,11 +1,13 @@
 """Tests of iml.calibration.metrics: the expected calibration error (binned, debiased, top-label
 and class-wise), the Brier score, the log loss and the AUROC."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from _calibration_samples import binary_sample, ece_by_hand
+from absl.testing import parameterized
 
 from iml import calibration as cal
 
@@ -21,75 +23,93 @@ def _multiclass_sample(n: int, k: int = 4, seed: int = 0):
     return sharpened.astype(np.float32), labels
 
 
-def test_binary_metrics_match_sklearn_with_weights():
-    from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
+class Metrics(chex.TestCase):
+    """The metrics against scikit-learn and hand computations, jitted and not."""
 
-    scores, labels = binary_sample(3000, seed=4)
-    scores = np.round(scores, 2)  # many ties for the Mann-Whitney statistic
-    scores = np.clip(scores, 0.005, 0.995).astype(np.float32)
-    w = RNG.uniform(0.2, 3.0, 3000)
-    s64 = scores.astype(np.float64)
-    for weight in (None, w):
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_binary_metrics_match_sklearn_with_weights(self):
+        from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
+
+        auroc = self.variant(cal.auroc)
+        brier_score = self.variant(cal.brier_score)
+        mean_log_loss = self.variant(cal.mean_log_loss)
+        scores, labels = binary_sample(3000, seed=4)
+        scores = np.round(scores, 2)  # many ties for the Mann-Whitney statistic
+        scores = np.clip(scores, 0.005, 0.995).astype(np.float32)
+        w = RNG.uniform(0.2, 3.0, 3000)
+        s64 = scores.astype(np.float64)
+        for weight in (None, w):
+            np.testing.assert_allclose(
+                auroc(scores, labels, weight),
+                roc_auc_score(labels, s64, sample_weight=weight),
+                rtol=1e-5,
+            )
+            np.testing.assert_allclose(
+                brier_score(scores, labels, weight),
+                brier_score_loss(labels, s64, sample_weight=weight),
+                rtol=1e-5,
+            )
+            np.testing.assert_allclose(
+                mean_log_loss(scores, labels, weight),
+                log_loss(labels, s64, sample_weight=weight),
+                rtol=1e-5,
+            )
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_multiclass_metrics_match_sklearn(self):
+        from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
+
+        scores, labels = _multiclass_sample(1500, seed=5)
+        w = RNG.uniform(0.5, 2.0, 1500)
+        p64 = scores.astype(np.float64)
+        p64 /= p64.sum(1, keepdims=True)
         np.testing.assert_allclose(
-            cal.auroc(scores, labels, weight),
-            roc_auc_score(labels, s64, sample_weight=weight),
-            rtol=1e-5,
+            self.variant(cal.auroc)(scores, labels),
+            roc_auc_score(labels, p64, multi_class="ovr"),
+            rtol=1e-4,
         )
         np.testing.assert_allclose(
-            cal.brier_score(scores, labels, weight),
-            brier_score_loss(labels, s64, sample_weight=weight),
-            rtol=1e-5,
+            self.variant(cal.brier_score)(scores, labels, w),
+            brier_score_loss(labels, p64, sample_weight=w, labels=[0, 1, 2, 3]),
+            rtol=1e-4,
         )
         np.testing.assert_allclose(
-            cal.mean_log_loss(scores, labels, weight),
-            log_loss(labels, s64, sample_weight=weight),
-            rtol=1e-5,
+            self.variant(cal.mean_log_loss)(scores, labels, w),
+            log_loss(labels, p64, sample_weight=w),
+            rtol=1e-4,
         )
 
+    @chex.variants(with_jit=True, without_jit=True)
+    @parameterized.parameters(("l1", "quantile"), ("l2", "uniform"), ("max", "quantile"))
+    def test_ece_matches_hand_computation(self, norm, strategy):
+        ece = self.variant(
+            lambda s, y: cal.expected_calibration_error(s, y, strategy=strategy, norm=norm)
+        )
+        scores, labels = binary_sample(1200, seed=6, prevalence_shift=0.05)
+        s64 = scores.astype(np.float64)
+        edges = (
+            np.percentile(s64, np.linspace(0, 100, 11))
+            if strategy == "quantile"
+            else np.linspace(0, 1, 11)
+        )
+        got = ece(scores, labels)
+        np.testing.assert_allclose(got, ece_by_hand(s64, labels, edges, norm), rtol=1e-4)
 
-def test_multiclass_metrics_match_sklearn():
-    from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_ece_tiny_example_by_hand(self):
+        def ece(norm):
+            return self.variant(
+                lambda s, y: cal.expected_calibration_error(
+                    s, y, n_bins=2, strategy="uniform", norm=norm
+                )
+            )
 
-    scores, labels = _multiclass_sample(1500, seed=5)
-    w = RNG.uniform(0.5, 2.0, 1500)
-    p64 = scores.astype(np.float64)
-    p64 /= p64.sum(1, keepdims=True)
-    np.testing.assert_allclose(
-        cal.auroc(scores, labels), roc_auc_score(labels, p64, multi_class="ovr"), rtol=1e-4
-    )
-    np.testing.assert_allclose(
-        cal.brier_score(scores, labels, w),
-        brier_score_loss(labels, p64, sample_weight=w, labels=[0, 1, 2, 3]),
-        rtol=1e-4,
-    )
-    np.testing.assert_allclose(
-        cal.mean_log_loss(scores, labels, w), log_loss(labels, p64, sample_weight=w), rtol=1e-4
-    )
-
-
-@pytest.mark.parametrize(
-    ("norm", "strategy"), [("l1", "quantile"), ("l2", "uniform"), ("max", "quantile")]
-)
-def test_ece_matches_hand_computation(norm, strategy):
-    scores, labels = binary_sample(1200, seed=6, prevalence_shift=0.05)
-    s64 = scores.astype(np.float64)
-    edges = (
-        np.percentile(s64, np.linspace(0, 100, 11))
-        if strategy == "quantile"
-        else np.linspace(0, 1, 11)
-    )
-    got = cal.expected_calibration_error(scores, labels, strategy=strategy, norm=norm)
-    np.testing.assert_allclose(got, ece_by_hand(s64, labels, edges, norm), rtol=1e-4)
-
-
-def test_ece_tiny_example_by_hand():
-    scores = np.array([0.1, 0.2, 0.6, 0.8], np.float32)
-    labels = np.array([0, 1, 1, 1])
-    # Two uniform bins: [0, .5] holds .1, .2 (mean .15, rate .5); (.5, 1] holds .6, .8 (.7, 1).
-    ece = cal.expected_calibration_error(scores, labels, n_bins=2, strategy="uniform")
-    np.testing.assert_allclose(ece, 0.5 * 0.35 + 0.5 * 0.3, rtol=1e-6)
-    mce = cal.expected_calibration_error(scores, labels, n_bins=2, strategy="uniform", norm="max")
-    np.testing.assert_allclose(mce, 0.35, rtol=1e-6)
+        scores = np.array([0.1, 0.2, 0.6, 0.8], np.float32)
+        labels = np.array([0, 1, 1, 1])
+        # Two uniform bins: [0, .5] holds .1, .2 (mean .15, rate .5); (.5, 1] holds .6, .8
+        # (.7, 1).
+        np.testing.assert_allclose(ece("l1")(scores, labels), 0.5 * 0.35 + 0.5 * 0.3, rtol=1e-6)
+        np.testing.assert_allclose(ece("max")(scores, labels), 0.35, rtol=1e-6)
 
 
 def test_debiased_ece_is_unbiased_for_calibrated_scores_where_plugin_is_not():

@@ -1,5 +1,6 @@
 """Tests of iml.losses.softmax: the class-weighted softmax cross-entropy."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,16 +8,25 @@ import numpy as np
 from iml import losses as L
 
 
-def test_class_weighted_softmax_cross_entropy_matches_probability_form(x64):
-    logits = 5.0 * np.random.default_rng(0).normal(size=(7, 4)).astype(np.float32)
-    labels = jnp.arange(7) % 4
-    w = np.array([1.0, 3.0, 0.5, 2.0], np.float32)
-    ours = L.class_weighted_softmax_cross_entropy(jnp.asarray(logits), labels, jnp.asarray(w))
-    assert ours.dtype == jnp.float32
-    ref = L.class_weighted_cross_entropy(
-        jax.nn.softmax(jnp.asarray(logits, jnp.float64)), labels, jnp.asarray(w, jnp.float64)
-    )
-    np.testing.assert_allclose(ours, ref, rtol=1e-6)
+class ClassWeightedSoftmax(chex.TestCase):
+    """The logit form against the probability form in float64, jitted and not."""
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_class_weighted_softmax_cross_entropy_matches_probability_form(self):
+        with jax.enable_x64(True):
+            logits = 5.0 * np.random.default_rng(0).normal(size=(7, 4)).astype(np.float32)
+            labels = jnp.arange(7) % 4
+            w = np.array([1.0, 3.0, 0.5, 2.0], np.float32)
+            ours = self.variant(L.class_weighted_softmax_cross_entropy)(
+                jnp.asarray(logits), labels, jnp.asarray(w)
+            )
+            chex.assert_type(ours, jnp.float32)
+            ref = L.class_weighted_cross_entropy(
+                jax.nn.softmax(jnp.asarray(logits, jnp.float64)),
+                labels,
+                jnp.asarray(w, jnp.float64),
+            )
+            np.testing.assert_allclose(ours, ref, rtol=1e-6)
 
 
 def test_softmax_losses_have_finite_gradients_at_extreme_logits():

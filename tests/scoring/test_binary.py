@@ -3,6 +3,7 @@ probabilities and logits."""
 
 from fractions import Fraction
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,10 +91,25 @@ def test_correction_equals_undersampling_correction(a, beta):
         np.testing.assert_allclose(S.loss_corrected_score(a, beta), h, rtol=1e-10, atol=1e-300)
 
 
-def test_overscoring_and_underscoring_follow_beta():
-    gamma = jnp.linspace(0.05, 0.95, 19)
-    assert np.all(S.optimal_score(gamma, 0.9) > gamma)
-    assert np.all(S.optimal_score(gamma, 0.1) < gamma)
+class ClosedForms(chex.TestCase):
+    """The closed forms on arrays and grids of weights, jitted and not."""
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_overscoring_and_underscoring_follow_beta(self):
+        optimal_score = self.variant(S.optimal_score)
+        gamma = jnp.linspace(0.05, 0.95, 19)
+        assert np.all(optimal_score(gamma, 0.9) > gamma)
+        assert np.all(optimal_score(gamma, 0.1) < gamma)
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_grid_of_betas_against_scores_is_one_call(self):
+        loss_corrected_score = self.variant(S.loss_corrected_score)
+        scores = jnp.linspace(0.0, 1.0, 7)
+        grid = jnp.array([0.1, 0.5, 0.9, 0.99])
+        out = loss_corrected_score(scores[None, :], grid[:, None])
+        chex.assert_shape(out, (4, 7))
+        for i, beta in enumerate(np.asarray(grid)):
+            np.testing.assert_allclose(out[i], S.loss_corrected_score(scores, beta), rtol=1e-6)
 
 
 def test_float32_accuracy_at_extreme_weights_and_scores():
@@ -120,15 +136,6 @@ def test_float32_accuracy_at_extreme_weights_and_scores():
     ours_z = np.asarray(S.loss_corrected_logit(logits.astype(np.float32)[None, :], beta32[:, None]))
     ref_z = logits[None, :] - (np.log(b) - np.log1p(-b))
     np.testing.assert_allclose(ours_z, ref_z, rtol=1e-6, atol=2e-6)
-
-
-def test_grid_of_betas_against_scores_is_one_call():
-    scores = jnp.linspace(0.0, 1.0, 7)
-    grid = jnp.array([0.1, 0.5, 0.9, 0.99])
-    out = S.loss_corrected_score(scores[None, :], grid[:, None])
-    assert out.shape == (4, 7)
-    for i, beta in enumerate(np.asarray(grid)):
-        np.testing.assert_allclose(out[i], S.loss_corrected_score(scores, beta), rtol=1e-6)
 
 
 def test_jit_vmap_and_grad_agree_with_the_closed_form():

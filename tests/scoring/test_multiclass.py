@@ -3,6 +3,7 @@ inverse, and the class-weighted softmax."""
 
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,18 +39,6 @@ def test_bad_weight_matrices_are_rejected(B, match):
 def test_posteriors_off_the_simplex_are_rejected():
     with pytest.raises(ValueError, match="sum to 1"):
         S.optimal_score_multiclass(np.array([0.3, 0.3]), np.ones((2, 2)))
-
-
-def test_weights_depending_only_on_true_class_give_proportional_correction():
-    # B[y, y'] = w_y: c_y(gamma) = gamma_y w_y / sum gamma w, so gamma_y ∝ a_y / w_y.
-    w = jnp.array([1.0, 4.0, 0.5, 2.0])
-    B = jnp.tile(w[:, None], (1, 4))
-    gamma = random_simplex(jax.random.PRNGKey(1), 4, 16)
-    a = S.optimal_score_multiclass(gamma, B)
-    np.testing.assert_allclose(a.sum(-1), 1.0, rtol=1e-5)
-    expected = (a / w) / jnp.sum(a / w, axis=-1, keepdims=True)
-    np.testing.assert_allclose(S.loss_corrected_score_multiclass(a, B), expected, atol=2e-6)
-    np.testing.assert_allclose(S.loss_corrected_score_class_weighted(a, w), expected, atol=2e-6)
 
 
 @settings(max_examples=10)
@@ -112,23 +101,6 @@ def _per_output_rule(gamma, B):
     return out
 
 
-def test_unit_weights_leave_every_score_as_it_is():
-    # B all ones: every output's rule is the identity. A projection onto the simplex would move
-    # (.95, .6, .05, .02, .01) to (.675, .325, 0, 0, 0).
-    a = jnp.array([0.95, 0.6, 0.05, 0.02, 0.01])
-    gamma, residual = S.loss_corrected_score_multiclass(a, jnp.ones((5, 5)), return_residual=True)
-    np.testing.assert_array_equal(gamma, a)
-    assert float(residual) == 0.0
-    # Bit for bit over random rows with exact 0s and 1s, and for any common weight.
-    rng = np.random.default_rng(0)
-    rows = rng.uniform(size=(200, 7)).astype(np.float32)
-    rows[:5, 0], rows[5:10, 1] = 0.0, 1.0
-    for weight in (1.0, 0.1, 3.0):
-        np.testing.assert_array_equal(
-            S.loss_corrected_score_multiclass(rows, np.full((7, 7), weight, np.float32)), rows
-        )
-
-
 def test_columns_with_equal_off_diagonal_weights_invert_each_output_by_corollary_1(x64):
     # Column j: negatives weigh c_j whatever the other posteriors, so output j is the binary rule
     # at beta'_j = d_j / (d_j + c_j), inverted in closed form.
@@ -170,35 +142,87 @@ def test_multiclass_round_trip_in_float32():
         assert float(residual.max()) < 1e-5, n
 
 
-def test_off_image_scores_satisfy_every_output_condition_without_summing_to_one(x64):
-    # Real outputs need not lie in the image of Proposition 3's rule: two classes both scored 0.9.
-    # Each output is still inverted at the weight its negatives carry given the other posteriors.
-    B = jnp.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]], jnp.float64)
-    a = jnp.array([0.9, 0.9, 0.05], jnp.float64)
-    gamma, residual = S.loss_corrected_score_multiclass(a, B, return_residual=True)
-    assert float(residual) < 1e-12
-    np.testing.assert_allclose(_per_output_rule(gamma, B), a, atol=1e-12)
-    np.testing.assert_allclose(gamma, _one_vs_rest_reference(a, B), atol=1e-12)
-    assert float(gamma.sum()) > 1.5  # one posterior per output: not renormalised
-    # On the simplex, the per-output rule is Proposition 3's.
-    g = np.array([0.5, 0.3, 0.2])
-    np.testing.assert_allclose(_per_output_rule(g, B), S.optimal_score_multiclass(g, B))
+class MulticlassInverse(chex.TestCase):
+    """Proposition 3's rule and its per-output inverse on small arrays, jitted and not."""
 
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_weights_depending_only_on_true_class_give_proportional_correction(self):
+        # B[y, y'] = w_y: c_y(gamma) = gamma_y w_y / sum gamma w, so gamma_y ∝ a_y / w_y.
+        optimal = self.variant(S.optimal_score_multiclass)
+        inverse = self.variant(S.loss_corrected_score_multiclass)
+        class_weighted = self.variant(S.loss_corrected_score_class_weighted)
+        w = jnp.array([1.0, 4.0, 0.5, 2.0])
+        B = jnp.tile(w[:, None], (1, 4))
+        gamma = random_simplex(jax.random.PRNGKey(1), 4, 16)
+        a = optimal(gamma, B)
+        np.testing.assert_allclose(a.sum(-1), 1.0, rtol=1e-5)
+        expected = (a / w) / jnp.sum(a / w, axis=-1, keepdims=True)
+        np.testing.assert_allclose(inverse(a, B), expected, atol=2e-6)
+        np.testing.assert_allclose(class_weighted(a, w), expected, atol=2e-6)
 
-def test_renormalising_is_a_separate_option_that_sums_to_one(x64):
-    B = jnp.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]], jnp.float64)
-    a = jnp.array([[0.9, 0.9, 0.05], [0.2, 0.3, 0.1]], jnp.float64)
-    gamma = S.loss_corrected_score_multiclass(a, B)
-    renormalised, residual = S.loss_corrected_score_multiclass(
-        a, B, renormalise=True, return_residual=True
-    )
-    np.testing.assert_allclose(renormalised.sum(-1), 1.0, rtol=1e-15)
-    np.testing.assert_allclose(renormalised, gamma / gamma.sum(-1, keepdims=True), rtol=1e-15)
-    # Its residual is Proposition 3's, how far the simplex posterior is from explaining a.
-    expected = np.max(np.abs(S.optimal_score_multiclass(renormalised, B) - a), axis=-1)
-    np.testing.assert_allclose(residual, expected, rtol=1e-12)
-    assert np.all(residual > 0.05)
-    assert np.isnan(S.loss_corrected_score_multiclass(jnp.zeros(3), B, renormalise=True)).all()
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_unit_weights_leave_every_score_as_it_is(self):
+        # B all ones: every output's rule is the identity. A projection onto the simplex would
+        # move (.95, .6, .05, .02, .01) to (.675, .325, 0, 0, 0).
+        inverse = self.variant(S.loss_corrected_score_multiclass)
+        with_residual = self.variant(
+            functools.partial(S.loss_corrected_score_multiclass, return_residual=True)
+        )
+        a = jnp.array([0.95, 0.6, 0.05, 0.02, 0.01])
+        gamma, residual = with_residual(a, jnp.ones((5, 5)))
+        np.testing.assert_array_equal(gamma, a)
+        assert float(residual) == 0.0
+        # Bit for bit over random rows with exact 0s and 1s, and for any common weight.
+        rng = np.random.default_rng(0)
+        rows = rng.uniform(size=(200, 7)).astype(np.float32)
+        rows[:5, 0], rows[5:10, 1] = 0.0, 1.0
+        for weight in (1.0, 0.1, 3.0):
+            np.testing.assert_array_equal(inverse(rows, np.full((7, 7), weight, np.float32)), rows)
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_off_image_scores_satisfy_every_output_condition_without_summing_to_one(self):
+        # Real outputs need not lie in the image of Proposition 3's rule: two classes both scored
+        # 0.9. Each output is still inverted at the weight its negatives carry given the other
+        # posteriors.
+        with jax.enable_x64(True):
+            with_residual = self.variant(
+                functools.partial(S.loss_corrected_score_multiclass, return_residual=True)
+            )
+            B = jnp.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]], jnp.float64)
+            a = jnp.array([0.9, 0.9, 0.05], jnp.float64)
+            gamma, residual = with_residual(a, B)
+            assert float(residual) < 1e-12
+            np.testing.assert_allclose(_per_output_rule(gamma, B), a, atol=1e-12)
+            np.testing.assert_allclose(gamma, _one_vs_rest_reference(a, B), atol=1e-12)
+            assert float(gamma.sum()) > 1.5  # one posterior per output: not renormalised
+            # On the simplex, the per-output rule is Proposition 3's.
+            g = np.array([0.5, 0.3, 0.2])
+            np.testing.assert_allclose(
+                _per_output_rule(g, B), self.variant(S.optimal_score_multiclass)(g, B)
+            )
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_renormalising_is_a_separate_option_that_sums_to_one(self):
+        with jax.enable_x64(True):
+            inverse = self.variant(S.loss_corrected_score_multiclass)
+            renormalising = self.variant(
+                functools.partial(
+                    S.loss_corrected_score_multiclass, renormalise=True, return_residual=True
+                )
+            )
+            B = jnp.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]], jnp.float64)
+            a = jnp.array([[0.9, 0.9, 0.05], [0.2, 0.3, 0.1]], jnp.float64)
+            gamma = inverse(a, B)
+            renormalised, residual = renormalising(a, B)
+            np.testing.assert_allclose(renormalised.sum(-1), 1.0, rtol=1e-15)
+            np.testing.assert_allclose(
+                renormalised, gamma / gamma.sum(-1, keepdims=True), rtol=1e-15
+            )
+            # Its residual is Proposition 3's, how far the simplex posterior is from explaining a.
+            expected = np.max(np.abs(S.optimal_score_multiclass(renormalised, B) - a), axis=-1)
+            np.testing.assert_allclose(residual, expected, rtol=1e-12)
+            assert np.all(residual > 0.05)
+            assert np.isnan(renormalising(jnp.zeros(3), B)[0]).all()
 
 
 def test_the_multiclass_inverse_agrees_under_jit_vmap_and_grad():
