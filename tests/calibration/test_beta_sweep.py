@@ -1,6 +1,7 @@
 """Tests of iml.calibration.beta_sweep: the calibration of the loss-corrected scores for many
 class weights at once, beside the loss-calibration gap."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -58,7 +59,8 @@ def test_beta_sweep_finds_the_training_weight_with_debiased_l2_and_generic_loss_
     scores, labels = np_loss_calibrated_sample(20, 20_000, 0.7)
     betas = np.linspace(0.5, 0.95, 46).astype(np.float32)
     sw = cal.beta_sweep(scores, labels, betas, n_bootstrap=0, norm="l2", debias=True)
-    assert sw.ece_interval is None and sw.mean_score.shape == (46, 10)
+    assert sw.ece_interval is None
+    chex.assert_shape(sw.mean_score, (46, 10))
     # The weight the scores were made with minimises both the ECE of the corrected scores and
     # the loss-calibration gap of the raw ones.
     assert abs(float(betas[np.argmin(sw.ece)]) - 0.7) <= 0.02
@@ -83,7 +85,7 @@ def test_beta_sweep_reports_the_smooth_ece_of_every_corrected_score():
     sweep = cal.beta_sweep(
         scores, labels, betas, n_bootstrap=5, key=jax.random.key(0), beta_chunk=3
     )
-    assert sweep.smooth_ece.shape == (4,) and sweep.ece_interval.shape == (2, 4)
+    chex.assert_shape([sweep.smooth_ece, sweep.ece_interval], [(4,), (2, 4)])
     for i, beta in enumerate(betas):
         corrected = loss_corrected_score(jnp.asarray(scores), beta)
         expected = cal.smooth_ece(corrected, labels).ece

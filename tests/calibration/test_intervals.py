@@ -1,5 +1,6 @@
 """Tests of iml.calibration.intervals: the Clopper-Pearson interval of a binomial rate."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,7 +22,7 @@ def test_clopper_pearson_interval_matches_scipy_exact(confidence):
             for k, n in zip(events, count, strict=True)
         ]
     ).T
-    assert got.shape == (2, len(events))
+    chex.assert_shape(got, (2, len(events)))
     # float32 betainc: about 1e-4 relative for counts in the hundreds, 1e-3 in the thousands.
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-8)
     small = count <= 180

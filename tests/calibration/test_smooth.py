@@ -10,6 +10,7 @@ reflection. The comparisons use scores with little mass there, and a direct floa
 checks the definition itself where ``relplot`` differs.
 """
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -162,7 +163,7 @@ def test_calibrated_curve_follows_the_diagonal_within_its_band():
     grid, rate = np.asarray(curve.grid), np.asarray(curve.event_rate)
     lower, upper = np.asarray(curve.event_rate_interval)
     density = np.asarray(curve.density)
-    assert curve.event_rate_interval.shape == (2, grid.size)
+    chex.assert_shape(curve.event_rate_interval, (2, grid.size))
     assert density.sum() * (grid[1] - grid[0]) == pytest.approx(1.0, abs=1e-3)
     dense = density > 0.2 * density.max()
     assert np.all((lower[dense] <= rate[dense] + 1e-6) & (rate[dense] <= upper[dense] + 1e-6))

@@ -1,6 +1,7 @@
 """Tests of iml.recalibration.logistic: Platt scaling and beta calibration, against
 scikit-learn's and scipy's logistic fits."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -209,7 +210,7 @@ def test_beta_calibration_jits_and_vmaps_over_replicates(binary_data):
     W = np.stack([w] * len(replicates))
     fit = jax.jit(jax.vmap(beta_calibration_fit))
     batched = fit(S, Y, W)
-    assert batched.a.shape == (len(replicates),)
+    chex.assert_shape(batched.a, (len(replicates),))
     for i in range(len(replicates)):
         alone = beta_calibration_fit(S[i], Y[i], W[i])
         np.testing.assert_allclose(
@@ -218,7 +219,8 @@ def test_beta_calibration_jits_and_vmaps_over_replicates(binary_data):
     assert float(batched.a[1]) == 0.0 and float(batched.b[2]) == 0.0
     assert float(batched.a[3]) == 0.0 and float(batched.b[3]) == 0.0
     q = jax.vmap(beta_calibration_transform)(batched, S)
-    assert q.shape == S.shape and np.all(np.isfinite(q))
+    chex.assert_equal_shape([q, S])
+    assert np.all(np.isfinite(q))
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """Tests of iml.revealed.experiments: revealed experiments and their posteriors, from signals,
 from scores or given directly."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,7 +28,7 @@ def test_experiments_from_signals_count_like_numpy_and_weights_are_a_paired_resa
     # A multinomial replicate as weights equals resampling the observations for every model.
     weights = R.paired_bootstrap_weights(jax.random.key(1), 400, 3, resampling="multinomial")
     batched = R.experiments_from_signals(signals, labels, 5, weights)
-    assert batched.probability.shape == (3, 3, 5)
+    chex.assert_shape(batched.probability, (3, 3, 5))
     for b, w in enumerate(np.asarray(weights).astype(int)):
         idx = np.repeat(np.arange(400), w)
         resampled = R.experiments_from_signals(signals[:, idx], labels[idx], 5)

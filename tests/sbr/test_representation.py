@@ -1,6 +1,7 @@
 """Tests of iml.sbr.representation: the signal-based representation of Proposition 1 and its
 conditions (Definition 3), on exact populations and on sampled data."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -98,7 +99,7 @@ def test_simulated_data_has_an_sbr_and_perturbed_scores_fail_condition_3():
 
 def test_multiclass_simulated_data_has_an_sbr_for_its_own_b_only():
     scores, labels, _, _ = simulate_scores(jax.random.key(3), PRIOR3, EXPERIMENT3, N, B=B)
-    assert scores.shape == (N, 3)
+    chex.assert_shape(scores, (N, 3))
     assert signal_based_representation(scores, labels, B, significance=0.01).has_sbr
     other = np.ones((3, 3))
     rep = signal_based_representation(scores, labels, other, significance=0.01)

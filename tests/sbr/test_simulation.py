@@ -1,5 +1,6 @@
 """Tests of iml.sbr.simulation: the simulator of the model and its exact distribution."""
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ def test_simulated_labels_and_signals_follow_prior_and_experiment():
     scores, labels, signals, post = simulate_scores(
         jax.random.key(0), PRIOR, EXPERIMENT, N, beta=0.9
     )
-    assert scores.shape == labels.shape == signals.shape == post.shape == (N,)
+    chex.assert_shape([scores, labels, signals, post], (N,))
     freq_y = np.bincount(np.asarray(labels), minlength=2) / N
     np.testing.assert_allclose(freq_y, PRIOR, atol=4 * np.sqrt(0.09 / N))
     for y in (0, 1):

@@ -120,7 +120,7 @@ def test_float32_accuracy_at_extreme_weights_and_scores():
     beta32, a32 = beta64.astype(np.float32), a64.astype(np.float32)
     b, a = np.float64(beta32)[:, None], np.float64(a32)[None, :]
     ours = np.asarray(S.loss_corrected_score(a32[None, :], beta32[:, None]))
-    assert ours.dtype == np.float32
+    chex.assert_type(ours, np.float32)
     ref = (1 - b) * a / ((1 - b) * a + b * (1 - a))
     np.testing.assert_allclose(ours, ref, rtol=4 * np.finfo(np.float32).eps, atol=0)
     compiled = jax.jit(S.loss_corrected_score)(a32[None, :], beta32[:, None])

@@ -123,7 +123,7 @@ def test_columns_with_equal_off_diagonal_weights_invert_each_output_by_corollary
     a8 = rng.uniform(size=(30, 10)).astype(np.float32)
     with jax.enable_x64(False):
         gamma8 = S.loss_corrected_score_multiclass(a8, B8)
-    assert gamma8.dtype == np.float32
+    chex.assert_type(gamma8, np.float32)
     exact = S.loss_corrected_score(a8[:, 8].astype(np.float64), 10 / 11)
     np.testing.assert_allclose(gamma8[:, 8], exact, rtol=3e-7)
     np.testing.assert_array_equal(np.delete(gamma8, 8, axis=1), np.delete(a8, 8, axis=1))
