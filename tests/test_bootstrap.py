@@ -1,10 +1,83 @@
 """Tests of iml._bootstrap: resampling counts (multinomial and Poisson), percentile and order
 statistic intervals, and the check of the resampling scheme."""
 
+import chex
 import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
+from iml import _bootstrap as B
 from iml import revealed as R
+
+
+class Resampling(chex.TestCase):
+    """Resampling counts and intervals on small arrays, jitted and not."""
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_multinomial_counts_resample_every_row_to_n_observations(self):
+        counts = self.variant(B.bootstrap_counts, static_argnums=(1, 2))(jax.random.key(0), 50, 40)
+        chex.assert_shape(counts, (40, 50))
+        chex.assert_type(counts, jnp.float32)
+        counts = np.asarray(counts)
+        np.testing.assert_array_equal(counts.sum(1), 50.0)
+        assert np.all(counts >= 0) and np.all(counts == np.round(counts))
+        assert len({tuple(row) for row in counts}) == 40  # the replicates differ
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_poisson_counts_take_the_quantised_poisson_values_with_mean_and_variance_one(self):
+        counts = self.variant(B.poisson_counts, static_argnums=(1, 2))(jax.random.key(1), 999, 200)
+        chex.assert_shape(counts, (200, 999))
+        counts = np.asarray(counts)
+        assert set(np.unique(counts)) <= {0.0, 1.0, 2.0, 3.0, 4.0, 5.0}
+        assert abs(counts.mean() - 1.0) < 0.01 and abs(counts.var() - 1.0) < 0.02
+        # the quantised distribution itself has mean and variance exactly 1
+        values = B._POISSON_COUNTS.astype(np.float64)
+        assert values.size == 256 and values.mean() == 1.0 and values.var() == 1.0
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_percentile_interval_is_numpys_nan_percentile(self):
+        rng = np.random.default_rng(2)
+        samples = rng.normal(size=(101, 3)).astype(np.float32)
+        samples[:10, 1] = np.nan  # an empty bin in some replicates
+        interval = self.variant(lambda s: B.percentile_interval(s, 0.9))(samples)
+        chex.assert_shape(interval, (2, 3))
+        expected = np.nanpercentile(samples.astype(np.float64), [5.0, 95.0], axis=0)
+        np.testing.assert_allclose(interval, expected, rtol=1e-5, atol=1e-6)
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_order_statistic_interval_takes_the_order_statistics_rounded_outward(self):
+        rng = np.random.default_rng(3)
+        samples = rng.normal(size=(99, 4)).astype(np.float32)
+        samples[:9, 2] = np.nan  # 90 valid replicates in column 2
+        samples[:, 3] = np.nan  # none in column 3
+        interval = np.asarray(self.variant(lambda s: B.order_statistic_interval(s, 0.9))(samples))
+        chex.assert_shape(interval, (2, 4))
+        for j, n in ((0, 99), (1, 99), (2, 90)):
+            ordered = np.sort(samples[~np.isnan(samples[:, j]), j])
+            assert ordered.size == n
+            lo, hi = int(np.floor(0.05 * (n - 1))), int(np.ceil(0.95 * (n - 1)))
+            np.testing.assert_array_equal(interval[:, j], [ordered[lo], ordered[hi]])
+        assert np.all(np.isnan(interval[:, 3]))
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_ordered_keys_keep_the_order_of_floats_and_invert(self):
+        x = jnp.array([-np.inf, -2.5, -1e-30, -0.0, 0.0, 1e-30, 3.0, np.inf], jnp.float32)
+        keys = self.variant(B.ordered_keys)(x)
+        chex.assert_type(keys, jnp.int32)
+        assert np.all(np.diff(np.asarray(keys)) >= 0)
+        np.testing.assert_array_equal(self.variant(B.from_ordered_keys)(keys), x)
+
+
+def test_check_bootstrap_names_the_option_at_fault():
+    B.check_bootstrap(0, None, 0.95)  # no replicates need no key
+    with pytest.raises(ValueError, match="key"):
+        B.check_bootstrap(10, None, 0.95)
+    with pytest.raises(ValueError, match="n_bootstrap"):
+        B.check_bootstrap(-1, jax.random.key(0), 0.95)
+    with pytest.raises(ValueError, match="confidence"):
+        B.check_bootstrap(10, jax.random.key(0), 1.0)
+
 
 BAD = {
     "resampling": (
