@@ -653,13 +653,6 @@ def _readme() -> list[Item]:
             lambda: len(c().keys()),
         ),
         Figure(
-            "sweep config sections",
-            README,
-            "Its config has the same {} sections",
-            "words",
-            lambda: len(sweep_config().keys()),
-        ),
-        Figure(
             "exact solver tolerance",
             README,
             "batched Newton steps to a gradient below {}, every member at once",

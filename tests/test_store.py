@@ -100,3 +100,62 @@ def test_entries_get_the_usual_file_permissions(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert (tmp_path / "table.json").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+# ----------------------------------------------------------------------------------------------
+# The one layout of stored members, and the one aggregation of them
+# ----------------------------------------------------------------------------------------------
+
+
+def _trained(feed: str):
+    from iml.training import MemberHistory, Trained
+
+    scores = [np.array([0.2, 0.7]), np.array([0.9])]
+    if feed == "host":
+        history = [MemberHistory([0.5, 0.4], [0.6, 0.5], [1e-3, 1e-3], None, False, 0.5),
+                   MemberHistory([0.5], [0.7], [1e-3], 1, True, 0.7)]  # fmt: skip
+        return Trained(scores, None, np.array([0.5, 0.7]), np.array([2, 1]), None, history,
+                       "host", "adam", 2)  # fmt: skip
+    logits = [np.log(s / (1 - s)).astype(np.float32) for s in scores]
+    return Trained(scores, logits, np.array([0.5, 0.7]), np.array([3, 4]), np.array([1e-2, 1e-3]),
+                   None, "table", "exact", 4)  # fmt: skip
+
+
+def test_one_member_layout_for_both_feeds():
+    from iml.pipeline.store import member_entry, member_test_scores
+
+    members = {"member_index": [0, 1], "beta": [0.5, 0.9], "rotation": [0, 1], "seed": [0, 0]}
+    tests = [np.array([3, 1]), np.array([2])]
+    host = member_entry(_trained("host"), members, tests, epochs=3)
+    assert list(host) == ["member_index", "beta", "rotation", "seed", "test_idx", "test_scores",
+                          "test_offsets", "train_loss", "val_loss", "lr", "stopped_epoch",
+                          "diverged", "best_val_loss"]  # fmt: skip
+    assert host["train_loss"].shape == (2, 3) and np.isnan(host["train_loss"][1, 1:]).all()
+    assert host["stopped_epoch"].tolist() == [-1, 1] and host["test_offsets"].tolist() == [0, 2, 3]
+    table = member_entry(_trained("table"), members, tests)
+    assert {"test_logits", "best_epoch", "epochs_run", "l2"} <= set(table)
+    assert "train_loss" not in table and table["l2"].tolist() == [1e-2, 1e-3]
+    (_, idx, z), _ = member_test_scores(table, logits=True)
+    assert idx.tolist() == [3, 1] and z.dtype == np.float32
+    assert [m[0] for m in member_test_scores(host)] == [0.5, 0.9]
+
+
+def test_members_given_by_logits_pool_their_own_logits():
+    from iml.pipeline.store import aggregate_members
+
+    def link(row, z):
+        return 1 / (1 + np.exp(-np.asarray(z, np.float64)))
+
+    z = [np.array([-1.0, 2.0]), np.array([3.0, 0.5])]
+    members = [(0.0, np.array([0, 1]), z[0]), (0.0, np.array([0, 1]), z[1])]
+    by_score = aggregate_members(members, [0.0], 2, "score", link)
+    np.testing.assert_allclose(by_score.scores[0], (link(0, z[0]) + link(0, z[1])) / 2)
+    by_logit = aggregate_members(members, [0.0], 2, "logit", link)
+    np.testing.assert_allclose(by_logit.scores[0], link(0, (z[0] + z[1]) / 2))
+    # as logits of their scores pool, up to rounding, when the scores are stored instead
+    stored = [(b, i, link(0, v)) for b, i, v in members]
+    np.testing.assert_allclose(aggregate_members(stored, [0.0], 2, "logit").scores[0],
+                               by_logit.scores[0], rtol=1e-12)  # fmt: skip
+    assert by_logit.sizes[0].tolist() == [2, 2]
+    with pytest.raises(ValueError, match="test_logits of a member of row 0 are not finite"):
+        aggregate_members([(0.0, np.array([0]), np.array([np.nan]))], [0.0], 1, "score", link)

@@ -245,7 +245,11 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
         assert row["loss_corrected"]["brier"] == pytest.approx(
             brier_score_loss(result.labels, corrected), rel=1e-4
         )
-    assert list(store.keys("chunks")) == ["chunks/0000"]
+    assert list(store.keys("batches")) == ["batches/batch-0000"]  # every run's layout
+    entry = store.load_arrays("batches/batch-0000")
+    rotations = len(nested_cv_splits(result.fold_ids))  # one seed: the two losses' rotations
+    assert entry["loss_index"].tolist() == [0] * rotations + [1] * rotations
+    np.testing.assert_array_equal(store.load_arrays("data/folds")["labels"], result.labels)
 
 
 def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path, monkeypatch):
@@ -254,7 +258,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     calls = []
 
     def crash_on_second(*args, **kwargs):
-        calls.append(args[3].weights.tolist())
+        calls.append(args[3].weights[args[4]].tolist())
         if len(calls) == 2:
             raise RuntimeError("simulated crash")
         return real(*args, **kwargs)
@@ -265,12 +269,14 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     betas = [*BETAS, 0.6, 0.8]
     with pytest.raises(RuntimeError, match="simulated crash"):
         S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
-    assert list(store.keys("chunks")) == ["chunks/0000"]
+    assert list(store.keys("batches")) == ["batches/batch-0000"]
     assert not store.has("sweep_table")
 
     calls.clear()
     monkeypatch.setattr(
-        S, "_train_chunk", lambda *a, **k: (calls.append(a[3].weights.tolist()), real(*a, **k))[1]
+        S,
+        "_train_chunk",
+        lambda *a, **k: (calls.append(a[3].weights[a[4]].tolist()), real(*a, **k))[1],
     )
     resumed = S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
     assert calls == [[0.6, 0.8]]
@@ -281,6 +287,28 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     # A different configuration in the same folder is refused, naming the difference.
     with pytest.raises(ValueError, match="different config"):
         S.run_sweep(x, y, None, [0.5, 0.8], store=RunStore(store.root), **kwargs)
+
+
+def test_a_sweep_stored_in_the_earlier_chunk_layout_is_refused_before_work(simulated, tmp_path):
+    x, y = simulated
+    plan = S.plan_sweep(x, y, None, BETAS, train=table_config(**TRAIN))
+    assert plan.run_config["store"] == S.STORE_LAYOUT == "batches"
+    store = RunStore(tmp_path / "old")
+    store.open_run({k: v for k, v in plan.run_config.items() if k != "store"}, devices=[])
+    with pytest.raises(ValueError, match=r"first difference: 'store': None stored, 'batches' now"):
+        store.check_resumable(plan.run_config)
+
+
+def test_reveal_names_a_sweep_that_has_not_finished(simulated, tmp_path):
+    from iml.pipeline.reveal_input import load_reveal_input
+
+    x, y = simulated
+    plan = S.plan_sweep(x, y, None, BETAS, train=table_config(**TRAIN))
+    store = RunStore(tmp_path / "run")
+    store.open_run(plan.run_config, devices=[])
+    store.save_arrays("data/folds", labels=y, fold_ids=plan.fold_ids)  # as a sweep's first step
+    with pytest.raises(ValueError, match="an `iml sweep` run that has not finished"):
+        load_reveal_input(store.root)
 
 
 def _write_csv(path, x, y) -> None:
@@ -495,9 +523,9 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     monkeypatch.setattr(S, "_train_chunk", fail_second)
     with pytest.raises(RuntimeError, match="device lost"):
         _sweep(argv)
-    stored = sorted(p.name for p in (out / "chunks").iterdir())
-    assert stored == ["0000.npz"]
-    first = (out / "chunks" / "0000.npz").read_bytes()
+    stored = sorted(p.name for p in (out / "batches").iterdir())
+    assert stored == ["batch-0000.npz"]
+    first = (out / "batches" / "batch-0000.npz").read_bytes()
     manifest = (out / "manifest.json").read_text()
     assert "note: --lr, --batch-size, --epochs, --patience not used" in capsys.readouterr().err
 
@@ -507,7 +535,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     assert err.startswith("iml sweep: error: --out: ") and err.count("\n") == 1
     assert "'betas': [0.5, 0.9] stored, [0.5, 0.8] now" in err
     assert len(calls) == 2  # nothing trained
-    assert (out / "chunks" / "0000.npz").read_bytes() == first
+    assert (out / "batches" / "batch-0000.npz").read_bytes() == first
     assert (out / "manifest.json").read_text() == manifest
 
 
@@ -705,8 +733,8 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     assert _sweep(argv) == 0, capsys.readouterr().err
     assert list(json.loads((out / "sweep_table.json").read_text())) == ["0.5", "0.9"]
     stored = json.loads((out / "manifest.json").read_text())["config"]
-    assert sorted(stored) == sorted(["betas", "seeds", "train", "n_folds", "fold_seed", "n_bins",
-                                     "betas_per_chunk", "data_sha256", "data"])  # fmt: skip
+    keys = ["betas", "seeds", "train", "n_folds", "fold_seed", "n_bins", "betas_per_chunk"]
+    assert sorted(stored) == sorted([*keys, "data_sha256", "data", "store"])
     assert stored["betas"] == [0.5, 0.9] and stored["seeds"] == [0] and stored["n_bins"] == 5
     assert stored["data"] == {"name": "digits"} and stored["train"]["solver"] == "exact"
     # The same sweep by named options finds the stored one: it resumes, training nothing.

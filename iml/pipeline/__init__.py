@@ -1,17 +1,19 @@
 """The experiment pipeline: plan -> train -> score -> aggregate -> report, and its results store.
 
+* :mod:`iml.pipeline.defaults`: the one config schema of an experiment, and its two defaults
+  (``iml reproduce``: an ensemble on images; ``iml sweep``: small models on rows of a table).
 * :mod:`iml.pipeline.plan`: nested-CV folds and the grid beta x rotation x seed in member batches.
-* :mod:`iml.pipeline.runner`: training/scoring each batch of ``iml reproduce`` into the store
-  (resumable after ``kill -9``); :mod:`iml.pipeline.defaults` its default config and
-  :mod:`iml.pipeline.run_config` the config's checks.
+* :mod:`iml.pipeline.runner`: training/scoring each batch of a run on images into the store
+  (resumable after ``kill -9``); :mod:`iml.pipeline.run_config` the config's checks.
+* :mod:`iml.pipeline.sweep`: a grid of losses over many small models on rows at once, each chunk
+  of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks.
+* :mod:`iml.pipeline.store`: the atomic results store, the one layout of stored members
+  (:func:`~iml.pipeline.store.member_entry`), and the one aggregation of them into ensemble
+  scores (per loss, the mean score or the score of the mean logit) and ensemble sizes.
 * :mod:`iml.pipeline.report`: the summary table (JSON, Markdown) and Figures 1-4.
 * :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``);
-  :mod:`iml.pipeline.reveal_input` reads a run of either layout, :mod:`iml.pipeline.reveal_report`
+  :mod:`iml.pipeline.reveal_input` reads a run of either command, :mod:`iml.pipeline.reveal_report`
   reports on the record.
-* :mod:`iml.pipeline.sweep`: a grid of losses over many small models at once (`iml sweep`), and
-  :mod:`iml.pipeline.sweep_config` its config and checks.
-* :mod:`iml.pipeline.store`: the atomic results store, and the ensemble scores (per loss, the
-  mean score or the score of the mean logit) and ensemble sizes read back from it.
 """
 
 from iml.pipeline.plan import Member, MemberBatch, Plan, check_betas, ensemble_sizes, make_plan
@@ -22,6 +24,7 @@ from iml.pipeline.store import (
     aggregate_members,
     atomic_write_bytes,
     load_ensemble,
+    member_entry,
     member_test_scores,
     package_versions,
 )
@@ -39,6 +42,7 @@ __all__ = [
     "ensemble_sizes",
     "load_ensemble",
     "make_plan",
+    "member_entry",
     "member_test_scores",
     "package_versions",
 ]

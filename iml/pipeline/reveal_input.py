@@ -135,6 +135,12 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
         raise FileNotFoundError(f"no run folder {run}")
     if (root / "scores.npz").exists():
         return _sweep_input(root)
+    manifest = _manifest_config(root, "a run") if (root / "manifest.json").exists() else {}
+    if "data_sha256" in manifest:  # what a sweep records; a reproduce run records no digest
+        raise ValueError(
+            f"{run} holds an `iml sweep` run that has not finished (no scores.npz yet): run the "
+            "same `iml sweep` again to finish it"
+        )
     if (root / "ensemble_scores.npz").exists() or (
         (root / "manifest.json").exists() and (root / "data" / "folds.npz").exists()
     ):

@@ -51,10 +51,9 @@ from iml.pipeline.run_config import (
     from_dotted,
     run_betas,
 )
-from iml.pipeline.store import RunStore
+from iml.pipeline.store import RunStore, member_entry
 from iml.training import (
     DataSource,
-    MemberHistory,
     MemberSpec,
     TrainConfig,
     is_gpu_kernel_failure,
@@ -241,26 +240,6 @@ def _source(dataset: Dataset, labels: np.ndarray) -> DataSource:
     return DataSource(get_batch=lambda idx: _as_float(dataset.get_batch(idx)), labels=labels)
 
 
-def _history_arrays(history: list[MemberHistory], epochs: int) -> dict[str, np.ndarray]:
-    def padded(name: str) -> np.ndarray:
-        out = np.full((len(history), epochs), np.nan)
-        for k, h in enumerate(history):
-            values = getattr(h, name)
-            out[k, : len(values)] = values
-        return out
-
-    return {
-        "train_loss": padded("train_loss"),
-        "val_loss": padded("val_loss"),
-        "lr": padded("lr"),
-        "stopped_epoch": np.array(
-            [-1 if h.stopped_epoch is None else h.stopped_epoch for h in history]
-        ),
-        "diverged": np.array([h.diverged for h in history]),
-        "best_val_loss": np.array([h.best_val_loss for h in history]),
-    }
-
-
 def _run_batch(
     store: RunStore,
     batch: MemberBatch,
@@ -301,7 +280,6 @@ def _run_batch(
             init_variables=init_variables,
             progress=progress,
         )
-        scores, history = trained.test_scores, trained.history
     except Exception as err:
         if is_out_of_memory(err):
             error, what = MemoryError, "ran out of device memory"
@@ -321,21 +299,14 @@ def _run_batch(
         ) from err
     # A member's loss: its beta, or its position in a multiclass grid.
     weight = (
-        {"beta": np.array([m.beta for m in batch.members])}
+        {"beta": [m.beta for m in batch.members]}
         if grid is None
-        else {"loss_index": np.array([m.loss for m in batch.members])}
+        else {"loss_index": [m.loss for m in batch.members]}
     )
-    store.save_arrays(
-        batch.key,
-        member_index=np.array([m.index for m in batch.members]),
-        **weight,
-        rotation=np.array([m.rotation for m in batch.members]),
-        seed=np.array([m.seed for m in batch.members]),
-        test_idx=np.concatenate(tests),
-        test_scores=np.concatenate([np.asarray(s, np.float32) for s in scores]),
-        test_offsets=np.cumsum([0] + [len(t) for t in tests]),
-        **_history_arrays(history, int(config.train.epochs)),
-    )
+    members = {"member_index": [m.index for m in batch.members], **weight,
+               "rotation": [m.rotation for m in batch.members],
+               "seed": [m.seed for m in batch.members]}  # fmt: skip
+    store.save_arrays(batch.key, **member_entry(trained, members, tests, int(config.train.epochs)))
     shutil.rmtree(ckpt, ignore_errors=True)
 
 

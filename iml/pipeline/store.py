@@ -6,7 +6,10 @@ entry is written to a temporary file in the same directory, flushed to disk, and
 final name, so a process killed at any moment (``kill -9`` included) leaves either the complete
 entry or none: a restarted run trusts what it finds and skips it.
 
-The ensemble scores are read back from the stored member batches (:func:`load_ensemble`). Every
+Both commands store their members in one layout, ``batches/batch-NNNN`` entries
+(:func:`member_entry`), with ``data/folds`` (every observation's label and fold). The ensemble
+scores are read back from the stored member batches (:func:`load_ensemble`,
+:func:`aggregate_members`; a sweep's members pool by their logits). Every
 member scores the observations of its test folds (models that never saw them, by the nested
 cross-validation of :mod:`iml.pipeline.plan`). An observation's ensemble score for ``beta`` (for
 a loss of a multiclass grid: its class scores) is the mean of the scores given to it by the
@@ -25,15 +28,18 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from iml import _validation as V
 from iml._io import atomic_write_bytes
 from iml.config import first_difference, lookup
+
+if TYPE_CHECKING:  # the trainer loads Flax and optax, which reading a store does without
+    from iml.training.train import Trained
 
 __all__ = [
     "ENSEMBLE_AVERAGES",
@@ -43,6 +49,7 @@ __all__ = [
     "atomic_write_bytes",
     "check_stored_run",
     "load_ensemble",
+    "member_entry",
     "member_test_scores",
     "package_versions",
 ]
@@ -240,20 +247,83 @@ class EnsembleScores:
         return self.scores[row], self.sizes[row]
 
 
+def member_entry(
+    trained: Trained,
+    members: Mapping[str, Sequence[Any]],
+    tests: Sequence[np.ndarray],
+    epochs: int | None = None,
+) -> dict[str, np.ndarray]:
+    """One stored member batch, the layout of every run's ``batches/batch-NNNN`` entries.
+
+    Args:
+      trained: the batch's members as :func:`iml.training.train` gave them.
+      members: per member, in order: ``member_index``, the loss (``beta``, its class weight, or
+        ``loss_index``, its position in the run's grid), ``rotation`` and ``seed``.
+      tests: each member's test indices.
+      epochs: the most epochs a member trains: the width of the per-epoch history of members
+        fed from the host.
+
+    Returns:
+      The entry's arrays: those of ``members``, ``test_idx``, ``test_scores`` (float32) and
+      ``test_offsets`` (member ``k``'s rows are ``test_offsets[k]:test_offsets[k + 1]``); the
+      members' ``test_logits`` where the feed kept them; their per-epoch ``train_loss``,
+      ``val_loss`` and ``lr``, ``stopped_epoch`` (-1: ran to the cap) and ``diverged`` (the host's
+      feed) or ``best_epoch`` and ``epochs_run`` (the table's); ``best_val_loss``; and ``l2``,
+      each member's ridge, where it has one.
+    """
+    entry = {name: np.asarray(values) for name, values in members.items()}
+    entry |= {
+        "test_idx": np.concatenate(tests),
+        "test_scores": np.concatenate([np.asarray(s, np.float32) for s in trained.test_scores]),
+        "test_offsets": np.cumsum([0] + [len(t) for t in tests]),
+    }
+    if trained.test_logits is not None:
+        entry["test_logits"] = np.concatenate(
+            [np.asarray(z, np.float32) for z in trained.test_logits]
+        )
+    if trained.history is not None:
+        history = trained.history
+
+        def padded(name: str) -> np.ndarray:
+            out = np.full((len(history), int(epochs or 0)), np.nan)
+            for k, h in enumerate(history):
+                values = getattr(h, name)
+                out[k, : len(values)] = values
+            return out
+
+        entry |= {
+            "train_loss": padded("train_loss"),
+            "val_loss": padded("val_loss"),
+            "lr": padded("lr"),
+            "stopped_epoch": np.array(
+                [-1 if h.stopped_epoch is None else h.stopped_epoch for h in history]
+            ),
+            "diverged": np.array([h.diverged for h in history]),
+        }
+    else:
+        entry |= {"best_epoch": trained.best_epoch, "epochs_run": np.asarray(trained.epochs_run)}
+    entry["best_val_loss"] = np.asarray(trained.best_val_loss)
+    if trained.l2 is not None:
+        entry["l2"] = np.asarray(trained.l2, np.float64)
+    return entry
+
+
 def member_test_scores(
-    entry: Mapping[str, np.ndarray],
+    entry: Mapping[str, np.ndarray], logits: bool = False
 ) -> list[tuple[float, np.ndarray, np.ndarray]]:
     """Split one stored member batch into ``(beta, test_idx, test_scores)`` per member (the
-    loss's position in the grid for multiclass losses, whose batches store ``loss_index``)."""
+    loss's position in the grid for runs over a grid of losses, whose batches store
+    ``loss_index``); with ``logits``, the members' ``test_logits`` in place of their scores."""
     offsets = np.asarray(entry["test_offsets"])
     if "loss_index" in entry:
         keys = [float(k) for k in np.asarray(entry["loss_index"])]
     else:
         keys = [float(b) for b in np.asarray(entry["beta"], dtype=np.float64)]
+    values = entry["test_logits" if logits else "test_scores"]
     out = []
     for k, key in enumerate(keys):
         lo, hi = int(offsets[k]), int(offsets[k + 1])
-        out.append((key, entry["test_idx"][lo:hi], entry["test_scores"][lo:hi]))
+        out.append((key, entry["test_idx"][lo:hi], values[lo:hi]))
     return out
 
 
@@ -297,6 +367,7 @@ def aggregate_members(
     betas: Sequence[float],
     num_examples: int,
     average: str = "score",
+    link: Callable[[int, np.ndarray], np.ndarray] | None = None,
 ) -> EnsembleScores:
     """Ensemble score (the mean test score, or the score of the mean logit) and ensemble size per
     observation and beta.
@@ -308,6 +379,9 @@ def aggregate_members(
       num_examples: ``N``.
       average: how members pool (:data:`ENSEMBLE_AVERAGES`): ``"score"`` (the paper's) or
         ``"logit"``.
+      link: for members given by their logits: ``link(row, logits)``, the scores of the loss of
+        row ``row`` (float64); the logits of the members themselves then pool, not those of
+        their scores.
 
     Returns:
       The :class:`EnsembleScores`.
@@ -333,17 +407,26 @@ def aggregate_members(
             raise ValueError(f"test_scores {scores.shape} differ in shape from earlier members'")
         if idx.size and (idx.min() < 0 or idx.max() >= num_examples):
             raise ValueError(f"test_idx must lie in [0, {num_examples})")
-        if not np.all(np.isfinite(scores)) or (scores < 0).any() or (scores > 1).any():
-            raise ValueError(f"test_scores of a beta={beta} member are not probabilities in [0, 1]")
         row = betas.index(float(beta))
-        np.add.at(total[row], idx, scores if average == "score" else _to_logits(scores))
+        if link is not None:  # logits
+            if not np.all(np.isfinite(scores)):
+                raise ValueError(f"test_logits of a member of row {row} are not finite")
+            pooled = link(row, scores) if average == "score" else scores
+        elif not np.all(np.isfinite(scores)) or (scores < 0).any() or (scores > 1).any():
+            raise ValueError(f"test_scores of a beta={beta} member are not probabilities in [0, 1]")
+        else:
+            pooled = scores if average == "score" else _to_logits(scores)
+        np.add.at(total[row], idx, pooled)
         np.add.at(sizes[row], idx, 1)
     if total is None:
         total = np.zeros((len(betas), num_examples), dtype=np.float64)
     per = sizes.reshape(sizes.shape + (1,) * (total.ndim - 2))
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(per > 0, total / np.maximum(per, 1), np.nan)
-        if average == "logit":
+        if average == "logit" and link is not None:
+            scores = np.stack([link(row, values) for row, values in enumerate(mean)])
+            mean = np.where(per > 0, scores, np.nan)
+        elif average == "logit":
             mean = np.where(per > 0, _from_mean_logits(mean, total.ndim == 3), np.nan)
     return EnsembleScores(betas=betas, scores=mean, sizes=sizes)
 

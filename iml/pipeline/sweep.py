@@ -57,7 +57,13 @@ from iml.grids import (
 )
 from iml.models.registry import build_model
 from iml.pipeline.markdown import markdown_by_loss
-from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
+from iml.pipeline.store import (
+    ENSEMBLE_AVERAGES,
+    RunStore,
+    aggregate_members,
+    member_entry,
+    member_test_scores,
+)
 from iml.pipeline.sweep_config import (
     SWEEP_DATASETS,
     SWEEP_LOSSES,
@@ -74,7 +80,6 @@ from iml.training.tabular import (
     check_labels,
     check_table_config,
     exact_solver_applies,
-    out_of_fold_logits,
 )
 from iml.training.train import train
 from iml.training.trainer import DataSource, MemberSpec, TrainConfig
@@ -157,33 +162,36 @@ def _train_chunk(
     features: np.ndarray,
     labels: np.ndarray,
     splits: Sequence[FoldSplit],
-    losses: LossGrid,
+    grid: LossGrid,
+    chunk: np.ndarray,
     seeds: np.ndarray,
     model: Any,
     config: TrainConfig,
     progress: bool | str,
 ) -> dict[str, np.ndarray]:
-    """Train one chunk of losses (all seeds and rotations: a full grid of members, which
-    :func:`iml.training.train` holds whole on the device); its out-of-fold logits and epochs."""
-    spec = losses.spec
-    (nb,) = spec.batch_shape
-    members = [MemberSpec(beta=None, seed=int(s), train_idx=split.train, val_idx=split.val,
-                          test_idx=split.test, fold=split.rotation, loss=spec[b])
-               for s in seeds for b in range(nb) for split in splits]  # fmt: skip
-    data = DataSource.from_arrays(features, labels)
-    trained = train(model, members, data, config, progress=progress)
-    grid = (len(seeds), nb, len(splits))
-    logits = np.full((*grid, max(len(split.test) for split in splits),
-                      *trained.test_logits[0].shape[1:]), np.nan, np.float32)  # fmt: skip
-    for k, z in enumerate(trained.test_logits):
-        logits[np.unravel_index(k, grid)][: len(z)] = z
-    return {
-        "oof_logits": out_of_fold_logits(logits, splits, features.shape[0]),
-        "best_epoch": trained.best_epoch.reshape(grid),
-        "best_val": trained.best_val_loss.reshape(grid),
-        "epochs_run": np.asarray(trained.epochs_run),
-        **({} if trained.l2 is None else {"l2": trained.l2.reshape(grid)}),
-    }
+    """Train the losses ``chunk`` of the grid with all seeds and rotations (a full grid of
+    members, which :func:`iml.training.train` holds whole on the device); the stored batch of
+    its members (:func:`iml.pipeline.store.member_entry`), in the order seed, loss, rotation."""
+    spec, (m,), R = grid.spec, grid.spec.batch_shape, len(splits)
+    order = [(s, b, r) for s in range(len(seeds)) for b in chunk for r in range(R)]
+    members = [MemberSpec(beta=None, seed=int(seeds[s]), train_idx=splits[r].train,
+                          val_idx=splits[r].val, test_idx=splits[r].test,
+                          fold=splits[r].rotation, loss=spec[b])
+               for s, b, r in order]  # fmt: skip
+    trained = train(model, members, DataSource.from_arrays(features, labels), config,
+                    progress=progress)  # fmt: skip
+    described = {"member_index": [(s * m + b) * R + r for s, b, r in order],
+                 "loss_index": [b for _, b, _ in order],
+                 "rotation": [splits[r].rotation for _, _, r in order],
+                 "seed": [int(seeds[s]) for s, _, _ in order]}  # fmt: skip
+    return member_entry(trained, described, [splits[r].test for _, _, r in order])
+
+
+def _row_link(spec: LossSpec) -> Any:
+    """``link(row, logits)``: the scores of loss ``row`` of the grid (float64)."""
+    if not spec.multiclass:
+        return lambda row, z: scores_from_logits(spec, z)
+    return lambda row, z: scores_from_logits(spec[np.array([row])], np.asarray(z)[None])[0]
 
 
 def data_fingerprint(features: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> str:
@@ -215,6 +223,10 @@ class SweepPlan(NamedTuple):
     report_seed: int = 0  # seed of those replicates
 
 
+#: The layout of a sweep's stored members (:func:`iml.pipeline.store.member_entry`, the layout of
+#: every run): recorded, so that a sweep stored in an earlier layout (``chunks/``) is refused
+#: before any work rather than resumed.
+STORE_LAYOUT = "batches"
 #: Training settings added after sweeps were stored, with the value those sweeps ran at: a
 #: setting at that value is left out of a sweep's record, so that the stored sweeps resume.
 _ADDED_TRAINING = {"min_lr": 0.0}
@@ -334,6 +346,7 @@ def plan_sweep(
         **({"n_bootstrap": n_bootstrap} if n_bootstrap != ECE_BOOTSTRAP else {}),
         **({"report_seed": report_seed} if report_seed else {}),
         "data_sha256": data_fingerprint(x, y, g),
+        "store": STORE_LAYOUT,
         **(run_info or {}),
     }
     return SweepPlan(x, y, grid, s, module, config, fold_ids, splits, chunks, n_bins, run_config,
@@ -453,33 +466,43 @@ def execute_sweep(
     spec = grid.spec
     if store is not None:
         store.open_run(plan.run_config, devices=[str(d) for d in jax.devices()])
-    results, trained = [], []
+        if not store.has("data/folds"):
+            store.save_arrays("data/folds", labels=y, fold_ids=fold_ids)
+    entries, trained = [], []
     for c, chunk in enumerate(_progress_iter(chunks, progress, "chunks")):
-        key = f"chunks/{c:04d}"
+        key = f"batches/batch-{c:04d}"
         if store is not None and store.has(key):
-            results.append(store.load_arrays(key))
+            entries.append(store.load_arrays(key))
             continue
         desc = f"chunk {c + 1}/{len(chunks)} epochs" if progress else False
-        part = LossGrid(spec[chunk], None if grid.weights is None else grid.weights[chunk],
-                        [grid.keys[i] for i in chunk])  # fmt: skip
-        arrays = _train_chunk(x, y, splits, part, s, model, config, desc)
+        entry = _train_chunk(x, y, splits, grid, chunk, s, model, config, desc)
         if store is not None:
-            store.save_arrays(key, **arrays)
-        results.append(arrays)
+            store.save_arrays(key, **entry)
+        entries.append(entry)
         trained.append(c)
-    oof = np.concatenate([r["oof_logits"] for r in results], axis=1)  # [S, m, N(, n)]
-    member_scores = scores_from_logits(spec, np.swapaxes(oof, 0, 1))  # [m, S, N(, n)]
-    if plan.average == "logit":  # the score of the seeds' mean logit
-        scores = np.asarray(scores_from_logits(spec, np.mean(oof, axis=0)))
-    else:  # the seeds' mean score (the paper's ensemble)
-        scores = member_scores.mean(axis=1)
+    # The one aggregation of every run's members: each loss's ensemble pools its seeds' logits.
+    (m,), n, link = spec.batch_shape, x.shape[0], _row_link(spec)
+    members = [member for e in entries for member in member_test_scores(e, logits=True)]
+    scores = aggregate_members(members, range(m), n, plan.average, link).scores
     corrected = loss_corrected_scores(spec, scores)
     table = table_by_loss(
         grid, scores, y, n_bins=plan.n_bins, corrected=corrected,
         ece_bootstrap=plan.n_bootstrap, key=jax.random.key(plan.report_seed),
     )  # fmt: skip
-    # Each loss's ridge per seed and rotation: chosen on the validation folds, or the number.
-    l2 = np.swapaxes(np.concatenate([_chunk_l2(r, config) for r in results], axis=1), 0, 1)
+    # Each member's scores, early-stopping epoch and ridge (chosen on the validation folds, or
+    # the number), by loss, seed and rotation.
+    seed_at = {int(seed): i for i, seed in enumerate(s)}
+    rotation_at = {split.rotation: r for r, split in enumerate(splits)}
+    member_scores = np.full((m, len(s), *scores.shape[1:]), np.nan)
+    best_epoch = np.zeros((m, len(s), len(splits)), np.int64)
+    l2 = np.full((m, len(s), len(splits)), np.nan)
+    for entry in entries:
+        where = zip(entry["loss_index"], entry["seed"], entry["rotation"], strict=True)
+        for k, (b, seed, rotation) in enumerate(where):
+            at = (int(b), seed_at[int(seed)], rotation_at[int(rotation)])
+            _, idx, z = member_test_scores(entry, logits=True)[k]
+            member_scores[at[0], at[1], idx] = link(at[0], z)
+            best_epoch[at], l2[at] = entry["best_epoch"][k], entry["l2"][k]
     for key, chosen in zip(grid.keys, l2, strict=True):
         table[key][RIDGE] = chosen.tolist()
     if store is not None:
@@ -492,21 +515,13 @@ def execute_sweep(
         member_scores=member_scores,
         scores=scores,
         corrected=corrected,
-        best_epoch=np.swapaxes(np.concatenate([r["best_epoch"] for r in results], axis=1), 0, 1),
+        best_epoch=best_epoch,
         table=table,
         chunks_trained=trained,
         losses=spec,
         keys=grid.keys,
         l2=l2,
     )
-
-
-def _chunk_l2(arrays: Mapping[str, np.ndarray], config: TrainConfig) -> np.ndarray:
-    """A chunk's ridge coefficients ``[S, nb, R]``: stored with it, or (chunks stored before they
-    were) the config's number."""
-    if "l2" in arrays:
-        return np.asarray(arrays["l2"], np.float64)
-    return np.full(np.shape(arrays["best_val"]), float(config.l2))
 
 
 def _progress_iter(items: Sequence[Any], progress: bool, desc: str) -> Any:
