@@ -14,7 +14,8 @@ from iml import cli
 from iml.grids import loss_family
 from iml.pipeline.reveal import intervals_cover, load_reveal_input, verdicts_title
 from iml.pipeline.store import RunStore
-from iml.pipeline.sweep import SweepResult, write_sweep_outputs
+from iml.pipeline.sweep import SweepResult
+from iml.pipeline.sweep_report import write_sweep_outputs
 from iml.revealed import reveal, simulate_gaussian_agents
 from iml.spec import loss_spec
 
@@ -59,9 +60,9 @@ def sweep(tmp_path_factory):
                          scores, scores, np.zeros((4, 1, 10)), table, [0], None,
                          list(table))  # fmt: skip
     with (
-        mock.patch("iml.pipeline.sweep.markdown_by_loss", return_value=""),
-        mock.patch("iml.pipeline.sweep.figure_calibration_by_loss"),
-        mock.patch("iml.pipeline.sweep.save_figure", return_value=[]),
+        mock.patch("iml.pipeline.sweep_report.markdown_by_loss", return_value=""),
+        mock.patch("iml.pipeline.sweep_report.figure_calibration_by_loss"),
+        mock.patch("iml.pipeline.sweep_report.save_figure", return_value=[]),
     ):
         write_sweep_outputs(out, result, float(labels.mean()), "simulated")
     train = {"l2": "auto", "l2_grid": [1e-3, 1e-2], "l2_scale": "paper", "standardize": True}
@@ -329,9 +330,9 @@ def test_a_sweep_with_several_seeds_gives_reveal_each_seeds_scores(tmp_path):
                          mean, mean, np.zeros((4, 3, 10)), table, [0], None,
                          list(table))  # fmt: skip
     with (
-        mock.patch("iml.pipeline.sweep.markdown_by_loss", return_value=""),
-        mock.patch("iml.pipeline.sweep.figure_calibration_by_loss"),
-        mock.patch("iml.pipeline.sweep.save_figure", return_value=[]),
+        mock.patch("iml.pipeline.sweep_report.markdown_by_loss", return_value=""),
+        mock.patch("iml.pipeline.sweep_report.figure_calibration_by_loss"),
+        mock.patch("iml.pipeline.sweep_report.save_figure", return_value=[]),
     ):
         write_sweep_outputs(tmp_path, result, 0.2, "simulated")
     RunStore(tmp_path).open_run({"betas": BETAS.tolist(), "seeds": [0, 1, 2], "n_folds": 10})

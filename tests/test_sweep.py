@@ -247,9 +247,14 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
         )
     assert list(store.keys("batches")) == ["batches/batch-0000"]  # every run's layout
     entry = store.load_arrays("batches/batch-0000")
-    rotations = len(nested_cv_splits(result.fold_ids))  # one seed: the two losses' rotations
-    assert entry["loss_index"].tolist() == [0] * rotations + [1] * rotations
+    rotations = len(nested_cv_splits(result.fold_ids))  # one seed, two losses per rotation
+    assert entry["loss_index"].tolist() == [0, 1] * rotations
     np.testing.assert_array_equal(store.load_arrays("data/folds")["labels"], result.labels)
+
+
+def _chunk_betas(x, y, grid, batch, *rest):
+    """The betas of the chunk that a call of the sweep's ``_train_chunk`` trains."""
+    return grid.weights[sorted({m.loss for m in batch.members})].tolist()
 
 
 def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path, monkeypatch):
@@ -258,7 +263,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     calls = []
 
     def crash_on_second(*args, **kwargs):
-        calls.append(args[3].weights[args[4]].tolist())
+        calls.append(_chunk_betas(*args))
         if len(calls) == 2:
             raise RuntimeError("simulated crash")
         return real(*args, **kwargs)
@@ -276,7 +281,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     monkeypatch.setattr(
         S,
         "_train_chunk",
-        lambda *a, **k: (calls.append(a[3].weights[a[4]].tolist()), real(*a, **k))[1],
+        lambda *a, **k: (calls.append(_chunk_betas(*a)), real(*a, **k))[1],
     )
     resumed = S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
     assert calls == [[0.6, 0.8]]

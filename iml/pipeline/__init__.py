@@ -2,11 +2,13 @@
 
 * :mod:`iml.pipeline.defaults`: the one config schema of an experiment, and its two defaults
   (``iml reproduce``: an ensemble on images; ``iml sweep``: small models on rows of a table).
-* :mod:`iml.pipeline.plan`: nested-CV folds and the grid beta x rotation x seed in member batches.
+* :mod:`iml.pipeline.plan`: nested-CV folds and the grid loss x rotation x seed in member batches
+  (of members, or of every member of a chunk of losses), for both kinds of run.
 * :mod:`iml.pipeline.runner`: training/scoring each batch of a run on images into the store
   (resumable after ``kill -9``); :mod:`iml.pipeline.run_config` the config's checks.
 * :mod:`iml.pipeline.sweep`: a grid of losses over many small models on rows at once, each chunk
-  of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks.
+  of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks,
+  :mod:`iml.pipeline.sweep_report` its table, scores and figures.
 * :mod:`iml.pipeline.store`: the atomic results store, the one layout of stored members
   (:func:`~iml.pipeline.store.member_entry`), and the one aggregation of them into ensemble
   scores (per loss, the mean score or the score of the mean logit) and ensemble sizes.

@@ -107,6 +107,7 @@ def make_plan(
     rotations: Sequence[int] | None = None,
     fold_seed: int = 0,
     members_per_batch: int | None = None,
+    losses_per_batch: int | None = None,
 ) -> Plan:
     """Plan a run: folds, rotations and the member grid split into batches.
 
@@ -126,10 +127,14 @@ def make_plan(
       fold_seed: seed of the fold assignment.
       members_per_batch: members per trainer call (default: all members of one rotation, i.e.
         ``len(betas) * len(seeds)``).
+      losses_per_batch: or the losses per trainer call, each batch holding every member (all
+        rotations and seeds) of its losses: a full grid, which a table's feed trains at once
+        (:func:`iml.training.train`).
 
     Returns:
       The :class:`Plan`; batches hold consecutive members of the grid (betas outermost within a
-      rotation: the grid is ordered rotation, beta, seed so that a batch shares its folds).
+      rotation: the grid is ordered rotation, beta, seed so that a batch shares its folds), or
+      with ``losses_per_batch`` the members of consecutive losses, in grid order.
     """
     if bool(len(betas)) == bool(len(losses)):
         raise ValueError("give the grid as betas or as the keys of multiclass losses, not both")
@@ -161,6 +166,14 @@ def make_plan(
         Member(index=i, beta=weights[j], rotation=s.rotation, seed=seed, split=s, loss=j)
         for i, (s, j, seed) in enumerate(grid)
     ]
+    if members_per_batch and losses_per_batch:
+        raise ValueError("give members_per_batch or losses_per_batch, not both")
+    if losses_per_batch:
+        per = V.check_count("losses_per_batch", losses_per_batch)
+        chunks = [range(i, min(i + per, len(keys))) for i in range(0, len(keys), per)]
+        batches = tuple(MemberBatch(index=k, members=tuple(m for m in members if m.loss in chunk))
+                        for k, chunk in enumerate(chunks))  # fmt: skip
+        return Plan(betas, seeds, fold_ids, splits, batches, keys)
     per = members_per_batch or len(keys) * len(seeds)
     V.check_count("members_per_batch", per)
     batches = tuple(

@@ -19,22 +19,24 @@ Cor. 1 for a beta) and both are scored with :mod:`iml.calibration`'s table of a 
 Work is split into chunks of losses; each finished chunk is one atomic
 :class:`~iml.pipeline.store.RunStore` entry, so a killed sweep resumes where it stopped.
 
+The members are planned as every run's are (:func:`iml.pipeline.plan.make_plan`, one batch per
+chunk of losses), trained through :func:`iml.training.train` and stored in the one member layout
+(:func:`iml.pipeline.store.member_entry`).
+
 Entry points: :func:`run_sweep` (library, notebooks: arrays, e.g. from a pandas DataFrame by
-:func:`iml.data.tabular.encode_table`); and, for a config (nested, locked: its defaults and
-checks are :mod:`iml.pipeline.sweep_config`, as ``iml sweep`` in :mod:`iml.cli` reads it),
-:func:`prepare_sweep` (checks it once, reads the data and plans), :func:`execute_sweep` (trains)
-and :func:`write_sweep_outputs`.
+:func:`iml.data.tabular.encode_table`); and, for a config (nested, locked: its defaults are
+:mod:`iml.pipeline.defaults`, its checks :mod:`iml.pipeline.sweep_config`, as ``iml sweep`` in
+:mod:`iml.cli` reads it), :func:`prepare_sweep` (checks it once, reads the data and plans),
+:func:`execute_sweep` (trains) and :func:`iml.pipeline.sweep_report.write_sweep_outputs`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
@@ -44,19 +46,18 @@ from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from iml import _validation as V
-from iml._io import atomic_write_bytes, atomic_write_text, file_stem
 from iml.calibration import (
     loss_corrected_scores,
     scores_from_logits,
     table_by_loss,
 )
-from iml.data.folds import FoldSplit, assign_folds, nested_cv_splits
+from iml.data.folds import FoldSplit
 from iml.grids import (
     LossGrid,
     loss_grid,
 )
 from iml.models.registry import build_model
-from iml.pipeline.markdown import markdown_by_loss
+from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.store import (
     ENSEMBLE_AVERAGES,
     RunStore,
@@ -73,7 +74,6 @@ from iml.pipeline.sweep_config import (
     sweep_config,
     sweep_losses,
 )
-from iml.plots import figure_calibration_by_loss, reliability_by_class, save_figure
 from iml.spec import LossLike, LossSpec
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
@@ -102,7 +102,6 @@ __all__ = [
     "prepare_sweep",
     "run_sweep",
     "sweep_config",
-    "write_sweep_outputs",
 ]
 
 METHODS = ("raw", "loss_corrected")
@@ -161,30 +160,25 @@ class SweepResult(NamedTuple):
 def _train_chunk(
     features: np.ndarray,
     labels: np.ndarray,
-    splits: Sequence[FoldSplit],
     grid: LossGrid,
-    chunk: np.ndarray,
-    seeds: np.ndarray,
+    batch: MemberBatch,
     model: Any,
     config: TrainConfig,
     progress: bool | str,
 ) -> dict[str, np.ndarray]:
-    """Train the losses ``chunk`` of the grid with all seeds and rotations (a full grid of
-    members, which :func:`iml.training.train` holds whole on the device); the stored batch of
-    its members (:func:`iml.pipeline.store.member_entry`), in the order seed, loss, rotation."""
-    spec, (m,), R = grid.spec, grid.spec.batch_shape, len(splits)
-    order = [(s, b, r) for s in range(len(seeds)) for b in chunk for r in range(R)]
-    members = [MemberSpec(beta=None, seed=int(seeds[s]), train_idx=splits[r].train,
-                          val_idx=splits[r].val, test_idx=splits[r].test,
-                          fold=splits[r].rotation, loss=spec[b])
-               for s, b, r in order]  # fmt: skip
+    """Train one batch of the plan: every member (all seeds and rotations) of a chunk of
+    losses, a full grid, which :func:`iml.training.train` holds whole on the device; the stored
+    batch of its members (:func:`iml.pipeline.store.member_entry`)."""
+    members = [MemberSpec(beta=None, seed=m.seed, train_idx=m.split.train, val_idx=m.split.val,
+                          test_idx=m.split.test, fold=m.rotation, loss=grid.spec[m.loss])
+               for m in batch.members]  # fmt: skip
     trained = train(model, members, DataSource.from_arrays(features, labels), config,
                     progress=progress)  # fmt: skip
-    described = {"member_index": [(s * m + b) * R + r for s, b, r in order],
-                 "loss_index": [b for _, b, _ in order],
-                 "rotation": [splits[r].rotation for _, _, r in order],
-                 "seed": [int(seeds[s]) for s, _, _ in order]}  # fmt: skip
-    return member_entry(trained, described, [splits[r].test for _, _, r in order])
+    described = {"member_index": [m.index for m in batch.members],
+                 "loss_index": [m.loss for m in batch.members],
+                 "rotation": [m.rotation for m in batch.members],
+                 "seed": [m.seed for m in batch.members]}  # fmt: skip
+    return member_entry(trained, described, [m.split.test for m in batch.members])
 
 
 def _row_link(spec: LossSpec) -> Any:
@@ -221,6 +215,7 @@ class SweepPlan(NamedTuple):
     average: str = "score"  # how the seeds of a loss pool (ENSEMBLE_AVERAGES)
     n_bootstrap: int = 200  # replicates of each ECE's interval in the table
     report_seed: int = 0  # seed of those replicates
+    plan: Plan | None = None  # the members, batched by chunk of losses (make_plan)
 
 
 #: The layout of a sweep's stored members (:func:`iml.pipeline.store.member_entry`, the layout of
@@ -323,12 +318,14 @@ def plan_sweep(
     V.check_count("n_bootstrap", n_bootstrap, 0)
     V.check_count("report_seed", report_seed, 0)
     s = _member_seeds(seeds, config.solver == "exact")
-    fold_ids = assign_folds(x.shape[0], n_folds=n_folds, groups=g, labels=y, seed=fold_seed)
-    splits = nested_cv_splits(fold_ids, n_folds=n_folds)
     (m,) = spec.batch_shape
     if betas_per_chunk == 0:
         betas_per_chunk = m if config.solver == "exact" else ADAM_CHUNK
-    chunks = [np.arange(i, min(i + betas_per_chunk, m)) for i in range(0, m, betas_per_chunk)]
+    members = make_plan(x.shape[0], losses=grid.keys, seeds=tuple(s.tolist()), labels=y,
+                        groups=g, n_folds=n_folds, fold_seed=fold_seed,
+                        losses_per_batch=betas_per_chunk)  # fmt: skip
+    fold_ids, splits = members.fold_ids, list(members.splits)
+    chunks = [np.unique([mb.loss for mb in batch.members]) for batch in members.batches]
     if spec.name == "log":  # the layout of earlier runs
         recorded: dict[str, Any] = {"betas": grid.weights.tolist()}
     else:  # a callable cannot be written down: its name stands for it
@@ -350,7 +347,7 @@ def plan_sweep(
         **(run_info or {}),
     }
     return SweepPlan(x, y, grid, s, module, config, fold_ids, splits, chunks, n_bins, run_config,
-                     average, n_bootstrap, report_seed)  # fmt: skip
+                     average, n_bootstrap, report_seed, members)  # fmt: skip
 
 
 def run_sweep(
@@ -469,17 +466,16 @@ def execute_sweep(
         if not store.has("data/folds"):
             store.save_arrays("data/folds", labels=y, fold_ids=fold_ids)
     entries, trained = [], []
-    for c, chunk in enumerate(_progress_iter(chunks, progress, "chunks")):
-        key = f"batches/batch-{c:04d}"
-        if store is not None and store.has(key):
-            entries.append(store.load_arrays(key))
+    for batch in _progress_iter(plan.plan.batches, progress, "chunks"):
+        if store is not None and store.has(batch.key):
+            entries.append(store.load_arrays(batch.key))
             continue
-        desc = f"chunk {c + 1}/{len(chunks)} epochs" if progress else False
-        entry = _train_chunk(x, y, splits, grid, chunk, s, model, config, desc)
+        desc = f"chunk {batch.index + 1}/{len(chunks)} epochs" if progress else False
+        entry = _train_chunk(x, y, grid, batch, model, config, desc)
         if store is not None:
-            store.save_arrays(key, **entry)
+            store.save_arrays(batch.key, **entry)
         entries.append(entry)
-        trained.append(c)
+        trained.append(batch.index)
     # The one aggregation of every run's members: each loss's ensemble pools its seeds' logits.
     (m,), n, link = spec.batch_shape, x.shape[0], _row_link(spec)
     members = [member for e in entries for member in member_test_scores(e, logits=True)]
@@ -585,59 +581,3 @@ def prepare_sweep(
     except ValueError as err:
         raise ValueError(f"{name('data.csv' if c.data.csv else 'data.name')}: {err}") from None
     return plan, dataset
-
-
-def write_sweep_outputs(
-    out: str | Path,
-    result: SweepResult,
-    prevalence: float | None,
-    title: str,
-    class_names: Sequence[str] | None = None,
-) -> list[Path]:
-    """Write a sweep's Markdown table, scores and figures into ``out``, each file atomically.
-
-    Files: ``sweep_table.md`` (:func:`iml.pipeline.markdown.markdown_by_loss`),
-    ``scores.npz`` (keys, labels, fold ids, raw and loss-corrected ensemble scores, the betas of
-    a beta grid, and, for binary losses trained with several seeds, each seed's scores
-    ``member_scores`` and ``seeds``),
-    ``ece_vs_beta`` (the ECE of both against the loss, PNG and PDF) and, for multiclass losses, one
-    ``reliability_by_class/KEY`` figure per loss. The JSON table is the store's
-    (``sweep_table.json``, written by :func:`execute_sweep`).
-
-    Args:
-      out: the output folder.
-      result: the sweep's result.
-      prevalence: the positive rate, drawn on the figure (None for multiclass losses).
-      title: the figures' title.
-      class_names: names of the classes of a multiclass sweep.
-
-    Returns:
-      The paths of the figures written.
-    """
-    out = Path(out)
-    key_name = "beta" if result.betas is not None else "loss"
-    if result.losses is not None and result.betas is not None:  # beta, or the focal loss's alpha
-        key_name = result.losses.record.class_weight or key_name
-    atomic_write_text(out / "sweep_table.md", markdown_by_loss(result.table, key_name))
-    buffer = io.BytesIO()
-    arrays = {"keys": np.asarray(result.keys), "labels": result.labels,
-              "fold_ids": result.fold_ids, "scores": result.scores.astype(np.float32),
-              "corrected": result.corrected.astype(np.float32)}  # fmt: skip
-    if result.betas is not None:
-        arrays["betas"] = result.betas
-    if result.member_scores.ndim == 3 and result.member_scores.shape[1] > 1:
-        # Each seed's binary scores [m, S, N]: what `iml reveal` resamples for training noise.
-        arrays["member_scores"] = result.member_scores.astype(np.float32)
-        arrays["seeds"] = np.asarray(result.seeds, np.int64)
-    np.savez_compressed(buffer, **arrays)
-    atomic_write_bytes(out / "scores.npz", buffer.getvalue())
-    fig = figure_calibration_by_loss(
-        result.table, prevalence=prevalence, title=title, weight_name=key_name
-    )
-    paths = save_figure(fig, out / "ece_vs_beta")
-    if result.scores.ndim == 3:
-        for key, raw, fixed in zip(result.keys, result.scores, result.corrected, strict=True):
-            fig = reliability_by_class(raw, result.labels, fixed, class_names,
-                                       title=f"{title}: {key}")  # fmt: skip
-            paths += save_figure(fig, out / "reliability_by_class" / file_stem(key), ("png",))
-    return paths

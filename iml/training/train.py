@@ -61,47 +61,50 @@ class Trained(NamedTuple):
     epochs_run: int
 
 
-def _same_loss(a: LossSpec, b: LossSpec) -> bool:
-    leaves_a, tree_a = jax.tree.flatten(a)
-    leaves_b, tree_b = jax.tree.flatten(b)
-    return tree_a == tree_b and all(
-        np.array_equal(np.asarray(x), np.asarray(y))
-        for x, y in zip(leaves_a, leaves_b, strict=True)
-    )
+def _loss_key(spec: LossSpec) -> tuple:
+    """A hashable fingerprint of a loss: its structure and the bytes of its parameters."""
+    leaves, tree = jax.tree.flatten(spec)
+    return (tree, *((np.asarray(x).dtype.str, np.asarray(x).tobytes()) for x in leaves))
 
 
 def member_grid(
     members: Sequence[MemberSpec],
-) -> tuple[np.ndarray, list[LossSpec], list[FoldSplit]] | None:
-    """The seeds, losses and rotations of which ``members`` are the full grid, in the order
-    seed, loss, rotation (member ``(s * B + b) * R + r``); None if they are not one."""
-    first = members[0]
-    R = 1
-    while (R < len(members) and members[R].seed == first.seed
-           and _same_loss(members[R].loss_spec(), first.loss_spec())):  # fmt: skip
-        R += 1
-    B = 1
-    while B * R < len(members) and members[B * R].seed == first.seed:
-        B += 1
-    if len(members) % (B * R):
-        return None
-    seeds = np.asarray([m.seed for m in members[:: B * R]], np.int64)
-    losses = [m.loss_spec() for m in members[: B * R : R]]
-    splits = [FoldSplit(m.fold if isinstance(m.fold, int) else r, (), (), (),
-                        np.asarray(m.train_idx), np.asarray(m.val_idx), np.asarray(m.test_idx))
-              for r, m in enumerate(members[:R])]  # fmt: skip
-    if len(set(seeds.tolist())) != len(seeds):
-        return None
-    for k, m in enumerate(members):
-        s, rest = divmod(k, B * R)
-        b, r = divmod(rest, R)
-        same_rows = all(
-            np.array_equal(getattr(m, f"{part}_idx"), getattr(splits[r], part))
-            for part in ("train", "val", "test")
-        )
-        if m.seed != seeds[s] or not same_rows or not _same_loss(m.loss_spec(), losses[b]):
+) -> tuple[np.ndarray, list[LossSpec], list[FoldSplit], np.ndarray] | None:
+    """The seeds, losses and rotations of which ``members`` are the full grid, and where each
+    member sits in it: ``at[k]`` is member ``k``'s position in the order seed, loss, rotation
+    (``(s * B + b) * R + r``); None if they are not one (a combination missing or repeated, or
+    members of one rotation on other rows)."""
+    seeds: dict[int, int] = {}
+    losses: dict[tuple, int] = {}
+    specs: list[LossSpec] = []
+    rotations: dict[Any, int] = {}
+    splits: list[FoldSplit] = []
+    where = []
+    for m in members:
+        if m.test_idx is None:
             return None
-    return seeds, losses, splits
+        spec = m.loss_spec()
+        key = _loss_key(spec)
+        if key not in losses:
+            losses[key] = len(specs)
+            specs.append(spec)
+        seeds.setdefault(int(m.seed), len(seeds))
+        if m.fold not in rotations:
+            rotations[m.fold] = len(splits)
+            rotation = m.fold if isinstance(m.fold, int) else len(splits)
+            splits.append(FoldSplit(rotation, (), (), (), np.asarray(m.train_idx),
+                                    np.asarray(m.val_idx), np.asarray(m.test_idx)))  # fmt: skip
+        split = splits[rotations[m.fold]]
+        if not all(a is b or np.array_equal(a, b) for a, b in
+                   ((m.train_idx, split.train), (m.val_idx, split.val),
+                    (m.test_idx, split.test))):  # fmt: skip
+            return None
+        where.append((seeds[int(m.seed)], losses[key], rotations[m.fold]))
+    S, B, R = len(seeds), len(specs), len(splits)
+    at = np.asarray([(s * B + b) * R + r for s, b, r in where], np.int64)
+    if len(members) != S * B * R or len(np.unique(at)) != len(at):
+        return None
+    return np.asarray(list(seeds), np.int64), specs, splits, at
 
 
 def _best_epoch(history: MemberHistory) -> int:
@@ -127,7 +130,7 @@ def train(
     """Train ``members`` of ``model`` on ``data`` and score each on its test rows.
 
     The feed (:data:`FEEDS`): a table (``data.get_batch`` gives rows ``[n, d]``) whose members
-    form a full grid (:func:`member_grid`) is held whole on the device
+    form a full grid, in any order (:func:`member_grid`), is held whole on the device
     (:func:`~iml.training.tabular.train_tabular`; its solver exact where it applies and the
     config allows, Adam otherwise); anything else is fed from the host
     (:func:`~iml.training.trainer.train_ensemble`, resumable from ``checkpoint_dir``). Both
@@ -156,24 +159,25 @@ def train(
             raise ValueError(f"{m.describe(k)} has no test_idx to score")
     grid = member_grid(members) if _is_table(data) and init_variables is None else None
     if grid is not None:
-        seeds, losses, splits = grid
+        seeds, losses, splits, at = grid
         x = np.asarray(data.get_batch(np.arange(len(data))), np.float32)
         spec = jax.tree.map(lambda *leaves: np.stack(leaves), *losses)
         config = TABULAR_DEFAULTS if config is None else config
         fit = train_tabular(model, x, data.labels, splits, spec, seeds, config, progress=progress)
-        lengths = [len(split.test) for split in splits]
-        logits = [fit.test_logits[s, b, r, : lengths[r]]
-                  for s in range(len(seeds)) for b in range(len(losses))
-                  for r in range(len(splits))]  # fmt: skip
-        scores = [np.asarray(losses[(k // len(splits)) % len(losses)].link(z), np.float64)
-                  if losses[0].multiclass else 0.5 * (1.0 + np.tanh(0.5 * z.astype(np.float64)))
-                  for k, z in enumerate(logits)]  # fmt: skip
+        shape = (len(seeds), len(losses), len(splits))
+        logits, scores = [], []
+        for k in at:  # each member's place in the grid, in the order given
+            s, b, r = np.unravel_index(k, shape)
+            z = fit.test_logits[s, b, r, : len(splits[r].test)]
+            logits.append(z)
+            scores.append(np.asarray(losses[b].link(z), np.float64) if losses[b].multiclass
+                          else 0.5 * (1.0 + np.tanh(0.5 * z.astype(np.float64))))  # fmt: skip
         return Trained(
             test_scores=scores,
             test_logits=logits,
-            best_val_loss=np.asarray(fit.best_val, np.float64).reshape(-1),
-            best_epoch=np.asarray(fit.best_epoch).reshape(-1),
-            l2=None if fit.l2 is None else np.asarray(fit.l2, np.float64).reshape(-1),
+            best_val_loss=np.asarray(fit.best_val, np.float64).reshape(-1)[at],
+            best_epoch=np.asarray(fit.best_epoch).reshape(-1)[at],
+            l2=None if fit.l2 is None else np.asarray(fit.l2, np.float64).reshape(-1)[at],
             history=None,
             feed="table",
             solver="exact" if fit.hessians is not None else "adam",

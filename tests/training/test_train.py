@@ -57,23 +57,40 @@ def test_a_full_grid_on_rows_is_held_on_the_device_as_train_tabular_holds_it():
     np.testing.assert_array_equal(trained.l2, np.ravel(fit.l2))
 
 
-def test_the_grid_is_read_from_the_members_order_and_anything_else_is_none():
+def test_the_grid_is_read_from_members_in_any_order_and_anything_else_is_none():
     _, _, splits = _table()
     specs = [loss_spec(0.3), loss_spec(0.7)]
-    seeds, losses, found = member_grid(_grid([4, 2], specs, splits))
+    seeds, losses, found, at = member_grid(_grid([4, 2], specs, splits))
     assert seeds.tolist() == [4, 2] and len(losses) == 2 and len(found) == len(splits)
+    assert at.tolist() == list(range(2 * 2 * len(splits)))  # given in grid order
     assert all(np.array_equal(a.test, b.test) for a, b in zip(found, splits, strict=True))
     members = _grid([0, 1], specs, splits)
+    shuffled = [members[k] for k in np.random.default_rng(0).permutation(len(members))]
+    seeds, losses, found, at = member_grid(shuffled)
+    for k, m in zip(at, shuffled, strict=True):  # each member at its place in the grid
+        s, b, r = np.unravel_index(k, (len(seeds), len(losses), len(found)))
+        assert seeds[s] == m.seed and found[r].test is m.test_idx
+        assert float(losses[b].params["beta"]) == float(m.loss.params["beta"])
     assert member_grid(members[:-1]) is None  # a member short
-    assert member_grid(members[::-1]) is not None  # every order reversed: still a grid
-    mixed = members[:]
-    mixed[0], mixed[len(splits)] = mixed[len(splits)], mixed[0]
-    assert member_grid(mixed) is None  # losses interleaved within a rotation's block
-    twice = member_grid(_grid([0, 0], specs, splits))  # one seed: its losses given twice
-    assert twice[0].tolist() == [0] and len(twice[1]) == 4
-    swapped = members[:]
-    swapped[1] = dataclasses.replace(swapped[1], test_idx=swapped[1].test_idx[:-1])
-    assert member_grid(swapped) is None  # a rotation's rows differ between members
+    assert member_grid([*members[:-1], members[0]]) is None  # one given twice, one missing
+    moved = members[:]
+    moved[1] = dataclasses.replace(moved[1], test_idx=moved[1].test_idx[:-1])
+    assert member_grid(moved) is None  # a rotation's rows differ between its members
+
+
+def test_members_in_another_order_train_the_same():
+    x, y, splits = _table()
+    members = _grid([0], [loss_spec(0.3), loss_spec(0.7)], splits)
+    config = dataclasses.replace(TABULAR_DEFAULTS, l2=1e-3)
+    data = DataSource.from_arrays(x, y)
+    ordered = train(LogisticRegression(), members, data, config, progress=False)
+    order = np.random.default_rng(1).permutation(len(members))
+    shuffled = train(LogisticRegression(), [members[k] for k in order], data, config,
+                     progress=False)  # fmt: skip
+    assert shuffled.feed == "table"
+    for got, k in zip(shuffled.test_logits, order, strict=True):
+        np.testing.assert_array_equal(got, ordered.test_logits[k])
+    np.testing.assert_array_equal(shuffled.l2, ordered.l2[order])
 
 
 def test_images_and_partial_grids_are_fed_from_the_host_as_train_ensemble_feeds_them():
