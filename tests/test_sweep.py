@@ -17,6 +17,7 @@ from iml.config import flatten, to_dict
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.models import MLP, LogisticRegression
 from iml.pipeline import sweep as S
+from iml.pipeline import sweep_report
 from iml.pipeline.defaults import READ_BY
 from iml.pipeline.markdown import markdown_by_loss
 from iml.pipeline.store import RunStore
@@ -443,10 +444,10 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
     assert 0.05 < y.mean() < 0.15  # a rare "yes" class
     written = []
     for name in ("atomic_write_text", "atomic_write_bytes"):
-        real = getattr(S, name)
-        monkeypatch.setattr(
-            S, name, lambda path, data, real=real: (written.append(path.name), real(path, data))
-        )
+        real = getattr(sweep_report, name)
+        monkeypatch.setattr(sweep_report, name,
+                            lambda path, data, real=real: (written.append(path.name),
+                                                           real(path, data)))  # fmt: skip
     out = tmp_path / "out"
     argv = ["sweep", "--csv", str(tmp_path / "export.csv"), "--target", "y", "--positive", "yes"]
     argv += ["--out", str(out), "--n-betas", "3", "--seeds", "1", "--epochs", "3"]
