@@ -1,0 +1,387 @@
+"""A run's report (``iml.pipeline.report``): honest recalibration by cross-fitting, the summary
+table and its Markdown, the smooth ECE and figures, the report of a stored run with other eval
+settings, and a multiclass run scored per loss."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iml.pipeline import RunStore
+from iml.pipeline.report import METRICS, cross_fit, table_markdown
+from iml.pipeline.runner import default_config
+
+
+def _config(**values):
+    """The default config with ``values`` set by dotted key, ``_config(**{"train.epochs": 1})``."""
+    config = default_config()
+    for key, value in values.items():
+        section, name = key.split(".")
+        config[section][name] = value
+    return config
+
+
+def _save_batch(store, key, members):
+    tests = [np.asarray(m[1]) for m in members]
+    store.save_arrays(
+        key,
+        beta=np.array([m[0] for m in members]),
+        test_idx=np.concatenate(tests),
+        test_scores=np.concatenate([np.asarray(m[2], np.float32) for m in members]),
+        test_offsets=np.cumsum([0] + [len(t) for t in tests]),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Honest recalibration and the table
+# ----------------------------------------------------------------------------------------------
+
+
+class _MeanLabel:
+    """A recalibrator that predicts the mean label it was fitted on, and records the fit."""
+
+    fits: list
+
+    def __init__(self, fits):
+        self.fits = fits
+
+    def fit(self, scores, labels):
+        self.fits.append(np.asarray(scores).copy())
+        self.rate = float(np.mean(labels))
+        return self
+
+    def transform(self, scores):
+        return np.full(len(scores), self.rate)
+
+
+def test_cross_fit_never_fits_on_the_evaluated_fold():
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(size=30)
+    labels = (rng.uniform(size=30) < 0.3).astype(int)
+    folds = np.arange(30) % 3
+    fits = []
+    out = cross_fit(lambda y: _MeanLabel(fits), scores, labels, folds)
+    for f in range(3):
+        expected = labels[folds != f].mean()
+        np.testing.assert_allclose(out[folds == f], expected)
+        assert not np.isin(scores[folds == f], fits[f]).any()
+
+
+@pytest.mark.parametrize("name", ["platt", "beta", "temperature"])
+def test_weighted_cross_fit_equals_fitting_on_the_other_folds_alone(name):
+    from iml.pipeline.report import BASELINES
+
+    rng = np.random.default_rng(1)
+    scores = np.clip(rng.beta(0.5, 3.0, size=300), 1e-4, 1 - 1e-4)
+    labels = (rng.uniform(size=300) < scores**0.7).astype(int)
+    folds = np.arange(300) % 5
+    make = BASELINES[name](0.9)
+    out = cross_fit(make, scores, labels, folds)  # held-out observations weigh 0
+    for f in range(5):
+        fit = folds != f
+        alone = make(labels[fit]).fit(scores[fit].astype(np.float32), labels[fit])
+        want = np.asarray(alone.transform(scores[~fit].astype(np.float32)))
+        np.testing.assert_allclose(out[~fit], want, rtol=2e-5, atol=1e-7)
+
+
+def test_markdown_table_lists_every_method_and_metric():
+    metrics = dict.fromkeys(METRICS, 0.25)
+    raw = {**metrics, "loss_calibration_gap": 0.01, "loss_calibration_p_value": 0.5}
+    text = table_markdown({"0.9": {"raw": raw, "platt": metrics}})
+    assert "## beta = 0.9" in text
+    assert "| raw | 0.2500 | 0.2500 | 0.2500 | 0.2500 | 0.2500 |" in text
+    assert "| platt |" in text and "p-value 0.5000" in text
+    assert json.loads(json.dumps(raw)) == raw
+
+
+# ----------------------------------------------------------------------------------------------
+# The smooth calibration error in the table and the smooth figures of a report
+# ----------------------------------------------------------------------------------------------
+
+
+def test_score_metrics_include_the_smooth_ece_of_the_clipped_scores():
+    from iml.calibration import smooth_ece
+    from iml.pipeline.report import score_metrics
+
+    rng = np.random.default_rng(0)
+    scores = rng.beta(1.0, 6.0, 800)
+    labels = (rng.random(800) < scores).astype(np.int32)
+    scores[:5] = 0.0  # clipped to 1e-7 first, as every metric sees them
+    metrics = score_metrics(scores, labels)
+    assert list(metrics) == list(METRICS) and "smooth_ece" in METRICS
+    clipped = np.clip(scores, 1e-7, 1 - 1e-7).astype(np.float32)
+    assert metrics["smooth_ece"] == pytest.approx(float(smooth_ece(clipped, labels).ece), rel=1e-6)
+    assert 0.0 <= metrics["smooth_ece"] < 0.05
+
+
+def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp_path):
+    from iml.pipeline.report import report_run
+
+    rng = np.random.default_rng(1)
+    n, betas = 400, (0.5, 0.9)
+    posterior = rng.beta(1.0, 6.0, n)
+    labels = (rng.random(n) < posterior).astype(np.int32)
+    store = RunStore(tmp_path / "run")
+    store.open_run({"betas": list(betas), "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
+    members = [
+        (beta, np.arange(n), beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior)))
+        for beta in betas
+    ]
+    _save_batch(store, "batches/batch-0000", members)
+    table = report_run(store.root, tmp_path / "out", formats=("png",))
+    for methods in table.values():
+        for metrics in methods.values():
+            assert 0.0 <= metrics["smooth_ece"] < 1.0
+    # Raw scores of beta = 0.9 overstate the rate; their loss correction undoes it.
+    assert table["0.9"]["raw"]["smooth_ece"] > 0.1 > table["0.9"]["loss_corrected"]["smooth_ece"]
+    assert "smooth_ece" in (tmp_path / "out" / "table.md").read_text()
+    for name in ("smooth_raw", "smooth_corrected"):
+        assert (tmp_path / "out" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _stored_run_at_beta_09(
+    root: Path, seed: int, n: int, noise: tuple[float, ...] = ()
+) -> tuple[RunStore, np.ndarray, list[np.ndarray]]:
+    """A stored run at beta = 0.9 of one member per seed: the optimal scores of a known
+    posterior, or, for each ``noise``, those scores times log-normal noise of that scale."""
+    rng = np.random.default_rng(seed)
+    beta = 0.9
+    posterior = rng.beta(1.0, 6.0, n)
+    labels = (rng.random(n) < posterior).astype(np.int32)
+    optimal = beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior))
+    members = [np.clip(optimal * np.exp(rng.normal(0, s, n)), 1e-4, 1 - 1e-4) for s in noise]
+    members = members or [optimal]
+    store = RunStore(root)
+    store.open_run({"betas": [beta], "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
+    _save_batch(store, "batches/batch-0000", [(beta, np.arange(n), m) for m in members])
+    return store, labels, members
+
+
+def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
+    # The members are stored once; `iml figures --average logit` pools their logits instead.
+    from scipy.special import expit, logit
+
+    from iml.pipeline.report import report_run
+
+    store, _, seeds = _stored_run_at_beta_09(tmp_path / "run", 3, 300, noise=(0.2, 0.5))
+    tables = {}
+    for average in ("score", "logit"):
+        out = tmp_path / average
+        overrides = {"average": average}
+        tables[average] = report_run(store.root, out, formats=("png",), eval_overrides=overrides)
+        assert json.loads((out / "ensemble.json").read_text())["average"] == average
+        with np.load(out / "ensemble_scores.npz") as stored:
+            pooled = stored["scores"][0]
+        stored32 = [s.astype(np.float32).astype(float) for s in seeds]
+        by_hand = np.mean(stored32, 0) if average == "score" else expit(np.mean(logit(stored32), 0))
+        np.testing.assert_allclose(pooled, by_hand, rtol=1e-9)
+    raw = {a: tables[a]["0.9"]["raw"]["ece"] for a in tables}
+    assert raw["score"] != raw["logit"]
+    default = report_run(store.root, tmp_path / "default", formats=("png",))
+    assert default == tables["score"]  # the run's config.eval.average, 'score' by default
+    with pytest.raises(ValueError, match=r"config\.eval\.average must be one of \('score', "):
+        report_run(store.root, tmp_path / "bad", eval_overrides={"average": "mean"})
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_stored_run_reports_with_other_eval_settings_and_records_them(tmp_path):
+    # `iml figures --config.eval.n_bins=5`: the same members, binned otherwise, and said so
+    from iml.calibration import expected_calibration_error
+    from iml.pipeline.report import report_run
+
+    store, labels, (optimal,) = _stored_run_at_beta_09(tmp_path / "run", 4, 400)
+    tables = {}
+    for n_bins in (10, 5):
+        out = tmp_path / f"bins{n_bins}"
+        tables[n_bins] = report_run(
+            store.root, out, formats=("png",), eval_overrides={"n_bins": n_bins}
+        )
+        settings = json.loads((out / "ensemble.json").read_text())["eval"]
+        assert settings == {"n_bins": n_bins, "n_bootstrap": 10, "report_seed": 0,
+                            "average": "score"}  # fmt: skip
+        raw = np.asarray(optimal, np.float32).astype(float)
+        by_hand = float(expected_calibration_error(raw, labels, n_bins))
+        assert tables[n_bins]["0.9"]["raw"]["ece"] == pytest.approx(by_hand, rel=1e-5)
+    assert tables[5]["0.9"]["raw"]["ece"] != tables[10]["0.9"]["raw"]["ece"]
+    assert report_run(store.root, tmp_path / "stored", formats=("png",)) == tables[10]
+    for overrides, message in (
+        ({"n_binz": 5}, r"config\.eval\.n_binz: no such key; did you mean config\.eval\.n_bins"),
+        ({"n_bins": 0}, r"config\.eval\.n_bins must be an integer >= 1, got 0"),
+        ({"n_bootstrap": "many"}, r"config\.eval\.n_bootstrap: expected an integer"),
+        ({"report_seed": -1}, r"config\.eval\.report_seed must be an integer >= 0, got -1"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            report_run(store.root, tmp_path / "bad", eval_overrides=overrides)
+        assert not (tmp_path / "bad").exists()
+
+
+def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
+    # f"{beta:g}" would give both "1": the table, its Markdown and the figures keep them apart.
+    from iml.pipeline.report import report_run
+
+    rng = np.random.default_rng(2)
+    n, betas = 400, (0.9999991, 0.9999992)
+    posterior = rng.beta(1.0, 6.0, n)
+    labels = (rng.random(n) < posterior).astype(np.int32)
+    store = RunStore(tmp_path / "run")
+    store.open_run({"betas": list(betas), "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
+    members = [(beta, np.arange(n), posterior) for beta in betas]
+    _save_batch(store, "batches/batch-0000", members)
+    table = report_run(store.root, tmp_path / "out", formats=("svg",))
+    assert list(table) == ["0.9999991", "0.9999992"]
+    markdown = (tmp_path / "out" / "table.md").read_text()
+    assert "## beta = 0.9999991" in markdown and "## beta = 0.9999992" in markdown
+    sizes = json.loads((tmp_path / "out" / "ensemble.json").read_text())["ensemble_size"]
+    assert list(sizes) == ["0.9999991", "0.9999992"]
+    for figure in ("figure1", "figure3", "figure4"):
+        svg = (tmp_path / "out" / "figures" / f"{figure}.svg").read_text()
+        for key in table:
+            assert f'id="data-{key}"' in svg, (figure, key)
+
+
+def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
+    """`iml reproduce --loss focal`: the run's loss (run_loss) is the focal loss by its class
+    weight alpha, and the report corrects and tests with its rule."""
+    import jax.numpy as jnp
+
+    from iml.pipeline.report import summary_table
+    from iml.pipeline.runner import run_loss
+    from iml.pipeline.store import EnsembleScores
+    from iml.spec import loss_spec
+
+    family = run_loss(_config(**{"loss.name": "focal", "loss.gamma": 2.0, "loss.betas": (0.9,)}))
+    assert family.name == "focal" and family.params == {"gamma": 2.0}
+    assert family.weight_name == "alpha" and run_loss(default_config()).name == "log"
+    rng = np.random.default_rng(0)
+    gamma = rng.beta(0.5, 3.0, 1500)
+    labels = (rng.random(gamma.size) < gamma).astype(np.int32)
+    scores = np.asarray(loss_spec("focal", gamma=2.0, alpha=0.9).optimal_score(jnp.asarray(gamma)))
+    ensemble = EnsembleScores(
+        (0.9,), scores[None].astype(np.float64), np.ones((1, gamma.size), np.int64)
+    )
+    folds = np.arange(gamma.size) % 4
+    table = summary_table(ensemble, labels, folds, n_bootstrap=20, loss=family)["0.9"]
+    assert "prior_shift" not in table and "platt" in table
+    assert table["raw"]["ece"] > 0.1 > 0.03 > table["loss_corrected"]["ece"]
+    assert table["raw"]["loss_calibration_p_value"] > 0.05  # optimal for the focal loss
+    log_table = summary_table(ensemble, labels, folds, n_bootstrap=20)["0.9"]
+    assert log_table["loss_corrected"]["ece"] > 0.05  # the log loss's inverse is the wrong one
+
+
+# ----------------------------------------------------------------------------------------------
+# Multiclass runs: a grid of weighted multiclass losses over every class
+# ----------------------------------------------------------------------------------------------
+
+MULTICLASS = {
+    "data.classes": "all",
+    "data.image_size": 8,
+    "data.max_examples": 400,
+    "data.n_folds": 5,
+    "data.n_val_folds": 1,
+    "model.name": "densenet_tiny",
+    "loss.name": "class_weighted_softmax",
+    "loss.weights": "ones;w[8]=10",
+    "train.epochs": 1,
+    "train.members_per_batch": 10,  # every member in one call of the trainer
+    "train.checkpoint": False,
+    "eval.n_bins": 5,
+}
+
+
+@pytest.fixture(scope="module")
+def multiclass_run(tmp_path_factory):
+    from iml.pipeline.report import report_run
+    from iml.pipeline.runner import run_experiment
+
+    out = tmp_path_factory.mktemp("multiclass")
+    run_experiment(_config(**MULTICLASS), out, progress=False)
+    return out, report_run(out, formats=("png",))
+
+
+def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multiclass_run):
+    """`iml reproduce --classes all --loss class_weighted_softmax --loss-weights 'ones;w[8]=10'`:
+    one ensemble per loss, softmax class scores, each corrected by the inverse of its own rule
+    (Proposition 4: a_j / w_j, renormalised), reported with the multiclass metrics."""
+    from iml.calibration import MULTICLASS_METRICS
+
+    out, table = multiclass_run
+    assert list(table) == ["ones", "w[8]=10"]
+    for row in table.values():
+        assert set(row) == {"raw", "loss_corrected"}
+        intervals = {"top_label_ece_interval", "classwise_ece_interval"}
+        assert set(row["raw"]) == set(MULTICLASS_METRICS) | intervals
+        for method in row.values():  # each ECE inside its own bootstrap interval's reach
+            for name in ("top_label_ece", "classwise_ece"):
+                low, high = method[f"{name}_interval"]
+                assert 0 <= low <= high and low - 0.05 < method[name] < high + 0.05
+    assert json.loads((out / "table.json").read_text()) == table
+    with np.load(out / "ensemble_scores.npz") as stored:
+        keys, scores, corrected = stored["keys"], stored["scores"], stored["corrected"]
+        labels, sizes = stored["labels"], stored["sizes"]
+    assert keys.tolist() == ["ones", "w[8]=10"] and scores.shape == (2, 400, 10)
+    assert labels.max() == 9 and (sizes == 1).all()  # one full cycle: each tested once
+    np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-5)  # softmax
+    np.testing.assert_allclose(corrected[0], scores[0], atol=1e-5)  # unweighted: the identity
+    w = np.ones(10)
+    w[8] = 10.0
+    by_hand = scores[1] / w
+    np.testing.assert_allclose(corrected[1], by_hand / by_hand.sum(-1, keepdims=True), atol=1e-5)
+    assert corrected[1][:, 8].mean() < scores[1][:, 8].mean()
+    # Each class's ECE; their mean is the class-wise ECE of the table.
+    by_class = json.loads((out / "ece_by_class.json").read_text())
+    assert list(by_class) == ["ones", "w[8]=10"]
+    for key, row in by_class.items():
+        for method in ("raw", "loss_corrected"):
+            assert len(row[method]) == 10
+            assert np.mean(row[method]) == pytest.approx(table[key][method]["classwise_ece"])
+    assert by_class["ones"]["raw"] == pytest.approx(by_class["ones"]["loss_corrected"], abs=1e-6)
+    # The unweighted ensemble's raw scores are its corrected ones, metric by metric.
+    for metric, value in table["ones"]["raw"].items():
+        assert table["ones"]["loss_corrected"][metric] == pytest.approx(value, abs=1e-6)
+    for key in ("ones", "w_8_=10"):
+        assert (out / "figures" / "reliability_by_class" / f"{key}.png").stat().st_size > 0
+    assert (out / "figures" / "ece_by_loss.png").exists()
+    assert not (out / "revealed.json").exists()
+
+
+def test_reveal_refuses_a_multiclass_run_naming_its_loss(multiclass_run):
+    from iml.pipeline.reveal import load_reveal_input
+
+    with pytest.raises(ValueError, match=r"multiclass run .*class_weighted_softmax"):
+        load_reveal_input(multiclass_run[0])
+
+
+def test_the_summary_table_gives_each_test_its_power_and_each_ece_its_interval():
+    """Scores optimal for beta = 0.9 on 3,000 observations: the table's loss-calibration test at
+    0.9 carries its power against the run's other beta (0.5), high at this size, and every
+    method's ECE its bootstrap interval, which holds the estimate's neighbourhood."""
+    import jax.numpy as jnp
+
+    from iml.pipeline.report import summary_table, table_markdown
+    from iml.pipeline.store import EnsembleScores
+    from iml.spec import loss_spec
+
+    rng = np.random.default_rng(1)
+    gamma = rng.beta(0.5, 3.0, 3000)
+    labels = (rng.random(gamma.size) < gamma).astype(np.int32)
+    scores = np.stack(
+        [np.asarray(loss_spec(b).optimal_score(jnp.asarray(gamma))) for b in (0.5, 0.9)]
+    )
+    ensemble = EnsembleScores(
+        (0.5, 0.9), scores.astype(np.float64), np.ones((2, gamma.size), np.int64)
+    )
+    table = summary_table(ensemble, labels, np.arange(gamma.size) % 4, n_bootstrap=40)
+    power = table["0.9"]["raw"]["loss_calibration_power"]
+    assert power["against"] == 0.5 and power["simulations"] == 40 and power["rate"] >= 0.9
+    assert table["0.5"]["raw"]["loss_calibration_power"]["against"] == 0.9
+    for methods in table.values():
+        for metrics in methods.values():
+            low, high = metrics["ece_interval"]
+            assert 0 <= low < high and high > 0.5 * metrics["ece"]
+    text = table_markdown(table)
+    assert "| method | ece | ece 95% CI |" in text
+    assert "Its power against scores calibrated for beta = 0.5: " in text

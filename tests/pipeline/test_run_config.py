@@ -1,0 +1,121 @@
+"""The checks of a run's config (``iml.pipeline.run_config``): each bad key named, with what it
+should be."""
+
+import pytest
+
+from iml.config import to_dict
+from iml.pipeline.runner import check_config, default_config
+
+
+def _config(**values):
+    """The default config with ``values`` set by dotted key, ``_config(**{"train.epochs": 1})``."""
+    config = default_config()
+    for key, value in values.items():
+        section, name = key.split(".")
+        config[section][name] = value
+    return config
+
+
+MULTICLASS = {
+    "data.classes": "all",
+    "data.image_size": 8,
+    "data.max_examples": 400,
+    "data.n_folds": 5,
+    "data.n_val_folds": 1,
+    "model.name": "densenet_tiny",
+    "loss.name": "class_weighted_softmax",
+    "loss.weights": "ones;w[8]=10",
+    "train.epochs": 1,
+    "train.members_per_batch": 10,  # every member in one call of the trainer
+    "train.checkpoint": False,
+    "eval.n_bins": 5,
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("loss.betas", (0.5, 1.5), r"config\.loss\.betas must lie in \(0, 1\)"),
+        (
+            "loss.name",
+            "hinge",
+            r"config\.loss\.name must be one of \['focal', 'log', 'squared'\].*"
+            r"\['class_weighted_softmax', 'matrix', 'softmax_focal'\].*got 'hinge'",
+        ),
+        ("loss.gamma", -1.0, r"config\.loss\.gamma must be a finite number >= 0, got -1\.0"),
+        ("data.name", "mnist", "config.data.name: unknown dataset 'mnist'"),
+        ("model.name", "resnet", "config.model.name: unknown model 'resnet'"),
+        ("train.epochs", 0, r"config\.train\.epochs must be an integer >= 1"),
+        ("train.eval_batch_size", 0, r"config\.train\.eval_batch_size must be an integer >= 1"),
+        ("data.n_folds", 3, r"config\.data\.n_folds=3 leaves no training fold"),
+        ("data.image_size", 2, r"config\.data\.image_size=2 is too small"),
+        ("model.conv_impl", "im2col", r"config\.model\.conv_impl must be '' .* or one of"),
+        ("train.seeds", (-1,), r"config\.train\.seeds must be non-negative"),
+        ("train.seeds", (0, 3, 0), r"config\.train\.seeds repeats a seed: \[0, 3, 0\]"),
+        (
+            "train.min_learning_rate",
+            -1e-4,
+            r"config\.train\.min_learning_rate must be a finite number >= 0",
+        ),
+        (
+            "eval.average",
+            "median",
+            r"config\.eval\.average must be one of \('score', 'logit'\), got 'median'",
+        ),
+    ],
+)
+def test_check_config_names_the_bad_key(key, value, match):
+    with pytest.raises(ValueError, match=match):
+        check_config(_config(**{key: value}))
+
+
+def test_a_model_that_is_no_densenet_takes_no_torchvision_weights():
+    config = _config(**{"model.name": "logistic", "model.weights": "densenet121.pth"})
+    with pytest.raises(ValueError, match="weights fit the DenseNets, not 'logistic'"):
+        check_config(config)
+
+
+def test_check_config_refuses_unknown_keys_wrong_types_and_missing_dirs(tmp_path):
+    config = to_dict(default_config())  # as nested dicts, which no lock guards
+    config["train"]["epochz"] = 3
+    with pytest.raises(
+        ValueError, match=r"config\.train\.epochz; did you mean config\.train\.epochs"
+    ):
+        check_config(config)
+    del config["train"]["epochz"], config["eval"]["n_bins"]
+    with pytest.raises(ValueError, match=r"config lacks key\(s\) config\.eval\.n_bins"):
+        check_config(config)
+    config = to_dict(default_config())
+    config["train"]["learning_rate"] = "fast"
+    with pytest.raises(ValueError, match=r"config\.train\.learning_rate: expected a number"):
+        check_config(config)
+    with pytest.raises(FileNotFoundError, match=r"config\.data\.data_dir"):
+        check_config(_config(**{"data.data_dir": str(tmp_path / "nope")}))
+
+
+def test_check_config_names_a_missing_weights_file(tmp_path):
+    config = _config(**{"model.weights": str(tmp_path / "densenet121.pth")})
+    with pytest.raises(FileNotFoundError, match=r"config\.model\.weights"):
+        check_config(config)
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"loss.weights": ""}, r"needs config\.loss\.weights"),
+        ({"loss.betas": (0.9,)}, r"config\.loss\.betas does not apply"),
+        ({"data.classes": "binary"}, r"is multiclass; set config\.data\.classes='all'"),
+        ({"loss.weights": "ones;B[1,1]=2"}, r"config\.loss\.weights: cannot read 'B\[1,1\]=2'"),
+        ({"loss.name": "log"}, r"config\.loss\.weights applies to the multiclass losses"),
+        ({"loss.name": "log", "loss.weights": ""}, r"classes='all' needs a multiclass loss"),
+        ({"data.classes": "some"}, r"config\.data\.classes must be 'binary' or 'all'"),
+        (
+            {"data.name": "pneumoniamnist"},
+            r"dataset 'pneumoniamnist' has no classes beyond its binary label; the image "
+            r"datasets with classes are \['digits'\]",
+        ),
+    ],
+)
+def test_check_config_of_a_multiclass_run_names_the_bad_key(values, match):
+    with pytest.raises(ValueError, match=match):
+        check_config(_config(**{**MULTICLASS, **values}))
