@@ -221,7 +221,6 @@ NOT_YET_MIRRORED = {
     "iml.training.exact_design",
     "iml.training.exact_inputs",
     "iml.training.exact_multinomial",
-    "iml.training.host",
     "iml.training.member",
     "iml.training.programs",
     "iml.training.sharding",

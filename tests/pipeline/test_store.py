@@ -1,10 +1,19 @@
-"""The store of a run (``iml.pipeline.store``): the ensemble read back from stored member batches
-and the one aggregation of members."""
+"""The results store (``iml.pipeline.store``): atomic entries, manifests and crash safety, the one
+layout of stored members, the ensemble read back from stored member batches, and the one aggregation
+of members."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 
 import numpy as np
 import pytest
 
-from iml.pipeline import RunStore, aggregate_members, load_ensemble
+from iml.pipeline.store import RunStore, aggregate_members, atomic_write_bytes, load_ensemble
 
 
 def _save_batch(store, key, members):
@@ -94,3 +103,145 @@ def test_aggregate_means_class_scores_per_loss():
     np.testing.assert_array_equal(ens.sizes, [[2, 1, 0], [0, 0, 0]])
     with pytest.raises(ValueError, match="differ in shape"):
         aggregate_members([(0.0, [0], a[:1]), (0.0, [1], np.ones((1, 3)) / 3)], (0.0,), 2)
+
+
+def _trained(feed: str):
+    from iml.training import MemberHistory, Trained
+
+    scores = [np.array([0.2, 0.7]), np.array([0.9])]
+    if feed == "host":
+        history = [MemberHistory([0.5, 0.4], [0.6, 0.5], [1e-3, 1e-3], None, False, 0.5),
+                   MemberHistory([0.5], [0.7], [1e-3], 1, True, 0.7)]  # fmt: skip
+        return Trained(scores, None, np.array([0.5, 0.7]), np.array([2, 1]), None, history,
+                       "host", "adam", 2)  # fmt: skip
+    logits = [np.log(s / (1 - s)).astype(np.float32) for s in scores]
+    return Trained(scores, logits, np.array([0.5, 0.7]), np.array([3, 4]), np.array([1e-2, 1e-3]),
+                   None, "table", "exact", 4)  # fmt: skip
+
+
+def test_arrays_and_json_round_trip(tmp_path):
+    store = RunStore(tmp_path / "run")
+    scores = np.random.default_rng(0).uniform(size=(3, 5)).astype(np.float32)
+    store.save_arrays("members/beta0.9/seed0", scores=scores, index=np.arange(5))
+    store.save_json("tables/summary", {"0.9": {"raw": {"ece": 0.1}}})
+    assert store.has("members/beta0.9/seed0") and store.has("tables/summary")
+    assert not store.has("members/beta0.5/seed0")
+    loaded = store.load_arrays("members/beta0.9/seed0")
+    np.testing.assert_array_equal(loaded["scores"], scores)
+    assert loaded["scores"].dtype == np.float32
+    assert store.load_json("tables/summary")["0.9"]["raw"]["ece"] == 0.1
+    assert list(store.keys()) == ["members/beta0.9/seed0", "tables/summary"]
+    assert list(store.keys("members")) == ["members/beta0.9/seed0"]
+
+
+def test_missing_entries_and_bad_keys_are_named(tmp_path):
+    store = RunStore(tmp_path)
+    with pytest.raises(FileNotFoundError, match="nothing"):
+        store.load_arrays("nothing")
+    with pytest.raises(ValueError, match="keys"):
+        store.save_json("../escape", {})
+
+
+def test_manifest_resumes_same_config_and_refuses_another(tmp_path):
+    store = RunStore(tmp_path)
+    first = store.open_run({"betas": [0.5, 0.9], "seed": 0}, devices=["cpu:0"])
+    assert first["packages"]["numpy"] == np.__version__
+    again = RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 0}, devices=["cuda:0"])
+    assert again["created_at"] == first["created_at"] and len(again["resumed_at"]) == 1
+    # the first machine's devices stay; the resume's are recorded beside them
+    assert again["devices"] == ["cpu:0"]
+    assert [r["devices"] for r in again["resumed_on"]] == [["cuda:0"]]
+    assert again["resumed_on"][0]["packages"]["numpy"] == np.__version__
+    with pytest.raises(ValueError, match="'seed': 0 stored, 1 now"):
+        RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 1})
+
+
+def test_failed_write_leaves_old_content_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "entry.json"
+    atomic_write_bytes(path, b'{"old": 1}')
+
+    def fail(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", fail)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_bytes(path, b'{"new": 2}')
+    monkeypatch.undo()
+    assert json.loads(path.read_text()) == {"old": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["entry.json"]
+
+
+def test_kill_during_writes_never_leaves_a_partial_entry(tmp_path):
+    # A child process writes large entries in a loop; SIGKILL it mid-stream, then every entry
+    # the store reports must load completely.
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from iml.pipeline.store import RunStore
+        store = RunStore({str(tmp_path)!r})
+        big = np.arange(2_000_000, dtype=np.float64)
+        for i in range(10_000):
+            store.save_arrays(f"e/{{i:05d}}", x=big + i)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    child = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(RunStore(tmp_path).keys("e"))) < 3:
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    store = RunStore(tmp_path)
+    keys = list(store.keys("e"))
+    assert len(keys) >= 3
+    for key in keys:
+        x = store.load_arrays(key)["x"]
+        assert x.shape == (2_000_000,) and x[0] == int(key.split("/")[1])
+
+
+def test_entries_get_the_usual_file_permissions(tmp_path):
+    store = RunStore(tmp_path)
+    store.save_json("table", {"a": 1})
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "table.json").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_one_member_layout_for_both_feeds():
+    from iml.pipeline.store import member_entry, member_test_scores
+
+    members = {"member_index": [0, 1], "beta": [0.5, 0.9], "rotation": [0, 1], "seed": [0, 0]}
+    tests = [np.array([3, 1]), np.array([2])]
+    host = member_entry(_trained("host"), members, tests, epochs=3)
+    assert list(host) == ["member_index", "beta", "rotation", "seed", "test_idx", "test_scores",
+                          "test_offsets", "train_loss", "val_loss", "lr", "stopped_epoch",
+                          "diverged", "best_val_loss"]  # fmt: skip
+    assert host["train_loss"].shape == (2, 3) and np.isnan(host["train_loss"][1, 1:]).all()
+    assert host["stopped_epoch"].tolist() == [-1, 1] and host["test_offsets"].tolist() == [0, 2, 3]
+    table = member_entry(_trained("table"), members, tests)
+    assert {"test_logits", "best_epoch", "epochs_run", "l2"} <= set(table)
+    assert "train_loss" not in table and table["l2"].tolist() == [1e-2, 1e-3]
+    (_, idx, z), _ = member_test_scores(table, logits=True)
+    assert idx.tolist() == [3, 1] and z.dtype == np.float32
+    assert [m[0] for m in member_test_scores(host)] == [0.5, 0.9]
+
+
+def test_members_given_by_logits_pool_their_own_logits():
+    from iml.pipeline.store import aggregate_members
+
+    def link(row, z):
+        return 1 / (1 + np.exp(-np.asarray(z, np.float64)))
+
+    z = [np.array([-1.0, 2.0]), np.array([3.0, 0.5])]
+    members = [(0.0, np.array([0, 1]), z[0]), (0.0, np.array([0, 1]), z[1])]
+    by_score = aggregate_members(members, [0.0], 2, "score", link)
+    np.testing.assert_allclose(by_score.scores[0], (link(0, z[0]) + link(0, z[1])) / 2)
+    by_logit = aggregate_members(members, [0.0], 2, "logit", link)
+    np.testing.assert_allclose(by_logit.scores[0], link(0, (z[0] + z[1]) / 2))
+    # as logits of their scores pool, up to rounding, when the scores are stored instead
+    stored = [(b, i, link(0, v)) for b, i, v in members]
+    np.testing.assert_allclose(aggregate_members(stored, [0.0], 2, "logit").scores[0],
+                               by_logit.scores[0], rtol=1e-12)  # fmt: skip
+    assert by_logit.sizes[0].tolist() == [2, 2]
+    with pytest.raises(ValueError, match="test_logits of a member of row 0 are not finite"):
+        aggregate_members([(0.0, np.array([0]), np.array([np.nan]))], [0.0], 1, "score", link)

@@ -54,7 +54,7 @@ _PROBE = textwrap.dedent(
 def _probe(mode: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", _PROBE, mode],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
         check=True,
