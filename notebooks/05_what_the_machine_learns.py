@@ -211,8 +211,8 @@ plt.show()
 # The critical value comes from the recentred bootstrap at the least-favourable null (every
 # inequality binding), so that the test keeps its size however many pairs or cycles it compares.
 # On any one data set, a test at the 5% level still rejects a learning model that holds about
-# one time in twenty; `python -m experiments.reveal_size_power` measures how often, at K = 4 and
-# K = 64.
+# one time in twenty; `python -m experiments.studies.reveal_size_power` measures how often, at
+# K = 4 and K = 64.
 
 # %%
 PRIOR, N_OBS, KAPPA = 0.1, 10_000, 0.003

@@ -1,9 +1,10 @@
-"""Tests of experiments.compare_sklearn: `iml sweep`'s defaults fit as well as scikit-learn's."""
+"""Tests of experiments.studies.compare_sklearn: `iml sweep`'s defaults fit as well as
+scikit-learn's."""
 
 import numpy as np
 import pytest
 
-from experiments import compare_sklearn
+from experiments.studies import compare_sklearn
 
 
 def test_default_sweep_on_digits_fits_as_well_as_scikit_learns_default():

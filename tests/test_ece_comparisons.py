@@ -1,4 +1,5 @@
-"""experiments.ece_comparisons: its stored record, and the READMEs' sentences that state it."""
+"""experiments.studies.ece_comparisons: its stored record, and the READMEs' sentences that
+state it."""
 
 import json
 import re
@@ -9,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments import ece_comparisons as E
+from experiments.studies import ece_comparisons as E
 from iml.calibration import compare_ece, expected_calibration_error
 
 ROOT = Path(__file__).resolve().parents[1]

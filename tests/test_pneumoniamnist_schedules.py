@@ -1,4 +1,4 @@
-"""experiments.pneumoniamnist_schedules: its stored record, and the table that states it."""
+"""experiments.studies.pneumoniamnist_schedules: its stored record, and the table that states it."""
 
 import json
 import re
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import pneumoniamnist_schedules as S
+from experiments.studies import pneumoniamnist_schedules as S
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "docs" / "results" / "pneumoniamnist_schedules"

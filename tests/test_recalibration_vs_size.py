@@ -1,4 +1,4 @@
-"""Smoke test of experiments.recalibration_vs_size in --quick mode (its measurements are its
+"""Smoke test of experiments.studies.recalibration_vs_size in --quick mode (its measurements are its
 runs)."""
 
 import numpy as np
@@ -9,12 +9,12 @@ def test_recalibration_vs_size_quick_run_writes_sane_outputs(tmp_path):
 
     import matplotlib.image
 
-    from experiments.recalibration_vs_size import main
+    from experiments.studies.recalibration_vs_size import main
 
     main(["--quick", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "results.json").read_text())
     assert (
-        "python -m experiments.recalibration_vs_size --quick"
+        "python -m experiments.studies.recalibration_vs_size --quick"
         in (tmp_path / "results.md").read_text()
     )
     assert matplotlib.image.imread(tmp_path / "recalibration_vs_size.png").ndim == 3

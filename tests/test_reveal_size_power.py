@@ -1,4 +1,5 @@
-"""Smoke tests of experiments.reveal_size_power at tiny sizes (its measurements are its runs)."""
+"""Smoke tests of experiments.studies.reveal_size_power at tiny sizes (its measurements are its
+runs)."""
 
 import json
 
@@ -7,7 +8,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.special import ndtr
 
-from experiments import reveal_size_power
+from experiments.studies import reveal_size_power
 from iml import power as P
 from iml import revealed as R
 

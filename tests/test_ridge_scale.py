@@ -1,11 +1,12 @@
-"""Tests of experiments.ridge_scale: two sweeps' corrected ECEs at the grid's ends, side by side."""
+"""Tests of experiments.studies.ridge_scale: two sweeps' corrected ECEs at the grid's ends,
+side by side."""
 
 import json
 
 import numpy as np
 import pytest
 
-from experiments import ridge_scale
+from experiments.studies import ridge_scale
 from iml.calibration import expected_calibration_error
 
 

@@ -1,4 +1,4 @@
-"""Tests of experiments.weighted_class: the diagnostics of one weighted class of a sweep."""
+"""Tests of experiments.studies.weighted_class: the diagnostics of one weighted class of a sweep."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments import weighted_class as W
+from experiments.studies import weighted_class as W
 from iml import loss_spec
 
 

@@ -6,7 +6,7 @@
 * :func:`figure_calibration_by_loss`: the calibration error of each row of a table by loss, raw
   and loss-corrected, against the class weight (logit scale) or the loss's key.
 * :func:`figure_metric_vs_size`: metrics of recalibration methods against the size of the
-  calibration set (``experiments/recalibration_vs_size.py``).
+  calibration set (``experiments/studies/recalibration_vs_size.py``).
 """
 
 from __future__ import annotations

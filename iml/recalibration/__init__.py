@@ -24,7 +24,7 @@ method                                 fitted parameters
 =====================================  ========================================================
 
 The paper's claim (Section 1) is that where the loss is known the analytic correction needs no
-estimation; ``experiments/recalibration_vs_size.py`` measures what the fitted methods lose
+estimation; ``experiments/studies/recalibration_vs_size.py`` measures what the fitted methods lose
 against it as the calibration set shrinks.
 
 Binary scores are positive-class probabilities of shape ``[N]`` with labels in ``{0, 1}``;

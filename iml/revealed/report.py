@@ -173,8 +173,8 @@ def reveal(
     are slack the test is conservative. The bootstrap approximates the bins' posteriors well
     when each bin holds enough positives and negatives; deciles of precise models at rare labels
     do not (digits' lowest deciles hold 0 positives), and there NIS's size at 5% was 10.4%
-    (``experiments.reveal_size_power``, digits' regime). The default ``"adaptive"`` bins merge
-    deciles until each holds :data:`MIN_COUNT` expected positives and negatives, which brought
+    (``experiments.studies.reveal_size_power``, digits' regime). The default ``"adaptive"`` bins
+    merge deciles until each holds :data:`MIN_COUNT` expected positives and negatives, which brought
     every simulated regime of the stored runs back to its level (``docs/results/revealed``).
 
     Args:

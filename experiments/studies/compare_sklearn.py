@@ -17,7 +17,7 @@ sigmoid per class, against ``OneVsRestClassifier(LogisticRegression())``).
 Run from the repository root (``DATA`` is ``../shared/data``; digits and the binary CSV, made
 from scikit-learn's breast-cancer data, need no files)::
 
-    python -m experiments.compare_sklearn --adult DATA/uci-adult --letter DATA/uci-letter \\
+    python -m experiments.studies.compare_sklearn --adult DATA/uci-adult --letter DATA/uci-letter \\
         --out docs/results/sklearn_defaults/2026-11-28.json
 
 The last stdout line is the JSON record.

@@ -22,8 +22,8 @@ the training prior implied by ``beta``.
 
 Run (writes results.json, results.md and the figure to ``--out``)::
 
-    python -m experiments.recalibration_vs_size --out docs/results/recalibration_vs_size
-    python -m experiments.recalibration_vs_size --quick --out /tmp/recal
+    python -m experiments.studies.recalibration_vs_size --out docs/results/recalibration_vs_size
+    python -m experiments.studies.recalibration_vs_size --quick --out /tmp/recal
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
     results["config"] = {**config, "quick": args.quick, "seed": args.seed, "beta": BETA}
     results["wall_seconds"] = seconds
     args.out.mkdir(parents=True, exist_ok=True)
-    command = "python -m experiments.recalibration_vs_size " + " ".join(
+    command = "python -m experiments.studies.recalibration_vs_size " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
     (args.out / "results.json").write_text(json.dumps(results, indent=1))

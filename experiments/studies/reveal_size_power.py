@@ -51,11 +51,12 @@ jitted ``lax.map`` over data sets; every scenario draws from the same keys.
 
 Run from the repository root (K = 64 takes some minutes on a laptop CPU)::
 
-    python -m experiments.reveal_size_power --models 4 --n 10000 --bootstrap 200 --datasets 500
-    python -m experiments.reveal_size_power --models 64 --out size_power_64.jsonl
-    python -m experiments.reveal_size_power --quick
-    python -m experiments.reveal_size_power --models 64 --n 20000 --prior 0.04 --precision 3 \
-        --strategy adaptive --misreport 2
+    python -m experiments.studies.reveal_size_power --models 4 --n 10000 --bootstrap 200 \\
+        --datasets 500
+    python -m experiments.studies.reveal_size_power --models 64 --out size_power_64.jsonl
+    python -m experiments.studies.reveal_size_power --quick
+    python -m experiments.studies.reveal_size_power --models 64 --n 20000 --prior 0.04 \\
+        --precision 3 --strategy adaptive --misreport 2
 
 ``--regimes FILE`` runs the rows of a JSON list of settings (each a dict of these options) and
 writes one line per scenario and row; ``experiments/configs/reveal_regimes.json`` holds the

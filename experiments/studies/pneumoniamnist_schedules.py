@@ -21,7 +21,7 @@ The schedules:
 The bootstrap resamples the X-rays with the trained networks fixed: it covers the evaluation
 data's noise, not training's. Run from the repository root::
 
-    python -m experiments.pneumoniamnist_schedules \
+    python -m experiments.studies.pneumoniamnist_schedules \
         > docs/results/pneumoniamnist_schedules/ratios.json
 """
 
@@ -41,7 +41,7 @@ from iml.pipeline.reveal import run_members
 from iml.pipeline.store import aggregate_members
 from iml.spec import loss_spec
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 # name: (runs of beta = 0.99, runs of beta = 0.5, how members pool)
 SCHEDULES = {
     "6 epochs": (["pneumoniamnist"], ["pneumoniamnist"], "score"),

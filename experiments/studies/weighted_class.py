@@ -21,7 +21,8 @@ reports, for every loss of the grid:
 
 Run::
 
-    python -m experiments.weighted_class --run runs/sweep_digits_matrix --class 8 --weight 10
+    python -m experiments.studies.weighted_class --run runs/sweep_digits_matrix --class 8 \\
+        --weight 10
 """
 
 from __future__ import annotations

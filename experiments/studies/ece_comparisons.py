@@ -26,7 +26,7 @@ A set of scores is named by its source:
 The bootstrap holds the trained networks fixed: the intervals cover the evaluation data's noise,
 not training's. Run from the repository root::
 
-    python -m experiments.ece_comparisons > docs/results/ece_comparisons/comparisons.json
+    python -m experiments.studies.ece_comparisons > docs/results/ece_comparisons/comparisons.json
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from iml.pipeline.reveal import run_members
 from iml.pipeline.store import aggregate_members
 from iml.spec import loss_spec
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 _CLIP = 1e-7
 N_BINS = 10
 WEIGHTED_CLASS = 8  # reproduce_digits_multiclass weights the digit 8

@@ -5,7 +5,8 @@ NIAC verdicts of ``iml reveal`` on each.
 Each folder is an ``iml sweep`` output (``scores.npz``, ``sweep_table.json``) with ``iml reveal``'s
 ``revealed.json`` in its ``revealed/`` subfolder, on the same data and grid. Run::
 
-    python -m experiments.ridge_scale --first runs/adult_paper --second runs/adult_per_weight
+    python -m experiments.studies.ridge_scale --first runs/adult_paper \\
+        --second runs/adult_per_weight
 
 The last stdout line is the JSON record.
 """
