@@ -1,0 +1,41 @@
+"""The shared design of an exact fit (``iml.training.exact_design``): Hessians from the table of
+feature-pair products equal those from the design, and pairs of one category's levels are left out
+of it."""
+
+import numpy as np
+
+from iml.training.exact import beta_weighted_sample_weights, fit_weighted_logistic
+
+
+def test_hessians_from_pair_products_equal_those_from_the_design(rare_class_table, monkeypatch):
+    from iml.training import exact_design
+
+    x, y, mask = rare_class_table
+    S = beta_weighted_sample_weights(y, np.array([0.02, 0.7]), mask)
+    pairs = fit_weighted_logistic(x, y, S, l2=1e-3)
+    monkeypatch.setattr(exact_design, "_PAIR_BYTES", 0)  # too little room: the direct products
+    direct = fit_weighted_logistic(x, y, S, l2=1e-3)
+    np.testing.assert_allclose(pairs.coef, direct.coef, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(pairs.objective, direct.objective, rtol=1e-6)
+    assert np.all(pairs.converged) and np.all(direct.converged)
+
+
+def test_pairs_of_one_category_are_left_out_of_the_table(monkeypatch):
+    from iml.training import exact_design
+
+    rng = np.random.default_rng(3)
+    n = 1500
+    category = rng.integers(0, 4, n)
+    x = np.column_stack([rng.normal(size=n), np.eye(4)[category]]).astype(np.float32)
+    logit = np.array([-2.0, -1.0, 0.0, 1.0])[category] + x[:, 0]
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.int32)
+    rows, cols = exact_design._nonzero_pairs(x)
+    # 6 columns with the intercept's: 21 pairs, less the 6 pairs of distinct levels.
+    assert len(rows) == 15
+    assert not any(1 <= r < c <= 4 for r, c in zip(rows, cols, strict=True))
+    S = beta_weighted_sample_weights(y, np.array([0.05, 0.8]), np.ones((1, n), np.float32))
+    pairs = fit_weighted_logistic(x, y, S, l2=1e-3)
+    monkeypatch.setattr(exact_design, "_PAIR_BYTES", 0)
+    direct = fit_weighted_logistic(x, y, S, l2=1e-3)
+    np.testing.assert_allclose(pairs.coef, direct.coef, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(pairs.objective, direct.objective, rtol=1e-6)
