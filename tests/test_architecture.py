@@ -214,15 +214,8 @@ NOT_YET_MIRRORED = {
     "iml.pipeline.reveal_report",
     "iml.pipeline.sweep",
     "iml.pipeline.sweep_config",
-    "iml.training.checkpoints",
-    "iml.training.ensemble_data",
-    "iml.training.member",
-    "iml.training.programs",
-    "iml.training.sharding",
     "iml.training.tabular",
     "iml.training.tabular_program",
-    "iml.training.train_config",
-    "iml.training.trainer",
 }
 
 
