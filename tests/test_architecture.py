@@ -208,13 +208,9 @@ NOT_YET_MIRRORED = {
     "iml.commands.reproduce",
     "iml.commands.reveal",
     "iml.commands.sweep",
-    "iml.pipeline.markdown",
     "iml.pipeline.reveal",
-    "iml.pipeline.reveal_input",
     "iml.pipeline.reveal_report",
-    "iml.pipeline.sweep",
     "iml.pipeline.sweep_config",
-    "iml.training.tabular",
     "iml.training.tabular_program",
 }
 

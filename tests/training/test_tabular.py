@@ -1,13 +1,27 @@
 """The tabular trainer (``iml.training.tabular``): members of every loss on a table, by the exact
 solver or by Adam, their out-of-fold logits, and what it refuses."""
 
+from __future__ import annotations
+
+import dataclasses
+
+import jax
 import numpy as np
 import pytest
-from sklearn.linear_model import LogisticRegression
+
+from iml import loss_spec
+from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
+from iml.models import MLP, LogisticRegression
+from iml.training import DataSource, MemberSpec, TrainConfig, train_ensemble
+from iml.training.tabular import TABULAR_DEFAULTS, out_of_fold_logits, train_tabular
+
+N, D = 2000, 3
 
 
 def _sklearn_fit(x, y, s, l2):
     """The same minimiser by scikit-learn: C sum_i w_i l_i + ||w||^2 / 2 with w_i = s_i / (l2 C)."""
+    from sklearn.linear_model import LogisticRegression
+
     keep = s > 0
     scale = 1.0 / s[keep].min()
     clf = LogisticRegression(C=1.0 / (l2 * scale), tol=1e-12, max_iter=100_000)
@@ -89,3 +103,178 @@ def test_exact_matrix_members_reach_a_lower_objective_than_adam(three_class_tabl
                 return float(_matrix_objective(spec[k], w, b, x[rows], y[rows], 0.0))
 
             assert objective(exact) <= objective(trained) + 1e-6, (k, r)
+
+
+BETAS = [0.5, 0.9]
+
+
+# One training configuration for every test, so that the compiled programs are shared.
+TRAIN = {"max_epochs": 40, "batch_size": 128, "learning_rate": 0.05, "patience": 4, "l2": 0.0,
+         "standardize": False}  # fmt: skip
+
+
+LOGISTIC = LogisticRegression()
+
+
+def table_config(**fields) -> TrainConfig:
+    """The sweeps' configuration of the trainer with ``fields`` changed."""
+    return dataclasses.replace(TABULAR_DEFAULTS, **fields)
+
+
+@pytest.fixture(scope="module")
+def simulated() -> tuple[np.ndarray, np.ndarray]:
+    """Data where logistic regression is well specified: y ~ Bernoulli(sigmoid(w.x + b))."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, D)).astype(np.float32)
+    logits = x @ np.array([1.5, -1.0, 0.5]) - 2.0
+    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int32)
+    return x, y
+
+
+K = 3
+
+
+@pytest.fixture(scope="module")
+def three_classes() -> tuple[np.ndarray, np.ndarray]:
+    """Data where multinomial logistic regression is well specified (3 classes)."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(N, D)).astype(np.float32)
+    logits = x @ np.array([[1.5, -1.0, 0.0], [-0.5, 1.0, 0.5], [0.5, 0.0, -1.0]])
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    y = (rng.random((N, 1)) > np.cumsum(p, axis=1)).sum(1).astype(np.int32)
+    return x, y
+
+
+def test_out_of_fold_takes_each_observation_from_its_test_rotation():
+    rng = np.random.default_rng(3)
+    y = (rng.random(300) < 0.3).astype(int)
+    fold_ids, splits = nested_cv(300, labels=y, seed=2)
+    t = max(len(s.test) for s in splits)
+    # Logit of member (s, b, r) on its t-th test row: encodes rotation, beta and seed.
+    logits = np.arange(10)[None, None, :, None] + 100 * np.arange(2)[None, :, None, None]
+    logits = np.broadcast_to(logits + 1000 * np.arange(3)[:, None, None, None], (3, 2, 10, t))
+    oof = out_of_fold_logits(logits.astype(np.float32), splits, 300)
+    rotation_of = np.empty(300, int)
+    for r, split in enumerate(splits):
+        rotation_of[split.test] = r
+    expected = rotation_of[None, None] + 100 * np.arange(2)[None, :, None]
+    np.testing.assert_array_equal(oof, expected + 1000 * np.arange(3)[:, None, None])
+    # With the default rotations a fold's rotation is the fold id's position in the cycle.
+    assert len({tuple(np.unique(fold_ids[s.test])) for s in splits}) == 10
+    with pytest.raises(ValueError, match="several rotations"):
+        out_of_fold_logits(np.zeros((1, 1, 2, t), np.float32), [splits[0], splits[0]], 300)
+
+
+def test_a_table_member_trains_as_the_ensemble_trainer_trains_it(simulated):
+    """One trainer, two feeds: with one minibatch per epoch (so that row order does not matter),
+    a member trained on the device-resident table follows the same path as the same member
+    streamed from the host by train_ensemble: same initial parameters, steps, validation and
+    epoch-end rule."""
+    x, y = simulated
+    _, splits = nested_cv(len(y), labels=y, seed=0)
+    split = splits[2]
+    model = LogisticRegression()
+    fields = {"max_epochs": 8, "learning_rate": 0.2, "patience": 3, "eval_batch_size": 64,
+              "l2": 0.0, "standardize": False}  # fmt: skip
+    table = train_tabular(
+        model, x, y, [split], [0.8], [5], table_config(**fields, batch_size=len(y), solver="adam")
+    )
+    member = MemberSpec(beta=0.8, seed=5, train_idx=split.train, val_idx=split.val)
+    streamed = table_config(**fields, batch_size=len(split.train), member_batching="vmap")
+    states, history = train_ensemble(
+        model, [member], DataSource.from_arrays(x, y), streamed, progress=False
+    )
+    assert len(history[0].val_loss) == table.epochs_run
+    assert int(states.best_epoch[0]) == int(table.best_epoch[0, 0, 0])
+    np.testing.assert_allclose(float(states.best_val_loss[0]), table.best_val[0, 0, 0], rtol=1e-5)
+    for name in ("w", "b"):
+        np.testing.assert_allclose(
+            np.asarray(states.best_params[name][0]), table.params[name][0, 0, 0], atol=1e-5
+        )
+
+
+def test_adam_seeds_differ_but_agree_closely_on_a_convex_problem(simulated):
+    x, y = simulated
+    _, splits = nested_cv(len(y), labels=y, seed=0)
+    config = table_config(**TRAIN, solver="adam")
+    fit = train_tabular(LOGISTIC, x, y, splits[:2], [0.9], [0, 1], config)
+    t = len(splits[0].test)
+    spread = np.abs(fit.test_logits[0, 0, 0, :t] - fit.test_logits[1, 0, 0, :t])
+    assert 0 < np.median(spread) < 0.1
+    assert (fit.best_epoch >= 1).all() and (fit.best_epoch <= TRAIN["max_epochs"]).all()
+
+
+def test_mlp_members_train(simulated):
+    x, y = simulated
+    _, splits = nested_cv(N, labels=y)
+    config = table_config(max_epochs=2, batch_size=256, learning_rate=0.05)
+    fit = train_tabular(MLP(hidden=4), x, y, splits[:1], [0.9], [0], config)
+    assert fit.params["w1"].shape == (1, 1, 1, D, 4)
+    assert np.isfinite(fit.best_val).all() and fit.epochs_run == 2
+    logits = jax.numpy.asarray(fit.test_logits)
+    assert logits.shape[:3] == (1, 1, 1) and bool(jax.numpy.isfinite(logits).all())
+
+
+def test_members_the_exact_solver_could_not_finish_are_reported(simulated):
+    x, y = simulated
+    _, splits = nested_cv(len(y), labels=y, seed=0)
+    config = table_config(max_newton_steps=1)
+    with pytest.warns(RuntimeWarning, match=r"2 of 2 members stopped .*max_newton_steps"):
+        train_tabular(LOGISTIC, x, y, splits[:2], [0.5], [0], config)
+
+
+def test_matrix_weighted_members_train_independently(three_classes):
+    x, y = three_classes
+    B = np.ones((2, K, K))
+    B[1, 0, 2] = 5.0
+    splits = nested_cv_splits(assign_folds(N, n_folds=5, labels=y), n_folds=5)[:2]
+    config = table_config(**TRAIN, solver="adam")
+    model = LogisticRegression(n_outputs=K)
+    together = train_tabular(model, x, y, splits, B, [0], config)
+    assert together.params["w"].shape == (1, 2, 2, D, K)
+    assert together.test_logits.shape[-1] == K
+    alone = train_tabular(model, x, y, [splits[1]], B[1:], [0], config)
+    np.testing.assert_allclose(alone.params["w"][0, 0, 0], together.params["w"][0, 1, 1], atol=1e-4)
+    # the exact solver's members are independent too
+    exact = table_config(**TRAIN, solver="exact")
+    together = train_tabular(model, x, y, splits, B, [0], exact)
+    alone = train_tabular(model, x, y, [splits[1]], B[1:], [0], exact)
+    np.testing.assert_allclose(alone.params["w"][0, 0, 0], together.params["w"][0, 1, 1], atol=1e-5)
+    focal = loss_spec("softmax_focal", gamma=2.0, class_weights=np.ones((1, K)))
+    with pytest.raises(ValueError, match="exact solver fits logistic regression under the beta-"
+                       "weighted or B-weighted log loss or the class-weighted softmax "
+                       "cross-entropy, not LogisticRegression under the"):  # fmt: skip
+        train_tabular(model, x, y, splits, focal, [0], exact)
+    with pytest.raises(ValueError, match=r"class indices in \[0, 3\)"):
+        train_tabular(model, x, y + 1, splits, B, [0], config)
+    with pytest.raises(ValueError, match=r"logits of shape \(2,\) on 2 rows.*needs \(2, 3\)"):
+        train_tabular(LOGISTIC, x, y, splits, B, [0], config)
+    with pytest.raises(ValueError, match=r"flip and config\.normalize apply to images"):
+        train_tabular(model, x, y, splits, B, [0], TrainConfig())
+
+
+def test_adam_members_keep_the_grids_penalty_of_lowest_validation_loss(simulated):
+    """l2='auto' under Adam: each (seed, loss, rotation) trains at every penalty of the grid and
+    keeps the one whose own run has the lowest best validation loss; with standardisation, on
+    each rotation's standardised features."""
+    x, y = simulated
+    _, splits = nested_cv(len(y), labels=y, seed=0)
+    splits = splits[:3]
+    fields = {**TRAIN, "max_epochs": 10, "solver": "adam", "standardize": True}
+    del fields["l2"]
+    grid = (1e-4, 0.3)
+    auto = train_tabular(LOGISTIC, x, y, splits, BETAS, [0, 1],
+                         table_config(**fields, l2="auto", l2_grid=grid))  # fmt: skip
+    alone = [train_tabular(LOGISTIC, x, y, splits, BETAS, [0, 1], table_config(**fields, l2=l2))
+             for l2 in grid]  # fmt: skip
+    vals = np.stack([fit.best_val for fit in alone])  # [G, S, nb, R]
+    pick = np.argmin(vals, axis=0)
+    np.testing.assert_array_equal(auto.l2, np.asarray(grid)[pick])
+    np.testing.assert_allclose(auto.best_val, vals.min(axis=0), rtol=1e-5)
+    for g, fit in enumerate(alone):
+        here = pick == g
+        np.testing.assert_allclose(auto.params["w"][here], fit.params["w"][here], atol=1e-5)
+        np.testing.assert_allclose(auto.test_logits[here], fit.test_logits[here], atol=1e-4)
+    # the heavy penalty shrinks the weights: the grid's levels were really trained apart
+    assert np.abs(alone[1].params["w"]).max() < np.abs(alone[0].params["w"]).max()

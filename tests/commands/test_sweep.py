@@ -1,0 +1,376 @@
+"""The ``iml sweep`` command (``iml.commands.sweep``), end to end: on a CSV, a semicolon export and
+the digits, with config files and named options; bad input named before any work, and a failure
+during the work propagated."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from iml import cli, loss_spec
+from iml.calibration import MULTICLASS_METRICS
+from iml.config import to_dict
+from iml.pipeline import sweep as S
+from iml.pipeline import sweep_report
+
+N, D = 2000, 3
+
+
+# each multiclass ECE of a sweep's table with its bootstrap interval
+MULTICLASS_INTERVALS = {"top_label_ece_interval", "classwise_ece_interval"}
+
+
+@pytest.fixture(scope="module")
+def simulated() -> tuple[np.ndarray, np.ndarray]:
+    """Data where logistic regression is well specified: y ~ Bernoulli(sigmoid(w.x + b))."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, D)).astype(np.float32)
+    logits = x @ np.array([1.5, -1.0, 0.5]) - 2.0
+    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int32)
+    return x, y
+
+
+def _write_csv(path, x, y) -> None:
+    lines = ["a,b,c,label"] + [
+        f"{r[0]},{r[1]},{r[2]},{'yes' if t else 'no'}" for r, t in zip(x, y, strict=True)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _sweep(argv: list[str]) -> int:
+    return cli.main(["sweep", *map(str, argv)])
+
+
+def _args(**flags) -> list[str]:
+    train = ["--epochs", "40", "--batch-size", "128", "--lr", "0.05", "--patience", "4"]
+    out = []
+    for k, v in flags.items():
+        out += [f"--{k.replace('_', '-')}", str(v)]
+    return out + train + ["--no-progress"]
+
+
+def _semicolon_export(path, n: int = 300) -> np.ndarray:
+    """A spreadsheet export: ';'-separated, quoted names and text, a BOM, CRLF line ends."""
+    rng = np.random.default_rng(5)
+    age = rng.integers(18, 80, n)
+    income = rng.normal(40.0, 12.0, n).round(2)
+    region = rng.choice(["north, coast", "south", "east; inland"], n)
+    logits = 0.06 * (age - 50) + 1.2 * (region == "south") - 3.0
+    y = rng.random(n) < 1.0 / (1.0 + np.exp(-logits))
+    lines = ['"age";"income (k)";"region";"y"'] + [
+        f'{a};{i};"{r}";"{"yes" if t else "no"}"'
+        for a, i, r, t in zip(age, income, region, y, strict=True)
+    ]
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    return y.astype(np.int32)
+
+
+def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path, capsys):
+    x, y = simulated
+    _write_csv(tmp_path / "data.csv", x, y)
+    out = tmp_path / "out"
+    flags = {"csv": tmp_path / "data.csv", "target": "label", "positive": "yes"}
+    rc = _sweep(_args(**flags, betas="0.5,0.9", out=out))
+    assert rc == 0, capsys.readouterr().err
+    table = json.loads((out / "sweep_table.json").read_text())
+    assert list(table) == ["0.5", "0.9"]
+    assert table["0.9"]["loss_corrected"]["ece"] < 0.05 < 0.2 < table["0.9"]["raw"]["ece"]
+    # The default ridge: one of the grid's per rotation, chosen on its validation folds.
+    grid = S.sweep_config().train.l2_grid
+    assert all(len(row["l2"]) == 1 and len(row["l2"][0]) == 10 for row in table.values())
+    assert {v for row in table.values() for v in row["l2"][0]} <= set(grid)
+    assert (out / "sweep_table.md").read_text().count("\n") == 4
+    assert (out / "ece_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "ece_vs_beta.pdf").read_bytes()[:4] == b"%PDF"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["data"]["target"] == "label"
+    assert "loss-corrected ECE" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"target": "nope"}, r"--target 'nope': no such column .*\['a', 'label'\]"),
+        ({"target": "label", "betas": "0.5,1.5"}, r"--betas.*\(0, 1\).*1\.5"),
+        ({"target": "label", "betas": "0,0.5"}, r"--betas.*\(0, 1\)"),
+        ({"target": "label", "beta_min": "-0.1"}, "beta_min must lie in"),
+        ({"target": "label", "seeds": "0"}, "--seeds"),
+        ({"target": "label", "lr": "-1"}, "learning_rate"),
+        ({"target": "label", "csv": "missing.csv"}, "--csv 'missing.csv': file not found"),
+        ({"target": "label", "positive": "maybe"}, r"--positive 'maybe' .*'no', 'yes'"),
+        ({"target": "label", "delimiter": "tab"}, r"--target 'label': no such column"),
+        ({"csv": None, "dataset": "letter", "data_dir": "no-such-dir"}, "folder not found"),
+        ({"csv": None, "dataset": "adult"}, "needs --data-dir"),
+        ({"csv": None, "dataset": "adult", "delimiter": ";"}, "--delimiter applies to --csv only"),
+        ({"csv": None, "dataset": "letter", "data_dir": "."}, "letter-recognition.data not found"),
+    ],
+)
+def test_bad_input_is_reported_before_any_work(flags, message, tmp_path, capsys, monkeypatch):
+    (tmp_path / "data.csv").write_text("a,label\n1,yes\n2,no\n")
+    monkeypatch.chdir(tmp_path)
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+
+    monkeypatch.setattr(S, "_train_chunk", no_work)
+    options = {"csv": "data.csv", "out": "out", **flags}
+    argv = []
+    for k, v in options.items():
+        if v is not None:
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+    assert _sweep(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iml sweep: error:")
+    assert __import__("re").search(message, err), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, monkeypatch):
+    y = _semicolon_export(tmp_path / "export.csv")
+    assert 0.05 < y.mean() < 0.15  # a rare "yes" class
+    written = []
+    for name in ("atomic_write_text", "atomic_write_bytes"):
+        real = getattr(sweep_report, name)
+        monkeypatch.setattr(sweep_report, name,
+                            lambda path, data, real=real: (written.append(path.name),
+                                                           real(path, data)))  # fmt: skip
+    out = tmp_path / "out"
+    argv = ["sweep", "--csv", str(tmp_path / "export.csv"), "--target", "y", "--positive", "yes"]
+    argv += ["--out", str(out), "--n-betas", "3", "--seeds", "1", "--epochs", "3"]
+    assert cli.main([*argv, "--n-folds", "4", "--no-progress"]) == 0
+    assert sorted(written) == ["scores.npz", "sweep_table.md"]
+    table = json.loads((out / "sweep_table.json").read_text())
+    assert list(table) == ["0.01", "0.5", "0.99"]
+    assert (out / "sweep_table.md").read_text().count("\n") == 2 + 3
+    with np.load(out / "scores.npz") as scores:
+        np.testing.assert_array_equal(scores["labels"], y)
+        assert scores["scores"].shape == (3, 300)
+    assert (out / "ece_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_failure_during_the_work_propagates_instead_of_exit_2(tmp_path, monkeypatch):
+    (tmp_path / "data.csv").write_text("a;label\n1;yes\n2;no\n3;no\n4;yes\n5;no\n6;no\n")
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(S, "_train_chunk", fail)
+    argv = ["--csv", str(tmp_path / "data.csv"), "--target", "label", "--positive", "yes"]
+    argv += ["--out", str(tmp_path / "out"), "--n-folds", "4", "--no-progress"]
+    args = cli.parse_args(["sweep", *argv])
+    work = args.func(args)  # checked, nothing trained yet
+    with pytest.raises(RuntimeError, match="device lost"):
+        work()
+    with pytest.raises(RuntimeError, match="device lost"):
+        cli.main(["sweep", *argv])
+
+
+def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
+    simulated, tmp_path, monkeypatch, capsys
+):
+    # The second chunk fails during the work: the first stays stored. A later sweep with other
+    # settings into the same folder is bad input, found before any work (exit 2 naming --out).
+    x, y = simulated
+    _write_csv(tmp_path / "data.csv", x[:300], y[:300])
+    out = tmp_path / "out"
+    flags = {"csv": tmp_path / "data.csv", "target": "label", "positive": "yes", "out": out}
+    argv = _args(**flags, betas="0.5,0.9", seeds=1, betas_per_chunk=1, n_folds=4)
+    train_chunk = S._train_chunk
+    calls = []
+
+    def fail_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("device lost")
+        return train_chunk(*args, **kwargs)
+
+    monkeypatch.setattr(S, "_train_chunk", fail_second)
+    with pytest.raises(RuntimeError, match="device lost"):
+        _sweep(argv)
+    stored = sorted(p.name for p in (out / "batches").iterdir())
+    assert stored == ["batch-0000.npz"]
+    first = (out / "batches" / "batch-0000.npz").read_bytes()
+    manifest = (out / "manifest.json").read_text()
+    assert "note: --lr, --batch-size, --epochs, --patience not used" in capsys.readouterr().err
+
+    monkeypatch.setattr(S, "_train_chunk", fail_second)
+    assert _sweep(_args(**flags, betas="0.5,0.8", seeds=1, betas_per_chunk=1, n_folds=4)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iml sweep: error: --out: ") and err.count("\n") == 1
+    assert "'betas': [0.5, 0.9] stored, [0.5, 0.8] now" in err
+    assert len(calls) == 2  # nothing trained
+    assert (out / "batches" / "batch-0000.npz").read_bytes() == first
+    assert (out / "manifest.json").read_text() == manifest
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            {"loss": "matrix", "loss_weights": "ones"},
+            "--loss matrix is multiclass: add --classes all",
+        ),
+        ({"classes": "all"}, "--classes all needs a multiclass --loss"),
+        ({"loss": "matrix", "classes": "all"}, "--loss matrix needs --loss-weights"),
+        ({"loss": "log", "loss_weights": "ones"}, "--loss-weights applies to the multiclass"),
+        ({"loss": "squared", "gamma": "1"}, "--gamma applies to --loss focal"),
+        (
+            {"loss": "focal", "solver": "exact"},
+            "--solver exact fits --loss class_weighted_softmax, --loss log or --loss matrix only, "
+            "not --loss focal",
+        ),
+        ({"positive": "x"}, "--positive of --dataset digits is one digit"),
+    ],
+)
+def test_loss_flags_are_checked_before_any_work(flags, message, tmp_path, capsys):
+    argv = _args(dataset="digits", **flags, out=tmp_path / "out")
+    assert _sweep(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_path, capsys):
+    out = tmp_path / "out"
+    # the exact solver by default (multinomial logistic regression); digits' classes separate
+    # without a ridge
+    argv = _args(dataset="digits", classes="all", loss="class_weighted_softmax",
+                 loss_weights="ones;w[8]=10", seeds=1, n_folds=4, l2="1e-3", out=out)  # fmt: skip
+    assert _sweep(argv) == 0, capsys.readouterr().err
+    table = json.loads((out / "sweep_table.json").read_text())
+    assert list(table) == ["ones", "w[8]=10"]
+    assert set(table["ones"]["raw"]) == set(MULTICLASS_METRICS) | MULTICLASS_INTERVALS
+    assert table["ones"]["raw"]["accuracy"] > 0.85
+    with np.load(out / "scores.npz") as stored:
+        assert stored["scores"].shape == (2, 1797, 10)
+        assert list(stored["keys"]) == ["ones", "w[8]=10"]
+    for name in ("ones", "w_8_=10"):
+        assert (out / "reliability_by_class" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "top-label ECE" in capsys.readouterr().out
+    assert json.loads((out / "manifest.json").read_text())["config"]["loss"]["name"] == (
+        "class_weighted_softmax"
+    )
+
+
+def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_path, capsys):
+    path = tmp_path / "digits.py"
+    path.write_text(
+        "from iml.pipeline.sweep import sweep_config\n\n\n"
+        "def get_config():\n"
+        "    c = sweep_config()\n"
+        "    c.data.name = 'digits'\n"
+        "    c.data.n_folds = 4\n"
+        "    c.loss.betas = (0.5, 0.9)\n"
+        "    c.train.seeds = (0,)\n"
+        "    return c\n"
+    )
+    out = tmp_path / "out"
+    argv = ["--config", path, "--config.eval.n_bins=5", "--out", out, "--no-progress"]
+    assert _sweep(argv) == 0, capsys.readouterr().err
+    assert list(json.loads((out / "sweep_table.json").read_text())) == ["0.5", "0.9"]
+    stored = json.loads((out / "manifest.json").read_text())["config"]
+    keys = ["betas", "seeds", "train", "n_folds", "fold_seed", "n_bins", "betas_per_chunk"]
+    assert sorted(stored) == sorted([*keys, "data_sha256", "data", "store"])
+    assert stored["betas"] == [0.5, 0.9] and stored["seeds"] == [0] and stored["n_bins"] == 5
+    assert stored["data"] == {"name": "digits"} and stored["train"]["solver"] == "exact"
+    # The same sweep by named options finds the stored one: it resumes, training nothing.
+    flags = ["--dataset", "digits", "--n-folds", "4", "--betas", "0.5,0.9", "--seeds", "1"]
+    assert _sweep([*flags, "--n-bins", "5", "--out", out, "--no-progress"]) == 0
+    assert "trained chunks []" in capsys.readouterr().out
+
+
+def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _sweep(["--dataset", "digits", "--config.train.learnig_rate=1", "--out", out]) == 2
+    assert capsys.readouterr().err == (
+        "iml sweep: error: --config.train.learnig_rate: no such key; "
+        "did you mean config.train.learning_rate?\n"
+    )
+    path = tmp_path / "matrix.py"
+    path.write_text(
+        "from iml.pipeline.sweep import sweep_config\n\n\n"
+        "def get_config():\n"
+        "    c = sweep_config()\n"
+        "    c.data.name = 'digits'\n"
+        "    c.loss.name = 'matrix'\n"
+        "    return c\n"
+    )
+    # Keys set by the file (or left at its defaults) are named as config keys, flags as flags.
+    for argv, message in [
+        ([], "config.loss.name='matrix' needs config.loss.weights"),
+        (["--loss-weights", "ones;w[1]=2"], "--loss-weights: cannot read 'w[1]=2'"),
+        (["--weights", "ones"], "--weights: the grid of a multiclass loss is --loss-weights"),
+        (["--config.loss.weights=ones", "--classes", "binary"], "add --classes all"),
+        (["--config.loss.weights=ones", "--config.data.classes=all", "--config.loss.gamma=1"],
+         "config.loss.gamma does not apply to config.loss.name='matrix'"),
+        (["--config.loss.weights=ones", "--config.data.classes=all", "--epochs", "0"],
+         "--epochs: TrainConfig.max_epochs must be an integer >= 1, got 0"),
+    ]:  # fmt: skip
+        assert _sweep(["--config", path, *argv, "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("iml sweep: error: ") and err.count("\n") == 1
+        assert message in err, err
+    plain = to_dict(S.sweep_config())  # plain nested dicts are checked too
+    plain["loss"]["name"] = "hinge"
+    with pytest.raises(ValueError, match=r"config.loss.name: unknown value 'hinge'"):
+        S.check_sweep_config(plain)
+    config = S.sweep_config()
+    with pytest.raises(
+        ValueError, match=r"give exactly one of config.data.csv or config.data.name"
+    ):
+        S.check_sweep_config(config)
+    config.data.name = "digits"
+    S.check_sweep_config(config)
+    config.train.betas_per_chunk = -1
+    with pytest.raises(ValueError, match=r"config.train.betas_per_chunk must be an integer >= 0"):
+        S.check_sweep_config(config)
+    config.train.betas_per_chunk = 0
+    for key, value, message in [
+        ("l2", "none", r"config.train.l2: TrainConfig.l2 must be a number >= 0 or 'auto'"),
+        ("l2", -1.0, r"config.train.l2: TrainConfig.l2 must be a finite number >= 0"),
+        ("l2_grid", (1e-3, 0.0), r"config.train.l2_grid: TrainConfig.l2_grid must be a finite"),
+        ("l2_scale", "unit", r"config.train.l2_scale: TrainConfig.l2_scale must be one of"),
+    ]:
+        config.train[key] = value
+        with pytest.raises(ValueError, match=message):
+            S.check_sweep_config(config)
+        config.train[key] = S.sweep_config().train[key]
+    assert not out.exists()
+
+
+def test_adam_options_of_an_exact_sweep_are_named_as_unused(tmp_path, capsys):
+    def prepare(*argv):
+        cli._sweep(cli.parse_args(["sweep", "--dataset", "digits", *argv, "--out", str(tmp_path)]))
+        return capsys.readouterr().err
+
+    # the logistic model under the log loss is fitted exactly: the learning rate is not read
+    err = prepare("--lr", "0.05", "--config.train.epochs=3")
+    assert err == (
+        "iml sweep: note: --lr, config.train.epochs not used: the logistic model under this loss "
+        "is fitted exactly (--solver adam trains it by Adam)\n"
+    )
+    assert prepare("--lr", "0.05", "--solver", "adam") == ""
+    assert prepare("--lr", "0.05", "--model", "mlp") == ""
+    assert prepare("--l2", "1e-3") == ""  # the exact solver's own options
+
+
+def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, capsys):
+    """`--loss softmax_focal --gamma 1`: a registered multiclass loss without a closed-form rule,
+    its grid over class weights and its gamma from the config, corrected by the generic inverse."""
+    out = tmp_path / "out"
+    argv = ["--dataset", "digits", "--classes", "all", "--loss", "softmax_focal", "--gamma", "1",
+            "--loss-weights", "ones;w[8]=10", "--seeds", "1", "--l2", "1e-3", "--epochs", "1",
+            "--lr", "0.05", "--batch-size", "512", "--n-folds", "4", "--out", str(out),
+            "--no-progress"]  # fmt: skip
+    assert _sweep(argv) == 0, capsys.readouterr().err
+    table = json.loads((out / "sweep_table.json").read_text())
+    assert list(table) == ["gamma=1,ones", "gamma=1,w[8]=10"]
+    with np.load(out / "scores.npz") as stored:
+        scores, corrected = stored["scores"][1], stored["corrected"][1]
+    spec = loss_spec("softmax_focal", gamma=1.0, class_weights=np.r_[np.ones(8), 10.0, 1.0])
+    want = np.asarray(spec.loss_corrected_score(scores[:50].astype(np.float32)))
+    np.testing.assert_allclose(corrected[:50], want, atol=1e-4)
+    # posteriors on the simplex, wherever the generic inverse found one
+    assert np.mean(np.abs(corrected.sum(-1) - 1.0) < 1e-4) > 0.99
