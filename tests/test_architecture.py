@@ -206,7 +206,6 @@ NOT_YET_MIRRORED = {
     "iml.commands.figures",
     "iml.commands.parser",
     "iml.commands.reproduce",
-    "iml.commands.reveal",
     "iml.commands.sweep",
     "iml.pipeline.reveal",
     "iml.pipeline.reveal_report",

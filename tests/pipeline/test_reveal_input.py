@@ -1,21 +1,33 @@
-"""What reveal reads from a run (``iml.pipeline.reveal_input``)."""
+"""What reveal reads from a run (``iml.pipeline.reveal_input``): a sweep or a reproduce run's member
+batches, under the run's own loss, each seed's scores, the run's ridge, and a sweep that has not
+finished named."""
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
+from pathlib import Path
+from unittest import mock
 
+import jax
 import numpy as np
 import pytest
 
+from iml.grids import loss_family
 from iml.pipeline import sweep as S
+from iml.pipeline.reveal import intervals_cover, load_reveal_input
 from iml.pipeline.store import RunStore
+from iml.pipeline.sweep import SweepResult
+from iml.pipeline.sweep_report import write_sweep_outputs
+from iml.revealed import simulate_gaussian_agents
+from iml.spec import loss_spec
 from iml.training import TrainConfig
 from iml.training.tabular import TABULAR_DEFAULTS
 
 N, D = 2000, 3
 
 
-BETAS = [0.5, 0.9]
+SWEEP_BETAS = [0.5, 0.9]
 
 
 # One training configuration for every test, so that the compiled programs are shared.
@@ -42,9 +54,93 @@ def test_reveal_names_a_sweep_that_has_not_finished(simulated, tmp_path):
     from iml.pipeline.reveal_input import load_reveal_input
 
     x, y = simulated
-    plan = S.plan_sweep(x, y, None, BETAS, train=table_config(**TRAIN))
+    plan = S.plan_sweep(x, y, None, SWEEP_BETAS, train=table_config(**TRAIN))
     store = RunStore(tmp_path / "run")
     store.open_run(plan.run_config, devices=[])
     store.save_arrays("data/folds", labels=y, fold_ids=plan.fold_ids)  # as a sweep's first step
     with pytest.raises(ValueError, match="an `iml sweep` run that has not finished"):
         load_reveal_input(store.root)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+DIGITS = ROOT / "docs" / "results" / "reproduce_digits"
+
+
+BETAS = np.asarray([0.3, 0.5, 0.8, 0.95])
+
+
+def _write_sweep(out: Path, scores, labels, betas=None, loss=None, keys=None) -> Path:
+    """A sweep folder in the layout of `iml sweep` (write_sweep_outputs' scores.npz and the
+    store's manifest) from given scores, with neither training nor figures."""
+    scores = np.asarray(scores, np.float32)
+    keys = keys or [repr(float(b)) for b in betas]
+    arrays = {"keys": np.asarray(keys), "labels": np.asarray(labels, np.int32),
+              "fold_ids": np.arange(np.size(labels)) % 10, "scores": scores,
+              "corrected": scores}  # fmt: skip
+    if betas is not None:
+        arrays["betas"] = np.asarray(betas, np.float64)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / "scores.npz", **arrays)
+    if loss is None and betas is not None:
+        config = {"betas": np.asarray(betas).tolist()}
+    else:
+        config = {"loss": loss.to_config() if loss is not None else {"name": "matrix"}}
+    RunStore(out).open_run({**config, "seeds": [0], "n_folds": 10})
+    return out
+
+
+def test_a_reproduce_run_without_its_report_is_read_from_its_member_batches(tmp_path):
+    run = tmp_path / "digits"
+    shutil.copytree(DIGITS, run, ignore=shutil.ignore_patterns("ensemble_scores.npz", "figures"))
+    aggregated, reported = load_reveal_input(run), load_reveal_input(DIGITS)
+    np.testing.assert_array_equal(aggregated.scores, reported.scores)
+    np.testing.assert_array_equal(aggregated.labels, reported.labels)
+    assert aggregated.loss == reported.loss == loss_family("log")
+
+
+def test_a_focal_sweep_is_revealed_under_its_own_loss(tmp_path):
+    alphas = [0.5, 0.75, 0.9]
+    loss = loss_spec("focal", gamma=np.full(3, 2.0), alpha=np.asarray(alphas))
+    scores, labels = simulate_gaussian_agents(jax.random.key(1), [0.5] * 3, 1.5, 0.2, 100)
+    inputs = load_reveal_input(_write_sweep(tmp_path, scores, labels, alphas, loss=loss))
+    assert inputs.loss == loss_family("focal", gamma=2.0) and inputs.betas.tolist() == alphas
+    assert inputs.kind == "sweep" and inputs.scores.shape == (3, 100)
+
+
+def test_a_sweeps_ridge_is_stated_with_what_it_means_for_niac():
+    from iml.pipeline.reveal import ridge_of
+
+    fixed = ridge_of({"l2": 1e-4, "l2_scale": "paper", "standardize": False})
+    assert fixed["l2"] == 1e-4 and fixed["l2_grid"] is None
+    assert "one fixed penalty, as NIAC and the cost bounds assume" in fixed["note"]
+    per_weight = ridge_of({"l2": 1e-4, "l2_scale": "per_weight", "standardize": True})
+    assert "changes with the class weight" in per_weight["note"]
+    assert "standardised on the training folds" in per_weight["note"]
+    assert ridge_of({"l2": "auto", "l2_grid": [1.0]})["l2_scale"] == "paper"
+    assert ridge_of({"learning_rate": 0.01}) is None  # a record that holds no ridge
+
+
+def test_a_sweep_with_several_seeds_gives_reveal_each_seeds_scores(tmp_path):
+    """An Adam sweep's seeds differ: scores.npz keeps each seed's scores, and `iml reveal`
+    resamples them with the rows."""
+    scores, labels = simulate_gaussian_agents(jax.random.key(5), BETAS, 1.5, 0.2, N)
+    base = np.asarray(scores, np.float64)
+    rng = np.random.default_rng(0)
+    members = np.clip(base[:, None] + rng.normal(0, 0.02, (4, 3, N)), 1e-4, 1 - 1e-4)
+    table = {repr(float(b)): {"raw": {}, "loss_corrected": {}} for b in BETAS}
+    mean = members.mean(axis=1)
+    result = SweepResult(BETAS, np.arange(3), np.asarray(labels), np.arange(N) % 10, members,
+                         mean, mean, np.zeros((4, 3, 10)), table, [0], None,
+                         list(table))  # fmt: skip
+    with (
+        mock.patch("iml.pipeline.sweep_report.markdown_by_loss", return_value=""),
+        mock.patch("iml.pipeline.sweep_report.figure_calibration_by_loss"),
+        mock.patch("iml.pipeline.sweep_report.save_figure", return_value=[]),
+    ):
+        write_sweep_outputs(tmp_path, result, 0.2, "simulated")
+    RunStore(tmp_path).open_run({"betas": BETAS.tolist(), "seeds": [0, 1, 2], "n_folds": 10})
+    inputs = load_reveal_input(tmp_path)
+    assert inputs.seeds == (0, 1, 2) and inputs.seed_scores.shape == (3, 4, N)
+    np.testing.assert_allclose(inputs.seed_scores[1], members[:, 1], rtol=1e-6)
+    assert inputs.seeds_per_model() == [[0, 1, 2]] * 4
+    assert "over its training seeds (3 a model)" in intervals_cover(inputs)

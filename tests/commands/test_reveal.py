@@ -1,5 +1,6 @@
-"""Tests of `iml reveal` and iml.pipeline.reveal: a sweep folder and the stored digits run give
-the record of a direct call of iml.revealed.reveal, and bad input is named before any work."""
+"""The ``iml reveal`` command (``iml.commands.reveal``), end to end: what reveal finds in a sweep,
+in the stored digits run and in merged reproduce runs, and bad input named in one line with exit
+status 2, nothing written."""
 
 import json
 import shutil
@@ -11,15 +12,13 @@ import numpy as np
 import pytest
 
 from iml import cli
-from iml.grids import loss_family
-from iml.pipeline.reveal import intervals_cover, load_reveal_input, verdicts_title
+from iml.pipeline.reveal import load_reveal_input, verdicts_title
 from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import SweepResult
 from iml.pipeline.sweep_report import write_sweep_outputs
 from iml.revealed import reveal, simulate_gaussian_agents
-from iml.spec import loss_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "docs" / "results" / "reproduce_digits"
 BETAS = np.asarray([0.3, 0.5, 0.8, 0.95])
 N = 2000
@@ -186,24 +185,6 @@ def test_reveal_of_the_stored_digits_run_records_what_reveal_finds(tmp_path, cap
     assert sorted(p.relative_to(DIGITS) for p in DIGITS.rglob("*")) == before  # read only
 
 
-def test_a_reproduce_run_without_its_report_is_read_from_its_member_batches(tmp_path):
-    run = tmp_path / "digits"
-    shutil.copytree(DIGITS, run, ignore=shutil.ignore_patterns("ensemble_scores.npz", "figures"))
-    aggregated, reported = load_reveal_input(run), load_reveal_input(DIGITS)
-    np.testing.assert_array_equal(aggregated.scores, reported.scores)
-    np.testing.assert_array_equal(aggregated.labels, reported.labels)
-    assert aggregated.loss == reported.loss == loss_family("log")
-
-
-def test_a_focal_sweep_is_revealed_under_its_own_loss(tmp_path):
-    alphas = [0.5, 0.75, 0.9]
-    loss = loss_spec("focal", gamma=np.full(3, 2.0), alpha=np.asarray(alphas))
-    scores, labels = simulate_gaussian_agents(jax.random.key(1), [0.5] * 3, 1.5, 0.2, 100)
-    inputs = load_reveal_input(_write_sweep(tmp_path, scores, labels, alphas, loss=loss))
-    assert inputs.loss == loss_family("focal", gamma=2.0) and inputs.betas.tolist() == alphas
-    assert inputs.kind == "sweep" and inputs.scores.shape == (3, 100)
-
-
 # ----------------------------------------------------------------------------------------------
 # Bad input: one line naming it, exit status 2, nothing written
 # ----------------------------------------------------------------------------------------------
@@ -267,19 +248,6 @@ def test_an_output_that_is_a_file_is_named(sweep, tmp_path, capsys):
     assert (tmp_path / "taken").read_text() == ""
 
 
-def test_a_sweeps_ridge_is_stated_with_what_it_means_for_niac():
-    from iml.pipeline.reveal import ridge_of
-
-    fixed = ridge_of({"l2": 1e-4, "l2_scale": "paper", "standardize": False})
-    assert fixed["l2"] == 1e-4 and fixed["l2_grid"] is None
-    assert "one fixed penalty, as NIAC and the cost bounds assume" in fixed["note"]
-    per_weight = ridge_of({"l2": 1e-4, "l2_scale": "per_weight", "standardize": True})
-    assert "changes with the class weight" in per_weight["note"]
-    assert "standardised on the training folds" in per_weight["note"]
-    assert ridge_of({"l2": "auto", "l2_grid": [1.0]})["l2_scale"] == "paper"
-    assert ridge_of({"learning_rate": 0.01}) is None  # a record that holds no ridge
-
-
 PNEUMONIA = [ROOT / "docs" / "results" / name for name in (
     "pneumoniamnist_lr_floor_other_betas", "pneumoniamnist_lr_floor",
     "pneumoniamnist_lr_floor_seeds")]  # fmt: skip
@@ -315,29 +283,3 @@ def test_a_run_given_twice_or_a_seed_trained_twice_is_named(capsys, tmp_path):
     shutil.copytree(PNEUMONIA[1], copy, ignore=shutil.ignore_patterns("figures"))
     err = _bad(["--run", str(PNEUMONIA[1]), str(copy)], tmp_path, capsys)
     assert "beta 0.99 with seed 0 was trained in both" in err
-
-
-def test_a_sweep_with_several_seeds_gives_reveal_each_seeds_scores(tmp_path):
-    """An Adam sweep's seeds differ: scores.npz keeps each seed's scores, and `iml reveal`
-    resamples them with the rows."""
-    scores, labels = simulate_gaussian_agents(jax.random.key(5), BETAS, 1.5, 0.2, N)
-    base = np.asarray(scores, np.float64)
-    rng = np.random.default_rng(0)
-    members = np.clip(base[:, None] + rng.normal(0, 0.02, (4, 3, N)), 1e-4, 1 - 1e-4)
-    table = {repr(float(b)): {"raw": {}, "loss_corrected": {}} for b in BETAS}
-    mean = members.mean(axis=1)
-    result = SweepResult(BETAS, np.arange(3), np.asarray(labels), np.arange(N) % 10, members,
-                         mean, mean, np.zeros((4, 3, 10)), table, [0], None,
-                         list(table))  # fmt: skip
-    with (
-        mock.patch("iml.pipeline.sweep_report.markdown_by_loss", return_value=""),
-        mock.patch("iml.pipeline.sweep_report.figure_calibration_by_loss"),
-        mock.patch("iml.pipeline.sweep_report.save_figure", return_value=[]),
-    ):
-        write_sweep_outputs(tmp_path, result, 0.2, "simulated")
-    RunStore(tmp_path).open_run({"betas": BETAS.tolist(), "seeds": [0, 1, 2], "n_folds": 10})
-    inputs = load_reveal_input(tmp_path)
-    assert inputs.seeds == (0, 1, 2) and inputs.seed_scores.shape == (3, 4, N)
-    np.testing.assert_allclose(inputs.seed_scores[1], members[:, 1], rtol=1e-6)
-    assert inputs.seeds_per_model() == [[0, 1, 2]] * 4
-    assert "over its training seeds (3 a model)" in intervals_cover(inputs)
