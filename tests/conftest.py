@@ -121,14 +121,14 @@ def shared_data_path() -> Callable[[str], Path]:
 # 1,070 s of test time on 2 cores; the mirrored modules of calibration, scoring and revealed that
 # follow took 23-32 s each on a quiet machine).
 SLOW_FILES = (
-    "test_training.py",
+    "training/test_trainer.py",
     "test_notebooks.py",
-    "test_sweep.py",
-    "test_cli.py",
+    "pipeline/test_sweep.py",
+    "commands/test_reproduce.py",
     "revealed/test_report.py",
     "calibration/test_loss_calibration.py",
     "scoring/test_checks.py",
-    "test_pipeline.py",
+    "pipeline/test_report.py",
 )
 TESTS = Path(__file__).resolve().parent
 

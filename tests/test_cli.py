@@ -1,243 +1,21 @@
-"""End-to-end tests of the `iml` command: reproduce, figures, resume after kill -9, bad input
-(`iml reveal` has its own, tests/test_reveal_command.py).
-
-Runs go through `python -m iml.cli` in subprocesses (one CPU device per core, as `iml` asks for, and
-a shared persistent compilation cache so that later processes skip XLA compilation) on a tiny
-config, set by named options and ``--config.SECTION.KEY`` overrides: 160 digits at 8 px, a
-two-layer DenseNet, 4 folds rotated 2/1/1, two betas, one epoch: 8 members in 4 batches. The
-check that every file is written atomically calls ``cli.main`` in this process instead, to watch
-each write.
+"""The `iml` command line (``iml.cli``): bad input named in one line with exit status 2 before any
+work, a failure during work exiting 1 with its traceback and finished results kept, and the
+compiled programs' cache. (Each command end to end, and that every file it writes is written
+atomically, is tested with that command's module in tests/commands/.)
 """
 
 import json
-import math
 import os
-import signal
 import subprocess
 import sys
-import time
+import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
-from _training_helpers import FAST_COMPILE
 
-import iml._io
 from iml import cli
-from iml.training import host
 
 ROOT = Path(__file__).resolve().parents[1]
-GLIBC = host._glibc() is not None  # the C library of this process and of the `iml` it starts
-TINY = [
-    "reproduce",
-    "--no-progress",
-    "--model",
-    "densenet_tiny",
-    "--n-folds",
-    "4",
-    "--epochs",
-    "1",
-    "--betas",
-    "0.5",
-    "0.9",
-    "--image-size",
-    "8",
-    "--config.data.n_val_folds=1",
-    "--config.eval.n_bootstrap=20",
-    "--config.data.max_examples",
-    "160",
-    "--config.train.batch_size=8",
-    "--config.train.members_per_batch=2",
-]
-BASELINES = ("platt", "beta", "temperature", "isotonic", "histogram", "prior_shift")
-METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = FAST_COMPILE  # not conftest's eight devices: `iml` takes one per core
-    env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path_factory.mktemp("jax-cache"))
-    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-def _iml(args, env, **kwargs):
-    return subprocess.run(
-        [sys.executable, "-m", "iml.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        **kwargs,
-    )
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, env):
-    out = tmp_path_factory.mktemp("run") / "tiny"
-    # Train only (as on a GPU machine), then report from the stored run alone with `iml figures`
-    # (test_kill_9_then_rerun_gives_the_same_results checks that a whole `iml reproduce` writes
-    # the same report).
-    done = _iml([*TINY, "--out", str(out), "--train-only"], env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"members stored in {out}" in done.stdout
-    assert len(list((out / "batches").glob("*.npz"))) == 4
-    assert not (out / "table.json").exists() and not (out / "figures").exists()
-    done = _iml(["figures", "--run", str(out)], env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout) == {"out": str(out), "betas": ["0.5", "0.9"]}
-    return out
-
-
-def test_figures_reports_a_stored_run_with_the_logit_average_writing_each_file_atomically(
-    run_dir, tmp_path, monkeypatch, capsys
-):
-    from iml.pipeline import RunStore, load_ensemble
-
-    written = []
-    original = iml._io.atomic_write_bytes
-
-    def spy(path, data):
-        written.append(Path(path).resolve())
-        original(path, data)
-
-    monkeypatch.setattr(iml._io, "atomic_write_bytes", spy)
-    for module in list(sys.modules.values()):  # modules that imported the name itself
-        if getattr(module, "atomic_write_bytes", None) is original:
-            monkeypatch.setattr(module, "atomic_write_bytes", spy)
-    out = tmp_path / "logit"
-    argv = ["figures", "--run", str(run_dir), "--out", str(out), "--average", "logit",
-            "--config.eval.n_bins=4", "--config.eval.n_bootstrap", "3"]  # fmt: skip
-    assert cli.main(argv) == 0
-    files = {p.resolve() for p in out.rglob("*") if p.is_file()}
-    assert len(files) >= 10  # tables, ensemble scores and sizes, figures in two formats
-    assert files <= set(written), sorted(map(str, files - set(written)))
-    assert json.loads((out / "ensemble.json").read_text())["average"] == "logit"
-    assert json.loads((run_dir / "ensemble.json").read_text())["average"] == "score"
-    # the report's settings: the run's own, but for those given, and recorded
-    settings = json.loads((out / "ensemble.json").read_text())["eval"]
-    stored = json.loads((run_dir / "manifest.json").read_text())["config"]["eval"]
-    assert settings == {**stored, "n_bins": 4, "average": "logit", "n_bootstrap": 3}
-    assert json.loads((run_dir / "ensemble.json").read_text())["eval"] == stored
-    revealed = json.loads((out / "revealed.json").read_text())
-    assert (revealed["n_bins"], revealed["n_bootstrap"]) == (4, 3)
-    with np.load(out / "ensemble_scores.npz") as stored:
-        labels, scores = stored["labels"], stored["scores"]
-    by_logit = load_ensemble(RunStore(run_dir), (0.5, 0.9), len(labels), "logit")
-    np.testing.assert_allclose(scores, by_logit.scores, rtol=1e-12)
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as stopped:  # argparse's exit status 2
-        cli.main(["figures", "--run", str(run_dir), "--average", "mean"])
-    assert stopped.value.code == 2 and "invalid choice: 'mean'" in capsys.readouterr().err
-
-
-def test_figures_takes_only_the_report_settings_and_checks_them(run_dir, tmp_path, capsys):
-    # --average is the shortcut of --config.eval.average, and is applied after it
-    argv = ["figures", "--run", str(run_dir), "--config.eval.n_bins=4",
-            "--config.eval.average=logit", "--average", "score"]  # fmt: skip
-    assert cli._eval_overrides(cli.parse_args(argv)) == {"n_bins": 4, "average": "score"}
-    for flag, message in (
-        ("--config.eval.n_binz=4", "config.eval.n_binz: no such key; did you mean config.eval."),
-        ("--config.eval.n_bins=0", "config.eval.n_bins must be an integer >= 1, got 0"),
-        ("--config.eval.n_bins", "--config.eval.n_bins: no value"),
-        ("--config.train.epochs=1", "--config.train.epochs: `iml figures` trains nothing"),
-        ("--config.eval=3", "--config.eval: `iml figures` trains nothing"),
-    ):
-        bad = tmp_path / "bad"
-        assert cli.main(["figures", "--run", str(run_dir), "--out", str(bad), flag]) == 2, flag
-        assert message in capsys.readouterr().err, flag
-        assert not bad.exists()
-
-
-def test_reproduce_writes_the_documented_table(run_dir):
-    table = json.loads((run_dir / "table.json").read_text())
-    assert list(table) == ["0.5", "0.9"]
-    for methods in table.values():
-        assert list(methods) == ["raw", "loss_corrected", *BASELINES]
-        for metrics in methods.values():
-            for m in METRICS:
-                assert math.isfinite(metrics[m]), metrics
-            assert 0.0 <= metrics["auroc"] <= 1.0 and metrics["brier"] >= 0.0
-        assert 0.0 < methods["raw"]["loss_calibration_p_value"] <= 1.0
-    assert "## beta = 0.9" in (run_dir / "table.md").read_text()
-
-
-def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
-    for k in range(1, 5):
-        png = (run_dir / "figures" / f"figure{k}.png").read_bytes()
-        pdf = (run_dir / "figures" / f"figure{k}.pdf").read_bytes()
-        assert png[:8] == b"\x89PNG\r\n\x1a\n" and pdf[:5] == b"%PDF-"
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["config"]["loss"] == {  # the schema's every key, the grid's unread here
-        **{"name": "log", "betas": [0.5, 0.9], "gamma": 2.0, "weights": ""},
-        **{"n_betas": 64, "beta_min": 0.01, "beta_max": 0.99},
-    }
-    assert manifest["config"]["data"]["classes"] == "binary"
-    assert manifest["config"]["train"]["members_per_batch"] == 2
-    assert manifest["num_members"] == 8 and manifest["devices"]
-    assert "jax" in manifest["packages"] and manifest["seeds"]["members"] == [0]
-    # set before JAX started: CPU steps run on the calling thread, and where the C library is glibc
-    # (whose mallopt it sets) freed memory is kept; elsewhere nothing is changed and it says so
-    assert manifest["host_memory"] == {
-        "freed_memory_kept": GLIBC,
-        "synchronous_cpu_dispatch": True,
-    }
-    sizes = json.loads((run_dir / "ensemble.json").read_text())["ensemble_size"]
-    assert sizes["0.9"] == {"min": 1, "max": 1, "mean": 1.0, "histogram": {"1": 160}}
-    batches = sorted((run_dir / "batches").glob("*.npz"))
-    assert len(batches) == 4 and not (run_dir / "checkpoints").exists()
-    # what the two ensembles learned: iml reveal's record and figures, at the report's settings
-    revealed = json.loads((run_dir / "revealed.json").read_text())
-    assert revealed["kind"] == "reproduce" and revealed["betas"] == [0.5, 0.9]
-    assert (revealed["K"], revealed["n"], revealed["n_bootstrap"]) == (2, 160, 20)
-    assert 0.0 < revealed["nis"]["p_value"] <= 1.0 and len(revealed["nias"]["p_value"]) == 2
-    for name in ("information", "value_matrix", "cost_bounds"):
-        assert (run_dir / "figures" / f"revealed_{name}.png").read_bytes()[:4] == b"\x89PNG"
-    with np.load(batches[0]) as b:
-        assert b["train_loss"].shape == (2, 1) and np.isfinite(b["train_loss"]).all()
-
-
-def test_kill_9_then_rerun_gives_the_same_results(run_dir, tmp_path, env):
-    out = tmp_path / "killed"
-    first = out / "batches" / "batch-0000.npz"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "iml.cli", *TINY, "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert first.exists(), "the first member batch was never stored"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert not (out / "table.json").exists()  # killed before the end
-    done = _iml([*TINY, "--out", str(out)], env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"results in {out}" in done.stdout
-    # The same report as `iml figures` wrote from the uninterrupted run's stored members.
-    assert json.loads((out / "table.json").read_text()) == json.loads(
-        (run_dir / "table.json").read_text()
-    )
-    revealed = json.loads((out / "revealed.json").read_text())
-    want = json.loads((run_dir / "revealed.json").read_text())
-    assert revealed.pop("run") == str(out) and want.pop("run") == str(run_dir)
-    assert revealed == want
-    assert (out / "figures" / "figure3.pdf").stat().st_size > 0
-    for batch in sorted((run_dir / "batches").glob("*.npz")):
-        with np.load(batch) as want, np.load(out / "batches" / batch.name) as got:
-            for name in want.files:
-                np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    assert len(json.loads((out / "manifest.json").read_text())["resumed_at"]) == 1
 
 
 # ----------------------------------------------------------------------------------------------
@@ -301,62 +79,6 @@ def test_unknown_dataset_is_named(tmp_path, capsys):
     assert "unknown dataset 'imagenet'" in err
 
 
-def test_figures_of_a_missing_run_is_named(tmp_path, capsys):
-    status = cli.main(["figures", "--run", str(tmp_path / "norun")])
-    assert status == 2 and "norun" in capsys.readouterr().err
-
-
-def test_config_files_load_and_name_their_command():
-    from iml.config import flatten, load_config_file
-    from iml.pipeline.runner import check_config
-
-    default = cli.load_config(cli.build_parser().parse_args(["reproduce"]))
-    for name in ("default", "pneumoniamnist", "chestxray14"):
-        path = ROOT / "experiments" / "configs" / f"{name}.py"
-        config = load_config_file(path)
-        assert "iml reproduce --config experiments/configs/" + name in (
-            path.read_text().replace("\\\n", "").replace("  ", " ")
-        )
-        assert list(flatten(config)) == list(flatten(default))
-        assert config.is_locked
-        check_config(config)
-
-
-@pytest.mark.parametrize("command", ["reproduce", "sweep"])
-def test_seeds_count_or_name_the_seeds_and_the_key_holds_the_seeds(command):
-    def seeds(*argv: str) -> tuple:
-        args = cli.parse_args([command, "--dataset", "digits", *argv, "--out", "unused"])
-        return cli.load_config(args).train.seeds
-
-    # one number counts the seeds; several are the seeds themselves
-    assert seeds("--seeds", "3") == (0, 1, 2) and seeds("--seeds", "1") == (0,)
-    assert seeds("--seeds", "0", "5") == (0, 5)
-    with pytest.raises(ValueError, match=r"--seeds 0: one value is a number of seeds"):
-        seeds("--seeds", "0")
-    # config.train.seeds is the tuple of seeds in both commands; one bare number is ambiguous
-    assert isinstance(seeds(), tuple)
-    assert seeds("--config.train.seeds=4,") == (4,) and seeds("--config.train.seeds=1,2") == (1, 2)
-    message = (
-        r"seeds themselves; use --seeds 4 for the seeds 0\.\.3, "
-        r"or --config\.train\.seeds='\(4,\)' for the seed 4 alone"
-    )
-    with pytest.raises(ValueError, match=message):
-        seeds("--config.train.seeds=4")
-
-
-def test_named_options_set_their_nested_keys():
-    from iml.config import flatten
-
-    argv = ["reproduce", "--epochs", "2", "--betas", "0.5", "0.7", "--dataset", "pneumoniamnist"]
-    config = cli.load_config(cli.build_parser().parse_args(argv))
-    assert config.train.epochs == 2 and config.loss.betas == (0.5, 0.7)
-    assert config.data.name == "pneumoniamnist"
-    assert set(cli.SHORTCUTS.values()) <= set(flatten(config))
-    # comma-separated, as `iml sweep` also takes them
-    argv = ["reproduce", "--betas", "0.5,0.7"]
-    assert cli.load_config(cli.build_parser().parse_args(argv)).loss.betas == (0.5, 0.7)
-
-
 def test_compiled_programs_are_kept_in_the_users_cache_unless_switched_off(tmp_path, monkeypatch):
     import jax
 
@@ -377,3 +99,102 @@ def test_compiled_programs_are_kept_in_the_users_cache_unless_switched_off(tmp_p
     finally:
         jax.config.update("jax_compilation_cache_dir", before[0])
         jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])
+
+
+def test_cli_misspelled_key_exits_2_naming_it(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["reproduce", "--config.train.learnig_rate=1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "iml reproduce: error: --config.train.learnig_rate: no such key; "
+        "did you mean config.train.learning_rate?\n"
+    )
+    assert not out.exists()
+
+
+def _python(script: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["figures", "--run", "no/such/run"], "no stored run (manifest.json) in no/such/run"),
+        (["reproduce", "--betas", "0.5", "1.5", "--out", "unused"], "beta"),
+        (
+            ["reproduce", "--config.data.n_foldz=3", "--out", "unused"],
+            "--config.data.n_foldz: no such key; did you mean config.data.n_folds?",
+        ),
+        (
+            ["sweep", "--dataset", "digits", "--config.train.learnig_rate=1", "--out", "unused"],
+            "--config.train.learnig_rate: no such key; did you mean config.train.learning_rate?",
+        ),
+        (
+            ["reproduce", "--classes", "all", "--loss", "matrix", "--out", "unused"],
+            "config.loss.name='matrix' needs config.loss.weights",
+        ),
+        (
+            [
+                "reproduce",
+                "--loss",
+                "class_weighted_softmax",
+                "--loss-weights",
+                "ones;w[1]=2",
+                "--out",
+                "unused",
+            ],
+            "is multiclass; set config.data.classes='all'",
+        ),
+        (["sweep", "--out", "unused"], "give exactly one of --csv PATH or --dataset "),
+        (["sweep", "--dataset", "digits", "--betas", "0.5,1", "--out", "unused"], "--betas"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"iml {argv[0]}: error: ")
+    assert message in err
+    assert not (tmp_path / "unused").exists()  # nothing was started
+
+
+def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(tmp_path):
+    # The second chunk of a sweep fails (a device lost mid-way): exit 1 with the traceback, not
+    # a one-line "bad input", and the first chunk stays stored.
+    rows = ["x;label"] + [f"{i % 7};{'yes' if i % 5 == 0 else 'no'}" for i in range(80)]
+    (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--csv", str(tmp_path / "data.csv"), "--target", "label", "--positive"]
+    argv += ["yes", "--betas", "0.5,0.9", "--betas-per-chunk", "1", "--seeds", "1"]
+    argv += ["--epochs", "2", "--n-folds", "4", "--no-progress", "--out", str(out)]
+    done = _python(
+        f"""
+        import sys
+        import iml.pipeline.sweep as sweep
+        from iml import cli
+
+        train_chunk, calls = sweep._train_chunk, []
+
+        def fail_second(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 2:
+                raise RuntimeError("device lost")
+            return train_chunk(*args, **kwargs)
+
+        sweep._train_chunk = fail_second
+        sys.exit(cli.main({argv!r}))
+        """
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" in done.stderr and "RuntimeError: device lost" in done.stderr
+    assert "iml sweep: error:" not in done.stderr  # not reported as bad input
+    assert sorted(p.name for p in (out / "batches").iterdir()) == ["batch-0000.npz"]
+    assert json.loads((out / "manifest.json").read_text())["config"]["betas"] == [0.5, 0.9]

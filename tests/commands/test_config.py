@@ -6,9 +6,15 @@ from __future__ import annotations
 import pytest
 
 from iml import cli
-from iml.config import flatten, to_dict
+from iml.config import (
+    flatten,
+    load_config,
+    split_overrides,
+    to_dict,
+)
 from iml.pipeline import sweep as S
 from iml.pipeline.defaults import READ_BY
+from iml.pipeline.runner import default_config
 
 
 def _config(*argv):
@@ -37,3 +43,30 @@ def test_every_named_option_sets_a_key_and_an_override_equals_its_option():
         assert _config("--csv", "t.csv", "--betas", *spaced).loss.betas == (0.5, 0.9)
     with pytest.raises(ValueError, match="--betas must be numbers, space- or comma-separated, got"):
         _config("--betas", "a,b")
+
+
+def _load(*overrides, path=None):
+    return load_config(path, list(overrides), default=default_config)
+
+
+def test_file_then_overrides_then_named_options(tmp_path):
+    path = tmp_path / "small.py"
+    path.write_text(
+        "from iml.pipeline.runner import default_config\n\n\n"
+        "def get_config():\n"
+        "    c = default_config()\n"
+        "    c.train.epochs = 7\n"
+        "    c.train.batch_size = 4\n"
+        "    c.data.image_size = 8\n"
+        "    return c\n"
+    )
+    config = _load(("train.epochs", "2"), ("train.epochs", "5"), path=path)
+    assert (config.train.epochs, config.train.batch_size, config.data.image_size) == (5, 4, 8)
+    argv, overrides = split_overrides(
+        ["reproduce", "--config", str(path), "--epochs", "9", "--config.train.epochs=2"]
+    )
+    args = cli.build_parser().parse_args(argv)
+    args.overrides = overrides
+    config = cli.load_config(args)
+    assert config.train.epochs == 9  # the named option comes last
+    assert config.train.batch_size == 4 and config.is_locked

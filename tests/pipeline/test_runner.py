@@ -1,17 +1,28 @@
 """A run of ``iml reproduce`` (``iml.pipeline.runner``): the model, trainer settings and initial
 weights it takes from its config, resuming a stored run, and batches that fail."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from iml.config import lookup, to_dict
+from iml.config import (
+    first_difference,
+    flatten,
+    load_config_file,
+    lookup,
+    to_dict,
+)
 from iml.pipeline import RunStore
 from iml.pipeline.runner import (
+    FLAT_KEYS,
     check_config,
     check_resumable,
     config_model,
     default_config,
     initial_variables,
+    stored_config,
 )
 
 
@@ -202,3 +213,44 @@ def test_other_batch_failures_propagate_as_raised(tmp_path, monkeypatch):
     config = _config(**{**MULTICLASS, "train.members_per_batch": 4})
     with pytest.raises(ZeroDivisionError):
         runner.run_experiment(config, tmp_path / "other", progress=False)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+STORED_RUNS = [ROOT / "docs" / "results" / name for name in ("reproduce_digits", "pneumoniamnist")]
+
+
+@pytest.mark.parametrize("run", STORED_RUNS, ids=lambda p: p.name)
+def test_stored_flat_configs_convert_to_the_nested_form(run):
+    flat = json.loads((run / "manifest.json").read_text())["config"]
+    assert not any(isinstance(v, dict) for v in flat.values())  # stored flat
+    config = stored_config(flat)
+    assert config.is_locked
+    values = flatten(to_dict(config))
+    for key, value in flat.items():
+        if key in FLAT_KEYS:
+            assert values[FLAT_KEYS[key]] == value, key
+        else:
+            assert (key, value) in {("csv_path", ""), ("csv_target", "")}  # retired keys
+    assert config.loss.name == "log"  # the only loss these runs trained with
+    assert check_resumable(config, run) == flat  # resumable as stored
+
+
+def test_the_stored_default_run_holds_the_default_config():
+    flat = json.loads((STORED_RUNS[0] / "manifest.json").read_text())["config"]
+    assert to_dict(stored_config(flat)) == to_dict(default_config())
+
+
+def test_the_stored_pneumoniamnist_run_holds_its_config_file():
+    flat = json.loads((STORED_RUNS[1] / "manifest.json").read_text())["config"]
+    config = load_config_file(ROOT / "experiments" / "configs" / "pneumoniamnist.py")
+    config.data.manual_dir = flat["manual_dir"]  # given on its command line
+    assert first_difference(to_dict(stored_config(flat)), to_dict(config)) is None
+
+
+def test_a_stored_config_with_an_unknown_key_is_named():
+    with pytest.raises(ValueError, match=r"config\.epochz: no such key"):
+        stored_config({"betas": [0.5], "epochz": 3})
+    partial = stored_config({"betas": [0.5], "n_bins": 5})  # what tests and old reports stored
+    assert partial.loss.betas == (0.5,) and partial.eval.n_bins == 5

@@ -1,0 +1,83 @@
+"""The command line's parser (``iml.commands.parser``): config files naming their command, seeds by
+count or by name, named options setting their nested keys."""
+
+from pathlib import Path
+
+import pytest
+
+from iml import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_config_files_load_and_name_their_command():
+    from iml.config import flatten, load_config_file
+    from iml.pipeline.runner import check_config
+
+    default = cli.load_config(cli.build_parser().parse_args(["reproduce"]))
+    for name in ("default", "pneumoniamnist", "chestxray14"):
+        path = ROOT / "experiments" / "configs" / f"{name}.py"
+        config = load_config_file(path)
+        assert "iml reproduce --config experiments/configs/" + name in (
+            path.read_text().replace("\\\n", "").replace("  ", " ")
+        )
+        assert list(flatten(config)) == list(flatten(default))
+        assert config.is_locked
+        check_config(config)
+
+
+@pytest.mark.parametrize("command", ["reproduce", "sweep"])
+def test_seeds_count_or_name_the_seeds_and_the_key_holds_the_seeds(command):
+    def seeds(*argv: str) -> tuple:
+        args = cli.parse_args([command, "--dataset", "digits", *argv, "--out", "unused"])
+        return cli.load_config(args).train.seeds
+
+    # one number counts the seeds; several are the seeds themselves
+    assert seeds("--seeds", "3") == (0, 1, 2) and seeds("--seeds", "1") == (0,)
+    assert seeds("--seeds", "0", "5") == (0, 5)
+    with pytest.raises(ValueError, match=r"--seeds 0: one value is a number of seeds"):
+        seeds("--seeds", "0")
+    # config.train.seeds is the tuple of seeds in both commands; one bare number is ambiguous
+    assert isinstance(seeds(), tuple)
+    assert seeds("--config.train.seeds=4,") == (4,) and seeds("--config.train.seeds=1,2") == (1, 2)
+    message = (
+        r"seeds themselves; use --seeds 4 for the seeds 0\.\.3, "
+        r"or --config\.train\.seeds='\(4,\)' for the seed 4 alone"
+    )
+    with pytest.raises(ValueError, match=message):
+        seeds("--config.train.seeds=4")
+
+
+def test_named_options_set_their_nested_keys():
+    from iml.config import flatten
+
+    argv = ["reproduce", "--epochs", "2", "--betas", "0.5", "0.7", "--dataset", "pneumoniamnist"]
+    config = cli.load_config(cli.build_parser().parse_args(argv))
+    assert config.train.epochs == 2 and config.loss.betas == (0.5, 0.7)
+    assert config.data.name == "pneumoniamnist"
+    assert set(cli.SHORTCUTS.values()) <= set(flatten(config))
+    # comma-separated, as `iml sweep` also takes them
+    argv = ["reproduce", "--betas", "0.5,0.7"]
+    assert cli.load_config(cli.build_parser().parse_args(argv)).loss.betas == (0.5, 0.7)
+
+
+def test_help_prints_every_config_key_with_its_default_and_meaning(capsys):
+    """`iml reproduce --help` and `iml sweep --help` list the config's keys, their defaults and
+    what they mean, read from the config's own source (the comment of each assignment)."""
+    from iml import cli
+    from iml.config import flatten, key_meanings
+    from iml.pipeline.defaults import default_config, experiment_config, sweep_config
+
+    for command, build in (("reproduce", default_config), ("sweep", sweep_config)):
+        meanings = key_meanings(experiment_config, build)
+        keys = flatten(build())
+        assert set(keys) <= set(meanings) and all(meanings[k] for k in keys), command
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())  # the epilog, unwrapped
+        for key, value in keys.items():
+            assert f"{key} = {value!r}" in text, (command, key)
+            assert " ".join(meanings[key].split()[:4]) in text, (command, key)
+    assert key_meanings(experiment_config)["data.n_folds"].startswith("cross-validation folds")
+    # the sweep's own comment on a key replaces the schema's
+    assert key_meanings(experiment_config, sweep_config)["train.batch_size"].endswith("seed")
