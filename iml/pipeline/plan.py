@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,28 @@ class MemberBatch:
     def key(self) -> str:
         """The store key of the batch's results (``batches/batch-0003``)."""
         return f"batches/batch-{self.index:04d}"
+
+    def member_specs(self, losses: Sequence[Any]) -> list[Any]:
+        """The trainer's :class:`iml.training.MemberSpec` of each member, member ``k`` under
+        ``losses[k]`` (None: the beta-weighted log loss of its beta)."""
+        # imported here: the trainer loads Flax and optax, which reading a plan does without
+        from iml.training import MemberSpec
+
+        pairs = zip(self.members, losses, strict=True)
+        return [MemberSpec(beta=m.beta, seed=m.seed, train_idx=m.split.train, val_idx=m.split.val,
+                           test_idx=m.split.test, fold=m.rotation, loss=loss)
+                for m, loss in pairs]  # fmt: skip
+
+    def described(self) -> dict[str, list]:
+        """What a stored batch says of its members (:func:`iml.pipeline.store.member_entry`):
+        their ``member_index``, loss (``beta``, or ``loss_index`` in a grid of losses that no
+        class weight names), ``rotation`` and ``seed``."""
+        named = all(m.beta is not None for m in self.members)
+        loss = {"beta": [m.beta for m in self.members]} if named else {
+            "loss_index": [m.loss for m in self.members]}  # fmt: skip
+        return {"member_index": [m.index for m in self.members], **loss,
+                "rotation": [m.rotation for m in self.members],
+                "seed": [m.seed for m in self.members]}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

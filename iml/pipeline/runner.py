@@ -54,7 +54,6 @@ from iml.pipeline.run_config import (
 from iml.pipeline.store import RunStore, member_entry
 from iml.training import (
     DataSource,
-    MemberSpec,
     TrainConfig,
     is_gpu_kernel_failure,
     is_out_of_memory,
@@ -256,18 +255,7 @@ def _run_batch(
         losses = [None if loss.name == "log" else loss(m.beta) for m in batch.members]
     else:
         losses = [grid.spec[m.loss] for m in batch.members]
-    specs = [
-        MemberSpec(
-            beta=m.beta,
-            seed=m.seed,
-            train_idx=m.split.train,
-            val_idx=m.split.val,
-            test_idx=m.split.test,
-            fold=m.rotation,
-            loss=member_loss,
-        )
-        for m, member_loss in zip(batch.members, losses, strict=True)
-    ]
+    specs = batch.member_specs(losses)
     ckpt = store.root / "checkpoints" / f"batch-{batch.index:04d}"
     tests = [s.test_idx for s in specs]
     try:
@@ -297,16 +285,8 @@ def _run_batch(
             "validation images per member and step (--config.train.eval_batch_size, now "
             f"{train_config.eval_batch_size}), in a new output directory"
         ) from err
-    # A member's loss: its beta, or its position in a multiclass grid.
-    weight = (
-        {"beta": [m.beta for m in batch.members]}
-        if grid is None
-        else {"loss_index": [m.loss for m in batch.members]}
-    )
-    members = {"member_index": [m.index for m in batch.members], **weight,
-               "rotation": [m.rotation for m in batch.members],
-               "seed": [m.seed for m in batch.members]}  # fmt: skip
-    store.save_arrays(batch.key, **member_entry(trained, members, tests, int(config.train.epochs)))
+    entry = member_entry(trained, batch.described(), tests, int(config.train.epochs))
+    store.save_arrays(batch.key, **entry)
     shutil.rmtree(ckpt, ignore_errors=True)
 
 

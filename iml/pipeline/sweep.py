@@ -82,7 +82,7 @@ from iml.training.tabular import (
     exact_solver_applies,
 )
 from iml.training.train import train
-from iml.training.trainer import DataSource, MemberSpec, TrainConfig
+from iml.training.trainer import DataSource, TrainConfig
 
 if TYPE_CHECKING:
     from iml.data import Dataset
@@ -169,16 +169,10 @@ def _train_chunk(
     """Train one batch of the plan: every member (all seeds and rotations) of a chunk of
     losses, a full grid, which :func:`iml.training.train` holds whole on the device; the stored
     batch of its members (:func:`iml.pipeline.store.member_entry`)."""
-    members = [MemberSpec(beta=None, seed=m.seed, train_idx=m.split.train, val_idx=m.split.val,
-                          test_idx=m.split.test, fold=m.rotation, loss=grid.spec[m.loss])
-               for m in batch.members]  # fmt: skip
+    members = batch.member_specs([grid.spec[m.loss] for m in batch.members])
     trained = train(model, members, DataSource.from_arrays(features, labels), config,
                     progress=progress)  # fmt: skip
-    described = {"member_index": [m.index for m in batch.members],
-                 "loss_index": [m.loss for m in batch.members],
-                 "rotation": [m.rotation for m in batch.members],
-                 "seed": [m.seed for m in batch.members]}  # fmt: skip
-    return member_entry(trained, described, [m.split.test for m in batch.members])
+    return member_entry(trained, batch.described(), [m.split.test for m in batch.members])
 
 
 def _row_link(spec: LossSpec) -> Any:

@@ -413,7 +413,7 @@ def test_the_stored_default_sweep_of_digits_comes_out_the_same():
 
     from iml.config import load_config_file
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     stored = root / "docs/results/sweep_defaults/digits_softmax"
     plan, _ = S.prepare_sweep(
         load_config_file(root / "experiments/configs/sweep_digits_softmax.py")
