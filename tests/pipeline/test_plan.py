@@ -85,3 +85,22 @@ def test_plan_of_a_multiclass_grid_keys_members_by_loss():
         make_plan(100, betas=(0.5,), losses=("ones",))
     with pytest.raises(ValueError, match="distinct"):
         make_plan(100, losses=("ones", "ones"))
+
+
+def test_a_batch_makes_its_members_trainer_specs_and_describes_them():
+    labels = np.arange(100) % 4 == 0
+    binary = make_plan(100, betas=(0.5, 0.9), seeds=1, labels=labels, n_folds=5)
+    batch = binary.batches[0]
+    specs = batch.member_specs([None] * len(batch.members))
+    rotation = batch.members[0].rotation
+    assert [(s.beta, s.seed, s.fold) for s in specs] == [(0.5, 0, rotation), (0.9, 0, rotation)]
+    assert specs[0].test_idx is batch.members[0].split.test and specs[0].loss is None
+    assert batch.described() == {"member_index": [0, 1], "beta": [0.5, 0.9],
+                                 "rotation": [0, 0], "seed": [0, 0]}  # fmt: skip
+    grid = make_plan(100, losses=("a", "b"), seeds=(3,), labels=labels, n_folds=5,
+                     losses_per_batch=1)  # fmt: skip
+    described = grid.batches[1].described()
+    assert "beta" not in described and set(described["loss_index"]) == {1}
+    assert described["seed"] == [3] * 5 and described["rotation"] == list(range(5))
+    with pytest.raises(ValueError):  # one loss per member
+        grid.batches[1].member_specs([None])
