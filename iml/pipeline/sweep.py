@@ -470,29 +470,39 @@ def execute_sweep(
             store.save_arrays(batch.key, **entry)
         entries.append(entry)
         trained.append(batch.index)
-    # The one aggregation of every run's members: each loss's ensemble pools its seeds' logits.
-    (m,), n, link = spec.batch_shape, x.shape[0], _row_link(spec)
-    members = [member for e in entries for member in member_test_scores(e, logits=True)]
-    scores = aggregate_members(members, range(m), n, plan.average, link).scores
+    # Each member's logits, early-stopping epoch and ridge (chosen on the validation folds, or
+    # the number), by loss, seed and rotation; its scores by one vectorised link.
+    (m,), n = spec.batch_shape, x.shape[0]
+    seed_at = {int(seed): i for i, seed in enumerate(s)}
+    rotation_at = {split.rotation: r for r, split in enumerate(splits)}
+    classes = (spec.n_classes,) if spec.multiclass else ()
+    logits = np.full((m, len(s), n, *classes), np.nan, np.float32)
+    best_epoch = np.zeros((m, len(s), len(splits)), np.int64)
+    l2 = np.full((m, len(s), len(splits)), np.nan)
+    for entry in entries:
+        where = zip(entry["loss_index"], entry["seed"], entry["rotation"], strict=True)
+        stored = member_test_scores(entry, logits=True)
+        for k, ((b, seed, rotation), (_, idx, z)) in enumerate(zip(where, stored, strict=True)):
+            at = (int(b), seed_at[int(seed)], rotation_at[int(rotation)])
+            logits[at[0], at[1], idx] = z
+            best_epoch[at], l2[at] = entry["best_epoch"][k], entry["l2"][k]
+    member_scores = scores_from_logits(spec, logits)  # [m, S, N(, n)]
+    # The one aggregation of every run's members: each loss's ensemble pools its seeds' scores,
+    # or their logits (each loss's link of their mean).
+    tested = [(b, seed, np.flatnonzero(~np.isnan(logits[b, seed].reshape(n, -1)[:, 0])))
+              for b in range(m) for seed in range(len(s))]  # fmt: skip
+    if plan.average == "logit":
+        members = [(b, idx, logits[b, seed, idx]) for b, seed, idx in tested]
+        ensemble = aggregate_members(members, range(m), n, "logit", _row_link(spec))
+    else:
+        members = [(b, idx, member_scores[b, seed, idx]) for b, seed, idx in tested]
+        ensemble = aggregate_members(members, range(m), n, "score")
+    scores = ensemble.scores
     corrected = loss_corrected_scores(spec, scores)
     table = table_by_loss(
         grid, scores, y, n_bins=plan.n_bins, corrected=corrected,
         ece_bootstrap=plan.n_bootstrap, key=jax.random.key(plan.report_seed),
     )  # fmt: skip
-    # Each member's scores, early-stopping epoch and ridge (chosen on the validation folds, or
-    # the number), by loss, seed and rotation.
-    seed_at = {int(seed): i for i, seed in enumerate(s)}
-    rotation_at = {split.rotation: r for r, split in enumerate(splits)}
-    member_scores = np.full((m, len(s), *scores.shape[1:]), np.nan)
-    best_epoch = np.zeros((m, len(s), len(splits)), np.int64)
-    l2 = np.full((m, len(s), len(splits)), np.nan)
-    for entry in entries:
-        where = zip(entry["loss_index"], entry["seed"], entry["rotation"], strict=True)
-        for k, (b, seed, rotation) in enumerate(where):
-            at = (int(b), seed_at[int(seed)], rotation_at[int(rotation)])
-            _, idx, z = member_test_scores(entry, logits=True)[k]
-            member_scores[at[0], at[1], idx] = link(at[0], z)
-            best_epoch[at], l2[at] = entry["best_epoch"][k], entry["l2"][k]
     for key, chosen in zip(grid.keys, l2, strict=True):
         table[key][RIDGE] = chosen.tolist()
     if store is not None:
