@@ -7,19 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _pipeline_runs import MULTICLASS, run_config
 
 from iml.pipeline import RunStore
 from iml.pipeline.report import METRICS, cross_fit, table_markdown
 from iml.pipeline.runner import default_config
-
-
-def _config(**values):
-    """The default config with ``values`` set by dotted key, ``_config(**{"train.epochs": 1})``."""
-    config = default_config()
-    for key, value in values.items():
-        section, name = key.split(".")
-        config[section][name] = value
-    return config
 
 
 def _save_batch(store, key, members):
@@ -253,7 +245,7 @@ def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
     from iml.pipeline.store import EnsembleScores
     from iml.spec import loss_spec
 
-    family = run_loss(_config(**{"loss.name": "focal", "loss.gamma": 2.0, "loss.betas": (0.9,)}))
+    family = run_loss(run_config(**{"loss.name": "focal", "loss.gamma": 2.0, "loss.betas": (0.9,)}))
     assert family.name == "focal" and family.params == {"gamma": 2.0}
     assert family.weight_name == "alpha" and run_loss(default_config()).name == "log"
     rng = np.random.default_rng(0)
@@ -276,21 +268,6 @@ def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
 # Multiclass runs: a grid of weighted multiclass losses over every class
 # ----------------------------------------------------------------------------------------------
 
-MULTICLASS = {
-    "data.classes": "all",
-    "data.image_size": 8,
-    "data.max_examples": 400,
-    "data.n_folds": 5,
-    "data.n_val_folds": 1,
-    "model.name": "densenet_tiny",
-    "loss.name": "class_weighted_softmax",
-    "loss.weights": "ones;w[8]=10",
-    "train.epochs": 1,
-    "train.members_per_batch": 10,  # every member in one call of the trainer
-    "train.checkpoint": False,
-    "eval.n_bins": 5,
-}
-
 
 @pytest.fixture(scope="module")
 def multiclass_run(tmp_path_factory):
@@ -298,7 +275,7 @@ def multiclass_run(tmp_path_factory):
     from iml.pipeline.runner import run_experiment
 
     out = tmp_path_factory.mktemp("multiclass")
-    run_experiment(_config(**MULTICLASS), out, progress=False)
+    run_experiment(run_config(**MULTICLASS), out, progress=False)
     return out, report_run(out, formats=("png",))
 
 

@@ -2,34 +2,10 @@
 should be."""
 
 import pytest
+from _pipeline_runs import MULTICLASS, run_config
 
 from iml.config import to_dict
 from iml.pipeline.runner import check_config, default_config
-
-
-def _config(**values):
-    """The default config with ``values`` set by dotted key, ``_config(**{"train.epochs": 1})``."""
-    config = default_config()
-    for key, value in values.items():
-        section, name = key.split(".")
-        config[section][name] = value
-    return config
-
-
-MULTICLASS = {
-    "data.classes": "all",
-    "data.image_size": 8,
-    "data.max_examples": 400,
-    "data.n_folds": 5,
-    "data.n_val_folds": 1,
-    "model.name": "densenet_tiny",
-    "loss.name": "class_weighted_softmax",
-    "loss.weights": "ones;w[8]=10",
-    "train.epochs": 1,
-    "train.members_per_batch": 10,  # every member in one call of the trainer
-    "train.checkpoint": False,
-    "eval.n_bins": 5,
-}
 
 
 @pytest.mark.parametrize(
@@ -66,11 +42,11 @@ MULTICLASS = {
 )
 def test_check_config_names_the_bad_key(key, value, match):
     with pytest.raises(ValueError, match=match):
-        check_config(_config(**{key: value}))
+        check_config(run_config(**{key: value}))
 
 
 def test_a_model_that_is_no_densenet_takes_no_torchvision_weights():
-    config = _config(**{"model.name": "logistic", "model.weights": "densenet121.pth"})
+    config = run_config(**{"model.name": "logistic", "model.weights": "densenet121.pth"})
     with pytest.raises(ValueError, match="weights fit the DenseNets, not 'logistic'"):
         check_config(config)
 
@@ -90,11 +66,11 @@ def test_check_config_refuses_unknown_keys_wrong_types_and_missing_dirs(tmp_path
     with pytest.raises(ValueError, match=r"config\.train\.learning_rate: expected a number"):
         check_config(config)
     with pytest.raises(FileNotFoundError, match=r"config\.data\.data_dir"):
-        check_config(_config(**{"data.data_dir": str(tmp_path / "nope")}))
+        check_config(run_config(**{"data.data_dir": str(tmp_path / "nope")}))
 
 
 def test_check_config_names_a_missing_weights_file(tmp_path):
-    config = _config(**{"model.weights": str(tmp_path / "densenet121.pth")})
+    config = run_config(**{"model.weights": str(tmp_path / "densenet121.pth")})
     with pytest.raises(FileNotFoundError, match=r"config\.model\.weights"):
         check_config(config)
 
@@ -118,4 +94,4 @@ def test_check_config_names_a_missing_weights_file(tmp_path):
 )
 def test_check_config_of_a_multiclass_run_names_the_bad_key(values, match):
     with pytest.raises(ValueError, match=match):
-        check_config(_config(**{**MULTICLASS, **values}))
+        check_config(run_config(**{**MULTICLASS, **values}))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _pipeline_runs import MULTICLASS, run_config
 
 from iml.config import (
     first_difference,
@@ -25,32 +26,6 @@ from iml.pipeline.runner import (
     stored_config,
 )
 
-
-def _config(**values):
-    """The default config with ``values`` set by dotted key, ``_config(**{"train.epochs": 1})``."""
-    config = default_config()
-    for key, value in values.items():
-        section, name = key.split(".")
-        config[section][name] = value
-    return config
-
-
-MULTICLASS = {
-    "data.classes": "all",
-    "data.image_size": 8,
-    "data.max_examples": 400,
-    "data.n_folds": 5,
-    "data.n_val_folds": 1,
-    "model.name": "densenet_tiny",
-    "loss.name": "class_weighted_softmax",
-    "loss.weights": "ones;w[8]=10",
-    "train.epochs": 1,
-    "train.members_per_batch": 10,  # every member in one call of the trainer
-    "train.checkpoint": False,
-    "eval.n_bins": 5,
-}
-
-
 _AUTOTUNER = "INTERNAL: Failed to get configs for: 269 out of 1029 instructions."
 
 
@@ -67,7 +42,7 @@ def test_the_validation_batch_reaches_the_trainer_and_defaults_to_what_stored_ru
     from iml.pipeline.runner import _train_config
     from iml.training import TrainConfig
 
-    assert _train_config(_config(**{"train.eval_batch_size": 16})).eval_batch_size == 16
+    assert _train_config(run_config(**{"train.eval_batch_size": 16})).eval_batch_size == 16
     # a run stored before the key existed takes the default, which is what it validated with
     assert default_config().train.eval_batch_size == TrainConfig().eval_batch_size == 64
 
@@ -79,7 +54,7 @@ def test_conv_impl_key_reaches_the_model():
 
     default = DEFAULT_CONV_IMPL[jax.default_backend()]
     assert config_model(default_config()).conv_impl == default  # the backend's default
-    matmul = _config(**{"model.conv_impl": "matmul"})
+    matmul = run_config(**{"model.conv_impl": "matmul"})
     check_config(matmul)
     assert config_model(matmul).conv_impl == "matmul"
 
@@ -91,14 +66,14 @@ def test_initial_variables_adapt_torchvision_rgb_weights_to_gray_images(tmp_path
 
     from iml.models import variables_to_torchvision_state_dict
 
-    config = _config(**{"model.name": "densenet_tiny"})
+    config = run_config(**{"model.name": "densenet_tiny"})
     model = config_model(config)
     assert initial_variables(config, model, 1) is None  # no file: random initialisation
     rgb = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, 8, 8, 3)))
     state = variables_to_torchvision_state_dict(rgb)
     path = tmp_path / "weights.pth"
     torch.save({k: torch.from_numpy(v.copy()) for k, v in state.items()}, path)
-    weighted = _config(**{"model.name": "densenet_tiny", "model.weights": str(path)})
+    weighted = run_config(**{"model.name": "densenet_tiny", "model.weights": str(path)})
     got = initial_variables(weighted, model, 1)
     np.testing.assert_allclose(
         got["params"]["conv0"]["kernel"][:, :, 0],
@@ -122,7 +97,7 @@ def test_a_run_stored_before_a_new_config_key_still_resumes(tmp_path):
     assert check_resumable(config, store.root) == old
     store.open_run(check_resumable(config, store.root))  # resumes without complaint
     with pytest.raises(ValueError, match=r"config\.model\.weights: '' stored, 'imagenet.pth' now"):
-        check_resumable(_config(**{"model.weights": "imagenet.pth"}), store.root)
+        check_resumable(run_config(**{"model.weights": "imagenet.pth"}), store.root)
 
 
 def test_a_run_stored_with_a_retired_config_key_still_resumes(tmp_path):
@@ -136,19 +111,19 @@ def test_a_run_stored_with_a_retired_config_key_still_resumes(tmp_path):
     assert check_resumable(default_config(), store.root) == old
     store.open_run(check_resumable(default_config(), store.root))  # resumes without complaint
     with pytest.raises(ValueError, match=r"config\.loss\.betas: \[0\.5, 0\.9, 0\.99\] stored"):
-        check_resumable(_config(**{"loss.betas": (0.5,)}), store.root)
+        check_resumable(run_config(**{"loss.betas": (0.5,)}), store.root)
     # a run stored before config.eval.average pooled scores; other report settings name the
     # iml figures command that reports the stored members with them
     hint = r"iml figures --run .*run --out DIR --config\.eval\.average=logit$"
     with pytest.raises(ValueError, match=r"config\.eval\.average: 'score' stored, 'logit' now.*"
                        + hint):  # fmt: skip
-        check_resumable(_config(**{"eval.average": "logit"}), store.root)
-    both = _config(**{"eval.n_bins": 20, "eval.average": "logit"})
+        check_resumable(run_config(**{"eval.average": "logit"}), store.root)
+    both = run_config(**{"eval.n_bins": 20, "eval.average": "logit"})
     with pytest.raises(ValueError, match=r"config\.eval\.average: .* --out DIR "
                        r"--config\.eval\.average=logit --config\.eval\.n_bins=20$"):  # fmt: skip
         check_resumable(both, store.root)
     # where training differs too, the stored members do not serve: no iml figures hint
-    trained = _config(**{"eval.n_bins": 20, "train.epochs": 5})
+    trained = run_config(**{"eval.n_bins": 20, "train.epochs": 5})
     with pytest.raises(ValueError, match=r"config\.eval\.n_bins: 10 stored, 20 now") as err:
         check_resumable(trained, store.root)
     assert "iml figures" not in str(err.value)
@@ -162,7 +137,7 @@ def test_a_class_out_of_range_is_named_when_the_data_is_loaded():
     from iml.pipeline.runner import load_run_data
 
     with pytest.raises(ValueError, match=r"config\.loss\.weights: index \[12\] is out of range"):
-        load_run_data(_config(**{**MULTICLASS, "loss.weights": "ones;w[12]=2"}))
+        load_run_data(run_config(**{**MULTICLASS, "loss.weights": "ones;w[12]=2"}))
 
 
 @pytest.mark.parametrize(
@@ -187,7 +162,7 @@ def test_a_batch_out_of_device_memory_or_failing_to_compile_names_members_per_ba
         raise RuntimeError(failure)
 
     monkeypatch.setattr(runner, "train", fail)
-    config = _config(**{**MULTICLASS, "train.members_per_batch": 4})
+    config = run_config(**{**MULTICLASS, "train.members_per_batch": 4})
     with pytest.raises(
         error,
         match=rf"batch 0: 4 members trained in one program {what}; "
@@ -206,11 +181,11 @@ def test_other_batch_failures_propagate_as_raised(tmp_path, monkeypatch):
 
     # a single member has no smaller batch to try
     monkeypatch.setattr(runner, "train", untuned)
-    one = _config(**{**MULTICLASS, "train.members_per_batch": 1})
+    one = run_config(**{**MULTICLASS, "train.members_per_batch": 1})
     with pytest.raises(RuntimeError, match=r"^INTERNAL: Failed to get configs"):
         runner.run_experiment(one, tmp_path / "single", progress=False)
     monkeypatch.setattr(runner, "train", lambda *a, **k: 1 / 0)
-    config = _config(**{**MULTICLASS, "train.members_per_batch": 4})
+    config = run_config(**{**MULTICLASS, "train.members_per_batch": 4})
     with pytest.raises(ZeroDivisionError):
         runner.run_experiment(config, tmp_path / "other", progress=False)
 

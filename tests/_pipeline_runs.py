@@ -1,0 +1,30 @@
+"""Configs of runs on images for the pipeline's tests: the default with keys set by dotted name,
+and a small multiclass run."""
+
+from iml.pipeline.defaults import default_config
+
+
+def run_config(**values):
+    """The default config with ``values`` set by dotted key: ``run_config(**{"train.epochs": 1})``."""
+    config = default_config()
+    for key, value in values.items():
+        section, name = key.split(".")
+        config[section][name] = value
+    return config
+
+
+#: A multiclass run of the tiny DenseNet on 400 digits at 8 px, every member in one trainer call.
+MULTICLASS = {
+    "data.classes": "all",
+    "data.image_size": 8,
+    "data.max_examples": 400,
+    "data.n_folds": 5,
+    "data.n_val_folds": 1,
+    "model.name": "densenet_tiny",
+    "loss.name": "class_weighted_softmax",
+    "loss.weights": "ones;w[8]=10",
+    "train.epochs": 1,
+    "train.members_per_batch": 10,  # every member in one call of the trainer
+    "train.checkpoint": False,
+    "eval.n_bins": 5,
+}
