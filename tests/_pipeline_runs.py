@@ -5,7 +5,7 @@ from iml.pipeline.defaults import default_config
 
 
 def run_config(**values):
-    """The default config with ``values`` set by dotted key: ``run_config(**{"train.epochs": 1})``."""
+    """The default config with ``values`` set by dotted key (``"train.epochs": 1``)."""
     config = default_config()
     for key, value in values.items():
         section, name = key.split(".")

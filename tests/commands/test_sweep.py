@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from _sweep_tables import simulated_table
 
 from iml import cli, loss_spec
 from iml.calibration import MULTICLASS_METRICS
@@ -15,21 +16,13 @@ from iml.config import to_dict
 from iml.pipeline import sweep as S
 from iml.pipeline import sweep_report
 
-N, D = 2000, 3
-
-
 # each multiclass ECE of a sweep's table with its bootstrap interval
 MULTICLASS_INTERVALS = {"top_label_ece_interval", "classwise_ece_interval"}
 
 
 @pytest.fixture(scope="module")
 def simulated() -> tuple[np.ndarray, np.ndarray]:
-    """Data where logistic regression is well specified: y ~ Bernoulli(sigmoid(w.x + b))."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(N, D)).astype(np.float32)
-    logits = x @ np.array([1.5, -1.0, 0.5]) - 2.0
-    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int32)
-    return x, y
+    return simulated_table()
 
 
 def _write_csv(path, x, y) -> None:

@@ -4,7 +4,6 @@ finished named."""
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 from unittest import mock
@@ -12,6 +11,7 @@ from unittest import mock
 import jax
 import numpy as np
 import pytest
+from _sweep_tables import TRAIN, N, simulated_table, table_config
 
 from iml.grids import loss_family
 from iml.pipeline import sweep as S
@@ -21,33 +21,13 @@ from iml.pipeline.sweep import SweepResult
 from iml.pipeline.sweep_report import write_sweep_outputs
 from iml.revealed import simulate_gaussian_agents
 from iml.spec import loss_spec
-from iml.training import TrainConfig
-from iml.training.tabular import TABULAR_DEFAULTS
-
-N, D = 2000, 3
-
 
 SWEEP_BETAS = [0.5, 0.9]
 
 
-# One training configuration for every test, so that the compiled programs are shared.
-TRAIN = {"max_epochs": 40, "batch_size": 128, "learning_rate": 0.05, "patience": 4, "l2": 0.0,
-         "standardize": False}  # fmt: skip
-
-
-def table_config(**fields) -> TrainConfig:
-    """The sweeps' configuration of the trainer with ``fields`` changed."""
-    return dataclasses.replace(TABULAR_DEFAULTS, **fields)
-
-
 @pytest.fixture(scope="module")
 def simulated() -> tuple[np.ndarray, np.ndarray]:
-    """Data where logistic regression is well specified: y ~ Bernoulli(sigmoid(w.x + b))."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(N, D)).astype(np.float32)
-    logits = x @ np.array([1.5, -1.0, 0.5]) - 2.0
-    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int32)
-    return x, y
+    return simulated_table()
 
 
 def test_reveal_names_a_sweep_that_has_not_finished(simulated, tmp_path):

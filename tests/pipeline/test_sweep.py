@@ -8,41 +8,26 @@ import json
 
 import numpy as np
 import pytest
+from _sweep_tables import LOGISTIC, TRAIN, D, N, simulated_table, table_config
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from iml import cli, loss_grid, loss_spec
 from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key
 from iml.config import flatten
 from iml.data.folds import nested_cv_splits
-from iml.models import LogisticRegression
 from iml.pipeline import sweep as S
 from iml.pipeline.store import RunStore
 from iml.training import TrainConfig
-from iml.training.tabular import TABULAR_DEFAULTS, train_tabular
+from iml.training.tabular import train_tabular
 
-N, D = 2000, 3
 BETAS = [0.5, 0.9]
 # each multiclass ECE of a sweep's table with its bootstrap interval
 MULTICLASS_INTERVALS = {"top_label_ece_interval", "classwise_ece_interval"}
-# One training configuration for every test, so that the compiled programs are shared.
-TRAIN = {"max_epochs": 40, "batch_size": 128, "learning_rate": 0.05, "patience": 4, "l2": 0.0,
-         "standardize": False}  # fmt: skip
-LOGISTIC = LogisticRegression()
-
-
-def table_config(**fields) -> TrainConfig:
-    """The sweeps' configuration of the trainer with ``fields`` changed."""
-    return dataclasses.replace(TABULAR_DEFAULTS, **fields)
 
 
 @pytest.fixture(scope="module")
 def simulated() -> tuple[np.ndarray, np.ndarray]:
-    """Data where logistic regression is well specified: y ~ Bernoulli(sigmoid(w.x + b))."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(N, D)).astype(np.float32)
-    logits = x @ np.array([1.5, -1.0, 0.5]) - 2.0
-    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int32)
-    return x, y
+    return simulated_table()
 
 
 @pytest.fixture(scope="module")

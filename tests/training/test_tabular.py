@@ -8,14 +8,13 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
+from _sweep_tables import LOGISTIC, TRAIN, D, N, simulated_table, table_config
 
 from iml import loss_spec
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.models import MLP, LogisticRegression
 from iml.training import DataSource, MemberSpec, TrainConfig, train_ensemble
-from iml.training.tabular import TABULAR_DEFAULTS, out_of_fold_logits, train_tabular
-
-N, D = 2000, 3
+from iml.training.tabular import out_of_fold_logits, train_tabular
 
 
 def _sklearn_fit(x, y, s, l2):
@@ -39,7 +38,6 @@ def test_matrix_weighted_members_sit_at_the_optimum_of_their_own_loss(three_clas
     """The exact solver's members against the loss specification itself: the gradient of each
     member's B-weighted training objective, by automatic differentiation, vanishes; and each
     class's output is scikit-learn's weighted logistic regression of that class."""
-    import dataclasses
 
     import jax
 
@@ -82,7 +80,6 @@ def test_matrix_weighted_members_sit_at_the_optimum_of_their_own_loss(three_clas
 
 
 def test_exact_matrix_members_reach_a_lower_objective_than_adam(three_class_table):
-    import dataclasses
 
     from iml import loss_grid
     from iml.models import build_model
@@ -108,27 +105,9 @@ def test_exact_matrix_members_reach_a_lower_objective_than_adam(three_class_tabl
 BETAS = [0.5, 0.9]
 
 
-# One training configuration for every test, so that the compiled programs are shared.
-TRAIN = {"max_epochs": 40, "batch_size": 128, "learning_rate": 0.05, "patience": 4, "l2": 0.0,
-         "standardize": False}  # fmt: skip
-
-
-LOGISTIC = LogisticRegression()
-
-
-def table_config(**fields) -> TrainConfig:
-    """The sweeps' configuration of the trainer with ``fields`` changed."""
-    return dataclasses.replace(TABULAR_DEFAULTS, **fields)
-
-
 @pytest.fixture(scope="module")
 def simulated() -> tuple[np.ndarray, np.ndarray]:
-    """Data where logistic regression is well specified: y ~ Bernoulli(sigmoid(w.x + b))."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(N, D)).astype(np.float32)
-    logits = x @ np.array([1.5, -1.0, 0.5]) - 2.0
-    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-logits))).astype(np.int32)
-    return x, y
+    return simulated_table()
 
 
 K = 3
