@@ -10,6 +10,7 @@ from unittest import mock
 import jax
 import numpy as np
 import pytest
+from _sweep_tables import write_sweep_scores
 
 from iml import cli
 from iml.pipeline.reveal import load_reveal_input, verdicts_title
@@ -24,26 +25,6 @@ BETAS = np.asarray([0.3, 0.5, 0.8, 0.95])
 N = 2000
 N_BOOTSTRAP = 100
 FIGURES = ("revealed_information", "revealed_value_matrix", "revealed_cost_bounds")
-
-
-def _write_sweep(out: Path, scores, labels, betas=None, loss=None, keys=None) -> Path:
-    """A sweep folder in the layout of `iml sweep` (write_sweep_outputs' scores.npz and the
-    store's manifest) from given scores, with neither training nor figures."""
-    scores = np.asarray(scores, np.float32)
-    keys = keys or [repr(float(b)) for b in betas]
-    arrays = {"keys": np.asarray(keys), "labels": np.asarray(labels, np.int32),
-              "fold_ids": np.arange(np.size(labels)) % 10, "scores": scores,
-              "corrected": scores}  # fmt: skip
-    if betas is not None:
-        arrays["betas"] = np.asarray(betas, np.float64)
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out / "scores.npz", **arrays)
-    if loss is None and betas is not None:
-        config = {"betas": np.asarray(betas).tolist()}
-    else:
-        config = {"loss": loss.to_config() if loss is not None else {"name": "matrix"}}
-    RunStore(out).open_run({**config, "seeds": [0], "n_folds": 10})
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +193,7 @@ def test_a_folder_of_neither_kind_is_named(tmp_path, capsys):
 
 def test_a_single_model_is_too_few(tmp_path, capsys):
     scores, labels = simulate_gaussian_agents(jax.random.key(0), [0.5], 1.5, 0.2, 200)
-    run = _write_sweep(tmp_path / "one", scores, labels, [0.5])
+    run = write_sweep_scores(tmp_path / "one", scores, labels, [0.5])
     err = _bad(["--run", str(run)], tmp_path, capsys)
     assert "holds 1 model (beta 0.5)" in err and "at least 2" in err
 
@@ -220,14 +201,14 @@ def test_a_single_model_is_too_few(tmp_path, capsys):
 def test_a_multiclass_sweep_is_refused(tmp_path, capsys):
     rng = np.random.default_rng(0)
     scores = rng.dirichlet(np.ones(3), size=(2, 50))
-    run = _write_sweep(tmp_path / "multi", scores, rng.integers(0, 3, 50), keys=["ones", "w"])
+    run = write_sweep_scores(tmp_path / "multi", scores, rng.integers(0, 3, 50), keys=["ones", "w"])
     err = _bad(["--run", str(run)], tmp_path, capsys)
     assert "multiclass sweep (scores of shape (2, 50, 3))" in err
 
 
 def test_a_sweep_without_class_weights_is_refused(tmp_path, capsys):
     scores, labels = simulate_gaussian_agents(jax.random.key(0), [0.5, 0.9], 1.5, 0.2, 200)
-    run = _write_sweep(tmp_path / "nobeta", scores, labels, keys=["L1", "L2"])
+    run = write_sweep_scores(tmp_path / "nobeta", scores, labels, keys=["L1", "L2"])
     err = _bad(["--run", str(run)], tmp_path, capsys)
     assert "no class weight describes (keys L1, L2)" in err
 

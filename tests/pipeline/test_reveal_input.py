@@ -11,7 +11,7 @@ from unittest import mock
 import jax
 import numpy as np
 import pytest
-from _sweep_tables import TRAIN, N, simulated_table, table_config
+from _sweep_tables import TRAIN, N, simulated_table, table_config, write_sweep_scores
 
 from iml.grids import loss_family
 from iml.pipeline import sweep as S
@@ -49,26 +49,6 @@ DIGITS = ROOT / "docs" / "results" / "reproduce_digits"
 BETAS = np.asarray([0.3, 0.5, 0.8, 0.95])
 
 
-def _write_sweep(out: Path, scores, labels, betas=None, loss=None, keys=None) -> Path:
-    """A sweep folder in the layout of `iml sweep` (write_sweep_outputs' scores.npz and the
-    store's manifest) from given scores, with neither training nor figures."""
-    scores = np.asarray(scores, np.float32)
-    keys = keys or [repr(float(b)) for b in betas]
-    arrays = {"keys": np.asarray(keys), "labels": np.asarray(labels, np.int32),
-              "fold_ids": np.arange(np.size(labels)) % 10, "scores": scores,
-              "corrected": scores}  # fmt: skip
-    if betas is not None:
-        arrays["betas"] = np.asarray(betas, np.float64)
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out / "scores.npz", **arrays)
-    if loss is None and betas is not None:
-        config = {"betas": np.asarray(betas).tolist()}
-    else:
-        config = {"loss": loss.to_config() if loss is not None else {"name": "matrix"}}
-    RunStore(out).open_run({**config, "seeds": [0], "n_folds": 10})
-    return out
-
-
 def test_a_reproduce_run_without_its_report_is_read_from_its_member_batches(tmp_path):
     run = tmp_path / "digits"
     shutil.copytree(DIGITS, run, ignore=shutil.ignore_patterns("ensemble_scores.npz", "figures"))
@@ -82,7 +62,7 @@ def test_a_focal_sweep_is_revealed_under_its_own_loss(tmp_path):
     alphas = [0.5, 0.75, 0.9]
     loss = loss_spec("focal", gamma=np.full(3, 2.0), alpha=np.asarray(alphas))
     scores, labels = simulate_gaussian_agents(jax.random.key(1), [0.5] * 3, 1.5, 0.2, 100)
-    inputs = load_reveal_input(_write_sweep(tmp_path, scores, labels, alphas, loss=loss))
+    inputs = load_reveal_input(write_sweep_scores(tmp_path, scores, labels, alphas, loss=loss))
     assert inputs.loss == loss_family("focal", gamma=2.0) and inputs.betas.tolist() == alphas
     assert inputs.kind == "sweep" and inputs.scores.shape == (3, 100)
 

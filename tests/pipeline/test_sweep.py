@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from _sweep_tables import LOGISTIC, TRAIN, D, N, simulated_table, table_config
+from _sweep_tables import LOGISTIC, TRAIN, D, N, simulated_table, table_config, three_class_table
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from iml import cli, loss_grid, loss_spec
@@ -251,14 +251,7 @@ K = 3
 
 @pytest.fixture(scope="module")
 def three_classes() -> tuple[np.ndarray, np.ndarray]:
-    """Data where multinomial logistic regression is well specified (3 classes)."""
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(N, D)).astype(np.float32)
-    logits = x @ np.array([[1.5, -1.0, 0.0], [-0.5, 1.0, 0.5], [0.5, 0.0, -1.0]])
-    p = np.exp(logits - logits.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
-    y = (rng.random((N, 1)) > np.cumsum(p, axis=1)).sum(1).astype(np.int32)
-    return x, y
+    return three_class_table()
 
 
 def test_a_grid_of_class_weighted_softmax_losses_is_corrected_by_its_own_rule(three_classes):

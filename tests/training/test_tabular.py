@@ -8,7 +8,7 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
-from _sweep_tables import LOGISTIC, TRAIN, D, N, simulated_table, table_config
+from _sweep_tables import LOGISTIC, TRAIN, D, N, simulated_table, table_config, three_class_table
 
 from iml import loss_spec
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
@@ -115,14 +115,7 @@ K = 3
 
 @pytest.fixture(scope="module")
 def three_classes() -> tuple[np.ndarray, np.ndarray]:
-    """Data where multinomial logistic regression is well specified (3 classes)."""
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(N, D)).astype(np.float32)
-    logits = x @ np.array([[1.5, -1.0, 0.0], [-0.5, 1.0, 0.5], [0.5, 0.0, -1.0]])
-    p = np.exp(logits - logits.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
-    y = (rng.random((N, 1)) > np.cumsum(p, axis=1)).sum(1).astype(np.int32)
-    return x, y
+    return three_class_table()
 
 
 def test_out_of_fold_takes_each_observation_from_its_test_rotation():
