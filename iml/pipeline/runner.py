@@ -8,14 +8,14 @@ scores and its training history). Every entry is written atomically, so a run ki
 from its last checkpoint (``checkpoints/``, removed once the batch is stored) and ends with the
 same results as an uninterrupted run.
 
-The config's reading and checks (:func:`check_config`, :func:`check_eval`, the loss's grid)
+The batches are trained and stored by the one loop of every run
+(:func:`iml.pipeline.train_plan.train_plan`). The config's reading and checks (:func:`check_config`, :func:`check_eval`, the loss's grid)
 live in :mod:`iml.pipeline.run_config`; their public names are imported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
-from tqdm.auto import tqdm
 
 from iml import config as config_lib
 from iml.data import Dataset, load_dataset
@@ -51,15 +50,10 @@ from iml.pipeline.run_config import (
     from_dotted,
     run_betas,
 )
-from iml.pipeline.store import RunStore, member_entry
-from iml.training import (
-    DataSource,
-    TrainConfig,
-    is_gpu_kernel_failure,
-    is_out_of_memory,
-)
+from iml.pipeline.store import RunStore
+from iml.pipeline.train_plan import train_plan
+from iml.training import DataSource, TrainConfig
 from iml.training.host import host_memory_record
-from iml.training.train import train
 
 __all__ = [
     "FLAT_KEYS",
@@ -239,57 +233,6 @@ def _source(dataset: Dataset, labels: np.ndarray) -> DataSource:
     return DataSource(get_batch=lambda idx: _as_float(dataset.get_batch(idx)), labels=labels)
 
 
-def _run_batch(
-    store: RunStore,
-    batch: MemberBatch,
-    model: Any,
-    source: DataSource,
-    config: ml_collections.ConfigDict,
-    progress: bool,
-    init_variables: dict | None = None,
-    grid: LossGrid | None = None,
-) -> None:
-    train_config = _train_config(config)
-    if grid is None:  # a binary loss, one class weight per member
-        loss = run_loss(config)
-        losses = [None if loss.name == "log" else loss(m.beta) for m in batch.members]
-    else:
-        losses = [grid.spec[m.loss] for m in batch.members]
-    specs = batch.member_specs(losses)
-    ckpt = store.root / "checkpoints" / f"batch-{batch.index:04d}"
-    tests = [s.test_idx for s in specs]
-    try:
-        trained = train(
-            model,
-            specs,
-            source,
-            train_config,
-            checkpoint_dir=str(ckpt) if config.train.checkpoint else None,
-            init_variables=init_variables,
-            progress=progress,
-        )
-    except Exception as err:
-        if is_out_of_memory(err):
-            error, what = MemoryError, "ran out of device memory"
-        elif is_gpu_kernel_failure(err) and len(specs) > 1:
-            error, what = (
-                RuntimeError,
-                "failed on the GPU (XLA's autotuner or a CUDA illegal address)",
-            )
-        else:
-            raise
-        raise error(
-            f"batch {batch.index}: {len(specs)} members trained in one program {what}; run "
-            "again with fewer at a time, e.g. "
-            f"--config.train.members_per_batch={max(1, len(specs) // 2)}, or with fewer "
-            "validation images per member and step (--config.train.eval_batch_size, now "
-            f"{train_config.eval_batch_size}), in a new output directory"
-        ) from err
-    entry = member_entry(trained, batch.described(), tests, int(config.train.epochs))
-    store.save_arrays(batch.key, **entry)
-    shutil.rmtree(ckpt, ignore_errors=True)
-
-
 def load_run_data(config: Mapping[str, Any]) -> tuple[Dataset, Plan]:
     """Check ``config``, load its dataset and plan its grid (no training)."""
     check_config(config)
@@ -438,21 +381,24 @@ def run_experiment(
         },
     )
     store.save_arrays("data/folds", labels=labels, fold_ids=plan.fold_ids)
-    todo = [b for b in plan.batches if not store.has(b.key)]
-    done_members = len(plan.members) - sum(len(b.members) for b in todo)
-    if not todo:
+    if all(store.has(b.key) for b in plan.batches):
         return store
-    source = _source(dataset, labels)
-    bar = None
-    if progress:
-        bar = tqdm(total=len(plan.members), initial=done_members, desc="members", unit="member")
-    try:
-        for batch in todo:
-            _run_batch(store, batch, model, source, config, progress, init_variables, grid)
-            if bar is not None:
-                bar.update(len(batch.members))
-    finally:
-        if bar is not None:
-            bar.close()
-    shutil.rmtree(store.root / "checkpoints", ignore_errors=True)
+    train_config = _train_config(config)
+    if grid is None:  # a binary loss, one class weight per member
+        loss = run_loss(config)
+
+        def losses(batch: MemberBatch) -> list:
+            return [None if loss.name == "log" else loss(m.beta) for m in batch.members]
+    else:
+
+        def losses(batch: MemberBatch) -> list:
+            return [grid.spec[m.loss] for m in batch.members]
+
+    batches = train_plan(
+        plan, losses, model, _source(dataset, labels), train_config, store=store,
+        read_stored=False, checkpoint=bool(config.train.checkpoint),
+        init_variables=init_variables, progress=progress,
+    )  # fmt: skip
+    for _ in batches:
+        pass
     return store

@@ -20,8 +20,8 @@ Work is split into chunks of losses; each finished chunk is one atomic
 :class:`~iml.pipeline.store.RunStore` entry, so a killed sweep resumes where it stopped.
 
 The members are planned as every run's are (:func:`iml.pipeline.plan.make_plan`, one batch per
-chunk of losses), trained through :func:`iml.training.train` and stored in the one member layout
-(:func:`iml.pipeline.store.member_entry`).
+chunk of losses), and trained and stored by the one loop of every run
+(:func:`iml.pipeline.train_plan.train_plan`) in the one member layout.
 
 Entry points: :func:`run_sweep` (library, notebooks: arrays, e.g. from a pandas DataFrame by
 :func:`iml.data.tabular.encode_table`); and, for a config (nested, locked: its defaults are
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -43,7 +42,6 @@ import jax
 import ml_collections
 import numpy as np
 from numpy.typing import ArrayLike
-from tqdm.auto import tqdm
 
 from iml import _validation as V
 from iml.calibration import (
@@ -57,12 +55,11 @@ from iml.grids import (
     loss_grid,
 )
 from iml.models.registry import build_model
-from iml.pipeline.plan import MemberBatch, Plan, make_plan
+from iml.pipeline.plan import Plan, make_plan
 from iml.pipeline.store import (
     ENSEMBLE_AVERAGES,
     RunStore,
     aggregate_members,
-    member_entry,
     member_test_scores,
 )
 from iml.pipeline.sweep_config import (
@@ -74,6 +71,7 @@ from iml.pipeline.sweep_config import (
     sweep_config,
     sweep_losses,
 )
+from iml.pipeline.train_plan import train_plan
 from iml.spec import LossLike, LossSpec
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
@@ -81,7 +79,6 @@ from iml.training.tabular import (
     check_table_config,
     exact_solver_applies,
 )
-from iml.training.train import train
 from iml.training.trainer import DataSource, TrainConfig
 
 if TYPE_CHECKING:
@@ -155,24 +152,6 @@ class SweepResult(NamedTuple):
     losses: LossSpec | None = None
     keys: list[str] | None = None
     l2: np.ndarray | None = None
-
-
-def _train_chunk(
-    features: np.ndarray,
-    labels: np.ndarray,
-    grid: LossGrid,
-    batch: MemberBatch,
-    model: Any,
-    config: TrainConfig,
-    progress: bool | str,
-) -> dict[str, np.ndarray]:
-    """Train one batch of the plan: every member (all seeds and rotations) of a chunk of
-    losses, a full grid, which :func:`iml.training.train` holds whole on the device; the stored
-    batch of its members (:func:`iml.pipeline.store.member_entry`)."""
-    members = batch.member_specs([grid.spec[m.loss] for m in batch.members])
-    trained = train(model, members, DataSource.from_arrays(features, labels), config,
-                    progress=progress)  # fmt: skip
-    return member_entry(trained, batch.described(), [m.split.test for m in batch.members])
 
 
 def _row_link(spec: LossSpec) -> Any:
@@ -453,23 +432,18 @@ def execute_sweep(
     plan: SweepPlan, store: RunStore | None = None, progress: bool = True
 ) -> SweepResult:
     """Train and score the sweep laid out by :func:`plan_sweep` (see :func:`run_sweep`)."""
-    x, y, grid, s, model, config, fold_ids, splits, chunks = plan[:9]
+    x, y, grid, s, model, config, fold_ids, splits = plan[:8]
     spec = grid.spec
     if store is not None:
         store.open_run(plan.run_config, devices=[str(d) for d in jax.devices()])
         if not store.has("data/folds"):
             store.save_arrays("data/folds", labels=y, fold_ids=fold_ids)
-    entries, trained = [], []
-    for batch in _progress_iter(plan.plan.batches, progress, "chunks"):
-        if store is not None and store.has(batch.key):
-            entries.append(store.load_arrays(batch.key))
-            continue
-        desc = f"chunk {batch.index + 1}/{len(chunks)} epochs" if progress else False
-        entry = _train_chunk(x, y, grid, batch, model, config, desc)
-        if store is not None:
-            store.save_arrays(batch.key, **entry)
-        entries.append(entry)
-        trained.append(batch.index)
+    batches = list(train_plan(
+        plan.plan, lambda batch: [spec[m.loss] for m in batch.members], model,
+        DataSource.from_arrays(x, y), config, store=store, progress=progress,
+    ))  # fmt: skip
+    entries = [b.entry for b in batches]
+    trained = [b.batch.index for b in batches if b.trained]
     # Each member's logits, early-stopping epoch and ridge (chosen on the validation folds, or
     # the number), by loss, seed and rotation; its scores by one vectorised link.
     (m,), n = spec.batch_shape, x.shape[0]
@@ -522,12 +496,6 @@ def execute_sweep(
         keys=grid.keys,
         l2=l2,
     )
-
-
-def _progress_iter(items: Sequence[Any], progress: bool, desc: str) -> Any:
-    if not progress or len(items) <= 1:
-        return items
-    return tqdm(items, desc=desc, file=sys.stderr)
 
 
 def prepare_sweep(

@@ -15,6 +15,7 @@ from iml.calibration import MULTICLASS_METRICS
 from iml.config import to_dict
 from iml.pipeline import sweep as S
 from iml.pipeline import sweep_report
+from iml.pipeline import train_plan as TP
 
 # each multiclass ECE of a sweep's table with its bootstrap interval
 MULTICLASS_INTERVALS = {"top_label_ece_interval", "classwise_ece_interval"}
@@ -107,7 +108,7 @@ def test_bad_input_is_reported_before_any_work(flags, message, tmp_path, capsys,
     def no_work(*args, **kwargs):
         raise AssertionError("work started")
 
-    monkeypatch.setattr(S, "_train_chunk", no_work)
+    monkeypatch.setattr(TP, "train", no_work)
     options = {"csv": "data.csv", "out": "out", **flags}
     argv = []
     for k, v in options.items():
@@ -150,7 +151,7 @@ def test_a_failure_during_the_work_propagates_instead_of_exit_2(tmp_path, monkey
     def fail(*args, **kwargs):
         raise RuntimeError("device lost")
 
-    monkeypatch.setattr(S, "_train_chunk", fail)
+    monkeypatch.setattr(TP, "train", fail)
     argv = ["--csv", str(tmp_path / "data.csv"), "--target", "label", "--positive", "yes"]
     argv += ["--out", str(tmp_path / "out"), "--n-folds", "4", "--no-progress"]
     args = cli.parse_args(["sweep", *argv])
@@ -171,7 +172,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     out = tmp_path / "out"
     flags = {"csv": tmp_path / "data.csv", "target": "label", "positive": "yes", "out": out}
     argv = _args(**flags, betas="0.5,0.9", seeds=1, betas_per_chunk=1, n_folds=4)
-    train_chunk = S._train_chunk
+    train_chunk = TP.train
     calls = []
 
     def fail_second(*args, **kwargs):
@@ -180,7 +181,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
             raise RuntimeError("device lost")
         return train_chunk(*args, **kwargs)
 
-    monkeypatch.setattr(S, "_train_chunk", fail_second)
+    monkeypatch.setattr(TP, "train", fail_second)
     with pytest.raises(RuntimeError, match="device lost"):
         _sweep(argv)
     stored = sorted(p.name for p in (out / "batches").iterdir())
@@ -189,7 +190,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     manifest = (out / "manifest.json").read_text()
     assert "note: --lr, --batch-size, --epochs, --patience not used" in capsys.readouterr().err
 
-    monkeypatch.setattr(S, "_train_chunk", fail_second)
+    monkeypatch.setattr(TP, "train", fail_second)
     assert _sweep(_args(**flags, betas="0.5,0.8", seeds=1, betas_per_chunk=1, n_folds=4)) == 2
     err = capsys.readouterr().err
     assert err.startswith("iml sweep: error: --out: ") and err.count("\n") == 1

@@ -26,17 +26,6 @@ from iml.pipeline.runner import (
     stored_config,
 )
 
-_AUTOTUNER = "INTERNAL: Failed to get configs for: 269 out of 1029 instructions."
-
-
-_ILLEGAL_ADDRESS = (
-    "INTERNAL: CUDA error: Failed to check stream capturing status: CUDA_ERROR_ILLEGAL_ADDRESS: "
-    "an illegal memory access was encountered [executable_name='jit_member_train_step']"
-)
-
-
-_ON_THE_GPU = r"failed on the GPU \(XLA's autotuner or a CUDA illegal address\)"
-
 
 def test_the_validation_batch_reaches_the_trainer_and_defaults_to_what_stored_runs_used():
     from iml.pipeline.runner import _train_config
@@ -138,56 +127,6 @@ def test_a_class_out_of_range_is_named_when_the_data_is_loaded():
 
     with pytest.raises(ValueError, match=r"config\.loss\.weights: index \[12\] is out of range"):
         load_run_data(run_config(**{**MULTICLASS, "loss.weights": "ones;w[12]=2"}))
-
-
-@pytest.mark.parametrize(
-    ("failure", "error", "what"),
-    [
-        (
-            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9.1GiB",
-            MemoryError,
-            "ran out of device memory",
-        ),
-        # how 62 and 48 DenseNet-121s in one program failed on an H200, where 32 ran
-        (_AUTOTUNER, RuntimeError, _ON_THE_GPU),
-        (_ILLEGAL_ADDRESS, RuntimeError, _ON_THE_GPU),
-    ],
-)
-def test_a_batch_out_of_device_memory_or_failing_to_compile_names_members_per_batch(
-    tmp_path, monkeypatch, failure, error, what
-):
-    from iml.pipeline import runner
-
-    def fail(*args, **kwargs):
-        raise RuntimeError(failure)
-
-    monkeypatch.setattr(runner, "train", fail)
-    config = run_config(**{**MULTICLASS, "train.members_per_batch": 4})
-    with pytest.raises(
-        error,
-        match=rf"batch 0: 4 members trained in one program {what}; "
-        r".*--config\.train\.members_per_batch=2, or with fewer validation images per member "
-        r"and step \(--config\.train\.eval_batch_size, now 64\), in a new output directory",
-    ) as err:
-        runner.run_experiment(config, tmp_path / "run", progress=False)
-    assert str(err.value.__cause__) == failure
-
-
-def test_other_batch_failures_propagate_as_raised(tmp_path, monkeypatch):
-    from iml.pipeline import runner
-
-    def untuned(*args, **kwargs):
-        raise RuntimeError(_AUTOTUNER)
-
-    # a single member has no smaller batch to try
-    monkeypatch.setattr(runner, "train", untuned)
-    one = run_config(**{**MULTICLASS, "train.members_per_batch": 1})
-    with pytest.raises(RuntimeError, match=r"^INTERNAL: Failed to get configs"):
-        runner.run_experiment(one, tmp_path / "single", progress=False)
-    monkeypatch.setattr(runner, "train", lambda *a, **k: 1 / 0)
-    config = run_config(**{**MULTICLASS, "train.members_per_batch": 4})
-    with pytest.raises(ZeroDivisionError):
-        runner.run_experiment(config, tmp_path / "other", progress=False)
 
 
 ROOT = Path(__file__).resolve().parents[2]

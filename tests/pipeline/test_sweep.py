@@ -16,6 +16,7 @@ from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key
 from iml.config import flatten
 from iml.data.folds import nested_cv_splits
 from iml.pipeline import sweep as S
+from iml.pipeline import train_plan as TP
 from iml.pipeline.store import RunStore
 from iml.training import TrainConfig
 from iml.training.tabular import train_tabular
@@ -174,14 +175,14 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     np.testing.assert_array_equal(store.load_arrays("data/folds")["labels"], result.labels)
 
 
-def _chunk_betas(x, y, grid, batch, *rest):
-    """The betas of the chunk that a call of the sweep's ``_train_chunk`` trains."""
-    return grid.weights[sorted({m.loss for m in batch.members})].tolist()
+def _chunk_betas(model, members, *rest, **kwargs):
+    """The betas of the chunk that a call of the one loop's ``train`` trains."""
+    return sorted({round(float(m.loss.params["beta"]), 6) for m in members})
 
 
 def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path, monkeypatch):
     x, y = simulated
-    real = S._train_chunk
+    real = TP.train
     calls = []
 
     def crash_on_second(*args, **kwargs):
@@ -190,7 +191,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
             raise RuntimeError("simulated crash")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(S, "_train_chunk", crash_on_second)
+    monkeypatch.setattr(TP, "train", crash_on_second)
     store = RunStore(tmp_path / "run")
     kwargs = dict(betas_per_chunk=2, progress=False, train=table_config(**TRAIN))
     betas = [*BETAS, 0.6, 0.8]
@@ -201,9 +202,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
 
     calls.clear()
     monkeypatch.setattr(
-        S,
-        "_train_chunk",
-        lambda *a, **k: (calls.append(_chunk_betas(*a)), real(*a, **k))[1],
+        TP, "train", lambda *a, **k: (calls.append(_chunk_betas(*a)), real(*a, **k))[1]
     )
     resumed = S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
     assert calls == [[0.6, 0.8]]
