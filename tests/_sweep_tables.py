@@ -44,21 +44,34 @@ def three_class_table() -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def write_sweep_scores(out: Path, scores, labels, betas=None, loss=None, keys=None) -> Path:
-    """A sweep folder in the layout of `iml sweep` (write_sweep_outputs' scores.npz and the
-    store's manifest) from given scores, with neither training nor figures."""
+def write_sweep_scores(
+    out: Path, scores, labels, betas=None, loss=None, keys=None, seeds=None, train=None
+) -> Path:
+    """A finished sweep's folder in the one layout of every run (manifest, folds, one member
+    batch, and the table's marker) from given scores, with neither training nor figures: each
+    loss's scores of every row (``[m, N]``), or with ``seeds``, each seed's (``[m, S, N]``)."""
     scores = np.asarray(scores, np.float32)
-    keys = keys or [repr(float(b)) for b in betas]
-    arrays = {"keys": np.asarray(keys), "labels": np.asarray(labels, np.int32),
-              "fold_ids": np.arange(np.size(labels)) % 10, "scores": scores,
-              "corrected": scores}  # fmt: skip
-    if betas is not None:
-        arrays["betas"] = np.asarray(betas, np.float64)
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out / "scores.npz", **arrays)
+    members = scores if seeds is not None else scores[:, None]
+    m, s, n = members.shape[:3]
     if loss is None and betas is not None:
         config = {"betas": np.asarray(betas).tolist()}
     else:
-        config = {"loss": loss.to_config() if loss is not None else {"name": "matrix"}}
-    RunStore(out).open_run({**config, "seeds": [0], "n_folds": 10})
+        if loss is None:
+            config = {"loss": {"name": "matrix"}}
+        elif loss.name == "callable":  # as plan_sweep records a callable: by its description
+            config = {"loss": loss.describe()}
+        else:
+            config = {"loss": loss.to_config()}
+    store = RunStore(out)
+    store.open_run({**config, "seeds": list(seeds or [0]), "n_folds": 10,
+                    **({"train": train} if train else {}), "data_sha256": "0" * 64,
+                    "store": "batches"})  # fmt: skip
+    store.save_arrays("data/folds", labels=np.asarray(labels, np.int32),
+                      fold_ids=np.arange(n) % 10)  # fmt: skip
+    store.save_arrays("batches/batch-0000", member_index=np.arange(m * s),
+                      loss_index=np.repeat(np.arange(m), s), rotation=np.zeros(m * s, int),
+                      seed=np.tile(list(seeds or [0]), m), test_idx=np.tile(np.arange(n), m * s),
+                      test_scores=members.reshape(m * s * n, *members.shape[3:]),
+                      test_offsets=np.arange(m * s + 1) * n)  # fmt: skip
+    store.save_json("sweep_table", {str(k): {} for k in (keys or betas)})
     return out

@@ -1,12 +1,9 @@
 """Revealed experiments of a stored run: ``revealed.json`` and its figures (``iml reveal``).
 
-Reads the scores of ``K`` models trained at ``K`` class weights from a run folder, either
-
-* an ``iml reproduce`` run: its ensemble scores per class weight (``ensemble_scores.npz``, or
-  aggregated from the stored member batches) and its loss (``config.loss``), or
-* an ``iml sweep`` run over a grid of class weights of one binary loss: its ``scores.npz`` and
-  the loss its ``manifest.json`` records,
-
+Reads the scores of ``K`` models trained at ``K`` class weights from a run folder in the one
+layout every run stores (:func:`iml.pipeline.reveal_input.load_reveal_input`: the member
+batches, pooled as the run pools them, and the loss its manifest records), an ``iml reproduce``
+run or a finished ``iml sweep`` over a grid of class weights of one binary loss,
 keeps the observations that every model scored, and runs :func:`iml.revealed.reveal` (the
 revealed experiments, the value matrix, mutual information, NIS, NIAC, the revealed cost bounds,
 the Shannon ``lambda`` interval and NIAS, with paired bootstrap inference) under each model's own

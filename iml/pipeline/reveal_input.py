@@ -2,13 +2,13 @@
 
 :class:`RevealInput` holds the scores of ``K`` models trained at ``K`` class weights on the
 observations that every model scored, their labels, and the loss as a function of its class
-weight. :func:`load_reveal_input` reads it from a run folder of either layout:
+weight. :func:`load_reveal_input` reads it from the one layout every run stores (its manifest,
+``data/folds`` and member batches), for
 
-* an ``iml reproduce`` run: its ensemble scores per class weight (``ensemble_scores.npz``, or
-  aggregated from the stored member batches) and its loss (``config.loss``), or several such runs
+* an ``iml reproduce`` run over class weights (its loss is ``config.loss``), or several such runs
   on the same observations (:func:`merge_reproduce_runs`), or
-* an ``iml sweep`` run over a grid of class weights of one binary loss: its ``scores.npz`` and
-  the loss its ``manifest.json`` records (with its ridge penalty, :func:`ridge_of`);
+* a finished ``iml sweep`` run over a grid of class weights of one binary loss (the loss its
+  manifest records, with its ridge penalty, :func:`ridge_of`);
 
 :func:`check_reveal_input` says whether :func:`iml.revealed.reveal` can run on it.
 """
@@ -16,12 +16,13 @@ weight. :func:`load_reveal_input` reads it from a run folder of either layout:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from iml.calibration import scores_from_logits
 from iml.grids import CLASS_WEIGHTS, LossFamily, beta_key, loss_family
 from iml.pipeline.store import (
     RunStore,
@@ -116,14 +117,16 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
     """The scores, labels, class weights and loss of a stored ``reproduce`` or ``sweep`` run,
     or of several ``reproduce`` runs on the same observations (:func:`merge_reproduce_runs`).
 
-    A folder with ``scores.npz`` is a sweep; one with ``ensemble_scores.npz``, or with a
-    ``manifest.json`` and stored folds, a reproduce run (aggregated from its member batches when
-    its report was not written yet). Reads the arrays; runs nothing.
+    Both kinds are read from the one layout every run stores (:mod:`iml.pipeline.store`): the
+    manifest's config says the loss and its class weights, ``data/folds`` the labels, and the
+    member batches the scores, pooled into each class weight's ensemble as the run pools them.
+    Reads the arrays; trains nothing.
 
     Raises:
       FileNotFoundError: for a missing folder, or a run without the files it needs.
-      ValueError: for a folder of neither kind, a multiclass sweep or one over losses that no
-        class weight describes, or stored files that disagree with each other.
+      ValueError: for a folder holding no run, a sweep that has not finished, a multiclass
+        sweep or one over losses that no class weight describes, or stored files that disagree
+        with each other.
     """
     if not isinstance(run, str | Path):
         runs = [Path(r) for r in run]
@@ -133,22 +136,19 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
     root = Path(run)
     if not root.is_dir():
         raise FileNotFoundError(f"no run folder {run}")
-    if (root / "scores.npz").exists():
-        return _sweep_input(root)
-    manifest = _manifest_config(root, "a run") if (root / "manifest.json").exists() else {}
-    if "data_sha256" in manifest:  # what a sweep records; a reproduce run records no digest
+    if not (root / "manifest.json").exists():
         raise ValueError(
-            f"{run} holds an `iml sweep` run that has not finished (no scores.npz yet): run the "
-            "same `iml sweep` again to finish it"
+            f"{run} holds neither an `iml reproduce` run nor an `iml sweep` run (no manifest.json)"
         )
-    if (root / "ensemble_scores.npz").exists() or (
-        (root / "manifest.json").exists() and (root / "data" / "folds.npz").exists()
-    ):
+    config = _manifest_config(root, "a run")
+    if "data_sha256" not in config:  # what a sweep records; a reproduce run records no digest
         return _reproduce_input(root)
-    raise ValueError(
-        f"{run} holds neither an `iml reproduce` run (manifest.json with ensemble_scores.npz or "
-        "stored member batches) nor an `iml sweep` run (scores.npz)"
-    )
+    if not RunStore(root).has("sweep_table"):  # the sweep's last step
+        raise ValueError(
+            f"{run} holds an `iml sweep` run that has not finished (no sweep_table.json yet): "
+            "run the same `iml sweep` again to finish it"
+        )
+    return _sweep_input(root, config)
 
 
 def _manifest_config(root: Path, what: str) -> Mapping[str, Any]:
@@ -156,6 +156,81 @@ def _manifest_config(root: Path, what: str) -> Mapping[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"{root} holds {what} but no manifest.json to say its loss")
     return json.loads(path.read_text()).get("config", {})
+
+
+#: A stored member: the row of its loss (its class weight, or its position in a sweep's grid),
+#: its seed, its test rows and its scores (or logits) there.
+Member = tuple[float, int, np.ndarray, np.ndarray]
+
+
+def run_members(root: Path, logits: bool = False) -> list[Member] | None:
+    """``(row, seed, test_idx, test_scores)`` of every stored member (``test_logits`` with
+    ``logits``), or ``None`` without member batches that name their seeds. ``row`` is the class
+    weight (``beta``) of a member of a reproduce run, the position of its loss in a sweep's
+    grid (``loss_index``)."""
+    store = RunStore(root)
+    keys = list(store.keys("batches")) if (root / "batches").is_dir() else []
+    if not keys:
+        return None
+    out = []
+    for key in keys:
+        entry = store.load_arrays(key)
+        if "seed" not in entry or (logits and "test_logits" not in entry):
+            return None
+        seeds = np.asarray(entry["seed"]).astype(int).tolist()
+        for (row, idx, values), seed in zip(member_test_scores(entry, logits), seeds, strict=True):
+            out.append((float(row), int(seed), idx, values))
+    return out
+
+
+def seed_ensembles(
+    members: Sequence[Member],
+    rows: Sequence[float],
+    n: int,
+    average: str = "score",
+    link: Callable[[int, np.ndarray], np.ndarray] | None = None,
+) -> tuple[tuple[int, ...] | None, np.ndarray | None]:
+    """Each training seed's own ensemble ``[M, K, n]`` (NaN where a seed did not train a
+    model, or its members did not score an observation), from ``(row, seed, test_idx,
+    values)`` members (scores, or logits read through ``link``:
+    :func:`iml.pipeline.store.aggregate_members`); ``(None, None)`` where no model has several
+    seeds."""
+    rows = [float(b) for b in rows]
+    seeds = sorted({seed for _, seed, _, _ in members})
+    trained = {(row, seed) for row, seed, _, _ in members}
+    if max(sum((b, s) in trained for s in seeds) for b in rows) < 2:
+        return None, None
+    stack = np.full((len(seeds), len(rows), n), np.nan)
+    for m, seed in enumerate(seeds):
+        own = [(b, idx, a) for b, s, idx, a in members if s == seed]
+        ensemble = aggregate_members(own, rows, n, average, link)
+        for k, row in enumerate(rows):
+            if (row, seed) in trained:
+                stack[m, k] = np.where(ensemble.sizes[k] > 0, ensemble.scores[k], np.nan)
+    return tuple(seeds), stack
+
+
+def _from_members(
+    root: Path,
+    members: Sequence[Member],
+    rows: Sequence[float],
+    betas: Sequence[float],
+    labels: np.ndarray,
+    loss: LossFamily,
+    average: str,
+    kind: str,
+    link: Callable[[int, np.ndarray], np.ndarray] | None = None,
+) -> RevealInput:
+    """The input of a run whose members are given: their ensemble per row, as the run pools
+    them, and each seed's own ensemble."""
+    n = len(labels)
+    pooled = [(row, idx, values) for row, _, idx, values in members]
+    ensemble = aggregate_members(pooled, rows, n, average, link)
+    seeds, stack = seed_ensembles(members, rows, n, average, link)
+    return reveal_input(
+        betas, ensemble.scores, labels, loss, sizes=ensemble.sizes, kind=kind, run=root,
+        seed_scores=stack, seeds=seeds, average=average,
+    )  # fmt: skip
 
 
 def _reproduce_input(root: Path) -> RevealInput:
@@ -170,72 +245,15 @@ def _reproduce_input(root: Path) -> RevealInput:
             f"{config.loss.weights!r}); `iml reveal` reads runs over a grid of class weights"
         )
     betas = np.asarray(run_betas(config))
-    loss = run_loss(config)
-    if (root / "ensemble_scores.npz").exists():
-        with np.load(root / "ensemble_scores.npz", allow_pickle=False) as stored:
-            arrays = {name: stored[name] for name in ("betas", "scores", "sizes", "labels")}
-        if not np.array_equal(arrays["betas"], betas):
-            raise ValueError(
-                f"{root}: ensemble_scores.npz holds betas {arrays['betas'].tolist()} but the "
-                f"manifest's config.loss.betas are {betas.tolist()}"
-            )
-        scores, sizes, labels = arrays["scores"], arrays["sizes"], arrays["labels"]
-    else:
-        store = check_stored_run(root)
-        labels = store.load_arrays("data/folds")["labels"]
-        ensemble = load_ensemble(store, betas.tolist(), len(labels), str(config.eval.average))
-        scores, sizes = ensemble.scores, ensemble.sizes
+    labels = check_stored_run(root).load_arrays("data/folds")["labels"]
     average = str(config.eval.average)
     members = run_members(root)
-    seeds, stack = (
-        (None, None) if members is None else seed_ensembles(members, betas, len(labels), average)
-    )
-    return reveal_input(
-        betas, scores, labels, loss, sizes=sizes, kind="reproduce", run=root,
-        seed_scores=stack, seeds=seeds, average=average,
-    )  # fmt: skip
-
-
-def run_members(root: Path) -> list[tuple[float, int, np.ndarray, np.ndarray]] | None:
-    """``(beta, seed, test_idx, test_scores)`` of every stored member, or ``None`` without
-    member batches that name their seeds."""
-    store = RunStore(root)
-    keys = list(store.keys("batches")) if (root / "batches").is_dir() else []
-    if not keys:
-        return None
-    out = []
-    for key in keys:
-        entry = store.load_arrays(key)
-        if "seed" not in entry:
-            return None
-        seeds = np.asarray(entry["seed"]).astype(int).tolist()
-        for (beta, idx, scores), seed in zip(member_test_scores(entry), seeds, strict=True):
-            out.append((float(beta), int(seed), idx, scores))
-    return out
-
-
-def seed_ensembles(
-    members: Sequence[tuple[float, int, np.ndarray, np.ndarray]],
-    betas: Sequence[float],
-    n: int,
-    average: str = "score",
-) -> tuple[tuple[int, ...] | None, np.ndarray | None]:
-    """Each training seed's own ensemble ``[M, K, n]`` (NaN where a seed did not train a
-    model, or its members did not score an observation), from ``(beta, seed, test_idx,
-    test_scores)`` members; ``(None, None)`` where no model has several seeds."""
-    betas = [float(b) for b in betas]
-    seeds = sorted({seed for _, seed, _, _ in members})
-    trained = {(beta, seed) for beta, seed, _, _ in members}
-    if max(sum((b, s) in trained for s in seeds) for b in betas) < 2:
-        return None, None
-    stack = np.full((len(seeds), len(betas), n), np.nan)
-    for m, seed in enumerate(seeds):
-        own = [(b, idx, a) for b, s, idx, a in members if s == seed]
-        ensemble = aggregate_members(own, betas, n, average)
-        for k, beta in enumerate(betas):
-            if (beta, seed) in trained:
-                stack[m, k] = np.where(ensemble.sizes[k] > 0, ensemble.scores[k], np.nan)
-    return tuple(seeds), stack
+    if members is None:  # batches of a version that did not store seeds: no seed ensembles
+        ensemble = load_ensemble(RunStore(root), betas.tolist(), len(labels), average)
+        return reveal_input(betas, ensemble.scores, labels, run_loss(config),
+                            sizes=ensemble.sizes, run=root, average=average)  # fmt: skip
+    return _from_members(root, members, betas, betas, labels, run_loss(config), average,
+                         "reproduce")  # fmt: skip
 
 
 def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
@@ -254,7 +272,7 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
     twice = sorted({str(r) for r in runs if resolved.count(Path(r).resolve()) > 1})
     if twice:
         raise ValueError(f"{', '.join(twice)} given more than once")
-    members: list[tuple[float, int, np.ndarray, np.ndarray]] = []
+    members: list[Member] = []
     labels = loss = average = None
     owner: dict[tuple[float, int], Path] = {}
     for root in runs:
@@ -281,50 +299,52 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
                     f"and {root}"
                 )
             members.append((beta, seed, idx, scores))
-    betas = np.asarray(sorted({beta for beta, *_ in members}))
-    n = len(labels)
-    ensemble = aggregate_members([(b, i, a) for b, _, i, a in members], betas.tolist(), n, average)
-    seeds, stack = seed_ensembles(members, betas, n, average)
-    return reveal_input(
-        betas, ensemble.scores, labels, loss, sizes=ensemble.sizes, kind="reproduce",
-        run=" + ".join(str(r) for r in runs), seed_scores=stack, seeds=seeds, average=average,
-    )  # fmt: skip
+    betas = sorted({beta for beta, *_ in members})
+    inputs = _from_members(Path(runs[0]), members, betas, betas, labels, loss, average,
+                           "reproduce")  # fmt: skip
+    return inputs._replace(run=" + ".join(str(r) for r in runs))
 
 
-def _sweep_input(root: Path) -> RevealInput:
-    with np.load(root / "scores.npz", allow_pickle=False) as stored:
-        arrays = {name: stored[name] for name in stored.files}
-    scores = arrays["scores"]
-    if scores.ndim != 2:
+def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
+    """A finished sweep over the class weight of one binary loss, from its member batches: the
+    scores of members that kept their logits are those logits' scores in float64 (as the
+    sweep's table took them)."""
+    loss, recorded = _sweep_loss(config, root)
+    store = check_stored_run(root)
+    labels = store.load_arrays("data/folds")["labels"]
+    # The weights as the table names them (the grid's own, e.g. 0.9), where each names its
+    # recorded weight (a loss's config records float32 parameters: 0.8999999761581421).
+    betas = [float(w) for w in recorded]
+    for k, key in enumerate(list(store.load_json("sweep_table"))[: len(betas)]):
+        named = _as_float(key)
+        if named is not None and np.float32(named) == np.float32(betas[k]):
+            betas[k] = named
+    members = run_members(root, logits=True)
+
+    def link(row: int, logits: np.ndarray) -> np.ndarray:
+        return scores_from_logits(loss(betas[row]), logits)
+
+    if members is None:  # members stored by their scores alone
+        members, link = run_members(root), None
+    if members is None:
+        raise ValueError(f"{root} holds no member batches that name their seeds")
+    rows = sorted({row for row, *_ in members})
+    if rows != [float(k) for k in range(len(betas))]:
         raise ValueError(
-            f"{root} holds a multiclass sweep (scores of shape {scores.shape}); `iml reveal` "
-            "reads binary sweeps over class weights"
+            f"{root}: its members' losses ({len(rows)}) are not the {len(betas)} class weights "
+            "of its manifest"
         )
-    if "betas" not in arrays:
-        keys = [str(k) for k in arrays.get("keys", [])]
-        shown = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
-        raise ValueError(
-            f"{root} holds a sweep over losses that no class weight describes (keys {shown}); "
-            "`iml reveal` reads sweeps over a grid of class weights"
-        )
-    loss, recorded = _sweep_loss(_manifest_config(root, "a sweep's scores.npz"), root)
-    betas = np.asarray(arrays["betas"], dtype=np.float64)
-    if betas.shape != (scores.shape[0],) or not np.array_equal(
-        np.asarray(recorded, np.float32), betas.astype(np.float32)
-    ):
-        raise ValueError(
-            f"{root}: the class weights of scores.npz ({betas.size}) are not those of its "
-            f"manifest ({len(recorded)}) or do not match its scores ({scores.shape[0]} rows)"
-        )
-    config = _manifest_config(root, "a sweep")
-    stack, seeds = None, None
-    if "member_scores" in arrays:  # several seeds per loss: [m, S, N] -> [S, m, N]
-        stack, seeds = np.swapaxes(arrays["member_scores"], 0, 1), arrays["seeds"].tolist()
-    inputs = reveal_input(
-        betas, scores, arrays["labels"], loss, kind="sweep", run=root, seed_scores=stack,
-        seeds=seeds, average=str(config.get("average", "score")),
-    )  # fmt: skip
+    members = sorted(members, key=lambda m: (m[0], m[1]))  # the sweep's order: loss, then seed
+    inputs = _from_members(root, members, rows, betas, labels, loss,
+                           str(config.get("average", "score")), "sweep", link)  # fmt: skip
     return inputs._replace(ridge=ridge_of(config.get("train", {})))
+
+
+def _as_float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -9,8 +9,9 @@ from its last checkpoint (``checkpoints/``, removed once the batch is stored) an
 same results as an uninterrupted run.
 
 The batches are trained and stored by the one loop of every run
-(:func:`iml.pipeline.train_plan.train_plan`). The config's reading and checks (:func:`check_config`, :func:`check_eval`, the loss's grid)
-live in :mod:`iml.pipeline.run_config`; their public names are imported here.
+(:func:`iml.pipeline.train_plan.train_plan`). The config's reading and checks
+(:func:`check_config`, :func:`check_eval`, the loss's grid) live in
+:mod:`iml.pipeline.run_config`; their public names are imported here.
 """
 
 from __future__ import annotations

@@ -5,18 +5,14 @@ status 2, nothing written."""
 import json
 import shutil
 from pathlib import Path
-from unittest import mock
 
 import jax
 import numpy as np
 import pytest
 from _sweep_tables import write_sweep_scores
 
-from iml import cli
+from iml import cli, loss_spec
 from iml.pipeline.reveal import load_reveal_input, verdicts_title
-from iml.pipeline.store import RunStore
-from iml.pipeline.sweep import SweepResult
-from iml.pipeline.sweep_report import write_sweep_outputs
 from iml.revealed import reveal, simulate_gaussian_agents
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,25 +25,12 @@ FIGURES = ("revealed_information", "revealed_value_matrix", "revealed_cost_bound
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    """Four Bayesian agents of one precision (capacity-constrained), each at its beta, written
-    by the sweep's own writer (its table, Markdown and figure, which iml reveal does not read,
-    left out: they take seconds)."""
+    """Four Bayesian agents of one precision (capacity-constrained), each at its beta, stored
+    as a finished sweep's member batches."""
     scores, labels = simulate_gaussian_agents(jax.random.key(3), BETAS, 1.5, 0.2, N)
     scores, labels = np.asarray(scores, np.float64), np.asarray(labels)
-    out = tmp_path_factory.mktemp("sweep")
-    table = {repr(float(b)): {"raw": {}, "loss_corrected": {}} for b in BETAS}
-    result = SweepResult(BETAS, np.arange(1), labels, np.arange(N) % 10, scores[:, None],
-                         scores, scores, np.zeros((4, 1, 10)), table, [0], None,
-                         list(table))  # fmt: skip
-    with (
-        mock.patch("iml.pipeline.sweep_report.markdown_by_loss", return_value=""),
-        mock.patch("iml.pipeline.sweep_report.figure_calibration_by_loss"),
-        mock.patch("iml.pipeline.sweep_report.save_figure", return_value=[]),
-    ):
-        write_sweep_outputs(out, result, float(labels.mean()), "simulated")
     train = {"l2": "auto", "l2_grid": [1e-3, 1e-2], "l2_scale": "paper", "standardize": True}
-    RunStore(out).open_run({"betas": BETAS.tolist(), "seeds": [0], "n_folds": 10, "train": train})
-    return out
+    return write_sweep_scores(tmp_path_factory.mktemp("sweep"), scores, labels, BETAS, train=train)
 
 
 def _check_record(record: dict, scores, labels, losses, seed: int = 0) -> None:
@@ -117,9 +100,9 @@ def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
     assert record["ridge"]["l2"] == "auto" and record["ridge"]["l2_grid"] == [1e-3, 1e-2]
     assert "Ridge: the ridge was chosen per loss and rotation on the validation folds" in printed
     assert "test the learning and the choice of penalty together" in printed
-    with np.load(sweep / "scores.npz") as stored:
-        scores, labels = stored["scores"].astype(np.float32), stored["labels"]
-    _check_record(record, scores, labels, BETAS)
+    # the fixture's agents, as stored
+    scores, labels = simulate_gaussian_agents(jax.random.key(3), BETAS, 1.5, 0.2, N)
+    _check_record(record, np.asarray(scores, np.float32), np.asarray(labels), BETAS)
     # Size and power simulated at the run's N, K and prior, each beside its alternative.
     simulated = record["simulated"]
     assert simulated["datasets"] == 16 and simulated["bootstrap"] == 200
@@ -203,14 +186,19 @@ def test_a_multiclass_sweep_is_refused(tmp_path, capsys):
     scores = rng.dirichlet(np.ones(3), size=(2, 50))
     run = write_sweep_scores(tmp_path / "multi", scores, rng.integers(0, 3, 50), keys=["ones", "w"])
     err = _bad(["--run", str(run)], tmp_path, capsys)
-    assert "multiclass sweep (scores of shape (2, 50, 3))" in err
+    assert "holds a sweep of the loss 'matrix'" in err and "one binary loss" in err
 
 
 def test_a_sweep_without_class_weights_is_refused(tmp_path, capsys):
     scores, labels = simulate_gaussian_agents(jax.random.key(0), [0.5, 0.9], 1.5, 0.2, 200)
-    run = write_sweep_scores(tmp_path / "nobeta", scores, labels, keys=["L1", "L2"])
+
+    def brier(a, y, w):  # a researcher's loss, weighted by w: no class weight that reveal knows
+        return w * (y - a) ** 2
+
+    loss = loss_spec(brier, np.array([1.0, 2.0]))
+    run = write_sweep_scores(tmp_path / "nobeta", scores, labels, loss=loss, keys=["L1", "L2"])
     err = _bad(["--run", str(run)], tmp_path, capsys)
-    assert "no class weight describes (keys L1, L2)" in err
+    assert f"holds a sweep of the loss {loss.describe()!r}" in err and "one binary loss" in err
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,7 @@ finished named."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from unittest import mock
 
 import jax
 import numpy as np
@@ -17,8 +15,6 @@ from iml.grids import loss_family
 from iml.pipeline import sweep as S
 from iml.pipeline.reveal import intervals_cover, load_reveal_input
 from iml.pipeline.store import RunStore
-from iml.pipeline.sweep import SweepResult
-from iml.pipeline.sweep_report import write_sweep_outputs
 from iml.revealed import simulate_gaussian_agents
 from iml.spec import loss_spec
 
@@ -49,13 +45,12 @@ DIGITS = ROOT / "docs" / "results" / "reproduce_digits"
 BETAS = np.asarray([0.3, 0.5, 0.8, 0.95])
 
 
-def test_a_reproduce_run_without_its_report_is_read_from_its_member_batches(tmp_path):
-    run = tmp_path / "digits"
-    shutil.copytree(DIGITS, run, ignore=shutil.ignore_patterns("ensemble_scores.npz", "figures"))
-    aggregated, reported = load_reveal_input(run), load_reveal_input(DIGITS)
-    np.testing.assert_array_equal(aggregated.scores, reported.scores)
-    np.testing.assert_array_equal(aggregated.labels, reported.labels)
-    assert aggregated.loss == reported.loss == loss_family("log")
+def test_a_reproduce_run_is_read_from_its_member_batches_as_its_report_pooled_them():
+    inputs = load_reveal_input(DIGITS)  # the report's ensemble_scores.npz is not read
+    with np.load(DIGITS / "ensemble_scores.npz") as reported:
+        np.testing.assert_array_equal(inputs.scores, reported["scores"].astype(np.float32))
+        np.testing.assert_array_equal(inputs.labels, reported["labels"])
+    assert inputs.loss == loss_family("log") and inputs.kind == "reproduce"
 
 
 def test_a_focal_sweep_is_revealed_under_its_own_loss(tmp_path):
@@ -81,24 +76,13 @@ def test_a_sweeps_ridge_is_stated_with_what_it_means_for_niac():
 
 
 def test_a_sweep_with_several_seeds_gives_reveal_each_seeds_scores(tmp_path):
-    """An Adam sweep's seeds differ: scores.npz keeps each seed's scores, and `iml reveal`
+    """An Adam sweep's seeds differ: its member batches keep each seed's scores, and `iml reveal`
     resamples them with the rows."""
     scores, labels = simulate_gaussian_agents(jax.random.key(5), BETAS, 1.5, 0.2, N)
     base = np.asarray(scores, np.float64)
     rng = np.random.default_rng(0)
     members = np.clip(base[:, None] + rng.normal(0, 0.02, (4, 3, N)), 1e-4, 1 - 1e-4)
-    table = {repr(float(b)): {"raw": {}, "loss_corrected": {}} for b in BETAS}
-    mean = members.mean(axis=1)
-    result = SweepResult(BETAS, np.arange(3), np.asarray(labels), np.arange(N) % 10, members,
-                         mean, mean, np.zeros((4, 3, 10)), table, [0], None,
-                         list(table))  # fmt: skip
-    with (
-        mock.patch("iml.pipeline.sweep_report.markdown_by_loss", return_value=""),
-        mock.patch("iml.pipeline.sweep_report.figure_calibration_by_loss"),
-        mock.patch("iml.pipeline.sweep_report.save_figure", return_value=[]),
-    ):
-        write_sweep_outputs(tmp_path, result, 0.2, "simulated")
-    RunStore(tmp_path).open_run({"betas": BETAS.tolist(), "seeds": [0, 1, 2], "n_folds": 10})
+    write_sweep_scores(tmp_path, members, labels, BETAS, seeds=[0, 1, 2])
     inputs = load_reveal_input(tmp_path)
     assert inputs.seeds == (0, 1, 2) and inputs.seed_scores.shape == (3, 4, N)
     np.testing.assert_allclose(inputs.seed_scores[1], members[:, 1], rtol=1e-6)
