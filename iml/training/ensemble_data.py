@@ -51,6 +51,10 @@ class MemberSpec:
       loss: optional loss replacing the beta-weighted log loss of ``beta``: anything
         :func:`iml.loss_spec` reads (focal, squared, a weight matrix ``B`` for a multiclass model,
         ...). All members of an ensemble take losses of one kind.
+      position: optional member number of its data order and flips (:func:`epoch_order`'s
+        ``member``); None: its position among the members trained together. Members of a batch
+        trained in parts keep their positions in the whole batch, and so train as they would in
+        it.
     """
 
     beta: float | None
@@ -61,6 +65,7 @@ class MemberSpec:
     fold: int | str | None = None
     lr: float | None = None
     loss: Any = None
+    position: int | None = None
 
     def loss_spec(self) -> LossSpec:
         """The member's loss as a :class:`iml.LossSpec`."""
@@ -181,6 +186,8 @@ def check_inputs(
         V.check_count(f"members[{k}].seed", m.seed, 0)
         if m.lr is not None:
             V.check_positive(f"members[{k}].lr", m.lr)
+        if m.position is not None:
+            V.check_count(f"members[{k}].position", m.position, 0)
         train = check_indices(f"members[{k}].train_idx", m.train_idx, n)
         if len(train) < config.batch_size:
             raise ValueError(
@@ -265,7 +272,14 @@ def epoch_plan(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stacked ``[steps, K, B]`` indices and flips and ``[steps, K]`` activity of one epoch."""
     orders = [
-        epoch_order(m.seed, k, epoch, m.train_idx, config.batch_size, config.flip)
+        epoch_order(
+            m.seed,
+            k if m.position is None else m.position,
+            epoch,
+            m.train_idx,
+            config.batch_size,
+            config.flip,
+        )
         for k, m in enumerate(members)
     ]
     steps = max(len(b) for b, _ in orders)

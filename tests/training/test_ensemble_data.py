@@ -3,6 +3,8 @@ epochs, and bad input refused before training."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from _training_helpers import (
@@ -40,6 +42,18 @@ def test_epoch_order_is_a_function_of_seed_member_and_epoch():
     assert not epoch_order(3, 1, 2, train, 8, False)[1].any()
 
 
+def test_a_member_s_position_numbers_its_data_order_in_place_of_its_place_among_the_members():
+    from iml.training.ensemble_data import epoch_plan
+
+    members = tiny_members(k=3)
+    whole = epoch_plan(members, 1, tiny_config(flip=True))
+    alone = epoch_plan([dataclasses.replace(members[2], position=2)], 1, tiny_config(flip=True))
+    for a, b in zip(whole, alone, strict=True):
+        np.testing.assert_array_equal(a[:, 2], b[:, 0])
+    first = epoch_plan(members[2:], 1, tiny_config(flip=True))  # without: the member numbered 0
+    assert not np.array_equal(first[0][:, 0], whole[0][:, 2])
+
+
 @pytest.mark.parametrize(
     ("change", "match"),
     [
@@ -52,6 +66,7 @@ def test_epoch_order_is_a_function_of_seed_member_and_epoch():
         (dict(train_idx=np.arange(4)), "fewer than one batch"),
         (dict(val_idx=np.array([], np.int64)), "val_idx must be a non-empty"),
         (dict(beta=None), "neither a beta nor a loss"),
+        (dict(position=-1), "position"),
         (dict(images=np.zeros((96, 64), np.float32)), "flip and config.normalize apply to images"),
     ],
 )
