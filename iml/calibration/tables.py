@@ -6,6 +6,7 @@ metrics of both, as a dictionary (its Markdown: :mod:`iml.pipeline.markdown`).""
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -142,6 +143,7 @@ def table_by_loss(
     n_bins: int = 10,
     corrected: ArrayLike | None = None,
     *,
+    others: Mapping[str, ArrayLike] | None = None,
     ece_bootstrap: int = 0,
     key: Array | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
@@ -165,6 +167,8 @@ def table_by_loss(
       n_bins: bins of the calibration errors.
       corrected: the loss-corrected scores, where the caller has them already
         (:func:`loss_corrected_scores` of ``scores``); computed here otherwise.
+      others: more methods of binary losses, by name: ``[m, N]`` scores each (e.g. the
+        recalibration baselines of a report), scored and resampled with the two above.
       ece_bootstrap: replicates of each ECE's 95% percentile interval (the same resampled rows
         for every loss and method), recorded as ``"ece_interval": [low, high]`` for binary losses
         (:func:`ece_intervals`), ``"top_label_ece_interval"`` and ``"classwise_ece_interval"``
@@ -183,6 +187,9 @@ def table_by_loss(
     else:
         V.check_shape("corrected", corrected, shape)
     corrected = np.asarray(corrected, np.float64)
+    if spec.multiclass and others:
+        raise ValueError(f"others: methods beside the loss correction are for binary losses, not "
+                         f"the {spec.describe()}")  # fmt: skip
     if spec.multiclass:
         methods = {
             "raw": [multiclass_score_metrics(row, y, n_bins) for row in a],
@@ -208,16 +215,20 @@ def table_by_loss(
                     for row, interval in zip(methods[method], rows, strict=True):
                         row[f"{metric}_interval"] = interval.tolist()
     else:
-        stacked = np.concatenate([a, corrected])
-        both = score_metrics_by_row(stacked, y, n_bins)
-        if ece_bootstrap:
+        named = {"raw": a, "loss_corrected": corrected}
+        for name, values in (others or {}).items():
+            named[name] = np.asarray(values, np.float64)
+            V.check_shape(f"others[{name!r}]", named[name], shape)
+        stacked = np.concatenate(list(named.values()))
+        rows = score_metrics_by_row(stacked, y, n_bins)
+        if ece_bootstrap:  # every loss and method on the same resampled rows
             clipped = np.clip(stacked, _CLIP, 1 - _CLIP).astype(np.float32)
             intervals = np.asarray(
                 ece_intervals(clipped, y, n_bins, n_bootstrap=ece_bootstrap, key=key), np.float64
             )
-            for row, interval in zip(both, intervals, strict=True):
+            for row, interval in zip(rows, intervals, strict=True):
                 row["ece_interval"] = interval.tolist()
-        methods = {"raw": both[:m], "loss_corrected": both[m:]}
+        methods = {name: rows[i * m : (i + 1) * m] for i, name in enumerate(named)}
     return {
         key: {method: rows[i] for method, rows in methods.items()}
         for i, key in enumerate(grid.keys)

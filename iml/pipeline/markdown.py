@@ -1,16 +1,19 @@
-"""Results tables as Markdown: the table of a grid of losses, one row per loss, with each ECE's
-bootstrap interval where the table holds one (what ``iml sweep`` writes as ``sweep_table.md``
-and a multiclass report as ``table.md``)."""
+"""Results tables as Markdown, two views of the one table of every run
+(:func:`iml.calibration.table_by_loss`): one row per loss (:func:`markdown_by_loss`: what
+``iml sweep`` writes as ``sweep_table.md`` and a multiclass report as ``table.md``), or one
+section per beta with a row per method (:func:`markdown_by_method`: a binary report's
+``table.md``, with the recalibration baselines and the loss-calibration test)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from iml.calibration import METRICS, MULTICLASS_METRICS, RENORMALISED
+from iml.calibration import METRICS, MULTICLASS_METRICS, RENORMALISED, beta_key
 
-__all__ = ["markdown_by_loss"]
+__all__ = ["markdown_by_loss", "markdown_by_method"]
 
 
 def _interval_text(interval: Sequence[float]) -> str:
@@ -46,3 +49,43 @@ def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: st
             cells.append(f"{float(np.median(row['l2'])):.3g}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def markdown_by_method(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """A report's table as Markdown (``table.md``): one section per beta, methods (the raw and
+    loss-corrected scores and the recalibration baselines) as rows, metrics as columns, each
+    ECE's interval where every method has one, and the raw scores' loss-calibration test with
+    its power."""
+
+    def fmt(x: float) -> str:
+        return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
+
+    lines = ["# Summary", ""]
+    for beta, methods in table.items():
+        lines += [f"## beta = {beta}", ""]
+        ci = all("ece_interval" in metrics for metrics in methods.values())
+        columns = [*METRICS[:1], *(["ece 95% CI"] if ci else []), *METRICS[1:]]
+        lines.append("| method | " + " | ".join(columns) + " |")
+        lines.append("|---" * (len(columns) + 1) + "|")
+        for method, metrics in methods.items():
+            cells = [fmt(metrics[m]) for m in METRICS]
+            if ci:
+                low, high = metrics["ece_interval"]
+                cells.insert(1, f"[{fmt(low)}, {fmt(high)}]")
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        raw = methods["raw"]
+        power = ""
+        if "loss_calibration_power" in raw:
+            p = raw["loss_calibration_power"]
+            power = (
+                f" Its power against scores calibrated for beta = {beta_key(p['against'])}: "
+                f"{p['rate']:.2f} ({p['simulations']} simulated label sets)."
+            )
+        lines += [
+            "",
+            f"Loss-calibration test of the raw scores (Definition 2): gap "
+            f"{fmt(raw['loss_calibration_gap'])}, p-value "
+            f"{fmt(raw['loss_calibration_p_value'])}.{power}",
+            "",
+        ]
+    return "\n".join(lines)

@@ -34,7 +34,6 @@ replicates, every method of a beta on the same resampled observations, bins fixe
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -50,7 +49,6 @@ from iml.calibration import (
     METRICS,
     RENORMALISED,
     beta_key,
-    ece_intervals,
     expected_calibration_error,
     loss_calibration_power,
     loss_calibration_test,
@@ -59,7 +57,7 @@ from iml.calibration import (
     table_by_loss,
 )
 from iml.grids import LossFamily, parse_weight_grid
-from iml.pipeline.markdown import markdown_by_loss
+from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
 from iml.pipeline.runner import (
     check_eval,
@@ -105,7 +103,6 @@ __all__ = [
     "report_run",
     "score_metrics",
     "summary_table",
-    "table_markdown",
 ]
 
 _CLIP = 1e-7
@@ -194,7 +191,16 @@ def summary_table(
             raise ValueError(f"no observation has a test score for beta={beta_key(beta)}")
         s = np.clip(ensemble.scores[row][have], _CLIP, 1 - _CLIP)
         y, folds = labels[have], np.asarray(fold_ids)[have]
-        methods: dict[str, dict[str, float]] = {"raw": score_metrics(s, y, n_bins)}
+        corrected = np.asarray(LossCorrection(family(beta)).transform(s.astype(np.float32)))
+        baselines = {name: cross_fit(factory(beta), s, y, folds)[None]
+                     for name, factory in BASELINES.items()
+                     if name != "prior_shift" or family.name == "log"}  # fmt: skip
+        # The one table of every run (iml.calibration.table_by_loss), a beta at a time: each
+        # method's metrics, and its ECE's interval with every method on the same resampled rows.
+        (methods,) = table_by_loss(
+            family(np.asarray([beta])), s[None], y, n_bins, corrected[None], others=baselines,
+            ece_bootstrap=n_bootstrap if n_bootstrap >= 2 else 0, key=jax.random.key(seed + 1),
+        ).values()  # fmt: skip
         test = loss_calibration_test(
             s.astype(np.float32),
             y,
@@ -218,60 +224,10 @@ def summary_table(
                 "rate": float(power.rate),
                 "simulations": min(n_bootstrap, 200),
             }
-        corrected = np.asarray(LossCorrection(family(beta)).transform(s.astype(np.float32)))
-        methods["loss_corrected"] = score_metrics(corrected, y, n_bins)
-        rows = {"raw": s, "loss_corrected": corrected}
-        for name, factory in BASELINES.items():
-            if name == "prior_shift" and family.name != "log":
-                continue
-            rows[name] = cross_fit(factory(beta), s, y, folds)
-            methods[name] = score_metrics(rows[name], y, n_bins)
-        if n_bootstrap >= 2:  # each ECE's interval, every method on the same resampled rows
-            stacked = np.clip(np.stack([np.asarray(r, np.float64) for r in rows.values()]),
-                              _CLIP, 1 - _CLIP).astype(np.float32)  # fmt: skip
-            intervals = ece_intervals(stacked, y, n_bins, n_bootstrap=n_bootstrap,
-                                      key=jax.random.key(seed + 1))  # fmt: skip
-            for name, interval in zip(rows, np.asarray(intervals, np.float64), strict=True):
-                methods[name]["ece_interval"] = interval.tolist()
+        if "ece_interval" in methods["raw"]:  # the raw scores' fields in their stored order
+            methods["raw"]["ece_interval"] = methods["raw"].pop("ece_interval")
         table[beta_key(beta)] = methods
     return table
-
-
-def table_markdown(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
-    """The table as Markdown: one section per beta, methods as rows, metrics as columns."""
-
-    def fmt(x: float) -> str:
-        return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
-
-    lines = ["# Summary", ""]
-    for beta, methods in table.items():
-        lines += [f"## beta = {beta}", ""]
-        ci = all("ece_interval" in metrics for metrics in methods.values())
-        columns = [*METRICS[:1], *(["ece 95% CI"] if ci else []), *METRICS[1:]]
-        lines.append("| method | " + " | ".join(columns) + " |")
-        lines.append("|---" * (len(columns) + 1) + "|")
-        for method, metrics in methods.items():
-            cells = [fmt(metrics[m]) for m in METRICS]
-            if ci:
-                low, high = metrics["ece_interval"]
-                cells.insert(1, f"[{fmt(low)}, {fmt(high)}]")
-            lines.append(f"| {method} | " + " | ".join(cells) + " |")
-        raw = methods["raw"]
-        power = ""
-        if "loss_calibration_power" in raw:
-            p = raw["loss_calibration_power"]
-            power = (
-                f" Its power against scores calibrated for beta = {beta_key(p['against'])}: "
-                f"{p['rate']:.2f} ({p['simulations']} simulated label sets)."
-            )
-        lines += [
-            "",
-            f"Loss-calibration test of the raw scores (Definition 2): gap "
-            f"{fmt(raw['loss_calibration_gap'])}, p-value "
-            f"{fmt(raw['loss_calibration_p_value'])}.{power}",
-            "",
-        ]
-    return "\n".join(lines)
 
 
 def _size_summary(ensemble: EnsembleScores, keys: Sequence[str] | None = None) -> dict[str, Any]:
@@ -388,7 +344,7 @@ def report_run(
     out = Path(out) if out is not None else store.root
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
-    atomic_write_bytes(out / "table.md", table_markdown(table).encode())
+    atomic_write_bytes(out / "table.md", markdown_by_method(table).encode())
     atomic_write_bytes(
         out / "ensemble.json",
         json.dumps(

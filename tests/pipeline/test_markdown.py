@@ -4,11 +4,13 @@ rows, in the table and in the figure."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 
+from iml.calibration import METRICS
 from iml.pipeline import sweep as S
-from iml.pipeline.markdown import markdown_by_loss
+from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.plots import figure_calibration_by_loss
 from iml.training import TrainConfig
 from iml.training.tabular import TABULAR_DEFAULTS
@@ -44,3 +46,13 @@ def test_close_betas_keep_their_own_rows_from_a_dataframe():
         if ln.get_gid() == "ece-raw"
     )
     assert len(set(line.get_xdata())) == 2
+
+
+def test_markdown_table_lists_every_method_and_metric():
+    metrics = dict.fromkeys(METRICS, 0.25)
+    raw = {**metrics, "loss_calibration_gap": 0.01, "loss_calibration_p_value": 0.5}
+    text = markdown_by_method({"0.9": {"raw": raw, "platt": metrics}})
+    assert "## beta = 0.9" in text
+    assert "| raw | 0.2500 | 0.2500 | 0.2500 | 0.2500 | 0.2500 |" in text
+    assert "| platt |" in text and "p-value 0.5000" in text
+    assert json.loads(json.dumps(raw)) == raw
