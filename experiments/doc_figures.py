@@ -18,7 +18,7 @@ import re
 import statistics
 import tempfile
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -330,8 +330,8 @@ def sweep_training(run: str) -> tuple:
     return (
         t["learning_rate"],
         t["batch_size"],
-        1 / t["lr_decay"],
-        t["lr_patience"],
+        1 / t["lr_factor"],
+        t["plateau_patience"],
         t["patience"],
         t["max_epochs"],
     )
@@ -1245,18 +1245,42 @@ def _pneumonia_run() -> list[Item]:
     return [*cases, Table("pneumoniamnist results", PNEUMONIA_RUN, results)]
 
 
-def _ece_by_beta(run: str, rows: list[tuple]) -> str:
-    """A sweep's raw and loss-corrected ECE at the grid's betas nearest those of ``rows``:
-    ``(beta, the format of its label[, what follows the label])``."""
+def _ece_with_interval(cells: dict) -> str:
+    """An ECE of a sweep's table with its 95% bootstrap interval: ``0.021 [0.018, 0.024]``."""
+    low, high = cells["ece_interval"]
+    return f"{f(cells['ece'], '.3f')} [{f(low, '.3f')}, {f(high, '.3f')}]"
+
+
+def _ece_by_beta(run: str, rows: list[tuple], key_name: str = "beta") -> str:
+    """A sweep's raw and loss-corrected ECE, each with its 95% bootstrap interval, at the grid's
+    betas (a focal sweep's alphas: ``key_name``) nearest those of ``rows``: ``(beta, the format
+    of its label[, what follows the label])``."""
     lines = []
     for beta, spec, *note in rows:
         nearest = min(sweep(run), key=lambda b: abs(b - beta))
         cells = sweep(run)[nearest]
         label = f(nearest, spec) + "".join(note)
         lines.append(
-            [label, f(cells["raw"]["ece"], ".3f"), f(cells["loss_corrected"]["ece"], ".3f")]
+            [label, _ece_with_interval(cells["raw"]), _ece_with_interval(cells["loss_corrected"])]
         )
-    return markdown_table(["beta", "raw ECE", "loss-corrected ECE"], lines)
+    return markdown_table([key_name, "raw ECE [95% CI]", "loss-corrected ECE [95% CI]"], lines)
+
+
+def corrected_above_unweighted(run: str, beta: float) -> tuple[int, float]:
+    """The betas of a sweep whose loss-corrected ECE's interval lies wholly above the interval of
+    the raw ECE at the grid's beta nearest ``beta`` (the nearly unweighted model): how many, and
+    the smallest. They must be the top of the grid, as the READMEs say ("from ... up")."""
+    high = sweep_at(run, beta)["raw"]["ece_interval"][1]
+    grid = sorted(sweep(run))
+    above = [b for b in grid if sweep(run)[b]["loss_corrected"]["ece_interval"][0] > high]
+    if not above or above != grid[-len(above) :]:
+        raise ValueError(f"{run}: the betas above are not the top of the grid: {above}")
+    return len(above), above[0]
+
+
+def _ece_and_interval(cells: dict, method: str = "loss_corrected") -> tuple[float, float, float]:
+    """A sweep row's ECE of ``method`` and its 95% interval."""
+    return (cells[method]["ece"], *cells[method]["ece_interval"])
 
 
 MULTICLASS_RUN = "docs/results/reproduce_digits_multiclass/README.md"
@@ -1338,6 +1362,24 @@ def _mc_table() -> str:
         row("accuracy", _mc_row("accuracy")),
     ]
     return markdown_table(["", "unweighted", "weighted, raw", "weighted, corrected"], rows)
+
+
+def _top_label_with_interval(cells: dict) -> tuple[float, float, float]:
+    return (cells["top_label_ece"], *cells["top_label_ece_interval"])
+
+
+def _native_intervals_as_stated(native: dict) -> tuple:
+    """Nothing to write: checks that the 8 px weighted ensemble's top-label intervals (raw and
+    corrected) lie above the unweighted one's and overlap each other, as the README says."""
+    raw, corrected = (
+        native["w[8]=10"][m]["top_label_ece_interval"] for m in ("raw", "loss_corrected")
+    )
+    unweighted = native["ones"]["raw"]["top_label_ece_interval"]
+    if not (raw[0] > unweighted[1] and corrected[0] > unweighted[1]):
+        raise ValueError(f"not above the unweighted interval {unweighted}: {raw}, {corrected}")
+    if not (raw[0] <= corrected[1] and corrected[0] <= raw[1]):
+        raise ValueError(f"raw {raw} and corrected {corrected} do not overlap")
+    return ()
 
 
 def _digits_multiclass_run() -> list[Item]:
@@ -1459,18 +1501,27 @@ def _digits_multiclass_run() -> list[Item]:
             "native 8 px",
             MULTICLASS_RUN,
             "accuracy is {} (unweighted) and {} (weighted). The weighted ensemble's top-label ECE "
-            "is {} raw and {} corrected (unweighted {}), and its class-wise ECE {}-{} either way.",
-            ".4f .4f .4f .4f .4f .4f .4f",
+            "is {} [{}, {}] raw and {} [{}, {}] corrected (unweighted {} [{}, {}]), and its "
+            "class-wise ECE {}-{} either way.",
+            ".4f .4f .4f .4f .4f .4f .4f .4f .4f .4f .4f .4f .4f",
             lambda: (
                 native["ones"]["raw"]["accuracy"],
                 native["w[8]=10"]["raw"]["accuracy"],
-                native["w[8]=10"]["raw"]["top_label_ece"],
-                native["w[8]=10"]["loss_corrected"]["top_label_ece"],
-                native["ones"]["raw"]["top_label_ece"],
+                *_top_label_with_interval(native["w[8]=10"]["raw"]),
+                *_top_label_with_interval(native["w[8]=10"]["loss_corrected"]),
+                *_top_label_with_interval(native["ones"]["raw"]),
                 *min_max(
                     [native["w[8]=10"][m]["classwise_ece"] for m in ("raw", "loss_corrected")]
                 ),
             ),
+        ),
+        Figure(
+            "native 8 px intervals",
+            MULTICLASS_RUN,
+            "Both of the weighted ensemble's top-label intervals lie above the unweighted one's. "
+            "Its raw and corrected intervals overlap",
+            "",
+            lambda: _native_intervals_as_stated(native),
         ),
     ]
 
@@ -2808,11 +2859,37 @@ def _adult_run() -> list[Item]:
             ),
         ),
         Figure(
+            "Adult unweighted interval and the betas above it",
+            ADULT_RUN,
+            "That ECE's interval is [{}, {}]. At the {} betas from {} up the corrected ECE's "
+            "interval lies wholly above it",
+            ".3f .3f d .2f",
+            lambda: (
+                *sweep_at(run, 0.518)["raw"]["ece_interval"],
+                *corrected_above_unweighted(run, 0.518),
+            ),
+        ),
+        Figure(
             "Adult extreme betas",
             ADULT_RUN,
-            "The corrected ECE is largest towards the extreme betas ({} at {})",
-            ".2f .2f",
-            lambda: (sweep_at(run, 0.99)["loss_corrected"]["ece"], max(sweep(run))),
+            "The corrected ECE is largest towards the extreme betas ({} at {}, interval [{}, {}])",
+            ".2f .2f .3f .3f",
+            lambda: (
+                sweep_at(run, 0.99)["loss_corrected"]["ece"],
+                max(sweep(run)),
+                *sweep_at(run, 0.99)["loss_corrected"]["ece_interval"],
+            ),
+        ),
+        Figure(
+            "Adult against the defaults at 0.99",
+            ADULT_RUN,
+            "at beta = {} it is {} [{}, {}], against {} [{}, {}] here.",
+            ".2f .3f .3f .3f .3f .3f .3f",
+            lambda: (
+                max(sweep(run)),
+                *_ece_and_interval(sweep_at("sweep_defaults/adult_paper", 0.99)),
+                *_ece_and_interval(sweep_at(run, 0.99)),
+            ),
         ),
     ]
 
@@ -2910,6 +2987,30 @@ def _letter_run() -> list[Item]:
             "Above that the corrected ECE is … and {} at {}, where the raw",
             ".3f .2f",
             lambda: (sweep_at(run, 0.99)["loss_corrected"]["ece"], max(sweep(run))),
+        ),
+        Figure(
+            "Letter unweighted interval and the betas above it",
+            LETTER_RUN,
+            "The raw ECE at beta = {} has the 95% interval [{}, {}]. At the {} betas from {} up "
+            "the corrected ECE's interval lies wholly above it (at {}: [{}, {}])",
+            ".2f .3f .3f d .2f .2f .3f .3f",
+            lambda: (
+                min(sweep(run), key=lambda b: abs(b - 0.52)),
+                *sweep_at(run, 0.52)["raw"]["ece_interval"],
+                *corrected_above_unweighted(run, 0.52),
+                max(sweep(run)),
+                *sweep_at(run, 0.99)["loss_corrected"]["ece_interval"],
+            ),
+        ),
+        Figure(
+            "Letter against the defaults at 0.99",
+            LETTER_RUN,
+            "furthest from the optimal rule: {} [{}, {}], against {} [{}, {}] here.",
+            ".3f .3f .3f .3f .3f .3f",
+            lambda: (
+                *_ece_and_interval(sweep_at("sweep_defaults/letter_paper", 0.99)),
+                *_ece_and_interval(sweep_at(run, 0.99)),
+            ),
         ),
         Figure(
             "Letter raw ECE at high betas",
@@ -3016,6 +3117,100 @@ def _weighted(run: str, loss: str) -> dict:
 
 def _top_label(run: str, loss: str, method: str = "loss_corrected") -> float:
     return any_loss(run, "sweep_table.json")[loss][method]["top_label_ece"]
+
+
+ANY_LOSS_MULTICLASS = {  # the Adam runs of sweep_any_loss, as its tables name them
+    "digits_matrix": "digits, matrix",
+    "digits_softmax": "digits, softmax",
+    "letter_matrix": "Letter, matrix",
+    "letter_softmax": "Letter, softmax",
+}
+
+
+def _with_interval(value: float, interval: Sequence[float], spec: str) -> str:
+    """``0.071 [0.062, 0.081]``."""
+    return f"{f(value, spec)} [{f(interval[0], spec)}, {f(interval[1], spec)}]"
+
+
+def _raw_to_corrected(cells: dict, metric: str, spec: str) -> str:
+    """A metric raw → loss-corrected, each ECE with its 95% interval where the table has one."""
+    out = []
+    for method in ("raw", "loss_corrected"):
+        value, interval = cells[method][metric], cells[method].get(f"{metric}_interval")
+        out.append(_with_interval(value, interval, spec) if interval else f(value, spec))
+    return " → ".join(out)
+
+
+def _any_loss_multiclass_table() -> str:
+    """sweep_any_loss's Adam runs over all classes: top-label and class-wise ECE (with their
+    intervals), Brier score and accuracy, raw → loss-corrected."""
+    rows = []
+    for run, label in ANY_LOSS_MULTICLASS.items():
+        for loss, cells in any_loss(run, "sweep_table.json").items():
+            rows.append(
+                [
+                    label,
+                    loss,
+                    _raw_to_corrected(cells, "top_label_ece", ".3f"),
+                    _raw_to_corrected(cells, "classwise_ece", ".4f"),
+                    _raw_to_corrected(cells, "brier", ".3f"),
+                    _raw_to_corrected(cells, "accuracy", ".3f"),
+                ]
+            )
+    header = [
+        "run",
+        "loss",
+        "top-label ECE [95% CI] raw → corrected",
+        "class-wise ECE [95% CI] raw → corrected",
+        "Brier raw → corrected",
+        "accuracy raw → corrected",
+    ]
+    return markdown_table(header, rows)
+
+
+def _weighted_class_table() -> str:
+    """The weighted class of each multiclass Adam run (``weighted_class.json``): its binary ECE
+    raw → corrected with their intervals, the corrected ECE's difference from the unweighted
+    model's with its paired interval, its mean score, and the loss-calibration p-values."""
+    rows = []
+    for run, label in ANY_LOSS_MULTICLASS.items():
+        for loss, w in any_loss(run, "weighted_class.json").items():
+            ece = " → ".join(
+                _with_interval(w[f"ece_{m}"], w[f"ece_{m}_interval"], ".3f")
+                for m in ("raw", "corrected")
+            )
+            difference = w.get("ece_corrected_minus_unweighted")
+            entry = re.fullmatch(r"B\[(\d+),(\d+)\]=.*", loss)
+            # an off-diagonal weight leaves the class no binary beta rule to test
+            tested = entry is None or entry[1] == entry[2]
+            p = (
+                f"{f(w['loss_calibration_trained']['p_value'], '.3f')} / "
+                f"{f(w['loss_calibration_unweighted']['p_value'], '.3f')}"
+                if tested
+                else "—"
+            )
+            rows.append(
+                [
+                    label,
+                    loss,
+                    ece,
+                    _with_interval(difference["estimate"], difference["interval"], "+.3f")
+                    if difference
+                    else "—",
+                    f"{f(w['mean_raw'], '.3f')} → {f(w['mean_corrected'], '.3f')} "
+                    f"({f(w['rate'], '.3f')})",
+                    p,
+                ]
+            )
+    header = [
+        "run",
+        "loss",
+        "class ECE [95% CI] raw → corrected",
+        "corrected − unweighted [95% CI]",
+        "mean score raw → corrected (rate)",
+        "loss-calibration p at beta = 10/11 / at 1/2",
+    ]
+    return markdown_table(header, rows)
 
 
 def _matrix_exact_runs() -> list[Item]:
