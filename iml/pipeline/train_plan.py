@@ -6,13 +6,27 @@ stored as one atomic entry in the one member layout (:func:`iml.pipeline.store.m
 ``batches/batch-NNNN``), so a run killed at any moment and started again skips the stored
 batches, resumes the interrupted one from its checkpoint where it keeps them, and ends with the
 results of an uninterrupted run.
+
+A batch may be trained in parts: consecutive members ``members_per_call`` at a time, and, where
+asked, a call too large for the device (out of memory, or a GPU failure of
+:func:`iml.training.is_gpu_kernel_failure`) again in two halves, down to one member. Each member
+keeps its position in the whole batch (:attr:`iml.training.MemberSpec.position`: its data order
+and flips), and the parts' members, joined in member order, are stored as the batch's one entry,
+whose ``split_sizes`` gives the members of each part. The entry's other arrays are those of the
+batch trained whole, bit for bit where each call spreads a member's batches over the devices as
+the whole batch's call does (on one device; on a mesh whose data axis does not change with the
+members, :func:`iml.training.make_mesh`), else up to the rounding of those sums.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import shutil
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,7 +36,7 @@ from iml.pipeline.plan import MemberBatch, Plan
 from iml.pipeline.store import RunStore, member_entry
 from iml.spec import LossSpec
 from iml.training import DataSource, TrainConfig, is_gpu_kernel_failure, is_out_of_memory
-from iml.training.train import train
+from iml.training.train import Trained, train
 
 __all__ = ["StoredBatch", "train_plan"]
 
@@ -36,21 +50,71 @@ class StoredBatch(NamedTuple):
     trained: bool
 
 
-def _too_large(err: Exception, batch: MemberBatch, config: TrainConfig) -> Exception | None:
-    """The error to raise for a batch too large for the device, or None for any other error."""
+def _too_large(err: Exception, batch: MemberBatch, n: int, config: TrainConfig) -> Exception | None:
+    """The error to raise where ``n`` members of ``batch`` in one call were too large for the
+    device, or None for any other error."""
     if is_out_of_memory(err):
         error, what = MemoryError, "ran out of device memory"
-    elif is_gpu_kernel_failure(err) and len(batch.members) > 1:
+    elif is_gpu_kernel_failure(err) and n > 1:
         error, what = RuntimeError, "failed on the GPU (XLA's autotuner or a CUDA illegal address)"
     else:
         return None
+    fewer = f"fewer at a time, e.g. --config.train.members_per_batch={n // 2}, or with " * (n > 1)
     return error(
-        f"batch {batch.index}: {len(batch.members)} members trained in one program {what}; run "
-        "again with fewer at a time, e.g. "
-        f"--config.train.members_per_batch={max(1, len(batch.members) // 2)}, or with fewer "
-        "validation images per member and step (--config.train.eval_batch_size, now "
-        f"{config.eval_batch_size}), in a new output directory"
+        f"batch {batch.index}: {n} member{'s' * (n > 1)} trained in one program {what}; run "
+        f"again with {fewer}fewer validation images per member and step "
+        f"(--config.train.eval_batch_size, now {config.eval_batch_size}), in a new output "
+        "directory"
     )
+
+
+def _joined(parts: Sequence[Trained]) -> Trained:
+    """The members of ``parts`` as one :class:`~iml.training.Trained`, in order."""
+
+    def listed(name: str) -> list | None:
+        return None if getattr(parts[0], name) is None else [
+            x for p in parts for x in getattr(p, name)]  # fmt: skip
+
+    def stacked(name: str) -> Any:
+        return None if getattr(parts[0], name) is None else np.concatenate(
+            [np.asarray(getattr(p, name)) for p in parts])  # fmt: skip
+
+    return parts[0]._replace(
+        test_scores=listed("test_scores"), test_logits=listed("test_logits"),
+        history=listed("history"), best_val_loss=stacked("best_val_loss"),
+        best_epoch=stacked("best_epoch"), l2=stacked("l2"),
+        epochs_run=max(p.epochs_run for p in parts),
+    )  # fmt: skip
+
+
+def _in_parts(
+    fit: Callable[[int, int], Trained],
+    lo: int,
+    hi: int,
+    halve: bool,
+    batch: MemberBatch,
+    config: TrainConfig,
+) -> list[tuple[int, Trained]]:
+    """Members ``lo:hi`` of ``batch`` trained by ``fit(lo, hi)``, or with ``halve`` in two halves
+    (each in turn so) where that call is too large for the device; ``(members, trained)`` of
+    each call that ran. A failure not tried again is raised as :func:`_too_large` names it."""
+    try:
+        return [(hi - lo, fit(lo, hi))]
+    except Exception as err:
+        if not (halve and hi - lo > 1 and (is_out_of_memory(err) or is_gpu_kernel_failure(err))):
+            if (error := _too_large(err, batch, hi - lo, config)) is None:
+                raise
+            raise error from err
+        mid = (lo + hi + 1) // 2
+        warnings.warn(
+            f"batch {batch.index}: {hi - lo} members in one program were too large for the device "
+            f"({str(err)[:120]}); training them as {mid - lo} and {hi - mid}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    gc.collect()  # the failed call's arrays, held by its traceback's frames, leave the device
+    halves = ((lo, mid), (mid, hi))
+    return [part for a, b in halves for part in _in_parts(fit, a, b, halve, batch, config)]
 
 
 def train_plan(
@@ -65,6 +129,8 @@ def train_plan(
     checkpoint: bool = False,
     init_variables: Mapping[str, Any] | None = None,
     progress: bool = True,
+    members_per_call: int | None = None,
+    halve_too_large: bool = False,
 ) -> Iterator[StoredBatch]:
     """Every batch of ``plan`` in order: read from ``store`` where stored, else trained and stored.
 
@@ -81,14 +147,53 @@ def train_plan(
         (the host's feed), removed once the batch is stored.
       init_variables: the members' starting variables (None: random).
       progress: a bar of members over the plan, and one of epochs within each batch.
+      members_per_call: the most members trained in one call of the trainer (None: a whole
+        batch); a larger batch is trained in consecutive parts of that many and stored whole.
+      halve_too_large: a call too large for the device (out of memory, or a GPU failure of
+        :func:`iml.training.is_gpu_kernel_failure`) is made again in two halves, each in turn so
+        down to one member, instead of raising.
 
     Yields:
       A :class:`StoredBatch` per batch.
 
     Raises:
-      MemoryError, RuntimeError: for a batch too large for the device, naming the setting that
-        makes batches smaller.
+      MemoryError, RuntimeError: for a call too large for the device (with ``halve_too_large``:
+        of one member), naming the settings that make calls smaller.
     """
+
+    def train_batch(batch: MemberBatch) -> dict[str, np.ndarray]:
+        specs = batch.member_specs(losses(batch))
+        ckpt = None if store is None else store.root / "checkpoints" / batch.key.split("/")[1]
+        desc = f"batch {batch.index + 1}/{len(plan.batches)} epochs" if progress else False
+        dirs: list[Path] = []
+
+        def fit(lo: int, hi: int) -> Trained:
+            part, where = specs, ckpt  # the whole batch: its checkpoints where they always were
+            if (lo, hi) != (0, len(specs)):
+                part = [dataclasses.replace(s, position=k) for k, s in enumerate(specs)][lo:hi]
+                where = None if ckpt is None else ckpt.with_name(f"{ckpt.name}-{lo}-{hi}")
+            if checkpoint and where is not None:
+                dirs.append(where)
+            return train(
+                model, part, data, config,
+                checkpoint_dir=str(where) if checkpoint and where is not None else None,
+                init_variables=init_variables, progress=desc,
+            )  # fmt: skip
+
+        per = members_per_call or len(specs)
+        parts = [part for lo in range(0, len(specs), per)
+                 for part in _in_parts(fit, lo, min(lo + per, len(specs)), halve_too_large, batch,
+                                       config)]  # fmt: skip
+        entry = member_entry(_joined([t for _, t in parts]), batch.described(),
+                             [s.test_idx for s in specs], config.max_epochs)  # fmt: skip
+        if len(parts) > 1:
+            entry["split_sizes"] = np.asarray([n for n, _ in parts])
+        if store is not None:
+            store.save_arrays(batch.key, **entry)
+            for where in dirs:
+                shutil.rmtree(where, ignore_errors=True)
+        return entry
+
     stored = {b.key for b in plan.batches if store is not None and store.has(b.key)}
     done = sum(len(b.members) for b in plan.batches if b.key in stored)
     bar = None
@@ -101,28 +206,7 @@ def train_plan(
                 if read_stored:
                     yield StoredBatch(batch, store.load_arrays(batch.key), False)
                 continue
-            specs = batch.member_specs(losses(batch))
-            ckpt = None if store is None else store.root / "checkpoints" / batch.key.split("/")[1]
-            desc = f"batch {batch.index + 1}/{len(plan.batches)} epochs" if progress else False
-            try:
-                trained = train(
-                    model,
-                    specs,
-                    data,
-                    config,
-                    checkpoint_dir=str(ckpt) if checkpoint and ckpt is not None else None,
-                    init_variables=init_variables,
-                    progress=desc,
-                )
-            except Exception as err:
-                if (error := _too_large(err, batch, config)) is None:
-                    raise
-                raise error from err
-            tests = [s.test_idx for s in specs]
-            entry = member_entry(trained, batch.described(), tests, config.max_epochs)
-            if store is not None:
-                store.save_arrays(batch.key, **entry)
-                shutil.rmtree(ckpt, ignore_errors=True)
+            entry = train_batch(batch)
             if bar is not None:
                 bar.update(len(batch.members))
             yield StoredBatch(batch, entry, True)

@@ -132,3 +132,92 @@ def test_other_failures_propagate_as_raised(problem, monkeypatch):
     monkeypatch.setattr(TP, "train", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         _run(problem)
+
+
+# ----------------------------------------------------------------------------------------------
+# A batch trained in parts: members_per_call, and calls too large for the device halved
+# ----------------------------------------------------------------------------------------------
+
+_OUT_OF_MEMORY = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9.1GiB"
+
+
+@pytest.fixture(scope="module")
+def images():
+    """One batch of three members of the tiny CNN, trained whole: the plan, data, config and
+    the batch's entry. Batches of 7 images put every member whole on one device whatever the
+    members of a call (iml.training.make_mesh), so that members agree bit for bit."""
+    from _training_helpers import TinyCNN, tiny_config, tiny_images
+
+    x, y = tiny_images(n=120)
+    plan = make_plan(len(y), betas=[0.2, 0.5, 0.8], seeds=(3,), labels=y, n_folds=5,
+                     n_val_folds=1, rotations=[0])  # fmt: skip
+    config = tiny_config(batch_size=7, max_epochs=2)
+    data = DataSource.from_arrays(x, y)
+    (whole,) = TP.train_plan(plan, lambda b: [None] * len(b.members), TinyCNN(), data, config,
+                             progress=False)  # fmt: skip
+    return plan, data, config, whole.entry
+
+
+def _image_run(images, store=None, **kwargs):
+    from _training_helpers import TinyCNN
+
+    plan, data, config, _ = images
+    return list(TP.train_plan(plan, lambda b: [None] * len(b.members), TinyCNN(), data, config,
+                              store=store, progress=False, **kwargs))  # fmt: skip
+
+
+def _same_entry(got, whole, split_sizes):
+    assert sorted(got) == sorted([*whole, "split_sizes"])
+    np.testing.assert_array_equal(got["split_sizes"], split_sizes)
+    for name, values in whole.items():
+        np.testing.assert_array_equal(got[name], values, err_msg=name)
+
+
+def test_a_batch_trained_in_parts_is_stored_as_trained_whole(images, tmp_path):
+    store = RunStore(tmp_path / "run")
+    store.open_run({"what": "test"}, devices=[])
+    (got,) = _image_run(images, store, members_per_call=2, checkpoint=True)
+    _same_entry(got.entry, images[3], [2, 1])
+    _same_entry(store.load_arrays(got.batch.key), images[3], [2, 1])
+    assert not (store.root / "checkpoints").exists()  # each part's, removed with the batch's
+
+
+def test_a_call_out_of_memory_is_halved_down_to_members_that_fit(images, tmp_path, monkeypatch):
+    real, calls = TP.train, []
+
+    def small_device(model, members, *args, **kwargs):
+        calls.append([m.position for m in members])
+        if len(members) > 1:
+            raise RuntimeError(_OUT_OF_MEMORY)
+        return real(model, members, *args, **kwargs)
+
+    monkeypatch.setattr(TP, "train", small_device)
+    store = RunStore(tmp_path / "run")
+    store.open_run({"what": "test"}, devices=[])
+    with pytest.warns(RuntimeWarning) as warned:
+        (got,) = _image_run(images, store, halve_too_large=True, checkpoint=True)
+    said = [str(w.message) for w in warned]
+    assert [text.rsplit("; ", 1)[1] for text in said] == [
+        "training them as 2 and 1", "training them as 1 and 1"]  # fmt: skip
+    for text, n in zip(said, (3, 2), strict=True):
+        assert text.startswith(f"batch 0: {n} members in one program were too large for the "
+                               f"device ({_OUT_OF_MEMORY})")  # fmt: skip
+    # the whole batch, its first half, which is halved again, then its second half
+    assert calls == [[None] * 3, [0, 1], [0], [1], [2]]
+    _same_entry(got.entry, images[3], [1, 1, 1])
+    _same_entry(store.load_arrays(got.batch.key), images[3], [1, 1, 1])
+
+    # a member that does not fit alone is named, with the setting that makes it smaller
+    def no_room(*args, **kwargs):
+        raise RuntimeError(_OUT_OF_MEMORY)
+
+    monkeypatch.setattr(TP, "train", no_room)
+    with pytest.raises(MemoryError, match=r"^batch 0: 1 member trained in one program ran out "
+                       r"of device memory; run again with fewer validation images per member "
+                       r"and step \(--config\.train\.eval_batch_size, now 8\)"), \
+            pytest.warns(RuntimeWarning, match="training them as") as warned:  # fmt: skip
+        _image_run(images, halve_too_large=True)
+    assert len(warned) == 2  # 3 members, then 2
+    # without halving (members_per_batch set by the user), the batch's size is named
+    with pytest.raises(MemoryError, match=r"^batch 0: 3 members .*members_per_batch=1, or"):
+        _image_run(images)
