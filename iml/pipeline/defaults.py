@@ -123,6 +123,10 @@ def experiment_config() -> ml_collections.ConfigDict:
     # 16 where Adam trains (rows)
     c.train.betas_per_chunk = 0
     c.train.members_per_batch = 0  # 0 = len(betas) * len(seeds): one rotation per batch (images)
+    # device bytes the members trained in one program may take where members_per_batch is 0
+    # (0 = 0.9 of the device's free memory; a CPU reports none: no limit); a batch that needs
+    # more by XLA's memory analysis is trained in parts that fit and stored as one (images)
+    c.train.memory_budget_bytes = 0
     c.train.flip = False  # random horizontal flips of the training images (images)
     c.train.normalize = "imagenet"  # 'imagenet' (torchvision's statistics) or 'none' (images)
     # store each member batch as it finishes, so that a run resumes mid-batch (images)
@@ -153,6 +157,7 @@ READ_BY: Mapping[str, str] = {
     **dict.fromkeys(("data.manual_dir", "data.max_examples", "data.n_val_folds"), "images"),
     **dict.fromkeys(("data.n_test_folds", "data.rotations"), "images"),
     **dict.fromkeys(("model.weights", "model.conv_impl", "train.members_per_batch"), "images"),
+    **dict.fromkeys(("train.memory_budget_bytes",), "images"),
     **dict.fromkeys(("train.flip", "train.normalize", "train.checkpoint"), "images"),
 }
 

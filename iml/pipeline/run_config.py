@@ -64,6 +64,7 @@ _COUNTS_OR_ZERO = (
     "data.n_val_folds",
     "data.fold_seed",
     "train.members_per_batch",
+    "train.memory_budget_bytes",
 )
 
 
@@ -132,6 +133,11 @@ def check_config(config: Mapping[str, Any]) -> None:
         _count(c, key)
     for key in _COUNTS_OR_ZERO:
         _count(c, key, 0)
+    if c.train.members_per_batch and c.train.memory_budget_bytes:
+        raise ValueError(
+            "config.train.memory_budget_bytes applies where config.train.members_per_batch is 0 "
+            f"(the default), not {c.train.members_per_batch}; set only one of them"
+        )
     if c.data.n_folds - c.data.n_val_folds - c.data.n_test_folds < 1:
         raise ValueError(
             f"config.data.n_folds={c.data.n_folds} leaves no training fold after "

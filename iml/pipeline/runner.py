@@ -9,9 +9,15 @@ from its last checkpoint (``checkpoints/``, removed once the batch is stored) an
 same results as an uninterrupted run.
 
 The batches are trained and stored by the one loop of every run
-(:func:`iml.pipeline.train_plan.train_plan`). The config's reading and checks
-(:func:`check_config`, :func:`check_eval`, the loss's grid) live in
-:mod:`iml.pipeline.run_config`; their public names are imported here.
+(:func:`iml.pipeline.train_plan.train_plan`). Where ``config.train.members_per_batch`` is 0 (the
+default), a batch that needs more than the device's free memory (or
+``config.train.memory_budget_bytes``) by XLA's memory analysis is trained in parts that fit
+(:func:`members_per_call`, recorded in the manifest under ``memory``), and a call that fails on
+the device for its size is made again in halves; either way each member trains as in the whole
+batch (its data order and flips), and the batch is stored as one entry.
+
+The config's reading and checks (:func:`check_config`, :func:`check_eval`, the loss's grid) live
+in :mod:`iml.pipeline.run_config`; their public names are imported here.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from iml.pipeline.store import RunStore
 from iml.pipeline.train_plan import train_plan
 from iml.training import DataSource, TrainConfig
 from iml.training.host import host_memory_record
+from iml.training.memory import estimate_member_memory, memory_budget
 
 __all__ = [
     "FLAT_KEYS",
@@ -67,6 +74,7 @@ __all__ = [
     "default_config",
     "is_multiclass",
     "load_run_data",
+    "members_per_call",
     "plan_run",
     "run_betas",
     "run_experiment",
@@ -204,6 +212,41 @@ def _train_config(config: Mapping[str, Any]) -> TrainConfig:
         flip=bool(c.train.flip),
         normalize=str(c.train.normalize),
     )
+
+
+def members_per_call(
+    model: Any,
+    loss: Any,
+    image_shape: tuple[int, ...],
+    train_config: TrainConfig,
+    largest: int,
+    budget_bytes: int = 0,
+) -> tuple[int | None, dict[str, Any]]:
+    """How many members of a run whose ``config.train.members_per_batch`` is 0 the trainer takes
+    in one call: the most that fit ``budget_bytes`` (``config.train.memory_budget_bytes``; 0: the
+    device's free memory, :func:`iml.training.memory.memory_budget`) by XLA's memory analysis of
+    their programs (:func:`iml.training.memory.estimate_member_memory`), at least one.
+
+    Args:
+      model, loss: the members' model and one member's loss.
+      image_shape: one image's ``(H, W, C)``.
+      train_config: the trainer's configuration.
+      largest: the members of the plan's largest batch.
+      budget_bytes: the bytes one call may take (0: those of the device).
+
+    Returns:
+      ``(members, record)``: None where every batch fits whole (or nothing limits the memory: a
+      CPU without a budget), and what the manifest records of the choice under ``memory``: the
+      ``budget_bytes`` (None: no limit), the estimate
+      (:meth:`iml.training.memory.MemoryEstimate.record`) and the ``members_per_call`` that fit.
+    """
+    budget = memory_budget(int(budget_bytes))
+    if budget is None:
+        return None, {"budget_bytes": None, "members_per_call": None}
+    estimate = estimate_member_memory(model, loss, image_shape, train_config)
+    fit = max(1, min(estimate.members_within(budget), largest))
+    record = {"budget_bytes": budget, **estimate.record(), "members_per_call": fit}
+    return (None if fit >= largest else fit), record
 
 
 def _as_float(images: np.ndarray) -> np.ndarray:
@@ -369,21 +412,6 @@ def run_experiment(
     grid = run_grid(config, len(dataset.class_names)) if is_multiclass(config) else None
     model = config_model(config, 1 if grid is None else grid.spec.n_classes)
     init_variables = initial_variables(config, model, dataset.input_shape[-1])
-    store = RunStore(out)
-    store.open_run(
-        stored,
-        devices=[str(d) for d in jax.devices()],
-        extra={
-            "seeds": {"members": list(plan.seeds), "folds": int(config.data.fold_seed)},
-            "num_examples": dataset.num_examples,
-            "num_members": len(plan.members),
-            "num_batches": len(plan.batches),
-            "host_memory": host_memory_record(),
-        },
-    )
-    store.save_arrays("data/folds", labels=labels, fold_ids=plan.fold_ids)
-    if all(store.has(b.key) for b in plan.batches):
-        return store
     train_config = _train_config(config)
     if grid is None:  # a binary loss, one class weight per member
         loss = run_loss(config)
@@ -395,10 +423,35 @@ def run_experiment(
         def losses(batch: MemberBatch) -> list:
             return [grid.spec[m.loss] for m in batch.members]
 
+    store = RunStore(out)
+    per_call, memory = None, {}
+    if not config.train.members_per_batch and not all(store.has(b.key) for b in plan.batches):
+        first = plan.batches[0].member_specs(losses(plan.batches[0]))[0]
+        largest = max(len(b.members) for b in plan.batches)
+        per_call, memory = members_per_call(
+            model, first.loss_spec(), dataset.input_shape, train_config, largest,
+            int(config.train.memory_budget_bytes),
+        )  # fmt: skip
+    store.open_run(
+        stored,
+        devices=[str(d) for d in jax.devices()],
+        extra={
+            "seeds": {"members": list(plan.seeds), "folds": int(config.data.fold_seed)},
+            "num_examples": dataset.num_examples,
+            "num_members": len(plan.members),
+            "num_batches": len(plan.batches),
+            "host_memory": host_memory_record(),
+            **({"memory": memory} if memory else {}),
+        },
+    )
+    store.save_arrays("data/folds", labels=labels, fold_ids=plan.fold_ids)
+    if all(store.has(b.key) for b in plan.batches):
+        return store
     batches = train_plan(
         plan, losses, model, _source(dataset, labels), train_config, store=store,
         read_stored=False, checkpoint=bool(config.train.checkpoint),
-        init_variables=init_variables, progress=progress,
+        init_variables=init_variables, progress=progress, members_per_call=per_call,
+        halve_too_large=not config.train.members_per_batch,
     )  # fmt: skip
     for _ in batches:
         pass

@@ -168,3 +168,59 @@ def test_a_stored_config_with_an_unknown_key_is_named():
         stored_config({"betas": [0.5], "epochz": 3})
     partial = stored_config({"betas": [0.5], "n_bins": 5})  # what tests and old reports stored
     assert partial.loss.betas == (0.5,) and partial.eval.n_bins == 5
+
+
+# ----------------------------------------------------------------------------------------------
+# Batches larger than the device's memory: trained in parts that fit, stored whole
+# ----------------------------------------------------------------------------------------------
+
+#: Two members of the tiny DenseNet in one batch. Batches of 15 images put every member whole on
+#: one device whatever the members of a call (iml.training.make_mesh): members agree bit for bit.
+_TWO_MEMBERS = {
+    "loss.betas": (0.5, 0.9),
+    "data.image_size": 8,
+    "data.max_examples": 200,
+    "data.n_folds": 3,
+    "data.n_val_folds": 1,
+    "data.rotations": (0,),
+    "model.name": "densenet_tiny",
+    "train.epochs": 1,
+    "train.batch_size": 15,
+    "train.checkpoint": False,
+}
+
+
+def test_a_memory_budget_trains_a_batch_in_parts_that_fit_and_stores_it_as_trained_whole(
+    tmp_path,
+):
+    from iml.pipeline.runner import _train_config, run_experiment
+    from iml.training.memory import estimate_member_memory
+
+    whole = RunStore(run_experiment(run_config(**_TWO_MEMBERS), tmp_path / "whole",
+                                    progress=False).root)  # fmt: skip
+    config = run_config(**_TWO_MEMBERS)
+    estimate = estimate_member_memory(config_model(config), 0.5, (8, 8, 1), _train_config(config))
+    budget = estimate.bytes_for(1) + estimate.member_bytes // 2  # one member fits, two do not
+    config.train.memory_budget_bytes = budget
+    parts = run_experiment(config, tmp_path / "parts", progress=False)
+    assert parts.manifest()["memory"] == {
+        "budget_bytes": budget,
+        **estimate.record(),
+        "members_per_call": 1,
+    }
+    assert whole.manifest()["memory"] == {"budget_bytes": None, "members_per_call": None}
+    (key,) = whole.keys("batches")
+    want, got = whole.load_arrays(key), parts.load_arrays(key)
+    np.testing.assert_array_equal(got.pop("split_sizes"), [1, 1])
+    assert sorted(got) == sorted(want)
+    for name, values in want.items():
+        np.testing.assert_array_equal(got[name], values, err_msg=name)
+
+
+def test_a_memory_budget_sizes_only_batches_the_user_does_not_size():
+    config = run_config(**{"train.members_per_batch": 3, "train.memory_budget_bytes": 10**9})
+    both = r"config\.train\.memory_budget_bytes applies where config\.train\.members_per_batch"
+    with pytest.raises(ValueError, match=rf"^{both} is 0 \(the default\), not 3; set only one"):
+        check_config(config)
+    with pytest.raises(ValueError, match=r"config\.train\.memory_budget_bytes"):
+        check_config(run_config(**{"train.memory_budget_bytes": -1}))
