@@ -178,18 +178,18 @@ def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(t
     done = _python(
         f"""
         import sys
-        import iml.pipeline.sweep as sweep
+        import iml.pipeline.train_plan as loop
         from iml import cli
 
-        train_chunk, calls = sweep._train_chunk, []
+        train, calls = loop.train, []
 
         def fail_second(*args, **kwargs):
             calls.append(1)
             if len(calls) == 2:
                 raise RuntimeError("device lost")
-            return train_chunk(*args, **kwargs)
+            return train(*args, **kwargs)
 
-        sweep._train_chunk = fail_second
+        loop.train = fail_second
         sys.exit(cli.main({argv!r}))
         """
     )

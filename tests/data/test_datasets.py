@@ -18,7 +18,7 @@ from iml.data import (
 from iml.data.tabular import (
     ArgumentError,
 )
-from iml.pipeline import sweep as S
+from iml.pipeline import train_plan as TP
 
 
 def test_csv_bad_input_is_named(tmp_path: Path):
@@ -186,7 +186,7 @@ def test_bad_csv_input_names_the_flag_or_argument_column_and_values(
     def no_work(*args, **kwargs):
         raise AssertionError("training started")
 
-    monkeypatch.setattr(S, "_train_chunk", no_work)
+    monkeypatch.setattr(TP, "train", no_work)
     argv = ["sweep", "--csv", str(tmp_path / "data.csv"), "--out", str(tmp_path / "out"), *flags]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
