@@ -8,7 +8,8 @@ and the closed form of the class-weighted rule). This script reads a sweep's ``s
 reports, for every loss of the grid:
 
 * the binary ECE (10 quantile bins) of class ``k``'s raw and loss-corrected scores against
-  ``1{y = k}``, and their means against the class's rate;
+  ``1{y = k}``, each with its 95% bootstrap interval (:func:`iml.calibration.ece_intervals`,
+  bins fixed), and their means against the class's rate;
 * the 5%, 50% and 95% quantiles of the raw scores' row sums (one-vs-rest scores need not sum to
   one; a posterior must);
 * the loss-calibration test (Definition 2) of class ``k``'s raw scores under
@@ -39,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml.calibration import (
+    ece_intervals,
     expected_calibration_error,
     loss_calibration_power,
     loss_calibration_test,
@@ -69,12 +71,21 @@ def weighted_class_report(
     if not weight > 0:
         raise ValueError(f"weight must be positive, got {weight}")
     hits = (np.asarray(labels) == k).astype(np.int32)
+    # Each ECE's interval: every key's raw and corrected scores on the same resampled rows.
+    both = np.concatenate([scores[:, :, k], corrected[:, :, k]])
+    intervals = np.asarray(
+        ece_intervals(np.clip(both, _CLIP, 1 - _CLIP).astype(np.float32), hits,
+                      n_bootstrap=n_bootstrap, key=jax.random.key(3)),
+        np.float64,
+    ).reshape(2, len(keys), 2)  # fmt: skip
     out = {}
-    for key, raw, fixed in zip(keys, scores, corrected, strict=True):
+    for i, (key, raw, fixed) in enumerate(zip(keys, scores, corrected, strict=True)):
         a = np.clip(raw[:, k], _CLIP, 1 - _CLIP).astype(np.float32)
         row: dict[str, Any] = {
             "ece_raw": _ece(raw[:, k], hits),
+            "ece_raw_interval": intervals[0, i].tolist(),
             "ece_corrected": _ece(fixed[:, k], hits),
+            "ece_corrected_interval": intervals[1, i].tolist(),
             "mean_raw": float(raw[:, k].mean()),
             "mean_corrected": float(fixed[:, k].mean()),
             "rate": float(hits.mean()),
