@@ -44,6 +44,13 @@ def test_scores_optimal_for_the_weighted_loss_pass_its_test_and_fail_the_unweigh
     assert weighted["mean_raw"] > weighted["rate"] + 0.1
     assert weighted["mean_corrected"] == pytest.approx(weighted["rate"], abs=0.02)
     assert weighted["ece_raw"] > 0.1 > 0.03 > weighted["ece_corrected"]
+    # Each ECE with its 95% interval, all on the same resampled rows: the weighted model's raw
+    # interval lies wholly above its corrected one.
+    for row in (weighted, unweighted):
+        for method in ("raw", "corrected"):
+            low, high = row[f"ece_{method}_interval"]
+            assert 0 <= low < high and low <= row[f"ece_{method}"] * 1.5
+    assert weighted["ece_raw_interval"][0] > weighted["ece_corrected_interval"][1]
     assert weighted["row_sum_quantiles"] == [1.0, 1.0, 1.0]
     # Exact posteriors both: the corrected weighted scores are as calibrated as the unweighted.
     diff = weighted["ece_corrected_minus_unweighted"]
