@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from iml import config as config_lib
 from iml.commands.config import load_config_with_names
+from iml.pipeline.report import write_sweep_outputs
 from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import execute_sweep, prepare_sweep, sweep_config
-from iml.pipeline.sweep_report import write_sweep_outputs
 
 if TYPE_CHECKING:
     import ml_collections

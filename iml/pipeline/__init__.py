@@ -4,17 +4,21 @@
   (``iml reproduce``: an ensemble on images; ``iml sweep``: small models on rows of a table).
 * :mod:`iml.pipeline.plan`: nested-CV folds and the grid loss x rotation x seed in member batches
   (of members, or of every member of a chunk of losses), for both kinds of run.
-* :mod:`iml.pipeline.runner`: training/scoring each batch of a run on images into the store
-  (resumable after ``kill -9``); :mod:`iml.pipeline.run_config` the config's checks.
+* :mod:`iml.pipeline.train_plan`: the one loop of every run: each member batch trained and stored
+  (resumable after ``kill -9``), in parts sized by memory where asked.
+* :mod:`iml.pipeline.runner`: a run on images (its data, model and plan) into the store;
+  :mod:`iml.pipeline.run_config` the config's checks.
 * :mod:`iml.pipeline.sweep`: a grid of losses over many small models on rows at once, each chunk
-  of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks,
-  :mod:`iml.pipeline.sweep_report` its table, scores and figures.
+  of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks.
 * :mod:`iml.pipeline.store`: the atomic results store, the one layout of stored members
   (:func:`~iml.pipeline.store.member_entry`), and the one aggregation of them into ensemble
   scores (per loss, the mean score or the score of the mean logit) and ensemble sizes.
-* :mod:`iml.pipeline.report`: the summary table (JSON, Markdown) and Figures 1-4.
+* :mod:`iml.pipeline.report`: the report of every run: the one table
+  (:func:`iml.calibration.table_by_loss`; with the recalibration baselines and the
+  loss-calibration test for a run on images), its Markdown (:mod:`iml.pipeline.markdown`), the
+  scores and the figures (Figures 1-4; the ECE by loss and the reliability by class of a grid).
 * :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``);
-  :mod:`iml.pipeline.reveal_input` reads a run of either command, :mod:`iml.pipeline.reveal_report`
+  :mod:`iml.pipeline.reveal_input` reads any run's member batches, :mod:`iml.pipeline.reveal_report`
   reports on the record.
 """
 

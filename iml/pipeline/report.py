@@ -33,6 +33,7 @@ replicates, every method of a beta on the same resampled observations, bins fixe
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -44,7 +45,7 @@ import ml_collections
 import numpy as np
 
 from iml import config as config_lib
-from iml._io import file_stem
+from iml._io import atomic_write_text, file_stem
 from iml.calibration import (
     METRICS,
     RENORMALISED,
@@ -74,6 +75,7 @@ from iml.pipeline.store import (
     check_stored_run,
     load_ensemble,
 )
+from iml.pipeline.sweep import SweepResult
 from iml.plots import (
     figure1_calibration_curves,
     figure2_theoretical_curves,
@@ -103,6 +105,7 @@ __all__ = [
     "report_run",
     "score_metrics",
     "summary_table",
+    "write_sweep_outputs",
 ]
 
 _CLIP = 1e-7
@@ -468,13 +471,95 @@ def _report_multiclass(
         sizes=ensemble.sizes,
         labels=labels,
     )
-    title = f"{config.data.name}, {config.loss.name} loss"
-    fig = figure_calibration_by_loss(table, prevalence=None, title=title, weight_name="loss")
-    save_figure(fig, out / "figures" / "ece_by_loss", formats)
-    for key, a, c in zip(grid.keys, scores, fixed, strict=True):
-        fig = reliability_by_class(a, y, c, n_bins=n_bins, title=f"{title}: {key}")
-        save_figure(fig, out / "figures" / "reliability_by_class" / file_stem(key), formats)
+    _grid_figures(
+        table, grid.keys, scores, fixed, y, title=f"{config.data.name}, {config.loss.name} loss",
+        prevalence=None, weight_name="loss", ece_path=out / "figures" / "ece_by_loss",
+        classes_dir=out / "figures" / "reliability_by_class", formats=formats,
+        class_formats=formats, n_bins=n_bins,
+    )  # fmt: skip
     return table
+
+
+def _grid_figures(
+    table: Mapping[str, Any],
+    keys: Sequence[str],
+    scores: np.ndarray,
+    corrected: np.ndarray,
+    labels: np.ndarray,
+    *,
+    title: str,
+    prevalence: float | None,
+    weight_name: str,
+    ece_path: Path,
+    classes_dir: Path,
+    formats: Sequence[str],
+    class_formats: Sequence[str],
+    class_names: Sequence[str] | None = None,
+    n_bins: int = 10,
+) -> list[Path]:
+    """The figures of a grid of losses, a sweep's or a multiclass run's: the ECE of every loss
+    before and after its correction, and, for class scores ``[m, N, n]``, one reliability
+    figure per loss, a panel per class (``classes_dir/KEY``)."""
+    fig = figure_calibration_by_loss(table, prevalence=prevalence, title=title,
+                                     weight_name=weight_name)  # fmt: skip
+    paths = save_figure(fig, ece_path, formats)
+    if scores.ndim == 3:
+        for key, a, c in zip(keys, scores, corrected, strict=True):
+            fig = reliability_by_class(a, labels, c, class_names, n_bins, title=f"{title}: {key}")
+            paths += save_figure(fig, classes_dir / file_stem(key), class_formats)
+    return paths
+
+
+def write_sweep_outputs(
+    out: str | Path,
+    result: SweepResult,
+    prevalence: float | None,
+    title: str,
+    class_names: Sequence[str] | None = None,
+) -> list[Path]:
+    """Write a sweep's Markdown table, scores and figures into ``out``, each file atomically.
+
+    Files: ``sweep_table.md`` (:func:`iml.pipeline.markdown.markdown_by_loss`),
+    ``scores.npz`` (keys, labels, fold ids, raw and loss-corrected ensemble scores, the betas of
+    a beta grid, and, for binary losses trained with several seeds, each seed's scores
+    ``member_scores`` and ``seeds``),
+    ``ece_vs_beta`` (the ECE of both against the loss, PNG and PDF) and, for multiclass losses, one
+    ``reliability_by_class/KEY`` figure per loss (PNG). The JSON table is the store's
+    (``sweep_table.json``, written by :func:`iml.pipeline.sweep.execute_sweep`).
+
+    Args:
+      out: the output folder.
+      result: the sweep's result.
+      prevalence: the positive rate, drawn on the figure (None for multiclass losses).
+      title: the figures' title.
+      class_names: names of the classes of a multiclass sweep.
+
+    Returns:
+      The paths of the figures written.
+    """
+    out = Path(out)
+    key_name = "beta" if result.betas is not None else "loss"
+    if result.losses is not None and result.betas is not None:  # beta, or the focal loss's alpha
+        key_name = result.losses.record.class_weight or key_name
+    atomic_write_text(out / "sweep_table.md", markdown_by_loss(result.table, key_name))
+    buffer = io.BytesIO()
+    arrays = {"keys": np.asarray(result.keys), "labels": result.labels,
+              "fold_ids": result.fold_ids, "scores": result.scores.astype(np.float32),
+              "corrected": result.corrected.astype(np.float32)}  # fmt: skip
+    if result.betas is not None:
+        arrays["betas"] = result.betas
+    if result.member_scores.ndim == 3 and result.member_scores.shape[1] > 1:
+        # Each seed's binary scores [m, S, N], for a user's own analysis of training noise.
+        arrays["member_scores"] = result.member_scores.astype(np.float32)
+        arrays["seeds"] = np.asarray(result.seeds, np.int64)
+    np.savez_compressed(buffer, **arrays)
+    atomic_write_bytes(out / "scores.npz", buffer.getvalue())
+    return _grid_figures(
+        result.table, result.keys, result.scores, result.corrected, result.labels, title=title,
+        prevalence=prevalence, weight_name=key_name, ece_path=out / "ece_vs_beta",
+        classes_dir=out / "reliability_by_class", formats=("png", "pdf"), class_formats=("png",),
+        class_names=class_names,
+    )  # fmt: skip
 
 
 def _class_eces(scores: np.ndarray, labels: np.ndarray, n_bins: int) -> list[float]:

@@ -27,7 +27,7 @@ Entry points: :func:`run_sweep` (library, notebooks: arrays, e.g. from a pandas 
 :func:`iml.data.tabular.encode_table`); and, for a config (nested, locked: its defaults are
 :mod:`iml.pipeline.defaults`, its checks :mod:`iml.pipeline.sweep_config`, as ``iml sweep`` in
 :mod:`iml.cli` reads it), :func:`prepare_sweep` (checks it once, reads the data and plans),
-:func:`execute_sweep` (trains) and :func:`iml.pipeline.sweep_report.write_sweep_outputs`.
+:func:`execute_sweep` (trains) and :func:`iml.pipeline.report.write_sweep_outputs`.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from _sweep_tables import simulated_table
 from iml import cli, loss_spec
 from iml.calibration import MULTICLASS_METRICS
 from iml.config import to_dict
+from iml.pipeline import report as R
 from iml.pipeline import sweep as S
-from iml.pipeline import sweep_report
 from iml.pipeline import train_plan as TP
 
 # each multiclass ECE of a sweep's table with its bootstrap interval
@@ -126,8 +126,8 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
     assert 0.05 < y.mean() < 0.15  # a rare "yes" class
     written = []
     for name in ("atomic_write_text", "atomic_write_bytes"):
-        real = getattr(sweep_report, name)
-        monkeypatch.setattr(sweep_report, name,
+        real = getattr(R, name)
+        monkeypatch.setattr(R, name,
                             lambda path, data, real=real: (written.append(path.name),
                                                            real(path, data)))  # fmt: skip
     out = tmp_path / "out"
