@@ -3144,10 +3144,6 @@ def _weighted(run: str, loss: str) -> dict:
     return any_loss(run, "weighted_class.json")[loss]
 
 
-def _top_label(run: str, loss: str, method: str = "loss_corrected") -> float:
-    return any_loss(run, "sweep_table.json")[loss][method]["top_label_ece"]
-
-
 ANY_LOSS_MULTICLASS = {  # the Adam runs of sweep_any_loss, as its tables name them
     "digits_matrix": "digits, matrix",
     "digits_softmax": "digits, softmax",
