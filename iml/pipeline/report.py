@@ -263,12 +263,19 @@ def report_config(
 
     Raises:
       FileNotFoundError: if ``run`` holds no manifest or no stored folds.
-      ValueError: if the run has no finished member batch; naming the key, for a key that
-        ``config.eval`` does not have, a value of another type than the key's, or a bad value
-        (:func:`iml.pipeline.runner.check_eval`).
+      ValueError: if the run has no finished member batch or is a sweep; naming the key, for a
+        key that ``config.eval`` does not have, a value of another type than the key's, or a bad
+        value (:func:`iml.pipeline.runner.check_eval`).
     """
     store = check_stored_run(run)
-    config = stored_config(store.manifest()["config"])
+    stored = store.manifest()["config"]
+    if "data_sha256" in stored:  # what a sweep records; a run on images records no digest
+        raise ValueError(
+            f"{run} holds an `iml sweep` run, whose report (sweep_table.json, sweep_table.md, "
+            "scores.npz, figures) the sweep writes itself: run the same `iml sweep` again to "
+            "write it; `iml figures` reports `iml reproduce` runs"
+        )
+    config = stored_config(stored)
     for key, value in (eval_overrides or {}).items():
         config_lib.override(config, f"eval.{key}", value)
     check_eval(config)
