@@ -61,7 +61,9 @@ def test_a_misspelled_key_is_named_with_the_nearest_existing_key():
     )
     with pytest.raises(ValueError, match=r"--config\.trian\.epochs: .* config\.train\.epochs\?"):
         _load(("trian.epochs", "1"))
-    with pytest.raises(ValueError, match=r"--config\.zzz: no such key; config has data, eval, "):
+    with pytest.raises(
+        ValueError, match=r"--config\.zzz: no such key; config has data, distributed, eval, "
+    ):
         _load(("zzz", "1"))
 
 

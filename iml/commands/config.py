@@ -57,6 +57,7 @@ SHORTCUTS = {
     "betas_per_chunk": "train.betas_per_chunk",
     "n_bins": "eval.n_bins",
     "average": "eval.average",
+    "distributed": "distributed.enabled",
 }
 
 

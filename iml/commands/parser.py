@@ -124,12 +124,18 @@ _OPTIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "average": ("report", "how the members of a loss pool: score (their mean score, the "
                 "paper's ensemble) or logit (the score of their mean logit)",
                 {"choices": ENSEMBLE_AVERAGES}),
+    "distributed": ("processes", "run as one of several processes (jax.distributed), each "
+                    "training its share of the members into the shared --out, process 0 "
+                    "writing the results; under Slurm, Open MPI or on a Cloud TPU the processes "
+                    "are detected, elsewhere set config.distributed.coordinator_address, "
+                    "num_processes and process_id", {"action": "store_const", "const": True}),
 }  # fmt: skip
 _GROUPS = {
     "data": "data",
     "loss": "the loss and its grid of class weights",
     "training": "training",
     "report": "the report",
+    "processes": "several processes",
 }
 
 
@@ -144,7 +150,7 @@ def add_config_arguments(
     for option, key in shortcuts(inputs).items():
         group, text, kwargs = _OPTIONS[option]
         default = flat[key]
-        if default not in ("", ()) and "default" not in text and option != "no_standardize":
+        if default not in ("", ()) and "default" not in text and "const" not in kwargs:
             text = f"{text}; default {default}"
         flag = "--" + option.replace("_", "-")
         groups[group].add_argument(flag, help=f"{text} (config.{key})", **kwargs)

@@ -16,16 +16,23 @@ __all__ = ["reproduce_command"]
 def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     # imported here: the image pipeline loads tensorflow-datasets, Flax's DenseNets and the
     # report (seconds), which `iml sweep`, `iml reveal` and `--help` do without
+    from iml import config as config_lib
+    from iml.pipeline import distributed
     from iml.pipeline.report import report_run
     from iml.pipeline.runner import check_config, check_resumable, is_multiclass, run_experiment
     from iml.training.host import keep_step_memory
 
     config = load_config(args)
+    # before JAX's first computation: join the other processes where config.distributed says so
+    here = distributed.initialize(config)
     check_config(config)
     try:
         check_resumable(config, args.out)
     except ValueError as err:
         raise ValueError(f"--out: {err}") from None
+    run = {k: v for k, v in config_lib.to_dict(config).items() if k != "distributed"}
+    distributed.check_same_run(config, {"command": "reproduce", "config": run}, "config")
+    distributed.check_shared_folder(config, args.out)
 
     def work() -> int:
 
@@ -33,14 +40,20 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
         keep_step_memory()
         start = time.perf_counter()
         run_experiment(config, args.out, progress=not args.no_progress)
+        if not here.main:  # process 0 writes the results
+            distributed.finish()
+            print(f"process {here.index} of {here.count}: its share stored in {args.out}")
+            return 0
         if args.train_only:
             elapsed = time.perf_counter() - start
             print(f"members stored in {args.out} ({elapsed:.0f} s); iml figures --run {args.out}")
-            return 0
-        report_run(args.out, args.out)
-        elapsed = time.perf_counter() - start
-        revealed = "" if is_multiclass(config) else "revealed.json, "
-        print(f"results in {args.out}: table.json, table.md, {revealed}figures/ ({elapsed:.0f} s)")
+        else:
+            report_run(args.out, args.out)
+            elapsed = time.perf_counter() - start
+            revealed = "" if is_multiclass(config) else "revealed.json, "
+            print(f"results in {args.out}: table.json, table.md, {revealed}figures/ "
+                  f"({elapsed:.0f} s)")  # fmt: skip
+        distributed.finish()
         return 0
 
     return work

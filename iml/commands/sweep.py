@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from iml import config as config_lib
 from iml.commands.config import load_config_with_names
+from iml.pipeline import distributed
 from iml.pipeline.report import write_sweep_outputs
 from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import execute_sweep, prepare_sweep, sweep_config
@@ -50,6 +51,8 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
     """Check the config, the data and ``--out``; return the work (train, write, summarize)."""
 
     config, names = load_config_with_names(args)
+    # before JAX's first computation: join the other processes where config.distributed says so
+    here = distributed.initialize(config)
     plan, dataset = prepare_sweep(config, names)
     out = Path(args.out)
     store = RunStore(out)
@@ -57,11 +60,17 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
         store.check_resumable(plan.run_config)
     except ValueError as err:
         raise ValueError(f"--out: {err}") from None
+    distributed.check_same_run(config, {"command": "sweep", "run": plan.run_config}, "sweep")
+    distributed.check_shared_folder(config, out)
     _note_unused_adam_options(config, names, plan.config.solver)  # once every check has passed
 
     def work() -> int:
 
         result = execute_sweep(plan, store, progress=not args.no_progress)
+        if not here.main:  # process 0 writes the results
+            distributed.finish()
+            print(f"process {here.index} of {here.count}: trained chunks {result.chunks_trained}")
+            return 0
         multiclass = config.data.classes == "all"
         loss = config.loss.name
         what = "" if loss == "log" else f"{loss} loss, "
@@ -85,6 +94,7 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
         )
         written = [out / "sweep_table.json", out / "sweep_table.md", out / "scores.npz", *paths]
         print("wrote " + ", ".join(map(str, written)))
+        distributed.finish()
         return 0
 
     return work

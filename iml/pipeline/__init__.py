@@ -10,6 +10,8 @@
   :mod:`iml.pipeline.run_config` the config's checks.
 * :mod:`iml.pipeline.sweep`: a grid of losses over many small models on rows at once, each chunk
   of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks.
+* :mod:`iml.pipeline.distributed`: a run of either kind as several processes (JAX's
+  multi-controller runtime), each training its share of the batches into the one store.
 * :mod:`iml.pipeline.store`: the atomic results store, the one layout of stored members
   (:func:`~iml.pipeline.store.member_entry`), and the one aggregation of them into ensemble
   scores (per loss, the mean score or the score of the mean logit) and ensemble sizes.

@@ -1,15 +1,16 @@
 """The experiment's one config schema, and its two named defaults.
 
 :func:`experiment_config` is the schema: every key of an experiment (``data``, ``model``,
-``loss``, ``train``, ``eval``) with its default and its meaning (the comment of its line, which
-``--help`` prints). An experiment trains its models either on images, fed to the devices in
-batches from the host (``iml reproduce``: :mod:`iml.pipeline.runner`), or on rows of a table
-held whole on the device (``iml sweep``: :mod:`iml.pipeline.sweep`); a few keys are read by one
-of the two only (:data:`READ_BY`), and setting one of them for the other is an error
-(:func:`check_read_keys`) rather than a setting silently ignored. :func:`default_config` (the
-image ensemble of ``iml reproduce``) and :func:`sweep_config` (the small-model sweep of
-``iml sweep``) are the schema with their own defaults; ``experiments/configs/`` ships them as
-files to copy and edit. Kept apart from the runners, so that reading it loads no training code.
+``loss``, ``train``, ``eval``; and ``distributed``, the processes that run it) with its default
+and its meaning (the comment of its line, which ``--help`` prints). An experiment trains its
+models either on images, fed to the devices in batches from the host (``iml reproduce``:
+:mod:`iml.pipeline.runner`), or on rows of a table held whole on the device (``iml sweep``:
+:mod:`iml.pipeline.sweep`); a few keys are read by one of the two only (:data:`READ_BY`), and
+setting one of them for the other is an error (:func:`check_read_keys`) rather than a setting
+silently ignored. :func:`default_config` (the image ensemble of ``iml reproduce``) and
+:func:`sweep_config` (the small-model sweep of ``iml sweep``) are the schema with their own
+defaults; ``experiments/configs/`` ships them as files to copy and edit. Kept apart from the
+runners, so that reading it loads no training code.
 """
 
 from __future__ import annotations
@@ -139,6 +140,18 @@ def experiment_config() -> ml_collections.ConfigDict:
     # how each loss's ensemble pools its members (iml.pipeline.ENSEMBLE_AVERAGES): 'score', the
     # mean raw score (the paper's), or 'logit', the score of the members' mean logit
     c.eval.average = "score"
+
+    c.distributed = ml_collections.ConfigDict()
+    # run as one of several processes on JAX's multi-controller runtime (jax.distributed): every
+    # process runs the same command, trains its share of the member batches on its own devices
+    # and stores them in the one shared output folder; process 0 writes the results
+    c.distributed.enabled = False
+    # host:port of process 0's coordinator; '' = detected (Slurm, Open MPI, Cloud TPU)
+    c.distributed.coordinator_address = ""
+    c.distributed.num_processes = 0  # processes in all; 0 = detected
+    c.distributed.process_id = -1  # this process's index, 0 .. num_processes - 1; -1 = detected
+    # seconds to wait for every process to connect, and to reach the checks before any work
+    c.distributed.initialization_timeout = 300
 
     c.lock()
     return c

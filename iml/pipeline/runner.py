@@ -23,6 +23,7 @@ in :mod:`iml.pipeline.run_config`; their public names are imported here.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from iml.models import (
     load_torchvision_densenet,
     with_conv_impl,
 )
+from iml.pipeline import distributed
 from iml.pipeline.defaults import default_config
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.run_config import (
@@ -354,7 +356,8 @@ def stored_config(stored: Mapping[str, Any]) -> ml_collections.ConfigDict:
 def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any]:
     """The config that :func:`run_experiment` stores in ``out``, checked there; writes nothing.
 
-    For a new run, ``config`` as nested dicts of JSON types. For a run already in ``out`` with
+    For a new run, ``config`` as nested dicts of JSON types, without ``config.distributed``
+    (how many processes run it, which changes no result). For a run already in ``out`` with
     the same config (compared in the current form, :func:`stored_config`), the config as that
     run stored it, so that runs stored in an earlier form resume.
 
@@ -362,12 +365,14 @@ def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any
       ValueError: if ``out`` holds a run with another config, naming the first differing key.
     """
     current = config_lib.to_dict(as_config(config))
+    del current["distributed"]
     manifest = RunStore(out).manifest() if Path(out).is_dir() else None
     if manifest is None:
         return current
     stored = manifest.get("config", {})
     try:
         old = config_lib.to_dict(stored_config(stored))
+        old.pop("distributed")
     except ValueError as err:
         raise ValueError(
             f"{out} holds a run of an unknown config ({err}); choose another output directory"
@@ -400,8 +405,16 @@ def run_experiment(
         (:func:`check_resumable`).
       progress: show progress bars (members with time left; epochs of the current batch).
 
+    On several processes (:mod:`iml.pipeline.distributed`) each one trains its share of the
+    batches on its own devices; process 0 alone records the run (the manifest, the folds), and
+    every process returns once all batches are stored.
+
     Returns:
       The run's :class:`RunStore`, with every batch stored.
+
+    Raises:
+      RuntimeError: on several processes, for batches missing once every process has stored its
+        share (a folder that the processes do not share).
     """
     check_config(config)
     config = as_config(config)
@@ -424,6 +437,7 @@ def run_experiment(
             return [grid.spec[m.loss] for m in batch.members]
 
     store = RunStore(out)
+    here = distributed.processes()
     per_call, memory = None, {}
     if not config.train.members_per_batch and not all(store.has(b.key) for b in plan.batches):
         first = plan.batches[0].member_specs(losses(plan.batches[0]))[0]
@@ -432,27 +446,41 @@ def run_experiment(
             model, first.loss_spec(), dataset.input_shape, train_config, largest,
             int(config.train.memory_budget_bytes),
         )  # fmt: skip
-    store.open_run(
-        stored,
-        devices=[str(d) for d in jax.devices()],
-        extra={
-            "seeds": {"members": list(plan.seeds), "folds": int(config.data.fold_seed)},
-            "num_examples": dataset.num_examples,
-            "num_members": len(plan.members),
-            "num_batches": len(plan.batches),
-            "host_memory": host_memory_record(),
-            **({"memory": memory} if memory else {}),
-        },
-    )
-    store.save_arrays("data/folds", labels=labels, fold_ids=plan.fold_ids)
-    if all(store.has(b.key) for b in plan.batches):
+    if here.main:
+        store.open_run(
+            stored,
+            devices=[str(d) for d in jax.devices()],
+            extra={
+                "seeds": {"members": list(plan.seeds), "folds": int(config.data.fold_seed)},
+                "num_examples": dataset.num_examples,
+                "num_members": len(plan.members),
+                "num_batches": len(plan.batches),
+                "host_memory": host_memory_record(),
+                **({"memory": memory} if memory else {}),
+                **({"processes": here.count} if here.count > 1 else {}),
+            },
+        )
+        store.save_arrays("data/folds", labels=labels, fold_ids=plan.fold_ids)
+    distributed.barrier("opened")  # batches are stored into a recorded run only
+    if here.count == 1 and all(store.has(b.key) for b in plan.batches):
         return store
     batches = train_plan(
         plan, losses, model, _source(dataset, labels), train_config, store=store,
         read_stored=False, checkpoint=bool(config.train.checkpoint),
         init_variables=init_variables, progress=progress, members_per_call=per_call,
         halve_too_large=not config.train.members_per_batch,
+        **({"share": here.owns, "devices": jax.local_devices()} if here.count > 1 else {}),
     )  # fmt: skip
     for _ in batches:
         pass
+    if here.count > 1:
+        distributed.barrier("trained")
+        missing = [b.index for b in plan.batches if not store.has(b.key)]
+        if missing:
+            raise RuntimeError(
+                f"process {here.index}: batches {missing} are not in {out} once every process "
+                "stored its share; every process must write to the same folder"
+            )
+        if here.main:
+            shutil.rmtree(store.root / "checkpoints", ignore_errors=True)
     return store

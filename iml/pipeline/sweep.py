@@ -55,6 +55,7 @@ from iml.grids import (
     loss_grid,
 )
 from iml.models.registry import build_model
+from iml.pipeline import distributed
 from iml.pipeline.plan import Plan, make_plan
 from iml.pipeline.store import (
     ENSEMBLE_AVERAGES,
@@ -431,19 +432,43 @@ def run_sweep(
 def execute_sweep(
     plan: SweepPlan, store: RunStore | None = None, progress: bool = True
 ) -> SweepResult:
-    """Train and score the sweep laid out by :func:`plan_sweep` (see :func:`run_sweep`)."""
+    """Train and score the sweep laid out by :func:`plan_sweep` (see :func:`run_sweep`).
+
+    On several processes (:mod:`iml.pipeline.distributed`) with a ``store``, each one trains
+    its share of the chunks on its own devices; process 0 alone records the run and stores the
+    table, and every process returns the whole result (its ``chunks_trained`` its own share's),
+    read from the store once every chunk is stored.
+    """
     x, y, grid, s, model, config, fold_ids, splits = plan[:8]
     spec = grid.spec
-    if store is not None:
+    here = distributed.processes() if store is not None else distributed.Processes(0, 1)
+    if store is not None and here.main:
         store.open_run(plan.run_config, devices=[str(d) for d in jax.devices()])
         if not store.has("data/folds"):
             store.save_arrays("data/folds", labels=y, fold_ids=fold_ids)
+    trained: list[int] = []
+    if here.count > 1:
+        distributed.barrier("opened")  # chunks are stored into a recorded run only
+        for b in train_plan(
+            plan.plan, lambda batch: [spec[m.loss] for m in batch.members], model,
+            DataSource.from_arrays(x, y), config, store=store, progress=progress,
+            read_stored=False, share=here.owns, devices=jax.local_devices(),
+        ):  # fmt: skip
+            trained.append(b.batch.index)
+        distributed.barrier("trained")
     batches = list(train_plan(
         plan.plan, lambda batch: [spec[m.loss] for m in batch.members], model,
         DataSource.from_arrays(x, y), config, store=store, progress=progress,
+        share=(lambda index: False) if here.count > 1 else None,
     ))  # fmt: skip
+    if len(batches) < len(plan.plan.batches):
+        missing = sorted({b.index for b in plan.plan.batches} - {b.batch.index for b in batches})
+        raise RuntimeError(
+            f"process {here.index}: chunks {missing} are not in {store.root} once every process "
+            "stored its share; every process must write to the same folder"
+        )
     entries = [b.entry for b in batches]
-    trained = [b.batch.index for b in batches if b.trained]
+    trained += [b.batch.index for b in batches if b.trained]
     # Each member's logits, early-stopping epoch and ridge (chosen on the validation folds, or
     # the number), by loss, seed and rotation; its scores by one vectorised link.
     (m,), n = spec.batch_shape, x.shape[0]
@@ -479,7 +504,7 @@ def execute_sweep(
     )  # fmt: skip
     for key, chosen in zip(grid.keys, l2, strict=True):
         table[key][RIDGE] = chosen.tolist()
-    if store is not None:
+    if store is not None and here.main:
         store.save_json("sweep_table", table)
     return SweepResult(
         betas=grid.weights,

@@ -131,6 +131,8 @@ def train_plan(
     progress: bool = True,
     members_per_call: int | None = None,
     halve_too_large: bool = False,
+    share: Callable[[int], bool] | None = None,
+    devices: Sequence[Any] | None = None,
 ) -> Iterator[StoredBatch]:
     """Every batch of ``plan`` in order: read from ``store`` where stored, else trained and stored.
 
@@ -152,9 +154,14 @@ def train_plan(
       halve_too_large: a call too large for the device (out of memory, or a GPU failure of
         :func:`iml.training.is_gpu_kernel_failure`) is made again in two halves, each in turn so
         down to one member, instead of raising.
+      share: which batches this call trains, by index (None: every one): one process's share
+        of a run on several (:meth:`iml.pipeline.distributed.Processes.owns`); a batch of
+        another share is left to its process, neither trained nor yielded unless stored.
+      devices: the devices members train on (:func:`iml.training.train`'s; None: every
+        process's), e.g. ``jax.local_devices()`` where each process trains its own share.
 
     Yields:
-      A :class:`StoredBatch` per batch.
+      A :class:`StoredBatch` per batch (of ``share``, or stored).
 
     Raises:
       MemoryError, RuntimeError: for a call too large for the device (with ``halve_too_large``:
@@ -177,7 +184,7 @@ def train_plan(
             return train(
                 model, part, data, config,
                 checkpoint_dir=str(where) if checkpoint and where is not None else None,
-                init_variables=init_variables, progress=desc,
+                init_variables=init_variables, progress=desc, devices=devices,
             )  # fmt: skip
 
         per = members_per_call or len(specs)
@@ -195,16 +202,20 @@ def train_plan(
         return entry
 
     stored = {b.key for b in plan.batches if store is not None and store.has(b.key)}
-    done = sum(len(b.members) for b in plan.batches if b.key in stored)
+    mine = [b for b in plan.batches if share is None or share(b.index)]
+    done = sum(len(b.members) for b in mine if b.key in stored)
+    total = sum(len(b.members) for b in mine)
     bar = None
-    if progress and done < len(plan.members) and len(plan.batches) > 1:
-        bar = tqdm(total=len(plan.members), initial=done, desc="members", unit="member",
+    if progress and done < total and len(mine) > 1:
+        bar = tqdm(total=total, initial=done, desc="members", unit="member",
                    file=sys.stderr)  # fmt: skip
     try:
         for batch in plan.batches:
             if batch.key in stored:
                 if read_stored:
                     yield StoredBatch(batch, store.load_arrays(batch.key), False)
+                continue
+            if share is not None and not share(batch.index):
                 continue
             entry = train_batch(batch)
             if bar is not None:
@@ -213,5 +224,5 @@ def train_plan(
     finally:
         if bar is not None:
             bar.close()
-    if store is not None:
+    if store is not None and share is None:  # other shares' checkpoints are their processes'
         shutil.rmtree(store.root / "checkpoints", ignore_errors=True)

@@ -82,9 +82,9 @@ class MemoryEstimate(NamedTuple):
 
 
 def free_device_memory(device: Any = None) -> int | None:
-    """``bytes_limit - bytes_in_use`` of ``device`` (default: the first device); None where the
+    """``bytes_limit - bytes_in_use`` of ``device`` (default: this process's first); None where the
     backend reports no memory statistics (the CPU)."""
-    device = jax.devices()[0] if device is None else device
+    device = jax.local_devices()[0] if device is None else device
     stats = device.memory_stats()
     if not stats or "bytes_limit" not in stats:
         return None
@@ -124,7 +124,7 @@ def program_bytes(
     label_dtype: Any = np.float32,
 ) -> int:
     """The device bytes of the larger of the trainer's training step and validation pass for
-    ``members`` members of ``model`` on the first device, by XLA's memory analysis of the
+    ``members`` members of ``model`` on this process's first device, by XLA's memory analysis of the
     programs compiled (not run): arguments, outputs and temporaries, less the outputs that reuse
     donated arguments.
 
@@ -144,7 +144,7 @@ def program_bytes(
     batching = resolve_member_batching(config)
     config = dataclasses.replace(config, member_batching="map" if batching == "loop" else batching)
     k, shape = int(members), tuple(int(s) for s in image_shape)
-    mesh = make_mesh(k, 1, ensemble_size=1, devices=jax.devices()[:1])
+    mesh = make_mesh(k, 1, ensemble_size=1, devices=jax.local_devices()[:1])
     programs = ensemble_programs(model, config.member_batching, mesh, config)
     keys = jax.eval_shape(lambda: jax.random.split(jax.random.key(0), k))
     lrs = jax.ShapeDtypeStruct((k,), jnp.float32)

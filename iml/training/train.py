@@ -126,6 +126,7 @@ def train(
     progress: bool | str = True,
     checkpoint_dir: str | None = None,
     init_variables: Mapping[str, Any] | None = None,
+    devices: Sequence[jax.Device] | None = None,
 ) -> Trained:
     """Train ``members`` of ``model`` on ``data`` and score each on its test rows.
 
@@ -145,6 +146,9 @@ def train(
       progress: show progress bars (a string: the description of the table's bar).
       checkpoint_dir: the host's feed saves and resumes its state there.
       init_variables: starting variables of every member (the host's feed).
+      devices: the devices of the host's feed (default ``jax.devices()``, every process's;
+        ``jax.local_devices()``: this process's own). The table's feed runs on the default
+        device, this process's first.
 
     Returns:
       A :class:`Trained`.
@@ -186,7 +190,7 @@ def train(
     config = TrainConfig() if config is None else config
     states, history = train_ensemble(
         model, members, data, config, checkpoint_dir=checkpoint_dir,
-        init_variables=init_variables, progress=bool(progress),
+        init_variables=init_variables, progress=bool(progress), devices=devices,
     )  # fmt: skip
     tests = [m.test_idx for m in members]
     loss = members[0].loss

@@ -191,6 +191,7 @@ def train_ensemble(
     mesh: Mesh | None = None,
     init_variables: Mapping[str, Any] | None = None,
     progress: bool = True,
+    devices: Sequence[jax.Device] | None = None,
 ) -> tuple[MemberState, list[MemberHistory]]:
     """Trains ``K`` members of a beta ensemble together, each on its own fold.
 
@@ -211,9 +212,11 @@ def train_ensemble(
       config: hyperparameters (default :class:`TrainConfig()`).
       checkpoint_dir: folder of orbax checkpoints; ``None`` for none.
       mesh: a ``('ensemble', 'data')`` mesh (default :func:`~iml.training.sharding.make_mesh`
-        over all devices).
+        over ``devices``).
       init_variables: optional starting variables shared by every member (pretrained weights).
       progress: show a tqdm progress bar over epochs (on process 0 only).
+      devices: the devices of the default mesh (default ``jax.devices()``: those of every
+        process; ``jax.local_devices()`` keeps the members on this process's own devices).
 
     Returns:
       ``(states, history)``: the final member-stacked :class:`MemberState` (its ``best_params``
@@ -230,7 +233,7 @@ def train_ensemble(
     if mesh is None:
         # 'loop' keeps each member whole on one device; the others also split its batch
         split = 1 if batching == "loop" else math.gcd(config.batch_size, config.eval_batch_size)
-        mesh = make_mesh(k, split)
+        mesh = make_mesh(k, split, devices)
     check_mesh(mesh, k, config)
     programs = ensemble_programs(model, batching, mesh, config)
     fetch_images = _Fetcher(data.get_batch, image_shape, image_dtype)
@@ -250,7 +253,11 @@ def train_ensemble(
     start_epoch, start_step = 0, 0
     checkpointer = None
     if checkpoint_dir is not None:
-        checkpointer = EnsembleCheckpointer(checkpoint_dir)
+        # a mesh of this process's own devices: this process alone saves and restores its state
+        local = jax.process_count() > 1 and all(
+            d.process_index == jax.process_index() for d in mesh.devices.flat
+        )
+        checkpointer = EnsembleCheckpointer(checkpoint_dir, local=local)
         latest = checkpointer.latest_step()
         if latest is not None:
             state, meta = checkpointer.restore(latest, state)

@@ -1,5 +1,6 @@
 """The one loop of every run: each batch trained once, stored, read back on resuming."""
 
+import jax
 import numpy as np
 import pytest
 from _sweep_tables import LOGISTIC, TRAIN, simulated_table, table_config
@@ -78,6 +79,22 @@ def test_a_crash_keeps_the_stored_batches_and_the_rest_trains_on_resuming(
     assert list(store.keys("batches")) == ["batches/batch-0000"]
     resumed = _run(problem, store)
     assert [b.trained for b in resumed] == [False, True] and len(calls) == 3
+
+
+def test_a_share_trains_its_batches_only_and_reads_the_stored_others(problem, tmp_path):
+    """One process's share of a run on several (``share``): its batches trained and stored on the
+    devices given, another share's neither trained nor yielded until stored."""
+    store = RunStore(tmp_path / "run")
+    store.open_run({"what": "test"}, devices=[])
+    devices = jax.local_devices()[:1]
+    mine = _run(problem, store, share=lambda index: index == 1, devices=devices)
+    assert [(b.batch.index, b.trained) for b in mine] == [(1, True)]
+    assert list(store.keys("batches")) == ["batches/batch-0001"]
+    others = _run(problem, store, share=lambda index: index == 0)
+    assert [(b.batch.index, b.trained) for b in others] == [(0, True), (1, False)]
+    whole = _run(problem, RunStore(tmp_path / "whole"))
+    for a, b in zip(others, whole, strict=True):
+        np.testing.assert_array_equal(a.entry["test_scores"], b.entry["test_scores"])
 
 
 _AUTOTUNER = "INTERNAL: Failed to get configs for: 269 out of 1029 instructions."

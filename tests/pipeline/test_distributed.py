@@ -1,0 +1,220 @@
+"""Runs as several processes (``iml.pipeline.distributed``): ``iml sweep`` and ``iml reproduce``
+as two processes joined over loopback give the tables of one; a run killed on one process and
+started again on both ends with the same table; processes that run different configs are refused
+before any work; a coordinator that never answers is named with its setting.
+
+Each process of a test is ``python -m iml.cli ... --distributed`` with the coordinator, the count
+and its index set by ``--config.distributed.*`` (the settings a launcher without detection gives).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _training_helpers import FAST_COMPILE
+
+from iml.pipeline import distributed
+from iml.pipeline.defaults import default_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: A small sweep of several chunks (one loss each), so that each process trains some.
+SWEEP = ["sweep", "--no-progress", "--dataset", "digits", "--betas", "0.3", "0.5", "0.7",
+         "--seeds", "1", "--betas-per-chunk", "1", "--config.eval.n_bootstrap=10"]  # fmt: skip
+#: tests/commands/test_reproduce.py's TINY run: four batches of two members.
+TINY = ["reproduce", "--no-progress", "--model", "densenet_tiny", "--n-folds", "4", "--epochs",
+        "1", "--betas", "0.5", "0.9", "--image-size", "8", "--config.data.n_val_folds=1",
+        "--config.eval.n_bootstrap=20", "--config.data.max_examples", "160",
+        "--config.train.batch_size=8", "--config.train.members_per_batch=2"]  # fmt: skip
+TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def env():
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = FAST_COMPILE  # not conftest's eight devices: `iml` takes one per core
+    env["IML_JAX_CACHE"] = "off"
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _one(args: list[str], out: Path, env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "iml.cli", *args, "--out", str(out)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _start(args, out, env, logs, extra=None) -> list[subprocess.Popen]:
+    """The two processes of one run, each with its own log."""
+    port, procs = _free_port(), []
+    for i in range(2):
+        command = [sys.executable, "-m", "iml.cli", *args, *(extra or {}).get(i, []),
+                   "--out", str(out), "--distributed",
+                   f"--config.distributed.coordinator_address=127.0.0.1:{port}",
+                   "--config.distributed.num_processes=2", f"--config.distributed.process_id={i}",
+                   "--config.distributed.initialization_timeout=60"]  # fmt: skip
+        with open(logs / f"process{i}-{port}.log", "w") as log:
+            procs.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log,
+                                          stderr=subprocess.STDOUT))  # fmt: skip
+        procs[-1].log = Path(log.name)
+    return procs
+
+
+def _wait(procs: list[subprocess.Popen]) -> tuple[list[int], str]:
+    """The processes' exit statuses (killed past the deadline) and the ends of their logs."""
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+            time.sleep(0.2)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    logs = "\n".join(f"--- process {i}\n{p.log.read_text()[-3000:]}" for i, p in enumerate(procs))
+    return [p.returncode for p in procs], logs
+
+
+def _same_numbers(got, want, where="table"):
+    """Nested JSON equal, its numbers up to float32 round-off."""
+    if isinstance(want, dict):
+        assert sorted(got) == sorted(want), where
+        for key in want:
+            _same_numbers(got[key], want[key], f"{where}[{key!r}]")
+    elif isinstance(want, list):
+        assert len(got) == len(want), where
+        for k, (a, b) in enumerate(zip(got, want, strict=True)):
+            _same_numbers(a, b, f"{where}[{k}]")
+    elif isinstance(want, float):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=where)
+    else:
+        assert got == want, where
+
+
+@pytest.fixture(scope="module")
+def tiny_alone(tmp_path_factory, env):
+    out = tmp_path_factory.mktemp("alone") / "tiny"
+    _one(TINY, out, env)
+    return json.loads((out / "table.json").read_text())
+
+
+def test_a_sweep_as_two_processes_gives_the_table_of_one(tmp_path, env):
+    _one(SWEEP, tmp_path / "one", env)
+    codes, logs = _wait(_start(SWEEP, tmp_path / "two", env, tmp_path))
+    assert codes == [0, 0], logs
+    assert "trained chunks [1]" in logs  # process 1's share; process 0 trained 0 and 2
+    want = json.loads((tmp_path / "one" / "sweep_table.json").read_text())
+    _same_numbers(json.loads((tmp_path / "two" / "sweep_table.json").read_text()), want)
+    assert sorted(p.name for p in (tmp_path / "two" / "batches").iterdir()) == [
+        f"batch-000{i}.npz" for i in range(3)
+    ]
+
+
+def test_reproduce_as_two_processes_gives_the_table_of_one(tmp_path, env, tiny_alone):
+    out = tmp_path / "two"
+    codes, logs = _wait(_start(TINY, out, env, tmp_path))
+    assert codes == [0, 0], logs
+    _same_numbers(json.loads((out / "table.json").read_text()), tiny_alone)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["processes"] == 2 and "distributed" not in manifest["config"]
+    assert not (out / "checkpoints").exists() and not (out / distributed.TOKEN).exists()
+
+
+def test_a_run_killed_on_one_process_resumes_on_both_to_the_same_table(tmp_path, env, tiny_alone):
+    out = tmp_path / "run"
+    procs = _start(TINY, out, env, tmp_path)
+    first = out / "batches" / "batch-0001.npz"  # process 1's first batch
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not first.exists() and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), "a process ended before the kill"
+            time.sleep(0.02)
+        assert first.exists(), "process 1 never stored its first batch"
+        procs[1].send_signal(signal.SIGKILL)
+        procs[1].wait()
+        # its partner is stopped too, as a launcher stops a job whose task died
+        procs[0].send_signal(signal.SIGKILL)
+    finally:
+        _wait(procs)
+    assert not (out / "table.json").exists()
+    stored = first.stat().st_mtime_ns
+    codes, logs = _wait(_start(TINY, out, env, tmp_path))
+    assert codes == [0, 0], logs
+    assert first.stat().st_mtime_ns == stored  # skipped, not trained again
+    _same_numbers(json.loads((out / "table.json").read_text()), tiny_alone)
+    assert len(json.loads((out / "manifest.json").read_text())["resumed_at"]) == 1
+
+
+def test_processes_with_different_configs_are_refused_before_any_work(tmp_path, env):
+    out = tmp_path / "run"
+    procs = _start(SWEEP, out, env, tmp_path, extra={1: ["--n-folds", "5"]})
+    codes, logs = _wait(procs)
+    assert codes == [2, 2], logs
+    assert logs.count("process 1 of 2 runs another sweep than process 0") == 2, logs
+    assert not (out / "manifest.json").exists() and not (out / "batches").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# Within one process
+# ----------------------------------------------------------------------------------------------
+
+
+def _config(**settings):
+    c = default_config()
+    for key, value in settings.items():
+        c.distributed[key] = value
+    return c
+
+
+def test_batches_are_shared_round_robin_and_one_process_owns_them_all():
+    shares = [[i for i in range(7) if distributed.Processes(p, 3).owns(i)] for p in range(3)]
+    assert shares == [[0, 3, 6], [1, 4], [2, 5]]
+    assert distributed.Processes(0, 3).main and not distributed.Processes(1, 3).main
+    # without config.distributed.enabled: one process, and every check passes alone
+    assert distributed.initialize(_config()) == distributed.Processes(0, 1)
+    assert distributed.processes() == (0, 1)
+    assert distributed.allgather("x", "a", 1) == ["a"]
+    distributed.check_same_run(_config(), {"anything": 1}, "config")
+    distributed.check_shared_folder(_config(), "/nonexistent/folder")
+    distributed.barrier("alone")
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"num_processes": -1}, r"config\.distributed\.num_processes must be 0"),
+        ({"num_processes": 2, "process_id": 2}, r"config\.distributed\.process_id must be -1"),
+        ({"process_id": -2}, r"config\.distributed\.process_id"),
+        ({"initialization_timeout": 0}, r"config\.distributed\.initialization_timeout"),
+        ({"coordinator_address": "localhost"}, r"coordinator_address must be HOST:PORT"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_key(settings, match):
+    with pytest.raises(ValueError, match=match):
+        distributed.initialize(_config(enabled=True, **settings))
+
+
+def test_a_coordinator_that_never_answers_is_named_with_its_setting():
+    address = f"127.0.0.1:{_free_port()}"  # nothing listens there
+    config = _config(enabled=True, coordinator_address=address, num_processes=2, process_id=1,
+                     initialization_timeout=1)  # fmt: skip
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=rf"no coordinator answered at {address} within "
+                       r"config\.distributed\.initialization_timeout=1 s"):  # fmt: skip
+        distributed.initialize(config)
+    assert time.monotonic() - start < 10
