@@ -11,16 +11,17 @@ Examples::
     iml figures --run runs/reproduce --out runs/reproduce-20-bins --config.eval.n_bins=20
     iml sweep --dataset digits --lr 0.05 --seeds 4 --out runs/sweep-digits
     iml reveal --run runs/reproduce --out runs/reproduce-revealed
+    srun iml reproduce --config experiments/configs/chestxray14.py --manual-dir NIH_RELEASE \\
+        --out /shared/runs/cxr --distributed       # one process per Slurm task, sharing the work
     python -m iml.cli reproduce --epochs 1 --n-folds 3 --config.train.members_per_batch=6
 
 ``reproduce`` and ``sweep`` read a config of one schema
 (:func:`iml.pipeline.defaults.experiment_config`: sections ``data``, ``model``, ``loss``,
-``train``, ``eval``), starting from their own defaults (``default_config``, ``sweep_config``) or
-``--config FILE``, then set any key as ``--config.SECTION.KEY=VALUE``, then the named options
-(``--epochs`` sets ``config.train.epochs``; :data:`SHORTCUTS`: one name per key in both
-commands). ``figures`` trains
-nothing: it reports a stored run with the run's config, and takes ``--config.eval.KEY=VALUE``
-for the report's own settings.
+``train``, ``eval``, ``distributed``), starting from their own defaults (``default_config``,
+``sweep_config``) or ``--config FILE``, then set any key as ``--config.SECTION.KEY=VALUE``, then
+the named options (``--epochs`` sets ``config.train.epochs``; :data:`SHORTCUTS`: one name per
+key in both commands). ``figures`` trains nothing: it reports a stored run with the run's
+config, and takes ``--config.eval.KEY=VALUE`` for the report's own settings.
 
 Bad input (an unknown dataset, a misspelled config key, beta outside (0, 1), missing directories
 or CSV columns) is reported before any work starts, in one line, with exit status 2. A failure

@@ -140,7 +140,7 @@ def initialize(config: Mapping[str, Any]) -> Processes:
     settings = _settings(config)
     address, n = settings["coordinator_address"], settings["num_processes"]
     timeout = settings["initialization_timeout"]
-    if address and settings["process_id"] != 0:
+    if address and settings["process_id"] not in (None, 0):  # process 0 starts the coordinator
         _reach(address, timeout)
     # JAX ends a process that waits longer than this for the others with a fatal log of its own
     print(f"iml: joining {n or 'the detected'} processes at {address or 'the detected coordinator'}"
@@ -276,7 +276,8 @@ def check_shared_folder(config: Mapping[str, Any], out: str | Path) -> None:
         token = secrets.token_hex(16)
         Path(out).mkdir(parents=True, exist_ok=True)
         path.write_text(token)
-    token = allgather("token", token, _timeout(config))[0]
+    token, written = json.loads(allgather("token", json.dumps([token, str(path)]),
+                                          _timeout(config))[0])  # fmt: skip
     try:
         seen = path.read_text()
     except OSError:
@@ -289,6 +290,6 @@ def check_shared_folder(config: Mapping[str, Any], out: str | Path) -> None:
         names = ", ".join(map(str, missing))
         raise ValueError(
             f"--out: process{'es' * (len(missing) > 1)} {names} of {here.count} cannot read "
-            f"the token process 0 wrote to {path}: every process must write to the same folder "
+            f"the token process 0 wrote to {written}: every process must write to the same folder "
             "(one file system shared by the hosts, at the same path)"
         )

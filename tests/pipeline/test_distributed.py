@@ -63,8 +63,8 @@ def _start(args, out, env, logs, extra=None) -> list[subprocess.Popen]:
     """The two processes of one run, each with its own log."""
     port, procs = _free_port(), []
     for i in range(2):
-        command = [sys.executable, "-m", "iml.cli", *args, *(extra or {}).get(i, []),
-                   "--out", str(out), "--distributed",
+        command = [sys.executable, "-m", "iml.cli", *args, "--out", str(out),
+                   *(extra or {}).get(i, []), "--distributed",
                    f"--config.distributed.coordinator_address=127.0.0.1:{port}",
                    "--config.distributed.num_processes=2", f"--config.distributed.process_id={i}",
                    "--config.distributed.initialization_timeout=60"]  # fmt: skip
@@ -167,6 +167,18 @@ def test_processes_with_different_configs_are_refused_before_any_work(tmp_path, 
     assert codes == [2, 2], logs
     assert logs.count("process 1 of 2 runs another sweep than process 0") == 2, logs
     assert not (out / "manifest.json").exists() and not (out / "batches").exists()
+
+
+def test_an_output_folder_that_not_every_process_reaches_is_refused_before_any_work(tmp_path, env):
+    # process 1 writes elsewhere, as a host would that does not share process 0's file system
+    procs = _start(SWEEP, tmp_path / "run", env, tmp_path,
+                   extra={1: ["--out", str(tmp_path / "elsewhere")]})  # fmt: skip
+    codes, logs = _wait(procs)
+    assert codes == [2, 2], logs
+    token = tmp_path / "run" / distributed.TOKEN
+    refused = f"--out: process 1 of 2 cannot read the token process 0 wrote to {token}"
+    assert logs.count(refused) == 2, logs
+    assert not token.exists() and not (tmp_path / "run" / "manifest.json").exists()
 
 
 # ----------------------------------------------------------------------------------------------
