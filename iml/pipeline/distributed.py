@@ -151,8 +151,14 @@ def initialize(config: Mapping[str, Any]) -> Processes:
     except Exception as err:  # the runtime's own errors: XlaRuntimeError, RuntimeError, ...
         address = _runtime.global_state.coordinator_address or address
         what = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+        if not address:
+            raise ValueError(
+                f"config.distributed: no cluster detected (Slurm, Open MPI, Cloud TPU; {what}); "
+                "elsewhere set config.distributed.coordinator_address (HOST:PORT of process 0), "
+                "num_processes and process_id"
+            ) from None
         raise ValueError(
-            f"config.distributed: could not join the coordinator at {address or '(not detected)'} "
+            f"config.distributed: could not join the coordinator at {address} "
             f"within config.distributed.initialization_timeout="
             f"{settings['initialization_timeout']} s ({what}); every process must reach "
             "config.distributed.coordinator_address (HOST:PORT of process 0), and all "

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 from _training_helpers import FAST_COMPILE
@@ -230,3 +231,13 @@ def test_a_coordinator_that_never_answers_is_named_with_its_setting():
                        r"config\.distributed\.initialization_timeout=1 s"):  # fmt: skip
         distributed.initialize(config)
     assert time.monotonic() - start < 10
+
+
+def test_a_launch_without_a_cluster_or_a_coordinator_names_the_settings(monkeypatch):
+    monkeypatch.delenv("JAX_COORDINATOR_ADDRESS", raising=False)
+    for name in [v for v in os.environ if v.startswith(("SLURM_", "OMPI_", "TPU_"))]:
+        monkeypatch.delenv(name)
+    with pytest.raises(ValueError, match=r"no cluster detected .*config\.distributed\."
+                       "coordinator_address"):  # fmt: skip
+        distributed.initialize(_config(enabled=True, initialization_timeout=5))
+    assert not jax.distributed.is_initialized()
