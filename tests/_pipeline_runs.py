@@ -1,5 +1,7 @@
 """Configs of runs on images for the pipeline's tests: the default with keys set by dotted name,
-and a small multiclass run."""
+and a small multiclass run; and a member batch stored from given scores."""
+
+import numpy as np
 
 from iml.pipeline.defaults import default_config
 
@@ -28,3 +30,16 @@ MULTICLASS = {
     "train.checkpoint": False,
     "eval.n_bins": 5,
 }
+
+
+def save_batch(store, key, members):
+    """A stored member batch of ``(beta, test_idx, test_scores)`` members, in the store's layout
+    (:func:`iml.pipeline.store.member_entry`'s arrays that aggregation reads)."""
+    tests = [np.asarray(m[1]) for m in members]
+    store.save_arrays(
+        key,
+        beta=np.array([m[0] for m in members]),
+        test_idx=np.concatenate(tests),
+        test_scores=np.concatenate([np.asarray(m[2], np.float32) for m in members]),
+        test_offsets=np.cumsum([0] + [len(t) for t in tests]),
+    )

@@ -246,6 +246,11 @@ def _timeout(config: Mapping[str, Any]) -> float:
     return float(config_lib.lookup(config, "distributed.initialization_timeout"))
 
 
+def _named(indices: list[int]) -> str:
+    """``process 1`` or ``processes 1, 3``."""
+    return f"process{'es' * (len(indices) > 1)} {', '.join(map(str, indices))}"
+
+
 def check_same_run(config: Mapping[str, Any], record: Any, what: str) -> None:
     """Refuse to start unless every process runs the same experiment: the same ``record`` (a
     JSON-able description of the run: the command and its config without
@@ -258,9 +263,8 @@ def check_same_run(config: Mapping[str, Any], record: Any, what: str) -> None:
     hashes = allgather("run", digest, _timeout(config))
     differ = [i for i, h in enumerate(hashes) if h != hashes[0]]
     if differ:
-        names = ", ".join(map(str, differ))
         raise ValueError(
-            f"config.distributed: process{'es' * (len(differ) > 1)} {names} of {len(hashes)} "
+            f"config.distributed: {_named(differ)} of {len(hashes)} "
             f"run{'s' * (len(differ) == 1)} another {what} than process 0; every process must "
             "run the same command with the same config (only config.distributed may differ)"
         )
@@ -293,9 +297,8 @@ def check_shared_folder(config: Mapping[str, Any], out: str | Path) -> None:
         path.unlink(missing_ok=True)
     missing = [i for i, v in enumerate(verdicts) if v != "1"]
     if missing:
-        names = ", ".join(map(str, missing))
         raise ValueError(
-            f"--out: process{'es' * (len(missing) > 1)} {names} of {here.count} cannot read "
+            f"--out: {_named(missing)} of {here.count} cannot read "
             f"the token process 0 wrote to {written}: every process must write to the same folder "
             "(one file system shared by the hosts, at the same path)"
         )

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import ml_collections
 import numpy as np
 
 from iml.calibration import scores_from_logits
@@ -134,13 +135,7 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
             return load_reveal_input(runs[0])
         return merge_reproduce_runs(runs)
     root = Path(run)
-    if not root.is_dir():
-        raise FileNotFoundError(f"no run folder {run}")
-    if not (root / "manifest.json").exists():
-        raise ValueError(
-            f"{run} holds neither an `iml reproduce` run nor an `iml sweep` run (no manifest.json)"
-        )
-    config = _manifest_config(root, "a run")
+    config = _run_config(root)
     if "data_sha256" not in config:  # what a sweep records; a reproduce run records no digest
         return _reproduce_input(root)
     if not RunStore(root).has("sweep_table"):  # the sweep's last step
@@ -149,6 +144,37 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
             "run the same `iml sweep` again to finish it"
         )
     return _sweep_input(root, config)
+
+
+def _run_config(root: Path) -> Mapping[str, Any]:
+    """The config a run folder's manifest records, as stored.
+
+    Raises:
+      FileNotFoundError: for a missing folder.
+      ValueError: for a folder without a manifest.
+    """
+    if not root.is_dir():
+        raise FileNotFoundError(f"no run folder {root}")
+    if not (root / "manifest.json").exists():
+        raise ValueError(
+            f"{root} holds neither an `iml reproduce` run nor an `iml sweep` run (no manifest.json)"
+        )
+    return _manifest_config(root, "a run")
+
+
+def _reproduce_config(root: Path) -> ml_collections.ConfigDict:
+    """A reproduce run's config in the current form, refused for a multiclass run."""
+    # imported here: the runner imports the trainer (Flax, optax), which only a reproduce
+    # run's reading needs
+    from iml.pipeline.runner import is_multiclass, stored_config
+
+    config = stored_config(_manifest_config(root, "a reproduce run"))
+    if is_multiclass(config):
+        raise ValueError(
+            f"{root} holds a multiclass run ({config.loss.name} loss over "
+            f"{config.loss.weights!r}); `iml reveal` reads runs over a grid of class weights"
+        )
+    return config
 
 
 def _manifest_config(root: Path, what: str) -> Mapping[str, Any]:
@@ -234,16 +260,9 @@ def _from_members(
 
 
 def _reproduce_input(root: Path) -> RevealInput:
-    # imported here: the runner imports the trainer (Flax, optax), which only a reproduce
-    # run's reading needs
-    from iml.pipeline.runner import is_multiclass, run_betas, run_loss, stored_config
+    from iml.pipeline.runner import run_betas, run_loss  # imported here: as _reproduce_config
 
-    config = stored_config(_manifest_config(root, "a reproduce run"))
-    if is_multiclass(config):
-        raise ValueError(
-            f"{root} holds a multiclass run ({config.loss.name} loss over "
-            f"{config.loss.weights!r}); `iml reveal` reads runs over a grid of class weights"
-        )
+    config = _reproduce_config(root)
     betas = np.asarray(run_betas(config))
     labels = check_stored_run(root).load_arrays("data/folds")["labels"]
     average = str(config.eval.average)
@@ -265,8 +284,7 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
       ValueError: for runs whose labels, loss or ensemble pooling differ, a run without member
         batches, or a (class weight, seed) pair trained in two runs.
     """
-    # imported here: the runner imports the trainer, as above
-    from iml.pipeline.runner import run_loss, stored_config
+    from iml.pipeline.runner import run_loss  # imported here: as _reproduce_config
 
     resolved = [Path(r).resolve() for r in runs]
     twice = sorted({str(r) for r in runs if resolved.count(Path(r).resolve()) > 1})
@@ -276,10 +294,9 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
     labels = loss = average = None
     owner: dict[tuple[float, int], Path] = {}
     for root in runs:
-        first = load_reveal_input(root)  # checks the folder, its kind and its loss
-        if first.kind != "reproduce":
+        if "data_sha256" in _run_config(Path(root)):  # what a sweep records
             raise ValueError(f"{root} is an `iml sweep` run; only reproduce runs merge")
-        config = stored_config(_manifest_config(root, "a reproduce run"))
+        config = _reproduce_config(Path(root))
         run_labels = check_stored_run(root).load_arrays("data/folds")["labels"]
         if labels is None:
             labels, loss, average = run_labels, run_loss(config), str(config.eval.average)

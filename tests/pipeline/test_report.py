@@ -7,23 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _pipeline_runs import MULTICLASS, run_config
+from _pipeline_runs import MULTICLASS, run_config, save_batch
 
 from iml.pipeline import RunStore
 from iml.pipeline.report import METRICS, cross_fit
 from iml.pipeline.runner import default_config
-
-
-def _save_batch(store, key, members):
-    tests = [np.asarray(m[1]) for m in members]
-    store.save_arrays(
-        key,
-        beta=np.array([m[0] for m in members]),
-        test_idx=np.concatenate(tests),
-        test_scores=np.concatenate([np.asarray(m[2], np.float32) for m in members]),
-        test_offsets=np.cumsum([0] + [len(t) for t in tests]),
-    )
-
 
 # ----------------------------------------------------------------------------------------------
 # Honest recalibration and the table
@@ -111,7 +99,7 @@ def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp
         (beta, np.arange(n), beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior)))
         for beta in betas
     ]
-    _save_batch(store, "batches/batch-0000", members)
+    save_batch(store, "batches/batch-0000", members)
     table = report_run(store.root, tmp_path / "out", formats=("png",))
     for methods in table.values():
         for metrics in methods.values():
@@ -138,7 +126,7 @@ def _stored_run_at_beta_09(
     store = RunStore(root)
     store.open_run({"betas": [beta], "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
     store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
-    _save_batch(store, "batches/batch-0000", [(beta, np.arange(n), m) for m in members])
+    save_batch(store, "batches/batch-0000", [(beta, np.arange(n), m) for m in members])
     return store, labels, members
 
 
@@ -212,7 +200,7 @@ def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
     store.open_run({"betas": list(betas), "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
     store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
     members = [(beta, np.arange(n), posterior) for beta in betas]
-    _save_batch(store, "batches/batch-0000", members)
+    save_batch(store, "batches/batch-0000", members)
     table = report_run(store.root, tmp_path / "out", formats=("svg",))
     assert list(table) == ["0.9999991", "0.9999992"]
     markdown = (tmp_path / "out" / "table.md").read_text()

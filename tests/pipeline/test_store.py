@@ -12,25 +12,15 @@ import time
 
 import numpy as np
 import pytest
+from _pipeline_runs import save_batch
 
 from iml.pipeline.store import RunStore, aggregate_members, atomic_write_bytes, load_ensemble
 
 
-def _save_batch(store, key, members):
-    tests = [np.asarray(m[1]) for m in members]
-    store.save_arrays(
-        key,
-        beta=np.array([m[0] for m in members]),
-        test_idx=np.concatenate(tests),
-        test_scores=np.concatenate([np.asarray(m[2], np.float32) for m in members]),
-        test_offsets=np.cumsum([0] + [len(t) for t in tests]),
-    )
-
-
 def test_ensemble_mean_and_size_by_hand(tmp_path):
     store = RunStore(tmp_path)
-    _save_batch(store, "batches/batch-0000", [(0.5, [0, 1], [0.2, 0.4]), (0.9, [0, 2], [0.5, 0.7])])
-    _save_batch(store, "batches/batch-0001", [(0.5, [1, 2], [0.6, 0.8]), (0.5, [1], [0.5])])
+    save_batch(store, "batches/batch-0000", [(0.5, [0, 1], [0.2, 0.4]), (0.9, [0, 2], [0.5, 0.7])])
+    save_batch(store, "batches/batch-0001", [(0.5, [1, 2], [0.6, 0.8]), (0.5, [1], [0.5])])
     ens = load_ensemble(store, (0.5, 0.9), 4)
     scores, sizes = ens.for_beta(0.5)
     np.testing.assert_array_equal(sizes, [1, 3, 1, 0])
@@ -80,7 +70,7 @@ def test_logit_average_is_the_score_of_the_members_mean_logit(tmp_path):
     np.testing.assert_allclose(ens.scores[0], geometric / geometric.sum(-1, keepdims=True))
     # the stored run's reader pools the same way
     store = RunStore(tmp_path)
-    _save_batch(
+    save_batch(
         store, "batches/batch-0000", [(0.9, [0, 1], [0.2, 0.999]), (0.9, [0, 1], [0.6, 0.9])]
     )
     stored = load_ensemble(store, (0.9,), 2, average="logit").scores[0]
