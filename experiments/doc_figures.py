@@ -4125,7 +4125,7 @@ PAPER_EPOCHS = 10  # the epochs per member of the projections of the paper's exp
 
 def _paper_members() -> int:
     """The members of the paper's experiment (``project_paper_experiment``'s default)."""
-    from experiments.benchmarks.paper_scale import project_paper_experiment
+    from experiments.benchmarks._projection import project_paper_experiment
 
     return inspect.signature(project_paper_experiment).parameters["members"].default
 
@@ -4162,7 +4162,7 @@ def _paper_steps(paper: dict, k: dict) -> str:
 def _paper_projection(paper: dict, k: dict) -> str:
     """The paper's experiment projected from a paper_scale record (``project_paper_experiment``):
     PyTorch's loop, one member at a time, and ``k``'s members per step."""
-    from experiments.benchmarks.paper_scale import project_paper_experiment
+    from experiments.benchmarks._projection import project_paper_experiment
 
     validation = paper["torch"]["eval_member_images_per_s"]
 
@@ -4189,7 +4189,7 @@ def _paper_projection(paper: dict, k: dict) -> str:
 
 
 def _gpu_h100_run() -> list[Item]:
-    from experiments.benchmarks.paper_scale import project_paper_experiment
+    from experiments.benchmarks._projection import project_paper_experiment
 
     def k1() -> dict:
         return record(H100_K1)
@@ -4651,7 +4651,7 @@ def _gpu_h200_run6() -> list[Item]:
 
 def _gpu_h200_run5() -> list[Item]:
     """Run 5 on an H200: the current trainer's fp32 figures, and DenseNet-121 at 224 px."""
-    from experiments.benchmarks.paper_scale import project_paper_experiment
+    from experiments.benchmarks._projection import project_paper_experiment
 
     def paper() -> dict:
         return record(GPU5_PAPER)

@@ -6,6 +6,7 @@ Speed targets are measured by running the benchmarks themselves, never here.
 import json
 
 import jax
+import numpy as np
 import pytest
 
 from experiments.benchmarks import scoring
@@ -141,7 +142,7 @@ def test_reveal_benchmark_reports_ratio_and_agrees_with_the_baseline(capsys):
 
 
 def test_paper_scale_projection_counts_training_and_validation_passes():
-    from experiments.benchmarks.paper_scale import project_paper_experiment
+    from experiments.benchmarks._projection import project_paper_experiment
 
     # 1,200 members, each epoch 0.7 * 112,120 training and 0.2 * 112,120 validation images.
     p = project_paper_experiment(100.0, 1000.0, epochs=10)
@@ -155,6 +156,107 @@ def test_paper_scale_projection_counts_training_and_validation_passes():
     assert slower["hours"] == pytest.approx(2 * faster["hours"], rel=1e-6)
     with pytest.raises(ValueError, match="epochs must be positive"):
         project_paper_experiment(100.0, 1000.0, epochs=0)
+
+
+def test_a_batch_runs_the_expected_maximum_of_its_members_epochs():
+    import itertools
+
+    from experiments.benchmarks._projection import expected_batch_epochs
+
+    epochs = np.array([6, 8, 8, 13])
+    assert expected_batch_epochs(epochs, 1) == pytest.approx(epochs.mean())
+    for k in (2, 3):  # every draw of k members, with replacement, equally likely
+        draws = [max(d) for d in itertools.product(epochs, repeat=k)]
+        assert expected_batch_epochs(epochs, k) == pytest.approx(np.mean(draws))
+    assert expected_batch_epochs(epochs, 500) == pytest.approx(13, abs=1e-6)
+    assert expected_batch_epochs(np.full(5, 7), 32) == pytest.approx(7)
+    with pytest.raises(ValueError, match="at least 1"):
+        expected_batch_epochs(np.array([0, 3]), 2)
+
+
+def test_the_stored_early_stopping_run_gives_each_members_epochs():
+    from experiments.benchmarks._projection import STOPPING_RUN, epochs_until_stopped
+
+    epochs = epochs_until_stopped(STOPPING_RUN)
+    stopped = np.concatenate([np.load(f)["stopped_epoch"]
+                              for f in sorted(STOPPING_RUN.glob("batches/*.npz"))])  # fmt: skip
+    assert epochs.shape == (30,) and np.all(stopped >= 0)  # every member stopped before the cap
+    np.testing.assert_array_equal(epochs, stopped + 1)  # epoch e (from 0) is the (e + 1)th
+    with pytest.raises(FileNotFoundError, match="no batches"):
+        epochs_until_stopped(STOPPING_RUN / "figures")
+
+
+def test_the_projection_on_cards_shares_batches_and_adds_coordination():
+    from experiments.benchmarks import _projection as P
+
+    scaling = {"coordination_s": 2.0, "meetings": [
+        {"processes": 1, "join_s": 0.0, "meeting_s": 0.0},
+        {"processes": 2, "join_s": 0.1, "meeting_s": 0.025},
+        {"processes": 4, "join_s": 0.3, "meeting_s": 0.075},
+    ]}  # fmt: skip
+    # joining + 4 meetings: 0, 0.2, 0.6 s at 1, 2, 4 processes: 0.2 s more per process past two
+    assert P.coordination_seconds(scaling, 1) == 0
+    assert P.coordination_seconds(scaling, 2) == pytest.approx(2.0)
+    assert P.coordination_seconds(scaling, 10) == pytest.approx(2.0 + 8 * 0.2)
+    ours, torch = {"train": 700.0, "eval": 2000.0}, {"train": 70.0, "eval": 200.0}
+    epochs = np.array([4, 6])
+    out = P.project_on_cards(ours, torch, members_per_batch=3, epochs=epochs, cards=[1, 2, 7],
+                             scaling=scaling, compile_s=30.0, members=7, images=1000)  # fmt: skip
+    epoch_s = 1000 * (0.7 / 700 + 0.2 / 2000)
+    batch_s = 3 * epoch_s * (4 / 8 + 6 * 7 / 8)  # the maximum of 3 draws is 4 with chance 1/8
+    assert out["batches"] == 3 and out["batch_epochs"] == pytest.approx(4 / 8 + 6 * 7 / 8)
+    one, two, seven = out["cards"]
+    assert one["ours_hours"] * 3600 == pytest.approx(3 * batch_s + 30)
+    assert one["torch_hours"] * 3600 == pytest.approx(7 * 10 * epoch_s * 5)
+    assert two["ours_hours"] * 3600 == pytest.approx(2 * batch_s + 30 + 2.0)
+    assert two["torch_hours"] * 3600 == pytest.approx(4 * 10 * epoch_s * 5)
+    assert seven["ours_hours"] * 3600 == pytest.approx(batch_s + 30 + 2.0 + 5 * 0.2)
+    assert one["ratio"] == pytest.approx(one["torch_hours"] / one["ours_hours"])
+
+
+def test_paper_scale_projects_from_the_stored_h200_records(tmp_path, capsys):
+    # No card here: the H200's measurements (PyTorch's steps, then K = 32 measured apart) and the
+    # CPU processes' coordination give the paper's experiment on 1 to 64 cards.
+    from experiments.benchmarks import _projection as P
+    from experiments.benchmarks import paper_scale
+
+    h200 = P.ROOT / "docs" / "results" / "gpu_h200" / "2026-11-27"
+    records = [str(h200 / "paper_scale.json"), str(h200 / "paper_scale_k32.json")]
+    out = tmp_path / "projection.json"
+    report = paper_scale.main(["--card-record", *records, "--out", str(out)])
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["members"] == 32 and line["ratio"] == pytest.approx(955.09 / 201.37, rel=1e-3)
+    proj = report["projection"]
+    assert proj["eval_source"] == "PyTorch's, for both sides" and len(proj["epochs_drawn"]) == 30
+    one = proj["cards"][0]
+    k32 = 32 * proj["ours_member_epoch_s"] * proj["batch_epochs"]
+    assert one["ours_hours"] * 3600 == pytest.approx(38 * k32 + 110.005, rel=1e-4)
+    assert one["torch_hours"] * 3600 == pytest.approx(
+        1200 * proj["torch_member_epoch_s"] * proj["mean_epochs"]
+    )
+    hours = [row["ours_hours"] for row in proj["cards"]]
+    assert hours == sorted(hours, reverse=True) and [r["cards"] for r in proj["cards"]] == [
+        1, 4, 16, 64
+    ]  # fmt: skip
+    # a member trains to early stopping at K = 32 as long as the slowest of its batch
+    assert proj["mean_epochs"] < proj["batch_epochs"] <= max(proj["epochs_drawn"])
+    with pytest.raises(ValueError, match="hold no ours"):
+        paper_scale.main(["--card-record", records[0], "--out", str(out)])
+
+
+def test_process_scaling_splits_a_run_at_its_stored_batches():
+    from experiments.benchmarks.process_scaling import components, meetings
+
+    # two processes: batches 0, 2, 4 on process 0 and 1, 3, 5 on process 1
+    stored = [10.0, 10.5, 11.0, 11.6, 12.0, 12.7]
+    got = components(stored, wall_s=14.0, count=2)
+    assert got == {"start_s": 10.0, "batch_s": pytest.approx(1.05), "end_s": pytest.approx(1.3),
+                   "wall_s": 14.0}  # fmt: skip
+    assert components([1.0, 2.0, 4.0], 5.0, 1)["batch_s"] == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="fewer than two"):
+        components([1.0, 2.0, 3.0], 4.0, 2)
+    met = meetings(2, repeats=3)  # two processes join the runtime and meet over loopback
+    assert met["processes"] == 2 and 0 < met["meeting_s"] < 5 and met["join_s"] > 0
 
 
 def test_paper_scale_keeps_what_it_measured_when_a_k_fails(tmp_path, monkeypatch):
@@ -249,7 +351,9 @@ def test_paper_scale_benchmark_runs_a_tiny_densenet_against_torch(tmp_path, caps
     assert line["ratio"] == report["ratio"] > 0
     assert report["ours"]["members"] == 1 and report["ours_eval"]["members"] == 1
     stored = json.loads(out.read_text())
-    assert stored["projection"]["ours"]["hours"] > 0
+    one_card = stored["projection"]["cards"][0]
+    assert one_card["cards"] == 1 and one_card["ours_hours"] > 0 and one_card["torch_hours"] > 0
+    assert stored["projection"]["eval_source"] == "ours at K"
     # the headline is K members' speed over one PyTorch model's
     assert (
         report["ratio"]

@@ -29,11 +29,20 @@ XLA's autotuner and, with it off, in the compiled program (``docs/results/gpu_h2
 ``matmul`` every convolution is a matrix product, so vmapped members make batched matrix
 products instead of the grouped convolutions that ``xla`` makes.
 
-**Projection.** :func:`project_paper_experiment` turns both throughputs into the wall time of the
-paper's experiment on one card: 3 betas x 10 rotations x 40 seeds = 1,200 members on
-ChestX-ray14's 112,120 images, each epoch one pass over the 70% training folds and one validation
-pass over the 20% validation folds, for ``--epochs`` epochs (the paper gives no epoch count; see
-its docstring). Data loading and test-set scoring are not counted, for either side.
+**Projection** (:mod:`experiments.benchmarks._projection`, whose docstring states the model).
+Both sides' throughputs become the wall time of the paper's experiment, 3 betas x 10 rotations x
+40 seeds = 1,200 members on ChestX-ray14's 112,120 images, each epoch one pass over the 70%
+training folds and one validation pass over the 20% validation folds, trained to early stopping:
+each member's epochs are drawn from a stored run trained with the paper's recipe
+(``--stopping-run``; ``--epochs`` gives every member a fixed count instead). A loop of PyTorch
+models trains each model its own epochs; our K members share a program that runs until the last
+of them stops. On ``--cards`` cards across hosts, one process each, the batches are shared out and
+the runtime's coordination is added as measured on CPU processes
+(``experiments.benchmarks.process_scaling``, ``--scaling-record``).
+
+``--card-record FILE...`` projects from a card's stored measurements instead of measuring (no
+step runs), e.g. on a machine without the card. Without a validation step at K members the
+projection uses PyTorch's validation rate for both sides (``eval_source``).
 
 The headline ``ratio`` is member-images per second of our largest-K step over PyTorch's; the JSON
 also has the one-member ratio (``ratio_one_member``) and the projection.
@@ -50,56 +59,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: The paper's experiment (Appendix, "Technical Details"): betas, folds rotated 7/2/1, seeds.
-PAPER_BETAS = 3
-PAPER_ROTATIONS = 10
-PAPER_SEEDS = 40
-CHESTXRAY14_IMAGES = 112_120
-TRAIN_FRACTION = 0.7
-VALIDATION_FRACTION = 0.2
+import numpy as np
 
-
-def project_paper_experiment(
-    train_images_per_s: float,
-    eval_images_per_s: float,
-    *,
-    epochs: float,
-    members: int = PAPER_BETAS * PAPER_ROTATIONS * PAPER_SEEDS,
-    images: int = CHESTXRAY14_IMAGES,
-) -> dict[str, float]:
-    """Hours on one card for the paper's experiment at the given member-image throughputs.
-
-    Each of ``members`` members trains ``epochs`` epochs; an epoch is one training pass over
-    ``TRAIN_FRACTION`` of ``images`` and one validation pass over ``VALIDATION_FRACTION``.
-
-    Args:
-      train_images_per_s: member-images per second of training steps.
-      eval_images_per_s: member-images per second of validation (forward) passes.
-      epochs: epochs per member. The paper gives no count; it says a model "typically" trained in
-        one to two hours on a V100 or an A100.
-      members: models trained (1,200: 3 betas x 10 rotations x 40 seeds).
-      images: images in the dataset.
-
-    Returns:
-      ``hours`` in all, ``hours_per_epoch`` of all members, and ``hours_per_member``.
-    """
-    for name, value in (
-        ("train_images_per_s", train_images_per_s),
-        ("eval_images_per_s", eval_images_per_s),
-        ("epochs", epochs),
-    ):
-        if not value > 0:
-            raise ValueError(f"{name} must be positive, got {value!r}")
-    per_epoch = members * (
-        TRAIN_FRACTION * images / train_images_per_s
-        + VALIDATION_FRACTION * images / eval_images_per_s
-    )
-    hours = epochs * per_epoch / 3600
-    return {
-        "hours": hours,
-        "hours_per_epoch": per_epoch / 3600,
-        "hours_per_member": hours / members,
-    }
+from experiments.benchmarks import _projection as P
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -121,7 +83,29 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-batch", type=int, default=64, help="validation images per member")
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--repeats", type=int, default=None, help="timed steps (default 10, 3 quick)")
-    p.add_argument("--epochs", type=float, default=10.0, help="epochs per member, for projecting")
+    p.add_argument(
+        "--epochs", type=float, default=None, help="a fixed count of epochs per member, projected"
+    )
+    p.add_argument(
+        "--stopping-run",
+        default=str(P.STOPPING_RUN),
+        help="a stored run whose members' epochs to early stopping are projected (default: "
+        "docs/results/pneumoniamnist_early_stopping)",
+    )
+    p.add_argument(
+        "--cards", type=int, nargs="+", default=[1, 4, 16, 64], help="card counts projected"
+    )
+    p.add_argument(
+        "--scaling-record",
+        default=None,
+        help="a process_scaling record (default: the newest in docs/results/process_scaling)",
+    )
+    p.add_argument(
+        "--card-record",
+        nargs="+",
+        default=None,
+        help="project from these stored paper_scale records instead of measuring",
+    )
     p.add_argument(
         "--search-seconds", type=float, default=120.0, help="stop growing K after this long"
     )
@@ -138,6 +122,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     for name in ("batch", "eval_batch", "size", "repeats"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.epochs is not None and not args.epochs > 0:
+        p.error(f"--epochs must be positive, got {args.epochs}")
+    if any(n < 1 for n in args.cards):
+        p.error("--cards must be at least 1 each")
+    if args.scaling_record is None:
+        args.scaling_record = P.latest_scaling_record()
     return args
 
 
@@ -321,24 +311,10 @@ def ours_eval(model, batching: str, k: int, eval_batch: int, size: int, repeats:
     }
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Runs the benchmark, writes the JSON file and prints the summary as the last line."""
-    args = _parse(argv)
+def measure_card(args: argparse.Namespace, summary: dict[str, Any], save) -> None:
+    """PyTorch's steps, ours at one member and at K (the largest that runs, or ``--members``) and
+    our K-member validation step, each stored in ``summary`` (and saved) as it is measured."""
     arch = architecture(args.quick)
-    out_path = Path(args.out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {
-        "benchmark": "paper_scale",
-        "model": "densenet121" if not args.quick else f"DenseNet{arch}",
-        "image": [args.size, args.size, 3],
-        "batch_per_member": args.batch,
-        "eval_batch_per_member": args.eval_batch,
-        "repeats": args.repeats,
-    }
-
-    def save() -> None:  # after each part, so that a part cut off by a time limit loses only itself
-        out_path.write_text(json.dumps(summary, indent=2))
-
     torch_result = torch_baseline(arch, args.batch, args.eval_batch, args.size, args.repeats)
     summary["torch"] = torch_result
     save()
@@ -407,24 +383,90 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise
         ev = ours_eval(model, batching, max(1, k // 2), args.eval_batch, args.size, args.repeats)
     summary["ours_eval"] = ev
-    summary["projection"] = {
-        "epochs": args.epochs,
-        "members": PAPER_BETAS * PAPER_ROTATIONS * PAPER_SEEDS,
-        "images": CHESTXRAY14_IMAGES,
-        "ours": project_paper_experiment(
-            largest["member_images_per_s"], ev["member_images_per_s"], epochs=args.epochs
-        ),
-        "torch": project_paper_experiment(
-            torch_result["train_member_images_per_s"],
-            torch_result["eval_member_images_per_s"],
-            epochs=args.epochs,
-        ),
-    }
     save()
-    line = {key: v for key, v in summary.items() if key not in ("torch", "ours", "ours_one_member")}
-    line["members"] = k
-    line["member_images_per_s"] = largest["member_images_per_s"]
-    line["torch_images_per_s"] = torch_result["train_member_images_per_s"]
+
+
+def _named(path: str | Path) -> str:
+    """``path`` relative to the repository where it lies in it, so that records name no machine."""
+    path = Path(path).resolve()
+    return str(path.relative_to(P.ROOT)) if path.is_relative_to(P.ROOT) else str(path)
+
+
+def projection(card: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The paper's experiment projected from a card's measurements (``torch``, ``ours`` and,
+    where measured, ``ours_eval``), on each of ``--cards``."""
+    torch_rates = {
+        "train": card["torch"]["train_member_images_per_s"],
+        "eval": card["torch"]["eval_member_images_per_s"],
+    }
+    measured_eval = "ours_eval" in card
+    ours_rates = {
+        "train": card["ours"]["member_images_per_s"],
+        "eval": card["ours_eval"]["member_images_per_s"] if measured_eval else torch_rates["eval"],
+    }
+    if args.epochs is not None:
+        epochs, source = np.array([args.epochs]), f"{args.epochs:g} epochs for every member"
+    else:
+        epochs, source = P.epochs_until_stopped(args.stopping_run), _named(args.stopping_run)
+    scaling = None
+    if args.scaling_record is not None:
+        scaling = json.loads(Path(args.scaling_record).read_text())
+    out = P.project_on_cards(
+        ours_rates,
+        torch_rates,
+        members_per_batch=card["ours"]["members"],
+        epochs=epochs,
+        cards=args.cards,
+        scaling=scaling,
+        compile_s=card["ours"].get("compile_s", 0.0),
+    )
+    out.update(
+        images=P.CHESTXRAY14_IMAGES,
+        epochs_source=source,
+        epochs_drawn=sorted(int(e) if float(e).is_integer() else float(e) for e in epochs),
+        eval_source="ours at K" if measured_eval else "PyTorch's, for both sides",
+        scaling_record=None if args.scaling_record is None else _named(args.scaling_record),
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Runs the benchmark, writes the JSON file and prints the summary as the last line."""
+    args = _parse(argv)
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after each part, so that a part cut off by a time limit loses only itself
+        out_path.write_text(json.dumps(summary, indent=2))
+
+    if args.card_record:
+        summary = P.load_card_records(args.card_record)
+        summary["card_records"] = [_named(p) for p in args.card_record]
+        summary.setdefault(
+            "ratio",
+            summary["ours"]["member_images_per_s"] / summary["torch"]["train_member_images_per_s"],
+        )
+    else:
+        summary = {
+            "benchmark": "paper_scale",
+            "model": "densenet121" if not args.quick else f"DenseNet{architecture(True)}",
+            "image": [args.size, args.size, 3],
+            "batch_per_member": args.batch,
+            "eval_batch_per_member": args.eval_batch,
+            "repeats": args.repeats,
+        }
+        measure_card(args, summary, save)
+    summary["projection"] = projection(summary, args)
+    save()
+    skip = ("torch", "ours", "ours_one_member", "ours_eval", "projection", "failed")
+    line = {key: v for key, v in summary.items() if key not in skip}
+    line["members"] = summary["ours"]["members"]
+    line["member_images_per_s"] = summary["ours"]["member_images_per_s"]
+    line["torch_images_per_s"] = summary["torch"]["train_member_images_per_s"]
+    line["projected_hours"] = {
+        row["cards"]: {"ours": row["ours_hours"], "torch": row["torch_hours"]}
+        for row in summary["projection"]["cards"]
+    }
     line["ratio"] = summary["ratio"]
     print(json.dumps(line))
     return summary
