@@ -4862,17 +4862,13 @@ def _gpu_h200_run5() -> list[Item]:
         Figure(
             "README: paper_scale row",
             README,
-            "(batch {} each, the paper's recipe) … GPU only: K = {} at **{}×**, and the paper's {} "
-            "models projected at {} h against {} h, on one NVIDIA H200 ({}; "
-            "`docs/results/gpu_h200/`) |",
-            "d d .2f ,d .0f ,.0f date",
+            "(batch {} each, the paper's recipe) … GPU only: K = {} at **{}×** on one NVIDIA "
+            "H200 ({}; `docs/results/gpu_h200/`)",
+            "d d .2f date",
             lambda: (
                 paper()["batch_per_member"],
                 k32()["members"],
                 k32()["member_images_per_s"] / torch_rate(),
-                1200,
-                hours(k32()["member_images_per_s"]),
-                hours(torch_rate()),
                 GPU5.split("/")[1],  # the record's folder is its date
             ),
         ),
@@ -5520,6 +5516,114 @@ def _step_table(record_name: str, flax: str = "Flax (`mixed`)", torch: str = "to
     return markdown_table(["size", flax, torch, "ratio"], rows)
 
 
+PAPER_SCALE = "docs/results/paper_scale/README.md"
+PROCESS_SCALING = "docs/results/process_scaling/README.md"
+PROJECTION = "paper_scale/2026-11-29_h200_projection.json"
+SCALING = "process_scaling/2026-11-29_cpu_2core.json"
+
+
+def _hours(hours: float) -> str:
+    return (
+        f"{f(hours, ',.0f')} h ({f(hours / 24, '.1f')} days)"
+        if hours >= 48
+        else (f"{f(hours, '.1f')} h")
+    )
+
+
+def _projection_table() -> str:
+    """The paper's experiment per card count, from the stored projection."""
+    rows = [
+        [
+            f(row["cards"], "d"),
+            _hours(row["ours_hours"]),
+            _hours(row["torch_hours"]),
+            f"**{f(row['ratio'], '.2f')}**",
+            f"{f(row['coordination_s'], '.1f')} s",
+        ]
+        for row in record(PROJECTION)["projection"]["cards"]
+    ]
+    header = ["cards", "ours, 32 members per batch", "PyTorch loop", "PyTorch over ours",
+              "of ours, the runtime's coordination"]  # fmt: skip
+    return markdown_table(header, rows, True)
+
+
+def _projection_terms() -> str:
+    p = record(PROJECTION)["projection"]
+    epochs = p["epochs_drawn"]
+    rows = [
+        ["a member's epoch (training and validation passes)",
+         f"{f(p['ours_member_epoch_s'], '.1f')} s at K = {p['members_per_batch']}",
+         f"{f(p['torch_member_epoch_s'], '.1f')} s"],
+        ["epochs to early stopping (30 members: "
+         f"{f(min(epochs), 'd')} to {f(max(epochs), 'd')})",
+         f"{f(p['batch_epochs'], '.1f')}: a batch runs until its last member stops",
+         f"{f(p['mean_epochs'], '.1f')}: each model its own"],
+        ["the plan", f"{f(p['batches'], 'd')} batches of {p['members_per_batch']} members",
+         f"{f(p['members'], ',d')} models of "
+         f"{_hours(p['torch_member_epoch_s'] * p['mean_epochs'] / 3600)} each"],
+        ["compiling the step, once per process", f"{f(p['compile_s'], '.0f')} s", ""],
+    ]  # fmt: skip
+    return markdown_table(["", "ours", "PyTorch"], rows, True)
+
+
+def _scaling_runs() -> str:
+    median = record(SCALING)["median"]
+    rows = [
+        [label, *(f"{f(median[name][key], '.2f')} s" for key in
+                  ("start_s", "batch_s", "end_s", "wall_s"))]
+        for label, name in (("one process", "one"), ("two processes", "two"))
+    ]  # fmt: skip
+    rows.append(["two over one", "", f"{f(record(SCALING)['batch_slowdown'], '.2f')}x", "",
+                 f"speedup **{f(record(SCALING)['ratio'], '.2f')}**"])  # fmt: skip
+    header = ["", "start (to the first batch stored)", "a batch", "end (after the last batch)",
+              "the run"]  # fmt: skip
+    return markdown_table(header, rows, True)
+
+
+def _scaling_meetings() -> str:
+    rows = [
+        [f(m["processes"], "d"), f"{f(m['join_s'] * 1e3, '.1f')} ms",
+         f"{f(m['meeting_s'] * 1e3, '.3f')} ms"]
+        for m in record(SCALING)["meetings"]
+    ]  # fmt: skip
+    return markdown_table(["processes", "joining", "one all-gather and one barrier"], rows, True)
+
+
+def _paper_scale_runs() -> list[Item]:
+    one = lambda: record(PROJECTION)["projection"]["cards"][0]  # noqa: E731
+    return [
+        Table("paper_scale projection", PAPER_SCALE, _projection_table),
+        Table("paper_scale terms", PAPER_SCALE, _projection_terms),
+        Table("paper_scale projection README", README, _projection_table),
+        Table("process_scaling runs", PROCESS_SCALING, _scaling_runs),
+        Table("process_scaling meetings", PROCESS_SCALING, _scaling_meetings),
+        Table(
+            "process_scaling coordination",
+            PROCESS_SCALING,
+            lambda: f"  {f(record(SCALING)['coordination_s'], '.2f')} s.",
+        ),
+        Figure(
+            "README: paper_scale projection",
+            README,
+            "the paper's 1,200 models to early stopping projected at {} h against {} h for a "
+            "loop of PyTorch models ({}×",
+            ",.0f ,.0f .2f",
+            lambda: (one()["ours_hours"], one()["torch_hours"], one()["ratio"]),
+        ),
+        Figure(
+            "README: process_scaling",
+            README,
+            "two processes train a 16-batch plan in {} s against {} s for one: **{}×**",
+            ".1f .1f .2f",
+            lambda: (
+                record(SCALING)["median"]["two"]["wall_s"],
+                record(SCALING)["median"]["one"]["wall_s"],
+                record(SCALING)["ratio"],
+            ),
+        ),
+    ]
+
+
 def _cpu_step_run() -> list[Item]:
     mixed = functools.partial(record, MIXED)
 
@@ -6049,5 +6153,6 @@ DECLARATIONS: list[Item] = [
     *_gpu_h100_run(),
     *_cpu_ensemble_run(),
     *_cpu_step_run(),
+    *_paper_scale_runs(),
     *_docstrings(),
 ]
