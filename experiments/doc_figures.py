@@ -5537,13 +5537,19 @@ def _projection_table() -> str:
             f(row["cards"], "d"),
             _hours(row["ours_hours"]),
             _hours(row["torch_hours"]),
-            f"**{f(row['ratio'], '.2f')}**",
+            f"**{f(row['ratio'], '.2f')}** [{f(row['interval_95']['ratio'][0], '.2f')}, "
+            f"{f(row['interval_95']['ratio'][1], '.2f')}]",
             f"{f(row['coordination_s'], '.1f')} s",
         ]
         for row in record(PROJECTION)["projection"]["cards"]
     ]
-    header = ["cards", "ours, 32 members per batch", "PyTorch loop", "PyTorch over ours",
-              "of ours, the runtime's coordination"]  # fmt: skip
+    header = [
+        "cards",
+        "ours, 32 members per batch",
+        "PyTorch loop",
+        "PyTorch over ours [95% interval]",
+        "of ours, the runtime's coordination",
+    ]
     return markdown_table(header, rows, True)
 
 
@@ -5606,9 +5612,14 @@ def _paper_scale_runs() -> list[Item]:
             "README: paper_scale projection",
             README,
             "the paper's 1,200 models to early stopping projected at {} h against {} h for a "
-            "loop of PyTorch models ({}×",
-            ",.0f ,.0f .2f",
-            lambda: (one()["ours_hours"], one()["torch_hours"], one()["ratio"]),
+            "loop of PyTorch models ({}× [{}, {}] on one card",
+            ",.0f ,.0f .2f .2f .2f",
+            lambda: (
+                one()["ours_hours"],
+                one()["torch_hours"],
+                one()["ratio"],
+                *one()["interval_95"]["ratio"],
+            ),
         ),
         Figure(
             "README: process_scaling",

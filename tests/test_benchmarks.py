@@ -214,6 +214,29 @@ def test_the_projection_on_cards_shares_batches_and_adds_coordination():
     assert one["ratio"] == pytest.approx(one["torch_hours"] / one["ours_hours"])
 
 
+def test_the_projections_intervals_cover_it_and_shrink_to_it_without_spread():
+    from experiments.benchmarks import _projection as P
+
+    ours, torch = {"train": 700.0, "eval": 2000.0}, {"train": 70.0, "eval": 200.0}
+    settings = {"members_per_batch": 4, "cards": [1, 3], "scaling": None, "members": 12,
+                "images": 1000}  # fmt: skip
+    epochs = np.array([5, 6, 6, 9, 12])
+    point = P.project_on_cards(ours, torch, epochs=epochs, **settings)["cards"]
+    spread = P.projection_intervals(ours, torch, ours_step_s=[1.0, 1.1, 0.9],
+                                    torch_step_s=[2.0, 2.4, 1.8], epochs=epochs, replicates=300,
+                                    **settings)  # fmt: skip
+    for row, interval in zip(point, spread, strict=True):
+        for key in ("ours_hours", "torch_hours", "ratio"):
+            low, high = interval[key]
+            assert low < high and low <= row[key] <= high, key
+    # one epoch count and equal steps: every replicate is the projection itself
+    flat = P.projection_intervals(ours, torch, ours_step_s=[1.0, 1.0], torch_step_s=[2.0],
+                                  epochs=np.full(4, 7), replicates=20, **settings)  # fmt: skip
+    exact = P.project_on_cards(ours, torch, epochs=np.full(4, 7), **settings)["cards"]
+    for row, interval in zip(exact, flat, strict=True):
+        assert interval["ratio"] == pytest.approx([row["ratio"]] * 2)
+
+
 def test_paper_scale_projects_from_the_stored_h200_records(tmp_path, capsys):
     # No card here: the H200's measurements (PyTorch's steps, then K = 32 measured apart) and the
     # CPU processes' coordination give the paper's experiment on 1 to 64 cards.
@@ -238,6 +261,8 @@ def test_paper_scale_projects_from_the_stored_h200_records(tmp_path, capsys):
     assert hours == sorted(hours, reverse=True) and [r["cards"] for r in proj["cards"]] == [
         1, 4, 16, 64
     ]  # fmt: skip
+    low, high = one["interval_95"]["ratio"]
+    assert low < one["ratio"] < high and proj["bootstrap"]["replicates"] == 2000
     # a member trains to early stopping at K = 32 as long as the slowest of its batch
     assert proj["mean_epochs"] < proj["batch_epochs"] <= max(proj["epochs_drawn"])
     with pytest.raises(ValueError, match="hold no ours"):

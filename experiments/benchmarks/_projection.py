@@ -202,6 +202,58 @@ def project_on_cards(
     }
 
 
+def projection_intervals(
+    ours: dict[str, float],
+    torch: dict[str, float],
+    *,
+    ours_step_s: list[float],
+    torch_step_s: list[float],
+    epochs: np.ndarray,
+    replicates: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    **settings: Any,
+) -> list[dict[str, list[float]]]:
+    """Percentile bootstrap intervals of :func:`project_on_cards`'s hours and ratio per card
+    count: each replicate resamples the members' epochs and each side's timed training steps
+    (their median sets the training rate, scaled from the measured one); the validation rates
+    and the coordination are held fixed.
+
+    Args:
+      ours, torch, epochs, settings: as :func:`project_on_cards` takes them.
+      ours_step_s, torch_step_s: the timed training steps behind ``ours["train"]`` and
+        ``torch["train"]``.
+
+    Returns:
+      Per card count, ``ours_hours``, ``torch_hours`` and ``ratio`` as ``[low, high]``.
+    """
+    if replicates < 1 or not 0 < level < 1:
+        raise ValueError(
+            f"replicates must be at least 1 and level in (0, 1), got {replicates}, {level}"
+        )
+    rng = np.random.default_rng(seed)
+    epochs = np.asarray(epochs)
+    ours_steps, torch_steps = np.asarray(ours_step_s, float), np.asarray(torch_step_s, float)
+    keys = ("ours_hours", "torch_hours", "ratio")
+    draws = []
+    for _ in range(replicates):
+        scale_ours = np.median(ours_steps) / np.median(rng.choice(ours_steps, ours_steps.size))
+        scale_torch = np.median(torch_steps) / np.median(rng.choice(torch_steps, torch_steps.size))
+        out = project_on_cards(
+            {**ours, "train": ours["train"] * scale_ours},
+            {**torch, "train": torch["train"] * scale_torch},
+            epochs=rng.choice(epochs, epochs.size),
+            **settings,
+        )
+        draws.append([[row[k] for k in keys] for row in out["cards"]])
+    values = np.asarray(draws)  # [replicates, cards, 3]
+    tails = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
+    bounds = np.percentile(values, tails, axis=0)  # [2, cards, 3]
+    return [
+        {k: bounds[:, c, i].tolist() for i, k in enumerate(keys)} for c in range(values.shape[1])
+    ]
+
+
 def load_card_records(paths: list[str | Path]) -> dict[str, Any]:
     """A card's measurements from stored ``paper_scale`` records, later files overriding: a
     whole record (with ``torch``), or the ``ours`` part of one (a file with ``members`` and

@@ -38,7 +38,9 @@ each member's epochs are drawn from a stored run trained with the paper's recipe
 models trains each model its own epochs; our K members share a program that runs until the last
 of them stops. On ``--cards`` cards across hosts, one process each, the batches are shared out and
 the runtime's coordination is added as measured on CPU processes
-(``experiments.benchmarks.process_scaling``, ``--scaling-record``).
+(``experiments.benchmarks.process_scaling``, ``--scaling-record``). Each projected figure has a
+95% percentile bootstrap interval (``--bootstrap`` replicates), resampling the members' epochs and
+both sides' timed training steps.
 
 ``--card-record FILE...`` projects from a card's stored measurements instead of measuring (no
 step runs), e.g. on a machine without the card. Without a validation step at K members the
@@ -101,6 +103,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="a process_scaling record (default: the newest in docs/results/process_scaling)",
     )
     p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=2000,
+        help="replicates of the projection's 95%% intervals (0: none)",
+    )
+    p.add_argument(
         "--card-record",
         nargs="+",
         default=None,
@@ -126,6 +134,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--epochs must be positive, got {args.epochs}")
     if any(n < 1 for n in args.cards):
         p.error("--cards must be at least 1 each")
+    if args.bootstrap < 0:
+        p.error(f"--bootstrap must be 0 or more, got {args.bootstrap}")
     if args.scaling_record is None:
         args.scaling_record = P.latest_scaling_record()
     return args
@@ -411,15 +421,25 @@ def projection(card: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     scaling = None
     if args.scaling_record is not None:
         scaling = json.loads(Path(args.scaling_record).read_text())
-    out = P.project_on_cards(
-        ours_rates,
-        torch_rates,
-        members_per_batch=card["ours"]["members"],
-        epochs=epochs,
-        cards=args.cards,
-        scaling=scaling,
-        compile_s=card["ours"].get("compile_s", 0.0),
-    )
+    settings = {
+        "members_per_batch": card["ours"]["members"],
+        "cards": args.cards,
+        "scaling": scaling,
+        "compile_s": card["ours"].get("compile_s", 0.0),
+    }
+    out = P.project_on_cards(ours_rates, torch_rates, epochs=epochs, **settings)
+    steps = (card["ours"].get("step_s_all"), card["torch"].get("train_step_s_all"))
+    if args.bootstrap and all(steps):
+        intervals = P.projection_intervals(
+            ours_rates, torch_rates, ours_step_s=steps[0], torch_step_s=steps[1], epochs=epochs,
+            replicates=args.bootstrap, **settings,
+        )  # fmt: skip
+        for row, interval in zip(out["cards"], intervals, strict=True):
+            row["interval_95"] = interval
+        out["bootstrap"] = {
+            "replicates": args.bootstrap,
+            "resampled": "the members' epochs and both sides' timed training steps",
+        }
     out.update(
         images=P.CHESTXRAY14_IMAGES,
         epochs_source=source,
