@@ -15,7 +15,7 @@ A set of scores is named by its source:
   or as the mean of the seeds' corrected ensembles (``average: corrected``), then clipped to
   ``[1e-7, 1 - 1e-7]`` as the summary tables do, and taken ``raw``, ``corrected`` (the inverse of
   the beta-weighted log loss's optimal rule) or recalibrated by a baseline cross-fitted over the
-  folds (``platt``, ``beta``, ``isotonic``: :func:`iml.pipeline.report.cross_fit`);
+  folds (``platt``, ``beta``, ``isotonic``: :func:`iml.recalibration.cross_fit`);
 * ``reproduce_digits``: the stored ensemble at ``beta`` (``ensemble_scores.npz``), likewise;
 * ``reproduce_digits_multiclass``: a loss's stored class scores, ``raw`` or ``corrected``, as
   the binary scores of class 8 against ``label == 8`` (``class 8``), as the top score against
@@ -45,9 +45,9 @@ import numpy as np
 
 from iml.calibration import ECEComparison, compare_ece, expected_calibration_error
 from iml.calibration import paired_comparison as paired_bootstrap
-from iml.pipeline.report import BASELINES, cross_fit
 from iml.pipeline.reveal import run_members
 from iml.pipeline.store import aggregate_members
+from iml.recalibration import BASELINES, cross_fit
 from iml.spec import loss_spec
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"

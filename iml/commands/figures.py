@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from iml.config import apply_overrides
@@ -18,11 +19,21 @@ __all__ = ["eval_overrides", "figures_command"]
 def figures_command(args: argparse.Namespace) -> Callable[[], int]:
     # imported here: the image pipeline loads tensorflow-datasets, Flax's DenseNets and the
     # report (seconds), which `iml sweep`, `iml reveal` and `--help` do without
-    from iml.pipeline.report import report_config, report_run
+    from iml.pipeline.report import report_config, report_run, report_sweep_run
+    from iml.pipeline.sweep_scores import stored_sweep_settings
 
     overrides = eval_overrides(args)
-    report_config(args.run, overrides)
     out = args.out or args.run
+    if _is_sweep(args.run):
+
+        def sweep_work() -> int:
+            table = report_sweep_run(args.run, out, eval_overrides=overrides)
+            print(json.dumps({"out": str(out), "losses": list(table)}))
+            return 0
+
+        stored_sweep_settings(args.run, overrides)
+        return sweep_work
+    report_config(args.run, overrides)
 
     def work() -> int:
         table = report_run(args.run, out, eval_overrides=overrides)
@@ -30,6 +41,12 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
         return 0
 
     return work
+
+
+def _is_sweep(run: str) -> bool:
+    """Whether ``run``'s manifest records an `iml sweep` run (its data's digest)."""
+    manifest = Path(run) / "manifest.json"
+    return manifest.exists() and "data_sha256" in json.loads(manifest.read_text()).get("config", {})
 
 
 def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -185,10 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
         "figures",
         help="redraw the figures and table of a stored run",
         description="Report a stored run without training: its table, ensemble scores and "
-        "figures. --config.eval.KEY=VALUE sets the report's settings (n_bins, n_bootstrap, "
+        "figures (a sweep's: its table, scores and ECE figures). --config.eval.KEY=VALUE sets "
+        "the report's settings (n_bins, n_bootstrap, "
         "report_seed, average) in place of the run's.",
     )
-    fig.add_argument("--run", required=True, help="a run directory written by `iml reproduce`")
+    fig.add_argument(
+        "--run", required=True, help="a run directory written by `iml reproduce` or `iml sweep`"
+    )
     fig.add_argument("--out", help="where to write (default: the run directory)")
     fig.add_argument(
         "--average",

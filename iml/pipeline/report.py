@@ -36,7 +36,7 @@ from __future__ import annotations
 import io
 import json
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ from iml.pipeline.store import (
     check_stored_run,
     load_ensemble,
 )
-from iml.pipeline.sweep import SweepResult
+from iml.pipeline.sweep_scores import SweepResult, rescore_sweep
 from iml.plots import (
     figure1_calibration_curves,
     figure2_theoretical_curves,
@@ -86,86 +86,19 @@ from iml.plots import (
     reliability_by_class,
     save_figure,
 )
-from iml.recalibration import (
-    BetaCalibration,
-    HistogramBinning,
-    IsotonicCalibration,
-    LossCorrection,
-    PlattScaling,
-    PriorShiftCorrection,
-    Recalibrator,
-    TemperatureScaling,
-)
+from iml.recalibration import BASELINES, LossCorrection, cross_fit
 
 __all__ = [
-    "BASELINES",
     "METRICS",
-    "cross_fit",
     "report_config",
     "report_run",
+    "report_sweep_run",
     "score_metrics",
     "summary_table",
     "write_sweep_outputs",
 ]
 
 _CLIP = 1e-7
-
-
-def _prior_shift(beta: float) -> Callable[[np.ndarray], Recalibrator]:
-    # The weighted loss trains as if the positive prior were pi' with odds beta/(1-beta) times
-    # the fitting part's odds pi/(1-pi); the correction maps back to pi (eq. correct-prior).
-    def make(labels: np.ndarray) -> Recalibrator:
-        pi = float(np.clip(labels.mean(), 1e-6, 1 - 1e-6))
-        odds = beta / (1 - beta) * pi / (1 - pi)
-        return PriorShiftCorrection(train_prior=odds / (1 + odds), target_prior=pi)
-
-    return make
-
-
-# name -> (beta -> (fitting labels -> unfitted recalibrator))
-BASELINES: dict[str, Callable[[float], Callable[[np.ndarray], Recalibrator]]] = {
-    "platt": lambda beta: lambda labels: PlattScaling(),
-    "beta": lambda beta: lambda labels: BetaCalibration(),
-    "temperature": lambda beta: lambda labels: TemperatureScaling(),
-    "isotonic": lambda beta: lambda labels: IsotonicCalibration(),
-    "histogram": lambda beta: lambda labels: HistogramBinning(n_bins=10, strategy="quantile"),
-    "prior_shift": _prior_shift,
-}
-
-
-def cross_fit(
-    make: Callable[[np.ndarray], Recalibrator],
-    scores: np.ndarray,
-    labels: np.ndarray,
-    fold_ids: np.ndarray,
-) -> np.ndarray:
-    """Recalibrated scores, each fold's by a map fitted on all other folds.
-
-    Args:
-      make: fitting labels -> an unfitted :class:`~iml.recalibration.Recalibrator`.
-      scores, labels, fold_ids: ``[n]`` arrays of the evaluated observations.
-
-    Returns:
-      ``[n]`` recalibrated scores; no observation's own label was used to fit its map.
-    """
-    out = np.empty(len(scores), dtype=np.float64)
-    s = scores.astype(np.float32)
-    for f in np.unique(fold_ids):
-        held, fit = fold_ids == f, fold_ids != f
-        if not fit.any():
-            raise ValueError("cross-fitting needs observations in at least two folds")
-        cal = make(labels[fit])
-        if isinstance(cal, _WEIGHTED_FITS):
-            # All folds share one shape (held-out observations weigh 0), so the fit compiles once.
-            cal.fit(s, labels, sample_weight=fit.astype(np.float32))
-        else:
-            cal.fit(s[fit], labels[fit])
-        out[held] = np.asarray(cal.transform(s))[held]  # one shape for every fold, too
-    return out
-
-
-# Maps fitted by a weighted likelihood, where an observation of weight 0 changes nothing.
-_WEIGHTED_FITS = (PlattScaling, BetaCalibration, TemperatureScaling)
 
 
 def summary_table(
@@ -567,6 +500,41 @@ def write_sweep_outputs(
         classes_dir=out / "reliability_by_class", formats=("png", "pdf"), class_formats=("png",),
         class_names=class_names,
     )  # fmt: skip
+
+
+def report_sweep_run(
+    run: str | Path,
+    out: str | Path | None = None,
+    *,
+    eval_overrides: Mapping[str, Any] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Report a stored, finished sweep again without training: its table (``sweep_table.json``)
+    and :func:`write_sweep_outputs`' Markdown, scores and figures, written into ``out`` (default:
+    the run directory), scored as the sweep scored them (:func:`iml.pipeline.sweep_scores.
+    rescore_sweep`) with its report settings, or those of ``eval_overrides`` (``n_bins``,
+    ``average``, ``n_bootstrap``, ``report_seed``).
+
+    Returns:
+      The table, ``table[key][method][metric]``.
+
+    Raises:
+      FileNotFoundError, ValueError: for a folder without a finished sweep, or a setting that a
+        sweep's report does not have.
+    """
+    result = rescore_sweep(run, eval_overrides)
+    config = RunStore(run).manifest()["config"]
+    source = config.get("data", {})
+    name = Path(source["path"]).stem if "path" in source else source.get("name", Path(run).name)
+    loss = config.get("loss", {}).get("name", "log") if "betas" not in config else "log"
+    what = "" if loss == "log" else f"{loss} loss, "
+    model = config.get("train", {}).get("model", "logistic")
+    title = f"{name}: {what}{len(result.keys)} losses x {len(result.seeds)} seeds, {model}"
+    multiclass = result.scores.ndim == 3
+    prevalence = None if multiclass else float(np.mean(result.labels))
+    out = Path(out or run)
+    RunStore(out).save_json("sweep_table", result.table)
+    write_sweep_outputs(out, result, prevalence, title)
+    return result.table
 
 
 def _class_eces(scores: np.ndarray, labels: np.ndarray, n_bins: int) -> list[float]:

@@ -44,11 +44,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from iml import _validation as V
-from iml.calibration import (
-    loss_corrected_scores,
-    scores_from_logits,
-    table_by_loss,
-)
 from iml.data.folds import FoldSplit
 from iml.grids import (
     LossGrid,
@@ -57,12 +52,7 @@ from iml.grids import (
 from iml.models.registry import build_model
 from iml.pipeline import distributed
 from iml.pipeline.plan import Plan, make_plan
-from iml.pipeline.store import (
-    ENSEMBLE_AVERAGES,
-    RunStore,
-    aggregate_members,
-    member_test_scores,
-)
+from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.pipeline.sweep_config import (
     SWEEP_DATASETS,
     SWEEP_LOSSES,
@@ -72,8 +62,9 @@ from iml.pipeline.sweep_config import (
     sweep_config,
     sweep_losses,
 )
+from iml.pipeline.sweep_scores import ECE_BOOTSTRAP, RIDGE, SweepResult, score_sweep
 from iml.pipeline.train_plan import train_plan
-from iml.spec import LossLike, LossSpec
+from iml.spec import LossLike
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
     check_labels,
@@ -103,63 +94,11 @@ __all__ = [
 ]
 
 METHODS = ("raw", "loss_corrected")
-#: The entry of a sweep table's row that holds its members' ridge coefficients (``[S][R]``).
-RIDGE = "l2"
-
-#: Replicates of each ECE's 95% interval in a sweep's table by default (``config.eval.n_bootstrap``;
-#: :func:`iml.calibration.ece_intervals`).
-ECE_BOOTSTRAP = 200
 
 
 # ----------------------------------------------------------------------------------------------
 # The sweep: chunks of betas, out-of-fold scores, the ensemble and the table
 # ----------------------------------------------------------------------------------------------
-
-
-class SweepResult(NamedTuple):
-    """Out-of-fold scores of a sweep over a grid of ``m`` losses and their metrics.
-
-    Attributes:
-      betas: ``[m]`` class weights (:func:`grid_weights`: beta, or a focal grid's alpha), or
-        None for grids that one weight does not describe (weight matrices ``B``, ...).
-      seeds: ``[S]`` seeds.
-      labels: ``[N]`` labels (class indices for multiclass losses).
-      fold_ids: ``[N]`` fold of every observation.
-      member_scores: ``[m, S, N(, n)]`` each (loss, seed)'s out-of-fold score of every
-        observation (from the rotation whose test fold holds it).
-      scores: ``[m, N(, n)]`` the ensemble: the mean over seeds of ``member_scores``.
-      corrected: ``[m, N(, n)]`` the loss-corrected ensemble scores ``(c^L)^{-1}(scores)``
-        (Proposition 4; ``g^beta``, Corollary 1, for a beta).
-      best_epoch: ``[m, S, R]`` each member's early-stopping epoch.
-      table: ``table[key][method][metric]`` (see :func:`iml.calibration.table_by_loss`).
-      chunks_trained: indices of the chunks trained by this call (the others came from the store).
-      losses: the grid (a :class:`iml.LossSpec` with batch shape ``(m,)``).
-      keys: the table's key of each loss (:func:`grid_keys`).
-      l2: ``[m, S, R]`` each member's ridge coefficient (in ``train.l2``'s units): chosen on its
-        validation folds where ``l2 = "auto"``, else the number. The table holds it too, as
-        ``table[key]["l2"]`` (``[S][R]``).
-    """
-
-    betas: np.ndarray
-    seeds: np.ndarray
-    labels: np.ndarray
-    fold_ids: np.ndarray
-    member_scores: np.ndarray
-    scores: np.ndarray
-    corrected: np.ndarray
-    best_epoch: np.ndarray
-    table: dict[str, dict[str, dict[str, float]]]
-    chunks_trained: list[int]
-    losses: LossSpec | None = None
-    keys: list[str] | None = None
-    l2: np.ndarray | None = None
-
-
-def _row_link(spec: LossSpec) -> Any:
-    """``link(row, logits)``: the scores of loss ``row`` of the grid (float64)."""
-    if not spec.multiclass:
-        return lambda row, z: scores_from_logits(spec, z)
-    return lambda row, z: scores_from_logits(spec[np.array([row])], np.asarray(z)[None])[0]
 
 
 def data_fingerprint(features: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> str:
@@ -467,60 +406,14 @@ def execute_sweep(
             f"process {here.index}: chunks {missing} are not in {store.root} once every process "
             "stored its share; every process must write to the same folder"
         )
-    entries = [b.entry for b in batches]
     trained += [b.batch.index for b in batches if b.trained]
-    # Each member's logits, early-stopping epoch and ridge (chosen on the validation folds, or
-    # the number), by loss, seed and rotation; its scores by one vectorised link.
-    (m,), n = spec.batch_shape, x.shape[0]
-    seed_at = {int(seed): i for i, seed in enumerate(s)}
-    rotation_at = {split.rotation: r for r, split in enumerate(splits)}
-    classes = (spec.n_classes,) if spec.multiclass else ()
-    logits = np.full((m, len(s), n, *classes), np.nan, np.float32)
-    best_epoch = np.zeros((m, len(s), len(splits)), np.int64)
-    l2 = np.full((m, len(s), len(splits)), np.nan)
-    for entry in entries:
-        where = zip(entry["loss_index"], entry["seed"], entry["rotation"], strict=True)
-        stored = member_test_scores(entry, logits=True)
-        for k, ((b, seed, rotation), (_, idx, z)) in enumerate(zip(where, stored, strict=True)):
-            at = (int(b), seed_at[int(seed)], rotation_at[int(rotation)])
-            logits[at[0], at[1], idx] = z
-            best_epoch[at], l2[at] = entry["best_epoch"][k], entry["l2"][k]
-    member_scores = scores_from_logits(spec, logits)  # [m, S, N(, n)]
-    # The one aggregation of every run's members: each loss's ensemble pools its seeds' scores,
-    # or their logits (each loss's link of their mean).
-    tested = [(b, seed, np.flatnonzero(~np.isnan(logits[b, seed].reshape(n, -1)[:, 0])))
-              for b in range(m) for seed in range(len(s))]  # fmt: skip
-    if plan.average == "logit":
-        members = [(b, idx, logits[b, seed, idx]) for b, seed, idx in tested]
-        ensemble = aggregate_members(members, range(m), n, "logit", _row_link(spec))
-    else:
-        members = [(b, idx, member_scores[b, seed, idx]) for b, seed, idx in tested]
-        ensemble = aggregate_members(members, range(m), n, "score")
-    scores = ensemble.scores
-    corrected = loss_corrected_scores(spec, scores)
-    table = table_by_loss(
-        grid, scores, y, n_bins=plan.n_bins, corrected=corrected,
-        ece_bootstrap=plan.n_bootstrap, key=jax.random.key(plan.report_seed),
-    )  # fmt: skip
-    for key, chosen in zip(grid.keys, l2, strict=True):
-        table[key][RIDGE] = chosen.tolist()
+    result = score_sweep(grid, s, y, fold_ids, [b.entry for b in batches], n_bins=plan.n_bins,
+                         average=plan.average, n_bootstrap=plan.n_bootstrap,
+                         report_seed=plan.report_seed,
+                         rotations=[split.rotation for split in splits])  # fmt: skip
     if store is not None and here.main:
-        store.save_json("sweep_table", table)
-    return SweepResult(
-        betas=grid.weights,
-        seeds=s,
-        labels=y,
-        fold_ids=fold_ids,
-        member_scores=member_scores,
-        scores=scores,
-        corrected=corrected,
-        best_epoch=best_epoch,
-        table=table,
-        chunks_trained=trained,
-        losses=spec,
-        keys=grid.keys,
-        l2=l2,
-    )
+        store.save_json("sweep_table", result.table)
+    return result._replace(chunks_trained=trained)
 
 
 def prepare_sweep(

@@ -40,10 +40,13 @@ One idea per module, all of whose public names are imported here:
 * :mod:`~iml.recalibration.nonparametric`: isotonic regression and histogram binning.
 * :mod:`~iml.recalibration.prior_shift`: the prior-shift correction, eq. ``correct-prior``.
 * :mod:`~iml.recalibration.loss_correction`: the paper's loss correction, which fits nothing.
+* :mod:`~iml.recalibration.cross_fit`: recalibration cross-fitted over folds, and the baselines
+  a run's report fits so.
 
 The input checks and coercions they share live in :mod:`iml.recalibration._common`.
 """
 
+from iml.recalibration.cross_fit import BASELINES, cross_fit
 from iml.recalibration.interface import Recalibrator
 from iml.recalibration.logistic import (
     BetaCalibration,
@@ -80,6 +83,7 @@ from iml.recalibration.temperature import (
 )
 
 __all__ = [
+    "BASELINES",
     "BetaCalibration",
     "BetaCalibrationParams",
     "HistogramBinning",
@@ -95,6 +99,7 @@ __all__ = [
     "TemperatureScaling",
     "beta_calibration_fit",
     "beta_calibration_transform",
+    "cross_fit",
     "histogram_binning_fit",
     "histogram_binning_transform",
     "isotonic_fit",

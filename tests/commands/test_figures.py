@@ -1,11 +1,14 @@
-"""The ``iml figures`` command (``iml.commands.figures``): a missing run named, a sweep's folder
-told apart (its report of a stored run is tested with that run, in
+"""The ``iml figures`` command (``iml.commands.figures``): a missing run named; a stored sweep
+reported again without training, with its own report settings or others, and a bad setting
+refused before any work (its report of a stored reproduce run is tested with that run, in
 tests/commands/test_reproduce.py)."""
 
-import numpy as np
-from _sweep_tables import write_sweep_scores
+import json
+
+import pytest
 
 from iml import cli
+from iml.pipeline.sweep_scores import rescore_sweep
 
 
 def test_figures_of_a_missing_run_is_named(tmp_path, capsys):
@@ -13,11 +16,34 @@ def test_figures_of_a_missing_run_is_named(tmp_path, capsys):
     assert status == 2 and "norun" in capsys.readouterr().err
 
 
-def test_a_sweeps_folder_is_named_as_a_sweep_before_any_work(tmp_path, capsys):
-    labels = np.arange(40) % 2
-    run = write_sweep_scores(tmp_path / "sweep", np.full((2, 40), 0.5), labels, [0.5, 0.9])
-    status = cli.main(["figures", "--run", str(run), "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
-    assert status == 2 and f"{run} holds an `iml sweep` run" in err
-    assert "`iml figures` reports `iml reproduce` runs" in err
-    assert not (tmp_path / "out").exists()
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    run = tmp_path_factory.mktemp("sweep") / "digits"
+    argv = ["sweep", "--no-progress", "--dataset", "digits", "--betas", "0.3", "0.6", "0.9",
+            "--config.eval.n_bootstrap=20", "--out", str(run)]  # fmt: skip
+    assert cli.main(argv) == 0
+    return run
+
+
+def test_a_sweep_is_reported_again_without_training(sweep, tmp_path, capsys):
+    stored = json.loads((sweep / "sweep_table.json").read_text())
+    batches = {p.name: p.stat().st_mtime_ns for p in (sweep / "batches").iterdir()}
+    assert cli.main(["figures", "--run", str(sweep)]) == 0  # in place, with its own settings
+    assert json.loads((sweep / "sweep_table.json").read_text()) == stored
+    assert {p.name: p.stat().st_mtime_ns for p in (sweep / "batches").iterdir()} == batches
+    out = tmp_path / "five_bins"
+    capsys.readouterr()
+    argv = ["figures", "--run", str(sweep), "--out", str(out), "--config.eval.n_bins=5"]
+    assert cli.main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["losses"] == list(stored)
+    table = json.loads((out / "sweep_table.json").read_text())
+    assert table == rescore_sweep(sweep, {"n_bins": 5}).table != stored
+    for name in ("sweep_table.md", "scores.npz", "ece_vs_beta.png", "ece_vs_beta.pdf"):
+        assert (out / name).stat().st_size > 0, name
+
+
+def test_a_bad_report_setting_of_a_sweep_is_refused_before_any_work(sweep, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["figures", "--run", str(sweep), "--out", str(out), "--config.eval.n_bins=0"]
+    assert cli.main(argv) == 2
+    assert "config.eval.n_bins" in capsys.readouterr().err and not out.exists()

@@ -10,59 +10,12 @@ import pytest
 from _pipeline_runs import MULTICLASS, run_config, save_batch
 
 from iml.pipeline import RunStore
-from iml.pipeline.report import METRICS, cross_fit
+from iml.pipeline.report import METRICS
 from iml.pipeline.runner import default_config
 
 # ----------------------------------------------------------------------------------------------
 # Honest recalibration and the table
 # ----------------------------------------------------------------------------------------------
-
-
-class _MeanLabel:
-    """A recalibrator that predicts the mean label it was fitted on, and records the fit."""
-
-    fits: list
-
-    def __init__(self, fits):
-        self.fits = fits
-
-    def fit(self, scores, labels):
-        self.fits.append(np.asarray(scores).copy())
-        self.rate = float(np.mean(labels))
-        return self
-
-    def transform(self, scores):
-        return np.full(len(scores), self.rate)
-
-
-def test_cross_fit_never_fits_on_the_evaluated_fold():
-    rng = np.random.default_rng(0)
-    scores = rng.uniform(size=30)
-    labels = (rng.uniform(size=30) < 0.3).astype(int)
-    folds = np.arange(30) % 3
-    fits = []
-    out = cross_fit(lambda y: _MeanLabel(fits), scores, labels, folds)
-    for f in range(3):
-        expected = labels[folds != f].mean()
-        np.testing.assert_allclose(out[folds == f], expected)
-        assert not np.isin(scores[folds == f], fits[f]).any()
-
-
-@pytest.mark.parametrize("name", ["platt", "beta", "temperature"])
-def test_weighted_cross_fit_equals_fitting_on_the_other_folds_alone(name):
-    from iml.pipeline.report import BASELINES
-
-    rng = np.random.default_rng(1)
-    scores = np.clip(rng.beta(0.5, 3.0, size=300), 1e-4, 1 - 1e-4)
-    labels = (rng.uniform(size=300) < scores**0.7).astype(int)
-    folds = np.arange(300) % 5
-    make = BASELINES[name](0.9)
-    out = cross_fit(make, scores, labels, folds)  # held-out observations weigh 0
-    for f in range(5):
-        fit = folds != f
-        alone = make(labels[fit]).fit(scores[fit].astype(np.float32), labels[fit])
-        want = np.asarray(alone.transform(scores[~fit].astype(np.float32)))
-        np.testing.assert_allclose(out[~fit], want, rtol=2e-5, atol=1e-7)
 
 
 # ----------------------------------------------------------------------------------------------
