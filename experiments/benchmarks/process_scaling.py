@@ -187,11 +187,17 @@ def meetings(count: int, repeats: int, timeout_s: float = 120) -> dict[str, floa
         for i in range(count)
     ]
     results = []
-    for i, p in enumerate(procs):
-        out, err = p.communicate(timeout=timeout_s)
-        if p.returncode != 0:
-            raise RuntimeError(f"meeting process {i} of {count} failed:\n{err[-2000:]}")
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    try:
+        for i, p in enumerate(procs):
+            out, err = p.communicate(timeout=timeout_s)
+            if p.returncode != 0:
+                raise RuntimeError(f"meeting process {i} of {count} failed:\n{err[-2000:]}")
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:  # a process that failed or hung leaves none of the others behind
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     return {
         "processes": count,
         "join_s": max(r["join_s"] for r in results),
