@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -73,11 +74,13 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _pinned(core: int):
-    def pin() -> None:  # in the child, before it execs
-        os.sched_setaffinity(0, {core})
-
-    return pin
+def _pinned(core: int, command: list[str]) -> list[str]:
+    """``command`` run on ``core`` alone (by ``taskset``, so that no Python code runs in a child
+    forked from this process, whose JAX threads could leave it deadlocked)."""
+    taskset = shutil.which("taskset")
+    if taskset is None:
+        raise SystemExit("the benchmark pins each process to a core with taskset (util-linux)")
+    return [taskset, "--cpu-list", str(core), *command]
 
 
 def _cores() -> list[int]:
@@ -118,9 +121,12 @@ def run_processes(args: list[str], out: Path, count: int, timeout_s: float) -> f
                 f"--config.distributed.process_id={i}",
             ]
         log = open(out.parent / f"{out.name}-process{i}.log", "w")
-        pin = _pinned(cores[i % len(cores)])
         process = subprocess.Popen(
-            command, cwd=ROOT, env=_env(), stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin
+            _pinned(cores[i % len(cores)], command),
+            cwd=ROOT,
+            env=_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         procs.append((process, log))
     try:
@@ -165,24 +171,16 @@ def meetings(count: int, repeats: int, timeout_s: float = 120) -> dict[str, floa
     """Seconds to join and per meeting (one all-gather and one barrier) among ``count`` local
     processes: the slowest process's."""
     cores, port = _cores(), _free_port()
+    child = [sys.executable, "-m", "experiments.benchmarks.process_scaling", "--meeting-child",
+             f"127.0.0.1:{port}", str(count)]  # fmt: skip
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "experiments.benchmarks.process_scaling",
-                "--meeting-child",
-                f"127.0.0.1:{port}",
-                str(count),
-                str(i),
-                str(repeats),
-            ],
+            _pinned(cores[i % len(cores)], [*child, str(i), str(repeats)]),
             cwd=ROOT,
             env=_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=_pinned(cores[i % len(cores)]),
         )
         for i in range(count)
     ]
