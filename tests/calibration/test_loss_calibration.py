@@ -173,17 +173,23 @@ def test_loss_calibration_power_against_the_neighbouring_beta_at_digits_size():
 
     scores, _ = simulate_gaussian_agents(jax.random.key(0), [10 / 11], 3.1, 0.097, 1797)
     a = scores[0]
-    size = loss_calibration_power(a, 10 / 11, 10 / 11, key=jax.random.key(2), n_simulations=400)
+
+    # 1,000 simulated data sets of 200 bootstrap replicates each: optimised programs
+    @functools.partial(jax.jit, static_argnames="n_simulations", compiler_options=RUNS_LONG)
+    def power_of(tested, key, n_simulations):
+        return loss_calibration_power(a, 10 / 11, tested, key=key, n_simulations=n_simulations)
+
+    size = power_of(10 / 11, jax.random.key(2), n_simulations=400)
     assert float(size.rate) <= 0.05 + 2 * 0.011  # the parametric bootstrap is exact under H0
     assert float(size.standard_error) == pytest.approx(
         np.sqrt(size.rate * (1 - size.rate) / 400), rel=1e-5
     )
-    power = loss_calibration_power(a, 10 / 11, 0.5, key=jax.random.key(3), n_simulations=100)
+    power = power_of(0.5, jax.random.key(3), n_simulations=100)
     assert float(power.rate) >= 0.9  # a precise model at this size: 1/2 is told from 10/11
     # Against a closer neighbour (beta = 0.88) the power is lower.
-    near = loss_calibration_power(a, 10 / 11, 0.88, key=jax.random.key(3), n_simulations=100)
+    near = power_of(0.88, jax.random.key(3), n_simulations=100)
     assert float(near.rate) < float(power.rate)
-    other = loss_calibration_power(a, 10 / 11, 10 / 11, key=jax.random.key(5), n_simulations=400)
+    other = power_of(10 / 11, jax.random.key(5), n_simulations=400)
     assert not np.array_equal(other.rejected, size.rejected)  # the key draws the labels
 
 
