@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -40,12 +41,38 @@ TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
-def env():
+def env(tmp_path_factory):
     env = dict(os.environ)
     env["XLA_FLAGS"] = FAST_COMPILE  # not conftest's eight devices: `iml` takes one per core
     env["IML_JAX_CACHE"] = "off"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # JAX's own compilation cache, one folder per process index (see _cached), kept for the
+    # module: a run loads the programs an earlier run of this module compiled
+    env[CACHES] = str(tmp_path_factory.mktemp("jax-caches"))
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
     return env
+
+
+#: The environment variable of ``env`` that names the folder of the compilation caches.
+CACHES = "IML_TEST_JAX_CACHES"
+
+
+def _cached(env: dict[str, str], index: int, copy_to: Path | None = None) -> dict[str, str]:
+    """``env`` with process ``index``'s compilation cache. JAX writes a cache entry in place, so
+    processes running at the same time never share a folder: process 1's starts as a copy of
+    process 0's, which every run of one process writes. A process that will be killed, which
+    could leave an entry half written, gets a copy of its cache in ``copy_to``."""
+    caches = Path(env[CACHES])
+    folder = caches / f"process{index}"
+    if index and (caches / "process0").is_dir():
+        shutil.copytree(caches / "process0", folder, dirs_exist_ok=True)
+    if copy_to is not None:
+        copy = copy_to / f"jax-cache{index}"
+        if folder.is_dir():
+            shutil.copytree(folder, copy, dirs_exist_ok=True)
+        folder = copy
+    return {**env, "JAX_COMPILATION_CACHE_DIR": str(folder)}
 
 
 def _free_port() -> int:
@@ -56,13 +83,16 @@ def _free_port() -> int:
 
 def _one(args: list[str], out: Path, env: dict[str, str]) -> None:
     done = subprocess.run([sys.executable, "-m", "iml.cli", *args, "--out", str(out)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
+                          env=_cached(env, 0), capture_output=True, text=True,
+                          timeout=TIMEOUT_S)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def _start(args, out, env, logs, extra=None) -> list[subprocess.Popen]:
-    """The two processes of one run, each with its own log."""
+def _start(args, out, env, logs, extra=None, killed=False) -> list[subprocess.Popen]:
+    """The two processes of one run, each with its own log and compilation cache (a copy of it
+    in ``logs`` where the test kills them)."""
     port, procs = _free_port(), []
+    envs = [_cached(env, i, logs if killed else None) for i in range(2)]  # before either starts
     for i in range(2):
         command = [sys.executable, "-m", "iml.cli", *args, "--out", str(out),
                    *(extra or {}).get(i, []), "--distributed",
@@ -70,8 +100,8 @@ def _start(args, out, env, logs, extra=None) -> list[subprocess.Popen]:
                    "--config.distributed.num_processes=2", f"--config.distributed.process_id={i}",
                    "--config.distributed.initialization_timeout=60"]  # fmt: skip
         with open(logs / f"process{i}-{port}.log", "w") as log:
-            procs.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log,
-                                          stderr=subprocess.STDOUT))  # fmt: skip
+            procs.append(subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                          env=envs[i]))  # fmt: skip
         procs[-1].log = Path(log.name)
     return procs
 
@@ -138,7 +168,7 @@ def test_reproduce_as_two_processes_gives_the_table_of_one(tmp_path, env, tiny_a
 
 def test_a_run_killed_on_one_process_resumes_on_both_to_the_same_table(tmp_path, env, tiny_alone):
     out = tmp_path / "run"
-    procs = _start(TINY, out, env, tmp_path)
+    procs = _start(TINY, out, env, tmp_path, killed=True)
     first = out / "batches" / "batch-0001.npz"  # process 1's first batch
     try:
         deadline = time.monotonic() + TIMEOUT_S
