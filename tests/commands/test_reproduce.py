@@ -5,6 +5,7 @@ and ``iml figures`` reporting that stored run."""
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -205,10 +206,14 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
 def test_kill_9_then_rerun_gives_the_same_results(run_dir, tmp_path, env):
     out = tmp_path / "killed"
     first = out / "batches" / "batch-0000.npz"
+    # The process killed writes to a copy of the module's compilation cache: JAX writes an entry
+    # in place, and one half written would reach the runs after it.
+    cache = tmp_path / "jax-cache"
+    shutil.copytree(env["JAX_COMPILATION_CACHE_DIR"], cache, dirs_exist_ok=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "iml.cli", *TINY, "--out", str(out)],
         cwd=ROOT,
-        env=env,
+        env={**env, "JAX_COMPILATION_CACHE_DIR": str(cache)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
