@@ -116,19 +116,20 @@ def shared_data_path() -> Callable[[str], Path]:
 
 # The test files that take longest (each whole on one worker under `.ci/run`'s --dist loadfile),
 # longest first, as paths under tests/: starting them first keeps a long file from running alone
-# at the end while the other workers idle. Measured with
-# `python -m pytest -n 2 --dist loadfile --durations=0` (each file's 60-100 s of the suite's
-# 1,070 s of test time on 2 cores; the mirrored modules of calibration, scoring and revealed that
-# follow took 23-32 s each on a quiet machine).
+# at the end while the other workers idle. Measured as each file's summed test time in one run of
+# the suite on 2 cores (98 s for test_distributed.py down to 28 s for commands/test_reveal.py;
+# the files after them took 23 s or less).
 SLOW_FILES = (
-    "training/test_trainer.py",
-    "test_notebooks.py",
-    "pipeline/test_sweep.py",
-    "commands/test_reproduce.py",
-    "revealed/test_report.py",
-    "calibration/test_loss_calibration.py",
-    "scoring/test_checks.py",
+    "pipeline/test_distributed.py",
     "pipeline/test_report.py",
+    "commands/test_reproduce.py",
+    "test_notebooks.py",
+    "commands/test_sweep.py",
+    "test_extending.py",
+    "training/test_trainer.py",
+    "pipeline/test_sweep.py",
+    "revealed/test_report.py",
+    "commands/test_reveal.py",
 )
 TESTS = Path(__file__).resolve().parent
 
