@@ -12,6 +12,7 @@ from typing import Any
 
 from iml.config import apply_overrides
 from iml.pipeline.defaults import default_config
+from iml.pipeline.store import is_sweep
 
 __all__ = ["eval_overrides", "figures_command"]
 
@@ -44,9 +45,9 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
 
 
 def _is_sweep(run: str) -> bool:
-    """Whether ``run``'s manifest records an `iml sweep` run (its data's digest)."""
+    """Whether ``run`` holds a recorded `iml sweep` run."""
     manifest = Path(run) / "manifest.json"
-    return manifest.exists() and "data_sha256" in json.loads(manifest.read_text()).get("config", {})
+    return manifest.exists() and is_sweep(json.loads(manifest.read_text()).get("config", {}))
 
 
 def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:

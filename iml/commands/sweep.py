@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from iml import config as config_lib
 from iml.commands.config import load_config_with_names
 from iml.pipeline import distributed
-from iml.pipeline.report import write_sweep_outputs
+from iml.pipeline.report import sweep_title, write_sweep_outputs
 from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import execute_sweep, prepare_sweep, sweep_config
 
@@ -72,12 +72,8 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
             print(f"process {here.index} of {here.count}: trained chunks {result.chunks_trained}")
             return 0
         multiclass = config.data.classes == "all"
-        loss = config.loss.name
-        what = "" if loss == "log" else f"{loss} loss, "
-        title = (
-            f"{dataset.name}: {what}{len(result.keys)} losses x {len(result.seeds)} seeds, "
-            f"{config.model.name}"
-        )
+        title = sweep_title(dataset.name, config.loss.name, len(result.keys), len(result.seeds),
+                            config.model.name)  # fmt: skip
         class_names = dataset.class_names if multiclass else None
         prevalence = None if multiclass else dataset.prevalence
         paths = write_sweep_outputs(out, result, prevalence, title, class_names)

@@ -73,6 +73,7 @@ from iml.pipeline.store import (
     RunStore,
     atomic_write_bytes,
     check_stored_run,
+    is_sweep,
     load_ensemble,
 )
 from iml.pipeline.sweep_scores import SweepResult, rescore_sweep
@@ -95,6 +96,7 @@ __all__ = [
     "report_sweep_run",
     "score_metrics",
     "summary_table",
+    "sweep_title",
     "write_sweep_outputs",
 ]
 
@@ -202,7 +204,7 @@ def report_config(
     """
     store = check_stored_run(run)
     stored = store.manifest()["config"]
-    if "data_sha256" in stored:  # what a sweep records; a run on images records no digest
+    if is_sweep(stored):
         raise ValueError(
             f"{run} holds an `iml sweep` run, whose report (sweep_table.json, sweep_table.md, "
             "scores.npz, figures) the sweep writes itself: run the same `iml sweep` again to "
@@ -502,6 +504,12 @@ def write_sweep_outputs(
     )  # fmt: skip
 
 
+def sweep_title(data: str, loss: str, losses: int, seeds: int, model: str) -> str:
+    """The title of a sweep's figures, e.g. ``digits: 64 losses x 1 seeds, logistic``."""
+    what = "" if loss == "log" else f"{loss} loss, "
+    return f"{data}: {what}{losses} losses x {seeds} seeds, {model}"
+
+
 def report_sweep_run(
     run: str | Path,
     out: str | Path | None = None,
@@ -526,9 +534,8 @@ def report_sweep_run(
     source = config.get("data", {})
     name = Path(source["path"]).stem if "path" in source else source.get("name", Path(run).name)
     loss = config.get("loss", {}).get("name", "log") if "betas" not in config else "log"
-    what = "" if loss == "log" else f"{loss} loss, "
     model = config.get("train", {}).get("model", "logistic")
-    title = f"{name}: {what}{len(result.keys)} losses x {len(result.seeds)} seeds, {model}"
+    title = sweep_title(name, loss, len(result.keys), len(result.seeds), model)
     multiclass = result.scores.ndim == 3
     prevalence = None if multiclass else float(np.mean(result.labels))
     out = Path(out or run)

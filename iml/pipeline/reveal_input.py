@@ -29,6 +29,7 @@ from iml.pipeline.store import (
     RunStore,
     aggregate_members,
     check_stored_run,
+    is_sweep,
     load_ensemble,
     member_test_scores,
 )
@@ -136,7 +137,7 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
         return merge_reproduce_runs(runs)
     root = Path(run)
     config = _run_config(root)
-    if "data_sha256" not in config:  # what a sweep records; a reproduce run records no digest
+    if not is_sweep(config):
         return _reproduce_input(root)
     if not RunStore(root).has("sweep_table"):  # the sweep's last step
         raise ValueError(
@@ -294,7 +295,7 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
     labels = loss = average = None
     owner: dict[tuple[float, int], Path] = {}
     for root in runs:
-        if "data_sha256" in _run_config(Path(root)):  # what a sweep records
+        if is_sweep(_run_config(Path(root))):
             raise ValueError(f"{root} is an `iml sweep` run; only reproduce runs merge")
         config = _reproduce_config(Path(root))
         run_labels = check_stored_run(root).load_arrays("data/folds")["labels"]

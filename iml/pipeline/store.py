@@ -48,6 +48,7 @@ __all__ = [
     "aggregate_members",
     "atomic_write_bytes",
     "check_stored_run",
+    "is_sweep",
     "load_ensemble",
     "member_entry",
     "member_test_scores",
@@ -442,6 +443,12 @@ def load_ensemble(
             yield from member_test_scores(store.load_arrays(key))
 
     return aggregate_members(members(), betas, num_examples, average)
+
+
+def is_sweep(config: Mapping[str, Any]) -> bool:
+    """Whether a manifest's ``config`` records an ``iml sweep`` run: a sweep records its data's
+    digest (``data_sha256``), a run on images none."""
+    return "data_sha256" in config
 
 
 def check_stored_run(run: str | Path) -> RunStore:

@@ -25,6 +25,7 @@ from iml.pipeline.store import (
     RunStore,
     aggregate_members,
     check_stored_run,
+    is_sweep,
     member_test_scores,
 )
 from iml.spec import LossSpec, loss_spec
@@ -196,7 +197,7 @@ def stored_sweep_settings(
     """
     store = check_stored_run(run)
     config = store.manifest()["config"]
-    if "data_sha256" not in config:  # what a sweep records
+    if not is_sweep(config):
         raise ValueError(f"{run} holds an `iml reproduce` run, not an `iml sweep` run")
     if not store.has("sweep_table"):  # the sweep's last step
         raise ValueError(
