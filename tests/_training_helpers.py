@@ -14,6 +14,7 @@ devices each.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 
@@ -101,6 +102,29 @@ def flat_params(states) -> dict[str, np.ndarray]:
         {"params": states.best_params, "batch_stats": states.best_batch_stats, "lr": states.lr}
     )
     return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(procs, timeout_s: float, stop_on_failure: bool = False) -> None:
+    """Wait until every process of ``procs`` has ended (or, with ``stop_on_failure``, one has
+    failed), killing those still running past ``timeout_s`` seconds or after a failure."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+            if stop_on_failure and any(p.poll() not in (None, 0) for p in procs):
+                break
+            time.sleep(0.2)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
 
 
 def _worker() -> None:

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from _training_helpers import FAST_COMPILE
+from _training_helpers import FAST_COMPILE, free_port, wait_for
 
 from iml.pipeline import distributed
 from iml.pipeline.defaults import default_config
@@ -75,12 +74,6 @@ def _cached(env: dict[str, str], index: int, copy_to: Path | None = None) -> dic
     return {**env, "JAX_COMPILATION_CACHE_DIR": str(folder)}
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _one(args: list[str], out: Path, env: dict[str, str]) -> None:
     done = subprocess.run([sys.executable, "-m", "iml.cli", *args, "--out", str(out)], cwd=ROOT,
                           env=_cached(env, 0), capture_output=True, text=True,
@@ -91,7 +84,7 @@ def _one(args: list[str], out: Path, env: dict[str, str]) -> None:
 def _start(args, out, env, logs, extra=None, killed=False) -> list[subprocess.Popen]:
     """The two processes of one run, each with its own log and compilation cache (a copy of it
     in ``logs`` where the test kills them)."""
-    port, procs = _free_port(), []
+    port, procs = free_port(), []
     envs = [_cached(env, i, logs if killed else None) for i in range(2)]  # before either starts
     for i in range(2):
         command = [sys.executable, "-m", "iml.cli", *args, "--out", str(out),
@@ -108,15 +101,7 @@ def _start(args, out, env, logs, extra=None, killed=False) -> list[subprocess.Po
 
 def _wait(procs: list[subprocess.Popen]) -> tuple[list[int], str]:
     """The processes' exit statuses (killed past the deadline) and the ends of their logs."""
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-            time.sleep(0.2)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+    wait_for(procs, TIMEOUT_S)
     logs = "\n".join(f"--- process {i}\n{p.log.read_text()[-3000:]}" for i, p in enumerate(procs))
     return [p.returncode for p in procs], logs
 
@@ -253,7 +238,7 @@ def test_bad_settings_are_refused_naming_the_key(settings, match):
 
 
 def test_a_coordinator_that_never_answers_is_named_with_its_setting():
-    address = f"127.0.0.1:{_free_port()}"  # nothing listens there
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
     config = _config(enabled=True, coordinator_address=address, num_processes=2, process_id=1,
                      initialization_timeout=1)  # fmt: skip
     start = time.monotonic()

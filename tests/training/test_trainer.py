@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,9 +21,11 @@ from _training_helpers import (
     FAST_COMPILE,
     TinyCNN,
     flat_params,
+    free_port,
     tiny_config,
     tiny_images,
     tiny_members,
+    wait_for,
 )
 from sklearn.metrics import roc_auc_score
 
@@ -339,16 +340,10 @@ def test_progress_bar_can_be_shown(trained, tiny_data, capsys):
 # exchanges data between the processes (gloo collectives).
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_processes_train_the_same_ensemble_as_one(tmp_path, trained):
     out = tmp_path / "distributed.npz"
     env = _worker_env()
-    port = _free_port()
+    port = free_port()
     logs = [tmp_path / f"process{i}.log" for i in range(2)]
     procs = []
     try:
@@ -365,16 +360,10 @@ def test_two_processes_train_the_same_ensemble_as_one(tmp_path, trained):
                 procs.append(
                     subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
                 )
-        deadline = time.monotonic() + DISTRIBUTED_TIMEOUT_S
-        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-            if any(p.poll() not in (None, 0) for p in procs):
-                break
-            time.sleep(0.2)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+    except BaseException:
+        wait_for(procs, 0)  # ends the processes already started
+        raise
+    wait_for(procs, DISTRIBUTED_TIMEOUT_S, stop_on_failure=True)
     output = "\n".join(f"--- process {i}\n{log.read_text()[-3000:]}" for i, log in enumerate(logs))
     assert [p.returncode for p in procs] == [0, 0], output
 
