@@ -10,6 +10,7 @@ those tests are skipped with a reason naming the folder they need. Only fixtures
 collecting the tests never touches it.
 """
 
+import gc
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,38 @@ def x64():
     jax.config.update("jax_enable_x64", True)
     yield
     jax.config.update("jax_enable_x64", previous)
+
+
+# Every compiled program holds a few memory mappings for its machine code, and JAX keeps the
+# programs of functions long gone in its caches. A test worker compiles thousands of programs, and
+# on Linux a process may hold at most vm.max_map_count mappings (65,530 by default): a worker that
+# reached it segfaulted inside XLA's CPU compiler, in whichever test compiled next. So after each
+# test file, a worker holding over a quarter of that many mappings empties JAX's caches, which
+# unmaps the programs (recompiled when a later file calls them again).
+MAPS = Path("/proc/self/maps")
+MAX_MAPS = Path("/proc/sys/vm/max_map_count")
+
+
+def mapping_count() -> int:
+    """How many memory mappings this process holds (0 where /proc does not say)."""
+    try:
+        with MAPS.open("rb") as lines:
+            return sum(1 for _ in lines)
+    except OSError:
+        return 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def release_compiled_programs():
+    """Empty JAX's caches after a test file once this worker's mappings near the limit."""
+    yield
+    try:
+        limit = int(MAX_MAPS.read_text())
+    except (OSError, ValueError):
+        return
+    if mapping_count() > limit // 4:
+        jax.clear_caches()
+        gc.collect()
 
 
 # ----------------------------------------------------------------------------------------------
