@@ -88,7 +88,7 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
             f"loss-corrected {shown} {min(corrected):.4f}..{max(corrected):.4f}; "
             f"trained chunks {result.chunks_trained}"
         )
-        written = [out / "sweep_table.json", out / "sweep_table.md", out / "scores.npz", *paths]
+        written = [out / "table.json", out / "table.md", out / "ensemble_scores.npz", *paths]
         print("wrote " + ", ".join(map(str, written)))
         distributed.finish()
         return 0

@@ -139,9 +139,9 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
     config = _run_config(root)
     if not is_sweep(config):
         return _reproduce_input(root)
-    if not RunStore(root).has("sweep_table"):  # the sweep's last step
+    if not RunStore(root).has("table"):  # the sweep's last step
         raise ValueError(
-            f"{run} holds an `iml sweep` run that has not finished (no sweep_table.json yet): "
+            f"{run} holds an `iml sweep` run that has not finished (no table.json yet): "
             "run the same `iml sweep` again to finish it"
         )
     return _sweep_input(root, config)
@@ -333,7 +333,7 @@ def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
     # The weights as the table names them (the grid's own, e.g. 0.9), where each names its
     # recorded weight (a loss's config records float32 parameters: 0.8999999761581421).
     betas = [float(w) for w in recorded]
-    for k, key in enumerate(list(store.load_json("sweep_table"))[: len(betas)]):
+    for k, key in enumerate(list(store.load_json("table"))[: len(betas)]):
         named = _as_float(key)
         if named is not None and np.float32(named) == np.float32(betas[k]):
             betas[k] = named

@@ -412,7 +412,7 @@ def execute_sweep(
                          report_seed=plan.report_seed,
                          rotations=[split.rotation for split in splits])  # fmt: skip
     if store is not None and here.main:
-        store.save_json("sweep_table", result.table)
+        store.save_json("table", result.table)
     return result._replace(chunks_trained=trained)
 
 

@@ -199,9 +199,9 @@ def stored_sweep_settings(
     config = store.manifest()["config"]
     if not is_sweep(config):
         raise ValueError(f"{run} holds an `iml reproduce` run, not an `iml sweep` run")
-    if not store.has("sweep_table"):  # the sweep's last step
+    if not store.has("table"):  # the sweep's last step
         raise ValueError(
-            f"{run} holds an `iml sweep` run that has not finished (no sweep_table.json yet): "
+            f"{run} holds an `iml sweep` run that has not finished (no table.json yet): "
             "run the same `iml sweep` again to finish it"
         )
     recorded = {"n_bins": config.get("n_bins", 10), "average": config.get("average", "score"),

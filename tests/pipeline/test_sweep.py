@@ -150,7 +150,7 @@ def test_loss_corrected_scores_calibrated_when_logistic_model_is_well_specified(
 
 def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     result, store = sweep_run
-    stored = json.loads((store.root / "sweep_table.json").read_text())
+    stored = json.loads((store.root / "table.json").read_text())
     assert stored == result.table
     assert list(stored) == ["0.5", "0.9"]
     for beta, row in stored.items():
@@ -198,7 +198,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     with pytest.raises(RuntimeError, match="simulated crash"):
         S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
     assert list(store.keys("batches")) == ["batches/batch-0000"]
-    assert not store.has("sweep_table")
+    assert not store.has("table")
 
     calls.clear()
     monkeypatch.setattr(
