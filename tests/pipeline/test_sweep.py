@@ -400,7 +400,7 @@ def test_the_stored_default_sweep_of_digits_comes_out_the_same():
     config.loss.weights = "w[8]=10"
     plan, _ = S.prepare_sweep(config)
     table = S.execute_sweep(plan, None, progress=False).table
-    want = flatten(json.loads((stored / "sweep_table.json").read_text())["w[8]=10"])
+    want = flatten(json.loads((stored / "table.json").read_text())["w[8]=10"])
     got = flatten(json.loads(json.dumps(table["w[8]=10"])))
     assert list(got) == list(want)
     for key, value in want.items():
