@@ -28,6 +28,7 @@ from iml.grids import CLASS_WEIGHTS, LossFamily, beta_key, loss_family
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
+    check_report_layout,
     check_stored_run,
     is_sweep,
     load_ensemble,
@@ -126,7 +127,8 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
 
     Raises:
       FileNotFoundError: for a missing folder, or a run without the files it needs.
-      ValueError: for a folder holding no run, a sweep that has not finished, a multiclass
+      ValueError: for a folder holding no run, a sweep that has not finished or whose report is
+        in an earlier layout (:func:`iml.pipeline.store.check_report_layout`), a multiclass
         sweep or one over losses that no class weight describes, or stored files that disagree
         with each other.
     """
@@ -136,6 +138,7 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
             return load_reveal_input(runs[0])
         return merge_reproduce_runs(runs)
     root = Path(run)
+    check_report_layout(root)
     config = _run_config(root)
     if not is_sweep(config):
         return _reproduce_input(root)

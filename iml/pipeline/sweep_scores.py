@@ -24,6 +24,7 @@ from iml.pipeline.store import (
     ENSEMBLE_AVERAGES,
     RunStore,
     aggregate_members,
+    check_report_layout,
     check_stored_run,
     is_sweep,
     member_test_scores,
@@ -192,9 +193,12 @@ def stored_sweep_settings(
     before any work.
 
     Raises:
-      FileNotFoundError, ValueError: for a folder without a finished sweep, or a setting that a
-        sweep's report does not have or a bad value, naming its ``config.eval`` key.
+      FileNotFoundError, ValueError: for a folder without a finished sweep or with a sweep's
+        report in an earlier layout (:func:`iml.pipeline.store.check_report_layout`), or a
+        setting that a sweep's report does not have or a bad value, naming its ``config.eval``
+        key.
     """
+    check_report_layout(run)
     store = check_stored_run(run)
     config = store.manifest()["config"]
     if not is_sweep(config):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -173,6 +174,22 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     rotations = len(nested_cv_splits(result.fold_ids))  # one seed, two losses per rotation
     assert entry["loss_index"].tolist() == [0, 1] * rotations
     np.testing.assert_array_equal(store.load_arrays("data/folds")["labels"], result.labels)
+
+
+def test_a_store_in_the_earlier_report_layout_is_refused_before_any_training(
+    sweep_run, simulated, tmp_path, monkeypatch
+):
+    x, y = simulated
+    store = RunStore(tmp_path / "run")
+    shutil.copytree(sweep_run[1].root, store.root, dirs_exist_ok=True)
+    (store.root / "table.json").rename(store.root / "sweep_table.json")
+    manifest = (store.root / "manifest.json").read_text()
+    monkeypatch.setattr(TP, "train", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ValueError, match=r"sweep_table\.json -> table\.json"):
+        S.run_sweep(x, y, None, BETAS, betas_per_chunk=2, store=store, progress=False,
+                    train=table_config(**TRAIN))  # fmt: skip
+    assert (store.root / "manifest.json").read_text() == manifest  # not opened again
+    assert not (store.root / "table.json").exists()
 
 
 def _chunk_betas(model, members, *rest, **kwargs):
