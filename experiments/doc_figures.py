@@ -84,8 +84,8 @@ def over_betas(run: str, method: str, metric: str = "ece") -> list[float]:
 
 @functools.cache
 def sweep(run: str) -> dict[float, dict]:
-    """A sweep's ``sweep_table.json``, keyed by beta."""
-    return {float(beta): cells for beta, cells in record(f"{run}/sweep_table.json").items()}
+    """A sweep's ``table.json``, keyed by beta."""
+    return {float(beta): cells for beta, cells in record(f"{run}/table.json").items()}
 
 
 def sweep_at(run: str, beta: float) -> dict:
@@ -793,7 +793,7 @@ def _readme() -> list[Item]:
                 v
                 for m in ("raw", "loss_corrected")
                 for v in _top_label_with_interval(
-                    any_loss("letter_matrix", "sweep_table.json")["B[14,14]=10"][m]
+                    any_loss("letter_matrix", "table.json")["B[14,14]=10"][m]
                 )
             ),
         ),
@@ -3171,7 +3171,7 @@ def _any_loss_multiclass_table() -> str:
     intervals), Brier score and accuracy, raw → loss-corrected."""
     rows = []
     for run, label in ANY_LOSS_MULTICLASS.items():
-        for loss, cells in any_loss(run, "sweep_table.json").items():
+        for loss, cells in any_loss(run, "table.json").items():
             rows.append(
                 [
                     label,
@@ -3247,7 +3247,7 @@ def _any_loss_tables() -> list[Item]:
     def renormalised(run: str) -> tuple[float, ...]:
         """The top-label ECE of ``ones`` raw and renormalised, each with its interval; their
         intervals must not overlap (the README says renormalising raises it)."""
-        cells = any_loss(run, "sweep_table.json")["ones"]
+        cells = any_loss(run, "table.json")["ones"]
         raw, renorm = cells["raw"], cells["loss_corrected_renormalised"]
         if not raw["top_label_ece_interval"][1] < renorm["top_label_ece_interval"][0]:
             raise ValueError(f"{run}: the renormalised interval does not lie above the raw one")
@@ -3259,16 +3259,14 @@ def _any_loss_tables() -> list[Item]:
         lie above the weighted raw one (the README says the correction raises it)."""
         values: list[float] = []
         for run, loss in (("digits_matrix", "B[8,8]=10"), ("letter_matrix", "B[14,14]=10")):
-            table = any_loss(run, "sweep_table.json")
+            table = any_loss(run, "table.json")
             raw, corrected = table[loss]["raw"], table[loss]["loss_corrected"]
             if not raw["top_label_ece_interval"][1] < corrected["top_label_ece_interval"][0]:
                 raise ValueError(f"{run}: the corrected interval does not lie above the raw one")
             values += [*_top_label_with_interval(table["ones"]["raw"]),
                        *_top_label_with_interval(raw)]  # fmt: skip
         for run, loss in (("digits_matrix", "B[8,8]=10"), ("letter_matrix", "B[14,14]=10")):
-            values += _top_label_with_interval(
-                any_loss(run, "sweep_table.json")[loss]["loss_corrected"]
-            )
+            values += _top_label_with_interval(any_loss(run, "table.json")[loss]["loss_corrected"])
         return tuple(values)
 
     def matrix_classwise() -> tuple[float, ...]:
@@ -3277,7 +3275,7 @@ def _any_loss_tables() -> list[Item]:
         values: list[float] = []
         renorm: list[float] = []
         for run, loss in (("digits_matrix", "B[8,8]=10"), ("letter_matrix", "B[14,14]=10")):
-            cells = any_loss(run, "sweep_table.json")[loss]
+            cells = any_loss(run, "table.json")[loss]
             raw, corrected = cells["raw"], cells["loss_corrected"]
             if not corrected["classwise_ece_interval"][1] < raw["classwise_ece_interval"][0]:
                 raise ValueError(f"{run}: the class-wise intervals overlap")
@@ -3290,7 +3288,7 @@ def _any_loss_tables() -> list[Item]:
         """The alphas whose corrected ECE's interval lies wholly above the unweighted log loss's:
         how many at the bottom of the grid, how many at its top, and the smallest of those; no
         other alpha may."""
-        high = any_loss("adult_log", "sweep_table.json")["0.5"]["raw"]["ece_interval"][1]
+        high = any_loss("adult_log", "table.json")["0.5"]["raw"]["ece_interval"][1]
         grid = sorted(sweep(focal))
         above = [a for a in grid if sweep(focal)[a]["loss_corrected"]["ece_interval"][0] > high]
         low = next(i for i, a in enumerate(grid) if a not in above)
@@ -3335,7 +3333,7 @@ def _any_loss_tables() -> list[Item]:
             ".3f .3f .3f .3f .3f",
             lambda: (
                 *min_max(sweep_values(focal, "loss_corrected", "ece")),
-                *_ece_and_interval(any_loss("adult_log", "sweep_table.json")["0.5"], "raw"),
+                *_ece_and_interval(any_loss("adult_log", "table.json")["0.5"], "raw"),
             ),
         ),
         Figure(
@@ -3367,7 +3365,7 @@ def _any_loss_tables() -> list[Item]:
             "[{}, {}]. AUROC is {} to {} at every alpha",
             ".3f .3f .3f .3f .3f",
             lambda: (
-                *_ece_and_interval(any_loss("adult_log", "sweep_table.json")["0.5"], "raw"),
+                *_ece_and_interval(any_loss("adult_log", "table.json")["0.5"], "raw"),
                 *min_max(
                     [
                         c[m]["auroc"]
@@ -3398,7 +3396,7 @@ def _adam_against_exact_table(rows: list[tuple[str, str, str]]) -> str:
         return _with_interval(d["estimate"], d["interval"], "+.3f") if d else "—"
 
     def top(run: str, loss: str) -> str:
-        cells = any_loss(run, "sweep_table.json")[loss]["loss_corrected"]
+        cells = any_loss(run, "table.json")[loss]["loss_corrected"]
         return _with_interval(*_top_label_with_interval(cells)[:1],
                               _top_label_with_interval(cells)[1:], ".3f")  # fmt: skip
 
@@ -3494,12 +3492,10 @@ def _matrix_exact_runs() -> list[Item]:
                 *_weighted_difference("digits_matrix_exact", "B[8,8]=10"),
                 *_weighted_difference("digits_matrix", "B[8,8]=10"),
                 *_top_label_with_interval(
-                    any_loss("digits_matrix_exact", "sweep_table.json")["B[8,8]=10"][
-                        "loss_corrected"
-                    ]
+                    any_loss("digits_matrix_exact", "table.json")["B[8,8]=10"]["loss_corrected"]
                 ),
                 *_top_label_with_interval(
-                    any_loss("digits_matrix", "sweep_table.json")["B[8,8]=10"]["loss_corrected"]
+                    any_loss("digits_matrix", "table.json")["B[8,8]=10"]["loss_corrected"]
                 ),
                 *_ratio_of(_weighted("digits_matrix_exact", "B[8,8]=10")),
                 p_trained("digits_matrix_exact", "B[8,8]=10"),
@@ -3547,9 +3543,7 @@ def _any_loss_comparisons() -> list[Item]:
             ]
             pairs_of.append(
                 tuple(
-                    _top_label_with_interval(
-                        any_loss(run, "sweep_table.json")[loss]["loss_corrected"]
-                    )
+                    _top_label_with_interval(any_loss(run, "table.json")[loss]["loss_corrected"])
                     for run in (adam, exact)
                 )
             )
@@ -3743,14 +3737,14 @@ def _any_loss_comparisons() -> list[Item]:
 
 
 def _classwise(run: str, loss: str, method: str) -> tuple[float, float, float]:
-    cells = any_loss(run, "sweep_table.json")[loss][method]
+    cells = any_loss(run, "table.json")[loss][method]
     return (cells["classwise_ece"], *cells["classwise_ece_interval"])
 
 
 def _stronger_ridge_run() -> list[Item]:
     """The digits B-weighted run refitted exactly with l2 = 1e-2, against the l2 = 1e-3 one."""
     run, loss = "digits_matrix_exact_l2_1e-2", "B[8,8]=10"
-    table = lambda run: any_loss(run, "sweep_table.json")[loss]  # noqa: E731
+    table = lambda run: any_loss(run, "table.json")[loss]  # noqa: E731
     return [
         Figure(
             "matrix exact digits, stronger ridge",

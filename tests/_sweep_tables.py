@@ -73,5 +73,5 @@ def write_sweep_scores(
                       seed=np.tile(list(seeds or [0]), m), test_idx=np.tile(np.arange(n), m * s),
                       test_scores=members.reshape(m * s * n, *members.shape[3:]),
                       test_offsets=np.arange(m * s + 1) * n)  # fmt: skip
-    store.save_json("sweep_table", {str(k): {} for k in (keys or betas)})
+    store.save_json("table", {str(k): {} for k in (keys or betas)})
     return out

@@ -76,11 +76,11 @@ def test_a_registered_loss_sweeps_and_goes_through_reveal(registered, tmp_path, 
             "--seeds", "1", "--l2", "1e-4", "--epochs", "5", "--batch-size", "256",
             "--lr", "0.1", "--n-folds", "5", "--out", str(out), "--no-progress"]  # fmt: skip
     assert cli.main(argv) == 0, capsys.readouterr().err
-    table = json.loads((out / "sweep_table.json").read_text())
+    table = json.loads((out / "table.json").read_text())
     assert list(table) == ["0.5", "0.9", "0.99"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["loss"]["name"] == NAME
-    with np.load(out / "scores.npz") as stored:
+    with np.load(out / "ensemble_scores.npz") as stored:
         scores, corrected = stored["scores"], stored["corrected"]
     for row, beta in enumerate((0.5, 0.9, 0.99)):
         # the generic inverse of the spherical rule is Corollary 1's closed form
@@ -195,9 +195,9 @@ def _sweep(tmp_path, *extra):
             "--batch-size", "128", "--lr", "0.05", "--n-folds", "5", "--out", str(out),
             "--no-progress", *extra]  # fmt: skip
     assert cli.main(argv) == 0
-    table = json.loads((out / "sweep_table.json").read_text())
+    table = json.loads((out / "table.json").read_text())
     assert list(table) == ["0.5", "0.9"]
-    with np.load(out / "scores.npz") as stored:
+    with np.load(out / "ensemble_scores.npz") as stored:
         scores, corrected = stored["scores"], stored["corrected"]
     for row, beta in enumerate((0.5, 0.9)):  # each corrected by the log loss's own inverse
         want = np.asarray(loss_corrected_score(scores[row].astype(np.float32), beta))
@@ -241,7 +241,7 @@ def test_a_registered_model_sweeps_and_trains_an_image_ensemble(tanh_model, tmp_
         MODEL,
         4,
     )
-    with np.load(out / "scores.npz") as stored:
+    with np.load(out / "ensemble_scores.npz") as stored:
         assert stored["scores"].shape == (2, 1797)
     run, _ = _tiny_ensemble(tmp_path, model__name=MODEL)
     assert json.loads((run / "manifest.json").read_text())["config"]["model"]["name"] == MODEL
@@ -299,7 +299,7 @@ def test_a_registered_dataset_sweeps_and_trains_an_image_ensemble(stripes, tmp_p
     assert load_dataset(DATASET, n=40).num_examples == 40
     out, manifest = _sweep(tmp_path, "--dataset", DATASET)
     assert manifest["config"]["data"]["name"] == DATASET
-    with np.load(out / "scores.npz") as stored:
+    with np.load(out / "ensemble_scores.npz") as stored:
         labels, scores = stored["labels"], stored["scores"]
     assert labels.shape == (300,) and labels.sum() == _stripes(None, None, 8).labels.sum()
     # the stripes are learnt: positives score above negatives

@@ -12,7 +12,7 @@ from iml.calibration import expected_calibration_error
 
 def _folder(path, corrected, labels, betas, violated):
     path.mkdir()
-    np.savez(path / "scores.npz", betas=betas, corrected=corrected, labels=labels)
+    np.savez(path / "ensemble_scores.npz", betas=betas, corrected=corrected, labels=labels)
     (path / "revealed").mkdir()
     test = {"margin": 0.1, "lower_bound": 0.05 if violated else -0.05, "p_value": 0.01,
             "violated": violated}  # fmt: skip

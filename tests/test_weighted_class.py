@@ -73,13 +73,13 @@ def test_a_correction_that_misses_is_told_apart_from_the_unweighted_model():
 
 def test_the_command_reads_a_sweep_folder_and_refuses_a_missing_one(tmp_path, capsys):
     scores, corrected, labels = _simulated(n=600)
-    np.savez(tmp_path / "scores.npz", scores=scores, corrected=corrected, labels=labels,
+    np.savez(tmp_path / "ensemble_scores.npz", scores=scores, corrected=corrected, labels=labels,
              keys=np.asarray(["ones", "w[1]=10"]))  # fmt: skip
     argv = ["--run", str(tmp_path), "--class", "1", "--weight", "10", "--n-bootstrap", "20",
             "--n-power", "10"]  # fmt: skip
     assert W.main(argv) == 0
     assert set(json.loads(capsys.readouterr().out)) == {"ones", "w[1]=10"}
     assert W.main(["--run", str(tmp_path / "none"), "--class", "1", "--weight", "10"]) == 2
-    assert "scores.npz not found" in capsys.readouterr().err
+    assert "ensemble_scores.npz not found" in capsys.readouterr().err
     with pytest.raises(ValueError, match="class 3 < n"):
         W.weighted_class_report(scores, corrected, labels, ["a", "b"], 3, 10.0)

@@ -2,8 +2,9 @@
 the ends of the beta grid, with a paired bootstrap interval for each difference, and the NIS and
 NIAC verdicts of ``iml reveal`` on each.
 
-Each folder is an ``iml sweep`` output (``scores.npz``, ``sweep_table.json``) with ``iml reveal``'s
-``revealed.json`` in its ``revealed/`` subfolder, on the same data and grid. Run::
+Each folder is an ``iml sweep`` output (``ensemble_scores.npz``, ``table.json``) with
+``iml reveal``'s ``revealed.json`` in its ``revealed/`` subfolder, on the same data and grid.
+Run::
 
     python -m experiments.studies.ridge_scale --first runs/adult_paper \\
         --second runs/adult_per_weight
@@ -27,7 +28,7 @@ from iml.calibration import expected_calibration_error
 
 
 def _ends(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    with np.load(folder / "scores.npz") as stored:
+    with np.load(folder / "ensemble_scores.npz") as stored:
         betas, corrected, labels = stored["betas"], stored["corrected"], stored["labels"]
     ends = [int(np.argmin(betas)), int(np.argmax(betas))]
     return betas[ends], corrected[ends], labels

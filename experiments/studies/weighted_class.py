@@ -4,8 +4,8 @@ A multiclass sweep that weights one class ``k`` by ``w`` (``B[k,k] = w`` of the 
 loss, or ``w[k] = w`` of the class-weighted softmax cross-entropy, all other weights 1) changes
 that class's coordinate of the optimal rule into the binary beta-weighted rule with
 ``beta = w / (w + 1)``: ``c_k(gamma) = w gamma_k / (w gamma_k + 1 - gamma_k)`` (Proposition 3,
-and the closed form of the class-weighted rule). This script reads a sweep's ``scores.npz`` and
-reports, for every loss of the grid:
+and the closed form of the class-weighted rule). This script reads a sweep's
+``ensemble_scores.npz`` and reports, for every loss of the grid:
 
 * the binary ECE (10 quantile bins) of class ``k``'s raw and loss-corrected scores against
   ``1{y = k}``, each with its 95% bootstrap interval (:func:`iml.calibration.ece_intervals`,
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n-bootstrap", type=int, default=500)
     parser.add_argument("--n-power", type=int, default=200, help="label sets of each power")
     args = parser.parse_args(argv)
-    path = args.run / "scores.npz"
+    path = args.run / "ensemble_scores.npz"
     if not path.is_file():
         print(f"weighted_class: error: --run: {path} not found", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from iml import config as config_lib
 from iml.commands.config import load_config_with_names
 from iml.pipeline import distributed
 from iml.pipeline.report import sweep_title, write_sweep_outputs
-from iml.pipeline.store import RunStore
+from iml.pipeline.store import RunStore, check_report_layout
 from iml.pipeline.sweep import execute_sweep, prepare_sweep, sweep_config
 
 if TYPE_CHECKING:
@@ -51,10 +51,14 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
     """Check the config, the data and ``--out``; return the work (train, write, summarize)."""
 
     config, names = load_config_with_names(args)
+    out = Path(args.out)
+    try:
+        check_report_layout(out)
+    except ValueError as err:
+        raise ValueError(f"--out: {err}") from None
     # before JAX's first computation: join the other processes where config.distributed says so
     here = distributed.initialize(config)
     plan, dataset = prepare_sweep(config, names)
-    out = Path(args.out)
     store = RunStore(out)
     try:
         store.check_resumable(plan.run_config)
@@ -88,7 +92,7 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
             f"loss-corrected {shown} {min(corrected):.4f}..{max(corrected):.4f}; "
             f"trained chunks {result.chunks_trained}"
         )
-        written = [out / "sweep_table.json", out / "sweep_table.md", out / "scores.npz", *paths]
+        written = [out / "table.json", out / "table.md", out / "ensemble_scores.npz", *paths]
         print("wrote " + ", ".join(map(str, written)))
         distributed.finish()
         return 0

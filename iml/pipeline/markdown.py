@@ -1,8 +1,8 @@
 """Results tables as Markdown, two views of the one table of every run
-(:func:`iml.calibration.table_by_loss`): one row per loss (:func:`markdown_by_loss`: what
-``iml sweep`` writes as ``sweep_table.md`` and a multiclass report as ``table.md``), or one
-section per beta with a row per method (:func:`markdown_by_method`: a binary report's
-``table.md``, with the recalibration baselines and the loss-calibration test)."""
+(:func:`iml.calibration.table_by_loss`), each written as the run's ``table.md``: one row per
+loss (:func:`markdown_by_loss`: a sweep's and a multiclass report's), or one section per beta
+with a row per method (:func:`markdown_by_method`: a binary report's, with the recalibration
+baselines and the loss-calibration test)."""
 
 from __future__ import annotations
 

@@ -206,9 +206,9 @@ def report_config(
     stored = store.manifest()["config"]
     if is_sweep(stored):
         raise ValueError(
-            f"{run} holds an `iml sweep` run, whose report (sweep_table.json, sweep_table.md, "
-            "scores.npz, figures) the sweep writes itself: run the same `iml sweep` again to "
-            "write it; `iml figures` reports `iml reproduce` runs"
+            f"{run} holds an `iml sweep` run, whose report (table.json, table.md, "
+            "ensemble_scores.npz, figures) the sweep writes itself: run the same `iml sweep` "
+            "again to write it; `iml figures` reports `iml reproduce` runs"
         )
     config = stored_config(stored)
     for key, value in (eval_overrides or {}).items():
@@ -461,13 +461,13 @@ def write_sweep_outputs(
 ) -> list[Path]:
     """Write a sweep's Markdown table, scores and figures into ``out``, each file atomically.
 
-    Files: ``sweep_table.md`` (:func:`iml.pipeline.markdown.markdown_by_loss`),
-    ``scores.npz`` (keys, labels, fold ids, raw and loss-corrected ensemble scores, the betas of
-    a beta grid, and, for binary losses trained with several seeds, each seed's scores
+    Files: ``table.md`` (:func:`iml.pipeline.markdown.markdown_by_loss`),
+    ``ensemble_scores.npz`` (keys, labels, fold ids, raw and loss-corrected ensemble scores, the
+    betas of a beta grid, and, for binary losses trained with several seeds, each seed's scores
     ``member_scores`` and ``seeds``),
     ``ece_vs_beta`` (the ECE of both against the loss, PNG and PDF) and, for multiclass losses, one
     ``reliability_by_class/KEY`` figure per loss (PNG). The JSON table is the store's
-    (``sweep_table.json``, written by :func:`iml.pipeline.sweep.execute_sweep`).
+    (``table.json``, written by :func:`iml.pipeline.sweep.execute_sweep`).
 
     Args:
       out: the output folder.
@@ -483,7 +483,7 @@ def write_sweep_outputs(
     key_name = "beta" if result.betas is not None else "loss"
     if result.losses is not None and result.betas is not None:  # beta, or the focal loss's alpha
         key_name = result.losses.record.class_weight or key_name
-    atomic_write_text(out / "sweep_table.md", markdown_by_loss(result.table, key_name))
+    atomic_write_text(out / "table.md", markdown_by_loss(result.table, key_name))
     buffer = io.BytesIO()
     arrays = {"keys": np.asarray(result.keys), "labels": result.labels,
               "fold_ids": result.fold_ids, "scores": result.scores.astype(np.float32),
@@ -495,7 +495,7 @@ def write_sweep_outputs(
         arrays["member_scores"] = result.member_scores.astype(np.float32)
         arrays["seeds"] = np.asarray(result.seeds, np.int64)
     np.savez_compressed(buffer, **arrays)
-    atomic_write_bytes(out / "scores.npz", buffer.getvalue())
+    atomic_write_bytes(out / "ensemble_scores.npz", buffer.getvalue())
     return _grid_figures(
         result.table, result.keys, result.scores, result.corrected, result.labels, title=title,
         prevalence=prevalence, weight_name=key_name, ece_path=out / "ece_vs_beta",
@@ -516,7 +516,7 @@ def report_sweep_run(
     *,
     eval_overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Report a stored, finished sweep again without training: its table (``sweep_table.json``)
+    """Report a stored, finished sweep again without training: its table (``table.json``)
     and :func:`write_sweep_outputs`' Markdown, scores and figures, written into ``out`` (default:
     the run directory), scored as the sweep scored them (:func:`iml.pipeline.sweep_scores.
     rescore_sweep`) with its report settings, or those of ``eval_overrides`` (``n_bins``,
@@ -539,7 +539,7 @@ def report_sweep_run(
     multiclass = result.scores.ndim == 3
     prevalence = None if multiclass else float(np.mean(result.labels))
     out = Path(out or run)
-    RunStore(out).save_json("sweep_table", result.table)
+    RunStore(out).save_json("table", result.table)
     write_sweep_outputs(out, result, prevalence, title)
     return result.table
 

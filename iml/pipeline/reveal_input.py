@@ -28,6 +28,7 @@ from iml.grids import CLASS_WEIGHTS, LossFamily, beta_key, loss_family
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
+    check_report_layout,
     check_stored_run,
     is_sweep,
     load_ensemble,
@@ -126,7 +127,8 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
 
     Raises:
       FileNotFoundError: for a missing folder, or a run without the files it needs.
-      ValueError: for a folder holding no run, a sweep that has not finished, a multiclass
+      ValueError: for a folder holding no run, a sweep that has not finished or whose report is
+        in an earlier layout (:func:`iml.pipeline.store.check_report_layout`), a multiclass
         sweep or one over losses that no class weight describes, or stored files that disagree
         with each other.
     """
@@ -136,12 +138,13 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
             return load_reveal_input(runs[0])
         return merge_reproduce_runs(runs)
     root = Path(run)
+    check_report_layout(root)
     config = _run_config(root)
     if not is_sweep(config):
         return _reproduce_input(root)
-    if not RunStore(root).has("sweep_table"):  # the sweep's last step
+    if not RunStore(root).has("table"):  # the sweep's last step
         raise ValueError(
-            f"{run} holds an `iml sweep` run that has not finished (no sweep_table.json yet): "
+            f"{run} holds an `iml sweep` run that has not finished (no table.json yet): "
             "run the same `iml sweep` again to finish it"
         )
     return _sweep_input(root, config)
@@ -333,7 +336,7 @@ def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
     # The weights as the table names them (the grid's own, e.g. 0.9), where each names its
     # recorded weight (a loss's config records float32 parameters: 0.8999999761581421).
     betas = [float(w) for w in recorded]
-    for k, key in enumerate(list(store.load_json("sweep_table"))[: len(betas)]):
+    for k, key in enumerate(list(store.load_json("table"))[: len(betas)]):
         named = _as_float(key)
         if named is not None and np.float32(named) == np.float32(betas[k]):
             betas[k] = named

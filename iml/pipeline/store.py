@@ -42,11 +42,13 @@ if TYPE_CHECKING:  # the trainer loads Flax and optax, which reading a store doe
     from iml.training.train import Trained
 
 __all__ = [
+    "EARLIER_REPORT_NAMES",
     "ENSEMBLE_AVERAGES",
     "EnsembleScores",
     "RunStore",
     "aggregate_members",
     "atomic_write_bytes",
+    "check_report_layout",
     "check_stored_run",
     "is_sweep",
     "load_ensemble",
@@ -449,6 +451,33 @@ def is_sweep(config: Mapping[str, Any]) -> bool:
     """Whether a manifest's ``config`` records an ``iml sweep`` run: a sweep records its data's
     digest (``data_sha256``), a run on images none."""
     return "data_sha256" in config
+
+
+#: The report files of a sweep as an earlier version of iml named them, and their names in the
+#: one layout of every run's report (``table.json``, ``ensemble_scores.npz``, ``table.md``).
+EARLIER_REPORT_NAMES = {
+    "sweep_table.json": "table.json",
+    "scores.npz": "ensemble_scores.npz",
+    "sweep_table.md": "table.md",
+}
+
+
+def check_report_layout(run: str | Path) -> None:
+    """Refuse a run folder whose report files are named as an earlier version of iml named a
+    sweep's (``sweep_table.json`` and no ``table.json``), before any work: ``iml figures`` and
+    ``iml reveal`` would take it for a sweep that has not finished, and a resumed ``iml sweep``
+    would write a second report beside the first. Opens no file and writes none.
+
+    Raises:
+      ValueError: one line naming each file to rename (:data:`EARLIER_REPORT_NAMES`).
+    """
+    root = Path(run)
+    if (root / "sweep_table.json").is_file() and not (root / "table.json").exists():
+        renames = ", ".join(f"{old} -> {new}" for old, new in EARLIER_REPORT_NAMES.items())
+        raise ValueError(
+            f"{root} holds a sweep's report in the layout an earlier version of iml wrote; "
+            f"rename its files ({renames}) and run again"
+        )
 
 
 def check_stored_run(run: str | Path) -> RunStore:

@@ -52,7 +52,7 @@ from iml.grids import (
 from iml.models.registry import build_model
 from iml.pipeline import distributed
 from iml.pipeline.plan import Plan, make_plan
-from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
+from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore, check_report_layout
 from iml.pipeline.sweep_config import (
     SWEEP_DATASETS,
     SWEEP_LOSSES,
@@ -345,7 +345,8 @@ def run_sweep(
 
     Raises:
       ValueError: for bad arrays or settings (naming the argument), or a store holding a run
-        with another configuration.
+        with another configuration, or a sweep's report in an earlier layout
+        (:func:`iml.pipeline.store.check_report_layout`).
     """
     plan = plan_sweep(
         features,
@@ -376,11 +377,14 @@ def execute_sweep(
     On several processes (:mod:`iml.pipeline.distributed`) with a ``store``, each one trains
     its share of the chunks on its own devices; process 0 alone records the run and stores the
     table, and every process returns the whole result (its ``chunks_trained`` its own share's),
-    read from the store once every chunk is stored.
+    read from the store once every chunk is stored. A ``store`` holding a sweep's report in an
+    earlier layout is refused before any work (:func:`iml.pipeline.store.check_report_layout`).
     """
     x, y, grid, s, model, config, fold_ids, splits = plan[:8]
     spec = grid.spec
     here = distributed.processes() if store is not None else distributed.Processes(0, 1)
+    if store is not None:
+        check_report_layout(store.root)
     if store is not None and here.main:
         store.open_run(plan.run_config, devices=[str(d) for d in jax.devices()])
         if not store.has("data/folds"):
@@ -412,7 +416,7 @@ def execute_sweep(
                          report_seed=plan.report_seed,
                          rotations=[split.rotation for split in splits])  # fmt: skip
     if store is not None and here.main:
-        store.save_json("sweep_table", result.table)
+        store.save_json("table", result.table)
     return result._replace(chunks_trained=trained)
 
 

@@ -24,6 +24,7 @@ from iml.pipeline.store import (
     ENSEMBLE_AVERAGES,
     RunStore,
     aggregate_members,
+    check_report_layout,
     check_stored_run,
     is_sweep,
     member_test_scores,
@@ -192,16 +193,19 @@ def stored_sweep_settings(
     before any work.
 
     Raises:
-      FileNotFoundError, ValueError: for a folder without a finished sweep, or a setting that a
-        sweep's report does not have or a bad value, naming its ``config.eval`` key.
+      FileNotFoundError, ValueError: for a folder without a finished sweep or with a sweep's
+        report in an earlier layout (:func:`iml.pipeline.store.check_report_layout`), or a
+        setting that a sweep's report does not have or a bad value, naming its ``config.eval``
+        key.
     """
+    check_report_layout(run)
     store = check_stored_run(run)
     config = store.manifest()["config"]
     if not is_sweep(config):
         raise ValueError(f"{run} holds an `iml reproduce` run, not an `iml sweep` run")
-    if not store.has("sweep_table"):  # the sweep's last step
+    if not store.has("table"):  # the sweep's last step
         raise ValueError(
-            f"{run} holds an `iml sweep` run that has not finished (no sweep_table.json yet): "
+            f"{run} holds an `iml sweep` run that has not finished (no table.json yet): "
             "run the same `iml sweep` again to finish it"
         )
     recorded = {"n_bins": config.get("n_bins", 10), "average": config.get("average", "score"),

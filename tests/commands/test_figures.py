@@ -26,19 +26,19 @@ def sweep(tmp_path_factory):
 
 
 def test_a_sweep_is_reported_again_without_training(sweep, tmp_path, capsys):
-    stored = json.loads((sweep / "sweep_table.json").read_text())
+    stored = json.loads((sweep / "table.json").read_text())
     batches = {p.name: p.stat().st_mtime_ns for p in (sweep / "batches").iterdir()}
     assert cli.main(["figures", "--run", str(sweep)]) == 0  # in place, with its own settings
-    assert json.loads((sweep / "sweep_table.json").read_text()) == stored
+    assert json.loads((sweep / "table.json").read_text()) == stored
     assert {p.name: p.stat().st_mtime_ns for p in (sweep / "batches").iterdir()} == batches
     out = tmp_path / "five_bins"
     capsys.readouterr()
     argv = ["figures", "--run", str(sweep), "--out", str(out), "--config.eval.n_bins=5"]
     assert cli.main(argv) == 0
     assert json.loads(capsys.readouterr().out)["losses"] == list(stored)
-    table = json.loads((out / "sweep_table.json").read_text())
+    table = json.loads((out / "table.json").read_text())
     assert table == rescore_sweep(sweep, {"n_bins": 5}).table != stored
-    for name in ("sweep_table.md", "scores.npz", "ece_vs_beta.png", "ece_vs_beta.pdf"):
+    for name in ("table.md", "ensemble_scores.npz", "ece_vs_beta.png", "ece_vs_beta.pdf"):
         assert (out / name).stat().st_size > 0, name
 
 

@@ -68,14 +68,14 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
     flags = {"csv": tmp_path / "data.csv", "target": "label", "positive": "yes"}
     rc = _sweep(_args(**flags, betas="0.5,0.9", out=out))
     assert rc == 0, capsys.readouterr().err
-    table = json.loads((out / "sweep_table.json").read_text())
+    table = json.loads((out / "table.json").read_text())
     assert list(table) == ["0.5", "0.9"]
     assert table["0.9"]["loss_corrected"]["ece"] < 0.05 < 0.2 < table["0.9"]["raw"]["ece"]
     # The default ridge: one of the grid's per rotation, chosen on its validation folds.
     grid = S.sweep_config().train.l2_grid
     assert all(len(row["l2"]) == 1 and len(row["l2"][0]) == 10 for row in table.values())
     assert {v for row in table.values() for v in row["l2"][0]} <= set(grid)
-    assert (out / "sweep_table.md").read_text().count("\n") == 4
+    assert (out / "table.md").read_text().count("\n") == 4
     assert (out / "ece_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "ece_vs_beta.pdf").read_bytes()[:4] == b"%PDF"
     manifest = json.loads((out / "manifest.json").read_text())
@@ -134,11 +134,11 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
     argv = ["sweep", "--csv", str(tmp_path / "export.csv"), "--target", "y", "--positive", "yes"]
     argv += ["--out", str(out), "--n-betas", "3", "--seeds", "1", "--epochs", "3"]
     assert cli.main([*argv, "--n-folds", "4", "--no-progress"]) == 0
-    assert sorted(written) == ["scores.npz", "sweep_table.md"]
-    table = json.loads((out / "sweep_table.json").read_text())
+    assert sorted(written) == ["ensemble_scores.npz", "table.md"]
+    table = json.loads((out / "table.json").read_text())
     assert list(table) == ["0.01", "0.5", "0.99"]
-    assert (out / "sweep_table.md").read_text().count("\n") == 2 + 3
-    with np.load(out / "scores.npz") as scores:
+    assert (out / "table.md").read_text().count("\n") == 2 + 3
+    with np.load(out / "ensemble_scores.npz") as scores:
         np.testing.assert_array_equal(scores["labels"], y)
         assert scores["scores"].shape == (3, 300)
     assert (out / "ece_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
@@ -233,11 +233,11 @@ def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_pat
     argv = _args(dataset="digits", classes="all", loss="class_weighted_softmax",
                  loss_weights="ones;w[8]=10", seeds=1, n_folds=4, l2="1e-3", out=out)  # fmt: skip
     assert _sweep(argv) == 0, capsys.readouterr().err
-    table = json.loads((out / "sweep_table.json").read_text())
+    table = json.loads((out / "table.json").read_text())
     assert list(table) == ["ones", "w[8]=10"]
     assert set(table["ones"]["raw"]) == set(MULTICLASS_METRICS) | MULTICLASS_INTERVALS
     assert table["ones"]["raw"]["accuracy"] > 0.85
-    with np.load(out / "scores.npz") as stored:
+    with np.load(out / "ensemble_scores.npz") as stored:
         assert stored["scores"].shape == (2, 1797, 10)
         assert list(stored["keys"]) == ["ones", "w[8]=10"]
     for name in ("ones", "w_8_=10"):
@@ -263,7 +263,7 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     out = tmp_path / "out"
     argv = ["--config", path, "--config.eval.n_bins=5", "--out", out, "--no-progress"]
     assert _sweep(argv) == 0, capsys.readouterr().err
-    assert list(json.loads((out / "sweep_table.json").read_text())) == ["0.5", "0.9"]
+    assert list(json.loads((out / "table.json").read_text())) == ["0.5", "0.9"]
     stored = json.loads((out / "manifest.json").read_text())["config"]
     keys = ["betas", "seeds", "train", "n_folds", "fold_seed", "n_bins", "betas_per_chunk"]
     assert sorted(stored) == sorted([*keys, "data_sha256", "data", "store"])
@@ -359,9 +359,9 @@ def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, 
             "--lr", "0.05", "--batch-size", "512", "--n-folds", "4", "--out", str(out),
             "--no-progress"]  # fmt: skip
     assert _sweep(argv) == 0, capsys.readouterr().err
-    table = json.loads((out / "sweep_table.json").read_text())
+    table = json.loads((out / "table.json").read_text())
     assert list(table) == ["gamma=1,ones", "gamma=1,w[8]=10"]
-    with np.load(out / "scores.npz") as stored:
+    with np.load(out / "ensemble_scores.npz") as stored:
         scores, corrected = stored["scores"][1], stored["corrected"][1]
     spec = loss_spec("softmax_focal", gamma=1.0, class_weights=np.r_[np.ones(8), 10.0, 1.0])
     want = np.asarray(spec.loss_corrected_score(scores[:50].astype(np.float32)))

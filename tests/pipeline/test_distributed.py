@@ -134,8 +134,8 @@ def test_a_sweep_as_two_processes_gives_the_table_of_one(tmp_path, env):
     codes, logs = _wait(_start(SWEEP, tmp_path / "two", env, tmp_path))
     assert codes == [0, 0], logs
     assert "trained chunks [1]" in logs  # process 1's share; process 0 trained 0 and 2
-    want = json.loads((tmp_path / "one" / "sweep_table.json").read_text())
-    _same_numbers(json.loads((tmp_path / "two" / "sweep_table.json").read_text()), want)
+    want = json.loads((tmp_path / "one" / "table.json").read_text())
+    _same_numbers(json.loads((tmp_path / "two" / "table.json").read_text()), want)
     assert sorted(p.name for p in (tmp_path / "two" / "batches").iterdir()) == [
         f"batch-000{i}.npz" for i in range(3)
     ]

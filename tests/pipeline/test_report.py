@@ -344,11 +344,11 @@ def test_a_sweep_writes_its_table_scores_and_figure(tmp_path):
     paths = write_sweep_outputs(tmp_path, result, float(labels.mean()), "simulated")
     assert {p.name for p in paths} == {"ece_vs_beta.png", "ece_vs_beta.pdf"}
     assert (tmp_path / "ece_vs_beta.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    markdown = (tmp_path / "sweep_table.md").read_text().splitlines()
+    markdown = (tmp_path / "table.md").read_text().splitlines()
     assert markdown[0].startswith("| beta | raw ece | corr. ece |") and len(markdown) == 4
     first = next(iter(table))
     assert markdown[2].startswith(f"| {first} | {table[first]['raw']['ece']:.4f} |")
-    with np.load(tmp_path / "scores.npz") as stored:
+    with np.load(tmp_path / "ensemble_scores.npz") as stored:
         # several seeds: each seed's scores too, for reveal's resampling of training noise
         assert sorted(stored.files) == ["betas", "corrected", "fold_ids", "keys", "labels",
                                         "member_scores", "scores", "seeds"]  # fmt: skip

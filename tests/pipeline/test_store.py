@@ -13,8 +13,16 @@ import time
 import numpy as np
 import pytest
 from _pipeline_runs import save_batch
+from _sweep_tables import write_sweep_scores
 
-from iml.pipeline.store import RunStore, aggregate_members, atomic_write_bytes, load_ensemble
+from iml import cli
+from iml.pipeline.store import (
+    RunStore,
+    aggregate_members,
+    atomic_write_bytes,
+    check_report_layout,
+    load_ensemble,
+)
 
 
 def test_ensemble_mean_and_size_by_hand(tmp_path):
@@ -195,6 +203,62 @@ def test_entries_get_the_usual_file_permissions(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert (tmp_path / "table.json").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+EARLIER_LAYOUT = (
+    "sweep_table.json -> table.json, scores.npz -> ensemble_scores.npz, sweep_table.md -> table.md"
+)
+
+
+def _earlier_sweep(root):
+    """A finished sweep's folder with its report files named as an earlier version wrote them."""
+    rng = np.random.default_rng(0)
+    labels = (rng.random(200) < 0.3).astype(np.int32)
+    scores = np.clip(0.3 + 0.4 * labels + 0.1 * rng.normal(size=(2, 200)), 0.01, 0.99)
+    write_sweep_scores(root, scores, labels, [0.5, 0.9])
+    (root / "table.json").rename(root / "sweep_table.json")
+    (root / "sweep_table.md").write_text("| beta | raw ece |\n")
+    np.savez(root / "scores.npz", scores=scores, labels=labels)
+    return root
+
+
+def _files(root):
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_report_in_the_earlier_layout_is_refused_naming_the_renames(tmp_path):
+    run = _earlier_sweep(tmp_path / "run")
+    before = _files(tmp_path)
+    with pytest.raises(ValueError) as err:
+        check_report_layout(run)
+    message = str(err.value)
+    assert "\n" not in message and str(run) in message and EARLIER_LAYOUT in message
+    assert "an earlier version of iml" in message
+    assert _files(tmp_path) == before  # nothing written
+    check_report_layout(tmp_path / "none")  # no folder: nothing to refuse
+    (run / "sweep_table.json").rename(run / "table.json")
+    check_report_layout(run)  # renamed: the one layout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["figures", "--run", "{run}", "--out", "{out}"],
+        ["figures", "--run", "{run}"],
+        ["reveal", "--run", "{run}", "--out", "{out}", "--no-progress"],
+        ["sweep", "--dataset", "digits", "--betas", "0.5", "0.9", "--out", "{run}",
+         "--no-progress"],
+    ],
+    ids=["figures", "figures-in-place", "reveal", "sweep-resumed"],
+)  # fmt: skip
+def test_every_command_refuses_the_earlier_layout_before_any_work(tmp_path, capsys, argv):
+    run, out = _earlier_sweep(tmp_path / "run"), tmp_path / "out"
+    before = _files(tmp_path)
+    assert cli.main([a.format(run=run, out=out) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"iml {argv[0]}: error: ") and "\n" not in err
+    assert EARLIER_LAYOUT in err
+    assert _files(tmp_path) == before and not out.exists()  # nothing written
 
 
 def test_one_member_layout_for_both_feeds():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -150,7 +151,7 @@ def test_loss_corrected_scores_calibrated_when_logistic_model_is_well_specified(
 
 def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     result, store = sweep_run
-    stored = json.loads((store.root / "sweep_table.json").read_text())
+    stored = json.loads((store.root / "table.json").read_text())
     assert stored == result.table
     assert list(stored) == ["0.5", "0.9"]
     for beta, row in stored.items():
@@ -173,6 +174,22 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     rotations = len(nested_cv_splits(result.fold_ids))  # one seed, two losses per rotation
     assert entry["loss_index"].tolist() == [0, 1] * rotations
     np.testing.assert_array_equal(store.load_arrays("data/folds")["labels"], result.labels)
+
+
+def test_a_store_in_the_earlier_report_layout_is_refused_before_any_training(
+    sweep_run, simulated, tmp_path, monkeypatch
+):
+    x, y = simulated
+    store = RunStore(tmp_path / "run")
+    shutil.copytree(sweep_run[1].root, store.root, dirs_exist_ok=True)
+    (store.root / "table.json").rename(store.root / "sweep_table.json")
+    manifest = (store.root / "manifest.json").read_text()
+    monkeypatch.setattr(TP, "train", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ValueError, match=r"sweep_table\.json -> table\.json"):
+        S.run_sweep(x, y, None, BETAS, betas_per_chunk=2, store=store, progress=False,
+                    train=table_config(**TRAIN))  # fmt: skip
+    assert (store.root / "manifest.json").read_text() == manifest  # not opened again
+    assert not (store.root / "table.json").exists()
 
 
 def _chunk_betas(model, members, *rest, **kwargs):
@@ -198,7 +215,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     with pytest.raises(RuntimeError, match="simulated crash"):
         S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
     assert list(store.keys("batches")) == ["batches/batch-0000"]
-    assert not store.has("sweep_table")
+    assert not store.has("table")
 
     calls.clear()
     monkeypatch.setattr(
@@ -400,7 +417,7 @@ def test_the_stored_default_sweep_of_digits_comes_out_the_same():
     config.loss.weights = "w[8]=10"
     plan, _ = S.prepare_sweep(config)
     table = S.execute_sweep(plan, None, progress=False).table
-    want = flatten(json.loads((stored / "sweep_table.json").read_text())["w[8]=10"])
+    want = flatten(json.loads((stored / "table.json").read_text())["w[8]=10"])
     got = flatten(json.loads(json.dumps(table["w[8]=10"])))
     assert list(got) == list(want)
     for key, value in want.items():

@@ -40,7 +40,7 @@ def stored(tmp_path_factory):
 def test_a_stored_sweep_scored_again_gives_its_stored_table_and_scores(stored):
     root, result, _ = stored
     again = rescore_sweep(root)
-    assert again.table == json.loads((root / "sweep_table.json").read_text()) == result.table
+    assert again.table == json.loads((root / "table.json").read_text()) == result.table
     np.testing.assert_array_equal(again.scores, result.scores)
     np.testing.assert_array_equal(again.corrected, result.corrected)
     np.testing.assert_array_equal(again.best_epoch, result.best_epoch)
