@@ -206,9 +206,8 @@ def report_config(
     stored = store.manifest()["config"]
     if is_sweep(stored):
         raise ValueError(
-            f"{run} holds an `iml sweep` run, whose report (table.json, table.md, "
-            "ensemble_scores.npz, figures) the sweep writes itself: run the same `iml sweep` "
-            "again to write it; `iml figures` reports `iml reproduce` runs"
+            f"{run} holds an `iml sweep` run: report it with report_sweep_run (what `iml "
+            "figures` does for a sweep); report_run reports `iml reproduce` runs"
         )
     config = stored_config(stored)
     for key, value in (eval_overrides or {}).items():

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from _sweep_tables import simulated_table
 
+from iml.pipeline.report import report_config
 from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import run_sweep
 from iml.pipeline.sweep_scores import rescore_sweep, stored_sweep_settings
@@ -65,6 +66,8 @@ def test_runs_it_cannot_score_are_refused_naming_why(stored, tmp_path):
         stored_sweep_settings(root, {"smooth": 1})
     with pytest.raises(ValueError, match=r"config\.eval\.average"):
         stored_sweep_settings(root, {"average": "median"})
+    with pytest.raises(ValueError, match="report it with report_sweep_run"):
+        report_config(root)  # the report of a reproduce run
     (unfinished := tmp_path / "unfinished").mkdir()
     for name in ("manifest.json", "data", "batches"):
         target = unfinished / name
