@@ -55,8 +55,8 @@ def x64():
 # programs of functions long gone in its caches. A test worker compiles thousands of programs, and
 # on Linux a process may hold at most vm.max_map_count mappings (65,530 by default): a worker that
 # reached it segfaulted inside XLA's CPU compiler, in whichever test compiled next. So after each
-# test file, a worker holding over a quarter of that many mappings empties JAX's caches, which
-# unmaps the programs (recompiled when a later file calls them again).
+# test file, a worker holding over half that many mappings empties JAX's caches, which unmaps
+# the programs; a later file calling them compiles them again, so the caches are kept until then.
 MAPS = Path("/proc/self/maps")
 MAX_MAPS = Path("/proc/sys/vm/max_map_count")
 
@@ -78,7 +78,7 @@ def release_compiled_programs():
         limit = int(MAX_MAPS.read_text())
     except (OSError, ValueError):
         return
-    if mapping_count() > limit // 4:
+    if mapping_count() > limit // 2:
         jax.clear_caches()
         gc.collect()
 

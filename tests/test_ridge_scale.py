@@ -44,3 +44,8 @@ def test_the_ends_are_compared_with_a_paired_interval(tmp_path):
     other = _folder(tmp_path / "c", calibrated[:, :100], labels[:100], betas, False)
     with pytest.raises(ValueError, match="not sweeps of the same data and grid"):
         ridge_scale.compare(first, other)
+    reproduce = tmp_path / "reproduce"  # a reproduce run's ensemble scores: no corrected scores
+    reproduce.mkdir()
+    np.savez(reproduce / "ensemble_scores.npz", betas=betas, scores=calibrated, labels=labels)
+    with pytest.raises(ValueError, match=r"no binary sweep's ensemble scores \(no corrected"):
+        ridge_scale.compare(first, reproduce)

@@ -83,3 +83,16 @@ def test_the_command_reads_a_sweep_folder_and_refuses_a_missing_one(tmp_path, ca
     assert "ensemble_scores.npz not found" in capsys.readouterr().err
     with pytest.raises(ValueError, match="class 3 < n"):
         W.weighted_class_report(scores, corrected, labels, ["a", "b"], 3, 10.0)
+    # a binary reproduce run's ensemble scores, and a multiclass one's with unscored rows
+    (binary := tmp_path / "binary").mkdir()
+    np.savez(binary / "ensemble_scores.npz", scores=scores[:, :, 0], labels=labels,
+             betas=np.asarray([0.5, 0.9]))  # fmt: skip
+    assert W.main(["--run", str(binary), "--class", "1", "--weight", "10"]) == 2
+    assert "holds no multiclass sweep's ensemble scores" in capsys.readouterr().err
+    (gaps := tmp_path / "gaps").mkdir()
+    holed = scores.copy()
+    holed[0, 0] = np.nan
+    np.savez(gaps / "ensemble_scores.npz", scores=holed, corrected=corrected, labels=labels,
+             keys=np.asarray(["ones", "w[1]=10"]))  # fmt: skip
+    assert W.main(["--run", str(gaps), "--class", "1", "--weight", "10"]) == 2
+    assert "leaves observations unscored (NaN)" in capsys.readouterr().err

@@ -29,6 +29,12 @@ from iml.calibration import expected_calibration_error
 
 def _ends(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     with np.load(folder / "ensemble_scores.npz") as stored:
+        missing = {"betas", "corrected", "labels"} - set(stored.files)
+        if missing:  # a reproduce run's ensemble scores, or a sweep over a multiclass grid
+            raise ValueError(
+                f"{folder} holds no binary sweep's ensemble scores (no {', '.join(sorted(missing))}"
+                " in its ensemble_scores.npz): give the folders of two `iml sweep` runs over betas"
+            )
         betas, corrected, labels = stored["betas"], stored["corrected"], stored["labels"]
     ends = [int(np.argmin(betas)), int(np.argmax(betas))]
     return betas[ends], corrected[ends], labels

@@ -154,6 +154,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"weighted_class: error: --run: {path} not found", file=sys.stderr)
         return 2
     with np.load(path) as stored:
+        if not {"keys", "corrected"} <= set(stored.files) or stored["scores"].ndim != 3:
+            problem = (
+                "holds no multiclass sweep's ensemble scores (keys, scores per class, corrected)"
+            )
+            print(f"weighted_class: error: --run: {path} {problem}", file=sys.stderr)
+            return 2
+        if not np.isfinite(stored["scores"]).all():
+            problem = "leaves observations unscored (NaN), and the report needs every one scored"
+            print(f"weighted_class: error: --run: {path} {problem}", file=sys.stderr)
+            return 2
         report = weighted_class_report(
             stored["scores"], stored["corrected"], stored["labels"], list(stored["keys"]),
             args.k, args.weight, args.n_bootstrap, args.n_power,
