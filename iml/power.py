@@ -24,6 +24,7 @@ learning model fails, and the fewest positives and negatives any bin holds.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -159,6 +160,23 @@ def rejection_rates(
       ``{"nis", "niac", "nias"}``: each a ``[n_datasets]`` boolean array of rejections.
     """
 
+    sizes = {"prior": float(prior), "n": int(n), "n_datasets": int(n_datasets),
+             "n_bootstrap": int(n_bootstrap), "n_bins": int(n_bins)}  # fmt: skip
+    rejected = _rejections(losses, reported, precision, key, **sizes, strategy=strategy,
+                           min_count=min_count)  # fmt: skip
+    nis, niac, nias = jax.device_get(rejected)
+    return {"nis": np.asarray(nis), "niac": np.asarray(niac), "nias": np.asarray(nias)}
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("prior", "n", "n_datasets", "n_bootstrap", "n_bins", "strategy", "min_count"),
+)
+def _rejections(losses, reported, precision, key, *, prior, n, n_datasets, n_bootstrap, n_bins,
+                strategy, min_count):  # fmt: skip
+    """:func:`rejection_rates`' data sets, one program for every scenario of the same sizes and
+    settings (the losses, the reported losses and the precisions are its arguments)."""
+
     def one(k: jax.Array):
         key_data, key_boot = jax.random.split(k)
         scores, labels = R.simulate_gaussian_agents(key_data, reported, precision, prior, n)
@@ -174,9 +192,7 @@ def rejection_rates(
         )
         return report.nis_test.violated, report.niac_test.violated, jnp.any(report.nias.violated)
 
-    keys = jax.random.split(key, n_datasets)
-    nis, niac, nias = jax.device_get(jax.jit(lambda ks: jax.lax.map(one, ks))(keys))
-    return {"nis": np.asarray(nis), "niac": np.asarray(niac), "nias": np.asarray(nias)}
+    return jax.lax.map(one, jax.random.split(key, n_datasets))
 
 
 def standard_error(rejected: np.ndarray) -> float:

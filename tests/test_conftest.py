@@ -15,13 +15,13 @@ def test_emptying_jax_caches_unmaps_the_programs_of_functions_gone():
     jax.clear_caches()
     gc.collect()
     before = mapping_count()
-    for i in range(100):
+    for i in range(30):
         program = jax.jit(lambda x, i=i: jnp.cumsum(x) * i)  # a new function, a new program
         program(jnp.ones(i + 1)).block_until_ready()
     del program
     gc.collect()
     grown = mapping_count()
-    assert grown - before >= 100  # at least one mapping per program, kept after its function
+    assert grown - before >= 30  # at least one mapping per program, kept after its function
     jax.clear_caches()
     gc.collect()
-    assert mapping_count() - before < (grown - before) / 2
+    assert grown - mapping_count() >= 30  # at least one mapping per program released
