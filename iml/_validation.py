@@ -172,6 +172,25 @@ def check_choice(name: str, value: object, choices: Sequence[object]) -> None:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
 
 
+#: The formats a figure is written in (:func:`iml.plots.save_figure`).
+FIGURE_FORMATS = ("png", "pdf", "svg")
+
+
+def check_figure_formats(name: str, formats: object) -> tuple[str, ...]:
+    """``formats`` is a sequence of distinct :data:`FIGURE_FORMATS`, possibly empty; returned
+    as a tuple."""
+    if isinstance(formats, str) or not isinstance(formats, Sequence):
+        raise ValueError(
+            f"{name} must be a sequence of figure formats {FIGURE_FORMATS}, got {formats!r}"
+        )
+    for fmt in formats:
+        if fmt not in FIGURE_FORMATS:
+            raise ValueError(f"{name}: unknown figure format {fmt!r}; use {FIGURE_FORMATS}")
+    if len(set(formats)) < len(formats):
+        raise ValueError(f"{name} names a format twice: {tuple(formats)}")
+    return tuple(formats)
+
+
 def check_shape(name: str, x: object, shape: tuple[int, ...]) -> None:
     """``x`` has exactly the shape ``shape``."""
     if np.shape(x) != tuple(shape):

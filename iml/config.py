@@ -112,8 +112,9 @@ def parse_value(text: str, current: Any = None) -> Any:
 
     A Python literal where ``text`` is one (``3``, ``1e-4``, ``True``, ``(1, 2)``, ``0.5,0.9``),
     else the text itself. A key of text takes ``text`` as written (a quoted literal loses its
-    quotes); a key of a tuple takes a list, a tuple or one value (a tuple of one); a key of a
-    bool also takes ``true`` and ``false``.
+    quotes); a key of a tuple takes a list, a tuple or one value (a tuple of one), and a key of
+    a tuple of text also its items separated by commas (``png,pdf``; empty text: none); a key of
+    a bool also takes ``true`` and ``false``.
     """
     try:
         value = ast.literal_eval(text)
@@ -123,6 +124,9 @@ def parse_value(text: str, current: Any = None) -> Any:
         return value if isinstance(value, str) else text
     if isinstance(current, bool) and text.lower() in ("true", "false"):
         return text.lower() == "true"
+    if isinstance(current, tuple) and current and all(isinstance(v, str) for v in current):
+        if isinstance(value, str):  # a tuple of text: its items separated by commas
+            return tuple(item.strip() for item in value.split(",") if item.strip())
     if isinstance(current, tuple):
         return tuple(value) if isinstance(value, list | tuple) else (value,)
     return value

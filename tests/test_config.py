@@ -52,6 +52,15 @@ def test_parse_value_reads_literals_else_text():
     assert parse_value("", "x") == ""
 
 
+def test_a_tuple_of_text_takes_its_items_separated_by_commas():
+    formats = ("png", "pdf")
+    assert parse_value("svg", formats) == ("svg",)
+    assert parse_value("png, svg", formats) == ("png", "svg")
+    assert parse_value("", formats) == () == parse_value("()", formats)
+    assert parse_value("('pdf',)", formats) == ("pdf",)
+    assert parse_value("0.5,0.9", (0.5,)) == (0.5, 0.9)  # numbers stay literals
+
+
 def test_a_misspelled_key_is_named_with_the_nearest_existing_key():
     with pytest.raises(ValueError) as err:
         _load(("train.learnig_rate", "1e-4"))

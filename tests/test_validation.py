@@ -57,6 +57,18 @@ def test_check_choice_lists_the_choices_and_the_value():
         V.check_choice("norm", "max", ["l1", "l2"])
 
 
+def test_figure_formats_are_known_distinct_and_may_be_none():
+    assert V.check_figure_formats("figures", ["svg", "png"]) == ("svg", "png")
+    assert V.check_figure_formats("figures", ()) == ()
+    for formats, message in (
+        (("png", "jpg"), r"^figures: unknown figure format 'jpg'; use \('png', 'pdf', 'svg'\)$"),
+        (("png", "png"), r"^figures names a format twice: \('png', 'png'\)$"),
+        ("png", r"^figures must be a sequence of figure formats"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            V.check_figure_formats("figures", formats)
+
+
 def test_check_shape_names_the_shape_wanted_and_the_shape_given():
     V.check_shape("labels", np.zeros(3), (3,))
     V.check_shape("labels", [0, 1, 1], (3,))

@@ -80,7 +80,8 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
                             config.model.name)  # fmt: skip
         class_names = dataset.class_names if multiclass else None
         prevalence = None if multiclass else dataset.prevalence
-        paths = write_sweep_outputs(out, result, prevalence, title, class_names)
+        paths = write_sweep_outputs(out, result, prevalence, title, class_names,
+                                    formats=config.eval.figures)  # fmt: skip
         metric, shown = ("top_label_ece", "top-label ECE") if multiclass else ("ece", "ECE")
         worst = max(row["raw"][metric] for row in result.table.values())
         corrected = [row["loss_corrected"][metric] for row in result.table.values()]

@@ -140,6 +140,7 @@ def experiment_config() -> ml_collections.ConfigDict:
     # how each loss's ensemble pools its members (iml.pipeline.ENSEMBLE_AVERAGES): 'score', the
     # mean raw score (the paper's), or 'logit', the score of the members' mean logit
     c.eval.average = "score"
+    c.eval.figures = ("png", "pdf")  # formats of the report's figures (png, pdf, svg); () = none
 
     c.distributed = ml_collections.ConfigDict()
     # run as one of several processes on JAX's multi-controller runtime (jax.distributed): every

@@ -44,6 +44,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from iml import _validation as V
 from iml import config as config_lib
 from iml._io import atomic_write_text, file_stem
 from iml.calibration import (
@@ -220,7 +221,7 @@ def report_run(
     run: str | Path,
     out: str | Path | None = None,
     *,
-    formats: Sequence[str] = ("png", "pdf"),
+    formats: Sequence[str] | None = None,
     eval_overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Aggregate a stored run and write its table, ensemble scores, Figures 1-4 and revealed
@@ -250,9 +251,11 @@ def report_run(
     Args:
       run: a run directory written by :func:`iml.pipeline.runner.run_experiment`.
       out: where to write (created if missing).
-      formats: figure formats.
+      formats: figure formats; None: the run's ``config.eval.figures``; ``()``: none (the
+        tables and scores alone, and ``revealed.json``).
       eval_overrides: ``config.eval`` keys to report with instead of the run's own
-        (:func:`report_config`): ``n_bins``, ``n_bootstrap``, ``report_seed``, and ``average``,
+        (:func:`report_config`): ``n_bins``, ``n_bootstrap``, ``report_seed``, ``figures``, and
+        ``average``,
         how each ensemble pools its members, ``"score"`` or ``"logit"``
         (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`). The members are the same whatever
         these are, so a stored run can be reported several ways (into separate ``out``
@@ -267,6 +270,9 @@ def report_run(
         (:func:`report_config`).
     """
     config = report_config(run, eval_overrides)
+    if formats is not None:  # recorded in ensemble.json as the report's setting
+        config.eval.figures = V.check_figure_formats("formats", formats)
+    formats = tuple(config.eval.figures)
     store = RunStore(run)
     n_bins, n_bootstrap = int(config.eval.n_bins), int(config.eval.n_bootstrap)
     folds = store.load_arrays("data/folds")
@@ -312,18 +318,22 @@ def report_run(
         have = ensemble.sizes[row] > 0
         scores_by_beta[beta] = np.clip(ensemble.scores[row][have], _CLIP, 1 - _CLIP)
         labels_by_beta[beta] = labels[have]
-    figures = {
-        "figure1": figure1_calibration_curves(scores_by_beta, labels_by_beta, n_bins),
-        "figure2": figure2_theoretical_curves(ensemble.betas, loss=loss),
-        "figure3": figure3_loss_calibration(scores_by_beta, labels_by_beta, n_bins, loss=loss),
-        "figure4": figure4_loss_corrected(scores_by_beta, labels_by_beta, n_bins, loss=loss),
-        "smooth_raw": figure_smooth_calibration(
-            scores_by_beta, labels_by_beta, n_bootstrap=n_bootstrap, loss=loss
-        ),
-        "smooth_corrected": figure_smooth_calibration(
-            scores_by_beta, labels_by_beta, corrected=True, n_bootstrap=n_bootstrap, loss=loss
-        ),
-    }
+    figures = (
+        {}
+        if not formats
+        else {
+            "figure1": figure1_calibration_curves(scores_by_beta, labels_by_beta, n_bins),
+            "figure2": figure2_theoretical_curves(ensemble.betas, loss=loss),
+            "figure3": figure3_loss_calibration(scores_by_beta, labels_by_beta, n_bins, loss=loss),
+            "figure4": figure4_loss_corrected(scores_by_beta, labels_by_beta, n_bins, loss=loss),
+            "smooth_raw": figure_smooth_calibration(
+                scores_by_beta, labels_by_beta, n_bootstrap=n_bootstrap, loss=loss
+            ),
+            "smooth_corrected": figure_smooth_calibration(
+                scores_by_beta, labels_by_beta, corrected=True, n_bootstrap=n_bootstrap, loss=loss
+            ),
+        }
+    )
     for name, fig in figures.items():
         save_figure(fig, out / "figures" / name, formats)
     if len(ensemble.betas) >= 2:  # what the ensembles learned, across their class weights
@@ -440,7 +450,9 @@ def _grid_figures(
 ) -> list[Path]:
     """The figures of a grid of losses, a sweep's or a multiclass run's: the ECE of every loss
     before and after its correction, and, for class scores ``[m, N, n]``, one reliability
-    figure per loss, a panel per class (``classes_dir/KEY``)."""
+    figure per loss, a panel per class (``classes_dir/KEY``); none for no ``formats``."""
+    if not formats:
+        return []
     fig = figure_calibration_by_loss(table, prevalence=prevalence, title=title,
                                      weight_name=weight_name)  # fmt: skip
     paths = save_figure(fig, ece_path, formats)
@@ -457,6 +469,7 @@ def write_sweep_outputs(
     prevalence: float | None,
     title: str,
     class_names: Sequence[str] | None = None,
+    formats: Sequence[str] = ("png", "pdf"),
 ) -> list[Path]:
     """Write a sweep's Markdown table, scores and figures into ``out``, each file atomically.
 
@@ -464,9 +477,10 @@ def write_sweep_outputs(
     ``ensemble_scores.npz`` (keys, labels, fold ids, raw and loss-corrected ensemble scores, the
     betas of a beta grid, and, for binary losses trained with several seeds, each seed's scores
     ``member_scores`` and ``seeds``),
-    ``ece_vs_beta`` (the ECE of both against the loss, PNG and PDF) and, for multiclass losses, one
-    ``reliability_by_class/KEY`` figure per loss (PNG). The JSON table is the store's
-    (``table.json``, written by :func:`iml.pipeline.sweep.execute_sweep`).
+    ``ece_vs_beta`` (the ECE of both against the loss, in each of ``formats``) and, for
+    multiclass losses, one ``reliability_by_class/KEY`` figure per loss (in the first format).
+    The JSON table is the store's (``table.json``, written by
+    :func:`iml.pipeline.sweep.execute_sweep`).
 
     Args:
       out: the output folder.
@@ -474,6 +488,7 @@ def write_sweep_outputs(
       prevalence: the positive rate, drawn on the figure (None for multiclass losses).
       title: the figures' title.
       class_names: names of the classes of a multiclass sweep.
+      formats: the figures' formats (``config.eval.figures``); ``()``: no figures.
 
     Returns:
       The paths of the figures written.
@@ -493,12 +508,13 @@ def write_sweep_outputs(
         # Each seed's binary scores [m, S, N], for a user's own analysis of training noise.
         arrays["member_scores"] = result.member_scores.astype(np.float32)
         arrays["seeds"] = np.asarray(result.seeds, np.int64)
+    formats = V.check_figure_formats("formats", formats)
     np.savez_compressed(buffer, **arrays)
     atomic_write_bytes(out / "ensemble_scores.npz", buffer.getvalue())
     return _grid_figures(
         result.table, result.keys, result.scores, result.corrected, result.labels, title=title,
         prevalence=prevalence, weight_name=key_name, ece_path=out / "ece_vs_beta",
-        classes_dir=out / "reliability_by_class", formats=("png", "pdf"), class_formats=("png",),
+        classes_dir=out / "reliability_by_class", formats=formats, class_formats=formats[:1],
         class_names=class_names,
     )  # fmt: skip
 

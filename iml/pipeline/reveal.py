@@ -143,7 +143,7 @@ def reveal_run(
       n_bins: signals per model (deciles, merged adaptively).
       n_bootstrap: paired bootstrap replicates.
       seed: the seed of the bootstrap and of the simulations.
-      formats: figure formats.
+      formats: figure formats; ``()``: ``revealed.json`` alone.
       power_datasets: simulated data sets per scenario for size and power (0: none).
       power_bootstrap: bootstrap replicates of each simulated ``reveal``.
       progress: report each stage on stderr.
@@ -201,7 +201,7 @@ def reveal_run(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "revealed.json", _dumps(record).encode())
-    for name, fig in revealed_figures(record).items():
+    for name, fig in (revealed_figures(record) if formats else {}).items():
         save_figure(fig, out / "figures" / name, formats)
     return record
 

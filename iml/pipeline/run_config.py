@@ -80,13 +80,14 @@ def check_eval(config: Mapping[str, Any]) -> None:
 
     Raises:
       ValueError: naming the first bad key: a count below 1 (``n_bins``, ``n_bootstrap``), a
-        negative ``report_seed`` or an unknown ``average``.
+        negative ``report_seed``, an unknown ``average`` or figure format (``figures``).
     """
     c = as_config(config)
     for key in ("eval.n_bins", "eval.n_bootstrap"):
         _count(c, key)
     _count(c, "eval.report_seed", 0)
     V.check_choice("config.eval.average", c.eval.average, ENSEMBLE_AVERAGES)
+    V.check_figure_formats("config.eval.figures", c.eval.figures)
 
 
 def check_config(config: Mapping[str, Any]) -> None:

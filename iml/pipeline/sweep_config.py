@@ -227,6 +227,7 @@ def checked_sweep_config(
     V.check_count(name("data.image_size"), c.data.image_size, 0)
     V.check_count(name("eval.n_bootstrap"), c.eval.n_bootstrap, 0)
     V.check_count(name("eval.report_seed"), c.eval.report_seed, 0)
+    V.check_figure_formats(name("eval.figures"), c.eval.figures)
     n_folds = c.data.n_folds
     if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 4:
         raise ValueError(

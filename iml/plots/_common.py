@@ -233,12 +233,11 @@ def save_figure(
     """
     if not formats:
         raise ValueError("formats is empty")
+    V.check_figure_formats("formats", formats)
     base = Path(path_without_suffix)
     base.parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
-        if fmt not in ("png", "pdf", "svg"):
-            raise ValueError(f"unknown figure format {fmt!r}: use png, pdf or svg")
         path = base.with_name(f"{base.name}.{fmt}")
         buffer = io.BytesIO()
         fig.savefig(buffer, format=fmt, dpi=150)

@@ -30,12 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: A small sweep of several chunks (one loss each), so that each process trains some.
 SWEEP = ["sweep", "--no-progress", "--dataset", "digits", "--betas", "0.3", "0.5", "0.7",
-         "--seeds", "1", "--betas-per-chunk", "1", "--config.eval.n_bootstrap=10"]  # fmt: skip
-#: tests/commands/test_reproduce.py's TINY run: four batches of two members.
+         "--seeds", "1", "--betas-per-chunk", "1", "--config.eval.n_bootstrap=10",
+         "--config.eval.figures=()"]  # fmt: skip
+#: tests/commands/test_reproduce.py's TINY run (four batches of two members), without figures.
 TINY = ["reproduce", "--no-progress", "--model", "densenet_tiny", "--n-folds", "4", "--epochs",
         "1", "--betas", "0.5", "0.9", "--image-size", "8", "--config.data.n_val_folds=1",
         "--config.eval.n_bootstrap=20", "--config.data.max_examples", "160",
-        "--config.train.batch_size=8", "--config.train.members_per_batch=2"]  # fmt: skip
+        "--config.train.batch_size=8", "--config.train.members_per_batch=2",
+        "--config.eval.figures=()"]  # fmt: skip
 TIMEOUT_S = 120
 
 

@@ -94,7 +94,7 @@ def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
     for average in ("score", "logit"):
         out = tmp_path / average
         overrides = {"average": average}
-        tables[average] = report_run(store.root, out, formats=("png",), eval_overrides=overrides)
+        tables[average] = report_run(store.root, out, formats=(), eval_overrides=overrides)
         assert json.loads((out / "ensemble.json").read_text())["average"] == average
         with np.load(out / "ensemble_scores.npz") as stored:
             pooled = stored["scores"][0]
@@ -103,7 +103,7 @@ def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
         np.testing.assert_allclose(pooled, by_hand, rtol=1e-9)
     raw = {a: tables[a]["0.9"]["raw"]["ece"] for a in tables}
     assert raw["score"] != raw["logit"]
-    default = report_run(store.root, tmp_path / "default", formats=("png",))
+    default = report_run(store.root, tmp_path / "default", formats=())
     assert default == tables["score"]  # the run's config.eval.average, 'score' by default
     with pytest.raises(ValueError, match=r"config\.eval\.average must be one of \('score', "):
         report_run(store.root, tmp_path / "bad", eval_overrides={"average": "mean"})
@@ -120,21 +120,23 @@ def test_a_stored_run_reports_with_other_eval_settings_and_records_them(tmp_path
     for n_bins in (10, 5):
         out = tmp_path / f"bins{n_bins}"
         tables[n_bins] = report_run(
-            store.root, out, formats=("png",), eval_overrides={"n_bins": n_bins}
+            store.root, out, eval_overrides={"n_bins": n_bins, "figures": ()}
         )
         settings = json.loads((out / "ensemble.json").read_text())["eval"]
         assert settings == {"n_bins": n_bins, "n_bootstrap": 10, "report_seed": 0,
-                            "average": "score"}  # fmt: skip
+                            "average": "score", "figures": []}  # fmt: skip
+        assert not (out / "figures").exists()
         raw = np.asarray(optimal, np.float32).astype(float)
         by_hand = float(expected_calibration_error(raw, labels, n_bins))
         assert tables[n_bins]["0.9"]["raw"]["ece"] == pytest.approx(by_hand, rel=1e-5)
     assert tables[5]["0.9"]["raw"]["ece"] != tables[10]["0.9"]["raw"]["ece"]
-    assert report_run(store.root, tmp_path / "stored", formats=("png",)) == tables[10]
+    assert report_run(store.root, tmp_path / "stored", formats=()) == tables[10]
     for overrides, message in (
         ({"n_binz": 5}, r"config\.eval\.n_binz: no such key; did you mean config\.eval\.n_bins"),
         ({"n_bins": 0}, r"config\.eval\.n_bins must be an integer >= 1, got 0"),
         ({"n_bootstrap": "many"}, r"config\.eval\.n_bootstrap: expected an integer"),
         ({"report_seed": -1}, r"config\.eval\.report_seed must be an integer >= 0, got -1"),
+        ({"figures": ("png", "jpg")}, r"config\.eval\.figures: unknown figure format 'jpg'"),
     ):
         with pytest.raises(ValueError, match=message):
             report_run(store.root, tmp_path / "bad", eval_overrides=overrides)
