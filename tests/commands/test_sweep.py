@@ -133,6 +133,7 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
     out = tmp_path / "out"
     argv = ["sweep", "--csv", str(tmp_path / "export.csv"), "--target", "y", "--positive", "yes"]
     argv += ["--out", str(out), "--n-betas", "3", "--seeds", "1", "--epochs", "3"]
+    argv += ["--config.eval.figures=svg"]
     assert cli.main([*argv, "--n-folds", "4", "--no-progress"]) == 0
     assert sorted(written) == ["ensemble_scores.npz", "table.md"]
     table = json.loads((out / "table.json").read_text())
@@ -141,7 +142,8 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
     with np.load(out / "ensemble_scores.npz") as scores:
         np.testing.assert_array_equal(scores["labels"], y)
         assert scores["scores"].shape == (3, 300)
-    assert (out / "ece_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "ece_vs_beta.svg").read_text().lstrip().startswith("<?xml")
+    assert not (out / "ece_vs_beta.png").exists() and not (out / "ece_vs_beta.pdf").exists()
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -357,10 +359,16 @@ def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, 
     argv = ["--dataset", "digits", "--classes", "all", "--loss", "softmax_focal", "--gamma", "1",
             "--loss-weights", "ones;w[8]=10", "--seeds", "1", "--l2", "1e-3", "--epochs", "1",
             "--lr", "0.05", "--batch-size", "512", "--n-folds", "4", "--out", str(out),
-            "--no-progress"]  # fmt: skip
+            "--config.eval.figures=", "--no-progress"]  # fmt: skip
     assert _sweep(argv) == 0, capsys.readouterr().err
     table = json.loads((out / "table.json").read_text())
     assert list(table) == ["gamma=1,ones", "gamma=1,w[8]=10"]
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == [
+        "ensemble_scores.npz",
+        "manifest.json",
+        "table.json",
+        "table.md",
+    ]  # no figures
     with np.load(out / "ensemble_scores.npz") as stored:
         scores, corrected = stored["scores"][1], stored["corrected"][1]
     spec = loss_spec("softmax_focal", gamma=1.0, class_weights=np.r_[np.ones(8), 10.0, 1.0])
