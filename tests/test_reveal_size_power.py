@@ -83,7 +83,7 @@ def test_a_sparse_bin_row_at_reduced_scale(tmp_path):
     at 48 data sets: deciles and adaptive bins, the sizes of the three tests and NIAS's power
     against one misreported model. The full rows (500 data sets) are in docs/results/revealed."""
     regimes = tmp_path / "regimes.json"
-    row = {"models": 3, "n": 1797, "prior": 0.097, "precision": 3.1, "bootstrap": 1000,
+    row = {"models": 3, "n": 1797, "prior": 0.097, "precision": 3.1, "bootstrap": 200,
            "datasets": 48, "deltas": [0.0], "misreport": 3.0}  # fmt: skip
     rows = [{**row, "label": "digits", "strategy": s} for s in ("adaptive", "quantile")]
     regimes.write_text(json.dumps(rows))
