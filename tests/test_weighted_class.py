@@ -28,7 +28,7 @@ def _simulated(n: int = 4000, k: int = 1, w: float = 10.0):
 def test_scores_optimal_for_the_weighted_loss_pass_its_test_and_fail_the_unweighted_one():
     scores, corrected, labels = _simulated()
     report = W.weighted_class_report(
-        scores, corrected, labels, ["ones", "w[1]=10"], 1, 10.0, 200, n_power=50
+        scores, corrected, labels, ["ones", "w[1]=10"], 1, 10.0, 200, n_power=20
     )
     weighted, unweighted = report["w[1]=10"], report["ones"]
     assert weighted["loss_calibration_trained"]["beta"] == pytest.approx(10 / 11)
