@@ -197,4 +197,5 @@ def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(t
     assert "Traceback" in done.stderr and "RuntimeError: device lost" in done.stderr
     assert "iml sweep: error:" not in done.stderr  # not reported as bad input
     assert sorted(p.name for p in (out / "batches").iterdir()) == ["batch-0000.npz"]
-    assert json.loads((out / "manifest.json").read_text())["config"]["betas"] == [0.5, 0.9]
+    recorded = json.loads((out / "manifest.json").read_text())["config"]["loss"]
+    assert recorded == {"name": "log", "betas": [0.5, 0.9]}

@@ -238,10 +238,7 @@ def test_a_registered_model_sweeps_and_trains_an_image_ensemble(tanh_model, tmp_
     model = build_model(MODEL, 3, "rows", hidden=5, weights="", name=MODEL)
     assert (model.n_outputs, model.width) == (3, 5)
     out, manifest = _sweep(tmp_path, "--dataset", "digits", "--model", MODEL, "--hidden", "4")
-    assert (manifest["config"]["train"]["model"], manifest["config"]["train"]["hidden"]) == (
-        MODEL,
-        4,
-    )
+    assert manifest["config"]["model"] == {"name": MODEL, "hidden": 4}
     with np.load(out / "ensemble_scores.npz") as stored:
         assert stored["scores"].shape == (2, 1797)
     run, _ = _tiny_ensemble(tmp_path, model__name=MODEL)

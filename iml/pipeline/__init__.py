@@ -9,8 +9,9 @@
 * :mod:`iml.pipeline.runner`: a run on images (its data, model and plan) into the store;
   :mod:`iml.pipeline.run_config` the config's checks.
 * :mod:`iml.pipeline.sweep`: a grid of losses over many small models on rows at once, each chunk
-  of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks, and
-  :mod:`iml.pipeline.sweep_scores` its scoring from the stored batches (just trained, or
+  of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks,
+  :mod:`iml.pipeline.sweep_record` what a sweep records in its manifest and the one reading of
+  it, and :mod:`iml.pipeline.sweep_scores` its scoring from the stored batches (just trained, or
   reported again by ``iml figures``).
 * :mod:`iml.pipeline.distributed`: a run of either kind as several processes (JAX's
   multi-controller runtime), each training its share of the batches into the one store.

@@ -77,6 +77,7 @@ from iml.pipeline.store import (
     is_sweep,
     load_ensemble,
 )
+from iml.pipeline.sweep_record import sweep_record
 from iml.pipeline.sweep_scores import SweepResult, rescore_sweep
 from iml.plots import (
     figure1_calibration_curves,
@@ -545,12 +546,11 @@ def report_sweep_run(
         sweep's report does not have.
     """
     result = rescore_sweep(run, eval_overrides)
-    config = RunStore(run).manifest()["config"]
-    source = config.get("data", {})
+    record = sweep_record(RunStore(run).manifest()["config"])
+    source = record["data"]
     name = Path(source["path"]).stem if "path" in source else source.get("name", Path(run).name)
-    loss = config.get("loss", {}).get("name", "log") if "betas" not in config else "log"
-    model = config.get("train", {}).get("model", "logistic")
-    title = sweep_title(name, loss, len(result.keys), len(result.seeds), model)
+    model = record["model"].get("name", "logistic")
+    title = sweep_title(name, record["loss"]["name"], len(result.keys), len(result.seeds), model)
     multiclass = result.scores.ndim == 3
     prevalence = None if multiclass else float(np.mean(result.labels))
     out = Path(out or run)

@@ -34,6 +34,7 @@ from iml.pipeline.store import (
     load_ensemble,
     member_test_scores,
 )
+from iml.pipeline.sweep_record import sweep_record
 
 
 class RevealInput(NamedTuple):
@@ -330,7 +331,8 @@ def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
     """A finished sweep over the class weight of one binary loss, from its member batches: the
     scores of members that kept their logits are those logits' scores in float64 (as the
     sweep's table took them)."""
-    loss, recorded = _sweep_loss(config, root)
+    record = sweep_record(config)
+    loss, recorded = _sweep_loss(record.get("loss"), root)
     store = check_stored_run(root)
     labels = store.load_arrays("data/folds")["labels"]
     # The weights as the table names them (the grid's own, e.g. 0.9), where each names its
@@ -357,8 +359,8 @@ def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
         )
     members = sorted(members, key=lambda m: (m[0], m[1]))  # the sweep's order: loss, then seed
     inputs = _from_members(root, members, rows, betas, labels, loss,
-                           str(config.get("average", "score")), "sweep", link)  # fmt: skip
-    return inputs._replace(ridge=ridge_of(config.get("train", {})))
+                           str(record["eval"]["average"]), "sweep", link)  # fmt: skip
+    return inputs._replace(ridge=ridge_of(record["train"]))
 
 
 def _as_float(text: str) -> float | None:
@@ -369,7 +371,7 @@ def _as_float(text: str) -> float | None:
 
 
 def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:
-    """How a sweep's members were penalised (its record's ``train`` settings), and what that
+    """How a sweep's members were penalised (its record's ``train`` section), and what that
     means for the tests of learning: ``{"l2", "l2_grid", "l2_scale", "standardize", "note"}``;
     None for a record that holds no ridge.
 
@@ -406,11 +408,11 @@ def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"l2": l2, "l2_grid": grid, "l2_scale": scale, "standardize": standardize, "note": note}
 
 
-def _sweep_loss(config: Mapping[str, Any], root: Path) -> tuple[LossFamily, list[float]]:
-    """The loss of a sweep by its class weight, and the weights, from its manifest's config."""
-    if "betas" in config:  # the beta-weighted log loss (plan_sweep's layout)
-        return loss_family("log"), list(config["betas"])
-    loss = config.get("loss")
+def _sweep_loss(loss: Any, root: Path) -> tuple[LossFamily, list[float]]:
+    """The loss of a sweep by its class weight, and the weights, from its record's ``loss``
+    section (:func:`iml.pipeline.sweep_record.sweep_record`)."""
+    if isinstance(loss, Mapping) and loss.get("name") == "log" and "betas" in loss:
+        return loss_family("log"), list(loss["betas"])  # the beta-weighted log loss
     if not isinstance(loss, Mapping) or loss.get("name") not in CLASS_WEIGHTS:
         shown = loss.get("name") if isinstance(loss, Mapping) else loss
         raise ValueError(

@@ -37,6 +37,7 @@ import numpy as np
 from iml import _validation as V
 from iml._io import atomic_write_bytes
 from iml.config import first_difference, lookup
+from iml.pipeline.sweep_record import is_sweep, sweep_record
 
 if TYPE_CHECKING:  # the trainer loads Flax and optax, which reading a store does without
     from iml.training.train import Trained
@@ -118,8 +119,9 @@ class RunStore:
     ) -> dict[str, Any]:
         """Start a run, or resume one started with the same ``config``.
 
-        A resume appends its time to the manifest's ``resumed_at`` and its platform, devices and
-        package versions to ``resumed_on``.
+        A resume keeps the stored config as it is (the same config, compared as
+        :meth:`check_resumable` compares it) and appends its time to the manifest's
+        ``resumed_at`` and its platform, devices and package versions to ``resumed_on``.
 
         A run directory that holds a different config raises ``ValueError`` naming the first
         differing key, so that results of two experiments never mix.
@@ -151,7 +153,12 @@ class RunStore:
         return manifest
 
     def check_resumable(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """``config`` as JSON types, once checked against the stored run's; writes nothing.
+        """The config the run records, once ``config`` is checked against it; writes nothing.
+
+        For a new run, ``config`` as JSON types; for a run already in the directory with the
+        same config, the config as that run stored it. Two records of ``iml sweep`` runs are
+        compared in sections (:func:`iml.pipeline.sweep_record.sweep_record`), so that a sweep
+        stored in the flat form resumes.
 
         Raises:
           ValueError: if the directory holds a run with a different config, naming the first
@@ -159,15 +166,18 @@ class RunStore:
         """
         config = json.loads(json.dumps(dict(config)))  # normalise to JSON types
         existing = self.manifest()
-        old = existing.get("config", {}) if existing is not None else config
-        first = first_difference(old, config)
+        stored = existing.get("config", {}) if existing is not None else config
+        old, new = stored, config
+        if is_sweep(old) and is_sweep(new):
+            old, new = sweep_record(old), sweep_record(new)
+        first = first_difference(old, new)
         if first is not None:
             raise ValueError(
                 f"{self.root} holds a run with a different config (first difference: "
-                f"{first!r}: {lookup(old, first)!r} stored, {lookup(config, first)!r} now); "
+                f"{first!r}: {lookup(old, first)!r} stored, {lookup(new, first)!r} now); "
                 "choose another output directory"
             )
-        return config
+        return stored
 
     def _write_manifest(self, manifest: Mapping[str, Any]) -> None:
         atomic_write_bytes(self.root / self.MANIFEST, json.dumps(manifest, indent=2).encode())
@@ -445,12 +455,6 @@ def load_ensemble(
             yield from member_test_scores(store.load_arrays(key))
 
     return aggregate_members(members(), betas, num_examples, average)
-
-
-def is_sweep(config: Mapping[str, Any]) -> bool:
-    """Whether a manifest's ``config`` records an ``iml sweep`` run: a sweep records its data's
-    digest (``data_sha256``), a run on images none."""
-    return "data_sha256" in config
 
 
 #: The report files of a sweep as an earlier version of iml named them, and their names in the

@@ -62,6 +62,7 @@ from iml.pipeline.sweep_config import (
     sweep_config,
     sweep_losses,
 )
+from iml.pipeline.sweep_record import SECTIONS
 from iml.pipeline.sweep_scores import ECE_BOOTSTRAP, RIDGE, SweepResult, score_sweep
 from iml.pipeline.train_plan import train_plan
 from iml.spec import LossLike
@@ -151,6 +152,22 @@ def _recorded_training(config: TrainConfig) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if k not in _ADDED_TRAINING or v != _ADDED_TRAINING[k]}
 
 
+def _recorded_source(source: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The data source that opens a sweep record's ``data`` section, checked with the other
+    facts a caller records (:mod:`iml.pipeline.sweep_record`)."""
+    if not isinstance(source, Mapping):
+        raise ValueError(
+            f"run_info['data'] must be a mapping (the data source), got {type(source).__name__}"
+        )
+    taken = [key for key in ("n_folds", "fold_seed", "sha256") if key in source]
+    taken += [key for key in SECTIONS if key in extra]
+    if taken:
+        raise ValueError(
+            f"run_info: {taken[0]!r} is a key the sweep records itself; name the fact otherwise"
+        )
+    return dict(source)
+
+
 def _member_seeds(seeds: int | Sequence[int] | None, exact: bool) -> np.ndarray:
     """The seeds a sweep trains: the given ones, or (None, ()) the solver's default. A fit that
     is exact does not depend on a seed: it is made once, and several seeds asked of it are
@@ -192,7 +209,8 @@ def plan_sweep(
     """Check a sweep's data and settings and lay out its work, training nothing.
 
     Takes the arguments of :func:`run_sweep` but ``store`` and ``progress``. The plan's
-    ``run_config`` is what a results store records, so that
+    ``run_config`` is what a results store records, in the sections of every run's config
+    (:mod:`iml.pipeline.sweep_record`), so that
     ``RunStore(out).check_resumable(plan.run_config)`` tells before any work whether ``out`` can
     hold (or resume) this sweep.
 
@@ -239,26 +257,24 @@ def plan_sweep(
                         losses_per_batch=betas_per_chunk)  # fmt: skip
     fold_ids, splits = members.fold_ids, list(members.splits)
     chunks = [np.unique([mb.loss for mb in batch.members]) for batch in members.batches]
-    if spec.name == "log":  # the layout of earlier runs
-        recorded: dict[str, Any] = {"betas": grid.weights.tolist()}
+    extra = dict(run_info or {})
+    source = _recorded_source(extra.pop("data", {}), extra)
+    if spec.name == "log":  # the loss section of every run over class weights
+        recorded: Any = {"name": "log", "betas": grid.weights.tolist()}
     else:  # a callable cannot be written down: its name stands for it
-        recorded = {"loss": spec.describe() if spec.name == "callable" else spec.to_config()}
+        recorded = spec.describe() if spec.name == "callable" else spec.to_config()
     run_config = {
-        **recorded,
-        "seeds": s.tolist(),
-        "train": {"model": model, "hidden": hidden, **_recorded_training(config)},
-        "n_folds": n_folds,
-        "fold_seed": fold_seed,
-        "betas_per_chunk": betas_per_chunk,
-        "n_bins": n_bins,
-        # added after sweeps were stored, which all pooled scores: recorded where it differs
-        **({"average": average} if average != "score" else {}),
-        **({"n_bootstrap": n_bootstrap} if n_bootstrap != ECE_BOOTSTRAP else {}),
-        **({"report_seed": report_seed} if report_seed else {}),
-        "data_sha256": data_fingerprint(x, y, g),
+        "data": {**source, "n_folds": n_folds, "fold_seed": fold_seed,
+                 "sha256": data_fingerprint(x, y, g)},
+        "model": {"name": model, "hidden": hidden},
+        "loss": recorded,
+        "train": {"seeds": s.tolist(), "betas_per_chunk": betas_per_chunk,
+                  **_recorded_training(config)},
+        "eval": {"n_bins": n_bins, "average": average, "n_bootstrap": n_bootstrap,
+                 "report_seed": report_seed},
         "store": STORE_LAYOUT,
-        **(run_info or {}),
-    }
+        **extra,
+    }  # fmt: skip
     return SweepPlan(x, y, grid, s, module, config, fold_ids, splits, chunks, n_bins, run_config,
                      average, n_bootstrap, report_seed, members)  # fmt: skip
 
@@ -338,7 +354,9 @@ def run_sweep(
       store: a :class:`RunStore`: finished chunks and the table are stored there, and chunks
         already stored (by a run with the same configuration and data) are not trained again.
       progress: show tqdm bars (chunks, and epochs within a chunk).
-      run_info: extra JSON-able facts recorded in the store's config (e.g. the data source).
+      run_info: extra JSON-able facts recorded in the store's config: its ``"data"``, the data
+        source (a mapping), opens the record's ``data`` section, and its other keys, which may
+        not name a section, are recorded at the top level (:mod:`iml.pipeline.sweep_record`).
 
     Returns:
       A :class:`SweepResult`.

@@ -29,6 +29,7 @@ from iml.pipeline.store import (
     is_sweep,
     member_test_scores,
 )
+from iml.pipeline.sweep_record import sweep_record
 from iml.spec import LossSpec, loss_spec
 
 __all__ = [
@@ -169,14 +170,15 @@ def score_sweep(
 
 
 def stored_sweep_grid(config: Mapping[str, Any], run: str | Path) -> LossGrid:
-    """The grid of losses a stored sweep's manifest records (its betas, or its loss's config).
+    """The grid of losses a stored sweep's manifest records (its betas, or its loss's config),
+    read by :func:`iml.pipeline.sweep_record.sweep_record`.
 
     Raises:
       ValueError: for a sweep of a callable loss, which its record names but cannot rebuild.
     """
-    if "betas" in config:  # the beta-weighted log loss (plan_sweep's layout)
-        return loss_grid(np.asarray(config["betas"], np.float64))
-    loss = config.get("loss")
+    loss = sweep_record(config).get("loss")
+    if isinstance(loss, Mapping) and loss.get("name") == "log" and "betas" in loss:
+        return loss_grid(np.asarray(loss["betas"], np.float64))  # the beta-weighted log loss
     if not isinstance(loss, Mapping):
         raise ValueError(
             f"{run} holds a sweep of the {loss}, which its record names but cannot rebuild: "
@@ -208,9 +210,7 @@ def stored_sweep_settings(
             f"{run} holds an `iml sweep` run that has not finished (no table.json yet): "
             "run the same `iml sweep` again to finish it"
         )
-    recorded = {"n_bins": config.get("n_bins", 10), "average": config.get("average", "score"),
-                "n_bootstrap": config.get("n_bootstrap", ECE_BOOTSTRAP),
-                "report_seed": config.get("report_seed", 0)}  # fmt: skip
+    recorded = sweep_record(config)["eval"]
     unknown = sorted(set(eval_settings or {}) - set(recorded))
     if unknown:
         raise ValueError(
@@ -238,5 +238,6 @@ def rescore_sweep(run: str | Path, eval_settings: Mapping[str, Any] | None = Non
     config = store.manifest()["config"]
     folds = store.load_arrays("data/folds")
     entries = [store.load_arrays(key) for key in store.keys("batches")]
-    return score_sweep(stored_sweep_grid(config, run), config["seeds"], folds["labels"],
-                       folds["fold_ids"], entries, **settings)  # fmt: skip
+    seeds = sweep_record(config)["train"]["seeds"]
+    return score_sweep(stored_sweep_grid(config, run), seeds, folds["labels"], folds["fold_ids"],
+                       entries, **settings)  # fmt: skip

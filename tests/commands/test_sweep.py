@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from _sweep_tables import simulated_table
+from _sweep_tables import flat_record, simulated_table
 
 from iml import cli, loss_spec
 from iml.calibration import MULTICLASS_METRICS
@@ -196,7 +196,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     assert _sweep(_args(**flags, betas="0.5,0.8", seeds=1, betas_per_chunk=1, n_folds=4)) == 2
     err = capsys.readouterr().err
     assert err.startswith("iml sweep: error: --out: ") and err.count("\n") == 1
-    assert "'betas': [0.5, 0.9] stored, [0.5, 0.8] now" in err
+    assert "'loss.betas': [0.5, 0.9] stored, [0.5, 0.8] now" in err
     assert len(calls) == 2  # nothing trained
     assert (out / "batches" / "batch-0000.npz").read_bytes() == first
     assert (out / "manifest.json").read_text() == manifest
@@ -267,14 +267,36 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     assert _sweep(argv) == 0, capsys.readouterr().err
     assert list(json.loads((out / "table.json").read_text())) == ["0.5", "0.9"]
     stored = json.loads((out / "manifest.json").read_text())["config"]
-    keys = ["betas", "seeds", "train", "n_folds", "fold_seed", "n_bins", "betas_per_chunk"]
-    assert sorted(stored) == sorted([*keys, "data_sha256", "data", "store"])
-    assert stored["betas"] == [0.5, 0.9] and stored["seeds"] == [0] and stored["n_bins"] == 5
-    assert stored["data"] == {"name": "digits"} and stored["train"]["solver"] == "exact"
+    # The sections of every run's config (iml.pipeline.sweep_record).
+    assert list(stored) == ["data", "model", "loss", "train", "eval", "store"]
+    data = stored["data"]
+    assert list(data) == ["name", "n_folds", "fold_seed", "sha256"] and len(data["sha256"]) == 64
+    assert (data["name"], data["n_folds"], data["fold_seed"]) == ("digits", 4, 0)
+    assert stored["model"] == {"name": "logistic", "hidden": 32}
+    assert stored["loss"] == {"name": "log", "betas": [0.5, 0.9]}
+    train = stored["train"]
+    assert (train["seeds"], train["betas_per_chunk"], train["solver"]) == ([0], 2, "exact")
+    assert stored["eval"] == {"n_bins": 5, "average": "score", "n_bootstrap": 200,
+                              "report_seed": 0}  # fmt: skip
+    assert stored["store"] == "batches"
     # The same sweep by named options finds the stored one: it resumes, training nothing.
     flags = ["--dataset", "digits", "--n-folds", "4", "--betas", "0.5,0.9", "--seeds", "1"]
     assert _sweep([*flags, "--n-bins", "5", "--out", out, "--no-progress"]) == 0
     assert "trained chunks []" in capsys.readouterr().out
+    # Stored in the flat form of earlier sweeps, it resumes too, and its manifest stays as it is.
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["config"] = flat_record(stored)
+    assert manifest["config"]["data_sha256"] == data["sha256"] and "eval" not in manifest["config"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert _sweep([*flags, "--n-bins", "5", "--out", out, "--no-progress"]) == 0
+    assert "trained chunks []" in capsys.readouterr().out
+    resumed = json.loads((out / "manifest.json").read_text())
+    assert len(resumed.pop("resumed_at")) == len(manifest.pop("resumed_at")) + 1
+    assert len(resumed.pop("resumed_on")) == len(manifest.pop("resumed_on")) + 1
+    assert resumed == manifest
+    # Another report setting is refused, named by its section.
+    assert _sweep([*flags, "--n-bins", "6", "--out", out, "--no-progress"]) == 2
+    assert "first difference: 'eval.n_bins': 5 stored, 6 now" in capsys.readouterr().err
 
 
 def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tmp_path, capsys):

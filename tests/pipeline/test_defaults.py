@@ -97,12 +97,14 @@ def test_a_sweep_reads_the_report_s_bootstrap_and_the_image_size(tmp_path):
     c.data.name, c.data.data_dir = "digits", str(tmp_path)
     plan, _ = prepare_sweep(c)
     assert (plan.n_bootstrap, plan.report_seed) == (200, 0)
-    assert "n_bootstrap" not in plan.run_config and "report_seed" not in plan.run_config
+    recorded = plan.run_config["eval"]
+    assert (recorded["n_bootstrap"], recorded["report_seed"]) == (200, 0)
     assert plan.features.shape == (1797, 64)  # the digits' own 8 x 8 pixels
     c.eval.n_bootstrap, c.eval.report_seed, c.data.image_size = 50, 3, 4
     plan, _ = prepare_sweep(c)
     assert (plan.n_bootstrap, plan.report_seed) == (50, 3)
-    assert plan.run_config["n_bootstrap"] == 50 and plan.run_config["report_seed"] == 3
+    recorded = plan.run_config["eval"]
+    assert (recorded["n_bootstrap"], recorded["report_seed"]) == (50, 3)
     assert plan.features.shape == (1797, 16)  # shrunk to 4 x 4
     assert plan.run_config["data"]["image_size"] == 4
     c.train.plateau_patience, c.train.min_learning_rate = 3, 1e-5

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 from _pipeline_runs import save_batch
-from _sweep_tables import write_sweep_scores
+from _sweep_tables import flat_record, write_sweep_scores
 
 from iml import cli
 from iml.pipeline.store import (
@@ -21,6 +21,7 @@ from iml.pipeline.store import (
     aggregate_members,
     atomic_write_bytes,
     check_report_layout,
+    is_sweep,
     load_ensemble,
 )
 
@@ -152,6 +153,36 @@ def test_manifest_resumes_same_config_and_refuses_another(tmp_path):
     assert again["resumed_on"][0]["packages"]["numpy"] == np.__version__
     with pytest.raises(ValueError, match="'seed': 0 stored, 1 now"):
         RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 1})
+
+
+def test_a_sweep_stored_flat_resumes_as_stored_and_another_is_refused_by_its_section(tmp_path):
+    sections = {"data": {"name": "digits", "n_folds": 4, "fold_seed": 0, "sha256": "0" * 64},
+                "model": {"name": "logistic", "hidden": 32},
+                "loss": {"name": "log", "betas": [0.5, 0.9]},
+                "train": {"seeds": [0], "betas_per_chunk": 2, "l2": "auto"},
+                "eval": {"n_bins": 5, "average": "score", "n_bootstrap": 200, "report_seed": 0},
+                "store": "batches"}  # fmt: skip
+    flat = flat_record(sections)
+    assert is_sweep(flat) and "data_sha256" in flat and "eval" not in flat
+    store = RunStore(tmp_path)
+    store.open_run(flat)
+    written = (tmp_path / "manifest.json").read_text()
+    assert store.check_resumable(sections) == flat  # the config as the run stored it
+    assert (tmp_path / "manifest.json").read_text() == written  # the check writes nothing
+    again = RunStore(tmp_path).open_run(sections)
+    assert again["config"] == flat and len(again["resumed_at"]) == 1
+    assert json.loads((tmp_path / "manifest.json").read_text())["config"] == flat
+    other = {**sections, "eval": {**sections["eval"], "n_bins": 10}}
+    with pytest.raises(ValueError, match=r"first difference: 'eval\.n_bins': 5 stored, 10 now"):
+        RunStore(tmp_path).open_run(other)
+    # a flat record without a store layout was stored in the layout before `batches`
+    earlier = RunStore(tmp_path / "earlier")
+    earlier.open_run({k: v for k, v in flat.items() if k != "store"})
+    with pytest.raises(ValueError, match="first difference: 'store': None stored, 'batches' now"):
+        earlier.check_resumable(sections)
+    # the config of a run on images is no sweep's: it is compared as it is
+    with pytest.raises(ValueError, match="first difference: 'betas'"):
+        RunStore(tmp_path).check_resumable({"loss": {"name": "log", "betas": [0.5]}})
 
 
 def test_failed_write_leaves_old_content_and_no_temporary(tmp_path, monkeypatch):

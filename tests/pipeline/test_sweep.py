@@ -92,7 +92,7 @@ def test_seeds_asked_of_an_exact_sweep_are_fitted_once_with_a_warning(simulated)
     train = table_config(**TRAIN)
     with pytest.warns(UserWarning, match=r"3 seeds asked of a sweep fitted exactly.*seed 4"):
         plan = S.plan_sweep(x, y, None, BETAS, seeds=[4, 5, 6], train=train)
-    assert plan.seeds.tolist() == [4] and plan.run_config["seeds"] == [4]
+    assert plan.seeds.tolist() == [4] and plan.run_config["train"]["seeds"] == [4]
     # The record holds the ridge: its scale and standardisation always, its grid where chosen.
     recorded = plan.run_config["train"]
     assert (recorded["l2"], recorded["l2_scale"], recorded["standardize"]) == (0.0, "paper", False)
@@ -242,6 +242,20 @@ def test_a_sweep_stored_in_the_earlier_chunk_layout_is_refused_before_work(simul
         store.check_resumable(plan.run_config)
 
 
+def test_a_callers_facts_are_recorded_beside_the_sections_they_may_not_name(simulated):
+    x, y = simulated
+    train = table_config(**TRAIN)
+    info = {"data": {"name": "simulated", "rows": N}, "note": "pilot"}
+    recorded = S.plan_sweep(x, y, None, BETAS, train=train, run_info=info).run_config
+    assert list(recorded) == ["data", "model", "loss", "train", "eval", "store", "note"]
+    assert recorded["data"]["name"] == "simulated" and recorded["data"]["rows"] == N
+    assert recorded["data"]["n_folds"] == 10 and len(recorded["data"]["sha256"]) == 64
+    for info, named in [({"eval": {}}, "'eval'"), ({"data": {"sha256": "0"}}, "'sha256'"),
+                        ({"data": "simulated"}, "must be a mapping")]:  # fmt: skip
+        with pytest.raises(ValueError, match=named):
+            S.plan_sweep(x, y, None, BETAS, train=train, run_info=info)
+
+
 def test_library_rejects_bad_arrays(simulated):
     x, y = simulated
     with pytest.raises(ValueError, match="betas must lie in \\(0, 1\\)"):
@@ -335,8 +349,8 @@ def test_a_sweep_records_a_learning_rate_floor_only_where_one_is_set(tmp_path):
 
 
 def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, tmp_path):
-    # Adam's seeds differ, so how they pool matters; the record names a pool other than the
-    # paper's, and leaves the paper's out, so that stored sweeps resume.
+    # Adam's seeds differ, so how they pool matters; the record names the pool, and a stored
+    # sweep pooled otherwise does not resume.
     from scipy.special import expit, logit
 
     from iml.pipeline.store import RunStore
@@ -355,10 +369,10 @@ def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, t
     np.testing.assert_allclose(by_score.scores[0], by_score.member_scores[0].mean(axis=0))
     plain = S.plan_sweep(x, y, None, [0.9], train=config).run_config
     pooled = S.plan_sweep(x, y, None, [0.9], train=config, average="logit").run_config
-    assert "average" not in plain and pooled["average"] == "logit"
+    assert plain["eval"]["average"] == "score" and pooled["eval"]["average"] == "logit"
     store = RunStore(tmp_path / "run")
     store.open_run(plain)
-    with pytest.raises(ValueError, match=r"first difference: 'average'"):
+    with pytest.raises(ValueError, match=r"first difference: 'eval\.average'"):
         store.check_resumable(pooled)
     with pytest.raises(ValueError, match=r"average must be one of \('score', 'logit'\)"):
         S.plan_sweep(x, y, None, [0.9], train=config, average="mean")

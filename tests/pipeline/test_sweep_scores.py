@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from _sweep_tables import simulated_table
+from _sweep_tables import flat_record, simulated_table
 
 from iml.pipeline.report import report_config
 from iml.pipeline.store import RunStore
@@ -49,6 +49,20 @@ def test_a_stored_sweep_scored_again_gives_its_stored_table_and_scores(stored):
     assert again.keys == result.keys and list(again.seeds) == list(result.seeds)
 
 
+def test_a_sweep_stored_in_the_flat_form_is_scored_again_the_same(stored, tmp_path):
+    root, result, _ = stored
+    flat = tmp_path / "flat"
+    shutil.copytree(root, flat)
+    manifest = json.loads((flat / "manifest.json").read_text())
+    manifest["config"] = flat_record(manifest["config"])
+    assert manifest["config"]["n_bootstrap"] == 20 and "eval" not in manifest["config"]
+    (flat / "manifest.json").write_text(json.dumps(manifest))
+    assert stored_sweep_settings(flat) == stored_sweep_settings(root)
+    again = rescore_sweep(flat)
+    assert again.table == result.table and list(again.seeds) == list(result.seeds)
+    np.testing.assert_array_equal(again.scores, result.scores)
+
+
 def test_other_report_settings_give_the_table_of_a_sweep_run_with_them(stored):
     root, _, (x, y) = stored
     settings = {"n_bins": 5, "average": "logit", "n_bootstrap": 30, "report_seed": 3}
@@ -79,7 +93,6 @@ def test_runs_it_cannot_score_are_refused_naming_why(stored, tmp_path):
     other = tmp_path / "callable"
     shutil.copytree(root, other)
     manifest = json.loads((other / "manifest.json").read_text())
-    del manifest["config"]["betas"]
     manifest["config"]["loss"] = "callable loss odd"
     (other / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="cannot rebuild"):
