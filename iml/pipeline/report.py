@@ -536,7 +536,9 @@ def report_sweep_run(
     and :func:`write_sweep_outputs`' Markdown, scores and figures, written into ``out`` (default:
     the run directory), scored as the sweep scored them (:func:`iml.pipeline.sweep_scores.
     rescore_sweep`) with its report settings, or those of ``eval_overrides`` (``n_bins``,
-    ``average``, ``n_bootstrap``, ``report_seed``).
+    ``average``, ``n_bootstrap``, ``report_seed``), its figures in the formats of
+    ``eval_overrides["figures"]`` (PNG and PDF unless given; ``()``: none), which a sweep does
+    not record.
 
     Returns:
       The table, ``table[key][method][metric]``.
@@ -546,6 +548,7 @@ def report_sweep_run(
         sweep's report does not have.
     """
     result = rescore_sweep(run, eval_overrides)
+    formats = tuple((eval_overrides or {}).get("figures", ("png", "pdf")))
     record = sweep_record(RunStore(run).manifest()["config"])
     source = record["data"]
     name = Path(source["path"]).stem if "path" in source else source.get("name", Path(run).name)
@@ -555,7 +558,7 @@ def report_sweep_run(
     prevalence = None if multiclass else float(np.mean(result.labels))
     out = Path(out or run)
     RunStore(out).save_json("table", result.table)
-    write_sweep_outputs(out, result, prevalence, title)
+    write_sweep_outputs(out, result, prevalence, title, formats=formats)
     return result.table
 
 

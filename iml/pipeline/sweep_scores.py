@@ -192,7 +192,8 @@ def stored_sweep_settings(
 ) -> dict[str, Any]:
     """The report settings (``n_bins``, ``average``, ``n_bootstrap``, ``report_seed``) that a
     stored, finished sweep is scored again with: its own, or those of ``eval_settings``; checked
-    before any work.
+    before any work. ``eval_settings`` may also hold ``figures``, the formats the report draws
+    in (:func:`iml.pipeline.report.report_sweep_run`), checked here and not returned.
 
     Raises:
       FileNotFoundError, ValueError: for a folder without a finished sweep or with a sweep's
@@ -211,13 +212,16 @@ def stored_sweep_settings(
             "run the same `iml sweep` again to finish it"
         )
     recorded = sweep_record(config)["eval"]
-    unknown = sorted(set(eval_settings or {}) - set(recorded))
+    given = dict(eval_settings or {})
+    # the figures' formats: a setting of the drawing alone, which the sweep does not record
+    V.check_figure_formats("config.eval.figures", given.pop("figures", ()))
+    unknown = sorted(set(given) - set(recorded))
     if unknown:
         raise ValueError(
             f"config.eval.{unknown[0]} is not a setting of a sweep's report "
-            f"({', '.join(f'config.eval.{k}' for k in recorded)})"
+            f"({', '.join(f'config.eval.{k}' for k in [*recorded, 'figures'])})"
         )
-    settings = {**recorded, **(eval_settings or {})}
+    settings = {**recorded, **given}
     V.check_count("config.eval.n_bins", settings["n_bins"], 1)
     V.check_choice("config.eval.average", settings["average"], ENSEMBLE_AVERAGES)
     V.check_count("config.eval.n_bootstrap", settings["n_bootstrap"], 0)

@@ -40,6 +40,21 @@ def test_a_sweep_is_reported_again_without_training(sweep, tmp_path, capsys):
     assert table == rescore_sweep(sweep, {"n_bins": 5}).table != stored
     for name in ("table.md", "ensemble_scores.npz", "ece_vs_beta.png", "ece_vs_beta.pdf"):
         assert (out / name).stat().st_size > 0, name
+    # the figures in other formats, or none: a setting of the drawing, which a sweep does not
+    # record
+    for formats, drawn in (("svg", ["ece_vs_beta.svg"]), ("", [])):
+        out = tmp_path / f"figures_{formats}"
+        argv = [
+            "figures",
+            "--run",
+            str(sweep),
+            "--out",
+            str(out),
+            f"--config.eval.figures={formats}",
+        ]
+        assert cli.main(argv) == 0
+        assert sorted(p.name for p in out.glob("ece_vs_beta.*")) == drawn
+        assert json.loads((out / "table.json").read_text()) == stored
 
 
 def test_a_bad_report_setting_of_a_sweep_is_refused_before_any_work(sweep, tmp_path, capsys):
@@ -47,3 +62,7 @@ def test_a_bad_report_setting_of_a_sweep_is_refused_before_any_work(sweep, tmp_p
     argv = ["figures", "--run", str(sweep), "--out", str(out), "--config.eval.n_bins=0"]
     assert cli.main(argv) == 2
     assert "config.eval.n_bins" in capsys.readouterr().err and not out.exists()
+    argv = ["figures", "--run", str(sweep), "--out", str(out), "--config.eval.figures=png,bmp"]
+    assert cli.main(argv) == 2
+    assert "config.eval.figures: unknown figure format 'bmp'" in capsys.readouterr().err
+    assert not out.exists()

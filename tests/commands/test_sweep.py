@@ -279,10 +279,13 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     assert stored["eval"] == {"n_bins": 5, "average": "score", "n_bootstrap": 200,
                               "report_seed": 0}  # fmt: skip
     assert stored["store"] == "batches"
-    # The same sweep by named options finds the stored one: it resumes, training nothing.
+    # The same sweep by named options finds the stored one: it resumes, training nothing, and
+    # draws its figure in the formats asked now (which the record does not hold).
     flags = ["--dataset", "digits", "--n-folds", "4", "--betas", "0.5,0.9", "--seeds", "1"]
-    assert _sweep([*flags, "--n-bins", "5", "--out", out, "--no-progress"]) == 0
+    argv = [*flags, "--n-bins", "5", "--config.eval.figures=svg", "--out", out, "--no-progress"]
+    assert _sweep(argv) == 0
     assert "trained chunks []" in capsys.readouterr().out
+    assert (out / "ece_vs_beta.svg").stat().st_size > 0
     # Stored in the flat form of earlier sweeps, it resumes too, and its manifest stays as it is.
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["config"] = flat_record(stored)
