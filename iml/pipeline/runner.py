@@ -59,7 +59,7 @@ from iml.pipeline.run_config import (
     from_dotted,
     run_betas,
 )
-from iml.pipeline.store import RunStore
+from iml.pipeline.store import RunStore, is_sweep
 from iml.pipeline.train_plan import train_plan
 from iml.training import DataSource, TrainConfig
 from iml.training.host import host_memory_record
@@ -370,6 +370,11 @@ def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any
     if manifest is None:
         return current
     stored = manifest.get("config", {})
+    if is_sweep(stored):
+        raise ValueError(
+            f"{out} holds an `iml sweep` run, not an `iml reproduce` run; choose another output "
+            "directory"
+        )
     try:
         old = config_lib.to_dict(stored_config(stored))
         old.pop("distributed")

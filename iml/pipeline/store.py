@@ -162,13 +162,20 @@ class RunStore:
 
         Raises:
           ValueError: if the directory holds a run with a different config, naming the first
-            differing key (dotted, ``'train.epochs'``, inside nested sections).
+            differing key (dotted, ``'train.epochs'``, inside nested sections), or a run of the
+            other kind (a sweep where a run on images is asked, or the reverse).
         """
         config = json.loads(json.dumps(dict(config)))  # normalise to JSON types
         existing = self.manifest()
         stored = existing.get("config", {}) if existing is not None else config
         old, new = stored, config
-        if is_sweep(old) and is_sweep(new):
+        if is_sweep(old) != is_sweep(new):
+            kind = {True: "an `iml sweep` run", False: "a run on images (`iml reproduce`)"}
+            raise ValueError(
+                f"{self.root} holds {kind[is_sweep(old)]}, not {kind[is_sweep(new)]}; choose "
+                "another output directory"
+            )
+        if is_sweep(old):
             old, new = sweep_record(old), sweep_record(new)
         first = first_difference(old, new)
         if first is not None:

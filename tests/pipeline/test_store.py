@@ -180,8 +180,8 @@ def test_a_sweep_stored_flat_resumes_as_stored_and_another_is_refused_by_its_sec
     earlier.open_run({k: v for k, v in flat.items() if k != "store"})
     with pytest.raises(ValueError, match="first difference: 'store': None stored, 'batches' now"):
         earlier.check_resumable(sections)
-    # the config of a run on images is no sweep's: it is compared as it is
-    with pytest.raises(ValueError, match="first difference: 'betas'"):
+    # the config of a run on images is no sweep's: refused as a run of the other kind
+    with pytest.raises(ValueError, match="holds an `iml sweep` run, not a run on images"):
         RunStore(tmp_path).check_resumable({"loss": {"name": "log", "betas": [0.5]}})
 
 
@@ -330,3 +330,26 @@ def test_members_given_by_logits_pool_their_own_logits():
     assert by_logit.sizes[0].tolist() == [2, 2]
     with pytest.raises(ValueError, match="test_logits of a member of row 0 are not finite"):
         aggregate_members([(0.0, np.array([0]), np.array([np.nan]))], [0.0], 1, "score", link)
+
+
+def test_a_folder_holding_one_kind_of_run_is_refused_to_the_other(tmp_path):
+    from iml.config import to_dict
+    from iml.pipeline.defaults import default_config
+    from iml.pipeline.runner import check_resumable
+
+    sweep = write_sweep_scores(tmp_path / "sweep", np.full((2, 20), 0.5), np.arange(20) % 2,
+                               betas=[0.5, 0.9])  # fmt: skip
+    on_images = {k: v for k, v in to_dict(default_config()).items() if k != "distributed"}
+    images = tmp_path / "images"
+    RunStore(images).open_run(on_images)
+    swept = RunStore(sweep).manifest()["config"]
+    with pytest.raises(ValueError, match=r"holds an `iml sweep` run, not a run on images \("):
+        RunStore(sweep).check_resumable(on_images)
+    with pytest.raises(
+        ValueError, match=r"holds a run on images \(`iml reproduce`\), not an `iml "
+    ):
+        RunStore(images).check_resumable(swept)
+    with pytest.raises(ValueError, match=r"holds an `iml sweep` run, not an `iml reproduce` run;"):
+        check_resumable(default_config(), sweep)
+    assert RunStore(sweep).check_resumable(swept) == swept  # each resumes as itself
+    assert check_resumable(default_config(), images) == on_images
