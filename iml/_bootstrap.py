@@ -3,7 +3,8 @@
 The nonparametric bootstrap of the calibration analysis (:mod:`iml.calibration`): the rows
 (observations) are resampled with replacement as multinomial multiplicities drawn from a
 ``jax.random`` key (:func:`bootstrap_counts`), which enter as observation weights, so that a batch
-of replicates is one weighted sum with the bins and every other fixed quantity held;
+of replicates is one weighted sum with the bins and every other fixed quantity held (or, for a
+statistic that indexes its rows, as the row indices themselves, :func:`bootstrap_rows`);
 :func:`percentile_interval` reads a percentile interval off the replicates, and
 :func:`check_bootstrap` validates the options of every function that bootstraps.
 
@@ -33,6 +34,13 @@ def bootstrap_counts(key: Array, n: int, n_bootstrap: int) -> Array:
     idx = (jax.random.bits(key, (n_bootstrap, n), jnp.uint32) % jnp.uint32(n)).astype(jnp.int32)
     rows = jnp.arange(n_bootstrap)[:, None]
     return jnp.zeros((n_bootstrap, n), jnp.float32).at[rows, idx].add(1.0)
+
+
+def bootstrap_rows(key: Array, n: int, n_bootstrap: int) -> Array:
+    """The row indices of ``n_bootstrap`` replicates of ``n`` rows drawn with replacement,
+    ``[n_bootstrap, n]`` (``jax.random.randint``): for statistics that index their rows, as a
+    paired comparison of two statistics of the same rows does."""
+    return jax.random.randint(key, (n_bootstrap, n), 0, n)
 
 
 def percentile_interval(samples: Array, confidence: float, axis: int = 0) -> Array:

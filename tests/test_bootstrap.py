@@ -25,6 +25,17 @@ class Resampling(chex.TestCase):
         assert len({tuple(row) for row in counts}) == 40  # the replicates differ
 
     @chex.variants(with_jit=True, without_jit=True)
+    def test_bootstrap_rows_index_rows_drawn_with_replacement(self):
+        rows = self.variant(B.bootstrap_rows, static_argnums=(1, 2))(jax.random.key(4), 30, 500)
+        chex.assert_shape(rows, (500, 30))
+        chex.assert_type(rows, jnp.int32)
+        rows = np.asarray(rows)
+        assert rows.min() == 0 and rows.max() == 29  # every index reachable, none outside
+        # with replacement: a replicate holds 1 - (1 - 1/30)^30 = 64% of the rows on average
+        distinct = np.mean([len(set(r)) / 30 for r in rows])
+        assert abs(distinct - (1 - (29 / 30) ** 30)) < 0.02
+
+    @chex.variants(with_jit=True, without_jit=True)
     def test_poisson_counts_take_the_quantised_poisson_values_with_mean_and_variance_one(self):
         counts = self.variant(B.poisson_counts, static_argnums=(1, 2))(jax.random.key(1), 999, 200)
         chex.assert_shape(counts, (200, 999))

@@ -13,7 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
-from iml._bootstrap import bootstrap_counts, check_bootstrap, percentile_interval
+from iml._bootstrap import (
+    bootstrap_counts,
+    bootstrap_rows,
+    check_bootstrap,
+    percentile_interval,
+)
 from iml.calibration._checks import (
     as_float,
     as_labels,
@@ -238,7 +243,7 @@ def paired_comparison(
     ``statistic(rows) -> [2]`` on the row indices of a replicate (``arange(n)`` for the estimate),
     the rows drawn from ``key`` as :func:`compare_ece` draws them. Works under ``jax.jit``."""
     estimate = statistic(jnp.arange(n))
-    rows = jax.random.randint(key, (n_bootstrap, n), 0, n)
+    rows = bootstrap_rows(key, n, n_bootstrap)
     draws = jax.lax.map(statistic, rows)  # [B, 2]
     interval = functools.partial(percentile_interval, confidence=confidence)
     return ECEComparison(
