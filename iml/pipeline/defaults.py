@@ -21,11 +21,14 @@ from typing import Any
 import ml_collections
 from ml_collections import config_dict
 
+from iml import _validation as V
 from iml import config as config_lib
+from iml.pipeline.store import ENSEMBLE_AVERAGES
 
 __all__ = [
     "INPUTS",
     "READ_BY",
+    "check_eval_settings",
     "check_read_keys",
     "default_config",
     "experiment_config",
@@ -238,3 +241,28 @@ def sweep_config() -> ml_collections.ConfigDict:
     c.train.learning_rate = 0.01  # Adam's
     c.train.plateau_patience = 2  # epochs without gain before Adam's learning rate is cut
     return c
+
+
+def check_eval_settings(
+    settings: Mapping[str, Any],
+    name: Callable[[str], str] = lambda key: f"config.eval.{key}",
+    min_bootstrap: int = 1,
+) -> None:
+    """Check the report's settings (``config.eval``) of either kind of run, each key present.
+
+    Args:
+      settings: ``n_bins``, ``n_bootstrap``, ``report_seed``, ``average`` and, where given,
+        ``figures``.
+      name: how the messages name a key (``"n_bins"`` -> ``"config.eval.n_bins"``).
+      min_bootstrap: the fewest replicates the report takes: 1 for a run on images (its
+        loss-calibration tests need one), 0 for a sweep (no intervals).
+
+    Raises:
+      ValueError: naming the first bad key: ``n_bins`` below 1, ``n_bootstrap`` below
+        ``min_bootstrap``, a negative ``report_seed``, an unknown ``average`` or figure format.
+    """
+    V.check_count(name("n_bins"), settings["n_bins"], 1)
+    V.check_count(name("n_bootstrap"), settings["n_bootstrap"], min_bootstrap)
+    V.check_count(name("report_seed"), settings["report_seed"], 0)
+    V.check_choice(name("average"), settings["average"], ENSEMBLE_AVERAGES)
+    V.check_figure_formats(name("figures"), settings.get("figures", ()))

@@ -22,8 +22,7 @@ from iml import config as config_lib
 from iml.data import DATASETS
 from iml.grids import CLASS_WEIGHTS, WEIGHT_GRIDS, beta_grid, parse_weight_grid
 from iml.models import CONV_IMPLS, DenseNet, build_model, min_input_size
-from iml.pipeline.defaults import check_read_keys, default_config
-from iml.pipeline.store import ENSEMBLE_AVERAGES
+from iml.pipeline.defaults import check_eval_settings, check_read_keys, default_config
 
 __all__ = [
     "MULTICLASS_LOSSES",
@@ -82,12 +81,7 @@ def check_eval(config: Mapping[str, Any]) -> None:
       ValueError: naming the first bad key: a count below 1 (``n_bins``, ``n_bootstrap``), a
         negative ``report_seed``, an unknown ``average`` or figure format (``figures``).
     """
-    c = as_config(config)
-    for key in ("eval.n_bins", "eval.n_bootstrap"):
-        _count(c, key)
-    _count(c, "eval.report_seed", 0)
-    V.check_choice("config.eval.average", c.eval.average, ENSEMBLE_AVERAGES)
-    V.check_figure_formats("config.eval.figures", c.eval.figures)
+    check_eval_settings(as_config(config).eval)
 
 
 def check_config(config: Mapping[str, Any]) -> None:

@@ -34,8 +34,7 @@ from iml.grids import (
 )
 from iml.losses import lookup, registered
 from iml.models.registry import build_model
-from iml.pipeline.defaults import check_read_keys, sweep_config
-from iml.pipeline.store import ENSEMBLE_AVERAGES
+from iml.pipeline.defaults import check_eval_settings, check_read_keys, sweep_config
 from iml.training.tabular import TABULAR_DEFAULTS
 from iml.training.trainer import TrainConfig
 
@@ -221,13 +220,9 @@ def checked_sweep_config(
     if c.train.seeds != ():
         V.check_seeds(name("train.seeds"), c.train.seeds)
     V.check_count(name("train.betas_per_chunk"), c.train.betas_per_chunk, 0)
-    V.check_count(name("eval.n_bins"), c.eval.n_bins)
-    V.check_choice(name("eval.average"), c.eval.average, ENSEMBLE_AVERAGES)
+    check_eval_settings(c.eval, lambda key: name(f"eval.{key}"), min_bootstrap=0)
     V.check_count(name("data.fold_seed"), c.data.fold_seed, 0)
     V.check_count(name("data.image_size"), c.data.image_size, 0)
-    V.check_count(name("eval.n_bootstrap"), c.eval.n_bootstrap, 0)
-    V.check_count(name("eval.report_seed"), c.eval.report_seed, 0)
-    V.check_figure_formats(name("eval.figures"), c.eval.figures)
     n_folds = c.data.n_folds
     if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 4:
         raise ValueError(

@@ -17,11 +17,10 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from iml import _validation as V
 from iml.calibration import loss_corrected_scores, scores_from_logits, table_by_loss
 from iml.grids import LossGrid, loss_grid
+from iml.pipeline.defaults import check_eval_settings
 from iml.pipeline.store import (
-    ENSEMBLE_AVERAGES,
     RunStore,
     aggregate_members,
     check_report_layout,
@@ -214,7 +213,7 @@ def stored_sweep_settings(
     recorded = sweep_record(config)["eval"]
     given = dict(eval_settings or {})
     # the figures' formats: a setting of the drawing alone, which the sweep does not record
-    V.check_figure_formats("config.eval.figures", given.pop("figures", ()))
+    figures = given.pop("figures", ())
     unknown = sorted(set(given) - set(recorded))
     if unknown:
         raise ValueError(
@@ -222,10 +221,7 @@ def stored_sweep_settings(
             f"({', '.join(f'config.eval.{k}' for k in [*recorded, 'figures'])})"
         )
     settings = {**recorded, **given}
-    V.check_count("config.eval.n_bins", settings["n_bins"], 1)
-    V.check_choice("config.eval.average", settings["average"], ENSEMBLE_AVERAGES)
-    V.check_count("config.eval.n_bootstrap", settings["n_bootstrap"], 0)
-    V.check_count("config.eval.report_seed", settings["report_seed"], 0)
+    check_eval_settings({**settings, "figures": figures}, min_bootstrap=0)
     stored_sweep_grid(config, run)  # a loss it can rebuild
     return settings
 

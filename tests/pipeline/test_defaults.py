@@ -15,6 +15,7 @@ from iml import beta_grid
 from iml.config import flatten, key_meanings
 from iml.pipeline.defaults import (
     READ_BY,
+    check_eval_settings,
     check_read_keys,
     default_config,
     experiment_config,
@@ -139,3 +140,28 @@ def test_every_shipped_config_is_the_schema_and_passes_its_command_s_check(path)
         checked_sweep_config(config)
     else:
         check_read_keys(config, "images")
+
+
+def test_the_report_settings_of_either_run_are_checked_by_one_function():
+    good = dict(default_config().eval)
+    check_eval_settings(good)
+    check_eval_settings({**good, "n_bootstrap": 0}, min_bootstrap=0)  # a sweep's: no intervals
+    for key, value, message in (
+        ("n_bins", 0, r"^config\.eval\.n_bins must be an integer >= 1, got 0$"),
+        ("n_bootstrap", 0, r"^config\.eval\.n_bootstrap must be an integer >= 1, got 0$"),
+        ("report_seed", -1, r"^config\.eval\.report_seed must be an integer >= 0, got -1$"),
+        ("average", "mean", r"^config\.eval\.average must be one of \('score', 'logit'\)"),
+        ("figures", ("gif",), r"^config\.eval\.figures: unknown figure format 'gif'"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            check_eval_settings({**good, key: value})
+    # named as the command line set it, in both kinds of run
+    with pytest.raises(ValueError, match=r"^--n-bins must be an integer >= 1, got 0$"):
+        check_eval_settings({**good, "n_bins": 0}, {"n_bins": "--n-bins"}.get, 0)
+    for checks in (check_config, checked_sweep_config):
+        config = default_config() if checks is check_config else sweep_config()
+        if checks is checked_sweep_config:
+            config.data.name = "digits"
+        config.eval.figures = ("png", "png")
+        with pytest.raises(ValueError, match=r"config\.eval\.figures names a format twice"):
+            checks(config)
