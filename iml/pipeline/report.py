@@ -59,6 +59,7 @@ from iml.calibration import (
     table_by_loss,
 )
 from iml.grids import LossFamily, parse_weight_grid
+from iml.pipeline.defaults import sweep_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
 from iml.pipeline.runner import (
@@ -537,8 +538,8 @@ def report_sweep_run(
     the run directory), scored as the sweep scored them (:func:`iml.pipeline.sweep_scores.
     rescore_sweep`) with its report settings, or those of ``eval_overrides`` (``n_bins``,
     ``average``, ``n_bootstrap``, ``report_seed``), its figures in the formats of
-    ``eval_overrides["figures"]`` (PNG and PDF unless given; ``()``: none), which a sweep does
-    not record.
+    ``eval_overrides["figures"]`` (the schema's default unless given; ``()``: none), which a
+    sweep does not record.
 
     Returns:
       The table, ``table[key][method][metric]``.
@@ -548,7 +549,7 @@ def report_sweep_run(
         sweep's report does not have.
     """
     result = rescore_sweep(run, eval_overrides)
-    formats = tuple((eval_overrides or {}).get("figures", ("png", "pdf")))
+    formats = tuple((eval_overrides or {}).get("figures", sweep_config().eval.figures))
     record = sweep_record(RunStore(run).manifest()["config"])
     source = record["data"]
     name = Path(source["path"]).stem if "path" in source else source.get("name", Path(run).name)
