@@ -15,7 +15,7 @@ from iml.commands.figures import figures_command
 from iml.commands.reproduce import reproduce_command
 from iml.commands.reveal import reveal_command
 from iml.commands.sweep import sweep_command
-from iml.config import flatten, keys_help, split_overrides
+from iml.config import flatten, key_meanings, keys_help, split_overrides
 from iml.pipeline.defaults import default_config, experiment_config
 from iml.pipeline.store import ENSEMBLE_AVERAGES
 from iml.pipeline.sweep import sweep_config
@@ -46,114 +46,61 @@ def _config_argument(parser: argparse.ArgumentParser, where: str = "") -> None:
     )
 
 
-#: Each named option's help, its argparse settings and its group in ``--help``; the config key
-#: it sets is :data:`iml.commands.config.SHORTCUTS`'s.
-_OPTIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "csv": ("data", "a delimited text file with a header row (comma, semicolon, tab or | "
-            "separated; quotes, a UTF-8 byte-order mark and Windows line ends are fine)",
-            {"metavar": "PATH"}),
-    "dataset": ("data", "a dataset of iml.data.DATASETS: digits (8 x 8 pixels; label 1 for the "
-                "digit 8, or all 10 classes with --classes all), pneumoniamnist and chestxray14 "
-                "(--manual-dir), or the UCI tables adult and letter (--data-dir; rows only)",
-                {}),
-    "classes": ("data", "binary: the positive class against the rest; all: every class of a "
-                "dataset with classes (digits, letter), for the multiclass losses",
-                {"choices": ("binary", "all")}),
-    "target": ("data", "target column of --csv", {"metavar": "COLUMN"}),
-    "positive": ("data", "positive target value of --csv (default: the target is 0/1 or "
-                 "true/false), the positive letter(s) of --dataset letter (default O, a ~4%% "
-                 "class) or digit of digits (default 8)", {"metavar": "VALUE"}),
-    "delimiter": ("data", "field separator of --csv: one character, or tab (default: detected "
-                  "among comma, semicolon, tab and |)", {"metavar": "CHAR"}),
-    "data_dir": ("data", "where prepared image data is kept; for adult and letter, the folder of "
-                 "the UCI files as downloaded from the UCI Machine Learning Repository: "
-                 "letter-recognition.data, or adult.data, adult.test and adult.names",
-                 {"metavar": "DIR"}),
-    "manual_dir": ("data", "folder with the raw files of an image dataset", {"metavar": "DIR"}),
-    "image_size": ("data", "side of the square images in pixels; 0: the dataset's own",
-                   {"type": int}),
-    "n_folds": ("data", "cross-validation folds", {"type": int}),
-    "fold_seed": ("data", "seed of the fold assignment", {"type": int}),
-    "loss": ("loss", "log (the beta-weighted cross-entropy), squared (beta-weighted), focal "
-             "(--gamma, with the betas as its weight alpha), or the multiclass matrix (the "
-             "B-weighted log loss, one sigmoid per class) and class_weighted_softmax "
-             "(--loss-weights)", {}),
-    "gamma": ("loss", "focal loss's gamma", {"type": float}),
-    "loss_weights": ("loss", "the grid of a multiclass loss, ';'-separated, one ensemble each: "
-                     "'ones' (unweighted) or the entries that differ from 1, e.g. "
-                     "'ones;B[8,8]=10;B[3,8]=10' (matrix) or 'ones;w[8]=10' "
-                     "(class_weighted_softmax), classes counted from 0",
-                     {"metavar": "W1;W2;..."}),
-    "betas": ("loss", "explicit class weights in (0, 1), space- or comma-separated (alpha for "
-              "the focal loss)", {"nargs": "+", "metavar": "BETA"}),
-    "n_betas": ("loss", "size of the grid of betas, evenly spaced in logit (without --betas)",
-                {"type": int}),
-    "beta_min": ("loss", "the grid's smallest beta", {"type": float}),
-    "beta_max": ("loss", "the grid's largest beta", {"type": float}),
-    "model": ("training", "a model of iml.models.MODELS that takes the run's inputs: a DenseNet "
-              "(densenet_small, densenet121, densenet_tiny; images), logistic, mlp, or one "
-              "registered", {}),
-    "hidden": ("training", "MLP hidden units", {"type": int}),
-    "weights": ("training", "starting weights: a torchvision DenseNet .pth (e.g. "
-                "densenet121-a639ec97.pth)", {"metavar": "PTH"}),
-    "seeds": ("training", "member seeds per loss: one number N for the seeds 0..N-1, or several "
-              "seeds themselves", {"type": int, "nargs": "+"}),
-    "epochs": ("training", "most epochs per member", {"type": int}),
-    "batch_size": ("training", "examples per member and step", {"type": int}),
-    "lr": ("training", "Adam learning rate", {"type": float}),
-    "patience": ("training", "early-stopping patience", {"type": int}),
-    "l2": ("training", "ridge penalty on the weights: a number, or auto (for each loss and "
-           "rotation, the one of --l2-grid with the lowest loss of its own on the validation "
-           "folds)", {"type": _ridge, "metavar": "L2|auto"}),
-    "l2_grid": ("training", "the penalties --l2 auto chooses among",
-                {"nargs": "+", "metavar": "L2"}),
-    "l2_scale": ("training", "what --l2 is measured against: paper (the loss itself: a fixed "
-                 "cost in the paper's units at every class weight, as costly learning assumes) "
-                 "or per_weight (the member's total sample weight: the same trade-off against "
-                 "the data at every weight)", {"choices": L2_SCALES}),
-    "no_standardize": ("training", "fit on the features as they are, not standardised on each "
-                       "rotation's training folds", {"action": "store_const", "const": False}),
-    "solver": ("training", "exact: full-batch Newton to the optimum (logistic under --loss log, "
-               "matrix or class_weighted_softmax; seeds then coincide); adam: minibatch Adam "
-               "with early stopping; auto: exact where it applies, adam otherwise",
-               {"choices": SOLVERS}),
-    "betas_per_chunk": ("training", "losses per chunk, the unit of memory and of resumption (0: "
-                        "the whole grid where the fit is exact, 16 where Adam trains)",
-                        {"type": int}),
-    "n_bins": ("report", "bins of the ECE", {"type": int}),
-    "average": ("report", "how the members of a loss pool: score (their mean score, the "
-                "paper's ensemble) or logit (the score of their mean logit)",
-                {"choices": ENSEMBLE_AVERAGES}),
-    "distributed": ("processes", "run as one of several processes (jax.distributed), each "
-                    "training its share of the members into the shared --out, process 0 "
-                    "writing the results; under Slurm, Open MPI or on a Cloud TPU the processes "
-                    "are detected, elsewhere set config.distributed.coordinator_address, "
-                    "num_processes and process_id", {"action": "store_const", "const": True}),
-}  # fmt: skip
-_GROUPS = {
-    "data": "data",
-    "loss": "the loss and its grid of class weights",
-    "training": "training",
-    "report": "the report",
-    "processes": "several processes",
+#: The argparse settings of the named options that differ from what their key's default implies
+#: (a number's type, several values for a tuple, a switch for a bool): what ``--help`` shows of
+#: the values each takes. What an option means is its key's meaning in the config schema.
+_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "csv": {"metavar": "PATH"},
+    "classes": {"choices": ("binary", "all")},
+    "target": {"metavar": "COLUMN"},
+    "positive": {"metavar": "VALUE"},
+    "delimiter": {"metavar": "CHAR"},
+    "data_dir": {"metavar": "DIR"},
+    "manual_dir": {"metavar": "DIR"},
+    "loss_weights": {"metavar": "W1;W2;..."},
+    "betas": {"nargs": "+", "metavar": "BETA"},
+    "weights": {"metavar": "PTH"},
+    "seeds": {"type": int, "nargs": "+", "metavar": "N"},
+    "l2": {"type": _ridge, "metavar": "L2|auto"},
+    "l2_grid": {"nargs": "+", "metavar": "L2"},
+    "l2_scale": {"choices": L2_SCALES},
+    "solver": {"choices": SOLVERS},
+    "average": {"choices": ENSEMBLE_AVERAGES},
+}
+#: ``--help``'s group of each section of the config, in its order.
+_SECTIONS = {
+    "data": "data (config.data)",
+    "model": "the model (config.model)",
+    "loss": "the loss and its grid of class weights (config.loss)",
+    "train": "training (config.train)",
+    "eval": "the report (config.eval)",
+    "distributed": "several processes (config.distributed)",
 }
 
 
 def add_config_arguments(
     parser: argparse.ArgumentParser, inputs: str, defaults: ml_collections.ConfigDict
 ) -> None:
-    """Add ``--config FILE`` and the named options of the keys that runs on ``inputs`` read
-    (:func:`iml.commands.config.shortcuts`), each named as in every command, its help ending
-    with the key it sets and its default in ``defaults``."""
+    """Add the named options of the keys that runs on ``inputs`` read
+    (:func:`iml.commands.config.shortcuts`), each named as in every command, grouped by the
+    config's sections; an option's help is its key's meaning in the schema
+    (:func:`iml.config.key_meanings`), its default in ``defaults`` and the key it sets."""
     flat = flatten(defaults)
-    groups = {name: parser.add_argument_group(title) for name, title in _GROUPS.items()}
+    meanings = key_meanings(experiment_config)
+    groups = {section: parser.add_argument_group(title) for section, title in _SECTIONS.items()}
     for option, key in shortcuts(inputs).items():
-        group, text, kwargs = _OPTIONS[option]
+        kwargs = dict(_ARGUMENTS.get(option, {}))
         default = flat[key]
-        if default not in ("", ()) and "default" not in text and "const" not in kwargs:
-            text = f"{text}; default {default}"
+        if isinstance(default, bool):  # a switch: the option sets the other value
+            kwargs.update(action="store_const", const=not default)
+            text = f"sets config.{key} = {not default}; the key: {meanings[key]}"
+        else:
+            if type(default) in (int, float):
+                kwargs.setdefault("type", type(default))
+            shown = f"; default {default}" if default not in ("", ()) else ""
+            text = f"{meanings[key]}{shown} (config.{key})"
         flag = "--" + option.replace("_", "-")
-        groups[group].add_argument(flag, help=f"{text} (config.{key})", **kwargs)
+        groups[key.split(".")[0]].add_argument(flag, help=text.replace("%", "%%"), **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:

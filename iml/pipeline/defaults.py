@@ -92,8 +92,9 @@ def experiment_config() -> ml_collections.ConfigDict:
     # cross-entropy, eq. 7; 'squared', the beta-weighted Brier score; 'focal', its weight alpha),
     # or a multiclass loss over the grid loss.weights ('matrix', 'class_weighted_softmax')
     c.loss.name = "log"
-    c.loss.betas = (0.5, 0.9, 0.99)  # one ensemble per class weight; () = the logit grid below
-    c.loss.n_betas = 64  # the grid: evenly spaced in logit(beta) (iml.beta_grid)
+    # one ensemble per class weight, space- or comma-separated; () = the logit grid of n_betas
+    c.loss.betas = (0.5, 0.9, 0.99)
+    c.loss.n_betas = 64  # the size of the grid of betas, evenly spaced in logit (iml.beta_grid)
     c.loss.beta_min = 0.01  # the grid's lowest beta
     c.loss.beta_max = 0.99  # the grid's highest beta
     c.loss.gamma = 2.0  # the focusing parameter of 'focal'; the other losses do not read it
@@ -110,7 +111,7 @@ def experiment_config() -> ml_collections.ConfigDict:
     # validation and test examples per member and step; on a GPU all members of a batch share one
     # program, so lower it with members_per_batch where that program is too large
     c.train.eval_batch_size = 64
-    c.train.learning_rate = 1e-3  # Adam's
+    c.train.learning_rate = 1e-3  # Adam's learning rate
     c.train.patience = 5  # epochs without validation gain before a member stops
     c.train.plateau_patience = 1  # epochs without gain before the learning rate is cut
     c.train.min_learning_rate = 0.0  # the floor of the plateau decay (0: none, the paper's)
@@ -118,10 +119,15 @@ def experiment_config() -> ml_collections.ConfigDict:
     # l2_grid, by the loss's own validation loss (rows)
     c.train.l2 = config_dict.FieldReference("auto", field_type=object)
     c.train.l2_grid = _L2_GRID  # the penalties 'auto' chooses from (rows)
-    c.train.l2_scale = "paper"  # or 'per_weight' (iml.training.L2_SCALES) (rows)
-    c.train.standardize = True  # features standardised on each rotation's training folds (rows)
-    # exact (logistic regression under a loss of EXACT_LOSSES), adam, or auto: exact where it can
-    # (rows)
+    # what the ridge is measured against (iml.training.L2_SCALES): 'paper', the loss itself (a fixed
+    # cost in the paper's units at every class weight, as costly learning assumes), or
+    # 'per_weight', the member's total sample weight (the same trade-off at every weight) (rows)
+    c.train.l2_scale = "paper"
+    # whether the features are standardised on each rotation's training folds (rows)
+    c.train.standardize = True
+    # exact: full-batch Newton steps to the optimum (logistic regression under a loss of
+    # iml.pipeline.sweep_config.EXACT_LOSSES; its seeds coincide); adam: early-stopped minibatch
+    # Adam; auto: exact where it can (rows)
     c.train.solver = "auto"
     # losses per chunk, the unit of memory and of resumption; 0 = all where the fit is exact,
     # 16 where Adam trains (rows)
@@ -146,9 +152,10 @@ def experiment_config() -> ml_collections.ConfigDict:
     c.eval.figures = ("png", "pdf")  # formats of the report's figures (png, pdf, svg); () = none
 
     c.distributed = ml_collections.ConfigDict()
-    # run as one of several processes on JAX's multi-controller runtime (jax.distributed): every
-    # process runs the same command, trains its share of the member batches on its own devices
-    # and stores them in the one shared output folder; process 0 writes the results
+    # whether to run as one of several processes on JAX's multi-controller runtime
+    # (jax.distributed): every process runs the same command, trains its share of the member
+    # batches on its own devices and stores them in the one shared output folder; process 0
+    # writes the results
     c.distributed.enabled = False
     # host:port of process 0's coordinator; '' = detected (Slurm, Open MPI, Cloud TPU)
     c.distributed.coordinator_address = ""
@@ -238,7 +245,7 @@ def sweep_config() -> ml_collections.ConfigDict:
     c.train.epochs = 100  # Adam's most epochs per member
     c.train.batch_size = 512  # Adam's rows per step, shared by the members of a seed
     c.train.eval_batch_size = 1024  # validation rows per step
-    c.train.learning_rate = 0.01  # Adam's
+    c.train.learning_rate = 0.01  # Adam's learning rate
     c.train.plateau_patience = 2  # epochs without gain before Adam's learning rate is cut
     return c
 

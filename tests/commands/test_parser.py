@@ -81,3 +81,29 @@ def test_help_prints_every_config_key_with_its_default_and_meaning(capsys):
     assert key_meanings(experiment_config)["data.n_folds"].startswith("cross-validation folds")
     # the sweep's own comment on a key replaces the schema's
     assert key_meanings(experiment_config, sweep_config)["train.batch_size"].endswith("seed")
+
+
+@pytest.mark.parametrize("command", ["reproduce", "sweep"])
+def test_a_named_options_help_is_its_keys_meaning_in_the_schema(command):
+    """One source for what a key means: the schema's comment, in `--help`'s epilog and in the
+    help of the option that sets it; a switch sets the other value of its key's default."""
+    from iml.config import flatten, key_meanings
+    from iml.pipeline.defaults import experiment_config
+
+    meanings = key_meanings(experiment_config)
+    (sub,) = [a for a in cli.build_parser()._actions if a.dest == "command"]
+    parser = sub.choices[command]
+    inputs = "images" if command == "reproduce" else "rows"
+    defaults = flatten(cli.load_config(cli.parse_args([command, "--out", "unused"])))
+    actions = {a.dest: a for a in parser._actions}
+    for option, key in cli.shortcuts(inputs).items():
+        action = actions[option]
+        assert meanings[key] and meanings[key].replace("%", "%%") in action.help, (command, key)
+        if isinstance(defaults[key], bool):
+            assert action.const is (not defaults[key])
+            assert action.help.startswith(f"sets config.{key} = {not defaults[key]}")
+        else:
+            assert action.help.endswith(f"(config.{key})")
+            if defaults[key] not in ("", ()):
+                assert f"; default {defaults[key]} (config.{key})" in action.help
+    assert command == "reproduce" or actions["no_standardize"].const is False
