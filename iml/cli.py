@@ -60,11 +60,6 @@ __all__ = [
 ]
 
 
-# The commands that read a config, and so take --config.KEY=VALUE (`iml figures` its
-# config.eval keys only).
-_CONFIGURED = ("reproduce", "sweep", "figures")
-
-
 def keep_compiled_programs() -> Path | None:
     """Keep the programs JAX compiles on disk, so that a command run again loads them instead of
     compiling them anew (seconds of every sweep): in ``JAX_COMPILATION_CACHE_DIR`` where it is
@@ -92,11 +87,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     and every result finished before it stays in place.
     """
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.overrides and args.command not in _CONFIGURED:
-        flag = "--config." + args.overrides[0][0]
-        takes = ", ".join(f"`iml {c}`" for c in _CONFIGURED)
-        print(f"iml {args.command}: error: {flag}: only {takes} take it", file=sys.stderr)
-        return 2
     if args.command == "reproduce":
         # on the CPU, one device per core lets ensemble members train side by side
         use_cpu_cores_as_devices()

@@ -57,14 +57,6 @@ def test_a_value_of_the_wrong_type_is_named(tmp_path, capsys):
     assert "--config.train.epochs: expected an integer, got 2.5" in err
 
 
-def test_config_overrides_belong_to_the_commands_with_a_config(tmp_path, capsys):
-    status = cli.main(["reveal", "--run", str(tmp_path), "--out", str(tmp_path / "o"),
-                       "--config.eval.n_bins=4"])  # fmt: skip
-    assert status == 2
-    err = capsys.readouterr().err
-    assert "--config.eval.n_bins: only `iml reproduce`, `iml sweep`, `iml figures` take it" in err
-
-
 def test_an_output_folder_holding_another_run_is_named_before_work(tmp_path, capsys):
     stored = ROOT / "docs" / "results" / "reproduce_digits"  # stored with the flat config
     before = (stored / "manifest.json").read_bytes()

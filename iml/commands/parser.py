@@ -174,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read the scores of the models of an `iml reproduce` run or of an `iml "
         "sweep` over class weights, recover each model's experiment, test NIS "
         "(capacity-constrained learning) and NIAC (costly learning) with paired bootstrap "
-        "inference, bound the costs of learning; write revealed.json and three figures.",
+        "inference, bound the costs of learning; write revealed.json and three figures. "
+        "--config.eval.KEY=VALUE sets n_bins, n_bootstrap, report_seed and figures (the "
+        "formats, png,pdf by default; none with --config.eval.figures=).",
     )
     rev.add_argument("--run", required=True, metavar="DIR", nargs="+",
                      help="a run folder written by `iml reproduce` or `iml sweep`, or several "
@@ -184,9 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     rev.add_argument(
         "--n-bins",
         type=int,
-        default=10,
         help="signals per model: deciles merged until each bin holds 10 expected positives and "
-        "negatives; default 10 (the verdicts are also reached at 5, 10 and 20 quantile bins)",
+        "negatives (the verdicts are also reached at 5, 10 and 20 quantile bins); default 10 "
+        "(config.eval.n_bins)",
     )
     rev.add_argument(
         "--power-datasets",
@@ -195,9 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="simulated data sets per scenario for each test's size and power at the run's N, "
         "K and prior; 0 for none; default 100",
     )
-    rev.add_argument("--n-bootstrap", type=int, default=1000,
-                     help="paired bootstrap replicates; default 1000")  # fmt: skip
-    rev.add_argument("--seed", type=int, default=0, help="seed of the bootstrap; default 0")
+    rev.add_argument(
+        "--n-bootstrap",
+        type=int,
+        help="paired bootstrap replicates; default 1000 (config.eval.n_bootstrap)",
+    )
+    rev.add_argument("--report-seed", "--seed", type=int, dest="report_seed",
+                     help="seed of the bootstrap and the simulations; default 0 "
+                     "(config.eval.report_seed)")  # fmt: skip
     rev.add_argument("--no-progress", action="store_true", help="print only the summary")
     rev.set_defaults(func=reveal_command)
     return parser

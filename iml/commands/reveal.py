@@ -6,8 +6,52 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["reveal_command"]
+from iml import _validation as V
+from iml.config import apply_overrides
+from iml.pipeline.defaults import default_config
+
+__all__ = ["REVEAL_SETTINGS", "reveal_command", "reveal_settings"]
+
+#: The report's settings (``config.eval``) that ``iml reveal`` reads, at its defaults: deciles of
+#: signals, 1,000 paired bootstrap replicates, seed 0, figures as PNG and PDF.
+REVEAL_SETTINGS: dict[str, Any] = {
+    "n_bins": 10,
+    "n_bootstrap": 1000,
+    "report_seed": 0,
+    "figures": ("png", "pdf"),
+}
+#: The named options of those settings: ``--n-bins`` as in every command.
+_FLAGS = {"n_bins": "--n-bins", "n_bootstrap": "--n-bootstrap", "report_seed": "--report-seed"}
+
+
+def reveal_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of ``iml reveal`` (:data:`REVEAL_SETTINGS`): its ``--config.eval.KEY=VALUE``
+    items, then its named options, each checked; any other ``--config.KEY`` is refused.
+
+    Raises:
+      ValueError: naming the flag or key: another key, fewer than 2 bins or replicates, a
+        negative seed, an unknown figure format.
+    """
+    config = default_config()
+    config.eval.update(REVEAL_SETTINGS)
+    names = {key: f"config.eval.{key}" for key in REVEAL_SETTINGS}
+    for key, _ in args.overrides:
+        section, _, name = key.partition(".")
+        if section != "eval" or name not in REVEAL_SETTINGS:
+            keys = ", ".join(f"config.eval.{k}" for k in REVEAL_SETTINGS)
+            raise ValueError(f"--config.{key}: `iml reveal` takes only {keys}")
+    apply_overrides(config, args.overrides)
+    for key, flag in _FLAGS.items():
+        if getattr(args, key) is not None:
+            config.eval[key], names[key] = getattr(args, key), flag
+    settings = {key: config.eval[key] for key in REVEAL_SETTINGS}
+    V.check_count(names["n_bins"], settings["n_bins"], 2)
+    V.check_count(names["n_bootstrap"], settings["n_bootstrap"], 2)
+    V.check_count(names["report_seed"], settings["report_seed"], 0)
+    settings["figures"] = V.check_figure_formats(names["figures"], settings["figures"])
+    return settings
 
 
 def reveal_command(args: argparse.Namespace) -> Callable[[], int]:
@@ -21,17 +65,15 @@ def reveal_command(args: argparse.Namespace) -> Callable[[], int]:
         revealed_summary,
     )
 
-    for flag, value, least in (("--n-bins", args.n_bins, 2), ("--n-bootstrap", args.n_bootstrap, 2),
-                               ("--seed", args.seed, 0),
-                               ("--power-datasets", args.power_datasets, 0)):  # fmt: skip
-        if value < least:
-            raise ValueError(f"{flag} must be at least {least}, got {value}")
+    settings = reveal_settings(args)
+    if args.power_datasets < 0:
+        raise ValueError(f"--power-datasets must be an integer >= 0, got {args.power_datasets}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out: {out} is a file, not a folder")
     try:
         inputs = load_reveal_input(args.run)
-        check_reveal_input(inputs, args.n_bins)
+        check_reveal_input(inputs, settings["n_bins"])
     except (ValueError, FileNotFoundError) as err:
         raise type(err)(f"--run: {err}") from None
 
@@ -39,20 +81,22 @@ def reveal_command(args: argparse.Namespace) -> Callable[[], int]:
 
         if not args.no_progress:
             K, n = inputs.scores.shape
-            print(f"revealing {K} models on {n} observations ({args.n_bootstrap} paired "
+            print(f"revealing {K} models on {n} observations ({settings['n_bootstrap']} paired "
                   "bootstrap replicates) ...", file=sys.stderr)  # fmt: skip
         record = reveal_run(
             inputs,
             out,
-            n_bins=args.n_bins,
-            n_bootstrap=args.n_bootstrap,
-            seed=args.seed,
+            n_bins=settings["n_bins"],
+            n_bootstrap=settings["n_bootstrap"],
+            seed=settings["report_seed"],
+            formats=settings["figures"],
             power_datasets=args.power_datasets,
             progress=not args.no_progress,
         )
         print(revealed_summary(record))
-        figures = ",".join(FIGURES)
-        print(f"wrote {out / 'revealed.json'}, {out / 'figures'}/{{{figures}}}.{{png,pdf}}")
+        figures, formats = ",".join(FIGURES), ",".join(settings["figures"])
+        drawn = f", {out / 'figures'}/{{{figures}}}.{{{formats}}}" if formats else ""
+        print(f"wrote {out / 'revealed.json'}{drawn}")
         return 0
 
     return work

@@ -134,17 +134,23 @@ def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
 
 def test_reveal_of_the_stored_digits_run_records_what_reveal_finds(tmp_path, capsys):
     before = sorted(p.relative_to(DIGITS) for p in DIGITS.rglob("*"))
-    argv = ["reveal", "--run", str(DIGITS), "--out", str(tmp_path), "--n-bootstrap", "200",
+    # the report's settings as every command takes them, the figures in the formats asked
+    argv = ["reveal", "--run", str(DIGITS), "--out", str(tmp_path), "--config.eval.n_bootstrap",
+            "200", "--config.eval.figures=svg", "--config.eval.report_seed=3",
             "--power-datasets", "0"]  # fmt: skip
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
+    assert f"{tmp_path / 'figures'}/{{{','.join(FIGURES)}}}.{{svg}}" in captured.out
+    drawn = sorted(p.name for p in (tmp_path / "figures").iterdir())
+    assert drawn == sorted(f"{name}.svg" for name in FIGURES)
     assert "revealing 3 models on 1797 observations" in captured.err
     assert "K=3 models, N=1797 observations scored by all (of 1797)" in captured.out
     record = json.loads((tmp_path / "revealed.json").read_text())
     assert record["kind"] == "reproduce" and record["betas"] == [0.5, 0.9, 0.99]
+    assert record["n_bootstrap"] == 200 and record["seed"] == 3
     with np.load(DIGITS / "ensemble_scores.npz") as stored:
         scores, labels = stored["scores"].astype(np.float32), stored["labels"]
-    _check_record(record, scores, labels, np.asarray([0.5, 0.9, 0.99]))
+    _check_record(record, scores, labels, np.asarray([0.5, 0.9, 0.99]), seed=3)
     assert "simulated" not in record  # --power-datasets 0
     assert sorted(p.relative_to(DIGITS) for p in DIGITS.rglob("*")) == before  # read only
 
@@ -202,11 +208,21 @@ def test_a_sweep_without_class_weights_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"), [("--n-bootstrap", "1"), ("--n-bins", "1"), ("--seed", "-1")]
+    ("flag", "value", "named"),
+    [
+        ("--n-bootstrap", "1", "--n-bootstrap must be an integer >= 2"),
+        ("--n-bins", "1", "--n-bins must be an integer >= 2"),
+        ("--seed", "-1", "--report-seed must be an integer >= 0"),
+        ("--config.eval.n_bootstrap=1", None, "config.eval.n_bootstrap must be an integer >= 2"),
+        ("--config.eval.figures=tiff", None, "config.eval.figures: unknown figure format 'tiff'"),
+        ("--config.eval.average=logit", None, "--config.eval.average: `iml reveal` takes only"),
+        ("--config.train.epochs=2", None, "--config.train.epochs: `iml reveal` takes only"),
+        ("--power-datasets", "-1", "--power-datasets must be an integer >= 0"),
+    ],
 )
-def test_bad_settings_are_named(flag, value, sweep, tmp_path, capsys):
-    err = _bad(["--run", str(sweep), flag, value], tmp_path, capsys)
-    assert f"{flag} must be at least" in err
+def test_bad_settings_are_named(flag, value, named, sweep, tmp_path, capsys):
+    err = _bad(["--run", str(sweep), flag, *([value] if value else [])], tmp_path, capsys)
+    assert named in err
 
 
 def test_an_output_that_is_a_file_is_named(sweep, tmp_path, capsys):
@@ -236,8 +252,9 @@ def test_reproduce_runs_merge_with_their_seeds_and_the_intervals_cover_them(tmp_
         inputs.scores[2], np.mean(inputs.seed_scores[:, 2], axis=0), rtol=1e-5, atol=1e-7
     )
     argv = ["reveal", "--run", *map(str, PNEUMONIA), "--out", str(tmp_path), "--n-bootstrap",
-            "60", "--power-datasets", "0", "--no-progress"]  # fmt: skip
+            "60", "--power-datasets", "0", "--no-progress", "--config.eval.figures="]  # fmt: skip
     assert cli.main(argv) == 0
+    assert not (tmp_path / "figures").exists()  # no formats: revealed.json alone
     record = json.loads((tmp_path / "revealed.json").read_text())
     assert record["seeds"] == [[0], [0], [0, 1, 2, 3]]
     assert "over its training seeds (1 to 4 a model)" in record["intervals"]
