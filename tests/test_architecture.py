@@ -180,6 +180,27 @@ def test_modules_stay_at_one_idea():
         assert path.exists() and len(path.read_text().splitlines()) > MAX_LINES, key
 
 
+def test_experiments_and_benchmarks_import_only_public_iml_names():
+    # What a user's own experiment can do, ours do: no private module or name of iml.
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    private = []
+    for path in sorted((root / "experiments").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "iml":
+                names = [*node.module.split("."), *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names if a.name.split(".")[0] == "iml"]
+                names = [part for module in modules for part in module.split(".")]
+            else:
+                continue
+            if any(name.startswith("_") for name in names):
+                private.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not private, f"private iml names imported at {private}"
+
+
 # ----------------------------------------------------------------------------------------------
 # The tests mirror the package
 # ----------------------------------------------------------------------------------------------
