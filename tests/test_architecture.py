@@ -16,7 +16,10 @@ The layers, lowest first (a module may import its own layer's and lower ones):
 
 The tests mirror the package: ``iml/calibration/binning.py`` is tested in
 ``tests/calibration/test_binning.py``, ``iml/spec.py`` in ``tests/test_spec.py`` (a leading
-underscore dropped: ``iml/_io.py`` in ``tests/test_io.py``).
+underscore dropped: ``iml/_io.py`` in ``tests/test_io.py``). The tests of ``experiments/`` mirror
+it in ``tests/experiments/`` the same way: ``experiments/studies/ridge_scale.py`` is tested in
+``tests/experiments/studies/test_ridge_scale.py``, ``experiments/benchmarks/_projection.py`` in
+``tests/experiments/benchmarks/test_projection.py``.
 """
 
 from __future__ import annotations
@@ -180,6 +183,27 @@ def test_modules_stay_at_one_idea():
         assert path.exists() and len(path.read_text().splitlines()) > MAX_LINES, key
 
 
+def test_experiments_and_benchmarks_import_only_public_iml_names():
+    # What a user's own experiment can do, ours do: no private module or name of iml.
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    private = []
+    for path in sorted((root / "experiments").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "iml":
+                names = [*node.module.split("."), *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names if a.name.split(".")[0] == "iml"]
+                names = [part for module in modules for part in module.split(".")]
+            else:
+                continue
+            if any(name.startswith("_") for name in names):
+                private.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not private, f"private iml names imported at {private}"
+
+
 # ----------------------------------------------------------------------------------------------
 # The tests mirror the package
 # ----------------------------------------------------------------------------------------------
@@ -228,3 +252,56 @@ def test_every_test_module_in_a_mirrored_folder_tests_a_module_that_exists():
         if test not in mirrored
     ]
     assert sorted(orphans) == []
+
+
+EXPERIMENTS = ROOT.parent / "experiments"
+#: The packages of ``experiments/`` whose tests belong in ``tests/experiments/``, not at the top.
+EXPERIMENTS_PACKAGES = ("experiments.studies", "experiments.benchmarks")
+
+
+def _experiments_modules() -> set[Path]:
+    """The modules of ``experiments/``, as paths inside it (``experiments/configs/`` holds the
+    default configs, checked by the tests of the commands that read them)."""
+    return {
+        path.relative_to(EXPERIMENTS)
+        for path in EXPERIMENTS.rglob("*.py")
+        if path.name != "__init__.py" and path.relative_to(EXPERIMENTS).parts[0] != "configs"
+    }
+
+
+def _imported_names(path: Path) -> set[str]:
+    """What the file at ``path`` imports, at any depth of its code: ``import a.b`` gives ``a.b``,
+    ``from a import b`` gives ``a.b``."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_every_experiments_module_with_tests_has_them_at_the_mirrored_path():
+    # tests/experiments/a/test_b.py tests experiments/a/b.py (or experiments/a/_b.py): a module
+    # renamed or removed takes its test module along
+    modules = _experiments_modules()
+    orphans = []
+    for test in sorted((TESTS / "experiments").rglob("test_*.py")):
+        relative = test.relative_to(TESTS / "experiments")
+        stem = relative.stem.removeprefix("test_")
+        if not {relative.parent / f"{stem}.py", relative.parent / f"_{stem}.py"} & modules:
+            where = EXPERIMENTS.relative_to(ROOT.parent) / relative.parent / f"{stem}.py"
+            orphans.append(f"{test.relative_to(TESTS.parent)} (no {where})")
+    assert not orphans, "test modules of no module of experiments/:\n" + "\n".join(orphans)
+    # and the tests of experiments' studies and benchmarks are in the mirrored folder, not at
+    # the top of tests/
+    misplaced = [
+        f"{test.relative_to(TESTS.parent)} imports {name}"
+        for test in sorted(TESTS.glob("test_*.py"))
+        for name in sorted(_imported_names(test))
+        if ".".join(name.split(".")[:2]) in EXPERIMENTS_PACKAGES
+    ]
+    assert not misplaced, (
+        "tests of experiments/ outside tests/experiments/ (move each to the path that mirrors "
+        "its module):\n" + "\n".join(misplaced)
+    )

@@ -9,7 +9,7 @@ import pytest
 
 from experiments.studies import pneumoniamnist_schedules as S
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 FOLDER = ROOT / "docs" / "results" / "pneumoniamnist_schedules"
 
 

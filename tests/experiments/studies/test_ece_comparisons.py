@@ -13,7 +13,7 @@ import pytest
 from experiments.studies import ece_comparisons as E
 from iml.calibration import compare_ece, expected_calibration_error
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "results"
 STORED = RESULTS / "ece_comparisons" / "comparisons.json"
 

@@ -1,0 +1,39 @@
+"""Smoke test of experiments.benchmarks.sweep_train: it runs at a tiny size and reports a sane
+JSON line.
+
+Speed targets are measured by running the benchmarks themselves, never here.
+"""
+
+import json
+
+import jax
+
+
+def test_sweep_train_benchmark_reports_ratio_and_equal_quality(shared_data_path, capsys, tmp_path):
+    from experiments.benchmarks import sweep_train
+
+    argv = ["--data-dir", str(shared_data_path("uci-adult")), "--rows", "3000"]
+    argv += ["--n-betas", "2", "--seeds", "2", "--baseline-models", "10", "--jobs", "1"]
+    argv += ["--cache-dir", str(tmp_path / "jax_cache")]
+    out = tmp_path / "sweep_train.json"
+    before = jax.config.jax_compilation_cache_dir
+    report = sweep_train.main([*argv, "--out", str(out)])
+    # the benchmark's persistent cache is its own: the process's setting comes back
+    assert jax.config.jax_compilation_cache_dir == before
+    assert any((tmp_path / "jax_cache").iterdir())
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert json.loads(last_line) == report == json.loads(out.read_text())
+    assert report["ratio"] > 0 and report["peak_rss_gb"] > 0
+    assert 0 < report["ours_compile_s"] < report["ours_s"]
+    assert (
+        "2 betas x 10 rotations = 20 models, each a distinct fit (2 seeds asked, 1 fitted"
+        in (report["work"])
+    )
+    assert report["warnings"] and "2 seeds asked of a sweep fitted exactly" in report["warnings"][0]
+    assert report["achieved_gflops"] > 0 and report["gemm_gflops"] > 0
+    # The exact fits are at least as good as scikit-learn's, and the corrected ECEs agree.
+    assert report["objective_ours_lower_or_equal"]
+    assert report["corrected_ece_diff_max"] < 0.005
+    # Against scikit-learn's exact solver, objectives and log-likelihoods agree within 1e-3.
+    assert report["objective_rel_diff_vs_exact_max"] < 1e-4
+    assert report["loglik_rel_diff_vs_exact_max"] < 1e-3
