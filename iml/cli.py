@@ -21,7 +21,8 @@ Examples::
 ``sweep_config``) or ``--config FILE``, then set any key as ``--config.SECTION.KEY=VALUE``, then
 the named options (``--epochs`` sets ``config.train.epochs``; :data:`SHORTCUTS`: one name per
 key in both commands). ``figures`` trains nothing: it reports a stored run with the run's
-config, and takes ``--config.eval.KEY=VALUE`` for the report's own settings.
+config, and takes ``--config.eval.KEY=VALUE`` for the report's own settings, as ``reveal`` does.
+``--no-progress`` hides every progress bar, those of tensorflow-datasets preparing a dataset too.
 
 Bad input (an unknown dataset, a misspelled config key, beta outside (0, 1), missing directories
 or CSV columns) is reported before any work starts, in one line, with exit status 2. A failure
@@ -38,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import jax
+import tensorflow_datasets as tfds
 
 from iml.commands.config import SHORTCUTS, load_config, shortcuts
 from iml.commands.figures import eval_overrides as _eval_overrides  # noqa: F401
@@ -87,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     and every result finished before it stays in place.
     """
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "no_progress", False):
+        tfds.disable_progress_bar()  # its bars while it prepares a dataset
     if args.command == "reproduce":
         # on the CPU, one device per core lets ensemble members train side by side
         use_cpu_cores_as_devices()

@@ -191,3 +191,21 @@ def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(t
     assert sorted(p.name for p in (out / "batches").iterdir()) == ["batch-0000.npz"]
     recorded = json.loads((out / "manifest.json").read_text())["config"]["loss"]
     assert recorded == {"name": "log", "betas": [0.5, 0.9]}
+
+
+def test_no_progress_hides_the_bars_of_preparing_a_dataset(tmp_path, capfd):
+    import tensorflow_datasets as tfds
+
+    from iml.data import load_dataset
+
+    try:
+        tfds.enable_progress_bar()
+        load_dataset("digits", data_dir=tmp_path / "shown")
+        assert "Generating splits" in capfd.readouterr().err  # tensorflow-datasets' own bars
+        argv = ["reveal", "--run", str(tmp_path / "none"), "--out", str(tmp_path / "o")]
+        assert cli.main([*argv, "--no-progress"]) == 2  # refused, after reading its options
+        capfd.readouterr()
+        load_dataset("digits", data_dir=tmp_path / "hidden")
+        assert "Generating" not in capfd.readouterr().err
+    finally:
+        tfds.enable_progress_bar()
