@@ -356,14 +356,15 @@ def key_meanings(*builds: Callable[[], Any]) -> dict[str, str]:
 def keys_help(
     config: Mapping[str, Any] | ml_collections.ConfigDict,
     build: Callable[[], Any] | Sequence[Callable[[], Any]],
+    title: str = "config keys (set with --config.KEY=VALUE), with their defaults:",
 ) -> str:
-    """The text that ``--help`` prints after the options: every key of ``config`` with its
-    default and what it means (:func:`key_meanings` of ``build``, or of several builders), one
-    per line."""
+    """The text that ``--help`` prints after the options: ``title``, then every key of
+    ``config`` with its default and what it means (:func:`key_meanings` of ``build``, or of
+    several builders), one per line."""
     meanings = key_meanings(*([build] if callable(build) else build))
     flat = flatten(config)
     width = min(max(len(f"{k} = {v!r}") for k, v in flat.items()), 36)
-    lines = ["config keys (set with --config.KEY=VALUE), with their defaults:"]
+    lines = [title]
     for key, value in flat.items():
         shown = f"  {key} = {value!r}"
         meaning = textwrap.wrap(meanings.get(key, ""), 96 - width)

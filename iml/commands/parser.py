@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from iml.commands.config import shortcuts
 from iml.commands.figures import figures_command
 from iml.commands.reproduce import reproduce_command
-from iml.commands.reveal import reveal_command
+from iml.commands.reveal import REVEAL_SETTINGS, reveal_command
 from iml.commands.sweep import sweep_command
 from iml.config import flatten, key_meanings, keys_help, split_overrides
 from iml.pipeline.defaults import default_config, experiment_config
@@ -134,7 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Report a stored run without training: its table, ensemble scores and "
         "figures (a sweep's: its table, scores and ECE figures). --config.eval.KEY=VALUE sets "
         "the report's settings (n_bins, n_bootstrap, "
-        "report_seed, average) in place of the run's.",
+        "report_seed, average, figures) in place of the run's.",
+        epilog=keys_help(
+            {"eval": default_config().eval.to_dict()},
+            experiment_config,
+            "config keys (set with --config.eval.KEY=VALUE; default: the run's own), with "
+            "the defaults of a new run:",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fig.add_argument(
         "--run", required=True, help="a run directory written by `iml reproduce` or `iml sweep`"
@@ -177,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
         "inference, bound the costs of learning; write revealed.json and three figures. "
         "--config.eval.KEY=VALUE sets n_bins, n_bootstrap, report_seed and figures (the "
         "formats, png,pdf by default; none with --config.eval.figures=).",
+        epilog=keys_help({"eval": REVEAL_SETTINGS}, experiment_config),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rev.add_argument("--run", required=True, metavar="DIR", nargs="+",
                      help="a run folder written by `iml reproduce` or `iml sweep`, or several "

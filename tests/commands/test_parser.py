@@ -107,3 +107,22 @@ def test_a_named_options_help_is_its_keys_meaning_in_the_schema(command):
             if defaults[key] not in ("", ()):
                 assert f"; default {defaults[key]} (config.{key})" in action.help
     assert command == "reproduce" or actions["no_standardize"].const is False
+
+
+def test_figures_and_reveal_help_print_the_report_keys_they_take(capsys):
+    from iml.commands.reveal import REVEAL_SETTINGS
+    from iml.config import key_meanings
+    from iml.pipeline.defaults import experiment_config
+
+    meanings = key_meanings(experiment_config)
+    for command, settings in (
+        ("figures", dict(experiment_config().eval)),
+        ("reveal", REVEAL_SETTINGS),
+    ):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        for key, value in settings.items():
+            assert f"eval.{key} = {value!r}" in text, (command, key)
+            assert " ".join(meanings[f"eval.{key}"].split()[:4]) in text, (command, key)
+    assert "eval.n_bootstrap = 1000" in text  # reveal's own default
