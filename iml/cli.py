@@ -39,7 +39,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import jax
-import tensorflow_datasets as tfds
 
 from iml.commands.config import SHORTCUTS, load_config, shortcuts
 from iml.commands.figures import eval_overrides as _eval_overrides  # noqa: F401
@@ -48,7 +47,6 @@ from iml.commands.parser import add_config_arguments, build_parser, parse_args
 from iml.commands.reproduce import reproduce_command as _reproduce  # noqa: F401
 from iml.commands.reveal import reveal_command as _reveal  # noqa: F401
 from iml.commands.sweep import sweep_command as _sweep  # noqa: F401
-from iml.training import use_cpu_cores_as_devices
 
 __all__ = [
     "SHORTCUTS",
@@ -90,9 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "no_progress", False):
-        tfds.disable_progress_bar()  # its bars while it prepares a dataset
+        # imported here: only to hide its bars while it prepares a dataset
+        import tensorflow_datasets as tfds
+
+        tfds.disable_progress_bar()
     if args.command == "reproduce":
         # on the CPU, one device per core lets ensemble members train side by side
+        # imported here: the trainer, which `iml --help` and the other commands do without
+        from iml.training import use_cpu_cores_as_devices
+
         use_cpu_cores_as_devices()
     keep_compiled_programs()
     try:

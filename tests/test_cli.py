@@ -209,3 +209,22 @@ def test_no_progress_hides_the_bars_of_preparing_a_dataset(tmp_path, capfd):
         assert "Generating" not in capfd.readouterr().err
     finally:
         tfds.enable_progress_bar()
+
+
+def test_the_command_line_loads_no_training_or_report_code_until_a_command_runs():
+    """`iml --help` and each command's checks of its arguments start in about a second: the
+    trainer, the models, the data loaders, the report and their libraries load when a command's
+    work needs them (a fresh process, as `iml` starts)."""
+    heavy = ["iml.training", "iml.models", "iml.pipeline.report", "iml.pipeline.sweep",
+             "iml.pipeline.runner", "iml.pipeline.reveal", "flax", "optax", "orbax",
+             "tensorflow_datasets", "matplotlib", "pandas"]  # fmt: skip
+    code = (
+        "import sys\nfrom iml import cli\n"
+        "for argv in (['reproduce', '--out', 'o'], ['sweep', '--out', 'o'],"
+        " ['figures', '--run', 'r'], ['reveal', '--run', 'r', '--out', 'o']):\n"
+        "    cli.parse_args(argv)\n"
+        f"print([name for name in {heavy!r} if name in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

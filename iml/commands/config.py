@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 
 from iml import config as config_lib
 from iml.config import parse_value
-from iml.pipeline.defaults import READ_BY, default_config
-from iml.pipeline.sweep import sweep_config
+from iml.pipeline.defaults import READ_BY, default_config, sweep_config
 
 if TYPE_CHECKING:
     import ml_collections

@@ -16,10 +16,8 @@ from iml.commands.reproduce import reproduce_command
 from iml.commands.reveal import REVEAL_SETTINGS, reveal_command
 from iml.commands.sweep import sweep_command
 from iml.config import flatten, key_meanings, keys_help, split_overrides
-from iml.pipeline.defaults import default_config, experiment_config
+from iml.pipeline.defaults import default_config, experiment_config, sweep_config
 from iml.pipeline.store import ENSEMBLE_AVERAGES
-from iml.pipeline.sweep import sweep_config
-from iml.training import L2_SCALES, SOLVERS
 
 if TYPE_CHECKING:
     import ml_collections
@@ -63,8 +61,6 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
     "seeds": {"type": int, "nargs": "+", "metavar": "N"},
     "l2": {"type": _ridge, "metavar": "L2|auto"},
     "l2_grid": {"nargs": "+", "metavar": "L2"},
-    "l2_scale": {"choices": L2_SCALES},
-    "solver": {"choices": SOLVERS},
     "average": {"choices": ENSEMBLE_AVERAGES},
 }
 #: ``--help``'s group of each section of the config, in its order.

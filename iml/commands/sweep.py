@@ -12,10 +12,7 @@ from typing import TYPE_CHECKING
 
 from iml import config as config_lib
 from iml.commands.config import load_config_with_names
-from iml.pipeline import distributed
-from iml.pipeline.report import sweep_title, write_sweep_outputs
-from iml.pipeline.store import RunStore, check_report_layout
-from iml.pipeline.sweep import execute_sweep, prepare_sweep, sweep_config
+from iml.pipeline.defaults import sweep_config
 
 if TYPE_CHECKING:
     import ml_collections
@@ -49,6 +46,12 @@ def _note_unused_adam_options(
 
 def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
     """Check the config, the data and ``--out``; return the work (train, write, summarize)."""
+    # imported here: the sweep's pipeline loads the trainer, the data and the report (seconds),
+    # which `iml --help` and the other commands' checks do without
+    from iml.pipeline import distributed
+    from iml.pipeline.report import sweep_title, write_sweep_outputs
+    from iml.pipeline.store import RunStore, check_report_layout
+    from iml.pipeline.sweep import execute_sweep, prepare_sweep
 
     config, names = load_config_with_names(args)
     out = Path(args.out)
