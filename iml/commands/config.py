@@ -55,6 +55,8 @@ SHORTCUTS = {
     "solver": "train.solver",
     "betas_per_chunk": "train.betas_per_chunk",
     "n_bins": "eval.n_bins",
+    "n_bootstrap": "eval.n_bootstrap",
+    "report_seed": "eval.report_seed",
     "average": "eval.average",
     "distributed": "distributed.enabled",
 }

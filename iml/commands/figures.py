@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from iml.commands.config import SHORTCUTS
 from iml.config import apply_overrides
 from iml.pipeline.defaults import default_config
 from iml.pipeline.store import is_sweep
@@ -52,7 +53,9 @@ def _is_sweep(run: str) -> bool:
 
 def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The ``config.eval`` keys that ``iml figures`` reports with: its ``--config.eval.KEY=VALUE``
-    items, then ``--average``; any other ``--config.KEY`` is refused (it trains nothing)."""
+    items, then its named options of those keys (``--n-bins``, ``--n-bootstrap``,
+    ``--report-seed``, ``--average``); any other ``--config.KEY`` is refused (it trains
+    nothing)."""
 
     config = default_config()
     names = []
@@ -68,6 +71,7 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     # read and typed as `iml reproduce` reads them; the stored run's own values come later
     apply_overrides(config, args.overrides)
     overrides: dict[str, Any] = {name: config.eval[name] for name in names}
-    if args.average is not None:
-        overrides["average"] = args.average
+    for option, key in SHORTCUTS.items():
+        if key.startswith("eval.") and getattr(args, option, None) is not None:
+            overrides[key.removeprefix("eval.")] = getattr(args, option)
     return overrides

@@ -75,16 +75,22 @@ _SECTIONS = {
 
 
 def add_config_arguments(
-    parser: argparse.ArgumentParser, inputs: str, defaults: ml_collections.ConfigDict
+    parser: argparse.ArgumentParser,
+    inputs: str,
+    defaults: ml_collections.ConfigDict | None,
+    sections: tuple[str, ...] = tuple(_SECTIONS),
 ) -> None:
-    """Add the named options of the keys that runs on ``inputs`` read
+    """Add the named options of the keys in ``sections`` that runs on ``inputs`` read
     (:func:`iml.commands.config.shortcuts`), each named as in every command, grouped by the
     config's sections; an option's help is its key's meaning in the schema
-    (:func:`iml.config.key_meanings`), its default in ``defaults`` and the key it sets."""
-    flat = flatten(defaults)
+    (:func:`iml.config.key_meanings`), its default in ``defaults`` (``None``: the stored run's)
+    and the key it sets."""
+    flat = flatten(default_config() if defaults is None else defaults)
     meanings = key_meanings(experiment_config)
-    groups = {section: parser.add_argument_group(title) for section, title in _SECTIONS.items()}
+    groups = {section: parser.add_argument_group(_SECTIONS[section]) for section in sections}
     for option, key in shortcuts(inputs).items():
+        if key.split(".")[0] not in sections:
+            continue
         kwargs = dict(_ARGUMENTS.get(option, {}))
         default = flat[key]
         if isinstance(default, bool):  # a switch: the option sets the other value
@@ -94,6 +100,8 @@ def add_config_arguments(
             if type(default) in (int, float):
                 kwargs.setdefault("type", type(default))
             shown = f"; default {default}" if default not in ("", ()) else ""
+            if defaults is None:
+                shown = "; default: the run's"
             text = f"{meanings[key]}{shown} (config.{key})"
         flag = "--" + option.replace("_", "-")
         groups[key.split(".")[0]].add_argument(flag, help=text.replace("%", "%%"), **kwargs)
@@ -143,13 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--run", required=True, help="a run directory written by `iml reproduce` or `iml sweep`"
     )
     fig.add_argument("--out", help="where to write (default: the run directory)")
-    fig.add_argument(
-        "--average",
-        choices=ENSEMBLE_AVERAGES,
-        default=None,
-        help="how each ensemble pools its members: 'score' (the mean score, the paper's) or "
-        "'logit' (the mean logit); default: the run's config.eval.average",
-    )
+    add_config_arguments(fig, "images", None, sections=("eval",))
     fig.set_defaults(func=figures_command)
 
     swp = sub.add_parser(

@@ -66,3 +66,23 @@ def test_a_bad_report_setting_of_a_sweep_is_refused_before_any_work(sweep, tmp_p
     assert cli.main(argv) == 2
     assert "config.eval.figures: unknown figure format 'bmp'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_report_options_set_the_same_keys_as_in_every_command():
+    from iml import cli
+    from iml.commands.figures import eval_overrides
+
+    def overrides(*argv):
+        return eval_overrides(cli.parse_args(["figures", "--run", "r", *argv]))
+
+    named = overrides("--n-bins", "20", "--n-bootstrap", "50", "--report-seed", "3",
+                      "--average", "logit")  # fmt: skip
+    assert named == {"n_bins": 20, "n_bootstrap": 50, "report_seed": 3, "average": "logit"}
+    keys = ["n_bins=20", "n_bootstrap=50", "report_seed=3", "average=logit"]
+    assert named == overrides(*(f"--config.eval.{key}" for key in keys))
+    assert overrides("--config.eval.n_bins=5", "--n-bins", "7") == {"n_bins": 7}  # named last
+    assert overrides() == {}  # the run's own settings
+    for command in ("reproduce", "sweep"):
+        config = cli.load_config(cli.parse_args([command, "--n-bootstrap", "50", "--report-seed",
+                                                 "3", "--out", "o"]))  # fmt: skip
+        assert (config.eval.n_bootstrap, config.eval.report_seed) == (50, 3)
