@@ -1,13 +1,14 @@
 """The config of ``iml reproduce`` or ``iml sweep``: the default (or ``--config FILE``), then the
 ``--config.KEY=VALUE`` overrides, then the named options (:data:`SHORTCUTS`), each checked and
-typed.
+typed; and the report's settings that ``iml figures`` and ``iml reveal`` take for a stored run
+(:func:`report_overrides`).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from iml import config as config_lib
 from iml.config import parse_value
@@ -16,7 +17,7 @@ from iml.pipeline.defaults import READ_BY, default_config, sweep_config
 if TYPE_CHECKING:
     import ml_collections
 
-__all__ = ["SHORTCUTS", "load_config", "load_config_with_names", "shortcuts"]
+__all__ = ["SHORTCUTS", "load_config", "load_config_with_names", "report_overrides", "shortcuts"]
 
 #: The named options of ``iml reproduce`` and ``iml sweep`` and the config key each sets: one
 #: table, so that an option has the same name in every command. A command offers the options of
@@ -67,6 +68,44 @@ def shortcuts(inputs: str) -> dict[str, str]:
     reproduce``; ``"rows"``: ``iml sweep``): those of :data:`SHORTCUTS` whose key such runs read
     (:data:`iml.pipeline.defaults.READ_BY`)."""
     return {option: key for option, key in SHORTCUTS.items() if READ_BY.get(key, inputs) == inputs}
+
+
+def report_overrides(
+    args: argparse.Namespace, keys: Iterable[str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The report's settings (``config.eval``) that a command reporting a stored run is given:
+    its ``--config.eval.KEY=VALUE`` items, typed as ``iml reproduce`` reads them, then its named
+    options of those keys (:data:`SHORTCUTS`); and how messages name each (``--n-bins`` or
+    ``config.eval.n_bins``).
+
+    Args:
+      args: the parsed command line, with its ``overrides``.
+      keys: the ``config.eval`` keys the command takes.
+
+    Raises:
+      ValueError: for any other ``--config.KEY``, naming the keys taken.
+    """
+    keys = tuple(keys)
+    config = default_config()
+    names: dict[str, str] = {}
+    for key, _ in args.overrides:
+        section, _, name = key.partition(".")
+        # a key of another section, or a report key this command does not take (a misspelled
+        # one is named with the nearest keys below)
+        if section != "eval" or not name or (name in config.eval and name not in keys):
+            listed = ", ".join(f"config.eval.{k}" for k in keys)
+            raise ValueError(
+                f"--config.{key}: `iml {args.command}` trains nothing and takes only the "
+                f"report's settings ({listed}); `iml reproduce` and `iml sweep` take the other keys"
+            )
+        names[name] = f"config.eval.{name}"
+    config_lib.apply_overrides(config, args.overrides)
+    overrides = {name: config.eval[name] for name in names}
+    for option, key in SHORTCUTS.items():
+        name = key.removeprefix("eval.")
+        if key.startswith("eval.") and name in keys and getattr(args, option, None) is not None:
+            overrides[name], names[name] = getattr(args, option), "--" + option.replace("_", "-")
+    return overrides, names
 
 
 def load_config(args: argparse.Namespace) -> ml_collections.ConfigDict:

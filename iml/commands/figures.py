@@ -10,8 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iml.commands.config import SHORTCUTS
-from iml.config import apply_overrides
+from iml.commands.config import report_overrides
 from iml.pipeline.defaults import default_config
 from iml.pipeline.store import is_sweep
 
@@ -55,23 +54,5 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The ``config.eval`` keys that ``iml figures`` reports with: its ``--config.eval.KEY=VALUE``
     items, then its named options of those keys (``--n-bins``, ``--n-bootstrap``,
     ``--report-seed``, ``--average``); any other ``--config.KEY`` is refused (it trains
-    nothing)."""
-
-    config = default_config()
-    names = []
-    for key, _ in args.overrides:
-        section, _, name = key.partition(".")
-        names.append(name)
-        if section != "eval" or not name:
-            keys = ", ".join(f"config.eval.{k}" for k in config.eval)
-            raise ValueError(
-                f"--config.{key}: `iml figures` trains nothing and takes only the report's "
-                f"settings ({keys}); `iml reproduce` and `iml sweep` take the other keys"
-            )
-    # read and typed as `iml reproduce` reads them; the stored run's own values come later
-    apply_overrides(config, args.overrides)
-    overrides: dict[str, Any] = {name: config.eval[name] for name in names}
-    for option, key in SHORTCUTS.items():
-        if key.startswith("eval.") and getattr(args, option, None) is not None:
-            overrides[key.removeprefix("eval.")] = getattr(args, option)
-    return overrides
+    nothing). See :func:`iml.commands.config.report_overrides`."""
+    return report_overrides(args, default_config().eval)[0]

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from iml import _validation as V
-from iml.config import apply_overrides
-from iml.pipeline.defaults import default_config
+from iml.commands.config import report_overrides
 
 __all__ = ["REVEAL_SETTINGS", "reveal_command", "reveal_settings"]
 
@@ -22,8 +21,6 @@ REVEAL_SETTINGS: dict[str, Any] = {
     "report_seed": 0,
     "figures": ("png", "pdf"),
 }
-#: The named options of those settings: ``--n-bins`` as in every command.
-_FLAGS = {"n_bins": "--n-bins", "n_bootstrap": "--n-bootstrap", "report_seed": "--report-seed"}
 
 
 def reveal_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -34,19 +31,9 @@ def reveal_settings(args: argparse.Namespace) -> dict[str, Any]:
       ValueError: naming the flag or key: another key, fewer than 2 bins or replicates, a
         negative seed, an unknown figure format.
     """
-    config = default_config()
-    config.eval.update(REVEAL_SETTINGS)
-    names = {key: f"config.eval.{key}" for key in REVEAL_SETTINGS}
-    for key, _ in args.overrides:
-        section, _, name = key.partition(".")
-        if section != "eval" or name not in REVEAL_SETTINGS:
-            keys = ", ".join(f"config.eval.{k}" for k in REVEAL_SETTINGS)
-            raise ValueError(f"--config.{key}: `iml reveal` takes only {keys}")
-    apply_overrides(config, args.overrides)
-    for key, flag in _FLAGS.items():
-        if getattr(args, key) is not None:
-            config.eval[key], names[key] = getattr(args, key), flag
-    settings = {key: config.eval[key] for key in REVEAL_SETTINGS}
+    overrides, names = report_overrides(args, REVEAL_SETTINGS)
+    settings = {**REVEAL_SETTINGS, **overrides}
+    names = {key: names.get(key, f"config.eval.{key}") for key in REVEAL_SETTINGS}
     V.check_count(names["n_bins"], settings["n_bins"], 2)
     V.check_count(names["n_bootstrap"], settings["n_bootstrap"], 2)
     V.check_count(names["report_seed"], settings["report_seed"], 0)

@@ -215,8 +215,9 @@ def test_a_sweep_without_class_weights_is_refused(tmp_path, capsys):
         ("--seed", "-1", "--report-seed must be an integer >= 0"),
         ("--config.eval.n_bootstrap=1", None, "config.eval.n_bootstrap must be an integer >= 2"),
         ("--config.eval.figures=tiff", None, "config.eval.figures: unknown figure format 'tiff'"),
-        ("--config.eval.average=logit", None, "--config.eval.average: `iml reveal` takes only"),
-        ("--config.train.epochs=2", None, "--config.train.epochs: `iml reveal` takes only"),
+        ("--config.eval.average=logit", None, "--config.eval.average: `iml reveal` trains nothing"),
+        ("--config.train.epochs=2", None, "--config.train.epochs: `iml reveal` trains nothing"),
+        ("--config.eval.n_binz=4", None, "config.eval.n_binz: no such key; did you mean"),
         ("--power-datasets", "-1", "--power-datasets must be an integer >= 0"),
     ],
 )
