@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from iml.commands.config import report_overrides
-from iml.pipeline.defaults import default_config
+from iml.pipeline.defaults import check_eval_settings, default_config
 from iml.pipeline.store import is_sweep
 
 __all__ = ["eval_overrides", "figures_command"]
@@ -54,5 +54,10 @@ def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The ``config.eval`` keys that ``iml figures`` reports with: its ``--config.eval.KEY=VALUE``
     items, then its named options of those keys (``--n-bins``, ``--n-bootstrap``,
     ``--report-seed``, ``--average``); any other ``--config.KEY`` is refused (it trains
-    nothing). See :func:`iml.commands.config.report_overrides`."""
-    return report_overrides(args, default_config().eval)[0]
+    nothing). Each is checked here, named as it was given; the stored run's kind checks the
+    fewest replicates later. See :func:`iml.commands.config.report_overrides`."""
+    defaults = default_config().eval
+    overrides, names = report_overrides(args, defaults)
+    settings = {**defaults.to_dict(), **overrides}
+    check_eval_settings(settings, lambda key: names.get(key, f"config.eval.{key}"), 0)
+    return overrides

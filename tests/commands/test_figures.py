@@ -82,6 +82,10 @@ def test_the_report_options_set_the_same_keys_as_in_every_command():
     assert named == overrides(*(f"--config.eval.{key}" for key in keys))
     assert overrides("--config.eval.n_bins=5", "--n-bins", "7") == {"n_bins": 7}  # named last
     assert overrides() == {}  # the run's own settings
+    with pytest.raises(ValueError, match="--n-bins must be an integer >= 1, got 0"):
+        overrides("--n-bins", "0")
+    with pytest.raises(ValueError, match=r"config\.eval\.report_seed must be an integer >= 0"):
+        overrides("--config.eval.report_seed=-1")
     for command in ("reproduce", "sweep"):
         config = cli.load_config(cli.parse_args([command, "--n-bootstrap", "50", "--report-seed",
                                                  "3", "--out", "o"]))  # fmt: skip
