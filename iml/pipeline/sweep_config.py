@@ -36,6 +36,7 @@ from iml.losses import lookup, registered
 from iml.models.registry import build_model
 from iml.pipeline.defaults import check_eval_settings, check_read_keys, sweep_config
 from iml.training.tabular import TABULAR_DEFAULTS
+from iml.training.train_config import L2_SCALES, SOLVERS
 from iml.training.trainer import TrainConfig
 
 if TYPE_CHECKING:
@@ -185,6 +186,8 @@ def checked_sweep_config(
         ("loss.name", sorted(SWEEP_LOSSES)),
         ("data.name", ["", "csv", *(SWEEP_DATASETS if c.data.name not in ("", "csv") else ())]),
         ("data.classes", ["binary", "all"]),
+        ("train.solver", list(SOLVERS)),
+        ("train.l2_scale", list(L2_SCALES)),
     ):
         if config_lib.lookup(c, key) not in known:
             value = config_lib.lookup(c, key)

@@ -352,7 +352,7 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
         ("l2", "none", r"config.train.l2: TrainConfig.l2 must be a number >= 0 or 'auto'"),
         ("l2", -1.0, r"config.train.l2: TrainConfig.l2 must be a finite number >= 0"),
         ("l2_grid", (1e-3, 0.0), r"config.train.l2_grid: TrainConfig.l2_grid must be a finite"),
-        ("l2_scale", "unit", r"config.train.l2_scale: TrainConfig.l2_scale must be one of"),
+        ("l2_scale", "unit", r"config.train.l2_scale: unknown value 'unit'; expected one of"),
     ]:
         config.train[key] = value
         with pytest.raises(ValueError, match=message):

@@ -49,6 +49,10 @@ def test_a_config_stands_for_its_source_grid_and_training():
         ({"data__name": "digits", "data__n_folds": 3}, r"config\.data\.n_folds must be"),
         ({"data__name": "digits", "model__name": "mlp", "train__solver": "exact"},
          r"config\.train\.solver='exact' fits config\.model\.name='logistic' only"),
+        ({"data__name": "digits", "train__solver": "lbfgs"},
+         r"config\.train\.solver: unknown value 'lbfgs'; expected one of \['auto', 'exact'"),
+        ({"data__name": "digits", "train__l2_scale": "total"},
+         r"config\.train\.l2_scale: unknown value 'total'; expected one of \['paper'"),
     ],
 )  # fmt: skip
 def test_a_bad_key_is_named_before_any_file_is_read(keys, message):
