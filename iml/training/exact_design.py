@@ -1,9 +1,9 @@
-"""The design every exact fit of one table shares, and the linear algebra of its Newton steps:
-the features with a column of ones and the table of their nonzero pair products
-(:class:`Design`), the data's Hessians ``X^T diag(v) X`` made from them, their damped Cholesky
-factors and solves, and what the binary (:mod:`iml.training.exact_binary`) and multinomial
-(:mod:`iml.training.exact_multinomial`) solvers share besides: the rules of a step's line search
-and of a Hessian's renewal, and the solved members (:class:`Solved`).
+"""What every exact fit of one table shares: the features with a column of ones and the table
+of their nonzero pair products (:class:`Design`), the data's Hessians ``X^T diag(v) X`` made from
+them, their damped Cholesky factors and solves, the rules of a step's line search and of a
+Hessian's renewal, the solved members (:class:`Solved`), and the checks of a fit's arguments and
+the fitted members (:class:`LogisticFit`) of the binary (:mod:`iml.training.exact`) and
+multinomial (:mod:`iml.training.exact_multinomial`) solvers.
 
 The Hessians of the weighted log loss of eq. ``b-loss-bin`` (and of the class-weighted softmax
 cross-entropy) are sums over rows of ``v_i x_i x_i^T``: with the nonzero products ``x_ij x_il`` of
@@ -22,6 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 from numpy.typing import ArrayLike
 
+from iml import _validation as V
+
 Array = jax.Array
 
 __all__ = [
@@ -31,12 +33,16 @@ __all__ = [
     "ROUNDING",
     "SLOW",
     "Design",
+    "LogisticFit",
     "Solved",
     "check_design",
+    "checked_grid",
+    "checked_inputs",
     "damped",
     "data_hessians",
     "dot",
     "factor",
+    "ridge_multipliers",
     "solve",
     "times_pairs",
 ]
@@ -195,3 +201,75 @@ class Solved(NamedTuple):
 LINE_TRIALS = 8
 # A slope within this fraction of the sum of its terms' sizes is zero to float32 rounding.
 ROUNDING = 1e-5
+
+
+# ----------------------------------------------------------------------------------------------
+# What an exact fit takes and returns
+# ----------------------------------------------------------------------------------------------
+
+
+class LogisticFit(NamedTuple):
+    """Fitted members (arrays with the members' leading axes).
+
+    Attributes:
+      coef: ``[..., d]`` weights (``[..., d, n]`` for a multinomial fit of ``n`` classes).
+      intercept: ``[...]`` biases (``[..., n]``).
+      objective: ``[...]`` the minimised ``f_k``.
+      grad_norm: ``[...]`` the largest absolute entry of the gradient at the fit.
+      iterations: ``[...]`` Newton steps taken.
+      converged: ``[...]`` whether ``grad_norm <= tol``.
+      hessians: ``[...]`` Hessians formed for the member (a member that borrows an anchor's
+        Hessian, or keeps one across steps, forms fewer than it takes steps).
+    """
+
+    coef: Array
+    intercept: Array
+    objective: Array
+    grad_norm: Array
+    iterations: Array
+    converged: Array
+    hessians: Array
+
+
+def checked_inputs(
+    features: ArrayLike, labels: ArrayLike, sample_weights: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features ``[N, d]`` (finite), labels ``[N]`` and sample weights ``[..., N]`` (finite,
+    non-negative), checked and as arrays."""
+    x = np.asarray(features, np.float32)
+    y = np.asarray(labels)
+    s = np.asarray(sample_weights, np.float32)
+    if x.ndim != 2 or y.shape != (x.shape[0],):
+        raise ValueError(f"features must be [N, d] and labels [N]; got {x.shape} and {y.shape}")
+    if s.ndim < 1 or s.shape[-1] != x.shape[0]:
+        raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
+    V.check_finite("features", x)
+    V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
+    return x, y, s
+
+
+def checked_grid(name: str, l2: ArrayLike) -> np.ndarray:
+    values = np.asarray(l2, np.float64)
+    if values.ndim > 1:
+        raise ValueError(
+            f"{name} must be a number or a 1-D grid of numbers, got shape {values.shape}"
+        )
+    V.check_interval(name, values, 0.0, np.inf, open_low=False, open_high=True)
+    return np.atleast_1d(values)
+
+
+def ridge_multipliers(scale: ArrayLike | None, lead: tuple[int, ...], d: int) -> np.ndarray:
+    """Per-member ridge multipliers ``[*lead, d + 1]`` (0 for the intercept)."""
+    if scale is None:
+        base = np.ones((*lead, d), np.float64)
+    else:
+        base = np.asarray(scale, np.float64)
+        V.check_interval("penalty_scale", base, 0.0, np.inf, open_low=False, open_high=True)
+        try:
+            base = np.broadcast_to(base, (*lead, d))
+        except ValueError:
+            raise ValueError(
+                f"penalty_scale must broadcast to the members' shape {(*lead, d)}; got shape "
+                f"{base.shape}"
+            ) from None
+    return np.concatenate([base, np.zeros((*lead, 1))], axis=-1)

@@ -6,7 +6,7 @@ coefficients over all classes: the class-weighted cross-entropy weighs row ``i``
 (the multiclass counterpart of the beta-weighted cross-entropy of eq. ``b-loss-bin``). Its
 Hessian ``sum_i s_i (x_i x_i^T) kron (diag p_i - p_i p_i^T)`` is a large matrix product of its
 own, so members are solved one after another, each with the binary solver's rules of step and
-renewal (:mod:`iml.training.exact_binary`); a grid of ridge coefficients is solved from the
+renewal (:mod:`iml.training.exact`); a grid of ridge coefficients is solved from the
 largest down, each level from the level above with its Hessian. The softmax's shift of all
 classes leaves the Hessian singular, which the damped factor of
 :mod:`iml.training.exact_design` handles.
@@ -29,15 +29,18 @@ from iml.training.exact_design import (
     ROUNDING,
     SLOW,
     Design,
+    LogisticFit,
     Solved,
     check_design,
+    checked_grid,
+    checked_inputs,
     damped,
     dot,
     factor,
+    ridge_multipliers,
     solve,
     times_pairs,
 )
-from iml.training.exact_inputs import LogisticFit, checked_grid, checked_inputs, ridge_multipliers
 
 Array = jax.Array
 
@@ -84,7 +87,7 @@ def _softmax_newton(
     max_iter: int,
 ) -> Solved:
     """One multinomial member by Newton steps with lagged Hessians (the binary rules of
-    :func:`iml.training.exact_binary._newton`; here a member's own condition decides, since
+    :func:`iml.training.exact._newton`; here a member's own condition decides, since
     members are solved one after another)."""
     X = design.X
     X_abs = jnp.abs(X)
