@@ -2,42 +2,30 @@
 
 This is how the sweeps (:mod:`iml.pipeline.sweep`) train: for every loss of a grid
 (:func:`iml.loss_grid`), every seed and every rotation of the nested cross-validation
-(:mod:`iml.data.folds`), one member of a Flax model (:mod:`iml.models.small`: logistic regression
-or a one-hidden-layer MLP) is trained on the rotation's training rows under its own loss
-(:meth:`iml.LossSpec.logits_loss`). It is the ensemble trainer configured for a table
-(:data:`TABULAR_DEFAULTS`, a :class:`~iml.training.TrainConfig`): every member is the trainer's
-:class:`~iml.training.member.MemberState` (its own Adam moments, learning rate and best
-parameters), steps by the trainer's :func:`~iml.training.member.member_train_step`, is validated by
-:func:`~iml.training.member.member_eval_step`, and ends each epoch with
-:func:`~iml.training.member.end_of_epoch` (plateau decay, early stopping on its own
-validation loss, the paper's rule).
-
-What differs from the image ensembles of :mod:`iml.training.trainer` is only where batches come
-from. There every member streams its own image batches from the host; here the whole table lives
-on the device, an epoch is one jitted ``lax.scan`` over minibatches, and the
+(:mod:`iml.data.folds`), one member of a small Flax model (:mod:`iml.models.small`) is trained on
+the rotation's training rows under its own loss. Each member is the ensemble trainer's
+(:mod:`iml.training.member`: its own Adam state and learning rate, plateau decay and early
+stopping on its own validation loss), configured by :data:`TABULAR_DEFAULTS`. Only where batches
+come from differs from :mod:`iml.training.trainer`: the whole table lives on the device, an epoch
+is one jitted ``lax.scan`` over minibatches (:mod:`iml.training.tabular_program`), and the
 ``K = n_seeds x n_losses x n_rotations`` members, on axes ``[seed, loss, rotation]``, share each
-minibatch's rows: all members of a seed share the minibatch order and initialisation (common
-random numbers across losses and rotations), and a rotation's training mask weights the rows
-that count for its members. Nested ``jax.vmap`` then turns small dense models into batched
-matrix products, which is what makes thousands of members cheap.
+minibatch's rows: the members of a seed share its order and initialisation (common random
+numbers), and a rotation's training mask weights the rows that count for its members.
 
-Under the beta-weighted and the B-weighted log loss and the class-weighted softmax
-cross-entropy the logistic members are convex problems, and the default solver fits each to its
-optimum instead (:mod:`iml.training.exact`). Early-stopped minibatch Adam stops where the
-validation loss stops falling, and where the weighted loss is nearly flat (a small ``beta`` on a
-rare class) that can be far from the optimum: the scores are then not loss-calibrated
-(Definition 2) and no correction can make them calibrated. The beta-weighted members of a sweep
-form a path in ``logit(beta)`` (:func:`~iml.training.exact.fit_weighted_logistic`); the
-B-weighted log loss of eq. ``b-loss-multi`` (one sigmoid per class) splits by class, output ``c``
+Logistic members under the beta-weighted and the B-weighted log loss and the class-weighted
+softmax cross-entropy are convex problems, which the default solver fits to their optimum
+(:mod:`iml.training.exact`). Early-stopped Adam stops where the validation loss stops falling,
+which where the weighted loss is nearly flat (a small ``beta`` on a rare class) can be far from
+the optimum: the scores are then not loss-calibrated (Definition 2) and no correction can make
+them calibrated. The B-weighted log loss of eq. ``b-loss-multi`` splits by class, output ``c``
 being the logistic regression of ``1{y = c}`` in which row ``i`` weighs ``B[y_i, c]``; the
 class-weighted softmax cross-entropy is multinomial logistic regression with row ``i`` weighted
-``w[y_i]`` (:func:`~iml.training.exact.fit_weighted_softmax`).
+``w[y_i]``.
 
 The ridge is part of the fit a correction inverts: a heavily shrunk model reports scores less
-extreme than the optimal rule's, and the correction inherits the error. By default
-(``l2 = "auto"``) each member's coefficient is chosen on its own validation folds by its own loss,
-and features are standardised on its training folds, as a scikit-learn pipeline of
-``StandardScaler`` and ``LogisticRegressionCV`` would at each weight (:func:`train_tabular`).
+extreme than the optimal rule's. By default (``l2 = "auto"``) each member's coefficient is chosen
+on its own validation folds by its own loss, on features standardised on its training folds, as a
+scikit-learn pipeline of ``StandardScaler`` and ``LogisticRegressionCV`` would at each weight.
 """
 
 from __future__ import annotations
@@ -66,14 +54,7 @@ from iml.training.exact import (
     fit_weighted_softmax,
 )
 from iml.training.tabular_program import Data, blocked, epoch_fn, init_state, member_test_logits
-from iml.training.tabular_ridge import (
-    column_scale,
-    penalty_scale,
-    ridge_levels,
-    standardizer,
-    total_weights,
-)
-from iml.training.trainer import TrainConfig
+from iml.training.train_config import TrainConfig
 
 Array = jax.Array
 
@@ -169,10 +150,7 @@ def check_table_config(config: TrainConfig, name: str = "config") -> None:
 
 def exact_solver_applies(model: nn.Module, losses: LossSpec) -> bool:
     """Whether the exact solver fits ``model`` under ``losses``: logistic regression under the
-    beta-weighted log loss, under the B-weighted log loss (one sigmoid per class, eq.
-    ``b-loss-multi``), which splits into one weighted logistic regression per class, or under the
-    class-weighted softmax cross-entropy (multinomial logistic regression). All are convex
-    problems."""
+    beta-weighted or the B-weighted log loss or the class-weighted softmax cross-entropy."""
     return isinstance(model, LogisticRegression) and losses.record.exact is not None
 
 
@@ -206,28 +184,20 @@ def train_tabular(
     """Train ``len(seeds) x len(losses) x len(splits)`` members of ``model`` on one table.
 
     Member ``(s, b, r)`` minimises loss ``b`` of the grid (for a beta, the beta-weighted
-    cross-entropy, eq. ``b-loss-bin``) over the training rows of ``splits[r]``. With the exact
-    solver (by default where it applies: logistic regression under the beta-weighted or the
-    B-weighted log loss or the class-weighted softmax cross-entropy,
-    :func:`exact_solver_applies`) every member is fitted to its optimum by
-    full-batch Newton steps, and all seeds share it.
-    Otherwise the members train by the ensemble trainer's steps
-    (:func:`~iml.training.member.member_train_step`, each member's own Adam state and learning
-    rate, :func:`~iml.training.member.end_of_epoch`'s plateau decay and early stopping on
-    its validation rows): member ``(s, b, r)`` starts from the initialisation and follows the
+    cross-entropy, eq. ``b-loss-bin``) over the training rows of ``splits[r]``. Where the exact
+    solver applies (:func:`exact_solver_applies`) and ``config.solver`` allows, every member is
+    fitted to its optimum by full-batch Newton steps, and all seeds share it; otherwise member
+    ``(s, b, r)`` trains by the ensemble trainer's Adam steps from the initialisation and the
     minibatch order of ``seeds[s]``. Members are independent: training one alone (one loss, seed
     and split) gives the same parameters.
 
-    The ridge: ``config.l2`` a number, or ``"auto"`` (:data:`TABULAR_DEFAULTS`), which fits each
-    member at every coefficient of ``config.l2_grid`` and keeps, per (seed, loss, rotation), the
-    fit of lowest loss of its own on the rotation's validation rows, as scikit-learn's
-    ``LogisticRegressionCV(scoring="neg_log_loss")`` would at each weight, inside the one
-    program. ``config.l2_scale`` says what the coefficient is measured against (the loss itself,
-    ``"paper"``, or the member's total sample weight, ``"per_weight"``), and with
-    ``config.standardize`` the features are standardised on each rotation's training rows, so
-    that the ridge is that of standardised features. The exact solver's coefficients stay in the
-    features' own units; Adam's members see the standardised features (their parameters are in
-    those units, and their test logits are computed the same way).
+    The ridge: ``config.l2`` a number, or ``"auto"``, which fits each member at every coefficient
+    of ``config.l2_grid`` and keeps, per (seed, loss, rotation), the fit of lowest loss of its own
+    on the rotation's validation rows, as ``LogisticRegressionCV(scoring="neg_log_loss")`` would,
+    inside the one program. With ``config.standardize`` the ridge is that of features
+    standardised on each rotation's training rows: the exact solver's coefficients stay in the
+    features' own units; Adam's members see the standardised features (their parameters and test
+    logits are in those units).
 
     Args:
       model: a Flax module on rows ``[n, d]``, e.g. :func:`iml.models.build_model`;
@@ -294,14 +264,14 @@ def _train_by_adam(
     rotation) trains at each coefficient of the grid, and keeps the one of lowest validation
     loss."""
     n = x.shape[0]
-    levels = ridge_levels(config)
+    levels = _ridge_levels(config)
     (nb,), G, R = spec.batch_shape, len(levels), len(splits)
     share = train_mask / train_mask.sum(axis=1, keepdims=True)
-    totals = total_weights(spec, y, share, config)  # [nb, R]
+    totals = _total_weights(spec, y, share, config)  # [nb, R]
     # The grid rides on the loss axis: loss i at level g is entry i * G + g.
     l2 = np.repeat(totals, G, axis=0) * np.tile(levels, nb)[:, None]
     losses = spec if G == 1 else jax.tree.map(lambda a: jnp.repeat(a, G, axis=0), spec)
-    center, scale = standardizer(x, train_mask, config.standardize)
+    center, scale = _standardizer(x, train_mask, config.standardize)
     val_idx, val_weight = blocked([split.val for split in splits], config.eval_batch_size)
     data = Data(
         x=jnp.asarray(x),
@@ -380,14 +350,21 @@ def _fit_exactly(
     ``l2 = "auto"``, at each coefficient of ``config.l2_grid``, keeping the one whose fit has
     the lowest loss of its own on the rotation's validation rows."""
     spec = grid.spec
-    levels = ridge_levels(config)
+    levels = _ridge_levels(config)
     share = train_mask / train_mask.sum(axis=1, keepdims=True)  # [R, N]
-    # The members are solved on the features over their standard deviations (all rows; zeros
-    # stay zeros), where the gradient's tolerance means the same for every feature, and their
-    # coefficients are taken back to the features' units.
-    unit = column_scale(x)
+    # The members are solved on the features over their standard deviations (all rows, 1 where
+    # constant; zeros stay zeros), where the gradient's tolerance means the same for every
+    # feature, and their coefficients are taken back to the features' units.
+    sd = np.std(x.astype(np.float64), axis=0)
+    unit = np.where(sd > 1e-6 * np.maximum(1.0, np.abs(x).max(axis=0)), sd, 1.0)
     xs = x / unit
-    penalty = penalty_scale(x, train_mask, total_weights(spec, y, share, config), config) / unit**2
+    # A ridge on standardised features, (l2 / 2) sum_j w'_j^2, is (l2 / 2) sum_j sigma_j^2 w_j^2
+    # in the features' own units (w_j = w'_j / sigma_j; centring moves only the intercept, which
+    # has no penalty): so the members of every rotation share one design. Each member's
+    # multipliers [m, R, d] are the variances on its training rows times its total weight.
+    _, scale = _standardizer(x, train_mask, config.standardize)
+    totals = _total_weights(spec, y, share, config)
+    penalty = totals[..., None] * np.square(scale.astype(np.float64))[None] / unit**2
     options = {"tol": config.tol, "max_iter": config.max_newton_steps, "design": Design.of(xs),
                "penalty_scale": penalty}  # fmt: skip
     if spec.record.exact == "one_vs_rest":
@@ -485,6 +462,46 @@ def _mean_losses(
         return jnp.sum(loss * weight, axis=-1) / jnp.sum(weight, axis=-1)
 
     return jax.lax.map(level, (coef, intercept))
+
+
+def _ridge_levels(config: TrainConfig) -> np.ndarray:
+    """The ridge coefficients a member is fitted at: ``config.l2_grid`` where ``l2 = "auto"``,
+    else the one number."""
+    return np.asarray(config.l2_grid if config.l2 == "auto" else [config.l2], np.float64)
+
+
+def _total_weights(
+    spec: LossSpec, y: np.ndarray, share: np.ndarray, config: TrainConfig
+) -> np.ndarray:
+    """Each member's total sample weight ``[m, R]`` under ``l2_scale = "per_weight"``: the mean
+    over its training rows (``share [R, N]``) of the weight its loss puts on a row of its label,
+    summed over the outputs (``beta`` or ``1 - beta``; a focal loss's ``alpha`` or ``1 - alpha``;
+    ``sum_c B[y, c]``; ``w[y]``); else 1."""
+    if config.l2_scale != "per_weight":
+        return np.ones((spec.batch_shape[0], share.shape[0]))
+    p = {k: np.asarray(v, np.float64) for k, v in spec.params.items()}
+    (m,) = spec.batch_shape
+    weight = spec.record.row_weight
+    rows = np.stack([weight(y, **{k: v[i] for k, v in p.items()}) for i in range(m)])
+    return rows @ share.T
+
+
+def _standardizer(
+    x: np.ndarray, train_mask: np.ndarray, standardize: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each rotation's feature centre and scale ``[R, d]`` on its training rows (the mean and
+    standard deviation, 1 where a feature is constant there, as ``StandardScaler`` does), or 0
+    and 1."""
+    R, d = train_mask.shape[0], x.shape[1]
+    if not standardize:
+        return np.zeros((R, d), np.float32), np.ones((R, d), np.float32)
+    mask = train_mask.astype(np.float64)
+    count = mask.sum(axis=1, keepdims=True)
+    mean = mask @ x.astype(np.float64) / count
+    var = mask @ np.square(x.astype(np.float64)) / count - np.square(mean)
+    constant = var <= 1e-12 * np.maximum(1.0, np.square(mean))
+    scale = np.sqrt(np.where(constant, 1.0, var))
+    return mean.astype(np.float32), scale.astype(np.float32)
 
 
 def _progress(total: int, progress: bool | str) -> Any:
