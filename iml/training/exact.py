@@ -66,7 +66,6 @@ from iml.training.exact_design import (
     LogisticFit,
     Solved,
     check_design,
-    checked_grid,
     checked_inputs,
     damped,
     data_hessians,
@@ -478,14 +477,11 @@ def fit_weighted_logistic(
       A :class:`LogisticFit` whose arrays lead with the grid's axis (if ``l2`` is a grid) and the
       weights' leading axes.
     """
-    x, y, s = checked_inputs(features, labels, sample_weights)
+    x, y, s, levels = checked_inputs(features, labels, sample_weights, l2, max_iter, tol)
     if not np.isin(y, (0, 1)).all():
         raise ValueError("labels must be 0 or 1")
-    levels = checked_grid("l2", l2)
-    V.check_count("max_iter", max_iter)
     if chunk is not None:
         V.check_count("chunk", chunk)
-    V.check_positive("tol", tol)
     offsets = None
     if path is not None:
         if s.ndim < 2:
@@ -499,22 +495,8 @@ def fit_weighted_logistic(
     limit = _BATCH_FLOATS if chunk is None else chunk * n
     members = Members(design, y, tol, max_iter, limit)
     fits = _fit_levels(members, jnp.asarray(s), scale, levels, offsets)
-    out = [
-        LogisticFit(
-            coef=f.theta[..., :-1],
-            intercept=f.theta[..., -1],
-            objective=f.objective,
-            grad_norm=np.max(np.abs(f.grad), axis=-1),
-            iterations=f.iterations,
-            converged=np.max(np.abs(f.grad), axis=-1) <= tol,
-            hessians=f.hessians,
-        )
-        for f in fits
-    ]
-    fit = jax.tree.map(lambda *a: np.stack(a), *out)
-    if np.ndim(l2) == 0:
-        fit = jax.tree.map(lambda a: a[0], fit)
-    return fit
+    fits = [f._replace(hessian=None) for f in fits]  # the last renewals' Hessians are not kept
+    return LogisticFit.of(jax.tree.map(lambda *a: np.stack(a), *fits), tol, l2)
 
 
 def _fit_levels(

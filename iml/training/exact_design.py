@@ -36,7 +36,6 @@ __all__ = [
     "LogisticFit",
     "Solved",
     "check_design",
-    "checked_grid",
     "checked_inputs",
     "damped",
     "data_hessians",
@@ -230,12 +229,36 @@ class LogisticFit(NamedTuple):
     converged: Array
     hessians: Array
 
+    @classmethod
+    def of(cls, solved: Solved, tol: float, l2: ArrayLike, classes: bool = False) -> LogisticFit:
+        """The members ``solved`` (``theta [G, ..., d1]`` on the axis of the ``l2`` grid, or
+        ``[G, ..., d1, n]`` with ``classes``), that axis dropped where ``l2`` is a number."""
+        axis = -2 if classes else -1  # the features' (the intercept's last)
+        theta = np.moveaxis(solved.theta, axis, 0)
+        norm = np.max(np.abs(solved.grad), axis=(-2, -1) if classes else -1)
+        fit = cls(
+            coef=np.moveaxis(theta[:-1], 0, axis),
+            intercept=theta[-1],
+            objective=solved.objective,
+            grad_norm=norm,
+            iterations=solved.iterations,
+            converged=norm <= tol,
+            hessians=solved.hessians,
+        )
+        return jax.tree.map(lambda a: a[0], fit) if np.ndim(l2) == 0 else fit
+
 
 def checked_inputs(
-    features: ArrayLike, labels: ArrayLike, sample_weights: ArrayLike
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Features ``[N, d]`` (finite), labels ``[N]`` and sample weights ``[..., N]`` (finite,
-    non-negative), checked and as arrays."""
+    features: ArrayLike,
+    labels: ArrayLike,
+    sample_weights: ArrayLike,
+    l2: ArrayLike,
+    max_iter: int,
+    tol: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Features ``[N, d]`` (finite), labels ``[N]``, sample weights ``[..., N]`` (finite,
+    non-negative) and the ``l2`` grid (1-D), checked and as arrays; ``max_iter`` and ``tol``
+    checked."""
     x = np.asarray(features, np.float32)
     y = np.asarray(labels)
     s = np.asarray(sample_weights, np.float32)
@@ -245,17 +268,13 @@ def checked_inputs(
         raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
     V.check_finite("features", x)
     V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
-    return x, y, s
-
-
-def checked_grid(name: str, l2: ArrayLike) -> np.ndarray:
-    values = np.asarray(l2, np.float64)
-    if values.ndim > 1:
-        raise ValueError(
-            f"{name} must be a number or a 1-D grid of numbers, got shape {values.shape}"
-        )
-    V.check_interval(name, values, 0.0, np.inf, open_low=False, open_high=True)
-    return np.atleast_1d(values)
+    levels = np.asarray(l2, np.float64)
+    if levels.ndim > 1:
+        raise ValueError(f"l2 must be a number or a 1-D grid of numbers, got shape {levels.shape}")
+    V.check_interval("l2", levels, 0.0, np.inf, open_low=False, open_high=True)
+    V.check_count("max_iter", max_iter)
+    V.check_positive("tol", tol)
+    return x, y, s, np.atleast_1d(levels)
 
 
 def ridge_multipliers(scale: ArrayLike | None, lead: tuple[int, ...], d: int) -> np.ndarray:

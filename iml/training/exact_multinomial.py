@@ -32,7 +32,6 @@ from iml.training.exact_design import (
     LogisticFit,
     Solved,
     check_design,
-    checked_grid,
     checked_inputs,
     damped,
     dot,
@@ -250,13 +249,10 @@ def fit_weighted_softmax(
     Returns:
       A :class:`LogisticFit` with ``coef [..., d, n]`` and ``intercept [..., n]``.
     """
-    x, y, s = checked_inputs(features, labels, sample_weights)
+    x, y, s, levels = checked_inputs(features, labels, sample_weights, l2, max_iter, tol)
     V.check_count("n_classes", n_classes, 2)
     if y.size and (y.min() < 0 or y.max() >= n_classes or not np.array_equal(y, np.round(y))):
         raise ValueError(f"labels must be class indices in [0, {n_classes})")
-    levels = checked_grid("l2", l2)
-    V.check_count("max_iter", max_iter)
-    V.check_positive("tol", tol)
     lead, n = s.shape[:-1], s.shape[-1]
     scale = ridge_multipliers(penalty_scale, lead, x.shape[1]).reshape(-1, x.shape[1] + 1)
     order = np.argsort(-levels, kind="stable")  # solved from the largest down
@@ -268,19 +264,8 @@ def fit_weighted_softmax(
         max_iter=max_iter,
     )  # fmt: skip
     out = jax.tree.map(lambda a: np.asarray(a)[:, np.argsort(order)], out)  # the grid's order
-    norm = np.max(np.abs(out.grad), axis=(-2, -1))
-    fit = LogisticFit(
-        coef=out.theta[..., :-1, :],
-        intercept=out.theta[..., -1, :],
-        objective=out.objective,
-        grad_norm=norm,
-        iterations=out.iterations,
-        converged=norm <= tol,
-        hessians=out.hessians,
+    out = jax.tree.map(
+        lambda a: np.moveaxis(a, 1, 0).reshape(len(levels), *lead, *a.shape[2:]),
+        out._replace(hessian=None),
     )
-    fit = jax.tree.map(
-        lambda a: np.moveaxis(a, 1, 0).reshape(len(levels), *lead, *a.shape[2:]), fit
-    )
-    if np.ndim(l2) == 0:
-        fit = jax.tree.map(lambda a: a[0], fit)
-    return fit
+    return LogisticFit.of(out, tol, l2, classes=True)
