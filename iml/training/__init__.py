@@ -4,6 +4,8 @@ steps, early stopping, device mesh, checkpoints) fed with image batches from the
 (:func:`train_tabular`), and exact full-batch fits of convex members (:mod:`iml.training.exact`).
 """
 
+from iml.training.checkpoints import EnsembleCheckpointer
+from iml.training.ensemble_data import DataSource, MemberSpec, epoch_order
 from iml.training.exact import (
     LogisticFit,
     beta_weighted_sample_weights,
@@ -23,6 +25,7 @@ from iml.training.member import (
     preprocess,
     skip_idle_members,
 )
+from iml.training.programs import ensemble_programs, is_gpu_kernel_failure, is_out_of_memory
 from iml.training.sharding import (
     make_mesh,
     per_device_member_loop,
@@ -36,24 +39,15 @@ from iml.training.tabular import (
     train_tabular,
 )
 from iml.training.train import FEEDS, Trained, member_grid, train
-from iml.training.trainer import (
+from iml.training.train_config import (
     DEFAULT_MEMBER_BATCHING,
     L2_GRID,
     L2_SCALES,
     SOLVERS,
-    DataSource,
-    EnsembleCheckpointer,
-    MemberHistory,
-    MemberSpec,
     TrainConfig,
-    ensemble_programs,
-    epoch_order,
-    is_gpu_kernel_failure,
-    is_out_of_memory,
-    predict_ensemble,
     resolve_member_batching,
-    train_ensemble,
 )
+from iml.training.trainer import MemberHistory, predict_ensemble, train_ensemble
 
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",

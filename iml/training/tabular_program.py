@@ -28,7 +28,7 @@ from iml.training.member import (
     member_eval_step,
     member_train_step,
 )
-from iml.training.trainer import TrainConfig
+from iml.training.train_config import TrainConfig
 
 Array = jax.Array
 
@@ -55,11 +55,6 @@ def _vmap_eval(f: Callable) -> Callable:
 
 def _vmap_predict(f: Callable) -> Callable:
     return jax.vmap(jax.vmap(jax.vmap(f, in_axes=(0, 0)), in_axes=(0, None)), in_axes=(0, None))
-
-
-# ----------------------------------------------------------------------------------------------
-# The vectorized program
-# ----------------------------------------------------------------------------------------------
 
 
 class Data(NamedTuple):

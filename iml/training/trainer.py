@@ -3,23 +3,15 @@
 Each member (:class:`MemberSpec`) has its own loss (a positive-class weight ``beta``, eq.
 ``b-loss-bin`` of the paper, or any :class:`iml.LossSpec`), seed, data fold, parameters,
 BatchNorm statistics, Adam state, learning-rate schedule and early stopping; all of them advance
-together in one compiled step over a ``('ensemble', 'data')`` device mesh
-(:mod:`iml.training.sharding`). The recipe follows the
-paper's Section 5 (after CheXNet): Adam (0.9, 0.999) at learning rate 1e-4, divided by 10 when the
-validation loss plateaus, early stopping on the validation loss keeping the best parameters,
-mini-batches of 16, random horizontal flips, ImageNet normalisation, BatchNorm in eval mode at
-test time.
+together in one compiled step (:mod:`iml.training.programs`) over a ``('ensemble', 'data')``
+device mesh (:mod:`iml.training.sharding`), by the recipe of the paper's Section 5
+(:class:`TrainConfig`).
 
 Everything random in training comes from ``(seed, member, epoch)``: the order of each member's
 training examples and its flips are drawn on the host from ``numpy.random.default_rng((seed,
 member, epoch))``, and the initial parameters from ``jax.random.key(seed)``. A run restarted from a
 checkpoint (:class:`EnsembleCheckpointer`, crash-safe through orbax) therefore replays exactly
 what the interrupted run would have done.
-
-The configuration lives in :mod:`iml.training.train_config`; the members, the data source, their
-checks and each epoch's batch order in :mod:`iml.training.ensemble_data`; the compiled programs in
-:mod:`iml.training.programs`; checkpoints in :mod:`iml.training.checkpoints`. Their public names
-are imported from here too.
 """
 
 from __future__ import annotations
@@ -47,58 +39,26 @@ from iml.training.ensemble_data import (
     check_indices,
     check_inputs,
     check_mesh,
-    epoch_order,
     epoch_plan,
     member_losses,
     padded,
     put,
 )
 from iml.training.member import MemberState
-from iml.training.programs import (
-    ensemble_programs,
-    is_gpu_kernel_failure,  # noqa: F401
-    is_out_of_memory,
-)
-from iml.training.sharding import (
-    DATA_AXIS,
-    ENSEMBLE_AXIS,
-    global_batch,
-    make_mesh,
-)
-from iml.training.train_config import (
-    DEFAULT_MEMBER_BATCHING,
-    L2_GRID,
-    L2_SCALES,
-    SOLVERS,
-    TrainConfig,
-    resolve_member_batching,
-)
+from iml.training.programs import ensemble_programs
+from iml.training.sharding import DATA_AXIS, ENSEMBLE_AXIS, global_batch, make_mesh
+from iml.training.train_config import TrainConfig, resolve_member_batching
 
 __all__ = [
-    "DEFAULT_MEMBER_BATCHING",
-    "L2_GRID",
-    "L2_SCALES",
-    "SOLVERS",
     "DataSource",
-    "EnsembleCheckpointer",
     "MemberHistory",
-    "MemberSpec",
     "TrainConfig",
-    "epoch_order",
     "init_ensemble",
-    "is_out_of_memory",
-    "member_losses",
     "predict_ensemble",
-    "resolve_member_batching",
     "train_ensemble",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-# ----------------------------------------------------------------------------------------------
-# History
-# ----------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -120,11 +80,6 @@ class MemberHistory:
     stopped_epoch: int | None = None
     diverged: bool = False
     best_val_loss: float = math.inf
-
-
-# ----------------------------------------------------------------------------------------------
-# Training
-# ----------------------------------------------------------------------------------------------
 
 
 class _Fetcher:
@@ -153,7 +108,8 @@ def init_ensemble(
     *,
     init_variables: Mapping[str, Any] | None = None,
 ) -> MemberState:
-    """The stacked, sharded state of all members before training.
+    """The stacked state of all members before training, sharded over the mesh's
+    ``'ensemble'`` axis.
 
     Args:
       model: the linen module (a DenseNet with its convolutions chosen:
@@ -164,21 +120,13 @@ def init_ensemble(
       mesh: the ``('ensemble', 'data')`` mesh.
       init_variables: optional variables (``{'params', 'batch_stats'}``, e.g. ImageNet weights)
         every member starts from; by default each member is initialised from its own seed.
-
-    Returns:
-      A :class:`MemberState` whose leaves have a leading member axis, sharded over ``'ensemble'``.
     """
     programs = ensemble_programs(model, "vmap", mesh, config)
     keys = jnp.stack([jax.random.key_data(jax.random.key(int(m.seed))) for m in members])
     lrs = np.asarray([m.lr or config.learning_rate for m in members], np.float32)
     sample = jnp.zeros((1, *image_shape), jnp.float32)  # the model sees preprocessed floats
-
-    def init(keys_data, lrs):
-        return programs["init"](
-            jax.vmap(jax.random.wrap_key_data)(keys_data), init_variables, lrs, sample
-        )
-
-    return init(put(mesh, np.asarray(keys), ENSEMBLE_AXIS), put(mesh, lrs, ENSEMBLE_AXIS))
+    keys = jax.vmap(jax.random.wrap_key_data)(put(mesh, np.asarray(keys), ENSEMBLE_AXIS))
+    return programs["init"](keys, init_variables, put(mesh, lrs, ENSEMBLE_AXIS), sample)
 
 
 def train_ensemble(
@@ -240,14 +188,7 @@ def train_ensemble(
     fetch_labels = labels.__getitem__
     losses = member_losses(members, mesh)
 
-    state = init_ensemble(
-        model,
-        members,
-        image_shape,
-        config,
-        mesh,
-        init_variables=init_variables,
-    )
+    state = init_ensemble(model, members, image_shape, config, mesh, init_variables=init_variables)
     history = [MemberHistory() for _ in members]
     steps_per_epoch = max(len(m.train_idx) // config.batch_size for m in members)
     start_epoch, start_step = 0, 0
@@ -360,11 +301,6 @@ def _record(
             else:
                 logger.info("%s stopped early in epoch %d", members[k].describe(k), epoch)
     return np.asarray(summary["stopped"], bool)
-
-
-# ----------------------------------------------------------------------------------------------
-# Prediction
-# ----------------------------------------------------------------------------------------------
 
 
 def predict_ensemble(
