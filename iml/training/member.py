@@ -1,28 +1,18 @@
 """One ensemble member: its train state, its pure train and evaluation steps, its epoch-end
 bookkeeping, and the member-batched forms of its steps.
 
-One :class:`MemberState` holds everything one ensemble member needs to train, be checkpointed and
-be stopped: its parameters and BatchNorm statistics, its Adam moments, its own learning rate
-(divided by ``lr_factor`` on each validation plateau), the best parameters seen so far with their
-validation loss (early stopping keeps them), counters of epochs without improvement, and flags
-for stopping. An ensemble is the same pytree with a leading member axis of size ``K`` on every
-leaf, so it can be vmapped, sharded along a mesh axis and saved as one checkpoint.
+A :class:`MemberState` holds everything one member needs to train, be checkpointed and be
+stopped; an ensemble is the same pytree with a leading member axis of size ``K`` on every leaf, so
+it can be vmapped, sharded along a mesh axis and saved as one checkpoint. A member's step is a
+pure function of its state and a batch (:func:`member_train_step`); :func:`end_of_epoch` applies
+early stopping and plateau decay from the epoch's validation loss.
 
-The step of one member is a pure function of its :class:`MemberState` and a batch: preprocessing
-(ImageNet normalisation, random horizontal flips drawn on the host), the member's own loss on
-logits (a :class:`iml.LossSpec`: for a beta, the beta-weighted binary cross-entropy, eq.
-``b-loss-bin`` of the paper with the log loss), and one Adam step at the member's own learning
-rate. A step whose loss or gradients are not finite is not applied; the member is marked diverged
-and stopped instead, so it no longer changes while the others go on. :func:`end_of_epoch` then
-applies early stopping and plateau decay from the epoch's validation loss.
-
-:func:`batch_members` turns a one-member step into a step of ``K`` members at once, either with
-``jax.vmap`` (one program in which every operation carries a member axis) or with ``jax.lax.map``
-(a loop over members inside one compiled program); :func:`member_in_place` gives the third way,
-``'loop'``: one compiled one-member program called ``K`` times, each call updating its member of
-the stacked state in place (the state is donated). Which is faster depends on the backend and on
-how the model lowers its convolutions under ``vmap``; see :mod:`iml.training.trainer`. Where
-members run one after another, :func:`skip_idle_members` skips the work of stopped ones.
+``K`` members step at once in one of three ways: :func:`batch_members` with ``jax.vmap`` (one
+program in which every operation carries a member axis) or ``jax.lax.map`` (a loop over members
+inside one compiled program), or :func:`member_in_place`, ``'loop'``: one compiled one-member
+program called ``K`` times, each call updating its member of the stacked state in place. Which is
+faster depends on the backend and on how the model lowers its convolutions under ``vmap``
+(:data:`~iml.training.DEFAULT_MEMBER_BATCHING`).
 """
 
 from __future__ import annotations
@@ -113,17 +103,9 @@ def tree_where(cond: Array, x: PyTree, y: PyTree) -> PyTree:
 def init_member_state(
     variables: PyTree, optimizer: optax.GradientTransformation, lr: float
 ) -> MemberState:
-    """The state of one member before its first step.
-
-    Args:
-      variables: the model's variables, a mapping with ``'params'`` and (optionally)
-        ``'batch_stats'``, as returned by ``model.init``.
-      optimizer: the gradient transformation whose state is kept (Adam without the learning rate).
-      lr: the member's initial learning rate.
-
-    Returns:
-      A :class:`MemberState` with its best parameters equal to the initial ones.
-    """
+    """The state of one member before its first step, from ``model.init``'s ``variables``
+    (``'params'`` and optionally ``'batch_stats'``), the optimizer whose state it keeps (Adam
+    without the learning rate) and its initial learning rate; its best parameters are these."""
     params = variables["params"]
     batch_stats = variables.get("batch_stats", {})
     return MemberState(
@@ -295,14 +277,11 @@ def member_train_step(
       labels: ``[n]`` labels in ``{0, 1}`` (or soft labels in ``[0, 1]``), or class indices for
         a multiclass loss.
       flips: ``[n]`` booleans for horizontal flips.
-      active: scalar; ``False`` leaves the state unchanged (a member that has run out of batches
-        in this epoch).
+      active: scalar; ``False`` leaves the state unchanged (a member out of batches this epoch).
       loss: the member's loss: a :class:`iml.LossSpec` (under :func:`batch_members`, the
-        members' specifications stacked) or anything :func:`iml.loss_spec` reads, e.g. the
-        member's ``beta``.
+        members' specifications stacked) or anything :func:`iml.loss_spec` reads.
       weights: optional ``[n]`` non-negative row weights; the step's loss is then
-        ``sum w_i L_i / max(sum w_i, 1)`` (a table's minibatch shared by members, each counting
-        the rows of its own training folds), else the mean over the batch.
+        ``sum w_i L_i / max(sum w_i, 1)``, else the mean over the batch.
       normalize: see :func:`preprocess`.
       l2: coefficient of ``l2 / 2 * ||W||^2`` added to the loss (:func:`iml.models.weight_norm`:
         the weights, not the biases); a number, or the member's own (a scalar array under
@@ -426,18 +405,9 @@ def skip_idle_members(step: Callable[..., Any]) -> Callable[..., Any]:
     ``jax.vmap`` the condition becomes a select that computes both branches.
     """
 
-    def stepped(state: MemberState, images, labels, flips, active, loss) -> MemberState:
-        return jax.lax.cond(
-            active & ~state.stopped,
-            step,
-            lambda state, *_: state,
-            state,
-            images,
-            labels,
-            flips,
-            active,
-            loss,
-        )
+    def stepped(state: MemberState, *batch: Any) -> MemberState:
+        _, _, _, active, _ = batch  # images, labels, flips, active, loss
+        return jax.lax.cond(active & ~state.stopped, step, lambda state, *_: state, state, *batch)
 
     return stepped
 
