@@ -110,11 +110,6 @@ class DataSource:
         return int(np.shape(self.labels)[0])
 
 
-# ----------------------------------------------------------------------------------------------
-# Validation of inputs
-# ----------------------------------------------------------------------------------------------
-
-
 def check_indices(name: str, idx: Any, n: int) -> np.ndarray:
     arr = np.asarray(idx)
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
@@ -223,11 +218,6 @@ def check_mesh(mesh: Mesh, k: int, config: TrainConfig) -> None:
         )
 
 
-# ----------------------------------------------------------------------------------------------
-# Host arrays on the mesh
-# ----------------------------------------------------------------------------------------------
-
-
 def member_losses(members: Sequence[MemberSpec], mesh: Mesh) -> LossSpec:
     """The members' losses stacked into one :class:`iml.LossSpec` (leading axis: the member),
     sharded along the ensemble axis of ``mesh``."""
@@ -241,11 +231,6 @@ def put(mesh: Mesh, array: np.ndarray, *axes: str | None) -> jax.Array:
     array = np.asarray(array)
     sharding = NamedSharding(mesh, PartitionSpec(*axes))
     return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
-
-
-# ----------------------------------------------------------------------------------------------
-# Data order
-# ----------------------------------------------------------------------------------------------
 
 
 def epoch_order(

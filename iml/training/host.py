@@ -67,11 +67,6 @@ def _glibc() -> ctypes.CDLL | None:
     return libc
 
 
-def _backend_started() -> bool:
-    """Whether JAX has created its backends (after which the dispatch mode is fixed)."""
-    return bool(xla_bridge.backends_are_initialized())
-
-
 def keep_step_memory() -> HostMemory:
     """Makes every training step reuse the memory of the step before, instead of faulting it in.
 
@@ -105,7 +100,7 @@ def keep_step_memory() -> HostMemory:
                     raise RuntimeError(f"glibc refused mallopt({name}, -1)")
         synchronous = not jax.config.values["jax_cpu_enable_async_dispatch"]
         if not synchronous:
-            if _backend_started():
+            if xla_bridge.backends_are_initialized():  # the dispatch mode is fixed
                 warnings.warn(
                     "keep_step_memory: JAX's CPU backend has started already, so CPU computations "
                     "stay asynchronous and their temporaries are still mapped afresh at every "

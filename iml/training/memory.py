@@ -1,15 +1,12 @@
 """How many ensemble members fit on a device: XLA's memory analysis of the trainer's programs.
 
-:func:`program_bytes` compiles the trainer's training step and validation pass
-(:func:`iml.training.ensemble_programs`) for ``K`` members on one device, without running them,
-and reads the larger program's bytes from XLA's memory analysis (its arguments, outputs and
-temporaries, less the outputs that reuse donated arguments). :func:`estimate_member_memory`
-measures two and three members: a :class:`MemoryEstimate` of the bytes every member adds (three
-members' less two's) and of the bytes that do not grow with the members. Not one and two: one
-member's programs are no guide to the growth. For the default run's small DenseNet at 4 px on
-the CPU, under ``'map'`` (where one member needs no loop) one member's take 2.6 MB, two members'
-6.8 MB and each further member adds 2.3 MB; under ``'vmap'`` the second member adds 2.55 MB and
-each further one 2.80 MB.
+:func:`estimate_member_memory` measures the trainer's programs (:func:`program_bytes`) for two
+and three members: a :class:`MemoryEstimate` of the bytes every member adds (three members' less
+two's) and of the bytes that do not grow with the members. Not one and two: one member's
+programs are no guide to the growth. For the default run's small DenseNet at 4 px on the CPU,
+under ``'map'`` (where one member needs no loop) one member's take 2.6 MB, two members' 6.8 MB
+and each further member adds 2.3 MB; under ``'vmap'`` the second member adds 2.55 MB and each
+further one 2.80 MB.
 
 :func:`memory_budget` says how many bytes a batch may take: a budget given, or a margin of the
 device's free memory (``bytes_limit - bytes_in_use`` of ``device.memory_stats()``; a CPU reports

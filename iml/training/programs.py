@@ -96,9 +96,6 @@ def _programs(
         train, evaluate, predict = (per_device_members(f, mesh) for f in (train, evaluate, predict))
     epoch_end = jax.vmap(config.epoch_end_rule(), in_axes=(0, 0, None))
 
-    def train_fn(state, images, labels, flips, active, losses):
-        return train(state, images, labels, flips, active, losses)
-
     def eval_fn(state, images, labels, weights, losses, acc):
         loss_sum, weight_sum = evaluate(state, images, labels, weights, losses)
         return acc[0] + loss_sum, acc[1] + weight_sum
@@ -107,12 +104,11 @@ def _programs(
         val_loss = acc[0] / jnp.maximum(acc[1], 1e-12)
         train_loss = state.loss_sum / jnp.maximum(state.loss_count, 1)
         train_loss = jnp.where(state.loss_count > 0, train_loss, jnp.nan)
-        lr_used = state.lr
         new = epoch_end(state, val_loss, epoch)
         summary = {
             "train_loss": train_loss,
             "val_loss": val_loss,
-            "lr": lr_used,
+            "lr": state.lr,
             "stopped": new.stopped,
             "diverged": new.diverged,
             "stop_epoch": new.stop_epoch,
@@ -127,7 +123,7 @@ def _programs(
 
         return jax.vmap(one)(keys, lrs)
 
-    train_jit = jax.jit(train_fn, out_shardings=members, donate_argnums=0)
+    train_jit = jax.jit(train, out_shardings=members, donate_argnums=0)
     eval_jit = jax.jit(eval_fn, out_shardings=(whole, whole))
     if batching == "loop" and mesh.shape[DATA_AXIS] == 1:
         # Every device steps its own members one by one, the devices side by side.

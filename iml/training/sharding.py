@@ -33,7 +33,6 @@ from iml import _validation as V
 __all__ = [
     "DATA_AXIS",
     "ENSEMBLE_AXIS",
-    "batch_sharding",
     "global_batch",
     "make_mesh",
     "per_device_member_loop",
@@ -93,11 +92,6 @@ def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
 
 
-def batch_sharding(mesh: Mesh) -> NamedSharding:
-    """Arrays ``[K, n, ...]``: members along ``'ensemble'``, examples along ``'data'``."""
-    return NamedSharding(mesh, PartitionSpec(ENSEMBLE_AXIS, DATA_AXIS))
-
-
 def state_sharding(mesh: Mesh, state: Any) -> Any:
     """The sharding of a member-stacked pytree: every leaf split along its leading member axis."""
     member = NamedSharding(mesh, PartitionSpec(ENSEMBLE_AXIS))
@@ -110,7 +104,8 @@ def global_batch(
     fetch: Callable[[np.ndarray], np.ndarray],
     row_shape: tuple[int, ...] = (),
 ) -> jax.Array:
-    """A ``[K, n, ...]`` array sharded over ``mesh``, each device filled with its own rows only.
+    """A ``[K, n, ...]`` array sharded over ``mesh`` (members along ``'ensemble'``, rows along
+    ``'data'``), each device filled with its own rows only.
 
     Args:
       mesh: the ``('ensemble', 'data')`` mesh.
@@ -130,7 +125,8 @@ def global_batch(
         out = np.asarray(fetch(rows.reshape(-1)))
         return out.reshape(rows.shape + row_shape)
 
-    return jax.make_array_from_callback(indices.shape + row_shape, batch_sharding(mesh), shard)
+    sharding = NamedSharding(mesh, PartitionSpec(ENSEMBLE_AXIS, DATA_AXIS))
+    return jax.make_array_from_callback(indices.shape + row_shape, sharding, shard)
 
 
 def per_device_members(fn: Callable[..., Any], mesh: Mesh) -> Callable[..., Any]:

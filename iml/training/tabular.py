@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -287,7 +287,10 @@ def _train_by_adam(
     )
     state = init_state(model, config, data)
     epoch = epoch_fn(model, config, n)
-    bar = _progress(config.max_epochs, progress)
+    bar = None
+    if progress:
+        desc = progress if isinstance(progress, str) else "epochs"
+        bar = tqdm(total=config.max_epochs, desc=desc, leave=False, file=sys.stderr)
     epochs_run = 0
     try:
         for e in range(config.max_epochs):
@@ -302,7 +305,14 @@ def _train_by_adam(
     finally:
         if bar is not None:
             bar.close()
-    _warn_diverged(np.asarray(state.diverged))
+    diverged = np.asarray(state.diverged)
+    if diverged.any():
+        warnings.warn(
+            f"{int(diverged.sum())} of {diverged.size} members stopped for a non-finite loss or "
+            "gradient; they keep their best parameters (lower the learning rate)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     # Each (seed, loss, rotation) keeps the level of lowest validation loss.
     S = len(s)
     best_val = np.asarray(state.best_val_loss).reshape(S, nb, G, R)
@@ -324,16 +334,6 @@ def _train_by_adam(
         test_logits=np.asarray(logits),
         l2=levels[chosen],
     )
-
-
-def _warn_diverged(diverged: np.ndarray) -> None:
-    if diverged.any():
-        warnings.warn(
-            f"{int(diverged.sum())} of {diverged.size} members stopped for a non-finite loss or "
-            "gradient; they keep their best parameters (lower the learning rate)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
 
 def _fit_exactly(
@@ -502,13 +502,6 @@ def _standardizer(
     constant = var <= 1e-12 * np.maximum(1.0, np.square(mean))
     scale = np.sqrt(np.where(constant, 1.0, var))
     return mean.astype(np.float32), scale.astype(np.float32)
-
-
-def _progress(total: int, progress: bool | str) -> Any:
-    if not progress:
-        return None
-    desc = progress if isinstance(progress, str) else "epochs"
-    return tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
 
 
 def out_of_fold_logits(fit_logits: np.ndarray, splits: Sequence[FoldSplit], n: int) -> np.ndarray:

@@ -1,13 +1,6 @@
-"""One entry point for training members: :func:`train` picks how the data reach the devices and
-the solver, and gives every member's scores on its test rows in one form.
-
-Two feeds, each in its own module: image batches read from the host and sharded over the
-devices step by step (:func:`iml.training.trainer.train_ensemble`, then
-:func:`~iml.training.trainer.predict_ensemble`), or a table held whole on the device, its
-minibatches shared by the members (:func:`iml.training.tabular.train_tabular`), which fits convex
-members exactly (:mod:`iml.training.exact`) and trains the others by the same Adam steps. The
-table's feed takes members that form a full grid of seeds, losses and rotations (as a sweep's
-chunk does); other members of a table, and every member on images, take the host's.
+"""One entry point for training members: :func:`train` picks how the data reach the devices
+(:data:`FEEDS`) and the solver, and gives every member's scores on its test rows in one form
+(:class:`Trained`).
 """
 
 from __future__ import annotations
@@ -61,12 +54,6 @@ class Trained(NamedTuple):
     epochs_run: int
 
 
-def _loss_key(spec: LossSpec) -> tuple:
-    """A hashable fingerprint of a loss: its structure and the bytes of its parameters."""
-    leaves, tree = jax.tree.flatten(spec)
-    return (tree, *((np.asarray(x).dtype.str, np.asarray(x).tobytes()) for x in leaves))
-
-
 def member_grid(
     members: Sequence[MemberSpec],
 ) -> tuple[np.ndarray, list[LossSpec], list[FoldSplit], np.ndarray] | None:
@@ -84,7 +71,8 @@ def member_grid(
         if m.test_idx is None:
             return None
         spec = m.loss_spec()
-        key = _loss_key(spec)
+        leaves, tree = jax.tree.flatten(spec)  # the loss's structure and its parameters' bytes
+        key = (tree, *((np.asarray(x).dtype.str, np.asarray(x).tobytes()) for x in leaves))
         if key not in losses:
             losses[key] = len(specs)
             specs.append(spec)
@@ -111,10 +99,6 @@ def _best_epoch(history: MemberHistory) -> int:
     losses = np.asarray(history.val_loss, np.float64)
     finite = np.isfinite(losses)
     return int(np.argmin(np.where(finite, losses, np.inf))) + 1 if finite.any() else 0
-
-
-def _is_table(data: DataSource) -> bool:
-    return np.ndim(data.get_batch(np.zeros(1, np.int64))) == 2
 
 
 def train(
@@ -161,7 +145,8 @@ def train(
     for k, m in enumerate(members):
         if m.test_idx is None:
             raise ValueError(f"{m.describe(k)} has no test_idx to score")
-    grid = member_grid(members) if _is_table(data) and init_variables is None else None
+    table = np.ndim(data.get_batch(np.zeros(1, np.int64))) == 2
+    grid = member_grid(members) if table and init_variables is None else None
     if grid is not None:
         seeds, losses, splits, at = grid
         x = np.asarray(data.get_batch(np.arange(len(data))), np.float32)
