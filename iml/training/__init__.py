@@ -4,7 +4,6 @@ steps, early stopping, device mesh, checkpoints) fed with image batches from the
 (:func:`train_tabular`), and exact full-batch fits of convex members (:mod:`iml.training.exact`).
 """
 
-from iml.training.checkpoints import EnsembleCheckpointer
 from iml.training.ensemble_data import DataSource, MemberSpec, epoch_order
 from iml.training.exact import (
     LogisticFit,
@@ -47,7 +46,12 @@ from iml.training.train_config import (
     TrainConfig,
     resolve_member_batching,
 )
-from iml.training.trainer import MemberHistory, predict_ensemble, train_ensemble
+from iml.training.trainer import (
+    EnsembleCheckpointer,
+    MemberHistory,
+    predict_ensemble,
+    train_ensemble,
+)
 
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",
