@@ -239,7 +239,7 @@ def fit_weighted_softmax(
       features: ``[N, d]`` design shared by all members.
       labels: ``[N]`` class indices in ``[0, n_classes)``.
       sample_weights: ``[..., N]`` non-negative weights per member.
-      n_classes: the number of classes.
+      n_classes: at least 2.
       l2: the ridge coefficient, or a 1-D grid of them (the results then lead with its axis).
       penalty_scale: ``[..., d]`` multipliers of ``l2`` per member and feature (default 1).
       tol: gradient tolerance (largest absolute entry).
@@ -263,9 +263,9 @@ def fit_weighted_softmax(
         design, onehot, jnp.asarray(s.reshape(-1, n)), jnp.asarray(P), jnp.float32(tol),
         max_iter=max_iter,
     )  # fmt: skip
-    out = jax.tree.map(lambda a: np.asarray(a)[:, np.argsort(order)], out)  # the grid's order
+    back = np.argsort(order)  # the grid's order, its axis first
     out = jax.tree.map(
-        lambda a: np.moveaxis(a, 1, 0).reshape(len(levels), *lead, *a.shape[2:]),
-        out._replace(hessian=None),
+        lambda a: np.asarray(a)[:, back].swapaxes(0, 1).reshape(len(levels), *lead, *a.shape[2:]),
+        out._replace(hessian=None),  # the last renewals' Hessians are not kept
     )
     return LogisticFit.of(out, tol, l2, classes=True)

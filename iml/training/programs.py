@@ -85,9 +85,8 @@ def _programs(
     batched = "vmap" if batching == "loop" else batching
     # One after another, a stopped or idle member's step is skipped (under vmap it would not be).
     train = batch_members(skip_idle_members(one_step) if batched == "map" else one_step, batched)
-    evaluate = batch_members(
-        functools.partial(member_eval_step, model, normalize=config.normalize), batched
-    )
+    one_eval = functools.partial(member_eval_step, model, normalize=config.normalize)
+    evaluate = batch_members(one_eval, batched)
     predict = batch_members(
         functools.partial(member_predict, model, normalize=config.normalize), batched
     )
@@ -128,7 +127,12 @@ def _programs(
     if batching == "loop" and mesh.shape[DATA_AXIS] == 1:
         # Every device steps its own members one by one, the devices side by side.
         train_jit = per_device_member_loop(member_in_place(one_step))
-        eval_loop = per_device_member_loop(_eval_in_place(model, config.normalize))
+
+        def eval_one(acc, *batch):  # a member's validation sums added to its entry of ``acc``
+            loss_sum, weight_sum = one_eval(*batch)
+            return acc[0] + loss_sum, acc[1] + weight_sum
+
+        eval_loop = per_device_member_loop(member_in_place(eval_one))
 
         def eval_jit(state, images, labels, weights, losses, acc):
             return eval_loop(acc, state, images, labels, weights, losses)
@@ -149,19 +153,6 @@ def _programs(
         "predict": jax.jit(predict, out_shardings=whole),
         "init": jax.jit(init_fn, out_shardings=members, static_argnums=()),
     }
-
-
-def _eval_in_place(model: nn.Module, normalize: str) -> Callable[..., Any]:
-    """``f(acc, states, images, labels, weights, losses, i) -> acc``: member ``i``'s validation
-    sums (:func:`member_eval_step`) added to entry ``i`` of the member-stacked ``acc``."""
-
-    def one(acc, state, images, labels, weights, loss):
-        loss_sum, weight_sum = member_eval_step(
-            model, state, images, labels, weights, loss, normalize=normalize
-        )
-        return acc[0] + loss_sum, acc[1] + weight_sum
-
-    return member_in_place(one)
 
 
 # Fields of TrainConfig that the compiled programs do not depend on (they enter as array shapes,

@@ -65,9 +65,6 @@ def make_mesh(
       devices: the devices to use (default ``jax.devices()``: all devices of all processes).
       ensemble_size: the size of the ensemble axis, overriding the default.
 
-    Returns:
-      A ``jax.sharding.Mesh`` with axes ``('ensemble', 'data')``.
-
     Raises:
       ValueError: when ``ensemble_size`` does not divide ``num_members`` or exceeds the devices.
     """
@@ -197,16 +194,12 @@ def per_device_member_loop(step_i: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def use_cpu_cores_as_devices() -> int:
-    """Asks JAX for one CPU device per core this process may use, before JAX starts.
+    """Asks JAX for one CPU device per core this process may use, and returns their number.
 
     On the CPU, XLA runs much of a small model's step on one thread; members spread over several
     CPU devices (:func:`per_device_members`, :func:`per_device_member_loop`) keep the other cores
-    busy. Only the CPU backend
-    is affected (a GPU or TPU stays the default device). Call it before the first JAX computation;
-    later it changes nothing.
-
-    Returns:
-      The number of CPU devices asked for.
+    busy. Only the CPU backend is affected (a GPU or TPU stays the default device). Call it
+    before the first JAX computation; later it changes nothing.
     """
     try:
         cores = len(os.sched_getaffinity(0))

@@ -1,13 +1,6 @@
 """The vectorized program of the tabular trainer (:func:`iml.training.tabular.train_tabular`):
 the members of ``model`` on axes ``[seed, loss, rotation]``, trained by Adam on one table held on
-the device.
-
-It holds the data the jitted program reads (:class:`Data`), every member's initial state
-(:func:`init_state`), the jitted epoch (:func:`epoch_fn`: a ``lax.scan`` over minibatches shared
-by the members of a seed, then every member's validation and end of epoch), the members' logits
-on their rotations' test rows (:func:`member_test_logits`), and the padding of per-rotation row
-lists into blocks (:func:`blocked`).
-"""
+the device, one jitted epoch at a time (:func:`epoch_fn`)."""
 
 from __future__ import annotations
 
@@ -51,10 +44,6 @@ def _vmap_eval(f: Callable) -> Callable:
     f = jax.vmap(f, in_axes=(0, 0, 0, 0, None))  # rotation
     f = jax.vmap(f, in_axes=(0, None, None, None, 0))  # loss
     return jax.vmap(f, in_axes=(0, None, None, None, None))  # seed
-
-
-def _vmap_predict(f: Callable) -> Callable:
-    return jax.vmap(jax.vmap(jax.vmap(f, in_axes=(0, 0)), in_axes=(0, None)), in_axes=(0, None))
 
 
 class Data(NamedTuple):
@@ -176,7 +165,7 @@ def member_test_logits(
     def one(v: Any, rows: Array) -> Array:
         return model.apply(v, rows, train=False)
 
-    logits = _vmap_predict(one)
+    logits = jax.vmap(jax.vmap(jax.vmap(one), in_axes=(0, None)), in_axes=(0, None))
 
     def body(carry: None, i: Array) -> tuple[None, Array]:
         return None, logits(variables, _standardized(center, scale, x[i]))  # [S, nb, R, block]
