@@ -256,15 +256,9 @@ def epoch_plan(
     members: Sequence[MemberSpec], epoch: int, config: TrainConfig
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stacked ``[steps, K, B]`` indices and flips and ``[steps, K]`` activity of one epoch."""
+    size, flip = config.batch_size, config.flip
     orders = [
-        epoch_order(
-            m.seed,
-            k if m.position is None else m.position,
-            epoch,
-            m.train_idx,
-            config.batch_size,
-            config.flip,
-        )
+        epoch_order(m.seed, k if m.position is None else m.position, epoch, m.train_idx, size, flip)
         for k, m in enumerate(members)
     ]
     steps = max(len(b) for b, _ in orders)

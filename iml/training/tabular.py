@@ -375,22 +375,19 @@ def _fit_exactly(
             weights = (B[:, y, c][:, None, :] * share[None]).astype(np.float32)
             parts.append(fit_weighted_logistic(xs, y == c, weights, l2=levels, **options))
         fit = jax.tree.map(lambda *a: np.stack(a, axis=-1), *parts)  # classes last
-        coef, intercept = fit.coef / unit[:, None], fit.intercept  # [G, m, R, d, n], [.., n]
-        steps, grads = fit.iterations.max(axis=-1), fit.grad_norm.max(axis=-1)
-        hessians = fit.hessians.sum(axis=-1)
+        most = {"iterations": fit.iterations.max(axis=-1), "grad_norm": fit.grad_norm.max(axis=-1)}
+        fit = fit._replace(hessians=fit.hessians.sum(axis=-1), **most)
     elif spec.record.exact == "softmax":
         w = np.asarray(spec.params["class_weights"], np.float64)  # [m, n]
         weights = (w[:, y][:, None, :] * share[None]).astype(np.float32)
         fit = fit_weighted_softmax(xs, y, weights, spec.n_classes, l2=levels, **options)
-        coef, intercept = fit.coef / unit[:, None], fit.intercept
-        steps, grads, hessians = fit.iterations, fit.grad_norm, fit.hessians
     else:
         weights = beta_weighted_sample_weights(y, grid.weights, train_mask)  # [m, R, N]
         b = np.asarray(grid.weights, np.float64)
         path = np.log(b) - np.log1p(-b)  # a path in logit(beta): warm starts
         fit = fit_weighted_logistic(xs, y, weights, l2=levels, path=path, **options)
-        coef, intercept = fit.coef / unit, fit.intercept
-        steps, grads, hessians = fit.iterations, fit.grad_norm, fit.hessians
+    coef = fit.coef / (unit[:, None] if spec.multiclass else unit)  # [G, m, R, d(, n)]
+    intercept, steps, grads, hessians = fit.intercept, fit.iterations, fit.grad_norm, fit.hessians
     val = _validation_losses_exact(spec, x, y, splits, coef, intercept)  # [G, m, R]
     best = np.argmin(val, axis=0)  # [m, R]
 
