@@ -219,10 +219,9 @@ def preprocess(images: Array, flips: Array | None, normalize: str) -> Array:
     Returns:
       ``float32`` images ``[n, H, W, C]``.
     """
+    x = images.astype(jnp.float32)
     if images.dtype == jnp.uint8:
-        x = images.astype(jnp.float32) / 255.0
-    else:
-        x = images.astype(jnp.float32)
+        x = x / 255.0
     if flips is not None and x.ndim == 4:  # feature rows [n, d] have nothing to flip
         x = jnp.where(flips[:, None, None, None], x[:, :, ::-1, :], x)
     if normalize == "imagenet":
@@ -272,7 +271,6 @@ def member_train_step(
         mutable=['batch_stats'])`` and returning logits ``[n, 1]`` or ``[n]`` (binary losses) or
         ``[n, classes]`` (multiclass losses).
       optimizer: :func:`adam`, whose update is scaled by ``-state.lr``.
-      state: the member's state.
       images: ``[n, H, W, C]`` batch.
       labels: ``[n]`` labels in ``{0, 1}`` (or soft labels in ``[0, 1]``), or class indices for
         a multiclass loss.
@@ -354,7 +352,6 @@ def member_eval_step(
       images: ``[n, H, W, C]`` batch (not flipped).
       labels: ``[n]`` labels.
       weights: ``[n]`` weights, 0 on the padding that fills the last batch.
-      loss: the member's loss.
       normalize: see :func:`preprocess`.
 
     Returns:

@@ -170,12 +170,7 @@ class TrainConfig:
 
 
 def resolve_member_batching(config: TrainConfig, backend: str | None = None) -> str:
-    """The member batching a run uses: ``config.member_batching``, or the backend's measured
-    default (:data:`DEFAULT_MEMBER_BATCHING`).
-
-    Args:
-      config: the training configuration.
-      backend: ``'cpu'``, ``'gpu'`` or ``'tpu'`` (default ``jax.default_backend()``).
-    """
+    """The member batching a run uses: ``config.member_batching``, or the measured default
+    (:data:`DEFAULT_MEMBER_BATCHING`) of ``backend`` (default ``jax.default_backend()``)."""
     backend = backend or jax.default_backend()
     return config.member_batching or DEFAULT_MEMBER_BATCHING.get(backend, "vmap")

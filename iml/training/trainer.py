@@ -123,7 +123,6 @@ def init_ensemble(
         :func:`iml.models.with_conv_impl`).
       members: the member specifications (seed and learning rate are used).
       image_shape: ``(H, W, C)``.
-      config: the training configuration.
       mesh: the ``('ensemble', 'data')`` mesh.
       init_variables: optional variables (``{'params', 'batch_stats'}``, e.g. ImageNet weights)
         every member starts from; by default each member is initialised from its own seed.
@@ -162,8 +161,6 @@ def train_ensemble(
       model: a linen module with BatchNorm statistics in ``'batch_stats'``, called as
         ``model.apply(variables, x, train=bool, mutable=['batch_stats'])`` on NHWC images and
         returning one logit per image (``[n, 1]`` or ``[n]``).
-      members: the member specifications.
-      data: the shared data source.
       config: hyperparameters (default :class:`TrainConfig()`).
       checkpoint_dir: folder of orbax checkpoints; ``None`` for none.
       mesh: a ``('ensemble', 'data')`` mesh (default :func:`~iml.training.sharding.make_mesh`
@@ -319,7 +316,6 @@ def predict_ensemble(
     Args:
       model: the module the states were trained with.
       states: the member-stacked states returned by :func:`train_ensemble`.
-      data: the data source.
       indices: one index array per member (e.g. each member's ``test_idx``), or one array that
         every member scores.
       config: the training configuration (its normalisation, batching and ``eval_batch_size``).
