@@ -48,13 +48,6 @@ Conventions shared by every function here:
   bad label in one bin of a curve makes that bin's means NaN and leaves the other bins intact.
 """
 
-# Former private names that iml.revealed and the tests import from here.
-from iml._bootstrap import bootstrap_counts as _bootstrap_counts  # noqa: F401
-from iml._bootstrap import check_bootstrap as _check_bootstrap  # noqa: F401
-from iml.calibration._checks import as_labels as _labels  # noqa: F401
-from iml.calibration._checks import as_weights as _weights  # noqa: F401
-from iml.calibration._checks import check_binary as _check_binary  # noqa: F401
-from iml.calibration._checks import check_n_bins as _check_n_bins  # noqa: F401
 from iml.calibration.beta_sweep import BetaSweep, beta_sweep
 from iml.calibration.binning import BinnedStatistics, assign_bins, bin_edges, binned_statistics
 from iml.calibration.comparison import (

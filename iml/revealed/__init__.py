@@ -70,11 +70,9 @@ batches (bootstrap replicates, data sets). Every function here is pure JAX and w
 transformation the affected outputs are NaN.
 """
 
-# MIN_COUNT, STRATEGIES and the private names (_signals, _as_losses, _bootstrap_chunks) are
-# imported from here by the pipeline, the experiments and the tests.
+# MIN_COUNT and STRATEGIES are imported from here by the pipeline and the experiments.
 from iml._bootstrap import paired_bootstrap_weights
 from iml.revealed.bins import MIN_COUNT, STRATEGIES  # noqa: F401
-from iml.revealed.bins import signals_from_scores as _signals  # noqa: F401
 from iml.revealed.costs import CostBounds, revealed_cost_bounds
 from iml.revealed.experiments import (
     RevealedExperiments,
@@ -92,13 +90,7 @@ from iml.revealed.learning_tests import (
     nias_test,
     nis_check,
 )
-from iml.revealed.losses import as_losses as _as_losses  # noqa: F401
-from iml.revealed.report import (
-    MarginTest,
-    RevealedReport,
-    _bootstrap_chunks,  # noqa: F401
-    reveal,
-)
+from iml.revealed.report import MarginTest, RevealedReport, reveal
 from iml.revealed.shannon import LambdaInterval, shannon_agent, shannon_lambda_interval
 from iml.revealed.simulation import simulate_gaussian_agents, simulate_observations
 from iml.revealed.value import mutual_information, value_matrix

@@ -277,7 +277,7 @@ def _margin_test(
     return MarginTest(margin, margin - c, c, p_value, statistic > c), c
 
 
-def _bootstrap_chunks(n_bootstrap: int, n: int) -> tuple[int, int]:
+def bootstrap_chunks(n_bootstrap: int, n: int) -> tuple[int, int]:
     """``(chunks, replicates per chunk)``: about ``_CHUNK_ELEMENTS`` weights at a time."""
     target = max(1, min(n_bootstrap, _CHUNK_ELEMENTS // n))
     chunks = -(-n_bootstrap // target)
@@ -338,7 +338,7 @@ def _reveal(
     experiments, G, info = statistics(w)
     E = edge_weights(G)
     switch = switch_gains(G)
-    chunks, size = _bootstrap_chunks(n_bootstrap, y.shape[0])
+    chunks, size = bootstrap_chunks(n_bootstrap, y.shape[0])
 
     def seed_replicate(args: tuple[Array, Array]) -> tuple[Array, Array]:
         key_seed, counts = args
