@@ -132,19 +132,10 @@ def beta_sweep(
       scores: raw positive-class scores ``(n,)`` in ``[0, 1]``.
       labels: ``{0, 1}`` labels ``(n,)``.
       betas: candidate class weights ``(m,)`` in ``(0, 1)``.
-      n_bins: number of quantile bins.
-      n_bootstrap: bootstrap replicates for the intervals (0 for none).
-      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
-      sample_weight: non-negative weights ``(n,)``.
-      norm: ECE norm, ``"l1"``, ``"l2"`` or ``"max"``.
-      debias: Kumar, Liang & Ma's debiased estimator (``norm="l2"``).
+      norm, debias: as :func:`expected_calibration_error`.
       base_loss: strictly proper base loss of the beta-weighted loss (for the gap).
-      confidence: coverage of the intervals.
       beta_chunk: betas per matrix product (bounds memory: ``n x beta_chunk`` floats).
       tile: rows per tile of the product.
-
-    Returns:
-      A :class:`BetaSweep`.
     """
     check_n_bins(n_bins)
     check_binary(scores, labels, sample_weight, n_bins)

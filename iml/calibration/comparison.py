@@ -61,10 +61,8 @@ def ece_intervals(
     Args:
       scores: ``[m, N]`` binary scores (or ``[N]`` for one row).
       labels: ``{0, 1}`` labels ``[N]``.
-      n_bins, strategy: as :func:`expected_calibration_error`.
-      n_bootstrap: replicates.
+      n_bootstrap: replicates (at least 2).
       key: ``jax.random`` key (required).
-      confidence: coverage.
     """
     a = np.asarray(scores)
     one = a.ndim == 1
@@ -192,10 +190,8 @@ def compare_ece(
       first, second: binary scores ``(n,)`` on the same observations.
       labels: their ``{0, 1}`` labels ``(n,)``; ``second_labels`` the second's where they differ
         (for instance two classes' indicators of the same rows).
-      n_bins, strategy: as :func:`expected_calibration_error`.
-      n_bootstrap: replicates.
+      n_bootstrap: replicates (at least 2).
       key: ``jax.random`` key (required).
-      confidence: coverage of each interval.
     """
     check_n_bins(n_bins)
     check_strategy(strategy)

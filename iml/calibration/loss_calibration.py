@@ -177,21 +177,9 @@ def loss_calibration_curve(
     ``iml.scoring.optimal_score_for_loss``.
 
     Args:
-      scores: raw positive-class scores ``(n,)`` of a model trained with the loss.
-      labels: ``{0, 1}`` labels ``(n,)``.
-      loss: the binary loss the model was trained with, as :func:`iml.loss_spec` reads it: a
-        class weight ``beta`` in ``(0, 1)`` (the beta-weighted log loss), a
-        :class:`iml.LossSpec`, a loss name or any differentiable ``L(a, y)``.
-      n_bins: number of bins.
-      strategy: ``"quantile"`` or ``"uniform"``.
-      sample_weight: non-negative weights ``(n,)``.
+      scores, labels, loss: as :func:`loss_calibration_test`.
       n_grid: number of points of the theoretical curve.
       n_bootstrap: replicates for the event rates' percentile intervals (0 for none).
-      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
-      confidence: coverage of the intervals.
-
-    Returns:
-      A :class:`LossCalibrationCurve`.
     """
     spec = _binary_loss(loss)
     curve = calibration_curve(
@@ -279,18 +267,14 @@ def loss_calibration_test(
     invertible at some score) makes the p-value NaN.
 
     Args:
-      scores: raw positive-class scores ``(n,)`` in ``[0, 1]``.
+      scores: raw positive-class scores ``(n,)`` in ``[0, 1]`` of a model trained with the loss.
       labels: ``{0, 1}`` labels ``(n,)``.
       loss: the binary loss the model was trained with, as :func:`iml.loss_spec` reads it: a
         class weight ``beta`` in ``(0, 1)`` (the beta-weighted log loss, eq. ``b-loss-bin``;
         ``loss_spec("squared", beta=...)`` for the weighted Brier score), a
         :class:`iml.LossSpec`, a loss name or any differentiable ``L(a, y)``.
-      n_bins: number of bins.
-      strategy: ``"quantile"`` or ``"uniform"``.
-      sample_weight: non-negative weights ``(n,)``.
       n_bootstrap: replicates, for the null distribution and for the interval each.
       key: ``jax.random`` key (required).
-      confidence: coverage of the interval.
 
     Returns:
       A :class:`LossCalibrationTest`. A score of exactly 0 or 1 with the opposite label makes the

@@ -54,8 +54,6 @@ def calibration_error_from_statistics(
 
     Args:
       stats: per-bin sums, arrays ``(..., n_bins)``.
-      norm: ``"l1"``, ``"l2"`` or ``"max"``.
-      debias: subtract the binomial noise (``norm="l2"`` only).
 
     Returns:
       The calibration error, shape ``(...)``.
@@ -117,9 +115,6 @@ def expected_calibration_error(
     Args:
       scores: binary positive-class scores ``(n,)`` or multiclass scores ``(n, k)``.
       labels: ``{0, 1}`` labels ``(n,)``, or class indices in ``[0, k)`` for multiclass.
-      n_bins: number of bins.
-      strategy: ``"quantile"`` (equal mass, the paper's deciles) or ``"uniform"``.
-      sample_weight: non-negative weights ``(n,)``.
       norm: ``"l1"`` (ECE), ``"l2"`` (RMS calibration error) or ``"max"`` (MCE).
       debias: the debiased ``l2`` estimator of Kumar, Liang & Ma (2019).
       multiclass: for ``(n, k)`` scores, ``"top_label"`` (calibration of the top score as the
@@ -171,23 +166,22 @@ def _weighted_mean(values: Array, weights: Array) -> Array:
     return jnp.sum(weights * values) / jnp.sum(weights)
 
 
+def _inputs(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None
+) -> tuple[int, Array, Array, Array]:
+    """Validated binary ``(n,)`` or multiclass ``(n, k)`` input: ``(ndim, scores, weights,
+    labels)``."""
+    ndim = check_scores_labels(scores, labels, sample_weight, None)
+    s = as_float(scores)
+    return ndim, s, as_weights(sample_weight, s), jnp.asarray(labels)
+
+
 def brier_score(
     scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
 ) -> Array:
-    """Mean squared error of the scores: ``(a - y)^2`` (binary) or ``sum_k (a_k - 1{y=k})^2``.
-
-    Args:
-      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
-      labels: ``{0, 1}`` or class indices.
-      sample_weight: non-negative weights ``(n,)``.
-
-    Returns:
-      The weighted mean, a scalar.
-    """
-    ndim = check_scores_labels(scores, labels, sample_weight, None)
-    s = as_float(scores)
-    w = as_weights(sample_weight, s)
-    y = jnp.asarray(labels)
+    """Weighted mean squared error of binary ``(n,)`` or multiclass ``(n, k)`` scores, a scalar:
+    ``(a - y)^2`` (binary) or ``sum_k (a_k - 1{y=k})^2``."""
+    ndim, s, w, y = _inputs(scores, labels, sample_weight)
     if ndim == 1:
         return _weighted_mean(jnp.square(s - as_labels(y, s)), w)
     per_obs = jnp.sum(jnp.square(s - jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)), axis=-1)
@@ -197,21 +191,9 @@ def brier_score(
 def mean_log_loss(
     scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
 ) -> Array:
-    """Mean cross-entropy ``-log a_y`` of the scores (no clipping: a score of 0 on the true class
-    gives ``inf``).
-
-    Args:
-      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
-      labels: ``{0, 1}`` or class indices.
-      sample_weight: non-negative weights ``(n,)``.
-
-    Returns:
-      The weighted mean, a scalar.
-    """
-    ndim = check_scores_labels(scores, labels, sample_weight, None)
-    s = as_float(scores)
-    w = as_weights(sample_weight, s)
-    y = jnp.asarray(labels)
+    """Weighted mean cross-entropy ``-log a_y`` of binary ``(n,)`` or multiclass ``(n, k)`` scores,
+    a scalar (no clipping: a score of 0 on the true class gives ``inf``)."""
+    ndim, s, w, y = _inputs(scores, labels, sample_weight)
     if ndim == 1:
         y = as_labels(y, s)
         per_obs = jnp.where(y == 1, -jnp.log(s), -jnp.log1p(-s))
@@ -235,24 +217,14 @@ def _binary_auroc(scores: Array, positive: Array, weights: Array) -> Array:
 
 
 def auroc(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None) -> Array:
-    """Area under the ROC curve, ties counted one half (the Mann-Whitney statistic).
+    """Area under the ROC curve of binary ``(n,)`` scores, a scalar in ``[0, 1]``, ties counted one
+    half (the Mann-Whitney statistic).
 
     For multiclass scores ``(n, k)``, the unweighted mean over classes of the one-vs-rest AUROC
     (scikit-learn's ``multi_class="ovr", average="macro"``). NaN where a class has no positive or
     no negative observation.
-
-    Args:
-      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
-      labels: ``{0, 1}`` or class indices.
-      sample_weight: non-negative weights ``(n,)``.
-
-    Returns:
-      A scalar in ``[0, 1]``.
     """
-    ndim = check_scores_labels(scores, labels, sample_weight, None)
-    s = as_float(scores)
-    w = as_weights(sample_weight, s)
-    y = jnp.asarray(labels)
+    ndim, s, w, y = _inputs(scores, labels, sample_weight)
     if ndim == 1:
         return _binary_auroc(s, as_labels(y, s), w)
     onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)

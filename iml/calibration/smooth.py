@@ -211,12 +211,8 @@ def smooth_ece(
       scores: positive-class scores in ``[0, 1]``, shape ``(n,)``.
       labels: labels in ``{0, 1}``, shape ``(n,)``.
       bandwidth: a fixed kernel bandwidth ``sigma > 0``, or ``None`` for the fixed point.
-      sample_weight: non-negative weights ``(n,)``.
       n_grid: grid nodes on ``[0, 1]``.
       n_bisection: halvings in the bandwidth search.
-
-    Returns:
-      A :class:`SmoothECE` ``(ece, bandwidth)``.
 
     Raises:
       ValueError: on concrete bad input; under jit, a NaN or out-of-range score, a bad label, a
@@ -264,18 +260,9 @@ def smooth_calibration_curve(
     bandwidth held fixed (as ``relplot`` draws it).
 
     Args:
-      scores: positive-class scores in ``[0, 1]``, shape ``(n,)``.
-      labels: labels in ``{0, 1}``, shape ``(n,)``.
-      bandwidth: a fixed kernel bandwidth ``sigma > 0``, or ``None`` for the fixed point.
-      sample_weight: non-negative weights ``(n,)``.
+      scores, labels, bandwidth, n_bisection: as :func:`smooth_ece`.
       n_grid: grid nodes on ``[0, 1]`` (the curve's points).
-      n_bisection: halvings in the bandwidth search.
       n_bootstrap: bootstrap replicates for the band (0 for none).
-      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
-      confidence: coverage of the band.
-
-    Returns:
-      A :class:`SmoothCalibrationCurve`.
 
     Raises:
       ValueError: on concrete bad input; under jit, bad entries make every output NaN.
