@@ -54,8 +54,13 @@ def check_weights(sample_weight: ArrayLike | None, n: int) -> None:
     V.check_weights("sample_weight", w)
 
 
-def check_binary(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None) -> None:
-    check_scores(scores)
+def check_binary(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None,
+    probabilities: bool = True,
+) -> None:
+    check_scores(scores, probabilities=probabilities)
     s = np.asarray(scores)
     if s.ndim != 1:
         raise ValueError(f"scores must be one-dimensional (binary), got shape {s.shape}")
