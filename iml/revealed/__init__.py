@@ -50,11 +50,10 @@ One idea per module, all of whose public names are imported here:
   quantile, uniform, or adaptive, merged until each holds :data:`MIN_COUNT` expected positives
   and negatives).
 * :mod:`~iml.revealed.experiments`: revealed experiments ``P_k(s)`` and posteriors
-  ``gamma_{k,s}``, from signals, from scores or given directly (:class:`RevealedExperiments`).
-* :mod:`~iml.revealed.value`: the value matrix ``G`` and the mutual information ``I_k``.
+  ``gamma_{k,s}``, from signals, from scores or given directly (:class:`RevealedExperiments`),
+  and what they are worth: the value matrix ``G`` and the mutual information ``I_k``.
 * :mod:`~iml.revealed.learning_tests`: the tests of models of learning: NIS and NIAC on ``G``
-  (with the host-side NIAC checks) and NIAS on the scores.
-* :mod:`~iml.revealed.costs`: the revealed cost bounds.
+  (with the host-side NIAC checks and the revealed cost bounds) and NIAS on the scores.
 * :mod:`~iml.revealed.shannon`: Shannon cost, the ``lambda`` interval and the Shannon agent.
 * :mod:`~iml.revealed.simulation`: observations from given experiments, and Gaussian agents.
 * :mod:`~iml.revealed.report`: :func:`reveal` with its paired bootstrap and its
@@ -73,14 +72,16 @@ transformation the affected outputs are NaN.
 # MIN_COUNT and STRATEGIES are imported from here by the pipeline and the experiments.
 from iml._bootstrap import paired_bootstrap_weights
 from iml.revealed.bins import MIN_COUNT, STRATEGIES  # noqa: F401
-from iml.revealed.costs import CostBounds, revealed_cost_bounds
 from iml.revealed.experiments import (
     RevealedExperiments,
     experiments_from_posteriors,
     experiments_from_signals,
+    mutual_information,
     revealed_experiments,
+    value_matrix,
 )
 from iml.revealed.learning_tests import (
+    CostBounds,
     NIACCheck,
     NIASTest,
     NISCheck,
@@ -89,11 +90,11 @@ from iml.revealed.learning_tests import (
     niac_check,
     nias_test,
     nis_check,
+    revealed_cost_bounds,
 )
 from iml.revealed.report import MarginTest, RevealedReport, reveal
 from iml.revealed.shannon import LambdaInterval, shannon_agent, shannon_lambda_interval
 from iml.revealed.simulation import simulate_gaussian_agents, simulate_observations
-from iml.revealed.value import mutual_information, value_matrix
 
 __all__ = [
     "CostBounds",

@@ -1,7 +1,9 @@
 """The tests of models of learning (Caplin & Dean 2015): NIS (capacity-constrained learning)
 and NIAC (costly learning), inequalities on the value matrix, with NIAC's minimum cycle mean,
-Floyd-Warshall's verdict and two host-side checks; and NIAS, each model's loss calibration
-tested bin by bin with Holm's familywise control."""
+Floyd-Warshall's verdict and two host-side checks, and the revealed cost bounds that costly
+learning implies, ``C_k - C_j <= G[k, k] - G[k, j]``, difference constraints that bound each
+``C_k``, relative to a reference model, by shortest paths; and NIAS, each model's loss
+calibration tested bin by bin with Holm's familywise control."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "CostBounds",
     "NIACCheck",
     "NIASTest",
     "NISCheck",
@@ -35,6 +38,7 @@ __all__ = [
     "niac_check",
     "nias_test",
     "nis_check",
+    "revealed_cost_bounds",
 ]
 
 
@@ -204,6 +208,46 @@ def floyd_warshall(E: Array) -> Array:
         return jnp.minimum(d, to_m + from_m)
 
     return jax.lax.fori_loop(0, K, relax, d0)
+
+
+class CostBounds(NamedTuple):
+    """Revealed bounds on the cost of each model's experiment, relative to a reference model.
+
+    Attributes:
+      lower, upper: ``[..., K]`` bounds on ``C_k - C_ref`` (NaN where infeasible).
+      feasible: whether the difference constraints admit a solution (NIAC holds), ``[...]``.
+    """
+
+    lower: Array
+    upper: Array
+    feasible: Array
+
+
+def revealed_cost_bounds(G: ArrayLike, reference: int = 0) -> CostBounds:
+    """Costly learning implies ``C_k - C_j <= G[k, k] - G[k, j] = w(j -> k)``: bounds on ``C_k``.
+
+    These difference constraints are feasible exactly when NIAC holds (no negative cycle). With
+    ``C_ref = 0``, shortest paths ``d`` give the sharpest interval for each model:
+    ``-d(k -> ref) <= C_k <= d(ref -> k)`` (Floyd-Warshall).
+
+    Args:
+      G: value matrix ``[..., K, K]``.
+      reference: the model whose cost is set to 0.
+    """
+    check_value_matrix(G)
+    K = np.shape(G)[-1]
+    if not isinstance(reference, int | np.integer) or not 0 <= reference < K:
+        raise ValueError(f"reference must be a model index in [0, {K}); got {reference!r}")
+    return revealed_cost_bounds_of(G, int(reference))
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def revealed_cost_bounds_of(G: ArrayLike, reference: int) -> CostBounds:
+    d = floyd_warshall(edge_weights(as_float(G)))
+    feasible = jnp.all(jnp.diagonal(d, axis1=-2, axis2=-1) >= 0, axis=-1)
+    lower = V.nan_unless(feasible[..., None], -d[..., :, reference])
+    upper = V.nan_unless(feasible[..., None], d[..., reference, :])
+    return CostBounds(lower, upper, feasible)
 
 
 def niac_assignment_check(G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:

@@ -24,22 +24,23 @@ from iml._bootstrap import (
 )
 from iml.calibration._checks import as_labels, as_weights
 from iml.revealed.bins import (
-    MIN_COUNT,
     as_min_count,
     bin_signals,
     check_scores,
     merged_signals,
     signals_from_scores,
 )
-from iml.revealed.costs import CostBounds, revealed_cost_bounds_of
 from iml.revealed.experiments import (
     RevealedExperiments,
     check_weight,
     experiments_from_sums,
+    mutual_information_of,
     signal_indicator,
     signal_sums,
+    value_matrix_of,
 )
 from iml.revealed.learning_tests import (
+    CostBounds,
     NIACCheck,
     NIASTest,
     NISCheck,
@@ -48,11 +49,11 @@ from iml.revealed.learning_tests import (
     niac_check_of,
     nias_test_of,
     nis_check_of,
+    revealed_cost_bounds_of,
     switch_gains,
 )
 from iml.revealed.losses import as_losses
 from iml.revealed.shannon import LambdaInterval, shannon_lambda_interval_of
-from iml.revealed.value import mutual_information_of, value_matrix_of
 from iml.spec import LossLike, LossSpec
 
 Array = jax.Array
@@ -322,8 +323,8 @@ def _reveal(
     reference: int,
     resampling: str,
     positive_rows: int,
-    seed_scores: Array | None = None,
-    bins: tuple[str, int, str] = ("quantile", MIN_COUNT, "score"),
+    seed_scores: Array | None,
+    bins: tuple[str, int, str],
 ) -> RevealedReport:
     indicator = signal_indicator(signals, n_signals)
     y = as_labels(labels, indicator)
