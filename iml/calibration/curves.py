@@ -168,14 +168,7 @@ def calibration_curve(
 
 @functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
 def _calibration_curve(
-    scores: ArrayLike,
-    labels: ArrayLike,
-    sample_weight: ArrayLike | None,
-    key: Array | None,
-    n_bins: int,
-    strategy: str,
-    n_bootstrap: int,
-    confidence: float,
+    scores, labels, sample_weight, key, n_bins, strategy, n_bootstrap, confidence
 ) -> CalibrationCurve:
     s = as_float(scores)
     w = as_weights(sample_weight, s)

@@ -301,15 +301,7 @@ def loss_calibration_test(
 
 @functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
 def _loss_calibration_test(
-    scores: ArrayLike,
-    labels: ArrayLike,
-    sample_weight: ArrayLike | None,
-    key: Array,
-    spec: LossSpec,
-    n_bins: int,
-    strategy: str,
-    n_bootstrap: int,
-    confidence: float,
+    scores, labels, sample_weight, key, spec, n_bins, strategy, n_bootstrap, confidence
 ) -> LossCalibrationTest:
     loss_pos, loss_neg = _label_losses(spec)
     a = as_float(scores)

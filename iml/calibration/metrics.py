@@ -136,14 +136,7 @@ def expected_calibration_error(
 
 @functools.partial(jax.jit, static_argnums=(3, 4, 5, 6, 7))
 def _expected_calibration_error(
-    scores: ArrayLike,
-    labels: ArrayLike,
-    sample_weight: ArrayLike | None,
-    n_bins: int,
-    strategy: str,
-    norm: str,
-    debias: bool,
-    multiclass: str,
+    scores, labels, sample_weight, n_bins, strategy, norm, debias, multiclass
 ) -> Array:
     s = as_float(scores)
     w = as_weights(sample_weight, s)

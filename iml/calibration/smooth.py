@@ -224,14 +224,7 @@ def smooth_ece(
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5))
-def _smooth_ece(
-    scores: ArrayLike,
-    labels: ArrayLike,
-    bandwidth: ArrayLike | None,
-    sample_weight: ArrayLike | None,
-    n_grid: int,
-    n_bisection: int,
-) -> SmoothECE:
+def _smooth_ece(scores, labels, bandwidth, sample_weight, n_grid, n_bisection) -> SmoothECE:
     s, y, w, invalid = smooth_inputs(scores, labels, sample_weight)
     result = smooth_ece_of(s, y, w, bandwidth, n_grid, n_bisection)
     return jax.tree.map(lambda x: jnp.where(invalid, jnp.nan, x), result)
@@ -277,15 +270,7 @@ def smooth_calibration_curve(
 
 @functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
 def _smooth_calibration_curve(
-    scores: ArrayLike,
-    labels: ArrayLike,
-    bandwidth: ArrayLike | None,
-    sample_weight: ArrayLike | None,
-    key: Array | None,
-    n_grid: int,
-    n_bisection: int,
-    n_bootstrap: int,
-    confidence: float,
+    scores, labels, bandwidth, sample_weight, key, n_grid, n_bisection, n_bootstrap, confidence
 ) -> SmoothCalibrationCurve:
     s, y, w, invalid = smooth_inputs(scores, labels, sample_weight)
     ece, sigma = smooth_ece_of(s, y, w, bandwidth, n_grid, n_bisection)
