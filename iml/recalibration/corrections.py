@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
-from iml.recalibration._common import as_float, check_labels, check_scores, check_weights
+from iml.calibration._checks import as_float, check_weights
+from iml.recalibration._common import check_labels, check_scores
 from iml.recalibration.interface import Recalibrator
 from iml.spec import LossLike, loss_spec
 

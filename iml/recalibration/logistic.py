@@ -19,14 +19,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
+from iml.calibration._checks import as_float, check_weights
 from iml.recalibration._common import (
     EPS,
-    as_float,
     as_weights,
     check_binary,
     check_labels,
     check_scores,
-    check_weights,
     logit,
 )
 from iml.recalibration.interface import Recalibrator

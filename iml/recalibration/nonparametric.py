@@ -14,11 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from iml import _validation as V
-from iml.recalibration._common import (
-    as_float,
-    as_weights,
-    check_binary,
-)
+from iml.calibration._checks import as_float
+from iml.recalibration._common import as_weights, check_binary
 from iml.recalibration.interface import Recalibrator
 
 Array = jax.Array
