@@ -95,9 +95,7 @@ def platt_fit(
 
 
 @functools.partial(jax.jit, static_argnums=(3, 4, 5))
-def _platt_kernel(
-    s: Array, labels: ArrayLike, w: Array, features: str, smooth_targets: bool, n_iter: int
-) -> PlattParams:
+def _platt_kernel(s, labels, w, features, smooth_targets, n_iter) -> PlattParams:
     y = jnp.asarray(labels, s.dtype)
     f = logit(s) if features == "logit" else s
     if smooth_targets:

@@ -116,9 +116,7 @@ def experiments_from_signals(
 
 
 @functools.partial(jax.jit, static_argnums=(3,))
-def _experiments_from_signals(
-    signals: ArrayLike, labels: ArrayLike, weight: ArrayLike | None, n_signals: int
-) -> RevealedExperiments:
+def _experiments_from_signals(signals, labels, weight, n_signals) -> RevealedExperiments:
     indicator = signal_indicator(signals, n_signals)
     y = as_labels(labels, indicator)
     w = as_weights(weight, y) if weight is not None else jnp.ones_like(y)

@@ -16,7 +16,7 @@ from iml import _validation as V
 from iml.calibration._checks import as_float
 from iml.revealed.experiments import RevealedExperiments
 from iml.revealed.learning_tests import check_value_matrix, switch_gains
-from iml.spec import LossLike, LossSpec, loss_spec
+from iml.spec import LossLike, loss_spec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -130,9 +130,7 @@ def shannon_agent(
 
 
 @functools.partial(jax.jit, static_argnames=("n_grid", "n_refine"))
-def _shannon_agent(
-    spec: LossSpec, prior: ArrayLike, lam: ArrayLike, n_grid: int, n_refine: int
-) -> RevealedExperiments:
+def _shannon_agent(spec, prior, lam, n_grid, n_refine) -> RevealedExperiments:
     pi = jnp.asarray(prior, jnp.float32)
     lam = jnp.asarray(lam, jnp.float32)
 

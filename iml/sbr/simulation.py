@@ -180,9 +180,7 @@ def simulate_scores(
 
 
 @functools.partial(jax.jit, static_argnums=(3,))
-def _simulate_kernel(
-    key: Array, prior: Array, experiment: Array, n: int, spec: LossSpec
-) -> tuple[Array, Array, Array, Array]:
+def _simulate_kernel(key, prior, experiment, n, spec) -> tuple[Array, Array, Array, Array]:
     gamma = bayesian_posteriors(prior, experiment)
     alpha = optimal(spec, gamma)
     key_y, key_s = jax.random.split(key)
@@ -228,9 +226,7 @@ def simulate_gaussian_scores(
 
 
 @functools.partial(jax.jit, static_argnums=(1,))
-def _gaussian_kernel(
-    key: Array, n: int, spec: LossSpec, prevalence: ArrayLike, separation: ArrayLike
-) -> tuple[Array, Array, Array, Array]:
+def _gaussian_kernel(key, n, spec, prevalence, separation) -> tuple[Array, Array, Array, Array]:
     key_y, key_x = jax.random.split(key)
     labels = jax.random.bernoulli(key_y, prevalence, (n,)).astype(jnp.int32)
     x = separation * labels + jax.random.normal(key_x, (n,))
