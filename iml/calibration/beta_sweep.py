@@ -22,7 +22,7 @@ from iml.calibration.binning import (
     weighted_bin_sums,
 )
 from iml.calibration.loss_calibration import LossSums, loss_matrices, loss_reduction, loss_sums
-from iml.calibration.metrics import NORMS, calibration_error_from_statistics
+from iml.calibration.metrics import calibration_error_from_statistics, check_norm
 from iml.calibration.smooth import SMOOTH_BISECTION, SMOOTH_GRID, smooth_ece_of, smooth_inputs
 from iml.losses import BinaryLoss, log_loss
 from iml.scoring import loss_corrected_score, optimal_score
@@ -140,9 +140,7 @@ def beta_sweep(
     check_n_bins(n_bins)
     check_binary(scores, labels, sample_weight, n_bins)
     check_bootstrap(n_bootstrap, key, confidence)
-    V.check_choice("norm", norm, NORMS)
-    if debias and norm != "l2":
-        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+    check_norm(norm, debias)
     if V.concrete_value(betas) is not None:
         V.check_betas("betas", betas, distinct=False)
     return _beta_sweep(

@@ -8,7 +8,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from iml import _validation as V
 from iml.calibration._checks import (
@@ -38,6 +37,12 @@ NORMS = ("l1", "l2", "max")
 MULTICLASS_MODES = ("top_label", "classwise")
 
 
+def check_norm(norm: str, debias: bool) -> None:
+    V.check_choice("norm", norm, NORMS)
+    if debias and norm != "l2":
+        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+
+
 def calibration_error_from_statistics(
     stats: BinnedStatistics, norm: str = "l1", debias: bool = False
 ) -> Array:
@@ -58,9 +63,7 @@ def calibration_error_from_statistics(
     Returns:
       The calibration error, shape ``(...)``.
     """
-    V.check_choice("norm", norm, NORMS)
-    if debias and norm != "l2":
-        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+    check_norm(norm, debias)
     filled = stats.count > 0
     safe_count = jnp.where(filled, stats.count, 1.0)
     gap = jnp.where(filled, (stats.score_sum - stats.label_sum) / safe_count, 0.0)
@@ -77,9 +80,6 @@ def calibration_error_from_statistics(
         sq = sq - jnp.where(n_eff > 1.0, noise, 0.0)
         return jnp.sqrt(jnp.maximum(jnp.sum(share * sq, axis=-1), 0.0))
     return jnp.sqrt(jnp.sum(share * sq, axis=-1))
-
-
-_EMPTY_STATS = BinnedStatistics(*np.ones((4, 1), np.float32))
 
 
 def _binary_ece(
@@ -128,7 +128,7 @@ def expected_calibration_error(
     check_strategy(strategy)
     V.check_choice("multiclass", multiclass, MULTICLASS_MODES)
     check_scores_labels(scores, labels, sample_weight, n_bins)
-    calibration_error_from_statistics(_EMPTY_STATS, norm, debias)  # validates norm and debias
+    check_norm(norm, debias)
     return _expected_calibration_error(
         scores, labels, sample_weight, n_bins, strategy, norm, debias, multiclass
     )

@@ -1,17 +1,11 @@
-"""The model of Section 3 and its simulator: data with a known signal-based representation
-(Definition 3) for tests, notebooks and benchmarks.
-
-An algorithm is a Bayesian decision maker: it holds a prior ``pi(y)``, observes a signal ``s`` of a
-statistical experiment ``pi(s | y)``, forms the posterior ``gamma^s`` by Bayes' rule (eq.
-``posterior``, :func:`bayesian_posteriors`) and reports the score ``alpha^s = c^L(gamma^s)`` that
-minimises expected loss (eq. ``choice``, :func:`optimal_signal_scores`). The loss named by
-keywords (:func:`loss_from_keywords`) and ``c^L`` of posteriors (:func:`optimal`) serve the
-signal-based representation (:mod:`iml.sbr.representation`) too.
-
-The model runs forwards: :func:`model_distribution` gives its exact distribution of scores and
-labels, ready for :func:`iml.sbr.signal_based_representation_from_joint`; :func:`simulate_scores`
-draws observations from a model with finitely many signals; :func:`simulate_gaussian_scores`
-from a continuous-signal model for rare-class scenarios.
+"""The model of Section 3 (:mod:`iml.sbr`) and its simulator, data with a known signal-based
+representation for tests, notebooks and benchmarks: posteriors by Bayes' rule (eq.
+``posterior``, :func:`bayesian_posteriors`), the scores that minimise expected loss given them
+(eq. ``choice``, :func:`optimal_signal_scores`), the model's exact distribution of scores and
+labels (:func:`model_distribution`), and draws from a model with finitely many signals
+(:func:`simulate_scores`) or with a continuous signal, for rare-class scenarios
+(:func:`simulate_gaussian_scores`). The loss named by keywords (:func:`loss_from_keywords`) and
+``c^L`` of posteriors (:func:`optimal`) serve :mod:`iml.sbr.representation` too.
 """
 
 from __future__ import annotations
