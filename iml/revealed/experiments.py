@@ -54,22 +54,6 @@ class RevealedExperiments(NamedTuple):
     prior: Array
 
 
-def _check_signals(signals: ArrayLike, n_signals: int) -> None:
-    check_n_bins(n_signals)
-    shape = np.shape(signals)
-    if len(shape) != 2 or 0 in shape:
-        raise ValueError(f"signals must be a non-empty [K, N] array; got shape {shape}")
-    s = V.concrete_value(signals)
-    if s is None:
-        return
-    if not np.issubdtype(s.dtype, np.integer):
-        raise ValueError(f"signals must be integers (signal indices); got dtype {s.dtype}")
-    if (s < 0).any() or (s >= n_signals).any():
-        raise ValueError(
-            f"signals must lie in [0, n_signals={n_signals}); got min {s.min()}, max {s.max()}"
-        )
-
-
 def check_weight(weight: ArrayLike | None, n: int) -> None:
     """Observation weights ``[..., N]``: leading axes are batches (bootstrap replicates)."""
     if weight is None:
@@ -106,8 +90,18 @@ def experiments_from_signals(
     Returns:
       :class:`RevealedExperiments` with ``probability`` and ``posterior`` ``[..., K, S]``.
     """
-    _check_signals(signals, n_signals)
-    n = np.shape(signals)[1]
+    check_n_bins(n_signals)
+    shape = np.shape(signals)
+    if len(shape) != 2 or 0 in shape:
+        raise ValueError(f"signals must be a non-empty [K, N] array; got shape {shape}")
+    s = V.concrete_value(signals)
+    if s is not None and not np.issubdtype(s.dtype, np.integer):
+        raise ValueError(f"signals must be integers (signal indices); got dtype {s.dtype}")
+    if s is not None and ((s < 0).any() or (s >= n_signals).any()):
+        raise ValueError(
+            f"signals must lie in [0, n_signals={n_signals}); got min {s.min()}, max {s.max()}"
+        )
+    n = shape[1]
     y = V.concrete_value(labels)
     if y is not None and (y.shape != (n,) or not np.isin(y, (0, 1)).all()):
         raise ValueError(f"labels must be a [{n}] array of 0s and 1s; got shape {y.shape}")

@@ -73,10 +73,6 @@ def shannon_lambda_interval_of(G: ArrayLike, information: ArrayLike, atol: float
     return LambdaInterval(lower, upper, (lower > upper) | equal_fails)
 
 
-def _binary_entropy(g: Array) -> Array:
-    return -xlogy(g, g) - xlogy(1.0 - g, 1.0 - g)
-
-
 def shannon_agent(
     loss: LossLike,
     prior: ArrayLike,
@@ -135,7 +131,7 @@ def _shannon_agent(spec, prior, lam, n_grid, n_refine) -> RevealedExperiments:
     lam = jnp.asarray(lam, jnp.float32)
 
     def concavified(g: Array) -> Array:
-        return -spec.minimised_expected_loss(g) + lam * _binary_entropy(g)
+        return -spec.minimised_expected_loss(g) + lam * (-xlogy(g, g) - xlogy(1.0 - g, 1.0 - g))
 
     def best_chord(g1: Array, g2: Array) -> tuple[Array, Array, Array]:
         n1, n2 = concavified(g1), concavified(g2)
