@@ -63,10 +63,13 @@ Input checks shared with the calibration analysis live in :mod:`iml.calibration.
 resampling (rows and seeds) and percentile intervals in :mod:`iml._bootstrap`.
 
 Conventions: arrays follow ``[..., K, S]`` for ``K`` models and ``S`` signals; leading axes are
-batches (bootstrap replicates, data sets). Every function here is pure JAX and works under
-``jax.jit`` and ``jax.vmap`` except the host-side checks :func:`niac_assignment_check` and
-:func:`niac_brute_force`. Concrete bad input raises ``ValueError`` naming the argument; under a
-transformation the affected outputs are NaN.
+batches (bootstrap replicates, data sets). ``scores`` are ``[K, N]`` positive-class scores in
+``[0, 1]`` of ``K`` models on the same ``N`` observations, with ``{0, 1}`` ``labels`` ``[N]``;
+``losses`` are the ``K`` models' binary losses, one per model: a batched :class:`iml.LossSpec`
+(batch shape ``(K,)``), an array of betas, or a sequence of anything :func:`iml.loss_spec` reads.
+Every function here is pure JAX and works under ``jax.jit`` and ``jax.vmap`` except the host-side
+checks :func:`niac_assignment_check` and :func:`niac_brute_force`. Concrete bad input raises
+``ValueError`` naming the argument; under a transformation the affected outputs are NaN.
 """
 
 # MIN_COUNT and STRATEGIES are imported from here by the pipeline and the experiments.

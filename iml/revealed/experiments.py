@@ -171,9 +171,6 @@ def revealed_experiments(
     experiment does not depend on which loss the scores were reported under.
 
     Args:
-      scores: ``[K, N]`` positive-class scores in ``[0, 1]`` of ``K`` models on the same ``N``
-        observations.
-      labels: ``{0, 1}`` labels ``[N]``.
       n_bins: signals per model.
       strategy: ``"quantile"`` (per model), ``"uniform"``, or ``"adaptive"``: the ``n_bins``
         quantile bins merged, in score order, until each holds at least ``min_count`` expected
@@ -185,7 +182,7 @@ def revealed_experiments(
         signals with ``P_k(s) = 0``, which change nothing downstream. Needs ``losses``.
       weight: non-negative observation weights ``[..., N]`` (leading axes are batches, e.g.
         bootstrap replicates); the bins are computed from the unweighted scores and stay fixed.
-      losses: the ``K`` models' binary losses (for ``"adaptive"``).
+      losses: for ``"adaptive"``.
       min_count: the least expected positives and negatives of an adaptive bin
         (default :data:`MIN_COUNT`).
 
@@ -250,8 +247,6 @@ def value_matrix(experiments: RevealedExperiments, losses: LossLike | Sequence[L
 
     Args:
       experiments: :class:`RevealedExperiments` ``[..., K, S]``.
-      losses: ``K`` binary losses, one per model: a batched :class:`iml.LossSpec` (batch shape
-        ``(K,)``), an array of betas, or a sequence of anything :func:`iml.loss_spec` reads.
 
     Returns:
       ``G`` ``[..., K, K]`` (row: decision problem; column: experiment).

@@ -355,8 +355,7 @@ def nias_test(
     ``K = 64`` as at ``K = 1``.
 
     Args:
-      scores, labels, n_bins, strategy, min_count: as :func:`revealed_experiments`.
-      losses: ``K`` binary losses, one per model.
+      n_bins, strategy, min_count: as :func:`revealed_experiments`.
       weight: non-negative observation weights ``[N]``, or ``None`` (exact binomial p-values).
       confidence: the test is at level ``1 - confidence``.
     """

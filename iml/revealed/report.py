@@ -179,10 +179,7 @@ def reveal(
     every simulated regime of the stored runs back to its level (``docs/results/revealed``).
 
     Args:
-      scores: ``[K, N]`` scores of ``K`` models in ``[0, 1]``.
-      labels: ``{0, 1}`` labels ``[N]``.
-      losses: the ``K`` binary losses the models were trained with (a batched
-        :class:`iml.LossSpec`, an array of betas, or a sequence of losses).
+      losses: the ``K`` binary losses the models were trained with.
       n_bins, strategy: the bins (signals) of each model (:func:`revealed_experiments`);
         ``"adaptive"`` by default (see above).
       weight: non-negative observation weights ``[N]``.
@@ -200,9 +197,6 @@ def reveal(
         training between seeds as well as that of the evaluation rows.
       seed_average: how drawn seeds pool: ``"score"`` (their mean score) or ``"logit"`` (the
         score of their mean logit), as the run's ensembles pool members.
-
-    Returns:
-      A :class:`RevealedReport`.
     """
     check_scores(scores, labels, n_bins, strategy)
     n_models, n = np.shape(scores)

@@ -87,7 +87,6 @@ def simulate_gaussian_agents(
 
     Args:
       key: ``jax.random`` key.
-      losses: ``K`` binary losses (as :func:`value_matrix` reads them).
       precision: ``d`` ``[K]`` (or a scalar for all), the separation of the signal's means in
         standard deviations.
       prior: ``pi`` in ``(0, 1)``.
