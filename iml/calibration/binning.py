@@ -33,10 +33,8 @@ def bin_edges(scores: ArrayLike, n_bins: int = 10, strategy: str = "quantile") -
 
     Args:
       scores: scores in ``[0, 1]``, shape ``(n,)``.
-      n_bins: number of bins.
-      strategy: ``"quantile"`` (edges at the ``b / n_bins`` quantiles of ``scores``, linear
-        interpolation as in ``np.percentile``; the paper's deciles for ``n_bins=10``) or
-        ``"uniform"`` (``n_bins`` equal widths on ``[0, 1]``).
+      strategy: ``"quantile"`` (edges at the quantiles of ``scores``, as :mod:`iml.calibration`
+        states) or ``"uniform"`` (``n_bins`` equal widths on ``[0, 1]``).
 
     Returns:
       Nondecreasing edges, shape ``(n_bins + 1,)``. Quantile edges may repeat where scores tie.

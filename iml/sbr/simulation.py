@@ -120,8 +120,7 @@ def model_distribution(
     """The model's exact distribution of scores and labels: ``(alpha^s, pi(s, y))``.
 
     Args:
-      prior: ``pi(y)`` ``[n]``.
-      experiment: ``pi(s | y)`` ``[S, n]``.
+      prior, experiment: as :func:`bayesian_posteriors`.
       beta, B, loss: the loss, as in :func:`optimal_signal_scores`.
 
     Returns:
@@ -150,9 +149,7 @@ def simulate_scores(
     ``alpha^s = c^L(gamma^s)``.
 
     Args:
-      key: a JAX PRNG key.
-      prior: ``pi(y)`` ``[n_labels]``.
-      experiment: ``pi(s | y)`` ``[S, n_labels]``.
+      prior, experiment: as :func:`bayesian_posteriors`, with ``n_labels`` labels.
       n: number of observations (static).
       beta, B, loss: the loss, as in :func:`optimal_signal_scores`.
 
@@ -202,7 +199,6 @@ def simulate_gaussian_scores(
     (0.92 at the default).
 
     Args:
-      key: a JAX PRNG key.
       n: number of observations (static).
       prevalence: ``P(y = 1)`` in ``(0, 1)``.
       separation: distance between the two signal means (``> 0``).
