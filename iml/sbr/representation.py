@@ -272,9 +272,6 @@ def signal_based_representation_from_joint(
         dropped.
       loss: the loss (:func:`iml.loss_spec`): ``beta``, ``B``, a name or a callable.
       atol: tolerance for conditions 1-4.
-
-    Returns:
-      A :class:`SignalBasedRepresentation`.
     """
     spec = loss_from_keywords(None, None, loss)
     alpha = np.asarray(signal_scores, dtype=np.float32)
