@@ -43,7 +43,8 @@ One idea per module, all of whose public names are imported here:
 * :mod:`~iml.recalibration.cross_fit`: recalibration cross-fitted over folds, and the baselines
   a run's report fits so.
 
-The input checks and coercions they share live in :mod:`iml.recalibration._common`.
+The input checks and coercions they share live in :mod:`iml.recalibration._common` and, those
+shared with the calibration analysis, in :mod:`iml.calibration._checks`.
 """
 
 from iml.recalibration.corrections import (
