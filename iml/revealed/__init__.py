@@ -66,7 +66,8 @@ Conventions: arrays follow ``[..., K, S]`` for ``K`` models and ``S`` signals; l
 batches (bootstrap replicates, data sets). ``scores`` are ``[K, N]`` positive-class scores in
 ``[0, 1]`` of ``K`` models on the same ``N`` observations, with ``{0, 1}`` ``labels`` ``[N]``;
 ``losses`` are the ``K`` models' binary losses, one per model: a batched :class:`iml.LossSpec`
-(batch shape ``(K,)``), an array of betas, or a sequence of anything :func:`iml.loss_spec` reads.
+(batch shape ``(K,)``), an array of betas, or a sequence of anything :func:`iml.loss_spec` reads;
+``G`` is a value matrix ``[..., K, K]`` (:func:`value_matrix`).
 Every function here is pure JAX and works under ``jax.jit`` and ``jax.vmap`` except the host-side
 checks :func:`niac_assignment_check` and :func:`niac_brute_force`. Concrete bad input raises
 ``ValueError`` naming the argument; under a transformation the affected outputs are NaN.

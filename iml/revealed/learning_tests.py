@@ -69,9 +69,6 @@ def nis_check(G: ArrayLike) -> NISCheck:
 
     A learner that picks the best experiment from one fixed feasible set, whatever its loss, never
     leaves an experiment it could have learned (another model's) that is better for its own loss.
-
-    Args:
-      G: value matrix ``[..., K, K]`` (:func:`value_matrix`).
     """
     check_value_matrix(G)
     return nis_check_of(G)
@@ -130,9 +127,6 @@ def niac_check(G: ArrayLike) -> NIACCheck:
     polynomial time with negative cycles present and does not grow with the cycle's length. The
     reported cycle is read off Karp's minimising walk; the independent verdict is Floyd-Warshall's
     (a negative diagonal entry of the shortest-path matrix). Both vectorise over leading axes.
-
-    Args:
-      G: value matrix ``[..., K, K]`` (:func:`value_matrix`).
     """
     check_value_matrix(G)
     return niac_check_of(G)
@@ -231,7 +225,6 @@ def revealed_cost_bounds(G: ArrayLike, reference: int = 0) -> CostBounds:
     ``-d(k -> ref) <= C_k <= d(ref -> k)`` (Floyd-Warshall).
 
     Args:
-      G: value matrix ``[..., K, K]``.
       reference: the model whose cost is set to 0.
     """
     check_value_matrix(G)
@@ -257,9 +250,6 @@ def niac_assignment_check(G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     to decision problems; a better permutation decomposes into improving cycles. Solved with
     ``scipy.optimize.linear_sum_assignment`` (an independent check of :func:`niac_check`; it is
     not jittable).
-
-    Args:
-      G: value matrix ``[..., K, K]``.
 
     Returns:
       ``(gain, sigma)``: ``max_sigma sum_k G[k, sigma(k)] - sum_k G[k, k] >= 0`` ``[...]``

@@ -48,7 +48,6 @@ def shannon_lambda_interval(
     interval is intersected with ``lambda >= 0``.
 
     Args:
-      G: value matrix ``[..., K, K]``.
       information: ``I`` ``[..., K]`` (:func:`mutual_information`).
       atol: the information difference below which two experiments count as equally informative.
     """

@@ -270,7 +270,6 @@ def signal_based_representation_from_joint(
       signal_scores: the distinct scores ``a`` ``[S]`` (binary) or ``[S, n]``.
       joint: ``P^L(a, y)`` ``[S, k]``, non-negative, summing to one; rows of zero mass are
         dropped.
-      loss: the loss (:func:`iml.loss_spec`): ``beta``, ``B``, a name or a callable.
       atol: tolerance for conditions 1-4.
     """
     spec = loss_from_keywords(None, None, loss)
@@ -336,8 +335,6 @@ def signal_based_representation(
     Args:
       scores: ``[N]`` positive-class scores (binary) or ``[N, n]`` score vectors (with ``B``).
       labels: ``[N]`` labels in ``{0, 1}`` (binary) or ``{0, ..., n - 1}``.
-      loss: the loss (:func:`iml.loss_spec`): ``beta`` in ``(0, 1)``, a matrix ``B`` ``[n, n]``,
-        a name with its parameters, a :class:`iml.LossSpec` or a callable.
       n_bins: bin binary scores into this many signals (``None``: distinct scores).
       strategy: ``"quantile"`` or ``"uniform"`` bins.
       signals: optional integer signal per observation (overrides ``n_bins``).
