@@ -18,8 +18,7 @@ from iml.calibration._checks import (
     STRATEGIES,
     as_float,
     as_labels,
-    check_n_bins,
-    check_strategy,
+    check_bins,
 )
 
 Array = jax.Array
@@ -39,8 +38,7 @@ def bin_edges(scores: ArrayLike, n_bins: int = 10, strategy: str = "quantile") -
     Returns:
       Nondecreasing edges, shape ``(n_bins + 1,)``. Quantile edges may repeat where scores tie.
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     s = as_float(scores)
     q = jnp.linspace(0.0, 1.0, n_bins + 1, dtype=s.dtype)
     if strategy == "uniform":

@@ -23,8 +23,8 @@ from iml.calibration._checks import (
     as_float,
     as_labels,
     check_binary,
+    check_bins,
     check_n_bins,
-    check_strategy,
 )
 from iml.calibration.binning import assign_bins, bin_edges
 from iml.calibration.metrics import expected_calibration_error
@@ -67,8 +67,7 @@ def ece_intervals(
     a = np.asarray(scores)
     one = a.ndim == 1
     a = a[None] if one else a
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     for row in a:
         check_binary(row, labels, None, n_bins)
     V.check_count("n_bootstrap", n_bootstrap, 2)
@@ -193,8 +192,7 @@ def compare_ece(
       n_bootstrap: replicates (at least 2).
       key: ``jax.random`` key (required).
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     second_labels = labels if second_labels is None else second_labels
     check_binary(first, labels, None, n_bins, scores_name="first")
     check_binary(second, second_labels, None, n_bins, scores_name="second")

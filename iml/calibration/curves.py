@@ -17,8 +17,7 @@ from iml.calibration._checks import (
     as_float,
     as_weights,
     check_binary,
-    check_n_bins,
-    check_strategy,
+    check_bins,
 )
 from iml.calibration.binning import assign_bins, bin_edges, binned_statistics, safe_div
 
@@ -157,8 +156,7 @@ def calibration_curve(
     Raises:
       ValueError: on concrete bad input (see :mod:`iml.calibration` for traced input).
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     check_binary(scores, labels, sample_weight, n_bins)
     check_bootstrap(n_bootstrap, key, confidence)
     return _calibration_curve(

@@ -26,8 +26,7 @@ from iml.calibration._checks import (
     as_labels,
     as_weights,
     check_binary,
-    check_n_bins,
-    check_strategy,
+    check_bins,
 )
 from iml.calibration.binning import (
     assign_bins,
@@ -280,8 +279,7 @@ def loss_calibration_test(
       A :class:`LossCalibrationTest`. A score of exactly 0 or 1 with the opposite label makes the
       log-loss gap infinite (such a label is impossible under H0): ``p = 1 / (1 + n_bootstrap)``.
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     check_binary(scores, labels, sample_weight, n_bins)
     V.check_count("n_bootstrap", n_bootstrap)
     check_bootstrap(n_bootstrap, key, confidence)
@@ -377,8 +375,7 @@ def loss_calibration_power(
       n_simulations: simulated data sets.
       key: ``jax.random`` key (required).
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     a = V.concrete_value(scores)
     if a is not None:
         V.check_shape("scores", a, (np.shape(a)[0],))

@@ -14,9 +14,8 @@ from iml.calibration._checks import (
     as_float,
     as_labels,
     as_weights,
-    check_n_bins,
+    check_bins,
     check_scores_labels,
-    check_strategy,
     class_labels_invalid,
 )
 from iml.calibration.binning import BinnedStatistics, assign_bins, bin_edges, binned_statistics
@@ -124,8 +123,7 @@ def expected_calibration_error(
     Returns:
       A scalar.
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     V.check_choice("multiclass", multiclass, MULTICLASS_MODES)
     check_scores_labels(scores, labels, sample_weight, n_bins)
     check_norm(norm, debias)
