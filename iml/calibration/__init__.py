@@ -9,8 +9,8 @@ One idea per module, all of whose public names are imported here:
 
 * :mod:`~iml.calibration.binning`: bin edges (quantile or uniform), the bin of every score and
   the weighted per-bin sums (:class:`BinnedStatistics`) that every binned quantity comes from.
-* :mod:`~iml.calibration.intervals`: the Clopper-Pearson interval of a binomial rate.
-* :mod:`~iml.calibration.curves`: the binned calibration curve (Definition 1; Figures 1 and 4).
+* :mod:`~iml.calibration.curves`: the binned calibration curve (Definition 1; Figures 1 and 4)
+  and the Clopper-Pearson interval of a binomial rate.
 * :mod:`~iml.calibration.metrics`: the expected calibration error (binned, and the debiased
   estimator of Kumar, Liang & Ma 2019), the Brier score, the log loss and the AUROC.
 * :mod:`~iml.calibration.loss_calibration`: loss calibration (Definition 2): the gap, the curve
@@ -41,6 +41,13 @@ Conventions shared by every function here:
   keeps the bins fixed. Repeated quantiles (ties across a quantile) give duplicate edges; the bins
   between duplicates are empty.
 * **Empty bins** have ``count == 0`` and ``NaN`` means; metrics skip them.
+* **Arguments** mean the same in every function that takes them, unless its docstring says more:
+  ``n_bins`` the number of bins; ``strategy`` ``"quantile"`` (the paper's deciles for
+  ``n_bins=10``) or ``"uniform"``; ``sample_weight`` non-negative weights ``(n,)``, which weight
+  means and counts but not the quantile edges; ``n_bootstrap`` the nonparametric bootstrap's
+  replicates (observations resampled with replacement, bins held fixed; 0 for none), ``key`` the
+  ``jax.random`` key they are drawn from (required when ``n_bootstrap > 0``) and ``confidence``
+  the coverage of the intervals.
 * **Validation**: when arrays are concrete, bad input raises ``ValueError`` naming the argument.
   Under ``jax.jit`` values cannot be inspected; instead every result that depends on an invalid
   entry is NaN (never a plausible wrong number): a NaN score, a binary label outside ``{0, 1}``
@@ -48,13 +55,6 @@ Conventions shared by every function here:
   bad label in one bin of a curve makes that bin's means NaN and leaves the other bins intact.
 """
 
-# Former private names that iml.revealed and the tests import from here.
-from iml._bootstrap import bootstrap_counts as _bootstrap_counts  # noqa: F401
-from iml._bootstrap import check_bootstrap as _check_bootstrap  # noqa: F401
-from iml.calibration._checks import as_labels as _labels  # noqa: F401
-from iml.calibration._checks import as_weights as _weights  # noqa: F401
-from iml.calibration._checks import check_binary as _check_binary  # noqa: F401
-from iml.calibration._checks import check_n_bins as _check_n_bins  # noqa: F401
 from iml.calibration.beta_sweep import BetaSweep, beta_sweep
 from iml.calibration.binning import BinnedStatistics, assign_bins, bin_edges, binned_statistics
 from iml.calibration.comparison import (
@@ -64,8 +64,7 @@ from iml.calibration.comparison import (
     multiclass_ece_intervals,
     paired_comparison,
 )
-from iml.calibration.curves import CalibrationCurve, calibration_curve
-from iml.calibration.intervals import clopper_pearson_interval
+from iml.calibration.curves import CalibrationCurve, calibration_curve, clopper_pearson_interval
 from iml.calibration.loss_calibration import (
     LossCalibrationCurve,
     LossCalibrationTest,

@@ -26,7 +26,8 @@ def check_n_bins(n_bins: int) -> None:
     V.check_count("n_bins", n_bins)
 
 
-def check_strategy(strategy: str) -> None:
+def check_bins(n_bins: int, strategy: str) -> None:
+    check_n_bins(n_bins)
     V.check_choice("strategy", strategy, STRATEGIES)
 
 

@@ -22,7 +22,7 @@ from iml.calibration.binning import (
     weighted_bin_sums,
 )
 from iml.calibration.loss_calibration import LossSums, loss_matrices, loss_reduction, loss_sums
-from iml.calibration.metrics import NORMS, calibration_error_from_statistics
+from iml.calibration.metrics import calibration_error_from_statistics, check_norm
 from iml.calibration.smooth import SMOOTH_BISECTION, SMOOTH_GRID, smooth_ece_of, smooth_inputs
 from iml.losses import BinaryLoss, log_loss
 from iml.scoring import loss_corrected_score, optimal_score
@@ -132,26 +132,15 @@ def beta_sweep(
       scores: raw positive-class scores ``(n,)`` in ``[0, 1]``.
       labels: ``{0, 1}`` labels ``(n,)``.
       betas: candidate class weights ``(m,)`` in ``(0, 1)``.
-      n_bins: number of quantile bins.
-      n_bootstrap: bootstrap replicates for the intervals (0 for none).
-      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
-      sample_weight: non-negative weights ``(n,)``.
-      norm: ECE norm, ``"l1"``, ``"l2"`` or ``"max"``.
-      debias: Kumar, Liang & Ma's debiased estimator (``norm="l2"``).
+      norm, debias: as :func:`expected_calibration_error`.
       base_loss: strictly proper base loss of the beta-weighted loss (for the gap).
-      confidence: coverage of the intervals.
       beta_chunk: betas per matrix product (bounds memory: ``n x beta_chunk`` floats).
       tile: rows per tile of the product.
-
-    Returns:
-      A :class:`BetaSweep`.
     """
     check_n_bins(n_bins)
     check_binary(scores, labels, sample_weight, n_bins)
     check_bootstrap(n_bootstrap, key, confidence)
-    V.check_choice("norm", norm, NORMS)
-    if debias and norm != "l2":
-        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+    check_norm(norm, debias)
     if V.concrete_value(betas) is not None:
         V.check_betas("betas", betas, distinct=False)
     return _beta_sweep(

@@ -18,8 +18,7 @@ from iml.calibration._checks import (
     STRATEGIES,
     as_float,
     as_labels,
-    check_n_bins,
-    check_strategy,
+    check_bins,
 )
 
 Array = jax.Array
@@ -33,16 +32,13 @@ def bin_edges(scores: ArrayLike, n_bins: int = 10, strategy: str = "quantile") -
 
     Args:
       scores: scores in ``[0, 1]``, shape ``(n,)``.
-      n_bins: number of bins.
-      strategy: ``"quantile"`` (edges at the ``b / n_bins`` quantiles of ``scores``, linear
-        interpolation as in ``np.percentile``; the paper's deciles for ``n_bins=10``) or
-        ``"uniform"`` (``n_bins`` equal widths on ``[0, 1]``).
+      strategy: ``"quantile"`` (edges at the quantiles of ``scores``, as :mod:`iml.calibration`
+        states) or ``"uniform"`` (``n_bins`` equal widths on ``[0, 1]``).
 
     Returns:
       Nondecreasing edges, shape ``(n_bins + 1,)``. Quantile edges may repeat where scores tie.
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     s = as_float(scores)
     q = jnp.linspace(0.0, 1.0, n_bins + 1, dtype=s.dtype)
     if strategy == "uniform":

@@ -23,8 +23,8 @@ from iml.calibration._checks import (
     as_float,
     as_labels,
     check_binary,
+    check_bins,
     check_n_bins,
-    check_strategy,
 )
 from iml.calibration.binning import assign_bins, bin_edges
 from iml.calibration.metrics import expected_calibration_error
@@ -61,16 +61,13 @@ def ece_intervals(
     Args:
       scores: ``[m, N]`` binary scores (or ``[N]`` for one row).
       labels: ``{0, 1}`` labels ``[N]``.
-      n_bins, strategy: as :func:`expected_calibration_error`.
-      n_bootstrap: replicates.
+      n_bootstrap: replicates (at least 2).
       key: ``jax.random`` key (required).
-      confidence: coverage.
     """
     a = np.asarray(scores)
     one = a.ndim == 1
     a = a[None] if one else a
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     for row in a:
         check_binary(row, labels, None, n_bins)
     V.check_count("n_bootstrap", n_bootstrap, 2)
@@ -192,13 +189,10 @@ def compare_ece(
       first, second: binary scores ``(n,)`` on the same observations.
       labels: their ``{0, 1}`` labels ``(n,)``; ``second_labels`` the second's where they differ
         (for instance two classes' indicators of the same rows).
-      n_bins, strategy: as :func:`expected_calibration_error`.
-      n_bootstrap: replicates.
+      n_bootstrap: replicates (at least 2).
       key: ``jax.random`` key (required).
-      confidence: coverage of each interval.
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     second_labels = labels if second_labels is None else second_labels
     check_binary(first, labels, None, n_bins, scores_name="first")
     check_binary(second, second_labels, None, n_bins, scores_name="second")

@@ -26,8 +26,7 @@ from iml.calibration._checks import (
     as_labels,
     as_weights,
     check_binary,
-    check_n_bins,
-    check_strategy,
+    check_bins,
 )
 from iml.calibration.binning import (
     assign_bins,
@@ -177,21 +176,9 @@ def loss_calibration_curve(
     ``iml.scoring.optimal_score_for_loss``.
 
     Args:
-      scores: raw positive-class scores ``(n,)`` of a model trained with the loss.
-      labels: ``{0, 1}`` labels ``(n,)``.
-      loss: the binary loss the model was trained with, as :func:`iml.loss_spec` reads it: a
-        class weight ``beta`` in ``(0, 1)`` (the beta-weighted log loss), a
-        :class:`iml.LossSpec`, a loss name or any differentiable ``L(a, y)``.
-      n_bins: number of bins.
-      strategy: ``"quantile"`` or ``"uniform"``.
-      sample_weight: non-negative weights ``(n,)``.
+      scores, labels, loss: as :func:`loss_calibration_test`.
       n_grid: number of points of the theoretical curve.
       n_bootstrap: replicates for the event rates' percentile intervals (0 for none).
-      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
-      confidence: coverage of the intervals.
-
-    Returns:
-      A :class:`LossCalibrationCurve`.
     """
     spec = _binary_loss(loss)
     curve = calibration_curve(
@@ -279,25 +266,20 @@ def loss_calibration_test(
     invertible at some score) makes the p-value NaN.
 
     Args:
-      scores: raw positive-class scores ``(n,)`` in ``[0, 1]``.
+      scores: raw positive-class scores ``(n,)`` in ``[0, 1]`` of a model trained with the loss.
       labels: ``{0, 1}`` labels ``(n,)``.
       loss: the binary loss the model was trained with, as :func:`iml.loss_spec` reads it: a
         class weight ``beta`` in ``(0, 1)`` (the beta-weighted log loss, eq. ``b-loss-bin``;
         ``loss_spec("squared", beta=...)`` for the weighted Brier score), a
         :class:`iml.LossSpec`, a loss name or any differentiable ``L(a, y)``.
-      n_bins: number of bins.
-      strategy: ``"quantile"`` or ``"uniform"``.
-      sample_weight: non-negative weights ``(n,)``.
       n_bootstrap: replicates, for the null distribution and for the interval each.
       key: ``jax.random`` key (required).
-      confidence: coverage of the interval.
 
     Returns:
       A :class:`LossCalibrationTest`. A score of exactly 0 or 1 with the opposite label makes the
       log-loss gap infinite (such a label is impossible under H0): ``p = 1 / (1 + n_bootstrap)``.
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     check_binary(scores, labels, sample_weight, n_bins)
     V.check_count("n_bootstrap", n_bootstrap)
     check_bootstrap(n_bootstrap, key, confidence)
@@ -317,15 +299,7 @@ def loss_calibration_test(
 
 @functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
 def _loss_calibration_test(
-    scores: ArrayLike,
-    labels: ArrayLike,
-    sample_weight: ArrayLike | None,
-    key: Array,
-    spec: LossSpec,
-    n_bins: int,
-    strategy: str,
-    n_bootstrap: int,
-    confidence: float,
+    scores, labels, sample_weight, key, spec, n_bins, strategy, n_bootstrap, confidence
 ) -> LossCalibrationTest:
     loss_pos, loss_neg = _label_losses(spec)
     a = as_float(scores)
@@ -401,8 +375,7 @@ def loss_calibration_power(
       n_simulations: simulated data sets.
       key: ``jax.random`` key (required).
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     a = V.concrete_value(scores)
     if a is not None:
         V.check_shape("scores", a, (np.shape(a)[0],))

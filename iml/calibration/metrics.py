@@ -8,16 +8,14 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from iml import _validation as V
 from iml.calibration._checks import (
     as_float,
     as_labels,
     as_weights,
-    check_n_bins,
+    check_bins,
     check_scores_labels,
-    check_strategy,
     class_labels_invalid,
 )
 from iml.calibration.binning import BinnedStatistics, assign_bins, bin_edges, binned_statistics
@@ -38,6 +36,12 @@ NORMS = ("l1", "l2", "max")
 MULTICLASS_MODES = ("top_label", "classwise")
 
 
+def check_norm(norm: str, debias: bool) -> None:
+    V.check_choice("norm", norm, NORMS)
+    if debias and norm != "l2":
+        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+
+
 def calibration_error_from_statistics(
     stats: BinnedStatistics, norm: str = "l1", debias: bool = False
 ) -> Array:
@@ -54,15 +58,11 @@ def calibration_error_from_statistics(
 
     Args:
       stats: per-bin sums, arrays ``(..., n_bins)``.
-      norm: ``"l1"``, ``"l2"`` or ``"max"``.
-      debias: subtract the binomial noise (``norm="l2"`` only).
 
     Returns:
       The calibration error, shape ``(...)``.
     """
-    V.check_choice("norm", norm, NORMS)
-    if debias and norm != "l2":
-        raise ValueError("debias is defined for norm='l2' only (Kumar, Liang & Ma 2019)")
+    check_norm(norm, debias)
     filled = stats.count > 0
     safe_count = jnp.where(filled, stats.count, 1.0)
     gap = jnp.where(filled, (stats.score_sum - stats.label_sum) / safe_count, 0.0)
@@ -79,9 +79,6 @@ def calibration_error_from_statistics(
         sq = sq - jnp.where(n_eff > 1.0, noise, 0.0)
         return jnp.sqrt(jnp.maximum(jnp.sum(share * sq, axis=-1), 0.0))
     return jnp.sqrt(jnp.sum(share * sq, axis=-1))
-
-
-_EMPTY_STATS = BinnedStatistics(*np.ones((4, 1), np.float32))
 
 
 def _binary_ece(
@@ -117,9 +114,6 @@ def expected_calibration_error(
     Args:
       scores: binary positive-class scores ``(n,)`` or multiclass scores ``(n, k)``.
       labels: ``{0, 1}`` labels ``(n,)``, or class indices in ``[0, k)`` for multiclass.
-      n_bins: number of bins.
-      strategy: ``"quantile"`` (equal mass, the paper's deciles) or ``"uniform"``.
-      sample_weight: non-negative weights ``(n,)``.
       norm: ``"l1"`` (ECE), ``"l2"`` (RMS calibration error) or ``"max"`` (MCE).
       debias: the debiased ``l2`` estimator of Kumar, Liang & Ma (2019).
       multiclass: for ``(n, k)`` scores, ``"top_label"`` (calibration of the top score as the
@@ -129,11 +123,10 @@ def expected_calibration_error(
     Returns:
       A scalar.
     """
-    check_n_bins(n_bins)
-    check_strategy(strategy)
+    check_bins(n_bins, strategy)
     V.check_choice("multiclass", multiclass, MULTICLASS_MODES)
     check_scores_labels(scores, labels, sample_weight, n_bins)
-    calibration_error_from_statistics(_EMPTY_STATS, norm, debias)  # validates norm and debias
+    check_norm(norm, debias)
     return _expected_calibration_error(
         scores, labels, sample_weight, n_bins, strategy, norm, debias, multiclass
     )
@@ -141,14 +134,7 @@ def expected_calibration_error(
 
 @functools.partial(jax.jit, static_argnums=(3, 4, 5, 6, 7))
 def _expected_calibration_error(
-    scores: ArrayLike,
-    labels: ArrayLike,
-    sample_weight: ArrayLike | None,
-    n_bins: int,
-    strategy: str,
-    norm: str,
-    debias: bool,
-    multiclass: str,
+    scores, labels, sample_weight, n_bins, strategy, norm, debias, multiclass
 ) -> Array:
     s = as_float(scores)
     w = as_weights(sample_weight, s)
@@ -171,23 +157,22 @@ def _weighted_mean(values: Array, weights: Array) -> Array:
     return jnp.sum(weights * values) / jnp.sum(weights)
 
 
+def _inputs(
+    scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None
+) -> tuple[int, Array, Array, Array]:
+    """Validated binary ``(n,)`` or multiclass ``(n, k)`` input: ``(ndim, scores, weights,
+    labels)``."""
+    ndim = check_scores_labels(scores, labels, sample_weight, None)
+    s = as_float(scores)
+    return ndim, s, as_weights(sample_weight, s), jnp.asarray(labels)
+
+
 def brier_score(
     scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
 ) -> Array:
-    """Mean squared error of the scores: ``(a - y)^2`` (binary) or ``sum_k (a_k - 1{y=k})^2``.
-
-    Args:
-      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
-      labels: ``{0, 1}`` or class indices.
-      sample_weight: non-negative weights ``(n,)``.
-
-    Returns:
-      The weighted mean, a scalar.
-    """
-    ndim = check_scores_labels(scores, labels, sample_weight, None)
-    s = as_float(scores)
-    w = as_weights(sample_weight, s)
-    y = jnp.asarray(labels)
+    """Weighted mean squared error of binary ``(n,)`` or multiclass ``(n, k)`` scores, a scalar:
+    ``(a - y)^2`` (binary) or ``sum_k (a_k - 1{y=k})^2``."""
+    ndim, s, w, y = _inputs(scores, labels, sample_weight)
     if ndim == 1:
         return _weighted_mean(jnp.square(s - as_labels(y, s)), w)
     per_obs = jnp.sum(jnp.square(s - jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)), axis=-1)
@@ -197,21 +182,9 @@ def brier_score(
 def mean_log_loss(
     scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None
 ) -> Array:
-    """Mean cross-entropy ``-log a_y`` of the scores (no clipping: a score of 0 on the true class
-    gives ``inf``).
-
-    Args:
-      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
-      labels: ``{0, 1}`` or class indices.
-      sample_weight: non-negative weights ``(n,)``.
-
-    Returns:
-      The weighted mean, a scalar.
-    """
-    ndim = check_scores_labels(scores, labels, sample_weight, None)
-    s = as_float(scores)
-    w = as_weights(sample_weight, s)
-    y = jnp.asarray(labels)
+    """Weighted mean cross-entropy ``-log a_y`` of binary ``(n,)`` or multiclass ``(n, k)`` scores,
+    a scalar (no clipping: a score of 0 on the true class gives ``inf``)."""
+    ndim, s, w, y = _inputs(scores, labels, sample_weight)
     if ndim == 1:
         y = as_labels(y, s)
         per_obs = jnp.where(y == 1, -jnp.log(s), -jnp.log1p(-s))
@@ -235,24 +208,14 @@ def _binary_auroc(scores: Array, positive: Array, weights: Array) -> Array:
 
 
 def auroc(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None) -> Array:
-    """Area under the ROC curve, ties counted one half (the Mann-Whitney statistic).
+    """Area under the ROC curve of binary ``(n,)`` scores, a scalar in ``[0, 1]``, ties counted one
+    half (the Mann-Whitney statistic).
 
     For multiclass scores ``(n, k)``, the unweighted mean over classes of the one-vs-rest AUROC
     (scikit-learn's ``multi_class="ovr", average="macro"``). NaN where a class has no positive or
     no negative observation.
-
-    Args:
-      scores: binary ``(n,)`` or multiclass ``(n, k)`` scores.
-      labels: ``{0, 1}`` or class indices.
-      sample_weight: non-negative weights ``(n,)``.
-
-    Returns:
-      A scalar in ``[0, 1]``.
     """
-    ndim = check_scores_labels(scores, labels, sample_weight, None)
-    s = as_float(scores)
-    w = as_weights(sample_weight, s)
-    y = jnp.asarray(labels)
+    ndim, s, w, y = _inputs(scores, labels, sample_weight)
     if ndim == 1:
         return _binary_auroc(s, as_labels(y, s), w)
     onehot = jax.nn.one_hot(y, s.shape[1], dtype=s.dtype)

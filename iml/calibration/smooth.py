@@ -211,12 +211,8 @@ def smooth_ece(
       scores: positive-class scores in ``[0, 1]``, shape ``(n,)``.
       labels: labels in ``{0, 1}``, shape ``(n,)``.
       bandwidth: a fixed kernel bandwidth ``sigma > 0``, or ``None`` for the fixed point.
-      sample_weight: non-negative weights ``(n,)``.
       n_grid: grid nodes on ``[0, 1]``.
       n_bisection: halvings in the bandwidth search.
-
-    Returns:
-      A :class:`SmoothECE` ``(ece, bandwidth)``.
 
     Raises:
       ValueError: on concrete bad input; under jit, a NaN or out-of-range score, a bad label, a
@@ -228,14 +224,7 @@ def smooth_ece(
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5))
-def _smooth_ece(
-    scores: ArrayLike,
-    labels: ArrayLike,
-    bandwidth: ArrayLike | None,
-    sample_weight: ArrayLike | None,
-    n_grid: int,
-    n_bisection: int,
-) -> SmoothECE:
+def _smooth_ece(scores, labels, bandwidth, sample_weight, n_grid, n_bisection) -> SmoothECE:
     s, y, w, invalid = smooth_inputs(scores, labels, sample_weight)
     result = smooth_ece_of(s, y, w, bandwidth, n_grid, n_bisection)
     return jax.tree.map(lambda x: jnp.where(invalid, jnp.nan, x), result)
@@ -264,18 +253,9 @@ def smooth_calibration_curve(
     bandwidth held fixed (as ``relplot`` draws it).
 
     Args:
-      scores: positive-class scores in ``[0, 1]``, shape ``(n,)``.
-      labels: labels in ``{0, 1}``, shape ``(n,)``.
-      bandwidth: a fixed kernel bandwidth ``sigma > 0``, or ``None`` for the fixed point.
-      sample_weight: non-negative weights ``(n,)``.
+      scores, labels, bandwidth, n_bisection: as :func:`smooth_ece`.
       n_grid: grid nodes on ``[0, 1]`` (the curve's points).
-      n_bisection: halvings in the bandwidth search.
       n_bootstrap: bootstrap replicates for the band (0 for none).
-      key: ``jax.random`` key, required when ``n_bootstrap > 0``.
-      confidence: coverage of the band.
-
-    Returns:
-      A :class:`SmoothCalibrationCurve`.
 
     Raises:
       ValueError: on concrete bad input; under jit, bad entries make every output NaN.
@@ -290,15 +270,7 @@ def smooth_calibration_curve(
 
 @functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
 def _smooth_calibration_curve(
-    scores: ArrayLike,
-    labels: ArrayLike,
-    bandwidth: ArrayLike | None,
-    sample_weight: ArrayLike | None,
-    key: Array | None,
-    n_grid: int,
-    n_bisection: int,
-    n_bootstrap: int,
-    confidence: float,
+    scores, labels, bandwidth, sample_weight, key, n_grid, n_bisection, n_bootstrap, confidence
 ) -> SmoothCalibrationCurve:
     s, y, w, invalid = smooth_inputs(scores, labels, sample_weight)
     ece, sigma = smooth_ece_of(s, y, w, bandwidth, n_grid, n_bisection)

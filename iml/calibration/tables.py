@@ -115,15 +115,11 @@ def multiclass_score_metrics(
     }
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, np.float64)))
-
-
 def scores_from_logits(losses: LossSpec, logits: ArrayLike) -> np.ndarray:
     """The scores ``[m, ...]`` that logits ``[m, ...]`` of a grid's members stand for
     (:meth:`iml.LossSpec.link` of each loss), in float64."""
     if not losses.multiclass:  # every binary loss reads its logit through the sigmoid
-        return _sigmoid(logits)
+        return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(logits, np.float64)))
     z = jnp.asarray(logits, jnp.float32)
     spec = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float32), losses)
     return np.asarray(jax.vmap(LossSpec.link)(spec, z), np.float64)
@@ -191,21 +187,16 @@ def table_by_loss(
         raise ValueError(f"others: methods beside the loss correction are for binary losses, not "
                          f"the {spec.describe()}")  # fmt: skip
     if spec.multiclass:
-        methods = {
-            "raw": [multiclass_score_metrics(row, y, n_bins) for row in a],
-            "loss_corrected": [multiclass_score_metrics(row, y, n_bins) for row in corrected],
-        }
+        stacked = {"raw": a, "loss_corrected": corrected}
         if spec.record.domain == "box":  # one sigmoid per class: rows need not sum to one
             # As loss_corrected_score_multiclass(..., renormalise=True): a row of zeros is NaN.
             with np.errstate(invalid="ignore", divide="ignore"):
-                renormalised = corrected / corrected.sum(axis=-1, keepdims=True)
-            methods[RENORMALISED] = [
-                multiclass_score_metrics(row, y, n_bins) for row in renormalised
-            ]
+                stacked[RENORMALISED] = corrected / corrected.sum(axis=-1, keepdims=True)
+        methods = {
+            name: [multiclass_score_metrics(row, y, n_bins) for row in values]
+            for name, values in stacked.items()
+        }
         if ece_bootstrap:  # every loss and method on the same resampled rows
-            stacked = {"raw": a, "loss_corrected": corrected}
-            if RENORMALISED in methods:
-                stacked[RENORMALISED] = renormalised
             clipped = np.clip(np.concatenate(list(stacked.values())), _CLIP, 1 - _CLIP)
             intervals = multiclass_ece_intervals(clipped.astype(np.float32), y, n_bins,
                                                  n_bootstrap=ece_bootstrap, key=key)  # fmt: skip

@@ -28,24 +28,31 @@ estimation; ``experiments/studies/recalibration_vs_size.py`` measures what the f
 against it as the calibration set shrinks.
 
 Binary scores are positive-class probabilities of shape ``[N]`` with labels in ``{0, 1}``;
-multiclass scores have classes on the last axis, ``[N, n]``, with integer labels ``[N]``.
-Concrete bad input raises ``ValueError`` naming the argument; under ``jit`` nothing is checked.
+multiclass scores have classes on the last axis, ``[N, n]``, with integer labels ``[N]``; a
+``sample_weight`` is optional, non-negative weights ``[N]``. Concrete bad input raises
+``ValueError`` naming the argument; under ``jit`` nothing is checked.
 
 One idea per module, all of whose public names are imported here:
 
 * :mod:`~iml.recalibration.interface`: :class:`Recalibrator`, the ``fit``/``transform`` base class.
 * :mod:`~iml.recalibration.newton`: :func:`logistic_newton`, logistic regression by Newton's method.
-* :mod:`~iml.recalibration.logistic`: Platt scaling and beta calibration.
-* :mod:`~iml.recalibration.temperature`: temperature scaling.
+* :mod:`~iml.recalibration.logistic`: Platt scaling, beta calibration and temperature scaling.
 * :mod:`~iml.recalibration.nonparametric`: isotonic regression and histogram binning.
-* :mod:`~iml.recalibration.prior_shift`: the prior-shift correction, eq. ``correct-prior``.
-* :mod:`~iml.recalibration.loss_correction`: the paper's loss correction, which fits nothing.
+* :mod:`~iml.recalibration.corrections`: the paper's loss correction, which fits nothing, and the
+  prior-shift correction, eq. ``correct-prior``.
 * :mod:`~iml.recalibration.cross_fit`: recalibration cross-fitted over folds, and the baselines
   a run's report fits so.
 
-The input checks and coercions they share live in :mod:`iml.recalibration._common`.
+The input checks and coercions they share live in :mod:`iml.recalibration._common` and, those
+shared with the calibration analysis, in :mod:`iml.calibration._checks`.
 """
 
+from iml.recalibration.corrections import (
+    LossCorrection,
+    PriorShiftCorrection,
+    prior_shift_ratio,
+    prior_shift_transform,
+)
 from iml.recalibration.cross_fit import BASELINES, cross_fit
 from iml.recalibration.interface import Recalibrator
 from iml.recalibration.logistic import (
@@ -53,12 +60,14 @@ from iml.recalibration.logistic import (
     BetaCalibrationParams,
     PlattParams,
     PlattScaling,
+    TemperatureScaling,
     beta_calibration_fit,
     beta_calibration_transform,
     platt_fit,
     platt_transform,
+    temperature_fit,
+    temperature_transform,
 )
-from iml.recalibration.loss_correction import LossCorrection
 from iml.recalibration.newton import NewtonFit, logistic_newton
 from iml.recalibration.nonparametric import (
     HistogramBinning,
@@ -70,16 +79,6 @@ from iml.recalibration.nonparametric import (
     isotonic_fit,
     isotonic_transform,
     pool_adjacent_violators,
-)
-from iml.recalibration.prior_shift import (
-    PriorShiftCorrection,
-    prior_shift_ratio,
-    prior_shift_transform,
-)
-from iml.recalibration.temperature import (
-    TemperatureScaling,
-    temperature_fit,
-    temperature_transform,
 )
 
 __all__ = [

@@ -1,10 +1,10 @@
 """What every recalibration method of :mod:`iml.recalibration` shares: the checks of its
-input, the coercions of scores and weights to float arrays, and the clipped logit.
+input, the coercion of weights to a float array, and the clipped logit.
 
 The checks run on concrete arrays only (under ``jit`` the arithmetic must stay branch-free) and
 raise ``ValueError`` naming the argument: scores (probabilities in ``[0, 1]``, or any real
-numbers), labels in ``{0, ..., n_classes - 1}``, non-negative sample weights, and the three
-together for binary scores.
+numbers), labels in ``{0, ..., n_classes - 1}``, and these with the sample weights (checked as
+:mod:`iml.calibration` checks them, as is its coercion of scores to floats) for binary scores.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
+from iml.calibration._checks import check_weights
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -46,16 +47,13 @@ def check_labels(labels: ArrayLike, n: int, n_classes: int = 2, name: str = "lab
         raise ValueError(f"{name} must take values in {allowed}")
 
 
-def check_weights(sample_weight: ArrayLike | None, n: int) -> None:
-    if sample_weight is None:
-        return
-    w = np.asarray(sample_weight, dtype=float)
-    V.check_shape("sample_weight", w, (n,))
-    V.check_weights("sample_weight", w)
-
-
-def check_binary(scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None) -> None:
-    check_scores(scores)
+def check_binary(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    sample_weight: ArrayLike | None,
+    probabilities: bool = True,
+) -> None:
+    check_scores(scores, probabilities=probabilities)
     s = np.asarray(scores)
     if s.ndim != 1:
         raise ValueError(f"scores must be one-dimensional (binary), got shape {s.shape}")
@@ -67,11 +65,6 @@ def as_weights(sample_weight: ArrayLike | None, like: Array) -> Array:
     if sample_weight is None:
         return jnp.ones(like.shape[0], like.dtype)
     return jnp.asarray(sample_weight, like.dtype)
-
-
-def as_float(x: ArrayLike) -> Array:
-    x = jnp.asarray(x)
-    return x.astype(jnp.result_type(x.dtype, jnp.float32))
 
 
 def logit(p: Array) -> Array:

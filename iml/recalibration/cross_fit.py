@@ -10,11 +10,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from iml.recalibration.corrections import PriorShiftCorrection
 from iml.recalibration.interface import Recalibrator
-from iml.recalibration.logistic import BetaCalibration, PlattScaling
+from iml.recalibration.logistic import BetaCalibration, PlattScaling, TemperatureScaling
 from iml.recalibration.nonparametric import HistogramBinning, IsotonicCalibration
-from iml.recalibration.prior_shift import PriorShiftCorrection
-from iml.recalibration.temperature import TemperatureScaling
 
 __all__ = ["BASELINES", "cross_fit"]
 

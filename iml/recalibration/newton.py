@@ -5,7 +5,6 @@ the fitting kernel shared by Platt scaling and beta calibration (:mod:`iml.recal
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -31,7 +30,7 @@ _EIGEN_CUTOFF = 1e-6
 class NewtonFit(NamedTuple):
     """The result of :func:`logistic_newton`."""
 
-    theta: Array  # [k] coefficients ([k, n] for a multinomial loss)
+    theta: Array  # [k] coefficients
     objective: Array  # the objective there
     grad: Array  # its gradient there, shaped as theta
     iterations: Array  # Newton steps taken
@@ -74,50 +73,17 @@ def logistic_newton(
       tol: gradient tolerance (0: run ``max_iter`` steps unless no step descends).
       penalty: ``[k]`` ridge coefficients (default none).
     """
-
-    def hessian(v: Array) -> Array:
-        return _dot((X * v[:, None]).T, X)
-
-    def loss(z: Array) -> Array:
-        # the log loss on logits, softplus(z) - y z, written stably
-        return _dot(w, jnp.logaddexp(0.0, z) - y * z)
-
-    def logit_gradient(z: Array) -> Array:
-        return w * (jax.nn.sigmoid(z) - y)
-
-    def loss_hessian(z: Array) -> Array:
-        p = jax.nn.sigmoid(z)
-        return hessian(w * p * (1.0 - p))
-
-    return _newton_on_logits(
-        X, theta, loss, logit_gradient, loss_hessian, penalty, max_iter=max_iter, tol=tol
-    )
-
-
-def _newton_on_logits(
-    X: Array,
-    theta: Array,
-    loss: Callable[[Array], Array],
-    logit_gradient: Callable[[Array], Array],
-    loss_hessian: Callable[[Array], Array],
-    penalty: Array | None,
-    *,
-    max_iter: int,
-    tol: float | Array,
-) -> NewtonFit:
-    """Newton's method (the rules of :func:`logistic_newton`) on ``loss(X theta) + sum_j
-    penalty_j ||theta_j||^2 / 2`` for a convex ``loss`` of the logits ``z = X theta`` (``theta
-    [k]`` or ``[k, n]``), given its gradient in ``z`` and its Hessian in ``theta`` (flattened)."""
     k = X.shape[1]
     penalty = jnp.zeros(k, X.dtype) if penalty is None else penalty
-    ridge = jnp.reshape(penalty, (k,) + (1,) * (jnp.ndim(theta) - 1))  # one per row of theta
+    ridge = jnp.reshape(penalty, (k,))
     halvings = 2.0 ** -jnp.arange(20, dtype=X.dtype)
 
     def objective(z: Array, theta: Array) -> Array:
-        return loss(z) + 0.5 * jnp.sum(ridge * theta * theta)
+        # the log loss on logits, softplus(z) - y z, written stably
+        return _dot(w, jnp.logaddexp(0.0, z) - y * z) + 0.5 * jnp.sum(ridge * theta * theta)
 
     def gradient(z: Array, theta: Array) -> Array:
-        return _dot(X.T, logit_gradient(z)) + ridge * theta
+        return _dot(X.T, w * (jax.nn.sigmoid(z) - y)) + ridge * theta
 
     def cond(carry):
         _, _, grad, it, stalled = carry
@@ -125,11 +91,11 @@ def _newton_on_logits(
 
     def body(carry):
         theta, z, grad, it, _ = carry
-        shape = theta.shape
-        curvature = loss_hessian(z) + jnp.diag(jnp.broadcast_to(ridge, shape).ravel())
+        p = jax.nn.sigmoid(z)
+        curvature = _dot((X * (w * p * (1.0 - p))[:, None]).T, X) + jnp.diag(ridge)
         eigenvalues, vectors = jnp.linalg.eigh(curvature)
         inverse = 1.0 / jnp.maximum(eigenvalues, _EIGEN_CUTOFF * jnp.max(eigenvalues))
-        step = _dot(vectors, inverse * _dot(vectors.T, grad.ravel())).reshape(shape)
+        step = _dot(vectors, inverse * _dot(vectors.T, grad))
         step = jnp.where(jnp.isfinite(step), step, 0.0)
         # The logits are linear in theta: every trial step costs elementwise work only.
         dz = _dot(X, step)

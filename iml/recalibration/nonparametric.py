@@ -12,17 +12,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from iml import _validation as V
-from iml.recalibration._common import (
-    as_float,
-    as_weights,
-    check_binary,
-    check_labels,
-    check_scores,
-    check_weights,
-)
+from iml.calibration._checks import as_float
+from iml.recalibration._common import as_weights, check_binary
 from iml.recalibration.interface import Recalibrator
 
 Array = jax.Array
@@ -110,19 +103,14 @@ def isotonic_fit(
     Args:
       scores: ``[N]`` scores (any real numbers).
       labels: ``[N]`` labels in ``{0, 1}`` (any real responses work arithmetically).
-      sample_weight: optional non-negative weights ``[N]``; rows of weight zero are ignored, so
-        calibration sets of different sizes can be padded to one shape and vmapped.
+      sample_weight: rows of weight zero are ignored, so calibration sets of different sizes can
+        be padded to one shape and vmapped.
 
     Returns:
       :class:`IsotonicParams` of size ``N``.
     """
     if V.is_concrete(scores, labels, sample_weight):
-        check_scores(scores, probabilities=False)
-        s_np = np.asarray(scores)
-        if s_np.ndim != 1:
-            raise ValueError(f"scores must be one-dimensional, got shape {s_np.shape}")
-        check_labels(labels, s_np.shape[0])
-        check_weights(sample_weight, s_np.shape[0])
+        check_binary(scores, labels, sample_weight, probabilities=False)
     s = as_float(scores)
     return _isotonic_kernel(s, jnp.asarray(labels, s.dtype), as_weights(sample_weight, s))
 
@@ -179,14 +167,8 @@ def histogram_binning_fit(
     calibration data keeps the midpoint of its edges.
 
     Args:
-      scores: ``[N]`` probabilities.
-      labels: ``[N]`` labels in ``{0, 1}``.
-      sample_weight: optional non-negative weights ``[N]``.
       n_bins: number of bins (static).
       strategy: ``"uniform"`` or ``"quantile"``.
-
-    Returns:
-      :class:`HistogramParams`.
 
     References:
       Zadrozny & Elkan (2001), Obtaining calibrated probability estimates from decision trees

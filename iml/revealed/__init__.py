@@ -50,11 +50,10 @@ One idea per module, all of whose public names are imported here:
   quantile, uniform, or adaptive, merged until each holds :data:`MIN_COUNT` expected positives
   and negatives).
 * :mod:`~iml.revealed.experiments`: revealed experiments ``P_k(s)`` and posteriors
-  ``gamma_{k,s}``, from signals, from scores or given directly (:class:`RevealedExperiments`).
-* :mod:`~iml.revealed.value`: the value matrix ``G`` and the mutual information ``I_k``.
+  ``gamma_{k,s}``, from signals, from scores or given directly (:class:`RevealedExperiments`),
+  and what they are worth: the value matrix ``G`` and the mutual information ``I_k``.
 * :mod:`~iml.revealed.learning_tests`: the tests of models of learning: NIS and NIAC on ``G``
-  (with the host-side NIAC checks) and NIAS on the scores.
-* :mod:`~iml.revealed.costs`: the revealed cost bounds.
+  (with the host-side NIAC checks and the revealed cost bounds) and NIAS on the scores.
 * :mod:`~iml.revealed.shannon`: Shannon cost, the ``lambda`` interval and the Shannon agent.
 * :mod:`~iml.revealed.simulation`: observations from given experiments, and Gaussian agents.
 * :mod:`~iml.revealed.report`: :func:`reveal` with its paired bootstrap and its
@@ -64,25 +63,29 @@ Input checks shared with the calibration analysis live in :mod:`iml.calibration.
 resampling (rows and seeds) and percentile intervals in :mod:`iml._bootstrap`.
 
 Conventions: arrays follow ``[..., K, S]`` for ``K`` models and ``S`` signals; leading axes are
-batches (bootstrap replicates, data sets). Every function here is pure JAX and works under
-``jax.jit`` and ``jax.vmap`` except the host-side checks :func:`niac_assignment_check` and
-:func:`niac_brute_force`. Concrete bad input raises ``ValueError`` naming the argument; under a
-transformation the affected outputs are NaN.
+batches (bootstrap replicates, data sets). ``scores`` are ``[K, N]`` positive-class scores in
+``[0, 1]`` of ``K`` models on the same ``N`` observations, with ``{0, 1}`` ``labels`` ``[N]``;
+``losses`` are the ``K`` models' binary losses, one per model: a batched :class:`iml.LossSpec`
+(batch shape ``(K,)``), an array of betas, or a sequence of anything :func:`iml.loss_spec` reads;
+``G`` is a value matrix ``[..., K, K]`` (:func:`value_matrix`).
+Every function here is pure JAX and works under ``jax.jit`` and ``jax.vmap`` except the host-side
+checks :func:`niac_assignment_check` and :func:`niac_brute_force`. Concrete bad input raises
+``ValueError`` naming the argument; under a transformation the affected outputs are NaN.
 """
 
-# MIN_COUNT, STRATEGIES and the private names (_signals, _as_losses, _bootstrap_chunks) are
-# imported from here by the pipeline, the experiments and the tests.
+# MIN_COUNT and STRATEGIES are imported from here by the pipeline and the experiments.
 from iml._bootstrap import paired_bootstrap_weights
 from iml.revealed.bins import MIN_COUNT, STRATEGIES  # noqa: F401
-from iml.revealed.bins import signals_from_scores as _signals  # noqa: F401
-from iml.revealed.costs import CostBounds, revealed_cost_bounds
 from iml.revealed.experiments import (
     RevealedExperiments,
     experiments_from_posteriors,
     experiments_from_signals,
+    mutual_information,
     revealed_experiments,
+    value_matrix,
 )
 from iml.revealed.learning_tests import (
+    CostBounds,
     NIACCheck,
     NIASTest,
     NISCheck,
@@ -91,17 +94,11 @@ from iml.revealed.learning_tests import (
     niac_check,
     nias_test,
     nis_check,
+    revealed_cost_bounds,
 )
-from iml.revealed.losses import as_losses as _as_losses  # noqa: F401
-from iml.revealed.report import (
-    MarginTest,
-    RevealedReport,
-    _bootstrap_chunks,  # noqa: F401
-    reveal,
-)
+from iml.revealed.report import MarginTest, RevealedReport, reveal
 from iml.revealed.shannon import LambdaInterval, shannon_agent, shannon_lambda_interval
 from iml.revealed.simulation import simulate_gaussian_agents, simulate_observations
-from iml.revealed.value import mutual_information, value_matrix
 
 __all__ = [
     "CostBounds",

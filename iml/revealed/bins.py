@@ -142,8 +142,4 @@ def _interpolated_edges(ordered, n_bins: int, xp):
 
 def per_signal(values: Array, signals: Array, n_signals: int) -> Array:
     """``sum_{i: s_ki = s} values[..., k, i]`` ``[..., K, S]`` by one segment sum per model."""
-
-    def one(v: Array, s: Array) -> Array:
-        return jax.ops.segment_sum(v, s, n_signals)
-
-    return jax.vmap(one)(values, signals)
+    return jax.vmap(lambda v, s: jax.ops.segment_sum(v, s, n_signals))(values, signals)

@@ -1,7 +1,10 @@
 """Revealed experiments: the statistical experiment of each of ``K`` models on common labels,
 the probability ``P_k(s)`` of each signal and its posterior ``gamma_{k,s} = P_k(y = 1 | s)``,
 counted from discrete signals (a batch of observation weights is one matrix product), read off
-each model's binned scores (:mod:`iml.revealed.bins`), or given directly."""
+each model's binned scores (:mod:`iml.revealed.bins`), or given directly; and what they are
+worth: the value matrix ``G[k, j] = -sum_s P_j(s) l*_k(gamma_{j,s})``, the value in decision
+problem ``k`` of the experiment learned under loss ``j``, and the mutual information ``I_k`` of
+each experiment."""
 
 from __future__ import annotations
 
@@ -12,12 +15,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import xlogy
 
 from iml import _validation as V
 from iml.calibration._checks import as_float, as_labels, as_weights, check_n_bins
 from iml.revealed.bins import as_min_count, check_scores, signals_from_scores
-from iml.revealed.losses import as_losses
-from iml.spec import LossLike
+from iml.revealed.losses import as_losses, minimised_losses
+from iml.spec import LossLike, LossSpec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -26,7 +30,9 @@ __all__ = [
     "RevealedExperiments",
     "experiments_from_posteriors",
     "experiments_from_signals",
+    "mutual_information",
     "revealed_experiments",
+    "value_matrix",
 ]
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -46,22 +52,6 @@ class RevealedExperiments(NamedTuple):
     probability: Array
     posterior: Array
     prior: Array
-
-
-def _check_signals(signals: ArrayLike, n_signals: int) -> None:
-    check_n_bins(n_signals)
-    shape = np.shape(signals)
-    if len(shape) != 2 or 0 in shape:
-        raise ValueError(f"signals must be a non-empty [K, N] array; got shape {shape}")
-    s = V.concrete_value(signals)
-    if s is None:
-        return
-    if not np.issubdtype(s.dtype, np.integer):
-        raise ValueError(f"signals must be integers (signal indices); got dtype {s.dtype}")
-    if (s < 0).any() or (s >= n_signals).any():
-        raise ValueError(
-            f"signals must lie in [0, n_signals={n_signals}); got min {s.min()}, max {s.max()}"
-        )
 
 
 def check_weight(weight: ArrayLike | None, n: int) -> None:
@@ -100,8 +90,18 @@ def experiments_from_signals(
     Returns:
       :class:`RevealedExperiments` with ``probability`` and ``posterior`` ``[..., K, S]``.
     """
-    _check_signals(signals, n_signals)
-    n = np.shape(signals)[1]
+    check_n_bins(n_signals)
+    shape = np.shape(signals)
+    if len(shape) != 2 or 0 in shape:
+        raise ValueError(f"signals must be a non-empty [K, N] array; got shape {shape}")
+    s = V.concrete_value(signals)
+    if s is not None and not np.issubdtype(s.dtype, np.integer):
+        raise ValueError(f"signals must be integers (signal indices); got dtype {s.dtype}")
+    if s is not None and ((s < 0).any() or (s >= n_signals).any()):
+        raise ValueError(
+            f"signals must lie in [0, n_signals={n_signals}); got min {s.min()}, max {s.max()}"
+        )
+    n = shape[1]
     y = V.concrete_value(labels)
     if y is not None and (y.shape != (n,) or not np.isin(y, (0, 1)).all()):
         raise ValueError(f"labels must be a [{n}] array of 0s and 1s; got shape {y.shape}")
@@ -110,9 +110,7 @@ def experiments_from_signals(
 
 
 @functools.partial(jax.jit, static_argnums=(3,))
-def _experiments_from_signals(
-    signals: ArrayLike, labels: ArrayLike, weight: ArrayLike | None, n_signals: int
-) -> RevealedExperiments:
+def _experiments_from_signals(signals, labels, weight, n_signals) -> RevealedExperiments:
     indicator = signal_indicator(signals, n_signals)
     y = as_labels(labels, indicator)
     w = as_weights(weight, y) if weight is not None else jnp.ones_like(y)
@@ -173,9 +171,6 @@ def revealed_experiments(
     experiment does not depend on which loss the scores were reported under.
 
     Args:
-      scores: ``[K, N]`` positive-class scores in ``[0, 1]`` of ``K`` models on the same ``N``
-        observations.
-      labels: ``{0, 1}`` labels ``[N]``.
       n_bins: signals per model.
       strategy: ``"quantile"`` (per model), ``"uniform"``, or ``"adaptive"``: the ``n_bins``
         quantile bins merged, in score order, until each holds at least ``min_count`` expected
@@ -187,7 +182,7 @@ def revealed_experiments(
         signals with ``P_k(s) = 0``, which change nothing downstream. Needs ``losses``.
       weight: non-negative observation weights ``[..., N]`` (leading axes are batches, e.g.
         bootstrap replicates); the bins are computed from the unweighted scores and stay fixed.
-      losses: the ``K`` models' binary losses (for ``"adaptive"``).
+      losses: for ``"adaptive"``.
       min_count: the least expected positives and negatives of an adaptive bin
         (default :data:`MIN_COUNT`).
 
@@ -238,3 +233,53 @@ def check_experiments(experiments: RevealedExperiments) -> int:
             f"{shape} and {np.shape(experiments.posterior)}"
         )
     return shape[-2]
+
+
+def value_matrix(experiments: RevealedExperiments, losses: LossLike | Sequence[LossLike]) -> Array:
+    """The value matrix ``G[k, j] = -sum_s P_j(s) l*_k(gamma_{j,s})``.
+
+    ``G[k, j]`` is the value, in decision problem ``k`` (loss ``L_k``), of the experiment learned
+    under loss ``j`` when its posteriors are re-scored optimally for ``k``; ``l*_k`` is
+    :meth:`iml.LossSpec.minimised_expected_loss`, which keeps the paper's normalisation of the
+    weights (``beta`` and ``1 - beta``), so that values compare across losses.
+    ``G[k, k] - G[k, j] < 0`` says that training under ``j`` and correcting afterwards does better
+    on ``k``'s own loss than training under ``k``.
+
+    Args:
+      experiments: :class:`RevealedExperiments` ``[..., K, S]``.
+
+    Returns:
+      ``G`` ``[..., K, K]`` (row: decision problem; column: experiment).
+    """
+    n_models = check_experiments(experiments)
+    return value_matrix_of(experiments, as_losses(losses, n_models))
+
+
+@jax.jit
+def value_matrix_of(experiments: RevealedExperiments, losses: LossSpec | list[LossSpec]) -> Array:
+    table = minimised_losses(losses, experiments.posterior)  # [..., K_exp, S, K_loss]
+    # A contraction rather than a sum of products: XLA's CPU fusion of the latter with the
+    # table is an order of magnitude slower.
+    return -jnp.einsum("...js,...jsk->...kj", experiments.probability, table, precision=_HIGHEST)
+
+
+def mutual_information(experiments: RevealedExperiments) -> Array:
+    """``I_k = sum_{s,y} P_k(s, y) log[P_k(s, y) / (P_k(s) P(y))]`` in nats, ``0 log 0 = 0``.
+
+    Computed as ``sum_s P_k(s) KL(gamma_{k,s} || pi)``. Optimal scoring rules are monotone, so
+    rank bins of raw and of loss-corrected scores give the same ``I_k``.
+
+    Returns:
+      ``I`` ``[..., K]``.
+    """
+    check_experiments(experiments)
+    return mutual_information_of(experiments)
+
+
+@jax.jit
+def mutual_information_of(experiments: RevealedExperiments) -> Array:
+    g = experiments.posterior
+    pi = experiments.prior[..., None]
+    kl = xlogy(g, g) - xlogy(g, pi) + xlogy(1.0 - g, 1.0 - g) - xlogy(1.0 - g, 1.0 - pi)
+    p = experiments.probability
+    return jnp.sum(jnp.where(p > 0, p * kl, 0.0), axis=-1)

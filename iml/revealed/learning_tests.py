@@ -1,7 +1,9 @@
 """The tests of models of learning (Caplin & Dean 2015): NIS (capacity-constrained learning)
 and NIAC (costly learning), inequalities on the value matrix, with NIAC's minimum cycle mean,
-Floyd-Warshall's verdict and two host-side checks; and NIAS, each model's loss calibration
-tested bin by bin with Holm's familywise control."""
+Floyd-Warshall's verdict and two host-side checks, and the revealed cost bounds that costly
+learning implies, ``C_k - C_j <= G[k, k] - G[k, j]``, difference constraints that bound each
+``C_k``, relative to a reference model, by shortest paths; and NIAS, each model's loss
+calibration tested bin by bin with Holm's familywise control."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "CostBounds",
     "NIACCheck",
     "NIASTest",
     "NISCheck",
@@ -35,6 +38,7 @@ __all__ = [
     "niac_check",
     "nias_test",
     "nis_check",
+    "revealed_cost_bounds",
 ]
 
 
@@ -65,9 +69,6 @@ def nis_check(G: ArrayLike) -> NISCheck:
 
     A learner that picks the best experiment from one fixed feasible set, whatever its loss, never
     leaves an experiment it could have learned (another model's) that is better for its own loss.
-
-    Args:
-      G: value matrix ``[..., K, K]`` (:func:`value_matrix`).
     """
     check_value_matrix(G)
     return nis_check_of(G)
@@ -126,9 +127,6 @@ def niac_check(G: ArrayLike) -> NIACCheck:
     polynomial time with negative cycles present and does not grow with the cycle's length. The
     reported cycle is read off Karp's minimising walk; the independent verdict is Floyd-Warshall's
     (a negative diagonal entry of the shortest-path matrix). Both vectorise over leading axes.
-
-    Args:
-      G: value matrix ``[..., K, K]`` (:func:`value_matrix`).
     """
     check_value_matrix(G)
     return niac_check_of(G)
@@ -206,6 +204,45 @@ def floyd_warshall(E: Array) -> Array:
     return jax.lax.fori_loop(0, K, relax, d0)
 
 
+class CostBounds(NamedTuple):
+    """Revealed bounds on the cost of each model's experiment, relative to a reference model.
+
+    Attributes:
+      lower, upper: ``[..., K]`` bounds on ``C_k - C_ref`` (NaN where infeasible).
+      feasible: whether the difference constraints admit a solution (NIAC holds), ``[...]``.
+    """
+
+    lower: Array
+    upper: Array
+    feasible: Array
+
+
+def revealed_cost_bounds(G: ArrayLike, reference: int = 0) -> CostBounds:
+    """Costly learning implies ``C_k - C_j <= G[k, k] - G[k, j] = w(j -> k)``: bounds on ``C_k``.
+
+    These difference constraints are feasible exactly when NIAC holds (no negative cycle). With
+    ``C_ref = 0``, shortest paths ``d`` give the sharpest interval for each model:
+    ``-d(k -> ref) <= C_k <= d(ref -> k)`` (Floyd-Warshall).
+
+    Args:
+      reference: the model whose cost is set to 0.
+    """
+    check_value_matrix(G)
+    K = np.shape(G)[-1]
+    if not isinstance(reference, int | np.integer) or not 0 <= reference < K:
+        raise ValueError(f"reference must be a model index in [0, {K}); got {reference!r}")
+    return revealed_cost_bounds_of(G, int(reference))
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def revealed_cost_bounds_of(G: ArrayLike, reference: int) -> CostBounds:
+    d = floyd_warshall(edge_weights(as_float(G)))
+    feasible = jnp.all(jnp.diagonal(d, axis1=-2, axis2=-1) >= 0, axis=-1)
+    lower = V.nan_unless(feasible[..., None], -d[..., :, reference])
+    upper = V.nan_unless(feasible[..., None], d[..., reference, :])
+    return CostBounds(lower, upper, feasible)
+
+
 def niac_assignment_check(G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """NIAC as an assignment problem, on the host: ``max_sigma sum_k G[k, sigma(k)]``.
 
@@ -213,9 +250,6 @@ def niac_assignment_check(G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     to decision problems; a better permutation decomposes into improving cycles. Solved with
     ``scipy.optimize.linear_sum_assignment`` (an independent check of :func:`niac_check`; it is
     not jittable).
-
-    Args:
-      G: value matrix ``[..., K, K]``.
 
     Returns:
       ``(gain, sigma)``: ``max_sigma sum_k G[k, sigma(k)] - sum_k G[k, k] >= 0`` ``[...]``
@@ -311,8 +345,7 @@ def nias_test(
     ``K = 64`` as at ``K = 1``.
 
     Args:
-      scores, labels, n_bins, strategy, min_count: as :func:`revealed_experiments`.
-      losses: ``K`` binary losses, one per model.
+      n_bins, strategy, min_count: as :func:`revealed_experiments`.
       weight: non-negative observation weights ``[N]``, or ``None`` (exact binomial p-values).
       confidence: the test is at level ``1 - confidence``.
     """

@@ -24,22 +24,23 @@ from iml._bootstrap import (
 )
 from iml.calibration._checks import as_labels, as_weights
 from iml.revealed.bins import (
-    MIN_COUNT,
     as_min_count,
     bin_signals,
     check_scores,
     merged_signals,
     signals_from_scores,
 )
-from iml.revealed.costs import CostBounds, revealed_cost_bounds_of
 from iml.revealed.experiments import (
     RevealedExperiments,
     check_weight,
     experiments_from_sums,
+    mutual_information_of,
     signal_indicator,
     signal_sums,
+    value_matrix_of,
 )
 from iml.revealed.learning_tests import (
+    CostBounds,
     NIACCheck,
     NIASTest,
     NISCheck,
@@ -48,11 +49,11 @@ from iml.revealed.learning_tests import (
     niac_check_of,
     nias_test_of,
     nis_check_of,
+    revealed_cost_bounds_of,
     switch_gains,
 )
 from iml.revealed.losses import as_losses
 from iml.revealed.shannon import LambdaInterval, shannon_lambda_interval_of
-from iml.revealed.value import mutual_information_of, value_matrix_of
 from iml.spec import LossLike, LossSpec
 
 Array = jax.Array
@@ -178,10 +179,7 @@ def reveal(
     every simulated regime of the stored runs back to its level (``docs/results/revealed``).
 
     Args:
-      scores: ``[K, N]`` scores of ``K`` models in ``[0, 1]``.
-      labels: ``{0, 1}`` labels ``[N]``.
-      losses: the ``K`` binary losses the models were trained with (a batched
-        :class:`iml.LossSpec`, an array of betas, or a sequence of losses).
+      losses: the ``K`` binary losses the models were trained with.
       n_bins, strategy: the bins (signals) of each model (:func:`revealed_experiments`);
         ``"adaptive"`` by default (see above).
       weight: non-negative observation weights ``[N]``.
@@ -199,9 +197,6 @@ def reveal(
         training between seeds as well as that of the evaluation rows.
       seed_average: how drawn seeds pool: ``"score"`` (their mean score) or ``"logit"`` (the
         score of their mean logit), as the run's ensembles pool members.
-
-    Returns:
-      A :class:`RevealedReport`.
     """
     check_scores(scores, labels, n_bins, strategy)
     n_models, n = np.shape(scores)
@@ -277,7 +272,7 @@ def _margin_test(
     return MarginTest(margin, margin - c, c, p_value, statistic > c), c
 
 
-def _bootstrap_chunks(n_bootstrap: int, n: int) -> tuple[int, int]:
+def bootstrap_chunks(n_bootstrap: int, n: int) -> tuple[int, int]:
     """``(chunks, replicates per chunk)``: about ``_CHUNK_ELEMENTS`` weights at a time."""
     target = max(1, min(n_bootstrap, _CHUNK_ELEMENTS // n))
     chunks = -(-n_bootstrap // target)
@@ -322,8 +317,8 @@ def _reveal(
     reference: int,
     resampling: str,
     positive_rows: int,
-    seed_scores: Array | None = None,
-    bins: tuple[str, int, str] = ("quantile", MIN_COUNT, "score"),
+    seed_scores: Array | None,
+    bins: tuple[str, int, str],
 ) -> RevealedReport:
     indicator = signal_indicator(signals, n_signals)
     y = as_labels(labels, indicator)
@@ -338,7 +333,7 @@ def _reveal(
     experiments, G, info = statistics(w)
     E = edge_weights(G)
     switch = switch_gains(G)
-    chunks, size = _bootstrap_chunks(n_bootstrap, y.shape[0])
+    chunks, size = bootstrap_chunks(n_bootstrap, y.shape[0])
 
     def seed_replicate(args: tuple[Array, Array]) -> tuple[Array, Array]:
         key_seed, counts = args

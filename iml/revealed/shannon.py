@@ -16,7 +16,7 @@ from iml import _validation as V
 from iml.calibration._checks import as_float
 from iml.revealed.experiments import RevealedExperiments
 from iml.revealed.learning_tests import check_value_matrix, switch_gains
-from iml.spec import LossLike, LossSpec, loss_spec
+from iml.spec import LossLike, loss_spec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -48,7 +48,6 @@ def shannon_lambda_interval(
     interval is intersected with ``lambda >= 0``.
 
     Args:
-      G: value matrix ``[..., K, K]``.
       information: ``I`` ``[..., K]`` (:func:`mutual_information`).
       atol: the information difference below which two experiments count as equally informative.
     """
@@ -71,10 +70,6 @@ def shannon_lambda_interval_of(G: ArrayLike, information: ArrayLike, atol: float
     lower = jnp.maximum(jnp.max(jnp.where(dI < -atol, ratio, -jnp.inf), axis=(-2, -1)), 0.0)
     equal_fails = jnp.any((jnp.abs(dI) <= atol) & (slack < -atol), axis=(-2, -1))
     return LambdaInterval(lower, upper, (lower > upper) | equal_fails)
-
-
-def _binary_entropy(g: Array) -> Array:
-    return -xlogy(g, g) - xlogy(1.0 - g, 1.0 - g)
 
 
 def shannon_agent(
@@ -130,14 +125,12 @@ def shannon_agent(
 
 
 @functools.partial(jax.jit, static_argnames=("n_grid", "n_refine"))
-def _shannon_agent(
-    spec: LossSpec, prior: ArrayLike, lam: ArrayLike, n_grid: int, n_refine: int
-) -> RevealedExperiments:
+def _shannon_agent(spec, prior, lam, n_grid, n_refine) -> RevealedExperiments:
     pi = jnp.asarray(prior, jnp.float32)
     lam = jnp.asarray(lam, jnp.float32)
 
     def concavified(g: Array) -> Array:
-        return -spec.minimised_expected_loss(g) + lam * _binary_entropy(g)
+        return -spec.minimised_expected_loss(g) + lam * (-xlogy(g, g) - xlogy(1.0 - g, 1.0 - g))
 
     def best_chord(g1: Array, g2: Array) -> tuple[Array, Array, Array]:
         n1, n2 = concavified(g1), concavified(g2)

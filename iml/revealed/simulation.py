@@ -57,9 +57,7 @@ def simulate_observations(
 
 
 @functools.partial(jax.jit, static_argnums=(2,))
-def _simulate_observations(
-    key: Array, experiments: RevealedExperiments, n: int
-) -> tuple[Array, Array]:
+def _simulate_observations(key, experiments, n) -> tuple[Array, Array]:
     key_y, key_s = jax.random.split(key)
     p, g = experiments.probability, experiments.posterior
     pi = experiments.prior[0]
@@ -89,7 +87,6 @@ def simulate_gaussian_agents(
 
     Args:
       key: ``jax.random`` key.
-      losses: ``K`` binary losses (as :func:`value_matrix` reads them).
       precision: ``d`` ``[K]`` (or a scalar for all), the separation of the signal's means in
         standard deviations.
       prior: ``pi`` in ``(0, 1)``.
@@ -116,9 +113,7 @@ def simulate_gaussian_agents(
 
 
 @functools.partial(jax.jit, static_argnums=(4,))
-def _simulate_gaussian_agents(
-    key: Array, losses: LossSpec | list[LossSpec], precision: Array, prior: ArrayLike, n: int
-) -> tuple[Array, Array]:
+def _simulate_gaussian_agents(key, losses, precision, prior, n) -> tuple[Array, Array]:
     key_y, key_x = jax.random.split(key)
     pi = jnp.asarray(prior, jnp.float32)
     y = (jax.random.uniform(key_y, (n,)) < pi).astype(jnp.float32)

@@ -30,19 +30,23 @@ its parameters, or a callable loss ``L(a, y)`` (the generic rule).
 
 One idea per module, all of whose public names are imported here:
 
-* :mod:`~iml.sbr.model`: posteriors by Bayes' rule (eq. ``posterior``) and the loss-minimising
-  scores (eq. ``choice``).
-* :mod:`~iml.sbr.simulation`: the simulator of the model, and its exact distribution.
+* :mod:`~iml.sbr.simulation`: the model, posteriors by Bayes' rule (eq. ``posterior``) and the
+  loss-minimising scores (eq. ``choice``), its simulator and its exact distribution.
 * :mod:`~iml.sbr.representation`: the canonical SBR of Proposition 1 and its conditions.
 """
 
-from iml.sbr.model import bayesian_posteriors, optimal_signal_scores
 from iml.sbr.representation import (
     SignalBasedRepresentation,
     signal_based_representation,
     signal_based_representation_from_joint,
 )
-from iml.sbr.simulation import model_distribution, simulate_gaussian_scores, simulate_scores
+from iml.sbr.simulation import (
+    bayesian_posteriors,
+    model_distribution,
+    optimal_signal_scores,
+    simulate_gaussian_scores,
+    simulate_scores,
+)
 
 __all__ = [
     "SignalBasedRepresentation",

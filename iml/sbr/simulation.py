@@ -1,46 +1,96 @@
-"""A simulator of the model of Section 3: data with a known signal-based representation
-(Definition 3) for tests, notebooks and benchmarks.
-
-The model runs forwards: a label ``y ~ pi(y)``, a signal ``s ~ pi(s | y)``, the posterior
-``gamma^s`` by Bayes' rule (eq. ``posterior``) and the score ``alpha^s = c^L(gamma^s)`` that
-minimises expected loss (eq. ``choice``). :func:`model_distribution` gives the model's exact
-distribution of scores and labels, ready for
-:func:`iml.sbr.signal_based_representation_from_joint`; :func:`simulate_scores` draws
-observations from a model with finitely many signals; :func:`simulate_gaussian_scores` from a
-continuous-signal model for rare-class scenarios.
-
-Losses are anything :func:`iml.loss_spec` reads (a :class:`iml.LossSpec`): a number
-``beta`` in ``(0, 1)`` (the beta-weighted log loss, eq. ``b-loss-bin``, Proposition 2), a matrix
-``B`` ``[n, n]`` (the B-weighted log loss, eq. ``b-loss-multi``, Proposition 3), a loss name with
-its parameters, or a callable loss ``L(a, y)`` (the generic rule).
+"""The model of Section 3 (:mod:`iml.sbr`) and its simulator, data with a known signal-based
+representation for tests, notebooks and benchmarks: posteriors by Bayes' rule (eq.
+``posterior``, :func:`bayesian_posteriors`), the scores that minimise expected loss given them
+(eq. ``choice``, :func:`optimal_signal_scores`), the model's exact distribution of scores and
+labels (:func:`model_distribution`), and draws from a model with finitely many signals
+(:func:`simulate_scores`) or with a continuous signal, for rare-class scenarios
+(:func:`simulate_gaussian_scores`). The loss named by keywords (:func:`loss_from_keywords`) and
+``c^L`` of posteriors (:func:`optimal`) serve :mod:`iml.sbr.representation` too.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
-from iml.sbr.model import bayesian_posteriors, loss_from_keywords, optimal, optimal_signal_scores
-from iml.spec import LossSpec
+from iml.spec import LossSpec, loss_spec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "bayesian_posteriors",
+    "loss_from_keywords",
     "model_distribution",
+    "optimal",
+    "optimal_signal_scores",
     "simulate_gaussian_scores",
     "simulate_scores",
 ]
 
 
-# ----------------------------------------------------------------------------------------------
-# Simulating the model: eqs. posterior and choice, forwards
-# ----------------------------------------------------------------------------------------------
+def loss_from_keywords(beta: Any, B: Any, loss: Any) -> LossSpec:
+    """The loss named by at most one of the keywords (the unweighted log loss without any)."""
+    given = [x for x in (beta, B, loss) if x is not None]
+    if len(given) > 1:
+        raise ValueError("give at most one of beta, B or loss")
+    spec = loss_spec(given[0] if given else 0.5)  # beta = 1/2: truthful scores
+    if spec.batch_shape:
+        raise ValueError(f"one loss is needed here, not a batch of shape {spec.batch_shape}")
+    return spec
+
+
+def optimal(spec: LossSpec, gamma: Array) -> Array:
+    """``c^L`` of posteriors ``[S, k]``: ``[S]`` positive-class scores (binary) or ``[S, n]``."""
+    return spec.optimal_score(gamma if spec.multiclass else gamma[:, 1])
+
+
+def bayesian_posteriors(prior: ArrayLike, experiment: ArrayLike) -> Array:
+    """Posterior beliefs per signal by Bayes' rule, eq. ``posterior``.
+
+    ``gamma^s_y = pi(s | y) pi(y) / pi(s)``.
+
+    Args:
+      prior: ``pi(y)``, shape ``[n]``.
+      experiment: ``pi(s | y)``, shape ``[S, n]`` (each column a distribution over signals).
+
+    Returns:
+      ``[S, n]`` posteriors (rows sum to one; a signal of probability zero gives NaN).
+    """
+    joint = jnp.asarray(experiment) * jnp.asarray(prior)
+    return joint / jnp.sum(joint, axis=1, keepdims=True)
+
+
+def optimal_signal_scores(
+    posteriors: ArrayLike,
+    *,
+    beta: float | None = None,
+    B: ArrayLike | None = None,
+    loss: Callable | None = None,
+) -> Array:
+    """Scores that minimise expected loss given each posterior, eq. ``choice``.
+
+    Args:
+      posteriors: ``[S, n]`` posterior beliefs.
+      beta: weight of the positive class (binary, Proposition 2).
+      B: weight matrix ``[n, n]`` (multiclass, Proposition 3).
+      loss: any differentiable binary loss ``L(a, y)`` (the generic rule of ``iml.scoring``).
+        With none of the three, the unweighted log loss: truthful scores.
+
+    Returns:
+      ``[S]`` positive-class scores (binary) or ``[S, n]`` score vectors (with ``B``).
+    """
+    spec = loss_from_keywords(beta, B, loss)
+    gamma = jnp.asarray(posteriors)
+    if not spec.multiclass and gamma.shape[-1] != 2:
+        raise ValueError(f"the {spec.describe()} needs binary posteriors [S, 2], got {gamma.shape}")
+    return optimal(spec, gamma)
 
 
 def _check_model(prior: ArrayLike, experiment: ArrayLike) -> None:
@@ -70,8 +120,7 @@ def model_distribution(
     """The model's exact distribution of scores and labels: ``(alpha^s, pi(s, y))``.
 
     Args:
-      prior: ``pi(y)`` ``[n]``.
-      experiment: ``pi(s | y)`` ``[S, n]``.
+      prior, experiment: as :func:`bayesian_posteriors`.
       beta, B, loss: the loss, as in :func:`optimal_signal_scores`.
 
     Returns:
@@ -100,9 +149,7 @@ def simulate_scores(
     ``alpha^s = c^L(gamma^s)``.
 
     Args:
-      key: a JAX PRNG key.
-      prior: ``pi(y)`` ``[n_labels]``.
-      experiment: ``pi(s | y)`` ``[S, n_labels]``.
+      prior, experiment: as :func:`bayesian_posteriors`, with ``n_labels`` labels.
       n: number of observations (static).
       beta, B, loss: the loss, as in :func:`optimal_signal_scores`.
 
@@ -124,9 +171,7 @@ def simulate_scores(
 
 
 @functools.partial(jax.jit, static_argnums=(3,))
-def _simulate_kernel(
-    key: Array, prior: Array, experiment: Array, n: int, spec: LossSpec
-) -> tuple[Array, Array, Array, Array]:
+def _simulate_kernel(key, prior, experiment, n, spec) -> tuple[Array, Array, Array, Array]:
     gamma = bayesian_posteriors(prior, experiment)
     alpha = optimal(spec, gamma)
     key_y, key_s = jax.random.split(key)
@@ -154,7 +199,6 @@ def simulate_gaussian_scores(
     (0.92 at the default).
 
     Args:
-      key: a JAX PRNG key.
       n: number of observations (static).
       prevalence: ``P(y = 1)`` in ``(0, 1)``.
       separation: distance between the two signal means (``> 0``).
@@ -172,9 +216,7 @@ def simulate_gaussian_scores(
 
 
 @functools.partial(jax.jit, static_argnums=(1,))
-def _gaussian_kernel(
-    key: Array, n: int, spec: LossSpec, prevalence: ArrayLike, separation: ArrayLike
-) -> tuple[Array, Array, Array, Array]:
+def _gaussian_kernel(key, n, spec, prevalence, separation) -> tuple[Array, Array, Array, Array]:
     key_y, key_x = jax.random.split(key)
     labels = jax.random.bernoulli(key_y, prevalence, (n,)).astype(jnp.int32)
     x = separation * labels + jax.random.normal(key_x, (n,))

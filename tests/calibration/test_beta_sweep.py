@@ -9,6 +9,7 @@ import pytest
 from _calibration_samples import binary_sample, np_loss_calibrated_sample, scores_of_kind
 
 from iml import calibration as cal
+from iml._bootstrap import bootstrap_counts
 from iml.scoring import loss_corrected_score
 
 
@@ -31,7 +32,7 @@ def test_beta_sweep_matches_per_beta_computations_and_exact_bootstrap():
         np.testing.assert_allclose(sw.loss_calibration_gap[i], test.gap, rtol=1e-4, atol=1e-7)
     # The bootstrap intervals, recomputed in float64 NumPy from the same resampling multiplicities
     # (the sweep resamples the scores in sorted order with fixed bins).
-    mult = np.asarray(cal._bootstrap_counts(key, 2000, 40), np.float64)
+    mult = np.asarray(bootstrap_counts(key, 2000, 40), np.float64)
     order = np.argsort(scores, kind="stable")
     s, y = s[order], labels[order].astype(np.float64)
     bins = np.searchsorted(sw.edges.astype(np.float64)[1:-1], s)

@@ -44,7 +44,8 @@ def test_compare_ece_pairs_the_rows_and_matches_an_independent_bootstrap():
 
 
 def test_ece_intervals_are_weighted_ece_quantiles_on_the_shared_resamples():
-    from iml.calibration import _bootstrap_counts, ece_intervals
+    from iml._bootstrap import bootstrap_counts
+    from iml.calibration import ece_intervals
 
     rng = np.random.default_rng(1)
     p = rng.uniform(0.02, 0.98, 2000)
@@ -52,7 +53,7 @@ def test_ece_intervals_are_weighted_ece_quantiles_on_the_shared_resamples():
     rows = np.stack([p, np.clip(p + 0.12, 0, 1)]).astype(np.float32)
     key = jax.random.key(9)
     got = np.asarray(ece_intervals(rows, y, n_bootstrap=300, key=key))
-    counts = np.asarray(_bootstrap_counts(key, 2000, 300), np.float64)
+    counts = np.asarray(bootstrap_counts(key, 2000, 300), np.float64)
     for r, interval in zip(rows, got, strict=True):
         edges = np.quantile(r, np.linspace(0, 1, 11))
         bins = np.clip(np.searchsorted(edges, r, side="left") - 1, 0, 9)
@@ -66,7 +67,8 @@ def test_ece_intervals_are_weighted_ece_quantiles_on_the_shared_resamples():
 
 
 def test_multiclass_ece_intervals_are_top_label_and_mean_classwise_on_shared_resamples():
-    from iml.calibration import _bootstrap_counts, multiclass_ece_intervals
+    from iml._bootstrap import bootstrap_counts
+    from iml.calibration import multiclass_ece_intervals
 
     rng = np.random.default_rng(2)
     n, k = 1500, 3
@@ -75,7 +77,7 @@ def test_multiclass_ece_intervals_are_top_label_and_mean_classwise_on_shared_res
     scores = np.stack([p, 0.7 * p + 0.1]).astype(np.float32)  # the second over-smoothed
     key = jax.random.key(4)
     got = multiclass_ece_intervals(scores, y, n_bootstrap=300, key=key)
-    counts = np.asarray(_bootstrap_counts(key, n, 300), np.float64)
+    counts = np.asarray(bootstrap_counts(key, n, 300), np.float64)
 
     def replicates(s, hit):  # a binary ECE per replicate, bins fixed at the full sample's deciles
         edges = np.quantile(s, np.linspace(0, 1, 11))

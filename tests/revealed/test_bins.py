@@ -6,6 +6,8 @@ import numpy as np
 
 from iml import loss_spec
 from iml import revealed as R
+from iml.revealed.bins import signals_from_scores
+from iml.revealed.losses import as_losses
 
 
 def test_adaptive_bins_merge_the_same_deciles_for_every_model_and_meet_the_count():
@@ -20,7 +22,7 @@ def test_adaptive_bins_merge_the_same_deciles_for_every_model_and_meet_the_count
     np.testing.assert_allclose(p, np.broadcast_to(p[0], p.shape), atol=1.5 / 1797)
     used = p[0] > 0
     assert 2 <= used.sum() < 10  # some deciles merged, not all
-    signals = np.asarray(R._signals(scores, 10, "adaptive", R._as_losses(betas, 3)))
+    signals = np.asarray(signals_from_scores(scores, 10, "adaptive", as_losses(betas, 3)))
     g = np.stack(
         [
             np.asarray(loss_spec(b).loss_corrected_score(s))

@@ -1,5 +1,5 @@
 """Tests of iml.revealed.learning_tests: NIS and NIAC on value matrices (three ways to check
-NIAC) and NIAS on scores."""
+NIAC), the revealed cost bounds, and NIAS on scores."""
 
 import jax
 import jax.numpy as jnp
@@ -120,9 +120,30 @@ def test_nias_rejects_one_misreported_model_among_64():
     assert not np.any(honest.violated)
 
 
+def test_cost_bounds_are_feasible_exactly_without_negative_cycles_and_are_sharp():
+    rng = np.random.default_rng(6)
+    G = random_value_matrices(rng, 300, 5)
+    check = R.niac_check(G)
+    bounds = R.revealed_cost_bounds(G, reference=2)
+    np.testing.assert_array_equal(bounds.feasible, ~np.asarray(check.negative_cycle))
+    w = np.diagonal(G, axis1=-2, axis2=-1)[:, :, None] - G  # w[k, j] = G[k, k] - G[k, j]
+    for i in np.flatnonzero(bounds.feasible):
+        for costs in (bounds.upper[i], bounds.lower[i]):  # each end is itself a feasible cost
+            c = np.asarray(costs, np.float64)
+            assert c[2] == 0.0
+            assert np.all(c[:, None] - c[None, :] <= w[i] + 1e-5)
+    assert np.isnan(bounds.lower[~np.asarray(bounds.feasible)]).all()
+
+
+G2 = np.eye(2, dtype=np.float32)
+
 BAD = {
     "G": (lambda: R.nis_check(np.ones((2, 3))), "G"),
     "K": (lambda: R.niac_brute_force(np.eye(7)), "K <= 6"),
+    "reference": (
+        lambda: R.revealed_cost_bounds(np.eye(2, dtype=np.float32), reference=5),
+        "reference",
+    ),
 }
 
 

@@ -11,6 +11,7 @@ from _revealed_references import minimised_loss
 from _training_helpers import RUNS_LONG
 
 from iml import revealed as R
+from iml.revealed.report import bootstrap_chunks
 
 BETAS = np.array([0.5, 0.7, 0.9, 0.99])
 BETAS_64 = 1.0 / (1.0 + np.exp(-np.linspace(0.0, np.log(99.0), 64)))
@@ -160,7 +161,7 @@ def test_weighted_report_matches_the_weighted_experiments():
 
 def test_chunked_bootstrap_covers_every_replicate():
     for n_boot, n in itertools.product((1, 7, 1000), (10, 112_120)):
-        chunks, size = R._bootstrap_chunks(n_boot, n)
+        chunks, size = bootstrap_chunks(n_boot, n)
         assert chunks * size >= n_boot and (chunks - 1) * size < n_boot
 
 

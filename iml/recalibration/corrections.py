@@ -1,7 +1,11 @@
-"""The prior-shift correction, eq. ``correct-prior``: ``h^d(a) = d a / (1 + (d - 1) a)`` with
-``d`` the target odds over the training odds (Elkan 2001; Saerens, Latinne & Decaestecker
-2002; Dal Pozzolo et al. 2015): :func:`prior_shift_ratio`, :func:`prior_shift_transform` and
-:class:`PriorShiftCorrection`, which reads the target prior from the calibration labels.
+"""The analytic corrections, which need no map fitted to labels: the paper's loss correction,
+:class:`LossCorrection`, the loss-corrected confidence score ``(c^L)^{-1}(a)`` of a known loss
+(Proposition 4, Corollary 1, eq. ``transformation``), which fits nothing; and the prior-shift
+correction, eq. ``correct-prior``: ``h^d(a) = d a / (1 + (d - 1) a)`` with ``d`` the target odds
+over the training odds (Elkan 2001; Saerens, Latinne & Decaestecker 2002; Dal Pozzolo et al.
+2015): :func:`prior_shift_ratio`, :func:`prior_shift_transform` and
+:class:`PriorShiftCorrection`, which reads the target prior from the calibration labels. Both
+behind the interface of the fitted baselines.
 """
 
 from __future__ import annotations
@@ -11,17 +15,69 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
-from iml.recalibration._common import as_float, check_labels, check_scores, check_weights
+from iml.calibration._checks import as_float, check_weights
+from iml.recalibration._common import check_labels, check_scores
 from iml.recalibration.interface import Recalibrator
+from iml.spec import LossLike, loss_spec
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "LossCorrection",
     "PriorShiftCorrection",
     "prior_shift_ratio",
     "prior_shift_transform",
 ]
+
+
+class LossCorrection(Recalibrator):
+    """The paper's loss-corrected confidence score ``(c^L)^{-1}(a)``: fits nothing.
+
+    The loss is anything :func:`iml.loss_spec` reads: a ``beta`` (binary beta-weighted loss,
+    Corollary 1, eq. ``transformation``), a matrix ``B`` (multiclass B-weighted loss, inverse of
+    Proposition 3 output by output: one posterior per class, rows not renormalised), a loss name
+    with its parameters, a :class:`iml.LossSpec` or any differentiable loss ``L(a, y)`` (the
+    generic rule). ``beta=`` and ``B=`` name the first two explicitly. ``fit`` only checks its
+    input, so that the class composes with the fitted methods.
+    """
+
+    def __init__(
+        self,
+        loss: LossLike | None = None,
+        *,
+        beta: float | None = None,
+        B: ArrayLike | None = None,
+    ) -> None:
+        if sum(x is not None for x in (loss, beta, B)) != 1:
+            raise ValueError("LossCorrection needs exactly one of loss, beta or B")
+        if beta is not None:
+            loss = loss_spec("log", beta=beta)
+        elif B is not None:
+            loss = loss_spec("matrix", B=B)
+        self.spec = loss_spec(loss)
+        if self.spec.batch_shape:
+            raise ValueError(
+                f"LossCorrection corrects for one loss, not a batch of shape "
+                f"{self.spec.batch_shape}"
+            )
+        self.params_ = {}  # nothing to fit: transform works before fit
+
+    def _fit(self, scores, labels, sample_weight) -> dict:
+        s = np.asarray(scores)
+        check_scores(s)
+        n_classes = 2 if s.ndim == 1 else s.shape[-1]
+        if n_classes != self.spec.n_classes or (s.ndim == 2) != self.spec.multiclass:
+            raise ValueError(
+                f"scores of shape {s.shape} do not fit the {self.spec.describe()}: it needs "
+                + (f"[N, {self.spec.n_classes}]" if self.spec.multiclass else "[N]")
+            )
+        check_labels(labels, s.shape[0], n_classes)
+        check_weights(sample_weight, s.shape[0])
+        return {}
+
+    def _transform(self, params, scores) -> Array:
+        return self.spec.loss_corrected_score(as_float(scores))
 
 
 def prior_shift_ratio(train_prior: ArrayLike, target_prior: ArrayLike) -> Array:
