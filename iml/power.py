@@ -109,15 +109,12 @@ def gaussian_population(
     probability = positive + (1.0 - prior) * np.diff(ndtr(edges), axis=1)
     experiments = R.experiments_from_posteriors(probability, positive / probability)
     information = np.asarray(R.mutual_information(experiments), np.float64)
-    if d.shape[0] < 2:
-        return Population(0.0, 0.0, float(positive.min()), float(positive.min()), information)
+    fewest = float(positive.min()), float((probability - positive).min())
+    if d.shape[0] < 2:  # one agent: no pair of agents for NIS or NIAC to compare
+        return Population(0.0, 0.0, *fewest, information)
     G = R.value_matrix(experiments, losses)
     return Population(
-        float(R.nis_check(G).margin),
-        float(R.niac_check(G).margin),
-        float(positive.min()),
-        float((probability - positive).min()),
-        information,
+        float(R.nis_check(G).margin), float(R.niac_check(G).margin), *fewest, information
     )
 
 

@@ -37,3 +37,12 @@ def test_standard_error_is_the_binomial_standard_error_of_the_rate():
 def test_matched_precision_needs_positive_information():
     with pytest.raises(ValueError, match="information must be positive"):
         P.matched_precision(0.0, 0.1)
+
+
+def test_one_agent_counts_its_fewest_negatives_and_has_no_margins():
+    one = P.gaussian_population([0.5], np.array([1.5]), 0.1)
+    pair = P.gaussian_population([0.5, 0.5], np.array([1.5, 1.5]), 0.1)
+    assert one.nis_margin == one.niac_margin == 0.0
+    # Its bins are the pair's: the same fewest positives and negatives, which differ.
+    assert (one.min_positives, one.min_negatives) == (pair.min_positives, pair.min_negatives)
+    assert one.min_negatives > 2 * one.min_positives
