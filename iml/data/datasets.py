@@ -24,9 +24,16 @@ import numpy as np
 import pandas as pd
 
 from iml import _validation as V
-from iml.data.builders.chestxray14 import Chestxray14, find_label_file
-from iml.data.builders.digits import Digits
-from iml.data.builders.pneumoniamnist import NATIVE_SIZES, Pneumoniamnist, npz_file_name
+from iml.data.builders.chestxray14.chestxray14_dataset_builder import (
+    Chestxray14,
+    find_label_file,
+)
+from iml.data.builders.digits.digits_dataset_builder import Digits
+from iml.data.builders.pneumoniamnist.pneumoniamnist_dataset_builder import (
+    NATIVE_SIZES,
+    Pneumoniamnist,
+    npz_file_name,
+)
 from iml.data.prepared import (
     ENV_DATA_DIR,
     DataSourceReader,
@@ -504,8 +511,9 @@ def load_dataset(
       https://zenodo.org/records/10519652); splits train/val/test.
     * ``"chestxray14"``: the NIH Clinical Center's ChestX-ray14 release in ``manual_dir``
       (https://nihcc.app.box.com/v/ChestXray-NIHCC; the layout is in
-      :mod:`iml.data.builders.chestxray14`); ``image_size`` default 224; ``groups`` are patient
-      ids and ``split`` the official train_val (``"train"``) / test lists.
+      :mod:`iml.data.builders.chestxray14.chestxray14_dataset_builder`); ``image_size`` default
+      224; ``groups`` are patient ids and ``split`` the official train_val (``"train"``) / test
+      lists.
     * ``"csv"``: options ``path`` (a delimited text file) or ``frame`` (a pandas DataFrame),
       ``target``, ``positive`` and the rest of :func:`load_csv`.
     * ``"adult"``: UCI Adult from ``manual_dir`` (``adult.data``, ``adult.test``, ``adult.names``

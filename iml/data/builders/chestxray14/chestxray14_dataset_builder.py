@@ -25,7 +25,6 @@ import csv
 import gzip
 import io
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
@@ -33,6 +32,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from iml.data.builders._common import (
+    ImageBuilder,
     ImageSizeConfig,
     image_size_config,
     load_grayscale,
@@ -244,7 +244,7 @@ def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, list[_Record]]
     return records
 
 
-class Chestxray14(tfds.core.GeneratorBasedBuilder):
+class Chestxray14(ImageBuilder):
     """ChestX-ray14 pneumonia task at one image size per config (224 px by default)."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -259,48 +259,23 @@ class Chestxray14(tfds.core.GeneratorBasedBuilder):
     beside images/. Pass that folder as manual_dir.
     """
 
-    def _info(self) -> tfds.core.DatasetInfo:
+    SCALARS: ClassVar[dict[str, type]] = {
+        "label": np.int32,
+        "patient_id": np.int32,
+        "image_id": np.str_,
+        "finding_labels": np.str_,
+    }
+    METADATA = ("image_id", "label", "patient_id")
+    DESCRIPTION = "NIH ChestX-ray14 frontal chest X-rays; label 1 = Pneumonia finding."
+    HOMEPAGE = "https://nihcc.app.box.com/v/ChestXray-NIHCC"
+    CITATION = "Wang et al., ChestX-ray8, CVPR 2017."
+
+    def _read_splits(self, dl_manager: tfds.download.DownloadManager) -> dict:
         size = self.builder_config.image_size
-        return self.dataset_info_from_configs(
-            description="NIH ChestX-ray14 frontal chest X-rays; label 1 = Pneumonia finding.",
-            features=tfds.features.FeaturesDict(
-                {
-                    "image": tfds.features.Tensor(shape=(size, size, 1), dtype=np.uint8),
-                    "label": tfds.features.Tensor(shape=(), dtype=np.int32),
-                    "patient_id": tfds.features.Tensor(shape=(), dtype=np.int32),
-                    "image_id": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "finding_labels": tfds.features.Tensor(shape=(), dtype=np.str_),
-                }
-            ),
-            homepage="https://nihcc.app.box.com/v/ChestXray-NIHCC",
-            citation="Wang et al., ChestX-ray8, CVPR 2017.",
-            disable_shuffling=True,
-            metadata=tfds.core.MetadataDict(),
-        )
-
-    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
-        records = read_release(dl_manager.manual_dir)
-        self.info.metadata["splits"] = {
-            split: {
-                "image_id": [r.image_id for r in recs],
-                "label": [r.label for r in recs],
-                "patient_id": [r.patient_id for r in recs],
-            }
-            for split, recs in records.items()
-        }
-        return {split: self._generate_examples(recs) for split, recs in records.items()}
-
-    def _generate_examples(self, records: list[_Record]) -> Iterator[tuple[int, dict]]:
-        config: ImageSizeConfig = self.builder_config
-        images = ordered_map(lambda r: load_grayscale(r.path, config.image_size), records)
-        for i, (record, image) in enumerate(zip(records, images, strict=True)):
-            yield (
-                i,
-                {
-                    "image": image,
-                    "label": record.label,
-                    "patient_id": record.patient_id,
-                    "image_id": record.image_id,
-                    "finding_labels": record.finding_labels,
-                },
+        return {
+            split: (
+                {name: [getattr(r, name) for r in records] for name in self.SCALARS},
+                ordered_map(lambda r: load_grayscale(r.path, size), records),
             )
+            for split, records in read_release(dl_manager.manual_dir).items()
+        }
