@@ -18,6 +18,7 @@ are what training minimises. The losses do no validation: they are the inner loo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import jax
@@ -232,15 +233,7 @@ def _row_weight(y: np.ndarray, beta: np.ndarray) -> np.ndarray:
     return np.where(np.asarray(y) == 1, beta, 1.0 - np.asarray(beta))
 
 
-def _rule(gamma: ArrayLike, beta: ArrayLike) -> Array:
-    return S.optimal_score(gamma, beta)
-
-
-def _inverse(a: ArrayLike, beta: ArrayLike) -> Array:
-    return S.loss_corrected_score(a, beta)
-
-
-register(
+_LOG = register(
     LossRecord(
         name="log",
         title="beta-weighted log loss",
@@ -248,8 +241,8 @@ register(
         loss=lambda a, y, beta: beta_weighted_loss(a, y, beta, base=log_loss),
         event_ndims={"beta": 0},
         logits_loss=beta_weighted_sigmoid_cross_entropy,
-        optimal_score=_rule,
-        inverse=_inverse,
+        optimal_score=S.optimal_score,
+        inverse=S.loss_corrected_score,
         minimised_expected_loss=_log_entropy,
         class_weight="beta",
         row_weight=_row_weight,
@@ -257,17 +250,13 @@ register(
     )
 )
 register(
-    LossRecord(
+    dataclasses.replace(
+        _LOG,
         name="squared",
         title="beta-weighted squared loss",
-        make=_make,
         loss=lambda a, y, beta: beta_weighted_loss(a, y, beta, base=squared_loss),
-        event_ndims={"beta": 0},
         logits_loss=_squared_logits,
-        optimal_score=_rule,
-        inverse=_inverse,
         minimised_expected_loss=_squared_entropy,
-        class_weight="beta",
-        row_weight=_row_weight,
+        exact=None,
     )
 )

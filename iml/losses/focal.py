@@ -130,10 +130,6 @@ def _make_softmax_focal(
     return params, n
 
 
-def _focal_key(params: Mapping[str, np.ndarray]) -> str:
-    return f"gamma={float(params['gamma']):g},alpha={float(params['alpha'])!r}"
-
-
 def _softmax_focal_key(params: Mapping[str, np.ndarray]) -> str | None:
     entries = entries_key("w", params["class_weights"])
     return None if entries is None else f"gamma={float(params['gamma']):g},{entries}"
@@ -149,7 +145,7 @@ register(
         logits_loss=sigmoid_focal_loss,
         class_weight="alpha",
         row_weight=lambda y, gamma, alpha: np.where(np.asarray(y) == 1, alpha, 1.0 - alpha),
-        key=_focal_key,
+        key=lambda p: f"gamma={float(p['gamma']):g},alpha={float(p['alpha'])!r}",
     )
 )
 register(

@@ -9,8 +9,6 @@ The record ``"matrix"`` grids over entries of ``B`` (``"B[8,8]=10"``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,10 +101,6 @@ def _entropy(gamma: ArrayLike, B: ArrayLike) -> Array:
     return V.nan_unless(valid, value)
 
 
-def _key(params: Mapping[str, np.ndarray]) -> str | None:
-    return entries_key("B", params["B"])
-
-
 register(
     LossRecord(
         name="matrix",
@@ -123,6 +117,6 @@ register(
         grid_weight=GridWeight("B", 2, "B"),
         row_weight=lambda y, B: np.sum(B, axis=-1)[np.asarray(y)],
         exact="one_vs_rest",
-        key=_key,
+        key=lambda params: entries_key("B", params["B"]),
     )
 )
