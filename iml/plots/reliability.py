@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from iml.calibration import RENORMALISED, calibration_curve
-from iml.plots._common import N_BOOTSTRAP, logit, weight_axis
+from iml.plots._common import N_BOOTSTRAP, logit, new_figure, weight_axis
 
 ArrayLike = jax.typing.ArrayLike
 
@@ -190,8 +190,7 @@ def figure_calibration_by_loss(
     names = ("ECE (deciles)", "debiased l2 error")
     if not binary:
         names = ("top-label ECE", "class-wise ECE")
-    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax = new_figure((6.4, 4.2))
     styles = {
         "raw": ("tab:blue", "raw weighted scores"),
         "loss_corrected": ("tab:red", "loss-corrected scores"),

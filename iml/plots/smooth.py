@@ -52,8 +52,10 @@ def _smooth_curve(
     )
 
 
-def _smooth_axes(fig: Figure) -> tuple[Axes, Axes]:
-    """Linear unit axes with the 45-degree line above a panel for the scores' densities."""
+def _smooth_axes() -> tuple[Figure, Axes, Axes]:
+    """A figure of linear unit axes with the 45-degree line above a panel for the scores'
+    densities."""
+    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
     top.plot([0, 1], [0, 1], color="black", lw=1.0, label="45-degree line", gid="diagonal")
     top.set_xlim(0, 1)
@@ -62,7 +64,7 @@ def _smooth_axes(fig: Figure) -> tuple[Axes, Axes]:
     top.grid(True, alpha=0.3)
     bottom.set_ylabel("density")
     bottom.set_xlabel("confidence score")
-    return top, bottom
+    return fig, top, bottom
 
 
 def _draw_smooth(
@@ -111,8 +113,7 @@ def smooth_reliability_diagram(
       n_bootstrap: bootstrap replicates behind the band.
     """
     curve = _smooth_curve(scores, labels, bandwidth, ci, n_bootstrap, 0)
-    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
-    top, bottom = _smooth_axes(fig)
+    fig, top, bottom = _smooth_axes()
     label = f"smECE {float(curve.ece):.3f} (σ = {float(curve.bandwidth):.3f})"
     _draw_smooth(top, bottom, curve, np.size(scores), "tab:red", label, "data")
     top.legend(loc="upper left", fontsize="small")
@@ -151,8 +152,7 @@ def figure_smooth_calibration(
         the beta-weighted log loss.
     """
     betas = check_betas(list(scores_by_beta), "scores_by_beta")
-    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
-    top, bottom = _smooth_axes(fig)
+    fig, top, bottom = _smooth_axes()
     for i, (beta, color) in enumerate(zip(betas, viridis_colors(len(betas)), strict=True)):
         a = np.asarray(scores_by_beta[beta], dtype=float)
         if a.size == 0 or np.isnan(a).any() or (a < 0).any() or (a > 1).any():

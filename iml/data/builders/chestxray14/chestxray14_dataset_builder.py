@@ -185,16 +185,10 @@ def index_images(manual_dir: str | os.PathLike[str]) -> dict[str, Path]:
     return index
 
 
-class _Record(NamedTuple):
-    image_id: str
-    path: Path
-    label: int
-    patient_id: int
-    finding_labels: str
-
-
-def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, list[_Record]]:
-    """Check a local release and list its examples per split, before decoding any image.
+def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, tuple[dict[str, list], list]]:
+    """Check a local release and read each split's ``(columns, image paths)``, in list order,
+    before decoding any image: the columns ``label``, ``patient_id``, ``image_id`` and
+    ``finding_labels``.
 
     Cheap checks come first: the list files, then that every listed image exists, then the
     label file.
@@ -222,7 +216,7 @@ def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, list[_Record]]
             )
     table, findings = read_label_file(label_file)
     row_of = {name: i for i, name in enumerate(table.image_ids.tolist())}
-    records: dict[str, list[_Record]] = {}
+    splits = {}
     for split, names in lists.items():
         unknown = [n for n in names if n not in row_of]
         if unknown:
@@ -231,17 +225,14 @@ def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, list[_Record]]
                 f"{label_file}, e.g. {unknown[:10]}"
             )
         rows = [row_of[n] for n in names]
-        records[split] = [
-            _Record(
-                image_id=n,
-                path=images[n],
-                label=int(table.labels[r]),
-                patient_id=int(table.patient_ids[r]),
-                finding_labels=str(findings[r]),
-            )
-            for n, r in zip(names, rows, strict=True)
-        ]
-    return records
+        columns = {
+            "label": table.labels[rows].tolist(),
+            "patient_id": table.patient_ids[rows].tolist(),
+            "image_id": list(names),
+            "finding_labels": findings[rows].tolist(),
+        }
+        splits[split] = (columns, [images[n] for n in names])
+    return splits
 
 
 class Chestxray14(ImageBuilder):
@@ -273,9 +264,6 @@ class Chestxray14(ImageBuilder):
     def _read_splits(self, dl_manager: tfds.download.DownloadManager) -> dict:
         size = self.builder_config.image_size
         return {
-            split: (
-                {name: [getattr(r, name) for r in records] for name in self.SCALARS},
-                ordered_map(lambda r: load_grayscale(r.path, size), records),
-            )
-            for split, records in read_release(dl_manager.manual_dir).items()
+            split: (columns, ordered_map(lambda path: load_grayscale(path, size), paths))
+            for split, (columns, paths) in read_release(dl_manager.manual_dir).items()
         }
