@@ -513,9 +513,6 @@ def load_dataset(
       image_size: side of the square images (image sources only; ``None``: the source's default).
       **options: source-specific options listed above.
 
-    Returns:
-      A :class:`Dataset`.
-
     Raises:
       ValueError: for an unknown name or option, a bad option value, or ``image_size`` given to
         a tabular source; all before any file is read.

@@ -166,9 +166,6 @@ def beta_weighted_loss(
       y: labels in ``{0, 1}``.
       beta: weight of the positive class, in ``(0, 1)``; broadcasts against ``a`` and ``y``.
       base: a strictly proper binary loss ``L(a, y)`` (default :func:`log_loss`).
-
-    Returns:
-      The elementwise weighted loss.
     """
     beta = jnp.asarray(beta)
     return jnp.where(_is_positive(y), beta, 1.0 - beta) * base(a, y)

@@ -37,9 +37,6 @@ def matrix_weighted_loss(
       y: integer labels of shape ``[...]`` in ``{0, ..., n - 1}``.
       B: positive weight matrix ``[n, n]`` (rows: true class, columns: scored class).
       base: a strictly proper binary loss.
-
-    Returns:
-      The loss, of shape ``[...]``.
     """
     a = jnp.asarray(a)
     B = jnp.asarray(B, a.dtype)

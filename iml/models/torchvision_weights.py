@@ -59,16 +59,9 @@ _IGNORED_SUFFIXES = (".num_batches_tracked",)
 
 
 def normalize_legacy_keys(state_dict: Mapping[str, Any]) -> dict[str, Any]:
-    """Renames legacy torchvision DenseNet keys (``norm.1``, ``conv.2``) to current ones.
-
-    Also drops a ``module.`` prefix that ``torch.nn.DataParallel`` adds. Order is kept.
-
-    Args:
-        state_dict: tensor name -> tensor.
-
-    Returns:
-        A new dict with current torchvision names.
-    """
+    """A new dict with legacy torchvision DenseNet keys (``norm.1``, ``conv.2``) renamed to
+    current ones, and without the ``module.`` prefix that ``torch.nn.DataParallel`` adds; order
+    is kept."""
     out: dict[str, Any] = {}
     for key, value in state_dict.items():
         new = key.removeprefix("module.")
