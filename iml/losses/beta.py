@@ -61,10 +61,6 @@ def log_loss(a: ArrayLike, y: ArrayLike) -> Array:
     """Cross-entropy ``-y log a - (1 - y) log(1 - a)``: strictly proper (Definition 4, eq.
     ``proper``) with ``w(a) = 1/(a(1-a))``.
 
-    Args:
-      a: positive-class scores in ``[0, 1]``.
-      y: labels in ``{0, 1}`` (broadcast against ``a``).
-
     Returns:
       The elementwise loss; ``inf`` where the score is 0 or 1 and the label disagrees.
     """
@@ -162,8 +158,6 @@ def beta_weighted_loss(
     ``beta`` and the negative class ``1 - beta``; ``beta = 1/2`` is half the base loss.
 
     Args:
-      a: positive-class scores in ``[0, 1]``.
-      y: labels in ``{0, 1}``.
       beta: weight of the positive class, in ``(0, 1)``; broadcasts against ``a`` and ``y``.
       base: a strictly proper binary loss ``L(a, y)`` (default :func:`log_loss`).
     """

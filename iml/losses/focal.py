@@ -36,8 +36,6 @@ def focal_loss(a: ArrayLike, y: ArrayLike, gamma: ArrayLike = 2.0, alpha: ArrayL
     unweighted its optimal scores differ from the posterior.
 
     Args:
-      a: positive-class scores in ``[0, 1]``.
-      y: labels in ``{0, 1}``.
       gamma: focusing parameter ``>= 0``.
       alpha: weight of the positive class in ``(0, 1)``, as ``beta`` in eq. ``b-loss-bin``.
     """
@@ -71,8 +69,6 @@ def focal_loss_multiclass(
     (:func:`iml.scoring.optimal_score_multiclass_for_loss`).
 
     Args:
-      a: probabilities ``[..., n]`` summing to one.
-      y: integer labels ``[...]``.
       gamma: focusing parameter ``>= 0``.
       class_weights: optional positive weights ``[n]`` per true class (default all ones).
     """

@@ -33,8 +33,6 @@ def matrix_weighted_loss(
     which row ``y`` of ``B`` weighs the score of every class when the true class is ``y``.
 
     Args:
-      a: scores of shape ``[..., n]``, each in ``[0, 1]`` (they need not sum to one).
-      y: integer labels of shape ``[...]`` in ``{0, ..., n - 1}``.
       B: positive weight matrix ``[n, n]`` (rows: true class, columns: scored class).
       base: a strictly proper binary loss.
     """

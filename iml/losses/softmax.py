@@ -34,8 +34,6 @@ def class_weighted_cross_entropy(a: ArrayLike, y: ArrayLike, class_weights: Arra
     """Class-weighted cross-entropy on the simplex, ``-w_y log a_y`` (not a loss of the paper).
 
     Args:
-      a: probabilities ``[..., n]`` summing to one (a softmax output).
-      y: integer labels ``[...]``.
       class_weights: positive weights ``[n]``, one per true class.
     """
     a = jnp.asarray(a)

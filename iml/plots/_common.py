@@ -194,12 +194,8 @@ def corrected_scores(a: Array, beta: float, loss: LossFamily | None) -> Array:
     return loss_corrected_score(a, beta) if loss is None else loss(beta).loss_corrected_score(a)
 
 
-def _family(loss: LossFamily | None) -> LossFamily:
-    return LossFamily() if loss is None else loss
-
-
 def symbol(loss: LossFamily | None) -> str:
-    return {"beta": "β", "alpha": "α"}[_family(loss).weight_name]
+    return {"beta": "β", "alpha": "α"}[(LossFamily() if loss is None else loss).weight_name]
 
 
 def logit(p: float | np.ndarray) -> np.ndarray:

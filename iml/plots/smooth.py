@@ -142,14 +142,10 @@ def figure_smooth_calibration(
     ``"density-<beta>"`` (``<beta>`` as :func:`iml.calibration.beta_key` writes it).
 
     Args:
-      scores_by_beta: ``beta -> `` positive-class scores ``[N]`` of the model trained with it.
-      labels: ``[N]`` labels shared by all, or ``beta -> labels``.
       corrected: draw the loss-corrected scores instead of the raw ones.
       ci: coverage of the bootstrap bands, or ``None`` for none.
       n_bootstrap: bootstrap replicates behind the bands.
       bandwidth: one kernel bandwidth for every curve, or ``None`` for each one's fixed point.
-      loss: the loss as a function of its class weight (:func:`iml.grids.loss_family`); default
-        the beta-weighted log loss.
     """
     betas = check_betas(list(scores_by_beta), "scores_by_beta")
     fig, top, bottom = _smooth_axes()

@@ -127,7 +127,6 @@ def optimal_score_multiclass_for_loss(
     Args:
       loss: ``loss(a, y, *params)`` for one score vector ``a [n]`` and an integer label ``y``,
         returning a scalar, e.g. ``iml.losses.class_weighted_cross_entropy``.
-      gamma: posteriors ``[..., n]`` on the simplex.
       *params: extra arguments of ``loss``, shared by every posterior (e.g. class weights).
       domain: ``"simplex"`` or ``"box"``.
       num_iters: Newton iterations.
