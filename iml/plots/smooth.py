@@ -24,6 +24,7 @@ from iml.plots._common import (
     corrected_scores,
     labels_for,
     symbol,
+    unit_axes,
     viridis_colors,
 )
 
@@ -50,21 +51,6 @@ def _smooth_curve(
     return smooth_calibration_curve(
         scores, labels, bandwidth, n_bootstrap=n_bootstrap, key=jax.random.key(seed), confidence=ci
     )
-
-
-def _smooth_axes() -> tuple[Figure, Axes, Axes]:
-    """A figure of linear unit axes with the 45-degree line above a panel for the scores'
-    densities."""
-    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
-    top.plot([0, 1], [0, 1], color="black", lw=1.0, label="45-degree line", gid="diagonal")
-    top.set_xlim(0, 1)
-    top.set_ylim(0, 1)
-    top.set_ylabel("event rate (kernel regression)")
-    top.grid(True, alpha=0.3)
-    bottom.set_ylabel("density")
-    bottom.set_xlabel("confidence score")
-    return fig, top, bottom
 
 
 def _draw_smooth(
@@ -113,7 +99,7 @@ def smooth_reliability_diagram(
       n_bootstrap: bootstrap replicates behind the band.
     """
     curve = _smooth_curve(scores, labels, bandwidth, ci, n_bootstrap, 0)
-    fig, top, bottom = _smooth_axes()
+    fig, top, bottom = unit_axes("event rate (kernel regression)", "density")
     label = f"smECE {float(curve.ece):.3f} (σ = {float(curve.bandwidth):.3f})"
     _draw_smooth(top, bottom, curve, np.size(scores), "tab:red", label, "data")
     top.legend(loc="upper left", fontsize="small")
@@ -148,7 +134,7 @@ def figure_smooth_calibration(
       bandwidth: one kernel bandwidth for every curve, or ``None`` for each one's fixed point.
     """
     betas = check_betas(list(scores_by_beta), "scores_by_beta")
-    fig, top, bottom = _smooth_axes()
+    fig, top, bottom = unit_axes("event rate (kernel regression)", "density")
     for i, (beta, color) in enumerate(zip(betas, viridis_colors(len(betas)), strict=True)):
         a = np.asarray(scores_by_beta[beta], dtype=float)
         if a.size == 0 or np.isnan(a).any() or (a < 0).any() or (a > 1).any():
