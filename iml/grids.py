@@ -218,16 +218,15 @@ def loss_family(name: str | Callable[..., Array] = "log", **params: float) -> Lo
     """
     if callable(name):
         family = LossFamily("callable", dict(params), fn=name)
-        family(0.5)  # checks the parameters now
-        return family
-    L.lookup(name)
-    if name not in CLASS_WEIGHTS:
-        raise ValueError(
-            f"loss {name!r} has no class weight; the binary losses weighted by one are "
-            f"{sorted(CLASS_WEIGHTS)}"
-        )
-    family = LossFamily(name, dict(params))
-    family(0.5)  # checks the other parameters now
+    else:
+        L.lookup(name)
+        if name not in CLASS_WEIGHTS:
+            raise ValueError(
+                f"loss {name!r} has no class weight; the binary losses weighted by one are "
+                f"{sorted(CLASS_WEIGHTS)}"
+            )
+        family = LossFamily(name, dict(params))
+    family(0.5)  # checks the parameters now
     return family
 
 

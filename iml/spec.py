@@ -81,9 +81,8 @@ class LossSpec:
     closed form, the generic rules of :mod:`iml.scoring`.
 
     Attributes:
-      name: the registered loss (:func:`iml.losses.registered`: ``"log"``, ``"squared"``,
-        ``"matrix"``, ``"class_weighted_softmax"``, ``"focal"``, ``"softmax_focal"``, or a
-        researcher's own), or ``"callable"`` for a user's function.
+      name: the registered loss (:func:`iml.losses.registered`), or ``"callable"`` for a user's
+        function.
       params: the numeric parameters by name (pytree leaves, possibly batched); a callable's
         extra arguments are ``params["args"]``.
       fn: the user's loss for ``"callable"``.
@@ -181,7 +180,7 @@ class LossSpec:
         class; softmax for the simplex losses)."""
         z = jnp.asarray(logits)
         if self.multiclass and self.record.link == "softmax":
-            return _softmax(z)
+            return jax.nn.softmax(z, axis=-1)
         return jax.nn.sigmoid(z)
 
     # -- the optimal scoring rule and its inverse -----------------------------------------------
@@ -252,10 +251,6 @@ class LossSpec:
         return record.row_weight(
             np.asarray(y), **{k: np.asarray(v, np.float64) for k, v in self.params.items()}
         )
-
-
-def _softmax(z: Array) -> Array:
-    return jax.nn.softmax(z, axis=-1)
 
 
 def _weighted_sum(weight: Array, value: Array) -> Array:

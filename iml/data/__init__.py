@@ -20,30 +20,18 @@ from iml.data.folds import (
     rotation_folds,
 )
 
-# Names loaded on first access (PEP 562), with the module that defines each.
+# The names of __all__ not imported above load on first access (PEP 562): from iml.data.datasets
+# unless named here.
 _LAZY = {
-    "ChestXray14Labels": "iml.data.builders.chestxray14",
-    "chestxray14_labels": "iml.data.builders.chestxray14",
-    "assemble_pneumoniamnist": "iml.data.builders.pneumoniamnist",
-    **dict.fromkeys(
-        [
-            "DATASETS",
-            "DEFAULT_POSITIVE_DIGIT",
-            "ENV_DATA_DIR",
-            "Dataset",
-            "Source",
-            "default_data_dir",
-            "load_csv",
-            "load_dataset",
-        ],
-        "iml.data.datasets",
-    ),
+    "ChestXray14Labels": "iml.data.builders.chestxray14.chestxray14_dataset_builder",
+    "chestxray14_labels": "iml.data.builders.chestxray14.chestxray14_dataset_builder",
+    "assemble_pneumoniamnist": "iml.data.builders.pneumoniamnist.pneumoniamnist_dataset_builder",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+    if name in __all__:
+        value = getattr(importlib.import_module(_LAZY.get(name, "iml.data.datasets")), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'iml.data' has no attribute {name!r}")

@@ -15,6 +15,7 @@ records them in ``split``; the experiment pipeline makes its own nested cross-va
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -24,9 +25,15 @@ import numpy as np
 import pandas as pd
 
 from iml import _validation as V
-from iml.data.builders.chestxray14 import Chestxray14, find_label_file
-from iml.data.builders.digits import Digits
-from iml.data.builders.pneumoniamnist import NATIVE_SIZES, Pneumoniamnist, npz_file_name
+from iml.data.builders.chestxray14.chestxray14_dataset_builder import (
+    Chestxray14,
+    find_label_file,
+)
+from iml.data.builders.digits.digits_dataset_builder import Digits
+from iml.data.builders.pneumoniamnist.pneumoniamnist_dataset_builder import (
+    Pneumoniamnist,
+    npz_file_name,
+)
 from iml.data.prepared import (
     ENV_DATA_DIR,
     DataSourceReader,
@@ -162,17 +169,22 @@ class Dataset:
 # ----------------------------------------------------------------------------------------------
 
 
-def _check_dir(path: str | os.PathLike[str] | None, what: str) -> Path | None:
-    if path is None:
-        return None
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise FileNotFoundError(f"{what} not found: {p}")
-    return p
+def _image_dataset(builder: Any, sources: list[Any], **fields: Any) -> Dataset:
+    """The :class:`Dataset` of a prepared builder's ``sources``, named as the builder."""
+    size = builder.builder_config.image_size
+    shape = (size, size, 1)
+    return Dataset(
+        name=builder.name,
+        input_shape=shape,
+        kind="image",
+        reader=DataSourceReader(sources, shape),
+        **fields,
+    )
 
 
 def _load_digits(
     data_dir: str | os.PathLike[str] | None,
+    manual_dir: Path | None,  # digits needs no raw files
     image_size: int | None,
     positive_digit: int = DEFAULT_POSITIVE_DIGIT,
 ) -> Dataset:
@@ -187,59 +199,46 @@ def _load_digits(
     )
     sources, columns, _ = read_prepared(builder, ["train"], check=["digit"])
     digits = columns["digit"].astype(np.int32)
-    size = builder.builder_config.image_size
-    shape = (size, size, 1)
-    return Dataset(
-        name="digits",
+    return _image_dataset(
+        builder,
+        sources,
         labels=(digits == positive_digit).astype(np.int32),
         groups=np.arange(len(digits)),
         ids=np.arange(len(digits)),
-        input_shape=shape,
-        kind="image",
-        reader=DataSourceReader(sources, shape),
         classes=digits,
         class_names=tuple(str(d) for d in range(10)),
     )
 
 
-def _check_pneumoniamnist_dir(image_size: int) -> Callable[[Path], None]:
-    def check(manual_dir: Path) -> None:
-        path = manual_dir / npz_file_name(image_size)
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"pneumoniamnist: {path} not found (MedMNIST's file; "
-                "iml.data.assemble_pneumoniamnist can rebuild it from the partial copies)"
-            )
-
-    return check
+def _check_pneumoniamnist_file(file_name: str, manual_dir: Path) -> None:
+    if not (manual_dir / file_name).is_file():
+        raise FileNotFoundError(
+            f"pneumoniamnist: {manual_dir / file_name} not found (MedMNIST's file; "
+            "iml.data.assemble_pneumoniamnist can rebuild it from the partial copies)"
+        )
 
 
 def _load_pneumoniamnist(
     data_dir: str | os.PathLike[str] | None, manual_dir: Path | None, image_size: int | None
 ) -> Dataset:
-    size = 28 if image_size is None else image_size
-    if size not in NATIVE_SIZES:
-        raise ValueError(f"image_size for pneumoniamnist must be one of {NATIVE_SIZES}, got {size}")
+    file_name = npz_file_name(28 if image_size is None else image_size)  # checks the size
     builder = prepared_builder(
         Pneumoniamnist,
         name="pneumoniamnist",
         image_size=image_size,
         data_dir=data_dir,
         manual_dir=manual_dir,
-        check_manual=_check_pneumoniamnist_dir(size),
+        check_manual=functools.partial(_check_pneumoniamnist_file, file_name),
     )
     splits = ("train", "val", "test")
     sources, columns, split = read_prepared(builder, splits, check=["label"])
     within = np.concatenate([np.arange(np.sum(split == s)) for s in splits])
-    shape = (size, size, 1)
-    return Dataset(
-        name="pneumoniamnist",
+    return _image_dataset(
+        builder,
+        sources,
         labels=columns["label"].astype(np.int32),
         groups=np.arange(len(split)),
         ids=np.char.add(np.char.add(split.astype(str), "/"), within.astype(str)),
-        input_shape=shape,
-        kind="image",
-        reader=DataSourceReader(sources, shape),
         split=split,
     )
 
@@ -265,16 +264,12 @@ def _load_chestxray14(
     sources, columns, split = read_prepared(
         builder, ["train", "test"], check=["image_id", "label", "patient_id"]
     )
-    size = builder.builder_config.image_size
-    shape = (size, size, 1)
-    return Dataset(
-        name="chestxray14",
+    return _image_dataset(
+        builder,
+        sources,
         labels=columns["label"].astype(np.int32),
         groups=columns["patient_id"].astype(np.int32),
         ids=columns["image_id"].astype(str),
-        input_shape=shape,
-        kind="image",
-        reader=DataSourceReader(sources, shape),
         split=split,
     )
 
@@ -455,20 +450,13 @@ def _load_csv_source(manual_dir: Path | None, **options: Any) -> Dataset:
     return load_csv(**options)
 
 
-def _load_digits_source(
-    data_dir: str | os.PathLike[str] | None, manual_dir: Path | None, image_size: int | None,
-    **options: Any,
-) -> Dataset:  # fmt: skip
-    return _load_digits(data_dir, image_size, **options)
-
-
 _CSV_OPTIONS = ("path", "frame", "target", "positive", "names", "header", "delimiter",
                 "missing_values", "standardize")  # fmt: skip
 
 #: Every dataset :func:`load_dataset` knows, by name. A new source is one entry here (and its
 #: loader).
 DATASETS: dict[str, Source] = {
-    "digits": Source("image", frozenset({"positive_digit"}), _load_digits_source, classes=True),
+    "digits": Source("image", frozenset({"positive_digit"}), _load_digits, classes=True),
     "pneumoniamnist": Source("image", frozenset(), _load_pneumoniamnist),
     "chestxray14": Source("image", frozenset(), _load_chestxray14),
     "csv": Source("tabular", frozenset(_CSV_OPTIONS), _load_csv_source),
@@ -504,8 +492,9 @@ def load_dataset(
       https://zenodo.org/records/10519652); splits train/val/test.
     * ``"chestxray14"``: the NIH Clinical Center's ChestX-ray14 release in ``manual_dir``
       (https://nihcc.app.box.com/v/ChestXray-NIHCC; the layout is in
-      :mod:`iml.data.builders.chestxray14`); ``image_size`` default 224; ``groups`` are patient
-      ids and ``split`` the official train_val (``"train"``) / test lists.
+      :mod:`iml.data.builders.chestxray14.chestxray14_dataset_builder`); ``image_size`` default
+      224; ``groups`` are patient ids and ``split`` the official train_val (``"train"``) / test
+      lists.
     * ``"csv"``: options ``path`` (a delimited text file) or ``frame`` (a pandas DataFrame),
       ``target``, ``positive`` and the rest of :func:`load_csv`.
     * ``"adult"``: UCI Adult from ``manual_dir`` (``adult.data``, ``adult.test``, ``adult.names``
@@ -523,9 +512,6 @@ def load_dataset(
       manual_dir: folder with the raw files, for the sources that need them.
       image_size: side of the square images (image sources only; ``None``: the source's default).
       **options: source-specific options listed above.
-
-    Returns:
-      A :class:`Dataset`.
 
     Raises:
       ValueError: for an unknown name or option, a bad option value, or ``image_size`` given to
@@ -547,7 +533,9 @@ def load_dataset(
         V.check_count("image_size", image_size)
     if name == "csv":  # a CSV is read from path= or frame=, not from a folder
         return source.load(None, **options)
-    manual = _check_dir(manual_dir, f"manual_dir for {name}")
+    manual = None if manual_dir is None else Path(manual_dir).expanduser()
+    if manual is not None and not manual.is_dir():
+        raise FileNotFoundError(f"manual_dir for {name} not found: {manual}")
     if source.kind == "tabular":
         return source.load(manual, **options)
     return source.load(data_dir, manual, image_size, **options)

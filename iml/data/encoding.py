@@ -174,9 +174,6 @@ def encode_table(
       standardize: z-score numeric columns.
       source: a name for the data used in error messages (e.g. the file path).
 
-    Returns:
-      A :class:`Table`.
-
     Raises:
       ArgumentError: naming ``frame`` when it is not a DataFrame, has no rows or repeats a
         column name; ``target`` when it is not a column or a target value is missing;

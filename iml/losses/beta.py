@@ -18,6 +18,7 @@ are what training minimises. The losses do no validation: they are the inner loo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import jax
@@ -59,10 +60,6 @@ def _is_positive(y: ArrayLike) -> Array:
 def log_loss(a: ArrayLike, y: ArrayLike) -> Array:
     """Cross-entropy ``-y log a - (1 - y) log(1 - a)``: strictly proper (Definition 4, eq.
     ``proper``) with ``w(a) = 1/(a(1-a))``.
-
-    Args:
-      a: positive-class scores in ``[0, 1]``.
-      y: labels in ``{0, 1}`` (broadcast against ``a``).
 
     Returns:
       The elementwise loss; ``inf`` where the score is 0 or 1 and the label disagrees.
@@ -161,13 +158,8 @@ def beta_weighted_loss(
     ``beta`` and the negative class ``1 - beta``; ``beta = 1/2`` is half the base loss.
 
     Args:
-      a: positive-class scores in ``[0, 1]``.
-      y: labels in ``{0, 1}``.
       beta: weight of the positive class, in ``(0, 1)``; broadcasts against ``a`` and ``y``.
       base: a strictly proper binary loss ``L(a, y)`` (default :func:`log_loss`).
-
-    Returns:
-      The elementwise weighted loss.
     """
     beta = jnp.asarray(beta)
     return jnp.where(_is_positive(y), beta, 1.0 - beta) * base(a, y)
@@ -232,15 +224,7 @@ def _row_weight(y: np.ndarray, beta: np.ndarray) -> np.ndarray:
     return np.where(np.asarray(y) == 1, beta, 1.0 - np.asarray(beta))
 
 
-def _rule(gamma: ArrayLike, beta: ArrayLike) -> Array:
-    return S.optimal_score(gamma, beta)
-
-
-def _inverse(a: ArrayLike, beta: ArrayLike) -> Array:
-    return S.loss_corrected_score(a, beta)
-
-
-register(
+_LOG = register(
     LossRecord(
         name="log",
         title="beta-weighted log loss",
@@ -248,8 +232,8 @@ register(
         loss=lambda a, y, beta: beta_weighted_loss(a, y, beta, base=log_loss),
         event_ndims={"beta": 0},
         logits_loss=beta_weighted_sigmoid_cross_entropy,
-        optimal_score=_rule,
-        inverse=_inverse,
+        optimal_score=S.optimal_score,
+        inverse=S.loss_corrected_score,
         minimised_expected_loss=_log_entropy,
         class_weight="beta",
         row_weight=_row_weight,
@@ -257,17 +241,13 @@ register(
     )
 )
 register(
-    LossRecord(
+    dataclasses.replace(
+        _LOG,
         name="squared",
         title="beta-weighted squared loss",
-        make=_make,
         loss=lambda a, y, beta: beta_weighted_loss(a, y, beta, base=squared_loss),
-        event_ndims={"beta": 0},
         logits_loss=_squared_logits,
-        optimal_score=_rule,
-        inverse=_inverse,
         minimised_expected_loss=_squared_entropy,
-        class_weight="beta",
-        row_weight=_row_weight,
+        exact=None,
     )
 )

@@ -36,8 +36,6 @@ def focal_loss(a: ArrayLike, y: ArrayLike, gamma: ArrayLike = 2.0, alpha: ArrayL
     unweighted its optimal scores differ from the posterior.
 
     Args:
-      a: positive-class scores in ``[0, 1]``.
-      y: labels in ``{0, 1}``.
       gamma: focusing parameter ``>= 0``.
       alpha: weight of the positive class in ``(0, 1)``, as ``beta`` in eq. ``b-loss-bin``.
     """
@@ -71,8 +69,6 @@ def focal_loss_multiclass(
     (:func:`iml.scoring.optimal_score_multiclass_for_loss`).
 
     Args:
-      a: probabilities ``[..., n]`` summing to one.
-      y: integer labels ``[...]``.
       gamma: focusing parameter ``>= 0``.
       class_weights: optional positive weights ``[n]`` per true class (default all ones).
     """
@@ -130,10 +126,6 @@ def _make_softmax_focal(
     return params, n
 
 
-def _focal_key(params: Mapping[str, np.ndarray]) -> str:
-    return f"gamma={float(params['gamma']):g},alpha={float(params['alpha'])!r}"
-
-
 def _softmax_focal_key(params: Mapping[str, np.ndarray]) -> str | None:
     entries = entries_key("w", params["class_weights"])
     return None if entries is None else f"gamma={float(params['gamma']):g},{entries}"
@@ -149,7 +141,7 @@ register(
         logits_loss=sigmoid_focal_loss,
         class_weight="alpha",
         row_weight=lambda y, gamma, alpha: np.where(np.asarray(y) == 1, alpha, 1.0 - alpha),
-        key=_focal_key,
+        key=lambda p: f"gamma={float(p['gamma']):g},alpha={float(p['alpha'])!r}",
     )
 )
 register(

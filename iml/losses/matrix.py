@@ -9,8 +9,6 @@ The record ``"matrix"`` grids over entries of ``B`` (``"B[8,8]=10"``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -35,13 +33,8 @@ def matrix_weighted_loss(
     which row ``y`` of ``B`` weighs the score of every class when the true class is ``y``.
 
     Args:
-      a: scores of shape ``[..., n]``, each in ``[0, 1]`` (they need not sum to one).
-      y: integer labels of shape ``[...]`` in ``{0, ..., n - 1}``.
       B: positive weight matrix ``[n, n]`` (rows: true class, columns: scored class).
       base: a strictly proper binary loss.
-
-    Returns:
-      The loss, of shape ``[...]``.
     """
     a = jnp.asarray(a)
     B = jnp.asarray(B, a.dtype)
@@ -103,10 +96,6 @@ def _entropy(gamma: ArrayLike, B: ArrayLike) -> Array:
     return V.nan_unless(valid, value)
 
 
-def _key(params: Mapping[str, np.ndarray]) -> str | None:
-    return entries_key("B", params["B"])
-
-
 register(
     LossRecord(
         name="matrix",
@@ -123,6 +112,6 @@ register(
         grid_weight=GridWeight("B", 2, "B"),
         row_weight=lambda y, B: np.sum(B, axis=-1)[np.asarray(y)],
         exact="one_vs_rest",
-        key=_key,
+        key=lambda params: entries_key("B", params["B"]),
     )
 )

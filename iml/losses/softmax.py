@@ -10,8 +10,6 @@ grids over entries of ``w`` (``"w[8]=10"``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,15 +31,9 @@ __all__ = [
 
 
 def class_weighted_cross_entropy(a: ArrayLike, y: ArrayLike, class_weights: ArrayLike) -> Array:
-    """Class-weighted cross-entropy on the simplex: ``-w_y log a_y``.
-
-    Not one of the paper's losses (its multiclass loss is the one-vs-rest eq. ``b-loss-multi``);
-    the weights depend only on the true class, so the optimal scores are ``a_y ∝ gamma_y w_y``
-    (:func:`iml.scoring.optimal_score_class_weighted`), by the argument of Proposition 3.
+    """Class-weighted cross-entropy on the simplex, ``-w_y log a_y`` (not a loss of the paper).
 
     Args:
-      a: probabilities ``[..., n]`` summing to one (a softmax output).
-      y: integer labels ``[...]``.
       class_weights: positive weights ``[n]``, one per true class.
     """
     a = jnp.asarray(a)
@@ -70,8 +62,7 @@ def log_softmax_and_complement(z: Array, y: Array) -> tuple[Array, Array]:
 def class_weighted_softmax_cross_entropy(
     logits: ArrayLike, y: ArrayLike, class_weights: ArrayLike
 ) -> Array:
-    """:func:`class_weighted_cross_entropy` of ``softmax(logits)``, computed stably (not in the
-    paper; the usual weighted softmax cross-entropy of deep learning libraries)."""
+    """:func:`class_weighted_cross_entropy` of ``softmax(logits)``, computed stably."""
     z = jnp.asarray(logits)
     y = jnp.asarray(y)
     w = jnp.asarray(class_weights, z.dtype)
@@ -115,10 +106,6 @@ def _entropy(gamma: ArrayLike, class_weights: ArrayLike) -> Array:
     return V.nan_unless(valid, jnp.sum(entropy_term(weighted, others), axis=-1))
 
 
-def _key(params: Mapping[str, np.ndarray]) -> str | None:
-    return entries_key("w", params["class_weights"])
-
-
 register(
     LossRecord(
         name="class_weighted_softmax",
@@ -135,6 +122,6 @@ register(
         grid_weight=GridWeight("w", 1, "class_weights"),
         row_weight=lambda y, class_weights: np.asarray(class_weights)[np.asarray(y)],
         exact="softmax",
-        key=_key,
+        key=lambda params: entries_key("w", params["class_weights"]),
     )
 )

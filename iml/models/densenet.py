@@ -8,9 +8,10 @@ that halve the feature maps and the resolution (BN-ReLU-1x1 conv, 2x2 average po
 norm and ReLU, global average pooling and a linear classifier. The paper's experiments (the chest
 X-ray classifiers) use DenseNet-121 with one logit per label.
 
-Inputs are NHWC images in floating point. Batch norm follows torch exactly (``BatchNorm`` below):
-normalise by the biased batch variance in training, keep running averages with momentum 0.1 whose
-variance is the *unbiased* batch variance, epsilon 1e-5.
+Inputs are NHWC images in floating point. A layer's ``dtype`` is its computation dtype (parameters
+stay float32) and its ``conv_impl`` that of its convolutions (``Conv.impl``). Batch norm follows
+torch exactly (``BatchNorm`` below): normalise by the biased batch variance in training, keep
+running averages with momentum 0.1 whose variance is the *unbiased* batch variance, epsilon 1e-5.
 
 Three convolution implementations share one parameter tree (HWIO kernels, like
 ``flax.linen.Conv``) and give the same outputs and gradients (:mod:`iml.models.convolutions`):
@@ -164,7 +165,6 @@ class Conv(nn.Module):
         impl: ``"xla"`` (``lax.conv_general_dilated``), ``"matmul"`` (matrix products) or
             ``"mixed"`` (the CPU's fastest to train); all give the same result from the same
             parameters.
-        dtype: computation dtype (parameters stay float32).
     """
 
     features: int
@@ -191,8 +191,6 @@ class DenseLayer(nn.Module):
     Attributes:
         growth_rate: number of maps the layer adds (k in Huang et al.).
         bn_size: width of the bottleneck as a multiple of ``growth_rate``.
-        conv_impl: see ``Conv.impl``.
-        dtype: computation dtype.
     """
 
     growth_rate: int
@@ -218,8 +216,6 @@ class DenseBlock(nn.Module):
         growth_rate: see ``DenseLayer``.
         bn_size: see ``DenseLayer``.
         remat: recompute each layer's activations in the backward pass instead of storing them.
-        conv_impl: see ``Conv.impl``.
-        dtype: computation dtype.
     """
 
     num_layers: int
@@ -278,8 +274,6 @@ class Transition(nn.Module):
 
     Attributes:
         features: number of output maps (torchvision halves them).
-        conv_impl: see ``Conv.impl``.
-        dtype: computation dtype.
     """
 
     features: int
@@ -415,16 +409,8 @@ def min_input_size(model: nn.Module) -> int:
 
 
 def validate_images(x: Any, *, min_size: int = 1, name: str = "x") -> None:
-    """Raises ValueError unless ``x`` is a floating ``[N, H, W, C]`` batch at least ``min_size``.
-
-    Args:
-        x: the images (an array; traced arrays are checked by shape and dtype only).
-        min_size: the smallest allowed height and width.
-        name: the argument name used in error messages.
-
-    Raises:
-        ValueError: wrong rank, integer or boolean dtype, or images smaller than ``min_size``.
-    """
+    """Raises ValueError unless ``x`` is a floating ``[N, H, W, C]`` batch at least ``min_size``
+    on each side, naming ``x`` as ``name`` (traced arrays are checked by shape and dtype only)."""
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
     if shape is None or dtype is None:
@@ -459,17 +445,9 @@ def densenet121(
     dtype: Dtype = jnp.float32,
     conv_impl: ConvImpl = "xla",
 ) -> DenseNet:
-    """DenseNet-121 as torchvision defines it (blocks 6-12-24-16, growth 32, bn_size 4, 64 maps).
-
-    Args:
-        num_outputs: logits per image (torchvision's ImageNet head has 1000).
-        remat: recompute dense layers in the backward pass to save memory.
-        dtype: computation dtype.
-        conv_impl: ``"xla"``, ``"matmul"`` or ``"mixed"``.
-
-    Returns:
-        The (unbound) Flax module.
-    """
+    """DenseNet-121 as torchvision defines it (blocks 6-12-24-16, growth 32, bn_size 4, 64 maps),
+    with ``num_outputs`` logits per image (torchvision's ImageNet head has 1000); the other
+    arguments as in :func:`densenet_small`."""
     _check_common(num_outputs, conv_impl)
     return DenseNet(
         block_config=(6, 12, 24, 16),
@@ -504,11 +482,7 @@ def densenet_small(
         bn_size: bottleneck width as a multiple of ``growth_rate``.
         num_init_features: maps after the stem convolution.
         remat: recompute dense layers in the backward pass to save memory.
-        dtype: computation dtype.
         conv_impl: ``"xla"``, ``"matmul"`` or ``"mixed"``.
-
-    Returns:
-        The (unbound) Flax module.
     """
     _check_common(num_outputs, conv_impl)
     for name, value in (

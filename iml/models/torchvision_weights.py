@@ -25,6 +25,7 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax.traverse_util import flatten_dict, unflatten_dict
 
 from iml import _validation as V
 from iml.models.densenet import DenseNet, init_classifier, min_input_size
@@ -58,16 +59,9 @@ _IGNORED_SUFFIXES = (".num_batches_tracked",)
 
 
 def normalize_legacy_keys(state_dict: Mapping[str, Any]) -> dict[str, Any]:
-    """Renames legacy torchvision DenseNet keys (``norm.1``, ``conv.2``) to current ones.
-
-    Also drops a ``module.`` prefix that ``torch.nn.DataParallel`` adds. Order is kept.
-
-    Args:
-        state_dict: tensor name -> tensor.
-
-    Returns:
-        A new dict with current torchvision names.
-    """
+    """A new dict with legacy torchvision DenseNet keys (``norm.1``, ``conv.2``) renamed to
+    current ones, and without the ``module.`` prefix that ``torch.nn.DataParallel`` adds; order
+    is kept."""
     out: dict[str, Any] = {}
     for key, value in state_dict.items():
         new = key.removeprefix("module.")
@@ -97,40 +91,14 @@ def torchvision_key(path: tuple[str, ...]) -> str:
     return prefix + ".".join(modules) + "." + _LEAF_TO_TORCH[(collection, leaf)]
 
 
-def _to_flax_layout(path: tuple[str, ...], value: np.ndarray) -> np.ndarray:
-    if path[-1] == "kernel" and value.ndim == 4:  # conv: OIHW -> HWIO
-        return value.transpose(2, 3, 1, 0)
-    if path[-1] == "kernel" and value.ndim == 2:  # linear: [out, in] -> [in, out]
-        return value.T
-    return value
-
-
-def _to_torch_layout(path: tuple[str, ...], value: np.ndarray) -> np.ndarray:
+def _layout(path: tuple[str, ...], value: np.ndarray, *, to_torch: bool) -> np.ndarray:
+    """A kernel in the other library's layout: convolutions OIHW <-> HWIO, linear layers
+    ``[out, in]`` <-> ``[in, out]``; other arrays as they are."""
     if path[-1] == "kernel" and value.ndim == 4:
-        return value.transpose(3, 2, 0, 1)
+        return value.transpose(3, 2, 0, 1) if to_torch else value.transpose(2, 3, 1, 0)
     if path[-1] == "kernel" and value.ndim == 2:
         return value.T
     return value
-
-
-def _flat(tree: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    out: dict[tuple[str, ...], Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, Mapping):
-            out.update(_flat(value, (*prefix, key)))
-        else:
-            out[(*prefix, key)] = value
-    return out
-
-
-def _nest(flat: Mapping[tuple[str, ...], Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for path, value in flat.items():
-        node = out
-        for key in path[:-1]:
-            node = node.setdefault(key, {})
-        node[path[-1]] = value
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -189,7 +157,9 @@ def densenet_variables_from_state_dict(
     dummy = jnp.zeros((1, size, size, in_channels), jnp.float32)
     key = jax.random.key(0) if rng is None else rng
     template = jax.eval_shape(model.init, key, dummy)
-    template_flat = _flat({c: template[c] for c in ("params", "batch_stats") if c in template})
+    template_flat = flatten_dict(
+        {c: template[c] for c in ("params", "batch_stats") if c in template}
+    )
     expected = {torchvision_key(path): path for path in template_flat}
 
     converted: dict[tuple[str, ...], Any] = {}
@@ -200,7 +170,7 @@ def densenet_variables_from_state_dict(
                 f"state_dict key {name!r} does not match any variable of the model "
                 f"(block_config={tuple(model.block_config)}, num_outputs={model.num_outputs})"
             )
-        array = _to_flax_layout(path, np.asarray(_as_numpy(value), dtype=np.float32))
+        array = _layout(path, np.asarray(_as_numpy(value), dtype=np.float32), to_torch=False)
         want = tuple(template_flat[path].shape)
         if array.shape != want:
             raise ValueError(
@@ -217,7 +187,7 @@ def densenet_variables_from_state_dict(
             converted[path] = fresh[path[-1]]
             continue
         raise ValueError(f"state_dict lacks key {name!r} that the model needs")
-    return _nest(converted)
+    return unflatten_dict(converted)
 
 
 def _adapt_input_channels(sd: dict[str, Any], channels: int) -> dict[str, Any]:
@@ -247,8 +217,8 @@ def variables_to_torchvision_state_dict(variables: Mapping[str, Any]) -> dict[st
     Returns:
         torchvision key -> numpy array in torch layout (no ``num_batches_tracked``).
     """
-    flat = _flat({c: variables[c] for c in ("params", "batch_stats") if c in variables})
-    return {torchvision_key(p): _to_torch_layout(p, np.asarray(v)) for p, v in flat.items()}
+    flat = flatten_dict({c: variables[c] for c in ("params", "batch_stats") if c in variables})
+    return {torchvision_key(p): _layout(p, np.asarray(v), to_torch=True) for p, v in flat.items()}
 
 
 def _as_numpy(value: Any) -> np.ndarray:

@@ -2,7 +2,11 @@
 (matplotlib: the only plotting package).
 
 Every function returns a :class:`matplotlib.figure.Figure` built without pyplot, so nothing
-opens a window and nothing depends on the backend; :func:`save_figure` writes it to files.
+opens a window and nothing depends on the backend; :func:`save_figure` writes it to files. In the
+figures by class weight, ``scores_by_beta`` maps each ``beta`` to the positive-class scores ``[N]``
+of the model trained with it, ``labels`` are ``[N]`` labels shared by all or ``beta -> labels``,
+and ``loss`` is the loss as a function of its class weight (:func:`iml.grids.loss_family`), by
+default the beta-weighted log loss.
 
 One kind of figure per module, all of whose public names are imported here:
 

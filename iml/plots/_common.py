@@ -59,6 +59,21 @@ def new_figure(figsize: tuple[float, float] = (5.0, 5.0)) -> tuple[Figure, Axes]
     return fig, fig.add_subplot()
 
 
+def unit_axes(ylabel: str, bottom_ylabel: str) -> tuple[Figure, Axes, Axes]:
+    """A figure of linear unit axes with the 45-degree line above a panel of the scores'
+    distribution (a reliability diagram's)."""
+    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    top.plot([0, 1], [0, 1], color="black", lw=1.0, label="45-degree line", gid="diagonal")
+    top.set_xlim(0, 1)
+    top.set_ylim(0, 1)
+    top.set_ylabel(ylabel)
+    top.grid(True, alpha=0.3)
+    bottom.set_ylabel(bottom_ylabel)
+    bottom.set_xlabel("confidence score")
+    return fig, top, bottom
+
+
 def axis_floor(low: float) -> float:
     """The decade at or below ``low`` (kept within ``[_FLOOR, 0.1]``): the lower end of the axes."""
     low = max(min(low, 0.5), _FLOOR)
@@ -194,12 +209,8 @@ def corrected_scores(a: Array, beta: float, loss: LossFamily | None) -> Array:
     return loss_corrected_score(a, beta) if loss is None else loss(beta).loss_corrected_score(a)
 
 
-def _family(loss: LossFamily | None) -> LossFamily:
-    return LossFamily() if loss is None else loss
-
-
 def symbol(loss: LossFamily | None) -> str:
-    return {"beta": "β", "alpha": "α"}[_family(loss).weight_name]
+    return {"beta": "β", "alpha": "α"}[(LossFamily() if loss is None else loss).weight_name]
 
 
 def logit(p: float | np.ndarray) -> np.ndarray:

@@ -67,8 +67,6 @@ def figure1_calibration_curves(
     confidence``).
 
     Args:
-      scores_by_beta: ``beta -> `` positive-class scores ``[N]`` of the model trained with it.
-      labels: ``[N]`` labels shared by all, or ``beta -> labels``.
       n_bins: quantile bins (10: the paper's deciles).
       confidence: coverage of the intervals.
       n_bootstrap: 0 (default) for Clopper-Pearson intervals of the event rates; else the
@@ -112,8 +110,6 @@ def figure2_theoretical_curves(
     Args:
       betas: class weights in ``(0, 1)``.
       low: the smallest score and rate shown.
-      loss: the loss as a function of its class weight (:func:`iml.grids.loss_family`); default
-        the beta-weighted log loss.
     """
     betas = check_betas(betas)
     V.check_open_unit("low", low)
@@ -144,10 +140,7 @@ def figure3_loss_calibration(
     :func:`figure1_calibration_curves`.
 
     Args:
-      scores_by_beta, labels, n_bins, confidence, n_bootstrap: as in
-        :func:`figure1_calibration_curves`.
-      loss: the loss as a function of its class weight (:func:`iml.grids.loss_family`); default
-        the beta-weighted log loss.
+      n_bins, confidence, n_bootstrap: as in :func:`figure1_calibration_curves`.
     """
     betas = check_betas(list(scores_by_beta), "scores_by_beta")
     drawn = all_bins(scores_by_beta, labels, betas, n_bins, confidence, n_bootstrap)
@@ -183,10 +176,8 @@ def figure4_loss_corrected(
     :func:`figure1_calibration_curves`.
 
     Args:
-      scores_by_beta, labels, n_bins, confidence, n_bootstrap: as in
-        :func:`figure1_calibration_curves`.
-      loss: the loss as a function of its class weight (:func:`iml.grids.loss_family`), whose
-        inverse rule corrects; default the beta-weighted log loss (Corollary 1).
+      n_bins, confidence, n_bootstrap: as in :func:`figure1_calibration_curves`.
+      loss: the loss whose inverse rule corrects (default: Corollary 1's).
     """
     betas = check_betas(list(scores_by_beta), "scores_by_beta")
 

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from iml.calibration import RENORMALISED, calibration_curve
-from iml.plots._common import N_BOOTSTRAP, logit, weight_axis
+from iml.plots._common import N_BOOTSTRAP, logit, new_figure, unit_axes, weight_axis
 
 ArrayLike = jax.typing.ArrayLike
 
@@ -64,9 +64,7 @@ def reliability_diagram(
             key=jax.random.key(0),
             confidence=ci,
         )
-    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
-    top.plot([0, 1], [0, 1], color="black", lw=1.0, label="45-degree line", gid="diagonal")
+    fig, top, bottom = unit_axes("event rate", "count")
     x = np.asarray(curve.mean_score, dtype=float)
     y = np.asarray(curve.event_rate, dtype=float)
     ok = np.isfinite(x) & np.isfinite(y)
@@ -76,16 +74,10 @@ def reliability_diagram(
         top.errorbar(x[ok], y[ok], yerr=yerr, fmt="o-", ms=4, capsize=2, label="binned", gid="data")
     else:
         top.plot(x[ok], y[ok], "o-", ms=4, label="binned", gid="data")
-    top.set_xlim(0, 1)
-    top.set_ylim(0, 1)
-    top.set_ylabel("event rate")
     top.legend(loc="upper left", fontsize="small")
-    top.grid(True, alpha=0.3)
     if title:
         top.set_title(title)
     bottom.hist(np.asarray(scores, dtype=float), bins=np.linspace(0, 1, n_bins + 1), color="0.5")
-    bottom.set_xlabel("confidence score")
-    bottom.set_ylabel("count")
     return fig
 
 
@@ -190,8 +182,7 @@ def figure_calibration_by_loss(
     names = ("ECE (deciles)", "debiased l2 error")
     if not binary:
         names = ("top-label ECE", "class-wise ECE")
-    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax = new_figure((6.4, 4.2))
     styles = {
         "raw": ("tab:blue", "raw weighted scores"),
         "loss_corrected": ("tab:red", "loss-corrected scores"),

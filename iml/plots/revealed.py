@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from iml import _validation as V
-from iml.plots._common import logit, weight_axis
+from iml.plots._common import logit, new_figure, weight_axis
 
 ArrayLike = jax.typing.ArrayLike
 
@@ -75,8 +75,7 @@ def figure_information_by_weight(
     info = v["information"]
     iv = _interval("interval", interval, b.size)
     z = logit(b)
-    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax = new_figure((6.0, 4.0))
     ax.plot(z, info, "o-", color="tab:blue", ms=3.5, lw=1.2, label="I_k (estimate)",
             gid="information")  # fmt: skip
     if iv is not None:
@@ -151,8 +150,7 @@ def figure_value_matrix(
     scale = float(np.nanmax(np.abs(D))) if np.isfinite(D).any() else 0.0
     scale = scale if scale > 0 else 1.0
     size = min(9.0, 4.0 + 0.08 * k)
-    fig = Figure(figsize=(size + 1.2, size), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax = new_figure((size + 1.2, size))
     image = ax.imshow(D, cmap="RdBu_r", vmin=-scale, vmax=scale, interpolation="nearest",
                       gid="value-matrix")  # fmt: skip
     fig.colorbar(image, ax=ax, shrink=0.85, label="G[k, j] − G[k, k] (positive: j is better for k)")
@@ -221,8 +219,7 @@ def figure_cost_bounds(
     if reference is not None and not 0 <= reference < b.size:
         raise ValueError(f"reference must be a model index in [0, {b.size}); got {reference!r}")
     z = logit(b)
-    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax = new_figure((6.0, 4.0))
     ax.axhline(0.0, color="0.5", lw=0.8, zorder=0)
     if iv is not None:
         ax.vlines(z, iv[0], iv[1], color="tab:orange", lw=5.0, alpha=0.3,

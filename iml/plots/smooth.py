@@ -24,6 +24,7 @@ from iml.plots._common import (
     corrected_scores,
     labels_for,
     symbol,
+    unit_axes,
     viridis_colors,
 )
 
@@ -50,19 +51,6 @@ def _smooth_curve(
     return smooth_calibration_curve(
         scores, labels, bandwidth, n_bootstrap=n_bootstrap, key=jax.random.key(seed), confidence=ci
     )
-
-
-def _smooth_axes(fig: Figure) -> tuple[Axes, Axes]:
-    """Linear unit axes with the 45-degree line above a panel for the scores' densities."""
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
-    top.plot([0, 1], [0, 1], color="black", lw=1.0, label="45-degree line", gid="diagonal")
-    top.set_xlim(0, 1)
-    top.set_ylim(0, 1)
-    top.set_ylabel("event rate (kernel regression)")
-    top.grid(True, alpha=0.3)
-    bottom.set_ylabel("density")
-    bottom.set_xlabel("confidence score")
-    return top, bottom
 
 
 def _draw_smooth(
@@ -111,8 +99,7 @@ def smooth_reliability_diagram(
       n_bootstrap: bootstrap replicates behind the band.
     """
     curve = _smooth_curve(scores, labels, bandwidth, ci, n_bootstrap, 0)
-    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
-    top, bottom = _smooth_axes(fig)
+    fig, top, bottom = unit_axes("event rate (kernel regression)", "density")
     label = f"smECE {float(curve.ece):.3f} (σ = {float(curve.bandwidth):.3f})"
     _draw_smooth(top, bottom, curve, np.size(scores), "tab:red", label, "data")
     top.legend(loc="upper left", fontsize="small")
@@ -141,18 +128,13 @@ def figure_smooth_calibration(
     ``"density-<beta>"`` (``<beta>`` as :func:`iml.calibration.beta_key` writes it).
 
     Args:
-      scores_by_beta: ``beta -> `` positive-class scores ``[N]`` of the model trained with it.
-      labels: ``[N]`` labels shared by all, or ``beta -> labels``.
       corrected: draw the loss-corrected scores instead of the raw ones.
       ci: coverage of the bootstrap bands, or ``None`` for none.
       n_bootstrap: bootstrap replicates behind the bands.
       bandwidth: one kernel bandwidth for every curve, or ``None`` for each one's fixed point.
-      loss: the loss as a function of its class weight (:func:`iml.grids.loss_family`); default
-        the beta-weighted log loss.
     """
     betas = check_betas(list(scores_by_beta), "scores_by_beta")
-    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
-    top, bottom = _smooth_axes(fig)
+    fig, top, bottom = unit_axes("event rate (kernel regression)", "density")
     for i, (beta, color) in enumerate(zip(betas, viridis_colors(len(betas)), strict=True)):
         a = np.asarray(scores_by_beta[beta], dtype=float)
         if a.size == 0 or np.isnan(a).any() or (a < 0).any() or (a > 1).any():

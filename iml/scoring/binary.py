@@ -42,9 +42,6 @@ def optimal_score(gamma: ArrayLike, beta: ArrayLike) -> Array:
     Args:
       gamma: posterior probability of the positive class, in ``[0, 1]``.
       beta: weight of the positive class, in ``(0, 1)``; broadcasts against ``gamma``.
-
-    Returns:
-      Optimal scores, of the broadcast shape.
     """
     V.check_unit("gamma", gamma)
     V.check_beta("beta", beta)
@@ -70,9 +67,6 @@ def loss_corrected_score(a: ArrayLike, beta: ArrayLike) -> Array:
     Args:
       a: positive-class scores of a model trained with weight ``beta``, in ``[0, 1]``.
       beta: weight of the positive class in training, in ``(0, 1)``; broadcasts against ``a``.
-
-    Returns:
-      Corrected scores (probabilities), of the broadcast shape.
     """
     V.check_unit("a", a)
     V.check_beta("beta", beta)

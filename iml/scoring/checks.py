@@ -84,9 +84,6 @@ def check_first_order_conditions(
       weights: optional weights passed to both ``loss`` and ``rule`` (e.g. ``beta`` or ``B``).
       domain: ``"binary"``; ``"box"`` for independent scores in ``(0, 1)^n``; ``"simplex"`` for
         scores constrained to sum to one (gradients and curvature on the simplex's tangent space).
-
-    Returns:
-      A :class:`FirstOrderConditionReport`; ``report.residual`` is the worst residual.
     """
     extra = () if weights is None else (weights,)
     if domain == "binary":

@@ -57,9 +57,6 @@ def optimal_score_for_loss(loss: BinaryLossFn, gamma: ArrayLike, *params: ArrayL
         ``y`` a label 0.0 or 1.0. E.g. ``iml.losses.focal_loss`` or a user's own function.
       gamma: posteriors in ``[0, 1]``.
       *params: extra arguments of ``loss`` (e.g. ``beta``), broadcast against ``gamma``.
-
-    Returns:
-      Optimal scores, of the broadcast shape of ``gamma`` and ``params``.
     """
     V.check_unit("gamma", gamma)
     shape = V.check_broadcastable(gamma=gamma, **{f"params[{i}]": p for i, p in enumerate(params)})
@@ -130,13 +127,9 @@ def optimal_score_multiclass_for_loss(
     Args:
       loss: ``loss(a, y, *params)`` for one score vector ``a [n]`` and an integer label ``y``,
         returning a scalar, e.g. ``iml.losses.class_weighted_cross_entropy``.
-      gamma: posteriors ``[..., n]`` on the simplex.
       *params: extra arguments of ``loss``, shared by every posterior (e.g. class weights).
       domain: ``"simplex"`` or ``"box"``.
       num_iters: Newton iterations.
-
-    Returns:
-      Scores ``[..., n]``.
     """
     _link(domain)
     V.check_simplex("gamma", gamma)

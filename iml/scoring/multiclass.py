@@ -38,15 +38,11 @@ def _check_multiclass(name: str, x: ArrayLike, B: ArrayLike) -> None:
 
 
 def optimal_score_multiclass(gamma: ArrayLike, B: ArrayLike) -> Array:
-    """Optimal posterior scores under the B-weighted loss, Proposition 3.
+    """Optimal posterior scores under the B-weighted loss (``B`` positive), Proposition 3.
 
     ``c_y^B(gamma) = gamma_y B[y, y] / sum_{y'} gamma_{y'} B[y', y]`` for the one-vs-rest
     weighted loss of eq. ``b-loss-multi`` with any smooth strictly proper base loss. The scores
     need not sum to one.
-
-    Args:
-      gamma: posteriors ``[..., n]`` on the simplex.
-      B: positive weight matrix ``[n, n]``, rows the true class.
 
     Returns:
       Scores ``[..., n]`` in ``(0, 1)``.
@@ -234,10 +230,6 @@ def optimal_score_class_weighted(gamma: ArrayLike, class_weights: ArrayLike) -> 
 
     Minimising ``sum_y gamma_y w_y (-log a_y)`` over the simplex gives ``a_y ∝ gamma_y w_y``: the
     multiclass analogue of Proposition 2 for weights that depend only on the true class.
-
-    Args:
-      gamma: posteriors ``[..., n]`` on the simplex.
-      class_weights: positive weights ``[n]``.
     """
     V.check_simplex("gamma", gamma)
     _check_class_weights(gamma, class_weights)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iml.data.builders.chestxray14 import Chestxray14
+from iml.data.builders.chestxray14.chestxray14_dataset_builder import Chestxray14
 from iml.data.prepared import ENV_DATA_DIR, DataSourceReader, default_data_dir, prepared_builder
 
 

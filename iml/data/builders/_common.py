@@ -1,5 +1,5 @@
-"""Pieces shared by the builders: the image-size config, an ordered parallel map, and the decoding
-and resizing of grayscale images (Pillow, numpy).
+"""Pieces shared by the builders: their base class, the image-size config, an ordered parallel
+map, and the decoding and resizing of grayscale images (Pillow, numpy).
 
 Every image source ends up as ``uint8`` arrays of shape ``[size, size, 1]``. Conversions:
 
@@ -15,12 +15,13 @@ Every image source ends up as ``uint8`` arrays of shape ``[size, size, 1]``. Con
 
 from __future__ import annotations
 
+import abc
 import concurrent.futures
 import dataclasses
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -29,6 +30,7 @@ from PIL import Image, UnidentifiedImageError
 from iml import _validation as V
 
 __all__ = [
+    "ImageBuilder",
     "ImageSizeConfig",
     "builder_config",
     "image_size_config",
@@ -56,6 +58,55 @@ def image_size_config(image_size: int) -> ImageSizeConfig:
         image_size=image_size,
         description=f"{image_size}x{image_size} 8-bit grayscale images",
     )
+
+
+class ImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+    """A builder of ``uint8 [S, S, 1]`` images (``"image"``) beside per-example scalars.
+
+    A builder names its scalars' dtypes in ``SCALARS``, the scalars also kept in
+    ``metadata.json`` in ``METADATA``, and returns ``{split: (columns, images)}`` from
+    :meth:`_read_splits`: every scalar's values as a list, and the images, in generation order.
+    """
+
+    SCALARS: ClassVar[dict[str, Any]] = {}
+    METADATA: ClassVar[tuple[str, ...]] = ()
+    DESCRIPTION: ClassVar[str] = ""
+    HOMEPAGE: ClassVar[str] = ""
+    CITATION: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def _read_splits(
+        self, dl_manager: tfds.download.DownloadManager
+    ) -> dict[str, tuple[dict[str, list], Iterable[np.ndarray]]]:
+        """Each split's scalar columns and images."""
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        size = self.builder_config.image_size
+        features = {"image": tfds.features.Tensor(shape=(size, size, 1), dtype=np.uint8)}
+        for name, dtype in self.SCALARS.items():
+            features[name] = tfds.features.Tensor(shape=(), dtype=dtype)
+        return self.dataset_info_from_configs(
+            description=self.DESCRIPTION,
+            features=tfds.features.FeaturesDict(features),
+            homepage=self.HOMEPAGE,
+            citation=self.CITATION,
+            disable_shuffling=True,
+            metadata=tfds.core.MetadataDict(),
+        )
+
+    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
+        splits = self._read_splits(dl_manager)
+        self.info.metadata["splits"] = {
+            split: {name: columns[name] for name in self.METADATA}
+            for split, (columns, _) in splits.items()
+        }
+        return {split: self._generate_examples(*data) for split, data in splits.items()}
+
+    def _generate_examples(
+        self, columns: dict[str, list], images: Iterable[np.ndarray]
+    ) -> Iterator[tuple[int, dict]]:
+        for i, image in enumerate(images):
+            yield i, {"image": image, **{name: values[i] for name, values in columns.items()}}
 
 
 def builder_config(

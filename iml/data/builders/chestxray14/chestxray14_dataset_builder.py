@@ -25,7 +25,6 @@ import csv
 import gzip
 import io
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
@@ -33,6 +32,7 @@ import numpy as np
 import tensorflow_datasets as tfds
 
 from iml.data.builders._common import (
+    ImageBuilder,
     ImageSizeConfig,
     image_size_config,
     load_grayscale,
@@ -185,16 +185,10 @@ def index_images(manual_dir: str | os.PathLike[str]) -> dict[str, Path]:
     return index
 
 
-class _Record(NamedTuple):
-    image_id: str
-    path: Path
-    label: int
-    patient_id: int
-    finding_labels: str
-
-
-def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, list[_Record]]:
-    """Check a local release and list its examples per split, before decoding any image.
+def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, tuple[dict[str, list], list]]:
+    """Check a local release and read each split's ``(columns, image paths)``, in list order,
+    before decoding any image: the columns ``label``, ``patient_id``, ``image_id`` and
+    ``finding_labels``.
 
     Cheap checks come first: the list files, then that every listed image exists, then the
     label file.
@@ -222,7 +216,7 @@ def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, list[_Record]]
             )
     table, findings = read_label_file(label_file)
     row_of = {name: i for i, name in enumerate(table.image_ids.tolist())}
-    records: dict[str, list[_Record]] = {}
+    splits = {}
     for split, names in lists.items():
         unknown = [n for n in names if n not in row_of]
         if unknown:
@@ -231,20 +225,17 @@ def read_release(manual_dir: str | os.PathLike[str]) -> dict[str, list[_Record]]
                 f"{label_file}, e.g. {unknown[:10]}"
             )
         rows = [row_of[n] for n in names]
-        records[split] = [
-            _Record(
-                image_id=n,
-                path=images[n],
-                label=int(table.labels[r]),
-                patient_id=int(table.patient_ids[r]),
-                finding_labels=str(findings[r]),
-            )
-            for n, r in zip(names, rows, strict=True)
-        ]
-    return records
+        columns = {
+            "label": table.labels[rows].tolist(),
+            "patient_id": table.patient_ids[rows].tolist(),
+            "image_id": list(names),
+            "finding_labels": findings[rows].tolist(),
+        }
+        splits[split] = (columns, [images[n] for n in names])
+    return splits
 
 
-class Chestxray14(tfds.core.GeneratorBasedBuilder):
+class Chestxray14(ImageBuilder):
     """ChestX-ray14 pneumonia task at one image size per config (224 px by default)."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -259,48 +250,20 @@ class Chestxray14(tfds.core.GeneratorBasedBuilder):
     beside images/. Pass that folder as manual_dir.
     """
 
-    def _info(self) -> tfds.core.DatasetInfo:
+    SCALARS: ClassVar[dict[str, type]] = {
+        "label": np.int32,
+        "patient_id": np.int32,
+        "image_id": np.str_,
+        "finding_labels": np.str_,
+    }
+    METADATA = ("image_id", "label", "patient_id")
+    DESCRIPTION = "NIH ChestX-ray14 frontal chest X-rays; label 1 = Pneumonia finding."
+    HOMEPAGE = "https://nihcc.app.box.com/v/ChestXray-NIHCC"
+    CITATION = "Wang et al., ChestX-ray8, CVPR 2017."
+
+    def _read_splits(self, dl_manager: tfds.download.DownloadManager) -> dict:
         size = self.builder_config.image_size
-        return self.dataset_info_from_configs(
-            description="NIH ChestX-ray14 frontal chest X-rays; label 1 = Pneumonia finding.",
-            features=tfds.features.FeaturesDict(
-                {
-                    "image": tfds.features.Tensor(shape=(size, size, 1), dtype=np.uint8),
-                    "label": tfds.features.Tensor(shape=(), dtype=np.int32),
-                    "patient_id": tfds.features.Tensor(shape=(), dtype=np.int32),
-                    "image_id": tfds.features.Tensor(shape=(), dtype=np.str_),
-                    "finding_labels": tfds.features.Tensor(shape=(), dtype=np.str_),
-                }
-            ),
-            homepage="https://nihcc.app.box.com/v/ChestXray-NIHCC",
-            citation="Wang et al., ChestX-ray8, CVPR 2017.",
-            disable_shuffling=True,
-            metadata=tfds.core.MetadataDict(),
-        )
-
-    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
-        records = read_release(dl_manager.manual_dir)
-        self.info.metadata["splits"] = {
-            split: {
-                "image_id": [r.image_id for r in recs],
-                "label": [r.label for r in recs],
-                "patient_id": [r.patient_id for r in recs],
-            }
-            for split, recs in records.items()
+        return {
+            split: (columns, ordered_map(lambda path: load_grayscale(path, size), paths))
+            for split, (columns, paths) in read_release(dl_manager.manual_dir).items()
         }
-        return {split: self._generate_examples(recs) for split, recs in records.items()}
-
-    def _generate_examples(self, records: list[_Record]) -> Iterator[tuple[int, dict]]:
-        config: ImageSizeConfig = self.builder_config
-        images = ordered_map(lambda r: load_grayscale(r.path, config.image_size), records)
-        for i, (record, image) in enumerate(zip(records, images, strict=True)):
-            yield (
-                i,
-                {
-                    "image": image,
-                    "label": record.label,
-                    "patient_id": record.patient_id,
-                    "image_id": record.image_id,
-                    "finding_labels": record.finding_labels,
-                },
-            )

@@ -9,13 +9,17 @@ those. One split, ``train``, in scikit-learn's order; each example holds ``image
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import ClassVar
 
 import numpy as np
 import tensorflow_datasets as tfds
 
-from iml.data.builders._common import ImageSizeConfig, image_size_config, resize_grayscale
+from iml.data.builders._common import (
+    ImageBuilder,
+    ImageSizeConfig,
+    image_size_config,
+    resize_grayscale,
+)
 
 __all__ = ["NATIVE_SIZE", "Digits", "digits_images"]
 
@@ -31,7 +35,7 @@ def digits_images(image_size: int = NATIVE_SIZE) -> tuple[np.ndarray, np.ndarray
     return resize_grayscale(images, image_size), np.asarray(bunch.target, dtype=np.int32)
 
 
-class Digits(tfds.core.GeneratorBasedBuilder):
+class Digits(ImageBuilder):
     """Handwritten digits 0-9 from scikit-learn, at 8 px (native) or a bilinear resize."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -41,30 +45,12 @@ class Digits(tfds.core.GeneratorBasedBuilder):
         image_size_config(s)
         for s in (NATIVE_SIZE, 4, 28, 32)
     ]
+    SCALARS: ClassVar[dict[str, type]] = {"digit": np.int32}
+    METADATA = ("digit",)
+    DESCRIPTION = "scikit-learn load_digits: 1,797 8x8 handwritten digits."
+    HOMEPAGE = "https://archive.ics.uci.edu/dataset/80"
+    CITATION = "Alpaydin & Kaynak, Optical Recognition of Handwritten Digits, UCI 1998."
 
-    def _info(self) -> tfds.core.DatasetInfo:
-        size = self.builder_config.image_size
-        return self.dataset_info_from_configs(
-            description="scikit-learn load_digits: 1,797 8x8 handwritten digits.",
-            features=tfds.features.FeaturesDict(
-                {
-                    "image": tfds.features.Tensor(shape=(size, size, 1), dtype=np.uint8),
-                    "digit": tfds.features.Tensor(shape=(), dtype=np.int32),
-                }
-            ),
-            homepage="https://archive.ics.uci.edu/dataset/80",
-            citation="Alpaydin & Kaynak, Optical Recognition of Handwritten Digits, UCI 1998.",
-            disable_shuffling=True,
-            metadata=tfds.core.MetadataDict(),
-        )
-
-    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
+    def _read_splits(self, dl_manager: tfds.download.DownloadManager) -> dict:
         images, digits = digits_images(self.builder_config.image_size)
-        self.info.metadata["splits"] = {"train": {"digit": digits.tolist()}}
-        return {"train": self._generate_examples(images, digits)}
-
-    def _generate_examples(
-        self, images: np.ndarray, digits: np.ndarray
-    ) -> Iterator[tuple[int, dict]]:
-        for i, (image, digit) in enumerate(zip(images, digits, strict=True)):
-            yield i, {"image": image, "digit": int(digit)}
+        return {"train": ({"digit": digits.tolist()}, images)}

@@ -14,14 +14,14 @@ varun19424/pneumonia_mnist, from the Kaggle dataset rijulshr/pneumoniamnist).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import tensorflow_datasets as tfds
 
-from iml.data.builders._common import ImageSizeConfig, image_size_config
+from iml.data.builders._common import ImageBuilder, ImageSizeConfig, image_size_config
 
 __all__ = [
     "NATIVE_SIZES",
@@ -147,7 +147,7 @@ def assemble_pneumoniamnist(
     return out
 
 
-class Pneumoniamnist(tfds.core.GeneratorBasedBuilder):
+class Pneumoniamnist(ImageBuilder):
     """PneumoniaMNIST from MedMNIST's npz file at one of its native sizes (28 px by default)."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -162,35 +162,17 @@ class Pneumoniamnist(tfds.core.GeneratorBasedBuilder):
     rebuilds the same arrays.
     """
 
-    def _info(self) -> tfds.core.DatasetInfo:
-        size = self.builder_config.image_size
-        return self.dataset_info_from_configs(
-            description="PneumoniaMNIST (MedMNIST v2): 0 = normal, 1 = pneumonia.",
-            features=tfds.features.FeaturesDict(
-                {
-                    "image": tfds.features.Tensor(shape=(size, size, 1), dtype=np.uint8),
-                    "label": tfds.features.Tensor(shape=(), dtype=np.int32),
-                }
-            ),
-            homepage="https://medmnist.com/",
-            citation="Yang et al., MedMNIST v2, Scientific Data 2023; Kermany et al., Cell 2018.",
-            disable_shuffling=True,
-            metadata=tfds.core.MetadataDict(),
-        )
+    SCALARS: ClassVar[dict[str, type]] = {"label": np.int32}
+    METADATA = ("label",)
+    DESCRIPTION = "PneumoniaMNIST (MedMNIST v2): 0 = normal, 1 = pneumonia."
+    HOMEPAGE = "https://medmnist.com/"
+    CITATION = "Yang et al., MedMNIST v2, Scientific Data 2023; Kermany et al., Cell 2018."
 
-    def _split_generators(self, dl_manager: tfds.download.DownloadManager) -> dict:
+    def _read_splits(self, dl_manager: tfds.download.DownloadManager) -> dict:
         size = self.builder_config.image_size
         path = Path(dl_manager.manual_dir) / npz_file_name(size)
         splits = read_pneumoniamnist_npz(path, size)
-        self.info.metadata["splits"] = {
-            s: {"label": lab.tolist()} for s, (_, lab) in splits.items()
-        }
         return {
-            s: self._generate_examples(images, labels) for s, (images, labels) in splits.items()
+            s: ({"label": labels.tolist()}, images[..., None])
+            for s, (images, labels) in splits.items()
         }
-
-    def _generate_examples(
-        self, images: np.ndarray, labels: np.ndarray
-    ) -> Iterator[tuple[int, dict]]:
-        for i, (image, label) in enumerate(zip(images, labels, strict=True)):
-            yield i, {"image": image[:, :, None], "label": int(label)}

@@ -23,7 +23,7 @@ from iml.data import (
     load_dataset,
 )
 from iml.data.builders import load_grayscale
-from iml.data.builders.chestxray14 import index_images
+from iml.data.builders.chestxray14.chestxray14_dataset_builder import index_images
 
 SharedData = Callable[[str], Path]
 

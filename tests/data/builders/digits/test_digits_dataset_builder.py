@@ -15,7 +15,7 @@ from iml.data import (
     default_data_dir,
     load_dataset,
 )
-from iml.data.builders.digits import Digits
+from iml.data.builders.digits.digits_dataset_builder import Digits
 
 
 def test_digits_default_matches_scikit_learn(digits_dataset: Dataset):

@@ -15,7 +15,9 @@ from iml.data import (
     assemble_pneumoniamnist,
     load_dataset,
 )
-from iml.data.builders.pneumoniamnist import read_pneumoniamnist_npz
+from iml.data.builders.pneumoniamnist.pneumoniamnist_dataset_builder import (
+    read_pneumoniamnist_npz,
+)
 
 SharedData = Callable[[str], Path]
 
