@@ -187,6 +187,39 @@ def _size_summary(ensemble: EnsembleScores, keys: Sequence[str] | None = None) -
     return out
 
 
+def _write_tables(
+    out: Path,
+    table: Mapping[str, Any],
+    markdown: str,
+    ensemble: EnsembleScores,
+    labels: np.ndarray,
+    config: ml_collections.ConfigDict,
+    keys: Sequence[str] | None = None,
+    **extra: np.ndarray,
+) -> None:
+    """A report's ``table.json``, ``table.md``, ``ensemble.json`` (the ensemble sizes and the
+    report's settings) and ``ensemble_scores.npz`` (the rows' betas, or the ``keys`` of a grid of
+    losses, the scores, the ``extra`` arrays, the sizes and the labels)."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
+    atomic_write_bytes(out / "table.md", markdown.encode())
+    record = {
+        "ensemble_size": _size_summary(ensemble, keys),
+        "average": str(config.eval.average),
+        "eval": config_lib.to_dict(config.eval),
+    }
+    atomic_write_bytes(out / "ensemble.json", json.dumps(record, indent=2).encode())
+    rows = {"betas": np.asarray(ensemble.betas)} if keys is None else {"keys": np.asarray(keys)}
+    RunStore(out).save_arrays(
+        "ensemble_scores",
+        **rows,
+        scores=ensemble.scores,
+        **extra,
+        sizes=ensemble.sizes,
+        labels=labels,
+    )
+
+
 def report_config(
     run: str | Path, eval_overrides: Mapping[str, Any] | None = None
 ) -> ml_collections.ConfigDict:
@@ -279,6 +312,7 @@ def report_run(
     n_bins, n_bootstrap = int(config.eval.n_bins), int(config.eval.n_bootstrap)
     folds = store.load_arrays("data/folds")
     labels, fold_ids = folds["labels"], folds["fold_ids"]
+    out = Path(out) if out is not None else store.root
     if is_multiclass(config):
         return _report_multiclass(store, config, labels, out, formats)
     betas = list(run_betas(config))
@@ -293,28 +327,7 @@ def report_run(
         seed=int(config.eval.report_seed),
         loss=loss,
     )
-    out = Path(out) if out is not None else store.root
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
-    atomic_write_bytes(out / "table.md", markdown_by_method(table).encode())
-    atomic_write_bytes(
-        out / "ensemble.json",
-        json.dumps(
-            {
-                "ensemble_size": _size_summary(ensemble),
-                "average": str(config.eval.average),
-                "eval": config_lib.to_dict(config.eval),
-            },
-            indent=2,
-        ).encode(),
-    )
-    RunStore(out).save_arrays(
-        "ensemble_scores",
-        betas=np.asarray(ensemble.betas),
-        scores=ensemble.scores,
-        sizes=ensemble.sizes,
-        labels=labels,
-    )
+    _write_tables(out, table, markdown_by_method(table), ensemble, labels, config)
     scores_by_beta, labels_by_beta = {}, {}
     for row, beta in enumerate(ensemble.betas):
         have = ensemble.sizes[row] > 0
@@ -366,7 +379,7 @@ def _report_multiclass(
     store: RunStore,
     config: Any,
     labels: np.ndarray,
-    out: str | Path | None,
+    out: Path,
     formats: Sequence[str],
 ) -> dict[str, dict[str, dict[str, float]]]:
     """The report of a run over a grid of multiclass losses: per loss, the raw and
@@ -393,10 +406,8 @@ def _report_multiclass(
     table = table_by_loss(grid, scores, y, n_bins, corrected=fixed,
                           ece_bootstrap=n_bootstrap if n_bootstrap >= 2 else 0,
                           key=jax.random.key(int(config.eval.report_seed) + 1))  # fmt: skip
-    out = Path(out) if out is not None else store.root
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
-    atomic_write_bytes(out / "table.md", markdown_by_loss(table, "loss").encode())
+    markdown = markdown_by_loss(table, "loss")
+    _write_tables(out, table, markdown, ensemble, labels, config, grid.keys, corrected=corrected)
     by_class = {
         key: {"raw": _class_eces(a, y, n_bins), "loss_corrected": _class_eces(c, y, n_bins)}
         for key, a, c in zip(grid.keys, scores, fixed, strict=True)
@@ -405,25 +416,6 @@ def _report_multiclass(
         for key, c in zip(grid.keys, fixed, strict=True):
             by_class[key][RENORMALISED] = _class_eces(c / c.sum(-1, keepdims=True), y, n_bins)
     atomic_write_bytes(out / "ece_by_class.json", json.dumps(by_class, indent=2).encode())
-    atomic_write_bytes(
-        out / "ensemble.json",
-        json.dumps(
-            {
-                "ensemble_size": _size_summary(ensemble, grid.keys),
-                "average": str(config.eval.average),
-                "eval": config_lib.to_dict(config.eval),
-            },
-            indent=2,
-        ).encode(),
-    )
-    RunStore(out).save_arrays(
-        "ensemble_scores",
-        keys=np.asarray(grid.keys),
-        scores=ensemble.scores,
-        corrected=corrected,
-        sizes=ensemble.sizes,
-        labels=labels,
-    )
     _grid_figures(
         table, grid.keys, scores, fixed, y, title=f"{config.data.name}, {config.loss.name} loss",
         prevalence=None, weight_name="loss", ece_path=out / "figures" / "ece_by_loss",
