@@ -41,12 +41,7 @@ from pathlib import Path
 import jax
 
 from iml.commands.config import SHORTCUTS, load_config, shortcuts
-from iml.commands.figures import eval_overrides as _eval_overrides  # noqa: F401
-from iml.commands.figures import figures_command as _figures  # noqa: F401
 from iml.commands.parser import add_config_arguments, build_parser, parse_args
-from iml.commands.reproduce import reproduce_command as _reproduce  # noqa: F401
-from iml.commands.reveal import reveal_command as _reveal  # noqa: F401
-from iml.commands.sweep import sweep_command as _sweep  # noqa: F401
 
 __all__ = [
     "SHORTCUTS",
