@@ -15,7 +15,6 @@ weight. :func:`load_reveal_input` reads it from the one layout every run stores 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -164,7 +163,7 @@ def _run_config(root: Path) -> Mapping[str, Any]:
         raise ValueError(
             f"{root} holds neither an `iml reproduce` run nor an `iml sweep` run (no manifest.json)"
         )
-    return _manifest_config(root, "a run")
+    return RunStore(root).manifest().get("config", {})
 
 
 def _reproduce_config(root: Path) -> ml_collections.ConfigDict:
@@ -173,20 +172,13 @@ def _reproduce_config(root: Path) -> ml_collections.ConfigDict:
     # run's reading needs
     from iml.pipeline.runner import is_multiclass, stored_config
 
-    config = stored_config(_manifest_config(root, "a reproduce run"))
+    config = stored_config(_run_config(root))
     if is_multiclass(config):
         raise ValueError(
             f"{root} holds a multiclass run ({config.loss.name} loss over "
             f"{config.loss.weights!r}); `iml reveal` reads runs over a grid of class weights"
         )
     return config
-
-
-def _manifest_config(root: Path, what: str) -> Mapping[str, Any]:
-    path = root / "manifest.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{root} holds {what} but no manifest.json to say its loss")
-    return json.loads(path.read_text()).get("config", {})
 
 
 #: A stored member: the row of its loss (its class weight, or its position in a sweep's grid),
@@ -339,8 +331,11 @@ def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
     # recorded weight (a loss's config records float32 parameters: 0.8999999761581421).
     betas = [float(w) for w in recorded]
     for k, key in enumerate(list(store.load_json("table"))[: len(betas)]):
-        named = _as_float(key)
-        if named is not None and np.float32(named) == np.float32(betas[k]):
+        try:
+            named = float(key)
+        except ValueError:
+            continue
+        if np.float32(named) == np.float32(betas[k]):
             betas[k] = named
     members = run_members(root, logits=True)
 
@@ -361,13 +356,6 @@ def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
     inputs = _from_members(root, members, rows, betas, labels, loss,
                            str(record["eval"]["average"]), "sweep", link)  # fmt: skip
     return inputs._replace(ridge=ridge_of(record["train"]))
-
-
-def _as_float(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:
