@@ -25,20 +25,18 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
 
     overrides = eval_overrides(args)
     out = args.out or args.run
-    if _is_sweep(args.run):
-
-        def sweep_work() -> int:
-            table = report_sweep_run(args.run, out, eval_overrides=overrides)
-            print(json.dumps({"out": str(out), "losses": list(table)}))
-            return 0
-
+    sweep = _is_sweep(args.run)
+    if sweep:
         stored_sweep_settings(args.run, overrides)
-        return sweep_work
-    report_config(args.run, overrides)
+    else:
+        report_config(args.run, overrides)
 
     def work() -> int:
-        table = report_run(args.run, out, eval_overrides=overrides)
-        print(json.dumps({"out": str(out), "betas": list(table)}))
+        if sweep:
+            table = report_sweep_run(args.run, out, eval_overrides=overrides)
+        else:
+            table = report_run(args.run, out, eval_overrides=overrides)
+        print(json.dumps({"out": str(out), "losses" if sweep else "betas": list(table)}))
         return 0
 
     return work
