@@ -188,11 +188,36 @@ def plan_sweep(
 ) -> SweepPlan:
     """Check a sweep's data and settings and lay out its work, training nothing.
 
-    Takes the arguments of :func:`run_sweep` but ``store`` and ``progress``. The plan's
-    ``run_config`` is what a results store records, in the sections of every run's config
-    (:mod:`iml.pipeline.sweep_record`), so that
+    The plan's ``run_config`` is what a results store records, in the sections of every run's
+    config (:mod:`iml.pipeline.sweep_record`), so that
     ``RunStore(out).check_resumable(plan.run_config)`` tells before any work whether ``out`` can
     hold (or resume) this sweep.
+
+    Args:
+      features, labels, groups, losses: as :func:`run_sweep`'s.
+      seeds: number of seeds (``0..seeds-1``) or the seeds themselves; by default one
+        (:data:`EXACT_SEEDS`) where the fit is exact, whose optimum no seed changes (several
+        are fitted once, with a warning), and :data:`ADAM_SEEDS` where Adam trains.
+      model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
+      hidden: the MLP's hidden units.
+      train: the trainer's configuration, :data:`~iml.training.TABULAR_DEFAULTS` or a
+        variant of it (``dataclasses.replace(TABULAR_DEFAULTS, l2=1e-4)``). Its default solver
+        fits the logistic model exactly under the beta-weighted and B-weighted log losses and
+        the class-weighted softmax cross-entropy; other losses and models train by Adam.
+      n_folds: folds of the nested cross-validation.
+      fold_seed: seed of the fold assignment.
+      betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
+        chunk is the unit of memory and of resumption (0: the whole grid where the fit is
+        exact, :data:`ADAM_CHUNK` where Adam trains).
+      n_bins: bins of the calibration errors.
+      average: how the seeds of a loss pool into its ensemble score
+        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`): ``"score"``, their mean score (the
+        paper's ensemble), or ``"logit"``, the score of their mean logit.
+      n_bootstrap: replicates of each ECE's 95% interval in the table (0: none).
+      report_seed: seed of those replicates.
+      run_info: extra JSON-able facts recorded in the store's config: its ``"data"``, the data
+        source (a mapping), opens the record's ``data`` section, and its other keys, which may
+        not name a section, are recorded at the top level (:mod:`iml.pipeline.sweep_record`).
 
     Raises:
       ValueError: for bad arrays or settings, naming the argument.
@@ -300,32 +325,10 @@ def run_sweep(
       groups: ``[N]`` group ids kept within one fold (e.g. patients), or None.
       losses: ``[m]`` class weights in ``(0, 1)``, no repeats, or any grid of losses
         (:func:`loss_grid`).
-      seeds: number of seeds (``0..seeds-1``) or the seeds themselves; by default one
-        (:data:`EXACT_SEEDS`) where the fit is exact, whose optimum no seed changes (several
-        are fitted once, with a warning), and :data:`ADAM_SEEDS` where Adam trains.
-      model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
-      hidden: the MLP's hidden units.
-      train: the trainer's configuration, :data:`~iml.training.TABULAR_DEFAULTS` or a
-        variant of it (``dataclasses.replace(TABULAR_DEFAULTS, l2=1e-4)``). Its default solver
-        fits the logistic model exactly under the beta-weighted and B-weighted log losses and
-        the class-weighted softmax cross-entropy; other losses and models train by Adam.
-      n_folds: folds of the nested cross-validation.
-      fold_seed: seed of the fold assignment.
-      betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
-        chunk is the unit of memory and of resumption (0: the whole grid where the fit is
-        exact, :data:`ADAM_CHUNK` where Adam trains).
-      n_bins: bins of the calibration errors.
-      average: how the seeds of a loss pool into its ensemble score
-        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`): ``"score"``, their mean score (the
-        paper's ensemble), or ``"logit"``, the score of their mean logit.
-      n_bootstrap: replicates of each ECE's 95% interval in the table (0: none).
-      report_seed: seed of those replicates.
       store: a :class:`RunStore`: finished chunks and the table are stored there, and chunks
         already stored (by a run with the same configuration and data) are not trained again.
       progress: show tqdm bars (chunks, and epochs within a chunk).
-      run_info: extra JSON-able facts recorded in the store's config: its ``"data"``, the data
-        source (a mapping), opens the record's ``data`` section, and its other keys, which may
-        not name a section, are recorded at the top level (:mod:`iml.pipeline.sweep_record`).
+      settings: the keywords of :func:`plan_sweep`.
 
     Returns:
       A :class:`SweepResult`.
