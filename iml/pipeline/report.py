@@ -59,11 +59,10 @@ from iml.calibration import (
     table_by_loss,
 )
 from iml.grids import LossFamily, parse_weight_grid
-from iml.pipeline.defaults import sweep_config
+from iml.pipeline.defaults import check_eval_settings, sweep_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
 from iml.pipeline.runner import (
-    check_eval,
     is_multiclass,
     run_betas,
     run_grid,
@@ -236,7 +235,7 @@ def report_config(
       FileNotFoundError: if ``run`` holds no manifest or no stored folds.
       ValueError: if the run has no finished member batch or is a sweep; naming the key, for a
         key that ``config.eval`` does not have, a value of another type than the key's, or a bad
-        value (:func:`iml.pipeline.runner.check_eval`).
+        value (:func:`iml.pipeline.defaults.check_eval_settings`).
     """
     store = check_stored_run(run)
     stored = store.manifest()["config"]
@@ -248,7 +247,7 @@ def report_config(
     config = stored_config(stored)
     for key, value in (eval_overrides or {}).items():
         config_lib.override(config, f"eval.{key}", value)
-    check_eval(config)
+    check_eval_settings(config.eval)
     return config
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from iml import config as config_lib
 from iml.data import Dataset, load_dataset
 from iml.grids import (
+    WEIGHT_GRIDS,
     LossFamily,
     LossGrid,
     config_parameters,
@@ -44,10 +45,8 @@ from iml.pipeline import distributed
 from iml.pipeline.defaults import default_config
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.run_config import (
-    MULTICLASS_LOSSES,
     as_config,
     check_config,
-    check_eval,
     from_dotted,
     run_betas,
 )
@@ -59,10 +58,8 @@ from iml.training.memory import estimate_member_memory, memory_budget
 
 __all__ = [
     "FLAT_KEYS",
-    "MULTICLASS_LOSSES",
     "RETIRED_KEYS",
     "check_config",
-    "check_eval",
     "check_resumable",
     "config_model",
     "default_config",
@@ -92,8 +89,8 @@ def run_loss(config: Mapping[str, Any]) -> LossFamily:
 
 def is_multiclass(config: Mapping[str, Any]) -> bool:
     """Whether the run trains multiclass losses (``config.loss.name`` in
-    :data:`MULTICLASS_LOSSES`) on every class of its dataset."""
-    return as_config(config).loss.name in MULTICLASS_LOSSES
+    :data:`iml.grids.WEIGHT_GRIDS`) on every class of its dataset."""
+    return as_config(config).loss.name in WEIGHT_GRIDS
 
 
 def run_grid(config: Mapping[str, Any], n_classes: int) -> LossGrid:
