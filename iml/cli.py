@@ -73,14 +73,8 @@ def keep_compiled_programs() -> Path | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``iml``; returns its exit status.
-
-    Each command first checks its input (arguments, config, files). Bad input found there is
-    printed as one line, ``iml COMMAND: error: ...``, and gives exit status 2 before any work
-    starts. A failure during the work itself (an error inside training, a full disk) is not bad
-    input: its exception propagates with its traceback (exit status 1 from the ``iml`` script),
-    and every result finished before it stays in place.
-    """
+    """Run ``iml``; returns its exit status (2: bad input, printed as one line
+    ``iml COMMAND: error: ...`` before any work starts; see the module docstring)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "no_progress", False):
         # imported here: only to hide its bars while it prepares a dataset

@@ -476,10 +476,7 @@ def write_sweep_outputs(
     :func:`iml.pipeline.sweep.execute_sweep`).
 
     Args:
-      out: the output folder.
-      result: the sweep's result.
       prevalence: the positive rate, drawn on the figure (None for multiclass losses).
-      title: the figures' title.
       class_names: names of the classes of a multiclass sweep.
       formats: the figures' formats (``config.eval.figures``); ``()``: no figures.
 

@@ -1,16 +1,5 @@
-"""Reading a stored run into the inputs of ``iml reveal``, and checking them.
-
-:class:`RevealInput` holds the scores of ``K`` models trained at ``K`` class weights on the
-observations that every model scored, their labels, and the loss as a function of its class
-weight. :func:`load_reveal_input` reads it from the one layout every run stores (its manifest,
-``data/folds`` and member batches), for
-
-* an ``iml reproduce`` run over class weights (its loss is ``config.loss``), or several such runs
-  on the same observations (:func:`merge_reproduce_runs`), or
-* a finished ``iml sweep`` run over a grid of class weights of one binary loss (the loss its
-  manifest records, with its ridge penalty, :func:`ridge_of`);
-
-:func:`check_reveal_input` says whether :func:`iml.revealed.reveal` can run on it.
+"""Reading a stored run into the inputs of ``iml reveal`` (:func:`load_reveal_input`), and
+checking them (:func:`check_reveal_input`: whether :func:`iml.revealed.reveal` can run on them).
 """
 
 from __future__ import annotations
@@ -117,13 +106,14 @@ def reveal_input(
 
 
 def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
-    """The scores, labels, class weights and loss of a stored ``reproduce`` or ``sweep`` run,
-    or of several ``reproduce`` runs on the same observations (:func:`merge_reproduce_runs`).
+    """The scores, labels, class weights and loss of a stored run: an ``iml reproduce`` run over
+    class weights (its loss is ``config.loss``), several such runs on the same observations
+    (:func:`merge_reproduce_runs`), or a finished ``iml sweep`` over a grid of class weights of
+    one binary loss (the loss its manifest records, with its ridge penalty, :func:`ridge_of`).
 
     Both kinds are read from the one layout every run stores (:mod:`iml.pipeline.store`): the
     manifest's config says the loss and its class weights, ``data/folds`` the labels, and the
     member batches the scores, pooled into each class weight's ensemble as the run pools them.
-    Reads the arrays; trains nothing.
 
     Raises:
       FileNotFoundError: for a missing folder, or a run without the files it needs.

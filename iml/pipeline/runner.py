@@ -221,9 +221,7 @@ def members_per_call(
     Args:
       model, loss: the members' model and one member's loss.
       image_shape: one image's ``(H, W, C)``.
-      train_config: the trainer's configuration.
       largest: the members of the plan's largest batch.
-      budget_bytes: the bytes one call may take (0: those of the device).
 
     Returns:
       ``(members, record)``: None where every batch fits whole (or nothing limits the memory: a
