@@ -289,11 +289,9 @@ def report_run(
         tables and scores alone, and ``revealed.json``).
       eval_overrides: ``config.eval`` keys to report with instead of the run's own
         (:func:`report_config`): ``n_bins``, ``n_bootstrap``, ``report_seed``, ``figures``, and
-        ``average``,
-        how each ensemble pools its members, ``"score"`` or ``"logit"``
-        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`). The members are the same whatever
-        these are, so a stored run can be reported several ways (into separate ``out``
-        directories); ``ensemble.json`` records the settings used.
+        ``average``, how each ensemble pools its members (:data:`~iml.pipeline.ENSEMBLE_AVERAGES`).
+        The members are the same whatever these are, so a stored run can be reported several
+        ways (into separate ``out`` directories); ``ensemble.json`` records the settings used.
 
     Returns:
       The summary table.
