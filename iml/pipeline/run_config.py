@@ -65,12 +65,6 @@ _COUNTS_OR_ZERO = (
 )
 
 
-def _count(config: ml_collections.ConfigDict, key: str, minimum: int = 1) -> None:
-    section, name = key.split(".")
-    value = config[section][name]
-    V.check_count(f"config.{key}", value, minimum)
-
-
 def check_config(config: Mapping[str, Any]) -> None:
     """Check a run's config (nested, as :func:`default_config`) before any work starts.
 
@@ -111,10 +105,9 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ValueError(f"config.data.classes must be 'binary' or 'all', got {c.data.classes!r}")
     V.check_non_negative("config.loss.gamma", c.loss.gamma)
     _check_loss_grid(c)
-    for key in _COUNTS:
-        _count(c, key)
-    for key in _COUNTS_OR_ZERO:
-        _count(c, key, 0)
+    for keys, minimum in ((_COUNTS, 1), (_COUNTS_OR_ZERO, 0)):
+        for key in keys:
+            V.check_count(f"config.{key}", config_lib.lookup(c, key), minimum)
     if c.train.members_per_batch and c.train.memory_budget_bytes:
         raise ValueError(
             "config.train.memory_budget_bytes applies where config.train.members_per_batch is 0 "
