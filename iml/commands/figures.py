@@ -25,7 +25,8 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
 
     overrides = eval_overrides(args)
     out = args.out or args.run
-    sweep = _is_sweep(args.run)
+    manifest = Path(args.run) / "manifest.json"  # a recorded `iml sweep` run?
+    sweep = manifest.exists() and is_sweep(json.loads(manifest.read_text()).get("config", {}))
     if sweep:
         stored_sweep_settings(args.run, overrides)
     else:
@@ -40,12 +41,6 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
         return 0
 
     return work
-
-
-def _is_sweep(run: str) -> bool:
-    """Whether ``run`` holds a recorded `iml sweep` run."""
-    manifest = Path(run) / "manifest.json"
-    return manifest.exists() and is_sweep(json.loads(manifest.read_text()).get("config", {}))
 
 
 def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:

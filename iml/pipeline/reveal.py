@@ -175,7 +175,10 @@ def reveal_run(
             seed_average=inputs.average,
         )
 
-    say = _progress(progress)
+    def say(message: str) -> None:
+        if progress:
+            print(f"  {message} ...", file=sys.stderr, flush=True)
+
     say(f"revealing with adaptive bins ({n_bootstrap} paired bootstrap replicates)")
     report = run(n_bins, _SETTINGS["strategy"])
     sensitivity = {"adaptive": _verdicts(report)}
@@ -209,14 +212,6 @@ def reveal_run(
     for name, fig in (revealed_figures(record) if formats else {}).items():
         save_figure(fig, out / "figures" / name, formats)
     return record
-
-
-def _progress(on: bool):
-    def say(message: str) -> None:
-        if on:
-            print(f"  {message} ...", file=sys.stderr, flush=True)
-
-    return say
 
 
 def _verdicts(report: Any) -> dict[str, Any]:

@@ -74,15 +74,6 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def _check_key(key: str) -> str:
-    parts = key.split("/")
-    if not key or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
-        raise ValueError(
-            f"store keys are '/'-separated names without '.'-prefixed parts; got {key!r}"
-        )
-    return key
-
-
 class RunStore:
     """A run directory (created if missing) of atomically written entries, keyed by
     '/'-separated names."""
@@ -178,7 +169,11 @@ class RunStore:
         atomic_write_bytes(self.root / self.MANIFEST, json.dumps(manifest, indent=2).encode())
 
     def _path(self, key: str, suffix: str) -> Path:
-        return self.root / (_check_key(key) + suffix)
+        if not key or any(p in ("", ".", "..") or p.startswith(".") for p in key.split("/")):
+            raise ValueError(
+                f"store keys are '/'-separated names without '.'-prefixed parts; got {key!r}"
+            )
+        return self.root / (key + suffix)
 
     def has(self, key: str) -> bool:
         """True when the entry ``key`` was completely written (arrays or JSON)."""
