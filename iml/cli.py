@@ -41,12 +41,7 @@ from pathlib import Path
 import jax
 
 from iml.commands.config import SHORTCUTS, load_config, shortcuts
-from iml.commands.figures import eval_overrides as _eval_overrides  # noqa: F401
-from iml.commands.figures import figures_command as _figures  # noqa: F401
 from iml.commands.parser import add_config_arguments, build_parser, parse_args
-from iml.commands.reproduce import reproduce_command as _reproduce  # noqa: F401
-from iml.commands.reveal import reveal_command as _reveal  # noqa: F401
-from iml.commands.sweep import sweep_command as _sweep  # noqa: F401
 
 __all__ = [
     "SHORTCUTS",
@@ -78,14 +73,8 @@ def keep_compiled_programs() -> Path | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``iml``; returns its exit status.
-
-    Each command first checks its input (arguments, config, files). Bad input found there is
-    printed as one line, ``iml COMMAND: error: ...``, and gives exit status 2 before any work
-    starts. A failure during the work itself (an error inside training, a full disk) is not bad
-    input: its exception propagates with its traceback (exit status 1 from the ``iml`` script),
-    and every result finished before it stays in place.
-    """
+    """Run ``iml``; returns its exit status (2: bad input, printed as one line
+    ``iml COMMAND: error: ...`` before any work starts; see the module docstring)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "no_progress", False):
         # imported here: only to hide its bars while it prepares a dataset

@@ -167,8 +167,10 @@ def override(
     try:
         section[parts[-1]] = value
     except TypeError:
+        kinds = {bool: "True or False", int: "an integer", float: "a number", str: "text"}
+        kind = kinds.get(type(current), f"a {type(current).__name__}")
         raise ValueError(
-            f"{name}: expected {_kind(current)}, got {value!r} ({type(value).__name__})"
+            f"{name}: expected {kind}, got {value!r} ({type(value).__name__})"
         ) from None
 
 
@@ -318,11 +320,6 @@ def _nearest(name: str, candidates: Sequence[str]) -> list[str]:
 def _or(names: Sequence[str], word: str = "or") -> str:
     names = list(names)
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {word} {names[-1]}"
-
-
-def _kind(value: Any) -> str:
-    kinds = {bool: "True or False", int: "an integer", float: "a number", str: "text"}
-    return kinds.get(type(value), f"a {type(value).__name__}")
 
 
 _ASSIGNMENT = re.compile(

@@ -109,23 +109,23 @@ def report_overrides(
 
 
 def load_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
-    """The config of ``iml reproduce`` or ``iml sweep``, locked: the default (or ``--config
-    FILE``), then the ``--config.KEY=VALUE`` overrides in order, then the named options
-    (:data:`SHORTCUTS`).
-
-    Raises:
-      FileNotFoundError: for a ``--config`` file that does not exist.
-      ValueError: naming the flag, for a key that the config does not have (with the nearest
-        ones) or a value of another type than the key's.
-    """
+    """The config of :func:`load_config_with_names`."""
     return load_config_with_names(args)[0]
 
 
 def load_config_with_names(
     args: argparse.Namespace,
 ) -> tuple[ml_collections.ConfigDict, dict[str, str]]:
-    """The config (see :func:`load_config`), and how messages name its keys: the flag of a key
-    that a flag set, or that nothing did; ``config.KEY`` where a file or ``--config.KEY`` did."""
+    """The config of ``iml reproduce`` or ``iml sweep``, locked: the default (or ``--config
+    FILE``), then the ``--config.KEY=VALUE`` overrides in order, then the named options
+    (:data:`SHORTCUTS`); and how messages name its keys: the flag of a key that a flag set, or
+    that nothing did; ``config.KEY`` where a file or ``--config.KEY`` did.
+
+    Raises:
+      FileNotFoundError: for a ``--config`` file that does not exist.
+      ValueError: naming the flag, for a key that the config does not have (with the nearest
+        ones) or a value of another type than the key's.
+    """
 
     if getattr(args, "command", "reproduce") == "sweep":
         default, options = sweep_config, shortcuts("rows")

@@ -25,29 +25,22 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
 
     overrides = eval_overrides(args)
     out = args.out or args.run
-    if _is_sweep(args.run):
-
-        def sweep_work() -> int:
-            table = report_sweep_run(args.run, out, eval_overrides=overrides)
-            print(json.dumps({"out": str(out), "losses": list(table)}))
-            return 0
-
+    manifest = Path(args.run) / "manifest.json"  # a recorded `iml sweep` run?
+    sweep = manifest.exists() and is_sweep(json.loads(manifest.read_text()).get("config", {}))
+    if sweep:
         stored_sweep_settings(args.run, overrides)
-        return sweep_work
-    report_config(args.run, overrides)
+    else:
+        report_config(args.run, overrides)
 
     def work() -> int:
-        table = report_run(args.run, out, eval_overrides=overrides)
-        print(json.dumps({"out": str(out), "betas": list(table)}))
+        if sweep:
+            table = report_sweep_run(args.run, out, eval_overrides=overrides)
+        else:
+            table = report_run(args.run, out, eval_overrides=overrides)
+        print(json.dumps({"out": str(out), "losses" if sweep else "betas": list(table)}))
         return 0
 
     return work
-
-
-def _is_sweep(run: str) -> bool:
-    """Whether ``run`` holds a recorded `iml sweep` run."""
-    manifest = Path(run) / "manifest.json"
-    return manifest.exists() and is_sweep(json.loads(manifest.read_text()).get("config", {}))
 
 
 def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:

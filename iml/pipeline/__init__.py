@@ -22,9 +22,8 @@
   (:func:`iml.calibration.table_by_loss`; with the recalibration baselines and the
   loss-calibration test for a run on images), its Markdown (:mod:`iml.pipeline.markdown`), the
   scores and the figures (Figures 1-4; the ECE by loss and the reliability by class of a grid).
-* :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``);
-  :mod:`iml.pipeline.reveal_input` reads any run's member batches, :mod:`iml.pipeline.reveal_report`
-  reports on the record.
+* :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``) and
+  their report; :mod:`iml.pipeline.reveal_input` reads any run's member batches.
 """
 
 from iml.pipeline.plan import Member, MemberBatch, Plan, check_betas, ensemble_sizes, make_plan

@@ -109,16 +109,6 @@ def check_distributed(config: Mapping[str, Any]) -> None:
         )
 
 
-def _settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    d = config_lib.lookup(config, "distributed")
-    return {
-        "coordinator_address": str(d["coordinator_address"]) or None,
-        "num_processes": int(d["num_processes"]) or None,
-        "process_id": None if int(d["process_id"]) < 0 else int(d["process_id"]),
-        "initialization_timeout": int(d["initialization_timeout"]),
-    }
-
-
 def initialize(config: Mapping[str, Any]) -> Processes:
     """Join JAX's multi-controller runtime where ``config.distributed.enabled``; call it before
     any JAX computation. Each setting left at its default is detected (Slurm, Open MPI, Cloud TPU;
@@ -137,7 +127,13 @@ def initialize(config: Mapping[str, Any]) -> Processes:
         return Processes(0, 1)
     if jax.distributed.is_initialized():
         return processes()
-    settings = _settings(config)
+    d = config_lib.lookup(config, "distributed")
+    settings = {
+        "coordinator_address": str(d["coordinator_address"]) or None,
+        "num_processes": int(d["num_processes"]) or None,
+        "process_id": None if int(d["process_id"]) < 0 else int(d["process_id"]),
+        "initialization_timeout": int(d["initialization_timeout"]),
+    }
     address, n = settings["coordinator_address"], settings["num_processes"]
     timeout = settings["initialization_timeout"]
     if address and settings["process_id"] not in (None, 0):  # process 0 starts the coordinator
@@ -191,10 +187,6 @@ def _reach(address: str, timeout_s: float) -> None:
         time.sleep(0.5)
 
 
-def _client() -> Any:
-    return _runtime.global_state.client
-
-
 _rounds: dict[str, int] = {}
 
 
@@ -215,7 +207,7 @@ def allgather(name: str, text: str, timeout_s: float) -> list[str]:
     here = processes()
     if here.count == 1:
         return [text]
-    client, key = _client(), _unique(name)
+    client, key = _runtime.global_state.client, _unique(name)
     client.key_value_set(f"{key}/{here.index}", text)
     out = []
     for i in range(here.count):
@@ -233,7 +225,7 @@ def allgather(name: str, text: str, timeout_s: float) -> list[str]:
 def barrier(name: str, timeout_s: float = WAIT_S) -> None:
     """Wait until every process has reached ``barrier(name)`` (nothing where there is one)."""
     if processes().count > 1:
-        _client().wait_at_barrier(_unique(name), int(timeout_s * 1000))
+        _runtime.global_state.client.wait_at_barrier(_unique(name), int(timeout_s * 1000))
 
 
 def finish() -> None:

@@ -1,11 +1,9 @@
 """Planning a run: the grid loss x rotation x seed, split into member batches for the trainer.
 
-Nested cross-validation follows the paper's appendix "Technical Details": the observations are
-split into ``n_folds`` folds (grouped by patient where patients exist, stratified by label) and
-rotated into training / validation / test folds (7 / 2 / 1 by default), so that every observation
-is scored only by models that never saw it. Every combination of a class weight ``beta``, a
-rotation and a seed is one ensemble member; members are trained ``members_per_batch`` at a time
-by :func:`iml.training.train_ensemble` (one compiled program per batch).
+Nested cross-validation follows the paper's appendix "Technical Details": folds grouped by
+patient where patients exist, stratified by label, rotated into training / validation / test
+folds (7 / 2 / 1 by default), so that every observation is scored only by models that never saw
+it. Every combination of a loss, a rotation and a seed is one ensemble member.
 """
 
 from __future__ import annotations
@@ -25,15 +23,13 @@ __all__ = ["Member", "MemberBatch", "Plan", "check_betas", "ensemble_sizes", "ma
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Member:
-    """One ensemble member: a loss of the grid, a rotation of the nested CV and a seed.
+    """One ensemble member.
 
     Attributes:
       index: position in the plan's grid (rotations outermost, then losses, then seeds).
       beta: the positive-class weight of its loss (eq. ``b-loss-bin``); ``None`` in a grid of
         multiclass losses.
-      rotation: the rotation of the nested cross-validation it trains on.
       seed: seed of its initial parameters, data order and flips.
-      split: its training, validation and test observations.
       loss: the position of its loss in the plan's grid (:attr:`Plan.keys`).
     """
 
@@ -54,7 +50,7 @@ class MemberBatch:
 
     @property
     def key(self) -> str:
-        """The store key of the batch's results (``batches/batch-0003``)."""
+        """``batches/batch-0003``."""
         return f"batches/batch-{self.index:04d}"
 
     def member_specs(self, losses: Sequence[Any]) -> list[Any]:
@@ -86,7 +82,6 @@ class Plan:
 
     Attributes:
       betas: the class weights (empty for a grid of multiclass losses).
-      seeds: the member seeds.
       fold_ids: ``[N]`` fold of every observation.
       splits: the rotations used, one :class:`~iml.data.FoldSplit` each.
       batches: the member batches, in the order they are trained.
@@ -103,7 +98,7 @@ class Plan:
 
     @property
     def members(self) -> list[Member]:
-        """Every member of the grid, in grid order."""
+        """Every member, in grid order."""
         return [m for b in self.batches for m in b.members]
 
 

@@ -59,11 +59,10 @@ from iml.calibration import (
     table_by_loss,
 )
 from iml.grids import LossFamily, parse_weight_grid
-from iml.pipeline.defaults import sweep_config
+from iml.pipeline.defaults import check_eval_settings, sweep_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
 from iml.pipeline.runner import (
-    check_eval,
     is_multiclass,
     run_betas,
     run_grid,
@@ -187,6 +186,39 @@ def _size_summary(ensemble: EnsembleScores, keys: Sequence[str] | None = None) -
     return out
 
 
+def _write_tables(
+    out: Path,
+    table: Mapping[str, Any],
+    markdown: str,
+    ensemble: EnsembleScores,
+    labels: np.ndarray,
+    config: ml_collections.ConfigDict,
+    keys: Sequence[str] | None = None,
+    **extra: np.ndarray,
+) -> None:
+    """A report's ``table.json``, ``table.md``, ``ensemble.json`` (the ensemble sizes and the
+    report's settings) and ``ensemble_scores.npz`` (the rows' betas, or the ``keys`` of a grid of
+    losses, the scores, the ``extra`` arrays, the sizes and the labels)."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
+    atomic_write_bytes(out / "table.md", markdown.encode())
+    record = {
+        "ensemble_size": _size_summary(ensemble, keys),
+        "average": str(config.eval.average),
+        "eval": config_lib.to_dict(config.eval),
+    }
+    atomic_write_bytes(out / "ensemble.json", json.dumps(record, indent=2).encode())
+    rows = {"betas": np.asarray(ensemble.betas)} if keys is None else {"keys": np.asarray(keys)}
+    RunStore(out).save_arrays(
+        "ensemble_scores",
+        **rows,
+        scores=ensemble.scores,
+        **extra,
+        sizes=ensemble.sizes,
+        labels=labels,
+    )
+
+
 def report_config(
     run: str | Path, eval_overrides: Mapping[str, Any] | None = None
 ) -> ml_collections.ConfigDict:
@@ -203,7 +235,7 @@ def report_config(
       FileNotFoundError: if ``run`` holds no manifest or no stored folds.
       ValueError: if the run has no finished member batch or is a sweep; naming the key, for a
         key that ``config.eval`` does not have, a value of another type than the key's, or a bad
-        value (:func:`iml.pipeline.runner.check_eval`).
+        value (:func:`iml.pipeline.defaults.check_eval_settings`).
     """
     store = check_stored_run(run)
     stored = store.manifest()["config"]
@@ -215,7 +247,7 @@ def report_config(
     config = stored_config(stored)
     for key, value in (eval_overrides or {}).items():
         config_lib.override(config, f"eval.{key}", value)
-    check_eval(config)
+    check_eval_settings(config.eval)
     return config
 
 
@@ -257,11 +289,9 @@ def report_run(
         tables and scores alone, and ``revealed.json``).
       eval_overrides: ``config.eval`` keys to report with instead of the run's own
         (:func:`report_config`): ``n_bins``, ``n_bootstrap``, ``report_seed``, ``figures``, and
-        ``average``,
-        how each ensemble pools its members, ``"score"`` or ``"logit"``
-        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`). The members are the same whatever
-        these are, so a stored run can be reported several ways (into separate ``out``
-        directories); ``ensemble.json`` records the settings used.
+        ``average``, how each ensemble pools its members (:data:`~iml.pipeline.ENSEMBLE_AVERAGES`).
+        The members are the same whatever these are, so a stored run can be reported several
+        ways (into separate ``out`` directories); ``ensemble.json`` records the settings used.
 
     Returns:
       The summary table.
@@ -279,6 +309,7 @@ def report_run(
     n_bins, n_bootstrap = int(config.eval.n_bins), int(config.eval.n_bootstrap)
     folds = store.load_arrays("data/folds")
     labels, fold_ids = folds["labels"], folds["fold_ids"]
+    out = Path(out) if out is not None else store.root
     if is_multiclass(config):
         return _report_multiclass(store, config, labels, out, formats)
     betas = list(run_betas(config))
@@ -293,28 +324,7 @@ def report_run(
         seed=int(config.eval.report_seed),
         loss=loss,
     )
-    out = Path(out) if out is not None else store.root
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
-    atomic_write_bytes(out / "table.md", markdown_by_method(table).encode())
-    atomic_write_bytes(
-        out / "ensemble.json",
-        json.dumps(
-            {
-                "ensemble_size": _size_summary(ensemble),
-                "average": str(config.eval.average),
-                "eval": config_lib.to_dict(config.eval),
-            },
-            indent=2,
-        ).encode(),
-    )
-    RunStore(out).save_arrays(
-        "ensemble_scores",
-        betas=np.asarray(ensemble.betas),
-        scores=ensemble.scores,
-        sizes=ensemble.sizes,
-        labels=labels,
-    )
+    _write_tables(out, table, markdown_by_method(table), ensemble, labels, config)
     scores_by_beta, labels_by_beta = {}, {}
     for row, beta in enumerate(ensemble.betas):
         have = ensemble.sizes[row] > 0
@@ -366,7 +376,7 @@ def _report_multiclass(
     store: RunStore,
     config: Any,
     labels: np.ndarray,
-    out: str | Path | None,
+    out: Path,
     formats: Sequence[str],
 ) -> dict[str, dict[str, dict[str, float]]]:
     """The report of a run over a grid of multiclass losses: per loss, the raw and
@@ -393,10 +403,8 @@ def _report_multiclass(
     table = table_by_loss(grid, scores, y, n_bins, corrected=fixed,
                           ece_bootstrap=n_bootstrap if n_bootstrap >= 2 else 0,
                           key=jax.random.key(int(config.eval.report_seed) + 1))  # fmt: skip
-    out = Path(out) if out is not None else store.root
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out / "table.json", json.dumps(table, indent=2).encode())
-    atomic_write_bytes(out / "table.md", markdown_by_loss(table, "loss").encode())
+    markdown = markdown_by_loss(table, "loss")
+    _write_tables(out, table, markdown, ensemble, labels, config, grid.keys, corrected=corrected)
     by_class = {
         key: {"raw": _class_eces(a, y, n_bins), "loss_corrected": _class_eces(c, y, n_bins)}
         for key, a, c in zip(grid.keys, scores, fixed, strict=True)
@@ -405,25 +413,6 @@ def _report_multiclass(
         for key, c in zip(grid.keys, fixed, strict=True):
             by_class[key][RENORMALISED] = _class_eces(c / c.sum(-1, keepdims=True), y, n_bins)
     atomic_write_bytes(out / "ece_by_class.json", json.dumps(by_class, indent=2).encode())
-    atomic_write_bytes(
-        out / "ensemble.json",
-        json.dumps(
-            {
-                "ensemble_size": _size_summary(ensemble, grid.keys),
-                "average": str(config.eval.average),
-                "eval": config_lib.to_dict(config.eval),
-            },
-            indent=2,
-        ).encode(),
-    )
-    RunStore(out).save_arrays(
-        "ensemble_scores",
-        keys=np.asarray(grid.keys),
-        scores=ensemble.scores,
-        corrected=corrected,
-        sizes=ensemble.sizes,
-        labels=labels,
-    )
     _grid_figures(
         table, grid.keys, scores, fixed, y, title=f"{config.data.name}, {config.loss.name} loss",
         prevalence=None, weight_name="loss", ece_path=out / "figures" / "ece_by_loss",
@@ -485,10 +474,7 @@ def write_sweep_outputs(
     :func:`iml.pipeline.sweep.execute_sweep`).
 
     Args:
-      out: the output folder.
-      result: the sweep's result.
       prevalence: the positive rate, drawn on the figure (None for multiclass losses).
-      title: the figures' title.
       class_names: names of the classes of a multiclass sweep.
       formats: the figures' formats (``config.eval.figures``); ``()``: no figures.
 

@@ -50,8 +50,10 @@ them (``NaN``, ``Infinity``). The figures, under ``figures/`` as PNG and PDF:
 ``revealed_value_matrix`` (:func:`iml.plots.figure_value_matrix`) and ``revealed_cost_bounds``
 (:func:`iml.plots.figure_cost_bounds`). Every file is written atomically.
 
-Reading a run into the inputs, and their checks, live in :mod:`iml.pipeline.reveal_input`; the
-figures and the printed report in :mod:`iml.pipeline.reveal_report`. Their public names are
+A verdict reads "rejected" or "not rejected" in the figures' titles and the lines printed
+(:func:`revealed_summary`), a non-rejection with the test's simulated power against its stated
+alternative, and a verdict that changes with the bins is labelled fragile. Reading a run into
+the inputs, and their checks, live in :mod:`iml.pipeline.reveal_input`; its public names are
 imported from here too.
 """
 
@@ -69,6 +71,7 @@ import numpy as np
 
 from iml import power as P
 from iml._io import atomic_write_bytes
+from iml.grids import beta_key
 from iml.pipeline.reveal_input import (
     RevealInput,
     check_reveal_input,
@@ -79,27 +82,29 @@ from iml.pipeline.reveal_input import (
     run_members,
     seed_ensembles,
 )
-from iml.pipeline.reveal_report import (
-    FIGURES,  # noqa: F401
-    revealed_figures,
-    revealed_summary,
-    verdicts_title,  # noqa: F401
+from iml.plots import (
+    figure_cost_bounds,
+    figure_information_by_weight,
+    figure_value_matrix,
+    save_figure,
 )
-from iml.plots import save_figure
 from iml.power import standard_error
 from iml.revealed import MIN_COUNT, reveal
 
 __all__ = [
+    "FIGURES",
     "RevealInput",
     "check_reveal_input",
     "load_reveal_input",
     "merge_reproduce_runs",
     "reveal_input",
     "reveal_run",
+    "revealed_figures",
     "revealed_summary",
     "ridge_of",
     "run_members",
     "seed_ensembles",
+    "verdicts_title",
 ]
 
 # The settings of iml.revealed.reveal that a run's record does not choose: recorded with it.
@@ -170,7 +175,10 @@ def reveal_run(
             seed_average=inputs.average,
         )
 
-    say = _progress(progress)
+    def say(message: str) -> None:
+        if progress:
+            print(f"  {message} ...", file=sys.stderr, flush=True)
+
     say(f"revealing with adaptive bins ({n_bootstrap} paired bootstrap replicates)")
     report = run(n_bins, _SETTINGS["strategy"])
     sensitivity = {"adaptive": _verdicts(report)}
@@ -204,14 +212,6 @@ def reveal_run(
     for name, fig in (revealed_figures(record) if formats else {}).items():
         save_figure(fig, out / "figures" / name, formats)
     return record
-
-
-def _progress(on: bool):
-    def say(message: str) -> None:
-        if on:
-            print(f"  {message} ...", file=sys.stderr, flush=True)
-
-    return say
 
 
 def _verdicts(report: Any) -> dict[str, Any]:
@@ -447,3 +447,146 @@ def revealed_record(
     if power is not None:
         record["simulated"] = dict(power)
     return record
+
+
+# ----------------------------------------------------------------------------------------------
+# The record reported: its figures, the verdicts' wording and the lines printed
+# ----------------------------------------------------------------------------------------------
+
+FIGURES = ("revealed_information", "revealed_value_matrix", "revealed_cost_bounds")
+
+
+def _short_keys(betas: Sequence[float]) -> list[str]:
+    """Labels of the class weights: three significant digits where that keeps them apart."""
+    short = [f"{b:.3g}" for b in betas]
+    return short if len(set(short)) == len(short) else [beta_key(b) for b in betas]
+
+
+def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The three figures of a ``revealed.json`` record, by file name (:data:`FIGURES`)."""
+    betas = record["betas"]
+    weight = record["loss"]["weight_name"]
+    cost = record["cost_bounds"]
+    niac = record["niac"]
+    interval = np.stack(
+        [np.asarray(cost["lower_interval"])[0], np.asarray(cost["upper_interval"])[1]]
+    )
+    return {
+        "revealed_information": figure_information_by_weight(
+            betas, record["information"]["estimate"], record["information"]["interval"],
+            weight_name=weight,
+        ),
+        "revealed_value_matrix": figure_value_matrix(
+            record["value_matrix"]["estimate"],
+            _short_keys(betas),
+            record["nis"]["pairs"],
+            niac["cycle"] if niac["violated"] else None,
+            weight_name=weight,
+            title=verdicts_title(record),
+        ),
+        "revealed_cost_bounds": figure_cost_bounds(
+            betas, cost["lower"], cost["upper"], interval, reference=cost["reference"],
+            weight_name=weight,
+        ),
+    }  # fmt: skip
+
+
+def verdicts_title(record: Mapping[str, Any]) -> str:
+    """``"NIS rejected, NIAC not rejected (fragile)"``: each verdict, and which change with the
+    bins."""
+    fragile = record.get("fragile", {})
+    parts = []
+    for name in ("nis", "niac"):
+        word = "rejected" if record[name]["violated"] else "not rejected"
+        parts.append(f"{name.upper()} {word}" + (" (fragile)" if fragile.get(name) else ""))
+    return ", ".join(parts)
+
+
+def revealed_summary(record: Mapping[str, Any]) -> str:
+    """A few lines for the terminal: the data, ``I_k``, NIS, NIAC, ``lambda`` and NIAS."""
+
+    def verdict(name: str, rejected: bool, detail: str) -> str:
+        line = f"{'rejected' if rejected else 'not rejected'}{detail}"
+        power = record.get("simulated", {}).get("power", {}).get(name)
+        if not rejected and power is not None:
+            line += f"; power {power['rate']:.2f} (se {power['se']:.2f}) against {power['against']}"
+        if record.get("fragile", {}).get(name):
+            shown = ", ".join(
+                f"{key.replace('quantile_', '')} bins: "
+                f"{'rejected' if v[name]['rejected'] else 'not rejected'}"
+                for key, v in record["bins"].items()
+                if key != "adaptive"
+            )
+            line += f"; FRAGILE ({shown})"
+        return line
+
+    def margin(test: Mapping[str, Any]) -> str:
+        return (
+            f": margin {test['margin']:.4g}, lower bound {test['lower_bound']:.4g}, "
+            f"p = {test['p_value']:.3g}"
+        )
+
+    weight = record["loss"]["weight_name"]
+    keys = [beta_key(b) for b in record["betas"]]
+    info = np.asarray(record["information"]["estimate"])
+    low, high = np.asarray(record["information"]["interval"])
+    if len(keys) <= 6:
+        shown = "; ".join(
+            f"{key}: {i:.4f} [{lo:.4f}, {hi:.4f}]"
+            for key, i, lo, hi in zip(keys, info, low, high, strict=True)
+        )
+    else:
+        a, b = int(info.argmin()), int(info.argmax())
+        short = _short_keys(record["betas"])
+        shown = f"from {info[a]:.4f} (at {short[a]}) to {info[b]:.4f} (at {short[b]})"
+    nis = record["nis"]
+    pairs = ""
+    if nis["pairs"]:
+        pairs = f"; {len(nis['pairs'])} significant pairs (k, j)"
+        if len(nis["pairs"]) <= 6:
+            pairs += ": " + ", ".join(f"({keys[k]}, {keys[j]})" for k, j in nis["pairs"])
+    lam = record["shannon_lambda"]
+    if lam["rejected"]:
+        shannon = "rejected at the point estimates (no lambda fits them)"
+    else:
+        shannon = f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}] at the point estimates"
+    bins = f"at most {record['n_bins']} {record['strategy']} bins"
+    if record["strategy"] == "adaptive":
+        bins += f" (deciles merged to {record['min_count']} expected positives and negatives)"
+    lines = [
+        f"{record['run']} ({record['kind']} run, {record['loss']['description']}): "
+        f"K={record['K']} models, N={record['n']} observations scored by all "
+        f"(of {record['n_stored']}), {bins}, {record['n_bootstrap']} paired bootstrap "
+        "replicates",
+        f"I_k (nats, by {weight}): {shown}",
+        f"NIS (capacity-constrained learning) {verdict('nis', nis['violated'], margin(nis))}"
+        f"{pairs}",
+        f"NIAC (costly learning) "
+        f"{verdict('niac', record['niac']['violated'], margin(record['niac']))}",
+        f"Shannon cost with one lambda: {shannon}",
+    ]
+    if record.get("ridge"):
+        lines.append(f"Ridge: {record['ridge']['note']}")
+    if "nias" in record:
+        nias = record["nias"]
+        short = _short_keys(record["betas"])
+        flagged = [key for key, v in zip(short, nias["violated"], strict=True) if v]
+        detail = f" at {weight} {', '.join(flagged)}" if flagged else ""
+        if len(flagged) > 6:
+            detail = (
+                f" for {len(flagged)} of {len(short)} models ({weight} {flagged[0]}, "
+                f"{flagged[1]}, ..., {flagged[-1]})"
+            )
+        lines.append(
+            "NIAS (loss calibration, one test over every model and bin) "
+            + verdict("nias", bool(flagged), detail)
+        )
+    simulated = record.get("simulated")
+    if simulated:
+        size = ", ".join(f"{name.upper()} {v['rate']:.3f}" for name, v in simulated["size"].items())
+        lines.append(
+            f"Simulated sizes at this N, K and prior ({simulated['datasets']} data sets, "
+            f"{simulated['bootstrap']} replicates): {size}"
+        )
+    lines.append(f"Intervals: {record['intervals']}")
+    return "\n".join(lines)

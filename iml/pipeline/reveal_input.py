@@ -1,21 +1,9 @@
-"""Reading a stored run into the inputs of ``iml reveal``, and checking them.
-
-:class:`RevealInput` holds the scores of ``K`` models trained at ``K`` class weights on the
-observations that every model scored, their labels, and the loss as a function of its class
-weight. :func:`load_reveal_input` reads it from the one layout every run stores (its manifest,
-``data/folds`` and member batches), for
-
-* an ``iml reproduce`` run over class weights (its loss is ``config.loss``), or several such runs
-  on the same observations (:func:`merge_reproduce_runs`), or
-* a finished ``iml sweep`` run over a grid of class weights of one binary loss (the loss its
-  manifest records, with its ridge penalty, :func:`ridge_of`);
-
-:func:`check_reveal_input` says whether :func:`iml.revealed.reveal` can run on it.
+"""Reading a stored run into the inputs of ``iml reveal`` (:func:`load_reveal_input`), and
+checking them (:func:`check_reveal_input`: whether :func:`iml.revealed.reveal` can run on them).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -118,13 +106,14 @@ def reveal_input(
 
 
 def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
-    """The scores, labels, class weights and loss of a stored ``reproduce`` or ``sweep`` run,
-    or of several ``reproduce`` runs on the same observations (:func:`merge_reproduce_runs`).
+    """The scores, labels, class weights and loss of a stored run: an ``iml reproduce`` run over
+    class weights (its loss is ``config.loss``), several such runs on the same observations
+    (:func:`merge_reproduce_runs`), or a finished ``iml sweep`` over a grid of class weights of
+    one binary loss (the loss its manifest records, with its ridge penalty, :func:`ridge_of`).
 
     Both kinds are read from the one layout every run stores (:mod:`iml.pipeline.store`): the
     manifest's config says the loss and its class weights, ``data/folds`` the labels, and the
     member batches the scores, pooled into each class weight's ensemble as the run pools them.
-    Reads the arrays; trains nothing.
 
     Raises:
       FileNotFoundError: for a missing folder, or a run without the files it needs.
@@ -164,7 +153,7 @@ def _run_config(root: Path) -> Mapping[str, Any]:
         raise ValueError(
             f"{root} holds neither an `iml reproduce` run nor an `iml sweep` run (no manifest.json)"
         )
-    return _manifest_config(root, "a run")
+    return RunStore(root).manifest().get("config", {})
 
 
 def _reproduce_config(root: Path) -> ml_collections.ConfigDict:
@@ -173,20 +162,13 @@ def _reproduce_config(root: Path) -> ml_collections.ConfigDict:
     # run's reading needs
     from iml.pipeline.runner import is_multiclass, stored_config
 
-    config = stored_config(_manifest_config(root, "a reproduce run"))
+    config = stored_config(_run_config(root))
     if is_multiclass(config):
         raise ValueError(
             f"{root} holds a multiclass run ({config.loss.name} loss over "
             f"{config.loss.weights!r}); `iml reveal` reads runs over a grid of class weights"
         )
     return config
-
-
-def _manifest_config(root: Path, what: str) -> Mapping[str, Any]:
-    path = root / "manifest.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{root} holds {what} but no manifest.json to say its loss")
-    return json.loads(path.read_text()).get("config", {})
 
 
 #: A stored member: the row of its loss (its class weight, or its position in a sweep's grid),
@@ -339,8 +321,11 @@ def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
     # recorded weight (a loss's config records float32 parameters: 0.8999999761581421).
     betas = [float(w) for w in recorded]
     for k, key in enumerate(list(store.load_json("table"))[: len(betas)]):
-        named = _as_float(key)
-        if named is not None and np.float32(named) == np.float32(betas[k]):
+        try:
+            named = float(key)
+        except ValueError:
+            continue
+        if np.float32(named) == np.float32(betas[k]):
             betas[k] = named
     members = run_members(root, logits=True)
 
@@ -361,13 +346,6 @@ def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
     inputs = _from_members(root, members, rows, betas, labels, loss,
                            str(record["eval"]["average"]), "sweep", link)  # fmt: skip
     return inputs._replace(ridge=ridge_of(record["train"]))
-
-
-def _as_float(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -3,10 +3,10 @@ locked form, and checked before any work starts.
 
 :func:`as_config` reads a config (nested dicts or a ``ConfigDict``) so that a value of the wrong
 type is an error naming its key. :func:`check_config` checks every key: the dataset, model and
-loss names, the counts, the paths, and the loss's grid (betas in ``(0, 1)`` for a binary loss,
-``config.loss.weights`` for the multiclass losses of :data:`MULTICLASS_LOSSES`);
-:func:`check_eval` checks the report's settings. :mod:`iml.pipeline.runner` imports these names,
-and they stay importable from there.
+loss names, the counts, the paths, the loss's grid (betas in ``(0, 1)`` for a binary loss,
+``config.loss.weights`` for the multiclass losses of :data:`iml.grids.WEIGHT_GRIDS`) and the
+report's settings. :mod:`iml.pipeline.runner` imports these names, and they stay importable
+from there.
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ from iml.models import CONV_IMPLS, DenseNet, build_model, min_input_size
 from iml.pipeline.defaults import check_eval_settings, check_read_keys, default_config
 
 __all__ = [
-    "MULTICLASS_LOSSES",
     "as_config",
     "check_config",
-    "check_eval",
     "from_dotted",
     "run_betas",
 ]
@@ -67,23 +65,6 @@ _COUNTS_OR_ZERO = (
 )
 
 
-def _count(config: ml_collections.ConfigDict, key: str, minimum: int = 1) -> None:
-    section, name = key.split(".")
-    value = config[section][name]
-    V.check_count(f"config.{key}", value, minimum)
-
-
-def check_eval(config: Mapping[str, Any]) -> None:
-    """Check a run's ``config.eval``: the settings of its report, which a stored run can change
-    without training again (:func:`iml.pipeline.report.report_run`).
-
-    Raises:
-      ValueError: naming the first bad key: a count below 1 (``n_bins``, ``n_bootstrap``), a
-        negative ``report_seed``, an unknown ``average`` or figure format (``figures``).
-    """
-    check_eval_settings(as_config(config).eval)
-
-
 def check_config(config: Mapping[str, Any]) -> None:
     """Check a run's config (nested, as :func:`default_config`) before any work starts.
 
@@ -114,20 +95,19 @@ def check_config(config: Mapping[str, Any]) -> None:
         model = build_model(c.model.name, 1, "images")  # JAX's backend starts later
     except ValueError as err:
         raise ValueError(f"config.model.name: {err}") from None
-    if c.loss.name not in CLASS_WEIGHTS and c.loss.name not in MULTICLASS_LOSSES:
+    if c.loss.name not in CLASS_WEIGHTS and c.loss.name not in WEIGHT_GRIDS:
         raise ValueError(
             f"config.loss.name must be one of {sorted(CLASS_WEIGHTS)} (binary losses weighted "
-            f"by one class weight) or {list(MULTICLASS_LOSSES)} (multiclass losses over the grid "
+            f"by one class weight) or {list(WEIGHT_GRIDS)} (multiclass losses over the grid "
             f"config.loss.weights), got {c.loss.name!r}"
         )
     if c.data.classes not in ("binary", "all"):
         raise ValueError(f"config.data.classes must be 'binary' or 'all', got {c.data.classes!r}")
     V.check_non_negative("config.loss.gamma", c.loss.gamma)
     _check_loss_grid(c)
-    for key in _COUNTS:
-        _count(c, key)
-    for key in _COUNTS_OR_ZERO:
-        _count(c, key, 0)
+    for keys, minimum in ((_COUNTS, 1), (_COUNTS_OR_ZERO, 0)):
+        for key in keys:
+            V.check_count(f"config.{key}", config_lib.lookup(c, key), minimum)
     if c.train.members_per_batch and c.train.memory_budget_bytes:
         raise ValueError(
             "config.train.memory_budget_bytes applies where config.train.members_per_batch is 0 "
@@ -141,7 +121,7 @@ def check_config(config: Mapping[str, Any]) -> None:
     V.check_positive("config.train.learning_rate", c.train.learning_rate)
     V.check_non_negative("config.train.min_learning_rate", c.train.min_learning_rate)
     V.check_seeds("config.train.seeds", tuple(c.train.seeds))
-    check_eval(c)
+    check_eval_settings(c.eval)
     for key in ("data_dir", "manual_dir"):
         if c.data[key] and not Path(c.data[key]).expanduser().is_dir():
             raise FileNotFoundError(f"config.data.{key}: directory not found: {c.data[key]}")
@@ -161,12 +141,6 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config.data.image_size={c.data.image_size} is too small for {c.model.name} "
             f"(at least {min_input_size(model)} px)"
         )
-
-
-#: The multiclass losses of ``config.loss.name``, whose ensembles are the entries of the grid
-#: ``config.loss.weights`` (weight matrices ``B`` or class weights ``w``): the registered losses
-#: of :data:`iml.grids.WEIGHT_GRIDS`, a live view.
-MULTICLASS_LOSSES = WEIGHT_GRIDS
 
 
 def run_betas(config: Mapping[str, Any]) -> tuple[float, ...]:
@@ -189,15 +163,15 @@ def run_betas(config: Mapping[str, Any]) -> tuple[float, ...]:
 def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
     """The loss's grid: betas for a binary loss, ``config.loss.weights`` for a multiclass one."""
     said = f"config.loss.name={c.loss.name!r}"
-    if c.loss.name not in MULTICLASS_LOSSES:
+    if c.loss.name not in WEIGHT_GRIDS:
         if c.loss.weights:
             raise ValueError(
                 f"config.loss.weights applies to the multiclass losses "
-                f"{list(MULTICLASS_LOSSES)}, not {said}; its grid is config.loss.betas"
+                f"{list(WEIGHT_GRIDS)}, not {said}; its grid is config.loss.betas"
             )
         if c.data.classes != "binary":
             raise ValueError(
-                f"config.data.classes='all' needs a multiclass loss {list(MULTICLASS_LOSSES)}; "
+                f"config.data.classes='all' needs a multiclass loss {list(WEIGHT_GRIDS)}; "
                 f"{said} is binary"
             )
         if c.loss.betas:

@@ -1,23 +1,15 @@
-"""Running an experiment: load the data, plan the grid, train and score every member batch.
+"""Running an experiment on images: load the data, plan the grid, train and store every member
+batch (:func:`run_experiment`).
 
 A run is a directory managed by :class:`~iml.pipeline.store.RunStore`: ``manifest.json`` (config,
 package versions, seeds, devices), ``data/folds.npz`` (labels and fold of every observation) and
-one ``batches/batch-NNNN.npz`` per finished member batch (each member's per-observation test
-scores and its training history). Every entry is written atomically, so a run killed at any moment
-(``kill -9`` included) and started again skips the finished batches, resumes the interrupted one
-from its last checkpoint (``checkpoints/``, removed once the batch is stored) and ends with the
-same results as an uninterrupted run.
+one ``batches/batch-NNNN.npz`` per finished member batch, trained and stored by the one loop of
+every run (:func:`iml.pipeline.train_plan.train_plan`: resumable after ``kill -9``). Where
+``config.train.members_per_batch`` is 0 (the default), a batch that needs more than the device's
+free memory (or ``config.train.memory_budget_bytes``) is trained in parts that fit
+(:func:`members_per_call`, recorded in the manifest under ``memory``) and stored as one entry.
 
-The batches are trained and stored by the one loop of every run
-(:func:`iml.pipeline.train_plan.train_plan`). Where ``config.train.members_per_batch`` is 0 (the
-default), a batch that needs more than the device's free memory (or
-``config.train.memory_budget_bytes``) by XLA's memory analysis is trained in parts that fit
-(:func:`members_per_call`, recorded in the manifest under ``memory``), and a call that fails on
-the device for its size is made again in halves; either way each member trains as in the whole
-batch (its data order and flips), and the batch is stored as one entry.
-
-The config's reading and checks (:func:`check_config`, :func:`check_eval`, the loss's grid) live
-in :mod:`iml.pipeline.run_config`; their public names are imported here.
+The config's checks live in :mod:`iml.pipeline.run_config`; their public names are imported here.
 """
 
 from __future__ import annotations
@@ -35,6 +27,7 @@ import numpy as np
 from iml import config as config_lib
 from iml.data import Dataset, load_dataset
 from iml.grids import (
+    WEIGHT_GRIDS,
     LossFamily,
     LossGrid,
     config_parameters,
@@ -52,10 +45,8 @@ from iml.pipeline import distributed
 from iml.pipeline.defaults import default_config
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.run_config import (
-    MULTICLASS_LOSSES,
     as_config,
     check_config,
-    check_eval,
     from_dotted,
     run_betas,
 )
@@ -67,10 +58,8 @@ from iml.training.memory import estimate_member_memory, memory_budget
 
 __all__ = [
     "FLAT_KEYS",
-    "MULTICLASS_LOSSES",
     "RETIRED_KEYS",
     "check_config",
-    "check_eval",
     "check_resumable",
     "config_model",
     "default_config",
@@ -100,8 +89,8 @@ def run_loss(config: Mapping[str, Any]) -> LossFamily:
 
 def is_multiclass(config: Mapping[str, Any]) -> bool:
     """Whether the run trains multiclass losses (``config.loss.name`` in
-    :data:`MULTICLASS_LOSSES`) on every class of its dataset."""
-    return as_config(config).loss.name in MULTICLASS_LOSSES
+    :data:`iml.grids.WEIGHT_GRIDS`) on every class of its dataset."""
+    return as_config(config).loss.name in WEIGHT_GRIDS
 
 
 def run_grid(config: Mapping[str, Any], n_classes: int) -> LossGrid:
@@ -232,9 +221,7 @@ def members_per_call(
     Args:
       model, loss: the members' model and one member's loss.
       image_shape: one image's ``(H, W, C)``.
-      train_config: the trainer's configuration.
       largest: the members of the plan's largest batch.
-      budget_bytes: the bytes one call may take (0: those of the device).
 
     Returns:
       ``(members, record)``: None where every batch fits whole (or nothing limits the memory: a
@@ -286,10 +273,6 @@ def load_run_data(config: Mapping[str, Any]) -> tuple[Dataset, Plan]:
     dataset = _dataset(c)
     return dataset, plan_run(c, dataset)
 
-
-# ------------------------------------------------------------------------------------------------
-# Stored runs: configs of earlier forms, and resuming
-# ------------------------------------------------------------------------------------------------
 
 #: Where each key of the flat config that runs stored before the sections lives now.
 FLAT_KEYS = {

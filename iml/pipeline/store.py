@@ -1,21 +1,14 @@
 """The results store: every finished piece of work is one file, written atomically.
 
 A run directory holds ``manifest.json`` (what was run, with which packages, seeds and devices)
-and one entry per finished unit of work (a member's test scores, a figure's data, a table). An
-entry is written to a temporary file in the same directory, flushed to disk, and renamed over its
-final name, so a process killed at any moment (``kill -9`` included) leaves either the complete
-entry or none: a restarted run trusts what it finds and skips it.
+and one entry per finished unit of work (a member batch, a table). An entry is written to a
+temporary file in the same directory, flushed to disk, and renamed over its final name, so a
+process killed at any moment (``kill -9`` included) leaves either the complete entry or none: a
+restarted run trusts what it finds and skips it.
 
 Both commands store their members in one layout, ``batches/batch-NNNN`` entries
-(:func:`member_entry`), with ``data/folds`` (every observation's label and fold). The ensemble
-scores are read back from the stored member batches (:func:`load_ensemble`,
-:func:`aggregate_members`; a sweep's members pool by their logits). Every
-member scores the observations of its test folds (models that never saw them, by the nested
-cross-validation of :mod:`iml.pipeline.plan`). An observation's ensemble score for ``beta`` (for
-a loss of a multiclass grid: its class scores) is the mean of the scores given to it by the
-members trained with that loss (the paper's ensemble), or, with ``average="logit"``, the score of
-the mean of their logits; the number of those members is its ensemble size (0 where no planned
-rotation tests it: its score is then NaN).
+(:func:`member_entry`), with ``data/folds`` (every observation's label and fold), and read the
+ensemble scores back from them (:func:`load_ensemble`, :func:`aggregate_members`).
 """
 
 from __future__ import annotations
@@ -81,29 +74,15 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def _check_key(key: str) -> str:
-    parts = key.split("/")
-    if not key or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
-        raise ValueError(
-            f"store keys are '/'-separated names without '.'-prefixed parts; got {key!r}"
-        )
-    return key
-
-
 class RunStore:
-    """A run directory of atomically written entries, keyed by '/'-separated names.
-
-    Args:
-      root: the run directory (created if missing).
-    """
+    """A run directory (created if missing) of atomically written entries, keyed by
+    '/'-separated names."""
 
     MANIFEST = "manifest.json"
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-
-    # -- manifest ---------------------------------------------------------------------------
 
     def manifest(self) -> dict[str, Any] | None:
         """The stored manifest, or None for a new run."""
@@ -189,10 +168,12 @@ class RunStore:
     def _write_manifest(self, manifest: Mapping[str, Any]) -> None:
         atomic_write_bytes(self.root / self.MANIFEST, json.dumps(manifest, indent=2).encode())
 
-    # -- entries ----------------------------------------------------------------------------
-
     def _path(self, key: str, suffix: str) -> Path:
-        return self.root / (_check_key(key) + suffix)
+        if not key or any(p in ("", ".", "..") or p.startswith(".") for p in key.split("/")):
+            raise ValueError(
+                f"store keys are '/'-separated names without '.'-prefixed parts; got {key!r}"
+            )
+        return self.root / (key + suffix)
 
     def has(self, key: str) -> bool:
         """True when the entry ``key`` was completely written (arrays or JSON)."""
@@ -239,11 +220,6 @@ class RunStore:
                 if key != Path(self.MANIFEST).stem:
                     found.append(key)
         return iter(sorted(found))
-
-
-# ----------------------------------------------------------------------------------------------
-# Ensemble scores, read back from the stored member batches
-# ----------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,33 +1,20 @@
 """`iml sweep`: a fine grid of losses (class weights by default), many small models at once.
 
-For every loss of a grid (:func:`iml.loss_grid`: betas of the beta-weighted cross-entropy, eq.
-``b-loss-bin``, by default; focal alphas; weight matrices ``B`` of eq. ``b-loss-multi`` or class
-weights of the softmax cross-entropy for multiclass targets), every seed and every rotation of the
-nested cross-validation (:mod:`iml.data.folds`: 10 folds, 7-2-1 train/validation/test rotations,
-as in the paper's appendix "Technical Details"), a small model (:mod:`iml.models.small`) is
-trained under that loss. All members train as one vectorized program: the ensemble trainer
-configured for a table (:func:`iml.training.train`, whose table feed is
-:func:`~iml.training.tabular.train_tabular`, with
-:data:`~iml.training.TABULAR_DEFAULTS`), or the exact solver for logistic members under the
-beta-weighted or the B-weighted log loss.
+For every loss of a grid (:func:`iml.loss_grid`: betas of eq. ``b-loss-bin`` by default, focal
+alphas, weight matrices ``B`` of eq. ``b-loss-multi``), every seed and every rotation of the
+nested cross-validation (7-2-1, the paper's appendix "Technical Details"), a small model
+(:mod:`iml.models.small`) is trained, all as one vectorized program (:func:`iml.training.train`
+with :data:`~iml.training.TABULAR_DEFAULTS`, or the exact solver for logistic members). Each
+loss's ensemble and its loss-corrected scores ``(c^L)^{-1}`` (Proposition 4; Cor. 1 for a beta)
+are scored by :func:`~iml.calibration.table_by_loss`. The members are planned as every run's
+are (:func:`iml.pipeline.plan.make_plan`, one batch per chunk of losses) and trained and stored
+by the one loop of every run (:func:`iml.pipeline.train_plan.train_plan`), so a killed sweep
+resumes where it stopped.
 
-Each observation is in the test fold of exactly one rotation, so each (loss, seed) gives it one
-out-of-fold score; the scores of the seeds are averaged (the paper's ensemble; or their logits,
-``average="logit"``), corrected with the loss-corrected score ``(c^L)^{-1}`` (Proposition 4;
-Cor. 1 for a beta) and both are scored with :mod:`iml.calibration`'s table of a grid of losses
-(:func:`~iml.calibration.table_by_loss`).
-Work is split into chunks of losses; each finished chunk is one atomic
-:class:`~iml.pipeline.store.RunStore` entry, so a killed sweep resumes where it stopped.
-
-The members are planned as every run's are (:func:`iml.pipeline.plan.make_plan`, one batch per
-chunk of losses), and trained and stored by the one loop of every run
-(:func:`iml.pipeline.train_plan.train_plan`) in the one member layout.
-
-Entry points: :func:`run_sweep` (library, notebooks: arrays, e.g. from a pandas DataFrame by
-:func:`iml.data.tabular.encode_table`); and, for a config (nested, locked: its defaults are
-:mod:`iml.pipeline.defaults`, its checks :mod:`iml.pipeline.sweep_config`, as ``iml sweep`` in
-:mod:`iml.cli` reads it), :func:`prepare_sweep` (checks it once, reads the data and plans),
-:func:`execute_sweep` (trains) and :func:`iml.pipeline.report.write_sweep_outputs`.
+Entry points: :func:`run_sweep` (arrays, e.g. from :func:`iml.data.tabular.encode_table`); and,
+for a config (:mod:`iml.pipeline.defaults`, checked by :mod:`iml.pipeline.sweep_config`),
+:func:`prepare_sweep` (checks it once, reads the data and plans), :func:`execute_sweep` (trains)
+and :func:`iml.pipeline.report.write_sweep_outputs`.
 """
 
 from __future__ import annotations
@@ -77,8 +64,6 @@ from iml.training.trainer import DataSource, TrainConfig
 if TYPE_CHECKING:
     from iml.data import Dataset
 
-Array = jax.Array
-
 __all__ = [
     "METHODS",
     "RIDGE",
@@ -95,11 +80,6 @@ __all__ = [
 ]
 
 METHODS = ("raw", "loss_corrected")
-
-
-# ----------------------------------------------------------------------------------------------
-# The sweep: chunks of betas, out-of-fold scores, the ensemble and the table
-# ----------------------------------------------------------------------------------------------
 
 
 def data_fingerprint(features: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> str:
@@ -208,11 +188,36 @@ def plan_sweep(
 ) -> SweepPlan:
     """Check a sweep's data and settings and lay out its work, training nothing.
 
-    Takes the arguments of :func:`run_sweep` but ``store`` and ``progress``. The plan's
-    ``run_config`` is what a results store records, in the sections of every run's config
-    (:mod:`iml.pipeline.sweep_record`), so that
+    The plan's ``run_config`` is what a results store records, in the sections of every run's
+    config (:mod:`iml.pipeline.sweep_record`), so that
     ``RunStore(out).check_resumable(plan.run_config)`` tells before any work whether ``out`` can
     hold (or resume) this sweep.
+
+    Args:
+      features, labels, groups, losses: as :func:`run_sweep`'s.
+      seeds: number of seeds (``0..seeds-1``) or the seeds themselves; by default one
+        (:data:`EXACT_SEEDS`) where the fit is exact, whose optimum no seed changes (several
+        are fitted once, with a warning), and :data:`ADAM_SEEDS` where Adam trains.
+      model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
+      hidden: the MLP's hidden units.
+      train: the trainer's configuration, :data:`~iml.training.TABULAR_DEFAULTS` or a
+        variant of it (``dataclasses.replace(TABULAR_DEFAULTS, l2=1e-4)``). Its default solver
+        fits the logistic model exactly under the beta-weighted and B-weighted log losses and
+        the class-weighted softmax cross-entropy; other losses and models train by Adam.
+      n_folds: folds of the nested cross-validation.
+      fold_seed: seed of the fold assignment.
+      betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
+        chunk is the unit of memory and of resumption (0: the whole grid where the fit is
+        exact, :data:`ADAM_CHUNK` where Adam trains).
+      n_bins: bins of the calibration errors.
+      average: how the seeds of a loss pool into its ensemble score
+        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`): ``"score"``, their mean score (the
+        paper's ensemble), or ``"logit"``, the score of their mean logit.
+      n_bootstrap: replicates of each ECE's 95% interval in the table (0: none).
+      report_seed: seed of those replicates.
+      run_info: extra JSON-able facts recorded in the store's config: its ``"data"``, the data
+        source (a mapping), opens the record's ``data`` section, and its other keys, which may
+        not name a section, are recorded at the top level (:mod:`iml.pipeline.sweep_record`).
 
     Raises:
       ValueError: for bad arrays or settings, naming the argument.
@@ -285,20 +290,9 @@ def run_sweep(
     groups: ArrayLike | None,
     losses: LossLike,
     *,
-    seeds: int | Sequence[int] | None = None,
-    model: str = "logistic",
-    hidden: int = 32,
-    train: TrainConfig = TABULAR_DEFAULTS,
-    n_folds: int = 10,
-    fold_seed: int = 0,
-    betas_per_chunk: int = 0,
-    n_bins: int = 10,
-    average: str = "score",
-    n_bootstrap: int = ECE_BOOTSTRAP,
-    report_seed: int = 0,
     store: RunStore | None = None,
     progress: bool = True,
-    run_info: dict[str, Any] | None = None,
+    **settings: Any,
 ) -> SweepResult:
     """Train a grid of losses (by default of class weights beta) of small models by nested
     cross-validation and score their calibration.
@@ -331,32 +325,10 @@ def run_sweep(
       groups: ``[N]`` group ids kept within one fold (e.g. patients), or None.
       losses: ``[m]`` class weights in ``(0, 1)``, no repeats, or any grid of losses
         (:func:`loss_grid`).
-      seeds: number of seeds (``0..seeds-1``) or the seeds themselves; by default one
-        (:data:`EXACT_SEEDS`) where the fit is exact, whose optimum no seed changes (several
-        are fitted once, with a warning), and :data:`ADAM_SEEDS` where Adam trains.
-      model: ``"logistic"`` or ``"mlp"`` (one ReLU hidden layer of ``hidden`` units).
-      hidden: the MLP's hidden units.
-      train: the trainer's configuration, :data:`~iml.training.TABULAR_DEFAULTS` or a
-        variant of it (``dataclasses.replace(TABULAR_DEFAULTS, l2=1e-4)``). Its default solver
-        fits the logistic model exactly under the beta-weighted and B-weighted log losses and
-        the class-weighted softmax cross-entropy; other losses and models train by Adam.
-      n_folds: folds of the nested cross-validation.
-      fold_seed: seed of the fold assignment.
-      betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
-        chunk is the unit of memory and of resumption (0: the whole grid where the fit is
-        exact, :data:`ADAM_CHUNK` where Adam trains).
-      n_bins: bins of the calibration errors.
-      average: how the seeds of a loss pool into its ensemble score
-        (:data:`iml.pipeline.store.ENSEMBLE_AVERAGES`): ``"score"``, their mean score (the
-        paper's ensemble), or ``"logit"``, the score of their mean logit.
-      n_bootstrap: replicates of each ECE's 95% interval in the table (0: none).
-      report_seed: seed of those replicates.
       store: a :class:`RunStore`: finished chunks and the table are stored there, and chunks
         already stored (by a run with the same configuration and data) are not trained again.
       progress: show tqdm bars (chunks, and epochs within a chunk).
-      run_info: extra JSON-able facts recorded in the store's config: its ``"data"``, the data
-        source (a mapping), opens the record's ``data`` section, and its other keys, which may
-        not name a section, are recorded at the top level (:mod:`iml.pipeline.sweep_record`).
+      settings: the keywords of :func:`plan_sweep`.
 
     Returns:
       A :class:`SweepResult`.
@@ -366,24 +338,7 @@ def run_sweep(
         with another configuration, or a sweep's report in an earlier layout
         (:func:`iml.pipeline.store.check_report_layout`).
     """
-    plan = plan_sweep(
-        features,
-        labels,
-        groups,
-        losses,
-        seeds=seeds,
-        model=model,
-        hidden=hidden,
-        train=train,
-        n_folds=n_folds,
-        fold_seed=fold_seed,
-        betas_per_chunk=betas_per_chunk,
-        n_bins=n_bins,
-        average=average,
-        n_bootstrap=n_bootstrap,
-        report_seed=report_seed,
-        run_info=run_info,
-    )
+    plan = plan_sweep(features, labels, groups, losses, **settings)
     return execute_sweep(plan, store, progress)
 
 
@@ -407,21 +362,25 @@ def execute_sweep(
         store.open_run(plan.run_config, devices=[str(d) for d in jax.devices()])
         if not store.has("data/folds"):
             store.save_arrays("data/folds", labels=y, fold_ids=fold_ids)
+
+    def losses(batch: Any) -> list:
+        return [spec[m.loss] for m in batch.members]
+
+    def stored(**how: Any) -> list:
+        data = DataSource.from_arrays(x, y)
+        return list(
+            train_plan(
+                plan.plan, losses, model, data, config, store=store, progress=progress, **how
+            )
+        )
+
     trained: list[int] = []
     if here.count > 1:
         distributed.barrier("opened")  # chunks are stored into a recorded run only
-        for b in train_plan(
-            plan.plan, lambda batch: [spec[m.loss] for m in batch.members], model,
-            DataSource.from_arrays(x, y), config, store=store, progress=progress,
-            read_stored=False, share=here.owns, devices=jax.local_devices(),
-        ):  # fmt: skip
-            trained.append(b.batch.index)
+        own = stored(read_stored=False, share=here.owns, devices=jax.local_devices())
+        trained = [b.batch.index for b in own]
         distributed.barrier("trained")
-    batches = list(train_plan(
-        plan.plan, lambda batch: [spec[m.loss] for m in batch.members], model,
-        DataSource.from_arrays(x, y), config, store=store, progress=progress,
-        share=(lambda index: False) if here.count > 1 else None,
-    ))  # fmt: skip
+    batches = stored(share=(lambda index: False) if here.count > 1 else None)
     if len(batches) < len(plan.plan.batches):
         missing = sorted({b.index for b in plan.plan.batches} - {b.batch.index for b in batches})
         raise RuntimeError(

@@ -127,7 +127,7 @@ class CheckedSweep(NamedTuple):
     name: _Names
 
 
-# The TrainConfig field that an error starts with, and the config key that sets it.
+# The TrainConfig field that each config key sets (an error starts with the field's name).
 _TRAIN_KEYS = {
     "max_epochs": "train.epochs",
     "batch_size": "train.batch_size",
@@ -250,22 +250,10 @@ def checked_sweep_config(
     except ValueError as err:
         key = "model.hidden" if str(err).startswith("hidden") else "model.name"
         raise ValueError(f"{name(key)}: {err}") from None
+    fields = {field: config_lib.lookup(c, key) for field, key in _TRAIN_KEYS.items()}
+    fields.update(l2_grid=tuple(c.train.l2_grid), standardize=c.train.standardize, solver=solver)
     try:
-        train = dataclasses.replace(
-            TABULAR_DEFAULTS,
-            max_epochs=c.train.epochs,
-            batch_size=c.train.batch_size,
-            learning_rate=c.train.learning_rate,
-            eval_batch_size=c.train.eval_batch_size,
-            plateau_patience=c.train.plateau_patience,
-            min_lr=c.train.min_learning_rate,
-            l2=c.train.l2,
-            l2_grid=tuple(c.train.l2_grid),
-            l2_scale=c.train.l2_scale,
-            standardize=c.train.standardize,
-            patience=c.train.patience,
-            solver=solver,
-        )
+        train = dataclasses.replace(TABULAR_DEFAULTS, **fields)
     except ValueError as err:
         field = str(err).split()[0].removeprefix("TrainConfig.")
         key = _TRAIN_KEYS.get(field)

@@ -137,11 +137,8 @@ def train_plan(
     """Every batch of ``plan`` in order: read from ``store`` where stored, else trained and stored.
 
     Args:
-      plan: the members (:func:`iml.pipeline.plan.make_plan`).
       losses: each member's loss, batch by batch (``None``: the unweighted log loss).
       model: the Flax module of every member.
-      data: the data every member reads (:class:`iml.training.DataSource`).
-      config: the trainer's configuration.
       store: where each trained batch is stored (and stored batches are read); None keeps the
         entries in memory only.
       read_stored: read the stored batches (False: skip them, yielding only the trained ones).

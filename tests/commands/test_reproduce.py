@@ -18,6 +18,7 @@ from _training_helpers import FAST_COMPILE
 
 import iml._io
 from iml import cli
+from iml.commands.figures import eval_overrides
 from iml.training import host
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +149,7 @@ def test_figures_takes_only_the_report_settings_and_checks_them(run_dir, tmp_pat
     # --average is the shortcut of --config.eval.average, and is applied after it
     argv = ["figures", "--run", str(run_dir), "--config.eval.n_bins=4",
             "--config.eval.average=logit", "--average", "score"]  # fmt: skip
-    assert cli._eval_overrides(cli.parse_args(argv)) == {"n_bins": 4, "average": "score"}
+    assert eval_overrides(cli.parse_args(argv)) == {"n_bins": 4, "average": "score"}
     for flag, message in (
         ("--config.eval.n_binz=4", "config.eval.n_binz: no such key; did you mean config.eval."),
         ("--config.eval.n_bins=0", "config.eval.n_bins must be an integer >= 1, got 0"),

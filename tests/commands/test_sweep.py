@@ -12,6 +12,7 @@ from _sweep_tables import flat_record, simulated_table
 
 from iml import cli, loss_spec
 from iml.calibration import MULTICLASS_METRICS
+from iml.commands.sweep import sweep_command
 from iml.config import to_dict
 from iml.pipeline import report as R
 from iml.pipeline import sweep as S
@@ -363,7 +364,9 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
 
 def test_adam_options_of_an_exact_sweep_are_named_as_unused(tmp_path, capsys):
     def prepare(*argv):
-        cli._sweep(cli.parse_args(["sweep", "--dataset", "digits", *argv, "--out", str(tmp_path)]))
+        sweep_command(
+            cli.parse_args(["sweep", "--dataset", "digits", *argv, "--out", str(tmp_path)])
+        )
         return capsys.readouterr().err
 
     # the logistic model under the log loss is fitted exactly: the learning rate is not read

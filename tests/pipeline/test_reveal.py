@@ -1,13 +1,29 @@
 """The revealed experiments of a run (``iml.pipeline.reveal``): which verdicts change with the
-bins, and what the record's intervals cover."""
+bins, what the record's intervals cover, and what ``iml reveal`` prints and draws from a stored
+record."""
 
 from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
 
 import numpy as np
 
 from iml.grids import loss_family
-from iml.pipeline.reveal import fragile, intervals_cover
+from iml.pipeline.reveal import (
+    fragile,
+    intervals_cover,
+    revealed_figures,
+    revealed_summary,
+    verdicts_title,
+)
 from iml.pipeline.reveal_input import reveal_input
+
+RECORD = (
+    Path(__file__).resolve().parents[2]
+    / "docs/results/sweep_defaults/adult_paper/revealed/revealed.json"
+)
 
 
 def test_a_verdict_that_changes_with_the_bins_is_fragile():
@@ -28,3 +44,23 @@ def test_the_intervals_cover_the_seeds_only_where_a_model_has_several():
     two = reveal_input([0.3, 0.7], scores, labels, loss_family("log"), seed_scores=stack,
                        seeds=[0, 1])  # fmt: skip
     assert "over its training seeds (2 a model)" in intervals_cover(two)
+
+
+def test_the_title_and_summary_say_each_verdict_and_its_power():
+    record = json.loads(RECORD.read_text())
+    assert verdicts_title(record) == "NIS rejected, NIAC not rejected"
+    summary = revealed_summary(record)
+    assert "rejected" in summary and "holds" not in summary and "accept" not in summary
+    power = record["simulated"]["power"]["niac"]
+    assert f"power {power['rate']:.2f}" in summary  # a non-rejection carries its power
+    fragile = copy.deepcopy(record)
+    fragile["fragile"]["niac"] = True
+    assert verdicts_title(fragile) == "NIS rejected, NIAC not rejected (fragile)"
+    assert "FRAGILE (" in revealed_summary(fragile)
+
+
+def test_the_three_figures_are_drawn_from_the_record():
+    figures = revealed_figures(json.loads(RECORD.read_text()))
+    assert sorted(figures) == ["revealed_cost_bounds", "revealed_information",
+                               "revealed_value_matrix"]  # fmt: skip
+    assert all(fig.axes for fig in figures.values())
