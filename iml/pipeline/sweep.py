@@ -290,9 +290,20 @@ def run_sweep(
     groups: ArrayLike | None,
     losses: LossLike,
     *,
+    seeds: int | Sequence[int] | None = None,
+    model: str = "logistic",
+    hidden: int = 32,
+    train: TrainConfig = TABULAR_DEFAULTS,
+    n_folds: int = 10,
+    fold_seed: int = 0,
+    betas_per_chunk: int = 0,
+    n_bins: int = 10,
+    average: str = "score",
+    n_bootstrap: int = ECE_BOOTSTRAP,
+    report_seed: int = 0,
+    run_info: dict[str, Any] | None = None,
     store: RunStore | None = None,
     progress: bool = True,
-    **settings: Any,
 ) -> SweepResult:
     """Train a grid of losses (by default of class weights beta) of small models by nested
     cross-validation and score their calibration.
@@ -328,7 +339,8 @@ def run_sweep(
       store: a :class:`RunStore`: finished chunks and the table are stored there, and chunks
         already stored (by a run with the same configuration and data) are not trained again.
       progress: show tqdm bars (chunks, and epochs within a chunk).
-      settings: the keywords of :func:`plan_sweep`.
+      seeds, model, hidden, train, n_folds, fold_seed, betas_per_chunk, n_bins, average,
+        n_bootstrap, report_seed, run_info: as :func:`plan_sweep`'s.
 
     Returns:
       A :class:`SweepResult`.
@@ -338,7 +350,24 @@ def run_sweep(
         with another configuration, or a sweep's report in an earlier layout
         (:func:`iml.pipeline.store.check_report_layout`).
     """
-    plan = plan_sweep(features, labels, groups, losses, **settings)
+    plan = plan_sweep(
+        features,
+        labels,
+        groups,
+        losses,
+        seeds=seeds,
+        model=model,
+        hidden=hidden,
+        train=train,
+        n_folds=n_folds,
+        fold_seed=fold_seed,
+        betas_per_chunk=betas_per_chunk,
+        n_bins=n_bins,
+        average=average,
+        n_bootstrap=n_bootstrap,
+        report_seed=report_seed,
+        run_info=run_info,
+    )
     return execute_sweep(plan, store, progress)
 
 
