@@ -13,9 +13,10 @@ One idea per module, all of whose public names are imported here:
   and the Clopper-Pearson interval of a binomial rate.
 * :mod:`~iml.calibration.metrics`: the expected calibration error (binned, and the debiased
   estimator of Kumar, Liang & Ma 2019), the Brier score, the log loss and the AUROC.
-* :mod:`~iml.calibration.loss_calibration`: loss calibration (Definition 2): the gap, the curve
-  of Figure 3 against the map ``c`` (Proposition 2; ``c^beta`` of eq. ``choice-b1``), the test
-  by a parametric bootstrap under H0 (Proposition 4) and its power.
+* :mod:`~iml.calibration.loss_calibration`: loss calibration (Definition 2): the one test of
+  it (Proposition 4: the labels against the loss-corrected scores, bin by bin), with its power,
+  effect size and verdict; the curve of Figure 3 against the map ``c`` (Proposition 2;
+  ``c^beta`` of eq. ``choice-b1``); and the gap of a wholesale switch.
 * :mod:`~iml.calibration.comparison`: bootstrap intervals of many ECEs on the same resampled rows,
   and the paired comparison of two ECEs (their difference and ratio).
 * :mod:`~iml.calibration.beta_sweep`: calibration of the loss-corrected scores ``g^beta(a)``
@@ -68,10 +69,11 @@ from iml.calibration.curves import CalibrationCurve, calibration_curve, clopper_
 from iml.calibration.loss_calibration import (
     LossCalibrationCurve,
     LossCalibrationTest,
-    TestPower,
+    calibration_test,
+    holm_adjusted,
     loss_calibration_curve,
-    loss_calibration_power,
     loss_calibration_test,
+    loss_calibration_verdict,
 )
 from iml.calibration.metrics import (
     auroc,
@@ -90,6 +92,8 @@ from iml.calibration.tables import (
     METRICS,
     MULTICLASS_METRICS,
     RENORMALISED,
+    loss_calibration_summary,
+    loss_calibration_verdicts,
     loss_corrected_scores,
     multiclass_score_metrics,
     score_metrics,
@@ -111,7 +115,6 @@ __all__ = [
     "LossCalibrationTest",
     "SmoothCalibrationCurve",
     "SmoothECE",
-    "TestPower",
     "assign_bins",
     "auroc",
     "beta_key",
@@ -121,13 +124,17 @@ __all__ = [
     "brier_score",
     "calibration_curve",
     "calibration_error_from_statistics",
+    "calibration_test",
     "clopper_pearson_interval",
     "compare_ece",
     "ece_intervals",
     "expected_calibration_error",
+    "holm_adjusted",
     "loss_calibration_curve",
-    "loss_calibration_power",
+    "loss_calibration_summary",
     "loss_calibration_test",
+    "loss_calibration_verdict",
+    "loss_calibration_verdicts",
     "loss_corrected_scores",
     "mean_log_loss",
     "multiclass_ece_intervals",

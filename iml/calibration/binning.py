@@ -24,7 +24,14 @@ from iml.calibration._checks import (
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
-__all__ = ["STRATEGIES", "BinnedStatistics", "assign_bins", "bin_edges", "binned_statistics"]
+__all__ = [
+    "STRATEGIES",
+    "BinnedStatistics",
+    "assign_bins",
+    "bin_edges",
+    "binned_statistics",
+    "merged_bins",
+]
 
 
 def bin_edges(scores: ArrayLike, n_bins: int = 10, strategy: str = "quantile") -> Array:
@@ -129,3 +136,25 @@ def weighted_bin_sums(weights: Array, features: Array, bins: ArrayLike, n_bins: 
 def safe_div(num: Array, den: Array) -> Array:
     """``num / den`` where ``den > 0``, NaN elsewhere (empty bins)."""
     return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), jnp.nan)
+
+
+def merged_bins(positives: Array, negatives: Array, min_count: float) -> Array:
+    """Adjacent bins merged in order until each group holds ``min_count`` of both labels.
+
+    ``positives`` and ``negatives`` ``(k, n_bins)`` are the expected counts of ``k`` models (or
+    one, ``k = 1``) in the same ordered bins; a group closes when every model's sums reach
+    ``min_count`` for both labels, and a short last run joins the group below it (all bins form
+    one group when none closes). Returns each bin's group ``(n_bins,)``, numbered ``0..`` in
+    order, so ``group[bins]`` relabels observations. The groups are common to the models.
+    """
+
+    def step(carry, x):
+        group, p, q = carry
+        p, q = p + x[0], q + x[1]
+        close = jnp.all(p >= min_count) & jnp.all(q >= min_count)
+        keep = jnp.where(close, 0.0, 1.0)
+        return (group + close, p * keep, q * keep), group
+
+    start = (jnp.int32(0), jnp.zeros(positives.shape[0]), jnp.zeros(positives.shape[0]))
+    (last, _, _), group = jax.lax.scan(step, start, (positives.T, negatives.T))
+    return jnp.where((group == last) & (last > 0), last - 1, group)

@@ -1,12 +1,12 @@
-"""Loss calibration (Definition 2): the gap, the curve of Figure 3, the test, and its power.
+"""Loss calibration (Definition 2): the curve of Figure 3, the test, and the gap.
 
 Scores are loss-calibrated when no wholesale switch of a bin's scores to another single score
-reduces the loss. The gap measures the best such switch per bin, against the rule applied to the
-bin's event rate (``c^beta`` of eq. ``choice-b1`` for a class weight); the curve plots the bins
-against the theoretical map ``c`` (Proposition 2); the test judges the gap against its
-distribution under H0, simulated from the loss-corrected scores (Proposition 4). The per-bin loss
-sums (:class:`LossSums`) are linear in the weights, so that bootstrap replicates, simulated labels
-and, in :mod:`iml.calibration.beta_sweep`, many class weights cost one matrix product each.
+reduces the loss; by Proposition 4 that holds exactly when the labels, given the scores, are
+Bernoulli with the loss-corrected scores as their means. :func:`loss_calibration_test` tests
+that, with its power against a stated alternative and the size of the miss; the curve plots the
+bins against the theoretical map ``c`` (Proposition 2). The per-bin loss sums of the wholesale
+switch (:class:`LossSums`, linear in the weights) give the loss-calibration gap that
+:mod:`iml.calibration.beta_sweep` reports beside the ECE for many class weights at once.
 """
 
 from __future__ import annotations
@@ -20,20 +20,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
-from iml._bootstrap import bootstrap_counts, check_bootstrap, percentile_interval
+from iml._bootstrap import check_bootstrap, percentile_interval
 from iml.calibration._checks import (
     as_float,
     as_labels,
     as_weights,
     check_binary,
-    check_bins,
+    check_multiclass,
+    check_n_bins,
 )
 from iml.calibration.binning import (
     assign_bins,
     bin_edges,
     bin_matrix,
+    merged_bins,
     unstack,
-    weighted_bin_sums,
 )
 from iml.calibration.curves import calibration_curve
 from iml.spec import LossLike, LossSpec, loss_spec
@@ -42,20 +43,28 @@ Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
+    "MIN_COUNT",
+    "POWER_ODDS",
     "LossCalibrationCurve",
     "LossCalibrationTest",
-    "TestPower",
+    "calibration_test",
+    "holm_adjusted",
     "loss_calibration_curve",
-    "loss_calibration_power",
     "loss_calibration_test",
+    "loss_calibration_verdict",
 ]
 
 
 def _binary_loss(loss: LossLike) -> LossSpec:
     """The one binary loss that loss calibration is judged against (:func:`iml.loss_spec`)."""
-    spec = loss_spec(loss)
+    spec = _one_loss(loss)
     if spec.multiclass:
         raise ValueError(f"loss must be a binary loss here; got the {spec.describe()}")
+    return spec
+
+
+def _one_loss(loss: LossLike) -> LossSpec:
+    spec = loss_spec(loss)
     if spec.batch_shape:
         raise ValueError(
             f"loss must be one loss, not a batch of shape {spec.batch_shape}; map over a batch "
@@ -206,30 +215,55 @@ def loss_calibration_curve(
     )
 
 
+# The test's defaults: decile bins merged until each holds this many expected positives and
+# negatives (where the chi-square reference is close; docs/results/loss_calibration_tests), and
+# the alternative its power is stated against: true odds twice or half the corrected odds.
+MIN_COUNT = 10
+POWER_ODDS = 2.0
+_POWER_DRAWS = 2000
+
+
 class LossCalibrationTest(NamedTuple):
-    """Result of :func:`loss_calibration_test` (a pytree).
+    """Result of :func:`loss_calibration_test` (a pytree; a batch of tests adds leading axes).
 
     Attributes:
-      loss_reduction: per bin, the loss that switching all of the bin's scores to ``a'`` would
-        save, divided by the total weight (so the bins sum to ``gap``); 0 for empty bins. It can be
-        negative: the bin's own scores may discriminate better than any single score.
-      gap: the total per observation, the test statistic.
-      p_value: parametric-bootstrap p-value under H0 (the scores are loss-calibrated).
-      gap_interval: nonparametric-bootstrap percentile interval of ``gap``, ``(2,)``.
-      null_gaps: the gaps of the labels simulated under H0, ``(n_bootstrap,)``.
-      optimal_score: ``a' = c(event rate)`` per bin (NaN if empty).
-      count: sum of weights per bin.
-      edges: bin edges.
+      statistic: ``T = sum_s (O_s - E_s)^2 / V_s`` over the test's bins ``s``: the observed and
+        expected (weighted) positives and the variance of ``O_s`` under H0.
+      p_value: ``P(chi2_S >= T)``, with ``S`` the bins holding observations; NaN when not
+        testable.
+      n_bins: ``S`` (int32).
+      testable: ``S >= 2``: with fewer bins the test has nothing to compare, and its verdict is
+        "not testable", never "not rejected".
+      power: the chance of rejecting at ``level`` were the true odds ``POWER_ODDS`` times (or
+        ``1 / POWER_ODDS`` times) the corrected odds, the smaller of the two, from the normal
+        approximation of each bin's count under that alternative; NaN when not testable.
+      calibration_error: ``sum_s |O_s - E_s| / sum_i w_i``, the binned calibration error of the
+        loss-corrected scores on the test's bins (the effect size).
+      null_calibration_error: ``sqrt(2 / pi) sum_s sqrt(V_s) / sum_i w_i``, what
+        ``calibration_error`` averages for loss-calibrated scores at this N and these bins
+        (each bin's residual sum taken as normal).
+      calibration_error_interval: basic bootstrap interval of ``calibration_error`` (the
+        percentiles reflected about the estimate, floored at 0), ``(2,)``: each bin's residual
+        sum drawn from its normal approximation under resampling (bins fixed),
+        ``N(O_s - E_s, sum_{i in s} w_i^2 (y_i - g_i)^2)``; NaN with ``n_bootstrap = 0``.
+      observed, expected, variance, count: ``O_s``, ``E_s``, ``V_s`` and ``sum_{i in s} w_i``
+        per bin, ``(n_bins,)`` (bins past ``S`` are empty).
+      bins: each observation's bin, ``(n,)``.
     """
 
-    loss_reduction: Array
-    gap: Array
+    statistic: Array
     p_value: Array
-    gap_interval: Array
-    null_gaps: Array
-    optimal_score: Array
+    n_bins: Array
+    testable: Array
+    power: Array
+    calibration_error: Array
+    null_calibration_error: Array
+    calibration_error_interval: Array
+    observed: Array
+    expected: Array
+    variance: Array
     count: Array
-    edges: Array
+    bins: Array
 
 
 def loss_calibration_test(
@@ -237,173 +271,227 @@ def loss_calibration_test(
     labels: ArrayLike,
     loss: LossLike,
     n_bins: int = 10,
-    strategy: str = "quantile",
     sample_weight: ArrayLike | None = None,
     *,
+    min_count: float = MIN_COUNT,
+    level: float = 0.05,
     n_bootstrap: int = 200,
     key: Array | None = None,
     confidence: float = 0.95,
 ) -> LossCalibrationTest:
-    """Test of loss calibration (Definition 2) by a wholesale switch of each bin's scores.
+    """Are these scores loss-calibrated for this loss (Definition 2)? One test, everywhere.
 
-    For each bin ``b`` (scores binned as in :func:`calibration_curve`), the statistic compares the
-    loss of the bin's own scores with the loss of the best single alternative, the rule applied to
-    the bin's empirical posterior, ``a'_b = c(event rate of b)``::
+    By Proposition 4, scores that are loss-calibrated for ``L`` have labels
+    ``y ~ Bernoulli(g)`` given the scores, with ``g = (c^L)^{-1}(a)`` the loss-corrected score
+    (Corollary 1). The test checks that: it bins the observations by ``g`` into ``n_bins``
+    quantile bins, merges adjacent bins until each holds ``min_count`` expected positives and
+    negatives (:func:`iml.calibration.binning.merged_bins`), and compares each bin's positives
+    ``O_s = sum w y`` with their expectation ``E_s = sum w g`` under H0::
 
-        reduction_b = sum_{i in b} w_i [L(a_i, y_i) - L(a'_b, y_i)],
-        gap = sum_b reduction_b / sum_i w_i.
+        T = sum_s (O_s - E_s)^2 / V_s,    V_s = sum_{i in s} w_i^2 g_i (1 - g_i),
 
-    Definition 2 says no switch reduces the loss. With binned, non-constant scores the gap of a
-    loss-calibrated model is not exactly 0 (negative where scores discriminate within a bin,
-    positive by sampling noise), so it is judged against its distribution under H0, obtained by a
-    parametric bootstrap: by Prop. 4, under H0 each label is ``y* ~ Bernoulli(c^{-1}(a))`` (the
-    loss-corrected score; for a general loss ``iml.scoring.loss_corrected_score_for_loss``); the
-    gap is recomputed on the simulated labels (bins fixed) and
-    ``p = (1 + #{null gap >= observed gap}) / (1 + n_bootstrap)``. The interval of the gap
-    resamples observations (nonparametric bootstrap, bins fixed).
+    a Hosmer-Lemeshow statistic whose posteriors are given rather than fitted, so that under H0
+    it is approximately chi-square with ``S`` (the number of bins) degrees of freedom. It was
+    chosen over the loss gap of a wholesale switch, per-bin binomial tests with Holm's
+    correction and a smooth-ECE statistic by its size and power where the data are
+    (``docs/results/loss_calibration_tests``). The bins depend on the scores alone.
 
-    Under jit, with unvalidated input, a NaN loss-corrected score (a general loss whose rule is not
-    invertible at some score) makes the p-value NaN.
+    A multiclass loss tests each class's one-vs-rest posteriors and the top label: the result
+    has a leading axis of ``n_classes + 1`` tests (the classes in order, then the top label),
+    each with its own bins; :func:`holm_adjusted` combines them into one familywise verdict.
 
     Args:
-      scores: raw positive-class scores ``(n,)`` in ``[0, 1]`` of a model trained with the loss.
-      labels: ``{0, 1}`` labels ``(n,)``.
-      loss: the binary loss the model was trained with, as :func:`iml.loss_spec` reads it: a
-        class weight ``beta`` in ``(0, 1)`` (the beta-weighted log loss, eq. ``b-loss-bin``;
-        ``loss_spec("squared", beta=...)`` for the weighted Brier score), a
-        :class:`iml.LossSpec`, a loss name or any differentiable ``L(a, y)``.
-      n_bootstrap: replicates, for the null distribution and for the interval each.
-      key: ``jax.random`` key (required).
+      scores: raw scores of a model trained with ``loss``: ``(n,)`` in ``[0, 1]``, or
+        ``(n, k)`` for a multiclass loss.
+      labels: ``{0, 1}`` labels, or class indices ``[0, k)``, ``(n,)``.
+      loss: the loss the model was trained with, as :func:`iml.loss_spec` reads it.
+      n_bins: quantile bins before merging (at most the number of bins tested).
+      min_count: the least expected positives and negatives of a merged bin.
+      level: the level at which ``power`` is computed.
+      n_bootstrap: draws of the calibration error's interval (0 for none).
+      key: ``jax.random`` key of the power's and the interval's draws (default: key 0, so a
+        result is reproducible).
+      confidence: the coverage of the interval.
 
     Returns:
-      A :class:`LossCalibrationTest`. A score of exactly 0 or 1 with the opposite label makes the
-      log-loss gap infinite (such a label is impossible under H0): ``p = 1 / (1 + n_bootstrap)``.
+      A :class:`LossCalibrationTest`.
     """
-    check_bins(n_bins, strategy)
-    check_binary(scores, labels, sample_weight, n_bins)
-    V.check_count("n_bootstrap", n_bootstrap)
-    check_bootstrap(n_bootstrap, key, confidence)
-    spec = _binary_loss(loss)
-    return _loss_calibration_test(
-        scores,
-        labels,
-        sample_weight,
-        key,
-        spec,
-        n_bins,
-        strategy,
-        n_bootstrap,
-        confidence,
-    )
+    spec = _one_loss(loss)
+    if spec.multiclass:
+        check_multiclass(scores, labels, sample_weight, n_bins)
+    else:
+        check_binary(scores, labels, sample_weight, n_bins)
+    posteriors = spec.loss_corrected_score(as_float(scores))
+    return calibration_test(
+        posteriors, labels, n_bins, sample_weight, min_count=min_count, level=level,
+        n_bootstrap=n_bootstrap, key=key, confidence=confidence,
+    )  # fmt: skip
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
-def _loss_calibration_test(
-    scores, labels, sample_weight, key, spec, n_bins, strategy, n_bootstrap, confidence
-) -> LossCalibrationTest:
-    loss_pos, loss_neg = _label_losses(spec)
-    a = as_float(scores)
-    y = as_labels(labels, a)
-    w = as_weights(sample_weight, a)
-    edges = bin_edges(a, n_bins, strategy)
-    bins = assign_bins(a, edges)
-    matrices = loss_matrices(bins, n_bins, loss_pos(a), loss_neg(a))
-
-    def gap_of(labels_: Array, weights_: Array) -> tuple[Array, Array]:
-        sums = loss_sums(weights_, labels_, matrices)
-        reduction, best = loss_reduction(sums, spec.optimal_score, loss_pos, loss_neg)
-        return reduction / jnp.sum(weights_, axis=-1, keepdims=True), best
-
-    reduction, best = gap_of(y, w)
-    gap = jnp.sum(reduction)
-    key_null, key_boot = jax.random.split(key)
-    posterior = spec.loss_corrected_score(a)
-
-    # H0 labels for all replicates at once (B x n); their gaps are one matrix product.
-    uniforms = jax.random.uniform(key_null, (n_bootstrap, a.shape[0]), a.dtype)
-    y_star = (uniforms < posterior).astype(a.dtype)
-    null_gaps = jnp.sum(gap_of(y_star, w)[0], axis=-1)
-    exceed = jnp.sum(null_gaps >= gap)
-    p_value = (1.0 + exceed) / (1.0 + n_bootstrap)
-    p_value = jnp.where(jnp.any(jnp.isnan(posterior)) | jnp.isnan(gap), jnp.nan, p_value)
-    counts = bootstrap_counts(key_boot, a.shape[0], n_bootstrap)
-    boot = jnp.sum(gap_of(y, w * counts)[0], axis=-1)
-    interval = percentile_interval(boot, confidence)
-    count = weighted_bin_sums(w, jnp.ones_like(w)[None], bins, n_bins)[0]
-    return LossCalibrationTest(reduction, gap, p_value, interval, null_gaps, best, count, edges)
-
-
-class TestPower(NamedTuple):
-    """A test's rejection rate over simulated data sets (a pytree).
-
-    Attributes:
-      rate: the fraction of data sets in which the test rejected at ``1 - confidence``.
-      standard_error: its Monte Carlo standard error ``sqrt(rate (1 - rate) / n)``.
-      rejected: each data set's verdict ``(n_simulations,)``.
-    """
-
-    rate: Array
-    standard_error: Array
-    rejected: Array
-
-
-def loss_calibration_power(
-    scores: ArrayLike,
-    true_loss: LossLike,
-    tested_loss: LossLike,
+def calibration_test(
+    posteriors: ArrayLike,
+    labels: ArrayLike,
     n_bins: int = 10,
-    strategy: str = "quantile",
+    sample_weight: ArrayLike | None = None,
     *,
-    n_simulations: int = 200,
+    min_count: float = MIN_COUNT,
+    level: float = 0.05,
     n_bootstrap: int = 200,
     key: Array | None = None,
     confidence: float = 0.95,
-) -> TestPower:
-    """How often :func:`loss_calibration_test` under ``tested_loss`` rejects scores that are
-    loss-calibrated under ``true_loss``: its power against that alternative at these scores.
+) -> LossCalibrationTest:
+    """:func:`loss_calibration_test` of stated posteriors: are the labels ``Bernoulli(g)``?
 
-    Each simulated data set keeps ``scores`` and draws labels ``y ~ Bernoulli(g)`` with
-    ``g = (c^{true})^{-1}(a)`` (Proposition 4: the labels of a model calibrated under the true
-    loss), then tests loss calibration under ``tested_loss``. With ``tested_loss == true_loss`` the
-    rate is the test's size. A low power against a neighbouring loss (say beta = 1/2 when the
-    truth is 10/11) says that a non-rejection cannot tell the two apart.
-
-    Args:
-      scores: raw positive-class scores ``(n,)`` in ``[0, 1]``, the scores to simulate labels for.
-      true_loss, tested_loss: binary losses (as :func:`loss_calibration_test` reads ``loss``).
-      n_bins, strategy, n_bootstrap, confidence: as :func:`loss_calibration_test`.
-      n_simulations: simulated data sets.
-      key: ``jax.random`` key (required).
+    ``posteriors`` are ``(n,)`` probabilities of label 1, or ``(n, k)`` rows of class
+    probabilities (then ``k`` one-vs-rest tests and the top label's, as in
+    :func:`loss_calibration_test`). A NaN posterior (a rule with no inverse at some score)
+    makes the result NaN rather than a verdict.
     """
-    check_bins(n_bins, strategy)
-    a = V.concrete_value(scores)
-    if a is not None:
-        V.check_shape("scores", a, (np.shape(a)[0],))
-        V.check_unit("scores", a)
-    V.check_count("n_simulations", n_simulations)
-    V.check_count("n_bootstrap", n_bootstrap)
+    check_n_bins(n_bins)
+    g = V.concrete_value(posteriors)
+    multiclass = np.ndim(posteriors) == 2
+    if g is not None and not np.isnan(g).any():
+        if multiclass:
+            check_multiclass(g, labels, sample_weight, n_bins)
+        else:
+            check_binary(g, labels, sample_weight, n_bins, scores_name="posteriors")
+    V.check_interval("min_count", min_count, 0.0, np.inf, open_low=True, open_high=True)
+    V.check_interval("level", level, 0.0, 1.0, open_low=True, open_high=True)
+    V.check_count("n_bootstrap", n_bootstrap, 0)
+    key = jax.random.key(0) if key is None else key
     check_bootstrap(n_bootstrap, key, confidence)
-    truth, tested = _binary_loss(true_loss), _binary_loss(tested_loss)
-    return _loss_calibration_power(
-        scores, truth, tested, key, n_bins, strategy, n_simulations, n_bootstrap, confidence
+    g = as_float(posteriors)
+    w = as_weights(sample_weight, g if not multiclass else g[:, 0])
+    if multiclass:
+        k = g.shape[1]
+        classes = jnp.asarray(labels)
+        top = jnp.argmax(g, axis=1)
+        g = jnp.concatenate([g.T, jnp.max(g, axis=1)[None]])  # (k + 1, n)
+        y = jnp.concatenate([classes[None] == jnp.arange(k)[:, None], (classes == top)[None]])
+        y = jnp.where((classes >= 0) & (classes < k), y.astype(g.dtype), jnp.nan)
+        return jax.vmap(
+            _calibration_test, in_axes=(0, 0, None, None, None, None, None, None, None)
+        )(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence)
+    y = as_labels(labels, g)
+    return _calibration_test(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence)
+
+
+@functools.partial(jax.jit, static_argnums=(6, 7, 8))
+def _calibration_test(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence):
+    return calibration_test_of(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence)
+
+
+def calibration_test_of(
+    g: Array,
+    y: Array,
+    w: Array,
+    key: Array,
+    min_count: ArrayLike,
+    level: ArrayLike,
+    n_bins: int,
+    n_bootstrap: int,
+    confidence: float = 0.95,
+) -> LossCalibrationTest:
+    """:func:`calibration_test` of checked ``(n,)`` posteriors, labels and weights (traceable;
+    ``n_bins`` and ``n_bootstrap`` static)."""
+    hp = jax.lax.Precision.HIGHEST
+    quantile = assign_bins(g, bin_edges(g, n_bins, "quantile"))
+    onehot = jax.nn.one_hot(quantile, n_bins, dtype=g.dtype)
+    expected_counts = jnp.matmul(jnp.stack([g, 1.0 - g]), onehot, precision=hp)
+    bins = merged_bins(expected_counts[:1], expected_counts[1:], min_count)[quantile]
+    m = jax.nn.one_hot(bins, n_bins, dtype=g.dtype)
+
+    def per_bin(values: Array) -> Array:
+        return jnp.matmul(values, m, precision=hp)
+
+    count, observed, expected, variance, spread = per_bin(
+        jnp.stack([w, w * y, w * g, w * w * g * (1.0 - g), w * w * (y - g) ** 2])
     )
+    n_used = jnp.sum(count > 0).astype(jnp.int32)
+    testable = n_used >= 2
+    held = variance > 0
 
+    def statistic_of(o: Array) -> Array:
+        gap = o - expected
+        # A bin whose posteriors are all 0 or 1 has no variance: any miss there is impossible
+        # under H0 (an infinite statistic), and a hit adds nothing.
+        impossible = jnp.abs(gap) > 1e-6 * jnp.maximum(count, 1.0)
+        term = jnp.where(held, gap**2 / jnp.where(held, variance, 1.0), 0.0)
+        term = jnp.where(~held & impossible, jnp.inf, term)
+        return jnp.sum(term, axis=-1)
 
-@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7, 8))
-def _loss_calibration_power(
-    scores, truth, tested, key, n_bins, strategy, n_simulations, n_bootstrap, confidence
-) -> TestPower:
-    a = as_float(scores)
-    posterior = truth.loss_corrected_score(a)
+    def chi2_sf(t: Array) -> Array:
+        return jax.scipy.special.gammaincc(n_used / 2.0, t / 2.0)
 
-    def one(k: Array) -> Array:
-        k_labels, k_test = jax.random.split(k)
-        y = (jax.random.uniform(k_labels, a.shape, a.dtype) < posterior).astype(jnp.int32)
-        result = _loss_calibration_test(
-            a, y, None, k_test, tested, n_bins, strategy, n_bootstrap, confidence
+    # A label that H0 gives no chance (a positive whose posterior is 0, or a negative at 1)
+    # refutes it outright, whatever the bins' sums.
+    impossible = jnp.any((w > 0) & (((g == 0) & (y == 1)) | ((g == 1) & (y == 0))))
+    statistic = jnp.where(impossible, jnp.inf, statistic_of(observed))
+    p_value = jnp.where(testable, chi2_sf(statistic), jnp.nan)
+
+    key_power, key_interval = jax.random.split(key)
+    z = jax.random.normal(key_power, (_POWER_DRAWS, n_bins), g.dtype)
+
+    def power_against(log_odds: float) -> Array:
+        q = jax.nn.sigmoid(jax.scipy.special.logit(g) + log_odds)
+        mean, var = per_bin(jnp.stack([w * q, w * w * q * (1.0 - q)]))
+        rejected = chi2_sf(statistic_of(mean + jnp.sqrt(var) * z)) <= level
+        return jnp.mean(rejected.astype(g.dtype))
+
+    shift = float(np.log(POWER_ODDS))
+    power = jnp.minimum(power_against(shift), power_against(-shift))
+    power = jnp.where(testable, power, jnp.nan)
+
+    total = jnp.sum(w)
+    calibration_error = jnp.sum(jnp.abs(observed - expected)) / total
+    null_error = jnp.sqrt(2.0 / jnp.pi) * jnp.sum(jnp.sqrt(variance)) / total
+    if n_bootstrap:
+        draws = jax.random.normal(key_interval, (n_bootstrap, n_bins), g.dtype)
+        resampled = jnp.abs(observed - expected + jnp.sqrt(spread) * draws)
+        low, high = percentile_interval(jnp.sum(resampled, axis=-1) / total, confidence)
+        # The basic (reflected) interval: |.| biases the resampled errors upwards by about as
+        # much as it biases the estimate, so reflecting the percentiles removes it.
+        interval = jnp.maximum(
+            jnp.stack([2 * calibration_error - high, 2 * calibration_error - low]), 0.0
         )
-        return result.p_value <= 1.0 - confidence
+    else:
+        interval = jnp.full((2,), jnp.nan, g.dtype)
+    return LossCalibrationTest(
+        statistic, p_value, n_used, testable, power, calibration_error, null_error, interval,
+        observed, expected, variance, count, bins,
+    )  # fmt: skip
 
-    rejected = jax.lax.map(one, jax.random.split(key, n_simulations))
-    rate = jnp.mean(rejected.astype(jnp.float32))
-    return TestPower(rate, jnp.sqrt(rate * (1.0 - rate) / n_simulations), rejected)
+
+def holm_adjusted(p_value: ArrayLike) -> Array:
+    """Holm's step-down adjusted p-values of a family of tests ``(m,)``, valid whatever their
+    dependence: ``max_{j <= i} min(1, (m' - j + 1) p_(j))`` in sorted order, with ``m'`` the
+    tests that have a p-value. A NaN p-value (a test that is not testable) stays NaN and does
+    not count; rejecting where the adjusted value is at most ``alpha`` controls the chance of
+    rejecting any true hypothesis at ``alpha``."""
+    p = as_float(p_value)
+    missing = jnp.isnan(p)
+    m = jnp.sum(~missing)
+    filled = jnp.where(missing, jnp.inf, p)
+    order = jnp.argsort(filled)
+    ranked = jnp.take(filled, order)
+    factor = jnp.maximum(m - jnp.arange(p.shape[0]), 1).astype(ranked.dtype)
+    adjusted = jax.lax.cummax(jnp.minimum(1.0, factor * ranked))
+    return jnp.where(missing, jnp.nan, jnp.zeros_like(p).at[order].set(adjusted))
+
+
+def loss_calibration_verdict(
+    p_value: float, n_bins: int, power: float, level: float = 0.05, what: str = "bins"
+) -> str:
+    """The verdict a report prints: ``"rejected (p = 3.1e-05, 6 bins)"``, ``"not rejected (p =
+    0.41, 6 bins; power 0.93 against odds x2)"`` or ``"not testable (1 bin)"``.
+
+    ``p_value`` is the p-value the verdict is read from (familywise-adjusted where a report
+    tests several losses); ``what`` names the units (``"bins"``, ``"signals"``).
+    """
+    n = int(n_bins)
+    if n < 2 or not np.isfinite(p_value):
+        return f"not testable ({n} {what[:-1] if n == 1 else what})"
+    if p_value <= level:
+        return f"rejected (p = {p_value:.2g}, {n} {what})"
+    odds = f"{POWER_ODDS:g}"
+    return f"not rejected (p = {p_value:.2g}, {n} {what}; power {power:.2f} against odds x{odds})"

@@ -15,6 +15,12 @@ import numpy as np
 from iml import _validation as V
 from iml.calibration._checks import check_binary
 from iml.calibration.comparison import ece_intervals, multiclass_ece_intervals
+from iml.calibration.loss_calibration import (
+    POWER_ODDS,
+    calibration_test,
+    holm_adjusted,
+    loss_calibration_verdict,
+)
 from iml.calibration.metrics import auroc, brier_score, expected_calibration_error, mean_log_loss
 from iml.calibration.smooth import smooth_ece
 from iml.grids import loss_grid
@@ -27,6 +33,8 @@ __all__ = [
     "METRICS",
     "MULTICLASS_METRICS",
     "RENORMALISED",
+    "loss_calibration_summary",
+    "loss_calibration_verdicts",
     "loss_corrected_scores",
     "multiclass_score_metrics",
     "score_metrics",
@@ -142,6 +150,8 @@ def table_by_loss(
     others: Mapping[str, ArrayLike] | None = None,
     ece_bootstrap: int = 0,
     key: Array | None = None,
+    test_family: int | None = None,
+    level: float = 0.05,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Metrics of the raw and loss-corrected scores of every loss: ``table[key][method][metric]``.
 
@@ -170,6 +180,14 @@ def table_by_loss(
         (:func:`ece_intervals`), ``"top_label_ece_interval"`` and ``"classwise_ece_interval"``
         for multiclass ones (:func:`multiclass_ece_intervals`); 0 for none.
       key: ``jax.random`` key of those replicates (required with ``ece_bootstrap``).
+      test_family, level: each loss's loss-calibration test
+        (:func:`iml.calibration.loss_calibration_test` of its corrected scores) is recorded as
+        ``table[key]["raw"]["loss_calibration"]`` (:func:`loss_calibration_record`; for a
+        multiclass loss, its classes' one-vs-rest tests and the top label's), with its power at
+        ``level / test_family`` (Holm's first step), ``test_family`` the number of tests the
+        run's verdicts are adjusted over. By default the table is the whole family and its
+        verdicts are added (:func:`loss_calibration_verdicts`); with ``test_family`` given, the
+        caller adds them once the run's table is whole.
     """
     grid = loss_grid(losses)
     spec = grid.spec
@@ -220,7 +238,148 @@ def table_by_loss(
             for row, interval in zip(rows, intervals, strict=True):
                 row["ece_interval"] = interval.tolist()
         methods = {name: rows[i * m : (i + 1) * m] for i, name in enumerate(named)}
-    return {
+    tests = _loss_calibration_records(corrected, y, n_bins, level, test_family)
+    for row, record in zip(methods["raw"], tests, strict=True):
+        row["loss_calibration"] = record
+    table = {
         key: {method: rows[i] for method, rows in methods.items()}
         for i, key in enumerate(grid.keys)
     }
+    if test_family is None:  # the table is the run's whole family of tests
+        loss_calibration_verdicts(table, level)
+    return table
+
+
+def loss_calibration_record(test, level: float) -> dict:
+    """One :class:`iml.calibration.LossCalibrationTest` as floats: the JSON of a table."""
+    return {
+        "p_value": float(test.p_value),
+        "statistic": float(test.statistic),
+        "n_bins": int(test.n_bins),
+        "power": float(test.power),
+        "power_against": f"odds x{POWER_ODDS:g}",
+        "power_level": float(level),
+        "calibration_error": float(test.calibration_error),
+        "calibration_error_interval": [float(v) for v in test.calibration_error_interval],
+        "null_calibration_error": float(test.null_calibration_error),
+    }
+
+
+def _loss_calibration_records(
+    corrected: np.ndarray, labels: np.ndarray, n_bins: int, level: float, family: int | None
+) -> list[dict]:
+    """Each loss's test record: ``{...}`` for a binary loss; ``{"classes": [...], "top_label":
+    {...}}`` for a multiclass one. A loss whose corrected scores hold NaN (a rule with no inverse
+    there) records how many, and no test."""
+    multiclass = corrected.ndim == 3
+    per_loss = corrected.shape[2] + 1 if multiclass else 1
+    at = level / (family or corrected.shape[0] * per_loss)
+    out = []
+    for row in corrected:
+        missing = int(np.isnan(row).any(axis=-1).sum()) if multiclass else int(np.isnan(row).sum())
+        if missing:
+            out.append({"p_value": float("nan"), "n_bins": 0, "nan_scores": missing})
+            continue
+        test = calibration_test(np.clip(row, 0.0, 1.0).astype(np.float32), labels, n_bins,
+                                level=at)  # fmt: skip
+        if multiclass:
+            records = [loss_calibration_record(jax.tree.map(lambda x, i=i: x[i], test), at)
+                       for i in range(per_loss)]  # fmt: skip
+            out.append({"classes": records[:-1], "top_label": records[-1]})
+        else:
+            out.append(loss_calibration_record(test, at))
+    return out
+
+
+def table_tests(table: Mapping[str, Mapping]) -> list[tuple[str, str, dict]]:
+    """``(key, which, record)`` of every loss-calibration test in a table (``which``: "" for a
+    binary loss, ``"class j"`` or ``"top label"`` for a multiclass one)."""
+    found = []
+    for key, row in table.items():
+        record = row["raw"].get("loss_calibration")
+        if record is None:
+            continue
+        if "classes" in record:
+            found += [(key, f"class {j}", r) for j, r in enumerate(record["classes"])]
+            found.append((key, "top label", record["top_label"]))
+        else:
+            found.append((key, "", record))
+    return found
+
+
+def loss_calibration_verdicts(table: Mapping[str, Mapping], level: float = 0.05) -> None:
+    """Each test's verdict, adjusted over every test of the run's table (Holm; in place).
+
+    Adds ``p_value_familywise``, ``rejected``, ``family`` and ``verdict`` (the words of
+    :func:`iml.calibration.loss_calibration_verdict`: "rejected (p, bins)", "not rejected (p,
+    bins; power against odds x2)" or "not testable (bins)") to every record of
+    :func:`table_by_loss`. A run's well-specified model then warns of some loss in at most
+    ``level`` of data sets, whatever the number of losses.
+    """
+    tests = table_tests(table)
+    if not tests:
+        return
+    p = np.asarray([r["p_value"] if r.get("n_bins", 0) >= 2 else np.nan for _, _, r in tests])
+    adjusted = np.asarray(holm_adjusted(p.astype(np.float32)), np.float64)
+    family = int(np.isfinite(p).sum())
+    for (_, _, record), q in zip(tests, adjusted, strict=True):
+        record["p_value_familywise"] = float(q)
+        record["rejected"] = bool(np.isfinite(q) and q <= level)
+        record["family"] = family
+        if "nan_scores" in record:
+            record["verdict"] = f"not testable ({record['nan_scores']} corrected scores are NaN)"
+        else:
+            record["verdict"] = loss_calibration_verdict(
+                q, record["n_bins"], record.get("power", np.nan), level
+            )
+
+
+def loss_calibration_summary(table: Mapping[str, Mapping], key_name: str = "beta") -> str:
+    """What a run says of loss calibration, in a few lines: the losses where it is rejected,
+    ranked by the size of the miss, and what that means; else that it is rejected nowhere, with
+    the least power; and the losses left untested. Reads :func:`loss_calibration_verdicts`."""
+    tests = [t for t in table_tests(table) if "verdict" in t[2]]
+    if not tests:
+        return ""
+
+    def name(key: str, which: str) -> str:
+        return f"{key_name} = {key}" + (f" ({which})" if which else "")
+
+    rejected = sorted((t for t in tests if t[2]["rejected"]),
+                      key=lambda t: -t[2]["calibration_error"])  # fmt: skip
+    untested = [t for t in tests if t[2]["verdict"].startswith("not testable")]
+    family = tests[0][2]["family"]
+    lines = []
+    if rejected:
+        lines.append(
+            f"Loss calibration (Definition 2) is rejected for {len(rejected)} of {len(tests)} "
+            f"tests (Holm over {family}, level 0.05), largest miss first:"
+        )
+        for key, which, r in rejected:
+            low, high = r["calibration_error_interval"]
+            lines.append(
+                f"  {name(key, which)}: calibration error of the corrected scores "
+                f"{r['calibration_error']:.4f} [{low:.4f}, {high:.4f}] against "
+                f"{r['null_calibration_error']:.4f} expected of calibrated scores at this N and "
+                f"these bins; {r['verdict']}"
+            )
+        lines.append(
+            "The loss correction cannot be trusted there: the model is not at the optimum of "
+            "its weighted loss for what it knows (under-trained, misspecified or saturated)."
+        )
+    else:
+        tested = [t for t in tests if t not in untested]
+        if tested:
+            least = min(tested, key=lambda t: t[2]["power"])
+            lines.append(
+                f"Loss calibration (Definition 2) is not rejected for any of {len(tested)} tests "
+                f"(Holm over {family}, level 0.05); the least power against odds "
+                f"x{POWER_ODDS:g} is {least[2]['power']:.2f} ({name(least[0], least[1])})."
+            )
+    if untested:
+        lines.append(
+            "Not testable (fewer than two bins of 10 expected positives and negatives): "
+            + ", ".join(name(k, w) for k, w, _ in untested)
+            + "."
+        )
+    return "\n".join(lines)

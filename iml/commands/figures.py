@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,23 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
         else:
             table = report_run(args.run, out, eval_overrides=overrides)
         print(json.dumps({"out": str(out), "losses" if sweep else "betas": list(table)}))
+        say_loss_calibration(table, "loss" if sweep else "beta")
         return 0
 
     return work
+
+
+def say_loss_calibration(table: dict, key_name: str) -> None:
+    """The run's last word: where loss calibration is rejected (on stderr, as a warning, ranked
+    by the size of the miss), or that it is rejected nowhere, with the least power
+    (:func:`iml.calibration.loss_calibration_summary`)."""
+    from iml.calibration.tables import loss_calibration_summary, table_tests
+
+    summary = loss_calibration_summary(table, key_name)
+    if any(record.get("rejected") for _, _, record in table_tests(table)):
+        print("warning: " + summary, file=sys.stderr)
+    elif summary:
+        print(summary)
 
 
 def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:

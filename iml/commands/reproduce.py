@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from iml.commands.config import load_config
+from iml.commands.figures import say_loss_calibration
 
 __all__ = ["reproduce_command"]
 
@@ -48,7 +49,8 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
             elapsed = time.perf_counter() - start
             print(f"members stored in {args.out} ({elapsed:.0f} s); iml figures --run {args.out}")
         else:
-            report_run(args.out, args.out)
+            table = report_run(args.out, args.out)
+            say_loss_calibration(table, "loss" if is_multiclass(config) else "beta")
             elapsed = time.perf_counter() - start
             revealed = "" if is_multiclass(config) else "revealed.json, "
             print(f"results in {args.out}: table.json, table.md, {revealed}figures/ "

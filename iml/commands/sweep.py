@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from iml import config as config_lib
 from iml.commands.config import load_config_with_names
+from iml.commands.figures import say_loss_calibration
 from iml.pipeline.defaults import sweep_config
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
         )
         written = [out / "table.json", out / "table.md", out / "ensemble_scores.npz", *paths]
         print("wrote " + ", ".join(map(str, written)))
+        key_name = "beta" if result.betas is not None else "loss"
+        say_loss_calibration(result.table, key_name)
         distributed.finish()
         return 0
 

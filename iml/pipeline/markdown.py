@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from iml.calibration import METRICS, MULTICLASS_METRICS, RENORMALISED, beta_key
+from iml.calibration import METRICS, MULTICLASS_METRICS, RENORMALISED, loss_calibration_summary
 
 __all__ = ["markdown_by_loss", "markdown_by_method"]
 
@@ -20,10 +20,37 @@ def _interval_text(interval: Sequence[float]) -> str:
     return f"[{interval[0]:.4f}, {interval[1]:.4f}]"
 
 
+def _test_text(test: Mapping) -> str:
+    """A loss-calibration record's verdict and effect size, in one sentence."""
+    if "calibration_error" not in test:
+        return test["verdict"] + "."
+    low, high = test["calibration_error_interval"]
+    return (
+        f"{test['verdict']}, Holm over {test['family']} tests; calibration error of the corrected "
+        f"scores {test['calibration_error']:.4f} [{low:.4f}, {high:.4f}], against "
+        f"{test['null_calibration_error']:.4f} expected of calibrated scores on these bins."
+    )
+
+
+def _test_cell(test: Mapping | None) -> str:
+    """A loss-calibration record in a table cell: its verdict, then its effect size."""
+    if test is None or "verdict" not in test:
+        return ""
+    if "classes" in test:  # a multiclass loss: its top label's, and the rejected classes
+        rejected = [str(j) for j, r in enumerate(test["classes"]) if r["rejected"]]
+        classes = f"; rejected for class {', '.join(rejected)}" if rejected else ""
+        return f"top label {_test_cell(test['top_label'])}{classes}"
+    if "calibration_error" not in test:
+        return test["verdict"]
+    error, null = test["calibration_error"], test["null_calibration_error"]
+    return f"{test['verdict']}; miss {error:.4f} ({null:.4f} if calibrated)"
+
+
 def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
     """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics,
-    the renormalised corrected ones (``renorm.``) where the table has them, and the median of a
-    sweep's members' ridge coefficients where its rows hold them (``row["l2"]``)."""
+    the renormalised corrected ones (``renorm.``) where the table has them, the median of a
+    sweep's members' ridge coefficients where its rows hold them (``row["l2"]``), and each
+    loss's loss-calibration verdict with the size of the miss."""
     metrics = METRICS if "auroc" in next(iter(table.values()))["raw"] else MULTICLASS_METRICS
     methods = {"raw": "raw", "loss_corrected": "corr."}
     if any(RENORMALISED in row for row in table.values()):
@@ -32,6 +59,9 @@ def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: st
     ridge = all("l2" in row for row in table.values())  # a sweep's members' ridge coefficients
     if ridge:
         header.append("l2 (median)")
+    tested = all("loss_calibration" in row["raw"] for row in table.values())
+    if tested:
+        header.append("loss calibration (Def. 2)")
     # each ECE's interval, after the ECE columns, where every row has it
     with_ci = [k for k in metrics if all(f"{k}_interval" in row["raw"] for row in table.values())]
     for metric in reversed(with_ci):
@@ -47,15 +77,22 @@ def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: st
                           for m in methods]  # fmt: skip
         if ridge:
             cells.append(f"{float(np.median(row['l2'])):.3g}")
+        if tested:
+            cells.append(_test_cell(row["raw"]["loss_calibration"]))
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + _summary_section(table, key_name)
+
+
+def _summary_section(table: Mapping, key_name: str) -> str:
+    summary = loss_calibration_summary(table, key_name)
+    return f"\n## Loss calibration\n\n{summary}\n" if summary else ""
 
 
 def markdown_by_method(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
     """A report's table as Markdown (``table.md``): one section per beta, methods (the raw and
     loss-corrected scores and the recalibration baselines) as rows, metrics as columns, each
-    ECE's interval where every method has one, and the raw scores' loss-calibration test with
-    its power."""
+    ECE's interval where every method has one, and the raw scores' loss-calibration verdict with
+    the size of the miss."""
 
     def fmt(x: float) -> str:
         return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
@@ -73,19 +110,13 @@ def markdown_by_method(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -
                 low, high = metrics["ece_interval"]
                 cells.insert(1, f"[{fmt(low)}, {fmt(high)}]")
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
-        raw = methods["raw"]
-        power = ""
-        if "loss_calibration_power" in raw:
-            p = raw["loss_calibration_power"]
-            power = (
-                f" Its power against scores calibrated for beta = {beta_key(p['against'])}: "
-                f"{p['rate']:.2f} ({p['simulations']} simulated label sets)."
-            )
-        lines += [
-            "",
-            f"Loss-calibration test of the raw scores (Definition 2): gap "
-            f"{fmt(raw['loss_calibration_gap'])}, p-value "
-            f"{fmt(raw['loss_calibration_p_value'])}.{power}",
-            "",
-        ]
-    return "\n".join(lines)
+        test = methods["raw"].get("loss_calibration")
+        if test is not None and "verdict" in test:
+            lines += [
+                "",
+                f"Loss calibration of the raw scores (Definition 2): {_test_text(test)}",
+                "",
+            ]
+        else:
+            lines.append("")
+    return "\n".join(lines) + _summary_section(table, "beta")

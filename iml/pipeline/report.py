@@ -6,8 +6,7 @@ then by metric::
 
     {"0.9": {"raw": {"ece": ..., "ece_interval": [low, high], "ece_debiased": ...,
                      "smooth_ece": ..., "brier": ..., "log_loss": ..., "auroc": ...,
-                     "loss_calibration_gap": ..., "loss_calibration_p_value": ...,
-                     "loss_calibration_power": {"against", "rate", "simulations"}},
+                     "loss_calibration": {"p_value", "p_value_familywise", "verdict", ...}},
              "loss_corrected": {...}, "platt": {...}, "beta": {...}, "temperature": {...},
              "isotonic": {...}, "histogram": {...}, "prior_shift": {...}}, ...}
 
@@ -21,9 +20,8 @@ as its case ``a = b = 1``, ``c = -logit(beta)``. ``prior_shift`` is eq. ``correc
 the training prior that the beta-weighted loss implies (odds scaled by ``beta / (1 - beta)``,
 the prevalence estimated on the fitting folds); as the paper notes (Section 4), it then
 coincides with the loss correction. ``raw`` also carries the
-loss-calibration test (Definition 2) of the raw scores for their beta, with its power against
-the nearest other beta of the run (:func:`iml.calibration.loss_calibration_power`: the rate at
-which it rejects labels drawn as if the scores were calibrated for that beta). Metrics are
+loss-calibration test (Definition 2) of the raw scores for their beta, its verdict adjusted over
+the run's betas (:func:`iml.calibration.loss_calibration_verdicts`). Metrics are
 computed over the observations with at least one member (ensemble size > 0); scores are clipped to
 ``[1e-7, 1 - 1e-7]`` first, since float32 sigmoids round to exactly 0 or 1, where the log loss is
 infinite. ``ece_interval`` is each ECE's 95% bootstrap interval (``config.eval.n_bootstrap``
@@ -52,8 +50,7 @@ from iml.calibration import (
     RENORMALISED,
     beta_key,
     expected_calibration_error,
-    loss_calibration_power,
-    loss_calibration_test,
+    loss_calibration_verdicts,
     loss_corrected_scores,
     score_metrics,
     table_by_loss,
@@ -140,33 +137,12 @@ def summary_table(
         (methods,) = table_by_loss(
             family(np.asarray([beta])), s[None], y, n_bins, corrected[None], others=baselines,
             ece_bootstrap=n_bootstrap if n_bootstrap >= 2 else 0, key=jax.random.key(seed + 1),
+            test_family=len(ensemble.betas),
         ).values()  # fmt: skip
-        test = loss_calibration_test(
-            s.astype(np.float32),
-            y,
-            family(beta),
-            n_bins,
-            n_bootstrap=n_bootstrap,
-            key=jax.random.key(seed),
-        )
-        methods["raw"]["loss_calibration_gap"] = float(test.gap)
-        methods["raw"]["loss_calibration_p_value"] = float(test.p_value)
-        others = [b for b in ensemble.betas if b != beta]
-        if others and n_bootstrap >= 2:  # its power against the nearest other class weight
-            other = min(others, key=lambda b: abs(b - beta))
-            power = loss_calibration_power(
-                s.astype(np.float32), family(other), family(beta), n_bins,
-                n_simulations=min(n_bootstrap, 200), n_bootstrap=n_bootstrap,
-                key=jax.random.key(seed + 2),
-            )  # fmt: skip
-            methods["raw"]["loss_calibration_power"] = {
-                "against": float(other),
-                "rate": float(power.rate),
-                "simulations": min(n_bootstrap, 200),
-            }
         if "ece_interval" in methods["raw"]:  # the raw scores' fields in their stored order
             methods["raw"]["ece_interval"] = methods["raw"].pop("ece_interval")
         table[beta_key(beta)] = methods
+    loss_calibration_verdicts(table)
     return table
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from iml import _validation as V
 from iml._bootstrap import from_ordered_keys, ordered_keys
 from iml.calibration._checks import as_float, check_binary, check_n_bins
-from iml.calibration.binning import assign_bins, bin_edges
+from iml.calibration.binning import assign_bins, bin_edges, merged_bins
 from iml.revealed.losses import loss_corrected
 from iml.spec import LossSpec
 
@@ -92,17 +92,7 @@ def merged_signals(
     g = loss_corrected(losses, scores)
     positives = per_signal(g, signals, n_bins)  # [K, S]
     negatives = per_signal(1.0 - g, signals, n_bins)
-
-    def step(carry, x):
-        group, p, q = carry
-        p, q = p + x[0], q + x[1]
-        close = jnp.all(p >= m) & jnp.all(q >= m)
-        keep = jnp.where(close, 0.0, 1.0)
-        return (group + close, p * keep, q * keep), group
-
-    start = (jnp.int32(0), jnp.zeros(g.shape[0]), jnp.zeros(g.shape[0]))
-    (last, _, _), group = jax.lax.scan(step, start, (positives.T, negatives.T))
-    group = jnp.where((group == last) & (last > 0), last - 1, group)  # [S]
+    group = merged_bins(positives, negatives, m)  # [S]
     merged = jnp.broadcast_to(group, positives.shape)
     return jnp.take_along_axis(merged, signals, axis=1)
 

@@ -2,8 +2,9 @@
 and NIAC (costly learning), inequalities on the value matrix, with NIAC's minimum cycle mean,
 Floyd-Warshall's verdict and two host-side checks, and the revealed cost bounds that costly
 learning implies, ``C_k - C_j <= G[k, k] - G[k, j]``, difference constraints that bound each
-``C_k``, relative to a reference model, by shortest paths; and NIAS, each model's loss
-calibration tested bin by bin with Holm's familywise control."""
+``C_k``, relative to a reference model, by shortest paths; and NIAS, each model's
+loss-calibration test (:func:`iml.calibration.loss_calibration_test`) with Holm's familywise
+control."""
 
 from __future__ import annotations
 
@@ -15,12 +16,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import betainc, ndtr
 from scipy.optimize import linear_sum_assignment
 
 from iml import _validation as V
 from iml.calibration._checks import as_float, as_labels, as_weights
-from iml.revealed.bins import as_min_count, check_scores, per_signal, signals_from_scores
+from iml.calibration.loss_calibration import (
+    MIN_COUNT,
+    LossCalibrationTest,
+    calibration_test_of,
+    holm_adjusted,
+)
+from iml.revealed.bins import check_scores
 from iml.revealed.experiments import check_weight
 from iml.revealed.losses import as_losses, loss_corrected
 from iml.spec import LossLike
@@ -300,20 +306,20 @@ def niac_brute_force(G: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 class NIASTest(NamedTuple):
-    """No improving action switches: one test across the ``K`` models and their bins.
+    """No improving action switches: each model's loss calibration, one familywise verdict.
 
     Attributes:
-      calibration_error: ``sum_s |O_{k,s} - E_{k,s}| / N``, the binned calibration error of each
-        model's loss-corrected scores (the size of the departure), ``[K]``.
-      bin_p_value: each bin's two-sided p-value, ``[K, S]`` (1 for an empty bin).
-      p_value: each model's familywise p-value: the smallest Holm-adjusted p-value of its bins
-        over all ``K x S`` bins, ``[K]``.
+      test: each model's :func:`iml.calibration.loss_calibration_test` (fields ``[K, ...]``):
+        its statistic, unadjusted p-value, number of bins, power and effect size.
+      calibration_error: the effect size, ``test.calibration_error``, ``[K]``.
+      p_value: each model's Holm-adjusted p-value over the ``K`` models, ``[K]`` (NaN for a
+        model that is not testable, which is left out of the family).
       violated: NIAS rejected for model ``k`` (``p_value <= 1 - confidence``), ``[K]``; the
         chance of flagging any model for which NIAS holds is at most ``1 - confidence``.
     """
 
+    test: LossCalibrationTest
     calibration_error: Array
-    bin_p_value: Array
     p_value: Array
     violated: Array
 
@@ -323,83 +329,42 @@ def nias_test(
     labels: ArrayLike,
     losses: LossLike | Sequence[LossLike],
     n_bins: int = 10,
-    strategy: str = "adaptive",
     weight: ArrayLike | None = None,
     *,
-    min_count: int | None = None,
+    min_count: float = MIN_COUNT,
     confidence: float = 0.95,
 ) -> NIASTest:
     """NIAS for ``K`` models at once: each reports optimally for its revealed posteriors.
 
-    NIAS is loss calibration (Definition 2): by Proposition 4 a loss-calibrated model's labels
-    are ``y ~ Bernoulli(g)`` given its scores, with ``g = (c^{L_k})^{-1}(a)`` the loss-corrected
-    score. In each bin ``s`` of model ``k`` (the bins of :func:`revealed_experiments`, which
-    depend on the scores alone) the positives ``O_{k,s}`` then have mean
-    ``E_{k,s} = sum_{i in s} g_i``, and the two-sided p-value of ``O_{k,s}`` is exact: the count
-    is a sum of independent Bernoullis, whose tails beyond its mean are bounded by those of the
-    binomial with the same mean (Hoeffding 1956), so the binomial ``(n_s, E_{k,s} / n_s)``
-    gives a valid p-value with no resampling and no floor. With observation weights the
-    p-value is the normal approximation of ``(O - E) / sqrt(sum w^2 g (1 - g))``. Holm's
-    step-down procedure over the ``K x S`` non-empty bins (valid whatever their dependence:
-    the models share labels) controls the familywise level, so the test can reject at
-    ``K = 64`` as at ``K = 1``.
+    NIAS is loss calibration (Definition 2), so each model is judged by the one test of it,
+    :func:`iml.calibration.loss_calibration_test` on its own scores and loss (its deciles
+    merged to ``min_count`` expected positives and negatives; the same verdict the run's table
+    gives that loss), and Holm's step-down procedure over the testable models (valid whatever
+    their dependence: the models share labels) controls the familywise level, so the test can
+    reject at ``K = 64`` as at ``K = 1``.
 
     Args:
-      n_bins, strategy, min_count: as :func:`revealed_experiments`.
-      weight: non-negative observation weights ``[N]``, or ``None`` (exact binomial p-values).
+      weight: non-negative observation weights ``[N]``, or ``None``.
       confidence: the test is at level ``1 - confidence``.
     """
-    check_scores(scores, labels, n_bins, strategy)
+    check_scores(scores, labels, n_bins, "quantile")
     n_models, n = np.shape(scores)
     if weight is not None:
         V.check_shape("weight", weight, (n,))
     check_weight(weight, n)
     V.check_interval("confidence", confidence, 0.0, 1.0, open_low=True, open_high=True)
     specs = as_losses(losses, n_models)
-    signals = signals_from_scores(scores, n_bins, strategy, specs, as_min_count(min_count))
-    return nias_test_of(scores, signals, labels, specs, weight, int(n_bins), float(confidence))
+    return nias_test_of(scores, labels, specs, weight, int(n_bins), min_count, float(confidence))
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6))
-def nias_test_of(scores, signals, labels, specs, weight, n_bins, confidence):
+@functools.partial(jax.jit, static_argnums=(4, 6))
+def nias_test_of(scores, labels, specs, weight, n_bins, min_count, confidence) -> NIASTest:
     g = loss_corrected(specs, scores)
-    y = as_labels(labels, g)
+    y = as_labels(labels, g[0])
     w = jnp.ones_like(y) if weight is None else as_weights(weight, y)
-    K = g.shape[0]
-    count = per_signal(jnp.broadcast_to(w, g.shape), signals, n_bins)
-    observed = per_signal(jnp.broadcast_to(w * y, g.shape), signals, n_bins)
-    expected = per_signal(w * g, signals, n_bins)
-    filled = count > 0
-    if weight is None:
-        p = _binomial_two_sided(observed, count, expected)
-    else:
-        variance = per_signal(w * w * g * (1.0 - g), signals, n_bins)
-        z = (observed - expected) / jnp.sqrt(jnp.maximum(variance, jnp.finfo(g.dtype).tiny))
-        mismatch = jnp.abs(observed - expected) > 1e-6 * count
-        p = jnp.where(variance > 0, 2.0 * ndtr(-jnp.abs(z)), jnp.where(mismatch, 0.0, 1.0))
-    p = jnp.where(filled, p, 1.0)
-    adjusted = _holm_adjusted(p.reshape(-1), jnp.sum(filled)).reshape(K, -1)
-    p_model = jnp.min(adjusted, axis=-1)
-    error = jnp.sum(jnp.abs(observed - expected), axis=-1) / jnp.sum(w)
-    return NIASTest(error, p, p_model, p_model <= 1.0 - confidence)
-
-
-def _binomial_two_sided(observed: Array, n: Array, expected: Array) -> Array:
-    """``min(1, 2 min(P(X <= O), P(X >= O)))`` for ``X ~ Binomial(n, E / n)`` (counts as floats)."""
-    safe_n = jnp.maximum(n, 1.0)
-    q = jnp.clip(expected / safe_n, 0.0, 1.0)
-    o = jnp.clip(jnp.round(observed), 0.0, n)
-    # P(X <= o) = I_{1-q}(n - o, o + 1); P(X >= o) = I_q(o, n - o + 1).
-    lower = jnp.where(o >= n, 1.0, betainc(jnp.maximum(n - o, 1.0), o + 1.0, 1.0 - q))
-    upper = jnp.where(o <= 0, 1.0, betainc(jnp.maximum(o, 1.0), n - o + 1.0, q))
-    return jnp.minimum(1.0, 2.0 * jnp.minimum(lower, upper))
-
-
-def _holm_adjusted(p_value: Array, m: Array) -> Array:
-    """Holm's adjusted p-values over the first axis, ``m`` tests counted (the rest are 1s):
-    ``max_{j <= i} min(1, (m - j + 1) p_(j))`` in sorted order."""
-    order = jnp.argsort(p_value)
-    ranked = jnp.take(p_value, order)
-    factor = jnp.maximum(m - jnp.arange(p_value.shape[0]), 1).astype(ranked.dtype)
-    adjusted = jax.lax.cummax(jnp.minimum(1.0, factor * ranked))
-    return jnp.zeros_like(p_value).at[order].set(adjusted)
+    level = 1.0 - confidence
+    test = jax.vmap(calibration_test_of, in_axes=(0, None, None, None, None, None, None, None))(
+        g, y, w, jax.random.key(0), min_count, level, n_bins, 0
+    )
+    p_value = holm_adjusted(test.p_value)
+    return NIASTest(test, test.calibration_error, p_value, p_value <= level)

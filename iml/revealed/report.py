@@ -188,7 +188,8 @@ def reveal(
       confidence: the level of intervals and lower bounds (tests at ``1 - confidence``).
       reference: the model whose cost is 0 in the cost bounds.
       resampling: ``"poisson"`` or ``"multinomial"`` counts (:func:`paired_bootstrap_weights`).
-      nias: whether to run NIAS (:func:`nias_test`, on the same bins).
+      nias: whether to run NIAS (:func:`nias_test`: each model's loss-calibration test on its
+        own bins, Holm over the models).
       min_count: the least expected positives and negatives of an ``"adaptive"`` bin.
       seed_scores: ``[M, K, N]`` the scores of each model's training seeds (each seed's own
         ensemble), NaN rows for the seeds a model lacks; ``scores`` is then their average. Each
@@ -249,7 +250,7 @@ def reveal(
     )
     if nias:
         result = nias_test_of(
-            scores, signals, labels, specs, weight, int(n_bins), float(confidence)
+            scores, labels, specs, weight, int(n_bins), as_min_count(min_count), float(confidence)
         )
         report = report._replace(nias=result)
     return report

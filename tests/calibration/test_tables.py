@@ -68,19 +68,23 @@ def test_a_matrix_table_reports_the_renormalised_correction_apart():
             expected = cal.multiclass_score_metrics(values, y)
             assert row[method] == pytest.approx(expected, rel=1e-5, abs=1e-6), (key, method)
     # Unit weights: the correction is the identity; renormalising is not.
-    assert table["ones"]["loss_corrected"] == table["ones"]["raw"]
+    raw = {k: v for k, v in table["ones"]["raw"].items() if k != "loss_calibration"}
+    assert table["ones"]["loss_corrected"] == raw
     assert table["ones"][cal.RENORMALISED]["brier"] != table["ones"]["raw"]["brier"]
     # Given corrected scores, the table renormalises those.
     corrected = cal.loss_corrected_scores(grid.spec, scores)
     given = cal.table_by_loss(grid, scores, y, corrected=corrected)
     for key, row in table.items():
         for method, metrics in row.items():
-            assert given[key][method] == pytest.approx(metrics, rel=1e-6), (key, method)
+            mine, theirs = dict(metrics), dict(given[key][method])
+            assert theirs.pop("loss_calibration", None) == mine.pop("loss_calibration", None)
+            assert theirs == pytest.approx(mine, rel=1e-6), (key, method)
     markdown = markdown_by_loss(table, "loss").splitlines()
     assert markdown[0].split(" | ")[1:4] == [
         "raw top_label_ece", "corr. top_label_ece", "renorm. top_label_ece"
     ]  # fmt: skip
-    assert len(markdown[2].split(" | ")) == 1 + 3 * len(cal.MULTICLASS_METRICS)
+    # a column per metric and method, then the loss-calibration verdict of each loss
+    assert len(markdown[2].split(" | ")) == 2 + 3 * len(cal.MULTICLASS_METRICS)
     lines = figure_calibration_by_loss(table).axes[0].lines
     assert {f"ece-{cal.RENORMALISED}", f"debiased-{cal.RENORMALISED}"} <= {
         ln.get_gid() for ln in lines

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 
-from iml.calibration import METRICS
+from iml.calibration import METRICS, loss_calibration_summary, loss_calibration_verdicts
 from iml.pipeline import sweep as S
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.plots import figure_calibration_by_loss
@@ -38,7 +38,7 @@ def test_close_betas_keep_their_own_rows_from_a_dataframe():
         train=table_config(max_epochs=2),
     )  # fmt: skip
     assert list(result.table) == ["0.9999991", "0.9999992"]
-    rows = markdown_by_loss(result.table).splitlines()[2:]
+    rows = markdown_by_loss(result.table).split("\n\n")[0].splitlines()[2:]
     assert [row.split(" | ")[0] for row in rows] == ["| 0.9999991", "| 0.9999992"]
     line = next(
         ln
@@ -50,9 +50,45 @@ def test_close_betas_keep_their_own_rows_from_a_dataframe():
 
 def test_markdown_table_lists_every_method_and_metric():
     metrics = dict.fromkeys(METRICS, 0.25)
-    raw = {**metrics, "loss_calibration_gap": 0.01, "loss_calibration_p_value": 0.5}
-    text = markdown_by_method({"0.9": {"raw": raw, "platt": metrics}})
+    test = {"p_value": 0.5, "n_bins": 6, "power": 0.9, "calibration_error": 0.01,
+            "calibration_error_interval": [0.0, 0.02], "null_calibration_error": 0.012}  # fmt: skip
+    raw = {**metrics, "loss_calibration": test}
+    table = {"0.9": {"raw": raw, "platt": metrics}}
+    loss_calibration_verdicts(table)
+    text = markdown_by_method(table)
     assert "## beta = 0.9" in text
     assert "| raw | 0.2500 | 0.2500 | 0.2500 | 0.2500 | 0.2500 |" in text
-    assert "| platt |" in text and "p-value 0.5000" in text
+    assert "| platt |" in text
+    assert (
+        "Loss calibration of the raw scores (Definition 2): not rejected (p = 0.5, 6 bins; "
+        "power 0.90 against odds x2), Holm over 1 tests; calibration error of the corrected "
+        "scores 0.0100 [0.0000, 0.0200], against 0.0120 expected of calibrated scores on these "
+        "bins." in text
+    )
+    assert "is not rejected for any of 1 tests" in text  # the run's summary, at the end
     assert json.loads(json.dumps(raw)) == raw
+
+
+def test_the_summary_names_rejected_losses_by_the_size_of_their_miss():
+    metrics = dict.fromkeys(METRICS, 0.25)
+
+    def row(p, error):
+        test = {"p_value": p, "n_bins": 5, "power": 1.0, "calibration_error": error,
+                "calibration_error_interval": [error / 2, error * 2],
+                "null_calibration_error": 0.01}  # fmt: skip
+        return {"raw": {**metrics, "loss_calibration": test}, "loss_corrected": metrics}
+
+    table = {"0.5": row(0.3, 0.01), "0.9": row(1e-6, 0.05), "0.99": row(1e-9, 0.2)}
+    untested = {"p_value": float("nan"), "n_bins": 1}
+    table["0.7"] = {"raw": {**metrics, "loss_calibration": untested}, "loss_corrected": metrics}
+    loss_calibration_verdicts(table)
+    assert table["0.9"]["raw"]["loss_calibration"]["rejected"]
+    assert not table["0.5"]["raw"]["loss_calibration"]["rejected"]
+    assert table["0.7"]["raw"]["loss_calibration"]["verdict"] == "not testable (1 bin)"
+    summary = loss_calibration_summary(table)
+    assert summary.index("beta = 0.99:") < summary.index("beta = 0.9:")  # the larger miss first
+    assert "rejected for 2 of 4 tests (Holm over 3" in summary
+    assert "cannot be trusted" in summary and "Not testable" in summary and "beta = 0.7" in summary
+    text = markdown_by_loss(table)
+    assert "| loss calibration (Def. 2) |" in text.splitlines()[0]
+    assert "rejected (p = 3e-09, 5 bins); miss 0.2000 (0.0100 if calibrated)" in text

@@ -70,39 +70,25 @@ def test_nias_flags_raw_posteriors_under_beta_and_overconfident_scores():
     assert np.all(p_value[:2] <= 1e-6) and np.all(p_value[2:] > 0.05)
     # The honest models' binned calibration error is a sampling error; the others' is not.
     assert np.all(report.nias.calibration_error[:2] > 5 * report.nias.calibration_error[2:])
-    # reveal() runs nias_test on the same bins.
+    # reveal() runs nias_test with the same settings.
     alone = R.nias_test(reported, labels, losses)
     np.testing.assert_array_equal(alone.p_value, p_value)
 
 
-def binomial_bin_p_values(scores, labels, beta, n_bins):
-    """NIAS's bin p-values by scipy: quantile bins, exact binomial two-sided tails."""
-    from scipy.stats import binom
+def test_nias_is_each_models_loss_calibration_test_with_holm_over_the_models():
+    """NIAS gives each model the one loss-calibration test its run's table gives it (the same
+    statistic, bins and unadjusted p-value), and Holm's adjustment over the K models."""
+    from iml.calibration import holm_adjusted, loss_calibration_test
 
-    from iml.scoring import loss_corrected_score
-
-    s, y = np.asarray(scores, np.float64), np.asarray(labels)
-    g = np.asarray(loss_corrected_score(np.asarray(scores), beta), np.float64)
-    edges = np.quantile(s, np.linspace(0, 1, n_bins + 1))
-    bins = np.clip(np.searchsorted(edges, s, side="left") - 1, 0, n_bins - 1)
-    out = []
-    for b in range(n_bins):
-        m = bins == b
-        n, o, q = m.sum(), y[m].sum(), g[m].mean()
-        out.append(min(1.0, 2 * min(binom.cdf(o, n, q), binom.sf(o - 1, n, q))))
-    return np.array(out)
-
-
-def test_nias_bin_p_values_are_exact_binomial_tails_and_holm_spans_every_model():
     key = jax.random.key(21)
-    scores, labels = R.simulate_gaussian_agents(key, [0.3, 0.8], 2.0, 0.2, 3000)
-    test = R.nias_test(scores, labels, [0.3, 0.8], 10, "quantile")
-    for k, beta in enumerate([0.3, 0.8]):
-        expected = binomial_bin_p_values(scores[k], labels, beta, 10)
-        np.testing.assert_allclose(test.bin_p_value[k], expected, rtol=2e-3, atol=1e-6)
-    # Holm over all 20 bins: the smallest p-value is multiplied by 20, not by 10.
-    smallest = float(np.min(test.bin_p_value))
-    assert float(np.min(test.p_value)) == pytest.approx(min(1.0, 20 * smallest), rel=1e-5)
+    scores, labels = R.simulate_gaussian_agents(key, [0.3, 0.8, 0.9], 2.0, 0.2, 3000)
+    test = R.nias_test(scores, labels, [0.3, 0.5, 0.9])  # the middle model misread
+    for k, beta in enumerate([0.3, 0.5, 0.9]):
+        alone = loss_calibration_test(scores[k], labels, beta)
+        np.testing.assert_allclose(test.test.statistic[k], alone.statistic, rtol=1e-5)
+        assert int(test.test.n_bins[k]) == int(alone.n_bins)
+    np.testing.assert_allclose(test.p_value, holm_adjusted(test.test.p_value), rtol=1e-6)
+    np.testing.assert_array_equal(test.violated, [False, True, False])
 
 
 def test_nias_rejects_one_misreported_model_among_64():
