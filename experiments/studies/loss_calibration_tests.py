@@ -40,6 +40,8 @@ Run from the repository root (about ten minutes on 2 cores)::
     python -m experiments.studies.loss_calibration_tests \\
         --out docs/results/loss_calibration_tests/rows.jsonl
     python -m experiments.studies.loss_calibration_tests --quick
+    python -m experiments.studies.loss_calibration_tests \\
+        --render docs/results/loss_calibration_tests/rows.jsonl   # the README's tables
 
 Each printed line is one regime row as JSON: its settings, the number of adaptive bins, and
 per scenario and candidate the rejection rate and its Monte Carlo standard error.
@@ -236,6 +238,36 @@ def row(regime: dict, datasets: int, n_null: int, beta: float, seed: int) -> dic
     return out
 
 
+SHORT = {
+    "loss_gap": "loss gap",
+    "binomial_holm": "binomial, Holm",
+    "hosmer_lemeshow": "HL, m = 10",
+    "hosmer_lemeshow_m5": "HL, m = 5",
+    "hosmer_lemeshow_q10": "HL, deciles",
+    "smooth_ece": "smooth ECE",
+}
+
+
+def render(rows: list[dict]) -> str:
+    """The record as Markdown: per regime row, each scenario's rejection rate by candidate
+    (size under ``null``, power otherwise), and the bins the merged candidates were left with."""
+    lines = []
+    for r in rows:
+        lines += [
+            f"**{r['label']}**: N = {r['n']:,}, prior {r['prior']}, precision d = "
+            f"{r['precision']}; adaptive bins: {r['adaptive_bins']} (m = 10), "
+            f"{r['adaptive_bins_m5']} (m = 5); {r['datasets']} data sets per scenario",
+            "",
+            "| scenario | " + " | ".join(SHORT[c] for c in CANDIDATES) + " |",
+            "|---" * (len(CANDIDATES) + 1) + "|",
+        ]
+        for scenario, rates in r["rates"].items():
+            cells = [f"{rates[c]['rate']:.3f}" for c in CANDIDATES]
+            lines.append(f"| {scenario} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--datasets", type=int, default=500, help="label sets per scenario and row")
@@ -244,7 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="two small rows, 50 data sets")
     p.add_argument("--out", type=Path, default=None, help="append each row's JSON line here")
+    p.add_argument("--render", type=Path, default=None, help="print a record's tables and stop")
     args = p.parse_args(argv)
+    if args.render is not None:
+        print(render([json.loads(line) for line in args.render.read_text().splitlines()]))
+        return 0
     regimes, datasets, n_null = REGIMES, args.datasets, args.null
     if args.quick:
         regimes, datasets, n_null = [REGIMES[0], REGIMES[-2]], 50, 100
