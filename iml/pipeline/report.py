@@ -313,7 +313,16 @@ def report_run(
             "figure1": figure1_calibration_curves(scores_by_beta, labels_by_beta, n_bins),
             "figure2": figure2_theoretical_curves(ensemble.betas, loss=loss),
             "figure3": figure3_loss_calibration(scores_by_beta, labels_by_beta, n_bins, loss=loss),
-            "figure4": figure4_loss_corrected(scores_by_beta, labels_by_beta, n_bins, loss=loss),
+            "figure4": figure4_loss_corrected(
+                scores_by_beta,
+                labels_by_beta,
+                n_bins,
+                loss=loss,
+                verdicts={
+                    b: table[beta_key(b)]["raw"]["loss_calibration"]["verdict"]
+                    for b in ensemble.betas
+                },
+            ),
             "smooth_raw": figure_smooth_calibration(
                 scores_by_beta, labels_by_beta, n_bootstrap=n_bootstrap, loss=loss
             ),

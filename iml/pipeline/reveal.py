@@ -29,7 +29,10 @@ loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs)
                      "lower_interval": [2][K], "upper_interval": [2][K], "feasible_fraction"},
      "shannon_lambda": {"lower", "upper", "rejected", "lower_interval": [2],
                         "upper_interval": [2]},
-     "nias": {"calibration_error": [K], "p_value": [K], "violated": [K], "rejected"},
+     "signals": S,  # the fewest signals with observations of any model
+     "nias": {"calibration_error": [K], "null_calibration_error": [K], "p_value": [K],
+              "p_value_unadjusted": [K], "n_bins": [K], "power": [K], "violated": [K],
+              "rejected", "verdicts": [K]},   # Holm over the models
      "bins": {"adaptive" | "quantile_5" | "quantile_10" | "quantile_20":
               {"nis": {"rejected", "lower_bound"}, "niac": {...}, "nias": {"rejected", ...}}},
      "fragile": {"nis": bool, "niac": bool, "nias": bool},  # verdict differs among the bins
@@ -71,6 +74,7 @@ import numpy as np
 
 from iml import power as P
 from iml._io import atomic_write_bytes
+from iml.calibration import loss_calibration_verdict
 from iml.grids import beta_key
 from iml.pipeline.reveal_input import (
     RevealInput,
@@ -386,6 +390,8 @@ def revealed_record(
         "n_stored": inputs.n_stored,
         "prior": _floats(np.asarray(report.experiments.prior)[0]),
         "n_bins": int(n_bins),
+        # the signals left to every model: with fewer than two, NIS and NIAC are not testable
+        "signals": int(np.min(np.sum(np.asarray(report.experiments.probability) > 0, axis=-1))),
         "strategy": _SETTINGS["strategy"],
         "min_count": MIN_COUNT,
         "n_bootstrap": int(n_bootstrap),
@@ -435,11 +441,25 @@ def revealed_record(
         },
     }
     if report.nias is not None:
+        test = report.nias.test
         record["nias"] = {
             "calibration_error": _floats(report.nias.calibration_error),
+            "null_calibration_error": _floats(test.null_calibration_error),
             "p_value": _floats(report.nias.p_value),
+            "p_value_unadjusted": _floats(test.p_value),
+            "n_bins": np.asarray(test.n_bins).tolist(),
+            "power": _floats(test.power),
             "violated": _floats(report.nias.violated),
             "rejected": bool(np.any(report.nias.violated)),
+            "verdicts": [
+                loss_calibration_verdict(p, n, w, 1.0 - _SETTINGS["confidence"])
+                for p, n, w in zip(
+                    np.asarray(report.nias.p_value, np.float64),
+                    np.asarray(test.n_bins),
+                    np.asarray(test.power),
+                    strict=True,
+                )
+            ],
         }
     if sensitivity is not None:
         record["bins"] = dict(sensitivity)
@@ -491,6 +511,15 @@ def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _untestable(record: Mapping[str, Any]) -> str:
+    """``"not testable (1 signal)"`` where the models' experiments have fewer than two signals
+    (every experiment is then uninformative and NIS and NIAC compare nothing); else ``""``."""
+    signals = record.get("signals")
+    if signals is None or signals >= 2:
+        return ""
+    return f"not testable ({signals} signal{'' if signals == 1 else 's'})"
+
+
 def verdicts_title(record: Mapping[str, Any]) -> str:
     """``"NIS rejected, NIAC not rejected (fragile)"``: each verdict, and which change with the
     bins."""
@@ -498,6 +527,8 @@ def verdicts_title(record: Mapping[str, Any]) -> str:
     parts = []
     for name in ("nis", "niac"):
         word = "rejected" if record[name]["violated"] else "not rejected"
+        if _untestable(record):
+            word = _untestable(record)
         parts.append(f"{name.upper()} {word}" + (" (fragile)" if fragile.get(name) else ""))
     return ", ".join(parts)
 
@@ -506,6 +537,8 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
     """A few lines for the terminal: the data, ``I_k``, NIS, NIAC, ``lambda`` and NIAS."""
 
     def verdict(name: str, rejected: bool, detail: str) -> str:
+        if name != "nias" and _untestable(record):
+            return _untestable(record)
         line = f"{'rejected' if rejected else 'not rejected'}{detail}"
         power = record.get("simulated", {}).get("power", {}).get(name)
         if not rejected and power is not None:
@@ -551,6 +584,8 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
     else:
         shannon = f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}] at the point estimates"
     bins = f"at most {record['n_bins']} {record['strategy']} bins"
+    if "signals" in record:
+        bins += f" ({record['signals']} signals with observations for every model)"
     if record["strategy"] == "adaptive":
         bins += f" (deciles merged to {record['min_count']} expected positives and negatives)"
     lines = [
@@ -577,8 +612,14 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
                 f" for {len(flagged)} of {len(short)} models ({weight} {flagged[0]}, "
                 f"{flagged[1]}, ..., {flagged[-1]})"
             )
+        untested = [k for k, n in zip(short, nias.get("n_bins", []), strict=False) if n < 2]
+        if untested:
+            detail += f"; not testable (fewer than 2 bins) at {weight} {', '.join(untested)}"
+        bins = nias.get("n_bins")
+        if bins:
+            detail += f"; {min(bins)}-{max(bins)} bins per model"
         lines.append(
-            "NIAS (loss calibration, one test over every model and bin) "
+            "NIAS (each model's loss-calibration test, Holm over the models) "
             + verdict("nias", bool(flagged), detail)
         )
     simulated = record.get("simulated")

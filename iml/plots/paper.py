@@ -168,6 +168,7 @@ def figure4_loss_corrected(
     confidence: float = CONFIDENCE,
     n_bootstrap: int = 0,
     loss: LossFamily | None = None,
+    verdicts: Mapping[float, str] | None = None,
 ) -> Figure:
     """Figure 4: calibration curves of the loss-corrected scores ``(c^beta)^{-1}(a)``.
 
@@ -178,6 +179,8 @@ def figure4_loss_corrected(
     Args:
       n_bins, confidence, n_bootstrap: as in :func:`figure1_calibration_curves`.
       loss: the loss whose inverse rule corrects (default: Corollary 1's).
+      verdicts: each beta's loss-calibration verdict, written after its legend entry, so that the
+        figure states what the test does ("rejected" curves are not calibrated).
     """
     betas = check_betas(list(scores_by_beta), "scores_by_beta")
 
@@ -192,7 +195,8 @@ def figure4_loss_corrected(
     fig, ax = new_figure()
     for beta, bins, color in zip(betas, drawn, viridis_colors(len(betas)), strict=True):
         key = beta_key(beta)
-        draw_curve(ax, bins, floor, color, f"{symbol(loss)} = {key}", key)
+        said = f": loss calibration {verdicts[beta]}" if verdicts and beta in verdicts else ""
+        draw_curve(ax, bins, floor, color, f"{symbol(loss)} = {key}{said}", key)
     log_axes(ax, floor, "loss-corrected confidence score (bin mean)", "event rate")
     ax.set_title("Loss-corrected scores")
     legend(ax, drawn, confidence, n_bootstrap > 0)

@@ -170,7 +170,9 @@ def figure_calibration_by_loss(
     other grids (weight matrices ``B``, ...) are placed side by side, labelled by their keys.
     Binary tables: solid lines the decile ECE, dashed the debiased l2 error. Multiclass tables:
     solid the top-label ECE, dashed the class-wise ECE; the renormalised corrected scores of the
-    B-weighted loss in green where the table has them.
+    B-weighted loss in green where the table has them. A black cross marks each loss whose
+    loss calibration the table's test rejects (``row["raw"]["loss_calibration"]``, any of its
+    tests for a multiclass loss): its corrected scores cannot be trusted.
     """
     if not table:
         raise ValueError("table is empty")
@@ -196,6 +198,13 @@ def figure_calibration_by_loss(
                 gid=f"ece-{method}")  # fmt: skip
         ax.plot(z, second, "--", marker="o" if weights is None else None, ms=2.5, color=color,
                 lw=1.0, label=f"{label}: {names[1]}", gid=f"debiased-{method}")  # fmt: skip
+    rejected = [i for i, row in enumerate(table.values()) if _rejected(row)]
+    if (
+        rejected
+    ):  # the losses whose correction cannot be trusted (their model is not at its optimum)
+        ax.plot(z[rejected], [list(table.values())[i]["loss_corrected"][solid] for i in rejected],
+                "x", color="black", ms=7, mew=1.5, ls="none", gid="loss-calibration-rejected",
+                label="loss calibration rejected: correction not trusted")  # fmt: skip
     if weights is None:
         ax.set_xticks(z, keys, rotation=30 if len(keys) > 3 else 0, fontsize="small")
         ax.set_xlabel("loss")
@@ -211,6 +220,12 @@ def figure_calibration_by_loss(
     if title:
         ax.set_title(title)
     return fig
+
+
+def _rejected(row: Mapping) -> bool:
+    test = row["raw"].get("loss_calibration") or {}
+    tests = [*test["classes"], test["top_label"]] if "classes" in test else [test]
+    return any(r.get("rejected") for r in tests)
 
 
 def figure_metric_vs_size(

@@ -200,9 +200,9 @@ def figure_cost_bounds(
     Costly learning implies ``lower_k <= C_k - C_ref <= upper_k``
     (:func:`iml.revealed.revealed_cost_bounds`); each model's interval is a vertical bar at
     ``logit(weight)`` (``gid`` ``"cost-bounds"``, one segment per model, in order), with its ends
-    marked (``"cost-lower"`` and ``"cost-upper"``). NaN bounds (NIAC fails, so no costs fit) are
-    not drawn. A bootstrap interval of the bounds is drawn as wider, lighter bars
-    (``"cost-interval"``).
+    marked (``"cost-lower"`` and ``"cost-upper"``). NaN bounds (NIAC fails at the point
+    estimates, so no costs fit them; its test may still not reject) are not drawn. A bootstrap
+    interval of the bounds is drawn as wider, lighter bars (``"cost-interval"``).
 
     Args:
       betas: the class weights ``[K]``.
@@ -233,8 +233,8 @@ def figure_cost_bounds(
                 label=f"reference ({weight_name} = {b[reference]:g}): cost 0",
                 gid="cost-reference")  # fmt: skip
     if not (np.isfinite(lo) | np.isfinite(hi)).any():
-        ax.text(0.5, 0.5, "no costs fit (NIAC fails)", transform=ax.transAxes, ha="center",
-                va="center", color="0.3")  # fmt: skip
+        note = "no costs fit the point estimates\n(a point estimate, not the test's verdict)"
+        ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", color="0.3")
     weight_axis(ax, b, weight_name)
     ax.set_ylabel("C_k − C_ref (value units)")
     ax.grid(True, alpha=0.3)

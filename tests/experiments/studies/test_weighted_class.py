@@ -27,19 +27,17 @@ def _simulated(n: int = 4000, k: int = 1, w: float = 10.0):
 
 def test_scores_optimal_for_the_weighted_loss_pass_its_test_and_fail_the_unweighted_one():
     scores, corrected, labels = _simulated()
-    report = W.weighted_class_report(
-        scores, corrected, labels, ["ones", "w[1]=10"], 1, 10.0, 200, n_power=20
-    )
+    report = W.weighted_class_report(scores, corrected, labels, ["ones", "w[1]=10"], 1, 10.0, 200)
     weighted, unweighted = report["w[1]=10"], report["ones"]
     assert weighted["loss_calibration_trained"]["beta"] == pytest.approx(10 / 11)
     assert weighted["loss_calibration_trained"]["p_value"] > 0.05
     assert weighted["loss_calibration_unweighted"]["p_value"] < 0.01
     assert unweighted["loss_calibration_unweighted"]["p_value"] > 0.05
-    # The power against the other beta at these 4,000 scores: high, so the verdicts tell the
-    # two losses apart (the rejection under 1/2 above is what that power predicts).
-    power = weighted["loss_calibration_unweighted"]["power_against"]
-    assert power["beta"] == pytest.approx(10 / 11) and power["rate"] >= 0.9
-    assert 0 <= power["se"] <= 0.05
+    # Each verdict in the project's words, with its bins and its power against odds x2.
+    trained = weighted["loss_calibration_trained"]
+    assert trained["verdict"].startswith("not rejected") and "against odds x2" in trained["verdict"]
+    assert trained["n_bins"] >= 2 and trained["power_against_odds_x2"] >= 0.9
+    assert weighted["loss_calibration_unweighted"]["verdict"].startswith("rejected")
     # The weight inflates class 1's scores; the rule's inverse gives the posteriors back.
     assert weighted["mean_raw"] > weighted["rate"] + 0.1
     assert weighted["mean_corrected"] == pytest.approx(weighted["rate"], abs=0.02)
@@ -64,9 +62,7 @@ def test_a_correction_that_misses_is_told_apart_from_the_unweighted_model():
     scores, corrected, labels = _simulated()
     shifted = corrected.copy()
     shifted[1, :, 1] = np.clip(shifted[1, :, 1] + 0.1, 0, 1)  # corrected 0.1 too high
-    report = W.weighted_class_report(
-        scores, shifted, labels, ["ones", "w[1]=10"], 1, 10.0, 200, n_power=20
-    )
+    report = W.weighted_class_report(scores, shifted, labels, ["ones", "w[1]=10"], 1, 10.0, 200)
     low, _ = report["w[1]=10"]["ece_corrected_minus_unweighted"]["interval"]
     assert low > 0.05
 
@@ -75,8 +71,7 @@ def test_the_command_reads_a_sweep_folder_and_refuses_a_missing_one(tmp_path, ca
     scores, corrected, labels = _simulated(n=600)
     np.savez(tmp_path / "ensemble_scores.npz", scores=scores, corrected=corrected, labels=labels,
              keys=np.asarray(["ones", "w[1]=10"]))  # fmt: skip
-    argv = ["--run", str(tmp_path), "--class", "1", "--weight", "10", "--n-bootstrap", "20",
-            "--n-power", "10"]  # fmt: skip
+    argv = ["--run", str(tmp_path), "--class", "1", "--weight", "10", "--n-bootstrap", "20"]
     assert W.main(argv) == 0
     assert set(json.loads(capsys.readouterr().out)) == {"ones", "w[1]=10"}
     assert W.main(["--run", str(tmp_path / "none"), "--class", "1", "--weight", "10"]) == 2
