@@ -137,3 +137,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+TABLES: list = []  # the generated tables of docs/results/pneumoniamnist_schedules/README.md
