@@ -667,6 +667,162 @@ def any_loss_softmax_exact() -> str:
 
 
 # ----------------------------------------------------------------------------------------------
+# docs/results/revealed: `iml reveal` on the stored runs
+
+REVEALED = "docs/results/revealed/README.md"
+REVEALED_RUNS = {  # the folder of each run's revealed.json, and its name in the tables
+    "reproduce_digits": "digits",
+    "pneumoniamnist": "PneumoniaMNIST",
+    "adult64": "Adult",
+    "letter64": "Letter",
+}
+
+
+def _revealed(run: str) -> dict:
+    return record(f"revealed/{run}/revealed.json")
+
+
+def _p(p: float) -> str:
+    """A p-value as the tables write it: ``p = 0.004``, ``p = 4e-05``, ``p < 1e-12``."""
+    if p < 1e-12:
+        return "p < 1e-12"
+    return f"p = {f(p, '.2g') if p < 0.001 else f(p, '.3f')}"
+
+
+def _margin_verdict(test: dict, power: dict) -> str:
+    """A NIS or NIAC verdict: rejected with its lower bound, or not rejected with its power."""
+    margin = f"margin {f(test['margin'], '.2g')}, lower bound {f(test['lower_bound'], '.2g')}"
+    if test["violated"]:
+        return f"**rejected** ({_p(test['p_value'])}; {margin})"
+    return (
+        f"not rejected ({_p(test['p_value'])}; {margin}); power {f(power['rate'], '.2f')} "
+        f"against {power['against']}"
+    )
+
+
+def _nias_verdict(r: dict) -> str:
+    violated, betas = r["nias"]["violated"], r["betas"]
+    count = sum(violated)
+    if not count:
+        power = r["simulated"]["power"]["nias"]
+        rate = f(power["rate"], ".2f")
+        return f"not rejected for any model; power {rate} against {power['against']}"
+    smallest = min(p for p, v in zip(r["nias"]["p_value"], violated, strict=True) if v)
+    at = ", ".join(f"{b:g}" for b, v in zip(betas, violated, strict=True) if v)
+    where = f"at beta = {at}" if len(betas) <= 3 else f"for {count} of {len(betas)} models"
+    return f"**rejected** {where} (smallest {_p(smallest)}, Holm-adjusted)"
+
+
+def revealed_verdicts() -> str:
+    """Per run: its size, the signals (bins) each model keeps, ``I_k`` at its smallest and
+    largest, and the verdicts of NIS, NIAC and NIAS, a non-rejection with its simulated power."""
+    rows = []
+    for run, name in REVEALED_RUNS.items():
+        r = _revealed(run)
+        info, (low, high) = r["information"]["estimate"], r["information"]["interval"]
+        signals = sorted({sum(p > 0 for p in row) for row in r["experiments"]["probability"]})
+        k_min, k_max = int(np.argmin(info)), int(np.argmax(info))
+
+        def at(k: int, info: list = info, low: list = low, high: list = high, r: dict = r) -> str:
+            return f"{with_interval(info[k], [low[k], high[k]], '.3f')} at {r['betas'][k]:.3g}"
+
+        power = r["simulated"]["power"]
+        rows.append(
+            [
+                name,
+                f(r["K"], "d"),
+                f(r["n"], ",d"),
+                " to ".join(map(str, signals)),
+                f"{at(k_min)}; {at(k_max)}",
+                _margin_verdict(r["nis"], power["nis"]),
+                _margin_verdict(r["niac"], power["niac"]),
+                _nias_verdict(r),
+            ]
+        )
+    header = ["run", "K", "N", "signals per model", "`I_k` (nats): smallest; largest", "NIS",
+              "NIAC", "NIAS"]  # fmt: skip
+    return markdown_table(header, rows)
+
+
+def revealed_bins() -> str:
+    """Per run and binning: whether NIS, NIAC and NIAS reject, and how many models NIAS rejects."""
+    rows = []
+    for run, name in REVEALED_RUNS.items():
+        r = _revealed(run)
+        for bins, v in r["bins"].items():
+            label = "adaptive" if bins == "adaptive" else f"{bins.split('_')[1]} quantile bins"
+
+            def word(rejected: bool) -> str:
+                return "rejected" if rejected else "not rejected"
+
+            rows.append(
+                [
+                    name,
+                    label,
+                    word(v["nis"]["rejected"]),
+                    word(v["niac"]["rejected"]),
+                    f"{word(v['nias']['rejected'])}: {v['nias']['models_rejected']} of {r['K']}",
+                ]
+            )
+    return markdown_table(["run", "bins", "NIS", "NIAC", "NIAS: models rejected"], rows)
+
+
+def revealed_nis_pairs() -> str:
+    """The pairs whose NIS inequality is violated significantly (simultaneous lower bound above
+    zero): model k would have done better on its own loss with model j's experiment."""
+    rows = []
+    for run, name in REVEALED_RUNS.items():
+        r = _revealed(run)
+        betas, pairs = r["betas"], r["nis"]["pairs"]
+        if not pairs:
+            rows.append([name, f"0 of {r['K'] * (r['K'] - 1)}", "—", "—", "—"])
+            continue
+        gainers = sorted({betas[k] for k, _ in pairs})
+        sources = sorted({betas[j] for _, j in pairs})
+        lower = sum(betas[k] < betas[j] for k, j in pairs)
+
+        def span(values: list[float]) -> str:
+            if len(values) == 1:
+                return f"{values[0]:.3g}"
+            return f"{len(values)}: {values[0]:.3g} to {values[-1]:.3g}"
+
+        rows.append(
+            [
+                name,
+                f"{f(len(pairs), ',d')} of {f(r['K'] * (r['K'] - 1), ',d')}",
+                span(gainers),
+                span(sources),
+                f"{f(lower, ',d')} of {f(len(pairs), ',d')}",
+            ]
+        )
+    header = ["run", "significant pairs (k, j)", "models k that gain: how many, betas",
+              "experiments j they gain from: how many, betas",
+              "pairs in which k has the smaller beta"]  # fmt: skip
+    return markdown_table(header, rows)
+
+
+def revealed_sizes() -> str:
+    """Each run's simulated size at 5% and power (``simulated``), and the precision d of its
+    simulated Gaussian agents, fitted to the models' median ``I_k``."""
+    rows = []
+    for run, name in REVEALED_RUNS.items():
+        sim = _revealed(run)["simulated"]
+        rows.append(
+            [
+                name,
+                f(sim["precision"], ".2f"),
+                f(sim["datasets"], "d"),
+                *(f(sim["size"][t]["rate"], ".2f") for t in ("nis", "niac", "nias")),
+                *(f(sim["power"][t]["rate"], ".2f") for t in ("nis", "niac", "nias")),
+            ]
+        )
+    header = ["run", "fitted d", "data sets", "size NIS", "size NIAC", "size NIAS",
+              "power NIS (falling by 0.3)", "power NIAC (rising by 0.3)",
+              "power NIAS (odds x2)"]  # fmt: skip
+    return markdown_table(header, rows)
+
+
+# ----------------------------------------------------------------------------------------------
 # The benchmarks' records: docs/results/gpu_*, cpu_*, paper_scale, process_scaling
 
 README = "README.md"
@@ -973,6 +1129,10 @@ TABLES: list[Table] = [
     Table("sweep_any_loss focal by alpha", ANY_LOSS_README, any_loss_focal_by_alpha),
     Table("sweep_any_loss matrix exact", ANY_LOSS_README, any_loss_matrix_exact),
     Table("sweep_any_loss softmax exact", ANY_LOSS_README, any_loss_softmax_exact),
+    Table("revealed verdicts", REVEALED, revealed_verdicts),
+    Table("revealed sizes", REVEALED, revealed_sizes),
+    Table("revealed nis pairs", REVEALED, revealed_nis_pairs),
+    Table("revealed bins", REVEALED, revealed_bins),
     Table("gpu_h100 steps", H100, gpu_h100_steps),
     Table("gpu_h100 projection", H100, gpu_h100_projection),
     Table("gpu_h200 paper_scale steps", GPU, gpu_h200_steps),

@@ -164,9 +164,14 @@ def check(where: str, tables: Iterable[Table], root: Path = REPO_ROOT) -> Report
 def declarations() -> list[Table]:
     """Every generated table of the documents: :mod:`experiments.doc_tables`' and the studies'."""
     from experiments import doc_tables
-    from experiments.studies import pneumoniamnist_schedules, revealed_information
+    from experiments.studies import (
+        pneumoniamnist_schedules,
+        reveal_size_power,
+        revealed_information,
+    )
 
-    return [*doc_tables.TABLES, *pneumoniamnist_schedules.TABLES, *revealed_information.TABLES]
+    studies = (pneumoniamnist_schedules, revealed_information, reveal_size_power)
+    return [*doc_tables.TABLES, *(table for study in studies for table in study.TABLES)]
 
 
 def documents(tables: Iterable[Table]) -> list[str]:

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.sync_docs import Table
 from iml.pipeline.reveal_input import load_reveal_input
 from iml.revealed import paired_bootstrap_weights
 from iml.revealed.bins import as_min_count, bin_signals, merged_signals, signals_from_scores
@@ -183,6 +184,12 @@ def stored_table() -> str:
     return render_table(json.loads(path.read_text()))
 
 
+#: The generated tables of docs/results/revealed/README.md (:mod:`experiments.sync_docs`).
+TABLES = [
+    Table("revealed_information differences", "docs/results/revealed/README.md", stored_table)
+]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="*", default=list(RUNS), choices=list(RUNS))
@@ -195,6 +202,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-
-TABLES: list = []  # the generated tables of docs/results/revealed/README.md

@@ -80,3 +80,15 @@ def test_member_batching_defaults_are_the_fastest_measured():
         assert r["default_strategy"].endswith(cpu) and r["best_strategy"] == r["default_strategy"]
     for run in ("gpu_h200/ensemble_f32.json", "gpu_h200/ensemble_bf16.json"):
         assert docs.record(run)["best_strategy"] == gpu
+
+
+def test_the_revealed_sweeps_are_the_default_sweeps_of_sweep_defaults():
+    # docs/results/revealed/{adult64,letter64} keep no manifest of their own: their README names
+    # the default sweeps of sweep_defaults, whose revealed experiments are the same numbers
+    for revealed, default in (("adult64", "adult_paper"), ("letter64", "letter_paper")):
+        ours = docs.record(f"revealed/{revealed}/revealed.json")
+        theirs = docs.record(f"sweep_defaults/{default}/revealed/revealed.json")
+        for key in ("information", "value_matrix"):
+            assert ours[key] == theirs[key]
+        assert ours["ridge"] == theirs["ridge"] and ours["betas"] == theirs["betas"]
+        assert ours["nis"] == theirs["nis"] and ours["niac"] == theirs["niac"]
