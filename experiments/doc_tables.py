@@ -204,7 +204,7 @@ def pneumonia_early_stopping_deciles() -> str:
 def pneumonia_lr_floor_results() -> str:
     """The beta = 0.99 ensembles with and without the floor, and the unweighted ones."""
     run, patience = "pneumoniamnist_lr_floor", "pneumoniamnist_patience"
-    stopped = "pneumoniamnist_early_stopping"
+    stopped, betas = "pneumoniamnist_early_stopping", "pneumoniamnist_lr_floor_other_betas"
     floor = f"floor {f(_train(run)['min_learning_rate'], '.0es')}"
     rows = [
         [f"this run: {floor}, patience {_train(run)['patience']}", *_pmn_eces(run, "0.99", True)],
@@ -217,7 +217,11 @@ def pneumonia_lr_floor_results() -> str:
             *_pmn_eces(stopped, "0.99"),
         ],
         [
-            f"β = 0.5, no floor, patience {_train(patience)['patience']}: the unweighted reference",
+            f"β = 0.5, {floor}, patience {_train(betas)['patience']} (`../{betas}/`)",
+            *_pmn_eces(betas, "0.5"),
+        ],
+        [
+            f"β = 0.5, no floor, patience {_train(patience)['patience']}",
             *_pmn_eces(patience, "0.5"),
         ],
     ]
