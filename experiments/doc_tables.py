@@ -24,7 +24,11 @@ import numpy as np
 
 import iml
 from experiments.sync_docs import Table
-from iml.calibration import expected_calibration_error
+from iml.calibration import (
+    calibration_curve,
+    clopper_pearson_interval,
+    expected_calibration_error,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -89,6 +93,37 @@ def digits_results() -> str:
         for beta, cells in record("reproduce_digits/table.json").items()
     ]
     return markdown_table([*header.split(" | "), "loss-calibration test p"], rows)
+
+
+def digits_corrected_deciles() -> str:
+    """Per beta, the deciles (10 quantile bins) of the loss-corrected ensemble scores
+    (``ensemble_scores.npz``): how many deciles' mean score lies outside the 95% Clopper-Pearson
+    interval of their rate of eights, and the top decile's mean score against its rate."""
+    with np.load(RESULTS / "reproduce_digits" / "ensemble_scores.npz") as z:
+        betas, scores, labels = z["betas"], z["scores"], z["labels"]
+    rows = []
+    for beta, raw in zip(betas, scores, strict=True):
+        corrected = np.asarray(iml.loss_corrected_score(raw, float(beta)))
+        curve = calibration_curve(corrected, labels)
+        mean, rate = np.asarray(curve.mean_score), np.asarray(curve.event_rate)
+        count = np.asarray(curve.count)
+        low, high = np.asarray(clopper_pearson_interval(np.round(rate * count), count))
+        outside = (mean < low) | (mean > high)
+        top = int(np.argmax(mean))
+        eights = int(np.round(rate[top] * count[top]))
+        rows.append(
+            [
+                f"{float(beta):g}",
+                f"{int(outside.sum())} of {len(mean)}",
+                f"{int(count[top])} images, {eights} eights "
+                f"({f(eights / labels.sum(), '.0%')} of all)",
+                f(mean[top], ".3f"),
+                with_interval(rate[top], [low[top], high[top]], ".3f"),
+            ]
+        )
+    header = ["β", "deciles whose mean score is outside the rate's 95% interval", "top decile",
+              "its mean corrected score", "its rate of eights [95% CP]"]  # fmt: skip
+    return markdown_table(header, rows)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1108,6 +1143,7 @@ def process_scaling_coordination() -> str:
 
 TABLES: list[Table] = [
     Table("reproduce_digits results", DIGITS_RUN, digits_results),
+    Table("reproduce_digits corrected deciles", DIGITS_RUN, digits_corrected_deciles),
     Table("pneumoniamnist results", PNEUMONIA_RUN, pneumonia_results),
     Table("pneumoniamnist_early_stopping results", PMN_STOPPED, pneumonia_early_stopping_results),
     Table("pneumoniamnist_early_stopping deciles", PMN_STOPPED, pneumonia_early_stopping_deciles),
