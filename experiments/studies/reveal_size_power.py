@@ -75,6 +75,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.sync_docs import Table
 from iml import power as P
 from iml import revealed as R
 
@@ -260,6 +261,49 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         f.write(line + "\n")
                 records.append(record)
     return records
+
+
+RECORD = Path(__file__).resolve().parents[2] / "docs/results/revealed/size_power_regimes.jsonl"
+
+
+def regimes_table(records: list[dict]) -> str:
+    """The Markdown table of the regimes' rejection rates, one row per line of ``--out``."""
+
+    def precision(d: list[float]) -> str:
+        return f"{d[0]:g}" if d[0] == d[1] else f"{d[0]:g}→{d[1]:g}"
+
+    def scenario(r: dict) -> str:
+        return (
+            f"misreported (×{r['misreport']:g})"
+            if r["scenario"] == "misreported"
+            else r["scenario"]
+        )
+
+    lines = [
+        "| regime | K | N | prior | d | bins | replicates | data sets | min. positives per bin "
+        "| scenario | NIS | NIAC | NIAS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        bins = "deciles" if r["strategy"] == "quantile" else r["strategy"]
+        rates = " | ".join(f"{100 * r[f'{t}_rejection']:.1f}%" for t in ("nis", "niac", "nias"))
+        lines.append(
+            f"| {r['regime']} | {r['models']} | {r['n']:,} | {r['prior']:g} "
+            f"| {precision(r['precision'])} | {bins} | {r['bootstrap']:,} | {r['datasets']} "
+            f"| {r['min_bin_positives']:.1f} | {scenario(r)} | {rates} |"
+        )
+    return "\n".join(lines)
+
+
+def stored_regimes_table() -> str:
+    """:func:`regimes_table` of the stored record (``docs/results/revealed``)."""
+    return regimes_table([json.loads(line) for line in RECORD.read_text().splitlines() if line])
+
+
+#: The generated tables of docs/results/revealed/README.md (:mod:`experiments.sync_docs`).
+TABLES = [
+    Table("reveal_size_power regimes", "docs/results/revealed/README.md", stored_regimes_table)
+]
 
 
 if __name__ == "__main__":
