@@ -1,0 +1,43 @@
+"""Default sweeps of well-specified logistic data (experiments/studies/well_specified_sweeps.py)
+warn that loss calibration is rejected about as rarely as the test's level allows, and an
+under-trained sweep of the same data warns, naming its losses."""
+
+import dataclasses
+import json
+
+import numpy as np
+
+from experiments.studies import well_specified_sweeps as study
+from iml.calibration import loss_calibration_summary
+from iml.calibration.tables import table_tests
+from iml.grids import beta_grid
+
+
+def test_simulated_data_have_the_stated_prior():
+    _, y = study.simulate(20_000, 5, 0.2, 2.0, seed=1)
+    assert abs(y.mean() - 0.2) < 0.01
+
+
+def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
+    # A small version of the record: five data sets of 1,500 rows, four class weights each.
+    assert study.main(["--datasets", "5", "--n", "1500", "--betas", "4"]) == 0
+    record = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert record["datasets"] == 5 and record["warned"] == 0
+    assert all(row["min_p_familywise"] > 0.05 and row["bins"][0] >= 2 for row in record["rows"])
+
+
+def test_an_under_trained_sweep_warns_and_names_its_losses():
+    from iml.pipeline.sweep import run_sweep
+    from iml.training.tabular import TABULAR_DEFAULTS
+
+    x, y = study.simulate(3000, 5, 0.2, 2.0, seed=2)
+    train = dataclasses.replace(TABULAR_DEFAULTS, solver="adam", max_epochs=1, learning_rate=1e-3)
+    result = run_sweep(x, y, None, beta_grid(4), seeds=1, train=train, progress=False)
+    rejected = [key for key, _, record in table_tests(result.table) if record["rejected"]]
+    assert rejected  # a model far from its loss's optimum
+    summary = loss_calibration_summary(result.table)
+    assert all(f"beta = {key}:" in summary for key in rejected)
+    assert "cannot be trusted" in summary
+    assert np.isfinite(
+        [result.table[k]["raw"]["loss_calibration"]["statistic"] for k in rejected]
+    ).all()
