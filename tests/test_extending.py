@@ -105,7 +105,7 @@ def test_a_registered_loss_trains_an_image_ensemble(registered, tmp_path):
     the run's loss is this loss by its class weight, the ensemble scores are corrected by its own
     (generic) inverse, and `iml reveal` reads the run. (The sweep test above runs reveal's
     bootstrap; here the ensemble's report would only add minutes.)"""
-    from iml.pipeline.reveal import load_reveal_input
+    from iml.pipeline.reveal_input import load_reveal_input
     from iml.pipeline.runner import run_loss
     from iml.pipeline.store import RunStore, load_ensemble
 
@@ -125,7 +125,8 @@ def test_a_callable_loss_goes_through_reveal_as_the_registered_ones_do(tmp_path)
     its first extra argument) reveals the same experiments as the built-in beta-weighted log
     loss it writes out."""
     from iml.grids import loss_family
-    from iml.pipeline.reveal import reveal_input, reveal_run
+    from iml.pipeline.reveal import reveal_run
+    from iml.pipeline.reveal_input import reveal_input
 
     def weighted_log(a, y, beta):
         return jnp.where(y == 1, -beta * jnp.log(a), -(1.0 - beta) * jnp.log1p(-a))
@@ -162,7 +163,7 @@ def _tiny_ensemble(tmp_path, **settings):
     ``loss__name`` says otherwise), three folds rotated 1/1/1, one epoch; returns the run's folder
     and config after checking that every example was scored once, by the rotation that tests
     it, and that `iml reveal` reads the run."""
-    from iml.pipeline.reveal import check_reveal_input, load_reveal_input
+    from iml.pipeline.reveal_input import check_reveal_input, load_reveal_input
     from iml.pipeline.runner import default_config, run_experiment
     from iml.pipeline.store import RunStore, load_ensemble
 

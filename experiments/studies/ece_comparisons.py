@@ -45,7 +45,7 @@ import numpy as np
 
 from iml.calibration import ECEComparison, compare_ece, expected_calibration_error
 from iml.calibration import paired_comparison as paired_bootstrap
-from iml.pipeline.reveal import run_members
+from iml.pipeline.reveal_input import run_members
 from iml.pipeline.store import aggregate_members
 from iml.recalibration import BASELINES, cross_fit
 from iml.spec import loss_spec

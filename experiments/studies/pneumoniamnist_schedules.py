@@ -47,7 +47,7 @@ from scipy import stats
 
 from experiments.sync_docs import Table
 from iml.calibration import compare_ece, expected_calibration_error
-from iml.pipeline.reveal import run_members
+from iml.pipeline.reveal_input import run_members
 from iml.pipeline.store import aggregate_members
 from iml.spec import loss_spec
 

@@ -49,6 +49,7 @@ def say_loss_calibration(table: dict, key_name: str) -> None:
     """The run's last word: where loss calibration is rejected (on stderr, as a warning, ranked
     by the size of the miss), or that it is rejected nowhere, with the least power
     (:func:`iml.calibration.loss_calibration_summary`)."""
+    # imported here: the calibration package loads JAX, which `iml figures --help` does without
     from iml.calibration.tables import loss_calibration_summary, table_tests
 
     summary = loss_calibration_summary(table, key_name)

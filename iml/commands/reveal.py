@@ -44,13 +44,8 @@ def reveal_settings(args: argparse.Namespace) -> dict[str, Any]:
 def reveal_command(args: argparse.Namespace) -> Callable[[], int]:
     """Check the settings, read the run and check it; return the work (reveal, write, print)."""
     # imported here: the revealed experiments' pipeline loads their simulator and figures
-    from iml.pipeline.reveal import (
-        FIGURES,
-        check_reveal_input,
-        load_reveal_input,
-        reveal_run,
-        revealed_summary,
-    )
+    from iml.pipeline.reveal import FIGURES, reveal_run, revealed_summary
+    from iml.pipeline.reveal_input import check_reveal_input, load_reveal_input
 
     settings = reveal_settings(args)
     if args.power_datasets < 0:

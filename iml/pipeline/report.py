@@ -58,7 +58,8 @@ from iml.calibration import (
 from iml.grids import LossFamily, parse_weight_grid
 from iml.pipeline.defaults import check_eval_settings, sweep_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
-from iml.pipeline.reveal import check_reveal_input, reveal_input, reveal_run
+from iml.pipeline.reveal import reveal_run
+from iml.pipeline.reveal_input import check_reveal_input, reveal_input
 from iml.pipeline.runner import (
     is_multiclass,
     run_betas,

@@ -32,7 +32,7 @@ loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs)
      "signals": S,  # the fewest signals with observations of any model
      "nias": {"calibration_error": [K], "null_calibration_error": [K], "p_value": [K],
               "p_value_unadjusted": [K], "n_bins": [K], "power": [K], "violated": [K],
-              "rejected", "verdicts": [K]},   # Holm over the models
+              "rejected"},   # Holm over the models
      "bins": {"adaptive" | "quantile_5" | "quantile_10" | "quantile_20":
               {"nis": {"rejected", "lower_bound"}, "niac": {...}, "nias": {"rejected", ...}}},
      "fragile": {"nis": bool, "niac": bool, "nias": bool},  # verdict differs among the bins
@@ -40,10 +40,6 @@ loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs)
                    "scenarios": {"capacity" | "falling" | "rising" | "misreported": ...},
                    "size": {"nis" | "niac" | "nias": {"rate", "se"}},
                    "power": {"nis" | "niac" | "nias": {"against", "scenario", "rate", "se"}}}}
-
-A test's verdict is ``violated`` / ``rejected`` (the learning model is rejected at
-``1 - confidence``) or not; a non-rejection is read with the test's simulated power against the
-stated alternative, never as support.
 
 Pairs ``[k, j]`` name the decision problem ``k`` (row of ``G``) and the experiment ``j``
 (column); indices count models in the order of ``betas``. Values that are not numbers (a NaN
@@ -53,11 +49,11 @@ them (``NaN``, ``Infinity``). The figures, under ``figures/`` as PNG and PDF:
 ``revealed_value_matrix`` (:func:`iml.plots.figure_value_matrix`) and ``revealed_cost_bounds``
 (:func:`iml.plots.figure_cost_bounds`). Every file is written atomically.
 
-A verdict reads "rejected" or "not rejected" in the figures' titles and the lines printed
-(:func:`revealed_summary`), a non-rejection with the test's simulated power against its stated
-alternative, and a verdict that changes with the bins is labelled fragile. Reading a run into
-the inputs, and their checks, live in :mod:`iml.pipeline.reveal_input`; its public names are
-imported from here too.
+A verdict (``violated`` / ``rejected`` at ``1 - confidence``) reads "rejected", "not rejected"
+(with the test's simulated power against its stated alternative, never as support) or, with
+fewer than two signals, "not testable", in the figures' titles and the lines printed
+(:func:`revealed_summary`); one that changes with the bins is labelled fragile. Reading a run
+into the inputs, and their checks, live in :mod:`iml.pipeline.reveal_input`.
 """
 
 from __future__ import annotations
@@ -74,17 +70,10 @@ import numpy as np
 
 from iml import power as P
 from iml._io import atomic_write_bytes
-from iml.calibration import loss_calibration_verdict
 from iml.grids import beta_key
 from iml.pipeline.reveal_input import (
     RevealInput,
     check_reveal_input,
-    load_reveal_input,
-    merge_reproduce_runs,
-    reveal_input,
-    ridge_of,
-    run_members,
-    seed_ensembles,
 )
 from iml.plots import (
     figure_cost_bounds,
@@ -97,17 +86,9 @@ from iml.revealed import MIN_COUNT, reveal
 
 __all__ = [
     "FIGURES",
-    "RevealInput",
-    "check_reveal_input",
-    "load_reveal_input",
-    "merge_reproduce_runs",
-    "reveal_input",
     "reveal_run",
     "revealed_figures",
     "revealed_summary",
-    "ridge_of",
-    "run_members",
-    "seed_ensembles",
     "verdicts_title",
 ]
 
@@ -441,25 +422,16 @@ def revealed_record(
         },
     }
     if report.nias is not None:
-        test = report.nias.test
+        test, nias = report.nias.test, report.nias
         record["nias"] = {
-            "calibration_error": _floats(report.nias.calibration_error),
+            "calibration_error": _floats(nias.calibration_error),
             "null_calibration_error": _floats(test.null_calibration_error),
-            "p_value": _floats(report.nias.p_value),
+            "p_value": _floats(nias.p_value),
             "p_value_unadjusted": _floats(test.p_value),
             "n_bins": np.asarray(test.n_bins).tolist(),
             "power": _floats(test.power),
-            "violated": _floats(report.nias.violated),
-            "rejected": bool(np.any(report.nias.violated)),
-            "verdicts": [
-                loss_calibration_verdict(p, n, w, 1.0 - _SETTINGS["confidence"])
-                for p, n, w in zip(
-                    np.asarray(report.nias.p_value, np.float64),
-                    np.asarray(test.n_bins),
-                    np.asarray(test.power),
-                    strict=True,
-                )
-            ],
+            "violated": _floats(nias.violated),
+            "rejected": bool(np.any(nias.violated)),
         }
     if sensitivity is not None:
         record["bins"] = dict(sensitivity)
@@ -514,10 +486,8 @@ def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
 def _untestable(record: Mapping[str, Any]) -> str:
     """``"not testable (1 signal)"`` where the models' experiments have fewer than two signals
     (every experiment is then uninformative and NIS and NIAC compare nothing); else ``""``."""
-    signals = record.get("signals")
-    if signals is None or signals >= 2:
-        return ""
-    return f"not testable ({signals} signal{'' if signals == 1 else 's'})"
+    signals = record.get("signals", 2)
+    return f"not testable ({signals} signal{'s' * (signals != 1)})" if signals < 2 else ""
 
 
 def verdicts_title(record: Mapping[str, Any]) -> str:
@@ -526,9 +496,7 @@ def verdicts_title(record: Mapping[str, Any]) -> str:
     fragile = record.get("fragile", {})
     parts = []
     for name in ("nis", "niac"):
-        word = "rejected" if record[name]["violated"] else "not rejected"
-        if _untestable(record):
-            word = _untestable(record)
+        word = _untestable(record) or ("rejected" if record[name]["violated"] else "not rejected")
         parts.append(f"{name.upper()} {word}" + (" (fragile)" if fragile.get(name) else ""))
     return ", ".join(parts)
 
@@ -612,12 +580,10 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
                 f" for {len(flagged)} of {len(short)} models ({weight} {flagged[0]}, "
                 f"{flagged[1]}, ..., {flagged[-1]})"
             )
-        untested = [k for k, n in zip(short, nias.get("n_bins", []), strict=False) if n < 2]
-        if untested:
-            detail += f"; not testable (fewer than 2 bins) at {weight} {', '.join(untested)}"
-        bins = nias.get("n_bins")
-        if bins:
-            detail += f"; {min(bins)}-{max(bins)} bins per model"
+        bins = nias.get("n_bins", [])
+        untested = [k for k, n in zip(short, bins, strict=False) if n < 2]
+        detail += f"; not testable (1 bin) at {weight} {', '.join(untested)}" if untested else ""
+        detail += f"; {min(bins)}-{max(bins)} bins per model" if bins else ""
         lines.append(
             "NIAS (each model's loss-calibration test, Holm over the models) "
             + verdict("nias", bool(flagged), detail)

@@ -12,7 +12,8 @@ import pytest
 from _sweep_tables import write_sweep_scores
 
 from iml import cli, loss_spec
-from iml.pipeline.reveal import load_reveal_input, verdicts_title
+from iml.pipeline.reveal import verdicts_title
+from iml.pipeline.reveal_input import load_reveal_input
 from iml.revealed import reveal, simulate_gaussian_agents
 
 ROOT = Path(__file__).resolve().parents[2]

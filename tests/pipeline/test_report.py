@@ -259,7 +259,7 @@ def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multi
 
 
 def test_reveal_refuses_a_multiclass_run_naming_its_loss(multiclass_run):
-    from iml.pipeline.reveal import load_reveal_input
+    from iml.pipeline.reveal_input import load_reveal_input
 
     with pytest.raises(ValueError, match=r"multiclass run .*class_weighted_softmax"):
         load_reveal_input(multiclass_run[0])

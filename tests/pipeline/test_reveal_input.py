@@ -14,7 +14,8 @@ from _sweep_tables import TRAIN, N, simulated_table, table_config, write_sweep_s
 
 from iml.grids import loss_family
 from iml.pipeline import sweep as S
-from iml.pipeline.reveal import intervals_cover, load_reveal_input
+from iml.pipeline.reveal import intervals_cover
+from iml.pipeline.reveal_input import load_reveal_input
 from iml.pipeline.store import RunStore
 from iml.revealed import simulate_gaussian_agents
 from iml.spec import loss_spec
@@ -84,7 +85,7 @@ def test_a_sweep_stored_in_the_flat_form_is_revealed_as_in_sections(focal, tmp_p
 
 
 def test_a_sweeps_ridge_is_stated_with_what_it_means_for_niac():
-    from iml.pipeline.reveal import ridge_of
+    from iml.pipeline.reveal_input import ridge_of
 
     fixed = ridge_of({"l2": 1e-4, "l2_scale": "paper", "standardize": False})
     assert fixed["l2"] == 1e-4 and fixed["l2_grid"] is None
