@@ -242,10 +242,11 @@ class LossCalibrationTest(NamedTuple):
       null_calibration_error: ``sqrt(2 / pi) sum_s sqrt(V_s) / sum_i w_i``, what
         ``calibration_error`` averages for loss-calibrated scores at this N and these bins
         (each bin's residual sum taken as normal).
-      calibration_error_interval: basic bootstrap interval of ``calibration_error`` (the
-        percentiles reflected about the estimate, floored at 0), ``(2,)``: each bin's residual
-        sum drawn from its normal approximation under resampling (bins fixed),
-        ``N(O_s - E_s, sum_{i in s} w_i^2 (y_i - g_i)^2)``; NaN with ``n_bootstrap = 0``.
+      calibration_error_interval: percentile bootstrap interval of ``calibration_error``,
+        ``(2,)``: each bin's residual sum drawn from its normal approximation under resampling
+        (bins fixed), ``N(O_s - E_s, sum_{i in s} w_i^2 (y_i - g_i)^2)``; NaN with
+        ``n_bootstrap = 0``. Like the estimate, it is biased upwards by the bins' noise: read it
+        beside ``null_calibration_error``, the level that noise alone gives.
       observed, expected, variance, count: ``O_s``, ``E_s``, ``V_s`` and ``sum_{i in s} w_i``
         per bin, ``(n_bins,)`` (bins past ``S`` are empty).
       bins: each observation's bin, ``(n,)``.
@@ -448,12 +449,7 @@ def calibration_test_of(
     if n_bootstrap:
         draws = jax.random.normal(key_interval, (n_bootstrap, n_bins), g.dtype)
         resampled = jnp.abs(observed - expected + jnp.sqrt(spread) * draws)
-        low, high = percentile_interval(jnp.sum(resampled, axis=-1) / total, confidence)
-        # The basic (reflected) interval: |.| biases the resampled errors upwards by about as
-        # much as it biases the estimate, so reflecting the percentiles removes it.
-        interval = jnp.maximum(
-            jnp.stack([2 * calibration_error - high, 2 * calibration_error - low]), 0.0
-        )
+        interval = percentile_interval(jnp.sum(resampled, axis=-1) / total, confidence)
     else:
         interval = jnp.full((2,), jnp.nan, g.dtype)
     return LossCalibrationTest(

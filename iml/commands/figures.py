@@ -46,17 +46,17 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
 
 
 def say_loss_calibration(table: dict, key_name: str) -> None:
-    """The run's last word: where loss calibration is rejected (on stderr, as a warning, ranked
-    by the size of the miss), or that it is rejected nowhere, with the least power
-    (:func:`iml.calibration.loss_calibration_summary`)."""
+    """The run's last word, on stderr (stdout carries what a script reads): where loss
+    calibration is rejected, as a warning ranked by the size of the miss, or that it is rejected
+    nowhere, with the least power (:func:`iml.calibration.loss_calibration_summary`)."""
     # imported here: the calibration package loads JAX, which `iml figures --help` does without
     from iml.calibration.tables import loss_calibration_summary, table_tests
 
     summary = loss_calibration_summary(table, key_name)
     if any(record.get("rejected") for _, _, record in table_tests(table)):
-        print("warning: " + summary, file=sys.stderr)
-    elif summary:
-        print(summary)
+        summary = "warning: " + summary
+    if summary:
+        print(summary, file=sys.stderr)
 
 
 def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -37,7 +37,11 @@ def test_a_sweep_is_reported_again_without_training(sweep, tmp_path, capsys):
     assert cli.main(argv) == 0
     assert json.loads(capsys.readouterr().out)["losses"] == list(stored)
     table = json.loads((out / "table.json").read_text())
-    assert table == rescore_sweep(sweep, {"n_bins": 5}).table != stored
+    # as JSON text: five deciles of so precise a model merge into one bin, whose test is not
+    # testable (a NaN p-value, unequal to itself)
+    assert json.dumps(table) == json.dumps(rescore_sweep(sweep, {"n_bins": 5}).table)
+    assert table != stored
+    assert table["0.9"]["raw"]["loss_calibration"]["verdict"].startswith("not testable")
     for name in ("table.md", "ensemble_scores.npz", "ece_vs_beta.png", "ece_vs_beta.pdf"):
         assert (out / name).stat().st_size > 0, name
     # the figures in other formats, or none: a setting of the drawing, which a sweep does not

@@ -76,7 +76,9 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
     grid = S.sweep_config().train.l2_grid
     assert all(len(row["l2"]) == 1 and len(row["l2"][0]) == 10 for row in table.values())
     assert {v for row in table.values() for v in row["l2"][0]} <= set(grid)
-    assert (out / "table.md").read_text().count("\n") == 4
+    table_md = (out / "table.md").read_text()
+    assert table_md.split("\n\n")[0].count("\n") == 3  # header, rule, two betas
+    assert "## Loss calibration" in table_md  # the run's summary after its table
     assert (out / "ece_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "ece_vs_beta.pdf").read_bytes()[:4] == b"%PDF"
     manifest = json.loads((out / "manifest.json").read_text())
@@ -139,7 +141,7 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
     assert sorted(written) == ["ensemble_scores.npz", "table.md"]
     table = json.loads((out / "table.json").read_text())
     assert list(table) == ["0.01", "0.5", "0.99"]
-    assert (out / "table.md").read_text().count("\n") == 2 + 3
+    assert (out / "table.md").read_text().split("\n\n")[0].count("\n") == 1 + 3
     with np.load(out / "ensemble_scores.npz") as scores:
         np.testing.assert_array_equal(scores["labels"], y)
         assert scores["scores"].shape == (3, 300)
@@ -238,7 +240,9 @@ def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_pat
     assert _sweep(argv) == 0, capsys.readouterr().err
     table = json.loads((out / "table.json").read_text())
     assert list(table) == ["ones", "w[8]=10"]
-    assert set(table["ones"]["raw"]) == set(MULTICLASS_METRICS) | MULTICLASS_INTERVALS
+    assert set(table["ones"]["raw"]) == set(MULTICLASS_METRICS) | MULTICLASS_INTERVALS | {
+        "loss_calibration"
+    }
     assert table["ones"]["raw"]["accuracy"] > 0.85
     with np.load(out / "ensemble_scores.npz") as stored:
         assert stored["scores"].shape == (2, 1797, 10)
