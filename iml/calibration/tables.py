@@ -6,6 +6,7 @@ metrics of both, as a dictionary (its Markdown: :mod:`iml.pipeline.markdown`).""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 
 import jax
@@ -382,4 +383,8 @@ def loss_calibration_summary(table: Mapping[str, Mapping], key_name: str = "beta
             + ", ".join(name(k, w) for k, w, _ in untested)
             + "."
         )
+    # A multiclass grid's weighted classes (``w[8]=10``, ``B[8,8]=10``: class 8), each named.
+    for key, which, r in tests:
+        if which in {f"class {j}" for j in re.findall(r"\[(\d+)(?:,\1)?\]=", key)}:
+            lines.append(f"The weighted {which} at {key}: {r['verdict']}.")
     return "\n".join(lines)

@@ -92,3 +92,20 @@ def test_the_summary_names_rejected_losses_by_the_size_of_their_miss():
     text = markdown_by_loss(table)
     assert "| loss calibration (Def. 2) |" in text.splitlines()[0]
     assert "rejected (p = 3e-09, 5 bins); miss 0.2000 (0.0100 if calibrated)" in text
+
+
+def test_the_summary_names_each_weighted_class_verdict():
+    def record(p):
+        return {"p_value": p, "n_bins": 4, "power": 0.9, "calibration_error": 0.01,
+                "calibration_error_interval": [0.0, 0.02], "null_calibration_error": 0.01}  # fmt: skip
+
+    def row(p8):
+        classes = [record(0.5) for _ in range(10)]
+        classes[8] = record(p8)
+        return {"raw": {"loss_calibration": {"classes": classes, "top_label": record(0.4)}}}
+
+    table = {"ones": row(0.5), "w[8]=10": row(1e-9), "B[3,8]=10": row(0.5)}
+    loss_calibration_verdicts(table)
+    summary = loss_calibration_summary(table, "loss")
+    assert "The weighted class 8 at w[8]=10: rejected (p = 3.3e-08, 4 bins)." in summary
+    assert "at ones" not in summary and "B[3,8]=10:" not in summary  # no class is weighted there
