@@ -547,13 +547,13 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         if len(nis["pairs"]) <= 6:
             pairs += ": " + ", ".join(f"({keys[k]}, {keys[j]})" for k, j in nis["pairs"])
     lam = record["shannon_lambda"]
-    if lam["rejected"]:
-        shannon = "rejected at the point estimates (no lambda fits them)"
-    else:
-        shannon = f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}] at the point estimates"
+    shannon = _untestable(record) or (
+        "rejected at the point estimates (no lambda fits them)" if lam["rejected"] else
+        f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}] at the point estimates"
+    )  # fmt: skip
     bins = f"at most {record['n_bins']} {record['strategy']} bins"
     if "signals" in record:
-        bins += f" ({record['signals']} signals with observations for every model)"
+        bins += f" (signals with observations for every model: {record['signals']})"
     if record["strategy"] == "adaptive":
         bins += f" (deciles merged to {record['min_count']} expected positives and negatives)"
     lines = [
@@ -584,10 +584,10 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         untested = [k for k, n in zip(short, bins, strict=False) if n < 2]
         detail += f"; not testable (1 bin) at {weight} {', '.join(untested)}" if untested else ""
         detail += f"; {min(bins)}-{max(bins)} bins per model" if bins else ""
-        lines.append(
-            "NIAS (each model's loss-calibration test, Holm over the models) "
-            + verdict("nias", bool(flagged), detail)
-        )
+        said = verdict("nias", bool(flagged), detail)
+        if bins and max(bins) < 2:  # no model has two bins to compare
+            said = "not testable (1 bin for every model)"
+        lines.append(f"NIAS (each model's loss-calibration test, Holm over the models) {said}")
     simulated = record.get("simulated")
     if simulated:
         size = ", ".join(f"{name.upper()} {v['rate']:.3f}" for name, v in simulated["size"].items())

@@ -96,8 +96,8 @@ def test_the_summary_names_rejected_losses_by_the_size_of_their_miss():
 
 def test_the_summary_names_each_weighted_class_verdict():
     def record(p):
-        return {"p_value": p, "n_bins": 4, "power": 0.9, "calibration_error": 0.01,
-                "calibration_error_interval": [0.0, 0.02], "null_calibration_error": 0.01}  # fmt: skip
+        error = {"calibration_error": 0.01, "calibration_error_interval": [0.0, 0.02]}
+        return {"p_value": p, "n_bins": 4, "power": 0.9, **error, "null_calibration_error": 0.01}
 
     def row(p8):
         classes = [record(0.5) for _ in range(10)]

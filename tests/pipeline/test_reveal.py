@@ -64,3 +64,25 @@ def test_the_three_figures_are_drawn_from_the_record():
     assert sorted(figures) == ["revealed_cost_bounds", "revealed_information",
                                "revealed_value_matrix"]  # fmt: skip
     assert all(fig.axes for fig in figures.values())
+
+
+def test_one_signal_is_not_testable_never_not_rejected(tmp_path):
+    """Near-separable data whose adaptive bins merge into one signal (too few positives for two
+    bins of 10): every experiment is uninformative, so NIS and NIAC read "not testable (1
+    signal)", and so does each model's loss-calibration test (NIAS), never "not rejected"."""
+    from iml.pipeline.reveal import reveal_run
+
+    rng = np.random.default_rng(3)
+    labels = (np.arange(300) < 12).astype(np.int32)  # 12 positives: one bin of 10 of each
+    scores = np.clip(np.where(labels == 1, 0.95, 0.02) + 0.01 * rng.random((2, 300)), 0, 1)
+    inputs = reveal_input([0.5, 0.7], scores, labels, loss_family("log"))
+    record = reveal_run(inputs, tmp_path, n_bootstrap=20, formats=(), power_datasets=0)
+    assert record["signals"] == 1
+    assert verdicts_title(record) == "NIS not testable (1 signal), NIAC not testable (1 signal)"
+    summary = revealed_summary(record)
+    assert "NIS (capacity-constrained learning) not testable (1 signal)" in summary
+    assert "NIAC (costly learning) not testable (1 signal)" in summary
+    assert "Shannon cost with one lambda: not testable (1 signal)" in summary
+    assert record["nias"]["n_bins"] == [1, 1]
+    assert "NIAS (each model's loss-calibration test, Holm over the models) not testable" in summary
+    assert "not rejected" not in summary
