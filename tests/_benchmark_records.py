@@ -60,6 +60,6 @@ def assert_headline(
         assert set(record["cold_s"]) == set(record["order"])
         assert all(s > 0 for s in record["cold_s"].values())
     assert "compile_s" in record
-    if cpu is not None:
+    if cpu is not None:  # None: a part of a record, without the machine
         assert record["cpu"]["model"] == cpu
-    assert record["cpu"]["logical_cores"] >= 1 and "gpu" in record
+        assert record["cpu"]["logical_cores"] >= 1 and "gpu" in record
