@@ -93,18 +93,20 @@ def machine(*, gpu: bool = True) -> dict[str, Any]:
 
 
 def add_runs_argument(
-    parser: argparse.ArgumentParser, default: int = MIN_RUNS, what: str = ""
+    parser: argparse.ArgumentParser, default: int | None = MIN_RUNS, what: str = ""
 ) -> None:
     """``--runs N`` (also spelled ``--repeats``, its name before): interleaved runs of ours and
-    the baseline, at least :data:`MIN_RUNS`."""
+    the baseline, at least :data:`MIN_RUNS`; ``what`` adds to the help (e.g. the default where
+    it depends on other options, ``default`` then ``None``)."""
+    said = f" (default {default})" if default is not None else ""
     parser.add_argument(
         "--runs",
         "--repeats",
         dest="runs",
         type=int,
         default=default,
-        help=f"interleaved runs of ours and the baseline{what}, at least {MIN_RUNS}; the "
-        f"headline is their median ratio (default {default})",
+        help=f"interleaved runs of ours and the baseline, at least {MIN_RUNS}; the headline is "
+        f"their median ratio{said}{what}",
     )
 
 
