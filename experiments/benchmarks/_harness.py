@@ -156,6 +156,7 @@ def interleaved(
     scale: Mapping[str, float] | None = None,
     cold: bool = True,
     between: Callable[[str, int], None] | None = None,
+    timer: Callable[[Callable[[], object]], float] | None = None,
 ) -> dict[str, Any]:
     """Times ``sides`` (each a callable that does its side's work once and returns when done):
     with ``cold``, one call of each first; then ``runs`` rounds of one call of each, in the
@@ -168,6 +169,9 @@ def interleaved(
       scale: per side, the factor from a call's seconds to the whole work's (default 1).
       between: called as ``between(name, round)`` before each timed call (``round`` ``-1`` for
         the cold calls), untimed: e.g. a progress line.
+      timer: how a call is timed (default: its wall seconds here); sides that time their own
+        work (e.g. from the start of the processes they launch to the exit of the last)
+        return their seconds, and pass ``timer=lambda call: call()``.
 
     Returns:
       ``runs``; ``order`` (the sides of one round, in call order); ``warm_s`` (per side, each
@@ -180,20 +184,21 @@ def interleaved(
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
     scale = {name: float(factor) for name, factor in (scale or {}).items() if factor != 1}
+    timer = timer or _seconds
     out: dict[str, Any] = {"runs": runs, "order": list(sides)}
     if cold:
         cold_s = {}
         for name, fn in sides.items():
             if between is not None:
                 between(name, -1)
-            cold_s[name] = _seconds(fn)
+            cold_s[name] = float(timer(fn))
         out["cold_s"] = cold_s
     warm_s: dict[str, list[float]] = {name: [] for name in sides}
     for r in range(runs):
         for name, fn in sides.items():
             if between is not None:
                 between(name, r)
-            warm_s[name].append(_seconds(fn))
+            warm_s[name].append(float(timer(fn)))
     out["warm_s"] = warm_s
     if scale:
         out["scale"] = scale
