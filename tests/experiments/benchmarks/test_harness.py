@@ -113,3 +113,13 @@ def test_compile_seconds_counts_making_programs_not_running_them():
         assert inner.seconds == 0.0
         jax.block_until_ready(jax.jit(lambda x: program(x) + 1.0)(x))
     assert outer.seconds > 0 and inner.seconds == 0.0
+
+
+def test_sides_that_time_their_own_work_give_their_seconds():
+    # e.g. processes launched and waited for: the side returns its own wall time
+    seconds = {"ours": iter([4.0, 2.0, 3.0, 1.0]), "baseline": iter([8.0, 6.0, 6.0, 6.0])}
+    sides = {name: (lambda it=it: next(it)) for name, it in seconds.items()}
+    t = H.interleaved(sides, 3, timer=lambda call: call())
+    assert t["cold_s"] == {"ours": 4.0, "baseline": 8.0}
+    assert t["warm_s"] == {"ours": [2.0, 3.0, 1.0], "baseline": [6.0, 6.0, 6.0]}
+    assert t["ratios"] == [3.0, 2.0, 6.0] and t["ratio"] == 3.0 and t["ratio_range"] == [2.0, 6.0]
