@@ -27,7 +27,8 @@ Run from the repository root::
     python -m experiments.benchmarks.reveal
     python -m experiments.benchmarks.reveal --quick
 
-The last stdout line is one JSON object; ``ratio`` is the median over the runs of the baseline's
+The record is written to ``--out`` (default ``runs/benchmarks/reveal.json``), and the last
+stdout line is the same JSON object; ``ratio`` is the median over the runs of the baseline's
 time for all replicates over ours (higher is better), ``ratio_range`` their range, with
 ``peak_rss_gb`` the process's peak resident memory (``ru_maxrss``).
 """
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+from pathlib import Path
 
 import numpy as np
 
@@ -59,6 +61,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--baseline-replicates", type=int, default=None, help="default 20 (5 quick)")
     add_runs_argument(p)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path("runs/benchmarks/reveal.json"))
     args = p.parse_args(argv)
     check_runs(p, args.runs)
     return args
@@ -214,6 +217,8 @@ def main(argv: list[str] | None = None) -> dict:
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
         **headline(timing, compile_s=done["compile_s"][0]),
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
     return result
 

@@ -4,6 +4,8 @@ agreement with the baseline.
 Speed targets are measured by running the benchmarks themselves, never here.
 """
 
+import json
+
 from _benchmark_records import assert_headline, fake_cpuinfo, last_json_line
 
 
@@ -12,8 +14,9 @@ def test_reveal_benchmark_reports_ratio_and_agrees_with_the_baseline(capsys, tmp
 
     cpu = fake_cpuinfo(monkeypatch, tmp_path)
     argv = ["--models", "6", "--rows", "3000", "--replicates", "20"]
-    report = reveal.main([*argv, "--baseline-replicates", "4", "--runs", "3"])
-    assert last_json_line(capsys.readouterr().out) == report
+    out = tmp_path / "reveal.json"
+    report = reveal.main([*argv, "--baseline-replicates", "4", "--runs", "3", "--out", str(out)])
+    assert last_json_line(capsys.readouterr().out) == report == json.loads(out.read_text())
     assert_headline(report, runs=3, cpu=cpu)
     assert report["scale"] == {"baseline": 5.0}  # 4 of 20 replicates timed, scaled
     assert 0 < report["compile_s"] < report["cold_s"]["ours"] and report["peak_rss_gb"] > 0
