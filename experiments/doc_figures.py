@@ -465,10 +465,9 @@ def _default_page_faults() -> int:
     return int(faults.replace(",", ""))
 
 
-def _pooled_224px_ratio() -> float:
-    """torch's median step over Flax's, pooled over the four 224 px runs of cpu_train_step."""
-    flax, torch = stated(CPU_STEP, "the medians are {} s for Flax and {} s for torch")
-    return float(torch) / float(flax)
+def _cpu_sweep_records() -> list[str]:
+    """The sweep_train records made on the 2-core CPU, by name."""
+    return sorted(path.name for path in (RESULTS / "sweep_train").glob("*_cpu_2core*.json"))
 
 
 def _keep_ensemble() -> dict:
@@ -878,36 +877,52 @@ def _readme() -> list[Item]:
             "sweep_train benchmark",
             README,
             "UCI Adult at equal work, {} betas × {} rotations = {} models, each a distinct fit "
-            "(exact fits, ridge {}), … ({} fits timed, scaled); equal quality checked | {} s vs "
-            "{} s: **{}×** with JAX's programs loaded from the compilation cache ({} s of ours; "
-            "{}× in the run before it, {}× with an empty cache), corrected ECEs within {} "
-            "({}; `docs/results/sweep_train/`)",
-            ".0f .0f .0f .0es d .2f .1f .1f .2f .1f .1f .4f date",
+            "(exact fits, ridge {}), … ({} fits timed, scaled); equal quality checked | three "
+            "single runs in a row ({}; the records name no CPU model, {} cores; "
+            "`docs/results/sweep_train/`), each ours once, then the baseline's {} fits once: {}× "
+            "with an empty compilation cache, then {}× ({} s vs {} s) and {}× ({} s vs {} s) "
+            "with JAX's programs loaded from it. Not a median of interleaved runs: the baseline's "
+            "{} fits took {} and {} s in the two warm runs ({} to {} s across this folder's CPU "
+            "records). Corrected ECEs within {} |",
+            ".0f .0f .0f .0es d date d d .1f .1f .2f .1f .1f .2f .1f d .2f .2f .2f .2f .4f",
             lambda: (
                 *(sweep_work(CPU_SWEEP_EQUAL)[k] for k in ("betas", "rotations", "models", "l2")),
                 baseline_fits(CPU_SWEEP_EQUAL)[0],
-                *sweep_train_row(CPU_SWEEP_EQUAL),
-                record(f"sweep_train/{CPU_SWEEP_EQUAL}")["ours_compile_s"],
-                record("sweep_train/2026-11-28_cpu_2core_equal_work_1.json")["ratio"],
-                record("sweep_train/2026-11-28_cpu_2core_equal_work_cold.json")["ratio"],
-                record(f"sweep_train/{CPU_SWEEP_EQUAL}")["corrected_ece_diff_max"],
                 record(f"sweep_train/{CPU_SWEEP_EQUAL}")["date"],
+                baseline_fits(CPU_SWEEP_EQUAL)[2],
+                baseline_fits(CPU_SWEEP_EQUAL)[0],
+                record("sweep_train/2026-11-28_cpu_2core_equal_work_cold.json")["ratio"],
+                record("sweep_train/2026-11-28_cpu_2core_equal_work_1.json")["ratio"],
+                *sweep_train_row("2026-11-28_cpu_2core_equal_work_1.json")[:2],
+                record(f"sweep_train/{CPU_SWEEP_EQUAL}")["ratio"],
+                *sweep_train_row(CPU_SWEEP_EQUAL)[:2],
+                baseline_fits(CPU_SWEEP_EQUAL)[0],
+                baseline_fits("2026-11-28_cpu_2core_equal_work_1.json")[1],
+                baseline_fits(CPU_SWEEP_EQUAL)[1],
+                *min_max([baseline_fits(name)[1] for name in _cpu_sweep_records()]),
+                record(f"sweep_train/{CPU_SWEEP_EQUAL}")["corrected_ece_diff_max"],
             ),
         ),
         Figure(
             "train_step benchmark",
             README,
-            "**{}×** at batch {} @ {} px (the pooled steps of four runs), **{}×** at batch {} @ "
-            "{} px ({}; `docs/results/cpu_train_step/`)",
-            ".2f d d .2f d d date",
+            "two runs of {} interleaved steps each ({}; the records name no CPU model, {} cores; "
+            "`docs/results/cpu_train_step/`), each the ratio of the two frameworks' median "
+            "steps: **{}×** and **{}×** at batch {} @ {} px, **{}×** and **{}×** at batch {} @ "
+            "{} px |",
+            "d date d .2f .2f d d .2f .2f d d",
             lambda: (
-                _pooled_224px_ratio(),
+                [record(r)["repeats"] for r in (KEEP, RERUN)],
+                [file_date(r) for r in (KEEP, RERUN)],
+                [record(r)["cores"] for r in (KEEP, RERUN)],
+                record(KEEP)["ratios"]["b16_224px"],
+                record(RERUN)["ratios"]["b16_224px"],
                 record(KEEP)["results"][0]["batch"],
                 record(KEEP)["results"][0]["size"],
+                record(KEEP)["ratios"]["b64_64px"],
                 record(RERUN)["ratios"]["b64_64px"],
                 record(RERUN)["results"][1]["batch"],
                 record(RERUN)["results"][1]["size"],
-                file_date(RERUN),
             ),
         ),
         Figure(
@@ -920,25 +935,27 @@ def _readme() -> list[Item]:
         Figure(
             "ensemble benchmark ratio",
             README,
-            "whole members on each of {} CPU devices, one per core) **{}×** ({}; "
-            "`docs/results/cpu_ensemble/`)",
-            "d .2f date",
-            lambda: (ensemble()["devices"], ensemble()["ratio"], file_date(CPU_ENSEMBLE_RUNS[-1])),
-        ),
-        Figure(
-            "benchmark machine",
-            README,
-            "The CPU is a {}-core Intel Xeon virtual machine",
-            "d",
-            lambda: [record(KEEP)["cores"], ensemble()["devices"], baseline_fits(CPU_SWEEP)[2]],
+            "one run of {} interleaved steps of every candidate ({}; the record names no CPU "
+            "model; `docs/results/cpu_ensemble/`), the ratio of the medians: the CPU default "
+            "(`map` with `mixed` convolutions, whole members on each of {} CPU devices, one per "
+            "core) **{}×** |",
+            "d date d .2f",
+            lambda: (
+                ensemble()["repeats"],
+                file_date(CPU_ENSEMBLE_RUNS[-1]),
+                ensemble()["devices"],
+                ensemble()["ratio"],
+            ),
         ),
         Figure(
             "GPU training step and ensemble",
             README,
-            "the fp32 DenseNet-121 step ran at **{}×** PyTorch's (batch {} at {} px) and the K = "
-            "{} ensemble step at **{}×** the {} single steps (`vmap`)",
-            ".2f d d d .2f d",
+            "single runs of {} interleaved steps gave, as the ratio of the medians, the fp32 "
+            "DenseNet-121 step at **{}×** PyTorch's (batch {} at {} px) and the K = {} ensemble "
+            "step at **{}×** the {} single steps (`vmap`)",
+            "d .2f d d d .2f d",
             lambda: (
+                [record(GPU5_STEP)["repeats"], record(GPU5_F32)["repeats"]],
                 record(GPU5_STEP)["ratios"]["b16_224px"],
                 16,
                 224,
@@ -4856,11 +4873,13 @@ def _gpu_h200_run5() -> list[Item]:
         Figure(
             "README: paper_scale row",
             README,
-            "(batch {} each, the paper's recipe) … GPU only: K = {} at **{}×** on one NVIDIA "
-            "H200 ({}; `docs/results/gpu_h200/`)",
-            "d d .2f date",
+            "(batch {} each, the paper's recipe) … GPU only: one run on one NVIDIA H200, "
+            "PyTorch's {} steps first, then ours, each side's median: K = {} at **{}×** ({}; "
+            "`docs/results/gpu_h200/`)",
+            "d words d .2f date",
             lambda: (
                 paper()["batch_per_member"],
+                [len(paper()["torch"]["train_step_s_all"]), len(k32()["step_s_all"])],
                 k32()["members"],
                 k32()["member_images_per_s"] / torch_rate(),
                 GPU5.split("/")[1],  # the record's folder is its date
@@ -5806,13 +5825,6 @@ def _cpu_step_run() -> list[Item]:
                 *list(record(RERUN)["images_per_s"]["b16_224px"].values()),
                 record(RERUN)["ratios"]["b64_64px"],
             ),
-        ),
-        Figure(
-            "CPU step: pooled medians",
-            CPU_STEP,
-            "s for torch, **{}x**",
-            ".2f",
-            _pooled_224px_ratio,
         ),
     ]
 
