@@ -19,7 +19,8 @@ def test_reveal_benchmark_reports_ratio_and_agrees_with_the_baseline(capsys, tmp
     assert last_json_line(capsys.readouterr().out) == report == json.loads(out.read_text())
     assert_headline(report, runs=3, cpu=cpu)
     assert report["scale"] == {"baseline": 5.0}  # 4 of 20 replicates timed, scaled
-    assert 0 < report["compile_s"] < report["cold_s"]["ours"] and report["peak_rss_gb"] > 0
+    # the cold call made the programs (nested and threaded events can sum past its wall time)
+    assert report["compile_s"] > 0 and report["peak_rss_gb"] > 0
     assert len(report["warm_compile_s"]) == 3
     assert max(report["warm_compile_s"]) < report["compile_s"] / 10
     assert "6 models x 3000 observations, 10 bins, 20 paired bootstrap" in report["work"]
