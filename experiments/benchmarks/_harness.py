@@ -276,7 +276,9 @@ class _Meter:
 
 class CompileSeconds(_Meter):
     """Seconds JAX spends making programs (tracing, lowering to MLIR, XLA's compile) while the
-    context is open, as ``jax.monitoring`` reports them; ``seconds`` after exit."""
+    context is open, as ``jax.monitoring`` reports them; ``seconds`` after exit. The events are
+    summed: a trace nested in another, or a compile on another thread, counts on its own, so the
+    sum can exceed the wall time of the call that made them."""
 
     EVENTS = (
         "/jax/core/compile/jaxpr_trace_duration",
