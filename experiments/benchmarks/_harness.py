@@ -155,7 +155,6 @@ def interleaved(
     baseline: str = "baseline",
     scale: Mapping[str, float] | None = None,
     cold: bool = True,
-    between: Callable[[str, int], None] | None = None,
     timer: Callable[[Callable[[], object]], float] | None = None,
 ) -> dict[str, Any]:
     """Times ``sides`` (each a callable that does its side's work once and returns when done):
@@ -167,8 +166,6 @@ def interleaved(
         in the same rounds (e.g. other strategies or references).
       runs: rounds; at least :data:`MIN_RUNS` for a headline.
       scale: per side, the factor from a call's seconds to the whole work's (default 1).
-      between: called as ``between(name, round)`` before each timed call (``round`` ``-1`` for
-        the cold calls), untimed: e.g. a progress line.
       timer: how a call is timed (default: its wall seconds here); sides that time their own
         work (e.g. from the start of the processes they launch to the exit of the last)
         return their seconds, and pass ``timer=lambda call: call()``.
@@ -189,15 +186,11 @@ def interleaved(
     if cold:
         cold_s = {}
         for name, fn in sides.items():
-            if between is not None:
-                between(name, -1)
             cold_s[name] = float(timer(fn))
         out["cold_s"] = cold_s
     warm_s: dict[str, list[float]] = {name: [] for name in sides}
-    for r in range(runs):
+    for _ in range(runs):
         for name, fn in sides.items():
-            if between is not None:
-                between(name, r)
             warm_s[name].append(float(timer(fn)))
     out["warm_s"] = warm_s
     if scale:
