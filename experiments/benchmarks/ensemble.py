@@ -15,23 +15,27 @@ with several devices (on the CPU one per core by default, as ``iml`` asks for) a
 strategy as the trainer runs it, on the mesh the trainer makes (its own compiled programs): for
 ``map`` and ``loop``, whole members on each device, each device stepping its own members one by
 one (:func:`iml.training.per_device_members`, :func:`iml.training.per_device_member_loop`); for
-``vmap``, members split over the ``'ensemble'`` axis and batches over ``'data'``. Repeats of all
-candidates are interleaved, so load on the machine affects them alike; the step time is the
-median of repeats. Compile time and the compiled program's memory (XLA's memory analysis) are
-reported apart, with the process's peak resident memory. ``--strategies`` limits the candidates
-(the baseline always runs); ``--dtype bfloat16`` computes in bfloat16 (parameters, statistics and
-the optimiser stay float32). The process runs under ``iml.training.host.keep_step_memory``, as
-``iml reproduce`` does (``--host-memory system`` for glibc's and JAX's defaults).
+``vmap``, members split over the ``'ensemble'`` axis and batches over ``'data'``. All candidates
+run in ``--runs`` interleaved runs, one step of each a run, after a cold step of each
+(:mod:`experiments.benchmarks._harness`), so load on the machine affects them alike; the step
+time is the median of the runs. Compile time (``compile_s``, the default's; every candidate's in
+the JSON file), first calls (``cold_s``) and the compiled program's memory (XLA's memory
+analysis) are reported apart from the warm runs, with the process's peak resident memory.
+``--strategies`` limits the candidates (the baseline always runs); ``--dtype bfloat16`` computes
+in bfloat16 (parameters, statistics and the optimiser stay float32). The process runs under
+``iml.training.host.keep_step_memory``, as ``iml reproduce`` does (``--host-memory system`` for
+glibc's and JAX's defaults).
 
 ``--max-members`` then looks for the largest K whose step of the default strategy fits the
 device's memory: XLA's memory analysis of the K-member program gives the bytes per member, which
 predict the largest K; that K is compiled and run (halving it while it runs out of memory), timed,
 and reported with the first larger K that failed, if one was tried.
 
-The headline ``ratio`` is member-images per second of the backend's default strategy
-(``iml.training.DEFAULT_MEMBER_BATCHING`` with ``iml.models.DEFAULT_CONV_IMPL``, over the mesh
-when there are several devices) over the
-baseline's; every strategy's figure is in
+Each run's ratio is the baseline's step time over a strategy's (member-images per second of the
+strategy over the baseline's). The headline ``ratio`` is the median of those of the backend's
+default strategy (``iml.training.DEFAULT_MEMBER_BATCHING`` with ``iml.models.DEFAULT_CONV_IMPL``,
+over the mesh when there are several devices; where ``--strategies`` leaves it out, the first
+strategy asked for: ``headline_strategy``), with their range; every strategy's median ratio is in
 ``strategies``.
 """
 
@@ -45,14 +49,23 @@ import sys
 import time
 from pathlib import Path
 
+from experiments.benchmarks._harness import (
+    add_runs_argument,
+    check_runs,
+    headline,
+    interleaved,
+    per_run_ratios,
+    summarise,
+)
 
-def _parse() -> argparse.Namespace:
+
+def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="few repeats")
     p.add_argument("--members", type=int, default=8)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--size", type=int, default=28)
-    p.add_argument("--repeats", type=int, default=None, help="default 15 (5 with --quick)")
+    add_runs_argument(p, default=None, what=": a step of each candidate a run (15, 5 with --quick)")
     p.add_argument(
         "--host-devices",
         type=int,
@@ -87,7 +100,9 @@ def _parse() -> argparse.Namespace:
         "'system': glibc's and JAX's defaults",
     )
     p.add_argument("--out", default="runs/benchmarks/ensemble.json")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    args.runs = args.runs or (5 if args.quick else 15)
+    check_runs(p, args.runs)
     from iml.models import CONV_IMPLS  # imports JAX without starting a backend
 
     known = {f"{b}/{c}" for b in ("vmap", "map", "loop") for c in CONV_IMPLS}
@@ -266,8 +281,17 @@ def search_largest(attempt, predicted: int, step: int = 8, grow: int = 3, second
     return {**fit, "smallest_failed_members": failed, "tried": tried}
 
 
-def main() -> None:
-    args = _parse()
+def headline_candidate(candidates: dict, default: str) -> str:
+    """The candidate the headline is of: the backend's default strategy; where it is not among
+    the candidates, the first one asked for after the baseline (never the fastest measured,
+    which would pick the luckiest run)."""
+    if default in candidates:
+        return default
+    return next(name for name in candidates if name != "baseline")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = _parse(argv)
     import functools
 
     import jax
@@ -296,7 +320,6 @@ def main() -> None:
         jax.config.update("jax_num_cpu_devices", args.host_devices)
     k, b, size = args.members, args.batch, args.size
     dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
-    repeats = args.repeats or (5 if args.quick else 15)
     backend = jax.default_backend()
     optimizer = adam()
     images, labels, flips, active, betas = member_batches(k, b, size, seed=0)
@@ -405,30 +428,28 @@ def main() -> None:
 
         candidates[default] = (run_mesh, compile_s, None)
 
-    for run, _, _ in candidates.values():  # warm up: first calls allocate and page in
-        run()
-    times = {name: [] for name in candidates}
-    for _ in range(repeats):
-        for name, (run, _, _) in candidates.items():
-            t0 = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - t0)
+    ours = headline_candidate(candidates, default)
+    sides = {ours: candidates[ours][0], "baseline": candidates["baseline"][0]}
+    sides.update({name: run for name, (run, _, _) in candidates.items() if name not in sides})
+    # the cold calls allocate and page in; then the candidates' steps alternate, run by run
+    timing = interleaved(sides, args.runs, ours=ours, baseline="baseline")
 
-    base = statistics.median(times["baseline"])
+    warm = timing["warm_s"]
     member_images = k * b
     results = {}
     for name, (_, compile_s, memory) in candidates.items():
-        med = statistics.median(times[name])
+        med = statistics.median(warm[name])
+        against = summarise(per_run_ratios(warm["baseline"], warm[name]))
         results[name] = {
             "step_seconds_median": med,
-            "step_seconds_all": times[name],
+            "step_seconds_all": warm[name],
             "member_images_per_second": member_images / med,
-            "ratio": base / med,
+            "ratio": against["ratio"],
+            "ratio_range": against["ratio_range"],
+            "first_call_seconds": timing["cold_s"][name],
             "compile_seconds": compile_s,
             "compiled_memory": memory,
         }
-    if default not in results:
-        default = max((n for n in results if n != "baseline"), key=lambda n: results[n]["ratio"])
     summary = {
         "benchmark": "ensemble",
         "backend": backend,
@@ -441,30 +462,30 @@ def main() -> None:
         "dtype": args.dtype,
         "baseline_conv_impl": baseline_conv,
         "host_memory": host_memory_record(),
-        "repeats": repeats,
         "default_strategy": default,
-        "baseline_member_images_per_second": member_images / base,
-        "member_images_per_second": results[default]["member_images_per_second"],
+        "headline_strategy": ours,
+        "baseline_member_images_per_second": results["baseline"]["member_images_per_second"],
+        "member_images_per_second": results[ours]["member_images_per_second"],
         "strategies": {n: round(r["ratio"], 3) for n, r in results.items() if n != "baseline"},
         "best_strategy": max(
             (n for n in results if n != "baseline"), key=lambda n: results[n]["ratio"]
         ),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "ratio": results[default]["ratio"],
+        **headline(timing, compile_s=candidates[ours][1]),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**summary, "details": results}, indent=2))  # kept if the search dies
     if args.max_members:
-        batching, conv = default.split("/")[-2:]
+        batching, conv = ours.split("/")[-2:]
         summary["largest_members"] = largest_members(
             functools.partial(densenet_small, conv_impl=conv, dtype=dtype),
             batching,
-            results[default]["compiled_memory"],
+            results[ours]["compiled_memory"],
             k,
             b,
             size,
-            min(repeats, 3),  # each try at thousands of members takes seconds per step
+            3,  # each try at thousands of members takes seconds per step
             seconds=args.max_members_seconds,
         )
     out.write_text(json.dumps({**summary, "details": results}, indent=2))
@@ -475,6 +496,7 @@ def main() -> None:
             file=sys.stderr,
         )
     print(json.dumps(summary))
+    return summary
 
 
 if __name__ == "__main__":

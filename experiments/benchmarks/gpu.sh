@@ -44,15 +44,15 @@ part=${1:-all}
 # finish within 125 s.
 if [ "$part" = fp32 ] || [ "$part" = all ]; then
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 150 ensemble_f32 experiments.benchmarks.ensemble \
-    --strategies vmap/xla,loop/xla --repeats 20
+    --strategies vmap/xla,loop/xla --runs 20
   run 300 train_step_f32 experiments.benchmarks.train_step --device gpu --dtype float32 \
-    --repeats 20
+    --runs 20
 fi
 if [ "$part" = bf16 ] || [ "$part" = all ]; then
   run 300 train_step_bf16 experiments.benchmarks.train_step --device gpu --dtype bfloat16 \
-    --size 224 --repeats 20
+    --size 224 --runs 20
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 240 ensemble_bf16 experiments.benchmarks.ensemble \
-    --dtype bfloat16 --strategies vmap/xla --repeats 10 --max-members
+    --dtype bfloat16 --strategies vmap/xla --runs 10 --max-members
 fi
 # What the fp32 and bf16 parts do not finish on an H200 within their limits (docs/results/gpu_h200),
 # as one part: the 64 px fp32 step, the bf16 steps with cuBLAS for the matrix products (Triton GEMM
@@ -60,11 +60,11 @@ fi
 # compile), and the bf16 ensemble with the largest-K search.
 if [ "$part" = rest ]; then
   run 120 train_step_f32_64px experiments.benchmarks.train_step --device gpu --dtype float32 \
-    --size 64 --repeats 20
+    --size 64 --runs 20
   XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_triton_gemm=false" run 240 train_step_bf16 \
-    experiments.benchmarks.train_step --device gpu --dtype bfloat16 --repeats 20
+    experiments.benchmarks.train_step --device gpu --dtype bfloat16 --runs 20
   XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 200 ensemble_bf16 experiments.benchmarks.ensemble \
-    --dtype bfloat16 --strategies vmap/xla --repeats 10 --max-members
+    --dtype bfloat16 --strategies vmap/xla --runs 10 --max-members
 fi
 # The paper's scale: K DenseNet-121 members at 224 px against PyTorch steps, as one part. Left to
 # search, the benchmark starts at the K that XLA's memory analysis predicts: 35 on an H100, whose
@@ -96,7 +96,7 @@ print(f['layer'] if f else '')" "$out/probe_member_convs.json" 2>/dev/null)
   XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_triton_gemm=false" \
     XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 run 300 paper_scale_matmul \
     experiments.benchmarks.paper_scale --members "${MEMBERS:-48}" --conv-impl matmul \
-    --skip-one-member --repeats 5
+    --skip-one-member --runs 5
 fi
 # The logistic beta sweep against scikit-learn fits on the machine's cores, with the part of our
 # time spent compiling (ours_compile_s). The Adult files (adult.data, adult.test) are in ADULT_DIR.

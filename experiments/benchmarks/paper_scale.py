@@ -15,7 +15,10 @@ flips, ImageNet normalisation, its own beta-weighted cross-entropy (betas spread
 **Baseline.** torchvision's ``DenseNet`` of the same configuration (DenseNet-121 by default) with
 ``torch.optim.Adam``: the same preprocessing and beta-weighted loss, cuDNN in benchmark mode, one
 model's step after another. ``K`` PyTorch steps take ``K`` times one step, so its member-images per
-second are those of one step. It runs first, before JAX takes the device's memory, and frees it.
+second are those of one step. It is set up first, before JAX takes the device's memory, and its
+model stays on the device (a few GB) until ours have been timed against it: after a first step
+of each (``cold_s``; ``compile_s``, ours' compile, apart), one step of each alternates in
+``--runs`` interleaved runs (:mod:`experiments.benchmarks._harness`), at one member and at K.
 
 **Largest K.** XLA's memory analysis of the one-member program (arguments and temporaries) gives
 the bytes per member; ``0.9`` of the device's limit over that predicts the largest K, which is
@@ -46,8 +49,10 @@ both sides' timed training steps.
 step runs), e.g. on a machine without the card. Without a validation step at K members the
 projection uses PyTorch's validation rate for both sides (``eval_source``).
 
-The headline ``ratio`` is member-images per second of our largest-K step over PyTorch's; the JSON
-also has the one-member ratio (``ratio_one_member``) and the projection.
+Each run's ratio is K PyTorch steps' time over our K-member step's (member-images per second of
+ours over PyTorch's). The headline ``ratio`` is the median of the runs' ratios at the largest K,
+with their range; the JSON also has the one-member ratio (``ratio_one_member``, likewise) and the
+projection. With ``--card-record`` nothing is timed: the ratio is the records' (``ratio_from``).
 """
 
 from __future__ import annotations
@@ -58,12 +63,14 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from experiments.benchmarks import _projection as P
+from experiments.benchmarks._harness import add_runs_argument, check_runs, headline, interleaved
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -84,7 +91,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=16, help="training images per member and step")
     p.add_argument("--eval-batch", type=int, default=64, help="validation images per member")
     p.add_argument("--size", type=int, default=224)
-    p.add_argument("--repeats", type=int, default=None, help="timed steps (default 10, 3 quick)")
+    add_runs_argument(p, default=None, what=": a step of each a run (10, 3 with --quick)")
     p.add_argument(
         "--epochs", type=float, default=None, help="a fixed count of epochs per member, projected"
     )
@@ -122,12 +129,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     if args.quick:
         args.size, args.batch, args.eval_batch = 32, 2, 4
         args.members = args.members or 2
-    args.repeats = args.repeats or (3 if args.quick else 10)
+    args.runs = args.runs or (3 if args.quick else 10)
+    check_runs(p, args.runs)
     if args.members is not None and args.members < 1:
         p.error(f"--members must be at least 1, got {args.members}")
     if args.skip_one_member and (args.members is None or args.members == 1):
         p.error("--skip-one-member needs --members 2 or more (the search starts from one member)")
-    for name in ("batch", "eval_batch", "size", "repeats"):
+    for name in ("batch", "eval_batch", "size"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.epochs is not None and not args.epochs > 0:
@@ -161,8 +169,15 @@ def _median_seconds(step, repeats: int) -> tuple[float, list[float]]:
     return statistics.median(times), times
 
 
-def torch_baseline(arch: dict, batch: int, eval_batch: int, size: int, repeats: int) -> dict:
-    """One torchvision DenseNet's training and validation steps, timed; the device freed after."""
+def torch_baseline(
+    arch: dict, batch: int, eval_batch: int, size: int, repeats: int
+) -> tuple[Callable[[], None], dict]:
+    """One torchvision DenseNet's training step, run once (its first step timed, cold), and its
+    validation step, timed (median of ``repeats``).
+
+    Returns:
+      the training step (for :func:`pair` to time against ours) and what was measured.
+    """
     import torch
     import torchvision
 
@@ -224,23 +239,17 @@ def torch_baseline(arch: dict, batch: int, eval_batch: int, size: int, repeats: 
     train_step()
     first = time.perf_counter() - t0
     eval_step()
-    train_s, train_all = _median_seconds(train_step, repeats)
     eval_s, _ = _median_seconds(eval_step, repeats)
     out = {
         "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
         "version": torch.__version__,
         "first_step_s": first,
-        "train_step_s": train_s,
-        "train_step_s_all": train_all,
-        "train_member_images_per_s": batch / train_s,
         "eval_step_s": eval_s,
         "eval_member_images_per_s": eval_batch / eval_s,
     }
     if dev.type == "cuda":
         out["peak_device_mb"] = torch.cuda.max_memory_allocated() / 2**20
-        del model, opt
-        torch.cuda.empty_cache()
-    return out
+    return train_step, out
 
 
 def _member_inputs(k: int, batch: int, size: int, seed: int) -> tuple:
@@ -255,8 +264,13 @@ def _member_states(model, optimizer, k: int, size: int):
     return member_states(model, optimizer, k, size, channels=3)
 
 
-def ours(model, batching: str, k: int, batch: int, size: int, repeats: int) -> dict:
-    """``k`` members' training step of the trainer, compiled and timed (median of ``repeats``)."""
+def ours(model, batching: str, k: int, batch: int, size: int) -> tuple[Callable[[], None], dict]:
+    """``k`` members' training step of the trainer, compiled (``compile_s``) and not yet run.
+
+    Returns:
+      the step (it donates and replaces the members' state, and blocks until done) and what
+      was measured so far.
+    """
     import jax
 
     from iml.training import adam, batch_members, member_train_step
@@ -273,24 +287,46 @@ def ours(model, batching: str, k: int, batch: int, size: int, repeats: int) -> d
     def run() -> None:
         holder[0] = jax.block_until_ready(exe(holder[0], *rest))
 
-    run()  # warm-up
-    median, times = _median_seconds(run, repeats)
-    out = {
-        "members": k,
-        "compile_s": compile_s,
+    out = {"members": k, "compile_s": compile_s}
+    if mem is not None:
+        out["xla_bytes"] = int(mem.argument_size_in_bytes + mem.temp_size_in_bytes)
+    return run, out
+
+
+def pair(ours_step, ours_info: dict, torch_step, torch_info: dict, batch: int, runs: int):
+    """Our K-member step against PyTorch's one-model step: ours' first call (cold), then ``runs``
+    interleaved runs of one step of each (:func:`experiments.benchmarks._harness.interleaved`),
+    PyTorch's scaled by K (K models' steps: equal work).
+
+    Returns:
+      ours' measurements (``first_step_s``, ``step_s`` the median, ``step_s_all``,
+      ``member_images_per_s``) and the runs' timing; each run's ratio is K PyTorch steps' time
+      over ours, i.e. member-images per second of ours over PyTorch's.
+    """
+    k = ours_info["members"]
+    t0 = time.perf_counter()
+    ours_step()
+    first = time.perf_counter() - t0
+    timing = interleaved(
+        {"ours": ours_step, "baseline": torch_step}, runs, scale={"baseline": k}, cold=False
+    )
+    timing["cold_s"] = {"ours": first, "baseline": torch_info["first_step_s"]}
+    times = timing["warm_s"]["ours"]
+    median = statistics.median(times)
+    info = {
+        **ours_info,
+        "first_step_s": first,
         "step_s": median,
         "step_s_all": times,
         "member_images_per_s": k * batch / median,
     }
-    if mem is not None:
-        out["xla_bytes"] = int(mem.argument_size_in_bytes + mem.temp_size_in_bytes)
     print(
-        f"ours: K={k} {out['member_images_per_s']:.0f} member-images/s, "
-        f"compiled in {compile_s:.1f}s",
+        f"ours: K={k} {info['member_images_per_s']:.0f} member-images/s, "
+        f"compiled in {info['compile_s']:.1f}s, {timing['ratio']:.2f}x PyTorch's",
         file=sys.stderr,
         flush=True,
     )
-    return out
+    return info, timing
 
 
 def ours_eval(model, batching: str, k: int, eval_batch: int, size: int, repeats: int) -> dict:
@@ -322,13 +358,18 @@ def ours_eval(model, batching: str, k: int, eval_batch: int, size: int, repeats:
 
 
 def measure_card(args: argparse.Namespace, summary: dict[str, Any], save) -> None:
-    """PyTorch's steps, ours at one member and at K (the largest that runs, or ``--members``) and
-    our K-member validation step, each stored in ``summary`` (and saved) as it is measured."""
+    """PyTorch's steps, ours at one member and at K (the largest that runs, or ``--members``),
+    each timed against PyTorch's in interleaved runs, and our K-member validation step, each
+    stored in ``summary`` (and saved) as it is measured. PyTorch's model stays on the device
+    (a few GB on a GPU) while ours run, so that their steps can alternate."""
     arch = architecture(args.quick)
-    torch_result = torch_baseline(arch, args.batch, args.eval_batch, args.size, args.repeats)
+    torch_step, torch_result = torch_baseline(
+        arch, args.batch, args.eval_batch, args.size, args.runs
+    )
+    held = {"torch_step": torch_step}
+    del torch_step
     summary["torch"] = torch_result
     save()
-    print(f"torch: {torch_result['train_member_images_per_s']:.0f} images/s", file=sys.stderr)
 
     import jax
 
@@ -347,20 +388,22 @@ def measure_card(args: argparse.Namespace, summary: dict[str, Any], save) -> Non
         batching=batching,
         conv_impl=args.conv_impl,
     )
-    if not args.skip_one_member:
-        one = ours(model, batching, 1, args.batch, args.size, args.repeats)
-        summary["ours_one_member"] = one
-        summary["ratio_one_member"] = (
-            one["member_images_per_s"] / torch_result["train_member_images_per_s"]
-        )
-        save()
-    tried: list[int] = []
+    timings: dict[int, dict] = {}
 
     def attempt(k: int) -> dict:
         tried.append(k)
-        return ours(model, batching, k, args.batch, args.size, args.repeats)
+        run, info = ours(model, batching, k, args.batch, args.size)
+        info, timings[k] = pair(run, info, held["torch_step"], torch_result, args.batch, args.runs)
+        return info
 
+    tried: list[int] = []
     try:
+        if not args.skip_one_member:
+            one = attempt(1)
+            summary["ours_one_member"] = one
+            summary["ratio_one_member"] = timings[1]["ratio"]
+            summary["ratio_one_member_range"] = timings[1]["ratio_range"]
+            save()
         if args.members == 1:
             largest = one
         elif args.members is not None:
@@ -382,16 +425,28 @@ def measure_card(args: argparse.Namespace, summary: dict[str, Any], save) -> Non
         summary["failed"] = {"members": tried[-1] if tried else None, "error": str(err)[:2000]}
         save()
         raise
-    summary["ours"] = largest
     k = largest["members"]
-    summary["ratio"] = largest["member_images_per_s"] / torch_result["train_member_images_per_s"]
+    summary["ours"] = largest
+    timing = timings[k]
+    torch_times = timing["warm_s"]["baseline"]
+    summary["torch"].update(
+        train_step_s=statistics.median(torch_times),
+        train_step_s_all=torch_times,
+        train_member_images_per_s=args.batch / statistics.median(torch_times),
+    )
+    summary.update(headline(timing, compile_s=largest["compile_s"]))
     save()
+    held.clear()  # PyTorch's model, before our validation step at K
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     try:
-        ev = ours_eval(model, batching, k, args.eval_batch, args.size, args.repeats)
+        ev = ours_eval(model, batching, k, args.eval_batch, args.size, args.runs)
     except Exception as err:  # validation at K members may not fit where training just did
         if not is_out_of_memory(err):
             raise
-        ev = ours_eval(model, batching, max(1, k // 2), args.eval_batch, args.size, args.repeats)
+        ev = ours_eval(model, batching, max(1, k // 2), args.eval_batch, args.size, args.runs)
     summary["ours_eval"] = ev
     save()
 
@@ -462,6 +517,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.card_record:
         summary = P.load_card_records(args.card_record)
         summary["card_records"] = [_named(p) for p in args.card_record]
+        summary["ratio_from"] = "the card records: nothing timed in this run"
         summary.setdefault(
             "ratio",
             summary["ours"]["member_images_per_s"] / summary["torch"]["train_member_images_per_s"],
@@ -473,7 +529,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "image": [args.size, args.size, 3],
             "batch_per_member": args.batch,
             "eval_batch_per_member": args.eval_batch,
-            "repeats": args.repeats,
         }
         measure_card(args, summary, save)
     summary["projection"] = projection(summary, args)

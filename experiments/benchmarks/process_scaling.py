@@ -31,8 +31,10 @@ batches are stored and once process 0 has written the report. ``meetings`` times
 and one barrier, repeated, for ``P`` in ``--meeting-processes`` (with more processes than cores,
 they wait on the service more than they compute).
 
-``ratio`` is the measured speedup of two processes over one (the median of ``--repeats``
-interleaved pairs; at most 2); ``efficiency`` is it over 2.
+``ratio`` is the measured speedup of two processes over one: the median over ``--runs``
+interleaved pairs of runs (:mod:`experiments.benchmarks._harness`) of one process's wall time
+over two's (at most 2), with their range; ``efficiency`` is it over 2. Every run starts new
+processes, which compile what they run, so no run is warm: ``start`` holds each run's cold part.
 ``experiments.benchmarks._projection.coordination_seconds`` extrapolates the coordination cost to
 more processes for ``experiments.benchmarks.paper_scale``.
 """
@@ -51,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from experiments.benchmarks._harness import add_runs_argument, check_runs, headline, interleaved
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -242,10 +246,10 @@ def _timed_run(plan: list[str], out: Path, count: int, timeout_s: float) -> dict
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="8 batches of 2 epochs, 1 repeat")
+    p.add_argument("--quick", action="store_true", help="8 batches of 2 epochs")
     p.add_argument("--batches", type=int, default=16, help="one-member batches (a multiple of 4)")
     p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--repeats", type=int, default=2, help="interleaved pairs of runs")
+    add_runs_argument(p, what=": pairs of runs, two processes then one")
     p.add_argument("--meeting-processes", type=int, nargs="+", default=None)
     p.add_argument("--meeting-repeats", type=int, default=50)
     p.add_argument("--timeout", type=float, default=1800, help="seconds allowed per run")
@@ -253,11 +257,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="runs/benchmarks/process_scaling.json")
     args = p.parse_args(argv)
     if args.quick:
-        args.batches, args.epochs, args.repeats = 8, 2, 1
+        args.batches, args.epochs = 8, 2
     if args.meeting_processes is None:
         args.meeting_processes = [1, 2, 4] if args.quick else [1, 2, 4, 8]
-    if args.batches < 4 or args.epochs < 1 or args.repeats < 1:
-        p.error("--batches must be at least 4, --epochs and --repeats at least 1")
+    check_runs(p, args.runs)
+    if args.batches < 4 or args.epochs < 1:
+        p.error("--batches must be at least 4, --epochs at least 1")
     if any(n < 1 for n in args.meeting_processes):
         p.error("--meeting-processes must be at least 1")
     return args
@@ -284,17 +289,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  "model": "densenet_tiny", "data": "digits", "image_size": 16},
         "cores": len(cores),
         "threads_per_process": 1,
-        "repeats": args.repeats,
     }  # fmt: skip
     plan = plan_args(args.batches, args.epochs)
     print("process_scaling: building the data set's cache (untimed)", file=sys.stderr, flush=True)
     run_processes(plan_args(4, 1), work / "warm-up", 1, args.timeout)
-    runs: dict[str, list[dict[str, float]]] = {"one": [], "two": []}
-    for r in range(args.repeats):  # interleaved, so that a slow spell meets both sides
-        for name, count in (("one", 1), ("two", 2)):
-            print(f"process_scaling: {name}, repeat {r + 1}", file=sys.stderr, flush=True)
+    runs: dict[str, list[dict[str, float]]] = {"two": [], "one": []}
+
+    def side(name: str, count: int):
+        def run() -> float:
+            r = len(runs[name])
+            print(f"process_scaling: {name}, run {r + 1}", file=sys.stderr, flush=True)
             runs[name].append(_timed_run(plan, work / f"{name}-{r}", count, args.timeout))
-    summary["runs"] = runs
+            return runs[name][-1]["wall_s"]
+
+        return run
+
+    # Interleaved, so that a slow spell meets both sides. Every run starts new processes, which
+    # compile what they run: no run is warm, and each one's start (launch to its first batch
+    # stored, compiling included) is apart from its batches in `components` and `median`.
+    timing = interleaved(
+        {"two": side("two", 2), "one": side("one", 1)},
+        args.runs,
+        ours="two",
+        baseline="one",
+        cold=False,
+        timer=lambda run: run(),
+    )
+    summary["components"] = runs  # each run's, in order
     median = {
         name: {key: float(np.median([run[key] for run in done])) for key in done[0]}
         for name, done in runs.items()
@@ -305,12 +326,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     summary["batch_slowdown"] = median["two"]["batch_s"] / median["one"]["batch_s"]
     summary["meetings"] = [meetings(n, args.meeting_repeats) for n in args.meeting_processes]
-    summary["ratio"] = median["one"]["wall_s"] / median["two"]["wall_s"]
+    summary.update(headline(timing, gpu=False))
     summary["efficiency"] = summary["ratio"] / 2
     out_path.write_text(json.dumps(summary, indent=2))
-    line = {k: summary[k] for k in ("benchmark", "coordination_s", "batch_slowdown", "efficiency")}
-    line["wall_s"] = {name: m["wall_s"] for name, m in median.items()}
-    line["ratio"] = summary["ratio"]
+    skip = ("components", "median", "meetings", "plan")
+    line = {key: value for key, value in summary.items() if key not in skip}
+    line["median_wall_s"] = {name: m["wall_s"] for name, m in median.items()}
     print(json.dumps(line))
     return summary
 

@@ -6,14 +6,17 @@ agents with Gaussian signals, one per beta on a logit-spaced grid from 0.5 to 0.
 quantile bins per model and 1,000 paired bootstrap replicates; each replicate computes the value
 matrix ``G`` (64 x 64), every ``I_k``, the NIS margin and the NIAC margin (minimum cycle mean by
 Karp's algorithm), and ``reveal`` adds the cost bounds (Floyd-Warshall), the Shannon lambda
-interval and every percentile interval. Timed after compilation (median of repeats); compile
-time and the first call are reported apart.
+interval and every percentile interval.
 
 Baseline: the loop a researcher would write. Per replicate: resample indices with NumPy, one
 ``np.bincount`` of (bin, label) per model, ``G`` as one vectorised NumPy expression, ``I_k``, the
 NIS margin, and ``scipy.optimize.linear_sum_assignment`` for NIAC (the gain of the best
 permutation over the identity). A slice of replicates (``--baseline-replicates``) is timed and
 scaled to the full count (stated in the JSON).
+
+Both sides run in ``--runs`` interleaved runs (:mod:`experiments.benchmarks._harness`), after a
+cold call of each (``cold_s``); ``compile_s`` is the part of ours' cold call spent making
+programs, ``warm_compile_s`` that of each warm run.
 
 Agreement is checked on a slice of replicates with identical weights (the library's paired
 bootstrap weights fed to both): ``G``, ``I_k`` and the NIS margin to float32 rounding, and the
@@ -24,21 +27,28 @@ Run from the repository root::
     python -m experiments.benchmarks.reveal
     python -m experiments.benchmarks.reveal --quick
 
-The last stdout line is one JSON object; ``ratio`` is the baseline's time for all replicates over
-ours (higher is better), with ``peak_rss_gb`` the process's peak resident memory (``ru_maxrss``).
+The record is written to ``--out`` (default ``runs/benchmarks/reveal.json``), and the last
+stdout line is the same JSON object; ``ratio`` is the median over the runs of the baseline's
+time for all replicates over ours (higher is better), ``ratio_range`` their range, with
+``peak_rss_gb`` the process's peak resident memory (``ru_maxrss``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
-import statistics
-import time
+from pathlib import Path
 
 import numpy as np
+
+from experiments.benchmarks._harness import (
+    CompileSeconds,
+    add_runs_argument,
+    check_runs,
+    headline,
+    interleaved,
+)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -49,9 +59,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bins", type=int, default=10, help="quantile bins per model (default 10)")
     p.add_argument("--replicates", type=int, default=None, help="default 1,000 (100 quick)")
     p.add_argument("--baseline-replicates", type=int, default=None, help="default 20 (5 quick)")
-    p.add_argument("--repeats", type=int, default=3, help="timed calls of ours (median)")
+    add_runs_argument(p)
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    p.add_argument("--out", type=Path, default=Path("runs/benchmarks/reveal.json"))
+    args = p.parse_args(argv)
+    check_runs(p, args.runs)
+    return args
 
 
 def simulate(n_models: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,36 +171,33 @@ def main(argv: list[str] | None = None) -> dict:
     betas, scores, labels = simulate(n_models, n, args.seed)
     labels = labels.astype(np.int32)
 
-    def ours() -> object:
-        report = reveal(
-            scores,
-            labels,
-            betas,
-            args.bins,
-            "quantile",  # the baseline's deciles: equal work
-            n_bootstrap=n_boot,
-            key=jax.random.key(args.seed),
-            nias=False,
-        )
-        return jax.block_until_ready(report)
-
-    start = time.perf_counter()
-    report = ours()
-    first_call = time.perf_counter() - start
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        ours()
-        times.append(time.perf_counter() - start)
-    ours_s = statistics.median(times)
-
     bins = quantile_bins(scores, args.bins)
     rng = np.random.default_rng(args.seed)
-    start = time.perf_counter()
-    for _ in range(n_base):
-        baseline_replicate(bins, labels, betas.astype(np.float64), args.bins, rng=rng)
-    baseline_slice = time.perf_counter() - start
-    baseline = baseline_slice * n_boot / n_base
+    done: dict = {"compile_s": []}
+
+    def ours() -> None:
+        with CompileSeconds() as compiling:
+            report = reveal(
+                scores,
+                labels,
+                betas,
+                args.bins,
+                "quantile",  # the baseline's deciles: equal work
+                n_bootstrap=n_boot,
+                key=jax.random.key(args.seed),
+                nias=False,
+            )
+            done["report"] = jax.block_until_ready(report)
+        done["compile_s"].append(compiling.seconds)
+
+    def baseline() -> None:
+        for _ in range(n_base):
+            baseline_replicate(bins, labels, betas.astype(np.float64), args.bins, rng=rng)
+
+    timing = interleaved(
+        {"ours": ours, "baseline": baseline}, args.runs, scale={"baseline": n_boot / n_base}
+    )
+    report = done["report"]
 
     diffs, agree, checked = agreement(bins, labels, betas, args.bins, n_base, args.seed)
     assert diffs["G"] < 1e-5 and diffs["I"] < 1e-5 and diffs["nis"] < 1e-5, diffs
@@ -198,20 +208,17 @@ def main(argv: list[str] | None = None) -> dict:
         "work": f"reveal(): {n_models} models x {n} observations, {args.bins} bins, {n_boot} "
         "paired bootstrap replicates (value matrix, I_k, NIS and NIAC margins, cost bounds, "
         "lambda interval, intervals)",
-        "ours_s": round(ours_s, 3),
-        "ours_first_call_s": round(first_call, 2),
-        "compile_s": round(first_call - ours_s, 2),
-        "baseline_s": round(baseline, 2),
-        "baseline_measured": f"{n_base} replicates in {baseline_slice:.2f} s, scaled to {n_boot}",
-        "ratio": round(baseline / ours_s, 2),
+        "baseline_measured": f"{n_base} replicates a run, scaled to {n_boot}",
+        "warm_compile_s": done["compile_s"][1:],
         "agreement_max_abs_diff": {k: float(f"{v:.3g}") for k, v in diffs.items()},
         "niac_verdicts_agree": f"{agree}/{checked}",
         "nis_violated": bool(report.nis_test.violated),
         "niac_violated": bool(report.niac_test.violated),
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-        "date": time.strftime("%Y-%m-%d"),
+        **headline(timing, compile_s=done["compile_s"][0]),
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
     return result
 

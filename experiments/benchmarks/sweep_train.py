@@ -17,13 +17,16 @@ models (``--baseline-models``, spread over the grid) is timed and scaled to the 
 JSON).
 
 Our time is the fits and the out-of-fold logits, as the sweep makes them; the sweep's table of
-metrics, which the baseline does not make, is timed apart (``sweep_s``, the whole ``run_sweep``).
-JAX makes its programs once per machine: they are kept in a persistent compilation cache
-(``--cache-dir``), and the part of our time spent making or loading them is reported apart
-(``ours_compile_s``; ``compile_cache`` says whether the cache held them before this run). Run
-the benchmark twice to measure it with a warm cache. The achieved arithmetic rate of the fits
-(``achieved_gflops``, from the counted matrix products: the gradients' and the Hessians') is
-reported beside that of one large matrix product on the same machine (``gemm_gflops``).
+metrics, which the baseline does not make, is timed apart, once (``sweep_s``, the whole
+``run_sweep``). Both sides run in ``--runs`` interleaved runs
+(:mod:`experiments.benchmarks._harness`) after a cold call of each: ours' makes or loads JAX's
+programs (``compile_s``, the part of it spent so; the warm runs' own are in
+``warm_compile_s``), the baseline's starts joblib's workers. JAX's programs are kept in a
+persistent compilation cache (``--cache-dir``); ``compile_cache`` says whether it held them
+before this run, and how many the cold call loaded or made. The achieved arithmetic rate of the
+fits (``achieved_gflops``, from the counted matrix products: the gradients' and the Hessians',
+over our median warm run) is reported beside that of one large matrix product on the same
+machine (``gemm_gflops``).
 
 Equal quality is checked on the slice: each sliced model's fitted objective (the mean
 beta-weighted log loss on its training rows plus the ridge) against ours (relative difference),
@@ -39,8 +42,9 @@ UCI Machine Learning Repository (https://archive.ics.uci.edu/dataset/2/adult) in
     python -m experiments.benchmarks.sweep_train --data-dir ADULT_DIR --seeds 1
     python -m experiments.benchmarks.sweep_train --data-dir ADULT_DIR --quick
 
-The last stdout line is one JSON object; ``ratio`` is the baseline's time for all models over
-ours (higher is better), with ``peak_rss_gb`` the process's peak resident memory.
+The last stdout line is one JSON object; ``ratio`` is the median over the runs of the baseline's
+time for all models over ours (higher is better), ``ratio_range`` their range, with
+``peak_rss_gb`` the process's peak resident memory.
 """
 
 from __future__ import annotations
@@ -49,12 +53,14 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
+import statistics
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+from experiments.benchmarks._harness import add_runs_argument, check_runs
 
 # The gradient tolerance of the exact reference fits of the quality check (scikit-learn's own
 # default is 1e-4).
@@ -84,8 +90,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         default="runs/jax_cache",
         help="JAX's persistent compilation cache (default runs/jax_cache)",
     )
+    add_runs_argument(p)
     p.add_argument("--out", default="runs/benchmarks/sweep_train.json", help="the JSON record")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_runs(p, args.runs)
+    return args
 
 
 def _baseline_fit(x, y, train, test, beta, l2, exact=False):
@@ -163,7 +172,13 @@ def _run(args: argparse.Namespace) -> dict:
     cached_before = sum(1 for _ in Path(args.cache_dir).iterdir())
     from joblib import Parallel, delayed
 
-    from experiments.benchmarks.sweep import CacheHits, CompileSeconds, PeakRSS
+    from experiments.benchmarks._harness import (
+        CacheHits,
+        CompileSeconds,
+        PeakRSS,
+        headline,
+        interleaved,
+    )
     from iml import beta_grid
     from iml.calibration import beta_key, score_metrics
     from iml.data.tabular import read_adult
@@ -192,12 +207,34 @@ def _run(args: argparse.Namespace) -> dict:
     splits = plan.splits
     n_models = n_betas * len(splits)  # distinct fits: one per (beta, rotation)
 
-    with PeakRSS() as peak, CompileSeconds() as compiling, CacheHits() as cache:
-        start = time.perf_counter()
-        fit = train_tabular(plan.model, x, y, splits, plan.losses, plan.seeds, plan.config)
-        oof = out_of_fold_logits(fit.test_logits, splits, len(y))
-        ours = time.perf_counter() - start
-    assert np.isfinite(oof).all()
+    # A slice of models spread over the grid: whole betas (all rotations, for an ECE) first.
+    picked = np.unique(np.linspace(0, n_betas - 1, max(1, n_baseline // len(splits))).astype(int))
+    jobs = [(b, r) for b in picked for r in range(len(splits))][:n_baseline]
+    done: dict = {"compile_s": [], "cache": []}
+
+    def ours() -> None:
+        with CompileSeconds() as compiling, CacheHits() as cache:
+            fit = train_tabular(plan.model, x, y, splits, plan.losses, plan.seeds, plan.config)
+            done["oof"] = out_of_fold_logits(fit.test_logits, splits, len(y))
+        done["fit"] = fit
+        done["compile_s"].append(compiling.seconds)
+        done["cache"].append({"hits": cache.hits, "misses": cache.misses})
+
+    def baseline() -> None:
+        done["fits"] = Parallel(n_jobs=args.jobs)(
+            delayed(_baseline_fit)(x, y, splits[r].train, splits[r].test, float(betas[b]), args.l2)
+            for b, r in jobs
+        )
+
+    with PeakRSS() as peak:
+        timing = interleaved(
+            {"ours": ours, "baseline": baseline},
+            args.runs,
+            scale={"baseline": n_models / len(jobs)},
+        )
+    fit, fits = done["fit"], done["fits"]
+    assert np.isfinite(done["oof"]).all()
+    ours_s = statistics.median(timing["warm_s"]["ours"])
     with CompileSeconds() as sweep_compiling:
         start = time.perf_counter()
         result = run_sweep(x, y, None, betas, seeds=plan.seeds, train=train, progress=False)
@@ -212,17 +249,6 @@ def _run(args: argparse.Namespace) -> dict:
     steps = np.asarray(fit.best_epoch[0], np.float64)
     hessians = np.asarray(fit.hessians[0], np.float64)
     flops = 2.0 * len(y) * (3 * d1 * steps.sum() + pairs * hessians.sum() + 3 * d1 * steps.size)
-
-    # A slice of models spread over the grid: whole betas (all rotations, for an ECE) first.
-    picked = np.unique(np.linspace(0, n_betas - 1, max(1, n_baseline // len(splits))).astype(int))
-    jobs = [(b, r) for b in picked for r in range(len(splits))][:n_baseline]
-    start = time.perf_counter()
-    fits = Parallel(n_jobs=args.jobs)(
-        delayed(_baseline_fit)(x, y, splits[r].train, splits[r].test, float(betas[b]), args.l2)
-        for b, r in jobs
-    )
-    baseline_slice = time.perf_counter() - start
-    baseline = baseline_slice * n_models / len(jobs)
 
     # Equal quality: objectives of the sliced models, and the corrected ECE at sliced betas.
     exact = Parallel(n_jobs=args.jobs)(  # the reference optimum of each sliced model, untimed
@@ -254,28 +280,24 @@ def _run(args: argparse.Namespace) -> dict:
         theirs = score_metrics(np.asarray(loss_corrected_score(scores[b], beta)), y)["ece"]
         ece_diff[beta_key(beta)] = result.table[beta_key(beta)]["loss_corrected"]["ece"] - theirs
 
-    ratio = baseline / ours
     report = {
         "benchmark": "sweep_train",
         "work": f"logistic beta sweep (l2 = {args.l2:g}) on UCI Adult: {n_betas} betas x "
         f"{len(splits)} rotations = {n_models} models, each a distinct fit ({args.seeds} seeds "
         f"asked, {len(plan.seeds)} fitted: the optimum depends on none), {len(y)} rows x "
         f"{x.shape[1]} features",
-        "ours_s": round(ours, 2),
-        "ours_compile_s": round(compiling.seconds, 2),  # of ours_s: JAX making its programs
+        "baseline_measured": f"{len(jobs)} scikit-learn fits a run on {os.cpu_count()} cores "
+        f"(joblib), scaled to {n_models}",
+        # the cold call made or loaded JAX's programs; the warm runs should make none
+        "warm_compile_s": done["compile_s"][1:],
         "compile_cache": {
             "dir": args.cache_dir,
             "entries_before": cached_before,
-            "hits": cache.hits,
-            "misses": cache.misses,
+            **done["cache"][0],  # the cold call's
         },
-        "sweep_s": round(sweep_s, 2),  # the whole run_sweep, its table included
+        "sweep_s": round(sweep_s, 2),  # the whole run_sweep, its table included, once
         "sweep_compile_s": round(sweep_compiling.seconds, 2),
-        "baseline_s": round(baseline, 2),
-        "baseline_measured": f"{len(jobs)} scikit-learn fits in {baseline_slice:.2f} s on "
-        f"{os.cpu_count()} cores (joblib), scaled to {n_models}",
-        "ratio": round(ratio, 3),
-        "achieved_gflops": round(flops / ours / 1e9, 1),
+        "achieved_gflops": round(flops / ours_s / 1e9, 1),
         "gemm_gflops": round(_gemm_gflops(x, 640), 1),
         "newton_steps_mean": round(float(steps.mean()), 2),
         "hessians_per_model": round(float(hessians.mean()), 3),
@@ -288,9 +310,8 @@ def _run(args: argparse.Namespace) -> dict:
         if ece_diff
         else None,
         "warnings": [str(w.message) for w in said],
-        "peak_rss_gb": round(peak.peak / 2**30, 2),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-        "date": time.strftime("%Y-%m-%d"),
+        "peak_rss_gb": round(peak.peak / 2**30, 2),  # both sides, interleaved
+        **headline(timing, compile_s=done["compile_s"][0]),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

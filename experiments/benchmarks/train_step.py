@@ -3,11 +3,14 @@
 One training step is forward, backward and an Adam update on a batch of random images with one
 logit per image and the logistic loss. Both frameworks run in this one process under the same
 conditions (torch with ``torch.set_num_threads`` equal to the cores available to the process), at
-two sizes: batch 16 at 224x224 and batch 64 at 64x64. After a warm-up step each (and JAX's
-compilation), the two frameworks' steps are timed alternately, so that both meet the same load on a
-shared machine. For each size we report the median images per second over the repeats, the compile
-(JAX) and first-step times apart, and peak memory,
-and ``ratio`` = Flax over torch images per second; the headline ``ratio`` is the lower of the two.
+two sizes: batch 16 at 224x224 and batch 64 at 64x64. After a first step each (and JAX's
+compilation), given apart as ``cold_s`` and ``compile_s``, the two frameworks' steps are timed
+alternately in ``--runs`` interleaved runs, one step of each a run
+(:mod:`experiments.benchmarks._harness`), so that both meet the same load on a shared machine.
+Each run's ratio is torch's step time over Flax's (Flax over torch in images per second); a
+size's ``ratio`` is the median of its runs' ratios, with their range, and the headline is the
+size with the lower one (``headline_size``; every size's in ``ratio_by_size`` and the JSON
+file's ``results``), with peak memory per framework.
 
 The process runs under ``iml.training.host.keep_step_memory`` (``--host-memory keep``), as
 ``iml reproduce`` does: glibc keeps freed memory and JAX runs CPU computations on the calling
@@ -15,7 +18,7 @@ thread, so that a step's temporaries reuse the last step's pages. The allocator 
 torch too. ``--host-memory system`` leaves both at their defaults.
 
     python -m experiments.benchmarks.train_step            # the full run (minutes on 2 cores)
-    python -m experiments.benchmarks.train_step --quick    # batch 4 @ 224 and 16 @ 64, 2 repeats
+    python -m experiments.benchmarks.train_step --quick    # batch 4 @ 224 and 16 @ 64, 3 runs
     python -m experiments.benchmarks.train_step --device gpu --dtype bfloat16
 
 Peak memory on the CPU is the growth of the process's resident set while a framework's steps run
@@ -41,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from experiments.benchmarks._harness import check_runs, headline, interleaved
 from iml.models import CONV_IMPLS, densenet121
 from iml.training.host import host_memory_record, keep_step_memory
 
@@ -243,8 +247,16 @@ def time_interleaved(
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Runs the benchmark, writes the JSON file and prints the summary as the last line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller batches, 2 repeats")
-    parser.add_argument("--repeats", type=int, default=None, help="timed steps per size")
+    parser.add_argument("--quick", action="store_true", help="smaller batches, 3 runs")
+    parser.add_argument(
+        "--runs",
+        "--repeats",
+        dest="runs",
+        type=int,
+        default=None,
+        help="interleaved steps of each framework per size, at least 3; the ratio is their "
+        "median (default 5, 3 with --quick)",
+    )
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument(
@@ -270,8 +282,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--size", type=int, choices=(64, 224), default=None, help="one size only")
     parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/train_step.json"))
     args = parser.parse_args(argv)
-    if args.repeats is not None and args.repeats < 1:
-        parser.error("--repeats must be at least 1")
+    runs = args.runs or (3 if args.quick else 5)
+    check_runs(parser, runs)
     if args.threads is not None and args.threads < 1:
         parser.error("--threads must be at least 1")
     if args.conv_impl is None:
@@ -293,7 +305,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
     if args.size is not None:
         sizes = tuple(bs for bs in sizes if bs[1] == args.size)
-    repeats = args.repeats or (2 if args.quick else 5)
 
     results = []
     for batch, size in sizes:
@@ -310,23 +321,40 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             file=sys.stderr,
             flush=True,
         )
-        timed = time_interleaved({"torch": torch_step, "flax": flax_step}, repeats, batch)
-        ref.update(timed["torch"])
-        ours.update(timed["flax"])
+        # the first steps (cold) ran in the setups; the runs are warm
+        timing = interleaved(
+            {"flax": flax_step, "torch": torch_step},
+            runs,
+            ours="flax",
+            baseline="torch",
+            cold=False,
+        )
+        timing["cold_s"] = {"flax": ours["first_step_s"], "torch": ref["first_step_s"]}
         del torch_step, flax_step
-        ratio = ours["images_per_s"] / ref["images_per_s"]
-        results.append({"batch": batch, "size": size, "ratio": ratio, "flax": ours, "torch": ref})
+        for side, info in (("flax", ours), ("torch", ref)):
+            median = statistics.median(timing["warm_s"][side])
+            info.update(median_step_s=median, images_per_s=batch / median)
+        results.append({
+            "batch": batch, "size": size, **timing, "compile_s": ours["compile_s"], "flax": ours,
+            "torch": ref,
+        })  # fmt: skip
         print(
             f"batch {batch:3d} @ {size}px: flax {ours['images_per_s']:7.2f} img/s "
             f"(compile {ours['compile_s']:.1f}s), torch {ref['images_per_s']:7.2f} img/s, "
-            f"ratio {ratio:.3f}",
+            f"ratio {timing['ratio']:.3f} [{timing['ratio_range'][0]:.3f}, "
+            f"{timing['ratio_range'][1]:.3f}]",
             flush=True,
         )
 
+    lowest = min(results, key=lambda r: r["ratio"])
+    timing_keys = ("runs", "order", "ratio", "ratio_range", "ratios", "warm_s", "cold_s")
     summary = {
         "benchmark": "train_step",
-        "ratio": min(r["ratio"] for r in results),
-        "ratios": {f"b{r['batch']}_{r['size']}px": r["ratio"] for r in results},
+        "headline_size": f"b{lowest['batch']}_{lowest['size']}px",
+        "ratio_by_size": {
+            f"b{r['batch']}_{r['size']}px": {"ratio": r["ratio"], "ratio_range": r["ratio_range"]}
+            for r in results
+        },
         "images_per_s": {
             f"b{r['batch']}_{r['size']}px": {
                 "flax": r["flax"]["images_per_s"],
@@ -338,7 +366,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "dtype": args.dtype,
         "conv_impl": args.conv_impl,
         "quick": args.quick,
-        "repeats": repeats,
         "cores": cores,
         "threads": threads,
         "torch_threads": torch.get_num_threads(),
@@ -346,6 +373,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "jax_version": jax.__version__,
         "torch_version": torch.__version__,
+        **headline(
+            {key: lowest[key] for key in timing_keys},
+            compile_s=lowest["compile_s"],
+            gpu=args.device == "gpu",
+        ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**summary, "results": results}, indent=2))

@@ -49,3 +49,48 @@ def test_largest_members_search_raises_other_errors_and_reports_nothing_fits():
 
     with pytest.raises(ValueError, match="a bug"):
         search_largest(broken, predicted=32)
+
+
+def test_the_headline_is_the_default_strategy_or_the_first_asked_for():
+    from experiments.benchmarks.ensemble import headline_candidate
+
+    candidates = {"baseline": 0, "vmap/xla": 1, "loop/xla": 2}
+    assert headline_candidate(candidates, "loop/xla") == "loop/xla"
+    assert headline_candidate(candidates, "map/mixed") == "vmap/xla"  # not the fastest
+
+
+def test_ensemble_benchmark_interleaves_every_candidate(tmp_path, capsys, monkeypatch):
+    # A tiny DenseNet (one layer of one block) keeps the compiles short; the tests' 8 CPU
+    # devices add the default strategy on the trainer's mesh, which heads the record.
+    import json
+    import statistics
+
+    from _benchmark_records import assert_headline, fake_cpuinfo, last_json_line
+
+    import iml.models
+    from experiments.benchmarks import ensemble
+
+    real = iml.models.densenet_small
+
+    def tiny(**kwargs):
+        return real(block_config=(1,), growth_rate=2, bn_size=1, num_init_features=4, **kwargs)
+
+    monkeypatch.setattr(iml.models, "densenet_small", tiny)
+    cpu = fake_cpuinfo(monkeypatch, tmp_path)
+    out = tmp_path / "ensemble.json"
+    argv = ["--members", "2", "--batch", "2", "--size", "8", "--strategies", "vmap/xla"]
+    argv += ["--runs", "3", "--host-devices", "1", "--host-memory", "system"]
+    summary = ensemble.main([*argv, "--out", str(out)])
+    assert last_json_line(capsys.readouterr().out) == summary
+    ours = summary["headline_strategy"]
+    assert ours == summary["default_strategy"] and ours.startswith("mesh")
+    assert_headline(summary, runs=3, ours=ours, cpu=cpu)
+    assert summary["order"] == [ours, "baseline", "vmap/xla"]
+    details = json.loads(out.read_text())["details"]
+    warm = summary["warm_s"]
+    vmap = [b / v for b, v in zip(warm["baseline"], warm["vmap/xla"], strict=True)]
+    assert details["vmap/xla"]["ratio"] == pytest.approx(statistics.median(vmap))
+    assert summary["strategies"]["vmap/xla"] == round(statistics.median(vmap), 3)
+    assert details[ours]["first_call_seconds"] == summary["cold_s"][ours]
+    with pytest.raises(SystemExit):
+        ensemble.main(["--runs", "2", "--out", str(out)])

@@ -21,6 +21,8 @@ def test_paper_scale_projects_from_the_stored_h200_records(tmp_path, capsys):
     report = paper_scale.main(["--card-record", *records, "--out", str(out)])
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["members"] == 32 and line["ratio"] == pytest.approx(955.09 / 201.37, rel=1e-3)
+    # nothing was timed: the ratio is the records', and no runs are claimed
+    assert line["ratio_from"].startswith("the card records") and "runs" not in line
     proj = report["projection"]
     assert proj["eval_source"] == "PyTorch's, for both sides" and len(proj["epochs_drawn"]) == 30
     one = proj["cards"][0]
@@ -56,42 +58,58 @@ def test_paper_scale_keeps_what_it_measured_when_a_k_fails(tmp_path, monkeypatch
     monkeypatch.setattr(paper_scale, "ours", ours)
     out = tmp_path / "paper_scale.json"
     with pytest.raises(RuntimeError, match="autotuning failed"):
-        paper_scale.main(["--quick", "--members", "3", "--repeats", "1", "--out", str(out)])
+        paper_scale.main(["--quick", "--members", "3", "--runs", "3", "--out", str(out)])
     stored = json.loads(out.read_text())
     assert stored["failed"] == {"members": 3, "error": "INTERNAL: autotuning failed at K = 3"}
-    assert stored["ours_one_member"]["members"] == 1 and stored["torch"]["train_step_s"] > 0
-    assert "ours" not in stored and "projection" not in stored
+    assert stored["ours_one_member"]["members"] == 1 and stored["torch"]["first_step_s"] > 0
+    assert len(stored["ours_one_member"]["step_s_all"]) == 3
+    assert "ours" not in stored and "projection" not in stored and "ratio" not in stored
 
 
-def test_paper_scale_can_skip_the_one_member_step(tmp_path, monkeypatch, capsys):
-    # With --members K, --skip-one-member compiles K members only (a GPU job's time is short).
-    from experiments.benchmarks import paper_scale
+def _fake_steps(monkeypatch, paper_scale, compiled):
+    """Fake steps for both sides (no DenseNet is built): ours records each K it compiles."""
 
-    compiled = []
-
-    def ours(model, batching, k, batch, size, repeats):
-        compiled.append(k)
-        return {"members": k, "member_images_per_s": 10.0 * k}
+    def ours(model, batching, k, batch, size):
+        compiled.append((k, model.conv_impl))
+        return (lambda: None), {"members": k, "compile_s": 0.1}
 
     def ours_eval(model, batching, k, eval_batch, size, repeats):
         return {"members": k, "member_images_per_s": 100.0 * k}
 
     def torch_baseline(*args):
-        return {"train_member_images_per_s": 5.0, "eval_member_images_per_s": 50.0}
+        return (lambda: None), {"first_step_s": 0.2, "eval_member_images_per_s": 50.0}
 
     monkeypatch.setattr(paper_scale, "ours", ours)
     monkeypatch.setattr(paper_scale, "ours_eval", ours_eval)
     monkeypatch.setattr(paper_scale, "torch_baseline", torch_baseline)
+
+
+def test_paper_scale_can_skip_the_one_member_step(tmp_path, monkeypatch, capsys):
+    # With --members K, --skip-one-member compiles K members only (a GPU job's time is short).
+    from _benchmark_records import assert_headline, fake_cpuinfo
+
+    from experiments.benchmarks import paper_scale
+
+    cpu = fake_cpuinfo(monkeypatch, tmp_path)
+    compiled = []
+    _fake_steps(monkeypatch, paper_scale, compiled)
     out = tmp_path / "paper_scale.json"
     argv = ["--quick", "--members", "3", "--skip-one-member", "--out", str(out)]
     report = paper_scale.main(argv)
-    assert compiled == [3]
+    assert [k for k, _ in compiled] == [3]
     assert "ours_one_member" not in report and "ratio_one_member" not in report
-    assert report["ratio"] == pytest.approx(30.0 / 5.0)
+    # PyTorch's one-model step counts K times: equal work
+    assert_headline(report, runs=3, cpu=cpu, cold=False)
+    assert report["scale"] == {"baseline": 3.0} and report["compile_s"] == 0.1
+    assert report["cold_s"]["baseline"] == 0.2 and report["ours"]["first_step_s"] >= 0
+    assert report["ours"]["step_s_all"] == report["warm_s"]["ours"]
+    assert report["torch"]["train_step_s_all"] == report["warm_s"]["baseline"]
     assert report["ours_eval"]["members"] == 3
     with pytest.raises(SystemExit):
         paper_scale.main(["--members", "1", "--skip-one-member", "--out", str(out)])
     assert "--skip-one-member needs --members 2 or more" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        paper_scale.main(["--members", "2", "--runs", "2", "--out", str(out)])
 
 
 def test_paper_scale_conv_impl_reaches_the_model_and_the_record(tmp_path, monkeypatch):
@@ -100,44 +118,35 @@ def test_paper_scale_conv_impl_reaches_the_model_and_the_record(tmp_path, monkey
     from experiments.benchmarks import paper_scale
     from iml.models import CONV_IMPLS
 
-    impls = []
-
-    def ours(model, batching, k, batch, size, repeats):
-        impls.append(model.conv_impl)
-        return {"members": k, "member_images_per_s": 10.0 * k}
-
-    monkeypatch.setattr(paper_scale, "ours", ours)
-    monkeypatch.setattr(paper_scale, "ours_eval", lambda *a: {"member_images_per_s": 1.0})
-    monkeypatch.setattr(
-        paper_scale,
-        "torch_baseline",
-        lambda *a: {"train_member_images_per_s": 5.0, "eval_member_images_per_s": 50.0},
-    )
+    compiled = []
+    _fake_steps(monkeypatch, paper_scale, compiled)
     for impl in CONV_IMPLS:
         out = tmp_path / f"{impl}.json"
         argv = ["--quick", "--members", "2", "--skip-one-member", "--conv-impl", impl]
         paper_scale.main([*argv, "--out", str(out)])
         assert json.loads(out.read_text())["conv_impl"] == impl
-    assert impls == list(CONV_IMPLS)
+    assert [impl for _, impl in compiled] == list(CONV_IMPLS)
     out = tmp_path / "default.json"
     paper_scale.main(["--quick", "--members", "2", "--skip-one-member", "--out", str(out)])
-    assert impls[-1] == json.loads(out.read_text())["conv_impl"] == "xla"
+    assert compiled[-1][1] == json.loads(out.read_text())["conv_impl"] == "xla"
 
 
-def test_paper_scale_benchmark_runs_a_tiny_densenet_against_torch(tmp_path, capsys):
+def test_paper_scale_benchmark_runs_a_tiny_densenet_against_torch(tmp_path, capsys, monkeypatch):
+    from _benchmark_records import assert_headline, fake_cpuinfo, last_json_line
+
     from experiments.benchmarks import paper_scale
 
+    cpu = fake_cpuinfo(monkeypatch, tmp_path)
     out = tmp_path / "paper_scale.json"
-    report = paper_scale.main(["--quick", "--members", "1", "--repeats", "1", "--out", str(out)])
-    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    report = paper_scale.main(["--quick", "--members", "1", "--runs", "3", "--out", str(out)])
+    line = last_json_line(capsys.readouterr().out)
     assert line["ratio"] == report["ratio"] > 0
+    assert_headline(line, runs=3, cpu=cpu, cold=False)
     assert report["ours"]["members"] == 1 and report["ours_eval"]["members"] == 1
+    assert report["ratio_one_member"] == report["ratio"]  # K = 1 is the one-member step
     stored = json.loads(out.read_text())
     one_card = stored["projection"]["cards"][0]
     assert one_card["cards"] == 1 and one_card["ours_hours"] > 0 and one_card["torch_hours"] > 0
     assert stored["projection"]["eval_source"] == "ours at K"
-    # the headline is K members' speed over one PyTorch model's
-    assert (
-        report["ratio"]
-        == report["ours"]["member_images_per_s"] / (report["torch"]["train_member_images_per_s"])
-    )
+    assert stored["cold_s"]["ours"] == stored["ours"]["first_step_s"] > 0
+    assert stored["cold_s"]["baseline"] == stored["torch"]["first_step_s"] > 0

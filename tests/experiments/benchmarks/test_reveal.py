@@ -1,20 +1,28 @@
-"""Smoke test of experiments.benchmarks.reveal: it runs at a tiny size and reports a sane JSON
-line.
+"""Test of experiments.benchmarks.reveal: a tiny run's record, its interleaved runs and its
+agreement with the baseline.
 
 Speed targets are measured by running the benchmarks themselves, never here.
 """
 
 import json
 
+from _benchmark_records import assert_headline, fake_cpuinfo, last_json_line
 
-def test_reveal_benchmark_reports_ratio_and_agrees_with_the_baseline(capsys):
+
+def test_reveal_benchmark_reports_ratio_and_agrees_with_the_baseline(capsys, tmp_path, monkeypatch):
     from experiments.benchmarks import reveal
 
+    cpu = fake_cpuinfo(monkeypatch, tmp_path)
     argv = ["--models", "6", "--rows", "3000", "--replicates", "20"]
-    report = reveal.main([*argv, "--baseline-replicates", "4", "--repeats", "1"])
-    last_line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert json.loads(last_line) == report
-    assert report["ratio"] > 0 and report["ours_s"] > 0 and report["peak_rss_gb"] > 0
+    out = tmp_path / "reveal.json"
+    report = reveal.main([*argv, "--baseline-replicates", "4", "--runs", "3", "--out", str(out)])
+    assert last_json_line(capsys.readouterr().out) == report == json.loads(out.read_text())
+    assert_headline(report, runs=3, cpu=cpu)
+    assert report["scale"] == {"baseline": 5.0}  # 4 of 20 replicates timed, scaled
+    # the cold call made the programs (nested and threaded events can sum past its wall time)
+    assert report["compile_s"] > 0 and report["peak_rss_gb"] > 0
+    assert len(report["warm_compile_s"]) == 3
+    assert max(report["warm_compile_s"]) < report["compile_s"] / 10
     assert "6 models x 3000 observations, 10 bins, 20 paired bootstrap" in report["work"]
     # Ours and the baseline loop agree on identical paired weights: G, I_k and the NIS margin to
     # float32 rounding, and the NIAC verdict (minimum cycle mean against the assignment) on each.

@@ -1,5 +1,5 @@
-"""Smoke test of experiments.benchmarks.sweep_train: it runs at a tiny size and reports a sane
-JSON line.
+"""Test of experiments.benchmarks.sweep_train: a tiny run's record, its interleaved runs and its
+equal quality.
 
 Speed targets are measured by running the benchmarks themselves, never here.
 """
@@ -7,24 +7,33 @@ Speed targets are measured by running the benchmarks themselves, never here.
 import json
 
 import jax
+from _benchmark_records import assert_headline, fake_cpuinfo, last_json_line
 
 
-def test_sweep_train_benchmark_reports_ratio_and_equal_quality(shared_data_path, capsys, tmp_path):
+def test_sweep_train_benchmark_reports_ratio_and_equal_quality(
+    shared_data_path, capsys, tmp_path, monkeypatch
+):
     from experiments.benchmarks import sweep_train
 
+    cpu = fake_cpuinfo(monkeypatch, tmp_path)
     argv = ["--data-dir", str(shared_data_path("uci-adult")), "--rows", "3000"]
     argv += ["--n-betas", "2", "--seeds", "2", "--baseline-models", "10", "--jobs", "1"]
-    argv += ["--cache-dir", str(tmp_path / "jax_cache")]
+    argv += ["--cache-dir", str(tmp_path / "jax_cache"), "--runs", "3"]
     out = tmp_path / "sweep_train.json"
     before = jax.config.jax_compilation_cache_dir
     report = sweep_train.main([*argv, "--out", str(out)])
     # the benchmark's persistent cache is its own: the process's setting comes back
     assert jax.config.jax_compilation_cache_dir == before
     assert any((tmp_path / "jax_cache").iterdir())
-    last_line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert json.loads(last_line) == report == json.loads(out.read_text())
-    assert report["ratio"] > 0 and report["peak_rss_gb"] > 0
-    assert 0 < report["ours_compile_s"] < report["ours_s"]
+    assert last_json_line(capsys.readouterr().out) == report == json.loads(out.read_text())
+    assert_headline(report, runs=3, cpu=cpu)
+    assert report["scale"] == {"baseline": 2.0}  # 10 of the 20 models timed, scaled
+    assert report["peak_rss_gb"] > 0
+    # the cold call made the programs; the warm runs, apart, little (eager operations' tracing)
+    assert report["compile_s"] > 0
+    assert len(report["warm_compile_s"]) == 3
+    assert max(report["warm_compile_s"]) < report["compile_s"] / 10
+    assert report["compile_cache"]["entries_before"] == 0
     assert (
         "2 betas x 10 rotations = 20 models, each a distinct fit (2 seeds asked, 1 fitted"
         in (report["work"])
