@@ -1,18 +1,22 @@
 """Benchmark: revealed experiments with paired bootstrap inference, against a NumPy/SciPy loop.
 
-Work: ``iml.revealed.reveal`` (without NIAS) on the scores of K = 64 simulated models (Bayesian
+Work: ``iml.revealed.reveal`` (NIAS included) on the scores of K = 64 simulated models (Bayesian
 agents with Gaussian signals, one per beta on a logit-spaced grid from 0.5 to 0.99, reporting
 ``c^beta`` of their posteriors) on N = 112,120 observations (the size of ChestX-ray14), 10
 quantile bins per model and 1,000 paired bootstrap replicates; each replicate computes the value
 matrix ``G`` (64 x 64), every ``I_k``, the NIS margin and the NIAC margin (minimum cycle mean by
 Karp's algorithm), and ``reveal`` adds the cost bounds (Floyd-Warshall), the Shannon lambda
-interval and every percentile interval.
+interval, every percentile interval, and NIAS: each model's
+:func:`iml.calibration.loss_calibration_test` (deciles of its loss-corrected scores merged to 10
+expected positives and negatives, a chi-square statistic) with Holm's adjustment over the models.
 
 Baseline: the loop a researcher would write. Per replicate: resample indices with NumPy, one
 ``np.bincount`` of (bin, label) per model, ``G`` as one vectorised NumPy expression, ``I_k``, the
 NIS margin, and ``scipy.optimize.linear_sum_assignment`` for NIAC (the gain of the best
 permutation over the identity). A slice of replicates (``--baseline-replicates``) is timed and
-scaled to the full count (stated in the JSON).
+scaled to the full count (stated in the JSON); NIAS, done once a run, is added unscaled: per
+model, the loss-corrected scores, ``np.quantile`` deciles merged in a loop, ``np.bincount`` of
+the observed and expected positives and their variance, ``scipy.stats.chi2.sf``, then Holm.
 
 Both sides run in ``--runs`` interleaved runs (:mod:`experiments.benchmarks._harness`), after a
 cold call of each (``cold_s``); ``compile_s`` is the part of ours' cold call spent making
@@ -20,7 +24,8 @@ programs, ``warm_compile_s`` that of each warm run.
 
 Agreement is checked on a slice of replicates with identical weights (the library's paired
 bootstrap weights fed to both): ``G``, ``I_k`` and the NIS margin to float32 rounding, and the
-NIAC verdicts (a positive minimum-cycle-mean margin exactly where the assignment gains).
+NIAC verdicts (a positive minimum-cycle-mean margin exactly where the assignment gains); and
+NIAS's statistics and bins, model by model, between the library and the baseline.
 
 Run from the repository root::
 
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import time
 from pathlib import Path
 
 import numpy as np
@@ -132,6 +138,44 @@ def baseline_replicate(bins, labels, betas, n_bins, weight=None, rng=None):
     return G, info, switch.max(), G[rows, cols].sum() - np.trace(G)
 
 
+def baseline_nias(scores, labels, betas, n_bins, min_count=10.0):
+    """NIAS as a loop over models in NumPy/SciPy: each model's statistic, bins and p-value, and
+    the Holm-adjusted p-values."""
+    from scipy.stats import chi2
+
+    statistics, n_used, p_values = [], [], []
+    for a, beta in zip(scores.astype(np.float64), betas.astype(np.float64), strict=True):
+        g = ((1 - beta) * a / (beta + (1 - 2 * beta) * a)).astype(np.float32)
+        edges = np.quantile(g, np.linspace(0.0, 1.0, n_bins + 1))
+        deciles = np.searchsorted(edges[1:-1], g, side="left")
+        g = g.astype(np.float64)
+        positives, negatives = np.bincount(deciles, g, n_bins), np.bincount(deciles, 1 - g, n_bins)
+        group, p, q, groups = 0, 0.0, 0.0, []
+        for s in range(n_bins):
+            p, q = p + positives[s], q + negatives[s]
+            groups.append(group)
+            if p >= min_count and q >= min_count:
+                group, p, q = group + 1, 0.0, 0.0
+        groups = np.asarray(groups)
+        if groups[-1] == group and group > 0:
+            groups[groups == group] = group - 1  # a short last run joins the bin below
+        merged = groups[deciles]
+        O, E = np.bincount(merged, labels), np.bincount(merged, g)
+        V = np.bincount(merged, g * (1 - g))
+        T = float(np.sum((O - E) ** 2 / V))
+        S = len(O)
+        statistics.append(T)
+        n_used.append(S)
+        p_values.append(float(chi2.sf(T, S)) if S >= 2 else np.nan)
+    p = np.asarray(p_values)
+    order = np.argsort(np.where(np.isnan(p), np.inf, p))
+    m = int(np.sum(~np.isnan(p)))
+    adjusted = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(p.size)) * p[order]))
+    holm = np.empty_like(p)
+    holm[order] = adjusted
+    return np.asarray(statistics), np.asarray(n_used), holm
+
+
 def agreement(bins, labels, betas, n_bins, n_check, seed):
     """Ours and the baseline on identical paired weights: the largest differences."""
     import jax
@@ -175,7 +219,10 @@ def main(argv: list[str] | None = None) -> dict:
     rng = np.random.default_rng(args.seed)
     done: dict = {"compile_s": []}
 
-    def ours() -> None:
+    done["baseline_nias_s"] = []
+
+    def ours() -> float:
+        start = time.perf_counter()
         with CompileSeconds() as compiling:
             report = reveal(
                 scores,
@@ -185,30 +232,46 @@ def main(argv: list[str] | None = None) -> dict:
                 "quantile",  # the baseline's deciles: equal work
                 n_bootstrap=n_boot,
                 key=jax.random.key(args.seed),
-                nias=False,
+                nias=True,
             )
             done["report"] = jax.block_until_ready(report)
         done["compile_s"].append(compiling.seconds)
+        return time.perf_counter() - start
 
-    def baseline() -> None:
+    def baseline() -> float:
+        """The replicates' loop, timed on a slice and scaled to all; NIAS once, as it is."""
+        start = time.perf_counter()
         for _ in range(n_base):
             baseline_replicate(bins, labels, betas.astype(np.float64), args.bins, rng=rng)
+        replicates = (time.perf_counter() - start) * n_boot / n_base
+        start = time.perf_counter()
+        done["baseline_nias"] = baseline_nias(scores, labels, betas, args.bins)
+        done["baseline_nias_s"].append(time.perf_counter() - start)
+        return replicates + done["baseline_nias_s"][-1]
 
-    timing = interleaved(
-        {"ours": ours, "baseline": baseline}, args.runs, scale={"baseline": n_boot / n_base}
-    )
+    timing = interleaved({"ours": ours, "baseline": baseline}, args.runs, timer=lambda call: call())
     report = done["report"]
 
     diffs, agree, checked = agreement(bins, labels, betas, args.bins, n_base, args.seed)
     assert diffs["G"] < 1e-5 and diffs["I"] < 1e-5 and diffs["nis"] < 1e-5, diffs
     assert agree == checked, f"NIAC verdicts differ on {checked - agree} of {checked} replicates"
+    statistic, n_used, holm = done["baseline_nias"]
+    nias = report.nias
+    np.testing.assert_array_equal(np.asarray(nias.test.n_bins), n_used)
+    nias_diff = float(np.max(np.abs(np.asarray(nias.test.statistic) - statistic) / (1 + statistic)))
+    assert nias_diff < 1e-3, nias_diff
+    assert np.array_equal(np.nan_to_num(holm, nan=1.0) <= 0.05, np.asarray(nias.violated))
 
     result = {
         "benchmark": "reveal",
         "work": f"reveal(): {n_models} models x {n} observations, {args.bins} bins, {n_boot} "
         "paired bootstrap replicates (value matrix, I_k, NIS and NIAC margins, cost bounds, "
-        "lambda interval, intervals)",
-        "baseline_measured": f"{n_base} replicates a run, scaled to {n_boot}",
+        "lambda interval, intervals) and NIAS (each model's loss-calibration test, Holm)",
+        "baseline_measured": f"{n_base} replicates a run, scaled to {n_boot}; NIAS once a run, "
+        "unscaled",
+        "baseline_nias_s": done["baseline_nias_s"],
+        "nias_statistic_max_rel_diff": float(f"{nias_diff:.3g}"),
+        "nias_models_rejected": int(np.sum(np.asarray(nias.violated))),
         "warm_compile_s": done["compile_s"][1:],
         "agreement_max_abs_diff": {k: float(f"{v:.3g}") for k, v in diffs.items()},
         "niac_verdicts_agree": f"{agree}/{checked}",
