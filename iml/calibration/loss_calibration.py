@@ -487,7 +487,9 @@ def loss_calibration_verdict(
     n = int(n_bins)
     if n < 2 or not np.isfinite(p_value):
         return f"not testable ({n} {what[:-1] if n == 1 else what})"
+    # a p-value that underflows float32 is stated as a bound, not as 0
+    p = f"p = {p_value:.2g}" if p_value > 0 else f"p < {np.finfo(np.float32).tiny:.0e}"
     if p_value <= level:
-        return f"rejected (p = {p_value:.2g}, {n} {what})"
+        return f"rejected ({p}, {n} {what})"
     odds = f"{POWER_ODDS:g}"
-    return f"not rejected (p = {p_value:.2g}, {n} {what}; power {power:.2f} against odds x{odds})"
+    return f"not rejected ({p}, {n} {what}; power {power:.2f} against odds x{odds})"

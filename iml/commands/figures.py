@@ -52,6 +52,8 @@ def say_loss_calibration(table: dict, key_name: str) -> None:
     # imported here: the calibration package loads JAX, which `iml figures --help` does without
     from iml.calibration.tables import loss_calibration_summary, table_tests
 
+    if any(which for _, which, _ in table_tests(table)):  # a multiclass grid: losses, not betas
+        key_name = "loss"
     summary = loss_calibration_summary(table, key_name)
     if any(record.get("rejected") for _, _, record in table_tests(table)):
         summary = "warning: " + summary

@@ -124,6 +124,7 @@ def test_verdicts_say_rejected_not_rejected_with_power_or_not_testable():
     )
     assert cal.loss_calibration_verdict(0.41, 3, 0.5, what="signals").endswith("odds x2)")
     assert cal.loss_calibration_verdict(float("nan"), 0, float("nan")) == "not testable (0 bins)"
+    assert cal.loss_calibration_verdict(0.0, 4, 1.0) == "rejected (p < 1e-38, 4 bins)"
 
 
 def test_impossible_label_rejects():
