@@ -73,6 +73,58 @@ def with_interval(value: float, interval: Sequence[float], spec: str) -> str:
     return f"{f(value, spec)} [{f(interval[0], spec)}, {f(interval[1], spec)}]"
 
 
+# The loss-calibration test of the tables (iml.calibration.loss_calibration_test) replaced the
+# loss gap of a wholesale switch per decile with a bootstrap p-value, and NIAS's per-bin binomial
+# tests with Holm (docs/results/loss_calibration_tests). A record written before holds the former
+# test's numbers: its cells say so, so that no column mixes the two tests unlabelled.
+FORMER_GAP = "former gap test"
+FORMER_NIAS = "former binomial test"
+
+
+def loss_calibration_cell(test: dict) -> str:
+    """One loss-calibration record as a cell: the current test's ``verdict``, or, in a record of
+    the former loss-gap test (a ``p_value`` and no verdict), ``former gap test: p = 0.002``."""
+    if "verdict" in test:
+        return test["verdict"]
+    return f"{FORMER_GAP}: p = {f(test['p_value'], '.3f')}"
+
+
+def loss_calibration_cells(tests: Sequence[dict]) -> str:
+    """Several loss-calibration records in one cell, ``a / b``: the label of the former test
+    written once where every record is the former test's."""
+    if tests and all("verdict" not in test for test in tests):
+        return f"{FORMER_GAP}: p = " + " / ".join(f(t["p_value"], ".3f") for t in tests)
+    return " / ".join(map(loss_calibration_cell, tests))
+
+
+def table_loss_calibration(cells: dict) -> str:
+    """The loss-calibration cell of a run's ``table.json`` entry for one method (``raw``): its
+    ``loss_calibration`` record, or the former test's ``loss_calibration_p_value``."""
+    if "loss_calibration" in cells:
+        return loss_calibration_cell(cells["loss_calibration"])
+    return loss_calibration_cell({"p_value": cells["loss_calibration_p_value"]})
+
+
+def former_nias(r: dict) -> bool:
+    """Whether a ``revealed.json`` holds the former NIAS (per-bin binomial tests, Holm), which
+    records no bins per model."""
+    return "n_bins" not in r["nias"]
+
+
+def nias_column(
+    header: str, former_header: str, cells: Sequence[Sequence[tuple[str, dict]]]
+) -> tuple[str, list[str]]:
+    """A column of NIAS cells, each the `` / ``-joined texts of one or more ``revealed.json``
+    records ``(text, record)``. Where every record holds the former NIAS the column's header is
+    ``former_header``; otherwise each former record's text is labelled in its cell."""
+    if all(former_nias(r) for cell in cells for _, r in cell):
+        return former_header, [" / ".join(text for text, _ in cell) for cell in cells]
+    return header, [
+        " / ".join(f"{FORMER_NIAS}: {text}" if former_nias(r) else text for text, r in cell)
+        for cell in cells
+    ]
+
+
 # ----------------------------------------------------------------------------------------------
 # docs/results/reproduce_digits: the default `iml reproduce`
 
@@ -88,7 +140,7 @@ def digits_results() -> str:
             beta,
             *(f(cells[method]["ece"], ".4f") for method in ("raw", "loss_corrected", "platt")),
             f(cells["raw"]["auroc"], ".4f"),
-            cells["raw"]["loss_calibration"]["verdict"],
+            table_loss_calibration(cells["raw"]),
         ]
         for beta, cells in record("reproduce_digits/table.json").items()
     ]
@@ -155,7 +207,7 @@ def pneumonia_results() -> str:
             ece(cells["raw"]),
             ece(cells["loss_corrected"]),
             f(cells["platt"]["ece"], ".3f"),
-            cells["raw"]["loss_calibration"]["verdict"],
+            table_loss_calibration(cells["raw"]),
         ]
         for beta, cells in record("pneumoniamnist/table.json").items()
     ]
@@ -180,7 +232,7 @@ def _pneumonia_against(run: str, other: str, other_header: str) -> str:
             f(cells["loss_corrected"]["ece"], ".3f"),
             f(record(f"{other}/table.json")[beta]["loss_corrected"]["ece"], ".3f"),
             f(cells["platt"]["ece"], ".3f"),
-            cells["raw"]["loss_calibration"]["verdict"],
+            table_loss_calibration(cells["raw"]),
         ]
         for beta, cells in record(f"{run}/table.json").items()
     ]
@@ -583,7 +635,8 @@ def any_loss_multiclass() -> str:
 def any_loss_weighted_class() -> str:
     """The weighted class of each multiclass Adam run (``weighted_class.json``): its binary ECE
     raw → corrected with their intervals, the corrected ECE's difference from the unweighted
-    model's with its paired interval, its mean score, and the loss-calibration p-values."""
+    model's with its paired interval, its mean score, and the loss-calibration tests at the
+    trained beta and at 1/2 (:func:`loss_calibration_cells`)."""
     rows = []
     for run, label in ANY_LOSS_MULTICLASS.items():
         for loss, w in any_loss(run, "weighted_class.json").items():
@@ -596,8 +649,9 @@ def any_loss_weighted_class() -> str:
             # an off-diagonal weight leaves the class no binary beta rule to test
             tested = entry is None or entry[1] == entry[2]
             p = (
-                f"{f(w['loss_calibration_trained']['p_value'], '.3f')} / "
-                f"{f(w['loss_calibration_unweighted']['p_value'], '.3f')}"
+                loss_calibration_cells(
+                    [w["loss_calibration_trained"], w["loss_calibration_unweighted"]]
+                )
                 if tested
                 else "—"
             )
@@ -624,7 +678,7 @@ def any_loss_weighted_class() -> str:
         "class ECE [95% CI] raw → corrected",
         "corrected − unweighted [95% CI]",
         "mean score raw → corrected (rate)",
-        "loss-calibration p at beta = 10/11 / at 1/2",
+        "loss calibration at beta = 10/11 / at 1/2",
     ]
     return markdown_table(header, rows)
 
@@ -639,7 +693,7 @@ def _adam_against_exact(rows: list[tuple[str, str, str]]) -> str:
     """The weighted class of ``(data, family, loss)`` fitted by Adam and exactly: its ECE raw →
     corrected with their intervals, the corrected ECE's difference from the unweighted model's
     with its paired interval, the corrected top-label ECE with its interval, and the
-    loss-calibration p-value at the trained beta."""
+    loss-calibration test at the trained beta (:func:`loss_calibration_cells`)."""
 
     def weighted(run: str, loss: str) -> dict:
         return any_loss(run, "weighted_class.json")[loss]
@@ -659,8 +713,8 @@ def _adam_against_exact(rows: list[tuple[str, str, str]]) -> str:
         cells = any_loss(run, "table.json")[loss]["loss_corrected"]
         return with_interval(cells["top_label_ece"], cells["top_label_ece_interval"], ".3f")
 
-    def p(run: str, loss: str) -> str:
-        return f(weighted(run, loss)["loss_calibration_trained"]["p_value"], ".3f")
+    def test(run: str, loss: str) -> dict:
+        return weighted(run, loss)["loss_calibration_trained"]
 
     out = []
     for data, family, loss in rows:
@@ -673,7 +727,7 @@ def _adam_against_exact(rows: list[tuple[str, str, str]]) -> str:
                 ece(exact, loss),
                 f"{difference(adam, loss)} / {difference(exact, loss)}",
                 f"{top(adam, loss)} / {top(exact, loss)}",
-                f"{p(adam, loss)} / {p(exact, loss)}",
+                loss_calibration_cells([test(adam, loss), test(exact, loss)]),
             ]
         )
     header = [
@@ -683,7 +737,7 @@ def _adam_against_exact(rows: list[tuple[str, str, str]]) -> str:
         "the same, exact",
         "corrected − unweighted [95% CI], Adam / exact",
         "top-label ECE corrected [95% CI], Adam / exact",
-        "loss-calibration p at beta = 10/11, Adam / exact",
+        "loss calibration at beta = 10/11, Adam / exact",
     ]
     return markdown_table(header, out)
 
@@ -729,7 +783,8 @@ def _goal(interval: Sequence[float]) -> str:
 def sweep_defaults_weighted_class() -> str:
     """The weighted class of the default multiclass sweeps (``weighted_class_W.json``, W its
     weight): ECE raw, corrected and unweighted, the difference with its paired interval, the
-    goal's verdict, and the loss-calibration test at the loss it was trained with."""
+    goal's verdict, and the loss-calibration test at the loss it was trained with: the current
+    test's verdict, or the former gap test's p-value, labelled (:func:`loss_calibration_cell`)."""
     rows = []
     for run, label, loss, weight in DEFAULTS_WEIGHTED:
         w = record(f"sweep_defaults/{run}/weighted_class_{weight}.json")
@@ -743,12 +798,12 @@ def sweep_defaults_weighted_class() -> str:
                 with_interval(d["estimate"], d["interval"], "+.4f"),
                 _goal(d["interval"]),
                 f(w[loss]["ece_corrected"] / w[loss]["ece_raw"], ".2f"),
-                f(w[loss]["loss_calibration_trained"]["p_value"], ".3f"),
+                loss_calibration_cell(w[loss]["loss_calibration_trained"]),
             ]
         )
     header = ["run, loss", "raw", "corrected", "unweighted", "corrected - unweighted [95% CI]",
               "goal: within 0.005", "corrected / raw",
-              "loss-calibration p at the trained weight"]  # fmt: skip
+              "loss calibration at the trained weight"]  # fmt: skip
     return markdown_table(header, rows)
 
 
@@ -775,7 +830,7 @@ def sweep_defaults_ridge_verdicts() -> str:
         counts = [r["bins"][b]["nias"]["models_rejected"] for b in r["bins"]]
         return f"{counts[0]} ({', '.join(map(str, counts[1:]))})"
 
-    rows = []
+    rows, nias_cells = [], []
     for label, *runs in RIDGE_RUNS:
         rs = [record(f"sweep_defaults/{run}/revealed/revealed.json") for run in runs]
         rows.append(
@@ -783,11 +838,15 @@ def sweep_defaults_ridge_verdicts() -> str:
                 label,
                 " / ".join(verdict(r, "nis") for r in rs),
                 " / ".join(verdict(r, "niac") for r in rs),
-                " / ".join(nias(r) for r in rs),
             ]
         )
-    header = ["data, ridge", "NIS (paper / per_weight)", "NIAC (paper / per_weight)",
-              "NIAS: models rejected of 64, adaptive (5, 10, 20 quantile bins)"]  # fmt: skip
+        nias_cells.append([(nias(r), r) for r in rs])
+    what = "models rejected of 64, adaptive (5, 10, 20 quantile bins)"
+    nias_header, nias_texts = nias_column(
+        f"NIAS: {what}", f"NIAS ({FORMER_NIAS}): {what}", nias_cells
+    )
+    header = ["data, ridge", "NIS (paper / per_weight)", "NIAC (paper / per_weight)", nias_header]
+    rows = [[*row, text] for row, text in zip(rows, nias_texts, strict=True)]
     return markdown_table(header, rows)
 
 
@@ -840,8 +899,9 @@ def _nias_verdict(r: dict) -> str:
 
 def revealed_verdicts() -> str:
     """Per run: its size, the signals (bins) each model keeps, ``I_k`` at its smallest and
-    largest, and the verdicts of NIS, NIAC and NIAS, a non-rejection with its simulated power."""
-    rows = []
+    largest, and the verdicts of NIS, NIAC and NIAS, a non-rejection with its simulated power
+    (a record of the former NIAS labelled so, :func:`nias_column`)."""
+    rows, nias_cells = [], []
     for run, name in REVEALED_RUNS.items():
         r = _revealed(run)
         info, (low, high) = r["information"]["estimate"], r["information"]["interval"]
@@ -861,17 +921,20 @@ def revealed_verdicts() -> str:
                 f"{at(k_min)}; {at(k_max)}",
                 _margin_verdict(r["nis"], power["nis"]),
                 _margin_verdict(r["niac"], power["niac"]),
-                _nias_verdict(r),
             ]
         )
+        nias_cells.append([(_nias_verdict(r), r)])
+    nias_header, nias_texts = nias_column("NIAS", f"NIAS ({FORMER_NIAS})", nias_cells)
     header = ["run", "K", "N", "signals per model", "`I_k` (nats): smallest; largest", "NIS",
-              "NIAC", "NIAS"]  # fmt: skip
+              "NIAC", nias_header]  # fmt: skip
+    rows = [[*row, text] for row, text in zip(rows, nias_texts, strict=True)]
     return markdown_table(header, rows)
 
 
 def revealed_bins() -> str:
-    """Per run and binning: whether NIS, NIAC and NIAS reject, and how many models NIAS rejects."""
-    rows = []
+    """Per run and binning: whether NIS, NIAC and NIAS reject, and how many models NIAS rejects
+    (a record of the former NIAS labelled so, :func:`nias_column`)."""
+    rows, nias_cells = [], []
     for run, name in REVEALED_RUNS.items():
         r = _revealed(run)
         for bins, v in r["bins"].items():
@@ -886,10 +949,16 @@ def revealed_bins() -> str:
                     label,
                     word(v["nis"]["rejected"]),
                     word(v["niac"]["rejected"]),
-                    f"{word(v['nias']['rejected'])}: {v['nias']['models_rejected']} of {r['K']}",
                 ]
             )
-    return markdown_table(["run", "bins", "NIS", "NIAC", "NIAS: models rejected"], rows)
+            nias = f"{word(v['nias']['rejected'])}: {v['nias']['models_rejected']} of {r['K']}"
+            nias_cells.append([(nias, r)])
+    what = "models rejected"
+    nias_header, nias_texts = nias_column(
+        f"NIAS: {what}", f"NIAS ({FORMER_NIAS}): {what}", nias_cells
+    )
+    rows = [[*row, text] for row, text in zip(rows, nias_texts, strict=True)]
+    return markdown_table(["run", "bins", "NIS", "NIAC", nias_header], rows)
 
 
 def revealed_nis_pairs() -> str:
@@ -928,22 +997,28 @@ def revealed_nis_pairs() -> str:
 
 def revealed_sizes() -> str:
     """Each run's simulated size at 5% and power (``simulated``), and the precision d of its
-    simulated Gaussian agents, fitted to the models' median ``I_k``."""
-    rows = []
+    simulated Gaussian agents, fitted to the models' median ``I_k`` (NIAS's of a record of the
+    former NIAS labelled so, :func:`nias_column`)."""
+    rows, sizes, powers = [], [], []
     for run, name in REVEALED_RUNS.items():
-        sim = _revealed(run)["simulated"]
-        rows.append(
-            [
-                name,
-                f(sim["precision"], ".2f"),
-                f(sim["datasets"], "d"),
-                *(f(sim["size"][t]["rate"], ".2f") for t in ("nis", "niac", "nias")),
-                *(f(sim["power"][t]["rate"], ".2f") for t in ("nis", "niac", "nias")),
-            ]
-        )
-    header = ["run", "fitted d", "data sets", "size NIS", "size NIAC", "size NIAS",
+        r = _revealed(run)
+        sim = r["simulated"]
+        rows.append([name, f(sim["precision"], ".2f"), f(sim["datasets"], "d")])
+        rows[-1] += [f(sim["size"][t]["rate"], ".2f") for t in ("nis", "niac")]
+        sizes.append([(f(sim["size"]["nias"]["rate"], ".2f"), r)])
+        powers.append([(f(sim["power"]["nias"]["rate"], ".2f"), r)])
+        rows[-1] += [f(sim["power"][t]["rate"], ".2f") for t in ("nis", "niac")]
+    size_header, size_cells = nias_column("size NIAS", f"size NIAS ({FORMER_NIAS})", sizes)
+    power_header, power_cells = nias_column(
+        "power NIAS (odds x2)", f"power NIAS (odds x2; {FORMER_NIAS})", powers
+    )
+    rows = [
+        [*row[:5], size, *row[5:], power]
+        for row, size, power in zip(rows, size_cells, power_cells, strict=True)
+    ]
+    header = ["run", "fitted d", "data sets", "size NIS", "size NIAC", size_header,
               "power NIS (falling by 0.3)", "power NIAC (rising by 0.3)",
-              "power NIAS (odds x2)"]  # fmt: skip
+              power_header]  # fmt: skip
     return markdown_table(header, rows)
 
 

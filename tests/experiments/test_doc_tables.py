@@ -92,3 +92,29 @@ def test_the_revealed_sweeps_are_the_default_sweeps_of_sweep_defaults():
             assert ours[key] == theirs[key]
         assert ours["ridge"] == theirs["ridge"] and ours["betas"] == theirs["betas"]
         assert ours["nis"] == theirs["nis"] and ours["niac"] == theirs["niac"]
+
+
+def test_a_record_of_the_former_loss_calibration_tests_is_labelled_in_its_cell():
+    # the current test's record gives its verdict; the former gap test's only a p-value, named so
+    current = {"p_value": 0.0163, "n_bins": 3, "verdict": "rejected (p = 0.016, 3 bins)"}
+    former = {"beta": 0.9, "gap": 0.002, "p_value": 0.001996}
+    assert docs.loss_calibration_cell(current) == "rejected (p = 0.016, 3 bins)"
+    assert docs.loss_calibration_cell(former) == "former gap test: p = 0.002"
+    assert docs.loss_calibration_cells([former, former]) == "former gap test: p = 0.002 / 0.002"
+    assert docs.loss_calibration_cells([current, former]) == (
+        "rejected (p = 0.016, 3 bins) / former gap test: p = 0.002"
+    )
+    assert docs.table_loss_calibration({"loss_calibration": current}) == current["verdict"]
+    assert docs.table_loss_calibration({"loss_calibration_p_value": 0.318}) == (
+        "former gap test: p = 0.318"
+    )
+    # NIAS: a column of former records says so in its header, a mixed one cell by cell
+    new, old = {"nias": {"n_bins": [4]}}, {"nias": {"p_value": [0.01]}}
+    assert docs.nias_column("NIAS", "NIAS (former)", [[("3", old)], [("2", old)]]) == (
+        "NIAS (former)",
+        ["3", "2"],
+    )
+    assert docs.nias_column("NIAS", "NIAS (former)", [[("3", new), ("2", old)]]) == (
+        "NIAS",
+        ["3 / former binomial test: 2"],
+    )
