@@ -47,7 +47,7 @@ from iml.revealed.learning_tests import (
     edge_weights,
     min_cycle_mean,
     niac_check_of,
-    nias_test_of,
+    nias_of,
     nis_check_of,
     revealed_cost_bounds_of,
     switch_gains,
@@ -249,7 +249,7 @@ def reveal(
         bins,
     )
     if nias:
-        result = nias_test_of(
+        result = nias_of(
             scores, labels, specs, weight, int(n_bins), as_min_count(min_count), float(confidence)
         )
         report = report._replace(nias=result)

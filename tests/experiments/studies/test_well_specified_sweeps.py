@@ -14,8 +14,8 @@ from iml.grids import beta_grid
 
 
 def test_simulated_data_have_the_stated_prior():
-    _, y = study.simulate(20_000, 5, 0.2, 2.0, seed=1)
-    assert abs(y.mean() - 0.2) < 0.01
+    _, y, truth = study.simulate(20_000, 5, 0.2, 2.0, seed=1)
+    assert abs(y.mean() - 0.2) < 0.01 and abs(truth.mean() - 0.2) < 0.01
 
 
 def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
@@ -24,13 +24,14 @@ def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
     record = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert record["datasets"] == 5 and record["warned"] == 0
     assert all(row["min_p_familywise"] > 0.05 and row["bins"][0] >= 2 for row in record["rows"])
+    assert all(len(row["logit_miss"]) == 4 for row in record["rows"])
 
 
 def test_an_under_trained_sweep_warns_and_names_its_losses():
     from iml.pipeline.sweep import run_sweep
     from iml.training.tabular import TABULAR_DEFAULTS
 
-    x, y = study.simulate(3000, 5, 0.2, 2.0, seed=2)
+    x, y, _ = study.simulate(3000, 5, 0.2, 2.0, seed=2)
     train = dataclasses.replace(TABULAR_DEFAULTS, solver="adam", max_epochs=1, learning_rate=1e-3)
     result = run_sweep(x, y, None, beta_grid(4), seeds=1, train=train, progress=False)
     rejected = [key for key, _, record in table_tests(result.table) if record["rejected"]]
