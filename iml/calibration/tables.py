@@ -314,8 +314,9 @@ def loss_calibration_verdicts(table: Mapping[str, Mapping], level: float = 0.05)
     Adds ``p_value_familywise``, ``rejected``, ``family`` and ``verdict`` (the words of
     :func:`iml.calibration.loss_calibration_verdict`: "rejected (p, bins)", "not rejected (p,
     bins; power against odds x2)" or "not testable (bins)") to every record of
-    :func:`table_by_loss`. A run's well-specified model then warns of some loss in at most
-    ``level`` of data sets, whatever the number of losses.
+    :func:`table_by_loss`. Where every loss's scores are loss-calibrated, the chance that any
+    is rejected is then at most ``level`` (up to the chi-square approximation), whatever the
+    number of losses.
     """
     tests = table_tests(table)
     if not tests:
