@@ -76,6 +76,20 @@ def one(x: np.ndarray, y: np.ndarray, truth: np.ndarray, betas: np.ndarray) -> d
     }
 
 
+def render(record: dict) -> str:
+    """Per class weight: how many data sets rejected it, and the mean logit miss of the
+    corrected scores against the truth where rejected and where not (Markdown)."""
+    lines = ["| beta | data sets rejecting it | logit miss, rejected | logit miss, not rejected |",
+             "|---|---|---|---|"]  # fmt: skip
+    keys = list(record["rows"][0]["logit_miss"])
+    for key in keys:
+        hit = [row["logit_miss"][key] for row in record["rows"] if key in row["rejected"]]
+        miss = [row["logit_miss"][key] for row in record["rows"] if key not in row["rejected"]]
+        shown = f"{np.mean(hit):.3f}" if hit else ""
+        lines.append(f"| {float(key):.4g} | {len(hit)} | {shown} | {np.mean(miss):.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", type=int, default=100)
@@ -87,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="3 data sets of 2,000, 4 betas")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--render", type=Path, default=None, help="print a record's table")
     args = parser.parse_args(argv)
+    if args.render is not None:
+        print(render(json.loads(args.render.read_text())))
+        return 0
     if args.quick:
         args.datasets, args.n, args.betas = 3, 2000, 4
     betas = beta_grid(args.betas)

@@ -25,6 +25,8 @@ def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
     assert record["datasets"] == 5 and record["warned"] == 0
     assert all(row["min_p_familywise"] > 0.05 and row["bins"][0] >= 2 for row in record["rows"])
     assert all(len(row["logit_miss"]) == 4 for row in record["rows"])
+    table = study.render(record).splitlines()
+    assert len(table) == 2 + 4 and table[2].startswith("| 0.01 | 0 |")
 
 
 def test_an_under_trained_sweep_warns_and_names_its_losses():
