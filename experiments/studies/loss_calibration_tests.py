@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from pathlib import Path
 
@@ -62,6 +61,7 @@ from jax.scipy.special import betainc
 from scipy.special import expit, logit
 from scipy.stats import chi2
 
+from experiments.benchmarks._harness import machine
 from iml.calibration import calibration_test, holm_adjusted, smooth_ece
 from iml.calibration.binning import assign_bins, bin_edges
 from iml.calibration.loss_calibration import loss_matrices, loss_reduction, loss_sums
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         regimes, datasets, n_null = [REGIMES[0], REGIMES[-2]], 50, 100
     for i, regime in enumerate(regimes):
         out = row(regime, datasets, n_null, args.beta, args.seed + i)
-        out["machine"] = platform.processor() or platform.machine()
+        out.update(machine())
         line = json.dumps(out)
         print(line, flush=True)
         if args.out is not None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from pathlib import Path
 
@@ -37,6 +36,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import expit, logit
 
+from experiments.benchmarks._harness import machine
 from iml.calibration.tables import table_tests
 from iml.grids import beta_grid
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         "level": 0.05,
         "rows": rows,
         "seconds": round(time.perf_counter() - start, 1),
-        "machine": platform.processor() or platform.machine(),
+        **machine(),
     }
     text = json.dumps(record)
     print(text)

@@ -307,7 +307,7 @@ def test_the_summary_table_gives_each_test_its_verdict_and_each_ece_its_interval
             assert 0 <= low < high and high > 0.5 * metrics["ece"]
     text = markdown_by_method(table)
     assert "| method | ece | ece 95% CI |" in text
-    assert "Loss calibration of the raw scores (Definition 2): rejected (p = " in text
+    assert "Loss calibration of the raw scores (Definition 2): rejected (p" in text
     assert "is rejected for 1 of 2 tests" in text
 
 

@@ -19,10 +19,10 @@ def test_simulated_data_have_the_stated_prior():
 
 
 def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
-    # A small version of the record: five data sets of 1,500 rows, four class weights each.
-    assert study.main(["--datasets", "5", "--n", "1500", "--betas", "4"]) == 0
+    # A small version of the record: three data sets of 1,500 rows, four class weights each.
+    assert study.main(["--datasets", "3", "--n", "1500", "--betas", "4"]) == 0
     record = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert record["datasets"] == 5 and record["warned"] == 0
+    assert record["datasets"] == 3 and record["warned"] == 0
     assert all(row["min_p_familywise"] > 0.05 and row["bins"][0] >= 2 for row in record["rows"])
     assert all(len(row["logit_miss"]) == 4 for row in record["rows"])
     table = study.render(record).splitlines()
@@ -33,7 +33,7 @@ def test_an_under_trained_sweep_warns_and_names_its_losses():
     from iml.pipeline.sweep import run_sweep
     from iml.training.tabular import TABULAR_DEFAULTS
 
-    x, y, _ = study.simulate(3000, 5, 0.2, 2.0, seed=2)
+    x, y, _ = study.simulate(2000, 5, 0.2, 2.0, seed=2)
     train = dataclasses.replace(TABULAR_DEFAULTS, solver="adam", max_epochs=1, learning_rate=1e-3)
     result = run_sweep(x, y, None, beta_grid(4), seeds=1, train=train, progress=False)
     rejected = [key for key, _, record in table_tests(result.table) if record["rejected"]]
