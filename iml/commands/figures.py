@@ -39,7 +39,7 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
         else:
             table = report_run(args.run, out, eval_overrides=overrides)
         print(json.dumps({"out": str(out), "losses" if sweep else "betas": list(table)}))
-        say_loss_calibration(table, "loss" if sweep else "beta")
+        say_loss_calibration(table, "beta")  # a multiclass grid reads "loss"
         return 0
 
     return work
