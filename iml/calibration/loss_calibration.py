@@ -370,16 +370,28 @@ def calibration_test(
         g = jnp.concatenate([g.T, jnp.max(g, axis=1)[None]])  # (k + 1, n)
         y = jnp.concatenate([classes[None] == jnp.arange(k)[:, None], (classes == top)[None]])
         y = jnp.where((classes >= 0) & (classes < k), y.astype(g.dtype), jnp.nan)
-        return jax.vmap(
-            _calibration_test, in_axes=(0, 0, None, None, None, None, None, None, None)
-        )(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence)
+        return _calibration_test(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence)
     y = as_labels(labels, g)
     return _calibration_test(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence)
 
 
-@functools.partial(jax.jit, static_argnums=(6, 7, 8))
 def _calibration_test(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence):
-    return calibration_test_of(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence)
+    """:func:`calibration_test_of` as two programs: the sums over the ``n`` observations,
+    compiled for each ``n``, and the test from them, compiled once for all ``n``."""
+    sums, impossible, quantile = _observation_sums(g, y, w, n_bins)
+    test, group = _test_of_sums_program(
+        sums, impossible, key, min_count, level, n_bins, n_bootstrap, confidence
+    )
+    return test._replace(bins=jnp.take_along_axis(group, quantile, axis=-1))
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _observation_sums(g, y, w, n_bins):
+    def one(gk, yk):
+        quantile = assign_bins(gk, bin_edges(gk, n_bins, "quantile"))
+        return (*_decile_sums(gk, yk, w, quantile, n_bins), quantile)
+
+    return jax.vmap(one)(g, y) if g.ndim == 2 else one(g, y)
 
 
 def calibration_test_of(
@@ -398,20 +410,40 @@ def calibration_test_of(
     ``n_bins`` and ``n_bootstrap`` static). ``deciles``: each observation's quantile bin of
     ``g`` where the caller has them (e.g. sorted on the host, much faster than XLA's CPU sort
     for many models at once); computed here otherwise."""
-    hp = jax.lax.Precision.HIGHEST
     quantile = assign_bins(g, bin_edges(g, n_bins, "quantile")) if deciles is None else deciles
-    # Every sum the test needs, per decile, in one product; merged bins sum whole deciles. The
-    # alternatives' posteriors have odds POWER_ODDS times, or 1 / POWER_ODDS times, g's.
+    by_decile, impossible = _decile_sums(g, y, w, quantile, n_bins)
+    test, group = _test_of_sums(
+        by_decile, impossible, key, min_count, level, n_bins, n_bootstrap, confidence
+    )
+    return test._replace(bins=group[quantile])
+
+
+def _decile_sums(g: Array, y: Array, w: Array, quantile: Array, n_bins: int):
+    """Every sum the test needs, per decile, in one product ``(11, n_bins)``: the expected
+    positives and negatives (unweighted, for merging), the weights, observed and expected
+    positives, their variance under H0, the squared residuals, and the mean and variance of the
+    positives were the odds ``POWER_ODDS`` times, or ``1 / POWER_ODDS`` times, g's; and whether
+    any label is one that H0 gives no chance (a positive at 0, a negative at 1)."""
     r = POWER_ODDS
     up, down = r * g / (1.0 + (r - 1.0) * g), g / (r - (r - 1.0) * g)
     ww = w * w
     rows = [g, 1.0 - g, w, w * y, w * g, ww * g * (1.0 - g), ww * (y - g) ** 2,
             w * up, ww * up * (1.0 - up), w * down, ww * down * (1.0 - down)]  # fmt: skip
     onehot = jax.nn.one_hot(quantile, n_bins, dtype=g.dtype)
-    by_decile = jnp.matmul(jnp.stack(rows), onehot, precision=hp)  # (11, n_bins)
+    sums = jnp.matmul(jnp.stack(rows), onehot, precision=jax.lax.Precision.HIGHEST)
+    impossible = jnp.any((w > 0) & (((g == 0) & (y == 1)) | ((g == 1) & (y == 0))))
+    return sums, impossible
+
+
+def _test_of_sums(
+    by_decile, impossible, key, min_count, level, n_bins, n_bootstrap, confidence
+) -> tuple[LossCalibrationTest, Array]:
+    """The test from its per-decile sums (no array of length N here): the merged bins, the
+    statistic, its p-value and power, the effect size; ``bins`` left for the caller."""
     group = merged_bins(by_decile[:1], by_decile[1:2], min_count)
-    bins = group[quantile]
-    merged = jnp.matmul(by_decile, jax.nn.one_hot(group, n_bins, dtype=g.dtype), precision=hp)
+    dtype = by_decile.dtype
+    merged = jnp.matmul(by_decile, jax.nn.one_hot(group, n_bins, dtype=dtype),
+                        precision=jax.lax.Precision.HIGHEST)  # fmt: skip
     count, observed, expected, variance, spread = merged[2:7]
     n_used = jnp.sum(count > 0).astype(jnp.int32)
     testable = n_used >= 2
@@ -421,43 +453,69 @@ def calibration_test_of(
         gap = o - expected
         # A bin whose posteriors are all 0 or 1 has no variance: any miss there is impossible
         # under H0 (an infinite statistic), and a hit adds nothing.
-        impossible = jnp.abs(gap) > 1e-6 * jnp.maximum(count, 1.0)
+        miss = jnp.abs(gap) > 1e-6 * jnp.maximum(count, 1.0)
         term = jnp.where(held, gap**2 / jnp.where(held, variance, 1.0), 0.0)
-        term = jnp.where(~held & impossible, jnp.inf, term)
+        term = jnp.where(~held & miss, jnp.inf, term)
         return jnp.sum(term, axis=-1)
 
-    def chi2_sf(t: Array) -> Array:
-        return jax.scipy.special.gammaincc(n_used / 2.0, t / 2.0)
-
-    # A label that H0 gives no chance (a positive whose posterior is 0, or a negative at 1)
-    # refutes it outright, whatever the bins' sums.
-    impossible = jnp.any((w > 0) & (((g == 0) & (y == 1)) | ((g == 1) & (y == 0))))
     statistic = jnp.where(impossible, jnp.inf, statistic_of(observed))
-    p_value = jnp.where(testable, chi2_sf(statistic), jnp.nan)
+    p_value = jnp.where(testable, chi2_sf(statistic, n_used, n_bins), jnp.nan)
 
     key_power, key_interval = jax.random.split(key)
-    z = jax.random.normal(key_power, (_POWER_DRAWS, n_bins), g.dtype)
+    z = jax.random.normal(key_power, (_POWER_DRAWS, n_bins), dtype)
 
     def power_against(mean: Array, var: Array) -> Array:
-        rejected = chi2_sf(statistic_of(mean + jnp.sqrt(var) * z)) <= level
-        return jnp.mean(rejected.astype(g.dtype))
+        rejected = chi2_sf(statistic_of(mean + jnp.sqrt(var) * z), n_used, n_bins) <= level
+        return jnp.mean(rejected.astype(dtype))
 
     power = jnp.minimum(power_against(*merged[7:9]), power_against(*merged[9:11]))
     power = jnp.where(testable, power, jnp.nan)
 
-    total = jnp.sum(w)
+    total = jnp.sum(count)
     calibration_error = jnp.sum(jnp.abs(observed - expected)) / total
     null_error = jnp.sqrt(2.0 / jnp.pi) * jnp.sum(jnp.sqrt(variance)) / total
     if n_bootstrap:
-        draws = jax.random.normal(key_interval, (n_bootstrap, n_bins), g.dtype)
+        draws = jax.random.normal(key_interval, (n_bootstrap, n_bins), dtype)
         resampled = jnp.abs(observed - expected + jnp.sqrt(spread) * draws)
         interval = percentile_interval(jnp.sum(resampled, axis=-1) / total, confidence)
     else:
-        interval = jnp.full((2,), jnp.nan, g.dtype)
-    return LossCalibrationTest(
+        interval = jnp.full((2,), jnp.nan, dtype)
+    test = LossCalibrationTest(
         statistic, p_value, n_used, testable, power, calibration_error, null_error, interval,
-        observed, expected, variance, count, bins,
+        observed, expected, variance, count, jnp.zeros((0,), jnp.int32),
     )  # fmt: skip
+    return test, group
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7))
+def _test_of_sums_program(by_decile, impossible, key, min_count, level, n_bins, n_bootstrap,
+                          confidence):  # fmt: skip
+    if by_decile.ndim == 3:  # the tests of a multiclass loss
+        return jax.vmap(
+            lambda s, i: _test_of_sums(s, i, key, min_count, level, n_bins, n_bootstrap, confidence)
+        )(by_decile, impossible)
+    return _test_of_sums(
+        by_decile, impossible, key, min_count, level, n_bins, n_bootstrap, confidence
+    )
+
+
+def chi2_sf(x: Array, k: Array, max_k: int) -> Array:
+    """``P(chi2_k >= x)`` for an integer ``k`` in ``[1, max_k]`` (traced), by the closed forms
+    (with ``h = x / 2``): ``e^{-h} sum_{i < k/2} h^i / i!`` for even ``k``, and
+    ``erfc(sqrt(h)) + e^{-h} sum_{i < (k-1)/2} h^{i+1/2} / Gamma(i + 3/2)`` for odd ``k``; a
+    few exponentials, where the general incomplete gamma function compiles to long loops."""
+    h = x / 2.0
+    i = jnp.arange(max_k // 2 + 1, dtype=x.dtype)
+    hh = h[..., None]
+    use = i < (k // 2)
+
+    def series(power: Array) -> Array:
+        log = jax.scipy.special.xlogy(power, hh) - jax.scipy.special.gammaln(power + 1) - hh
+        return jnp.sum(jnp.where(use, jnp.exp(log), 0.0), axis=-1)
+
+    odd = jax.scipy.special.erfc(jnp.sqrt(h)) + series(i + 0.5)
+    sf = jnp.where(k % 2 == 0, series(i), odd)
+    return jnp.where(jnp.isposinf(x), 0.0, jnp.clip(sf, 0.0, 1.0))
 
 
 def holm_adjusted(p_value: ArrayLike) -> Array:
