@@ -55,13 +55,19 @@ def simulate(n: int, p: int, prior: float, signal: float, seed: int):
     return x, y, truth
 
 
-def one(x: np.ndarray, y: np.ndarray, truth: np.ndarray, betas: np.ndarray) -> dict:
+def one(
+    x: np.ndarray, y: np.ndarray, truth: np.ndarray, betas: np.ndarray, l2_scale: str = "paper"
+) -> dict:
     """One default sweep: the losses it rejects, its smallest familywise p-value, its bins, and
     per loss how far the loss-corrected scores miss the true probabilities (the mean absolute
     difference of their logits), which the simulation knows and the test does not."""
-    from iml.pipeline.sweep import run_sweep
+    import dataclasses
 
-    result = run_sweep(x, y, None, betas, seeds=1, progress=False)
+    from iml.pipeline.sweep import run_sweep
+    from iml.training.tabular import TABULAR_DEFAULTS
+
+    train = dataclasses.replace(TABULAR_DEFAULTS, l2_scale=l2_scale)
+    result = run_sweep(x, y, None, betas, seeds=1, train=train, progress=False)
     tests = table_tests(result.table)
     rejected = [key for key, _, record in tests if record["rejected"]]
     p = [record["p_value_familywise"] for _, _, record in tests]
@@ -99,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--signal", type=float, default=2.0, help="norm of theta")
     parser.add_argument("--betas", type=int, default=16, help="class weights per sweep")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--l2-scale", default="paper", help="the ridge's scale (TrainConfig)")
     parser.add_argument("--quick", action="store_true", help="3 data sets of 2,000, 4 betas")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--render", type=Path, default=None, help="print a record's table")
@@ -113,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for i in range(args.datasets):
         x, y, truth = simulate(args.n, args.features, args.prior, args.signal, args.seed + i)
-        rows.append(one(x, y, truth, betas))
+        rows.append(one(x, y, truth, betas, args.l2_scale))
     warned = sum(bool(r["rejected"]) for r in rows)
     rate = warned / args.datasets
     record = {
