@@ -143,23 +143,15 @@ def baseline_nias(scores, labels, betas, n_bins, min_count=10.0):
     the Holm-adjusted p-values."""
     from scipy.stats import chi2
 
+    from experiments.studies.loss_calibration_tests import adaptive_bins
+
     statistics, n_used, p_values = [], [], []
     for a, beta in zip(scores.astype(np.float64), betas.astype(np.float64), strict=True):
         g = ((1 - beta) * a / (beta + (1 - 2 * beta) * a)).astype(np.float32)
         edges = np.quantile(g, np.linspace(0.0, 1.0, n_bins + 1))
         deciles = np.searchsorted(edges[1:-1], g, side="left")
         g = g.astype(np.float64)
-        positives, negatives = np.bincount(deciles, g, n_bins), np.bincount(deciles, 1 - g, n_bins)
-        group, p, q, groups = 0, 0.0, 0.0, []
-        for s in range(n_bins):
-            p, q = p + positives[s], q + negatives[s]
-            groups.append(group)
-            if p >= min_count and q >= min_count:
-                group, p, q = group + 1, 0.0, 0.0
-        groups = np.asarray(groups)
-        if groups[-1] == group and group > 0:
-            groups[groups == group] = group - 1  # a short last run joins the bin below
-        merged = groups[deciles]
+        merged = adaptive_bins(g, deciles, n_bins, min_count)
         O, E = np.bincount(merged, labels), np.bincount(merged, g)
         V = np.bincount(merged, g * (1 - g))
         T = float(np.sum((O - E) ** 2 / V))

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from iml.calibration import RENORMALISED, calibration_curve
+from iml.calibration.tables import table_tests
 from iml.plots._common import N_BOOTSTRAP, logit, new_figure, unit_axes, weight_axis
 
 ArrayLike = jax.typing.ArrayLike
@@ -223,9 +224,7 @@ def figure_calibration_by_loss(
 
 
 def _rejected(row: Mapping) -> bool:
-    test = row["raw"].get("loss_calibration") or {}
-    tests = [*test["classes"], test["top_label"]] if "classes" in test else [test]
-    return any(r.get("rejected") for r in tests)
+    return any(record.get("rejected") for _, _, record in table_tests({"": row}))
 
 
 def figure_metric_vs_size(
