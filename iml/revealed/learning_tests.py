@@ -371,11 +371,8 @@ def _nias(g, deciles, labels, weight, n_bins, min_count, confidence) -> NIASTest
     y = as_labels(labels, g[0])
     w = jnp.ones_like(y) if weight is None else as_weights(weight, y)
     level = 1.0 - confidence
-
-    def one(gk: Array, dk: Array) -> LossCalibrationTest:
-        return calibration_test_of(gk, y, w, jax.random.key(0), min_count, level, n_bins, 0,
-                                   deciles=dk)  # fmt: skip
-
-    test = jax.vmap(one)(g, deciles)
+    test = calibration_test_of(
+        g, y, w, jax.random.key(0), min_count, level, n_bins, 0, deciles=deciles
+    )
     p_value = holm_adjusted(test.p_value)
     return NIASTest(test, test.calibration_error, p_value, p_value <= level)
