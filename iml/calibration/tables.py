@@ -68,15 +68,30 @@ def score_metrics_by_row(
     """:func:`score_metrics` of every row of ``scores [m, N]`` against the same ``labels [N]``,
     computed in one compiled program (the metrics vmapped over blocks of rows), which is several
     times faster than a loop over the rows. The values equal each row's alone to float32
-    rounding."""
-    s = np.clip(np.asarray(scores, np.float64), _CLIP, 1 - _CLIP).astype(np.float32)
+    rounding. A row holding NaN (loss-corrected scores where the rule has no inverse) gets NaN
+    metrics and ``"nan_scores"``, how many of its scores are NaN, and the other rows are scored
+    as usual."""
+    raw = np.asarray(scores, np.float64)
+    if raw.ndim < 2 or raw.shape[0] == 0:
+        raise ValueError(f"scores must be [m, N] with m >= 1, got shape {raw.shape}")
+    missing = nan_counts(raw)
+    s = np.clip(np.nan_to_num(raw, nan=0.5), _CLIP, 1 - _CLIP).astype(np.float32)
     y = np.asarray(labels, np.int32)
-    if s.ndim < 2 or s.shape[0] == 0:
-        raise ValueError(f"scores must be [m, N] with m >= 1, got shape {s.shape}")
-    for row in s:
-        check_binary(row, y, None, n_bins)
+    for row, count in zip(s, missing, strict=True):
+        check_binary(row if count == 0 else np.full_like(row, 0.5), y, None, n_bins)
     values = np.asarray(_metric_rows(jnp.asarray(s), jnp.asarray(y), n_bins), np.float64)
-    return [dict(zip(METRICS, map(float, row), strict=True)) for row in values]
+    values[missing > 0] = np.nan
+    rows = [dict(zip(METRICS, map(float, row), strict=True)) for row in values]
+    for row, count in zip(rows, missing, strict=True):
+        if count:
+            row["nan_scores"] = int(count)
+    return rows
+
+
+def nan_counts(scores: np.ndarray) -> np.ndarray:
+    """How many observations of each row of ``scores [m, N(, n)]`` hold a NaN score, ``[m]``."""
+    nan = np.isnan(scores)
+    return (nan.any(axis=-1) if nan.ndim == 3 else nan).sum(axis=1)
 
 
 # Rows that score_metrics_by_row vmaps at once (its memory: this many rows' sorts and kernels).
@@ -98,6 +113,15 @@ def _metric_rows(scores: Array, labels: Array, n_bins: int) -> Array:
         )
 
     return jax.lax.map(one, scores, batch_size=_METRIC_ROWS)
+
+
+def _multiclass_row_metrics(scores: np.ndarray, labels: np.ndarray, n_bins: int) -> dict:
+    """:func:`multiclass_score_metrics`, or NaN metrics and ``"nan_scores"`` (the observations
+    with a NaN class score) where the scores hold NaN."""
+    count = int(np.isnan(scores).any(axis=-1).sum())
+    if count == 0:
+        return multiclass_score_metrics(scores, labels, n_bins)
+    return {**dict.fromkeys(MULTICLASS_METRICS, float("nan")), "nan_scores": count}
 
 
 def multiclass_score_metrics(
@@ -212,15 +236,19 @@ def table_by_loss(
             with np.errstate(invalid="ignore", divide="ignore"):
                 stacked[RENORMALISED] = corrected / corrected.sum(axis=-1, keepdims=True)
         methods = {
-            name: [multiclass_score_metrics(row, y, n_bins) for row in values]
+            name: [_multiclass_row_metrics(row, y, n_bins) for row in values]
             for name, values in stacked.items()
         }
         if ece_bootstrap:  # every loss and method on the same resampled rows
-            clipped = np.clip(np.concatenate(list(stacked.values())), _CLIP, 1 - _CLIP)
+            joined = np.concatenate(list(stacked.values()))
+            missing = nan_counts(joined) > 0
+            clipped = np.clip(np.nan_to_num(joined, nan=1.0 / joined.shape[-1]), _CLIP, 1 - _CLIP)
             intervals = multiclass_ece_intervals(clipped.astype(np.float32), y, n_bins,
                                                  n_bootstrap=ece_bootstrap, key=key)  # fmt: skip
             for metric, values in intervals.items():
-                values = np.asarray(values, np.float64).reshape(len(stacked), m, 2)
+                values = np.asarray(values, np.float64)
+                values[missing] = np.nan
+                values = values.reshape(len(stacked), m, 2)
                 for method, rows in zip(stacked, values, strict=True):
                     for row, interval in zip(methods[method], rows, strict=True):
                         row[f"{metric}_interval"] = interval.tolist()
@@ -232,10 +260,13 @@ def table_by_loss(
         stacked = np.concatenate(list(named.values()))
         rows = score_metrics_by_row(stacked, y, n_bins)
         if ece_bootstrap:  # every loss and method on the same resampled rows
-            clipped = np.clip(stacked, _CLIP, 1 - _CLIP).astype(np.float32)
+            clipped = np.clip(np.nan_to_num(stacked, nan=0.5), _CLIP, 1 - _CLIP)
             intervals = np.asarray(
-                ece_intervals(clipped, y, n_bins, n_bootstrap=ece_bootstrap, key=key), np.float64
-            )
+                ece_intervals(clipped.astype(np.float32), y, n_bins, n_bootstrap=ece_bootstrap,
+                              key=key),
+                np.float64,
+            )  # fmt: skip
+            intervals[nan_counts(stacked) > 0] = np.nan
             for row, interval in zip(rows, intervals, strict=True):
                 row["ece_interval"] = interval.tolist()
         methods = {name: rows[i * m : (i + 1) * m] for i, name in enumerate(named)}
@@ -276,10 +307,9 @@ def _loss_calibration_records(
     per_loss = corrected.shape[2] + 1 if multiclass else 1
     at = level / (family or corrected.shape[0] * per_loss)
     out = []
-    for row in corrected:
-        missing = int(np.isnan(row).any(axis=-1).sum()) if multiclass else int(np.isnan(row).sum())
+    for row, missing in zip(corrected, nan_counts(corrected), strict=True):
         if missing:
-            out.append({"p_value": float("nan"), "n_bins": 0, "nan_scores": missing})
+            out.append({"p_value": float("nan"), "n_bins": 0, "nan_scores": int(missing)})
             continue
         test = calibration_test(np.clip(row, 0.0, 1.0).astype(np.float32), labels, n_bins,
                                 level=at)  # fmt: skip
@@ -349,7 +379,9 @@ def loss_calibration_summary(table: Mapping[str, Mapping], key_name: str = "beta
 
     rejected = sorted((t for t in tests if t[2]["rejected"]),
                       key=lambda t: -t[2]["calibration_error"])  # fmt: skip
-    untested = [t for t in tests if t[2]["verdict"].startswith("not testable")]
+    no_inverse = [t for t in tests if "nan_scores" in t[2]]
+    untested = [t for t in tests if t[2]["verdict"].startswith("not testable") and
+                t not in no_inverse]  # fmt: skip
     family = tests[0][2]["family"]
     lines = []
     if rejected:
@@ -370,7 +402,7 @@ def loss_calibration_summary(table: Mapping[str, Mapping], key_name: str = "beta
             "its weighted loss for what it knows (under-trained, misspecified or saturated)."
         )
     else:
-        tested = [t for t in tests if t not in untested]
+        tested = [t for t in tests if t not in untested and t not in no_inverse]
         if tested:
             least = min(tested, key=lambda t: t[2]["power"])
             lines.append(
@@ -378,6 +410,13 @@ def loss_calibration_summary(table: Mapping[str, Mapping], key_name: str = "beta
                 f"(Holm over {family}, level 0.05); the least power against odds "
                 f"x{POWER_ODDS:g} is {least[2]['power']:.2f} ({name(least[0], least[1])})."
             )
+    if no_inverse:
+        lines.append(
+            "The loss correction has no inverse at some scores (NaN corrected scores; those "
+            "losses' rows report no metrics and no test): "
+            + ", ".join(f"{name(k, w)}: {r['nan_scores']} of the scores" for k, w, r in no_inverse)
+            + "."
+        )
     if untested:
         lines.append(
             "Not testable (fewer than two bins of 10 expected positives and negatives): "

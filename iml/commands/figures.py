@@ -48,14 +48,16 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
 def say_loss_calibration(table: dict, key_name: str) -> None:
     """The run's last word, on stderr (stdout carries what a script reads): where loss
     calibration is rejected, as a warning ranked by the size of the miss, or that it is rejected
-    nowhere, with the least power (:func:`iml.calibration.loss_calibration_summary`)."""
+    nowhere, with the least power; and, as a warning too, the losses whose corrected scores hold
+    NaN (a rule with no inverse there), with how many
+    (:func:`iml.calibration.loss_calibration_summary`)."""
     # imported here: the calibration package loads JAX, which `iml figures --help` does without
     from iml.calibration.tables import loss_calibration_summary, table_tests
 
     if any(which for _, which, _ in table_tests(table)):  # a multiclass grid: losses, not betas
         key_name = "loss"
     summary = loss_calibration_summary(table, key_name)
-    if any(record.get("rejected") for _, _, record in table_tests(table)):
+    if any(record.get("rejected") or "nan_scores" in record for _, _, record in table_tests(table)):
         summary = "warning: " + summary
     if summary:
         print(summary, file=sys.stderr)

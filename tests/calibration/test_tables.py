@@ -24,10 +24,13 @@ def test_score_metrics_by_row_equals_each_row_alone():
     )
     with pytest.raises(ValueError, match=r"scores must be \[m, N\] with m >= 1, got shape"):
         cal.score_metrics_by_row(scores[0], y)
+    # A row with NaN scores (a correction with no inverse there) reports NaN metrics and how
+    # many; the other rows are scored as they are alone.
     bad = scores[:2].copy()
-    bad[1, 5] = np.nan
-    with pytest.raises(ValueError, match="scores"):
-        cal.score_metrics_by_row(bad, y)
+    bad[1, [5, 9]] = np.nan
+    first, second = cal.score_metrics_by_row(bad, y, n_bins=15)
+    assert first == pytest.approx(rows[0], rel=1e-5)
+    assert second["nan_scores"] == 2 and all(np.isnan(second[name]) for name in cal.METRICS)
 
 
 # ----------------------------------------------------------------------------------------------

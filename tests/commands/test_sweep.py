@@ -408,3 +408,41 @@ def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, 
     np.testing.assert_allclose(corrected[:50], want, atol=1e-4)
     # posteriors on the simplex, wherever the generic inverse found one
     assert np.mean(np.abs(corrected.sum(-1) - 1.0) < 1e-4) > 0.99
+
+
+def test_a_loss_whose_corrected_scores_hold_nan_is_named_and_the_others_reported(
+    simulated, tmp_path, capsys, monkeypatch
+):
+    # A rule with no inverse at some scores leaves NaN corrected scores in its row: that row
+    # reports no metrics and no test, and says how many; the other rows are reported in full.
+    from iml.pipeline import sweep_scores
+
+    inverse = sweep_scores.loss_corrected_scores
+
+    def with_nan(spec, scores):
+        corrected = np.array(inverse(spec, scores), np.float64)
+        corrected[1, :7] = np.nan
+        return corrected
+
+    monkeypatch.setattr(sweep_scores, "loss_corrected_scores", with_nan)
+    x, y = simulated
+    _write_csv(tmp_path / "data.csv", x, y)
+    out = tmp_path / "out"
+    flags = {"csv": tmp_path / "data.csv", "target": "label", "positive": "yes"}
+    rc = _sweep(_args(**flags, betas="0.5,0.9,0.99", out=out))
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    table = json.loads((out / "table.json").read_text())
+    assert table["0.9"]["loss_corrected"]["nan_scores"] == 7
+    assert np.isnan(table["0.9"]["loss_corrected"]["ece"])
+    assert np.isnan(table["0.9"]["loss_corrected"]["ece_interval"]).all()
+    assert np.isfinite(table["0.9"]["raw"]["ece"])  # the raw scores have no NaN
+    assert table["0.9"]["raw"]["loss_calibration"]["verdict"].startswith("not testable (7 ")
+    for beta in ("0.5", "0.99"):
+        assert "nan_scores" not in table[beta]["loss_corrected"]
+        assert np.isfinite(table[beta]["loss_corrected"]["ece"])
+        assert np.isfinite(table[beta]["raw"]["loss_calibration"]["p_value"])
+    assert "warning: " in err and "beta = 0.9: 7 of the scores" in err.split("warning: ")[1]
+    table_md = (out / "table.md").read_text()
+    assert "beta = 0.9: 7 of the scores" in table_md
+    assert (out / "ece_vs_beta.png").is_file()
