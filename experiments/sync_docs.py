@@ -168,9 +168,11 @@ def declarations() -> list[Table]:
         pneumoniamnist_schedules,
         reveal_size_power,
         revealed_information,
+        well_specified_sweeps,
     )
 
-    studies = (pneumoniamnist_schedules, revealed_information, reveal_size_power)
+    studies = (pneumoniamnist_schedules, revealed_information, reveal_size_power,
+               well_specified_sweeps)  # fmt: skip
     return [*doc_tables.TABLES, *(table for study in studies for table in study.TABLES)]
 
 

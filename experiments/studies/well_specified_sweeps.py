@@ -37,6 +37,7 @@ from scipy.optimize import brentq
 from scipy.special import expit, logit
 
 from experiments.benchmarks._harness import machine
+from experiments.sync_docs import Table
 from iml.calibration.tables import table_tests
 from iml.grids import beta_grid
 
@@ -56,17 +57,29 @@ def simulate(n: int, p: int, prior: float, signal: float, seed: int):
 
 
 def one(
-    x: np.ndarray, y: np.ndarray, truth: np.ndarray, betas: np.ndarray, l2_scale: str = "paper"
+    x: np.ndarray,
+    y: np.ndarray,
+    truth: np.ndarray,
+    betas: np.ndarray,
+    l2_scale: str = "paper",
+    redraws: int = 10,
+    l2: float | str = "auto",
+    seed: int = 0,
 ) -> dict:
     """One default sweep: the losses it rejects, its smallest familywise p-value, its bins, and
-    per loss how far the loss-corrected scores miss the true probabilities (the mean absolute
-    difference of their logits), which the simulation knows and the test does not."""
+    what the simulation knows and the test does not: per loss how far the loss-corrected scores
+    miss the true probabilities (the mean absolute difference of their logits, and the slope of
+    the true logits on theirs), and, the fitted scores held fixed, how often the warning fires
+    on ``redraws`` label sets drawn from the truth (the chance of a warning that these fitted
+    scores carry) and on label sets drawn from each loss's own corrected scores (where every
+    loss is calibrated by construction: the warning's size at this N, prior and number of
+    losses)."""
     import dataclasses
 
     from iml.pipeline.sweep import run_sweep
     from iml.training.tabular import TABULAR_DEFAULTS
 
-    train = dataclasses.replace(TABULAR_DEFAULTS, l2_scale=l2_scale)
+    train = dataclasses.replace(TABULAR_DEFAULTS, l2_scale=l2_scale, l2=l2)
     result = run_sweep(x, y, None, betas, seeds=1, train=train, progress=False)
     tests = table_tests(result.table)
     rejected = [key for key, _, record in tests if record["rejected"]]
@@ -74,12 +87,110 @@ def one(
     bins = [record["n_bins"] for _, _, record in tests]
     g = np.clip(np.asarray(result.corrected, np.float64), 1e-7, 1 - 1e-7)
     miss = np.mean(np.abs(logit(g) - logit(truth)[None]), axis=1)
+    rng = np.random.default_rng(seed)
     return {
         "rejected": rejected,
         "min_p_familywise": float(np.nanmin(p)),
         "bins": [int(min(bins)), int(max(bins))],
         "logit_miss": dict(zip(result.table, np.round(miss, 4).tolist(), strict=True)),
+        "logit_slope": dict(
+            zip(result.table, np.round(logit_slope(g, truth), 4).tolist(), strict=True)
+        ),
+        "redrawn_warned": {
+            "truth": redrawn_warnings(g, lambda: rng.random(g.shape[1]) < truth, redraws),
+            "corrected": redrawn_warnings(g, lambda: rng.random(g.shape) < g, redraws),
+        },
     }
+
+
+def logit_slope(g: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Per loss, the least-squares slope of the true logits on the corrected scores' logits
+    ``[L]``: 1 where the corrected scores spread as the truth does, below 1 where they are
+    over-confident, above 1 where they are under-confident."""
+    a, b = logit(g), logit(truth)[None]
+    a = a - a.mean(axis=1, keepdims=True)
+    return np.sum(a * (b - b.mean()), axis=1) / np.sum(a * a, axis=1)
+
+
+def redrawn_warnings(g: np.ndarray, draw, redraws: int) -> float:
+    """The fraction of ``redraws`` label sets from ``draw()`` on which the run's warning (the
+    loss-calibration test of each loss's corrected scores ``g [L, N]``, Holm over the ``L``
+    losses) fires, the fitted scores held fixed. ``draw()`` returns labels ``[N]`` shared by the
+    losses, or ``[L, N]``, one set per loss."""
+    from iml.calibration import calibration_test, holm_adjusted
+
+    fired = 0
+    for _ in range(redraws):
+        y = np.broadcast_to(draw(), g.shape).astype(np.int32)
+        p = [
+            float(calibration_test(g_l, y_l, n_bootstrap=0).p_value)
+            for g_l, y_l in zip(g, y, strict=True)
+        ]
+        fired += bool(np.nanmin(np.asarray(holm_adjusted(np.asarray(p)))) <= 0.05)
+    return fired / redraws
+
+
+RECORDS = Path(__file__).resolve().parents[2] / "docs" / "results" / "well_specified_sweeps"
+DOCUMENT = "docs/results/well_specified_sweeps/README.md"
+# The stored records, by the ridge their sweeps used.
+DEFAULT = "2026-12-02.json"
+RIDGES = {
+    "chosen on the validation folds (default)": DEFAULT,
+    "chosen on the validation folds, `--l2-scale per_weight`": "2026-12-02_per_weight.json",
+    "fixed at 1e-6": "2026-12-02_l2_1e-6.json",
+}
+
+
+def _record(name: str) -> dict:
+    return json.loads((RECORDS / name).read_text())
+
+
+def _warned(record: dict) -> np.ndarray:
+    return np.array([bool(row["rejected"]) for row in record["rows"]])
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray, draws: int = 10_000) -> tuple[float, list]:
+    """The difference of two warning rates on the same data sets, ``mean(a) - mean(b)``, with its
+    95% percentile interval over ``draws`` resamplings of the data sets (paired; fixed seed)."""
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, a.size, (draws, a.size))
+    diffs = a[idx].mean(axis=1) - b[idx].mean(axis=1)
+    return float(a.mean() - b.mean()), np.percentile(diffs, [2.5, 97.5]).tolist()
+
+
+def ridge_table() -> str:
+    """Per stored record (the ridge its sweeps used): how many of the 100 data sets warned, the
+    difference from the default's rate on the same data sets with its paired interval, and, where
+    the record has them, the warning rates on label sets redrawn from the truth and from the
+    corrected scores, and the mean logit slope at the two ends of the grid (Markdown)."""
+    keys = list(_record(DEFAULT)["rows"][0]["logit_slope"])
+    ends = (keys[0], keys[len(keys) // 2], keys[-1])
+    lines = ["| ridge | data sets warned | minus the default's (paired 95% interval) | "
+             "warned, labels from the truth | warned, labels from the corrected scores | "
+             "mean logit slope at beta = " + " / ".join(f"{float(k):.4g}" for k in ends) + " |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    default = _warned(_record(DEFAULT))
+    for ridge, name in RIDGES.items():
+        record = _record(name)
+        warned = _warned(record)
+        cells = [ridge, f"{int(warned.sum())} of {warned.size}"]
+        if name == DEFAULT:
+            cells.append("")
+        else:
+            diff, (low, high) = paired_difference(warned, default)
+            cells.append(f"{diff:+.2f} [{low:+.2f}, {high:+.2f}]")
+        rows = record["rows"]
+        if "redrawn_warned" in rows[0]:
+            for source in ("truth", "corrected"):
+                rates = np.array([row["redrawn_warned"][source] for row in rows])
+                se = rates.std(ddof=1) / np.sqrt(rates.size)
+                cells.append(f"{rates.mean():.3f} (SE {se:.3f})")
+            slopes = [np.mean([row["logit_slope"][k] for row in rows]) for k in ends]
+            cells.append(" / ".join(f"{v:.3f}" for v in slopes))
+        else:
+            cells += ["not recorded"] * 3
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def render(record: dict) -> str:
@@ -96,6 +207,12 @@ def render(record: dict) -> str:
     return "\n".join(lines)
 
 
+TABLES = [
+    Table("well_specified_sweeps by ridge", DOCUMENT, ridge_table),
+    Table("well_specified_sweeps by weight", DOCUMENT, lambda: render(_record(DEFAULT))),
+]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", type=int, default=100)
@@ -106,6 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--betas", type=int, default=16, help="class weights per sweep")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--l2-scale", default="paper", help="the ridge's scale (TrainConfig)")
+    parser.add_argument(
+        "--l2",
+        type=lambda v: v if v == "auto" else float(v),
+        default="auto",
+        help="the ridge: 'auto' (the default, chosen on the validation folds) or a fixed value",
+    )
+    parser.add_argument(
+        "--redraws", type=int, default=10, help="label sets redrawn per data set (see one())"
+    )
     parser.add_argument("--quick", action="store_true", help="3 data sets of 2,000, 4 betas")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--render", type=Path, default=None, help="print a record's table")
@@ -120,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for i in range(args.datasets):
         x, y, truth = simulate(args.n, args.features, args.prior, args.signal, args.seed + i)
-        rows.append(one(x, y, truth, betas, args.l2_scale))
+        rows.append(
+            one(x, y, truth, betas, args.l2_scale, args.redraws, l2=args.l2, seed=args.seed + i)
+        )
     warned = sum(bool(r["rejected"]) for r in rows)
     rate = warned / args.datasets
     record = {

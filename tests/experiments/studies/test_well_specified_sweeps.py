@@ -20,11 +20,16 @@ def test_simulated_data_have_the_stated_prior():
 
 def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
     # A small version of the record: three data sets of 1,500 rows, four class weights each.
-    assert study.main(["--datasets", "3", "--n", "1500", "--betas", "4"]) == 0
+    args = ["--datasets", "3", "--n", "1500", "--betas", "4", "--redraws", "2"]
+    assert study.main(args) == 0
     record = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert record["datasets"] == 3 and record["warned"] == 0
     assert all(row["min_p_familywise"] > 0.05 and row["bins"][0] >= 2 for row in record["rows"])
-    assert all(len(row["logit_miss"]) == 4 for row in record["rows"])
+    assert all(len(row["logit_miss"]) == len(row["logit_slope"]) == 4 for row in record["rows"])
+    for row in record["rows"]:
+        assert set(row["redrawn_warned"]) == {"truth", "corrected"}
+        assert all(rate in (0.0, 0.5, 1.0) for rate in row["redrawn_warned"].values())
+        assert all(0.8 < slope < 1.25 for slope in row["logit_slope"].values())
     table = study.render(record).splitlines()
     assert len(table) == 2 + 4 and table[2].startswith("| 0.01 | 0 |")
 
@@ -44,3 +49,29 @@ def test_an_under_trained_sweep_warns_and_names_its_losses():
     assert np.isfinite(
         [result.table[k]["raw"]["loss_calibration"]["statistic"] for k in rejected]
     ).all()
+
+
+def test_the_logit_slope_reads_over_and_under_confidence():
+    from scipy.special import expit, logit
+
+    truth = expit(np.random.default_rng(0).normal(size=2000) * 2)
+    shrunk, spread = expit(0.5 * logit(truth)), expit(2.0 * logit(truth))
+    slopes = study.logit_slope(np.stack([truth, shrunk, spread]), truth)
+    np.testing.assert_allclose(slopes, [1.0, 2.0, 0.5], rtol=1e-9)
+
+
+def test_the_paired_difference_of_warning_rates_and_its_interval():
+    a = np.array([1, 1, 0, 0] * 25, bool)
+    b = np.array([1, 0, 0, 0] * 25, bool)
+    diff, (low, high) = study.paired_difference(a, b)
+    assert diff == 0.25 and low < 0.25 < high and low > 0.1
+    assert study.paired_difference(a, a) == (0.0, [0.0, 0.0])
+
+
+def test_the_redrawn_warning_fires_on_scores_that_miss_and_rarely_on_those_that_do_not():
+    rng = np.random.default_rng(3)
+    truth = rng.uniform(0.05, 0.6, 4000)
+    calibrated = np.stack([truth, truth])
+    assert study.redrawn_warnings(calibrated, lambda: rng.random(4000) < truth, 20) <= 0.15
+    off = np.stack([truth, np.clip(truth * 1.5, 0, 0.99)])
+    assert study.redrawn_warnings(off, lambda: rng.random(4000) < truth, 5) == 1.0
