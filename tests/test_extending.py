@@ -285,11 +285,11 @@ def _stripes(data_dir, manual_dir, image_size, n=300):
 
 
 @pytest.fixture
-def stripes(monkeypatch):
-    from iml.data.datasets import DATASETS, Source
+def stripes():
+    from iml.data import register_dataset, unregister_dataset
 
-    monkeypatch.setitem(DATASETS, DATASET, Source("image", frozenset({"n"}), _stripes))
-    yield DATASETS[DATASET]
+    yield register_dataset(DATASET, _stripes, kind="image", options=["n"])
+    unregister_dataset(DATASET)
 
 
 def test_a_registered_dataset_sweeps_and_trains_an_image_ensemble(stripes, tmp_path):

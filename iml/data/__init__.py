@@ -54,5 +54,7 @@ __all__ = [
     "load_dataset",
     "nested_cv",
     "nested_cv_splits",
+    "register_dataset",
     "rotation_folds",
+    "unregister_dataset",
 ]

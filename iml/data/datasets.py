@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,6 +61,8 @@ __all__ = [
     "default_data_dir",
     "load_csv",
     "load_dataset",
+    "register_dataset",
+    "unregister_dataset",
 ]
 
 # Digit 8 is one of the digits most often confused with others (3, 1, 9), so a classifier's
@@ -454,7 +456,7 @@ _CSV_OPTIONS = ("path", "frame", "target", "positive", "names", "header", "delim
                 "missing_values", "standardize")  # fmt: skip
 
 #: Every dataset :func:`load_dataset` knows, by name. A new source is one entry here (and its
-#: loader).
+#: loader), or, from outside the package, one call of :func:`register_dataset`.
 DATASETS: dict[str, Source] = {
     "digits": Source("image", frozenset({"positive_digit"}), _load_digits, classes=True),
     "pneumoniamnist": Source("image", frozenset(), _load_pneumoniamnist),
@@ -465,6 +467,59 @@ DATASETS: dict[str, Source] = {
         "tabular", frozenset({"positive_letter", "standardize"}), _load_letter, classes=True
     ),
 }
+
+
+#: The keywords :func:`load_dataset` takes itself; a source's options must not repeat them.
+_LOADER_KEYWORDS = frozenset({"name", "data_dir", "manual_dir", "image_size"})
+
+
+def register_dataset(
+    name: str,
+    load: Callable[..., Dataset],
+    *,
+    kind: Literal["image", "tabular"],
+    options: Iterable[str] = (),
+    classes: bool = False,
+) -> Source:
+    """Register the dataset ``name`` (replacing one of that name) and return its :class:`Source`.
+
+    ``load`` is called by :func:`load_dataset` as ``load(data_dir, manual_dir, image_size,
+    **options)`` for ``kind="image"`` and ``load(manual_dir, **options)`` for
+    ``kind="tabular"``, and returns a :class:`Dataset`: ``labels [N]`` of 0 and 1, ``groups``
+    and ``ids [N]``, ``input_shape`` (``(H, W, C)`` uint8 images or ``(d,)`` float32 feature
+    rows), its ``kind`` and a ``reader`` from indices to a batch; ``classes [N]`` too where
+    ``classes`` is True (a multiclass source).
+
+    Raises:
+      ValueError: for an empty name, a ``load`` that is not callable, a kind other than
+        ``"image"`` or ``"tabular"``, or options that are not identifiers or that repeat
+        :func:`load_dataset`'s own keywords.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a dataset's name must be a non-empty string, got {name!r}")
+    if not callable(load):
+        raise ValueError(f"dataset {name!r}: load must be callable, got {type(load).__name__}")
+    if kind not in ("image", "tabular"):
+        raise ValueError(f"dataset {name!r}: kind must be 'image' or 'tabular', got {kind!r}")
+    if isinstance(options, str):
+        raise ValueError(f"dataset {name!r}: options must be a collection of names, not a string")
+    taken = frozenset(options)
+    bad = sorted(o for o in taken if not (isinstance(o, str) and o.isidentifier()))
+    if bad:
+        raise ValueError(f"dataset {name!r}: options must be identifiers, got {bad}")
+    clash = sorted(taken & _LOADER_KEYWORDS)
+    if clash:
+        raise ValueError(f"dataset {name!r}: options {clash} are load_dataset's own keywords")
+    if not isinstance(classes, bool):
+        raise ValueError(f"dataset {name!r}: classes must be True or False, got {classes!r}")
+    source = Source(kind, taken, load, classes=classes)
+    DATASETS[name] = source
+    return source
+
+
+def unregister_dataset(name: str) -> None:
+    """Remove the dataset ``name`` from the registry (a no-op where it is absent)."""
+    DATASETS.pop(name, None)
 
 
 # ----------------------------------------------------------------------------------------------

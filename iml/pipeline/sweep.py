@@ -234,7 +234,7 @@ def plan_sweep(
     if seeds is not None and not (isinstance(seeds, tuple | list) and len(seeds) == 0):
         V.check_seeds("seeds", seeds)
     module = build_model(model, spec.n_classes if spec.multiclass else 1, "rows", hidden=hidden)
-    check_table_config(train, "train")
+    train = check_table_config(train, "train")
     solver = train.solver
     exact = exact_solver_applies(module, spec)
     if solver == "exact" and not exact:

@@ -197,10 +197,10 @@ def check_inputs(
     probe_idx = checked[0].train_idx[:2]
     probe = data.get_batch(probe_idx)
     image_shape = check_images(probe, len(probe_idx), "probe batch")
-    if len(image_shape) == 1 and (config.flip or config.normalize != "none"):
+    if len(image_shape) == 1 and (config.flip or config.normalize not in (None, "none")):
         raise ValueError(
-            "config.flip and config.normalize apply to images; for feature rows set "
-            "flip=False, normalize='none' (as iml.training.TABULAR_DEFAULTS does)"
+            "config.flip and config.normalize apply to images; for feature rows leave them "
+            "unset (None) or set flip=False, normalize='none'"
         )
     return checked, labels.astype(np.float32), image_shape, np.asarray(probe).dtype
 

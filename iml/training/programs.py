@@ -176,7 +176,10 @@ def ensemble_programs(
 ) -> dict[str, Callable[..., Any]]:
     """The jitted programs that :func:`train_ensemble` runs for ``model`` under ``batching`` on
     ``mesh`` (``'train'``, ``'evaluate'``, ``'predict'``, ...), compiled once per setting of the
-    fields that change them, so that benchmarks time what the trainer runs."""
+    fields that change them, so that benchmarks time what the trainer runs. A ``normalize``
+    left at ``None`` is that of images (:meth:`TrainConfig.for_inputs`); :func:`train_ensemble`
+    passes feature rows' own."""
+    config = config.for_inputs(images=True)
     defaults = TrainConfig()
     key = dataclasses.replace(config, **{f: getattr(defaults, f) for f in _HOST_FIELDS})
     return _programs(model, batching, mesh, key)

@@ -132,20 +132,23 @@ def check_labels(labels: ArrayLike, n: int, losses: LossSpec) -> np.ndarray:
     return y.astype(np.int32)
 
 
-def check_table_config(config: TrainConfig, name: str = "config") -> None:
-    """Check that ``config`` (the argument ``name``) is a :class:`TrainConfig` a table can take:
-    no image flips or normalisation.
+def check_table_config(config: TrainConfig, name: str = "config") -> TrainConfig:
+    """Check that ``config`` (the argument ``name``) is a :class:`TrainConfig` a table can take,
+    and return it with the image settings left at ``None`` set for feature rows
+    (:meth:`TrainConfig.for_inputs`): no flips, no normalisation.
 
     Raises:
-      ValueError: naming ``name`` and what is wrong.
+      ValueError: naming ``name`` and what is wrong: image flips or normalisation set
+        explicitly.
     """
     if not isinstance(config, TrainConfig):
         raise ValueError(f"{name} must be a TrainConfig, got {type(config).__name__}")
-    if config.flip or config.normalize != "none":
+    if config.flip or config.normalize not in (None, "none"):
         raise ValueError(
-            f"{name}.flip and {name}.normalize apply to images; a table's config sets "
-            "flip=False, normalize='none' (as TABULAR_DEFAULTS does)"
+            f"{name}.flip and {name}.normalize apply to images; a table's config leaves them "
+            "unset (None) or sets flip=False, normalize='none'"
         )
+    return config.for_inputs(images=False)
 
 
 def exact_solver_applies(model: nn.Module, losses: LossSpec) -> bool:
@@ -215,7 +218,7 @@ def train_tabular(
     Returns:
       A :class:`MemberFit` (NumPy arrays).
     """
-    check_table_config(config)
+    config = check_table_config(config)
     x = np.asarray(features, dtype=np.float32)
     grid = loss_grid(losses)
     spec = grid.spec

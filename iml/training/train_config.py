@@ -78,8 +78,12 @@ class TrainConfig:
       standardize: a table's features are standardised on each rotation's training rows (as
         scikit-learn's ``StandardScaler`` in a pipeline would), which makes the ridge that of
         standardised features; the fitted coefficients stay in the features' own units.
-      flip: random horizontal flips of training images.
-      normalize: ``'imagenet'`` or ``'none'``.
+      flip: random horizontal flips of training images; ``None`` (the default): the inputs'
+        own default, flips for images and none for a table's feature rows
+        (:meth:`for_inputs`).
+      normalize: ``'imagenet'`` or ``'none'``; ``None`` (the default): ``'imagenet'`` for
+        images, ``'none'`` for feature rows. A table refuses flips and normalisation set
+        explicitly (:func:`iml.training.check_table_config`).
       solver: ``'adam'`` (minibatch Adam with the schedule above), ``'exact'`` (a table's
         logistic regression under the beta-weighted or B-weighted log loss or the class-weighted
         softmax cross-entropy fitted to its optimum by full-batch Newton steps:
@@ -112,13 +116,20 @@ class TrainConfig:
     l2_grid: tuple[float, ...] = L2_GRID
     l2_scale: str = "paper"
     standardize: bool = False
-    flip: bool = True
-    normalize: str = "imagenet"
+    flip: bool | None = None
+    normalize: str | None = None
     member_batching: str | None = None
     checkpoint_every_steps: int | None = None
     solver: str = "auto"
     tol: float = 1e-6
     max_newton_steps: int = 50
+
+    def for_inputs(self, images: bool) -> TrainConfig:
+        """This configuration with ``flip`` and ``normalize`` that are ``None`` set for the
+        inputs: flips and ImageNet normalisation for images, neither for feature rows."""
+        flip = images if self.flip is None else self.flip
+        normalize = ("imagenet" if images else "none") if self.normalize is None else self.normalize
+        return dataclasses.replace(self, flip=flip, normalize=normalize)
 
     def epoch_end_rule(self) -> Callable[..., MemberState]:
         """:func:`~iml.training.member.end_of_epoch` with this configuration's early
@@ -159,7 +170,10 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.b1 and b2 must be in [0, 1), got {self.b1}, {self.b2}")
         if not 0.0 < self.lr_factor <= 1.0:
             raise ValueError(f"TrainConfig.lr_factor must be in (0, 1], got {self.lr_factor!r}")
-        V.check_choice("TrainConfig.normalize", self.normalize, _NORMALIZATIONS)
+        if self.flip is not None and not isinstance(self.flip, bool):
+            raise ValueError(f"TrainConfig.flip must be True, False or None, got {self.flip!r}")
+        if self.normalize is not None:
+            V.check_choice("TrainConfig.normalize", self.normalize, _NORMALIZATIONS)
         if self.member_batching not in (None, "vmap", "map", "loop"):
             raise ValueError(
                 "TrainConfig.member_batching must be 'vmap', 'map', 'loop' or None, "

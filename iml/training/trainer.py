@@ -180,6 +180,7 @@ def train_ensemble(
     """
     config = TrainConfig() if config is None else config
     members, labels, image_shape, image_dtype = check_inputs(members, data, config)
+    config = config.for_inputs(images=len(image_shape) > 1)
     k = len(members)
     batching = resolve_member_batching(config)
     if mesh is None:
@@ -338,10 +339,11 @@ def predict_ensemble(
     if mesh is None:
         mesh = states.lr.sharding.mesh
     check_mesh(mesh, k, config)
-    batching = resolve_member_batching(config)
-    programs = ensemble_programs(model, batching, mesh, config)
     probe = data.get_batch(index_sets[0][:1])
     image_shape = check_images(probe, 1, "probe batch")
+    config = config.for_inputs(images=len(image_shape) > 1)
+    batching = resolve_member_batching(config)
+    programs = ensemble_programs(model, batching, mesh, config)
     fetch = _Fetcher(data.get_batch, image_shape, np.asarray(probe).dtype)
     idx, _ = padded(index_sets, config.eval_batch_size)
     logits = [

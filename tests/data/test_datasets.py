@@ -203,3 +203,49 @@ def test_missing_file_names_the_flag_or_argument(tmp_path, capsys):
     assert re.search(r"--csv '.*nope.csv': file not found", capsys.readouterr().err)
     with pytest.raises(FileNotFoundError, match=r"path='.*nope.csv': file not found"):
         load_csv(tmp_path / "nope.csv", "y")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (dict(name=""), "a dataset's name must be a non-empty string"),
+        (dict(load="loader"), "load must be callable, got str"),
+        (dict(kind="video"), "kind must be 'image' or 'tabular', got 'video'"),
+        (dict(options="n"), "options must be a collection of names, not a string"),
+        (dict(options=["n", "bad-name"]), r"options must be identifiers, got \['bad-name'\]"),
+        (dict(options=["image_size"]), r"options \['image_size'\] are load_dataset's own"),
+        (dict(classes="yes"), "classes must be True or False"),
+    ],
+)
+def test_register_dataset_names_what_is_wrong(arguments, message):
+    from iml.data import DATASETS, register_dataset
+
+    before = dict(DATASETS)
+    good = dict(name="rows_test", load=lambda manual_dir, **options: None, kind="tabular")
+    with pytest.raises(ValueError, match=message):
+        register_dataset(**{**good, **arguments})
+    assert DATASETS == before  # nothing registered
+
+
+def test_a_registered_table_loads_by_name_and_is_removed_again():
+    from iml.data import DATASETS, Dataset, load_dataset, register_dataset, unregister_dataset
+
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+
+    def rows(manual_dir, scale=1.0):
+        return Dataset(
+            name="rows_test", labels=np.array([0, 1] * 3, np.int32), groups=np.arange(6),
+            ids=np.arange(6), input_shape=(2,), kind="tabular",
+            reader=lambda i: scale * x[i],
+        )  # fmt: skip
+
+    source = register_dataset("rows_test", rows, kind="tabular", options=("scale",))
+    try:
+        assert DATASETS["rows_test"] is source and source.options == {"scale"}
+        data = load_dataset("rows_test", scale=2.0)
+        np.testing.assert_array_equal(data.get_batch(np.array([1])), [[4.0, 6.0]])
+        with pytest.raises(ValueError, match=r"unknown option\(s\) \['size'\]"):
+            load_dataset("rows_test", size=3)
+    finally:
+        unregister_dataset("rows_test")
+    assert "rows_test" not in DATASETS

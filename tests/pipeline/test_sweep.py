@@ -285,7 +285,7 @@ def test_library_rejects_bad_arrays(simulated):
     with pytest.raises(ValueError, match="train must be a TrainConfig, got dict"):
         S.run_sweep(x, y, None, [0.5], train={"max_epochs": 2}, progress=False)
     with pytest.raises(ValueError, match=r"train\.flip and train\.normalize apply to images"):
-        S.plan_sweep(x, y, None, [0.5], train=TrainConfig(normalize="none"))
+        S.plan_sweep(x, y, None, [0.5], train=TrainConfig(flip=True))
 
 
 # ----------------------------------------------------------------------------------------------

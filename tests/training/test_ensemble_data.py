@@ -67,14 +67,18 @@ def test_a_member_s_position_numbers_its_data_order_in_place_of_its_place_among_
         (dict(val_idx=np.array([], np.int64)), "val_idx must be a non-empty"),
         (dict(beta=None), "neither a beta nor a loss"),
         (dict(position=-1), "position"),
-        (dict(images=np.zeros((96, 64), np.float32)), "flip and config.normalize apply to images"),
+        (
+            dict(images=np.zeros((96, 64), np.float32), config=dict(flip=True)),
+            "flip and config.normalize apply to images",
+        ),
     ],
 )
 def test_bad_input_raises_before_training(change, match, tiny_data):
     images, labels = tiny_images()
     images = change.pop("images", images)
     labels = change.pop("labels", labels)
+    config = tiny_config(**change.pop("config", {}))
     member = MemberSpec(**{**tiny_members(k=1)[0].__dict__, **change})
     data = DataSource(images.__getitem__, labels)
     with pytest.raises(ValueError, match=match):
-        train_ensemble(TinyCNN(), [member], data, tiny_config(), progress=False)
+        train_ensemble(TinyCNN(), [member], data, config, progress=False)

@@ -224,7 +224,9 @@ def test_matrix_weighted_members_train_independently(three_classes):
     with pytest.raises(ValueError, match=r"logits of shape \(2,\) on 2 rows.*needs \(2, 3\)"):
         train_tabular(LOGISTIC, x, y, splits, B, [0], config)
     with pytest.raises(ValueError, match=r"flip and config\.normalize apply to images"):
-        train_tabular(model, x, y, splits, B, [0], TrainConfig())
+        train_tabular(model, x, y, splits, B, [0], TrainConfig(flip=True))
+    with pytest.raises(ValueError, match=r"flip and config\.normalize apply to images"):
+        train_tabular(model, x, y, splits, B, [0], TrainConfig(normalize="imagenet"))
 
 
 def test_adam_members_keep_the_grids_penalty_of_lowest_validation_loss(simulated):
