@@ -249,7 +249,39 @@ def train_tabular(
         )
     if exact and config.solver != "adam":
         return _fit_exactly(model, x, y, splits, grid, s, train_mask, config)
-    return _train_by_adam(model, x, y, splits, spec, s, train_mask, config, progress)
+    return _train_by_adam(model, x, y, splits, spec, s, train_mask, config, progress, grid.keys)
+
+
+def diverged_message(
+    diverged: np.ndarray,
+    seeds: np.ndarray,
+    keys: Sequence[str],
+    splits: Sequence[FoldSplit],
+    spec: LossSpec,
+    shown: int = 5,
+) -> str:
+    """What to say of members stopped for a non-finite loss or gradient: ``diverged [S, nb, G,
+    R]`` (seed, loss, ridge level, rotation). Names the first ``shown`` (seed, loss, rotation)
+    members, and, for a loss without a logit form, suggests one: its loss computed from the
+    scores rounds to ``log 0`` once a score rounds to 0 or 1, where a logit form stays finite."""
+    members = np.argwhere(diverged.any(axis=2))
+    named = [f"seed {seeds[i]}, loss {keys[b]}, rotation {splits[r].rotation}"
+             for i, b, r in members[:shown]]  # fmt: skip
+    more = f" and {len(members) - shown} more" if len(members) > shown else ""
+    message = (
+        f"{len(members)} of {int(np.prod(diverged.shape)) // diverged.shape[2]} members (seed, "
+        f"loss, rotation) stopped for a non-finite loss or gradient at "
+        f"{int(diverged.sum())} of {diverged.size} fits and keep their best parameters: "
+        + "; ".join(named)
+        + more
+    )
+    if spec.record.logits_loss is None:
+        return message + (
+            f". The {spec.describe()} has no logit form: give its LossRecord a logits_loss (its "
+            "loss computed from the model's logits), which stays finite where the scores round "
+            "to 0 or 1; or lower the learning rate"
+        )
+    return message + "; lower the learning rate"
 
 
 def _train_by_adam(
@@ -262,10 +294,11 @@ def _train_by_adam(
     train_mask: np.ndarray,
     config: TrainConfig,
     progress: bool | str,
+    keys: Sequence[str],
 ) -> MemberFit:
     """The members by the ensemble trainer's Adam steps; with ``l2 = "auto"`` every (seed, loss,
     rotation) trains at each coefficient of the grid, and keeps the one of lowest validation
-    loss."""
+    loss. ``keys`` name the losses in a warning."""
     n = x.shape[0]
     levels = _ridge_levels(config)
     (nb,), G, R = spec.batch_shape, len(levels), len(splits)
@@ -308,16 +341,12 @@ def _train_by_adam(
     finally:
         if bar is not None:
             bar.close()
-    diverged = np.asarray(state.diverged)
-    if diverged.any():
-        warnings.warn(
-            f"{int(diverged.sum())} of {diverged.size} members stopped for a non-finite loss or "
-            "gradient; they keep their best parameters (lower the learning rate)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    # Each (seed, loss, rotation) keeps the level of lowest validation loss.
     S = len(s)
+    diverged = np.asarray(state.diverged).reshape(S, nb, G, R)
+    if diverged.any():
+        warnings.warn(diverged_message(diverged, s, keys, splits, spec), RuntimeWarning,
+                      stacklevel=2)  # fmt: skip
+    # Each (seed, loss, rotation) keeps the level of lowest validation loss.
     best_val = np.asarray(state.best_val_loss).reshape(S, nb, G, R)
     chosen = np.argmin(best_val, axis=2)  # [S, nb, R]
 

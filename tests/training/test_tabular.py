@@ -315,3 +315,41 @@ def test_standardised_fits_are_scikit_learns_pipeline_on_the_training_rows(rare_
         np.testing.assert_allclose(ours, theirs, atol=1e-3)  # a gradient below 1e-6, in float32
         raw = x[split.test] @ unscaled.params["w"][0, 0, r] + unscaled.params["b"][0, 0, r]
         assert np.abs(raw - theirs).max() > 0.05  # the ridge on the features as they are
+
+
+def test_members_that_diverge_are_named_and_a_loss_without_a_logit_form_is_told_of_one(simulated):
+    import jax.numpy as jnp
+
+    from iml import losses as L
+    from iml.training.tabular import diverged_message
+
+    x, y = simulated
+    splits = nested_cv_splits(np.arange(N) % 10)[:2]
+
+    def fragile(a, y, beta):  # the weighted log loss, NaN for scores above 0.6
+        log_loss = jnp.where(jnp.asarray(y) == 1, -beta * jnp.log(a), -(1 - beta) * jnp.log1p(-a))
+        return jnp.where(a > 0.6, jnp.nan, log_loss)
+
+    def make(beta=0.5):
+        return {"beta": L.as_parameter("beta", beta)}, 2
+
+    L.register(L.LossRecord(name="fragile_test", title="fragile loss", make=make, loss=fragile,
+                            event_ndims={"beta": 0}, class_weight="beta"))  # fmt: skip
+    try:
+        spec = loss_spec("fragile_test", beta=[0.5, 0.9])
+        config = table_config(solver="adam", max_epochs=2, learning_rate=0.5, l2=0.0)
+        with pytest.warns(RuntimeWarning) as caught:
+            train_tabular(LOGISTIC, x, y, splits, spec, [0], config)
+        (message,) = [str(w.message) for w in caught if "non-finite" in str(w.message)]
+        assert "seed 0, loss 0.5, rotation 0" in message
+        assert "has no logit form: give its LossRecord a logits_loss" in message
+    finally:
+        L.unregister("fragile_test")
+    # With a logit form the advice is the learning rate's; past five members, a count.
+    diverged = np.zeros((1, 8, 1, 2), bool)
+    diverged[0, :, 0, 1] = True
+    keys = [f"0.{i}" for i in range(1, 9)]
+    message = diverged_message(diverged, np.array([3]), keys, splits, loss_spec("log", beta=0.5))
+    assert message.startswith("8 of 16 members (seed, loss, rotation) stopped")
+    assert f"seed 3, loss 0.1, rotation {splits[1].rotation}" in message
+    assert "and 3 more; lower the learning rate" in message and "logit form" not in message
