@@ -1,18 +1,30 @@
 """Plugins (``iml.plugins``): a file or a module imported once and recorded, the entry points of
 installed packages loaded once, a plugin that is missing or fails named with its exception, a
-run's recorded plugins loaded again."""
+run's recorded plugins loaded again; and the example package, ``examples/iml-plugin-example``,
+installed into a folder of its own, registering its loss in ``iml sweep`` through its entry
+point."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import iml
+from iml import losses as L
 from iml import plugins
 
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "iml-plugin-example"
 #: The plugin modules the tests write.
 MODULES = {"plugin_pkg_test", "needs_dep_test", "ep_plugin_test", "ep_module_test",
            "ep_broken_test"}  # fmt: skip
@@ -159,3 +171,72 @@ def test_a_runs_recorded_plugins_load_again_or_are_named_with_how_to_supply_them
     # a manifest resumed with another plugin lists each once
     merged = plugins.merge_records(record, {"imports": record["imports"], "entry_points": [entry]})
     assert merged == {"imports": record["imports"], "entry_points": [entry]}
+
+
+# ----------------------------------------------------------------------------------------------
+# The example package
+# ----------------------------------------------------------------------------------------------
+
+
+def test_the_example_loss_is_minimised_by_the_beta_tilted_posterior(isolated):
+    """The closed forms the example registers (Proposition 2's rule, Corollary 1's inverse, its
+    l*, its logit form) are those its loss implies, found by autodiff."""
+    boosting = plugins.import_plugin(str(EXAMPLE / "iml_plugin_example" / "boosting.py"))
+    try:
+        gamma = jnp.asarray([0.01, 0.2, 0.5, 0.8, 0.99])
+        for beta in (0.2, 0.5, 0.9):
+
+            def loss(a, y, beta=beta):
+                return boosting.boosting_loss(a, y, beta)
+
+            a = iml.optimal_score(gamma, beta)
+            np.testing.assert_allclose(iml.optimal_score_for_loss(loss, gamma), a, rtol=1e-4)
+            np.testing.assert_allclose(iml.loss_corrected_score_for_loss(loss, a), gamma,
+                                       rtol=1e-4)  # fmt: skip
+            expected = gamma * loss(a, 1) + (1 - gamma) * loss(a, 0)
+            np.testing.assert_allclose(
+                boosting.minimised_expected_loss(gamma, beta), expected, rtol=1e-5
+            )
+            z = jnp.linspace(-6.0, 6.0, 7)
+            for y in (0, 1):
+                np.testing.assert_allclose(boosting.boosting_loss_logits(z, y, beta),
+                                           loss(jax.nn.sigmoid(z), y), rtol=1e-5)  # fmt: skip
+        spec = iml.loss_spec("boosting", beta=0.9)
+        assert spec.describe().startswith("beta-weighted boosting loss")
+        with pytest.raises(ValueError, match=r"beta must lie in \(0, 1\)"):
+            iml.loss_spec("boosting", beta=1.5)
+    finally:
+        L.unregister("boosting")
+
+
+def test_the_installed_example_package_registers_its_loss_through_its_entry_point(tmp_path):
+    """``pip install --target`` puts the package in a folder of its own (nothing is installed
+    here); an ``iml sweep`` started with that folder on its path sweeps the loss by name, and
+    its manifest records the entry point."""
+    # a copy: pip builds in the source folder
+    leftovers = shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
+    source = shutil.copytree(EXAMPLE, tmp_path / "source", ignore=leftovers)
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+           "--no-build-isolation", "--target", str(site), str(source)]  # fmt: skip
+    done = subprocess.run(pip, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = ["x;label"] + [f"{i % 7};{'yes' if i % 3 == 0 else 'no'}" for i in range(90)]
+    (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--loss", "boosting", "--csv", str(tmp_path / "data.csv"), "--target",
+            "label", "--positive", "yes", "--betas", "0.5,0.9", "--seeds", "1", "--epochs", "2",
+            "--n-folds", "4", "--l2", "1e-4", "--config.eval.figures=", "--no-progress",
+            "--out", str(out)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-m", "iml.cli", *argv], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list(json.loads((out / "table.json").read_text())) == ["0.5", "0.9"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["loss"]["name"] == "boosting"
+    assert manifest["plugins"] == {
+        "imports": [],
+        "entry_points": [{"name": "boosting", "value": "iml_plugin_example.boosting",
+                          "distribution": "iml-plugin-example", "version": "0.1.0"}],
+    }  # fmt: skip
