@@ -4,10 +4,12 @@ Implements Caplin, Martin & Marx, *Calibrating for Class Weights by Modeling Mac
 weighted proper losses (:mod:`iml.losses`), optimal scoring rules and their inverses
 (:mod:`iml.scoring`), one specification of a loss that carries both (:func:`loss_spec`,
 :class:`LossSpec`), calibration analysis, recalibration baselines, the DenseNet beta-ensemble
-trainer and the experiment pipeline.
+trainer and the experiment pipeline. A user's own losses, models and datasets are loaded as
+plugins (:mod:`iml.plugins`: :func:`load_plugins` for installed packages' entry points).
 """
 
 from iml.grids import LossGrid, beta_grid, loss_grid
+from iml.plugins import load_plugins
 from iml.scoring import (
     check_first_order_conditions,
     check_invertibility,
@@ -36,6 +38,7 @@ __all__ = [
     "beta_grid",
     "check_first_order_conditions",
     "check_invertibility",
+    "load_plugins",
     "loss_corrected_logit",
     "loss_corrected_score",
     "loss_corrected_score_class_weighted",

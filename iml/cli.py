@@ -24,9 +24,16 @@ key in both commands). ``figures`` trains nothing: it reports a stored run with 
 config, and takes ``--config.eval.KEY=VALUE`` for the report's own settings, as ``reveal`` does.
 ``--no-progress`` hides every progress bar, those of tensorflow-datasets preparing a dataset too.
 
+Every command first loads the plugins (:mod:`iml.plugins`) that register a user's losses, models
+and datasets: those of installed packages (entry points of the group ``iml.plugins``), then each
+``--import MODULE_OR_FILE`` (a dotted module name, or a ``.py`` file), so that ``--loss``,
+``--model`` and ``--dataset`` can name what they register. A run's manifest records them, and
+``figures`` and ``reveal`` load a stored run's plugins again.
+
 Bad input (an unknown dataset, a misspelled config key, beta outside (0, 1), missing directories
-or CSV columns) is reported before any work starts, in one line, with exit status 2. A failure
-during the work exits with status 1 and its traceback, and leaves every finished result in place.
+or CSV columns, a plugin that cannot be found or fails to import) is reported before any work
+starts, in one line, with exit status 2. A failure during the work exits with status 1 and its
+traceback, and leaves every finished result in place.
 
 The parser, the configs and each command's checks and work are in :mod:`iml.commands`.
 """
@@ -42,6 +49,7 @@ import jax
 
 from iml.commands.config import SHORTCUTS, load_config, shortcuts
 from iml.commands.parser import add_config_arguments, build_parser, parse_args
+from iml.commands.plugins import load_command_plugins
 
 __all__ = [
     "SHORTCUTS",
@@ -89,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_cpu_cores_as_devices()
     keep_compiled_programs()
     try:
+        load_command_plugins(args)
         work = args.func(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"iml {args.command}: error: {err}", file=sys.stderr)

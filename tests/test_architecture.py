@@ -3,7 +3,8 @@ import inside a function states why it is there; and a module stays at one idea.
 
 The layers, lowest first (a module may import its own layer's and lower ones):
 
-0. ``_validation``, ``_io``, ``_bootstrap``, ``config``: checks, files, resampling, configs;
+0. ``_validation``, ``_io``, ``_bootstrap``, ``config``, ``plugins``: checks, files, resampling,
+   configs, the user's modules that register losses, models and datasets;
 1. ``scoring``: optimal scoring rules and their inverses (closed forms, generic autodiff rules);
 2. ``losses``: the loss families and their registry, each record binding a loss to its rule;
 3. ``spec``, ``grids``: ``LossSpec``, "the loss a model was trained with", read from a user,
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1] / "iml"
 TESTS = Path(__file__).resolve().parent
 
 LAYERS = [
-    {"_validation", "_io", "_bootstrap", "config"},
+    {"_validation", "_io", "_bootstrap", "config", "plugins"},
     {"scoring"},
     {"losses"},
     {"spec", "grids"},

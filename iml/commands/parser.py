@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from iml.commands.config import shortcuts
 from iml.commands.figures import figures_command
+from iml.commands.plugins import add_import_argument
 from iml.commands.reproduce import reproduce_command
 from iml.commands.reveal import REVEAL_SETTINGS, reveal_command
 from iml.commands.sweep import sweep_command
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train and store the members, without the report (e.g. on a GPU machine); "
         "`iml figures --run DIR` makes it later",
     )
+    add_import_argument(rep)
     rep.set_defaults(func=reproduce_command)
 
     fig = sub.add_parser(
@@ -152,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fig.add_argument("--out", help="where to write (default: the run directory)")
     add_config_arguments(fig, "images", None, sections=("eval",))
+    add_import_argument(fig)
     fig.set_defaults(func=figures_command)
 
     swp = sub.add_parser(
@@ -170,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     # --weights was --loss-weights' earlier name here; in a run on images it names a model's
     # starting weights. Given to a sweep, it is answered with the new name rather than read.
     swp.add_argument("--weights", dest="renamed_weights", help=argparse.SUPPRESS)
+    add_import_argument(swp)
     swp.set_defaults(func=sweep_command)
 
     rev = sub.add_parser(
@@ -213,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seed of the bootstrap and the simulations; default 0 "
                      "(config.eval.report_seed)")  # fmt: skip
     rev.add_argument("--no-progress", action="store_true", help="print only the summary")
+    add_import_argument(rev)
     rev.set_defaults(func=reveal_command)
     return parser
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from iml.calibration import scores_from_logits
 from iml.grids import CLASS_WEIGHTS, LossFamily, beta_key, loss_family
+from iml.losses import registered
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
@@ -119,8 +120,9 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
       FileNotFoundError: for a missing folder, or a run without the files it needs.
       ValueError: for a folder holding no run, a sweep that has not finished or whose report is
         in an earlier layout (:func:`iml.pipeline.store.check_report_layout`), a multiclass
-        sweep or one over losses that no class weight describes, or stored files that disagree
-        with each other.
+        sweep or one over losses that no class weight describes, a sweep of a loss that is not
+        registered in this process (a plugin's, not loaded), or stored files that disagree with
+        each other.
     """
     if not isinstance(run, str | Path):
         runs = [Path(r) for r in run]
@@ -391,6 +393,12 @@ def _sweep_loss(loss: Any, root: Path) -> tuple[LossFamily, list[float]]:
     section (:func:`iml.pipeline.sweep_record.sweep_record`)."""
     if isinstance(loss, Mapping) and loss.get("name") == "log" and "betas" in loss:
         return loss_family("log"), list(loss["betas"])  # the beta-weighted log loss
+    if isinstance(loss, Mapping) and loss.get("name") not in registered():
+        raise ValueError(
+            f"{root} holds a sweep of the loss {loss.get('name')!r}, which is not registered in "
+            "this process: load the plugin that registers it first (`--import MODULE_OR_FILE`, "
+            "iml.plugins.import_plugin)"
+        )
     if not isinstance(loss, Mapping) or loss.get("name") not in CLASS_WEIGHTS:
         shown = loss.get("name") if isinstance(loss, Mapping) else loss
         raise ValueError(

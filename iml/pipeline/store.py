@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from iml import _validation as V
+from iml import plugins
 from iml._io import atomic_write_bytes
 from iml.config import first_difference, lookup
 from iml.pipeline.sweep_record import is_sweep, sweep_record
@@ -98,9 +99,12 @@ class RunStore:
     ) -> dict[str, Any]:
         """Start a run, or resume one started with the same ``config``.
 
+        The manifest records the plugins this process has loaded (``"plugins"``,
+        :func:`iml.plugins.plugins_record`), which ``iml figures`` and ``iml reveal`` load again.
         A resume keeps the stored config as it is (the same config, compared as
-        :meth:`check_resumable` compares it) and appends its time to the manifest's
-        ``resumed_at`` and its platform, devices and package versions to ``resumed_on``.
+        :meth:`check_resumable` compares it), appends its time to the manifest's ``resumed_at``
+        and its platform, devices and package versions to ``resumed_on``, and adds the plugins
+        it loaded that the manifest does not list.
 
         A run directory that holds a different config raises ``ValueError`` naming the first
         differing key, so that results of two experiments never mix.
@@ -108,6 +112,9 @@ class RunStore:
         config = self.check_resumable(config)
         existing = self.manifest()
         if existing is not None:
+            loaded = plugins.plugins_record()
+            if existing.get("plugins") or any(loaded.values()):
+                existing["plugins"] = plugins.merge_records(existing.get("plugins"), loaded)
             existing.setdefault("resumed_at", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             # where each resume ran: a run trained on a GPU machine may be finished on another
             existing.setdefault("resumed_on", []).append(
@@ -126,6 +133,7 @@ class RunStore:
             "packages": package_versions(),
             "platform": platform.platform(),
             "devices": devices or [],
+            "plugins": plugins.plugins_record(),
             **dict(extra or {}),
         }
         self._write_manifest(manifest)

@@ -15,7 +15,7 @@ import pytest
 from _pipeline_runs import save_batch
 from _sweep_tables import flat_record, write_sweep_scores
 
-from iml import cli
+from iml import cli, plugins
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
@@ -153,6 +153,20 @@ def test_manifest_resumes_same_config_and_refuses_another(tmp_path):
     assert again["resumed_on"][0]["packages"]["numpy"] == np.__version__
     with pytest.raises(ValueError, match="'seed': 0 stored, 1 now"):
         RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 1})
+
+
+def test_the_manifest_records_the_plugins_loaded_and_a_resume_adds_new_ones(tmp_path, monkeypatch):
+    loss = {"given": "loss.py", "path": "/work/loss.py", "module": "iml_plugin_loss_0"}
+    model = {"given": "my_models", "module": "my_models"}
+    entry = {"name": "boosting", "value": "iml_plugin_example.boosting"}
+    monkeypatch.setattr(plugins, "_IMPORTED", {loss["module"]: loss})
+    monkeypatch.setattr(plugins, "_ENTRY_POINTS", [entry])
+    first = RunStore(tmp_path).open_run({"seed": 0})
+    assert first["plugins"] == {"imports": [loss], "entry_points": [entry]}
+    monkeypatch.setattr(plugins, "_IMPORTED", {model["module"]: model, loss["module"]: loss})
+    again = RunStore(tmp_path).open_run({"seed": 0})
+    assert again["plugins"] == {"imports": [loss, model], "entry_points": [entry]}
+    assert RunStore(tmp_path).manifest()["plugins"] == again["plugins"]
 
 
 def test_a_sweep_stored_flat_resumes_as_stored_and_another_is_refused_by_its_section(tmp_path):
