@@ -71,7 +71,7 @@ FILES = {
     "cancer_table.py": f"""
         import numpy as np
 
-        from iml.data import DATASETS, Dataset, Source
+        from iml.data import Dataset, register_dataset
 
 
         def load(manual_dir):
@@ -85,20 +85,20 @@ FILES = {
                            kind="tabular", reader=x.__getitem__)
 
 
-        DATASETS["{DATASET}"] = Source("tabular", frozenset(), load)
+        register_dataset("{DATASET}", load, kind="tabular")
     """,
 }
 
 
 def _forget_plugins() -> None:
     """Unregister what the files register and unload them, as a new process starts."""
-    from iml.data import DATASETS
+    from iml.data import unregister_dataset
     from iml.models import unregister_model
 
     if LOSS in L.registered():
         L.unregister(LOSS)
     unregister_model(MODEL)
-    DATASETS.pop(DATASET, None)
+    unregister_dataset(DATASET)
     for name, record in list(plugins._IMPORTED.items()):
         if record.get("path", "").endswith(tuple(FILES)):
             del plugins._IMPORTED[name]
