@@ -2,10 +2,14 @@
 (:mod:`iml.scoring.generic`) and the checks (:mod:`iml.scoring.checks`).
 
 * :func:`derivatives`: a binary loss's first and second derivatives in the score.
-* :data:`solve_binary_rule_jit`: the optimal score of a binary loss, eq. ``choice``, from its
-  first-order condition, with gradients by the implicit function theorem.
-* :func:`binary_inverse`: the posterior for which a score is optimal (Proposition 4), from the
-  first-order condition, which is linear in the posterior, and whether it is a strict minimum.
+* :func:`scaled_derivatives`: the same, rescaled by a power of two where they would underflow.
+* :func:`foc_sign`: the sign of the first-order condition of eq. ``choice``, without the
+  products in it under- or overflowing.
+* :data:`solve_binary_rule_jit`: the optimal score of a binary loss, eq. ``choice``, by a search
+  over the logit of the score, with gradients by the implicit function theorem.
+* :func:`inverse_parts`, :func:`binary_inverse`: the posterior for which a score is optimal
+  (Proposition 4), from the first-order condition, which is linear in the posterior, and whether
+  it is a strict minimum.
 * :func:`per_class_losses`: a multiclass loss at every label, the columns of eq. ``choice``.
 
 The names here are public so that the modules can share them; the package re-exports none.
@@ -19,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iml.scoring._common import Array, BinaryLossFn, MulticlassLossFn
+from iml.scoring._common import Array, BinaryLossFn, MulticlassLossFn, expit
 
 
 def derivatives(loss: BinaryLossFn, a: Array, y: float, params: tuple) -> tuple[Array, Array]:
@@ -32,6 +36,79 @@ def derivatives(loss: BinaryLossFn, a: Array, y: float, params: tuple) -> tuple[
     return d1, d2
 
 
+# ----------------------------------------------------------------------------------------------
+# Derivatives kept clear of underflow, and the sign of the first-order condition
+# ----------------------------------------------------------------------------------------------
+
+
+def _rescale_bits(dtype: jnp.dtype) -> int:
+    """``K`` of :func:`scaled_derivatives`: 64, or half the exponent range where that is
+    narrower (float16), so that a tangent of ``2^K`` is finite."""
+    return min(64, int(jnp.finfo(dtype).maxexp) // 2)
+
+
+def _jvps(loss: BinaryLossFn, a: Array, y: float, params: tuple, scale: float, order: int):
+    def first(x):
+        return jax.jvp(lambda u: loss(u, y, *params), (x,), (jnp.full_like(x, scale),))[1]
+
+    if order == 1:
+        return (first(a),)
+    return jax.jvp(first, (a,), (jnp.ones_like(a),))
+
+
+def scaled_derivatives(
+    loss: BinaryLossFn, a: Array, y: float, params: tuple, order: int = 2
+) -> tuple[tuple[Array, ...], Array]:
+    """``dL(a, y)/da`` (and ``d^2L(a, y)/da^2`` for ``order=2``), each times ``2^k``, and ``k``.
+
+    ``k`` is 0, or ``K = 64`` (float32, float64) where ``|dL/da| < 2^-K``: there the derivatives
+    are computed again with a tangent of ``2^K``, so that a weight a loss multiplies in last
+    (``beta`` of eq. ``b-loss-bin``) does not take a derivative of order ``1e-37`` below
+    float32's smallest normal number, which the CPU and GPU flush to zero. The first-order
+    condition and the inverse only use ratios of derivatives with a common ``k`` or exact
+    rescalings by ``2^k``. A rescaled derivative that is not finite is not used.
+    """
+    bits = _rescale_bits(a.dtype)
+    unit = _jvps(loss, a, y, params, 1.0, order)
+    big = _jvps(loss, a, y, params, 2.0**bits, order)
+    rescue = (jnp.abs(unit[0]) < 2.0**-bits) & jnp.isfinite(big[0])
+    for extra in big[1:]:
+        rescue &= jnp.isfinite(extra)
+    values = tuple(jnp.where(rescue, b, u) for u, b in zip(unit, big, strict=True))
+    return values, jnp.where(rescue, bits, 0)
+
+
+def _term(weight: Array, slope: Array, k: Array) -> tuple[Array, Array]:
+    """``weight * slope * 2^-k`` as a mantissa (magnitude in [1/4, 1), or 0) and an exponent."""
+    m_w, e_w = jnp.frexp(weight)
+    m_s, e_s = jnp.frexp(slope)
+    return jnp.where(weight == 0, 0.0, m_w * m_s), e_w + e_s - k
+
+
+def foc_sign(loss: BinaryLossFn, a: Array, gamma: Array, params: tuple) -> Array:
+    """The sign of ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da``, the derivative of the expected
+    loss of eq. ``choice``: +1, -1, 0, or NaN where it is undefined (opposite infinite terms).
+
+    Each term is a mantissa and a power of two (with the derivatives of
+    :func:`scaled_derivatives`), so the sign is right where the terms themselves would underflow
+    (a posterior of 1e-30 times a derivative of 1e-10) or overflow. A term of zero weight counts
+    for nothing, even against an infinite or undefined derivative.
+    """
+    (d_pos,), k_pos = scaled_derivatives(loss, a, 1.0, params, order=1)
+    (d_neg,), k_neg = scaled_derivatives(loss, a, 0.0, params, order=1)
+    m_pos, e_pos = _term(gamma, d_pos, k_pos)
+    m_neg, e_neg = _term(1.0 - gamma, d_neg, k_neg)
+    # Mantissas lie within a factor of 4 of each other's scale: beyond an exponent gap of 3 the
+    # larger term decides, which the clipped shift preserves.
+    shift = jnp.clip(e_pos - e_neg, -3, 3)
+    finite = jnp.sign(jnp.ldexp(m_pos, shift) + m_neg)
+    inf_pos = jnp.isinf(d_pos) & (gamma > 0)
+    inf_neg = jnp.isinf(d_neg) & (gamma < 1)
+    infinite = jnp.where(inf_pos, jnp.sign(d_pos), 0.0) + jnp.where(inf_neg, jnp.sign(d_neg), 0.0)
+    infinite = jnp.where(inf_pos & inf_neg & (infinite == 0), jnp.nan, jnp.sign(infinite))
+    return jnp.where(inf_pos | inf_neg, infinite, finite).astype(a.dtype)
+
+
 def _foc(loss: BinaryLossFn, a: Array, gamma: Array, params: tuple) -> Array:
     """Derivative of the expected loss ``gamma L(a, 1) + (1 - gamma) L(a, 0)`` in ``a``."""
     ones = jnp.ones_like(a)
@@ -40,20 +117,44 @@ def _foc(loss: BinaryLossFn, a: Array, gamma: Array, params: tuple) -> Array:
     return gamma * d_pos + (1.0 - gamma) * d_neg
 
 
+# ----------------------------------------------------------------------------------------------
+# The optimal score, eq. ``choice``, by a search over the logit of the score
+# ----------------------------------------------------------------------------------------------
+
+#: Spacing, in logit units, of the coarse scan that brackets each minimum of the expected loss.
+_COARSE_STEP = 0.5
+
+#: Bisection steps on the score after those on its logit: the logit's float spacing near the
+#: smallest normal scores is at most ``2^10`` times the score's relative spacing.
+_SCORE_ITERS = 12
+
+
+def logit_range(dtype: jnp.dtype) -> tuple[float, float]:
+    """The logits of the smallest and largest scores in ``(0, 1)`` the generic rule returns.
+
+    Below: ``ceil(log(tiny))``, a score of ``exp(z)`` just above the smallest normal float (-87
+    in float32: scores down to 1.6e-38). Above: ``log(2/eps - 1)``, the logit of ``1 - eps/2``,
+    the largest float below 1 (16.64 in float32, ``1 - 2^-24``). Scores are not symmetric in
+    float: near 0 they are dense down to 1e-38, near 1 their resolution is ``eps/2``.
+    """
+    finfo = jnp.finfo(dtype)
+    return float(np.ceil(np.log(float(finfo.tiny)))), float(np.log(2.0 / float(finfo.eps) - 1.0))
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array:
     dtype = gamma.dtype
     finfo = jnp.finfo(dtype)
-    z_max = float(np.log(1.0 / finfo.eps))
+    bottom, top = logit_range(dtype)
     num_iters = int(finfo.nmant) + 3
-    num_coarse = 65
-    grid = jnp.linspace(-z_max, z_max, num_coarse, dtype=dtype)
+    num_coarse = int(np.ceil((top - bottom) / _COARSE_STEP)) + 1
+    grid = jnp.linspace(bottom, top, num_coarse, dtype=dtype)
 
     def sign_at(z):
-        return _foc(loss, jax.nn.sigmoid(z), gamma, params)
+        return foc_sign(loss, expit(z), gamma, params)
 
     def expected(z):
-        a = jax.nn.sigmoid(z)
+        a = expit(z)
         value = gamma * loss(a, 1.0, *params) + (1.0 - gamma) * loss(a, 0.0, *params)
         return jnp.where(jnp.isnan(value), jnp.inf, value)
 
@@ -86,7 +187,18 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
         return jnp.where(rising, lo, mid), jnp.where(rising, mid, hi)
 
     lo, hi = jax.lax.fori_loop(0, num_iters, body, (lo, hi))
-    a = jax.nn.sigmoid(0.5 * (lo + hi))
+
+    # The logit's float spacing grows with |z| (7.6e-6 near z = -80 in float32, a relative error
+    # of the score as large), while small scores are floats to full relative precision: a last
+    # bisection runs on the score itself, from the scores of the logit bracket.
+    def refine(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        rising = foc_sign(loss, mid, gamma, params) > 0
+        return jnp.where(rising, lo, mid), jnp.where(rising, mid, hi)
+
+    lo, hi = jax.lax.fori_loop(0, _SCORE_ITERS, refine, (expit(lo), expit(hi)))
+    a = 0.5 * (lo + hi)
     # Minima beyond the float-representable range are the boundary scores themselves: where the
     # expected loss still falls at the top of the scan (rises at its bottom) and no interior
     # minimum is lower.
@@ -114,18 +226,60 @@ def _solve_binary_rule_jvp(loss, primals, tangents):
 solve_binary_rule_jit = jax.jit(_solve_binary_rule, static_argnums=0)
 
 
+# ----------------------------------------------------------------------------------------------
+# The inverse of the rule (Proposition 4)
+# ----------------------------------------------------------------------------------------------
+
+
+def inverse_parts(loss: BinaryLossFn, a: Array, params: tuple) -> tuple[Array, Array, Array]:
+    """The posterior for which each score in ``(0, 1)`` is optimal, its log-odds, and whether it
+    is: ``(gamma, log_odds, valid)``, each of ``a``'s shape.
+
+    The first-order condition ``gamma L'(a, 1) + (1 - gamma) L'(a, 0) = 0`` gives
+    ``gamma = L'(a, 0) / (L'(a, 0) - L'(a, 1))``, computed from the ratio of the smaller derivative
+    to the larger (so that ``gamma`` near 0 or 1 keeps its precision), and log-odds
+    ``log L'(a, 0) - log(-L'(a, 1))``. ``valid`` needs ``L'(a, 1) < 0 < L'(a, 0)``, both finite,
+    and a strict minimum, which (with the derivatives of opposite sign) is the log-odds rising
+    in ``a``: ``L''(a, 0)/L'(a, 0) - L''(a, 1)/L'(a, 1) > 0``, the expected loss's curvature
+    divided by ``L'(a, 0) (-L'(a, 1)) / (L'(a, 0) - L'(a, 1)) > 0``. Unlike the curvature
+    ``gamma L''(a, 1) + (1 - gamma) L''(a, 0)``, it needs neither ``1 - gamma`` (which rounds
+    to 0 where ``gamma`` is within float precision of 1) nor products of derivatives (which
+    underflow where the loss is flat).
+    """
+    (d_pos, dd_pos), k_pos = scaled_derivatives(loss, a, 1.0, params)
+    (d_neg, dd_neg), k_neg = scaled_derivatives(loss, a, 0.0, params)
+    # The derivatives are d * 2^-k: compare and divide them with exact powers of two. The share
+    # r / (1 + r) of the smaller derivative's magnitude r (relative to the larger) is the
+    # posterior of its label; 1 - share rounds to the nearest float below 1.
+    neg_larger = jnp.ldexp(jnp.abs(d_neg), k_pos - k_neg) >= jnp.abs(d_pos)
+    r = -jnp.where(
+        neg_larger,
+        jnp.ldexp(d_pos / d_neg, k_neg - k_pos),
+        jnp.ldexp(d_neg / d_pos, k_pos - k_neg),
+    )
+    share = r / (1.0 + r)
+    gamma = jnp.where(neg_larger, 1.0 - share, share)
+    log_odds = jnp.log(d_neg) - jnp.log(-d_pos) + (k_pos - k_neg).astype(a.dtype) * np.log(2.0)
+    finite = jnp.isfinite(d_pos) & jnp.isfinite(d_neg)
+    rising = dd_neg / d_neg - dd_pos / d_pos > 0
+    valid = (d_pos < 0) & (d_neg > 0) & finite & rising
+    return gamma, log_odds, valid
+
+
 def binary_inverse(loss: BinaryLossFn, a: Array, params: tuple) -> tuple[Array, Array]:
-    d_pos, dd_pos = derivatives(loss, a, 1.0, params)
-    d_neg, dd_neg = derivatives(loss, a, 0.0, params)
-    # gamma d_pos + (1 - gamma) d_neg = 0  =>  gamma = d_neg / (d_neg - d_pos), written so that an
-    # infinite derivative at a score of exactly 0 or 1 gives the limit rather than inf/inf.
-    neg_larger = jnp.abs(d_neg) >= jnp.abs(d_pos)
-    ratio = jnp.where(neg_larger, d_pos / d_neg, d_neg / d_pos)
-    gamma = jnp.where(neg_larger, 1.0 / (1.0 - ratio), -ratio / (1.0 - ratio))
-    opposite = (d_neg >= 0) & (d_pos <= 0) & ((d_neg > 0) | (d_pos < 0))
-    curvature = gamma * dd_pos + (1.0 - gamma) * dd_neg
-    at_boundary = (a == 0) | (a == 1)
-    valid = opposite & ((curvature > 0) | at_boundary)
+    """``(gamma, valid)`` of :func:`inverse_parts` for scores in ``[0, 1]``.
+
+    A score of exactly 0 or 1 maps to the posterior 0 or 1 where the inverse is valid at the
+    nearest scores inside, ``eps/2`` and ``1 - eps/2`` (``2^-24`` and ``1 - 2^-24`` in float32):
+    the rule is then increasing up to them, and under Proposition 4's premise that it is
+    invertible, the rule maps the posteriors 0 and 1 to the scores 0 and 1, the limits of the
+    inverse. The derivatives at 0 and 1 themselves are often infinite or undefined.
+    """
+    half_eps = float(jnp.finfo(a.dtype).eps) / 2.0
+    at_zero, at_one = a == 0, a == 1
+    inside = jnp.where(at_zero, half_eps, jnp.where(at_one, 1.0 - half_eps, a)).astype(a.dtype)
+    gamma, _, valid = inverse_parts(loss, inside, params)
+    gamma = jnp.where(at_zero, 0.0, jnp.where(at_one, 1.0, gamma)).astype(a.dtype)
     return gamma, valid
 
 
