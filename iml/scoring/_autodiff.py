@@ -150,43 +150,50 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
     num_coarse = int(np.ceil((top - bottom) / _COARSE_STEP)) + 1
     grid = jnp.linspace(bottom, top, num_coarse, dtype=dtype)
 
-    def sign_at(z):
-        return foc_sign(loss, expit(z), gamma, params)
-
-    def expected(z):
-        a = expit(z)
-        value = gamma * loss(a, 1.0, *params) + (1.0 - gamma) * loss(a, 0.0, *params)
+    def expected_at(a, g, p):
+        value = g * loss(a, 1.0, *p) + (1.0 - g) * loss(a, 0.0, *p)
         return jnp.where(jnp.isnan(value), jnp.inf, value)
 
     # A coarse scan brackets every minimum: a step of the first-order condition from negative
-    # to non-negative. Where several do, the one whose grid points have the lowest expected loss
-    # is kept, so that a loss with several local minima is not bisected into the wrong one. The
-    # signs, not the values, find the bracket: an expected loss flat to float precision near its
-    # minimum (the spherical score's, within 1e-8 of -1) still has a derivative of clear sign.
+    # to non-negative. The signs, not the values, find the brackets: an expected loss flat to
+    # float precision near its minimum (the spherical score's, within 1e-8 of -1) still has a
+    # derivative of clear sign. The two brackets whose grid points have the lowest expected loss
+    # are kept, so that a loss with several local minima is not bisected into the wrong one.
     def scan(k, state):
-        prev_slope, prev_value, best_value, best, found = state
+        prev_slope, prev_value, v1, k1, v2, k2, found, found2 = state
         z = jnp.full_like(gamma, grid[k])
-        slope, value = sign_at(z), expected(z)
+        a = expit(z)
+        slope, value = foc_sign(loss, a, gamma, params), expected_at(a, gamma, params)
         step = (prev_slope < 0) & (slope >= 0)
         here = jnp.minimum(prev_value, value)
-        better = step & ((here < best_value) | ~found)
-        return (slope, value, jnp.where(better, here, best_value), jnp.where(better, k, best),
-                found | step)  # fmt: skip
+        first = step & ((here < v1) | ~found)
+        second = step & ~first & ((here < v2) | ~found2)
+        v2 = jnp.where(first, v1, jnp.where(second, here, v2))
+        k2 = jnp.where(first, k1, jnp.where(second, k, k2))
+        found2 = found2 | second | (first & found)
+        return (slope, value, jnp.where(first, here, v1), jnp.where(first, k, k1), v2, k2,
+                found | step, found2)  # fmt: skip
 
-    z0 = jnp.full_like(gamma, grid[0])
-    first_slope, first_value = sign_at(z0), expected(z0)
-    start = (first_slope, first_value, jnp.full_like(gamma, jnp.inf),
-             jnp.ones(gamma.shape, jnp.int32), jnp.zeros(gamma.shape, bool))  # fmt: skip
-    last_slope, last_value, best_value, best, found = jax.lax.fori_loop(1, num_coarse, scan, start)
-    lo, hi = grid[best - 1], grid[best]
+    a0 = expit(jnp.full_like(gamma, grid[0]))
+    first_slope, first_value = foc_sign(loss, a0, gamma, params), expected_at(a0, gamma, params)
+    inf, ones = jnp.full_like(gamma, jnp.inf), jnp.ones(gamma.shape, jnp.int32)
+    no = jnp.zeros(gamma.shape, bool)
+    start = (first_slope, first_value, inf, ones, inf, ones, no, no)
+    state = jax.lax.fori_loop(1, num_coarse, scan, start)
+    last_slope, last_value, _, k1, _, k2, found, found2 = state
+
+    # Both brackets are bisected at once, along a leading axis of two.
+    k = jnp.stack([k1, k2])
+    g2 = jnp.broadcast_to(gamma, k.shape)
+    p2 = tuple(jnp.broadcast_to(p, k.shape) for p in params)
 
     def body(_, bracket):
         lo, hi = bracket
         mid = 0.5 * (lo + hi)
-        rising = sign_at(mid) > 0  # expected loss increasing: the minimum lies below mid
+        rising = foc_sign(loss, expit(mid), g2, p2) > 0  # the minimum lies below mid
         return jnp.where(rising, lo, mid), jnp.where(rising, mid, hi)
 
-    lo, hi = jax.lax.fori_loop(0, num_iters, body, (lo, hi))
+    lo, hi = jax.lax.fori_loop(0, num_iters, body, (grid[k - 1], grid[k]))
 
     # The logit's float spacing grows with |z| (7.6e-6 near z = -80 in float32, a relative error
     # of the score as large), while small scores are floats to full relative precision: a last
@@ -194,11 +201,16 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
     def refine(_, bracket):
         lo, hi = bracket
         mid = 0.5 * (lo + hi)
-        rising = foc_sign(loss, mid, gamma, params) > 0
+        rising = foc_sign(loss, mid, g2, p2) > 0
         return jnp.where(rising, lo, mid), jnp.where(rising, mid, hi)
 
     lo, hi = jax.lax.fori_loop(0, _SCORE_ITERS, refine, (expit(lo), expit(hi)))
-    a = 0.5 * (lo + hi)
+    candidates = 0.5 * (lo + hi)
+    values = expected_at(candidates, g2, p2)
+    values = values.at[1].set(jnp.where(found2, values[1], jnp.inf))
+    use_second = values[1] < values[0]
+    a = jnp.where(use_second, candidates[1], candidates[0])
+    best_value = jnp.where(use_second, values[1], values[0])
     # Minima beyond the float-representable range are the boundary scores themselves: where the
     # expected loss still falls at the top of the scan (rises at its bottom) and no interior
     # minimum is lower.
