@@ -7,7 +7,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _scoring_references import c_ref, random_simplex, user_loss
+from _scoring_references import (
+    c_ref,
+    dented_partial_losses,
+    dented_weight,
+    random_simplex,
+    user_loss,
+)
 
 from iml import losses as L
 from iml import scoring as S
@@ -190,8 +196,14 @@ def test_generic_rule_finds_minima_of_nearly_flat_expected_losses():
     gamma = jnp.array([0.2, 0.5, 0.9, 0.99969, 0.999999])
     a = S.optimal_score_for_loss(_neg_spherical, gamma, 0.99)
     np.testing.assert_allclose(a, S.optimal_score(gamma, 0.99), rtol=2e-6)
-    report = S.check_invertibility(_neg_spherical, 0.99)
+    inner = jax.nn.sigmoid(jnp.linspace(-9.0, 9.0, 1801))
+    report = S.check_invertibility(_neg_spherical, 0.99, grid=inner)
     assert bool(report.invertible) and bool(jnp.all(report.round_trip))
+    # Written as a / |a| in float32, its derivatives cancel to within float precision of 1 - a
+    # and of a: the default grid (logits to +-16.64) finds the float32 rule noisy beyond that.
+    full = S.check_invertibility(_neg_spherical, 0.99)
+    failing = np.asarray(full.scores)[np.asarray(full.failing)]
+    assert not full.passed() and np.all(np.abs(np.log(failing) - np.log1p(-failing)) > 9)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -253,27 +265,12 @@ def test_generic_boosting_loss_matches_closed_forms_across_float32_scores(beta):
     np.testing.assert_allclose(rule, S.optimal_score(gamma, beta), rtol=0, atol=2e-6)
 
 
-def _dented_weight(t):
-    """A weight function negative on (0.3, 0.4): the loss of :func:`iml.losses.proper_loss` then
-    has two local minima for posteriors near there."""
-    return (t - 0.35) ** 2 - 0.0025
-
-
-def _dented_partial_losses():
-    """``L(x, 1)`` and ``L(x, 0)`` of the dented weight in float64, integrated exactly from the
-    anchor 1/2 as :func:`iml.losses.proper_loss` does."""
-    w = np.polynomial.Polynomial([0.12, -0.7, 1.0])
-    t = np.polynomial.Polynomial([0.0, 1.0])
-    pos, neg = (w * (1 - t)).integ(), (w * t).integ()
-    return (lambda x: pos(0.5) - pos(x)), (lambda x: neg(x) - neg(0.5))
-
-
 def test_generic_rule_keeps_the_lower_of_two_minima_closer_than_the_scan():
     # Posteriors whose two local minima differ in expected loss by 3e-6 to 1e-5: less than the
     # expected loss changes between the scan's grid points around them.
-    l1, l0 = _dented_partial_losses()
+    l1, l0 = dented_partial_losses()
     x = np.linspace(0.0, 1.0, 1_000_001)[1:-1]
     gamma = np.array([0.2059, 0.2142, 0.4950, 0.5075, 0.5150], np.float32)
     best = [x[np.argmin(g * l1(x) + (1 - g) * l0(x))] for g in gamma.astype(np.float64)]
-    ours = S.optimal_score_for_loss(L.proper_loss(_dented_weight), jnp.asarray(gamma))
+    ours = S.optimal_score_for_loss(L.proper_loss(dented_weight), jnp.asarray(gamma))
     np.testing.assert_allclose(ours, best, atol=1e-5)
