@@ -3,8 +3,8 @@
 
 * :func:`derivatives`: a binary loss's first and second derivatives in the score.
 * :func:`scaled_derivatives`: the same, rescaled by a power of two where they would underflow.
-* :func:`foc_sign`: the sign of the first-order condition of eq. ``choice``, without the
-  products in it under- or overflowing.
+* :func:`foc_sign`: the sign of the first-order condition of eq. ``choice``, with its
+  derivatives kept clear of underflow.
 * :data:`solve_binary_rule_jit`: the optimal score of a binary loss, eq. ``choice``, by a search
   over the logit of the score, with gradients by the implicit function theorem.
 * :func:`inverse_parts`, :func:`binary_inverse`: the posterior for which a score is optimal
@@ -70,43 +70,38 @@ def scaled_derivatives(
     """
     bits = _rescale_bits(a.dtype)
     unit = _jvps(loss, a, y, params, 1.0, order)
-    big = _jvps(loss, a, y, params, 2.0**bits, order)
-    rescue = (jnp.abs(unit[0]) < 2.0**-bits) & jnp.isfinite(big[0])
-    for extra in big[1:]:
-        rescue &= jnp.isfinite(extra)
-    values = tuple(jnp.where(rescue, b, u) for u, b in zip(unit, big, strict=True))
-    return values, jnp.where(rescue, bits, 0)
+    small = jnp.abs(unit[0]) < 2.0**-bits
 
+    def rescued():
+        big = _jvps(loss, a, y, params, 2.0**bits, order)
+        rescue = small & jnp.isfinite(big[0])
+        for extra in big[1:]:
+            rescue &= jnp.isfinite(extra)
+        values = tuple(jnp.where(rescue, b, u) for u, b in zip(unit, big, strict=True))
+        return values, jnp.where(rescue, bits, 0).astype(jnp.int32)
 
-def _term(weight: Array, slope: Array, k: Array) -> tuple[Array, Array]:
-    """``weight * slope * 2^-k`` as a mantissa (magnitude in [1/4, 1), or 0) and an exponent."""
-    m_w, e_w = jnp.frexp(weight)
-    m_s, e_s = jnp.frexp(slope)
-    return jnp.where(weight == 0, 0.0, m_w * m_s), e_w + e_s - k
+    # The second pass runs only where some score needs it (under vmap, always).
+    return jax.lax.cond(jnp.any(small), rescued, lambda: (unit, jnp.zeros(a.shape, jnp.int32)))
 
 
 def foc_sign(loss: BinaryLossFn, a: Array, gamma: Array, params: tuple) -> Array:
     """The sign of ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da``, the derivative of the expected
     loss of eq. ``choice``: +1, -1, 0, or NaN where it is undefined (opposite infinite terms).
 
-    Each term is a mantissa and a power of two (with the derivatives of
-    :func:`scaled_derivatives`), so the sign is right where the terms themselves would underflow
-    (a posterior of 1e-30 times a derivative of 1e-10) or overflow. A term of zero weight counts
-    for nothing, even against an infinite or undefined derivative.
+    The derivatives are those of :func:`scaled_derivatives`, brought to the larger of their two
+    scales, so each is 0 or at least about ``2^-64`` in magnitude: the term of the larger weight
+    (at least 1/2) does not underflow, and the other underflows only where it is negligible
+    against it. A term that overflows is the larger one. A term of zero weight counts for
+    nothing, even against an infinite or undefined derivative.
     """
     (d_pos,), k_pos = scaled_derivatives(loss, a, 1.0, params, order=1)
     (d_neg,), k_neg = scaled_derivatives(loss, a, 0.0, params, order=1)
-    m_pos, e_pos = _term(gamma, d_pos, k_pos)
-    m_neg, e_neg = _term(1.0 - gamma, d_neg, k_neg)
-    # Mantissas lie within a factor of 4 of each other's scale: beyond an exponent gap of 3 the
-    # larger term decides, which the clipped shift preserves.
-    shift = jnp.clip(e_pos - e_neg, -3, 3)
-    finite = jnp.sign(jnp.ldexp(m_pos, shift) + m_neg)
-    inf_pos = jnp.isinf(d_pos) & (gamma > 0)
-    inf_neg = jnp.isinf(d_neg) & (gamma < 1)
-    infinite = jnp.where(inf_pos, jnp.sign(d_pos), 0.0) + jnp.where(inf_neg, jnp.sign(d_neg), 0.0)
-    infinite = jnp.where(inf_pos & inf_neg & (infinite == 0), jnp.nan, jnp.sign(infinite))
-    return jnp.where(inf_pos | inf_neg, infinite, finite).astype(a.dtype)
+    up = 2.0 ** _rescale_bits(a.dtype)
+    d_pos = jnp.where(k_pos < k_neg, d_pos * up, d_pos)
+    d_neg = jnp.where(k_neg < k_pos, d_neg * up, d_neg)
+    pos = jnp.where(gamma > 0, gamma * d_pos, 0.0)
+    neg = jnp.where(gamma < 1, (1.0 - gamma) * d_neg, 0.0)
+    return jnp.sign(pos + neg)
 
 
 def _foc(loss: BinaryLossFn, a: Array, gamma: Array, params: tuple) -> Array:
@@ -121,8 +116,12 @@ def _foc(loss: BinaryLossFn, a: Array, gamma: Array, params: tuple) -> Array:
 # The optimal score, eq. ``choice``, by a search over the logit of the score
 # ----------------------------------------------------------------------------------------------
 
-#: Spacing, in logit units, of the coarse scan that brackets each minimum of the expected loss.
+#: Spacing, in logit units, of the coarse scan that brackets each minimum of the expected loss,
+#: over the logits whose scores float resolves at both ends (``|z| <= log(2/eps - 1)``).
 _COARSE_STEP = 0.5
+
+#: The same below them, over the scores between the smallest normal float and ``eps/2``.
+_FAR_STEP = 1.0
 
 #: Bisection steps on the score after those on its logit: the logit's float spacing near the
 #: smallest normal scores is at most ``2^10`` times the score's relative spacing.
@@ -141,14 +140,23 @@ def logit_range(dtype: jnp.dtype) -> tuple[float, float]:
     return float(np.ceil(np.log(float(finfo.tiny)))), float(np.log(2.0 / float(finfo.eps) - 1.0))
 
 
+def _coarse_logits(dtype: jnp.dtype) -> np.ndarray:
+    """The scan's logits: :data:`_FAR_STEP` apart from the bottom of :func:`logit_range` to
+    ``-top``, then :data:`_COARSE_STEP` apart to ``top`` (139 in float32)."""
+    bottom, top = logit_range(dtype)
+    near = np.linspace(-top, top, int(np.ceil(2.0 * top / _COARSE_STEP)) + 1)
+    far = np.linspace(bottom, -top, int(np.ceil((-top - bottom) / _FAR_STEP)) + 1)
+    return np.concatenate([far[:-1], near])
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array:
     dtype = gamma.dtype
-    finfo = jnp.finfo(dtype)
-    bottom, top = logit_range(dtype)
-    num_iters = int(finfo.nmant) + 3
-    num_coarse = int(np.ceil((top - bottom) / _COARSE_STEP)) + 1
-    grid = jnp.linspace(bottom, top, num_coarse, dtype=dtype)
+    # enough halvings of the widest bracket to reach the float spacing of the logit
+    num_iters = int(jnp.finfo(dtype).nmant) + 3 + int(np.log2(_FAR_STEP / _COARSE_STEP))
+    logits = _coarse_logits(dtype)
+    num_coarse = logits.size
+    grid = jnp.asarray(logits, dtype)
 
     def expected_at(a, g, p):
         value = g * loss(a, 1.0, *p) + (1.0 - g) * loss(a, 0.0, *p)
@@ -182,35 +190,44 @@ def _solve_binary_rule(loss: BinaryLossFn, gamma: Array, params: tuple) -> Array
     state = jax.lax.fori_loop(1, num_coarse, scan, start)
     last_slope, last_value, _, k1, _, k2, found, found2 = state
 
-    # Both brackets are bisected at once, along a leading axis of two.
-    k = jnp.stack([k1, k2])
-    g2 = jnp.broadcast_to(gamma, k.shape)
-    p2 = tuple(jnp.broadcast_to(p, k.shape) for p in params)
+    def locate(k):
+        """The minima in the brackets ending at grid points ``k [m, ...]``, and their expected
+        losses: bisection on the logit, then on the score."""
+        g = jnp.broadcast_to(gamma, k.shape)
+        p = tuple(jnp.broadcast_to(x, k.shape) for x in params)
 
-    def body(_, bracket):
-        lo, hi = bracket
-        mid = 0.5 * (lo + hi)
-        rising = foc_sign(loss, expit(mid), g2, p2) > 0  # the minimum lies below mid
-        return jnp.where(rising, lo, mid), jnp.where(rising, mid, hi)
+        def body(_, bracket):
+            lo, hi = bracket
+            mid = 0.5 * (lo + hi)
+            rising = foc_sign(loss, expit(mid), g, p) > 0  # the minimum lies below mid
+            return jnp.where(rising, lo, mid), jnp.where(rising, mid, hi)
 
-    lo, hi = jax.lax.fori_loop(0, num_iters, body, (grid[k - 1], grid[k]))
+        lo, hi = jax.lax.fori_loop(0, num_iters, body, (grid[k - 1], grid[k]))
 
-    # The logit's float spacing grows with |z| (7.6e-6 near z = -80 in float32, a relative error
-    # of the score as large), while small scores are floats to full relative precision: a last
-    # bisection runs on the score itself, from the scores of the logit bracket.
-    def refine(_, bracket):
-        lo, hi = bracket
-        mid = 0.5 * (lo + hi)
-        rising = foc_sign(loss, mid, g2, p2) > 0
-        return jnp.where(rising, lo, mid), jnp.where(rising, mid, hi)
+        # The logit's float spacing grows with |z| (7.6e-6 near z = -80 in float32, a relative
+        # error of the score as large), while small scores are floats to full relative
+        # precision: a last bisection runs on the score itself, from the scores of the bracket.
+        def refine(_, bracket):
+            lo, hi = bracket
+            mid = 0.5 * (lo + hi)
+            rising = foc_sign(loss, mid, g, p) > 0
+            return jnp.where(rising, lo, mid), jnp.where(rising, mid, hi)
 
-    lo, hi = jax.lax.fori_loop(0, _SCORE_ITERS, refine, (expit(lo), expit(hi)))
-    candidates = 0.5 * (lo + hi)
-    values = expected_at(candidates, g2, p2)
-    values = values.at[1].set(jnp.where(found2, values[1], jnp.inf))
-    use_second = values[1] < values[0]
-    a = jnp.where(use_second, candidates[1], candidates[0])
-    best_value = jnp.where(use_second, values[1], values[0])
+        lo, hi = jax.lax.fori_loop(0, _SCORE_ITERS, refine, (expit(lo), expit(hi)))
+        a = 0.5 * (lo + hi)
+        return a, expected_at(a, g, p)
+
+    def lower_of_two():
+        a, values = locate(jnp.stack([k1, k2]))
+        second = found2 & (values[1] < values[0])
+        return jnp.where(second, a[1], a[0]), jnp.where(second, values[1], values[0])
+
+    def only_one():
+        a, values = locate(k1[None])
+        return a[0], values[0]
+
+    # The second bracket costs a second bisection only where some posterior has one.
+    a, best_value = jax.lax.cond(jnp.any(found2), lower_of_two, only_one)
     # Minima beyond the float-representable range are the boundary scores themselves: where the
     # expected loss still falls at the top of the scan (rises at its bottom) and no interior
     # minimum is lower.

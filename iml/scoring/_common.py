@@ -40,7 +40,8 @@ def expit(z: Array) -> Array:
     below 1, ``1 - 2^-24`` (logit 16.64), and returns 1 from there; ``1 - sigmoid(-z)`` for
     ``z > 0`` keeps it.
     """
-    return jnp.where(z < 0, jax.nn.sigmoid(z), 1.0 - jax.nn.sigmoid(-z))
+    small = jax.nn.sigmoid(-jnp.abs(z))
+    return jnp.where(z < 0, small, 1.0 - small)
 
 
 def tilt(p: Array, w: Array, w_complement: Array) -> Array:

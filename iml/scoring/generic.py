@@ -41,17 +41,18 @@ __all__ = [
 def optimal_score_for_loss(loss: BinaryLossFn, gamma: ArrayLike, *params: ArrayLike) -> Array:
     """Optimal score of any differentiable binary loss, eq. ``choice``, by autodiff.
 
-    The search is over the logit ``z`` of the score: a coarse scan, half a unit of logit apart,
-    over every logit whose score is a normal float inside ``(0, 1)`` (from -87, a score of
-    1.6e-38, to 16.64, the score ``1 - 2^-24``, in float32; 209 points) brackets each minimum by
-    the sign of the first-order condition ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da``;
-    bisection on the condition then locates the minimum to float precision, even where the
-    expected loss is flat to float precision around it. Where there are several minima, the two
-    brackets of lowest expected loss are both bisected and the lower minimum is kept. The sign
-    is taken from each term's mantissa and power of two, so it holds where the terms underflow
-    (a posterior of 1e-30 times a derivative of 1e-10). Where the expected loss still falls at
-    the top of the scan (rises at its bottom) the score is 1 (0): the optimum lies beyond the
-    scores the float type represents.
+    The search is over the logit ``z`` of the score: a coarse scan over every logit whose score
+    is a normal float inside ``(0, 1)`` (in float32 from -87, a score of 1.6e-38, to 16.64, the
+    score ``1 - 2^-24``; half a unit of logit apart above -16.64, one unit below: 139 points)
+    brackets each minimum by the sign of the first-order condition
+    ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da``; bisection on the condition, in the logit and
+    then in the score (finer than the logit's float spacing near 0), locates the minimum to
+    float precision, even where the expected loss is flat to float precision around it. Where
+    there are several minima, the two brackets of lowest expected loss are both bisected and the
+    lower minimum is kept. Derivatives that would underflow are rescaled by a power of two, so
+    the sign holds where the loss is flat (derivatives of order 1e-37 at the ends of float32's
+    scores). Where the expected loss still falls at the top of the scan (rises at its bottom)
+    the score is 1 (0): the optimum lies beyond the scores the float type represents.
     Derivatives come from ``jax.jvp``; gradients of the result (with respect to ``gamma`` and
     ``params``) come from the implicit function theorem, not from differentiating the loop.
     Minima narrower than the scan's spacing can be missed: :func:`check_invertibility` and
