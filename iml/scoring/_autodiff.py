@@ -64,7 +64,7 @@ def scaled_derivatives(
     ``k`` is 0, or ``K = 64`` (float32, float64) where ``|dL/da| < 2^-K``: there the derivatives
     are computed again with a tangent of ``2^K``, so that a weight a loss multiplies in last
     (``beta`` of eq. ``b-loss-bin``) does not take a derivative of order ``1e-37`` below
-    float32's smallest normal number, which the CPU and GPU flush to zero. The first-order
+    float32's smallest normal number, where XLA on the CPU flushes it to zero. The first-order
     condition and the inverse only use ratios of derivatives with a common ``k`` or exact
     rescalings by ``2^k``. A rescaled derivative that is not finite is not used.
     """
