@@ -1,7 +1,7 @@
 """What the modules of :mod:`iml.scoring` share: the array and loss-function types, one
-floating dtype for all arguments, the logit, and the odds tilt ``w p / (w p + (1 - w)(1 - p))``
-that is both Proposition 2's rule (eq. ``choice-b1``) and Corollary 1's inverse (eq.
-``loss-c-bin``), binary and per output of the multiclass rule.
+floating dtype for all arguments, the logit and its inverse, and the odds tilt
+``w p / (w p + (1 - w)(1 - p))`` that is both Proposition 2's rule (eq. ``choice-b1``) and
+Corollary 1's inverse (eq. ``loss-c-bin``), binary and per output of the multiclass rule.
 
 The names here are public so that the rule modules can share them; the package re-exports only
 the loss-function types.
@@ -31,6 +31,17 @@ def as_float(*xs: ArrayLike) -> list[Array]:
 
 def logit(p: Array) -> Array:
     return jnp.log(p) - jnp.log1p(-p)
+
+
+def expit(z: Array) -> Array:
+    """The score of logit ``z``, ``1 / (1 + exp(-z))``, rounded to the nearest float near 1 too.
+
+    ``jax.nn.sigmoid`` rounds ``1 + exp(-z)`` first, so in float32 it skips the largest score
+    below 1, ``1 - 2^-24`` (logit 16.64), and returns 1 from there; ``1 - sigmoid(-z)`` for
+    ``z > 0`` keeps it.
+    """
+    small = jax.nn.sigmoid(-jnp.abs(z))
+    return jnp.where(z < 0, small, 1.0 - small)
 
 
 def tilt(p: Array, w: Array, w_complement: Array) -> Array:

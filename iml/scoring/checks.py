@@ -15,11 +15,12 @@ from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from iml import _validation as V
 from iml.scoring._autodiff import (
-    binary_inverse,
     derivatives,
+    inverse_parts,
     per_class_losses,
     solve_binary_rule_jit,
 )
@@ -163,25 +164,56 @@ def _relative(value: Array, scale: Array) -> Array:
 
 
 class InvertibilityReport(NamedTuple):
-    """Whether a binary loss's optimal scoring rule is single-valued and invertible on a grid:
-    the premise of Propositions 4 and 5."""
+    """Whether a binary loss's optimal scoring rule is single-valued and invertible on a grid of
+    scores: the premise of Propositions 4 and 5.
 
-    invertible: Array  # all checks below pass
+    ``invertible`` is the headline; :meth:`passed` gives it as a ``bool`` and
+    :meth:`failing_range` names the scores where it fails, so that a caller can refuse a loss
+    before training with "not invertible for scores in [low, high]".
+    """
+
+    invertible: Array  # no grid point fails
     posterior: Array  # gamma(a) on the grid (NaN where not invertible pointwise)
     pointwise: Array  # derivatives of opposite sign and a strict minimum, per grid point
     increasing: Array  # gamma(a) strictly increasing along the grid
     round_trip: Array  # the optimal score of gamma(a) is a again, per grid point
+    scores: Array  # the grid of scores checked
+    failing: Array  # per grid point: not pointwise, not increasing to a neighbour, or no round trip
+
+    def passed(self) -> bool:
+        """True when the rule is invertible at every score of the grid (``invertible``)."""
+        return bool(self.invertible)
+
+    def failing_range(self) -> tuple[float, float] | None:
+        """``(low, high)``: the smallest and largest scores of the grid where the check fails, as
+        floats, or ``None`` when it passes. The scores between need not all fail: ``failing``
+        marks each, and ``scores`` holds the grid."""
+        failing = np.asarray(self.failing)
+        if not failing.any():
+            return None
+        scores = np.asarray(self.scores)[failing]
+        return float(scores.min()), float(scores.max())
+
+
+#: The logit of the largest float32 score below 1, ``1 - 2^-24``: ``log(2^24 - 1)``.
+_FLOAT32_MAX_LOGIT = float(np.log(2.0**24 - 1.0))
+
+
+def _default_grid() -> np.ndarray:
+    """:func:`check_invertibility`'s default grid: the distinct float32 scores of 3,329 logits
+    uniform over ``[-16.64, 16.64]`` (:data:`_FLOAT32_MAX_LOGIT`), ascending."""
+    z = np.linspace(-_FLOAT32_MAX_LOGIT, _FLOAT32_MAX_LOGIT, 3329)
+    return np.unique((1.0 / (1.0 + np.exp(-z))).astype(np.float32))
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _invertibility(loss: BinaryLossFn, grid: Array, params: tuple) -> tuple[Array, Array, Array]:
-    gamma, valid = binary_inverse(loss, grid, params)
-    # Monotonicity in the posterior log-odds log(L'(a,0) / -L'(a,1)), which, unlike gamma itself,
-    # does not round to 1 in float32 where the rule is steep.
-    d_pos = derivatives(loss, grid, 1.0, params)[0]
-    d_neg = derivatives(loss, grid, 0.0, params)[0]
-    log_odds = jnp.log(d_neg) - jnp.log(-d_pos)
-    return gamma, valid, jnp.all(jnp.diff(log_odds) > 0)
+    gamma, log_odds, valid = inverse_parts(loss, grid, params)
+    # Monotonicity in the posterior log-odds, which, unlike gamma itself, does not round to 1 in
+    # float32 where the rule is steep. A point fails with a step down on either side.
+    up = jnp.diff(log_odds) > 0
+    ones = jnp.ones((1,), bool)
+    return gamma, valid, jnp.concatenate([up, ones]) & jnp.concatenate([ones, up])
 
 
 def check_invertibility(
@@ -190,21 +222,35 @@ def check_invertibility(
     """Check that the optimal scoring rule of ``loss`` is invertible (Proposition 4's premise).
 
     On a grid of scores, the posterior ``gamma(a)`` of :func:`loss_corrected_score_for_loss` must
-    exist (derivatives of opposite sign, positive curvature of the expected loss) and increase
+    exist (derivatives of opposite sign, the expected loss at a strict minimum) and increase
     strictly with ``a``; then each posterior has exactly one optimal score and the loss
     correction is well defined. The round trip closes the check: the generic rule
     (:func:`optimal_score_for_loss`) must map ``gamma(a)`` back to ``a``, to within the scores
-    of the posteriors one float32 step either side (and 1e-3 in the logit, relative beyond a
-    logit of 1), so that a rule the solver misses fails here too.
+    of the posteriors one float step either side (the smallest normal float above 0, since
+    smaller posteriors flush to 0) and 1e-3 in the logit, relative beyond a logit of 1, so that
+    a rule the solver misses fails here too.
 
     Args:
       loss: ``loss(a, y, *params)``, elementwise.
       *params: scalar extra arguments of ``loss``.
-      grid: strictly increasing scores in ``(0, 1)``; default 1,801 points uniform in the logit
-        over ``[-9, 9]`` (scores from 1.2e-4 to 1 - 1.2e-4, distinct in float32).
+      grid: strictly increasing scores in ``(0, 1)``. Default: the float32 scores of 3,329
+        logits uniform over ``[-16.64, 16.64]``, each once (logits 0.01 apart round to one score
+        above a logit of about 12), from ``2^-24`` to ``1 - 2^-24``. Why these bounds: near 1,
+        float32 scores are ``1 - k 2^-24``, so ``1 - 2^-24`` is the largest score below 1 and
+        its logit ``log(2^24 - 1) = 16.64`` the largest a float32 score carries; a model whose
+        logit is larger reports exactly 1, which :func:`loss_corrected_score_for_loss` maps to
+        the posterior 1 when the inverse holds at ``1 - 2^-24``. The grid is symmetric. Scores
+        below ``2^-24`` are representable (down to 1e-38) but not checked by default, since
+        many losses' derivatives underflow there in float32 (the focal loss's ``dL(a, 0)/da``
+        is of order ``a^2``); pass a grid to check them.
+
+    Returns:
+      An :class:`InvertibilityReport`: ``report.passed()`` is a ``bool``, and
+      ``report.failing_range()`` the ``(low, high)`` scores of the grid points that fail
+      (``None`` when it passes).
     """
     if grid is None:
-        grid = jax.nn.sigmoid(jnp.linspace(-9.0, 9.0, 1801))
+        grid = _default_grid()
     (grid,) = as_float(grid)
     if grid.ndim != 1 or grid.shape[0] < 2:
         raise ValueError(f"grid must be a 1-D array of at least 2 scores; got {grid.shape}")
@@ -212,14 +258,17 @@ def check_invertibility(
         raise ValueError("grid must be strictly increasing")
     V.check_interval("grid", grid, 0.0, 1.0, open_low=True, open_high=True)
     params = tuple(jnp.broadcast_to(jnp.asarray(p), grid.shape) for p in params)
-    gamma, valid, increasing = _invertibility(loss, grid, params)
+    gamma, valid, rising = _invertibility(loss, grid, params)
     round_trip = _round_trip(loss, grid, gamma, valid, params)
+    failing = ~valid | ~rising | ~round_trip
     return InvertibilityReport(
-        invertible=jnp.all(valid) & increasing & jnp.all(round_trip),
+        invertible=~jnp.any(failing),
         posterior=V.nan_unless(valid, gamma),
         pointwise=valid,
-        increasing=increasing,
+        increasing=jnp.all(rising),
         round_trip=round_trip,
+        scores=grid,
+        failing=failing,
     )
 
 
@@ -233,11 +282,14 @@ def _round_trip(
     loss: BinaryLossFn, grid: Array, gamma: Array, valid: Array, params: tuple
 ) -> Array:
     """Whether the generic rule maps ``gamma(a)`` back to ``a``, per grid point: ``a`` must lie
-    between the optimal scores of the float32 neighbours of ``gamma(a)``, since where the rule
-    is steep one posterior in float32 stands for a range of scores (the focal loss's, near 1)."""
+    between the optimal scores of the float neighbours of ``gamma(a)``, since where the rule
+    is steep one posterior in float stands for a range of scores (the focal loss's, near 1).
+    The neighbour above 0 is the smallest normal float: smaller posteriors flush to 0."""
     gamma = jnp.where(valid, gamma, 0.5)
+    tiny = jnp.finfo(gamma.dtype).tiny
     below = solve_binary_rule_jit(loss, jnp.nextafter(gamma, jnp.zeros_like(gamma)), params)
-    above = solve_binary_rule_jit(loss, jnp.nextafter(gamma, jnp.ones_like(gamma)), params)
+    above = jnp.maximum(jnp.nextafter(gamma, jnp.ones_like(gamma)), tiny)
+    above = solve_binary_rule_jit(loss, above, params)
     z = logit(grid)
     tol = _ROUND_TRIP_LOGIT * jnp.maximum(1.0, jnp.abs(z))
     return valid & (logit(below) - tol <= z) & (z <= logit(above) + tol)

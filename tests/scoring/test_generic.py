@@ -7,7 +7,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _scoring_references import c_ref, random_simplex, user_loss
+from _scoring_references import (
+    c_ref,
+    dented_partial_losses,
+    dented_weight,
+    random_simplex,
+    user_loss,
+)
 
 from iml import losses as L
 from iml import scoring as S
@@ -190,5 +196,81 @@ def test_generic_rule_finds_minima_of_nearly_flat_expected_losses():
     gamma = jnp.array([0.2, 0.5, 0.9, 0.99969, 0.999999])
     a = S.optimal_score_for_loss(_neg_spherical, gamma, 0.99)
     np.testing.assert_allclose(a, S.optimal_score(gamma, 0.99), rtol=2e-6)
-    report = S.check_invertibility(_neg_spherical, 0.99)
+    inner = jax.nn.sigmoid(jnp.linspace(-9.0, 9.0, 1801))
+    report = S.check_invertibility(_neg_spherical, 0.99, grid=inner)
     assert bool(report.invertible) and bool(jnp.all(report.round_trip))
+    # Written as a / |a| in float32, its derivatives cancel to within float precision of 1 - a
+    # and of a: the default grid (logits to +-16.64) finds the float32 rule noisy beyond that.
+    full = S.check_invertibility(_neg_spherical, 0.99)
+    failing = np.asarray(full.scores)[np.asarray(full.failing)]
+    assert not full.passed() and np.all(np.abs(np.log(failing) - np.log1p(-failing)) > 9)
+
+
+# ----------------------------------------------------------------------------------------------
+# The generic binary rule and its inverse at float32's ends
+# ----------------------------------------------------------------------------------------------
+
+
+def _corollary_1(a, beta):
+    """Corollary 1 (eq. ``loss-c-bin``) in float64: ``(1 - beta) a / (beta + (1 - 2 beta) a)``."""
+    a = np.asarray(a, np.float64)
+    return (1 - beta) * a / (beta * (1 - a) + (1 - beta) * a)
+
+
+def test_generic_rule_of_weighted_log_loss_is_positive_below_float32_resolution():
+    # At beta = 0.01 the optimal score is about gamma / 99: below 1.2e-7 (logit -16) for
+    # gamma <= 1e-5, where float32 scores are still dense.
+    gamma = np.array([1e-4, 1e-5, 1e-6, 1e-7, 1e-12, 1e-30], np.float32)
+    a = np.asarray(S.optimal_score_for_loss(L.beta_weighted_loss, jnp.asarray(gamma), 0.01))
+    ref = np.array([c_ref(g, np.float32(0.01)) for g in gamma])
+    assert np.all(a > 0)
+    np.testing.assert_allclose(a, ref, rtol=1e-6)
+    # and so the expected loss at the optimum is finite and the weighted entropy (Z h(c))
+    expected = np.asarray(
+        gamma * L.beta_weighted_loss(a, 1.0, 0.01)
+        + (1 - gamma) * L.beta_weighted_loss(a, 0.0, 0.01)
+    )
+    z = 0.01 * gamma.astype(np.float64) + 0.99 * (1 - gamma.astype(np.float64))
+    entropy = -z * (ref * np.log(ref) + (1 - ref) * np.log1p(-ref))
+    np.testing.assert_allclose(expected, entropy, rtol=1e-5)
+
+
+def test_generic_inverse_of_weighted_log_loss_near_and_at_one_and_zero():
+    a = np.array([0.0, 1e-30, 2.0**-24, 0.999995, 0.999999, 1 - 2.0**-24, 1.0], np.float32)
+    for beta in (0.01, 0.5, 0.99):
+        gamma = np.asarray(S.loss_corrected_score_for_loss(L.beta_weighted_loss, a, beta))
+        assert np.all(np.isfinite(gamma)), beta
+        ref = _corollary_1(a, float(np.float32(beta)))  # the weight the loss sees
+        np.testing.assert_allclose(gamma, ref, rtol=2e-7, atol=0)
+        assert gamma[0] == 0.0 and gamma[-1] == 1.0
+
+
+def _boosting(a, y, beta):
+    """The beta-weighted boosting (exponential) loss: ``sqrt((1 - a)/a)`` for the positive class,
+    ``sqrt(a/(1 - a))`` for the negative; strictly proper with ``w(a) = (a(1 - a))^(-3/2) / 2``,
+    so its rule and inverse are Proposition 2's and Corollary 1's."""
+    a = jnp.asarray(a)
+    return jnp.where(y == 1, beta * jnp.sqrt((1 - a) / a), (1 - beta) * jnp.sqrt(a / (1 - a)))
+
+
+@pytest.mark.parametrize("beta", [0.01, 0.1, 0.5, 0.9, 0.99])
+def test_generic_boosting_loss_matches_closed_forms_across_float32_scores(beta):
+    z = np.linspace(-16.6, 16.6, 667)
+    scores = np.concatenate([[0.0], 1 / (1 + np.exp(-z)), [1.0]]).astype(np.float32)
+    inverse = np.asarray(S.loss_corrected_score_for_loss(_boosting, scores, beta))
+    np.testing.assert_allclose(inverse, _corollary_1(scores, beta), rtol=0, atol=2e-6)
+    assert inverse[0] == 0.0 and inverse[-1] == 1.0
+    gamma = np.linspace(0.0, 1.0, 101).astype(np.float32)
+    rule = np.asarray(S.optimal_score_for_loss(_boosting, jnp.asarray(gamma), beta))
+    np.testing.assert_allclose(rule, S.optimal_score(gamma, beta), rtol=0, atol=2e-6)
+
+
+def test_generic_rule_keeps_the_lower_of_two_minima_closer_than_the_scan():
+    # Posteriors whose two local minima differ in expected loss by 3e-6 to 1e-5: less than the
+    # expected loss changes between the scan's grid points around them.
+    l1, l0 = dented_partial_losses()
+    x = np.linspace(0.0, 1.0, 1_000_001)[1:-1]
+    gamma = np.array([0.2059, 0.2142, 0.4950, 0.5075, 0.5150], np.float32)
+    best = [x[np.argmin(g * l1(x) + (1 - g) * l0(x))] for g in gamma.astype(np.float64)]
+    ours = S.optimal_score_for_loss(L.proper_loss(dented_weight), jnp.asarray(gamma))
+    np.testing.assert_allclose(ours, best, atol=1e-5)
