@@ -38,6 +38,7 @@ __all__ = [
     "RegistryView",
     "beta_grid",
     "beta_key",
+    "check_rules_invertible",
     "config_parameters",
     "grid_keys",
     "grid_weights",
@@ -206,6 +207,49 @@ class LossFamily:
         else:
             title = L.lookup(self.name).title
         return f"{title}{f' ({shown})' if shown else ''} by its class weight {self.weight_name}"
+
+
+def check_rules_invertible(losses: LossLike | LossGrid) -> None:
+    """Refuse a grid of binary losses one of whose optimal scoring rules is not invertible, at
+    its own weights, over the scores a float32 model outputs: Proposition 4's premise, checked
+    before any training.
+
+    Each loss that takes the generic rule or inverse of :mod:`iml.scoring` (its record gives no
+    closed form of one of them) is checked by :func:`iml.check_invertibility` at its own
+    parameters: its rule increasing and invertible, and the round trip closing, on a grid of
+    scores over the float32 logit range. A closed-form rule and inverse are the record's own
+    statement and are not checked again; nor are multiclass losses.
+
+    Raises:
+      ValueError: naming the loss, its weight (its key in the grid) and the scores where the
+        check fails.
+    """
+    from iml.scoring import check_invertibility
+
+    grid = loss_grid(losses)
+    spec, record = grid.spec, grid.spec.record
+    if spec.multiclass or (record.optimal_score is not None and record.inverse is not None):
+        return
+    (m,) = spec.batch_shape
+    values = [np.broadcast_to(np.asarray(v), (m,)) for v in spec._values()]
+    checked: dict[tuple[float, ...], bool] = {}
+    for i, key in enumerate(grid.keys):
+        row = tuple(float(v[i]) for v in values)
+        if checked.get(row):
+            continue
+        report = check_invertibility(record.positional_loss, *row)
+        checked[row] = report.passed()
+        if checked[row]:
+            continue
+        low, high = report.failing_range()
+        weight = f"{record.class_weight} = {key}" if record.class_weight else f"loss {key}"
+        raise ValueError(
+            f"the {record.title} at {weight} has an optimal scoring rule that is not "
+            f"invertible for scores in [{low:.8g}, {high:.8g}] (logits {_logit(low):.3g} to "
+            f"{_logit(high):.3g}), scores a float32 model can output: its loss-corrected scores "
+            "would not be probabilities there (iml.check_invertibility; a strictly proper "
+            "loss has an invertible rule)"
+        )
 
 
 def loss_family(name: str | Callable[..., Array] = "log", **params: float) -> LossFamily:

@@ -1,6 +1,8 @@
 """Tests of iml.grids: grids of betas and of losses, their table keys, and grids of weights read
 from their own syntax."""
 
+import re
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -80,3 +82,24 @@ def test_a_callable_with_parameters_is_a_grid_keyed_by_them():
     # each member is the callable at its own parameter, with the generic rule
     a = spec[1].optimal_score(jnp.array([0.1, 0.5]))
     np.testing.assert_allclose(a, iml.optimal_score(jnp.array([0.1, 0.5]), 0.9), rtol=1e-5)
+
+
+def test_a_grid_whose_rule_has_no_inverse_is_refused_naming_the_loss_and_weight():
+    from iml.grids import check_rules_invertible, loss_family
+
+    def linear(a, y, weight):  # improper: the expected loss is linear in the score
+        return jnp.where(y == 1, weight * (1.0 - a), (1.0 - weight) * a)
+
+    def boosting(a, y, weight):  # strictly proper: its rule is the weight's tilt
+        return jnp.where(
+            y == 1, weight * jnp.sqrt((1 - a) / a), (1 - weight) * jnp.sqrt(a / (1 - a))
+        )
+
+    check_rules_invertible(loss_family(boosting)([0.01, 0.5, 0.99]))  # the generic rule, checked
+    check_rules_invertible(np.array([0.01, 0.99]))  # the log loss's closed forms
+    check_rules_invertible(loss_family("focal", gamma=2.0)([0.1, 0.9]))
+    refused = r"at loss 0\.3 has an optimal scoring rule that is not invertible for scores in \["
+    with pytest.raises(ValueError, match=refused) as caught:
+        check_rules_invertible(loss_family(linear)([0.3, 0.6]))
+    low, high = map(float, re.search(r"scores in \[(\S+), (\S+)\]", str(caught.value)).groups())
+    assert 0.0 < low <= high < 1.0

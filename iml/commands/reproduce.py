@@ -18,15 +18,25 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     # imported here: the image pipeline loads tensorflow-datasets, Flax's DenseNets and the
     # report (seconds), which `iml sweep`, `iml reveal` and `--help` do without
     from iml import config as config_lib
+    from iml.grids import check_rules_invertible
     from iml.pipeline import distributed
     from iml.pipeline.report import report_run
-    from iml.pipeline.runner import check_config, check_resumable, is_multiclass, run_experiment
+    from iml.pipeline.runner import (
+        check_config,
+        check_resumable,
+        is_multiclass,
+        run_betas,
+        run_experiment,
+        run_loss,
+    )
     from iml.training.host import keep_step_memory
 
     config = load_config(args)
     # before JAX's first computation: join the other processes where config.distributed says so
     here = distributed.initialize(config)
     check_config(config)
+    if not is_multiclass(config):  # Proposition 4's premise, at each beta, before any training
+        check_rules_invertible(run_loss(config)(list(run_betas(config))))
     try:
         check_resumable(config, args.out)
     except ValueError as err:

@@ -34,6 +34,7 @@ from iml import _validation as V
 from iml.data.folds import FoldSplit
 from iml.grids import (
     LossGrid,
+    check_rules_invertible,
     loss_grid,
 )
 from iml.models.registry import build_model
@@ -220,7 +221,8 @@ def plan_sweep(
         not name a section, are recorded at the top level (:mod:`iml.pipeline.sweep_record`).
 
     Raises:
-      ValueError: for bad arrays or settings, naming the argument.
+      ValueError: for bad arrays or settings, naming the argument; for a loss whose optimal
+        scoring rule is not invertible at its weights (:func:`iml.grids.check_rules_invertible`).
     """
     x = np.asarray(features, dtype=np.float32)
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
@@ -229,6 +231,7 @@ def plan_sweep(
     grid = loss_grid(losses)
     spec = grid.spec
     y = check_labels(labels, x.shape[0], spec)
+    check_rules_invertible(grid)
     g = np.arange(x.shape[0]) if groups is None else np.asarray(groups)
     V.check_shape("groups", g, (x.shape[0],))
     if seeds is not None and not (isinstance(seeds, tuple | list) and len(seeds) == 0):
@@ -458,6 +461,10 @@ def prepare_sweep(
         losses = sweep_losses(checked, len(dataset.class_names) if multiclass else 2)
     except ValueError as err:
         raise ValueError(f"{name('loss.weights')}: {err}") from None
+    try:  # before plan_sweep, which checks it again, so that the error names the loss
+        check_rules_invertible(losses)
+    except ValueError as err:
+        raise ValueError(f"{name('loss.name')}: {err}") from None
     train = checked.train
     try:
         plan = plan_sweep(

@@ -222,3 +222,46 @@ def test_a_plugin_that_fails_to_import_stops_the_command_with_exit_2(tmp_path, c
     ]:
         assert cli.main(["figures", "--import", spec, "--run", str(tmp_path / "run")]) == 2
         assert message in capsys.readouterr().err
+
+
+LINEAR = """
+    import jax.numpy as jnp
+
+    from iml import losses
+
+
+    def linear(a, y, beta):  # improper: a linear loss has no interior optimum to invert
+        a = jnp.asarray(a)
+        return jnp.where(jnp.asarray(y) == 1, beta * (1 - a), (1 - beta) * a)
+
+
+    losses.register(losses.LossRecord(
+        name="linear_file", title="beta-weighted linear loss",
+        make=lambda beta=0.5: ({"beta": losses.as_parameter("beta", beta)}, 2),
+        loss=linear, event_ndims={"beta": 0}, class_weight="beta"))
+"""
+
+
+def test_a_loss_whose_rule_has_no_inverse_is_refused_before_training(tmp_path, capsys):
+    (tmp_path / "linear_loss.py").write_text(textwrap.dedent(LINEAR))
+    out = tmp_path / "out"
+    argv = ["sweep", "--import", str(tmp_path / "linear_loss.py"), "--loss", "linear_file",
+            "--dataset", "digits", "--betas", "0.5,0.9", "--no-progress",
+            "--out", str(out)]  # fmt: skip
+    reproduce = ["reproduce", "--import", str(tmp_path / "linear_loss.py"), "--loss",
+                 "linear_file", "--betas", "0.5", "0.9", "--no-progress",
+                 "--out", str(out)]  # fmt: skip
+    try:
+        assert cli.main(argv) == 2
+        sweep_err = capsys.readouterr().err
+        assert cli.main(reproduce) == 2
+        reproduce_err = capsys.readouterr().err
+    finally:
+        L.unregister("linear_file")
+        _forget_plugins()
+    for err in (sweep_err, reproduce_err):
+        assert err.count("\n") == 1, err
+        assert "the beta-weighted linear loss at beta = 0.5 has an optimal scoring rule that is " \
+            "not invertible for scores in [" in err  # fmt: skip
+        assert "iml.check_invertibility" in err
+    assert not (out / "manifest.json").exists()  # nothing trained, nothing stored
