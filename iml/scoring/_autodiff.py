@@ -276,9 +276,9 @@ def inverse_parts(loss: BinaryLossFn, a: Array, params: tuple) -> tuple[Array, A
     """
     (d_pos, dd_pos), k_pos = scaled_derivatives(loss, a, 1.0, params)
     (d_neg, dd_neg), k_neg = scaled_derivatives(loss, a, 0.0, params)
-    # The derivatives are d * 2^-k: compare and divide them with exact powers of two. The share
-    # r / (1 + r) of the smaller derivative's magnitude r (relative to the larger) is the
-    # posterior of the other label; 1 - share rounds to the nearest float below 1.
+    # The derivatives are d * 2^-k: compare and divide them with exact powers of two. With r the
+    # smaller derivative's magnitude relative to the larger, r / (1 + r) is the posterior of the
+    # label whose derivative is the larger; 1 - r / (1 + r) rounds to the nearest float below 1.
     neg_larger = jnp.ldexp(jnp.abs(d_neg), k_pos - k_neg) >= jnp.abs(d_pos)
     r = -jnp.where(
         neg_larger,
