@@ -17,7 +17,8 @@ One kind of rule per module, all of whose public names are imported here:
 * :mod:`~iml.scoring.multiclass`: Proposition 3 and its per-output inverse; class-weighted softmax.
 * :mod:`~iml.scoring.generic`: the rule and inverse of any differentiable loss, by autodiff.
 * :mod:`~iml.scoring.checks`: first-order conditions and invertibility, checked by autodiff.
-* :mod:`~iml.scoring._common`: array and loss types, one floating dtype, the logit, the odds tilt.
+* :mod:`~iml.scoring._common`: array and loss types, one floating dtype, the logit and its
+  inverse, the odds tilt.
 * :mod:`~iml.scoring._autodiff`: a loss's derivatives, the binary solver and inverse they share.
 
 Conventions

@@ -266,20 +266,19 @@ def inverse_parts(loss: BinaryLossFn, a: Array, params: tuple) -> tuple[Array, A
 
     The first-order condition ``gamma L'(a, 1) + (1 - gamma) L'(a, 0) = 0`` gives
     ``gamma = L'(a, 0) / (L'(a, 0) - L'(a, 1))``, computed from the ratio of the smaller derivative
-    to the larger (so that ``gamma`` near 0 or 1 keeps its precision), and log-odds
-    ``log L'(a, 0) - log(-L'(a, 1))``. ``valid`` needs ``L'(a, 1) < 0 < L'(a, 0)``, both finite,
-    and a strict minimum, which (with the derivatives of opposite sign) is the log-odds rising
-    in ``a``: ``L''(a, 0)/L'(a, 0) - L''(a, 1)/L'(a, 1) > 0``, the expected loss's curvature
-    divided by ``L'(a, 0) (-L'(a, 1)) / (L'(a, 0) - L'(a, 1)) > 0``. Unlike the curvature
-    ``gamma L''(a, 1) + (1 - gamma) L''(a, 0)``, it needs neither ``1 - gamma`` (which rounds
-    to 0 where ``gamma`` is within float precision of 1) nor products of derivatives (which
-    underflow where the loss is flat).
+    to the larger, so that ``gamma`` and ``1 - gamma`` each keep their precision near 0 and 1;
+    the log-odds are ``log L'(a, 0) - log(-L'(a, 1))``. ``valid`` needs
+    ``L'(a, 1) <= 0 <= L'(a, 0)``, not both 0 (one derivative of 0, exactly or rounded, gives a
+    posterior of 0 or 1), both finite, and a strict minimum: the curvature
+    ``gamma L''(a, 1) + (1 - gamma) L''(a, 0) > 0``, with ``1 - gamma`` from the ratio rather
+    than rounded from ``gamma`` (near a posterior of 1 the two terms are of opposite sign and
+    similar size: the boosting loss's, or a flat loss's).
     """
     (d_pos, dd_pos), k_pos = scaled_derivatives(loss, a, 1.0, params)
     (d_neg, dd_neg), k_neg = scaled_derivatives(loss, a, 0.0, params)
-    # The derivatives are d * 2^-k: compare and divide them with exact powers of two. The share
-    # r / (1 + r) of the smaller derivative's magnitude r (relative to the larger) is the
-    # posterior of its label; 1 - share rounds to the nearest float below 1.
+    # The derivatives are d * 2^-k: compare and divide them with exact powers of two. With r the
+    # smaller derivative's magnitude relative to the larger, r / (1 + r) is the posterior of the
+    # label whose derivative is the larger; 1 - r / (1 + r) rounds to the nearest float below 1.
     neg_larger = jnp.ldexp(jnp.abs(d_neg), k_pos - k_neg) >= jnp.abs(d_pos)
     r = -jnp.where(
         neg_larger,
@@ -288,11 +287,19 @@ def inverse_parts(loss: BinaryLossFn, a: Array, params: tuple) -> tuple[Array, A
     )
     share = r / (1.0 + r)
     gamma = jnp.where(neg_larger, 1.0 - share, share)
+    complement = jnp.where(neg_larger, share, 1.0 - share)
     log_odds = jnp.log(d_neg) - jnp.log(-d_pos) + (k_pos - k_neg).astype(a.dtype) * np.log(2.0)
+    # The curvature at the larger of the two scales (a term that overflows is the larger one);
+    # a term of zero weight counts for nothing.
+    up = 2.0 ** _rescale_bits(a.dtype)
+    dd_pos = jnp.where(k_pos < k_neg, dd_pos * up, dd_pos)
+    dd_neg = jnp.where(k_neg < k_pos, dd_neg * up, dd_neg)
+    curvature = jnp.where(gamma > 0, gamma * dd_pos, 0.0) + jnp.where(
+        complement > 0, complement * dd_neg, 0.0
+    )
     finite = jnp.isfinite(d_pos) & jnp.isfinite(d_neg)
-    rising = dd_neg / d_neg - dd_pos / d_pos > 0
-    valid = (d_pos < 0) & (d_neg > 0) & finite & rising
-    return gamma, log_odds, valid
+    opposite = (d_pos <= 0) & (d_neg >= 0) & ((d_pos < 0) | (d_neg > 0))
+    return gamma, log_odds, opposite & finite & (curvature > 0)
 
 
 def binary_inverse(loss: BinaryLossFn, a: Array, params: tuple) -> tuple[Array, Array]:

@@ -86,9 +86,9 @@ def loss_corrected_score_for_loss(loss: BinaryLossFn, a: ArrayLike, *params: Arr
     The posterior is computed from the ratio of the smaller derivative to the larger, so that it
     keeps its precision near 0 and 1, with derivatives rescaled by a power of two where they
     would underflow. Where no posterior makes ``a`` optimal -- the derivatives have the same
-    sign, one is infinite, or the expected loss has no strict minimum there (its curvature is
-    tested as the posterior's log-odds rising in ``a``, which needs neither ``1 - gamma`` nor
-    products of derivatives) -- the rule is not invertible at ``a`` and the result is NaN.
+    sign, one is infinite, or the expected loss has no strict minimum there (its curvature, with
+    ``1 - gamma`` computed from the derivatives rather than rounded from ``gamma``, is not
+    positive) -- the rule is not invertible at ``a`` and the result is NaN.
     :func:`check_invertibility` tests a whole grid.
 
     A score of exactly 0 or 1 maps to the posterior 0 or 1 where the inverse holds at the
