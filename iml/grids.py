@@ -25,6 +25,7 @@ import numpy as np
 from iml import _validation as V
 from iml import losses as L
 from iml.losses import GridWeight
+from iml.scoring import check_invertibility
 from iml.spec import LossLike, LossSpec, loss_spec
 
 Array = jax.Array
@@ -224,8 +225,6 @@ def check_rules_invertible(losses: LossLike | LossGrid) -> None:
       ValueError: naming the loss, its weight (its key in the grid) and the scores where the
         check fails.
     """
-    from iml.scoring import check_invertibility
-
     grid = loss_grid(losses)
     spec, record = grid.spec, grid.spec.record
     if spec.multiclass or (record.optimal_score is not None and record.inverse is not None):

@@ -209,10 +209,32 @@ def test_the_example_loss_is_minimised_by_the_beta_tilted_posterior(isolated):
         L.unregister("boosting")
 
 
-def test_the_installed_example_package_registers_its_loss_through_its_entry_point(tmp_path):
+# One process, as a user's shell runs the three commands: a sweep of the package's loss, model
+# and dataset, the run reported again, and revealed (argv: the run's, the report's and the
+# revealed folders).
+THREE_COMMANDS = """
+import sys
+from iml import cli
+run, report, revealed = sys.argv[1:]
+sweep = ["sweep", "--dataset", "breast_cancer", "--model", "gelu_mlp", "--hidden", "4",
+         "--loss", "boosting", "--betas", "0.5,0.9", "--seeds", "1", "--epochs", "2",
+         "--n-folds", "4", "--l2", "1e-4", "--config.eval.figures=", "--no-progress",
+         "--out", run]
+figures = ["figures", "--run", run, "--out", report, "--config.eval.figures="]
+reveal = ["reveal", "--run", run, "--out", revealed, "--n-bootstrap", "20",
+          "--power-datasets", "0", "--config.eval.figures=", "--no-progress"]
+for argv in (sweep, figures, reveal):
+    status = cli.main(argv)
+    if status:
+        sys.exit(status)
+"""
+
+
+def test_the_installed_example_package_registers_a_loss_a_model_and_a_dataset(tmp_path):
     """``pip install --target`` puts the package in a folder of its own (nothing is installed
-    here); an ``iml sweep`` started with that folder on its path sweeps the loss by name, and
-    its manifest records the entry point."""
+    here); with that folder on its path, a new process sweeps the package's loss, model and
+    dataset by name, reports the run again and reveals it, and the manifest records the entry
+    points."""
     # a copy: pip builds in the source folder
     leftovers = shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
     source = shutil.copytree(EXAMPLE, tmp_path / "source", ignore=leftovers)
@@ -221,22 +243,23 @@ def test_the_installed_example_package_registers_its_loss_through_its_entry_poin
            "--no-build-isolation", "--target", str(site), str(source)]  # fmt: skip
     done = subprocess.run(pip, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = ["x;label"] + [f"{i % 7};{'yes' if i % 3 == 0 else 'no'}" for i in range(90)]
-    (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
-    out = tmp_path / "sweep"
-    argv = ["sweep", "--loss", "boosting", "--csv", str(tmp_path / "data.csv"), "--target",
-            "label", "--positive", "yes", "--betas", "0.5,0.9", "--seeds", "1", "--epochs", "2",
-            "--n-folds", "4", "--l2", "1e-4", "--config.eval.figures=", "--no-progress",
-            "--out", str(out)]  # fmt: skip
+    run, report, revealed = tmp_path / "sweep", tmp_path / "report", tmp_path / "revealed"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
-    done = subprocess.run([sys.executable, "-m", "iml.cli", *argv], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", THREE_COMMANDS, str(run), str(report), str(revealed)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert list(json.loads((out / "table.json").read_text())) == ["0.5", "0.9"]
-    manifest = json.loads((out / "manifest.json").read_text())
+    table = json.loads((run / "table.json").read_text())
+    assert list(table) == ["0.5", "0.9"]
+    assert json.loads((report / "table.json").read_text()) == table
+    assert json.loads((revealed / "revealed.json").read_text())["loss"]["name"] == "boosting"
+    manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["loss"]["name"] == "boosting"
-    assert manifest["plugins"] == {
-        "imports": [],
-        "entry_points": [{"name": "boosting", "value": "iml_plugin_example.boosting",
-                          "distribution": "iml-plugin-example", "version": "0.1.0"}],
-    }  # fmt: skip
+    assert manifest["config"]["model"]["name"] == "gelu_mlp"
+    assert manifest["config"]["data"]["name"] == "breast_cancer"
+    assert manifest["plugins"]["imports"] == []
+    entry_points = {e["name"]: e for e in manifest["plugins"]["entry_points"]}
+    assert set(entry_points) == {"boosting", "gelu_mlp", "breast_cancer"}
+    assert entry_points["gelu_mlp"]["value"] == "iml_plugin_example.gelu"
+    assert entry_points["gelu_mlp"]["distribution"] == "iml-plugin-example"

@@ -35,6 +35,9 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     # before JAX's first computation: join the other processes where config.distributed says so
     here = distributed.initialize(config)
     check_config(config)
+    # before JAX's first computation (the check below makes the loss's arrays): every training
+    # step reuses the last step's memory
+    keep_step_memory()
     if not is_multiclass(config):  # Proposition 4's premise, at each beta, before any training
         check_rules_invertible(run_loss(config)(list(run_betas(config))))
     try:
@@ -46,9 +49,6 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     distributed.check_shared_folder(config, args.out)
 
     def work() -> int:
-
-        # before JAX's first computation: every training step reuses the last step's memory
-        keep_step_memory()
         start = time.perf_counter()
         run_experiment(config, args.out, progress=not args.no_progress)
         if not here.main:  # process 0 writes the results

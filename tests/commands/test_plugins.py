@@ -242,6 +242,8 @@ LINEAR = """
 """
 
 
+# in this process JAX started long before: `iml reproduce` says its steps stay asynchronous
+@pytest.mark.filterwarnings("ignore:keep_step_memory:RuntimeWarning")
 def test_a_loss_whose_rule_has_no_inverse_is_refused_before_training(tmp_path, capsys):
     (tmp_path / "linear_loss.py").write_text(textwrap.dedent(LINEAR))
     out = tmp_path / "out"

@@ -1,2 +1,3 @@
-"""An example plugin of ``iml``: the beta-weighted boosting loss (:mod:`.boosting`), registered
-through the entry point ``boosting`` of the group ``iml.plugins`` when ``iml`` starts."""
+"""An example plugin of ``iml``: the beta-weighted boosting loss (:mod:`.boosting`), a GELU
+network (:mod:`.gelu`) and scikit-learn's breast-cancer table (:mod:`.breast_cancer`), each
+registered through its entry point of the group ``iml.plugins`` when ``iml`` starts."""
