@@ -293,6 +293,13 @@ def _record(
                     "validation loss is not finite; it keeps its best parameters and the other "
                     "members go on"
                 )
+                spec = members[k].loss_spec()
+                if spec.record.logits_loss is None:
+                    message += (
+                        f". The {spec.record.title} has no logit form: give its LossRecord a "
+                        "logits_loss (its loss computed from the model's logits), which stays "
+                        "finite where the scores round to 0 or 1"
+                    )
                 logger.warning(message)
                 warnings.warn(message, RuntimeWarning, stacklevel=3)
             else:

@@ -417,3 +417,29 @@ def test_a_local_checkpoint_keeps_the_newest_steps_and_restores_onto_the_state_s
         assert restored[name].sharding == state[name].sharding
     with pytest.raises(FileNotFoundError):
         reopened.restore(1, state)
+
+
+def test_a_member_whose_loss_turns_non_finite_is_named_and_told_of_a_logit_form():
+    import jax.numpy as jnp
+
+    from iml import loss_spec
+    from iml import losses as L
+
+    def fragile(a, y, beta):  # the weighted log loss, NaN for scores above 0.3
+        log_loss = jnp.where(jnp.asarray(y) == 1, -beta * jnp.log(a), -(1 - beta) * jnp.log1p(-a))
+        return jnp.where(a > 0.3, jnp.nan, log_loss)
+
+    L.register(L.LossRecord(name="fragile_host_test", title="fragile loss", loss=fragile,
+                            make=lambda beta=0.5: ({"beta": L.as_parameter("beta", beta)}, 2),
+                            event_ndims={"beta": 0}, class_weight="beta"))  # fmt: skip
+    try:
+        images, labels = tiny_images()
+        members = [dataclasses.replace(m, beta=None, loss=loss_spec("fragile_host_test", beta=0.5))
+                   for m in tiny_members(k=2)]  # fmt: skip
+        data = DataSource(images.__getitem__, labels)
+        with pytest.warns(RuntimeWarning, match="has no logit form: give its LossRecord a "):
+            _, history = train_ensemble(TinyCNN(), members, data, tiny_config(max_epochs=1),
+                                        progress=False)  # fmt: skip
+        assert all(h.diverged for h in history)
+    finally:
+        L.unregister("fragile_host_test")
