@@ -19,6 +19,7 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     # report (seconds), which `iml sweep`, `iml reveal` and `--help` do without
     from iml import config as config_lib
     from iml.grids import check_rules_invertible
+    from iml.losses import lookup
     from iml.pipeline import distributed
     from iml.pipeline.report import report_run
     from iml.pipeline.runner import (
@@ -35,10 +36,13 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     # before JAX's first computation: join the other processes where config.distributed says so
     here = distributed.initialize(config)
     check_config(config)
-    # before JAX's first computation (the check below makes the loss's arrays): every training
-    # step reuses the last step's memory
-    keep_step_memory()
-    if not is_multiclass(config):  # Proposition 4's premise, at each beta, before any training
+    record = lookup(config.loss.name)
+    generic = record.optimal_score is None or record.inverse is None
+    if generic and not is_multiclass(config):
+        # Proposition 4's premise at each beta, before any training (a closed form is the
+        # record's own statement); the check is JAX's first computation, so the step-memory
+        # setting, which must come before it, comes first
+        keep_step_memory()
         check_rules_invertible(run_loss(config)(list(run_betas(config))))
     try:
         check_resumable(config, args.out)
@@ -49,6 +53,8 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     distributed.check_shared_folder(config, args.out)
 
     def work() -> int:
+        # before JAX's first computation: every training step reuses the last step's memory
+        keep_step_memory()
         start = time.perf_counter()
         run_experiment(config, args.out, progress=not args.no_progress)
         if not here.main:  # process 0 writes the results
