@@ -37,6 +37,7 @@ __all__ = [
     "LossFamily",
     "LossGrid",
     "RegistryView",
+    "RuleNotInvertibleError",
     "beta_grid",
     "beta_key",
     "check_rules_invertible",
@@ -210,6 +211,11 @@ class LossFamily:
         return f"{title}{f' ({shown})' if shown else ''} by its class weight {self.weight_name}"
 
 
+class RuleNotInvertibleError(ValueError):
+    """A loss of a grid whose optimal scoring rule is not invertible at its weights
+    (:func:`check_rules_invertible`)."""
+
+
 def check_rules_invertible(losses: LossLike | LossGrid) -> None:
     """Refuse a grid of binary losses one of whose optimal scoring rules is not invertible, at
     its own weights, over the scores a float32 model outputs: Proposition 4's premise, checked
@@ -222,8 +228,8 @@ def check_rules_invertible(losses: LossLike | LossGrid) -> None:
     statement and are not checked again; nor are multiclass losses.
 
     Raises:
-      ValueError: naming the loss, its weight (its key in the grid) and the scores where the
-        check fails.
+      RuleNotInvertibleError: a ``ValueError`` naming the loss, its weight (its key in the
+        grid) and the scores where the check fails.
     """
     grid = loss_grid(losses)
     spec, record = grid.spec, grid.spec.record
@@ -242,7 +248,7 @@ def check_rules_invertible(losses: LossLike | LossGrid) -> None:
             continue
         low, high = report.failing_range()
         weight = f"{record.class_weight} = {key}" if record.class_weight else f"loss {key}"
-        raise ValueError(
+        raise RuleNotInvertibleError(
             f"the {record.title} at {weight} has an optimal scoring rule that is not "
             f"invertible for scores in [{low:.8g}, {high:.8g}] (logits {_logit(low):.3g} to "
             f"{_logit(high):.3g}), scores a float32 model can output: its loss-corrected scores "

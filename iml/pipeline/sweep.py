@@ -34,6 +34,7 @@ from iml import _validation as V
 from iml.data.folds import FoldSplit
 from iml.grids import (
     LossGrid,
+    RuleNotInvertibleError,
     check_rules_invertible,
     loss_grid,
 )
@@ -461,10 +462,6 @@ def prepare_sweep(
         losses = sweep_losses(checked, len(dataset.class_names) if multiclass else 2)
     except ValueError as err:
         raise ValueError(f"{name('loss.weights')}: {err}") from None
-    try:  # before plan_sweep, which checks it again, so that the error names the loss
-        check_rules_invertible(losses)
-    except ValueError as err:
-        raise ValueError(f"{name('loss.name')}: {err}") from None
     train = checked.train
     try:
         plan = plan_sweep(
@@ -485,6 +482,8 @@ def prepare_sweep(
             report_seed=c.eval.report_seed,
             run_info={"data": checked.source},
         )
+    except RuleNotInvertibleError as err:
+        raise ValueError(f"{name('loss.name')}: {err}") from None
     except ValueError as err:
         raise ValueError(f"{name('data.csv' if c.data.csv else 'data.name')}: {err}") from None
     return plan, dataset
