@@ -47,7 +47,7 @@ from iml.calibration import beta_key, calibration_curve, loss_calibration_curve
 from iml.config import flatten
 from iml.pipeline import RunStore, load_ensemble
 from iml.pipeline.report import score_metrics
-from iml.pipeline.runner import stored_config
+from iml.pipeline.run_config import as_config
 from iml.plots import (
     figure1_calibration_curves,
     figure2_theoretical_curves,
@@ -70,13 +70,13 @@ assert (RUN / "manifest.json").exists() and (RUN / "ensemble_scores.npz").exists
 # package versions and command; `batches/` holds every ensemble member's test scores; the report
 # (`iml reproduce` ends with it, `iml figures` redraws it) adds `ensemble_scores.npz`,
 # `table.json`/`table.md` and `figures/`. The configuration has sections (`data`, `model`,
-# `loss`, `train`, `eval`); `iml.pipeline.runner.stored_config` reads it in that form from any
-# run, including runs such as this one, stored when the configuration was one flat dict.
+# `loss`, `train`, `eval`); `iml.pipeline.run_config.as_config` reads it into the locked config
+# that `iml reproduce` runs with.
 
 # %%
 store = RunStore(RUN)
 manifest = store.manifest()
-config = stored_config(manifest["config"])
+config = as_config(manifest["config"])
 print("command: iml", " ".join(manifest["command"][1:]))
 values = flatten(config)
 for key in (

@@ -1,7 +1,7 @@
 """The tables and training settings the sweep's, reveal's and the tabular trainer's tests share:
 data where (multinomial) logistic regression is well specified, one training configuration for
 every test, so that the compiled programs are shared, and a sweep's folder written from given
-scores, its record in sections or in the flat form sweeps were stored in before."""
+scores."""
 
 import dataclasses
 from pathlib import Path
@@ -10,7 +10,6 @@ import numpy as np
 
 from iml.models import LogisticRegression
 from iml.pipeline.store import RunStore
-from iml.pipeline.sweep_record import SECTIONS
 from iml.training import TrainConfig
 from iml.training.tabular import TABULAR_DEFAULTS
 
@@ -45,39 +44,12 @@ def three_class_table() -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def flat_record(record: dict) -> dict:
-    """A sweep's record (in sections, as a sweep records it) in the flat form sweeps were stored
-    in before: the test's own translation, the inverse of ``sweep_record``'s."""
-    data, model, loss = dict(record["data"]), record["model"], record["loss"]
-    train, report = dict(record["train"]), record["eval"]
-    extra = {k: v for k, v in record.items() if k not in SECTIONS}
-    if isinstance(loss, dict) and loss.get("name") == "log" and "betas" in loss:
-        flat = {"betas": loss["betas"]}
-    else:
-        flat = {"loss": loss}
-    flat["seeds"] = train.pop("seeds")
-    chunk = train.pop("betas_per_chunk")
-    flat["train"] = {"model": model["name"], "hidden": model["hidden"], **train}
-    flat |= {"n_folds": data.pop("n_folds"), "fold_seed": data.pop("fold_seed"),
-             "betas_per_chunk": chunk, "n_bins": report["n_bins"]}  # fmt: skip
-    for key, default in (("average", "score"), ("n_bootstrap", 200), ("report_seed", 0)):
-        if report[key] != default:  # the flat form left a setting out at its default
-            flat[key] = report[key]
-    flat["data_sha256"] = data.pop("sha256")
-    if "store" in record:
-        flat["store"] = record["store"]
-    return {**flat, **({"data": data} if data else {}), **extra}
-
-
 def write_sweep_scores(
-    out: Path, scores, labels, betas=None, loss=None, keys=None, seeds=None, train=None,
-    flat=False,
-) -> Path:  # fmt: skip
+    out: Path, scores, labels, betas=None, loss=None, keys=None, seeds=None, train=None
+) -> Path:
     """A finished sweep's folder in the one layout of every run (manifest, folds, one member
     batch, and the table's marker) from given scores, with neither training nor figures: each
-    loss's scores of every row (``[m, N]``), or with ``seeds``, each seed's (``[m, S, N]``).
-    The manifest records the sweep in sections, as a sweep does, or with ``flat``, in the flat
-    form sweeps were stored in before (:func:`flat_record`)."""
+    loss's scores of every row (``[m, N]``), or with ``seeds``, each seed's (``[m, S, N]``)."""
     scores = np.asarray(scores, np.float32)
     members = scores if seeds is not None else scores[:, None]
     m, s, n = members.shape[:3]
@@ -95,7 +67,7 @@ def write_sweep_scores(
               "eval": {"n_bins": 10, "average": "score", "n_bootstrap": 200, "report_seed": 0},
               "store": "batches"}  # fmt: skip
     store = RunStore(out)
-    store.open_run(flat_record(record) if flat else record)
+    store.open_run(record, kind="table")
     store.save_arrays("data/folds", labels=np.asarray(labels, np.int32),
                       fold_ids=np.arange(n) % 10)  # fmt: skip
     store.save_arrays("batches/batch-0000", member_index=np.arange(m * s),

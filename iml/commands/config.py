@@ -131,11 +131,6 @@ def load_config_with_names(
         default, options = sweep_config, shortcuts("rows")
     else:
         default, options = default_config, shortcuts("images")
-    if getattr(args, "renamed_weights", None) is not None:
-        raise ValueError(
-            "--weights: the grid of a multiclass loss is --loss-weights, as in iml reproduce "
-            "(where --weights is a model's starting weights)"
-        )
     overrides = list(getattr(args, "overrides", ()))
     for key, text in overrides:
         if key == "train.seeds":

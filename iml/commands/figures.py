@@ -13,7 +13,7 @@ from typing import Any
 
 from iml.commands.config import report_overrides
 from iml.pipeline.defaults import check_eval_settings, default_config
-from iml.pipeline.store import is_sweep
+from iml.pipeline.store import RunStore
 
 __all__ = ["eval_overrides", "figures_command"]
 
@@ -26,8 +26,7 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
 
     overrides = eval_overrides(args)
     out = args.out or args.run
-    manifest = Path(args.run) / "manifest.json"  # a recorded `iml sweep` run?
-    sweep = manifest.exists() and is_sweep(json.loads(manifest.read_text()).get("config", {}))
+    sweep = Path(args.run).is_dir() and RunStore(args.run).kind() == "table"
     if sweep:
         stored_sweep_settings(args.run, overrides)
     else:

@@ -172,7 +172,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(swp, "rows", sweep_config())
     # --weights was --loss-weights' earlier name here; in a run on images it names a model's
     # starting weights. Given to a sweep, it is answered with the new name rather than read.
-    swp.add_argument("--weights", dest="renamed_weights", help=argparse.SUPPRESS)
     add_import_argument(swp)
     swp.set_defaults(func=sweep_command)
 

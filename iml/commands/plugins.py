@@ -13,8 +13,7 @@ from typing import Any
 
 from iml import plugins
 from iml.losses import registered
-from iml.pipeline.store import RunStore
-from iml.pipeline.sweep_record import is_sweep, sweep_record
+from iml.pipeline.store import SCHEMA, RunStore
 
 __all__ = ["add_import_argument", "load_command_plugins"]
 
@@ -69,26 +68,19 @@ def load_command_plugins(args: argparse.Namespace) -> None:
 
 
 def _manifest(run: str | Path) -> dict[str, Any] | None:
-    """A run's manifest, or None where the folder holds none that reads as JSON."""
+    """A run's manifest, or None where the folder holds none of this schema (the command then
+    names what the folder lacks, or how to migrate it)."""
     path = Path(run) / RunStore.MANIFEST
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return manifest if isinstance(manifest, dict) else None
+    return manifest if isinstance(manifest, dict) and manifest.get("schema") == SCHEMA else None
 
 
 def _loss_name(config: Any) -> str | None:
     """The name of the loss a run's recorded config trained with; None where it records none
-    by name (a callable loss, or an earlier layout)."""
-    if not isinstance(config, Mapping):
-        return None
-    if is_sweep(config):
-        try:
-            loss = sweep_record(config).get("loss")
-        except ValueError:
-            return None
-    else:
-        loss = config.get("loss")
+    by name (a callable loss)."""
+    loss = config.get("loss") if isinstance(config, Mapping) else None
     name = loss.get("name") if isinstance(loss, Mapping) else None
     return name if isinstance(name, str) and name != "callable" else None

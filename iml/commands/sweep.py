@@ -51,13 +51,14 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
     # which `iml --help` and the other commands' checks do without
     from iml.pipeline import distributed
     from iml.pipeline.report import sweep_title, write_sweep_outputs
-    from iml.pipeline.store import RunStore, check_report_layout
+    from iml.pipeline.store import RunStore
     from iml.pipeline.sweep import execute_sweep, prepare_sweep
 
     config, names = load_config_with_names(args)
     out = Path(args.out)
-    try:
-        check_report_layout(out)
+    try:  # a run of an earlier schema is refused before the data is read
+        if out.is_dir():
+            RunStore(out).manifest()
     except ValueError as err:
         raise ValueError(f"--out: {err}") from None
     # before JAX's first computation: join the other processes where config.distributed says so
@@ -65,7 +66,7 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
     plan, dataset = prepare_sweep(config, names)
     store = RunStore(out)
     try:
-        store.check_resumable(plan.run_config)
+        store.check_resumable(plan.run_config, "table")
     except ValueError as err:
         raise ValueError(f"--out: {err}") from None
     distributed.check_same_run(config, {"command": "sweep", "run": plan.run_config}, "sweep")

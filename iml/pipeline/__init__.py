@@ -9,15 +9,16 @@
 * :mod:`iml.pipeline.runner`: a run on images (its data, model and plan) into the store;
   :mod:`iml.pipeline.run_config` the config's checks.
 * :mod:`iml.pipeline.sweep`: a grid of losses over many small models on rows at once, each chunk
-  of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks,
-  :mod:`iml.pipeline.sweep_record` what a sweep records in its manifest and the one reading of
-  it, and :mod:`iml.pipeline.sweep_scores` its scoring from the stored batches (just trained, or
+  of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks, and
+  :mod:`iml.pipeline.sweep_scores` its scoring from the stored batches (just trained, or
   reported again by ``iml figures``).
 * :mod:`iml.pipeline.distributed`: a run of either kind as several processes (JAX's
   multi-controller runtime), each training its share of the batches into the one store.
-* :mod:`iml.pipeline.store`: the atomic results store, the one layout of stored members
-  (:func:`~iml.pipeline.store.member_entry`), and the one aggregation of them into ensemble
-  scores (per loss, the mean score or the score of the mean logit) and ensemble sizes.
+* :mod:`iml.pipeline.store`: the atomic results store, its one manifest schema (a ``kind`` and a
+  ``schema`` version; older runs are migrated by ``python -m tools.migrate_runs``), the one
+  layout of stored members (:func:`~iml.pipeline.store.member_entry`), and the one aggregation
+  of them into ensemble scores (per loss, the mean score or the score of the mean logit) and
+  ensemble sizes.
 * :mod:`iml.pipeline.report`: the report of every run: the one table
   (:func:`iml.calibration.table_by_loss`; with the recalibration baselines and the
   loss-calibration test for a run on images), its Markdown (:mod:`iml.pipeline.markdown`), the
@@ -29,6 +30,8 @@
 from iml.pipeline.plan import Member, MemberBatch, Plan, check_betas, ensemble_sizes, make_plan
 from iml.pipeline.store import (
     ENSEMBLE_AVERAGES,
+    KINDS,
+    SCHEMA,
     EnsembleScores,
     RunStore,
     aggregate_members,
@@ -41,6 +44,8 @@ from iml.pipeline.store import (
 
 __all__ = [
     "ENSEMBLE_AVERAGES",
+    "KINDS",
+    "SCHEMA",
     "EnsembleScores",
     "Member",
     "MemberBatch",

@@ -60,22 +60,20 @@ from iml.pipeline.defaults import check_eval_settings, sweep_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.pipeline.reveal import reveal_run
 from iml.pipeline.reveal_input import check_reveal_input, reveal_input
+from iml.pipeline.run_config import as_config
 from iml.pipeline.runner import (
     is_multiclass,
     run_betas,
     run_grid,
     run_loss,
-    stored_config,
 )
 from iml.pipeline.store import (
     EnsembleScores,
     RunStore,
     atomic_write_bytes,
     check_stored_run,
-    is_sweep,
     load_ensemble,
 )
-from iml.pipeline.sweep_record import sweep_record
 from iml.pipeline.sweep_scores import SweepResult, rescore_sweep
 from iml.plots import (
     figure1_calibration_curves,
@@ -200,7 +198,7 @@ def report_config(
     run: str | Path, eval_overrides: Mapping[str, Any] | None = None
 ) -> ml_collections.ConfigDict:
     """The config that :func:`report_run` reports a stored run with: the run's own (in the
-    current form, :func:`iml.pipeline.runner.stored_config`), its ``config.eval`` keys set from
+    :func:`iml.pipeline.run_config.as_config`), its ``config.eval`` keys set from
     ``eval_overrides``; checked before any work.
 
     Args:
@@ -215,13 +213,13 @@ def report_config(
         value (:func:`iml.pipeline.defaults.check_eval_settings`).
     """
     store = check_stored_run(run)
-    stored = store.manifest()["config"]
-    if is_sweep(stored):
+    manifest = store.manifest()
+    if manifest["kind"] != "images":
         raise ValueError(
             f"{run} holds an `iml sweep` run: report it with report_sweep_run (what `iml "
             "figures` does for a sweep); report_run reports `iml reproduce` runs"
         )
-    config = stored_config(stored)
+    config = as_config(manifest["config"])
     for key, value in (eval_overrides or {}).items():
         config_lib.override(config, f"eval.{key}", value)
     check_eval_settings(config.eval)
@@ -522,7 +520,7 @@ def report_sweep_run(
     """
     result = rescore_sweep(run, eval_overrides)
     formats = tuple((eval_overrides or {}).get("figures", sweep_config().eval.figures))
-    record = sweep_record(RunStore(run).manifest()["config"])
+    record = RunStore(run).manifest()["config"]
     source = record["data"]
     name = Path(source["path"]).stem if "path" in source else source.get("name", Path(run).name)
     model = record["model"].get("name", "logistic")

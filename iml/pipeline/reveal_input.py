@@ -17,13 +17,10 @@ from iml.losses import registered
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
-    check_report_layout,
     check_stored_run,
-    is_sweep,
     load_ensemble,
     member_test_scores,
 )
-from iml.pipeline.sweep_record import sweep_record
 
 
 class RevealInput(NamedTuple):
@@ -118,8 +115,8 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
 
     Raises:
       FileNotFoundError: for a missing folder, or a run without the files it needs.
-      ValueError: for a folder holding no run, a sweep that has not finished or whose report is
-        in an earlier layout (:func:`iml.pipeline.store.check_report_layout`), a multiclass
+      ValueError: for a folder holding no run or one recorded at an earlier schema, a sweep that
+        has not finished, a multiclass
         sweep or one over losses that no class weight describes, a sweep of a loss that is not
         registered in this process (a plugin's, not loaded), or stored files that disagree with
         each other.
@@ -130,24 +127,23 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
             return load_reveal_input(runs[0])
         return merge_reproduce_runs(runs)
     root = Path(run)
-    check_report_layout(root)
-    config = _run_config(root)
-    if not is_sweep(config):
+    manifest = _run_manifest(root)
+    if manifest["kind"] == "images":
         return _reproduce_input(root)
     if not RunStore(root).has("table"):  # the sweep's last step
         raise ValueError(
             f"{run} holds an `iml sweep` run that has not finished (no table.json yet): "
             "run the same `iml sweep` again to finish it"
         )
-    return _sweep_input(root, config)
+    return _sweep_input(root, manifest["config"])
 
 
-def _run_config(root: Path) -> Mapping[str, Any]:
-    """The config a run folder's manifest records, as stored.
+def _run_manifest(root: Path) -> Mapping[str, Any]:
+    """A run folder's manifest.
 
     Raises:
       FileNotFoundError: for a missing folder.
-      ValueError: for a folder without a manifest.
+      ValueError: for a folder without a manifest, or with one of an earlier schema.
     """
     if not root.is_dir():
         raise FileNotFoundError(f"no run folder {root}")
@@ -155,16 +151,17 @@ def _run_config(root: Path) -> Mapping[str, Any]:
         raise ValueError(
             f"{root} holds neither an `iml reproduce` run nor an `iml sweep` run (no manifest.json)"
         )
-    return RunStore(root).manifest().get("config", {})
+    return RunStore(root).manifest()
 
 
 def _reproduce_config(root: Path) -> ml_collections.ConfigDict:
     """A reproduce run's config in the current form, refused for a multiclass run."""
     # imported here: the runner imports the trainer (Flax, optax), which only a reproduce
     # run's reading needs
-    from iml.pipeline.runner import is_multiclass, stored_config
+    from iml.pipeline.run_config import as_config
+    from iml.pipeline.runner import is_multiclass
 
-    config = stored_config(_run_config(root))
+    config = as_config(_run_manifest(root)["config"])
     if is_multiclass(config):
         raise ValueError(
             f"{root} holds a multiclass run ({config.loss.name} loss over "
@@ -283,7 +280,7 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
     labels = loss = average = None
     owner: dict[tuple[float, int], Path] = {}
     for root in runs:
-        if is_sweep(_run_config(Path(root))):
+        if _run_manifest(Path(root))["kind"] != "images":
             raise ValueError(f"{root} is an `iml sweep` run; only reproduce runs merge")
         config = _reproduce_config(Path(root))
         run_labels = check_stored_run(root).load_arrays("data/folds")["labels"]
@@ -315,7 +312,7 @@ def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
     """A finished sweep over the class weight of one binary loss, from its member batches: the
     scores of members that kept their logits are those logits' scores in float64 (as the
     sweep's table took them)."""
-    record = sweep_record(config)
+    record = config
     loss, recorded = _sweep_loss(record.get("loss"), root)
     store = check_stored_run(root)
     labels = store.load_arrays("data/folds")["labels"]
@@ -390,7 +387,7 @@ def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _sweep_loss(loss: Any, root: Path) -> tuple[LossFamily, list[float]]:
     """The loss of a sweep by its class weight, and the weights, from its record's ``loss``
-    section (:func:`iml.pipeline.sweep_record.sweep_record`)."""
+    section (:data:`iml.pipeline.sweep.SECTIONS`)."""
     if isinstance(loss, Mapping) and loss.get("name") == "log" and "betas" in loss:
         return loss_family("log"), list(loss["betas"])  # the beta-weighted log loss
     if isinstance(loss, Mapping) and loss.get("name") not in registered():

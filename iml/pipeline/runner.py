@@ -47,18 +47,15 @@ from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.run_config import (
     as_config,
     check_config,
-    from_dotted,
     run_betas,
 )
-from iml.pipeline.store import RunStore, is_sweep
+from iml.pipeline.store import RunStore
 from iml.pipeline.train_plan import train_plan
 from iml.training import DataSource, TrainConfig
 from iml.training.host import host_memory_record
 from iml.training.memory import estimate_member_memory, memory_budget
 
 __all__ = [
-    "FLAT_KEYS",
-    "RETIRED_KEYS",
     "check_config",
     "check_resumable",
     "config_model",
@@ -72,7 +69,6 @@ __all__ = [
     "run_grid",
     "run_labels",
     "run_loss",
-    "stored_config",
 ]
 
 # Image datasets up to this many bytes are read into memory once (digits, PneumoniaMNIST).
@@ -274,100 +270,31 @@ def load_run_data(config: Mapping[str, Any]) -> tuple[Dataset, Plan]:
     return dataset, plan_run(c, dataset)
 
 
-#: Where each key of the flat config that runs stored before the sections lives now.
-FLAT_KEYS = {
-    "dataset": "data.name",
-    "data_dir": "data.data_dir",
-    "manual_dir": "data.manual_dir",
-    "max_examples": "data.max_examples",
-    "image_size": "data.image_size",
-    "n_folds": "data.n_folds",
-    "n_val_folds": "data.n_val_folds",
-    "n_test_folds": "data.n_test_folds",
-    "rotations": "data.rotations",
-    "fold_seed": "data.fold_seed",
-    "model": "model.name",
-    "weights": "model.weights",
-    "conv_impl": "model.conv_impl",
-    "betas": "loss.betas",
-    "seeds": "train.seeds",
-    "members_per_batch": "train.members_per_batch",
-    "epochs": "train.epochs",
-    "batch_size": "train.batch_size",
-    "learning_rate": "train.learning_rate",
-    "patience": "train.patience",
-    "plateau_patience": "train.plateau_patience",
-    "flip": "train.flip",
-    "normalize": "train.normalize",
-    "checkpoint": "train.checkpoint",
-    "n_bins": "eval.n_bins",
-    "n_bootstrap": "eval.n_bootstrap",
-    "report_seed": "eval.report_seed",
-}
-
-#: Config keys that are gone, with the value every run that stored them held.
-RETIRED_KEYS = {"csv_path": "", "csv_target": ""}
-
-
-def stored_config(stored: Mapping[str, Any]) -> ml_collections.ConfigDict:
-    """The config of a stored run (its ``manifest.json``), in the current nested form.
-
-    Runs stored before the config had sections hold it flat (``{"dataset": "digits", "betas":
-    [...], ...}``); each of its keys moves to its section (:data:`FLAT_KEYS`). A key added
-    since the run was stored takes its default, which is what the run did without it; a key
-    removed since (:data:`RETIRED_KEYS`) is dropped where the run held it at its only value.
-
-    Returns:
-      The config, locked.
-
-    Raises:
-      ValueError: naming a key that neither the current nor the flat form has (with the nearest
-        existing keys), a retired key at another value, or a value of the wrong type.
-    """
-    if any(isinstance(v, Mapping) for v in stored.values()):
-        values = config_lib.flatten(stored)
-    else:
-        values = {FLAT_KEYS.get(k, k): v for k, v in stored.items()}
-    for key, only in RETIRED_KEYS.items():
-        if key in values and (held := values.pop(key)) != only:
-            raise ValueError(
-                f"config.{key}={held!r}: a retired key; runs that held it at {only!r} are read"
-            )
-    return from_dotted(values)
-
-
 def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any]:
     """The config that :func:`run_experiment` stores in ``out``, checked there; writes nothing.
 
-    For a new run, ``config`` as nested dicts of JSON types, without ``config.distributed``
-    (how many processes run it, which changes no result). For a run already in ``out`` with
-    the same config (compared in the current form, :func:`stored_config`), the config as that
-    run stored it, so that runs stored in an earlier form resume.
+    ``config`` as nested dicts of JSON types, without ``config.distributed`` (how many processes
+    run it, which changes no result).
 
     Raises:
-      ValueError: if ``out`` holds a run with another config, naming the first differing key.
+      ValueError: if ``out`` holds a run with another config, naming the first differing key (and,
+        where only the report's settings differ, the ``iml figures`` command that reports the
+        stored members so), a sweep, or a run of an earlier schema.
     """
     current = config_lib.to_dict(as_config(config))
     del current["distributed"]
     manifest = RunStore(out).manifest() if Path(out).is_dir() else None
     if manifest is None:
         return current
-    stored = manifest.get("config", {})
-    if is_sweep(stored):
+    if manifest["kind"] != "images":
         raise ValueError(
             f"{out} holds an `iml sweep` run, not an `iml reproduce` run; choose another output "
             "directory"
         )
-    try:
-        old = config_lib.to_dict(stored_config(stored))
-        old.pop("distributed")
-    except ValueError as err:
-        raise ValueError(
-            f"{out} holds a run of an unknown config ({err}); choose another output directory"
-        ) from None
+    old = manifest["config"]
     key = config_lib.first_difference(old, current)
     if key is None:
-        return stored
+        return old
     was, now = config_lib.lookup(old, key), config_lib.lookup(current, key)
     hint = ""
     if config_lib.first_difference({**old, "eval": current["eval"]}, current) is None:
@@ -437,6 +364,7 @@ def run_experiment(
     if here.main:
         store.open_run(
             stored,
+            kind="images",
             devices=[str(d) for d in jax.devices()],
             extra={
                 "seeds": {"members": list(plan.seeds), "folds": int(config.data.fold_seed)},

@@ -31,21 +31,19 @@ from iml import _validation as V
 from iml import plugins
 from iml._io import atomic_write_bytes
 from iml.config import first_difference, lookup
-from iml.pipeline.sweep_record import is_sweep, sweep_record
 
 if TYPE_CHECKING:  # the trainer loads Flax and optax, which reading a store does without
     from iml.training.train import Trained
 
 __all__ = [
-    "EARLIER_REPORT_NAMES",
     "ENSEMBLE_AVERAGES",
+    "KINDS",
+    "SCHEMA",
     "EnsembleScores",
     "RunStore",
     "aggregate_members",
     "atomic_write_bytes",
-    "check_report_layout",
     "check_stored_run",
-    "is_sweep",
     "load_ensemble",
     "member_entry",
     "member_test_scores",
@@ -62,6 +60,19 @@ _PACKAGES = (
     "tensorflow-datasets",
     "orbax-checkpoint",
 )
+
+
+#: The version of the manifest's layout that this iml writes and reads. Runs recorded at an
+#: earlier one are rewritten once by ``python -m tools.migrate_runs RUN`` (from the repository
+#: root), not read by the library.
+SCHEMA = 2
+#: What a run's members take, recorded as the manifest's ``kind``: ``"images"``, fed to the
+#: devices in batches from the host, or ``"table"``, rows held whole on the device.
+KINDS = ("images", "table")
+_KIND_NAMES = {
+    "images": "a run on images (`iml reproduce`)",
+    "table": "a sweep of a table (`iml sweep`)",
+}
 
 
 def package_versions() -> dict[str, str]:
@@ -86,18 +97,40 @@ class RunStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def manifest(self) -> dict[str, Any] | None:
-        """The stored manifest, or None for a new run."""
+        """The stored manifest, or None for a new run.
+
+        Raises:
+          ValueError: for a manifest of another schema than :data:`SCHEMA`, naming the command
+            that migrates it.
+        """
         path = self.root / self.MANIFEST
-        return json.loads(path.read_text()) if path.exists() else None
+        if not path.exists():
+            return None
+        manifest = json.loads(path.read_text())
+        schema = manifest.get("schema", 1) if isinstance(manifest, dict) else None
+        if schema != SCHEMA:
+            raise ValueError(
+                f"{self.root} was recorded at manifest schema {schema}; this iml reads schema "
+                f"{SCHEMA}: migrate it once with `python -m tools.migrate_runs {self.root}` "
+                "from a clone of the iml repository"
+            )
+        return manifest
+
+    def kind(self) -> str | None:
+        """The recorded run's kind (:data:`KINDS`), or None for a new run."""
+        manifest = self.manifest()
+        return None if manifest is None else manifest["kind"]
 
     def open_run(
         self,
         config: Mapping[str, Any],
         *,
+        kind: str,
         devices: list[str] | None = None,
         extra: Mapping | None = None,
     ) -> dict[str, Any]:
-        """Start a run, or resume one started with the same ``config``.
+        """Start a run of ``kind`` (:data:`KINDS`), or resume one started with the same
+        ``config``.
 
         The manifest records the plugins this process has loaded (``"plugins"``,
         :func:`iml.plugins.plugins_record`), which ``iml figures`` and ``iml reveal`` load again.
@@ -109,7 +142,7 @@ class RunStore:
         A run directory that holds a different config raises ``ValueError`` naming the first
         differing key, so that results of two experiments never mix.
         """
-        config = self.check_resumable(config)
+        config = self.check_resumable(config, kind)
         existing = self.manifest()
         if existing is not None:
             loaded = plugins.plugins_record()
@@ -127,6 +160,8 @@ class RunStore:
             self._write_manifest(existing)
             return existing
         manifest = {
+            "schema": SCHEMA,
+            "kind": kind,
             "config": config,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": sys.argv,
@@ -139,36 +174,31 @@ class RunStore:
         self._write_manifest(manifest)
         return manifest
 
-    def check_resumable(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """The config the run records, once ``config`` is checked against it; writes nothing.
-
-        For a new run, ``config`` as JSON types; for a run already in the directory with the
-        same config, the config as that run stored it. Two records of ``iml sweep`` runs are
-        compared in sections (:func:`iml.pipeline.sweep_record.sweep_record`), so that a sweep
-        stored in the flat form resumes.
+    def check_resumable(self, config: Mapping[str, Any], kind: str) -> dict[str, Any]:
+        """The config the run records, once ``config`` (a run of ``kind``) is checked against
+        it; writes nothing. For a new run, ``config`` as JSON types.
 
         Raises:
           ValueError: if the directory holds a run with a different config, naming the first
-            differing key (dotted, ``'train.epochs'``, inside nested sections), or a run of the
-            other kind (a sweep where a run on images is asked, or the reverse).
+            differing key (dotted, ``'train.epochs'``, inside nested sections), a run of the
+            other kind, or a manifest of an earlier schema (:meth:`manifest`).
         """
+        V.check_choice("kind", kind, KINDS)
         config = json.loads(json.dumps(dict(config)))  # normalise to JSON types
         existing = self.manifest()
-        stored = existing.get("config", {}) if existing is not None else config
-        old, new = stored, config
-        if is_sweep(old) != is_sweep(new):
-            kind = {True: "an `iml sweep` run", False: "a run on images (`iml reproduce`)"}
+        if existing is None:
+            return config
+        if existing["kind"] != kind:
             raise ValueError(
-                f"{self.root} holds {kind[is_sweep(old)]}, not {kind[is_sweep(new)]}; choose "
-                "another output directory"
+                f"{self.root} holds {_KIND_NAMES[existing['kind']]}, not {_KIND_NAMES[kind]}; "
+                "choose another output directory"
             )
-        if is_sweep(old):
-            old, new = sweep_record(old), sweep_record(new)
-        first = first_difference(old, new)
+        stored = existing["config"]
+        first = first_difference(stored, config)
         if first is not None:
             raise ValueError(
                 f"{self.root} holds a run with a different config (first difference: "
-                f"{first!r}: {lookup(old, first)!r} stored, {lookup(new, first)!r} now); "
+                f"{first!r}: {lookup(stored, first)!r} stored, {lookup(config, first)!r} now); "
                 "choose another output directory"
             )
         return stored
@@ -446,33 +476,6 @@ def load_ensemble(
             yield from member_test_scores(store.load_arrays(key))
 
     return aggregate_members(members(), betas, num_examples, average)
-
-
-#: The report files of a sweep as an earlier version of iml named them, and their names in the
-#: one layout of every run's report (``table.json``, ``ensemble_scores.npz``, ``table.md``).
-EARLIER_REPORT_NAMES = {
-    "sweep_table.json": "table.json",
-    "scores.npz": "ensemble_scores.npz",
-    "sweep_table.md": "table.md",
-}
-
-
-def check_report_layout(run: str | Path) -> None:
-    """Refuse a run folder whose report files are named as an earlier version of iml named a
-    sweep's (``sweep_table.json`` and no ``table.json``), before any work: ``iml figures`` and
-    ``iml reveal`` would take it for a sweep that has not finished, and a resumed ``iml sweep``
-    would write a second report beside the first. Opens no file and writes none.
-
-    Raises:
-      ValueError: one line naming each file to rename (:data:`EARLIER_REPORT_NAMES`).
-    """
-    root = Path(run)
-    if (root / "sweep_table.json").is_file() and not (root / "table.json").exists():
-        renames = ", ".join(f"{old} -> {new}" for old, new in EARLIER_REPORT_NAMES.items())
-        raise ValueError(
-            f"{root} holds a sweep's report in the layout an earlier version of iml wrote; "
-            f"rename its files ({renames}) and run again"
-        )
 
 
 def check_stored_run(run: str | Path) -> RunStore:

@@ -41,7 +41,7 @@ from iml.grids import (
 from iml.models.registry import build_model
 from iml.pipeline import distributed
 from iml.pipeline.plan import Plan, make_plan
-from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore, check_report_layout
+from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.pipeline.sweep_config import (
     SWEEP_DATASETS,
     SWEEP_LOSSES,
@@ -51,7 +51,6 @@ from iml.pipeline.sweep_config import (
     sweep_config,
     sweep_losses,
 )
-from iml.pipeline.sweep_record import SECTIONS
 from iml.pipeline.sweep_scores import ECE_BOOTSTRAP, RIDGE, SweepResult, score_sweep
 from iml.pipeline.train_plan import train_plan
 from iml.spec import LossLike
@@ -115,12 +114,14 @@ class SweepPlan(NamedTuple):
 
 
 #: The layout of a sweep's stored members (:func:`iml.pipeline.store.member_entry`, the layout of
-#: every run): recorded, so that a sweep stored in an earlier layout (``chunks/``) is refused
-#: before any work rather than resumed.
+#: every run), recorded in its ``store`` section.
 STORE_LAYOUT = "batches"
-#: Training settings added after sweeps were stored, with the value those sweeps ran at: a
-#: setting at that value is left out of a sweep's record, so that the stored sweeps resume.
-_ADDED_TRAINING = {"min_lr": 0.0}
+#: The sections of a sweep's record (its manifest's ``config``): ``data`` (the source the
+#: command read, ``n_folds``, ``fold_seed`` and ``sha256``, the digest of the features, labels
+#: and groups), ``model``, ``loss`` (a registered loss's config, or a callable's description),
+#: ``train`` (the seeds, ``betas_per_chunk`` and the :class:`~iml.training.TrainConfig` fields),
+#: ``eval`` and ``store``; a caller's other facts stay at the top level under other names.
+SECTIONS = ("data", "model", "loss", "train", "eval", "store")
 #: Where a sweep's config leaves the seeds or the chunks to the solver: the seeds of a sweep
 #: fitted exactly (its members' optimum does not depend on a seed) and of one trained by Adam,
 #: and the losses of a chunk by Adam (an exact sweep takes the whole grid as one chunk).
@@ -131,12 +132,12 @@ def _recorded_training(config: TrainConfig) -> dict[str, Any]:
     fields = dataclasses.asdict(config)
     if fields["l2"] != "auto":
         del fields["l2_grid"]  # read only to choose the ridge
-    return {k: v for k, v in fields.items() if k not in _ADDED_TRAINING or v != _ADDED_TRAINING[k]}
+    return fields
 
 
 def _recorded_source(source: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
     """The data source that opens a sweep record's ``data`` section, checked with the other
-    facts a caller records (:mod:`iml.pipeline.sweep_record`)."""
+    facts a caller records (:data:`SECTIONS`)."""
     if not isinstance(source, Mapping):
         raise ValueError(
             f"run_info['data'] must be a mapping (the data source), got {type(source).__name__}"
@@ -191,9 +192,9 @@ def plan_sweep(
     """Check a sweep's data and settings and lay out its work, training nothing.
 
     The plan's ``run_config`` is what a results store records, in the sections of every run's
-    config (:mod:`iml.pipeline.sweep_record`), so that
-    ``RunStore(out).check_resumable(plan.run_config)`` tells before any work whether ``out`` can
-    hold (or resume) this sweep.
+    config (:data:`SECTIONS`), so that
+    ``RunStore(out).check_resumable(plan.run_config, "table")`` tells before any work whether
+    ``out`` can hold (or resume) this sweep.
 
     Args:
       features, labels, groups, losses: as :func:`run_sweep`'s.
@@ -219,7 +220,7 @@ def plan_sweep(
       report_seed: seed of those replicates.
       run_info: extra JSON-able facts recorded in the store's config: its ``"data"``, the data
         source (a mapping), opens the record's ``data`` section, and its other keys, which may
-        not name a section, are recorded at the top level (:mod:`iml.pipeline.sweep_record`).
+        not name a section, are recorded at the top level (:data:`SECTIONS`).
 
     Raises:
       ValueError: for bad arrays or settings, naming the argument; for a loss whose optimal
@@ -351,8 +352,7 @@ def run_sweep(
 
     Raises:
       ValueError: for bad arrays or settings (naming the argument), or a store holding a run
-        with another configuration, or a sweep's report in an earlier layout
-        (:func:`iml.pipeline.store.check_report_layout`).
+        with another configuration or of an earlier schema.
     """
     plan = plan_sweep(
         features,
@@ -383,16 +383,13 @@ def execute_sweep(
     On several processes (:mod:`iml.pipeline.distributed`) with a ``store``, each one trains
     its share of the chunks on its own devices; process 0 alone records the run and stores the
     table, and every process returns the whole result (its ``chunks_trained`` its own share's),
-    read from the store once every chunk is stored. A ``store`` holding a sweep's report in an
-    earlier layout is refused before any work (:func:`iml.pipeline.store.check_report_layout`).
+    read from the store once every chunk is stored.
     """
     x, y, grid, s, model, config, fold_ids, splits = plan[:8]
     spec = grid.spec
     here = distributed.processes() if store is not None else distributed.Processes(0, 1)
-    if store is not None:
-        check_report_layout(store.root)
     if store is not None and here.main:
-        store.open_run(plan.run_config, devices=[str(d) for d in jax.devices()])
+        store.open_run(plan.run_config, kind="table", devices=[str(d) for d in jax.devices()])
         if not store.has("data/folds"):
             store.save_arrays("data/folds", labels=y, fold_ids=fold_ids)
 
@@ -438,8 +435,8 @@ def prepare_sweep(
     The config is checked once (:func:`check_sweep_config`, before any file is read); then the
     data is read and encoded, so that a missing CSV column, an unknown ``config.data.positive``
     value or an undetectable delimiter is reported here too. Pass the plan to
-    :func:`execute_sweep`; ``RunStore(out).check_resumable(plan.run_config)`` tells first whether
-    ``out`` can hold (or resume) it.
+    :func:`execute_sweep`; ``RunStore(out).check_resumable(plan.run_config, "table")`` tells
+    first whether ``out`` can hold (or resume) it.
 
     Args:
       config: the config (nested, as :func:`sweep_config`).

@@ -23,12 +23,9 @@ from iml.pipeline.defaults import check_eval_settings
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
-    check_report_layout,
     check_stored_run,
-    is_sweep,
     member_test_scores,
 )
-from iml.pipeline.sweep_record import sweep_record
 from iml.spec import LossSpec, loss_spec
 
 __all__ = [
@@ -169,13 +166,13 @@ def score_sweep(
 
 
 def stored_sweep_grid(config: Mapping[str, Any], run: str | Path) -> LossGrid:
-    """The grid of losses a stored sweep's manifest records (its betas, or its loss's config),
-    read by :func:`iml.pipeline.sweep_record.sweep_record`.
+    """The grid of losses a stored sweep's manifest ``config`` records (its betas, or its loss's
+    config).
 
     Raises:
       ValueError: for a sweep of a callable loss, which its record names but cannot rebuild.
     """
-    loss = sweep_record(config).get("loss")
+    loss = config.get("loss")
     if isinstance(loss, Mapping) and loss.get("name") == "log" and "betas" in loss:
         return loss_grid(np.asarray(loss["betas"], np.float64))  # the beta-weighted log loss
     if not isinstance(loss, Mapping):
@@ -195,22 +192,21 @@ def stored_sweep_settings(
     in (:func:`iml.pipeline.report.report_sweep_run`), checked here and not returned.
 
     Raises:
-      FileNotFoundError, ValueError: for a folder without a finished sweep or with a sweep's
-        report in an earlier layout (:func:`iml.pipeline.store.check_report_layout`), or a
-        setting that a sweep's report does not have or a bad value, naming its ``config.eval``
-        key.
+      FileNotFoundError, ValueError: for a folder without a finished sweep (or recorded at an
+        earlier schema), or a setting that a sweep's report does not have or a bad value,
+        naming its ``config.eval`` key.
     """
-    check_report_layout(run)
     store = check_stored_run(run)
-    config = store.manifest()["config"]
-    if not is_sweep(config):
+    manifest = store.manifest()
+    config = manifest["config"]
+    if manifest["kind"] != "table":
         raise ValueError(f"{run} holds an `iml reproduce` run, not an `iml sweep` run")
     if not store.has("table"):  # the sweep's last step
         raise ValueError(
             f"{run} holds an `iml sweep` run that has not finished (no table.json yet): "
             "run the same `iml sweep` again to finish it"
         )
-    recorded = sweep_record(config)["eval"]
+    recorded = config["eval"]
     given = dict(eval_settings or {})
     # the figures' formats: a setting of the drawing alone, which the sweep does not record
     figures = given.pop("figures", ())
@@ -238,6 +234,6 @@ def rescore_sweep(run: str | Path, eval_settings: Mapping[str, Any] | None = Non
     config = store.manifest()["config"]
     folds = store.load_arrays("data/folds")
     entries = [store.load_arrays(key) for key in store.keys("batches")]
-    seeds = sweep_record(config)["train"]["seeds"]
+    seeds = config["train"]["seeds"]
     return score_sweep(stored_sweep_grid(config, run), seeds, folds["labels"], folds["fold_ids"],
                        entries, **settings)  # fmt: skip

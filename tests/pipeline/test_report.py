@@ -46,7 +46,13 @@ def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp
     posterior = rng.beta(1.0, 6.0, n)
     labels = (rng.random(n) < posterior).astype(np.int32)
     store = RunStore(tmp_path / "run")
-    store.open_run({"betas": list(betas), "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.open_run(
+        {
+            "loss": {"betas": list(betas)},
+            "eval": {"n_bins": 10, "n_bootstrap": 10, "report_seed": 0},
+        },
+        kind="images",
+    )
     store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
     members = [
         (beta, np.arange(n), beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior)))
@@ -77,7 +83,10 @@ def _stored_run_at_beta_09(
     members = [np.clip(optimal * np.exp(rng.normal(0, s, n)), 1e-4, 1 - 1e-4) for s in noise]
     members = members or [optimal]
     store = RunStore(root)
-    store.open_run({"betas": [beta], "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.open_run(
+        {"loss": {"betas": [beta]}, "eval": {"n_bins": 10, "n_bootstrap": 10, "report_seed": 0}},
+        kind="images",
+    )
     store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
     save_batch(store, "batches/batch-0000", [(beta, np.arange(n), m) for m in members])
     return store, labels, members
@@ -152,7 +161,13 @@ def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
     posterior = rng.beta(1.0, 6.0, n)
     labels = (rng.random(n) < posterior).astype(np.int32)
     store = RunStore(tmp_path / "run")
-    store.open_run({"betas": list(betas), "n_bins": 10, "n_bootstrap": 10, "report_seed": 0})
+    store.open_run(
+        {
+            "loss": {"betas": list(betas)},
+            "eval": {"n_bins": 10, "n_bootstrap": 10, "report_seed": 0},
+        },
+        kind="images",
+    )
     store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
     members = [(beta, np.arange(n), posterior) for beta in betas]
     save_batch(store, "batches/batch-0000", members)
@@ -320,10 +335,11 @@ def test_the_stored_default_run_gives_its_stored_table_again():
     # tests to float32 round-off, the recalibration baselines' to their fits' (below).
     from iml.config import flatten
     from iml.pipeline.report import summary_table
-    from iml.pipeline.runner import run_betas, run_loss, stored_config
+    from iml.pipeline.run_config import as_config
+    from iml.pipeline.runner import run_betas, run_loss
     from iml.pipeline.store import load_ensemble
 
-    config = stored_config(json.loads((STORED_DIGITS / "manifest.json").read_text())["config"])
+    config = as_config(json.loads((STORED_DIGITS / "manifest.json").read_text())["config"])
     store = RunStore(STORED_DIGITS)
     folds = store.load_arrays("data/folds")
     ensemble = load_ensemble(store, run_betas(config), len(folds["labels"]))

@@ -4,7 +4,6 @@ finished named."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import jax
@@ -34,7 +33,7 @@ def test_reveal_names_a_sweep_that_has_not_finished(simulated, tmp_path):
     x, y = simulated
     plan = S.plan_sweep(x, y, None, SWEEP_BETAS, train=table_config(**TRAIN))
     store = RunStore(tmp_path / "run")
-    store.open_run(plan.run_config, devices=[])
+    store.open_run(plan.run_config, kind="table", devices=[])
     store.save_arrays("data/folds", labels=y, fold_ids=plan.fold_ids)  # as a sweep's first step
     with pytest.raises(ValueError, match="an `iml sweep` run that has not finished"):
         load_reveal_input(store.root)
@@ -65,23 +64,18 @@ def test_a_focal_sweep_is_revealed_under_its_own_loss(tmp_path):
 
 
 @pytest.mark.parametrize("focal", [False, True])
-def test_a_sweep_stored_in_the_flat_form_is_revealed_as_in_sections(focal, tmp_path):
+def test_a_sweeps_loss_weights_and_ridge_are_read_from_its_record(focal, tmp_path):
     weights = [0.5, 0.75, 0.9]
     loss = loss_spec("focal", gamma=np.full(3, 2.0), alpha=np.asarray(weights)) if focal else None
     scores, labels = simulate_gaussian_agents(jax.random.key(2), weights, 1.5, 0.2, 100)
     train = {"l2": "auto", "l2_grid": [1e-3, 1e-2], "l2_scale": "paper", "standardize": True}
-    both = [load_reveal_input(write_sweep_scores(tmp_path / str(flat), scores, labels, weights,
-                                                 loss=loss, train=train, flat=flat))
-            for flat in (False, True)]  # fmt: skip
-    manifest = json.loads((tmp_path / "True" / "manifest.json").read_text())
-    assert "data_sha256" in manifest["config"] and "eval" not in manifest["config"]
-    sections, flat = both
-    np.testing.assert_array_equal(flat.scores, sections.scores)
-    assert flat.betas.tolist() == sections.betas.tolist() == weights
-    family = loss_family("focal", gamma=2.0) if focal else loss_family("log")
-    assert flat.loss == sections.loss == family
-    assert flat.ridge == sections.ridge and flat.ridge["l2_grid"] == [1e-3, 1e-2]
-    assert flat.kind == sections.kind == "sweep" and flat.average == sections.average
+    got = load_reveal_input(write_sweep_scores(tmp_path, scores, labels, weights, loss=loss,
+                                               train=train))  # fmt: skip
+    np.testing.assert_array_equal(got.scores, np.asarray(scores, np.float32))
+    assert got.betas.tolist() == weights
+    assert got.loss == (loss_family("focal", gamma=2.0) if focal else loss_family("log"))
+    assert got.ridge["l2"] == "auto" and got.ridge["l2_grid"] == [1e-3, 1e-2]
+    assert got.kind == "sweep" and got.average == "score"
 
 
 def test_a_sweeps_ridge_is_stated_with_what_it_means_for_niac():

@@ -8,22 +8,15 @@ import numpy as np
 import pytest
 from _pipeline_runs import MULTICLASS, run_config
 
-from iml.config import (
-    first_difference,
-    flatten,
-    load_config_file,
-    lookup,
-    to_dict,
-)
+from iml.config import first_difference, load_config_file, to_dict
 from iml.pipeline import RunStore
+from iml.pipeline.run_config import as_config
 from iml.pipeline.runner import (
-    FLAT_KEYS,
     check_config,
     check_resumable,
     config_model,
     default_config,
     initial_variables,
-    stored_config,
 )
 
 
@@ -77,32 +70,14 @@ def test_initial_variables_adapt_torchvision_rgb_weights_to_gray_images(tmp_path
         initial_variables(weighted, other, 1)
 
 
-def test_a_run_stored_before_a_new_config_key_still_resumes(tmp_path):
+def test_a_stored_run_resumes_only_with_its_config_and_names_the_first_difference(tmp_path):
     store = RunStore(tmp_path / "run")
-    old = to_dict(default_config())
-    del old["model"]["weights"]  # a run made before the key existed
-    store.open_run(old)
-    config = default_config()
-    assert check_resumable(config, store.root) == old
-    store.open_run(check_resumable(config, store.root))  # resumes without complaint
-    with pytest.raises(ValueError, match=r"config\.model\.weights: '' stored, 'imagenet.pth' now"):
-        check_resumable(run_config(**{"model.weights": "imagenet.pth"}), store.root)
-
-
-def test_a_run_stored_with_a_retired_config_key_still_resumes(tmp_path):
-    from iml.pipeline.runner import FLAT_KEYS, RETIRED_KEYS
-
-    store = RunStore(tmp_path / "run")
-    flat = {flat: lookup(to_dict(default_config()), key) for flat, key in FLAT_KEYS.items()}
-    old = {**flat, "csv_path": "", "csv_target": ""}  # as runs stored them, flat
-    assert set(RETIRED_KEYS) == {"csv_path", "csv_target"}
-    store.open_run(old)
-    assert check_resumable(default_config(), store.root) == old
-    store.open_run(check_resumable(default_config(), store.root))  # resumes without complaint
+    stored = check_resumable(default_config(), store.root)
+    store.open_run(stored, kind="images")
+    assert check_resumable(default_config(), store.root) == stored  # resumes without complaint
     with pytest.raises(ValueError, match=r"config\.loss\.betas: \[0\.5, 0\.9, 0\.99\] stored"):
         check_resumable(run_config(**{"loss.betas": (0.5,)}), store.root)
-    # a run stored before config.eval.average pooled scores; other report settings name the
-    # iml figures command that reports the stored members with them
+    # other report settings name the iml figures command that reports the stored members
     hint = r"iml figures --run .*run --out DIR --config\.eval\.average=logit$"
     with pytest.raises(ValueError, match=r"config\.eval\.average: 'score' stored, 'logit' now.*"
                        + hint):  # fmt: skip
@@ -116,10 +91,6 @@ def test_a_run_stored_with_a_retired_config_key_still_resumes(tmp_path):
     with pytest.raises(ValueError, match=r"config\.eval\.n_bins: 10 stored, 20 now") as err:
         check_resumable(trained, store.root)
     assert "iml figures" not in str(err.value)
-    store = RunStore(tmp_path / "csv")
-    store.open_run({**old, "csv_path": "data.csv"})  # a run this software no longer makes
-    with pytest.raises(ValueError, match=r"config\.csv_path='data\.csv': a retired key"):
-        check_resumable(default_config(), store.root)
 
 
 def test_a_class_out_of_range_is_named_when_the_data_is_loaded():
@@ -135,39 +106,28 @@ ROOT = Path(__file__).resolve().parents[2]
 STORED_RUNS = [ROOT / "docs" / "results" / name for name in ("reproduce_digits", "pneumoniamnist")]
 
 
+def _stored(run):
+    return json.loads((run / "manifest.json").read_text())["config"]
+
+
 @pytest.mark.parametrize("run", STORED_RUNS, ids=lambda p: p.name)
-def test_stored_flat_configs_convert_to_the_nested_form(run):
-    flat = json.loads((run / "manifest.json").read_text())["config"]
-    assert not any(isinstance(v, dict) for v in flat.values())  # stored flat
-    config = stored_config(flat)
-    assert config.is_locked
-    values = flatten(to_dict(config))
-    for key, value in flat.items():
-        if key in FLAT_KEYS:
-            assert values[FLAT_KEYS[key]] == value, key
-        else:
-            assert (key, value) in {("csv_path", ""), ("csv_target", "")}  # retired keys
+def test_stored_runs_resume_as_recorded(run):
+    config = as_config(_stored(run))
     assert config.loss.name == "log"  # the only loss these runs trained with
-    assert check_resumable(config, run) == flat  # resumable as stored
+    assert check_resumable(config, run) == _stored(run)
 
 
 def test_the_stored_default_run_holds_the_default_config():
-    flat = json.loads((STORED_RUNS[0] / "manifest.json").read_text())["config"]
-    assert to_dict(stored_config(flat)) == to_dict(default_config())
+    default = to_dict(default_config())
+    del default["distributed"]
+    assert _stored(STORED_RUNS[0]) == default
 
 
 def test_the_stored_pneumoniamnist_run_holds_its_config_file():
-    flat = json.loads((STORED_RUNS[1] / "manifest.json").read_text())["config"]
+    stored = _stored(STORED_RUNS[1])
     config = load_config_file(ROOT / "experiments" / "configs" / "pneumoniamnist.py")
-    config.data.manual_dir = flat["manual_dir"]  # given on its command line
-    assert first_difference(to_dict(stored_config(flat)), to_dict(config)) is None
-
-
-def test_a_stored_config_with_an_unknown_key_is_named():
-    with pytest.raises(ValueError, match=r"config\.epochz: no such key"):
-        stored_config({"betas": [0.5], "epochz": 3})
-    partial = stored_config({"betas": [0.5], "n_bins": 5})  # what tests and old reports stored
-    assert partial.loss.betas == (0.5,) and partial.eval.n_bins == 5
+    config.data.manual_dir = stored["data"]["manual_dir"]  # given on its command line
+    assert first_difference(stored, to_dict(config)) == "distributed"  # not recorded
 
 
 # ----------------------------------------------------------------------------------------------

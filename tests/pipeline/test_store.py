@@ -13,15 +13,13 @@ import time
 import numpy as np
 import pytest
 from _pipeline_runs import save_batch
-from _sweep_tables import flat_record, write_sweep_scores
+from _sweep_tables import write_sweep_scores
 
 from iml import cli, plugins
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
     atomic_write_bytes,
-    check_report_layout,
-    is_sweep,
     load_ensemble,
 )
 
@@ -143,16 +141,18 @@ def test_missing_entries_and_bad_keys_are_named(tmp_path):
 
 def test_manifest_resumes_same_config_and_refuses_another(tmp_path):
     store = RunStore(tmp_path)
-    first = store.open_run({"betas": [0.5, 0.9], "seed": 0}, devices=["cpu:0"])
+    first = store.open_run({"betas": [0.5, 0.9], "seed": 0}, kind="images", devices=["cpu:0"])
     assert first["packages"]["numpy"] == np.__version__
-    again = RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 0}, devices=["cuda:0"])
+    again = RunStore(tmp_path).open_run(
+        {"betas": [0.5, 0.9], "seed": 0}, kind="images", devices=["cuda:0"]
+    )
     assert again["created_at"] == first["created_at"] and len(again["resumed_at"]) == 1
     # the first machine's devices stay; the resume's are recorded beside them
     assert again["devices"] == ["cpu:0"]
     assert [r["devices"] for r in again["resumed_on"]] == [["cuda:0"]]
     assert again["resumed_on"][0]["packages"]["numpy"] == np.__version__
     with pytest.raises(ValueError, match="'seed': 0 stored, 1 now"):
-        RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 1})
+        RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 1}, kind="images")
 
 
 def test_the_manifest_records_the_plugins_loaded_and_a_resume_adds_new_ones(tmp_path, monkeypatch):
@@ -161,42 +161,33 @@ def test_the_manifest_records_the_plugins_loaded_and_a_resume_adds_new_ones(tmp_
     entry = {"name": "boosting", "value": "iml_plugin_example.boosting"}
     monkeypatch.setattr(plugins, "_IMPORTED", {loss["module"]: loss})
     monkeypatch.setattr(plugins, "_ENTRY_POINTS", [entry])
-    first = RunStore(tmp_path).open_run({"seed": 0})
+    first = RunStore(tmp_path).open_run({"seed": 0}, kind="table")
     assert first["plugins"] == {"imports": [loss], "entry_points": [entry]}
     monkeypatch.setattr(plugins, "_IMPORTED", {model["module"]: model, loss["module"]: loss})
-    again = RunStore(tmp_path).open_run({"seed": 0})
+    again = RunStore(tmp_path).open_run({"seed": 0}, kind="table")
     assert again["plugins"] == {"imports": [loss, model], "entry_points": [entry]}
     assert RunStore(tmp_path).manifest()["plugins"] == again["plugins"]
 
 
-def test_a_sweep_stored_flat_resumes_as_stored_and_another_is_refused_by_its_section(tmp_path):
-    sections = {"data": {"name": "digits", "n_folds": 4, "fold_seed": 0, "sha256": "0" * 64},
-                "model": {"name": "logistic", "hidden": 32},
-                "loss": {"name": "log", "betas": [0.5, 0.9]},
-                "train": {"seeds": [0], "betas_per_chunk": 2, "l2": "auto"},
-                "eval": {"n_bins": 5, "average": "score", "n_bootstrap": 200, "report_seed": 0},
-                "store": "batches"}  # fmt: skip
-    flat = flat_record(sections)
-    assert is_sweep(flat) and "data_sha256" in flat and "eval" not in flat
-    store = RunStore(tmp_path)
-    store.open_run(flat)
-    written = (tmp_path / "manifest.json").read_text()
-    assert store.check_resumable(sections) == flat  # the config as the run stored it
-    assert (tmp_path / "manifest.json").read_text() == written  # the check writes nothing
-    again = RunStore(tmp_path).open_run(sections)
-    assert again["config"] == flat and len(again["resumed_at"]) == 1
-    assert json.loads((tmp_path / "manifest.json").read_text())["config"] == flat
-    other = {**sections, "eval": {**sections["eval"], "n_bins": 10}}
-    with pytest.raises(ValueError, match=r"first difference: 'eval\.n_bins': 5 stored, 10 now"):
-        RunStore(tmp_path).open_run(other)
-    # a flat record without a store layout was stored in the layout before `batches`
-    earlier = RunStore(tmp_path / "earlier")
-    earlier.open_run({k: v for k, v in flat.items() if k != "store"})
-    with pytest.raises(ValueError, match="first difference: 'store': None stored, 'batches' now"):
-        earlier.check_resumable(sections)
-    # the config of a run on images is no sweep's: refused as a run of the other kind
-    with pytest.raises(ValueError, match="holds an `iml sweep` run, not a run on images"):
-        RunStore(tmp_path).check_resumable({"loss": {"name": "log", "betas": [0.5]}})
+def test_the_manifest_records_its_schema_and_kind_and_an_earlier_schema_is_refused(tmp_path):
+    from iml.pipeline import SCHEMA
+
+    config = {"loss": {"name": "log", "betas": [0.5, 0.9]}}
+    manifest = RunStore(tmp_path / "new").open_run(config, kind="table")
+    assert manifest["schema"] == SCHEMA and manifest["kind"] == "table"
+    assert (
+        RunStore(tmp_path / "new").kind() == "table" and RunStore(tmp_path / "none").kind() is None
+    )
+    with pytest.raises(ValueError, match=r"kind must be one of \(.images., .table.\), got .rows."):
+        RunStore(tmp_path / "other").check_resumable(config, "rows")
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "manifest.json").write_text(json.dumps({"config": {"betas": [0.5]}}))
+    for read in (lambda s: s.manifest(), lambda s: s.check_resumable(config, "images")):
+        with pytest.raises(ValueError) as err:
+            read(RunStore(old))
+        assert f"recorded at manifest schema 1; this iml reads schema {SCHEMA}" in str(err.value)
+        assert f"python -m tools.migrate_runs {old}" in str(err.value)
 
 
 def test_failed_write_leaves_old_content_and_no_temporary(tmp_path, monkeypatch):
@@ -250,39 +241,20 @@ def test_entries_get_the_usual_file_permissions(tmp_path):
     assert (tmp_path / "table.json").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
-EARLIER_LAYOUT = (
-    "sweep_table.json -> table.json, scores.npz -> ensemble_scores.npz, sweep_table.md -> table.md"
-)
-
-
-def _earlier_sweep(root):
-    """A finished sweep's folder with its report files named as an earlier version wrote them."""
+def _earlier_schema(root):
+    """A finished sweep's folder whose manifest is of schema 1 (no ``schema``, no ``kind``)."""
     rng = np.random.default_rng(0)
     labels = (rng.random(200) < 0.3).astype(np.int32)
     scores = np.clip(0.3 + 0.4 * labels + 0.1 * rng.normal(size=(2, 200)), 0.01, 0.99)
     write_sweep_scores(root, scores, labels, [0.5, 0.9])
-    (root / "table.json").rename(root / "sweep_table.json")
-    (root / "sweep_table.md").write_text("| beta | raw ece |\n")
-    np.savez(root / "scores.npz", scores=scores, labels=labels)
+    manifest = json.loads((root / "manifest.json").read_text())
+    del manifest["schema"], manifest["kind"]
+    (root / "manifest.json").write_text(json.dumps(manifest))
     return root
 
 
 def _files(root):
     return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
-
-
-def test_a_report_in_the_earlier_layout_is_refused_naming_the_renames(tmp_path):
-    run = _earlier_sweep(tmp_path / "run")
-    before = _files(tmp_path)
-    with pytest.raises(ValueError) as err:
-        check_report_layout(run)
-    message = str(err.value)
-    assert "\n" not in message and str(run) in message and EARLIER_LAYOUT in message
-    assert "an earlier version of iml" in message
-    assert _files(tmp_path) == before  # nothing written
-    check_report_layout(tmp_path / "none")  # no folder: nothing to refuse
-    (run / "sweep_table.json").rename(run / "table.json")
-    check_report_layout(run)  # renamed: the one layout
 
 
 @pytest.mark.parametrize(
@@ -296,13 +268,13 @@ def test_a_report_in_the_earlier_layout_is_refused_naming_the_renames(tmp_path):
     ],
     ids=["figures", "figures-in-place", "reveal", "sweep-resumed"],
 )  # fmt: skip
-def test_every_command_refuses_the_earlier_layout_before_any_work(tmp_path, capsys, argv):
-    run, out = _earlier_sweep(tmp_path / "run"), tmp_path / "out"
+def test_every_command_refuses_an_earlier_schema_before_any_work(tmp_path, capsys, argv):
+    run, out = _earlier_schema(tmp_path / "run"), tmp_path / "out"
     before = _files(tmp_path)
     assert cli.main([a.format(run=run, out=out) for a in argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"iml {argv[0]}: error: ") and "\n" not in err
-    assert EARLIER_LAYOUT in err
+    assert "manifest schema 1" in err and f"python -m tools.migrate_runs {run}" in err
     assert _files(tmp_path) == before and not out.exists()  # nothing written
 
 
@@ -355,15 +327,15 @@ def test_a_folder_holding_one_kind_of_run_is_refused_to_the_other(tmp_path):
                                betas=[0.5, 0.9])  # fmt: skip
     on_images = {k: v for k, v in to_dict(default_config()).items() if k != "distributed"}
     images = tmp_path / "images"
-    RunStore(images).open_run(on_images)
+    RunStore(images).open_run(on_images, kind="images")
     swept = RunStore(sweep).manifest()["config"]
-    with pytest.raises(ValueError, match=r"holds an `iml sweep` run, not a run on images \("):
-        RunStore(sweep).check_resumable(on_images)
+    with pytest.raises(ValueError, match=r"holds a sweep of a table \(`iml sweep`\), not a run on"):
+        RunStore(sweep).check_resumable(on_images, "images")
     with pytest.raises(
-        ValueError, match=r"holds a run on images \(`iml reproduce`\), not an `iml "
+        ValueError, match=r"holds a run on images \(`iml reproduce`\), not a sweep of a table"
     ):
-        RunStore(images).check_resumable(swept)
+        RunStore(images).check_resumable(swept, "table")
     with pytest.raises(ValueError, match=r"holds an `iml sweep` run, not an `iml reproduce` run;"):
         check_resumable(default_config(), sweep)
-    assert RunStore(sweep).check_resumable(swept) == swept  # each resumes as itself
+    assert RunStore(sweep).check_resumable(swept, "table") == swept  # each resumes as itself
     assert check_resumable(default_config(), images) == on_images

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -192,22 +191,6 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     np.testing.assert_array_equal(store.load_arrays("data/folds")["labels"], result.labels)
 
 
-def test_a_store_in_the_earlier_report_layout_is_refused_before_any_training(
-    sweep_run, simulated, tmp_path, monkeypatch
-):
-    x, y = simulated
-    store = RunStore(tmp_path / "run")
-    shutil.copytree(sweep_run[1].root, store.root, dirs_exist_ok=True)
-    (store.root / "table.json").rename(store.root / "sweep_table.json")
-    manifest = (store.root / "manifest.json").read_text()
-    monkeypatch.setattr(TP, "train", lambda *a, **k: pytest.fail("trained"))
-    with pytest.raises(ValueError, match=r"sweep_table\.json -> table\.json"):
-        S.run_sweep(x, y, None, BETAS, betas_per_chunk=2, store=store, progress=False,
-                    train=table_config(**TRAIN))  # fmt: skip
-    assert (store.root / "manifest.json").read_text() == manifest  # not opened again
-    assert not (store.root / "table.json").exists()
-
-
 def _chunk_betas(model, members, *rest, **kwargs):
     """The betas of the chunk that a call of the one loop's ``train`` trains."""
     return sorted({round(float(m.loss.params["beta"]), 6) for m in members})
@@ -246,16 +229,6 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     # A different configuration in the same folder is refused, naming the difference.
     with pytest.raises(ValueError, match="different config"):
         S.run_sweep(x, y, None, [0.5, 0.8], store=RunStore(store.root), **kwargs)
-
-
-def test_a_sweep_stored_in_the_earlier_chunk_layout_is_refused_before_work(simulated, tmp_path):
-    x, y = simulated
-    plan = S.plan_sweep(x, y, None, BETAS, train=table_config(**TRAIN))
-    assert plan.run_config["store"] == S.STORE_LAYOUT == "batches"
-    store = RunStore(tmp_path / "old")
-    store.open_run({k: v for k, v in plan.run_config.items() if k != "store"}, devices=[])
-    with pytest.raises(ValueError, match=r"first difference: 'store': None stored, 'batches' now"):
-        store.check_resumable(plan.run_config)
 
 
 def test_a_callers_facts_are_recorded_beside_the_sections_they_may_not_name(simulated):
@@ -350,20 +323,18 @@ def _config(*argv):
     return cli.load_config(cli.parse_args(["sweep", *map(str, argv), "--out", "unused"]))
 
 
-def test_a_sweep_records_a_learning_rate_floor_only_where_one_is_set(tmp_path):
-    # Sweeps stored before the floor existed ran without one: at its default the record leaves it
-    # out, so that such a sweep resumes; a floor that is set is recorded, so it cannot.
+def test_a_sweep_records_its_learning_rate_floor_and_resumes_only_at_the_same(tmp_path):
     from iml.pipeline.store import RunStore
 
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(200, 3)), (rng.random(200) < 0.3).astype(np.int32)
     plain = S.plan_sweep(x, y, None, [0.5], train=table_config(solver="adam")).run_config
     floor = S.plan_sweep(x, y, None, [0.5], train=table_config(solver="adam", min_lr=1e-4))
-    assert "min_lr" not in plain["train"] and floor.run_config["train"]["min_lr"] == 1e-4
+    assert plain["train"]["min_lr"] == 0.0 and floor.run_config["train"]["min_lr"] == 1e-4
     store = RunStore(tmp_path / "run")
-    store.open_run(plain)
+    store.open_run(plain, kind="table")
     with pytest.raises(ValueError, match=r"first difference: 'train\.min_lr'"):
-        store.check_resumable(floor.run_config)
+        store.check_resumable(floor.run_config, "table")
 
 
 def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, tmp_path):
@@ -389,9 +360,9 @@ def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, t
     pooled = S.plan_sweep(x, y, None, [0.9], train=config, average="logit").run_config
     assert plain["eval"]["average"] == "score" and pooled["eval"]["average"] == "logit"
     store = RunStore(tmp_path / "run")
-    store.open_run(plain)
+    store.open_run(plain, kind="table")
     with pytest.raises(ValueError, match=r"first difference: 'eval\.average'"):
-        store.check_resumable(pooled)
+        store.check_resumable(pooled, "table")
     with pytest.raises(ValueError, match=r"average must be one of \('score', 'logit'\)"):
         S.plan_sweep(x, y, None, [0.9], train=config, average="mean")
     assert _config("--dataset", "digits", "--average", "logit").eval.average == "logit"

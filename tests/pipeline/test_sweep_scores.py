@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from _sweep_tables import flat_record, simulated_table
+from _sweep_tables import simulated_table
 
 from iml.pipeline.report import report_config
 from iml.pipeline.store import RunStore
@@ -50,20 +50,6 @@ def test_a_stored_sweep_scored_again_gives_its_stored_table_and_scores(stored):
     np.testing.assert_array_equal(again.best_epoch, result.best_epoch)
     np.testing.assert_array_equal(again.l2, result.l2)
     assert again.keys == result.keys and list(again.seeds) == list(result.seeds)
-
-
-def test_a_sweep_stored_in_the_flat_form_is_scored_again_the_same(stored, tmp_path):
-    root, result, _ = stored
-    flat = tmp_path / "flat"
-    shutil.copytree(root, flat)
-    manifest = json.loads((flat / "manifest.json").read_text())
-    manifest["config"] = flat_record(manifest["config"])
-    assert manifest["config"]["n_bootstrap"] == 20 and "eval" not in manifest["config"]
-    (flat / "manifest.json").write_text(json.dumps(manifest))
-    assert stored_sweep_settings(flat) == stored_sweep_settings(root)
-    again = rescore_sweep(flat)
-    assert again.table == result.table and list(again.seeds) == list(result.seeds)
-    np.testing.assert_array_equal(again.scores, result.scores)
 
 
 def test_other_report_settings_give_the_table_of_a_sweep_run_with_them(stored):

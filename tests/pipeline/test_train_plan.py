@@ -38,7 +38,7 @@ def test_each_batch_is_trained_as_train_trains_it_and_stored_once(problem, tmp_p
     x, y, grid, plan = problem
     assert len(plan.batches) == 2  # two losses, then one
     store = RunStore(tmp_path / "run")
-    store.open_run({"what": "test"}, devices=[])
+    store.open_run({"what": "test"}, kind="table", devices=[])
     first = _run(problem, store)
     assert [(b.batch.index, b.trained) for b in first] == [(0, True), (1, True)]
     batch = plan.batches[1]
@@ -64,7 +64,7 @@ def test_a_crash_keeps_the_stored_batches_and_the_rest_trains_on_resuming(
     problem, tmp_path, monkeypatch
 ):
     store = RunStore(tmp_path / "run")
-    store.open_run({"what": "test"}, devices=[])
+    store.open_run({"what": "test"}, kind="table", devices=[])
     real, calls = TP.train, []
 
     def crash_second(*args, **kwargs):
@@ -85,7 +85,7 @@ def test_a_share_trains_its_batches_only_and_reads_the_stored_others(problem, tm
     """One process's share of a run on several (``share``): its batches trained and stored on the
     devices given, another share's neither trained nor yielded until stored."""
     store = RunStore(tmp_path / "run")
-    store.open_run({"what": "test"}, devices=[])
+    store.open_run({"what": "test"}, kind="table", devices=[])
     devices = jax.local_devices()[:1]
     mine = _run(problem, store, share=lambda index: index == 1, devices=devices)
     assert [(b.batch.index, b.trained) for b in mine] == [(1, True)]
@@ -192,7 +192,7 @@ def _same_entry(got, whole, split_sizes):
 
 def test_a_batch_trained_in_parts_is_stored_as_trained_whole(images, tmp_path):
     store = RunStore(tmp_path / "run")
-    store.open_run({"what": "test"}, devices=[])
+    store.open_run({"what": "test"}, kind="table", devices=[])
     (got,) = _image_run(images, store, members_per_call=2, checkpoint=True)
     _same_entry(got.entry, images[3], [2, 1])
     _same_entry(store.load_arrays(got.batch.key), images[3], [2, 1])
@@ -210,7 +210,7 @@ def test_a_call_out_of_memory_is_halved_down_to_members_that_fit(images, tmp_pat
 
     monkeypatch.setattr(TP, "train", small_device)
     store = RunStore(tmp_path / "run")
-    store.open_run({"what": "test"}, devices=[])
+    store.open_run({"what": "test"}, kind="table", devices=[])
     with pytest.warns(RuntimeWarning) as warned:
         (got,) = _image_run(images, store, halve_too_large=True, checkpoint=True)
     said = [str(w.message) for w in warned]

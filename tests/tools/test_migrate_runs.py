@@ -1,0 +1,115 @@
+"""The migration of stored runs to the current manifest schema (``tools/migrate_runs.py``): every
+layout an earlier version wrote comes out in the one layout the library reads, the library then
+reports it as it reported it before, and every run in ``docs/results`` is at the current schema."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _sweep_tables import simulated_table
+
+from iml.config import to_dict
+from iml.pipeline import SCHEMA, RunStore
+from iml.pipeline.defaults import default_config
+from iml.pipeline.sweep import SECTIONS, run_sweep
+from iml.pipeline.sweep_scores import rescore_sweep
+from tools import migrate_runs as M
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The flat config that ``iml reproduce``'s default run recorded at schema 1.
+FLAT_DEFAULT = {
+    "batch_size": 16, "betas": [0.5, 0.9, 0.99], "checkpoint": True, "conv_impl": "",
+    "csv_path": "", "csv_target": "", "data_dir": "", "dataset": "digits", "epochs": 3,
+    "flip": False, "fold_seed": 0, "image_size": 4, "learning_rate": 0.001, "manual_dir": "",
+    "max_examples": 0, "members_per_batch": 0, "model": "densenet_small", "n_bins": 10,
+    "n_bootstrap": 200, "n_folds": 10, "n_test_folds": 1, "n_val_folds": 2,
+    "normalize": "imagenet", "patience": 5, "plateau_patience": 1, "report_seed": 0,
+    "rotations": [], "seeds": [0], "weights": "",
+}  # fmt: skip
+
+
+def _current_default():
+    config = to_dict(default_config())
+    del config["distributed"]  # how many processes ran it: never recorded
+    return config
+
+
+def _flat_sweep(record):
+    """A sweep's record in sections as schema 1 stored it flat (the test's own translation)."""
+    data, model, loss = dict(record["data"]), record["model"], record["loss"]
+    train, report = dict(record["train"]), record["eval"]
+    train.pop("min_lr")  # not recorded then
+    extra = {k: v for k, v in record.items() if k not in SECTIONS}
+    flat = {"betas": loss["betas"]} if loss.get("name") == "log" else {"loss": loss}
+    flat["seeds"] = train.pop("seeds")
+    chunk = train.pop("betas_per_chunk")
+    flat["train"] = {"model": model["name"], "hidden": model["hidden"], **train}
+    flat |= {"n_folds": data.pop("n_folds"), "fold_seed": data.pop("fold_seed"),
+             "betas_per_chunk": chunk, "n_bins": report["n_bins"]}  # fmt: skip
+    for key, default in (("average", "score"), ("n_bootstrap", 200), ("report_seed", 0)):
+        if report[key] != default:  # the flat form left a setting out at its default
+            flat[key] = report[key]
+    flat["data_sha256"] = data.pop("sha256")
+    flat["store"] = record["store"]
+    return {**flat, **({"data": data} if data else {}), **extra}
+
+
+def test_a_flat_run_on_images_migrates_to_the_current_config():
+    migrated = M.migrate_manifest({"config": FLAT_DEFAULT, "command": ["iml", "reproduce"]})
+    assert migrated["schema"] == SCHEMA and migrated["kind"] == "images"
+    assert migrated["config"] == _current_default()
+    assert migrated["command"] == ["iml", "reproduce"]  # the other facts stay
+    assert M.migrate_manifest(migrated) == migrated  # at the current schema: unchanged
+    with pytest.raises(ValueError, match=r"config\.csv_path='x\.csv': a retired key"):
+        M.migrate_manifest({"config": {**FLAT_DEFAULT, "csv_path": "x.csv"}})
+    with pytest.raises(ValueError, match=r"config\.epochz: not a key of a run on images"):
+        M.migrate_manifest({"config": {**FLAT_DEFAULT, "epochz": 3}})
+
+
+def test_a_run_on_images_in_sections_gets_the_keys_added_since():
+    sections = _current_default()
+    del sections["model"]["conv_impl"], sections["train"]["min_learning_rate"]
+    sections["train"]["epochs"] = 6
+    migrated = M.migrate_manifest({"config": sections})
+    assert migrated["config"] == {**_current_default(), "train": {**_current_default()["train"],
+                                                                   "epochs": 6}}  # fmt: skip
+
+
+def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path):
+    x, y = simulated_table()
+    run = tmp_path / "run"
+    run_sweep(x, y, None, [0.3, 0.9], store=RunStore(run), progress=False, n_bootstrap=20)
+    manifest = json.loads((run / "manifest.json").read_text())
+    want = rescore_sweep(run)
+    old = {k: v for k, v in manifest.items() if k not in ("schema", "kind")}
+    flat = {**old, "config": _flat_sweep(manifest["config"])}
+    assert "data_sha256" in flat["config"] and flat["config"]["n_bootstrap"] == 20
+    assert M.migrate_manifest(flat) == manifest
+    no_floor = {**old, "config": {**manifest["config"], "train": {"seeds": [0]}}}
+    assert M.migrate_manifest(no_floor)["config"]["train"] == {"seeds": [0], "min_lr": 0.0}
+    # a whole folder: its manifest and the report files an earlier layout named otherwise
+    (run / "manifest.json").write_text(json.dumps(flat))
+    (run / "table.json").rename(run / "sweep_table.json")
+    with pytest.raises(ValueError, match="manifest schema 1"):
+        rescore_sweep(run)
+    assert M.main([str(tmp_path), "--check"]) == 1
+    assert json.loads((run / "manifest.json").read_text()) == flat  # --check writes nothing
+    assert M.main([str(tmp_path)]) == 0
+    assert json.loads((run / "manifest.json").read_text()) == manifest
+    assert (run / "table.json").is_file() and not (run / "sweep_table.json").exists()
+    assert M.main([str(tmp_path), "--check"]) == 0
+    again = rescore_sweep(run)
+    assert again.table == want.table
+    np.testing.assert_array_equal(again.scores, want.scores)
+
+
+def test_every_stored_run_in_the_results_is_at_the_current_schema():
+    paths = M.manifests([ROOT / "docs" / "results"])
+    assert len(paths) >= 30
+    stale = [change for path in paths for change in M.migrate_run(path, write=False)]
+    assert not stale, "run python -m tools.migrate_runs docs/results:\n" + "\n".join(stale)
+    for path in paths:
+        if path.name == "manifest.json":
+            assert RunStore(path.parent).kind() in ("images", "table")

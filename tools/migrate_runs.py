@@ -1,0 +1,214 @@
+"""Rewrite stored runs to the manifest schema that ``iml`` reads (:data:`iml.pipeline.SCHEMA`).
+
+``iml`` reads one manifest layout: ``{"schema": N, "kind": "images" | "table", "config": {...}}``
+with the config in sections. Runs recorded by earlier versions are rewritten here, once, so that
+the library carries no reader of old layouts. Each step takes a manifest from one schema to the
+next; a manifest without ``schema`` is schema 1, in any of the layouts that version wrote:
+
+- a run on images with a flat config (``{"dataset": "digits", "betas": [...], ...}``), whose keys
+  move to their sections (:data:`FLAT_KEYS`), retired keys dropped (:data:`RETIRED_KEYS`);
+- a run on images in sections that lacks keys added later, which take the values those runs ran
+  at (:data:`IMAGES_DEFAULTS`, the schema-2 defaults);
+- a sweep recorded flat (``data_sha256``, ``betas``, ``seeds``, ``train`` with the model), or in
+  sections without ``train.min_lr`` (the learning-rate floor, 0 in every such sweep);
+- a sweep's report files named ``sweep_table.json``, ``scores.npz`` and ``sweep_table.md``.
+
+Usage, from the repository root (a folder is searched for ``manifest.json`` files and
+``*_manifest.json`` copies; ``--check`` rewrites nothing and exits 1 if anything is out of date)::
+
+    python -m tools.migrate_runs docs/results
+    python -m tools.migrate_runs runs/old-sweep --check
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from iml._io import atomic_write_bytes
+from iml.pipeline import SCHEMA
+
+#: Where each key of the flat config of runs on images lives in sections.
+FLAT_KEYS = {
+    "dataset": "data.name",
+    "data_dir": "data.data_dir",
+    "manual_dir": "data.manual_dir",
+    "max_examples": "data.max_examples",
+    "image_size": "data.image_size",
+    "n_folds": "data.n_folds",
+    "n_val_folds": "data.n_val_folds",
+    "n_test_folds": "data.n_test_folds",
+    "rotations": "data.rotations",
+    "fold_seed": "data.fold_seed",
+    "model": "model.name",
+    "weights": "model.weights",
+    "conv_impl": "model.conv_impl",
+    "betas": "loss.betas",
+    "seeds": "train.seeds",
+    "members_per_batch": "train.members_per_batch",
+    "epochs": "train.epochs",
+    "batch_size": "train.batch_size",
+    "learning_rate": "train.learning_rate",
+    "patience": "train.patience",
+    "plateau_patience": "train.plateau_patience",
+    "flip": "train.flip",
+    "normalize": "train.normalize",
+    "checkpoint": "train.checkpoint",
+    "n_bins": "eval.n_bins",
+    "n_bootstrap": "eval.n_bootstrap",
+    "report_seed": "eval.report_seed",
+}
+#: Keys of the flat config that were retired, with the only value runs held them at.
+RETIRED_KEYS = {"csv_path": "", "csv_target": ""}
+
+#: Every key of a run on images at schema 2, with the value a run that did not record it ran at.
+IMAGES_DEFAULTS: dict[str, dict[str, Any]] = {
+    "data": {"classes": "binary", "csv": "", "data_dir": "", "delimiter": "", "fold_seed": 0,
+             "image_size": 4, "manual_dir": "", "max_examples": 0, "n_folds": 10,
+             "n_test_folds": 1, "n_val_folds": 2, "name": "digits", "positive": "",
+             "rotations": [], "target": ""},
+    "eval": {"average": "score", "figures": ["png", "pdf"], "n_bins": 10, "n_bootstrap": 200,
+             "report_seed": 0},
+    "loss": {"beta_max": 0.99, "beta_min": 0.01, "betas": [0.5, 0.9, 0.99], "gamma": 2.0,
+             "n_betas": 64, "name": "log", "weights": ""},
+    "model": {"conv_impl": "", "hidden": 32, "name": "densenet_small", "weights": ""},
+    "train": {"batch_size": 16, "betas_per_chunk": 0, "checkpoint": True, "epochs": 3,
+              "eval_batch_size": 64, "flip": False, "l2": "auto",
+              "l2_grid": [1e-06, 1e-05, 0.0001, 0.001, 0.01, 0.1, 1.0], "l2_scale": "paper",
+              "learning_rate": 0.001, "members_per_batch": 0, "memory_budget_bytes": 0,
+              "min_learning_rate": 0.0, "normalize": "imagenet", "patience": 5,
+              "plateau_patience": 1, "seeds": [0], "solver": "auto", "standardize": True},
+}  # fmt: skip
+
+#: The report settings a flat sweep record left out at these values.
+FLAT_SWEEP_EVAL = {"n_bins": 10, "average": "score", "n_bootstrap": 200, "report_seed": 0}
+#: A sweep's report files under the names an earlier layout gave them, and their names now.
+REPORT_NAMES = {
+    "sweep_table.json": "table.json",
+    "scores.npz": "ensemble_scores.npz",
+    "sweep_table.md": "table.md",
+}
+
+
+def _is_sweep(config: Mapping[str, Any]) -> bool:
+    # schema 1 told the kinds apart by the data digest a sweep records
+    data = config.get("data")
+    return "data_sha256" in config or (isinstance(data, Mapping) and "sha256" in data)
+
+
+def _images_to_2(config: Mapping[str, Any]) -> dict[str, Any]:
+    if any(isinstance(v, Mapping) for v in config.values()):
+        values = {f"{s}.{k}": v for s, keys in config.items() for k, v in keys.items()}
+    else:
+        values = {FLAT_KEYS.get(k, k): v for k, v in config.items()}
+    for key, only in RETIRED_KEYS.items():
+        if key in values and (held := values.pop(key)) != only:
+            raise ValueError(f"config.{key}={held!r}: a retired key, read only at {only!r}")
+    out = copy.deepcopy(IMAGES_DEFAULTS)
+    for key, value in values.items():
+        section, _, name = key.partition(".")
+        if section == "distributed":  # how many processes ran it: not part of the record
+            continue
+        if section not in out or name not in out[section]:
+            raise ValueError(f"config.{key}: not a key of a run on images")
+        out[section][name] = value
+    return out
+
+
+def _sweep_to_2(config: Mapping[str, Any]) -> dict[str, Any]:
+    record = json.loads(json.dumps(dict(config)))
+    if "data_sha256" in record:  # the flat form
+        source = record.pop("data", {})
+        data = dict(source) if isinstance(source, Mapping) else {"source": source}
+        data |= {key: record.pop(key) for key in ("n_folds", "fold_seed") if key in record}
+        data["sha256"] = record.pop("data_sha256")
+        settings = record.pop("train", {})
+        model = {
+            new: settings.pop(old)
+            for old, new in (("model", "name"), ("hidden", "hidden"))
+            if old in settings
+        }
+        sections: dict[str, Any] = {"data": data, "model": model}
+        if "betas" in record:  # the beta-weighted log loss
+            sections["loss"] = {"name": "log", "betas": record.pop("betas")}
+        elif "loss" in record:
+            sections["loss"] = record.pop("loss")
+        train = {key: record.pop(key) for key in ("seeds", "betas_per_chunk") if key in record}
+        sections["train"] = {**train, **settings}
+        sections["eval"] = {k: record.pop(k, v) for k, v in FLAT_SWEEP_EVAL.items()}
+        if "store" in record:
+            sections["store"] = record.pop("store")
+        record = {**sections, **record}
+    record["train"].setdefault("min_lr", 0.0)
+    return record
+
+
+def migrate_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest at :data:`SCHEMA`: ``manifest`` itself where it is at that schema already.
+
+    Raises:
+      ValueError: for a schema newer than this tool's, or a config that no step reads.
+    """
+    out = json.loads(json.dumps(dict(manifest)))
+    schema = out.get("schema", 1)
+    if schema > SCHEMA:
+        raise ValueError(f"manifest schema {schema} is newer than this iml's ({SCHEMA})")
+    if schema == 1:
+        config = out.get("config", {})
+        sweep = _is_sweep(config)
+        out["config"] = _sweep_to_2(config) if sweep else _images_to_2(config)
+        out = {"schema": 2, "kind": "table" if sweep else "images", **out}
+    return out
+
+
+def manifests(paths: Iterable[str | Path]) -> list[Path]:
+    """The manifest files of ``paths``: each file itself, and in each folder every
+    ``manifest.json`` and ``*_manifest.json`` below it, sorted."""
+    found: set[Path] = set()
+    for path in map(Path, paths):
+        if path.is_file():
+            found.add(path)
+        elif path.is_dir():
+            found |= set(path.rglob("manifest.json")) | set(path.rglob("*_manifest.json"))
+        else:
+            raise FileNotFoundError(f"no such file or folder: {path}")
+    return sorted(found)
+
+
+def migrate_run(manifest_path: Path, write: bool = True) -> list[str]:
+    """Bring one manifest (and, for a run's ``manifest.json``, its report files) to the current
+    schema; returns what changed (``[]``: nothing), writing it only with ``write``."""
+    manifest = json.loads(manifest_path.read_text())
+    changes = []
+    migrated = migrate_manifest(manifest)
+    if migrated != manifest:
+        changes.append(f"{manifest_path}: schema {manifest.get('schema', 1)} -> {SCHEMA}")
+        if write:
+            atomic_write_bytes(manifest_path, json.dumps(migrated, indent=2).encode())
+    if manifest_path.name == "manifest.json":
+        root = manifest_path.parent
+        for old, new in REPORT_NAMES.items():
+            if (root / old).is_file() and not (root / new).exists():
+                changes.append(f"{root / old} -> {new}")
+                if write:
+                    (root / old).rename(root / new)
+    return changes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.migrate_runs", description=__doc__)
+    parser.add_argument("paths", nargs="+", help="run folders, manifests, or folders of runs")
+    parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if stale")
+    args = parser.parse_args(argv)
+    changes = [c for path in manifests(args.paths) for c in migrate_run(path, not args.check)]
+    print("\n".join(changes) or f"every manifest is at schema {SCHEMA}")
+    return 1 if args.check and changes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
