@@ -87,7 +87,7 @@ def _patches(x: Array, kh: int, kw: int, stride: int, padding: int) -> Array:
     is the convolution. Built in two passes, the ``kw`` column taps side by side and then the
     ``kh`` row taps of that, rather than one concatenation of ``kh*kw`` narrow slices: for the
     stem (7x7 taps of 3 channels) XLA's CPU backend then copies runs of 21 values instead of 3
-    (the stem's gradient step 6% faster, ``docs/results/cpu_train_step``).
+    (measured in ``docs/results/cpu_train_step``).
     """
     n, h, w, c = x.shape
     ho = (h + 2 * padding - kh) // stride + 1
@@ -141,11 +141,9 @@ def _gradient_taps(dy: Array, k: int) -> Array:
     return jnp.concatenate(taps, axis=-1).reshape(n * h * w, k * k * o)
 
 
-# Up to this many pixels per map, ``_conv_same`` runs forward as ``conv_same_by_taps``. On 2 CPU
-# cores, for a dense layer's 3x3 convolution (128 -> 32 maps), XLA's convolution takes 1.3x the
-# taps' time at 28x28 and 16x16 and 8.6x at 2x2, 0.8-1.2x at the sizes between, and 0.86x at 56x56
-# (``python -m tools.profile_conv``); with the taps, the whole DenseNet-121 step is 6-8% faster at
-# both benchmark sizes (``docs/results/cpu_train_step``).
+# Up to this many pixels per map, ``_conv_same`` runs forward as ``conv_same_by_taps``; larger
+# maps keep ``lax.conv``. ``python -m tools.profile_conv`` times the two per map size
+# (``docs/results/cpu_train_step/profile_conv.txt``).
 TAPS_FORWARD_MAX_PIXELS = 28 * 28
 
 
@@ -193,7 +191,7 @@ def _conv_same_bwd(res: tuple[Array, Array], dy: Array) -> tuple[Array, Array]:
     k, _, cin, cout = kernel.shape
     # A dense block shares each map's batch moments among the layers reading it, so ``dy`` adds
     # up the moments' gradients from all of them. Without ``_materialised``, XLA's CPU backend
-    # recomputes that sum inside each of the k*k shifted copies (about 400 ms of a 224 px step).
+    # recomputes that sum inside each of the k*k shifted copies.
     taps = _gradient_taps(_materialised(dy), k)  # [P, k*k*O]
     # dx[a, b, c] = sum over taps (i, j) and o of dy[a - i + p, b - j + p, o] kernel[i, j, c, o]
     dx = taps @ kernel.transpose(0, 1, 3, 2).reshape(k * k * cout, cin)
@@ -319,8 +317,8 @@ def _conv_mixed(x: Array, kernel: Array, stride: int, padding: int) -> Array:
         return _pixel_matmul(x.reshape(n * h * w, cin), kernel[0, 0]).reshape(n, h, w, cout)
     if cin <= 4:
         # the stem, on images: its patches times the kernel, as a 2-D product whose kernel
-        # gradient XLA computes without first transposing the output gradient (a 4-D einsum
-        # made it copy the 51 MB gradient transposed at 224 px)
+        # gradient XLA computes without first transposing the output gradient (for a 4-D einsum
+        # it copies the output gradient transposed)
         patches = _patches(x, kh, kw, stride, padding)
         n, ho, wo, f = patches.shape
         out = _pixel_matmul(patches.reshape(n * ho * wo, f), kernel.reshape(f, cout))

@@ -259,7 +259,7 @@ def value_matrix(experiments: RevealedExperiments, losses: LossLike | Sequence[L
 def value_matrix_of(experiments: RevealedExperiments, losses: LossSpec | list[LossSpec]) -> Array:
     table = minimised_losses(losses, experiments.posterior)  # [..., K_exp, S, K_loss]
     # A contraction rather than a sum of products: XLA's CPU fusion of the latter with the
-    # table is an order of magnitude slower.
+    # table is much slower.
     return -jnp.einsum("...js,...jsk->...kj", experiments.probability, table, precision=_HIGHEST)
 
 
