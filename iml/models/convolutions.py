@@ -170,12 +170,10 @@ def conv_same_by_taps(x: Array, kernel: Array) -> Array:
 def _conv_same(x: Array, kernel: Array) -> Array:
     """Stride-1 NHWC x HWIO convolution with "same" zero padding (odd kernel side).
 
-    The forward pass is ``lax.conv`` on large maps and ``conv_same_by_taps`` on maps of at most
-    ``TAPS_FORWARD_MAX_PIXELS`` pixels when it has fewer outputs than inputs. The backward pass
-    stacks the ``k*k`` shifted copies of the output gradient (``_gradient_taps``, k*k times the
-    few output channels) and obtains both gradients from it with one matrix product each. XLA's
-    CPU backend computes the kernel gradient as a convolution whose window is the whole image,
-    which is several times slower.
+    Forward: ``conv_same_by_taps`` on maps of at most ``TAPS_FORWARD_MAX_PIXELS`` pixels with
+    fewer outputs than inputs, ``lax.conv`` otherwise. Backward: both gradients by one matrix
+    product each with the ``k*k`` shifted copies of the output gradient (``_gradient_taps``),
+    where XLA's CPU backend would convolve over a window of the whole image.
     """
     if x.shape[1] * x.shape[2] <= TAPS_FORWARD_MAX_PIXELS and kernel.shape[3] < kernel.shape[2]:
         return conv_same_by_taps(x, kernel)
@@ -208,10 +206,8 @@ _conv_same.defvjp(_conv_same_fwd, _conv_same_bwd)
 def _pixel_matmul(x: Array, weight: Array) -> Array:
     """``x [P, C] @ weight [C, O]``: a 1x1 convolution over P pixels, or the stem's patches.
 
-    The backward pass puts the output gradient behind an optimisation barrier. XLA's CPU pipeline
-    drops barriers before it fuses, so there it changes only the order in which the backward
-    pass is scheduled, which makes the step faster (``docs/results/cpu_train_step``).
-    """
+    The output gradient goes behind an optimisation barrier, which on the CPU changes only how
+    XLA schedules the backward pass (``docs/results/cpu_train_step``)."""
     return x @ weight
 
 
