@@ -101,8 +101,10 @@ def paired_bootstrap_weights(
         large-``n`` limit; rows sum to ``n`` on average), quantised to probabilities in
         multiples of 1/256 with mean and variance exactly 1. Both are exchangeable weights of
         mean 1 and variance 1 (to ``O(1/n)``), which is what the bootstrap's validity rests on
-        (Praestgaard & Wellner 1993); the Poisson counts take a quarter of a random word each
-        and no scatter, so they are several times faster on CPU.
+        (Praestgaard & Wellner 1993); the Poisson counts are the cheaper to draw.
+
+    Returns:
+      ``[n_bootstrap, n]`` float32 multiplicities.
     """
     V.check_count("n", n)
     V.check_count("n_bootstrap", n_bootstrap)

@@ -292,10 +292,9 @@ def loss_calibration_test(
         T = sum_s (O_s - E_s)^2 / V_s,    V_s = sum_{i in s} w_i^2 g_i (1 - g_i),
 
     a Hosmer-Lemeshow statistic whose posteriors are given rather than fitted, so that under H0
-    it is approximately chi-square with ``S`` (the number of bins) degrees of freedom. It was
-    chosen over the loss gap of a wholesale switch, per-bin binomial tests with Holm's
-    correction and a smooth-ECE statistic by its size and power where the data are
-    (``docs/results/loss_calibration_tests``). The bins depend on the scores alone.
+    it is approximately chi-square with ``S`` (the number of bins) degrees of freedom; its size
+    and power are simulated in ``docs/results/loss_calibration_tests``. The bins depend on the
+    scores alone.
 
     A multiclass loss tests each class's one-vs-rest posteriors and the top label: the result
     has a leading axis of ``n_classes + 1`` tests (the classes in order, then the top label),

@@ -199,13 +199,9 @@ def smooth_ece(
         smECE_sigma = integral over [0, 1] of |r_hat(t)| delta_hat(t) dt.
 
     Without a ``bandwidth``, ``sigma`` is the fixed point ``smECE_sigma = sigma`` (the paper's
-    choice, which makes the measure consistent), found by ``n_bisection`` halvings of ``[0, 1]``
-    as in the authors' ``relplot`` package. The kernel sums are computed on ``n_grid`` nodes
-    (scores spread onto them by linear interpolation) and the integral by the trapezoid rule;
-    bandwidths much below the grid spacing ``1 / (n_grid - 1)`` are resolved poorly.
-
-    Jittable and vmappable: ``jax.vmap(smooth_ece, in_axes=(0, None))(scores_by_beta, labels)``
-    gives every row's error and bandwidth. Calibrated scores give ``smECE`` near 0.
+    choice), found by ``n_bisection`` halvings of ``[0, 1]``. Kernel sums are taken on
+    ``n_grid`` nodes and the integral by the trapezoid rule, so bandwidths much below
+    ``1 / (n_grid - 1)`` are resolved poorly. Jittable and vmappable.
 
     Args:
       scores: positive-class scores in ``[0, 1]``, shape ``(n,)``.
@@ -213,6 +209,9 @@ def smooth_ece(
       bandwidth: a fixed kernel bandwidth ``sigma > 0``, or ``None`` for the fixed point.
       n_grid: grid nodes on ``[0, 1]``.
       n_bisection: halvings in the bandwidth search.
+
+    Returns:
+      :class:`SmoothECE` ``(ece, bandwidth)``, scalars.
 
     Raises:
       ValueError: on concrete bad input; under jit, a NaN or out-of-range score, a bad label, a
@@ -246,16 +245,17 @@ def smooth_calibration_curve(
 
     The curve is the kernel regression of the labels on the scores,
     ``t -> sum_i w_i y_i K(t, a_i) / sum_i w_i K(t, a_i)`` with the reflected Gaussian kernel of
-    :func:`smooth_ece` at its bandwidth (the fixed point ``smECE_sigma = sigma`` unless one is
-    given), drawn with the scores' kernel density, as in the authors' ``relplot`` package.
-    Calibrated scores follow the diagonal where the density is high. The optional band is the
-    percentile interval of the curve over bootstrap resamples of the observations, with the
-    bandwidth held fixed (as ``relplot`` draws it).
+    :func:`smooth_ece` at its bandwidth, with the scores' kernel density. The optional band is
+    the percentile interval of the curve over bootstrap resamples of the observations, the
+    bandwidth held fixed (as the authors' ``relplot`` draws it).
 
     Args:
       scores, labels, bandwidth, n_bisection: as :func:`smooth_ece`.
       n_grid: grid nodes on ``[0, 1]`` (the curve's points).
       n_bootstrap: bootstrap replicates for the band (0 for none).
+
+    Returns:
+      A :class:`SmoothCalibrationCurve` on the ``n_grid`` nodes.
 
     Raises:
       ValueError: on concrete bad input; under jit, bad entries make every output NaN.

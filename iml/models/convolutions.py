@@ -87,7 +87,7 @@ def _patches(x: Array, kh: int, kw: int, stride: int, padding: int) -> Array:
     is the convolution. Built in two passes, the ``kw`` column taps side by side and then the
     ``kh`` row taps of that, rather than one concatenation of ``kh*kw`` narrow slices: for the
     stem (7x7 taps of 3 channels) XLA's CPU backend then copies runs of 21 values instead of 3
-    (the stem's gradient step 6% faster, ``docs/results/cpu_train_step``).
+    (measured in ``docs/results/cpu_train_step``).
     """
     n, h, w, c = x.shape
     ho = (h + 2 * padding - kh) // stride + 1
@@ -141,11 +141,9 @@ def _gradient_taps(dy: Array, k: int) -> Array:
     return jnp.concatenate(taps, axis=-1).reshape(n * h * w, k * k * o)
 
 
-# Up to this many pixels per map, ``_conv_same`` runs forward as ``conv_same_by_taps``. On 2 CPU
-# cores, for a dense layer's 3x3 convolution (128 -> 32 maps), XLA's convolution takes 1.3x the
-# taps' time at 28x28 and 16x16 and 8.6x at 2x2, 0.8-1.2x at the sizes between, and 0.86x at 56x56
-# (``python -m tools.profile_conv``); with the taps, the whole DenseNet-121 step is 6-8% faster at
-# both benchmark sizes (``docs/results/cpu_train_step``).
+# Up to this many pixels per map, ``_conv_same`` runs forward as ``conv_same_by_taps``; larger
+# maps keep ``lax.conv``. ``python -m tools.profile_conv`` times the two per map size
+# (``docs/results/cpu_train_step/profile_conv.txt``).
 TAPS_FORWARD_MAX_PIXELS = 28 * 28
 
 
@@ -172,12 +170,10 @@ def conv_same_by_taps(x: Array, kernel: Array) -> Array:
 def _conv_same(x: Array, kernel: Array) -> Array:
     """Stride-1 NHWC x HWIO convolution with "same" zero padding (odd kernel side).
 
-    The forward pass is ``lax.conv`` on large maps and ``conv_same_by_taps`` on maps of at most
-    ``TAPS_FORWARD_MAX_PIXELS`` pixels when it has fewer outputs than inputs. The backward pass
-    stacks the ``k*k`` shifted copies of the output gradient (``_gradient_taps``, k*k times the
-    few output channels) and obtains both gradients from it with one matrix product each. XLA's
-    CPU backend computes the kernel gradient as a convolution whose window is the whole image,
-    which is several times slower.
+    Forward: ``conv_same_by_taps`` on maps of at most ``TAPS_FORWARD_MAX_PIXELS`` pixels with
+    fewer outputs than inputs, ``lax.conv`` otherwise. Backward: both gradients by one matrix
+    product each with the ``k*k`` shifted copies of the output gradient (``_gradient_taps``),
+    where XLA's CPU backend would convolve over a window of the whole image.
     """
     if x.shape[1] * x.shape[2] <= TAPS_FORWARD_MAX_PIXELS and kernel.shape[3] < kernel.shape[2]:
         return conv_same_by_taps(x, kernel)
@@ -193,7 +189,7 @@ def _conv_same_bwd(res: tuple[Array, Array], dy: Array) -> tuple[Array, Array]:
     k, _, cin, cout = kernel.shape
     # A dense block shares each map's batch moments among the layers reading it, so ``dy`` adds
     # up the moments' gradients from all of them. Without ``_materialised``, XLA's CPU backend
-    # recomputes that sum inside each of the k*k shifted copies (about 400 ms of a 224 px step).
+    # recomputes that sum inside each of the k*k shifted copies.
     taps = _gradient_taps(_materialised(dy), k)  # [P, k*k*O]
     # dx[a, b, c] = sum over taps (i, j) and o of dy[a - i + p, b - j + p, o] kernel[i, j, c, o]
     dx = taps @ kernel.transpose(0, 1, 3, 2).reshape(k * k * cout, cin)
@@ -210,10 +206,8 @@ _conv_same.defvjp(_conv_same_fwd, _conv_same_bwd)
 def _pixel_matmul(x: Array, weight: Array) -> Array:
     """``x [P, C] @ weight [C, O]``: a 1x1 convolution over P pixels, or the stem's patches.
 
-    The backward pass puts the output gradient behind an optimisation barrier. XLA's CPU pipeline
-    drops barriers before it fuses, so there it changes only the order in which the backward
-    pass is scheduled, which makes the step faster (``docs/results/cpu_train_step``).
-    """
+    The output gradient goes behind an optimisation barrier, which on the CPU changes only how
+    XLA schedules the backward pass (``docs/results/cpu_train_step``)."""
     return x @ weight
 
 
@@ -319,8 +313,8 @@ def _conv_mixed(x: Array, kernel: Array, stride: int, padding: int) -> Array:
         return _pixel_matmul(x.reshape(n * h * w, cin), kernel[0, 0]).reshape(n, h, w, cout)
     if cin <= 4:
         # the stem, on images: its patches times the kernel, as a 2-D product whose kernel
-        # gradient XLA computes without first transposing the output gradient (a 4-D einsum
-        # made it copy the 51 MB gradient transposed at 224 px)
+        # gradient XLA computes without first transposing the output gradient (for a 4-D einsum
+        # it copies the output gradient transposed)
         patches = _patches(x, kh, kw, stride, padding)
         n, ho, wo, f = patches.shape
         out = _pixel_matmul(patches.reshape(n * ho * wo, f), kernel.reshape(f, cout))

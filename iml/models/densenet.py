@@ -20,9 +20,9 @@ products, for parameters vmapped over an ensemble) and ``"mixed"`` (the CPU's fa
 one model). Each names a :class:`~iml.models.convolutions.ConvPlan`, which the architecture reads
 without knowing the implementation: under ``"mixed"`` it also pools before a transition's 1x1
 convolution (the two commute), gives the stem's max-pool its own gradient, and in training
-computes each map's batch moments once for all the BatchNorms that read it (``DenseBlock``). On
-2 CPU cores this made the DenseNet-121 training step about 1.5-2x faster than ``"xla"``
-(``docs/results/cpu_train_step``); the backends' defaults are :data:`DEFAULT_CONV_IMPL`.
+computes each map's batch moments once for all the BatchNorms that read it (``DenseBlock``).
+The backends' defaults are :data:`DEFAULT_CONV_IMPL`; the CPU step's timings are in
+``docs/results/cpu_train_step``.
 """
 
 from __future__ import annotations
@@ -238,8 +238,8 @@ class DenseBlock(nn.Module):
         Sharing: in training, every BatchNorm that reads a map normalises it with the same batch
         mean and variance, so under ``"mixed"`` each map's moments are computed once, when the map
         is made, and handed to all the layers that read it. The other implementations let each
-        BatchNorm compute them again from the concatenation (the same numbers, to rounding).
-        This made the DenseNet-121 CPU step 4-8% faster (``docs/results/cpu_train_step``).
+        BatchNorm compute them again from the concatenation (the same numbers, to rounding;
+        measured in ``docs/results/cpu_train_step``).
         """
         layer_cls = nn.remat(DenseLayer, static_argnums=(2,)) if self.remat else DenseLayer
         share = train and CONV_PLANS[self.conv_impl].share_moments

@@ -84,7 +84,7 @@ def experiment_config() -> ml_collections.ConfigDict:
     # (images)
     c.model.weights = ""
     # '' = the backend's default (iml.models.DEFAULT_CONV_IMPL: 'mixed' on a CPU, where it
-    # trains a DenseNet-121 about 1.5-2x faster than 'xla', docs/results/cpu_train_step) (images)
+    # trains DenseNets faster than 'xla', docs/results/cpu_ensemble) (images)
     c.model.conv_impl = ""
 
     c.loss = ml_collections.ConfigDict()
@@ -212,13 +212,13 @@ def default_config() -> ml_collections.ConfigDict:
     """The default experiment of ``iml reproduce``: digits (8 vs rest) at 4 px, a small DenseNet,
     beta 0.5/0.9/0.99 (the schema's defaults, :func:`experiment_config`).
 
-    Chosen so that ``iml reproduce`` finishes within 10 minutes on a 2-core CPU: 10 folds rotated
+    Chosen so that ``iml reproduce`` finishes in minutes on a CPU: 10 folds rotated
     7/2/1 (30 members; the 3 of a rotation trained together), 3 epochs at learning rate 1e-3.
 
     The digits are shrunk from their native 8 px to 4 px so that the task is uncertain: at 8 px
-    the eights are almost separable (AUROC 0.995), nearly every score lies at 0 or 1 and most
-    deciles hold no eight, so Figures 3 and 4 have two or three points per curve. At 4 px (AUROC
-    about 0.98, 9.7% positive) the upper deciles hold rates from 0.6% to 84%, along which the raw
+    the eights are almost separable, nearly every score lies at 0 or 1 and most
+    deciles hold no eight, so Figures 3 and 4 have two or three points per curve. At 4 px (9.7%
+    positive) the classes overlap and the upper deciles hold a range of rates, along which the raw
     curves fan out by beta as ``c^beta`` predicts and the loss-corrected ones meet the diagonal
     (``docs/results/reproduce_digits``).
     """

@@ -149,9 +149,8 @@ def beta_calibration_fit(
     has ``a < 0``, the model is refitted without the ``ln s`` feature (``a = 0``); otherwise,
     when ``b < 0``, without ``-ln(1 - s)`` (``b = 0``). If that refit's remaining coefficient is
     negative as well (scores that rank the classes backwards), ``a = b = 0`` and ``c`` is the
-    logit of the weighted positive rate. All candidate models are fitted and one is selected
-    with ``jnp.where``, so the rule holds under ``jit`` and ``vmap``. Each fit is Newton's
-    method with a backtracking line search (the kernel of :func:`platt_fit`).
+    logit of the weighted positive rate. Every candidate is fitted (Newton's method, as in
+    :func:`platt_fit`) and one selected with ``jnp.where``, so the rule holds under ``jit``.
 
     Args:
       scores: positive-class probabilities ``[N]`` (clipped to ``[1e-7, 1 - 1e-7]``).

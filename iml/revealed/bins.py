@@ -64,8 +64,8 @@ def signals_from_scores(
     """Each model's bins ``[K, N]``, with the edges of :func:`iml.calibration.bin_edges`, or
     adaptive bins (``losses`` required).
 
-    Concrete scores are sorted on the host (NumPy's sort of a ``[64, 112120]`` array is over ten
-    times faster than XLA's on CPU); traced ones in XLA.
+    Concrete scores are sorted on the host (NumPy's sort of a ``[64, 112120]`` array is much
+    faster than XLA's on CPU); traced ones in XLA.
     """
     if strategy == "adaptive":
         if losses is None:

@@ -166,20 +166,18 @@ def revealed_experiments(
 
     Each model's scores are binned as :func:`iml.calibration.calibration_curve` bins them (by
     default at the deciles of that model's own scores); bin ``s`` of model ``k`` is its signal,
-    with probability ``P_k(s)`` and posterior ``gamma_{k,s} = P_k(y = 1 | s)``. Because optimal
-    scoring rules are increasing, the bins of raw and of loss-corrected scores coincide, so the
-    experiment does not depend on which loss the scores were reported under.
+    with probability ``P_k(s)`` and posterior ``gamma_{k,s} = P_k(y = 1 | s)``. Optimal scoring
+    rules are increasing, so raw and loss-corrected scores give the same experiment.
 
     Args:
+      scores: ``[K, N]``, one row per model.
+      labels: ``[N]`` labels in ``{0, 1}``, common to the models.
       n_bins: signals per model.
       strategy: ``"quantile"`` (per model), ``"uniform"``, or ``"adaptive"``: the ``n_bins``
-        quantile bins merged, in score order, until each holds at least ``min_count`` expected
-        positives and ``min_count`` expected negatives for every model, expected under each
-        model's own loss-corrected scores ``(c^{L_k})^{-1}(a)`` (so the bins depend on the
-        scores alone, as the bootstrap and the tests, which hold the bins fixed, assume). The
-        same quantile ranges are merged for every model, so that no model's experiment is
-        garbled more than another's. Merged bins leave
-        signals with ``P_k(s) = 0``, which change nothing downstream. Needs ``losses``.
+        quantile bins merged, in score order and alike for every model, until each holds at
+        least ``min_count`` expected positives and negatives under each model's own
+        loss-corrected scores ``(c^{L_k})^{-1}(a)``; merged bins leave signals with
+        ``P_k(s) = 0``. Needs ``losses``.
       weight: non-negative observation weights ``[..., N]`` (leading axes are batches, e.g.
         bootstrap replicates); the bins are computed from the unweighted scores and stay fixed.
       losses: for ``"adaptive"``.
@@ -247,6 +245,8 @@ def value_matrix(experiments: RevealedExperiments, losses: LossLike | Sequence[L
 
     Args:
       experiments: :class:`RevealedExperiments` ``[..., K, S]``.
+      losses: the ``K`` binary losses, one per decision problem (a sequence, or one batched
+        :class:`~iml.LossSpec` of batch shape ``(K,)``).
 
     Returns:
       ``G`` ``[..., K, K]`` (row: decision problem; column: experiment).
@@ -259,7 +259,7 @@ def value_matrix(experiments: RevealedExperiments, losses: LossLike | Sequence[L
 def value_matrix_of(experiments: RevealedExperiments, losses: LossSpec | list[LossSpec]) -> Array:
     table = minimised_losses(losses, experiments.posterior)  # [..., K_exp, S, K_loss]
     # A contraction rather than a sum of products: XLA's CPU fusion of the latter with the
-    # table is an order of magnitude slower.
+    # table is much slower.
     return -jnp.einsum("...js,...jsk->...kj", experiments.probability, table, precision=_HIGHEST)
 
 

@@ -128,11 +128,15 @@ def niac_check(G: ArrayLike) -> NIACCheck:
     cycle cancels the costs (Caplin & Dean 2015; cyclical monotonicity). Equivalently the graph
     with edge weights ``w(j -> k) = G[k, k] - G[k, j]`` has no negative cycle.
 
-    The margin is the minimum cycle mean (Karp's algorithm: ``K`` rounds of min-plus products,
-    ``O(K^3)``), chosen over the most negative cycle *sum* because it is computable exactly in
-    polynomial time with negative cycles present and does not grow with the cycle's length. The
-    reported cycle is read off Karp's minimising walk; the independent verdict is Floyd-Warshall's
-    (a negative diagonal entry of the shortest-path matrix). Both vectorise over leading axes.
+    The margin is the minimum cycle mean (Karp's algorithm, ``O(K^3)``), exact with negative
+    cycles present and independent of a cycle's length; the cycle is read off Karp's minimising
+    walk, and the verdict is Floyd-Warshall's (a negative diagonal entry of the shortest paths).
+
+    Args:
+      G: the value matrix ``[..., K, K]`` (:func:`value_matrix`).
+
+    Returns:
+      A :class:`NIACCheck`, vectorised over the leading axes.
     """
     check_value_matrix(G)
     return niac_check_of(G)

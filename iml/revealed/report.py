@@ -175,10 +175,10 @@ def reveal(
     A learning model is rejected only when the lower bound is above zero; where its inequalities
     are slack the test is conservative. The bootstrap approximates the bins' posteriors well
     when each bin holds enough positives and negatives; deciles of precise models at rare labels
-    do not (digits' lowest deciles hold 0 positives), and there NIS's size at 5% was 10.4%
-    (``experiments.studies.reveal_size_power``, digits' regime). The default ``"adaptive"`` bins
-    merge deciles until each holds :data:`MIN_COUNT` expected positives and negatives, which brought
-    every simulated regime of the stored runs back to its level (``docs/results/revealed``).
+    do not (digits' lowest deciles hold 0 positives), and there NIS over-rejects. The default
+    ``"adaptive"`` bins merge deciles until each holds :data:`MIN_COUNT` expected positives and
+    negatives; ``experiments.studies.reveal_size_power`` simulates the tests' size and power under
+    each binning (``docs/results/revealed``).
 
     Args:
       losses: the ``K`` binary losses the models were trained with.

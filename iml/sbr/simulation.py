@@ -191,12 +191,11 @@ def simulate_gaussian_scores(
     beta: float | None = None,
     loss: Callable | None = None,
 ) -> tuple[Array, Array, Array, Array]:
-    """A continuous-signal model for rare-class scenarios (pneumonia: 1.3% prevalence).
+    """A continuous-signal model for rare-class scenarios (default prevalence 0.013).
 
     ``y ~ Bernoulli(prevalence)``, the signal ``x | y ~ N(separation * y, 1)``, and the exact
     posterior by Bayes' rule: ``logit gamma = logit(prevalence) + separation (x - separation/2)``.
-    Scores are ``c^L(gamma)`` (eq. ``choice``). The AUROC is ``Phi(separation / sqrt 2)``
-    (0.92 at the default).
+    Scores are ``c^L(gamma)`` (eq. ``choice``); the AUROC is ``Phi(separation / sqrt 2)``.
 
     Args:
       n: number of observations (static).

@@ -129,12 +129,9 @@ _SCORE_ITERS = 12
 
 
 def logit_range(dtype: jnp.dtype) -> tuple[float, float]:
-    """The logits of the smallest and largest scores in ``(0, 1)`` the generic rule returns.
-
-    Below: ``ceil(log(tiny))``, a score of ``exp(z)`` just above the smallest normal float (-87
-    in float32: scores down to 1.6e-38). Above: ``log(2/eps - 1)``, the logit of ``1 - eps/2``,
-    the largest float below 1 (16.64 in float32, ``1 - 2^-24``). Scores are not symmetric in
-    float: near 0 they are dense down to 1e-38, near 1 their resolution is ``eps/2``.
+    """The logits of the smallest and largest scores in ``(0, 1)`` the generic rule returns:
+    ``ceil(log(tiny))``, just above the smallest normal float (-87 in float32), and
+    ``log(2/eps - 1)``, the logit of ``1 - eps/2``, the largest float below 1 (16.64 in float32).
     """
     finfo = jnp.finfo(dtype)
     return float(np.ceil(np.log(float(finfo.tiny)))), float(np.log(2.0 / float(finfo.eps) - 1.0))

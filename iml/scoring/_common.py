@@ -34,22 +34,14 @@ def logit(p: Array) -> Array:
 
 
 def expit(z: Array) -> Array:
-    """The score of logit ``z``, ``1 / (1 + exp(-z))``, rounded to the nearest float near 1 too.
-
-    ``jax.nn.sigmoid`` rounds ``1 + exp(-z)`` first, so in float32 it skips the largest score
-    below 1, ``1 - 2^-24`` (logit 16.64), and returns 1 from there; ``1 - sigmoid(-z)`` for
-    ``z > 0`` keeps it.
-    """
+    """The score of logit ``z``, ``1 / (1 + exp(-z))``, rounded to the nearest float near 1 too
+    (``jax.nn.sigmoid`` returns 1 from logit 16.64 in float32, skipping ``1 - 2^-24``)."""
     small = jax.nn.sigmoid(-jnp.abs(z))
     return jnp.where(z < 0, small, 1.0 - small)
 
 
 def tilt(p: Array, w: Array, w_complement: Array) -> Array:
-    """``w p / (w p + (1 - w)(1 - p))`` given ``w`` and ``1 - w`` each to full precision.
-
-    Both terms of the denominator are >= 0, so there is no cancellation; passing ``1 - w``
-    separately avoids recomputing ``beta`` as ``1 - (1 - beta)``, which would lose all relative
-    precision for small weights.
-    """
+    """``w p / (w p + (1 - w)(1 - p))`` given ``w`` and ``1 - w`` each to full precision (a
+    small ``1 - w`` recomputed from ``w`` would lose its relative precision)."""
     num = w * p
     return num / (num + w_complement * (1.0 - p))

@@ -41,28 +41,23 @@ __all__ = [
 def optimal_score_for_loss(loss: BinaryLossFn, gamma: ArrayLike, *params: ArrayLike) -> Array:
     """Optimal score of any differentiable binary loss, eq. ``choice``, by autodiff.
 
-    The search is over the logit ``z`` of the score: a coarse scan over every logit whose score
-    is a normal float inside ``(0, 1)`` (in float32 from -87, a score of 1.6e-38, to 16.64, the
-    score ``1 - 2^-24``; half a unit of logit apart above -16.64, one unit below: 139 points)
+    A scan over the logits of every normal float score in ``(0, 1)`` (-87 to 16.64 in float32)
     brackets each minimum by the sign of the first-order condition
-    ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da``; bisection on the condition, in the logit and
-    then in the score (finer than the logit's float spacing near 0), locates the minimum to
-    float precision, even where the expected loss is flat to float precision around it. Where
-    there are several minima, the two brackets of lowest expected loss are both bisected and the
-    lower minimum is kept. Derivatives that would underflow are rescaled by a power of two, so
-    the sign holds where the loss is flat (derivatives of order 1e-37 at the ends of float32's
-    scores). Where the expected loss still falls at the top of the scan (rises at its bottom)
-    the score is 1 (0): the optimum lies beyond the scores the float type represents.
-    Derivatives come from ``jax.jvp``; gradients of the result (with respect to ``gamma`` and
-    ``params``) come from the implicit function theorem, not from differentiating the loop.
-    Minima narrower than the scan's spacing can be missed: :func:`check_invertibility` and
-    :func:`check_first_order_conditions` test a new loss.
+    ``gamma dL(a,1)/da + (1 - gamma) dL(a,0)/da``, and bisection on it, in the logit and then in
+    the score, locates the minimum to float precision; of several minima the lower of the two
+    best brackets is kept. Where the expected loss still falls at the top of the scan (rises at
+    its bottom) the score is 1 (0). Gradients of the result come from the implicit function
+    theorem. Minima narrower than the scan's spacing can be missed: :func:`check_invertibility`
+    and :func:`check_first_order_conditions` test a new loss.
 
     Args:
       loss: ``loss(a, y, *params)``, elementwise in ``a`` and the broadcast ``params``, with
         ``y`` a label 0.0 or 1.0. E.g. ``iml.losses.focal_loss`` or a user's own function.
       gamma: posteriors in ``[0, 1]``.
       *params: extra arguments of ``loss`` (e.g. ``beta``), broadcast against ``gamma``.
+
+    Returns:
+      Optimal scores, the broadcast shape of ``gamma`` and ``params``.
     """
     V.check_unit("gamma", gamma)
     shape = V.check_broadcastable(gamma=gamma, **{f"params[{i}]": p for i, p in enumerate(params)})
@@ -83,18 +78,11 @@ def loss_corrected_score_for_loss(loss: BinaryLossFn, a: ArrayLike, *params: Arr
 
         gamma(a) = L'(a, 0) / (L'(a, 0) - L'(a, 1)),     L' = dL/da by autodiff.
 
-    The posterior is computed from the ratio of the smaller derivative to the larger, so that it
-    keeps its precision near 0 and 1, with derivatives rescaled by a power of two where they
-    would underflow. Where no posterior makes ``a`` optimal -- the derivatives have the same
-    sign, one is infinite, or the expected loss has no strict minimum there (its curvature, with
-    ``1 - gamma`` computed from the derivatives rather than rounded from ``gamma``, is not
-    positive) -- the rule is not invertible at ``a`` and the result is NaN.
-    :func:`check_invertibility` tests a whole grid.
-
-    A score of exactly 0 or 1 maps to the posterior 0 or 1 where the inverse holds at the
-    nearest scores inside, ``eps/2`` and ``1 - eps/2`` (``2^-24`` and ``1 - 2^-24`` in
-    float32): the limits of an invertible rule's inverse, whatever the derivatives at 0 and 1
-    themselves (often infinite or undefined). NaN otherwise.
+    Where no posterior makes ``a`` optimal (the derivatives have the same sign, one is
+    infinite, or the expected loss has no strict minimum there) the rule is not invertible at
+    ``a`` and the result is NaN; :func:`check_invertibility` tests a whole grid. A score of
+    exactly 0 or 1 maps to the posterior 0 or 1 where the inverse holds at the nearest scores
+    inside, ``eps/2`` and ``1 - eps/2``, and to NaN otherwise.
 
     Args:
       loss: ``loss(a, y, *params)``, elementwise, ``y`` a label 0.0 or 1.0.

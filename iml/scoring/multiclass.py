@@ -177,10 +177,8 @@ def loss_corrected_score_multiclass(
     image of Proposition 3's rule give back their posterior.
 
     The result is one posterior per class, the probability of class ``y'`` that output ``y'``
-    reports, and rows need not sum to one: a real model's independent sigmoids are rarely
-    consistent with any single posterior, and forcing them onto the simplex moves even the
-    scores whose rule is the identity. ``renormalise=True`` divides each row by its sum: a
-    separate step, with its own effect on calibration.
+    reports; rows need not sum to one (independent sigmoids are rarely consistent with one
+    posterior) unless ``renormalise``.
 
     Args:
       a: scores ``[..., n]`` in ``[0, 1]`` of a model trained with the B-weighted loss.

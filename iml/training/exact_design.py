@@ -97,9 +97,7 @@ class Design(NamedTuple):
 def _pair_products(Xt: Array, rows: Array, cols: Array) -> Array:
     """``Z [p, N]``: column ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so
     a member's Hessian is one row-vector times ``Z^T`` and a batch's is one matrix product.
-    (Pairs on the first axis: gathering whole rows of ``X^T`` fills the table fastest, and the
-    products with it run faster too. Made in its own program: built inside the solver's, it took
-    several times longer to fill on the CPU.)"""
+    Compiled on its own, apart from the solver, where XLA's CPU backend fills it faster."""
     return Xt[rows] * Xt[cols]
 
 

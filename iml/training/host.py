@@ -1,12 +1,10 @@
 """The host process set up for training steps that allocate the same memory at every step.
 
-XLA's CPU runtime allocates a compiled step's temporaries afresh at every execution: about 2.1 GB
+XLA's CPU runtime allocates a compiled step's temporaries afresh at every execution: gigabytes
 for a DenseNet-121 step at batch 16 and 224 px. glibc's ``malloc`` serves a block that large with
 a new memory mapping and unmaps it when it is freed, so the kernel faults in and zeroes every page
-again at the next step: about 550,000 page faults and 1 s of system CPU time per step on the
-2-core machine of ``docs/results/cpu_train_step``, where the whole step takes 2.5-3 s. On a
-virtual machine that hands freed memory back to its host, each of those faults can cost twice as
-much again.
+again at the next step, in system CPU time that the step waits for. On a virtual machine that
+hands freed memory back to its host, each of those faults can cost more again.
 
 :func:`keep_step_memory` makes the next step reuse the last step's pages:
 
@@ -73,11 +71,8 @@ def keep_step_memory() -> HostMemory:
     Call it once, early, before JAX's first computation: JAX reads its dispatch mode when its CPU
     backend starts. Called later, the allocator is still set, a warning says that the dispatch
     mode could not be, and ``synchronous_cpu_dispatch`` is False. Calling it again returns what
-    the first call did.
-
-    On a DenseNet-121 training step at batch 16 and 224 px on 2 CPU cores, the page faults fall
-    from about 550,000 to none per step, and the step takes 1.95-2.42 s against 2.25-2.80 s
-    without (three processes each; ``docs/results/cpu_train_step`` holds the measurement).
+    the first call did. ``docs/results/cpu_train_step`` times the DenseNet-121 step with and
+    without it.
 
     Returns:
       What is in force, as a :class:`HostMemory`.

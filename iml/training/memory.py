@@ -3,10 +3,7 @@
 :func:`estimate_member_memory` measures the trainer's programs (:func:`program_bytes`) for two
 and three members: a :class:`MemoryEstimate` of the bytes every member adds (three members' less
 two's) and of the bytes that do not grow with the members. Not one and two: one member's
-programs are no guide to the growth. For the default run's small DenseNet at 4 px on the CPU,
-under ``'map'`` (where one member needs no loop) one member's take 2.6 MB, two members' 6.8 MB
-and each further member adds 2.3 MB; under ``'vmap'`` the second member adds 2.55 MB and each
-further one 2.80 MB.
+programs are no guide to the growth (under ``'map'``, for one, a single member needs no loop).
 
 :func:`memory_budget` says how many bytes a batch may take: a budget given, or a margin of the
 device's free memory (``bytes_limit - bytes_in_use`` of ``device.memory_stats()``; a CPU reports

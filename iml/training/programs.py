@@ -52,9 +52,8 @@ def is_gpu_kernel_failure(err: BaseException) -> bool:
     (``CUDA_ERROR_ILLEGAL_ADDRESS``). A process whose CUDA context has seen an illegal address
     cannot go on.
 
-    The trainer's DenseNet-121 step at 224 px fails these ways on one H200 with the software
-    versions of ``docs/results/gpu_h200/``, where 32 members run: at 48 and 62 members in the
-    autotuner, and at 48 members with the autotuner off in the compiled program.
+    ``docs/results/gpu_h200/`` records the trainer's DenseNet-121 step at 224 px failing both
+    ways on one H200 when the ensemble is large.
     """
     text = str(err)
     return (

@@ -23,16 +23,13 @@ __all__ = [
     "resolve_member_batching",
 ]
 
-# How members are batched, per backend. Chosen by measurement with
-# `python -m experiments.benchmarks.ensemble` (K=8 small DenseNets, 28x28x1, batch 16 per member;
-# ratio of member-images/s over 8 single-model steps in a row with the same convolutions).
-# CPU (2 cores; docs/results/cpu_ensemble): 'map' with 'mixed' convolutions on the trainer's mesh
-# of one CPU device per core (each device maps over its own members inside one shard_map program:
-# per_device_members) is the fastest in every recorded run, 1.57-1.81x; on one device 'map' gives
-# 1.15-1.38x and 'loop' 1.00-1.03x, and 'map' with 'xla' convolutions is slow (0.10-0.12), so the
-# CPU default is map (the models' default convolutions per backend are
-# iml.models.DEFAULT_CONV_IMPL).
-# GPU (one H200, docs/results/gpu_h200): vmap/xla, 7.28x. TPU has no measurement; vmap is the
+# How members are batched, per backend, chosen with `python -m experiments.benchmarks.ensemble`
+# (K=8 small DenseNets against 8 single-model steps with the same convolutions).
+# CPU (docs/results/cpu_ensemble): 'map' with 'mixed' convolutions on the trainer's mesh of one
+# CPU device per core (each device maps over its own members inside one shard_map program:
+# per_device_members) is the fastest recorded; 'map' with 'xla' convolutions is slow, so 'map'
+# goes with the models' CPU convolutions (iml.models.DEFAULT_CONV_IMPL).
+# GPU (docs/results/gpu_h200): vmap with xla convolutions. TPU has no measurement; vmap is the
 # usual choice there.
 DEFAULT_MEMBER_BATCHING: dict[str, str] = {"cpu": "map", "gpu": "vmap", "tpu": "vmap"}
 
