@@ -289,7 +289,7 @@ def pneumonia_lr_floor_results() -> str:
     """The beta = 0.99 ensembles with and without the floor, and the unweighted ones."""
     run, patience = "pneumoniamnist_lr_floor", "pneumoniamnist_patience"
     stopped, betas = "pneumoniamnist_early_stopping", "pneumoniamnist_lr_floor_other_betas"
-    floor = f"floor {f(_train(run)['min_learning_rate'], '.0es')}"
+    floor = f"floor {f(_train(run)['min_lr'], '.0es')}"
     rows = [
         [f"this run: {floor}, patience {_train(run)['patience']}", *_pmn_eces(run, "0.99", True)],
         [
@@ -318,7 +318,7 @@ def pneumonia_lr_floor_other_betas_results() -> str:
     patience, stopped = "pneumoniamnist_patience", "pneumoniamnist_early_stopping"
 
     def floor(name: str) -> str:
-        lr, patience_ = _train(name)["min_learning_rate"], _train(name)["patience"]
+        lr, patience_ = _train(name)["min_lr"], _train(name)["patience"]
         return f"floor {f(lr, '.0es')}, patience {patience_}"
 
     def without(name: str) -> str:
@@ -409,7 +409,7 @@ def pneumonia_lr_floor_seeds_averages() -> str:
         for label, key in _PMN_AVERAGES
     ]
     rows[-1][1] = f"**{rows[-1][1]}**"
-    floor_lr = f(_train("pneumoniamnist_lr_floor")["min_learning_rate"], ".0es")
+    floor_lr = f(_train("pneumoniamnist_lr_floor")["min_lr"], ".0es")
     return markdown_table(["scores", f"floor {floor_lr}", "no floor"], rows)
 
 

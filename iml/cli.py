@@ -4,22 +4,24 @@
 Examples::
 
     iml reproduce --out runs/reproduce              # digits, small DenseNet, beta 0.5/0.9/0.99
-    iml reproduce --config experiments/configs/pneumoniamnist.py --manual-dir DIR --out runs/pmn
-    iml reproduce --config experiments/configs/chestxray14.py --config.train.epochs=1 \\
-        --config.model.conv_impl=xla --manual-dir NIH_RELEASE --out runs/cxr-smoke
+    iml reproduce --config experiments/configs/pneumoniamnist.py --config.data.manual_dir=DIR \\
+        --out runs/pmn
+    iml reproduce --config experiments/configs/chestxray14.py --config.train.max_epochs=1 \\
+        --config.model.conv_impl=xla --config.data.manual_dir=NIH_RELEASE --out runs/cxr-smoke
     iml figures --run runs/reproduce --out runs/reproduce-figures
     iml figures --run runs/reproduce --out runs/reproduce-20-bins --config.eval.n_bins=20
-    iml sweep --dataset digits --lr 0.05 --seeds 4 --out runs/sweep-digits
+    iml sweep --dataset digits --config.train.learning_rate=0.05 --seeds 4 --out runs/sweep-digits
     iml reveal --run runs/reproduce --out runs/reproduce-revealed
-    srun iml reproduce --config experiments/configs/chestxray14.py --manual-dir NIH_RELEASE \\
-        --out /shared/runs/cxr --distributed       # one process per Slurm task, sharing the work
-    python -m iml.cli reproduce --epochs 1 --n-folds 3 --config.train.members_per_batch=6
+    srun iml reproduce --config experiments/configs/chestxray14.py \\
+        --config.data.manual_dir=NIH_RELEASE --out /shared/runs/cxr \\
+        --config.distributed.enabled=true    # one process per Slurm task, sharing the work
+    python -m iml.cli reproduce --config.train.max_epochs=1 --config.data.n_folds=3
 
 ``reproduce`` and ``sweep`` read a config of one schema
 (:func:`iml.pipeline.defaults.experiment_config`: sections ``data``, ``model``, ``loss``,
 ``train``, ``eval``, ``distributed``), starting from their own defaults (``default_config``,
 ``sweep_config``) or ``--config FILE``, then set any key as ``--config.SECTION.KEY=VALUE``, then
-the named options (``--epochs`` sets ``config.train.epochs``; :data:`SHORTCUTS`: one name per
+the few named options (``--seeds`` sets ``config.train.seeds``; :data:`SHORTCUTS`: one name per
 key in both commands). ``figures`` trains nothing: it reports a stored run with the run's
 config, and takes ``--config.eval.KEY=VALUE`` for the report's own settings, as ``reveal`` does.
 ``--no-progress`` hides every progress bar, those of tensorflow-datasets preparing a dataset too.
@@ -27,8 +29,8 @@ config, and takes ``--config.eval.KEY=VALUE`` for the report's own settings, as 
 Every command first loads the plugins (:mod:`iml.plugins`) that register a user's losses, models
 and datasets: those of installed packages (entry points of the group ``iml.plugins``), then each
 ``--import MODULE_OR_FILE`` (a dotted module name, or a ``.py`` file), so that ``--loss``,
-``--model`` and ``--dataset`` can name what they register. A run's manifest records them, and
-``figures`` and ``reveal`` load a stored run's plugins again.
+``--config.model.name=NAME`` and ``--dataset`` can name what they register. A run's manifest
+records them, and ``figures`` and ``reveal`` load a stored run's plugins again.
 
 Bad input (an unknown dataset, a misspelled config key, beta outside (0, 1), missing directories
 or CSV columns, a plugin that cannot be found or fails to import) is reported before any work

@@ -8,7 +8,7 @@ otherwise taken as text; a key of text takes the text as written, and a key hold
 takes a list, a tuple or one value. The config comes back locked, so that a misspelled key, on
 the command line or later in code, is an error naming it instead of a new key nobody reads::
 
-    config = load_config("experiments/configs/chestxray14.py", [("train.epochs", "1")])
+    config = load_config("experiments/configs/chestxray14.py", [("train.max_epochs", "1")])
     config.train.epochz = 2  # AttributeError: the key does not exist
 
 For storing, :func:`to_dict` gives the config as plain nested dicts of JSON types and
@@ -20,9 +20,7 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.util
-import inspect
 import json
-import re
 import textwrap
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,7 +35,6 @@ __all__ = [
     "first_difference",
     "flatten",
     "from_dict",
-    "key_meanings",
     "keys_help",
     "load_config",
     "load_config_file",
@@ -138,7 +135,8 @@ def override(
     """Set the existing dotted ``key`` of ``config`` to ``value``, keeping the key's type.
 
     Args:
-      config: the config (it may be locked: only existing keys are set).
+      config: the config (it may be locked: only existing keys are set, and any key of an
+        unlocked section, such as the loss's parameters).
       key: a dotted name, ``"train.learning_rate"``.
       value: the new value; an int is accepted for a float and a list for a tuple.
       flag: how the error messages name the key (default ``config.KEY``).
@@ -155,6 +153,9 @@ def override(
         if not isinstance(section, ml_collections.ConfigDict):
             raise ValueError(f"{name}: {here} is a value, not a section")
         if part not in section:
+            if depth == len(parts) - 1 and not section.is_locked:  # an open section's new key
+                section[part] = tuple(value) if isinstance(value, list) else value
+                return
             raise ValueError(f"{name}: no such key; {_suggest(config, key, section, here)}")
         if depth < len(parts) - 1:
             section = section[part]
@@ -183,9 +184,18 @@ def apply_overrides(
         flag = _PREFIX + key
         if text is None:
             raise ValueError(f"{flag}: no value; write {flag}=VALUE")
-        current = lookup(config, key)
+        current = None if _untyped(config, key) else lookup(config, key)
         override(config, key, parse_value(text, current), flag=flag)
     return config
+
+
+def _untyped(config: ml_collections.ConfigDict, key: str) -> bool:
+    """Whether ``key`` holds a value of any type (a field of type ``object``, such as a number or
+    ``'auto'``), which the text on the command line gives as a literal."""
+    *sections, name = key.split(".")
+    section = lookup(config, ".".join(sections)) if sections else config
+    field = getattr(section, "_fields", {}).get(name)
+    return isinstance(field, ml_collections.FieldReference) and field.get_type() is object
 
 
 def load_config(
@@ -235,10 +245,12 @@ def check_keys(
     """Raise ``ValueError`` unless ``config`` has exactly the keys and sections of ``reference``.
 
     The message names the first unknown key (with the nearest keys of ``reference``) or the
-    first missing one, as ``config.SECTION.KEY``.
+    first missing one, as ``config.SECTION.KEY``. A section that ``reference`` leaves unlocked
+    (open to any key) takes any keys.
     """
     have, want = list(flatten(config)), list(flatten(reference))
-    unknown = [k for k in have if k not in want]
+    open_sections = [f"{k}." for k in _open_sections(reference)]
+    unknown = [k for k in have if k not in want and not k.startswith(tuple(open_sections))]
     if unknown:
         near = _nearest(unknown[0], want)
         names = ["config." + k for k in near or want]
@@ -247,6 +259,19 @@ def check_keys(
     missing = [k for k in want if k not in have]
     if missing:
         raise ValueError(f"config lacks key(s) {', '.join('config.' + k for k in missing)}")
+
+
+def _open_sections(config: Any, prefix: str = "") -> list[str]:
+    """The dotted names of the unlocked sections inside a locked ``ConfigDict``."""
+    if not isinstance(config, ml_collections.ConfigDict):
+        return []
+    found = []
+    for key, value in config.items():
+        if isinstance(value, ml_collections.ConfigDict):
+            if config.is_locked and not value.is_locked:
+                found.append(prefix + key)
+            found += _open_sections(value, f"{prefix}{key}.")
+    return found
 
 
 def to_dict(config: Mapping[str, Any] | ml_collections.ConfigDict) -> dict[str, Any]:
@@ -322,52 +347,22 @@ def _or(names: Sequence[str], word: str = "or") -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {word} {names[-1]}"
 
 
-_ASSIGNMENT = re.compile(
-    r"^\s*\w+\.(\w+(?:\.\w+)+)\s*=\s*(?P<value>.*?)\s*(?:#\s*(?P<comment>.*))?$"
-)
-
-
-def key_meanings(*builds: Callable[[], Any]) -> dict[str, str]:
-    """What each key of a config means, read from the functions that build it: the comment at
-    the end of its assignment line (``c.data.n_folds = 10  # cross-validation folds``), after
-    the comment lines just above it. ``{"data.n_folds": "cross-validation folds", ...}``; keys
-    with no comment map to ``""``. Of several builders (a schema, then a config made from it),
-    a later one's comment on a key replaces an earlier one's."""
-    meanings: dict[str, str] = {}
-    for build in builds:
-        above: list[str] = []
-        for line in inspect.getsource(build).splitlines():
-            stripped = line.strip()
-            if stripped.startswith("#"):
-                above.append(stripped.lstrip("#").strip())
-                continue
-            match = _ASSIGNMENT.match(line)
-            if match and "ConfigDict(" not in match["value"]:
-                meaning = " ".join([*above, match["comment"] or ""]).strip()
-                if meaning or match[1] not in meanings:
-                    meanings[match[1]] = meaning
-            above = []
-    return meanings
-
-
 def keys_help(
     config: Mapping[str, Any] | ml_collections.ConfigDict,
-    build: Callable[[], Any] | Sequence[Callable[[], Any]],
+    meaning: Callable[[str], str],
     title: str = "config keys (set with --config.KEY=VALUE), with their defaults:",
 ) -> str:
     """The text that ``--help`` prints after the options: ``title``, then every key of
-    ``config`` with its default and what it means (:func:`key_meanings` of ``build``, or of
-    several builders), one per line."""
-    meanings = key_meanings(*([build] if callable(build) else build))
+    ``config`` with its default and ``meaning(key)``, one per line."""
     flat = flatten(config)
     width = min(max(len(f"{k} = {v!r}") for k, v in flat.items()), 36)
     lines = [title]
     for key, value in flat.items():
         shown = f"  {key} = {value!r}"
-        meaning = textwrap.wrap(meanings.get(key, ""), 96 - width)
-        if len(shown) > width + 2 and meaning:  # a long default: its meaning on the next lines
+        text = textwrap.wrap(meaning(key), 96 - width)
+        if len(shown) > width + 2 and text:  # a long default: its meaning on the next lines
             lines.append(shown)
             shown = ""
-        lines.append(f"{shown:<{width + 4}}{meaning[0] if meaning else ''}".rstrip())
-        lines += [" " * (width + 4) + part for part in meaning[1:]]
+        lines.append(f"{shown:<{width + 4}}{text[0] if text else ''}".rstrip())
+        lines += [" " * (width + 4) + part for part in text[1:]]
     return "\n".join(lines)

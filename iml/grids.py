@@ -340,12 +340,29 @@ WEIGHT_GRIDS: Mapping[str, GridWeight] = RegistryView(lambda: _record_fields("gr
 
 
 def config_parameters(name: str, section: Mapping[str, Any]) -> dict[str, float]:
-    """The parameters of the loss ``name`` that a config's loss section sets (``gamma`` of the
-    focal losses, as ``config.loss.gamma``), other than the weight its grid varies (the class
-    weight, or the multiclass grid's weight), which the grid gives."""
+    """The parameters of the loss ``name`` that a config's loss section sets in its ``params``
+    (``gamma`` of the focal losses, as ``config.loss.params.gamma``; any parameter of a
+    registered loss), other than the weight its grid varies (the class weight, or the multiclass
+    grid's weight), which the grid gives. A parameter not set takes the loss's own default.
+
+    Raises:
+      ValueError: naming ``params.KEY`` for a parameter the loss does not take, the weight its
+        grid varies, or a value that is not a number.
+    """
     record = L.lookup(name)
     varied = {record.class_weight, record.grid_weight and record.grid_weight.param}
-    return {k: float(section[k]) for k in record.event_ndims if k not in varied and k in section}
+    takes = [k for k in record.event_ndims if k not in varied]
+    params = dict(section.get("params", None) or {})
+    out = {}
+    for key, value in params.items():
+        if key not in takes:
+            said = f"takes {', '.join(takes)}" if takes else "takes no parameter"
+            grid = " (its grid gives that weight)" if key in varied else ""
+            raise ValueError(f"params.{key}: the loss {name!r} {said}{grid}")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"params.{key} must be a number, got {value!r}")
+        out[key] = float(value)
+    return out
 
 
 def _grid_weight(loss: str, name: str) -> GridWeight:

@@ -89,7 +89,7 @@ for key in (
     "train.seeds",
 ):
     print(f"  {key:18s} {values[key]}")
-print(f"  {'train.epochs':18s} {config.train.epochs} (at most)")
+print(f"  {'train.max_epochs':18s} {config.train.max_epochs} (at most)")
 print(f"  members            {manifest['num_members']}, examples {manifest['num_examples']}")
 
 # %% [markdown]

@@ -7,11 +7,14 @@ from iml.pipeline.defaults import default_config
 
 
 def run_config(**values):
-    """The default config with ``values`` set by dotted key (``"train.epochs": 1``)."""
+    """The default config with ``values`` set by dotted key (``"train.max_epochs": 1``)."""
     config = default_config()
     for key, value in values.items():
-        section, name = key.split(".")
-        config[section][name] = value
+        *sections, name = key.split(".")
+        section = config
+        for part in sections:
+            section = section[part]
+        section[name] = value
     return config
 
 
@@ -25,7 +28,7 @@ MULTICLASS = {
     "model.name": "densenet_tiny",
     "loss.name": "class_weighted_softmax",
     "loss.weights": "ones;w[8]=10",
-    "train.epochs": 1,
+    "train.max_epochs": 1,
     "train.members_per_batch": 10,  # every member in one call of the trainer
     "train.checkpoint": False,
     "eval.n_bins": 5,

@@ -33,7 +33,7 @@ def _bad(args, tmp_path, capsys):
 
 
 def test_missing_data_dir_is_named(tmp_path, capsys):
-    err = _bad(["reproduce", "--data-dir", str(tmp_path / "absent")], tmp_path, capsys)
+    err = _bad(["reproduce", f"--config.data.data_dir={tmp_path / 'absent'!s}"], tmp_path, capsys)
     assert "data_dir" in err and "absent" in err
 
 
@@ -49,20 +49,20 @@ def test_beta_outside_unit_interval_is_named(tmp_path, capsys):
 
 def test_misspelled_config_key_is_named_with_the_nearest_key(tmp_path, capsys):
     err = _bad(["reproduce", "--config.train.epochz=2"], tmp_path, capsys)
-    assert "--config.train.epochz: no such key; did you mean config.train.epochs?" in err
+    assert "--config.train.epochz: no such key; did you mean config.train.max_epochs?" in err
 
 
 def test_a_value_of_the_wrong_type_is_named(tmp_path, capsys):
-    err = _bad(["reproduce", "--config.train.epochs", "2.5"], tmp_path, capsys)
-    assert "--config.train.epochs: expected an integer, got 2.5" in err
+    err = _bad(["reproduce", "--config.train.max_epochs", "2.5"], tmp_path, capsys)
+    assert "--config.train.max_epochs: expected an integer, got 2.5" in err
 
 
 def test_an_output_folder_holding_another_run_is_named_before_work(tmp_path, capsys):
     stored = ROOT / "docs" / "results" / "reproduce_digits"  # stored with the flat config
     before = (stored / "manifest.json").read_bytes()
-    assert cli.main(["reproduce", "--epochs", "2", "--out", str(stored)]) == 2
+    assert cli.main(["reproduce", "--config.train.max_epochs=2", "--out", str(stored)]) == 2
     err = capsys.readouterr().err
-    assert "--out: " in err and "config.train.epochs: 3 stored, 2 now" in err
+    assert "--out: " in err and "config.train.max_epochs: 3 stored, 2 now" in err
     assert (stored / "manifest.json").read_bytes() == before
 
 
@@ -130,7 +130,7 @@ def _python(script: str) -> subprocess.CompletedProcess:
             "--config.train.learnig_rate: no such key; did you mean config.train.learning_rate?",
         ),
         (
-            ["reproduce", "--classes", "all", "--loss", "matrix", "--out", "unused"],
+            ["reproduce", "--config.data.classes=all", "--loss", "matrix", "--out", "unused"],
             "config.loss.name='matrix' needs config.loss.weights",
         ),
         (
@@ -138,8 +138,7 @@ def _python(script: str) -> subprocess.CompletedProcess:
                 "reproduce",
                 "--loss",
                 "class_weighted_softmax",
-                "--loss-weights",
-                "ones;w[1]=2",
+                "--config.loss.weights=ones;w[1]=2",
                 "--out",
                 "unused",
             ],
@@ -165,8 +164,14 @@ def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(t
     (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
     out = tmp_path / "sweep"
     argv = ["sweep", "--csv", str(tmp_path / "data.csv"), "--target", "label", "--positive"]
-    argv += ["yes", "--betas", "0.5,0.9", "--betas-per-chunk", "1", "--seeds", "1"]
-    argv += ["--epochs", "2", "--n-folds", "4", "--no-progress", "--out", str(out)]
+    argv += ["yes", "--betas", "0.5,0.9", "--config.train.losses_per_batch=1", "--seeds", "1"]
+    argv += [
+        "--config.train.max_epochs=2",
+        "--config.data.n_folds=4",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     done = _python(
         f"""
         import sys

@@ -29,7 +29,7 @@ def _load(*overrides, path=None):
 
 def test_overrides_set_nested_keys_with_the_keys_types():
     config = _load(
-        ("train.epochs", "2"),
+        ("train.max_epochs", "2"),
         ("train.learning_rate", "1"),  # an int for a float key
         ("loss.betas", "0.5,0.8"),
         ("train.seeds", "3"),  # one value for a tuple key
@@ -37,7 +37,7 @@ def test_overrides_set_nested_keys_with_the_keys_types():
         ("data.manual_dir", "123"),  # text keys take the text
         ("model.weights", "'w.pth'"),
     )
-    assert config.train.epochs == 2 and isinstance(config.train.epochs, int)
+    assert config.train.max_epochs == 2 and isinstance(config.train.max_epochs, int)
     assert config.train.learning_rate == 1.0 and isinstance(config.train.learning_rate, float)
     assert config.loss.betas == (0.5, 0.8) and config.train.seeds == (3,)
     assert config.train.flip is True
@@ -68,8 +68,10 @@ def test_a_misspelled_key_is_named_with_the_nearest_existing_key():
     assert message == (
         "--config.train.learnig_rate: no such key; did you mean config.train.learning_rate?"
     )
-    with pytest.raises(ValueError, match=r"--config\.trian\.epochs: .* config\.train\.epochs\?"):
-        _load(("trian.epochs", "1"))
+    with pytest.raises(
+        ValueError, match=r"--config\.trian\.max_epochs: .* config\.train\.max_epochs\?"
+    ):
+        _load(("trian.max_epochs", "1"))
     with pytest.raises(
         ValueError, match=r"--config\.zzz: no such key; config has data, distributed, eval, "
     ):
@@ -77,33 +79,46 @@ def test_a_misspelled_key_is_named_with_the_nearest_existing_key():
 
 
 def test_a_value_of_another_type_or_a_section_is_refused_naming_the_key():
-    with pytest.raises(ValueError, match=r"--config\.train\.epochs: expected an integer, got 2\.5"):
-        _load(("train.epochs", "2.5"))
+    with pytest.raises(
+        ValueError, match=r"--config\.train\.max_epochs: expected an integer, got 2\.5"
+    ):
+        _load(("train.max_epochs", "2.5"))
     with pytest.raises(ValueError, match=r"--config\.train\.flip: expected True or False"):
         _load(("train.flip", "1"))
     with pytest.raises(ValueError, match=r"--config\.train: config\.train is a section"):
         _load(("train", "3"))
-    with pytest.raises(ValueError, match=r"--config\.train\.epochs: no value"):
-        _load(("train.epochs", None))
+    with pytest.raises(ValueError, match=r"--config\.train\.max_epochs: no value"):
+        _load(("train.max_epochs", None))
 
 
 def test_the_config_is_locked_against_new_fields():
-    config = _load(("train.epochs", "1"))
+    config = _load(("train.max_epochs", "1"))
     assert config.is_locked and config.train.is_locked
     with pytest.raises(AttributeError, match="epochz"):
         config.train.epochz = 2
     with pytest.raises(AttributeError, match="optimizer"):
         config.optimizer = ml_collections.ConfigDict()
-    config.train.epochs = 4  # existing keys stay settable
+    config.train.max_epochs = 4  # existing keys stay settable
     assert default_config().is_locked  # config files start from a locked config too
 
 
 def test_split_overrides_takes_both_forms_in_order():
-    argv = ["reproduce", "--config", "c.py", "--config.train.epochs=2", "--epochs", "3"]
+    argv = [
+        "reproduce",
+        "--config",
+        "c.py",
+        "--config.train.max_epochs=2",
+        "--seeds",
+        "3",
+    ]
     argv += ["--config.loss.betas", "0.5,0.9", "--out", "o", "--config.eval.n_bins"]
     rest, overrides = split_overrides(argv)
-    assert rest == ["reproduce", "--config", "c.py", "--epochs", "3", "--out", "o"]
-    assert overrides == [("train.epochs", "2"), ("loss.betas", "0.5,0.9"), ("eval.n_bins", None)]
+    assert rest == ["reproduce", "--config", "c.py", "--seeds", "3", "--out", "o"]
+    assert overrides == [
+        ("train.max_epochs", "2"),
+        ("loss.betas", "0.5,0.9"),
+        ("eval.n_bins", None),
+    ]
 
 
 def test_a_config_file_setting_a_misspelled_key_is_named_with_its_line(tmp_path):
@@ -130,7 +145,7 @@ def test_to_dict_and_from_dict_round_trip_through_json():
     config = _load(("loss.betas", "0.5,0.9"))
     stored = json.loads(json.dumps(to_dict(config)))
     assert stored["loss"] == {
-        **{"betas": [0.5, 0.9], "gamma": 2.0, "name": "log", "weights": ""},
+        **{"betas": [0.5, 0.9], "params": {}, "name": "log", "weights": ""},
         **{"n_betas": 64, "beta_min": 0.01, "beta_max": 0.99},
     }
     again = from_dict(stored)
@@ -139,8 +154,8 @@ def test_to_dict_and_from_dict_round_trip_through_json():
 
 
 def test_first_difference_names_the_dotted_key():
-    a = {"train": {"epochs": 3, "seeds": [0]}, "loss": {"betas": [0.5]}}
-    b = {"train": {"epochs": 4, "seeds": [0]}, "loss": {"betas": [0.5]}}
+    a = {"train": {"max_epochs": 3, "seeds": [0]}, "loss": {"betas": [0.5]}}
+    b = {"train": {"max_epochs": 4, "seeds": [0]}, "loss": {"betas": [0.5]}}
     assert first_difference(a, a) is None
-    assert first_difference(a, b) == "train.epochs"
+    assert first_difference(a, b) == "train.max_epochs"
     assert first_difference(a, {**a, "eval": {}}) == "eval"

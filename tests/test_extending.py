@@ -88,10 +88,26 @@ def test_a_registered_loss_is_a_specification_with_the_generic_rule(registered):
 
 def test_a_registered_loss_sweeps_and_goes_through_reveal(registered, tmp_path, capsys):
     out = tmp_path / "sweep"
-    argv = ["sweep", "--dataset", "digits", "--loss", NAME, "--betas", "0.5,0.9,0.99",
-            "--seeds", "1", "--l2", "1e-4", "--epochs", "5", "--batch-size", "256",
-            "--lr", "0.1", "--n-folds", "5", "--config.eval.figures=", "--out", str(out),
-            "--no-progress"]  # fmt: skip
+    argv = [
+        "sweep",
+        "--dataset",
+        "digits",
+        "--loss",
+        NAME,
+        "--betas",
+        "0.5,0.9,0.99",
+        "--seeds",
+        "1",
+        "--config.train.l2=1e-4",
+        "--config.train.max_epochs=5",
+        "--config.train.batch_size=256",
+        "--config.train.learning_rate=0.1",
+        "--config.data.n_folds=5",
+        "--config.eval.figures=",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert cli.main(argv) == 0, capsys.readouterr().err
     table = json.loads((out / "table.json").read_text())
     assert list(table) == ["0.5", "0.9", "0.99"]
@@ -108,7 +124,7 @@ def test_a_registered_loss_sweeps_and_goes_through_reveal(registered, tmp_path, 
 
     revealed = tmp_path / "revealed"
     argv = ["reveal", "--run", str(out), "--out", str(revealed), "--power-datasets", "0",
-            "--n-bootstrap", "20", "--no-progress"]  # fmt: skip
+            "--config.eval.n_bootstrap=20", "--no-progress"]  # fmt: skip
     assert cli.main(argv) == 0, capsys.readouterr().err
     result = json.loads((revealed / "revealed.json").read_text())
     assert result["betas"] == [0.5, 0.9, 0.99] and result["K"] == 3
@@ -191,7 +207,7 @@ def _tiny_ensemble(tmp_path, **settings):
     config.data.n_folds = 3
     config.data.n_val_folds = 1
     config.model.name = "densenet_tiny"
-    config.train.epochs = 1
+    config.train.max_epochs = 1
     config.train.checkpoint = False
     config.eval.n_bins = 5
     for key, value in settings.items():
@@ -209,9 +225,23 @@ def _tiny_ensemble(tmp_path, **settings):
 
 def _sweep(tmp_path, *extra):
     out = tmp_path / "sweep"
-    argv = ["sweep", "--betas", "0.5,0.9", "--seeds", "1", "--l2", "1e-4", "--epochs", "3",
-            "--batch-size", "128", "--lr", "0.05", "--n-folds", "5", "--out", str(out),
-            "--config.eval.figures=", "--no-progress", *extra]  # fmt: skip
+    argv = [
+        "sweep",
+        "--betas",
+        "0.5,0.9",
+        "--seeds",
+        "1",
+        "--config.train.l2=1e-4",
+        "--config.train.max_epochs=3",
+        "--config.train.batch_size=128",
+        "--config.train.learning_rate=0.05",
+        "--config.data.n_folds=5",
+        "--out",
+        str(out),
+        "--config.eval.figures=",
+        "--no-progress",
+        *extra,
+    ]
     assert cli.main(argv) == 0
     table = json.loads((out / "table.json").read_text())
     assert list(table) == ["0.5", "0.9"]
@@ -254,7 +284,9 @@ def test_a_registered_model_sweeps_and_trains_an_image_ensemble(tanh_model, tmp_
     # the config's `hidden` reaches the model; the keys it does not take are left out
     model = build_model(MODEL, 3, "rows", hidden=5, weights="", name=MODEL)
     assert (model.n_outputs, model.width) == (3, 5)
-    out, manifest = _sweep(tmp_path, "--dataset", "digits", "--model", MODEL, "--hidden", "4")
+    out, manifest = _sweep(
+        tmp_path, "--dataset", "digits", f"--config.model.name={MODEL}", "--config.model.hidden=4"
+    )
     assert manifest["config"]["model"] == {"name": MODEL, "hidden": 4}
     with np.load(out / "ensemble_scores.npz") as stored:
         assert stored["scores"].shape == (2, 1797)
@@ -265,7 +297,7 @@ def test_a_registered_model_sweeps_and_trains_an_image_ensemble(tanh_model, tmp_
 def test_an_unknown_or_unfit_model_is_named_before_any_work(tanh_model, tmp_path, capsys):
     from iml.models import model_record, register_model, unregister_model
 
-    assert cli.main(["sweep", "--dataset", "digits", "--model", "densenet_tiny",
+    assert cli.main(["sweep", "--dataset", "digits", "--config.model.name=densenet_tiny",
                      "--out", str(tmp_path / "a")]) == 2  # fmt: skip
     assert "model 'densenet_tiny' does not take rows" in capsys.readouterr().err
     assert not (tmp_path / "a").exists()

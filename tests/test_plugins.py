@@ -216,12 +216,12 @@ THREE_COMMANDS = """
 import sys
 from iml import cli
 run, report, revealed = sys.argv[1:]
-sweep = ["sweep", "--dataset", "breast_cancer", "--model", "gelu_mlp", "--hidden", "4",
-         "--loss", "boosting", "--betas", "0.5,0.9", "--seeds", "1", "--epochs", "2",
-         "--n-folds", "4", "--l2", "1e-4", "--config.eval.figures=", "--no-progress",
-         "--out", run]
+sweep = ["sweep", "--dataset", "breast_cancer", "--config.model.name=gelu_mlp",
+         "--config.model.hidden=4", "--loss", "boosting", "--betas", "0.5,0.9", "--seeds", "1",
+         "--config.train.max_epochs=2", "--config.data.n_folds=4", "--config.train.l2=1e-4",
+         "--config.eval.figures=", "--no-progress", "--out", run]
 figures = ["figures", "--run", run, "--out", report, "--config.eval.figures="]
-reveal = ["reveal", "--run", run, "--out", revealed, "--n-bootstrap", "20",
+reveal = ["reveal", "--run", run, "--out", revealed, "--config.eval.n_bootstrap=20",
           "--power-datasets", "0", "--config.eval.figures=", "--no-progress"]
 for argv in (sweep, figures, reveal):
     status = cli.main(argv)

@@ -13,6 +13,11 @@ next; a manifest without ``schema`` is schema 1, in any of the layouts that vers
   sections without ``train.min_lr`` (the learning-rate floor, 0 in every such sweep);
 - a sweep's report files named ``sweep_table.json``, ``scores.npz`` and ``sweep_table.md``.
 
+Schema 2 to 3: the config's keys take the names of the fields they set (``train.epochs`` ->
+``train.max_epochs``, ``train.min_learning_rate`` -> ``train.min_lr``), one name for the unit of
+work (``train.betas_per_chunk`` -> ``train.losses_per_batch``), and the loss's parameters live in
+an open section (``loss.gamma`` -> ``loss.params.gamma``, kept only for a loss that takes it).
+
 Usage, from the repository root (a folder is searched for ``manifest.json`` files and
 ``*_manifest.json`` copies; ``--check`` rewrites nothing and exits 1 if anything is out of date)::
 
@@ -163,6 +168,36 @@ def migrate_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
         sweep = _is_sweep(config)
         out["config"] = _sweep_to_2(config) if sweep else _images_to_2(config)
         out = {"schema": 2, "kind": "table" if sweep else "images", **out}
+    if out["schema"] == 2:
+        out["config"] = _to_3(out["config"], out["kind"])
+        out["schema"] = 3
+    return out
+
+
+#: The keys that schema 3 renamed, in the sections of either kind.
+RENAMED_3 = {
+    "epochs": "max_epochs",
+    "min_learning_rate": "min_lr",
+    "betas_per_chunk": "losses_per_batch",
+}
+
+
+def _takes_gamma(loss: str) -> bool:
+    # imported here: the registry of losses (JAX), which only this step needs
+    from iml.losses import lookup
+
+    try:
+        return "gamma" in lookup(loss).event_ndims
+    except (KeyError, ValueError):  # a plugin's loss, not loaded: the focal family's parameter
+        return "focal" in loss
+
+
+def _to_3(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    out = json.loads(json.dumps(dict(config)))
+    out["train"] = {RENAMED_3.get(k, k): v for k, v in out["train"].items()}
+    if kind == "images":
+        gamma = out["loss"].pop("gamma")
+        out["loss"]["params"] = {"gamma": gamma} if _takes_gamma(out["loss"]["name"]) else {}
     return out
 
 

@@ -8,7 +8,7 @@ and accuracy, with one reliability figure per loss and a panel per class::
     iml reproduce --config experiments/configs/digits_multiclass.py --out runs/digits_multiclass
 
 The digits are shrunk to 4 px, as in the default binary run, so that the task stays uncertain
-(``--image-size 8`` keeps their native size, where nearly every score is at an extreme);
+(``--config.data.image_size=8`` keeps their native size, where nearly every score is at an extreme);
 members train to early stopping (at most 20 epochs). Results:
 ``docs/results/reproduce_digits_multiclass``.
 ``--config.loss.name=matrix --config.loss.weights='ones;B[8,8]=10'`` trains the B-weighted log
@@ -26,6 +26,6 @@ def get_config() -> ml_collections.ConfigDict:
     c.data.classes = "all"
     c.loss.name = "class_weighted_softmax"
     c.loss.weights = "ones;w[8]=10"
-    c.train.epochs = 20
+    c.train.max_epochs = 20
     c.train.patience = 3
     return c

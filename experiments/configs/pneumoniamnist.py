@@ -3,7 +3,7 @@
 Run it with::
 
     iml reproduce --config experiments/configs/pneumoniamnist.py \\
-        --manual-dir DIR --out runs/pneumoniamnist
+        --config.data.manual_dir=DIR --out runs/pneumoniamnist
 
 ``DIR`` holds MedMNIST's ``pneumoniamnist.npz`` (https://zenodo.org/records/10519652). From the
 two partial public copies that ``iml.data.assemble_pneumoniamnist`` names, it is made by
@@ -11,11 +11,11 @@ two partial public copies that ``iml.data.assemble_pneumoniamnist`` names, it is
 kaggle_npz))``. All 5,856 images are pooled and split into 10 folds rotated 7/2/1 (30 members,
 one seed); members train for up to 6 epochs with early stopping on the validation loss (patience
 2). docs/results/pneumoniamnist holds this run, with the time it took on a 2-core CPU. The paper
-trains longer: trained to early stopping (``--config.train.epochs=40``), with a patience of 6, or
-with 4 seeds, the experiment is in docs/results/pneumoniamnist_early_stopping,
+trains longer: trained to early stopping (``--config.train.max_epochs=40``), with a patience of
+6, or with 4 seeds, the experiment is in docs/results/pneumoniamnist_early_stopping,
 pneumoniamnist_patience and pneumoniamnist_seeds. At beta 0.99 the corrected ECE is 3.3 to 3.6
 times that at beta 0.5 under the paper's schedule, with or without early stopping, and 2.3
-[0.9, 4.3] times with a floor on the learning rate (``--config.train.min_learning_rate=1e-4``:
+[0.9, 4.3] times with a floor on the learning rate (``--config.train.min_lr=1e-4``:
 docs/results/pneumoniamnist_schedules, pneumoniamnist_lr_floor and
 pneumoniamnist_lr_floor_other_betas). The config keeps the paper's schedule.
 """
@@ -31,7 +31,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.data.name = "pneumoniamnist"
     c.data.image_size = 28
     c.model.name = "densenet_small"
-    c.train.epochs = 6
+    c.train.max_epochs = 6
     c.train.patience = 2
     c.train.flip = True
     return c

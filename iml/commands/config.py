@@ -19,47 +19,18 @@ if TYPE_CHECKING:
 
 __all__ = ["SHORTCUTS", "load_config", "load_config_with_names", "report_overrides", "shortcuts"]
 
-#: The named options of ``iml reproduce`` and ``iml sweep`` and the config key each sets: one
-#: table, so that an option has the same name in every command. A command offers the options of
-#: the keys its runs read (:func:`shortcuts`); ``--out`` and ``--no-progress`` set no key.
+#: The named options of ``iml reproduce`` and ``iml sweep`` and the config key each sets: the
+#: keys a run is most often started with, one table, so that an option has the same name in
+#: every command; every other key is set as ``--config.SECTION.KEY=VALUE``. A command offers the
+#: options of the keys its runs read (:func:`shortcuts`); ``--out`` and ``--no-progress`` set no
+#: key.
 SHORTCUTS = {
-    "csv": "data.csv",
     "dataset": "data.name",
-    "classes": "data.classes",
+    "csv": "data.csv",
     "target": "data.target",
-    "positive": "data.positive",
-    "delimiter": "data.delimiter",
-    "data_dir": "data.data_dir",
-    "manual_dir": "data.manual_dir",
-    "image_size": "data.image_size",
-    "n_folds": "data.n_folds",
-    "fold_seed": "data.fold_seed",
     "loss": "loss.name",
-    "gamma": "loss.gamma",
-    "loss_weights": "loss.weights",
     "betas": "loss.betas",
-    "n_betas": "loss.n_betas",
-    "beta_min": "loss.beta_min",
-    "beta_max": "loss.beta_max",
-    "model": "model.name",
-    "hidden": "model.hidden",
-    "weights": "model.weights",
     "seeds": "train.seeds",
-    "epochs": "train.epochs",
-    "batch_size": "train.batch_size",
-    "lr": "train.learning_rate",
-    "patience": "train.patience",
-    "l2": "train.l2",
-    "l2_grid": "train.l2_grid",
-    "l2_scale": "train.l2_scale",
-    "no_standardize": "train.standardize",
-    "solver": "train.solver",
-    "betas_per_chunk": "train.betas_per_chunk",
-    "n_bins": "eval.n_bins",
-    "n_bootstrap": "eval.n_bootstrap",
-    "report_seed": "eval.report_seed",
-    "average": "eval.average",
-    "distributed": "distributed.enabled",
 }
 
 
@@ -74,9 +45,8 @@ def report_overrides(
     args: argparse.Namespace, keys: Iterable[str]
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The report's settings (``config.eval``) that a command reporting a stored run is given:
-    its ``--config.eval.KEY=VALUE`` items, typed as ``iml reproduce`` reads them, then its named
-    options of those keys (:data:`SHORTCUTS`); and how messages name each (``--n-bins`` or
-    ``config.eval.n_bins``).
+    its ``--config.eval.KEY=VALUE`` items, typed as ``iml reproduce`` reads them; and how
+    messages name each (``config.eval.n_bins``).
 
     Args:
       args: the parsed command line, with its ``overrides``.
@@ -100,12 +70,7 @@ def report_overrides(
             )
         names[name] = f"config.eval.{name}"
     config_lib.apply_overrides(config, args.overrides)
-    overrides = {name: config.eval[name] for name in names}
-    for option, key in SHORTCUTS.items():
-        name = key.removeprefix("eval.")
-        if key.startswith("eval.") and name in keys and getattr(args, option, None) is not None:
-            overrides[name], names[name] = getattr(args, option), "--" + option.replace("_", "-")
-    return overrides, names
+    return {name: config.eval[name] for name in names}, names
 
 
 def load_config(args: argparse.Namespace) -> ml_collections.ConfigDict:
@@ -142,7 +107,7 @@ def load_config_with_names(
         flag = "--" + option.replace("_", "-")
         value = getattr(args, option)
         if value is not None:
-            if key in ("loss.betas", "train.l2_grid"):
+            if key == "loss.betas":
                 value = _numbers(flag, value)
             elif key == "train.seeds":
                 value = _member_seeds(flag, value)

@@ -1,5 +1,5 @@
 """``iml figures``: report a stored run without training, with the report's own settings
-(``--config.eval.KEY=VALUE``, ``--average``) in place of the run's.
+(``--config.eval.KEY=VALUE``, ``--config.eval.average``) in place of the run's.
 """
 
 from __future__ import annotations
@@ -64,10 +64,9 @@ def say_loss_calibration(table: dict, key_name: str) -> None:
 
 def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The ``config.eval`` keys that ``iml figures`` reports with: its ``--config.eval.KEY=VALUE``
-    items, then its named options of those keys (``--n-bins``, ``--n-bootstrap``,
-    ``--report-seed``, ``--average``); any other ``--config.KEY`` is refused (it trains
-    nothing). Each is checked here, named as it was given; the stored run's kind checks the
-    fewest replicates later. See :func:`iml.commands.config.report_overrides`."""
+    items; any other ``--config.KEY`` is refused (it trains nothing). Each is checked here, named
+    as it was given; the stored run's kind checks the fewest replicates later. See
+    :func:`iml.commands.config.report_overrides`."""
     defaults = default_config().eval
     overrides, names = report_overrides(args, defaults)
     settings = {**defaults.to_dict(), **overrides}

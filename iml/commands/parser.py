@@ -7,6 +7,7 @@ key in every command). ``iml --help`` shows this docstring's first line.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,9 +17,8 @@ from iml.commands.plugins import add_import_argument
 from iml.commands.reproduce import reproduce_command
 from iml.commands.reveal import REVEAL_SETTINGS, reveal_command
 from iml.commands.sweep import sweep_command
-from iml.config import flatten, key_meanings, keys_help, split_overrides
-from iml.pipeline.defaults import default_config, experiment_config, sweep_config
-from iml.pipeline.store import ENSEMBLE_AVERAGES
+from iml.config import flatten, keys_help, split_overrides
+from iml.pipeline.defaults import READ_BY, default_config, key_help, sweep_config
 
 if TYPE_CHECKING:
     import ml_collections
@@ -26,14 +26,17 @@ if TYPE_CHECKING:
 __all__ = ["add_config_arguments", "build_parser", "parse_args"]
 
 
-def _ridge(text: str) -> float | str:
-    """``--l2``: ``auto`` or a number."""
-    if text == "auto":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
+def _epilog(config: ml_collections.ConfigDict, inputs: str) -> str:
+    """``--help``'s list of the config keys that runs on ``inputs`` read, with their defaults
+    and meanings, and the loss's open section of parameters."""
+    readable = {
+        section: {k: v for k, v in keys.items() if READ_BY.get(f"{section}.{k}", inputs) == inputs}
+        for section, keys in config.to_dict().items()
+    }
+    params = "a parameter of the loss other than the weight its grid varies (gamma of 'focal', "
+    params += "or any parameter of a registered loss); unset: the loss's own default"
+    lines = textwrap.wrap(params, 92, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join([keys_help(readable, key_help), "  loss.params.NAME = VALUE", *lines])
 
 
 def _config_argument(parser: argparse.ArgumentParser, where: str = "") -> None:
@@ -50,19 +53,9 @@ def _config_argument(parser: argparse.ArgumentParser, where: str = "") -> None:
 #: the values each takes. What an option means is its key's meaning in the config schema.
 _ARGUMENTS: dict[str, dict[str, Any]] = {
     "csv": {"metavar": "PATH"},
-    "classes": {"choices": ("binary", "all")},
     "target": {"metavar": "COLUMN"},
-    "positive": {"metavar": "VALUE"},
-    "delimiter": {"metavar": "CHAR"},
-    "data_dir": {"metavar": "DIR"},
-    "manual_dir": {"metavar": "DIR"},
-    "loss_weights": {"metavar": "W1;W2;..."},
     "betas": {"nargs": "+", "metavar": "BETA"},
-    "weights": {"metavar": "PTH"},
     "seeds": {"type": int, "nargs": "+", "metavar": "N"},
-    "l2": {"type": _ridge, "metavar": "L2|auto"},
-    "l2_grid": {"nargs": "+", "metavar": "L2"},
-    "average": {"choices": ENSEMBLE_AVERAGES},
 }
 #: ``--help``'s group of each section of the config, in its order.
 _SECTIONS = {
@@ -84,26 +77,25 @@ def add_config_arguments(
     """Add the named options of the keys in ``sections`` that runs on ``inputs`` read
     (:func:`iml.commands.config.shortcuts`), each named as in every command, grouped by the
     config's sections; an option's help is its key's meaning in the schema
-    (:func:`iml.config.key_meanings`), its default in ``defaults`` (``None``: the stored run's)
-    and the key it sets."""
+    (:data:`iml.pipeline.defaults.SCHEMA`), its default in ``defaults`` (``None``: the stored
+    run's) and the key it sets."""
     flat = flatten(default_config() if defaults is None else defaults)
-    meanings = key_meanings(experiment_config)
-    groups = {section: parser.add_argument_group(_SECTIONS[section]) for section in sections}
-    for option, key in shortcuts(inputs).items():
-        if key.split(".")[0] not in sections:
-            continue
+    options = {o: k for o, k in shortcuts(inputs).items() if k.split(".")[0] in sections}
+    used = [s for s in sections if any(k.startswith(f"{s}.") for k in options.values())]
+    groups = {section: parser.add_argument_group(_SECTIONS[section]) for section in used}
+    for option, key in options.items():
         kwargs = dict(_ARGUMENTS.get(option, {}))
         default = flat[key]
         if isinstance(default, bool):  # a switch: the option sets the other value
             kwargs.update(action="store_const", const=not default)
-            text = f"sets config.{key} = {not default}; the key: {meanings[key]}"
+            text = f"sets config.{key} = {not default}; the key: {key_help(key)}"
         else:
             if type(default) in (int, float):
                 kwargs.setdefault("type", type(default))
             shown = f"; default {default}" if default not in ("", ()) else ""
             if defaults is None:
                 shown = "; default: the run's"
-            text = f"{meanings[key]}{shown} (config.{key})"
+            text = f"{key_help(key)}{shown} (config.{key})"
         flag = "--" + option.replace("_", "-")
         groups[key.split(".")[0]].add_argument(flag, help=text.replace("%", "%%"), **kwargs)
 
@@ -118,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduce",
         help="train the beta ensembles and write Figures 1-4, the table and the revealed "
         "experiments",
-        epilog=keys_help(default_config(), (experiment_config, default_config)),
+        epilog=_epilog(default_config(), "images"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _config_argument(rep, " (experiments/configs/)")
@@ -143,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         "report_seed, average, figures) in place of the run's.",
         epilog=keys_help(
             {"eval": default_config().eval.to_dict()},
-            experiment_config,
+            key_help,
             "config keys (set with --config.eval.KEY=VALUE; default: the run's own), with "
             "the defaults of a new run:",
         ),
@@ -153,7 +145,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--run", required=True, help="a run directory written by `iml reproduce` or `iml sweep`"
     )
     fig.add_argument("--out", help="where to write (default: the run directory)")
-    add_config_arguments(fig, "images", None, sections=("eval",))
     add_import_argument(fig)
     fig.set_defaults(func=figures_command)
 
@@ -163,15 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a fine grid of losses (class weights beta by default) of small "
         "models as one vectorized program; plot ECE against the loss for raw and "
         "loss-corrected scores.",
-        epilog=keys_help(sweep_config(), (experiment_config, sweep_config)),
+        epilog=_epilog(sweep_config(), "rows"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _config_argument(swp, " (experiments/configs/sweep*.py)")
     swp.add_argument("--out", required=True, metavar="DIR", help="output folder (resumable)")
     swp.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_config_arguments(swp, "rows", sweep_config())
-    # --weights was --loss-weights' earlier name here; in a run on images it names a model's
-    # starting weights. Given to a sweep, it is answered with the new name rather than read.
     add_import_argument(swp)
     swp.set_defaults(func=sweep_command)
 
@@ -185,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         "inference, bound the costs of learning; write revealed.json and three figures. "
         "--config.eval.KEY=VALUE sets n_bins, n_bootstrap, report_seed and figures (the "
         "formats, png,pdf by default; none with --config.eval.figures=).",
-        epilog=keys_help({"eval": REVEAL_SETTINGS}, experiment_config),
+        epilog=keys_help({"eval": REVEAL_SETTINGS}, key_help),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rev.add_argument("--run", required=True, metavar="DIR", nargs="+",
@@ -194,27 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "pooled)")  # fmt: skip
     rev.add_argument("--out", required=True, metavar="DIR", help="where to write")
     rev.add_argument(
-        "--n-bins",
-        type=int,
-        help="signals per model: deciles merged until each bin holds 10 expected positives and "
-        "negatives (the verdicts are also reached at 5, 10 and 20 quantile bins); default 10 "
-        "(config.eval.n_bins)",
-    )
-    rev.add_argument(
         "--power-datasets",
         type=int,
         default=100,
         help="simulated data sets per scenario for each test's size and power at the run's N, "
         "K and prior; 0 for none; default 100",
     )
-    rev.add_argument(
-        "--n-bootstrap",
-        type=int,
-        help="paired bootstrap replicates; default 1000 (config.eval.n_bootstrap)",
-    )
-    rev.add_argument("--report-seed", "--seed", type=int, dest="report_seed",
-                     help="seed of the bootstrap and the simulations; default 0 "
-                     "(config.eval.report_seed)")  # fmt: skip
     rev.add_argument("--no-progress", action="store_true", help="print only the summary")
     add_import_argument(rev)
     rev.set_defaults(func=reveal_command)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["sweep_command"]
 
 #: The keys of ``iml sweep``'s config that only minibatch Adam reads.
-_ADAM_KEYS = ("train.learning_rate", "train.batch_size", "train.epochs", "train.patience")
+_ADAM_KEYS = ("train.learning_rate", "train.batch_size", "train.max_epochs", "train.patience")
 
 
 def _note_unused_adam_options(
@@ -40,7 +40,7 @@ def _note_unused_adam_options(
     if unread:
         print(
             f"iml sweep: note: {', '.join(unread)} not used: the logistic model under this loss "
-            "is fitted exactly (--solver adam trains it by Adam)",
+            "is fitted exactly (--config.train.solver=adam trains it by Adam)",
             file=sys.stderr,
         )
 
@@ -78,7 +78,7 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
         result = execute_sweep(plan, store, progress=not args.no_progress)
         if not here.main:  # process 0 writes the results
             distributed.finish()
-            print(f"process {here.index} of {here.count}: trained chunks {result.chunks_trained}")
+            print(f"process {here.index} of {here.count}: trained batches {result.batches_trained}")
             return 0
         multiclass = config.data.classes == "all"
         title = sweep_title(dataset.name, config.loss.name, len(result.keys), len(result.seeds),
@@ -96,7 +96,7 @@ def sweep_command(args: argparse.Namespace) -> Callable[[], int]:
         print(
             f"{dataset.name}: N={dataset.num_examples}, {where}; raw {shown} up to {worst:.4f}; "
             f"loss-corrected {shown} {min(corrected):.4f}..{max(corrected):.4f}; "
-            f"trained chunks {result.chunks_trained}"
+            f"trained batches {result.batches_trained}"
         )
         written = [out / "table.json", out / "table.md", out / "ensemble_scores.npz", *paths]
         print("wrote " + ", ".join(map(str, written)))

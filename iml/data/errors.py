@@ -29,9 +29,10 @@ class ArgumentError(ValueError):
 
     The message is ``template.format(arg=..., given=..., **details)``. ``{arg}`` is the
     argument's name and ``{given}`` the name with the value passed, spelled for a library call
-    (``positive=``, ``positive='q'``) unless :meth:`for_flags` maps the argument to the flag of
-    a command line (``--positive``, ``--positive 'q'``). The details are inserted as values, so
-    data in them (braces included) never changes the template.
+    (``positive=``, ``positive='q'``) unless :meth:`for_flags` maps the argument to a flag of the
+    command line (``--target``, ``--target 'y'``) or a config key (``config.data.positive``,
+    ``config.data.positive='q'``). The details are inserted as values, so data in them (braces
+    included) never changes the template.
 
     Attributes:
       argument: the library argument at fault (``"target"``, ``"positive"``, ``"path"``, ...).
@@ -54,7 +55,8 @@ class ArgumentError(ValueError):
             arg, given = f"{self.argument}=", f"{self.argument}={_shown(self.value)}"
         else:
             arg = self.flag
-            given = self.flag if self.value is None else f"{self.flag} {_shown(self.value)}"
+            sep = " " if self.flag.startswith("--") else "="  # a flag, or a config key
+            given = self.flag if self.value is None else f"{self.flag}{sep}{_shown(self.value)}"
         return self.template.format(arg=arg, given=given, **self.details)
 
     def renamed(self, argument: str, value: object) -> ArgumentError:

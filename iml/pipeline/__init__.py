@@ -3,12 +3,12 @@
 * :mod:`iml.pipeline.defaults`: the one config schema of an experiment, and its two defaults
   (``iml reproduce``: an ensemble on images; ``iml sweep``: small models on rows of a table).
 * :mod:`iml.pipeline.plan`: nested-CV folds and the grid loss x rotation x seed in member batches
-  (of members, or of every member of a chunk of losses), for both kinds of run.
+  (of members, or of every member of a group of losses), for both kinds of run.
 * :mod:`iml.pipeline.train_plan`: the one loop of every run: each member batch trained and stored
   (resumable after ``kill -9``), in parts sized by memory where asked.
 * :mod:`iml.pipeline.runner`: a run on images (its data, model and plan) into the store;
   :mod:`iml.pipeline.run_config` the config's checks.
-* :mod:`iml.pipeline.sweep`: a grid of losses over many small models on rows at once, each chunk
+* :mod:`iml.pipeline.sweep`: a grid of losses over many small models on rows at once, each group
   of losses one stored batch; :mod:`iml.pipeline.sweep_config` the config's checks, and
   :mod:`iml.pipeline.sweep_scores` its scoring from the stored batches (just trained, or
   reported again by ``iml figures``).

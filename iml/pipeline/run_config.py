@@ -22,7 +22,12 @@ from iml import config as config_lib
 from iml.data import DATASETS
 from iml.grids import CLASS_WEIGHTS, WEIGHT_GRIDS, beta_grid, parse_weight_grid
 from iml.models import CONV_IMPLS, DenseNet, build_model, min_input_size
-from iml.pipeline.defaults import check_eval_settings, check_read_keys, default_config
+from iml.pipeline.defaults import (
+    check_eval_settings,
+    check_loss_params,
+    check_read_keys,
+    default_config,
+)
 
 __all__ = [
     "as_config",
@@ -49,7 +54,7 @@ def from_dotted(values: Mapping[str, Any]) -> ml_collections.ConfigDict:
 _COUNTS = (
     "data.n_folds",
     "data.n_test_folds",
-    "train.epochs",
+    "train.max_epochs",
     "train.batch_size",
     "train.eval_batch_size",
     "train.patience",
@@ -103,8 +108,8 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
     if c.data.classes not in ("binary", "all"):
         raise ValueError(f"config.data.classes must be 'binary' or 'all', got {c.data.classes!r}")
-    V.check_non_negative("config.loss.gamma", c.loss.gamma)
     _check_loss_grid(c)
+    check_loss_params(c.loss)
     for keys, minimum in ((_COUNTS, 1), (_COUNTS_OR_ZERO, 0)):
         for key in keys:
             V.check_count(f"config.{key}", config_lib.lookup(c, key), minimum)
@@ -119,7 +124,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"n_val_folds={c.data.n_val_folds} and n_test_folds={c.data.n_test_folds}"
         )
     V.check_positive("config.train.learning_rate", c.train.learning_rate)
-    V.check_non_negative("config.train.min_learning_rate", c.train.min_learning_rate)
+    V.check_non_negative("config.train.min_lr", c.train.min_lr)
     V.check_seeds("config.train.seeds", tuple(c.train.seeds))
     check_eval_settings(c.eval)
     for key in ("data_dir", "manual_dir"):

@@ -77,10 +77,17 @@ _IN_MEMORY_BYTES = 1 << 30
 
 def run_loss(config: Mapping[str, Any]) -> LossFamily:
     """The loss of a run as a function of the members' class weight: ``config.loss.name``
-    (:data:`iml.grids.CLASS_WEIGHTS`), with the other parameters the config sets (``gamma`` for
-    the focal loss; :func:`iml.grids.config_parameters`)."""
+    (:data:`iml.grids.CLASS_WEIGHTS`), with the parameters ``config.loss.params`` sets
+    (:func:`iml.grids.config_parameters`).
+
+    Raises:
+      ValueError: naming ``config.loss.params.KEY`` for a parameter the loss does not take.
+    """
     c = as_config(config)
-    return loss_family(c.loss.name, **config_parameters(c.loss.name, c.loss))
+    try:
+        return loss_family(c.loss.name, **config_parameters(c.loss.name, c.loss))
+    except ValueError as err:
+        raise ValueError(f"config.loss.{err}") from None
 
 
 def is_multiclass(config: Mapping[str, Any]) -> bool:
@@ -192,10 +199,10 @@ def _train_config(config: Mapping[str, Any]) -> TrainConfig:
         learning_rate=float(c.train.learning_rate),
         batch_size=int(c.train.batch_size),
         eval_batch_size=int(c.train.eval_batch_size),
-        max_epochs=int(c.train.epochs),
+        max_epochs=int(c.train.max_epochs),
         patience=int(c.train.patience),
         plateau_patience=int(c.train.plateau_patience),
-        min_lr=float(c.train.min_learning_rate),
+        min_lr=float(c.train.min_lr),
         flip=bool(c.train.flip),
         normalize=str(c.train.normalize),
     )

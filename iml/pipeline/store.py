@@ -65,7 +65,7 @@ _PACKAGES = (
 #: The version of the manifest's layout that this iml writes and reads. Runs recorded at an
 #: earlier one are rewritten once by ``python -m tools.migrate_runs RUN`` (from the repository
 #: root), not read by the library.
-SCHEMA = 2
+SCHEMA = 3
 #: What a run's members take, recorded as the manifest's ``kind``: ``"images"``, fed to the
 #: devices in batches from the host, or ``"table"``, rows held whole on the device.
 KINDS = ("images", "table")
@@ -180,7 +180,7 @@ class RunStore:
 
         Raises:
           ValueError: if the directory holds a run with a different config, naming the first
-            differing key (dotted, ``'train.epochs'``, inside nested sections), a run of the
+            differing key (dotted, ``'train.max_epochs'``, inside nested sections), a run of the
             other kind, or a manifest of an earlier schema (:meth:`manifest`).
         """
         V.check_choice("kind", kind, KINDS)

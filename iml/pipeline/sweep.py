@@ -7,7 +7,7 @@ nested cross-validation (7-2-1, the paper's appendix "Technical Details"), a sma
 with :data:`~iml.training.TABULAR_DEFAULTS`, or the exact solver for logistic members). Each
 loss's ensemble and its loss-corrected scores ``(c^L)^{-1}`` (Proposition 4; Cor. 1 for a beta)
 are scored by :func:`~iml.calibration.table_by_loss`. The members are planned as every run's
-are (:func:`iml.pipeline.plan.make_plan`, one batch per chunk of losses) and trained and stored
+are (:func:`iml.pipeline.plan.make_plan`, one batch per group of losses) and trained and stored
 by the one loop of every run (:func:`iml.pipeline.train_plan.train_plan`), so a killed sweep
 resumes where it stopped.
 
@@ -104,13 +104,13 @@ class SweepPlan(NamedTuple):
     config: TrainConfig
     fold_ids: np.ndarray
     splits: list[FoldSplit]
-    chunks: list[np.ndarray]  # indices into the grid of losses
+    batches: list[np.ndarray]  # each batch's indices into the grid of losses
     n_bins: int
     run_config: dict[str, Any]
     average: str = "score"  # how the seeds of a loss pool (ENSEMBLE_AVERAGES)
     n_bootstrap: int = 200  # replicates of each ECE's interval in the table
     report_seed: int = 0  # seed of those replicates
-    plan: Plan | None = None  # the members, batched by chunk of losses (make_plan)
+    plan: Plan | None = None  # the members, batched by group of losses (make_plan)
 
 
 #: The layout of a sweep's stored members (:func:`iml.pipeline.store.member_entry`, the layout of
@@ -119,12 +119,12 @@ STORE_LAYOUT = "batches"
 #: The sections of a sweep's record (its manifest's ``config``): ``data`` (the source the
 #: command read, ``n_folds``, ``fold_seed`` and ``sha256``, the digest of the features, labels
 #: and groups), ``model``, ``loss`` (a registered loss's config, or a callable's description),
-#: ``train`` (the seeds, ``betas_per_chunk`` and the :class:`~iml.training.TrainConfig` fields),
+#: ``train`` (the seeds, ``losses_per_batch`` and the :class:`~iml.training.TrainConfig` fields),
 #: ``eval`` and ``store``; a caller's other facts stay at the top level under other names.
 SECTIONS = ("data", "model", "loss", "train", "eval", "store")
-#: Where a sweep's config leaves the seeds or the chunks to the solver: the seeds of a sweep
+#: Where a sweep's config leaves the seeds or the batches to the solver: the seeds of a sweep
 #: fitted exactly (its members' optimum does not depend on a seed) and of one trained by Adam,
-#: and the losses of a chunk by Adam (an exact sweep takes the whole grid as one chunk).
+#: and the losses of a batch by Adam (an exact sweep takes the whole grid as one batch).
 EXACT_SEEDS, ADAM_SEEDS, ADAM_CHUNK = (0,), tuple(range(8)), 16
 
 
@@ -162,7 +162,7 @@ def _member_seeds(seeds: int | Sequence[int] | None, exact: bool) -> np.ndarray:
         warnings.warn(
             f"{len(s)} seeds asked of a sweep fitted exactly, whose members' optimum does not "
             f"depend on the seed: fitted once, with seed {int(s[0])} (drop --seeds, or train by "
-            "--solver adam for members that differ by seed)",
+            "--config.train.solver=adam for members that differ by seed)",
             UserWarning,
             stacklevel=3,
         )
@@ -182,7 +182,7 @@ def plan_sweep(
     train: TrainConfig = TABULAR_DEFAULTS,
     n_folds: int = 10,
     fold_seed: int = 0,
-    betas_per_chunk: int = 0,
+    losses_per_batch: int = 0,
     n_bins: int = 10,
     average: str = "score",
     n_bootstrap: int = ECE_BOOTSTRAP,
@@ -209,8 +209,8 @@ def plan_sweep(
         the class-weighted softmax cross-entropy; other losses and models train by Adam.
       n_folds: folds of the nested cross-validation.
       fold_seed: seed of the fold assignment.
-      betas_per_chunk: losses trained together (with all seeds and rotations) per chunk; a
-        chunk is the unit of memory and of resumption (0: the whole grid where the fit is
+      losses_per_batch: losses trained together (with all seeds and rotations) per batch; a
+        batch is the unit of memory and of resumption (0: the whole grid where the fit is
         exact, :data:`ADAM_CHUNK` where Adam trains).
       n_bins: bins of the calibration errors.
       average: how the seeds of a loss pool into its ensemble score
@@ -254,19 +254,19 @@ def plan_sweep(
             "train.l2_scale 'per_weight' measures the ridge against a loss's class weights; the "
             f"{spec.describe()} has none known (use 'paper')"
         )
-    V.check_count("betas_per_chunk", betas_per_chunk, 0)
+    V.check_count("losses_per_batch", losses_per_batch, 0)
     V.check_choice("average", average, ENSEMBLE_AVERAGES)
     V.check_count("n_bootstrap", n_bootstrap, 0)
     V.check_count("report_seed", report_seed, 0)
     s = _member_seeds(seeds, config.solver == "exact")
     (m,) = spec.batch_shape
-    if betas_per_chunk == 0:
-        betas_per_chunk = m if config.solver == "exact" else ADAM_CHUNK
+    if losses_per_batch == 0:
+        losses_per_batch = m if config.solver == "exact" else ADAM_CHUNK
     members = make_plan(x.shape[0], losses=grid.keys, seeds=tuple(s.tolist()), labels=y,
                         groups=g, n_folds=n_folds, fold_seed=fold_seed,
-                        losses_per_batch=betas_per_chunk)  # fmt: skip
+                        losses_per_batch=losses_per_batch)  # fmt: skip
     fold_ids, splits = members.fold_ids, list(members.splits)
-    chunks = [np.unique([mb.loss for mb in batch.members]) for batch in members.batches]
+    batches = [np.unique([mb.loss for mb in batch.members]) for batch in members.batches]
     extra = dict(run_info or {})
     source = _recorded_source(extra.pop("data", {}), extra)
     if spec.name == "log":  # the loss section of every run over class weights
@@ -278,14 +278,14 @@ def plan_sweep(
                  "sha256": data_fingerprint(x, y, g)},
         "model": {"name": model, "hidden": hidden},
         "loss": recorded,
-        "train": {"seeds": s.tolist(), "betas_per_chunk": betas_per_chunk,
+        "train": {"seeds": s.tolist(), "losses_per_batch": losses_per_batch,
                   **_recorded_training(config)},
         "eval": {"n_bins": n_bins, "average": average, "n_bootstrap": n_bootstrap,
                  "report_seed": report_seed},
         "store": STORE_LAYOUT,
         **extra,
     }  # fmt: skip
-    return SweepPlan(x, y, grid, s, module, config, fold_ids, splits, chunks, n_bins, run_config,
+    return SweepPlan(x, y, grid, s, module, config, fold_ids, splits, batches, n_bins, run_config,
                      average, n_bootstrap, report_seed, members)  # fmt: skip
 
 
@@ -301,7 +301,7 @@ def run_sweep(
     train: TrainConfig = TABULAR_DEFAULTS,
     n_folds: int = 10,
     fold_seed: int = 0,
-    betas_per_chunk: int = 0,
+    losses_per_batch: int = 0,
     n_bins: int = 10,
     average: str = "score",
     n_bootstrap: int = ECE_BOOTSTRAP,
@@ -341,10 +341,10 @@ def run_sweep(
       groups: ``[N]`` group ids kept within one fold (e.g. patients), or None.
       losses: ``[m]`` class weights in ``(0, 1)``, no repeats, or any grid of losses
         (:func:`loss_grid`).
-      store: a :class:`RunStore`: finished chunks and the table are stored there, and chunks
+      store: a :class:`RunStore`: finished batches and the table are stored there, and batches
         already stored (by a run with the same configuration and data) are not trained again.
-      progress: show tqdm bars (chunks, and epochs within a chunk).
-      seeds, model, hidden, train, n_folds, fold_seed, betas_per_chunk, n_bins, average,
+      progress: show tqdm bars (batches, and epochs within a batch).
+      seeds, model, hidden, train, n_folds, fold_seed, losses_per_batch, n_bins, average,
         n_bootstrap, report_seed, run_info: as :func:`plan_sweep`'s.
 
     Returns:
@@ -365,7 +365,7 @@ def run_sweep(
         train=train,
         n_folds=n_folds,
         fold_seed=fold_seed,
-        betas_per_chunk=betas_per_chunk,
+        losses_per_batch=losses_per_batch,
         n_bins=n_bins,
         average=average,
         n_bootstrap=n_bootstrap,
@@ -381,9 +381,9 @@ def execute_sweep(
     """Train and score the sweep laid out by :func:`plan_sweep` (see :func:`run_sweep`).
 
     On several processes (:mod:`iml.pipeline.distributed`) with a ``store``, each one trains
-    its share of the chunks on its own devices; process 0 alone records the run and stores the
-    table, and every process returns the whole result (its ``chunks_trained`` its own share's),
-    read from the store once every chunk is stored.
+    its share of the batches on its own devices; process 0 alone records the run and stores the
+    table, and every process returns the whole result (its ``batches_trained`` its own share's),
+    read from the store once every batch is stored.
     """
     x, y, grid, s, model, config, fold_ids, splits = plan[:8]
     spec = grid.spec
@@ -406,7 +406,7 @@ def execute_sweep(
 
     trained: list[int] = []
     if here.count > 1:
-        distributed.barrier("opened")  # chunks are stored into a recorded run only
+        distributed.barrier("opened")  # batches are stored into a recorded run only
         own = stored(read_stored=False, share=here.owns, devices=jax.local_devices())
         trained = [b.batch.index for b in own]
         distributed.barrier("trained")
@@ -414,7 +414,7 @@ def execute_sweep(
     if len(batches) < len(plan.plan.batches):
         missing = sorted({b.index for b in plan.plan.batches} - {b.batch.index for b in batches})
         raise RuntimeError(
-            f"process {here.index}: chunks {missing} are not in {store.root} once every process "
+            f"process {here.index}: batches {missing} are not in {store.root} once every process "
             "stored its share; every process must write to the same folder"
         )
     trained += [b.batch.index for b in batches if b.trained]
@@ -424,7 +424,7 @@ def execute_sweep(
                          rotations=[split.rotation for split in splits])  # fmt: skip
     if store is not None and here.main:
         store.save_json("table", result.table)
-    return result._replace(chunks_trained=trained)
+    return result._replace(batches_trained=trained)
 
 
 def prepare_sweep(
@@ -472,7 +472,7 @@ def prepare_sweep(
             train=train,
             n_folds=c.data.n_folds,
             fold_seed=c.data.fold_seed,
-            betas_per_chunk=c.train.betas_per_chunk,
+            losses_per_batch=c.train.losses_per_batch,
             n_bins=c.eval.n_bins,
             average=c.eval.average,
             n_bootstrap=c.eval.n_bootstrap,

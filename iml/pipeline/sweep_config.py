@@ -34,7 +34,12 @@ from iml.grids import (
 )
 from iml.losses import lookup, registered
 from iml.models.registry import build_model
-from iml.pipeline.defaults import check_eval_settings, check_read_keys, sweep_config
+from iml.pipeline.defaults import (
+    check_eval_settings,
+    check_loss_params,
+    check_read_keys,
+    sweep_config,
+)
 from iml.training.tabular import TABULAR_DEFAULTS
 from iml.training.train_config import L2_SCALES, SOLVERS
 from iml.training.trainer import TrainConfig
@@ -127,20 +132,13 @@ class CheckedSweep(NamedTuple):
     name: _Names
 
 
-# The TrainConfig field that each config key sets (an error starts with the field's name).
+# The TrainConfig fields a sweep's config sets, each as the key train.FIELD (an error starts with
+# the field's name).
 _TRAIN_KEYS = {
-    "max_epochs": "train.epochs",
-    "batch_size": "train.batch_size",
-    "learning_rate": "train.learning_rate",
-    "eval_batch_size": "train.eval_batch_size",
-    "plateau_patience": "train.plateau_patience",
-    "min_lr": "train.min_learning_rate",
-    "l2": "train.l2",
-    "l2_grid": "train.l2_grid",
-    "l2_scale": "train.l2_scale",
-    "patience": "train.patience",
-    "solver": "train.solver",
-}
+    field: f"train.{field}"
+    for field in ("max_epochs", "batch_size", "learning_rate", "eval_batch_size",
+                  "plateau_patience", "min_lr", "l2", "l2_grid", "l2_scale", "patience", "solver")
+}  # fmt: skip
 # The config key that stands for each argument of iml.data.load_csv.
 _CSV_KEYS = {
     "path": "data.csv",
@@ -200,29 +198,21 @@ def checked_sweep_config(
                 f"{said('loss.name')} needs {name('loss.weights')} (e.g. 'ones;B[8,8]=10')"
             )
         grid: Any = parse_weight_grid(c.loss.weights, loss, name=name("loss.weights"))
-        for key in ("loss.betas", "loss.gamma"):
-            if key == "loss.gamma" and "gamma" in config_parameters(loss, c.loss):
-                continue  # the multiclass focal loss's focusing parameter
-            if _given(c, key):
-                raise ValueError(
-                    f"{name(key)} does not apply to {said('loss.name')}; its grid is "
-                    f"{name('loss.weights')}"
-                )
+        if _given(c, "loss.betas"):
+            raise ValueError(
+                f"{name('loss.betas')} does not apply to {said('loss.name')}; its grid is "
+                f"{name('loss.weights')}"
+            )
     else:
         if c.loss.weights:
             raise ValueError(
                 f"{name('loss.weights')} applies to the multiclass losses, not {said('loss.name')}"
             )
-        if _given(c, "loss.gamma") and "gamma" not in config_parameters(loss, c.loss):
-            raise ValueError(
-                f"{name('loss.gamma')} applies to {said('loss.name', 'focal')}, not "
-                f"{said('loss.name')}"
-            )
         grid = _betas(c, name)
-    V.check_non_negative(name("loss.gamma"), c.loss.gamma)
+    check_loss_params(c.loss)
     if c.train.seeds != ():
         V.check_seeds(name("train.seeds"), c.train.seeds)
-    V.check_count(name("train.betas_per_chunk"), c.train.betas_per_chunk, 0)
+    V.check_count(name("train.losses_per_batch"), c.train.losses_per_batch, 0)
     check_eval_settings(c.eval, lambda key: name(f"eval.{key}"), min_bootstrap=0)
     V.check_count(name("data.fold_seed"), c.data.fold_seed, 0)
     V.check_count(name("data.image_size"), c.data.image_size, 0)

@@ -61,7 +61,7 @@ class SweepResult(NamedTuple):
         (Proposition 4; ``g^beta``, Corollary 1, for a beta).
       best_epoch: ``[m, S, R]`` each member's early-stopping epoch.
       table: ``table[key][method][metric]`` (see :func:`iml.calibration.table_by_loss`).
-      chunks_trained: indices of the chunks trained by this call (the others came from the store).
+      batches_trained: indices of the batches trained by this call (the others came from the store).
       losses: the grid (a :class:`iml.LossSpec` with batch shape ``(m,)``).
       keys: the table's key of each loss (:func:`grid_keys`).
       l2: ``[m, S, R]`` each member's ridge coefficient (in ``train.l2``'s units): chosen on its
@@ -78,7 +78,7 @@ class SweepResult(NamedTuple):
     corrected: np.ndarray
     best_epoch: np.ndarray
     table: dict[str, dict[str, dict[str, float]]]
-    chunks_trained: list[int]
+    batches_trained: list[int]
     losses: LossSpec | None = None
     keys: list[str] | None = None
     l2: np.ndarray | None = None
@@ -158,7 +158,7 @@ def score_sweep(
         corrected=corrected,
         best_epoch=best_epoch,
         table=table,
-        chunks_trained=[],
+        batches_trained=[],
         losses=spec,
         keys=grid.keys,
         l2=l2,

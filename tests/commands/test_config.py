@@ -22,20 +22,22 @@ def _config(*argv):
 
 
 def test_every_named_option_sets_a_key_and_an_override_equals_its_option():
-    # one table of named options for both commands; a sweep offers those of every key its runs
-    # read but the few that need no option (the folds of a sweep are fixed at 2-1; ...)
+    # one table of a few named options for both commands; every other key is --config.KEY
     rows = cli.shortcuts("rows")
     assert set(rows.values()) <= set(flatten(S.sweep_config()))
     assert rows == {o: k for o, k in cli.SHORTCUTS.items() if READ_BY.get(k) != "images"}
-    assert "lr" in rows and "weights" not in rows and cli.shortcuts("images")["lr"] == rows["lr"]
-    by_key = _config("--dataset", "digits", "--config.train.learning_rate=0.05")
-    by_flag = _config("--dataset", "digits", "--lr", "0.05")
+    assert len(cli.SHORTCUTS) <= 8 and "csv" in rows and "csv" not in cli.shortcuts("images")
+    assert cli.shortcuts("images")["seeds"] == rows["seeds"] == "train.seeds"
+    by_key = _config("--config.data.name=digits", "--config.train.learning_rate=0.05")
+    by_flag = _config("--dataset", "digits", "--config.train.learning_rate=0.05")
     assert by_key.train.learning_rate == 0.05 and by_key.is_locked
     assert to_dict(by_key) == to_dict(by_flag)
-    betas = _config("--csv", "t.csv", "--betas", "0.5,0.9", "--epochs", "3", "--seeds", "2")
+    betas = _config(
+        "--csv", "t.csv", "--betas", "0.5,0.9", "--config.train.max_epochs=3", "--seeds", "2"
+    )
     assert to_dict(betas) == to_dict(
         _config("--config.data.csv=t.csv", "--config.loss.betas=0.5,0.9",
-                "--config.train.epochs", "3", "--config.train.seeds=0,1")
+                "--config.train.max_epochs", "3", "--config.train.seeds=0,1")
     )  # fmt: skip
     assert betas.loss.betas == (0.5, 0.9) and betas.data.csv == "t.csv"
     # as `iml reproduce` takes them: space-separated, or both at once
@@ -55,18 +57,26 @@ def test_file_then_overrides_then_named_options(tmp_path):
         "from iml.pipeline.runner import default_config\n\n\n"
         "def get_config():\n"
         "    c = default_config()\n"
-        "    c.train.epochs = 7\n"
+        "    c.train.max_epochs = 7\n"
         "    c.train.batch_size = 4\n"
         "    c.data.image_size = 8\n"
         "    return c\n"
     )
-    config = _load(("train.epochs", "2"), ("train.epochs", "5"), path=path)
-    assert (config.train.epochs, config.train.batch_size, config.data.image_size) == (5, 4, 8)
+    config = _load(("train.max_epochs", "2"), ("train.max_epochs", "5"), path=path)
+    assert (config.train.max_epochs, config.train.batch_size, config.data.image_size) == (5, 4, 8)
     argv, overrides = split_overrides(
-        ["reproduce", "--config", str(path), "--epochs", "9", "--config.train.epochs=2"]
+        [
+            "reproduce",
+            "--config",
+            str(path),
+            "--seeds",
+            "3",
+            "--config.train.seeds=(5,)",
+            "--config.train.max_epochs=2",
+        ]
     )
     args = cli.build_parser().parse_args(argv)
     args.overrides = overrides
     config = cli.load_config(args)
-    assert config.train.epochs == 9  # the named option comes last
-    assert config.train.batch_size == 4 and config.is_locked
+    assert config.train.seeds == (0, 1, 2)  # the named option comes last
+    assert config.train.max_epochs == 2 and config.train.batch_size == 4 and config.is_locked

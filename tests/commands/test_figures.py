@@ -79,18 +79,33 @@ def test_the_report_options_set_the_same_keys_as_in_every_command():
     def overrides(*argv):
         return eval_overrides(cli.parse_args(["figures", "--run", "r", *argv]))
 
-    named = overrides("--n-bins", "20", "--n-bootstrap", "50", "--report-seed", "3",
-                      "--average", "logit")  # fmt: skip
+    named = overrides(
+        "--config.eval.n_bins=20",
+        "--config.eval.n_bootstrap=50",
+        "--config.eval.report_seed=3",
+        "--config.eval.average=logit",
+    )
     assert named == {"n_bins": 20, "n_bootstrap": 50, "report_seed": 3, "average": "logit"}
     keys = ["n_bins=20", "n_bootstrap=50", "report_seed=3", "average=logit"]
     assert named == overrides(*(f"--config.eval.{key}" for key in keys))
-    assert overrides("--config.eval.n_bins=5", "--n-bins", "7") == {"n_bins": 7}  # named last
+    assert overrides("--config.eval.n_bins=5", "--config.eval.n_bins=7") == {
+        "n_bins": 7
+    }  # named last
     assert overrides() == {}  # the run's own settings
     with pytest.raises(ValueError, match="--n-bins must be an integer >= 1, got 0"):
-        overrides("--n-bins", "0")
+        overrides("--config.eval.n_bins=0")
     with pytest.raises(ValueError, match=r"config\.eval\.report_seed must be an integer >= 0"):
         overrides("--config.eval.report_seed=-1")
     for command in ("reproduce", "sweep"):
-        config = cli.load_config(cli.parse_args([command, "--n-bootstrap", "50", "--report-seed",
-                                                 "3", "--out", "o"]))  # fmt: skip
+        config = cli.load_config(
+            cli.parse_args(
+                [
+                    command,
+                    "--config.eval.n_bootstrap=50",
+                    "--config.eval.report_seed=3",
+                    "--out",
+                    "o",
+                ]
+            )
+        )
         assert (config.eval.n_bootstrap, config.eval.report_seed) == (50, 3)

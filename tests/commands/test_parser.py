@@ -51,9 +51,17 @@ def test_seeds_count_or_name_the_seeds_and_the_key_holds_the_seeds(command):
 def test_named_options_set_their_nested_keys():
     from iml.config import flatten
 
-    argv = ["reproduce", "--epochs", "2", "--betas", "0.5", "0.7", "--dataset", "pneumoniamnist"]
-    config = cli.load_config(cli.build_parser().parse_args(argv))
-    assert config.train.epochs == 2 and config.loss.betas == (0.5, 0.7)
+    argv = [
+        "reproduce",
+        "--config.train.max_epochs=2",
+        "--betas",
+        "0.5",
+        "0.7",
+        "--dataset",
+        "pneumoniamnist",
+    ]
+    config = cli.load_config(cli.parse_args(argv))
+    assert config.train.max_epochs == 2 and config.loss.betas == (0.5, 0.7)
     assert config.data.name == "pneumoniamnist"
     assert set(cli.SHORTCUTS.values()) <= set(flatten(config))
     # comma-separated, as `iml sweep` also takes them
@@ -61,60 +69,57 @@ def test_named_options_set_their_nested_keys():
     assert cli.load_config(cli.build_parser().parse_args(argv)).loss.betas == (0.5, 0.7)
 
 
-def test_help_prints_every_config_key_with_its_default_and_meaning(capsys):
-    """`iml reproduce --help` and `iml sweep --help` list the config's keys, their defaults and
-    what they mean, read from the config's own source (the comment of each assignment)."""
-    from iml import cli
-    from iml.config import flatten, key_meanings
-    from iml.pipeline.defaults import default_config, experiment_config, sweep_config
+def test_help_prints_every_key_the_command_reads_with_its_default_and_meaning(capsys):
+    """`iml reproduce --help` and `iml sweep --help` list the config's keys that their runs
+    read, their defaults and what they mean, from the schema (iml.pipeline.defaults.SCHEMA)."""
+    from iml.config import flatten
+    from iml.pipeline.defaults import READ_BY, default_config, key_help, sweep_config
 
-    for command, build in (("reproduce", default_config), ("sweep", sweep_config)):
-        meanings = key_meanings(experiment_config, build)
-        keys = flatten(build())
-        assert set(keys) <= set(meanings) and all(meanings[k] for k in keys), command
+    for command, build, inputs in (
+        ("reproduce", default_config, "images"),
+        ("sweep", sweep_config, "rows"),
+    ):
         with pytest.raises(SystemExit):
             cli.main([command, "--help"])
         text = " ".join(capsys.readouterr().out.split())  # the epilog, unwrapped
-        for key, value in keys.items():
-            assert f"{key} = {value!r}" in text, (command, key)
-            assert " ".join(meanings[key].split()[:4]) in text, (command, key)
-    assert key_meanings(experiment_config)["data.n_folds"].startswith("cross-validation folds")
-    # the sweep's own comment on a key replaces the schema's
-    assert key_meanings(experiment_config, sweep_config)["train.batch_size"].endswith("seed")
+        for key, value in flatten(build()).items():
+            shown = f"{key} = {value!r}" in text
+            assert shown == (READ_BY.get(key, inputs) == inputs), (command, key)
+            if shown:
+                assert " ".join(key_help(key).split()[:4]) in text, (command, key)
+        assert "loss.params.NAME = VALUE" in text
+    assert key_help("data.n_folds").startswith("cross-validation folds")
 
 
 @pytest.mark.parametrize("command", ["reproduce", "sweep"])
-def test_a_named_options_help_is_its_keys_meaning_in_the_schema(command):
-    """One source for what a key means: the schema's comment, in `--help`'s epilog and in the
-    help of the option that sets it; a switch sets the other value of its key's default."""
-    from iml.config import flatten, key_meanings
-    from iml.pipeline.defaults import experiment_config
+def test_about_eight_named_options_each_with_its_keys_meaning_in_the_schema(command):
+    """One source for what a key means: the schema, in `--help`'s epilog and in the help of the
+    option that sets it."""
+    from iml.config import flatten
+    from iml.pipeline.defaults import key_help
 
-    meanings = key_meanings(experiment_config)
     (sub,) = [a for a in cli.build_parser()._actions if a.dest == "command"]
     parser = sub.choices[command]
+    # besides what the command does (--no-progress, --import, --train-only), at most eight
+    behaviour = {"help", "no_progress", "imports", "train_only"}
+    named = [a.option_strings for a in parser._actions if a.option_strings]
+    assert len([a for a in parser._actions if a.option_strings and a.dest not in behaviour]) <= 8
+    assert ["--config"] in named and ["--out"] in named and ["--seeds"] in named
     inputs = "images" if command == "reproduce" else "rows"
     defaults = flatten(cli.load_config(cli.parse_args([command, "--out", "unused"])))
     actions = {a.dest: a for a in parser._actions}
     for option, key in cli.shortcuts(inputs).items():
         action = actions[option]
-        assert meanings[key] and meanings[key].replace("%", "%%") in action.help, (command, key)
-        if isinstance(defaults[key], bool):
-            assert action.const is (not defaults[key])
-            assert action.help.startswith(f"sets config.{key} = {not defaults[key]}")
-        else:
-            assert action.help.endswith(f"(config.{key})")
-            if defaults[key] not in ("", ()):
-                assert f"; default {defaults[key]} (config.{key})" in action.help
-    assert command == "reproduce" or actions["no_standardize"].const is False
+        assert key_help(key).replace("%", "%%") in action.help, (command, key)
+        assert action.help.endswith(f"(config.{key})")
+        if defaults[key] not in ("", ()):
+            assert f"; default {defaults[key]} (config.{key})" in action.help
 
 
 def test_figures_and_reveal_help_print_the_report_keys_they_take(capsys):
     from iml.commands.reveal import REVEAL_SETTINGS
-    from iml.config import key_meanings
-    from iml.pipeline.defaults import experiment_config
+    from iml.pipeline.defaults import experiment_config, key_help
 
-    meanings = key_meanings(experiment_config)
     for command, settings in (
         ("figures", dict(experiment_config().eval)),
         ("reveal", REVEAL_SETTINGS),
@@ -124,5 +129,5 @@ def test_figures_and_reveal_help_print_the_report_keys_they_take(capsys):
         text = " ".join(capsys.readouterr().out.split())
         for key, value in settings.items():
             assert f"eval.{key} = {value!r}" in text, (command, key)
-            assert " ".join(meanings[f"eval.{key}"].split()[:4]) in text, (command, key)
+            assert " ".join(key_help(f"eval.{key}").split()[:4]) in text, (command, key)
     assert "eval.n_bootstrap = 1000" in text  # reveal's own default

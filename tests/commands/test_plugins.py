@@ -117,11 +117,34 @@ def plugin_run(tmp_path_factory):
     for name, text in FILES.items():
         (folder / name).write_text(textwrap.dedent(text))
     run = folder / "sweep"
-    argv = ["sweep", "--import", "boosting_loss.py", "--import", "gelu_mlp.py", "--import",
-            "cancer_table.py", "--dataset", DATASET, "--loss", LOSS, "--model", MODEL,
-            "--hidden", "4", "--betas", "0.5,0.9", "--seeds", "1", "--l2", "1e-4", "--epochs",
-            "3", "--batch-size", "128", "--lr", "0.05", "--n-folds", "5",
-            "--config.eval.figures=", "--no-progress", "--out", str(run)]  # fmt: skip
+    argv = [
+        "sweep",
+        "--import",
+        "boosting_loss.py",
+        "--import",
+        "gelu_mlp.py",
+        "--import",
+        "cancer_table.py",
+        "--dataset",
+        DATASET,
+        "--loss",
+        LOSS,
+        f"--config.model.name={MODEL}",
+        "--config.model.hidden=4",
+        "--betas",
+        "0.5,0.9",
+        "--seeds",
+        "1",
+        "--config.train.l2=1e-4",
+        "--config.train.max_epochs=3",
+        "--config.train.batch_size=128",
+        "--config.train.learning_rate=0.05",
+        "--config.data.n_folds=5",
+        "--config.eval.figures=",
+        "--no-progress",
+        "--out",
+        str(run),
+    ]
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
         status = cli.main(argv)
@@ -158,8 +181,18 @@ def test_figures_and_reveal_load_the_runs_plugins(plugin_run, tmp_path, capsys):
     assert figures == json.loads((run / "table.json").read_text())
 
     _forget_plugins()  # without --import, from the run's manifest
-    argv = ["reveal", "--run", str(run), "--out", str(tmp_path / "revealed"), "--n-bootstrap",
-            "20", "--power-datasets", "0", "--config.eval.figures=", "--no-progress"]  # fmt: skip
+    argv = [
+        "reveal",
+        "--run",
+        str(run),
+        "--out",
+        str(tmp_path / "revealed"),
+        "--config.eval.n_bootstrap=20",
+        "--power-datasets",
+        "0",
+        "--config.eval.figures=",
+        "--no-progress",
+    ]
     assert cli.main(argv) == 0, capsys.readouterr().err
     revealed = json.loads((tmp_path / "revealed" / "revealed.json").read_text())
     assert revealed["loss"]["name"] == LOSS and revealed["betas"] == [0.5, 0.9]

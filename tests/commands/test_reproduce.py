@@ -30,17 +30,13 @@ GLIBC = host._glibc() is not None  # the C library of this process and of the `i
 TINY = [
     "reproduce",
     "--no-progress",
-    "--model",
-    "densenet_tiny",
-    "--n-folds",
-    "4",
-    "--epochs",
-    "1",
+    "--config.model.name=densenet_tiny",
+    "--config.data.n_folds=4",
+    "--config.train.max_epochs=1",
     "--betas",
     "0.5",
     "0.9",
-    "--image-size",
-    "8",
+    "--config.data.image_size=8",
     "--config.data.n_val_folds=1",
     "--config.eval.n_bootstrap=20",
     "--config.data.max_examples",
@@ -117,7 +113,7 @@ def test_figures_reports_a_stored_run_with_the_logit_average_writing_each_file_a
         if getattr(module, "atomic_write_bytes", None) is original:
             monkeypatch.setattr(module, "atomic_write_bytes", spy)
     out = tmp_path / "logit"
-    argv = ["figures", "--run", str(run_dir), "--out", str(out), "--average", "logit",
+    argv = ["figures", "--run", str(run_dir), "--out", str(out), "--config.eval.average=logit",
             "--config.eval.n_bins=4", "--config.eval.n_bootstrap", "3",
             "--config.eval.figures=png"]  # fmt: skip
     assert cli.main(argv) == 0
@@ -141,20 +137,20 @@ def test_figures_reports_a_stored_run_with_the_logit_average_writing_each_file_a
     np.testing.assert_allclose(scores, by_logit.scores, rtol=1e-12)
     capsys.readouterr()
     with pytest.raises(SystemExit) as stopped:  # argparse's exit status 2
-        cli.main(["figures", "--run", str(run_dir), "--average", "mean"])
+        cli.main(["figures", "--run", str(run_dir), "--config.eval.average=mean"])
     assert stopped.value.code == 2 and "invalid choice: 'mean'" in capsys.readouterr().err
 
 
 def test_figures_takes_only_the_report_settings_and_checks_them(run_dir, tmp_path, capsys):
     # --average is the shortcut of --config.eval.average, and is applied after it
     argv = ["figures", "--run", str(run_dir), "--config.eval.n_bins=4",
-            "--config.eval.average=logit", "--average", "score"]  # fmt: skip
+            "--config.eval.average=logit", "--config.eval.average=score"]  # fmt: skip
     assert eval_overrides(cli.parse_args(argv)) == {"n_bins": 4, "average": "score"}
     for flag, message in (
         ("--config.eval.n_binz=4", "config.eval.n_binz: no such key; did you mean config.eval."),
         ("--config.eval.n_bins=0", "config.eval.n_bins must be an integer >= 1, got 0"),
         ("--config.eval.n_bins", "--config.eval.n_bins: no value"),
-        ("--config.train.epochs=1", "--config.train.epochs: `iml figures` trains nothing"),
+        ("--config.train.max_epochs=1", "--config.train.max_epochs: `iml figures` trains nothing"),
         ("--config.eval=3", "--config.eval: `iml figures` trains nothing"),
         ("--config.eval.figures=png,gif", "config.eval.figures: unknown figure format 'gif'"),
     ):

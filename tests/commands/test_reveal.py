@@ -88,8 +88,16 @@ def _check_record(record: dict, scores, labels, losses, seed: int = 0) -> None:
 
 def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
     out = tmp_path / "revealed"
-    argv = ["reveal", "--run", str(sweep), "--out", str(out), "--n-bootstrap", str(N_BOOTSTRAP),
-            "--power-datasets", "16"]  # fmt: skip
+    argv = [
+        "reveal",
+        "--run",
+        str(sweep),
+        "--out",
+        str(out),
+        f"--config.eval.n_bootstrap={N_BOOTSTRAP!s}",
+        "--power-datasets",
+        "16",
+    ]
     assert cli.main([*argv, "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert f"K=4 models, N={N} observations" in printed
@@ -211,13 +219,17 @@ def test_a_sweep_without_class_weights_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("flag", "value", "named"),
     [
-        ("--n-bootstrap", "1", "--n-bootstrap must be an integer >= 2"),
-        ("--n-bins", "1", "--n-bins must be an integer >= 2"),
+        ("--config.eval.n_bootstrap=1", "--n-bootstrap must be an integer >= 2"),
+        ("--config.eval.n_bins=1", "--n-bins must be an integer >= 2"),
         ("--seed", "-1", "--report-seed must be an integer >= 0"),
         ("--config.eval.n_bootstrap=1", None, "config.eval.n_bootstrap must be an integer >= 2"),
         ("--config.eval.figures=tiff", None, "config.eval.figures: unknown figure format 'tiff'"),
         ("--config.eval.average=logit", None, "--config.eval.average: `iml reveal` trains nothing"),
-        ("--config.train.epochs=2", None, "--config.train.epochs: `iml reveal` trains nothing"),
+        (
+            "--config.train.max_epochs=2",
+            None,
+            "--config.train.max_epochs: `iml reveal` trains nothing",
+        ),
         ("--config.eval.n_binz=4", None, "config.eval.n_binz: no such key; did you mean"),
         ("--power-datasets", "-1", "--power-datasets must be an integer >= 0"),
     ],
@@ -253,8 +265,18 @@ def test_reproduce_runs_merge_with_their_seeds_and_the_intervals_cover_them(tmp_
     np.testing.assert_allclose(
         inputs.scores[2], np.mean(inputs.seed_scores[:, 2], axis=0), rtol=1e-5, atol=1e-7
     )
-    argv = ["reveal", "--run", *map(str, PNEUMONIA), "--out", str(tmp_path), "--n-bootstrap",
-            "60", "--power-datasets", "0", "--no-progress", "--config.eval.figures="]  # fmt: skip
+    argv = [
+        "reveal",
+        "--run",
+        *map(str, PNEUMONIA),
+        "--out",
+        str(tmp_path),
+        "--config.eval.n_bootstrap=60",
+        "--power-datasets",
+        "0",
+        "--no-progress",
+        "--config.eval.figures=",
+    ]
     assert cli.main(argv) == 0
     assert not (tmp_path / "figures").exists()  # no formats: revealed.json alone
     record = json.loads((tmp_path / "revealed.json").read_text())

@@ -38,12 +38,35 @@ def _sweep(argv: list[str]) -> int:
     return cli.main(["sweep", *map(str, argv)])
 
 
-def _args(**flags) -> list[str]:
-    train = ["--epochs", "40", "--batch-size", "128", "--lr", "0.05", "--patience", "4"]
+#: The config key of each argument of :func:`_args` that no named option sets.
+KEYS = {
+    "positive": "data.positive", "delimiter": "data.delimiter", "data_dir": "data.data_dir",
+    "classes": "data.classes", "n_folds": "data.n_folds", "image_size": "data.image_size",
+    "loss_weights": "loss.weights", "beta_min": "loss.beta_min", "n_betas": "loss.n_betas",
+    "gamma": "loss.params.gamma", "lr": "train.learning_rate", "l2": "train.l2",
+    "l2_scale": "train.l2_scale", "solver": "train.solver", "epochs": "train.max_epochs",
+    "losses_per_batch": "train.losses_per_batch", "model": "model.name", "n_bins": "eval.n_bins",
+    "average": "eval.average",
+}  # fmt: skip
+
+
+def _argv(flags) -> list[str]:
+    """``--option VALUE`` for a named option, ``--config.KEY=VALUE`` for any other key."""
     out = []
     for k, v in flags.items():
-        out += [f"--{k.replace('_', '-')}", str(v)]
-    return out + train + ["--no-progress"]
+        if v is not None:
+            out += [f"--config.{KEYS[k]}={v}"] if k in KEYS else [f"--{k}", str(v)]
+    return out
+
+
+def _args(**flags) -> list[str]:
+    train = [
+        "--config.train.max_epochs=40",
+        "--config.train.batch_size=128",
+        "--config.train.learning_rate=0.05",
+        "--config.train.patience=4",
+    ]
+    return _argv(flags) + train + ["--no-progress"]
 
 
 def _semicolon_export(path, n: int = 300) -> np.ndarray:
@@ -96,11 +119,14 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
         ({"target": "label", "seeds": "0"}, "--seeds"),
         ({"target": "label", "lr": "-1"}, "learning_rate"),
         ({"target": "label", "csv": "missing.csv"}, "--csv 'missing.csv': file not found"),
-        ({"target": "label", "positive": "maybe"}, r"--positive 'maybe' .*'no', 'yes'"),
+        ({"target": "label", "positive": "maybe"}, r"config\.data\.positive='maybe' .*'no', 'yes'"),
         ({"target": "label", "delimiter": "tab"}, r"--target 'label': no such column"),
         ({"csv": None, "dataset": "letter", "data_dir": "no-such-dir"}, "folder not found"),
-        ({"csv": None, "dataset": "adult"}, "needs --data-dir"),
-        ({"csv": None, "dataset": "adult", "delimiter": ";"}, "--delimiter applies to --csv only"),
+        ({"csv": None, "dataset": "adult"}, "needs config.data.data_dir"),
+        (
+            {"csv": None, "dataset": "adult", "delimiter": ";"},
+            "config.data.delimiter applies to --csv only",
+        ),
         ({"csv": None, "dataset": "letter", "data_dir": "."}, "letter-recognition.data not found"),
     ],
 )
@@ -112,12 +138,7 @@ def test_bad_input_is_reported_before_any_work(flags, message, tmp_path, capsys,
         raise AssertionError("work started")
 
     monkeypatch.setattr(TP, "train", no_work)
-    options = {"csv": "data.csv", "out": "out", **flags}
-    argv = []
-    for k, v in options.items():
-        if v is not None:
-            argv += [f"--{k.replace('_', '-')}", str(v)]
-    assert _sweep(argv) == 2
+    assert _sweep(_argv({"csv": "data.csv", "out": "out", **flags})) == 2
     err = capsys.readouterr().err
     assert err.startswith("iml sweep: error:")
     assert __import__("re").search(message, err), err
@@ -134,10 +155,24 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
                             lambda path, data, real=real: (written.append(path.name),
                                                            real(path, data)))  # fmt: skip
     out = tmp_path / "out"
-    argv = ["sweep", "--csv", str(tmp_path / "export.csv"), "--target", "y", "--positive", "yes"]
-    argv += ["--out", str(out), "--n-betas", "3", "--seeds", "1", "--epochs", "3"]
+    argv = [
+        "sweep",
+        "--csv",
+        str(tmp_path / "export.csv"),
+        "--target",
+        "y",
+        "--config.data.positive=yes",
+    ]
+    argv += [
+        "--out",
+        str(out),
+        "--config.loss.n_betas=3",
+        "--seeds",
+        "1",
+        "--config.train.max_epochs=3",
+    ]
     argv += ["--config.eval.figures=svg"]
-    assert cli.main([*argv, "--n-folds", "4", "--no-progress"]) == 0
+    assert cli.main([*argv, "--config.data.n_folds=4", "--no-progress"]) == 0
     assert sorted(written) == ["ensemble_scores.npz", "table.md"]
     table = json.loads((out / "table.json").read_text())
     assert list(table) == ["0.01", "0.5", "0.99"]
@@ -157,8 +192,8 @@ def test_a_failure_during_the_work_propagates_instead_of_exit_2(tmp_path, monkey
         raise RuntimeError("device lost")
 
     monkeypatch.setattr(TP, "train", fail)
-    argv = ["--csv", str(tmp_path / "data.csv"), "--target", "label", "--positive", "yes"]
-    argv += ["--out", str(tmp_path / "out"), "--n-folds", "4", "--no-progress"]
+    argv = ["--csv", str(tmp_path / "data.csv"), "--target", "label", "--config.data.positive=yes"]
+    argv += ["--out", str(tmp_path / "out"), "--config.data.n_folds=4", "--no-progress"]
     args = cli.parse_args(["sweep", *argv])
     work = args.func(args)  # checked, nothing trained yet
     with pytest.raises(RuntimeError, match="device lost"):
@@ -176,7 +211,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     _write_csv(tmp_path / "data.csv", x[:300], y[:300])
     out = tmp_path / "out"
     flags = {"csv": tmp_path / "data.csv", "target": "label", "positive": "yes", "out": out}
-    argv = _args(**flags, betas="0.5,0.9", seeds=1, betas_per_chunk=1, n_folds=4)
+    argv = _args(**flags, betas="0.5,0.9", seeds=1, losses_per_batch=1, n_folds=4)
     train_chunk = TP.train
     calls = []
 
@@ -193,10 +228,13 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     assert stored == ["batch-0000.npz"]
     first = (out / "batches" / "batch-0000.npz").read_bytes()
     manifest = (out / "manifest.json").read_text()
-    assert "note: --lr, --batch-size, --epochs, --patience not used" in capsys.readouterr().err
+    assert (
+        "note: config.train.learning_rate, config.train.batch_size, config.train.max_epochs, "
+        "config.train.patience not used" in " ".join(capsys.readouterr().err.split())
+    )
 
     monkeypatch.setattr(TP, "train", fail_second)
-    assert _sweep(_args(**flags, betas="0.5,0.8", seeds=1, betas_per_chunk=1, n_folds=4)) == 2
+    assert _sweep(_args(**flags, betas="0.5,0.8", seeds=1, losses_per_batch=1, n_folds=4)) == 2
     err = capsys.readouterr().err
     assert err.startswith("iml sweep: error: --out: ") and err.count("\n") == 1
     assert "'loss.betas': [0.5, 0.9] stored, [0.5, 0.8] now" in err
@@ -210,18 +248,21 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     [
         (
             {"loss": "matrix", "loss_weights": "ones"},
-            "--loss matrix is multiclass: add --classes all",
+            "--loss matrix is multiclass: add config.data.classes='all'",
         ),
-        ({"classes": "all"}, "--classes all needs a multiclass --loss"),
-        ({"loss": "matrix", "classes": "all"}, "--loss matrix needs --loss-weights"),
-        ({"loss": "log", "loss_weights": "ones"}, "--loss-weights applies to the multiclass"),
-        ({"loss": "squared", "gamma": "1"}, "--gamma applies to --loss focal"),
+        ({"classes": "all"}, "config.data.classes='all' needs a multiclass --loss"),
+        ({"loss": "matrix", "classes": "all"}, "--loss matrix needs config.loss.weights"),
+        ({"loss": "log", "loss_weights": "ones"}, "config.loss.weights applies to the multiclass"),
+        (
+            {"loss": "squared", "gamma": "1"},
+            "config.loss.params.gamma: the loss 'squared' takes no",
+        ),
         (
             {"loss": "focal", "solver": "exact"},
-            "--solver exact fits --loss class_weighted_softmax, --loss log or --loss matrix only, "
-            "not --loss focal",
+            "config.train.solver='exact' fits --loss class_weighted_softmax, --loss log or --loss "
+            "matrix only, not --loss focal",
         ),
-        ({"positive": "x"}, "--positive of --dataset digits is one digit"),
+        ({"positive": "x"}, "config.data.positive of --dataset digits is one digit"),
     ],
 )
 def test_loss_flags_are_checked_before_any_work(flags, message, tmp_path, capsys):
@@ -280,19 +321,26 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     assert stored["model"] == {"name": "logistic", "hidden": 32}
     assert stored["loss"] == {"name": "log", "betas": [0.5, 0.9]}
     train = stored["train"]
-    assert (train["seeds"], train["betas_per_chunk"], train["solver"]) == ([0], 2, "exact")
+    assert (train["seeds"], train["losses_per_batch"], train["solver"]) == ([0], 2, "exact")
     assert stored["eval"] == {"n_bins": 5, "average": "score", "n_bootstrap": 200,
                               "report_seed": 0}  # fmt: skip
     assert stored["store"] == "batches"
     # The same sweep by named options finds the stored one: it resumes, training nothing, and
     # draws its figure in the formats asked now (which the record does not hold).
-    flags = ["--dataset", "digits", "--n-folds", "4", "--betas", "0.5,0.9", "--seeds", "1"]
-    argv = [*flags, "--n-bins", "5", "--config.eval.figures=svg", "--out", out, "--no-progress"]
+    flags = ["--dataset", "digits", "--config.data.n_folds=4", "--betas", "0.5,0.9", "--seeds", "1"]
+    argv = [
+        *flags,
+        "--config.eval.n_bins=5",
+        "--config.eval.figures=svg",
+        "--out",
+        out,
+        "--no-progress",
+    ]
     assert _sweep(argv) == 0
-    assert "trained chunks []" in capsys.readouterr().out
+    assert "trained batches []" in capsys.readouterr().out
     assert (out / "ece_vs_beta.svg").stat().st_size > 0
     # Another report setting is refused, named by its section.
-    assert _sweep([*flags, "--n-bins", "6", "--out", out, "--no-progress"]) == 2
+    assert _sweep([*flags, "--config.eval.n_bins=6", "--out", out, "--no-progress"]) == 2
     assert "first difference: 'eval.n_bins': 5 stored, 6 now" in capsys.readouterr().err
 
 
@@ -315,13 +363,28 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
     # Keys set by the file (or left at its defaults) are named as config keys, flags as flags.
     for argv, message in [
         ([], "config.loss.name='matrix' needs config.loss.weights"),
-        (["--loss-weights", "ones;w[1]=2"], "--loss-weights: cannot read 'w[1]=2'"),
-        (["--config.loss.weights=ones", "--classes", "binary"], "add --classes all"),
-        (["--config.loss.weights=ones", "--config.data.classes=all", "--config.loss.gamma=1"],
-         "config.loss.gamma does not apply to config.loss.name='matrix'"),
-        (["--config.loss.weights=ones", "--config.data.classes=all", "--epochs", "0"],
-         "--epochs: TrainConfig.max_epochs must be an integer >= 1, got 0"),
-    ]:  # fmt: skip
+        (["--config.loss.weights=ones;w[1]=2"], "config.loss.weights: cannot read 'w[1]=2'"),
+        (
+            ["--config.loss.weights=ones", "--config.data.classes=binary"],
+            "add config.data.classes='all'",
+        ),
+        (
+            [
+                "--config.loss.weights=ones",
+                "--config.data.classes=all",
+                "--config.loss.params.gamma=1",
+            ],
+            "config.loss.params.gamma: the loss 'matrix' takes no parameter",
+        ),
+        (
+            [
+                "--config.loss.weights=ones",
+                "--config.data.classes=all",
+                "--config.train.max_epochs=0",
+            ],
+            "config.train.max_epochs: TrainConfig.max_epochs must be an integer >= 1, got 0",
+        ),
+    ]:
         assert _sweep(["--config", path, *argv, "--out", out]) == 2
         err = capsys.readouterr().err
         assert err.startswith("iml sweep: error: ") and err.count("\n") == 1
@@ -337,10 +400,10 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
         S.check_sweep_config(config)
     config.data.name = "digits"
     S.check_sweep_config(config)
-    config.train.betas_per_chunk = -1
-    with pytest.raises(ValueError, match=r"config.train.betas_per_chunk must be an integer >= 0"):
+    config.train.losses_per_batch = -1
+    with pytest.raises(ValueError, match=r"config.train.losses_per_batch must be an integer >= 0"):
         S.check_sweep_config(config)
-    config.train.betas_per_chunk = 0
+    config.train.losses_per_batch = 0
     for key, value, message in [
         ("l2", "none", r"config.train.l2: TrainConfig.l2 must be a number >= 0 or 'auto'"),
         ("l2", -1.0, r"config.train.l2: TrainConfig.l2 must be a finite number >= 0"),
@@ -362,24 +425,41 @@ def test_adam_options_of_an_exact_sweep_are_named_as_unused(tmp_path, capsys):
         return capsys.readouterr().err
 
     # the logistic model under the log loss is fitted exactly: the learning rate is not read
-    err = prepare("--lr", "0.05", "--config.train.epochs=3")
+    err = prepare("--config.train.learning_rate=0.05", "--config.train.max_epochs=3")
     assert err == (
-        "iml sweep: note: --lr, config.train.epochs not used: the logistic model under this loss "
-        "is fitted exactly (--solver adam trains it by Adam)\n"
+        "iml sweep: note: config.train.learning_rate, config.train.max_epochs not used: the "
+        "logistic model under this loss is fitted exactly (--config.train.solver=adam trains it "
+        "by Adam)\n"
     )
-    assert prepare("--lr", "0.05", "--solver", "adam") == ""
-    assert prepare("--lr", "0.05", "--model", "mlp") == ""
-    assert prepare("--l2", "1e-3") == ""  # the exact solver's own options
+    assert prepare("--config.train.learning_rate=0.05", "--config.train.solver=adam") == ""
+    assert prepare("--config.train.learning_rate=0.05", "--config.model.name=mlp") == ""
+    assert prepare("--config.train.l2=1e-3") == ""  # the exact solver's own options
 
 
 def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, capsys):
     """`--loss softmax_focal --gamma 1`: a registered multiclass loss without a closed-form rule,
     its grid over class weights and its gamma from the config, corrected by the generic inverse."""
     out = tmp_path / "out"
-    argv = ["--dataset", "digits", "--classes", "all", "--loss", "softmax_focal", "--gamma", "1",
-            "--loss-weights", "ones;w[8]=10", "--seeds", "1", "--l2", "1e-3", "--epochs", "1",
-            "--lr", "0.05", "--batch-size", "512", "--n-folds", "4", "--out", str(out),
-            "--config.eval.figures=", "--no-progress"]  # fmt: skip
+    argv = [
+        "--dataset",
+        "digits",
+        "--config.data.classes=all",
+        "--loss",
+        "softmax_focal",
+        "--config.loss.params.gamma=1",
+        "--config.loss.weights=ones;w[8]=10",
+        "--seeds",
+        "1",
+        "--config.train.l2=1e-3",
+        "--config.train.max_epochs=1",
+        "--config.train.learning_rate=0.05",
+        "--config.train.batch_size=512",
+        "--config.data.n_folds=4",
+        "--out",
+        str(out),
+        "--config.eval.figures=",
+        "--no-progress",
+    ]
     assert _sweep(argv) == 0, capsys.readouterr().err
     table = json.loads((out / "table.json").read_text())
     assert list(table) == ["gamma=1,ones", "gamma=1,w[8]=10"]

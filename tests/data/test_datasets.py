@@ -104,7 +104,7 @@ GOOD = "a,b,y\n1,x,yes\n2,z,no\n3,x,no\n"
 BAD_INPUT = {
     "positive never occurs": (
         GOOD,
-        ["--target", "y", "--positive", "maybe"],
+        ["--target", "y", "--config.data.positive=maybe"],
         {"target": "y", "positive": "maybe"},
         r"--positive 'maybe' never occurs in target column 'y' .*values found: 'no', 'yes'",
         r"positive='maybe' never occurs in target column 'y' .*values found: 'no', 'yes'",
@@ -126,7 +126,7 @@ BAD_INPUT = {
     ),
     "one class only": (
         "a,y\n1,yes\n2,yes\n",
-        ["--target", "y", "--positive", "yes"],
+        ["--target", "y", "--config.data.positive=yes"],
         {"target": "y", "positive": "yes"},
         r"--positive 'yes': every row of target column 'y' .* is positive \(values found: 'yes'\)",
         r"positive='yes': every row of target column 'y' .* is positive",
@@ -140,14 +140,14 @@ BAD_INPUT = {
     ),
     "undetectable delimiter": (
         "a y\n1 yes\n2 no\n",
-        ["--target", "y", "--positive", "yes"],
+        ["--target", "y", "--config.data.positive=yes"],
         {"target": "y", "positive": "yes"},
         r"could not detect the field delimiter of .*'a y'.*; pass --delimiter",
         r"could not detect the field delimiter .*; pass delimiter=",
     ),
     "malformed delimiter": (
         GOOD,
-        ["--target", "y", "--delimiter", "::"],
+        ["--target", "y", "--config.data.delimiter=::"],
         {"target": "y", "delimiter": "::"},
         r"--delimiter '::': the delimiter must be one character",
         r"delimiter='::': the delimiter must be one character",

@@ -12,13 +12,16 @@ import numpy as np
 import pytest
 
 from iml import beta_grid
-from iml.config import flatten, key_meanings
+from iml.config import apply_overrides, flatten, to_dict
 from iml.pipeline.defaults import (
     READ_BY,
+    SCHEMA,
     check_eval_settings,
+    check_loss_params,
     check_read_keys,
     default_config,
     experiment_config,
+    key_help,
     sweep_config,
 )
 from iml.pipeline.run_config import check_config, run_betas
@@ -38,12 +41,34 @@ def test_both_commands_defaults_are_the_one_schema():
     assert changed and not {k for k in changed if READ_BY.get(k) == "images"}
 
 
-def test_read_by_is_what_the_schema_s_comments_say():
-    """A key's comment ends in ``(images)`` or ``(rows)`` exactly where READ_BY names it."""
-    meanings = key_meanings(experiment_config)
-    marked = {k: m[m.rindex("(") + 1 : -1] for k, m in meanings.items()
-              if re.search(r"\((images|rows)\)$", m)}  # fmt: skip
-    assert marked == dict(READ_BY)
+def test_every_key_has_its_meaning_in_the_schema_and_read_by_follows_from_it():
+    keys = flatten(experiment_config())
+    assert set(keys) == {f"{s}.{k}" for s, section in SCHEMA.items() for k in section}
+    assert all(len(key_help(key)) > 10 for key in keys)
+    assert READ_BY["train.l2"] == "rows" and READ_BY["train.flip"] == "images"
+    assert "data.n_folds" not in READ_BY and set(READ_BY.values()) == {"images", "rows"}
+
+
+def test_the_loss_parameters_are_an_open_section_checked_by_the_loss():
+    c = experiment_config()
+    apply_overrides(c, [("loss.params.gamma", "1.5")])
+    assert to_dict(c)["loss"]["params"] == {"gamma": 1.5}
+    with pytest.raises(ValueError, match=r"config\.loss\.foo: no such key"):
+        apply_overrides(c, [("loss.foo", "1")])  # the other sections stay locked
+    c.loss.name = "focal"
+    assert check_loss_params(c.loss) == {"gamma": 1.5}
+    c.loss.params.gamma = -1.0
+    with pytest.raises(ValueError, match=r"^config\.loss\.params: .*gamma"):
+        check_loss_params(c.loss)
+    c.loss.name = "log"
+    c.loss.params.gamma = 1.5
+    with pytest.raises(ValueError, match=r"config\.loss\.params\.gamma: the loss 'log' takes no"):
+        check_loss_params(c.loss)
+    c.loss.name = "focal"
+    del c.loss.params["gamma"]
+    c.loss.params.alpha = 0.3
+    with pytest.raises(ValueError, match=r"params\.alpha: the loss 'focal' takes gamma \(its grid"):
+        check_loss_params(c.loss)
 
 
 @pytest.mark.parametrize(
@@ -75,10 +100,10 @@ def test_each_command_refuses_the_other_s_keys_before_any_work():
     c.train.checkpoint = False
     with pytest.raises(ValueError, match=r"config\.train\.checkpoint is read by runs on images"):
         checked_sweep_config(c)
-    with pytest.raises(ValueError, match="--no-standardize is read by runs on rows"):
+    with pytest.raises(ValueError, match=r"^--config\.train\.standardize is read by runs on rows"):
         c = default_config()
         c.train.standardize = False
-        check_read_keys(c, "images", {"train.standardize": "--no-standardize"}.get)
+        check_read_keys(c, "images", {"train.standardize": "--config.train.standardize"}.get)
 
 
 def test_a_run_on_images_reads_the_grid_of_betas():
@@ -108,7 +133,7 @@ def test_a_sweep_reads_the_report_s_bootstrap_and_the_image_size(tmp_path):
     assert (recorded["n_bootstrap"], recorded["report_seed"]) == (50, 3)
     assert plan.features.shape == (1797, 16)  # shrunk to 4 x 4
     assert plan.run_config["data"]["image_size"] == 4
-    c.train.plateau_patience, c.train.min_learning_rate = 3, 1e-5
+    c.train.plateau_patience, c.train.min_lr = 3, 1e-5
     plan, _ = prepare_sweep(c)
     assert (plan.config.plateau_patience, plan.config.min_lr) == (3, 1e-5)
 

@@ -30,14 +30,27 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: A small sweep of several chunks (one loss each), so that each process trains some.
 SWEEP = ["sweep", "--no-progress", "--dataset", "digits", "--betas", "0.3", "0.5", "0.7",
-         "--seeds", "1", "--betas-per-chunk", "1", "--config.eval.n_bootstrap=10",
+         "--seeds", "1", "--config.train.losses_per_batch=1", "--config.eval.n_bootstrap=10",
          "--config.eval.figures=()"]  # fmt: skip
 #: tests/commands/test_reproduce.py's TINY run (four batches of two members), without figures.
-TINY = ["reproduce", "--no-progress", "--model", "densenet_tiny", "--n-folds", "4", "--epochs",
-        "1", "--betas", "0.5", "0.9", "--image-size", "8", "--config.data.n_val_folds=1",
-        "--config.eval.n_bootstrap=20", "--config.data.max_examples", "160",
-        "--config.train.batch_size=8", "--config.train.members_per_batch=2",
-        "--config.eval.figures=()"]  # fmt: skip
+TINY = [
+    "reproduce",
+    "--no-progress",
+    "--config.model.name=densenet_tiny",
+    "--config.data.n_folds=4",
+    "--config.train.max_epochs=1",
+    "--betas",
+    "0.5",
+    "0.9",
+    "--config.data.image_size=8",
+    "--config.data.n_val_folds=1",
+    "--config.eval.n_bootstrap=20",
+    "--config.data.max_examples",
+    "160",
+    "--config.train.batch_size=8",
+    "--config.train.members_per_batch=2",
+    "--config.eval.figures=()",
+]
 TIMEOUT_S = 120
 
 
@@ -90,7 +103,7 @@ def _start(args, out, env, logs, extra=None, killed=False) -> list[subprocess.Po
     envs = [_cached(env, i, logs if killed else None) for i in range(2)]  # before either starts
     for i in range(2):
         command = [sys.executable, "-m", "iml.cli", *args, "--out", str(out),
-                   *(extra or {}).get(i, []), "--distributed",
+                   *(extra or {}).get(i, []), "--config.distributed.enabled=true",
                    f"--config.distributed.coordinator_address=127.0.0.1:{port}",
                    "--config.distributed.num_processes=2", f"--config.distributed.process_id={i}",
                    "--config.distributed.initialization_timeout=60"]  # fmt: skip
@@ -135,7 +148,7 @@ def test_a_sweep_as_two_processes_gives_the_table_of_one(tmp_path, env):
     _one(SWEEP, tmp_path / "one", env)
     codes, logs = _wait(_start(SWEEP, tmp_path / "two", env, tmp_path))
     assert codes == [0, 0], logs
-    assert "trained chunks [1]" in logs  # process 1's share; process 0 trained 0 and 2
+    assert "trained batches [1]" in logs  # process 1's share; process 0 trained 0 and 2
     want = json.loads((tmp_path / "one" / "table.json").read_text())
     _same_numbers(json.loads((tmp_path / "two" / "table.json").read_text()), want)
     assert sorted(p.name for p in (tmp_path / "two" / "batches").iterdir()) == [
@@ -180,7 +193,7 @@ def test_a_run_killed_on_one_process_resumes_on_both_to_the_same_table(tmp_path,
 
 def test_processes_with_different_configs_are_refused_before_any_work(tmp_path, env):
     out = tmp_path / "run"
-    procs = _start(SWEEP, out, env, tmp_path, extra={1: ["--n-folds", "5"]})
+    procs = _start(SWEEP, out, env, tmp_path, extra={1: ["--config.data.n_folds=5"]})
     codes, logs = _wait(procs)
     assert codes == [2, 2], logs
     assert logs.count("process 1 of 2 runs another sweep than process 0") == 2, logs

@@ -93,7 +93,8 @@ def _stored_run_at_beta_09(
 
 
 def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
-    # The members are stored once; `iml figures --average logit` pools their logits instead.
+    # The members are stored once; `iml figures --config.eval.average=logit` pools their logits
+    # instead.
     from scipy.special import expit, logit
 
     from iml.pipeline.report import report_run
@@ -193,7 +194,9 @@ def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
     from iml.pipeline.store import EnsembleScores
     from iml.spec import loss_spec
 
-    family = run_loss(run_config(**{"loss.name": "focal", "loss.gamma": 2.0, "loss.betas": (0.9,)}))
+    family = run_loss(
+        run_config(**{"loss.name": "focal", "loss.params.gamma": 2.0, "loss.betas": (0.9,)})
+    )
     assert family.name == "focal" and family.params == {"gamma": 2.0}
     assert family.weight_name == "alpha" and run_loss(default_config()).name == "log"
     rng = np.random.default_rng(0)
@@ -229,9 +232,10 @@ def multiclass_run(tmp_path_factory):
 
 
 def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multiclass_run):
-    """`iml reproduce --classes all --loss class_weighted_softmax --loss-weights 'ones;w[8]=10'`:
-    one ensemble per loss, softmax class scores, each corrected by the inverse of its own rule
-    (Proposition 4: a_j / w_j, renormalised), reported with the multiclass metrics."""
+    """`iml reproduce --config.data.classes=all --loss class_weighted_softmax
+    --config.loss.weights='ones;w[8]=10'`: one ensemble per loss, softmax class scores, each
+    corrected by the inverse of its own rule (Proposition 4: a_j / w_j, renormalised), reported
+    with the multiclass metrics."""
     from iml.calibration import MULTICLASS_METRICS
 
     out, table = multiclass_run

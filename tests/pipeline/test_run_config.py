@@ -18,10 +18,10 @@ from iml.pipeline.runner import check_config, default_config
             r"config\.loss\.name must be one of \['focal', 'log', 'squared'\].*"
             r"\['class_weighted_softmax', 'matrix', 'softmax_focal'\].*got 'hinge'",
         ),
-        ("loss.gamma", -1.0, r"config\.loss\.gamma must be a finite number >= 0, got -1\.0"),
+        ("loss.params.gamma", 1.0, r"config\.loss\.params\.gamma: the loss 'log' takes no param"),
         ("data.name", "mnist", "config.data.name: unknown dataset 'mnist'"),
         ("model.name", "resnet", "config.model.name: unknown model 'resnet'"),
-        ("train.epochs", 0, r"config\.train\.epochs must be an integer >= 1"),
+        ("train.max_epochs", 0, r"config\.train\.max_epochs must be an integer >= 1"),
         ("train.eval_batch_size", 0, r"config\.train\.eval_batch_size must be an integer >= 1"),
         ("data.n_folds", 3, r"config\.data\.n_folds=3 leaves no training fold"),
         ("data.image_size", 2, r"config\.data\.image_size=2 is too small"),
@@ -29,9 +29,9 @@ from iml.pipeline.runner import check_config, default_config
         ("train.seeds", (-1,), r"config\.train\.seeds must be non-negative"),
         ("train.seeds", (0, 3, 0), r"config\.train\.seeds repeats a seed: \[0, 3, 0\]"),
         (
-            "train.min_learning_rate",
+            "train.min_lr",
             -1e-4,
-            r"config\.train\.min_learning_rate must be a finite number >= 0",
+            r"config\.train\.min_lr must be a finite number >= 0",
         ),
         (
             "eval.average",
@@ -55,7 +55,7 @@ def test_check_config_refuses_unknown_keys_wrong_types_and_missing_dirs(tmp_path
     config = to_dict(default_config())  # as nested dicts, which no lock guards
     config["train"]["epochz"] = 3
     with pytest.raises(
-        ValueError, match=r"config\.train\.epochz; did you mean config\.train\.epochs"
+        ValueError, match=r"config\.train\.epochz; did you mean config\.train\.max_epochs"
     ):
         check_config(config)
     del config["train"]["epochz"], config["eval"]["n_bins"]

@@ -87,7 +87,7 @@ def test_a_stored_run_resumes_only_with_its_config_and_names_the_first_differenc
                        r"--config\.eval\.average=logit --config\.eval\.n_bins=20$"):  # fmt: skip
         check_resumable(both, store.root)
     # where training differs too, the stored members do not serve: no iml figures hint
-    trained = run_config(**{"eval.n_bins": 20, "train.epochs": 5})
+    trained = run_config(**{"eval.n_bins": 20, "train.max_epochs": 5})
     with pytest.raises(ValueError, match=r"config\.eval\.n_bins: 10 stored, 20 now") as err:
         check_resumable(trained, store.root)
     assert "iml figures" not in str(err.value)
@@ -144,7 +144,7 @@ _TWO_MEMBERS = {
     "data.n_val_folds": 1,
     "data.rotations": (0,),
     "model.name": "densenet_tiny",
-    "train.epochs": 1,
+    "train.max_epochs": 1,
     "train.batch_size": 15,
     "train.checkpoint": False,
 }

@@ -40,7 +40,7 @@ def sweep_run(simulated, tmp_path_factory) -> tuple[S.SweepResult, RunStore]:
         y,
         None,
         BETAS,
-        betas_per_chunk=2,
+        losses_per_batch=2,
         store=store,
         progress=False,
         train=table_config(**TRAIN),
@@ -209,7 +209,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
 
     monkeypatch.setattr(TP, "train", crash_on_second)
     store = RunStore(tmp_path / "run")
-    kwargs = dict(betas_per_chunk=2, progress=False, train=table_config(**TRAIN))
+    kwargs = dict(losses_per_batch=2, progress=False, train=table_config(**TRAIN))
     betas = [*BETAS, 0.6, 0.8]
     with pytest.raises(RuntimeError, match="simulated crash"):
         S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
@@ -222,7 +222,7 @@ def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path
     )
     resumed = S.run_sweep(x, y, None, betas, store=RunStore(store.root), **kwargs)
     assert calls == [[0.6, 0.8]]
-    assert resumed.chunks_trained == [1]
+    assert resumed.batches_trained == [1]
     # The stored chunk is the fixture's first chunk, trained by the same program.
     np.testing.assert_allclose(resumed.member_scores[:2], sweep_run[0].member_scores, atol=1e-6)
     assert list(resumed.table) == ["0.5", "0.9", "0.6", "0.8"]
@@ -365,7 +365,7 @@ def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, t
         store.check_resumable(pooled, "table")
     with pytest.raises(ValueError, match=r"average must be one of \('score', 'logit'\)"):
         S.plan_sweep(x, y, None, [0.9], train=config, average="mean")
-    assert _config("--dataset", "digits", "--average", "logit").eval.average == "logit"
+    assert _config("--dataset", "digits", "--config.eval.average=logit").eval.average == "logit"
 
 
 def test_the_default_ridge_is_scikit_learns_choice_on_the_validation_folds(simulated):

@@ -2,6 +2,7 @@
 layout an earlier version wrote comes out in the one layout the library reads, the library then
 reports it as it reported it before, and every run in ``docs/results`` is at the current schema."""
 
+import copy
 import json
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def _flat_sweep(record):
     extra = {k: v for k, v in record.items() if k not in SECTIONS}
     flat = {"betas": loss["betas"]} if loss.get("name") == "log" else {"loss": loss}
     flat["seeds"] = train.pop("seeds")
-    chunk = train.pop("betas_per_chunk")
+    chunk = train.pop("losses_per_batch")
     flat["train"] = {"model": model["name"], "hidden": model["hidden"], **train}
     flat |= {"n_folds": data.pop("n_folds"), "fold_seed": data.pop("fold_seed"),
              "betas_per_chunk": chunk, "n_bins": report["n_bins"]}  # fmt: skip
@@ -69,12 +70,15 @@ def test_a_flat_run_on_images_migrates_to_the_current_config():
 
 
 def test_a_run_on_images_in_sections_gets_the_keys_added_since():
-    sections = _current_default()
+    sections = copy.deepcopy(M.IMAGES_DEFAULTS)  # schema 2's keys
     del sections["model"]["conv_impl"], sections["train"]["min_learning_rate"]
     sections["train"]["epochs"] = 6
-    migrated = M.migrate_manifest({"config": sections})
-    assert migrated["config"] == {**_current_default(), "train": {**_current_default()["train"],
-                                                                   "epochs": 6}}  # fmt: skip
+    sections["loss"] |= {"name": "focal", "gamma": 1.5}
+    migrated = M.migrate_manifest({"config": sections})["config"]
+    want = _current_default()
+    want["train"]["max_epochs"] = 6
+    want["loss"] |= {"name": "focal", "params": {"gamma": 1.5}}
+    assert migrated == want
 
 
 def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path):

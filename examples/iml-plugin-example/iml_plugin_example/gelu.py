@@ -1,5 +1,5 @@
 """A one-hidden-layer network with GELU units, registered in ``iml`` as the model ``"gelu_mlp"``
-when imported: ``iml sweep --model gelu_mlp --hidden 16``.
+when imported: ``iml sweep --config.model.name=gelu_mlp --config.model.hidden=16``.
 
 A model of ``iml`` is a Flax module called as ``model.apply(variables, x, train=...)`` on a
 batch of rows ``x [B, d]`` (images ``[B, H, W, C]`` are taken as rows of their pixels here),
