@@ -163,8 +163,9 @@ def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(t
     rows = ["x;label"] + [f"{i % 7};{'yes' if i % 5 == 0 else 'no'}" for i in range(80)]
     (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
     out = tmp_path / "sweep"
-    argv = ["sweep", "--csv", str(tmp_path / "data.csv"), "--target", "label", "--positive"]
-    argv += ["yes", "--betas", "0.5,0.9", "--config.train.losses_per_batch=1", "--seeds", "1"]
+    argv = ["sweep", "--csv", str(tmp_path / "data.csv"), "--target", "label"]
+    argv += ["--config.data.positive=yes", "--betas", "0.5,0.9", "--seeds", "1"]
+    argv += ["--config.train.losses_per_batch=1"]
     argv += [
         "--config.train.max_epochs=2",
         "--config.data.n_folds=4",

@@ -152,6 +152,57 @@ def test_a_registered_loss_trains_an_image_ensemble(registered, tmp_path):
     assert list(inputs.betas) == [0.5, 0.9] and inputs.loss.name == NAME
 
 
+SCALED = "scaled_log_test"
+
+
+def scaled_log(a, y, beta, alpha):
+    """``alpha`` times the beta-weighted log loss: a parameter beside the class weight."""
+    a = jnp.asarray(a)
+    return -alpha * jnp.where(jnp.asarray(y) == 1, beta * jnp.log(a), (1.0 - beta) * jnp.log1p(-a))
+
+
+def make_scaled(beta=0.5, alpha=1.0):
+    if not float(np.min(alpha)) > 0.0:
+        raise ValueError(f"alpha must be positive, got {alpha}")
+    return {"beta": L.as_parameter("beta", beta), "alpha": L.as_parameter("alpha", alpha)}, 2
+
+
+@pytest.fixture(scope="module")
+def scaled():
+    record = L.LossRecord(name=SCALED, title="alpha-scaled beta-weighted log loss",
+                          make=make_scaled, loss=scaled_log,
+                          event_ndims={"beta": 0, "alpha": 0}, class_weight="beta")  # fmt: skip
+    L.register(record)
+    yield record
+    L.unregister(SCALED)
+
+
+def test_a_loss_with_a_new_parameter_is_set_from_the_config_of_both_commands(
+    scaled, tmp_path, capsys
+):
+    """`--config.loss.params.alpha=0.3`: a parameter no schema names reaches the loss of a sweep
+    and of an image ensemble, and a parameter the loss does not take is refused before work."""
+    from iml.pipeline.runner import run_loss
+
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--dataset", "digits", "--loss", SCALED, "--betas", "0.5,0.9",
+            "--config.loss.params.alpha=0.3", "--config.train.max_epochs=2",
+            "--config.data.n_folds=4", "--config.eval.figures=", "--out", str(out),
+            "--no-progress"]  # fmt: skip
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    recorded = json.loads((out / "manifest.json").read_text())["config"]["loss"]
+    assert recorded["name"] == SCALED and np.allclose(recorded["alpha"], 0.3)
+    bad = [*argv[:7], "--config.loss.params.gamma=2", *argv[8:]]
+    bad[bad.index(str(out))] = str(tmp_path / "bad")
+    assert cli.main(bad) == 2
+    assert f"config.loss.params.gamma: the loss '{SCALED}' takes alpha" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+    ensemble, config = _tiny_ensemble(tmp_path, loss__name=SCALED, loss__params={"alpha": 0.3})
+    assert run_loss(config).params == {"alpha": 0.3}
+    stored = json.loads((ensemble / "manifest.json").read_text())["config"]["loss"]
+    assert stored["params"] == {"alpha": 0.3}
+
+
 def test_a_callable_loss_goes_through_reveal_as_the_registered_ones_do(tmp_path):
     """A user's function ``L(a, y, beta)`` with no registration: its family (the class weight
     its first extra argument) reveals the same experiments as the built-in beta-weighted log
@@ -212,7 +263,10 @@ def _tiny_ensemble(tmp_path, **settings):
     config.eval.n_bins = 5
     for key, value in settings.items():
         section, field = key.split("__")
-        config[section][field] = value
+        if isinstance(value, dict):  # an open section: the loss's parameters
+            config[section][field].update(value)
+        else:
+            config[section][field] = value
     config.lock()
     out = tmp_path / "ensemble"
     run_experiment(config, out, progress=False)

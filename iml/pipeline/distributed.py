@@ -2,17 +2,17 @@
 
 Every process runs the same command (``iml reproduce`` or ``iml sweep``, with
 ``--config.distributed.enabled=true``): it joins the runtime before any JAX computation
-(:func:`initialize`: ``jax.distributed.initialize``, its settings detected under Slurm, Open MPI
-and Cloud TPU or given as ``config.distributed.coordinator_address``, ``num_processes`` and
+(:func:`initialize`: ``jax.distributed.initialize``, its settings detected under Slurm, Open MPI and
+Cloud TPU or given as ``config.distributed.coordinator_address``, ``num_processes`` and
 ``process_id``), and before any work checks with the others that all run the same experiment
-(:func:`check_same_run`) and write to the same folder (:func:`check_shared_folder`). Each
-process then plans the whole run and trains its share of the plan's member batches (:meth:`Processes.owns`: batch ``i`` on
-process ``i % count``) on its own devices (``jax.local_devices()``), storing each batch as one
-atomic entry of the shared run folder, as a run of one process does
+(:func:`check_same_run`) and write to the same folder (:func:`check_shared_folder`). Each process
+then plans the whole run and trains its share of the plan's member batches (:meth:`Processes.owns`:
+batch ``i`` on process ``i % count``) on its own devices (``jax.local_devices()``), storing each
+batch as one atomic entry of the shared run folder, as a run of one process does
 (:func:`iml.pipeline.train_plan.train_plan`). Once every process has stored its share
-(:func:`barrier`), process 0 alone writes the manifest's record, the tables, figures and report;
-the others wait for it to finish (:func:`finish`) and write nothing else. A run killed on any
-process and started again on all of them skips the stored batches and ends with the same table.
+(:func:`barrier`), process 0 alone writes the manifest's record, the tables, figures and report; the
+others wait for it to finish (:func:`finish`) and write nothing else. A run killed on any process
+and started again on all of them skips the stored batches and ends with the same table.
 
 The processes meet through the runtime's coordination service (its key-value store and
 barriers), not through device collectives: no member spans two processes, so the devices of one

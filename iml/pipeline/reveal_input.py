@@ -436,7 +436,7 @@ def check_reveal_input(inputs: RevealInput, n_bins: int) -> None:
     if n < n_bins:
         raise ValueError(
             f"{inputs.run}: {n} of its {inputs.n_stored} observations were scored by every "
-            f"model, fewer than --n-bins {n_bins}"
+            f"model, fewer than config.eval.n_bins={n_bins}"
         )
     if not np.isin(inputs.labels, (0, 1)).all():
         raise ValueError(f"{inputs.run} holds labels other than 0 and 1")

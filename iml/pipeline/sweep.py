@@ -295,20 +295,9 @@ def run_sweep(
     groups: ArrayLike | None,
     losses: LossLike,
     *,
-    seeds: int | Sequence[int] | None = None,
-    model: str = "logistic",
-    hidden: int = 32,
-    train: TrainConfig = TABULAR_DEFAULTS,
-    n_folds: int = 10,
-    fold_seed: int = 0,
-    losses_per_batch: int = 0,
-    n_bins: int = 10,
-    average: str = "score",
-    n_bootstrap: int = ECE_BOOTSTRAP,
-    report_seed: int = 0,
-    run_info: dict[str, Any] | None = None,
     store: RunStore | None = None,
     progress: bool = True,
+    **settings: Any,
 ) -> SweepResult:
     """Train a grid of losses (by default of class weights beta) of small models by nested
     cross-validation and score their calibration.
@@ -344,8 +333,9 @@ def run_sweep(
       store: a :class:`RunStore`: finished batches and the table are stored there, and batches
         already stored (by a run with the same configuration and data) are not trained again.
       progress: show tqdm bars (batches, and epochs within a batch).
-      seeds, model, hidden, train, n_folds, fold_seed, losses_per_batch, n_bins, average,
-        n_bootstrap, report_seed, run_info: as :func:`plan_sweep`'s.
+      **settings: the keywords of :func:`plan_sweep` (``seeds``, ``model``, ``hidden``,
+        ``train``, ``n_folds``, ``fold_seed``, ``losses_per_batch``, ``n_bins``, ``average``,
+        ``n_bootstrap``, ``report_seed``, ``run_info``), at its defaults where not given.
 
     Returns:
       A :class:`SweepResult`.
@@ -354,24 +344,7 @@ def run_sweep(
       ValueError: for bad arrays or settings (naming the argument), or a store holding a run
         with another configuration or of an earlier schema.
     """
-    plan = plan_sweep(
-        features,
-        labels,
-        groups,
-        losses,
-        seeds=seeds,
-        model=model,
-        hidden=hidden,
-        train=train,
-        n_folds=n_folds,
-        fold_seed=fold_seed,
-        losses_per_batch=losses_per_batch,
-        n_bins=n_bins,
-        average=average,
-        n_bootstrap=n_bootstrap,
-        report_seed=report_seed,
-        run_info=run_info,
-    )
+    plan = plan_sweep(features, labels, groups, losses, **settings)
     return execute_sweep(plan, store, progress)
 
 

@@ -72,7 +72,7 @@ def test_a_bad_report_setting_of_a_sweep_is_refused_before_any_work(sweep, tmp_p
     assert not out.exists()
 
 
-def test_the_report_options_set_the_same_keys_as_in_every_command():
+def test_the_report_settings_are_the_config_eval_keys_as_in_every_command():
     from iml import cli
     from iml.commands.figures import eval_overrides
 
@@ -92,7 +92,7 @@ def test_the_report_options_set_the_same_keys_as_in_every_command():
         "n_bins": 7
     }  # named last
     assert overrides() == {}  # the run's own settings
-    with pytest.raises(ValueError, match="--n-bins must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"config\.eval\.n_bins must be an integer >= 1, got 0"):
         overrides("--config.eval.n_bins=0")
     with pytest.raises(ValueError, match=r"config\.eval\.report_seed must be an integer >= 0"):
         overrides("--config.eval.report_seed=-1")

@@ -219,9 +219,8 @@ def test_a_sweep_without_class_weights_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("flag", "value", "named"),
     [
-        ("--config.eval.n_bootstrap=1", "--n-bootstrap must be an integer >= 2"),
-        ("--config.eval.n_bins=1", "--n-bins must be an integer >= 2"),
-        ("--seed", "-1", "--report-seed must be an integer >= 0"),
+        ("--config.eval.n_bins=1", None, "config.eval.n_bins must be an integer >= 2"),
+        ("--config.eval.report_seed=-1", None, "config.eval.report_seed must be an integer >= 0"),
         ("--config.eval.n_bootstrap=1", None, "config.eval.n_bootstrap must be an integer >= 2"),
         ("--config.eval.figures=tiff", None, "config.eval.figures: unknown figure format 'tiff'"),
         ("--config.eval.average=logit", None, "--config.eval.average: `iml reveal` trains nothing"),

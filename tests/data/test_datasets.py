@@ -106,7 +106,8 @@ BAD_INPUT = {
         GOOD,
         ["--target", "y", "--config.data.positive=maybe"],
         {"target": "y", "positive": "maybe"},
-        r"--positive 'maybe' never occurs in target column 'y' .*values found: 'no', 'yes'",
+        r"config\.data\.positive='maybe' never occurs in target column 'y' .*values found: "
+        r"'no', 'yes'",
         r"positive='maybe' never occurs in target column 'y' .*values found: 'no', 'yes'",
     ),
     "positive needed": (
@@ -114,7 +115,7 @@ BAD_INPUT = {
         ["--target", "y"],
         {"target": "y"},
         r"target column 'y' .* not 0/1 or true/false \(values found: 'no', 'yes'\); "
-        r"pass --positive",
+        r"pass config\.data\.positive",
         r"target column 'y' .* \(values found: 'no', 'yes'\); pass positive=",
     ),
     "no such target column": (
@@ -128,7 +129,8 @@ BAD_INPUT = {
         "a,y\n1,yes\n2,yes\n",
         ["--target", "y", "--config.data.positive=yes"],
         {"target": "y", "positive": "yes"},
-        r"--positive 'yes': every row of target column 'y' .* is positive \(values found: 'yes'\)",
+        r"config\.data\.positive='yes': every row of target column 'y' .* is positive "
+        r"\(values found: 'yes'\)",
         r"positive='yes': every row of target column 'y' .* is positive",
     ),
     "target value missing": (
@@ -142,14 +144,14 @@ BAD_INPUT = {
         "a y\n1 yes\n2 no\n",
         ["--target", "y", "--config.data.positive=yes"],
         {"target": "y", "positive": "yes"},
-        r"could not detect the field delimiter of .*'a y'.*; pass --delimiter",
+        r"could not detect the field delimiter of .*'a y'.*; pass config\.data\.delimiter",
         r"could not detect the field delimiter .*; pass delimiter=",
     ),
     "malformed delimiter": (
         GOOD,
         ["--target", "y", "--config.data.delimiter=::"],
         {"target": "y", "delimiter": "::"},
-        r"--delimiter '::': the delimiter must be one character",
+        r"config.data.delimiter='::': the delimiter must be one character",
         r"delimiter='::': the delimiter must be one character",
     ),
     "short row": (

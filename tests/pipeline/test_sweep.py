@@ -4,7 +4,6 @@ bookkeeping, its store and resumption, scored against scikit-learn, and the swee
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 
 import numpy as np
@@ -101,18 +100,8 @@ def test_seeds_asked_of_an_exact_sweep_are_fitted_once_with_a_warning(simulated)
     assert auto["standardize"] is True
     # Where Adam trains, the seeds are the members' own, and by default there are 8.
     adam = S.plan_sweep(x, y, None, BETAS, train=dataclasses.replace(train, solver="adam"))
-    assert adam.seeds.tolist() == list(range(8)) and len(adam.chunks) == 1
+    assert adam.seeds.tolist() == list(range(8)) and len(adam.batches) == 1
     assert S.plan_sweep(x, y, None, BETAS, train=train).seeds.tolist() == [0]
-
-
-def test_run_sweep_takes_every_setting_of_plan_sweep_with_its_default():
-    def keywords(f):
-        parameters = inspect.signature(f).parameters.values()
-        return {p.name: p.default for p in parameters if p.kind is p.KEYWORD_ONLY}
-
-    run = keywords(S.run_sweep)
-    assert (run.pop("store"), run.pop("progress")) == (None, True)
-    assert run == keywords(S.plan_sweep)
 
 
 @pytest.mark.parametrize("beta", [0.01, 0.99])
