@@ -15,8 +15,8 @@ call of each (``cold_s``).
 
 Run::
 
-    python -m experiments.benchmarks.sweep            # full scale
-    python -m experiments.benchmarks.sweep --quick    # small, for a smoke test
+    python -m experiments.benchmarks.across_betas             # full scale
+    python -m experiments.benchmarks.across_betas --quick     # small, for a smoke test
 
 The last stdout line is one JSON object; ``ratio`` is the median over the runs of the baseline's
 time (scaled to all betas) over ours (higher is better), ``ratio_range`` their range.
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--bootstrap", type=int, default=200)
     add_runs_argument(parser)
     parser.add_argument("--baseline-betas", type=int, default=3, help="betas in the timed slice")
-    parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/sweep.json"))
+    parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/across_betas.json"))
     args = parser.parse_args(argv)
     check_runs(parser, args.runs)
     if args.quick:
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
         for i, b in zip(slice_idx, base, strict=True)
     )
     record = {
-        "benchmark": "sweep",
+        "benchmark": "across_betas",
         "n": args.n,
         "n_betas": args.betas,
         "n_bootstrap": args.bootstrap,
