@@ -13,7 +13,7 @@
 # ---
 
 # %% [markdown]
-# # 02 · A beta sweep: which class weight explains the scores?
+# # 02 · Calibration across betas: which class weight explains the scores?
 #
 # A model trained with the $\beta$-weighted loss $L^\beta$ (eq. 7) is miscalibrated by design: if
 # it is *loss-calibrated* (Definition 2, eq. 2) its scores follow the optimal scoring rule
@@ -28,10 +28,10 @@
 # $\beta = 0.5, 0.9, 0.99$:
 #
 # 1. the calibration curves (Figure 1) and the loss-calibration curves (Figure 3);
-# 2. a **beta sweep**: correct one model's scores with $g^{\beta'}$ for a fine grid of candidate
-#    weights $\beta'$ and measure the expected calibration error (ECE) of each
-#    (`iml.calibration.beta_sweep`). The ECE is smallest near the weight the model was trained
-#    with -- the scores reveal their own class weight;
+# 2. **calibration across betas**: correct one model's scores with $g^{\beta'}$ for a fine grid of
+#    candidate weights $\beta'$ and measure the expected calibration error (ECE) of each
+#    (`iml.calibration.calibration_across_betas`). The ECE is smallest near the weight the model
+#    was trained with -- the scores reveal their own class weight;
 # 3. the **loss-calibration test** (`iml.calibration.loss_calibration_test`): are the scores
 #    at the optimum of $L^{\beta'}$ (Definition 2), so that the labels follow their corrected
 #    scores $g^{\beta'}(a)$? Not rejected at the true weight; rejected at a wrong one.
@@ -53,7 +53,7 @@ from IPython.display import display
 
 import iml
 from iml.calibration import (
-    beta_sweep,
+    calibration_across_betas,
     calibration_curve,
     loss_calibration_test,
     loss_calibration_verdict,
@@ -168,13 +168,14 @@ for beta in BETAS:
         assert z_raw > 10
 
 # %% [markdown]
-# ## 3. ECE against beta: the sweep
+# ## 3. ECE against beta: calibration across betas
 #
-# `beta_sweep(scores, labels, betas)` corrects the scores with $g^{\beta'}$ for every candidate
-# $\beta'$ at once and returns, per $\beta'$, the ECE of the corrected scores (l1 over the deciles
-# of the raw scores; $g^{\beta'}$ is increasing, so the deciles are the same for every $\beta'$)
-# and the loss-calibration gap of the raw scores under $L^{\beta'}$ (the statistic of the test in
-# section 4). At $\beta' = 1/2$ the correction is the identity, so that ECE is the raw scores'.
+# `calibration_across_betas(scores, labels, betas)` corrects the scores with $g^{\beta'}$ for every
+# candidate $\beta'$ at once and returns, per $\beta'$, the ECE of the corrected scores (l1 over
+# the deciles of the raw scores; $g^{\beta'}$ is increasing, so the deciles are the same for every
+# $\beta'$) and the loss-calibration gap of the raw scores under $L^{\beta'}$ (the statistic of the
+# test in section 4). At $\beta' = 1/2$ the correction is the identity, so that ECE is the raw
+# scores'.
 #
 # By Proposition 5 the ECE should be smallest near the weight the model was trained with. The grid
 # is even in $\operatorname{logit}\beta'$ (the correction shifts logits by
@@ -182,15 +183,15 @@ for beta in BETAS:
 
 # %%
 grid = np.asarray(jax.nn.sigmoid(np.linspace(-3.0, 7.0, 201)), dtype=np.float32)
-sweeps = {
-    name: {beta: beta_sweep(s[beta], y[beta], grid, n_bootstrap=0) for beta in s}
+across = {
+    name: {beta: calibration_across_betas(s[beta], y[beta], grid, n_bootstrap=0) for beta in s}
     for name, (s, y) in sources.items()
 }
 
 fig, axes = plt.subplots(len(sources), 2, figsize=(11, 3.8 * len(sources)), squeeze=False)
-for (ece_ax, gap_ax), (name, by_beta) in zip(axes, sweeps.items(), strict=True):
-    for i, (beta, sweep) in enumerate(by_beta.items()):
-        ece, gap = np.asarray(sweep.ece), np.asarray(sweep.loss_calibration_gap)
+for (ece_ax, gap_ax), (name, by_beta) in zip(axes, across.items(), strict=True):
+    for i, (beta, result) in enumerate(by_beta.items()):
+        ece, gap = np.asarray(result.ece), np.asarray(result.loss_calibration_gap)
         best = grid[np.argmin(ece)]
         ece_ax.plot(grid, ece, color=f"C{i}", label=rf"trained at $\beta$ = {beta:g}")
         ece_ax.plot(best, ece.min(), "o", color=f"C{i}")
@@ -223,8 +224,8 @@ def logit(p):
     return float(np.log(p / (1 - p)))
 
 
-for beta, sweep in sweeps["simulated"].items():
-    ece = np.asarray(sweep.ece)
+for beta, result in across["simulated"].items():
+    ece = np.asarray(result.ece)
     best = float(grid[np.argmin(ece)])
     at_true = float(ece[np.argmin(np.abs(grid - beta))])
     raw = float(ece[np.argmin(np.abs(grid - 0.5))])
@@ -277,9 +278,9 @@ assert np.all((off < 0.01) | np.isnan(off))
 #
 # On data from the paper's model, the scores of a model trained at $\beta$ are miscalibrated
 # (Figure 1) but follow the curve $c^\beta$ of a loss-calibrated model (Figure 3, Proposition 2);
-# their loss-corrected scores $g^\beta(a)$ are calibrated (Corollary 1, Propositions 4 and 5); a
-# sweep over candidate weights finds the training weight as the one whose correction is best
-# calibrated; and the loss-calibration test does not reject the training weight (with its power
+# their loss-corrected scores $g^\beta(a)$ are calibrated (Corollary 1, Propositions 4 and 5);
+# calibration across candidate weights finds the training weight as the one whose correction is
+# best calibrated; and the loss-calibration test does not reject the training weight (with its power
 # stated) and rejects the others.
 #
 # | step | `iml` |
@@ -287,7 +288,7 @@ assert np.all((off < 0.01) | np.isnan(off))
 # | simulate the model (Section 3) | `iml.sbr.simulate_gaussian_scores` |
 # | Figures 1 and 3 | `iml.plots.figure1_calibration_curves`, `figure3_loss_calibration` |
 # | binned calibration (Definition 1) | `iml.calibration.calibration_curve` |
-# | ECE and gap against $\beta'$ (Proposition 5) | `iml.calibration.beta_sweep` |
+# | ECE and gap against $\beta'$ (Proposition 5) | `iml.calibration.calibration_across_betas` |
 # | test of Definition 2 | `iml.calibration.loss_calibration_test` |
 #
 # On a stored run the same cells show how close a trained network comes to this; notebook 03

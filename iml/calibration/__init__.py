@@ -1,5 +1,5 @@
 """Calibration analysis: binning, calibration curves and metrics, the loss-calibration test,
-beta sweeps, the smooth calibration error, and the tables of a grid of losses.
+calibration across betas, the smooth calibration error, and the tables of a grid of losses.
 
 Notation follows Caplin, Martin & Marx, *Calibrating for Class Weights by Modeling Machine
 Learning* (the paper). Scores ``a`` are positive-class confidence scores in ``[0, 1]`` (binary) or
@@ -19,7 +19,7 @@ One idea per module, all of whose public names are imported here:
   ``c^beta`` of eq. ``choice-b1``); and the gap of a wholesale switch.
 * :mod:`~iml.calibration.comparison`: bootstrap intervals of many ECEs on the same resampled rows,
   and the paired comparison of two ECEs (their difference and ratio).
-* :mod:`~iml.calibration.beta_sweep`: calibration of the loss-corrected scores ``g^beta(a)``
+* :mod:`~iml.calibration.across_betas`: calibration of the loss-corrected scores ``g^beta(a)``
   (Corollary 1) for many class weights at once, beside the loss-calibration gap to ``L^beta``
   (Proposition 5).
 * :mod:`~iml.calibration.smooth`: the smooth calibration error and smooth reliability diagram
@@ -56,7 +56,7 @@ Conventions shared by every function here:
   bad label in one bin of a curve makes that bin's means NaN and leaves the other bins intact.
 """
 
-from iml.calibration.beta_sweep import BetaSweep, beta_sweep
+from iml.calibration.across_betas import CalibrationAcrossBetas, calibration_across_betas
 from iml.calibration.binning import BinnedStatistics, assign_bins, bin_edges, binned_statistics
 from iml.calibration.comparison import (
     ECEComparison,
@@ -107,8 +107,8 @@ __all__ = [
     "METRICS",
     "MULTICLASS_METRICS",
     "RENORMALISED",
-    "BetaSweep",
     "BinnedStatistics",
+    "CalibrationAcrossBetas",
     "CalibrationCurve",
     "ECEComparison",
     "LossCalibrationCurve",
@@ -118,10 +118,10 @@ __all__ = [
     "assign_bins",
     "auroc",
     "beta_key",
-    "beta_sweep",
     "bin_edges",
     "binned_statistics",
     "brier_score",
+    "calibration_across_betas",
     "calibration_curve",
     "calibration_error_from_statistics",
     "calibration_test",

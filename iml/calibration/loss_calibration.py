@@ -6,7 +6,7 @@ Bernoulli with the loss-corrected scores as their means. :func:`loss_calibration
 that, with its power against a stated alternative and the size of the miss; the curve plots the
 bins against the theoretical map ``c`` (Proposition 2). The per-bin loss sums of the wholesale
 switch (:class:`LossSums`, linear in the weights) give the loss-calibration gap that
-:mod:`iml.calibration.beta_sweep` reports beside the ECE for many class weights at once.
+:mod:`iml.calibration.across_betas` reports beside the ECE for many class weights at once.
 """
 
 from __future__ import annotations

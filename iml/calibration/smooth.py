@@ -168,7 +168,8 @@ def smooth_inputs(
 def smooth_ece_of(
     s: Array, y: Array, w: Array, bandwidth: ArrayLike | None, n_grid: int, n_bisection: int
 ) -> SmoothECE:
-    """:func:`smooth_ece` of clean inputs (also used, vmapped over betas, by the beta sweep)."""
+    """:func:`smooth_ece` of clean inputs (also used, vmapped over betas, by
+    :func:`calibration_across_betas`)."""
     binned = _linear_binning(s, jnp.stack([w * (y - s), w]), n_grid)
     ece_at = functools.partial(_smooth_ece_at, binned)
     if bandwidth is None:

@@ -1,7 +1,8 @@
-"""The beta sweep: calibration of the loss-corrected scores ``g^beta(a)`` (Corollary 1) for
-many class weights at once. By Proposition 5 they are calibrated (Definition 1) exactly when the
-raw scores are loss-calibrated (Definition 2) to the beta-weighted loss ``L^beta``; the sweep
-reports both, with the smooth calibration error of the corrected scores."""
+"""Calibration across betas: calibration of the loss-corrected scores ``g^beta(a)`` (Corollary 1)
+for many class weights at once, from one set of scores (no training). By Proposition 5 they are
+calibrated (Definition 1) exactly when the raw scores are loss-calibrated (Definition 2) to the
+beta-weighted loss ``L^beta``; both are reported, with the smooth calibration error of the
+corrected scores."""
 
 from __future__ import annotations
 
@@ -30,10 +31,10 @@ from iml.scoring import loss_corrected_score, optimal_score
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
-__all__ = ["BetaSweep", "beta_sweep"]
+__all__ = ["CalibrationAcrossBetas", "calibration_across_betas"]
 
 
-class BetaSweep(NamedTuple):
+class CalibrationAcrossBetas(NamedTuple):
     """Calibration of the loss-corrected scores ``g^beta(a)`` for every ``beta`` (a pytree).
 
     The bins are the quantile bins of the raw scores, which are those of every set of corrected
@@ -97,7 +98,7 @@ def _prefix_products(weights: Array, values: Array, boundaries: Array, tile: int
     return jax.vmap(at)(boundaries)
 
 
-def beta_sweep(
+def calibration_across_betas(
     scores: ArrayLike,
     labels: ArrayLike,
     betas: ArrayLike,
@@ -112,7 +113,7 @@ def beta_sweep(
     confidence: float = 0.95,
     beta_chunk: int = 64,
     tile: int = 1024,
-) -> BetaSweep:
+) -> CalibrationAcrossBetas:
     """Calibration curves, ECE and loss-calibration gaps of ``g^beta(a)`` for every beta at once.
 
     For each candidate weight ``beta``, the loss-corrected scores ``g^beta(a)`` (Cor. 1) are binned
@@ -143,7 +144,7 @@ def beta_sweep(
     check_norm(norm, debias)
     if V.concrete_value(betas) is not None:
         V.check_betas("betas", betas, distinct=False)
-    return _beta_sweep(
+    return _calibration_across_betas(
         scores,
         labels,
         betas,
@@ -161,7 +162,7 @@ def beta_sweep(
 
 
 @functools.partial(jax.jit, static_argnums=tuple(range(5, 13)))
-def _beta_sweep(
+def _calibration_across_betas(
     scores: ArrayLike,
     labels: ArrayLike,
     betas: ArrayLike,
@@ -175,7 +176,7 @@ def _beta_sweep(
     confidence: float,
     beta_chunk: int,
     tile: int,
-) -> BetaSweep:
+) -> CalibrationAcrossBetas:
     a = as_float(scores)
     n = a.shape[0]
     betas = jnp.asarray(betas, a.dtype)
@@ -260,7 +261,7 @@ def _beta_sweep(
 
     count = sums.count[0]
     event_rate = safe_div(sums.positives[0], count)
-    result = BetaSweep(
+    result = CalibrationAcrossBetas(
         betas,
         edges,
         count,

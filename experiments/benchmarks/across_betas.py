@@ -1,4 +1,4 @@
-"""Benchmark: ``iml.calibration.beta_sweep`` against a scikit-learn + NumPy loop.
+"""Benchmark: ``iml.calibration.calibration_across_betas`` against a scikit-learn + NumPy loop.
 
 The paper's scale: 112,120 scores (ChestX-ray14), 1,000 candidate class weights, 200 bootstrap
 replicates. For every beta: the loss-corrected scores' decile calibration curve, ECE and the
@@ -15,8 +15,8 @@ call of each (``cold_s``).
 
 Run::
 
-    python -m experiments.benchmarks.sweep            # full scale
-    python -m experiments.benchmarks.sweep --quick    # small, for a smoke test
+    python -m experiments.benchmarks.across_betas             # full scale
+    python -m experiments.benchmarks.across_betas --quick     # small, for a smoke test
 
 The last stdout line is one JSON object; ``ratio`` is the median over the runs of the baseline's
 time (scaled to all betas) over ours (higher is better), ``ratio_range`` their range.
@@ -41,7 +41,7 @@ from experiments.benchmarks._harness import (
     headline,
     interleaved,
 )
-from iml.calibration import beta_sweep
+from iml.calibration import calibration_across_betas
 from iml.scoring import optimal_score
 
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--bootstrap", type=int, default=200)
     add_runs_argument(parser)
     parser.add_argument("--baseline-betas", type=int, default=3, help="betas in the timed slice")
-    parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/sweep.json"))
+    parser.add_argument("--out", type=Path, default=Path("runs/benchmarks/across_betas.json"))
     args = parser.parse_args(argv)
     check_runs(parser, args.runs)
     if args.quick:
@@ -116,7 +116,9 @@ def main(argv: list[str] | None = None) -> dict:
     rng = np.random.default_rng(1)
     resamples = [None] + [rng.integers(0, args.n, args.n) for _ in range(args.bootstrap)]
     slice_idx = np.linspace(0, args.betas - 1, args.baseline_betas).astype(int)
-    sweep = jax.jit(lambda s, y, b, k: beta_sweep(s, y, b, n_bins, args.bootstrap, k))
+    across = jax.jit(
+        lambda s, y, b, k: calibration_across_betas(s, y, b, n_bins, args.bootstrap, k)
+    )
     done: dict = {}
 
     def ours() -> None:
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     with PeakRSS() as rss:
         t0 = time.perf_counter()
-        compiled = sweep.lower(scores, labels, betas, key).compile()
+        compiled = across.lower(scores, labels, betas, key).compile()
         compile_s = time.perf_counter() - t0
         timing = interleaved(
             {"ours": ours, "baseline": baseline},
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
         for i, b in zip(slice_idx, base, strict=True)
     )
     record = {
-        "benchmark": "sweep",
+        "benchmark": "across_betas",
         "n": args.n,
         "n_betas": args.betas,
         "n_bootstrap": args.bootstrap,
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
         "baseline_note": (
             f"scikit-learn calibration_curve + NumPy, timed on {len(slice_idx)} of {args.betas} "
             "betas (each with 1 + n_bootstrap calls) and scaled linearly; the baseline re-derives "
-            "quantile bins on each resample, beta_sweep keeps the sample's bins fixed"
+            "quantile bins on each resample, calibration_across_betas keeps the sample's bins fixed"
         ),
         "check_max_abs_diff_ece": ece_diff,
         "check_max_abs_diff_gap": gap_diff,
