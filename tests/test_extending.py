@@ -164,7 +164,11 @@ def scaled_log(a, y, beta, alpha):
 def make_scaled(beta=0.5, alpha=1.0):
     if not float(np.min(alpha)) > 0.0:
         raise ValueError(f"alpha must be positive, got {alpha}")
-    return {"beta": L.as_parameter("beta", beta), "alpha": L.as_parameter("alpha", alpha)}, 2
+    shape = np.broadcast_shapes(np.shape(beta), np.shape(alpha))  # a grid's shape, both
+    return {
+        "beta": jnp.broadcast_to(L.as_parameter("beta", beta), shape),
+        "alpha": jnp.broadcast_to(L.as_parameter("alpha", alpha), shape),
+    }, 2
 
 
 @pytest.fixture(scope="module")

@@ -35,14 +35,15 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     config = load_config(args)
     # before JAX's first computation: join the other processes where config.distributed says so
     here = distributed.initialize(config)
+    # before JAX's first computation (a loss's parameters are checked by building it): every
+    # training step reuses the last step's memory
+    keep_step_memory()
     check_config(config)
     record = lookup(config.loss.name)
     generic = record.optimal_score is None or record.inverse is None
     if generic and not is_multiclass(config):
         # Proposition 4's premise at each beta, before any training (a closed form is the
-        # record's own statement); the check is JAX's first computation, so the step-memory
-        # setting, which must come before it, comes first
-        keep_step_memory()
+        # record's own statement)
         check_rules_invertible(run_loss(config)(list(run_betas(config))))
     try:
         check_resumable(config, args.out)
@@ -53,8 +54,6 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     distributed.check_shared_folder(config, args.out)
 
     def work() -> int:
-        # before JAX's first computation: every training step reuses the last step's memory
-        keep_step_memory()
         start = time.perf_counter()
         run_experiment(config, args.out, progress=not args.no_progress)
         if not here.main:  # process 0 writes the results

@@ -281,7 +281,7 @@ def check_loss_params(loss: Mapping[str, Any]) -> dict[str, float]:
         params = config_parameters(loss["name"], loss)
     except ValueError as err:
         raise ValueError(f"config.loss.{err}") from None
-    if loss["name"] in CLASS_WEIGHTS:
+    if params and loss["name"] in CLASS_WEIGHTS:  # built, so that the loss checks them
         try:
             loss_family(loss["name"], **params)
         except (ValueError, TypeError) as err:
