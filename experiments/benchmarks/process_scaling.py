@@ -98,9 +98,10 @@ def plan_args(batches: int, epochs: int) -> list[str]:
         raise ValueError(f"--batches must be a multiple of 4 (the plan's rotations), got {batches}")
     betas = np.linspace(0.5, 0.9, batches // 4)
     return [
-        "reproduce", "--no-progress", "--train-only", "--model", "densenet_tiny",
-        "--n-folds", "4", "--epochs", str(epochs), "--betas", *[f"{b:.4g}" for b in betas],
-        "--image-size", "16", "--seeds", "1", "--config.data.n_val_folds=1",
+        "reproduce", "--no-progress", "--train-only", "--config.model.name=densenet_tiny",
+        "--config.data.n_folds=4", f"--config.train.max_epochs={epochs}",
+        "--betas", *[f"{b:.4g}" for b in betas],
+        "--config.data.image_size=16", "--seeds", "1", "--config.data.n_val_folds=1",
         "--config.train.batch_size=8", "--config.train.members_per_batch=1",
         "--config.train.checkpoint=false",
     ]  # fmt: skip
@@ -119,7 +120,7 @@ def run_processes(args: list[str], out: Path, count: int, timeout_s: float) -> f
         command = [sys.executable, "-m", "iml.cli", *args, "--out", str(out)]
         if count > 1:
             command += [
-                "--distributed",
+                "--config.distributed.enabled=true",
                 f"--config.distributed.coordinator_address=127.0.0.1:{port}",
                 f"--config.distributed.num_processes={count}",
                 f"--config.distributed.process_id={i}",
