@@ -7,8 +7,8 @@ Run it with::
 
     iml sweep --config experiments/configs/sweep_digits_softmax.py --out runs/digits_softmax
 
-(the same as ``iml sweep --dataset digits --config.data.classes=all --loss class_weighted_softmax
---loss-weights 'ones;w[8]=10;w[8]=100'``). Its stored run is
+(the same as ``iml sweep --dataset digits --config.data.classes=all --loss
+class_weighted_softmax --config.loss.weights='ones;w[8]=10;w[8]=100'``). Its stored run is
 ``docs/results/sweep_defaults/digits_softmax``; copy this file and edit it for another sweep.
 """
 
