@@ -58,7 +58,7 @@ from iml.training.tabular import (
     TABULAR_DEFAULTS,
     check_labels,
     check_table_config,
-    exact_solver_applies,
+    table_solver,
 )
 from iml.training.trainer import DataSource, TrainConfig
 
@@ -240,15 +240,10 @@ def plan_sweep(
         V.check_seeds("seeds", seeds)
     module = build_model(model, spec.n_classes if spec.multiclass else 1, "rows", hidden=hidden)
     train = check_table_config(train, "train")
-    solver = train.solver
-    exact = exact_solver_applies(module, spec)
-    if solver == "exact" and not exact:
-        raise ValueError(
-            f"solver 'exact' fits the logistic model under the beta-weighted or B-weighted log "
-            f"loss or the class-weighted softmax cross-entropy only, not the {model} model under "
-            f"the {spec.describe()}; use 'adam'"
-        )
-    config = dataclasses.replace(train, solver="exact" if exact and solver != "adam" else "adam")
+    try:
+        config = dataclasses.replace(train, solver=table_solver(module, spec.record, train.solver))
+    except ValueError as err:
+        raise ValueError(f"train.solver 'exact': {err}") from None
     if config.l2_scale == "per_weight" and spec.record.row_weight is None:
         raise ValueError(
             "train.l2_scale 'per_weight' measures the ridge against a loss's class weights; the "

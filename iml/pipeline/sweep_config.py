@@ -32,7 +32,7 @@ from iml.grids import (
     parse_weight_grid,
     weight_grid,
 )
-from iml.losses import lookup, registered
+from iml.losses import lookup
 from iml.models.registry import build_model
 from iml.pipeline.defaults import (
     check_eval_settings,
@@ -40,7 +40,7 @@ from iml.pipeline.defaults import (
     check_read_keys,
     sweep_config,
 )
-from iml.training.tabular import TABULAR_DEFAULTS
+from iml.training.tabular import TABULAR_DEFAULTS, table_solver
 from iml.training.train_config import L2_SCALES, SOLVERS
 from iml.training.trainer import TrainConfig
 
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from iml.data import Dataset
 
 __all__ = [
-    "EXACT_LOSSES",
     "SWEEP_DATASETS",
     "SWEEP_LOSSES",
     "CheckedSweep",
@@ -85,13 +84,6 @@ SWEEP_LOSSES: Mapping[str, str] = RegistryView(
         **{name: f"{weight}s" for name, weight in CLASS_WEIGHTS.items()},
         **dict.fromkeys(WEIGHT_GRIDS, "weights"),
     }
-)
-#: The losses under which the exact solver fits the logistic model (``config.train.solver``):
-#: the beta-weighted and the B-weighted log loss, the class-weighted softmax cross-entropy, and
-#: any registered loss with an exact form (:attr:`iml.losses.LossRecord.exact`;
-#: :func:`iml.training.exact_solver_applies`).
-EXACT_LOSSES: Mapping[str, str] = RegistryView(
-    lambda: {n: r.exact for n in registered() if (r := lookup(n)).exact is not None}
 )
 
 
@@ -221,25 +213,15 @@ def checked_sweep_config(
         raise ValueError(
             f"{name('data.n_folds')} must be an integer >= 4 (train/2 val/1 test), got {n_folds!r}"
         )
-    solver = c.train.solver
-    if loss not in EXACT_LOSSES and solver == "exact":
-        *others, last = (said("loss.name", name) for name in EXACT_LOSSES)
-        raise ValueError(
-            f"{said('train.solver')} fits {', '.join(others)} or {last} only, not "
-            f"{said('loss.name')}"
-        )
-    if c.model.name != "logistic" and solver == "exact":
-        raise ValueError(
-            f"{said('train.solver')} fits {said('model.name', 'logistic')} only, not "
-            f"{said('model.name')}"
-        )
-    if loss not in EXACT_LOSSES and solver == "auto":
-        solver = "adam"
     try:
-        build_model(c.model.name, 1, "rows", **c.model)
+        model = build_model(c.model.name, 1, "rows", **c.model)
     except ValueError as err:
         key = "model.hidden" if str(err).startswith("hidden") else "model.name"
         raise ValueError(f"{name(key)}: {err}") from None
+    try:
+        solver = table_solver(model, lookup(loss), c.train.solver)
+    except ValueError as err:
+        raise ValueError(f"{said('train.solver')}: {err}") from None
     fields = {field: config_lib.lookup(c, key) for field, key in _TRAIN_KEYS.items()}
     fields.update(l2_grid=tuple(c.train.l2_grid), standardize=c.train.standardize, solver=solver)
     try:

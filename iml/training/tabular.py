@@ -43,6 +43,7 @@ from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from iml import _validation as V
+from iml import losses as L
 from iml.data.folds import FoldSplit
 from iml.grids import LossGrid, loss_grid
 from iml.models.small import LogisticRegression
@@ -63,8 +64,8 @@ __all__ = [
     "MemberFit",
     "check_labels",
     "check_table_config",
-    "exact_solver_applies",
     "out_of_fold_logits",
+    "table_solver",
     "train_tabular",
 ]
 
@@ -151,10 +152,25 @@ def check_table_config(config: TrainConfig, name: str = "config") -> TrainConfig
     return config.for_inputs(images=False)
 
 
-def exact_solver_applies(model: nn.Module, losses: LossSpec) -> bool:
-    """Whether the exact solver fits ``model`` under ``losses``: logistic regression under the
-    beta-weighted or the B-weighted log loss or the class-weighted softmax cross-entropy."""
-    return isinstance(model, LogisticRegression) and losses.record.exact is not None
+def table_solver(model: nn.Module, record: L.LossRecord, solver: str = "auto") -> str:
+    """The solver that trains a table's members, decided here for every caller: ``"exact"``
+    where it fits ``model`` under losses of ``record`` (logistic regression under a loss with
+    an exact form, :attr:`iml.losses.LossRecord.exact`) and ``solver`` is not ``"adam"``; else
+    ``"adam"``.
+
+    Raises:
+      ValueError: for ``solver="exact"`` where the exact solver does not fit, naming the
+        losses it fits.
+    """
+    fits = isinstance(model, LogisticRegression) and record.exact is not None
+    if solver == "exact" and not fits:
+        exact = sorted(n for n in L.registered() if L.lookup(n).exact is not None)
+        raise ValueError(
+            f"the exact solver fits logistic regression under a loss with an exact form "
+            f"({', '.join(exact)}), not {type(model).__name__} under the {record.title}; use "
+            "'adam'"
+        )
+    return "exact" if fits and solver != "adam" else "adam"
 
 
 def _check_model(model: nn.Module, x: np.ndarray, losses: LossSpec) -> None:
@@ -188,7 +204,7 @@ def train_tabular(
 
     Member ``(s, b, r)`` minimises loss ``b`` of the grid (for a beta, the beta-weighted
     cross-entropy, eq. ``b-loss-bin``) over the training rows of ``splits[r]``. Where the exact
-    solver applies (:func:`exact_solver_applies`) and ``config.solver`` allows, every member is
+    solver applies (:func:`table_solver`) and ``config.solver`` allows, every member is
     fitted to its optimum by full-batch Newton steps, and all seeds share it; otherwise member
     ``(s, b, r)`` trains by the ensemble trainer's Adam steps from the initialisation and the
     minibatch order of ``seeds[s]``. Members are independent: training one alone (one loss, seed
@@ -235,19 +251,13 @@ def train_tabular(
         train_mask[r, split.train] = 1.0
         if split.val.size == 0:
             raise ValueError(f"rotation {split.rotation} has no validation rows (early stopping)")
-    exact = exact_solver_applies(model, spec)
-    if config.solver == "exact" and not exact:
-        raise ValueError(
-            f"the exact solver fits logistic regression under the beta-weighted or B-weighted "
-            f"log loss or the class-weighted softmax cross-entropy, not "
-            f"{type(model).__name__} under the {spec.describe()}; use solver='adam'"
-        )
+    solver = table_solver(model, spec.record, config.solver)
     if config.l2_scale == "per_weight" and spec.record.row_weight is None:
         raise ValueError(
             "config.l2_scale='per_weight' measures the ridge against a loss's class weights; "
             f"the {spec.describe()} has none known (use l2_scale='paper')"
         )
-    if exact and config.solver != "adam":
+    if solver == "exact":
         return _fit_exactly(model, x, y, splits, grid, s, train_mask, config)
     return _train_by_adam(model, x, y, splits, spec, s, train_mask, config, progress, grid.keys)
 

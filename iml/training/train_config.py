@@ -84,7 +84,7 @@ class TrainConfig:
       solver: ``'adam'`` (minibatch Adam with the schedule above), ``'exact'`` (a table's
         logistic regression under the beta-weighted or B-weighted log loss or the class-weighted
         softmax cross-entropy fitted to its optimum by full-batch Newton steps:
-        :func:`iml.training.exact_solver_applies`), or ``'auto'``:
+        :func:`iml.training.tabular.table_solver`), or ``'auto'``:
         exact where it applies, Adam otherwise (:func:`iml.training.train_tabular`). Image models
         train by Adam.
       tol: the exact solver's gradient tolerance (largest absolute entry).

@@ -259,8 +259,9 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
         ),
         (
             {"loss": "focal", "solver": "exact"},
-            "config.train.solver='exact' fits --loss class_weighted_softmax, --loss log or --loss "
-            "matrix only, not --loss focal",
+            "config.train.solver='exact': the exact solver fits logistic regression under a "
+            "loss with an exact form (class_weighted_softmax, log, matrix), not "
+            "LogisticRegression under the focal loss",
         ),
         ({"positive": "x"}, "config.data.positive of --dataset digits is one digit"),
     ],

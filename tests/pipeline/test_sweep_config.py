@@ -24,7 +24,7 @@ def test_a_config_stands_for_its_source_grid_and_training():
     checked = checked_sweep_config(_config(data__name="digits", data__positive="3"))
     assert checked.source == {"name": "digits", "positive_digit": 3}
     np.testing.assert_array_equal(checked.grid, beta_grid(64, 0.01, 0.99))
-    assert checked.train.solver == "auto" and checked.train.l2 == "auto"
+    assert checked.train.solver == "exact" and checked.train.l2 == "auto"  # decided here
     focal = _config(data__name="digits", loss__name="focal", loss__betas=(0.25, 0.75))
     focal.train.solver = "adam"
     losses = loss_grid(sweep_losses(checked_sweep_config(focal), 2))
@@ -48,7 +48,7 @@ def test_a_config_stands_for_its_source_grid_and_training():
         ({"data__name": "digits", "loss__betas": (0.5, 1.5)}, r"config\.loss\.betas"),
         ({"data__name": "digits", "data__n_folds": 3}, r"config\.data\.n_folds must be"),
         ({"data__name": "digits", "model__name": "mlp", "train__solver": "exact"},
-         r"config\.train\.solver='exact' fits config\.model\.name='logistic' only"),
+         r"config\.train\.solver='exact': the exact solver fits logistic regression .* not MLP"),
         ({"data__name": "digits", "train__solver": "lbfgs"},
          r"config\.train\.solver: unknown value 'lbfgs'; expected one of \['auto', 'exact'"),
         ({"data__name": "digits", "train__l2_scale": "total"},

@@ -25,7 +25,7 @@ def test_class_weighted_softmax_members_sit_at_their_optimum_below_adam(three_cl
     from iml import loss_grid, loss_spec
     from iml.models import build_model
     from iml.training import TABULAR_DEFAULTS, train_tabular
-    from iml.training.tabular import exact_solver_applies
+    from iml.training.tabular import table_solver
 
     x, y, splits, _ = three_class_table
     l2 = 1e-3
@@ -33,7 +33,7 @@ def test_class_weighted_softmax_members_sit_at_their_optimum_below_adam(three_cl
     losses = loss_spec("class_weighted_softmax", class_weights=weights)
     spec = loss_grid(losses).spec
     model = build_model("logistic", 3)
-    assert exact_solver_applies(model, spec)
+    assert table_solver(model, spec.record) == "exact"
     # solver "auto": exact here; the objective's ridge is on the features as they are
     config = dataclasses.replace(TABULAR_DEFAULTS, l2=l2, standardize=False)
     fit = train_tabular(model, x, y, splits[:2], losses, [0], config)

@@ -45,13 +45,13 @@ def test_matrix_weighted_members_sit_at_the_optimum_of_their_own_loss(three_clas
     from iml import loss_grid
     from iml.models import build_model
     from iml.training import TABULAR_DEFAULTS, train_tabular
-    from iml.training.tabular import exact_solver_applies
+    from iml.training.tabular import table_solver
 
     x, y, splits, B = three_class_table
     l2 = 1e-3
     model = build_model("logistic", 3)
     spec = loss_grid(B).spec
-    assert exact_solver_applies(model, spec)
+    assert table_solver(model, spec.record) == "exact"
     # solver "auto": exact here; the objective's ridge is on the features as they are
     config = dataclasses.replace(TABULAR_DEFAULTS, l2=l2, standardize=False)
     fit = train_tabular(model, x, y, splits, B, [0, 3], config)
@@ -215,9 +215,9 @@ def test_matrix_weighted_members_train_independently(three_classes):
     alone = train_tabular(model, x, y, [splits[1]], B[1:], [0], exact)
     np.testing.assert_allclose(alone.params["w"][0, 0, 0], together.params["w"][0, 1, 1], atol=1e-5)
     focal = loss_spec("softmax_focal", gamma=2.0, class_weights=np.ones((1, K)))
-    with pytest.raises(ValueError, match="exact solver fits logistic regression under the beta-"
-                       "weighted or B-weighted log loss or the class-weighted softmax "
-                       "cross-entropy, not LogisticRegression under the"):  # fmt: skip
+    with pytest.raises(ValueError, match=r"exact solver fits logistic regression under a loss "
+                       r"with an exact form \(class_weighted_softmax, log, matrix\), not "
+                       "LogisticRegression under the"):  # fmt: skip
         train_tabular(model, x, y, splits, focal, [0], exact)
     with pytest.raises(ValueError, match=r"class indices in \[0, 3\)"):
         train_tabular(model, x, y + 1, splits, B, [0], config)
