@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import functools
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,12 @@ def _modules(root: Path = ROOT) -> dict[str, Path]:
     return modules
 
 
+@functools.cache
+def _parse(path: Path) -> ast.Module:
+    """The syntax tree of the module at ``path``, parsed once for all the tests."""
+    return ast.parse(path.read_text())
+
+
 def _package(name: str, path: Path) -> str:
     """The package that a relative import in the module ``name`` at ``path`` starts from."""
     return name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -96,7 +103,7 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = collections.defaultdict(set)
     for name, path in modules.items():
         package = _package(name, path)
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_parse(path)):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -191,7 +198,7 @@ def _reexports(modules: dict[str, Path]) -> list[str]:
         if path.name == "__init__.py":
             continue
         where = path.relative_to(path.parents[len(name.split(".")) - 1]).as_posix()
-        tree = ast.parse(path.read_text())
+        tree = _parse(path)
         listed, used = _dunder_all(tree.body), _used_names(tree)
         imported = {}  # bound name -> (module it comes from, imported as itself)
         for node in _top_level(tree.body):
@@ -371,7 +378,7 @@ def test_an_import_inside_a_function_says_why():
     unexplained = []
     for path in _modules().values():
         text = path.read_text()
-        tree = ast.parse(text)
+        tree = _parse(path)
         if "Imports inside functions:" in (ast.get_docstring(tree) or ""):
             continue  # the module states the reason once
         lines = text.splitlines()
