@@ -11,6 +11,7 @@ collecting the tests never touches it.
 """
 
 import gc
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ os.environ.setdefault("IML_JAX_CACHE", "off")
 import chex
 import jax
 import pytest
+from _pipeline_runs import TINY_REPRODUCE, iml_process_env, run_iml
 from hypothesis import HealthCheck, settings
 
 chex.set_n_cpu_devices(8)  # the host-platform device count, before any JAX operation
@@ -145,6 +147,35 @@ def shared_data() -> Path:
 def shared_data_path() -> Callable[[str], Path]:
     """``shared_data_path("uci-adult")``: a folder or file in it, or a skip that names it."""
     return require_shared_data
+
+
+# ----------------------------------------------------------------------------------------------
+# Runs shared by several test files, each trained once per test worker
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def iml_env(tmp_path_factory) -> dict[str, str]:
+    """The environment of an ``iml`` command run as a process, with a compilation cache kept for
+    this worker's session (``_pipeline_runs.iml_process_env``)."""
+    return iml_process_env(tmp_path_factory.mktemp("jax-cache"))
+
+
+@pytest.fixture(scope="session")
+def tiny_reproduce_run(tmp_path_factory, iml_env) -> Path:
+    """The folder of the tiny ``iml reproduce`` run (``_pipeline_runs.TINY_REPRODUCE``), trained
+    once per test worker: trained only (as on a GPU machine), then reported from the stored run
+    alone with ``iml figures``. Tests read it; one that would change it works on a copy."""
+    out = tmp_path_factory.mktemp("tiny-reproduce") / "tiny"
+    done = run_iml([*TINY_REPRODUCE, "--out", str(out), "--train-only"], iml_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"members stored in {out}" in done.stdout
+    assert len(list((out / "batches").glob("*.npz"))) == 4
+    assert not (out / "table.json").exists() and not (out / "figures").exists()
+    done = run_iml(["figures", "--run", str(out)], iml_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == {"out": str(out), "betas": ["0.5", "0.9"]}
+    return out
 
 
 # The test files that take longest (each whole on one worker under `.ci/run`'s --dist loadfile),

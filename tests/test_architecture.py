@@ -1,7 +1,17 @@
-"""The package's structure: the layers of ``iml/`` import only downwards, with no cycle; an
-import inside a function states why it is there; and a module stays at one idea.
+"""The package's structure, as rules a test can check on the source of ``iml/``:
 
-The layers, lowest first (a module may import its own layer's and lower ones):
+- no cycle: no module imports (at any depth of its code) a module that imports it back, directly
+  or through others, whether the modules are in one package or in several;
+- the layers of ``iml/`` import only downwards (a module may import its own layer's and lower
+  ones; the package ``iml`` itself re-exports the public API from every layer);
+- no re-export shim: a name lives in the module that defines it and is imported from there. A
+  module other than a package's ``__init__.py`` may not pass on a name it imports from another
+  ``iml`` module: list it in ``__all__``, import it as itself (``from m import f as f``), or
+  import it without using it (only so that others import it from here). A module whose whole body
+  is such imports is a shim. A package's ``__init__.py`` is the one place that gathers names;
+- an import inside a function states why it is there.
+
+The layers, lowest first:
 
 0. ``_validation``, ``_io``, ``_bootstrap``, ``config``, ``plugins``: checks, files, resampling,
    configs, the user's modules that register losses, models and datasets;
@@ -15,6 +25,10 @@ The layers, lowest first (a module may import its own layer's and lower ones):
 7. ``models`` and ``data``, independent of each other;
 8. ``training``;  9. ``pipeline``;  10. ``cli`` and ``commands``, the command line.
 
+The checks read any tree of modules (``_modules(root)``): a test plants a shim and a cycle in a
+fake tree and sees each caught. The re-exports ``iml/`` holds today are listed, to be removed, in
+``REEXPORTS_TO_REMOVE``.
+
 The tests mirror the package: ``iml/calibration/binning.py`` is tested in
 ``tests/calibration/test_binning.py``, ``iml/spec.py`` in ``tests/test_spec.py`` (a leading
 underscore dropped: ``iml/_io.py`` in ``tests/test_io.py``). The tests of ``experiments/`` mirror
@@ -27,7 +41,10 @@ from __future__ import annotations
 
 import ast
 import collections
+import functools
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "iml"
 TESTS = Path(__file__).resolve().parent
@@ -47,38 +64,50 @@ LAYERS = [
 ]
 LAYER = {name: level for level, names in enumerate(LAYERS) for name in names}
 
-#: A module longer than this holds more than one idea, unless its opening docstring says why.
-MAX_LINES = 600
-#: Modules that are still to be split, at most as long as they are now: each may only shrink,
-#: and leaves this list once it is under MAX_LINES.
-TO_SPLIT = {}
 
-
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
+    """The modules of the package at ``root``, by dotted name (a package by its own name)."""
     modules = {}
-    for path in ROOT.rglob("*.py"):
-        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         modules[".".join(parts)] = path
     return modules
 
 
+@functools.cache
+def _parse(path: Path) -> ast.Module:
+    """The syntax tree of the module at ``path``, parsed once for all the tests."""
+    return ast.parse(path.read_text())
+
+
+def _package(name: str, path: Path) -> str:
+    """The package that a relative import in the module ``name`` at ``path`` starts from."""
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _base(node: ast.ImportFrom, package: str) -> str:
+    """The absolute name of the module that ``from ... import`` reads."""
+    base = node.module or ""
+    if node.level:
+        anchor = package
+        for _ in range(node.level - 1):
+            anchor = anchor.rpartition(".")[0]
+        base = f"{anchor}.{base}" if base else anchor
+    return base
+
+
 def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Each module's imports of other ``iml`` modules, at any depth of its code."""
+    """Each module's imports of other modules of the package, at any depth of its code."""
     edges: dict[str, set[str]] = collections.defaultdict(set)
     for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text())):
+        package = _package(name, path)
+        for node in ast.walk(_parse(path)):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package
-                    for _ in range(node.level - 1):
-                        anchor = anchor.rpartition(".")[0]
-                    base = f"{anchor}.{base}" if base else anchor
+                base = _base(node, package)
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
                            for a in node.names]  # fmt: skip
             else:
@@ -86,9 +115,124 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
             for target in targets:
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
-                if target.startswith("iml") and target != name:
+                if target and target != name:
                     edges[name].add(target)
     return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles among ``edges``' modules, each as the path that closes it."""
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for other in sorted(edges.get(node, ())):
+            if state.get(other) == 1:
+                cycles.append([*path[path.index(other) :], other])
+            elif other not in state:
+                visit(other, [*path, other])
+        state[node] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    return cycles
+
+
+def _top_level(body: list[ast.stmt]):
+    """The statements run when a module is imported: its body, into ``if`` and ``try`` blocks,
+    not into functions or classes."""
+    for node in body:
+        yield node
+        for field in ("body", "orelse", "finalbody"):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                yield from _top_level(getattr(node, field, []))
+        for handler in getattr(node, "handlers", []):
+            yield from _top_level(handler.body)
+
+
+def _dunder_all(body: list[ast.stmt]) -> set[str]:
+    """The names a module lists in ``__all__`` (assigned, annotated or extended)."""
+    names = set()
+    for node in _top_level(body):
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                names |= {
+                    element.value
+                    for element in ast.walk(node.value)
+                    if isinstance(element, ast.Constant) and isinstance(element.value, str)
+                }
+    return names
+
+
+def _used_names(tree: ast.Module) -> set[str]:
+    """The names a module reads anywhere in its code, string annotations included."""
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+            used.add(node.id)
+        annotations = []
+        if isinstance(node, ast.arg | ast.AnnAssign):
+            annotations = [node.annotation]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            annotations = [node.returns]
+        for annotation in annotations:
+            if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+                try:
+                    parsed = ast.parse(annotation.value, mode="eval")
+                except SyntaxError:
+                    continue
+                used |= {n.id for n in ast.walk(parsed) if isinstance(n, ast.Name)}
+    return used
+
+
+def _reexports(modules: dict[str, Path]) -> list[str]:
+    """Each name that a module other than a package's ``__init__.py`` passes on from another
+    module of the package, as ``path: name (from module, how)``; and each shim, a module whose
+    whole body is such imports."""
+    found = []
+    top = {name.split(".")[0] for name in modules}
+    for name, path in sorted(modules.items()):
+        if path.name == "__init__.py":
+            continue
+        where = path.relative_to(path.parents[len(name.split(".")) - 1]).as_posix()
+        tree = _parse(path)
+        listed, used = _dunder_all(tree.body), _used_names(tree)
+        imported = {}  # bound name -> (module it comes from, imported as itself)
+        for node in _top_level(tree.body):
+            if isinstance(node, ast.ImportFrom):
+                base = _base(node, _package(name, path))
+                if base.split(".")[0] in top:
+                    for a in node.names:
+                        imported[a.asname or a.name] = (base, a.asname == a.name)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname and a.name.split(".")[0] in top:
+                        imported[a.asname] = (a.name, a.asname == a.name)
+        passed = []
+        for bound, (source, as_itself) in sorted(imported.items()):
+            if bound in listed:
+                how = "listed in __all__"
+            elif as_itself:
+                how = "imported as itself"
+            elif bound not in used:
+                how = "imported and never used here"
+            else:
+                continue
+            passed.append(bound)
+            found.append(f"{where}: {bound} (from {source}, {how})")
+        rest = [
+            node
+            for node in tree.body
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+            and not (isinstance(node, ast.ImportFrom) and node.module == "__future__")
+            and not _dunder_all([node])
+        ]
+        if passed and all(isinstance(node, ast.Import | ast.ImportFrom) for node in rest):
+            found.append(f"{where}: a shim, its whole body imports from elsewhere")
+    return found
 
 
 def _top(module: str) -> str:
@@ -97,23 +241,7 @@ def _top(module: str) -> str:
 
 
 def test_no_module_imports_in_a_cycle():
-    edges = _imports(_modules())
-    state: dict[str, int] = {}
-    cycles = []
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for other in sorted(edges[node]):
-            if state.get(other) == 1:
-                cycles.append([*path[path.index(other) :], other])
-            elif other not in state:
-                visit(other, [*path, other])
-        state[node] = 2
-
-    for module in sorted(_modules()):
-        if module not in state:
-            visit(module, [module])
-    assert cycles == []
+    assert _cycles(_imports(_modules())) == []
 
 
 def test_layers_import_only_downwards():
@@ -130,6 +258,102 @@ def test_layers_import_only_downwards():
     assert upward == []
     # every top-level module or package has its layer
     assert {_top(m) for m in _modules()} - {""} <= set(LAYER)
+
+
+#: The re-exports in ``iml/`` today, as ``file: name``, to be removed (each name imported from the
+#: module that defines it): the strict xfail below turns into a failure once all are gone (then
+#: empty this list), and the test after it fails on a new one, or on an entry here that is fixed.
+REEXPORTS_TO_REMOVE = (
+    "iml/calibration/binning.py: STRATEGIES",
+    "iml/cli.py: SHORTCUTS",
+    "iml/cli.py: add_config_arguments",
+    "iml/cli.py: build_parser",
+    "iml/cli.py: load_config",
+    "iml/cli.py: parse_args",
+    "iml/cli.py: shortcuts",
+    "iml/data/datasets.py: ENV_DATA_DIR",
+    "iml/data/datasets.py: default_data_dir",
+    "iml/data/tabular.py: ArgumentError",
+    "iml/data/tabular.py: ArgumentFileNotFoundError",
+    "iml/data/tabular.py: DEFAULT_MISSING",
+    "iml/data/tabular.py: MISSING_SUFFIX",
+    "iml/data/tabular.py: Table",
+    "iml/data/tabular.py: encode_table",
+    "iml/pipeline/report.py: METRICS",
+    "iml/pipeline/report.py: score_metrics",
+    "iml/pipeline/runner.py: check_config",
+    "iml/pipeline/runner.py: default_config",
+    "iml/pipeline/runner.py: run_betas",
+    "iml/pipeline/store.py: atomic_write_bytes",
+    "iml/pipeline/sweep.py: RIDGE",
+    "iml/pipeline/sweep.py: SWEEP_DATASETS",
+    "iml/pipeline/sweep.py: SWEEP_LOSSES",
+    "iml/pipeline/sweep.py: SweepResult",
+    "iml/pipeline/sweep.py: check_sweep_config",
+    "iml/pipeline/sweep.py: sweep_config",
+    "iml/pipeline/sweep_config.py: sweep_config",
+    "iml/training/exact.py: Design",
+    "iml/training/exact.py: LogisticFit",
+    "iml/training/exact.py: fit_weighted_softmax",
+    "iml/training/trainer.py: DataSource",
+    "iml/training/trainer.py: TrainConfig",
+)
+
+
+def _key(entry: str) -> str:
+    """``file: name`` of an entry of :func:`_reexports`."""
+    return entry.split(" (")[0]
+
+
+@pytest.mark.xfail(
+    bool(REEXPORTS_TO_REMOVE),
+    strict=True,
+    raises=AssertionError,
+    reason="iml/ re-exports names of other modules: " + "; ".join(REEXPORTS_TO_REMOVE),
+)
+def test_no_module_re_exports_a_name_of_another_module():
+    assert _reexports(_modules()) == []
+
+
+def test_no_re_export_beyond_the_known_ones():
+    found = _reexports(_modules())
+    assert [entry for entry in found if _key(entry) not in REEXPORTS_TO_REMOVE] == []
+    # an entry fixed leaves the list
+    assert sorted(set(REEXPORTS_TO_REMOVE) - {_key(entry) for entry in found}) == []
+
+
+def _tree(root: Path, sources: dict[str, str]) -> dict[str, Path]:
+    """A fake package under ``root``: ``sources`` maps each file's path in it to its text."""
+    for relative, text in sources.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return _modules(root / "pkg")
+
+
+def test_the_checks_catch_a_planted_shim_and_a_planted_cycle(tmp_path):
+    modules = _tree(
+        tmp_path,
+        {
+            # a package's __init__.py gathers names: not a shim
+            "pkg/__init__.py": "from pkg.a.one import f\n__all__ = ['f']\n",
+            "pkg/a/__init__.py": "",
+            "pkg/a/one.py": '"""One."""\nfrom pkg.a import two\n\ndef f():\n    return two.g()\n',
+            "pkg/a/two.py": "def g():\n    from pkg.a.one import f\n\n    return f\n",
+            "pkg/b.py": '"""Old home of f."""\nfrom pkg.a.one import f\n\n__all__ = ["f"]\n',
+            "pkg/c.py": "from .a.one import f as f\nfrom .a import two  # noqa: F401\n"
+            "import os\n\nX = os.sep\n",
+            "pkg/d.py": "from pkg.a.one import f\n\n\ndef h():\n    return f()\n",
+        },
+    )
+    # one.py and two.py, one package's modules, import each other (two.py inside a function)
+    assert _cycles(_imports(modules)) == [["pkg.a.one", "pkg.a.two", "pkg.a.one"]]
+    assert _reexports(modules) == [
+        "pkg/b.py: f (from pkg.a.one, listed in __all__)",
+        "pkg/b.py: a shim, its whole body imports from elsewhere",
+        "pkg/c.py: f (from pkg.a.one, imported as itself)",
+        "pkg/c.py: two (from pkg.a, imported and never used here)",
+    ]
 
 
 def _says_why(lines: list[str], lineno: int) -> bool:
@@ -153,7 +377,7 @@ def test_an_import_inside_a_function_says_why():
     unexplained = []
     for path in _modules().values():
         text = path.read_text()
-        tree = ast.parse(text)
+        tree = _parse(path)
         if "Imports inside functions:" in (ast.get_docstring(tree) or ""):
             continue  # the module states the reason once
         lines = text.splitlines()
@@ -166,22 +390,6 @@ def test_an_import_inside_a_function_says_why():
                 ):
                     unexplained.append(f"{path.relative_to(ROOT.parent)}:{inner.lineno}")
     assert sorted(set(unexplained)) == []
-
-
-def test_modules_stay_at_one_idea():
-    long = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        key = str(path.relative_to(ROOT.parent))
-        n = len(path.read_text().splitlines())
-        limit = TO_SPLIT.get(key, MAX_LINES)
-        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
-        if n > limit and "Longer than" not in docstring:
-            long[key] = n
-    assert long == {}
-    # a module that was split, or shrank under the limit, leaves the list
-    for key in TO_SPLIT:
-        path = ROOT.parent / key
-        assert path.exists() and len(path.read_text().splitlines()) > MAX_LINES, key
 
 
 def test_experiments_and_benchmarks_import_only_public_iml_names():

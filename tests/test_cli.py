@@ -157,6 +157,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monke
     assert not (tmp_path / "unused").exists()  # nothing was started
 
 
+@pytest.mark.slow
 def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(tmp_path):
     # The second chunk of a sweep fails (a device lost mid-way): exit 1 with the traceback, not
     # a one-line "bad input", and the first chunk stays stored.
@@ -217,6 +218,7 @@ def test_no_progress_hides_the_bars_of_preparing_a_dataset(tmp_path, capfd):
         tfds.enable_progress_bar()
 
 
+@pytest.mark.slow
 def test_the_command_line_loads_no_training_or_report_code_until_a_command_runs():
     """`iml --help` and each command's checks of its arguments start in about a second: the
     trainer, the models, the data loaders, the report and their libraries load when a command's

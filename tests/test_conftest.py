@@ -8,6 +8,7 @@ import pytest
 from conftest import MAPS, mapping_count
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not MAPS.exists(), reason="needs /proc/self/maps (Linux)")
 def test_emptying_jax_caches_unmaps_the_programs_of_functions_gone():
     """The worker fixture empties JAX's caches to stay under vm.max_map_count: each program

@@ -70,6 +70,7 @@ def registered():
     L.unregister(NAME)
 
 
+@pytest.mark.slow
 def test_a_registered_loss_is_a_specification_with_the_generic_rule(registered):
     spec = loss_spec(NAME, beta=[0.5, 0.9, 0.99])
     assert spec.batch_shape == (3,) and spec.record is registered
@@ -86,6 +87,7 @@ def test_a_registered_loss_is_a_specification_with_the_generic_rule(registered):
         L.register(registered)
 
 
+@pytest.mark.slow
 def test_a_registered_loss_sweeps_and_goes_through_reveal(registered, tmp_path, capsys):
     out = tmp_path / "sweep"
     argv = [
@@ -132,6 +134,7 @@ def test_a_registered_loss_sweeps_and_goes_through_reveal(registered, tmp_path, 
     assert {"nis", "niac", "nias"} <= set(result)
 
 
+@pytest.mark.slow
 def test_a_registered_loss_trains_an_image_ensemble(registered, tmp_path):
     """`iml reproduce` with the registered loss: each beta's DenseNet ensemble trains under it,
     the run's loss is this loss by its class weight, the ensemble scores are corrected by its own
@@ -181,6 +184,7 @@ def scaled():
     L.unregister(SCALED)
 
 
+@pytest.mark.slow
 def test_a_loss_with_a_new_parameter_is_set_from_the_config_of_both_commands(
     scaled, tmp_path, capsys
 ):
@@ -207,6 +211,7 @@ def test_a_loss_with_a_new_parameter_is_set_from_the_config_of_both_commands(
     assert stored["params"] == {"alpha": 0.3}
 
 
+@pytest.mark.slow
 def test_a_callable_loss_goes_through_reveal_as_the_registered_ones_do(tmp_path):
     """A user's function ``L(a, y, beta)`` with no registration: its family (the class weight
     its first extra argument) reveals the same experiments as the built-in beta-weighted log
@@ -336,6 +341,7 @@ def tanh_model():
     unregister_model(MODEL)
 
 
+@pytest.mark.slow
 def test_a_registered_model_sweeps_and_trains_an_image_ensemble(tanh_model, tmp_path):
     from iml.models import build_model
 
@@ -398,6 +404,7 @@ def stripes():
     unregister_dataset(DATASET)
 
 
+@pytest.mark.slow
 def test_a_registered_dataset_sweeps_and_trains_an_image_ensemble(stripes, tmp_path):
     from iml.data import load_dataset
 

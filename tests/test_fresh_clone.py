@@ -12,6 +12,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from setuptools import find_namespace_packages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +46,7 @@ def _pytest_without_shared_data(tmp_path: Path, *args: str) -> subprocess.Comple
     )
 
 
+@pytest.mark.slow
 def test_every_test_module_is_collected_and_tests_that_read_shared_data_skip(tmp_path):
     # One run: collecting every module (an import error fails the run), then the tests that read
     # the shared data, chosen by name, are the only ones run.

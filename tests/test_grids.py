@@ -84,6 +84,7 @@ def test_a_callable_with_parameters_is_a_grid_keyed_by_them():
     np.testing.assert_allclose(a, iml.optimal_score(jnp.array([0.1, 0.5]), 0.9), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_grid_whose_rule_has_no_inverse_is_refused_naming_the_loss_and_weight():
     from iml.grids import check_rules_invertible, loss_family
 

@@ -24,6 +24,7 @@ def _version_of(data: bytes, size: int) -> int:
     return int(words[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.15, 0.4, 0.9])
 def test_killed_overwriter_leaves_the_old_or_the_new_file_whole(tmp_path, delay):
     # A child overwrites one 16 MB file again and again, alternating two versions (constants);

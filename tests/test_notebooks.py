@@ -122,6 +122,7 @@ def test_notebook_is_a_percent_format_source_with_checks(path: Path):
 # Executing the sources
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_executes_without_errors(path: Path):
     notebook = execute_notebook(jupytext.read(path))
@@ -139,6 +140,7 @@ def test_notebook_executes_without_errors(path: Path):
     )
 
 
+@pytest.mark.slow
 def test_a_raising_cell_fails_the_run():
     notebook = read_percent_source(
         "# %% [markdown]\n# A notebook whose second cell fails.\n\n"
@@ -154,6 +156,7 @@ def test_a_raising_cell_fails_the_run():
     assert code_cells[2].execution_count is None
 
 
+@pytest.mark.slow
 def test_kernel_imports_this_checkout_and_shows_figures_inline():
     notebook = read_percent_source(
         "# %%\nimport os\nimport matplotlib\nimport iml\n"

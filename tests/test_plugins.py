@@ -178,6 +178,7 @@ def test_a_runs_recorded_plugins_load_again_or_are_named_with_how_to_supply_them
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_example_loss_is_minimised_by_the_beta_tilted_posterior(isolated):
     """The closed forms the example registers (Proposition 2's rule, Corollary 1's inverse, its
     l*, its logit form) are those its loss implies, found by autodiff."""
@@ -230,6 +231,7 @@ for argv in (sweep, figures, reveal):
 """
 
 
+@pytest.mark.slow
 def test_the_installed_example_package_registers_a_loss_a_model_and_a_dataset(tmp_path):
     """``pip install --target`` puts the package in a folder of its own (nothing is installed
     here); with that folder on its path, a new process sweeps the package's loss, model and

@@ -51,7 +51,15 @@ SPECS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SPECS))
+#: The kinds whose rule or inverse is solved numerically: their round trips compile the solvers,
+#: seconds each, so they run with the slow tests.
+SOLVED = {"focal", "callable", "softmax_focal", "callable_multiclass"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SOLVED else n for n in sorted(SPECS)],
+)
 def test_every_kind_round_trips_eagerly_under_jit_and_under_vmap(name):
     make, gamma, tol = SPECS[name]
     spec = make()
@@ -171,6 +179,7 @@ def test_logits_loss_is_the_loss_of_the_linked_scores_and_stays_finite(name):
         assert np.isfinite(value).all() and np.isfinite(grad).all()
 
 
+@pytest.mark.slow
 def test_a_batched_specification_maps_like_a_loop_over_its_members():
     betas = np.array([0.05, 0.5, 0.9, 0.999])
     specs = loss_spec(betas)
@@ -277,6 +286,7 @@ def test_bad_specifications_raise_naming_the_parameter(args, kwargs, message):
         loss_spec(*args, **kwargs)
 
 
+@pytest.mark.slow
 def test_the_readme_figures_of_the_loss_specification():
     """README: ``loss_spec(0.9).minimised_expected_loss([0.3])`` is ~0.1729 nats, and the focal
     loss's rule inverts to the posteriors it was given."""

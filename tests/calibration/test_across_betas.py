@@ -31,6 +31,7 @@ def _gap_by_hand(s: np.ndarray, y: np.ndarray, beta: float, edges: np.ndarray) -
     return total / len(s)
 
 
+@pytest.mark.slow
 def test_matches_per_beta_computations_and_exact_bootstrap():
     scores, labels = np_loss_calibrated_sample(15, 2000, 0.9)
     betas = np.array([0.3, 0.6, 0.8, 0.9, 0.95], np.float32)
@@ -73,6 +74,7 @@ def test_matches_per_beta_computations_and_exact_bootstrap():
         )
 
 
+@pytest.mark.slow
 def test_finds_the_training_weight_with_debiased_l2_and_generic_loss_curve():
     from iml.losses import beta_weighted_loss
     from iml.scoring import optimal_score
@@ -102,6 +104,7 @@ def test_finds_the_training_weight_with_debiased_l2_and_generic_loss_curve():
     )
 
 
+@pytest.mark.slow
 def test_reports_the_smooth_ece_of_every_corrected_score():
     scores, labels = scores_of_kind("beta_weighted", n=1500, seed=10)
     betas = np.array([0.3, 0.6, 0.8, 0.9], np.float32)

@@ -18,6 +18,7 @@ def _numpy_ece(scores, labels, n_bins=10):
     return total / len(scores)
 
 
+@pytest.mark.slow
 def test_compare_ece_pairs_the_rows_and_matches_an_independent_bootstrap():
     from iml.calibration import compare_ece
 
@@ -66,6 +67,7 @@ def test_ece_intervals_are_weighted_ece_quantiles_on_the_shared_resamples():
     np.testing.assert_array_equal(one, got[0])
 
 
+@pytest.mark.slow
 def test_multiclass_ece_intervals_are_top_label_and_mean_classwise_on_shared_resamples():
     from iml._bootstrap import bootstrap_counts
     from iml.calibration import multiclass_ece_intervals

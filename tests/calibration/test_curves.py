@@ -102,6 +102,7 @@ def test_calibration_curve_rejects_bad_input(kwargs, match):
         cal.calibration_curve(**args)
 
 
+@pytest.mark.slow
 def test_curve_carries_the_clopper_pearson_interval_of_every_bin():
     from scipy.stats import binomtest
 
@@ -148,6 +149,7 @@ def test_curve_carries_the_clopper_pearson_interval_of_every_bin():
     )
 
 
+@pytest.mark.slow
 def test_rare_class_prevalence_of_chestxray14(shared_data_path):
     import csv
     import gzip
@@ -209,6 +211,7 @@ def test_clopper_pearson_bounds_without_events_and_with_only_events_have_closed_
     np.testing.assert_allclose(lower, (alpha / 2) ** (1 / n), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_clopper_pearson_interval_jits_vmaps_and_turns_invalid_entries_into_nan():
     events = jnp.array([0.0, 3.0, 5.0, 4.0, 1.0])
     count = jnp.array([10.0, 10.0, 0.0, 2.0, 10.0])  # an empty bin, and more events than trials

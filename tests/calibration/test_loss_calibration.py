@@ -46,6 +46,7 @@ def _calibrated(seed: int, n: int, prior_logit: float = -1.0, spread: float = 2.
     return g, (rng.random(n) < g).astype(np.int32)
 
 
+@pytest.mark.slow
 def test_statistic_bins_and_p_value_match_an_independent_float64_computation():
     g, y = _calibrated(0, 3000)
     r = cal.calibration_test(g, y)
@@ -63,6 +64,7 @@ def test_statistic_bins_and_p_value_match_an_independent_float64_computation():
     )
 
 
+@pytest.mark.slow
 def test_loss_calibration_test_is_the_calibration_test_of_the_loss_corrected_scores():
     scores, labels = np_loss_calibrated_sample(11, 2000, 0.9)
     r = cal.loss_calibration_test(scores, labels, 0.9)
@@ -76,6 +78,7 @@ def test_loss_calibration_test_is_the_calibration_test_of_the_loss_corrected_sco
     assert float(wrong.p_value) < 1e-6
 
 
+@pytest.mark.slow
 def test_size_at_most_the_level_and_power_as_reported():
     """300 data sets of 1,000 loss-calibrated observations: the test's size at 0.05, its power
     against true odds twice the corrected odds, and the power the test reports for them."""
@@ -145,6 +148,7 @@ def test_miscalibration_in_one_direction_is_rejected_and_the_miss_exceeds_the_nu
     assert low <= float(r.calibration_error) <= high
 
 
+@pytest.mark.slow
 def test_null_calibration_error_is_the_mean_calibration_error_of_calibrated_labels():
     g, _ = _calibrated(7, 4000)
     keys = jax.random.split(jax.random.key(8), 200)
@@ -155,6 +159,7 @@ def test_null_calibration_error_is_the_mean_calibration_error_of_calibrated_labe
     np.testing.assert_allclose(np.mean(errors), float(r.null_calibration_error), rtol=0.1)
 
 
+@pytest.mark.slow
 def test_reads_the_loss_as_a_spec_a_name_or_a_callable_alike():
     from iml.losses import focal_loss
     from iml.spec import loss_spec
@@ -176,6 +181,7 @@ def test_reads_the_loss_as_a_spec_a_name_or_a_callable_alike():
         cal.loss_calibration_test(scores, labels, np.array([0.3, 0.7]))
 
 
+@pytest.mark.slow
 def test_multiclass_tests_each_class_one_vs_rest_and_the_top_label():
     rng = np.random.default_rng(9)
     G = rng.dirichlet(np.full(4, 0.7), 4000).astype(np.float32)
@@ -228,6 +234,7 @@ def test_nan_posteriors_give_nan_not_a_verdict():
     assert np.isnan(float(r.p_value))
 
 
+@pytest.mark.slow
 def test_loss_calibration_curve_against_theoretical_map():
     from iml.scoring import optimal_score
 

@@ -61,6 +61,7 @@ def test_smooth_ece_and_its_bandwidth_match_relplot(kind):
     assert float(ours.ece) <= float(ours.bandwidth) < float(ours.ece) + 2e-3
 
 
+@pytest.mark.slow
 def test_smooth_ece_at_a_fixed_bandwidth_matches_relplot_and_the_direct_kernel_sum():
     scores, labels = scores_of_kind("over_confident", n=2000, seed=3)
     for sigma in (0.02, 0.05, 0.1):
@@ -107,6 +108,7 @@ def test_integer_sample_weights_equal_repeated_observations():
     assert float(weighted.bandwidth) == float(repeated.bandwidth)
 
 
+@pytest.mark.slow
 def test_vmap_over_betas_equals_the_loop_and_jit_equals_eager():
     scores, labels = scores_of_kind("beta_weighted", n=2000, seed=9)
     betas = jnp.array([0.3, 0.5, 0.8, 0.95])
@@ -156,6 +158,7 @@ def test_smooth_curve_and_density_match_relplot_diagram(kind):
     )
 
 
+@pytest.mark.slow
 def test_calibrated_curve_follows_the_diagonal_within_its_band():
     scores, labels = scores_of_kind("calibrated", n=5000, seed=11)
     key = jax.random.key(12)

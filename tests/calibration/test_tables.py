@@ -8,6 +8,7 @@ from iml import calibration as cal
 from iml.pipeline.markdown import markdown_by_loss
 
 
+@pytest.mark.slow
 def test_score_metrics_by_row_equals_each_row_alone():
     rng = np.random.default_rng(4)
     y = (rng.random(3000) < 0.2).astype(np.int32)
@@ -46,6 +47,7 @@ def _one_vs_rest_scores(rng, n_rows, n_classes):
     return 1 / (1 + np.exp(-logits)), labels
 
 
+@pytest.mark.slow
 def test_a_matrix_table_reports_the_renormalised_correction_apart():
     from iml import loss_corrected_score_multiclass, loss_grid, loss_spec
     from iml.plots import figure_calibration_by_loss

@@ -25,6 +25,7 @@ def sweep(tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_a_sweep_is_reported_again_without_training(sweep, tmp_path, capsys):
     stored = json.loads((sweep / "table.json").read_text())
     batches = {p.name: p.stat().st_mtime_ns for p in (sweep / "batches").iterdir()}
@@ -61,6 +62,7 @@ def test_a_sweep_is_reported_again_without_training(sweep, tmp_path, capsys):
         assert json.loads((out / "table.json").read_text()) == stored
 
 
+@pytest.mark.slow
 def test_a_bad_report_setting_of_a_sweep_is_refused_before_any_work(sweep, tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["figures", "--run", str(sweep), "--out", str(out), "--config.eval.n_bins=0"]

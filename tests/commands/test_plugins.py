@@ -155,6 +155,7 @@ def plugin_run(tmp_path_factory):
         _forget_plugins()
 
 
+@pytest.mark.slow
 def test_a_sweep_of_plugin_files_runs_and_its_manifest_records_them(plugin_run):
     folder, run = plugin_run
     table = json.loads((run / "table.json").read_text())
@@ -170,6 +171,7 @@ def test_a_sweep_of_plugin_files_runs_and_its_manifest_records_them(plugin_run):
     assert manifest["plugins"]["entry_points"] == []
 
 
+@pytest.mark.slow
 def test_figures_and_reveal_load_the_runs_plugins(plugin_run, tmp_path, capsys):
     folder, run = plugin_run
     _forget_plugins()  # as a new process starts
@@ -208,6 +210,7 @@ def _stored_manifest(run, folder, edit) -> None:
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
+@pytest.mark.slow
 def test_reveal_without_the_plugins_of_a_run_names_the_plugin_to_load(plugin_run, tmp_path, capsys):
     _, run = plugin_run
     _forget_plugins()
@@ -276,6 +279,7 @@ LINEAR = """
 
 
 # in this process JAX started long before: `iml reproduce` says its steps stay asynchronous
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:keep_step_memory:RuntimeWarning")
 def test_a_loss_whose_rule_has_no_inverse_is_refused_before_training(tmp_path, capsys):
     (tmp_path / "linear_loss.py").write_text(textwrap.dedent(LINEAR))

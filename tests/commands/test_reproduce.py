@@ -14,12 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _training_helpers import FAST_COMPILE
+from _pipeline_runs import TINY_REPRODUCE, run_iml
 
 import iml._io
 from iml import cli
 from iml.commands.figures import eval_overrides
 from iml.training import host
+
+#: Every test here reads or runs a whole `iml reproduce` run.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,23 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GLIBC = host._glibc() is not None  # the C library of this process and of the `iml` it starts
 
 
-TINY = [
-    "reproduce",
-    "--no-progress",
-    "--config.model.name=densenet_tiny",
-    "--config.data.n_folds=4",
-    "--config.train.max_epochs=1",
-    "--betas",
-    "0.5",
-    "0.9",
-    "--config.data.image_size=8",
-    "--config.data.n_val_folds=1",
-    "--config.eval.n_bootstrap=20",
-    "--config.data.max_examples",
-    "160",
-    "--config.train.batch_size=8",
-    "--config.train.members_per_batch=2",
-]
+TINY = TINY_REPRODUCE
 
 
 #: The report's tables and scores alone, for tests that do not look at its figures.
@@ -57,43 +44,16 @@ METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = FAST_COMPILE  # not conftest's eight devices: `iml` takes one per core
-    env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path_factory.mktemp("jax-cache"))
-    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-def _iml(args, env, **kwargs):
-    return subprocess.run(
-        [sys.executable, "-m", "iml.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        **kwargs,
-    )
+def env(iml_env):
+    return iml_env
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, env):
-    out = tmp_path_factory.mktemp("run") / "tiny"
-    # Train only (as on a GPU machine), then report from the stored run alone with `iml figures`
-    # (test_kill_9_then_rerun_gives_the_same_results checks that a whole `iml reproduce` writes
-    # the same report).
-    done = _iml([*TINY, "--out", str(out), "--train-only"], env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"members stored in {out}" in done.stdout
-    assert len(list((out / "batches").glob("*.npz"))) == 4
-    assert not (out / "table.json").exists() and not (out / "figures").exists()
-    done = _iml(["figures", "--run", str(out)], env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout) == {"out": str(out), "betas": ["0.5", "0.9"]}
-    return out
+def run_dir(tiny_reproduce_run):
+    # conftest's tiny run: trained only (as on a GPU machine), then reported from the stored run
+    # alone with `iml figures` (test_kill_9_then_rerun_gives_the_same_results checks that a whole
+    # `iml reproduce` writes the same report)
+    return tiny_reproduce_run
 
 
 def test_figures_reports_a_stored_run_with_the_logit_average_writing_each_file_atomically(
@@ -233,7 +193,7 @@ def test_kill_9_then_rerun_gives_the_same_results(run_dir, tmp_path, env):
         proc.kill()
         proc.wait()
     assert not (out / "table.json").exists()  # killed before the end
-    done = _iml([*TINY, *NO_FIGURES, "--out", str(out)], env)
+    done = run_iml([*TINY, *NO_FIGURES, "--out", str(out)], env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"results in {out}" in done.stdout
     assert not (out / "figures").exists()  # config.eval.figures=()

@@ -86,6 +86,7 @@ def _check_record(record: dict, scores, labels, losses, seed: int = 0) -> None:
     assert "not the noise of training" in record["intervals"]
 
 
+@pytest.mark.slow
 def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
     out = tmp_path / "revealed"
     argv = [
@@ -141,6 +142,7 @@ def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
         assert (out / "figures" / f"{name}.pdf").read_bytes()[:5] == b"%PDF-"
 
 
+@pytest.mark.slow
 def test_reveal_of_the_stored_digits_run_records_what_reveal_finds(tmp_path, capsys):
     before = sorted(p.relative_to(DIGITS) for p in DIGITS.rglob("*"))
     # the report's settings as every command takes them, the figures in the formats asked
@@ -251,6 +253,7 @@ PNEUMONIA = [ROOT / "docs" / "results" / name for name in (
     "pneumoniamnist_lr_floor_seeds")]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_reproduce_runs_merge_with_their_seeds_and_the_intervals_cover_them(tmp_path, capsys):
     """The best-trained PneumoniaMNIST members: beta 0.5 and 0.9 from one run (seed 0), 0.99
     from two (seeds 0 and 1-3). The merged input pools every member of a beta, keeps each
@@ -285,6 +288,7 @@ def test_reproduce_runs_merge_with_their_seeds_and_the_intervals_cover_them(tmp_
     assert "training seeds" in printed
 
 
+@pytest.mark.slow
 def test_a_run_given_twice_or_a_seed_trained_twice_is_named(capsys, tmp_path):
     err = _bad(["--run", str(PNEUMONIA[1]), str(PNEUMONIA[1])], tmp_path, capsys)
     assert "pneumoniamnist_lr_floor given more than once" in err

@@ -85,6 +85,7 @@ def _semicolon_export(path, n: int = 300) -> np.ndarray:
     return y.astype(np.int32)
 
 
+@pytest.mark.slow
 def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path, capsys):
     x, y = simulated
     _write_csv(tmp_path / "data.csv", x, y)
@@ -145,6 +146,7 @@ def test_bad_input_is_reported_before_any_work(flags, message, tmp_path, capsys,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, monkeypatch):
     y = _semicolon_export(tmp_path / "export.csv")
     assert 0.05 < y.mean() < 0.15  # a rare "yes" class
@@ -202,6 +204,7 @@ def test_a_failure_during_the_work_propagates_instead_of_exit_2(tmp_path, monkey
         cli.main(["sweep", *argv])
 
 
+@pytest.mark.slow
 def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     simulated, tmp_path, monkeypatch, capsys
 ):
@@ -273,6 +276,7 @@ def test_loss_flags_are_checked_before_any_work(flags, message, tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_path, capsys):
     out = tmp_path / "out"
     # the exact solver by default (multinomial logistic regression); digits' classes separate
@@ -297,6 +301,7 @@ def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_pat
     )
 
 
+@pytest.mark.slow
 def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_path, capsys):
     path = tmp_path / "digits.py"
     path.write_text(
@@ -437,6 +442,7 @@ def test_adam_options_of_an_exact_sweep_are_named_as_unused(tmp_path, capsys):
     assert prepare("--config.train.l2=1e-3") == ""  # the exact solver's own options
 
 
+@pytest.mark.slow
 def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, capsys):
     """`--loss softmax_focal --gamma 1`: a registered multiclass loss without a closed-form rule,
     its grid over class weights and its gamma from the config, corrected by the generic inverse."""
@@ -479,6 +485,7 @@ def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, 
     assert np.mean(np.abs(corrected.sum(-1) - 1.0) < 1e-4) > 0.99
 
 
+@pytest.mark.slow
 def test_a_loss_whose_corrected_scores_hold_nan_is_named_and_the_others_reported(
     simulated, tmp_path, capsys, monkeypatch
 ):

@@ -64,6 +64,7 @@ def test_load_dataset_rejects_bad_names_options_and_paths(tmp_path: Path):
     assert not any(tmp_path.iterdir())  # nothing was prepared
 
 
+@pytest.mark.slow
 def test_get_batch_validates_indices(digits_dataset: Dataset):
     assert digits_dataset.get_batch([]).shape == (0, 8, 8, 1)
     np.testing.assert_array_equal(
@@ -79,6 +80,7 @@ def test_get_batch_validates_indices(digits_dataset: Dataset):
         digits_dataset.get_batch([0.5])
 
 
+@pytest.mark.slow
 def test_folds_tabular_readers_and_the_sweep_import_without_tensorflow_datasets():
     import subprocess
     import sys

@@ -119,6 +119,7 @@ def test_seed_changes_the_assignment_but_not_the_balance():
     np.testing.assert_array_equal(np.bincount(a), np.bincount(b))
 
 
+@pytest.mark.slow
 def test_chestxray14_patient_folds_on_the_real_label_file(shared_data_path):
     meta = shared_data_path("nih-chestxray14-meta")
     table = chestxray14_labels(meta / "Data_Entry_2017_v2020.csv.gz")

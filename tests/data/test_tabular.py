@@ -39,6 +39,7 @@ def _raw_adult_rows(folder: Path) -> list[list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_adult_matches_an_independent_encoding(
     adult_dataset: Dataset, shared_data_path: SharedData
 ):
@@ -93,6 +94,7 @@ def test_adult_reads_uci_original_format_and_names_option(tmp_path, shared_data_
     np.testing.assert_array_equal(age, ages)
 
 
+@pytest.mark.slow
 def test_letter_one_against_rest_and_several_letters(shared_data_path: SharedData):
     folder = shared_data_path("uci-letter")
     raw = (folder / "letter-recognition.data").read_text().splitlines()[1:]

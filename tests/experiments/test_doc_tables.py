@@ -82,6 +82,7 @@ def test_member_batching_defaults_are_the_fastest_measured():
         assert docs.record(run)["best_strategy"] == gpu
 
 
+@pytest.mark.slow
 def test_the_revealed_sweeps_are_the_default_sweeps_of_sweep_defaults():
     # docs/results/revealed/{adult64,letter64} keep no manifest of their own: their README names
     # the default sweeps of sweep_defaults, whose revealed experiments are the same numbers

@@ -42,6 +42,7 @@ def test_each_table_is_declared_once():
     assert len(names) == len(set(names))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", DOCUMENTS)
 def test_document_tables_agree_with_their_records(where: str):
     report = check(where, TABLES)

@@ -5,6 +5,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from absl.testing import parameterized
 from jax.test_util import check_grads
 
@@ -100,6 +101,7 @@ def test_proper_loss_values_are_consistent_with_its_exact_derivative(x64):
     check_grads(lambda x: built(x, 0.0), (a,), order=1, modes=["fwd", "rev"], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_losses_are_differentiable_under_jit():
     def total(z):
         return jnp.sum(L.beta_weighted_sigmoid_cross_entropy(z, jnp.array([0.0, 1.0, 1.0]), 0.9))

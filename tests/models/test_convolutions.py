@@ -89,6 +89,7 @@ def test_mixed_conv_gradients_vmap_over_members():
             )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(2, 9, 12, 3), (3, 16, 16, 8), (1, 7, 5, 2)])
 def test_max_pool_gradient_goes_to_flax_max_pool_first_maximum(shape):
     import flax.linen as nn
@@ -127,6 +128,7 @@ def test_materialised_is_the_identity_bit_for_bit():
     np.testing.assert_array_equal(jax.jit(_materialised)(xb), xb)
 
 
+@pytest.mark.slow
 def test_max_pool_gradient_with_more_window_positions_than_int8_holds():
     import flax.linen as nn
 

@@ -22,6 +22,7 @@ def _images(shape: tuple[int, ...], seed: int = 0) -> jax.Array:
     return jax.random.normal(jax.random.key(seed), shape, jnp.float32)
 
 
+@pytest.mark.slow
 def test_imagenet_stem_mixed_gives_xla_outputs_and_gradients():
     # the torchvision stem (7x7/2 conv, max-pool) and a transition, with every 'mixed' path
     model = densenet121(num_outputs=1).clone(block_config=(2, 1), num_init_features=8)
@@ -60,6 +61,7 @@ def test_batchnorm_given_its_moments_equals_batchnorm_computing_them():
     )
 
 
+@pytest.mark.slow
 def test_batchnorm_running_stats_match_torch():
     import torch
 
@@ -121,11 +123,13 @@ def _assert_impl_matches_xla(model, variables, x, impl):
         np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("impl", ["matmul", "mixed"])
 def test_conv_impls_give_same_outputs_and_gradients(small_model_and_vars, impl):
     _assert_impl_matches_xla(*small_model_and_vars, impl)
 
 
+@pytest.mark.slow
 def test_training_mode_updates_batch_stats_and_eval_is_deterministic(small_model_and_vars):
     model, variables, x = small_model_and_vars
     train_step = jax.jit(functools.partial(model.apply, train=True, mutable=["batch_stats"]))
@@ -140,6 +144,7 @@ def test_training_mode_updates_batch_stats_and_eval_is_deterministic(small_model
     np.testing.assert_allclose(single, full[:1], atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("impl", ["xla", "mixed"])
 def test_remat_gives_same_outputs_and_gradients(small_model_and_vars, impl):
     model, variables, x = small_model_and_vars
@@ -170,6 +175,7 @@ def test_multilabel_head_gives_one_logit_per_label():
     assert variables["params"]["classifier"]["kernel"].shape == (18, 14)  # (24 + 4) // 2 + 4
 
 
+@pytest.mark.slow
 def test_bfloat16_forward_has_right_shape_dtype_and_is_finite():
     model = densenet_small(num_outputs=3, block_config=(1, 1), growth_rate=4, dtype=jnp.bfloat16)
     x = _images((2, 16, 16, 3))
@@ -190,6 +196,7 @@ def test_bfloat16_forward_has_right_shape_dtype_and_is_finite():
     np.testing.assert_allclose(logits, reference, atol=0.2, rtol=0.1)
 
 
+@pytest.mark.slow
 def test_densenet121_has_torchvision_parameter_count():
     model = densenet121(num_outputs=1000)
     shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, 64, 64, 3)))

@@ -52,6 +52,7 @@ def torchvision_densenet121_file(tmp_path_factory):
     return net, path
 
 
+@pytest.mark.slow
 def test_torchvision_parity_densenet121_from_legacy_pth(torchvision_densenet121_file):
     import torch
 
@@ -66,6 +67,7 @@ def test_torchvision_parity_densenet121_from_legacy_pth(torchvision_densenet121_
     assert np.max(np.abs(np.asarray(logits) - expected)) <= 1e-4
 
 
+@pytest.mark.slow
 def test_torchvision_imagenet_head_converts_and_can_be_replaced(torchvision_densenet121_file):
     net, _ = torchvision_densenet121_file
     state = {k: v.numpy() for k, v in net.state_dict().items()}
@@ -93,12 +95,14 @@ def test_torchvision_imagenet_head_converts_and_can_be_replaced(torchvision_dens
         np.testing.assert_array_equal(back[key], value)
 
 
+@pytest.mark.slow
 def test_weights_file_for_other_architecture_names_first_bad_key(torchvision_densenet121_file):
     _, path = torchvision_densenet121_file
     with pytest.raises(ValueError, match=r"'features\.conv0\.weight' has shape \(64, 3, 7, 7\)"):
         load_torchvision_densenet(path, densenet_small(num_outputs=1))
 
 
+@pytest.mark.slow
 def test_state_dict_mismatches_name_the_key(small_model_and_vars):
     model, variables, _ = small_model_and_vars
     state = variables_to_torchvision_state_dict(variables)
@@ -118,6 +122,7 @@ def test_state_dict_mismatches_name_the_key(small_model_and_vars):
         densenet_variables_from_state_dict(state, model, head="keep")
 
 
+@pytest.mark.slow
 def test_rgb_weights_adapted_to_grayscale_give_the_rgb_model_on_a_gray_copy():
     # ImageNet weights take 3 channels; X-rays have 1. Summing conv0's kernel over its input
     # channels makes the model on a gray image equal the RGB model on its 3-channel copy (and 6

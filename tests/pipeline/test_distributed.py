@@ -21,6 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from _pipeline_runs import TINY_REPRODUCE
 from _training_helpers import FAST_COMPILE, free_port, wait_for
 
 from iml.pipeline import distributed
@@ -32,25 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ["sweep", "--no-progress", "--dataset", "digits", "--betas", "0.3", "0.5", "0.7",
          "--seeds", "1", "--config.train.losses_per_batch=1", "--config.eval.n_bootstrap=10",
          "--config.eval.figures=()"]  # fmt: skip
-#: tests/commands/test_reproduce.py's TINY run (four batches of two members), without figures.
-TINY = [
-    "reproduce",
-    "--no-progress",
-    "--config.model.name=densenet_tiny",
-    "--config.data.n_folds=4",
-    "--config.train.max_epochs=1",
-    "--betas",
-    "0.5",
-    "0.9",
-    "--config.data.image_size=8",
-    "--config.data.n_val_folds=1",
-    "--config.eval.n_bootstrap=20",
-    "--config.data.max_examples",
-    "160",
-    "--config.train.batch_size=8",
-    "--config.train.members_per_batch=2",
-    "--config.eval.figures=()",
-]
+#: The tiny `iml reproduce` run of conftest's tiny_reproduce_run (four batches of two members),
+#: without figures.
+TINY = [*TINY_REPRODUCE, "--config.eval.figures=()"]
 TIMEOUT_S = 120
 
 
@@ -138,12 +123,16 @@ def _same_numbers(got, want, where="table"):
 
 
 @pytest.fixture(scope="module")
-def tiny_alone(tmp_path_factory, env):
-    out = tmp_path_factory.mktemp("alone") / "tiny"
-    _one(TINY, out, env)
-    return json.loads((out / "table.json").read_text())
+def tiny_alone(tiny_reproduce_run, iml_env, env):
+    """The table of TINY as one process: conftest's tiny run, the same table as a whole run
+    (tests/commands/test_reproduce.py checks it). The programs it compiled start process 0's
+    compilation cache, as a run of TINY here would."""
+    process0 = Path(env[CACHES]) / "process0"
+    shutil.copytree(iml_env["JAX_COMPILATION_CACHE_DIR"], process0, dirs_exist_ok=True)
+    return json.loads((tiny_reproduce_run / "table.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_sweep_as_two_processes_gives_the_table_of_one(tmp_path, env):
     _one(SWEEP, tmp_path / "one", env)
     codes, logs = _wait(_start(SWEEP, tmp_path / "two", env, tmp_path))
@@ -156,6 +145,7 @@ def test_a_sweep_as_two_processes_gives_the_table_of_one(tmp_path, env):
     ]
 
 
+@pytest.mark.slow
 def test_reproduce_as_two_processes_gives_the_table_of_one(tmp_path, env, tiny_alone):
     out = tmp_path / "two"
     codes, logs = _wait(_start(TINY, out, env, tmp_path))
@@ -166,6 +156,7 @@ def test_reproduce_as_two_processes_gives_the_table_of_one(tmp_path, env, tiny_a
     assert not (out / "checkpoints").exists() and not (out / distributed.TOKEN).exists()
 
 
+@pytest.mark.slow
 def test_a_run_killed_on_one_process_resumes_on_both_to_the_same_table(tmp_path, env, tiny_alone):
     out = tmp_path / "run"
     procs = _start(TINY, out, env, tmp_path, killed=True)
@@ -191,6 +182,7 @@ def test_a_run_killed_on_one_process_resumes_on_both_to_the_same_table(tmp_path,
     assert len(json.loads((out / "manifest.json").read_text())["resumed_at"]) == 1
 
 
+@pytest.mark.slow
 def test_processes_with_different_configs_are_refused_before_any_work(tmp_path, env):
     out = tmp_path / "run"
     procs = _start(SWEEP, out, env, tmp_path, extra={1: ["--config.data.n_folds=5"]})
@@ -200,6 +192,7 @@ def test_processes_with_different_configs_are_refused_before_any_work(tmp_path, 
     assert not (out / "manifest.json").exists() and not (out / "batches").exists()
 
 
+@pytest.mark.slow
 def test_an_output_folder_that_not_every_process_reaches_is_refused_before_any_work(tmp_path, env):
     # process 1 writes elsewhere, as a host would that does not share process 0's file system
     procs = _start(SWEEP, tmp_path / "run", env, tmp_path,

@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 import numpy as np
+import pytest
 
 from iml.calibration import METRICS, loss_calibration_summary, loss_calibration_verdicts
 from iml.pipeline import sweep as S
@@ -21,6 +22,7 @@ def table_config(**fields) -> TrainConfig:
     return dataclasses.replace(TABULAR_DEFAULTS, **fields)
 
 
+@pytest.mark.slow
 def test_close_betas_keep_their_own_rows_from_a_dataframe():
     import pandas as pd
 

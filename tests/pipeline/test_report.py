@@ -38,6 +38,7 @@ def test_score_metrics_include_the_smooth_ece_of_the_clipped_scores():
     assert 0.0 <= metrics["smooth_ece"] < 0.05
 
 
+@pytest.mark.slow
 def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp_path):
     from iml.pipeline.report import report_run
 
@@ -92,6 +93,7 @@ def _stored_run_at_beta_09(
     return store, labels, members
 
 
+@pytest.mark.slow
 def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
     # The members are stored once; `iml figures --config.eval.average=logit` pools their logits
     # instead.
@@ -120,6 +122,7 @@ def test_a_stored_run_reports_with_either_average_and_says_which(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow
 def test_a_stored_run_reports_with_other_eval_settings_and_records_them(tmp_path):
     # `iml figures --config.eval.n_bins=5`: the same members, binned otherwise, and said so
     from iml.calibration import expected_calibration_error
@@ -153,6 +156,7 @@ def test_a_stored_run_reports_with_other_eval_settings_and_records_them(tmp_path
         assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow
 def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
     # f"{beta:g}" would give both "1": the table, its Markdown and the figures keep them apart.
     from iml.pipeline.report import report_run
@@ -184,6 +188,7 @@ def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
             assert f'id="data-{key}"' in svg, (figure, key)
 
 
+@pytest.mark.slow
 def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
     """`iml reproduce --loss focal`: the run's loss (run_loss) is the focal loss by its class
     weight alpha, and the report corrects and tests with its rule."""
@@ -231,6 +236,7 @@ def multiclass_run(tmp_path_factory):
     return out, report_run(out, formats=("png",))
 
 
+@pytest.mark.slow
 def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multiclass_run):
     """`iml reproduce --config.data.classes=all --loss class_weighted_softmax
     --config.loss.weights='ones;w[8]=10'`: one ensemble per loss, softmax class scores, each
@@ -284,6 +290,7 @@ def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multi
     assert not (out / "revealed.json").exists()
 
 
+@pytest.mark.slow
 def test_reveal_refuses_a_multiclass_run_naming_its_loss(multiclass_run):
     from iml.pipeline.reveal_input import load_reveal_input
 
@@ -291,6 +298,7 @@ def test_reveal_refuses_a_multiclass_run_naming_its_loss(multiclass_run):
         load_reveal_input(multiclass_run[0])
 
 
+@pytest.mark.slow
 def test_the_summary_table_gives_each_test_its_verdict_and_each_ece_its_interval():
     """Scores optimal for beta = 0.9 on 3,000 observations, reported as the run's beta = 0.9 and
     as a beta = 0.5 they were not trained for: the table's loss-calibration test does not reject
@@ -333,6 +341,7 @@ def test_the_summary_table_gives_each_test_its_verdict_and_each_ece_its_interval
 STORED_DIGITS = Path(__file__).resolve().parents[2] / "docs" / "results" / "reproduce_digits"
 
 
+@pytest.mark.slow
 def test_the_stored_default_run_gives_its_stored_table_again():
     # The one table (iml.calibration.table_by_loss, a beta at a time) on the stored members of
     # `iml reproduce`'s default run: the raw and loss-corrected scores' metrics, intervals and
@@ -365,6 +374,7 @@ def test_the_stored_default_run_gives_its_stored_table_again():
             np.testing.assert_allclose(now[key], value, atol=5e-4, err_msg=key)
 
 
+@pytest.mark.slow
 def test_a_sweep_writes_its_table_scores_and_figure(tmp_path):
     from iml.calibration import table_by_loss
     from iml.pipeline.report import write_sweep_outputs

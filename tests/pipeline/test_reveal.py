@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from iml.grids import loss_family
 from iml.pipeline.reveal import (
@@ -66,6 +67,7 @@ def test_the_three_figures_are_drawn_from_the_record():
     assert all(fig.axes for fig in figures.values())
 
 
+@pytest.mark.slow
 def test_one_signal_is_not_testable_never_not_rejected(tmp_path):
     """Near-separable data whose adaptive bins merge into one signal (too few positives for two
     bins of 10): every experiment is uninformative, so NIS and NIAC read "not testable (1

@@ -41,6 +41,7 @@ def test_conv_impl_key_reaches_the_model():
     assert config_model(matmul).conv_impl == "matmul"
 
 
+@pytest.mark.slow
 def test_initial_variables_adapt_torchvision_rgb_weights_to_gray_images(tmp_path):
     torch = pytest.importorskip("torch")
     import jax
@@ -150,6 +151,7 @@ _TWO_MEMBERS = {
 }
 
 
+@pytest.mark.slow
 def test_a_memory_budget_trains_a_batch_in_parts_that_fit_and_stores_it_as_trained_whole(
     tmp_path,
 ):

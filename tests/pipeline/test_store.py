@@ -205,6 +205,7 @@ def test_failed_write_leaves_old_content_and_no_temporary(tmp_path, monkeypatch)
     assert [p.name for p in tmp_path.iterdir()] == ["entry.json"]
 
 
+@pytest.mark.slow
 def test_kill_during_writes_never_leaves_a_partial_entry(tmp_path):
     # A child process writes large entries in a loop; SIGKILL it mid-stream, then every entry
     # the store reports must load completely.

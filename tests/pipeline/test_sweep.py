@@ -47,6 +47,7 @@ def sweep_run(simulated, tmp_path_factory) -> tuple[S.SweepResult, RunStore]:
     return result, store
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", ["exact", "adam"])
 def test_vectorized_training_equals_training_members_one_at_a_time(sweep_run, simulated, solver):
     x, y = simulated
@@ -73,6 +74,7 @@ def test_vectorized_training_equals_training_members_one_at_a_time(sweep_run, si
     assert (together.params["b"][:, 1] > together.params["b"][:, 0] + 1.0).all()
 
 
+@pytest.mark.slow
 def test_sweep_scores_every_observation_once_per_beta_and_seed(sweep_run, simulated):
     result, _ = sweep_run
     # The exact solver: a convex problem has one optimum, so the sweep fits one seed.
@@ -104,6 +106,7 @@ def test_seeds_asked_of_an_exact_sweep_are_fitted_once_with_a_warning(simulated)
     assert S.plan_sweep(x, y, None, BETAS, train=train).seeds.tolist() == [0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta", [0.01, 0.99])
 def test_exact_sweep_matches_scikit_learn_on_a_rare_class_table(beta):
     from sklearn.linear_model import LogisticRegression
@@ -134,6 +137,7 @@ def test_exact_sweep_matches_scikit_learn_on_a_rare_class_table(beta):
     np.testing.assert_allclose(result.scores[0], oof, atol=2e-3)
 
 
+@pytest.mark.slow
 def test_loss_corrected_scores_calibrated_when_logistic_model_is_well_specified(sweep_run):
     table = sweep_run[0].table
     raw, corrected = table["0.9"]["raw"], table["0.9"]["loss_corrected"]
@@ -151,6 +155,7 @@ def test_loss_corrected_scores_calibrated_when_logistic_model_is_well_specified(
     assert table["0.5"]["raw"]["ece"] < 0.05
 
 
+@pytest.mark.slow
 def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     result, store = sweep_run
     stored = json.loads((store.root / "table.json").read_text())
@@ -185,6 +190,7 @@ def _chunk_betas(model, members, *rest, **kwargs):
     return sorted({round(float(m.loss.params["beta"]), 6) for m in members})
 
 
+@pytest.mark.slow
 def test_resume_after_crash_skips_finished_chunks(sweep_run, simulated, tmp_path, monkeypatch):
     x, y = simulated
     real = TP.train
@@ -262,6 +268,7 @@ def three_classes() -> tuple[np.ndarray, np.ndarray]:
     return three_class_table()
 
 
+@pytest.mark.slow
 def test_a_grid_of_class_weighted_softmax_losses_is_corrected_by_its_own_rule(three_classes):
     x, y = three_classes
     w = np.ones((2, K))
@@ -288,6 +295,7 @@ def test_a_grid_of_class_weighted_softmax_losses_is_corrected_by_its_own_rule(th
     }
 
 
+@pytest.mark.slow
 def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simulated):
     x, y = simulated
     losses = loss_spec("focal", gamma=2.0, alpha=np.array([0.5, 0.9]))
@@ -326,6 +334,7 @@ def test_a_sweep_records_its_learning_rate_floor_and_resumes_only_at_the_same(tm
         store.check_resumable(floor.run_config, "table")
 
 
+@pytest.mark.slow
 def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, tmp_path):
     # Adam's seeds differ, so how they pool matters; the record names the pool, and a stored
     # sweep pooled otherwise does not resume.
@@ -357,6 +366,7 @@ def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, t
     assert _config("--dataset", "digits", "--config.eval.average=logit").eval.average == "logit"
 
 
+@pytest.mark.slow
 def test_the_default_ridge_is_scikit_learns_choice_on_the_validation_folds(simulated):
     """l2='auto': per beta and rotation, the grid's penalty whose standardised fit has the lowest
     validation value of the beta-weighted log loss, as a scikit-learn pipeline chooses it."""
@@ -400,6 +410,7 @@ def _leaves(record, prefix: str = "") -> dict:
     return {k: v for key, value in items for k, v in _leaves(value, f"{prefix}.{key}").items()}
 
 
+@pytest.mark.slow
 def test_the_stored_default_sweep_of_digits_comes_out_the_same():
     """The shipped config experiments/configs/sweep_digits_softmax.py (`iml sweep`'s defaults on
     the built-in digits, all ten classes under three class-weighted softmax losses), whose run

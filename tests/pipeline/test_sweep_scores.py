@@ -16,6 +16,9 @@ from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import run_sweep
 from iml.pipeline.sweep_scores import rescore_sweep, stored_sweep_settings
 
+#: Every test here reads a sweep trained and stored by the module's fixture.
+pytestmark = pytest.mark.slow
+
 BETAS = [0.3, 0.6, 0.9]
 
 

@@ -34,6 +34,7 @@ def _run(problem, store=None, **kwargs):
     ))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_each_batch_is_trained_as_train_trains_it_and_stored_once(problem, tmp_path, monkeypatch):
     x, y, grid, plan = problem
     assert len(plan.batches) == 2  # two losses, then one
@@ -60,6 +61,7 @@ def test_each_batch_is_trained_as_train_trains_it_and_stored_once(problem, tmp_p
     assert _run(problem, store, read_stored=False) == []
 
 
+@pytest.mark.slow
 def test_a_crash_keeps_the_stored_batches_and_the_rest_trains_on_resuming(
     problem, tmp_path, monkeypatch
 ):
@@ -81,6 +83,7 @@ def test_a_crash_keeps_the_stored_batches_and_the_rest_trains_on_resuming(
     assert [b.trained for b in resumed] == [False, True] and len(calls) == 3
 
 
+@pytest.mark.slow
 def test_a_share_trains_its_batches_only_and_reads_the_stored_others(problem, tmp_path):
     """One process's share of a run on several (``share``): its batches trained and stored on the
     devices given, another share's neither trained nor yielded until stored."""
@@ -190,6 +193,7 @@ def _same_entry(got, whole, split_sizes):
         np.testing.assert_array_equal(got[name], values, err_msg=name)
 
 
+@pytest.mark.slow
 def test_a_batch_trained_in_parts_is_stored_as_trained_whole(images, tmp_path):
     store = RunStore(tmp_path / "run")
     store.open_run({"what": "test"}, kind="table", devices=[])
@@ -199,6 +203,7 @@ def test_a_batch_trained_in_parts_is_stored_as_trained_whole(images, tmp_path):
     assert not (store.root / "checkpoints").exists()  # each part's, removed with the batch's
 
 
+@pytest.mark.slow
 def test_a_call_out_of_memory_is_halved_down_to_members_that_fit(images, tmp_path, monkeypatch):
     real, calls = TP.train, []
 

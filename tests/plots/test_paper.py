@@ -180,6 +180,7 @@ def test_bad_input_raises_value_error(data, tmp_path):
         save_figure(figure2_theoretical_curves([0.5]), tmp_path / "x", formats=("bmp",))
 
 
+@pytest.mark.slow
 def test_figures_of_a_focal_loss_use_its_own_rule_and_name_alpha():
     rng = np.random.default_rng(3)
     gamma = rng.beta(0.6, 2.0, 20_000)

@@ -38,6 +38,7 @@ def test_figure_metric_vs_size_draws_each_method_per_panel():
         )
 
 
+@pytest.mark.slow
 def test_reliability_by_class_draws_each_class_against_its_indicator():
     rng = np.random.default_rng(0)
     scores = rng.dirichlet(np.ones(7), size=500)

@@ -35,6 +35,7 @@ def test_loss_correction_multiclass_recovers_posteriors():
     np.testing.assert_allclose(out, gamma, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_loss_correction_takes_any_loss_the_spec_reads():
     from iml.losses import focal_loss
     from iml.spec import loss_spec

@@ -15,6 +15,7 @@ from iml.recalibration import (
 )
 
 
+@pytest.mark.slow
 def test_fit_transform_equals_fit_then_transform(binary_data):
     s, y, _ = binary_data
     for method in (PlattScaling(), IsotonicCalibration(), HistogramBinning(n_bins=5)):

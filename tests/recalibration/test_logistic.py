@@ -127,6 +127,7 @@ def test_beta_calibration_special_case_is_the_loss_correction():
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta", [0.9, 0.99])
 def test_beta_calibration_recovers_the_loss_correction_on_the_papers_model(beta):
     # Posteriors gamma (logit-normal), labels y ~ Bernoulli(gamma), and the scores of a

@@ -40,6 +40,7 @@ def test_experiments_from_signals_count_like_numpy_and_weights_are_a_paired_resa
     assert abs(poisson.mean() - 1) < 0.01 and abs(poisson.var() - 1) < 0.02
 
 
+@pytest.mark.slow
 def test_revealed_experiments_bin_like_calibration_and_ignore_the_reporting_rule():
     key = jax.random.key(3)
     scores, labels = R.simulate_gaussian_agents(key, BETAS, 1.2, 0.2, 5000)
@@ -63,6 +64,7 @@ def test_revealed_experiments_bin_like_calibration_and_ignore_the_reporting_rule
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_value_of_a_one_signal_experiment_is_minus_the_numerically_minimised_loss():
     # K experiments of one signal each: G[k, j] = -l*_k(gamma_j), for every loss k.
     gammas = np.array([0.0, 0.01, 0.2, 0.5, 0.77, 0.999, 1.0])

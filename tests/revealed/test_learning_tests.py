@@ -10,6 +10,7 @@ from _revealed_references import random_value_matrices
 from iml import revealed as R
 
 
+@pytest.mark.slow
 def test_brute_force_assignment_and_floyd_warshall_agree_on_random_matrices():
     rng = np.random.default_rng(5)
     total = 0
@@ -50,6 +51,7 @@ def test_brute_force_assignment_and_floyd_warshall_agree_on_random_matrices():
     assert total == 1000
 
 
+@pytest.mark.slow
 def test_nias_flags_raw_posteriors_under_beta_and_overconfident_scores():
     key = jax.random.key(13)
     scores, labels = R.simulate_gaussian_agents(key, [0.5, 0.5, 0.9, 0.5], 1.5, 0.1, 10_000)
@@ -75,6 +77,7 @@ def test_nias_flags_raw_posteriors_under_beta_and_overconfident_scores():
     np.testing.assert_array_equal(alone.p_value, p_value)
 
 
+@pytest.mark.slow
 def test_nias_is_each_models_loss_calibration_test_with_holm_over_the_models():
     """NIAS gives each model the one loss-calibration test its run's table gives it (the same
     statistic, bins and unadjusted p-value), and Holm's adjustment over the K models."""
@@ -91,6 +94,7 @@ def test_nias_is_each_models_loss_calibration_test_with_holm_over_the_models():
     np.testing.assert_array_equal(test.violated, [False, True, False])
 
 
+@pytest.mark.slow
 def test_nias_rejects_one_misreported_model_among_64():
     """One test over 64 models and their bins: analytic p-values, so it can reject at K = 64
     (Holm over p-values floored at 1 / (B + 1) could not)."""

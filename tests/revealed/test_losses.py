@@ -18,6 +18,7 @@ BAD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_input_raises_value_error_naming_the_argument(name):
     call, match = BAD[name]

@@ -80,6 +80,7 @@ def population_information(precision, prior, n_bins=10):
     return float(R.mutual_information(ex)[0])
 
 
+@pytest.mark.slow
 def test_four_losses_size_power_costly_agents_and_the_report():
     def run(seed, precision, n_data_sets=100, strategy="adaptive"):
         return simulated_reports(BETAS, 10_000, 100, 0.1, seed, precision, n_data_sets, strategy)
@@ -127,6 +128,7 @@ def test_four_losses_size_power_costly_agents_and_the_report():
     assert reports.niac_test.violated.mean() >= 0.9
 
 
+@pytest.mark.slow
 def test_sixty_four_losses_size_of_nis_and_niac_with_reveal_mapped_under_jit():
     # Balanced labels keep 100 positives per bin at N = 2,000 (with fewer, the bootstrap
     # approximation of the bins' posteriors degrades, and with it the size).
@@ -146,6 +148,7 @@ def test_sixty_four_losses_size_of_nis_and_niac_with_reveal_mapped_under_jit():
     assert np.mean((info[:, 0] <= truth) & (truth <= info[:, 1])) >= 0.9
 
 
+@pytest.mark.slow
 def test_weighted_report_matches_the_weighted_experiments():
     scores, labels = R.simulate_gaussian_agents(jax.random.key(14), BETAS, 1.0, 0.3, 10_000)
     weight = np.random.default_rng(15).integers(0, 4, 10_000).astype(np.float32)
@@ -165,6 +168,7 @@ def test_chunked_bootstrap_covers_every_replicate():
         assert chunks * size >= n_boot and (chunks - 1) * size < n_boot
 
 
+@pytest.mark.slow
 def test_seed_bootstrap_equals_the_row_bootstrap_for_identical_seeds_and_widens_for_noisy_ones():
     betas = [0.5, 0.9, 0.99]
     scores, labels = R.simulate_gaussian_agents(jax.random.key(0), betas, 2.0, 0.27, 4000)

@@ -31,6 +31,7 @@ def test_curvature_identity_of_the_concavified_function(x64):
         )
 
 
+@pytest.mark.slow
 def test_shannon_agent_reproduces_the_reference_experiments_and_verdicts():
     ex = R.shannon_agent(BETAS, 0.05, 0.3)
     np.testing.assert_allclose(ex.posterior[:, 0], 0.0, atol=1e-6)
@@ -56,6 +57,7 @@ def test_shannon_agent_reproduces_the_reference_experiments_and_verdicts():
     assert np.all(bounds.lower - 1e-6 <= cost) and np.all(cost <= bounds.upper + 1e-6)
 
 
+@pytest.mark.slow
 def test_shannon_agent_is_the_concave_envelope_and_stops_learning_when_information_is_dear():
     rng = np.random.default_rng(4)
     pi, lam = 0.2, 0.25

@@ -126,6 +126,7 @@ def test_any_loss_specification_drives_the_model_and_the_representation():
         signal_based_representation_from_joint(named, joint, spec)
 
 
+@pytest.mark.slow
 def test_binned_continuous_scores_pass_for_truthful_loss_and_fail_for_another():
     scores, labels, _, _ = simulate_gaussian_scores(jax.random.key(4), N, prevalence=0.1)
     rep = signal_based_representation(scores, labels, 0.5, n_bins=10, significance=0.01)

@@ -13,6 +13,7 @@ from iml import scoring as S
 from iml.scoring import checks
 
 
+@pytest.mark.slow
 def test_non_invertible_rules_are_detected():
     # Negative squared loss has its expected loss maximised where the FOC holds; absolute loss
     # makes every score optimal at gamma = 1/2. Neither rule can be inverted.
@@ -51,6 +52,7 @@ def test_foc_check_passes_for_every_builtin_binary_loss(loss, rule, weights):
     assert report.passed()
 
 
+@pytest.mark.slow
 def test_foc_check_passes_for_multiclass_losses():
     gamma = random_simplex(jax.random.PRNGKey(11), 3, 12)
     B = jnp.array([[1.0, 2.0, 0.5], [1.5, 1.0, 1.0], [0.7, 3.0, 2.0]])
@@ -67,6 +69,7 @@ def test_foc_check_passes_for_multiclass_losses():
         assert float(report.min_curvature) > 0
 
 
+@pytest.mark.slow
 def test_foc_check_flags_a_wrong_rule():
     # Reporting the posterior itself is not optimal under a weighted loss.
     report = S.check_first_order_conditions(
@@ -93,6 +96,7 @@ def test_foc_check_rejects_boundary_posteriors():
         S.check_first_order_conditions(L.log_loss, lambda g: g, jnp.array([0.0, 0.5]))
 
 
+@pytest.mark.slow
 def test_invertibility_fails_when_the_round_trip_misses(monkeypatch):
     # A solver that lands 0.05 in the logit beside the minimum: the inverse is still fine
     # pointwise and increasing, so only the round trip can catch it. (The round trip allows 1e-3
@@ -117,6 +121,7 @@ def test_invertibility_fails_when_the_round_trip_misses(monkeypatch):
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_default_grid_spans_the_float32_scores_of_logits_to_16_64():
     grid = checks._default_grid()
     assert grid.dtype == np.float32 and np.all(np.diff(grid) > 0)
@@ -135,6 +140,7 @@ def _flat_weight(t):
     return (t * (1.0 - t)) ** 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta", [0.01, 0.99])
 def test_flat_proper_loss_is_inverted_across_float32_logits(beta):
     # Schervish: L(a, 1) = int_a^1 (1 - c) w(c) dc and L(a, 0) = int_0^a c w(c) dc, weighted by
@@ -163,6 +169,7 @@ def test_flat_proper_loss_is_inverted_across_float32_logits(beta):
     np.testing.assert_array_equal(ends, [0.0, 1.0])
 
 
+@pytest.mark.slow
 def test_failing_range_agrees_with_a_brute_force_scan():
     # A weight negative on (0.3, 0.4): no posterior makes a score there optimal (a maximum), nor
     # scores around it where the expected loss's other minimum is lower.

@@ -51,6 +51,7 @@ def brute_force_minimiser(loss, gamma, *params, n=50_001):
     return float(grid[jnp.argmin(expected)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "loss", "params", "closed_form"),
     [
@@ -86,6 +87,7 @@ def test_generic_rule_in_float32_reaches_extreme_scores():
     np.testing.assert_allclose(a, ref, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_generic_inverse_matches_closed_form_and_undoes_the_rule():
     a = jnp.linspace(0.001, 0.999, 50)
     for beta in (0.1, 0.9, 0.999):
@@ -114,6 +116,7 @@ def test_gradient_of_generic_rule_uses_implicit_function_theorem():
     np.testing.assert_allclose(grads[1], ref[1], rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_generic_rule_vmaps_over_a_grid_of_weights():
     grid = jnp.array([0.3, 0.6, 0.95])
     gamma = jnp.array([0.05, 0.5, 0.9])
@@ -123,6 +126,7 @@ def test_generic_rule_vmaps_over_a_grid_of_weights():
     np.testing.assert_allclose(broadcast, out, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_generic_multiclass_rules_match_closed_forms():
     gamma = random_simplex(jax.random.PRNGKey(7), 4, 8)
     w = jnp.array([1.0, 5.0, 2.0, 0.3])
@@ -143,6 +147,7 @@ def test_generic_multiclass_rules_match_closed_forms():
     assert np.all(residual < 1e-3)
 
 
+@pytest.mark.slow
 def test_focal_multiclass_correction_round_trips():
     gamma = random_simplex(jax.random.PRNGKey(9), 3, 6)
     focal = functools.partial(L.focal_loss_multiclass, gamma=2.0)
@@ -157,6 +162,7 @@ def test_focal_multiclass_correction_round_trips():
     )
 
 
+@pytest.mark.slow
 def test_generic_rule_finds_the_global_minimum_among_several():
     # Root loss sqrt|a - y| makes the expected loss concave: its minimum is at a boundary, 1 for
     # gamma > 1/2 and 0 below, with a local minimum at the other end.
@@ -190,6 +196,7 @@ def _neg_spherical(a, y, beta):
     return jnp.where(y == 1, -beta * a / norm, -(1 - beta) * (1 - a) / norm)
 
 
+@pytest.mark.slow
 def test_generic_rule_finds_minima_of_nearly_flat_expected_losses():
     # The spherical rule is proper, so at beta its optimal score is the beta-tilted posterior
     # (Proposition 2's closed form); the loss values alone cannot tell 0.99987 from 0.9999969.
@@ -253,6 +260,7 @@ def _boosting(a, y, beta):
     return jnp.where(y == 1, beta * jnp.sqrt((1 - a) / a), (1 - beta) * jnp.sqrt(a / (1 - a)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta", [0.01, 0.1, 0.5, 0.9, 0.99])
 def test_generic_boosting_loss_matches_closed_forms_across_float32_scores(beta):
     z = np.linspace(-16.6, 16.6, 667)

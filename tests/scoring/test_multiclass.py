@@ -41,6 +41,7 @@ def test_posteriors_off_the_simplex_are_rejected():
         S.optimal_score_multiclass(np.array([0.3, 0.3]), np.ones((2, 2)))
 
 
+@pytest.mark.slow
 @settings(max_examples=10)
 @given(seed=st.integers(0, 2**31 - 1), n=st.sampled_from([2, 3, 5]))
 def test_multiclass_round_trip_for_random_positive_B(seed, n):
@@ -101,6 +102,7 @@ def _per_output_rule(gamma, B):
     return out
 
 
+@pytest.mark.slow
 def test_columns_with_equal_off_diagonal_weights_invert_each_output_by_corollary_1(x64):
     # Column j: negatives weigh c_j whatever the other posteriors, so output j is the binary rule
     # at beta'_j = d_j / (d_j + c_j), inverted in closed form.
@@ -129,6 +131,7 @@ def test_columns_with_equal_off_diagonal_weights_invert_each_output_by_corollary
     np.testing.assert_array_equal(np.delete(gamma8, 8, axis=1), np.delete(a8, 8, axis=1))
 
 
+@pytest.mark.slow
 def test_multiclass_round_trip_in_float32():
     # A posterior on the simplex is a fixed point: outputs simulated by Proposition 3's rule are
     # inverted exactly, whatever positive B couples the outputs.
@@ -146,6 +149,7 @@ class MulticlassInverse(chex.TestCase):
     """Proposition 3's rule and its per-output inverse on small arrays, jitted and not."""
 
     @chex.variants(with_jit=True, without_jit=True)
+    @pytest.mark.slow
     def test_weights_depending_only_on_true_class_give_proportional_correction(self):
         # B[y, y'] = w_y: c_y(gamma) = gamma_y w_y / sum gamma w, so gamma_y ∝ a_y / w_y.
         optimal = self.variant(S.optimal_score_multiclass)
@@ -180,6 +184,7 @@ class MulticlassInverse(chex.TestCase):
             np.testing.assert_array_equal(inverse(rows, np.full((7, 7), weight, np.float32)), rows)
 
     @chex.variants(with_jit=True, without_jit=True)
+    @pytest.mark.slow
     def test_off_image_scores_satisfy_every_output_condition_without_summing_to_one(self):
         # Real outputs need not lie in the image of Proposition 3's rule: two classes both scored
         # 0.9. Each output is still inverted at the weight its negatives carry given the other
@@ -202,6 +207,7 @@ class MulticlassInverse(chex.TestCase):
             )
 
     @chex.variants(with_jit=True, without_jit=True)
+    @pytest.mark.slow
     def test_renormalising_is_a_separate_option_that_sums_to_one(self):
         with jax.enable_x64(True):
             inverse = self.variant(S.loss_corrected_score_multiclass)
@@ -225,6 +231,7 @@ class MulticlassInverse(chex.TestCase):
             assert np.isnan(renormalising(jnp.zeros(3), B)[0]).all()
 
 
+@pytest.mark.slow
 def test_the_multiclass_inverse_agrees_under_jit_vmap_and_grad():
     rng = np.random.default_rng(3)
     B = np.exp(rng.normal(size=(4, 4))).astype(np.float32)
@@ -282,6 +289,7 @@ def test_bad_multiclass_scores_raise_and_are_nan_under_jit():
     assert np.isnan(jax.jit(S.loss_corrected_score_multiclass)(a[0], -B)).all()
 
 
+@pytest.mark.slow
 def test_one_vs_rest_logistic_regressions_on_digits_are_corrected_output_by_output():
     # The B-weighted one-vs-rest model fitted by scikit-learn: output c is a logistic regression
     # of 1{y = c} with positives weighted B[c, c] and negatives B[y, c] (here 1), out of fold.

@@ -24,6 +24,7 @@ def _sklearn_fit(x, y, s, l2):
     return clf.coef_[0], clf.intercept_[0]
 
 
+@pytest.mark.slow
 def test_every_member_reaches_scikit_learns_optimum(rare_class_table):
     x, y, mask = rare_class_table
     betas = np.array([0.01, 0.5, 0.99])
@@ -47,6 +48,7 @@ def test_every_member_reaches_scikit_learns_optimum(rare_class_table):
             np.testing.assert_allclose(fit.coef[b, r], coef, atol=2e-3)
 
 
+@pytest.mark.slow
 def test_separable_data_needs_a_penalty_for_a_finite_optimum():
     x = np.array([[-2.0], [-1.0], [1.0], [2.0]], np.float32)
     y = np.array([0, 0, 1, 1])
@@ -61,6 +63,7 @@ def test_separable_data_needs_a_penalty_for_a_finite_optimum():
     assert abs(0.25 * np.dot(p - y, x[:, 0]) + 0.1 * float(ridge.coef[0, 0])) < 1e-5
 
 
+@pytest.mark.slow
 def test_uci_adult_members_at_extreme_betas_match_scikit_learn(shared_data_path):
     from iml.data.tabular import read_adult
 
@@ -120,6 +123,7 @@ def large_cold_fit(large_rare_class_table):
     return fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-7)
 
 
+@pytest.mark.slow
 def test_members_reach_a_tolerance_near_float_precision(large_cold_fit):
     # A line search that summed its trial objectives in another order than the current one
     # (vmapped over the halvings) stalled 13 of these 80 members between 1e-7 and 2e-6.
@@ -128,6 +132,7 @@ def test_members_reach_a_tolerance_near_float_precision(large_cold_fit):
     assert np.max(fit.iterations) <= 12
 
 
+@pytest.mark.slow
 def test_a_path_of_betas_reaches_the_same_optima_in_fewer_steps(
     large_rare_class_table, large_cold_fit
 ):
@@ -162,6 +167,7 @@ def test_a_path_must_match_the_first_axis():
         fit_weighted_logistic(**args, sample_weights=np.ones(4), path=[0.0])
 
 
+@pytest.mark.slow
 def test_members_are_independent_of_each_other(rare_class_table):
     x, y, mask = rare_class_table
     S = beta_weighted_sample_weights(y, np.array([0.05, 0.9]), mask)
@@ -170,6 +176,7 @@ def test_members_are_independent_of_each_other(rare_class_table):
     np.testing.assert_allclose(together.coef[2], alone.coef[0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_coefficient_whose_optimum_is_at_infinity_keeps_moving_along_a_path():
     # Without a penalty, the level whose rows are all negative has its optimum at -infinity: its
     # Hessian eigenvalue shrinks as its coefficient falls. Steps that dropped eigenvalues below

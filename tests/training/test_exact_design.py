@@ -8,6 +8,7 @@ import pytest
 from iml.training.exact import beta_weighted_sample_weights, fit_weighted_logistic
 
 
+@pytest.mark.slow
 def test_hessians_from_pair_products_equal_those_from_the_design(rare_class_table, monkeypatch):
     from iml.training import exact_design
 
@@ -21,6 +22,7 @@ def test_hessians_from_pair_products_equal_those_from_the_design(rare_class_tabl
     assert np.all(pairs.converged) and np.all(direct.converged)
 
 
+@pytest.mark.slow
 def test_pairs_of_one_category_are_left_out_of_the_table(monkeypatch):
     from iml.training import exact_design
 

@@ -13,6 +13,7 @@ def _matrix_objective(spec, w, b, x, y, l2):
     return jnp.mean(spec.logits_loss(x @ w + b, y)) + 0.5 * l2 * jnp.sum(jnp.square(w))
 
 
+@pytest.mark.slow
 def test_class_weighted_softmax_members_sit_at_their_optimum_below_adam(three_class_table):
     """Multinomial members against the loss specification itself: the autodiff gradient of each
     member's class-weighted training objective vanishes; a member's probabilities are
@@ -59,6 +60,7 @@ def test_class_weighted_softmax_members_sit_at_their_optimum_below_adam(three_cl
     np.testing.assert_allclose(jax.nn.softmax(jnp.asarray(logits)), clf.predict_proba(x), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_weighted_softmax_reaches_the_multinomial_optimum_of_scipy():
     """Weighted multinomial logistic regression with a ridge on the features' rows, against
     scipy's BFGS on the same objective in float64, for two weightings at once."""

@@ -62,6 +62,7 @@ def _probe(mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(host._glibc() is None, reason="glibc's mallopt only")
 def test_kept_step_memory_is_not_faulted_in_again():
     kept, system = _probe("keep"), _probe("system")

@@ -96,6 +96,7 @@ def test_end_of_epoch_stops_a_member_with_non_finite_validation_loss():
     assert bool(state.stopped) and bool(state.diverged) and int(state.stop_epoch) == 0
 
 
+@pytest.mark.slow
 def test_member_train_step_is_an_adam_step_on_the_beta_weighted_loss():
     model, state, images, labels = _one_member()
     flips = jnp.zeros(16, bool)
@@ -127,6 +128,7 @@ def test_member_train_step_is_an_adam_step_on_the_beta_weighted_loss():
     assert all(changed)
 
 
+@pytest.mark.slow
 def test_member_train_step_takes_any_loss_specification():
     model, state, images, labels = _one_member()
     flips = jnp.zeros(16, bool)
@@ -152,6 +154,7 @@ def test_member_train_step_takes_any_loss_specification():
     assert float(new.loss_sum) == pytest.approx(float(loss_fn(state.params)), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_stopped_or_inactive_member_does_not_change():
     model, state, images, labels = _one_member()
     flips = jnp.zeros(16, bool)
@@ -171,6 +174,7 @@ def test_stopped_or_inactive_member_does_not_change():
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.slow
 def test_vmap_map_and_loop_member_batching_agree_with_single_member_steps():
     model = TinyCNN()
     images, labels = tiny_images(32)

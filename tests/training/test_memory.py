@@ -21,6 +21,7 @@ def estimate():
     return estimate_member_memory(TinyCNN(), 0.8, (8, 8, 1), tiny_config())
 
 
+@pytest.mark.slow
 def test_each_member_adds_bytes_and_the_programs_grow_by_them(estimate):
     assert estimate.member_bytes > 0
     assert estimate.program_bytes == {2: estimate.bytes_for(2), 3: estimate.bytes_for(3)}
@@ -30,6 +31,7 @@ def test_each_member_adds_bytes_and_the_programs_grow_by_them(estimate):
     assert estimate.member_bytes >= 4 * sum(x.size * 4 for x in jax.tree.leaves(params))
 
 
+@pytest.mark.slow
 def test_the_members_chosen_for_a_budget_fit_it_and_one_more_would_not(estimate):
     for k in (1, 3, 40):
         for budget in (estimate.bytes_for(k), estimate.bytes_for(k + 1) - 1):
@@ -39,6 +41,7 @@ def test_the_members_chosen_for_a_budget_fit_it_and_one_more_would_not(estimate)
     assert MemoryEstimate(0, 10, {}).members_within(10) > 10**9  # members that take nothing
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batching", ["map", "vmap"])
 def test_the_members_chosen_for_a_budget_fit_it_by_the_analysis_of_their_own_programs(batching):
     config = tiny_config(member_batching=batching)

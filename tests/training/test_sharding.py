@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import jax
+import pytest
 from _training_helpers import (
     FAST_COMPILE,
 )
@@ -30,6 +31,7 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_use_cpu_cores_as_devices_before_and_after_jax_starts():
     # In this process JAX has started (8 devices from conftest): nothing changes.
     assert len(jax.devices("cpu")) == 8

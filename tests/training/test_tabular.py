@@ -35,6 +35,7 @@ def _matrix_objective(spec, w, b, x, y, l2):
     return jnp.mean(spec.logits_loss(x @ w + b, y)) + 0.5 * l2 * jnp.sum(jnp.square(w))
 
 
+@pytest.mark.slow
 def test_matrix_weighted_members_sit_at_the_optimum_of_their_own_loss(three_class_table):
     """The exact solver's members against the loss specification itself: the gradient of each
     member's B-weighted training objective, by automatic differentiation, vanishes; and each
@@ -80,6 +81,7 @@ def test_matrix_weighted_members_sit_at_the_optimum_of_their_own_loss(three_clas
     assert fit.params["b"][0, k, r][c] == pytest.approx(intercept, abs=2e-4)
 
 
+@pytest.mark.slow
 def test_exact_matrix_members_reach_a_lower_objective_than_adam(three_class_table):
 
     from iml import loss_grid
@@ -139,6 +141,7 @@ def test_out_of_fold_takes_each_observation_from_its_test_rotation():
         out_of_fold_logits(np.zeros((1, 1, 2, t), np.float32), [splits[0], splits[0]], 300)
 
 
+@pytest.mark.slow
 def test_a_table_member_trains_as_the_ensemble_trainer_trains_it(simulated):
     """One trainer, two feeds: with one minibatch per epoch (so that row order does not matter),
     a member trained on the device-resident table follows the same path as the same member
@@ -167,6 +170,7 @@ def test_a_table_member_trains_as_the_ensemble_trainer_trains_it(simulated):
         )
 
 
+@pytest.mark.slow
 def test_adam_seeds_differ_but_agree_closely_on_a_convex_problem(simulated):
     x, y = simulated
     _, splits = nested_cv(len(y), labels=y, seed=0)
@@ -178,6 +182,7 @@ def test_adam_seeds_differ_but_agree_closely_on_a_convex_problem(simulated):
     assert (fit.best_epoch >= 1).all() and (fit.best_epoch <= TRAIN["max_epochs"]).all()
 
 
+@pytest.mark.slow
 def test_mlp_members_train(simulated):
     x, y = simulated
     _, splits = nested_cv(N, labels=y)
@@ -189,6 +194,7 @@ def test_mlp_members_train(simulated):
     assert logits.shape[:3] == (1, 1, 1) and bool(jax.numpy.isfinite(logits).all())
 
 
+@pytest.mark.slow
 def test_members_the_exact_solver_could_not_finish_are_reported(simulated):
     x, y = simulated
     _, splits = nested_cv(len(y), labels=y, seed=0)
@@ -197,6 +203,7 @@ def test_members_the_exact_solver_could_not_finish_are_reported(simulated):
         train_tabular(LOGISTIC, x, y, splits[:2], [0.5], [0], config)
 
 
+@pytest.mark.slow
 def test_matrix_weighted_members_train_independently(three_classes):
     x, y = three_classes
     B = np.ones((2, K, K))
@@ -229,6 +236,7 @@ def test_matrix_weighted_members_train_independently(three_classes):
         train_tabular(model, x, y, splits, B, [0], TrainConfig(normalize="imagenet"))
 
 
+@pytest.mark.slow
 def test_adam_members_keep_the_grids_penalty_of_lowest_validation_loss(simulated):
     """l2='auto' under Adam: each (seed, loss, rotation) trains at every penalty of the grid and
     keeps the one whose own run has the lowest best validation loss; with standardisation, on
@@ -255,6 +263,7 @@ def test_adam_members_keep_the_grids_penalty_of_lowest_validation_loss(simulated
     assert np.abs(alone[1].params["w"]).max() < np.abs(alone[0].params["w"]).max()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["matrix", "class_weighted_softmax"])
 def test_a_ridge_per_unit_of_weight_ignores_a_common_factor_of_the_weights(three_class_table, loss):
     """Under l2_scale='per_weight', multiplying every sample weight by 5 (B -> 5B, w -> 5w)
@@ -282,6 +291,7 @@ def test_a_ridge_per_unit_of_weight_ignores_a_common_factor_of_the_weights(three
     assert paper > 1e-2
 
 
+@pytest.mark.slow
 def test_standardised_fits_are_scikit_learns_pipeline_on_the_training_rows(rare_class_table):
     """standardize=True: the members are StandardScaler + LogisticRegression fitted on each
     rotation's training rows (the ridge on the standardised coefficients), with coefficients in
@@ -317,6 +327,7 @@ def test_standardised_fits_are_scikit_learns_pipeline_on_the_training_rows(rare_
         assert np.abs(raw - theirs).max() > 0.05  # the ridge on the features as they are
 
 
+@pytest.mark.slow
 def test_members_that_diverge_are_named_and_a_loss_without_a_logit_form_is_told_of_one(simulated):
     import jax.numpy as jnp
 

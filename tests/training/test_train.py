@@ -39,6 +39,7 @@ def _grid(seeds, specs, splits):
             for s in seeds for spec in specs for sp in splits]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_full_grid_on_rows_is_held_on_the_device_as_train_tabular_holds_it():
     x, y, splits = _table()
     betas = np.array([0.3, 0.7])
@@ -78,6 +79,7 @@ def test_the_grid_is_read_from_members_in_any_order_and_anything_else_is_none():
     assert member_grid(moved) is None  # a rotation's rows differ between its members
 
 
+@pytest.mark.slow
 def test_members_in_another_order_train_the_same():
     x, y, splits = _table()
     members = _grid([0], [loss_spec(0.3), loss_spec(0.7)], splits)
@@ -93,6 +95,7 @@ def test_members_in_another_order_train_the_same():
     np.testing.assert_array_equal(shuffled.l2, ordered.l2[order])
 
 
+@pytest.mark.slow
 def test_images_and_partial_grids_are_fed_from_the_host_as_train_ensemble_feeds_them():
     images, labels = tiny_images()
     members = [dataclasses.replace(m, test_idx=m.val_idx) for m in tiny_members(k=2)]

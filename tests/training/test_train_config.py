@@ -73,6 +73,7 @@ def test_image_settings_left_unset_take_the_inputs_own():
         TrainConfig(normalize="unit")
 
 
+@pytest.mark.slow
 def test_a_hand_made_config_fits_a_table_as_the_tabular_defaults_do():
     import dataclasses
 

@@ -71,6 +71,7 @@ def trained(tiny_data):
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ensemble_learns_and_returns_a_history_per_member(trained, tiny_data):
     states, history, _ = trained
     assert len(history) == 4
@@ -87,6 +88,7 @@ def test_ensemble_learns_and_returns_a_history_per_member(trained, tiny_data):
         assert roc_auc_score(labels, s) > 0.9
 
 
+@pytest.mark.slow
 def test_beta_orders_the_mean_score_as_the_weighting_predicts(trained, tiny_data):
     # A larger positive-class weight beta pushes optimal scores up (Proposition 2's direction).
     states, _, _ = trained
@@ -97,6 +99,7 @@ def test_beta_orders_the_mean_score_as_the_weighting_predicts(trained, tiny_data
     assert means[0] < means[-1]
 
 
+@pytest.mark.slow
 def test_one_device_with_map_batching_trains_the_same_ensemble_as_four_with_the_default(
     trained, tiny_data
 ):
@@ -118,6 +121,7 @@ def test_one_device_with_map_batching_trains_the_same_ensemble_as_four_with_the_
         np.testing.assert_allclose(f1[name], f4[name], rtol=1e-3, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batching", ["loop", "map"])
 def test_whole_members_per_device_train_the_same_ensemble(batching, trained, tiny_data):
     # A mesh whose data axis is 1: each of 2 devices steps its own 2 members in turn, validation
@@ -143,6 +147,7 @@ def test_whole_members_per_device_train_the_same_ensemble(batching, trained, tin
         np.testing.assert_allclose(f[name], f4[name], rtol=1e-3, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 def test_init_variables_start_every_member_from_the_same_weights():
     from iml.training.trainer import init_ensemble
 
@@ -162,6 +167,7 @@ def test_init_variables_start_every_member_from_the_same_weights():
     assert any(not np.array_equal(a[0], a[1]) for a in jax.tree.leaves(seeded.params))
 
 
+@pytest.mark.slow
 def test_trains_the_project_densenet_with_the_convolutions_it_was_built_with(tiny_data):
     from iml.models import densenet_small, with_conv_impl
 
@@ -181,6 +187,7 @@ def test_trains_the_project_densenet_with_the_convolutions_it_was_built_with(tin
     assert kernels.shape[0] == 4 and not np.allclose(kernels[0], kernels[1])
 
 
+@pytest.mark.slow
 def test_diverging_members_are_stopped_and_named_while_the_others_go_on():
     images, labels = tiny_images()
     images = images.astype(np.float32) / 255.0
@@ -211,6 +218,7 @@ def test_diverging_members_are_stopped_and_named_while_the_others_go_on():
         assert np.all(np.isfinite(np.asarray(leaf)))
 
 
+@pytest.mark.slow
 def test_members_with_a_multiclass_loss_train_and_predict_class_scores():
     rng = np.random.default_rng(0)
     n = 96
@@ -248,6 +256,7 @@ def test_members_with_a_multiclass_loss_train_and_predict_class_scores():
         train_ensemble(TinyCNN(outputs=3), members, bad, config, progress=False)
 
 
+@pytest.mark.slow
 def test_images_changing_shape_mid_run_raise(trained):
     images, labels = tiny_images()
     calls = []
@@ -279,6 +288,7 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_parameters(tmp_path, trained):
     ckpt, out = tmp_path / "ckpt", tmp_path / "resumed.npz"
     command = [sys.executable, str(TESTS / "_training_helpers.py"), "train", str(out), str(ckpt)]
@@ -321,6 +331,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, trained):
         np.testing.assert_array_equal(got[name], value, err_msg=name)
 
 
+@pytest.mark.slow
 def test_progress_bar_can_be_shown(trained, tiny_data, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -343,6 +354,7 @@ def test_progress_bar_can_be_shown(trained, tiny_data, capsys):
 # exchanges data between the processes (gloo collectives).
 
 
+@pytest.mark.slow
 def test_two_processes_train_the_same_ensemble_as_one(tmp_path, trained):
     out = tmp_path / "distributed.npz"
     env = _worker_env()
@@ -419,6 +431,7 @@ def test_a_local_checkpoint_keeps_the_newest_steps_and_restores_onto_the_state_s
         reopened.restore(1, state)
 
 
+@pytest.mark.slow
 def test_a_member_whose_loss_turns_non_finite_is_named_and_told_of_a_logit_form():
     import jax.numpy as jnp
 

@@ -6,9 +6,11 @@ Speed targets are measured by running the benchmarks themselves, never here.
 
 import json
 
+import pytest
 from _benchmark_records import assert_headline, fake_cpuinfo, last_json_line
 
 
+@pytest.mark.slow
 def test_across_betas_benchmark_runs_tiny_interleaved_and_agrees_with_its_baseline(
     tmp_path, capsys, monkeypatch
 ):

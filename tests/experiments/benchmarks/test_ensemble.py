@@ -59,6 +59,7 @@ def test_the_headline_is_the_default_strategy_or_the_first_asked_for():
     assert headline_candidate(candidates, "map/mixed") == "vmap/xla"  # not the fastest
 
 
+@pytest.mark.slow
 def test_ensemble_benchmark_interleaves_every_candidate(tmp_path, capsys, monkeypatch):
     # A tiny DenseNet (one layer of one block) keeps the compiles short; the tests' 8 CPU
     # devices add the default strategy on the trainer's mesh, which heads the record.

@@ -9,6 +9,7 @@ import json
 import pytest
 
 
+@pytest.mark.slow
 def test_paper_scale_projects_from_the_stored_h200_records(tmp_path, capsys):
     # No card here: the H200's measurements (PyTorch's steps, then K = 32 measured apart) and the
     # CPU processes' coordination give the paper's experiment on 1 to 64 cards.
@@ -43,6 +44,7 @@ def test_paper_scale_projects_from_the_stored_h200_records(tmp_path, capsys):
         paper_scale.main(["--card-record", records[0], "--out", str(out)])
 
 
+@pytest.mark.slow
 def test_paper_scale_keeps_what_it_measured_when_a_k_fails(tmp_path, monkeypatch):
     # On a GPU a large K's compile can fail for other reasons than memory (an H200's autotuner hit
     # a CUDA illegal address at K = 62); the record keeps the baseline, K = 1 and the failure.
@@ -84,6 +86,7 @@ def _fake_steps(monkeypatch, paper_scale, compiled):
     monkeypatch.setattr(paper_scale, "torch_baseline", torch_baseline)
 
 
+@pytest.mark.slow
 def test_paper_scale_can_skip_the_one_member_step(tmp_path, monkeypatch, capsys):
     # With --members K, --skip-one-member compiles K members only (a GPU job's time is short).
     from _benchmark_records import assert_headline, fake_cpuinfo
@@ -112,6 +115,7 @@ def test_paper_scale_can_skip_the_one_member_step(tmp_path, monkeypatch, capsys)
         paper_scale.main(["--members", "2", "--runs", "2", "--out", str(out)])
 
 
+@pytest.mark.slow
 def test_paper_scale_conv_impl_reaches_the_model_and_the_record(tmp_path, monkeypatch):
     # --conv-impl matmul trains members without grouped convolutions (the H200's fault at 48
     # members was in cuDNN's grouped ones); the record says which convolutions it timed.
@@ -131,6 +135,7 @@ def test_paper_scale_conv_impl_reaches_the_model_and_the_record(tmp_path, monkey
     assert compiled[-1][1] == json.loads(out.read_text())["conv_impl"] == "xla"
 
 
+@pytest.mark.slow
 def test_paper_scale_benchmark_runs_a_tiny_densenet_against_torch(tmp_path, capsys, monkeypatch):
     from _benchmark_records import assert_headline, fake_cpuinfo, last_json_line
 

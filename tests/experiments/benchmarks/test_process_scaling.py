@@ -7,6 +7,7 @@ Speed targets are measured by running the benchmarks themselves, never here.
 import pytest
 
 
+@pytest.mark.slow
 def test_process_scaling_splits_a_run_at_its_stored_batches():
     from experiments.benchmarks.process_scaling import components, meetings
 

@@ -6,9 +6,11 @@ Speed targets are measured by running the benchmarks themselves, never here.
 
 import json
 
+import pytest
 from _benchmark_records import assert_headline, fake_cpuinfo, last_json_line
 
 
+@pytest.mark.slow
 def test_reveal_benchmark_reports_ratio_and_agrees_with_the_baseline(capsys, tmp_path, monkeypatch):
     from experiments.benchmarks import reveal
 

@@ -7,9 +7,11 @@ Speed targets are measured by running the benchmarks themselves, never here.
 import json
 
 import jax
+import pytest
 from _benchmark_records import assert_headline, fake_cpuinfo, last_json_line
 
 
+@pytest.mark.slow
 def test_sweep_train_benchmark_reports_ratio_and_equal_quality(
     shared_data_path, capsys, tmp_path, monkeypatch
 ):

@@ -7,6 +7,7 @@ import pytest
 from experiments.studies import compare_sklearn
 
 
+@pytest.mark.slow
 def test_default_sweep_on_digits_fits_as_well_as_scikit_learns_default():
     """All ten digits, the unweighted class-weighted softmax cross-entropy with no tuning flags:
     out-of-fold accuracy within 0.005 and log loss within 10% of scikit-learn's

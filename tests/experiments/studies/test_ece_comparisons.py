@@ -29,6 +29,7 @@ def test_every_comparison_is_stored_in_order():
     assert {r["bootstrap"] for r in records} == {1000}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "claim",
     [
@@ -44,6 +45,7 @@ def test_the_stored_point_estimates_are_what_the_experiment_computes(claim):
         assert fresh[field] == pytest.approx(old[field], abs=1e-4), field
 
 
+@pytest.mark.slow
 def test_paired_bootstrap_resamples_the_rows_that_compare_ece_does():
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 300)

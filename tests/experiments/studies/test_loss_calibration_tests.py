@@ -3,9 +3,12 @@
 
 import json
 
+import pytest
+
 from experiments.studies import loss_calibration_tests as study
 
 
+@pytest.mark.slow
 def test_a_small_row_records_every_candidate_and_agrees_with_the_library():
     regime = {"label": "small", "n": 800, "prior": 0.3, "precision": 1.5}
     row = study.row(regime, datasets=40, n_null=60, beta=0.9, seed=3)

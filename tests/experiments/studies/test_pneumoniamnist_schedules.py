@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[3]
 FOLDER = ROOT / "docs" / "results" / "pneumoniamnist_schedules"
 
 
+@pytest.mark.slow
 def test_the_stored_point_estimates_are_what_the_experiment_computes():
     stored = {r["schedule"]: r for r in json.loads((FOLDER / "ratios.json").read_text())}
     assert list(stored) == list(S.SCHEDULES)

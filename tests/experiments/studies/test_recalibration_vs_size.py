@@ -2,8 +2,10 @@
 runs)."""
 
 import numpy as np
+import pytest
 
 
+@pytest.mark.slow
 def test_recalibration_vs_size_quick_run_writes_sane_outputs(tmp_path):
     import json
 

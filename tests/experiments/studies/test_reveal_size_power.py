@@ -40,6 +40,7 @@ FIELDS = {
 }
 
 
+@pytest.mark.slow
 def test_one_json_line_per_scenario_and_strong_effects_are_rejected(tmp_path, capsys):
     out = tmp_path / "size_power.jsonl"
     argv = ["--models", "4", "--n", "10000", "--bootstrap", "100", "--datasets", "12"]
@@ -78,6 +79,7 @@ def test_population_margins_vanish_for_equal_experiments_and_betas_are_ordered()
     assert population.min_positives == pytest.approx(0.1 * ndtr(cut - 1.5), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_sparse_bin_row_at_reduced_scale(tmp_path):
     """Digits' regime (N = 1,797, prior 0.097, d = 3.1: the lowest deciles hold no positives)
     at 48 data sets: deciles and adaptive bins, the sizes of the three tests and NIAS's power

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[3]
 RECORD = ROOT / "docs" / "results" / "revealed" / "information_differences.json"
 
 
+@pytest.mark.slow
 def test_the_stored_record_is_what_the_study_computes():
     stored = {r["run"]: r for r in json.loads(RECORD.read_text())}
     assert list(stored) == list(S.RUNS)

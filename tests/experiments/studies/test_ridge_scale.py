@@ -21,6 +21,7 @@ def _folder(path, corrected, labels, betas, violated):
     return path
 
 
+@pytest.mark.slow
 def test_the_ends_are_compared_with_a_paired_interval(tmp_path):
     rng = np.random.default_rng(0)
     n, betas = 3000, np.array([0.01, 0.5, 0.99])

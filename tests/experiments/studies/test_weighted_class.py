@@ -25,6 +25,7 @@ def _simulated(n: int = 4000, k: int = 1, w: float = 10.0):
     return scores, corrected, labels
 
 
+@pytest.mark.slow
 def test_scores_optimal_for_the_weighted_loss_pass_its_test_and_fail_the_unweighted_one():
     scores, corrected, labels = _simulated()
     report = W.weighted_class_report(scores, corrected, labels, ["ones", "w[1]=10"], 1, 10.0, 200)
@@ -58,6 +59,7 @@ def test_scores_optimal_for_the_weighted_loss_pass_its_test_and_fail_the_unweigh
     assert "ece_corrected_minus_unweighted" not in unweighted
 
 
+@pytest.mark.slow
 def test_a_correction_that_misses_is_told_apart_from_the_unweighted_model():
     scores, corrected, labels = _simulated()
     shifted = corrected.copy()
@@ -67,6 +69,7 @@ def test_a_correction_that_misses_is_told_apart_from_the_unweighted_model():
     assert low > 0.05
 
 
+@pytest.mark.slow
 def test_the_command_reads_a_sweep_folder_and_refuses_a_missing_one(tmp_path, capsys):
     scores, corrected, labels = _simulated(n=600)
     np.savez(tmp_path / "ensemble_scores.npz", scores=scores, corrected=corrected, labels=labels,

@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 import numpy as np
+import pytest
 
 from experiments.studies import well_specified_sweeps as study
 from iml.calibration import loss_calibration_summary
@@ -18,6 +19,7 @@ def test_simulated_data_have_the_stated_prior():
     assert abs(y.mean() - 0.2) < 0.01 and abs(truth.mean() - 0.2) < 0.01
 
 
+@pytest.mark.slow
 def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
     # A small version of the record: three data sets of 1,500 rows, four class weights each.
     args = ["--datasets", "3", "--n", "1500", "--betas", "4", "--redraws", "2"]
@@ -34,6 +36,7 @@ def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
     assert len(table) == 2 + 4 and table[2].startswith("| 0.01 | 0 |")
 
 
+@pytest.mark.slow
 def test_an_under_trained_sweep_warns_and_names_its_losses():
     from iml.pipeline.sweep import run_sweep
     from iml.training.tabular import TABULAR_DEFAULTS
@@ -68,6 +71,7 @@ def test_the_paired_difference_of_warning_rates_and_its_interval():
     assert study.paired_difference(a, a) == (0.0, [0.0, 0.0])
 
 
+@pytest.mark.slow
 def test_the_redrawn_warning_fires_on_scores_that_miss_and_rarely_on_those_that_do_not():
     rng = np.random.default_rng(3)
     truth = rng.uniform(0.05, 0.6, 4000)

@@ -73,6 +73,7 @@ def cxr_dataset(tmp_path_factory, tfds_dir, meta, sample_images, cxr_names, trai
     return load_dataset("chestxray14", data_dir=tfds_dir, manual_dir=manual, image_size=28)
 
 
+@pytest.mark.slow
 def test_chestxray14_label_file_counts(cxr_table, meta: Path):
     ids, labels, patients = cxr_table.image_ids, cxr_table.labels, cxr_table.patient_ids
     assert len(ids) == 112_120 and labels.dtype == np.int32
@@ -95,6 +96,7 @@ def test_chestxray14_label_file_counts(cxr_table, meta: Path):
     assert int(labels[in_test].sum()) == 555 and int(labels[~in_test].sum()) == 876
 
 
+@pytest.mark.slow
 def test_chestxray14_sample_prepared_with_labels_patients_and_split(
     cxr_dataset: Dataset, cxr_table, cxr_names, train_val_names, sample_images
 ):
@@ -118,12 +120,14 @@ def test_chestxray14_sample_prepared_with_labels_patients_and_split(
         np.testing.assert_array_equal(image, load_grayscale(sample_images / ds.ids[i], 28))
 
 
+@pytest.mark.slow
 def test_chestxray14_is_reused_without_manual_dir(cxr_dataset: Dataset, tfds_dir: Path):
     again = load_dataset("chestxray14", data_dir=tfds_dir, image_size=28)
     np.testing.assert_array_equal(again.ids, cxr_dataset.ids)
     np.testing.assert_array_equal(again.get_batch([5, 7]), cxr_dataset.get_batch([5, 7]))
 
 
+@pytest.mark.slow
 def test_chestxray14_truncated_png_stops_preparation(
     tmp_path, meta, sample_images, train_val_names
 ):
@@ -142,6 +146,7 @@ def test_chestxray14_truncated_png_stops_preparation(
     assert not list((tmp_path / "tfds").rglob("dataset_info.json"))  # nothing half-prepared
 
 
+@pytest.mark.slow
 def test_chestxray14_listed_but_missing_image_is_an_error(
     tmp_path, meta, sample_images, train_val_names
 ):
@@ -153,6 +158,7 @@ def test_chestxray14_listed_but_missing_image_is_an_error(
         load_dataset("chestxray14", data_dir=tmp_path / "tfds", manual_dir=manual, image_size=8)
 
 
+@pytest.mark.slow
 def test_chestxray14_bad_release_layouts_raise(tmp_path, meta, sample_images, train_val_names):
     name = "00000129_000.png"
     manual = make_cxr_manual_dir(
