@@ -43,10 +43,9 @@ import numpy as np
 from IPython.display import Markdown, display
 
 import iml
-from iml.calibration import beta_key, calibration_curve, loss_calibration_curve
+from iml.calibration import beta_key, calibration_curve, loss_calibration_curve, score_metrics
 from iml.config import flatten
 from iml.pipeline import RunStore, load_ensemble
-from iml.pipeline.report import score_metrics
 from iml.pipeline.run_config import as_config
 from iml.plots import (
     figure1_calibration_curves,

@@ -15,7 +15,7 @@ from iml.config import (
     split_overrides,
     to_dict,
 )
-from iml.pipeline.runner import default_config
+from iml.pipeline.defaults import default_config
 
 
 def _load(*overrides, path=None):
@@ -124,7 +124,7 @@ def test_split_overrides_takes_both_forms_in_order():
 def test_a_config_file_setting_a_misspelled_key_is_named_with_its_line(tmp_path):
     path = tmp_path / "typo.py"
     path.write_text(
-        "from iml.pipeline.runner import default_config\n\n\n"
+        "from iml.pipeline.defaults import default_config\n\n\n"
         "def get_config():\n"
         "    c = default_config()\n"
         "    c.train.learnig_rate = 1e-4\n"

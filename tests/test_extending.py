@@ -255,8 +255,9 @@ def _tiny_ensemble(tmp_path, **settings):
     ``loss__name`` says otherwise), three folds rotated 1/1/1, one epoch; returns the run's folder
     and config after checking that every example was scored once, by the rotation that tests
     it, and that `iml reveal` reads the run."""
+    from iml.pipeline.defaults import default_config
     from iml.pipeline.reveal_input import check_reveal_input, load_reveal_input
-    from iml.pipeline.runner import default_config, run_experiment
+    from iml.pipeline.runner import run_experiment
     from iml.pipeline.store import RunStore, load_ensemble
 
     config = default_config()

@@ -25,7 +25,7 @@ key is set the same way, e.g. ``--config.train.max_epochs=1`` for a smoke run.
 
 import ml_collections
 
-from iml.pipeline.runner import default_config
+from iml.pipeline.defaults import default_config
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -17,7 +17,7 @@ loss instead (one sigmoid per class).
 
 import ml_collections
 
-from iml.pipeline.runner import default_config
+from iml.pipeline.defaults import default_config
 
 
 def get_config() -> ml_collections.ConfigDict:

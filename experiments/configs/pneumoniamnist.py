@@ -22,7 +22,7 @@ pneumoniamnist_lr_floor_other_betas). The config keeps the paper's schedule.
 
 import ml_collections
 
-from iml.pipeline.runner import default_config
+from iml.pipeline.defaults import default_config
 
 
 def get_config() -> ml_collections.ConfigDict:

@@ -48,7 +48,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def _sweep_scores(overrides: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list, str]:
     """The out-of-fold scores of the sweep's first loss, its labels, rotations and loss name."""
     from iml import config as config_lib
-    from iml.pipeline.sweep import execute_sweep, prepare_sweep, sweep_config
+    from iml.pipeline.defaults import sweep_config
+    from iml.pipeline.sweep import execute_sweep, prepare_sweep
 
     config = sweep_config()
     for key, value in overrides.items():

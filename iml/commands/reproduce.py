@@ -22,14 +22,8 @@ def reproduce_command(args: argparse.Namespace) -> Callable[[], int]:
     from iml.losses import lookup
     from iml.pipeline import distributed
     from iml.pipeline.report import report_run
-    from iml.pipeline.runner import (
-        check_config,
-        check_resumable,
-        is_multiclass,
-        run_betas,
-        run_experiment,
-        run_loss,
-    )
+    from iml.pipeline.run_config import check_config, run_betas
+    from iml.pipeline.runner import check_resumable, is_multiclass, run_experiment, run_loss
     from iml.training.host import keep_step_memory
 
     config = load_config(args)

@@ -46,13 +46,11 @@ from iml import _validation as V
 from iml import config as config_lib
 from iml._io import atomic_write_text, file_stem
 from iml.calibration import (
-    METRICS,
     RENORMALISED,
     beta_key,
     expected_calibration_error,
     loss_calibration_verdicts,
     loss_corrected_scores,
-    score_metrics,
     table_by_loss,
 )
 from iml.grids import LossFamily, parse_weight_grid
@@ -60,13 +58,8 @@ from iml.pipeline.defaults import check_eval_settings, sweep_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.pipeline.reveal import reveal_run
 from iml.pipeline.reveal_input import check_reveal_input, reveal_input
-from iml.pipeline.run_config import as_config
-from iml.pipeline.runner import (
-    is_multiclass,
-    run_betas,
-    run_grid,
-    run_loss,
-)
+from iml.pipeline.run_config import as_config, run_betas
+from iml.pipeline.runner import is_multiclass, run_grid, run_loss
 from iml.pipeline.store import (
     EnsembleScores,
     RunStore,
@@ -88,11 +81,9 @@ from iml.plots import (
 from iml.recalibration import BASELINES, LossCorrection, cross_fit
 
 __all__ = [
-    "METRICS",
     "report_config",
     "report_run",
     "report_sweep_run",
-    "score_metrics",
     "summary_table",
     "sweep_title",
     "write_sweep_outputs",
@@ -204,7 +195,7 @@ def report_config(
     Args:
       run: a run directory written by :func:`iml.pipeline.runner.run_experiment`.
       eval_overrides: ``config.eval`` keys and their values, e.g. ``{"n_bins": 20, "average":
-        "logit"}`` (:func:`iml.pipeline.runner.default_config`).
+        "logit"}`` (:func:`iml.pipeline.defaults.default_config`).
 
     Raises:
       FileNotFoundError: if ``run`` holds no manifest or no stored folds.

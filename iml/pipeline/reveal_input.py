@@ -246,7 +246,9 @@ def _from_members(
 
 
 def _reproduce_input(root: Path) -> RevealInput:
-    from iml.pipeline.runner import run_betas, run_loss  # imported here: as _reproduce_config
+    # imported here: as _reproduce_config
+    from iml.pipeline.run_config import run_betas
+    from iml.pipeline.runner import run_loss
 
     config = _reproduce_config(root)
     betas = np.asarray(run_betas(config))

@@ -42,7 +42,6 @@ from iml.models import (
     with_conv_impl,
 )
 from iml.pipeline import distributed
-from iml.pipeline.defaults import default_config
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.run_config import (
     as_config,
@@ -56,15 +55,12 @@ from iml.training.host import host_memory_record
 from iml.training.memory import estimate_member_memory, memory_budget
 
 __all__ = [
-    "check_config",
     "check_resumable",
     "config_model",
-    "default_config",
     "is_multiclass",
     "load_run_data",
     "members_per_call",
     "plan_run",
-    "run_betas",
     "run_experiment",
     "run_grid",
     "run_labels",

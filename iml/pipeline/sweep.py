@@ -43,15 +43,11 @@ from iml.pipeline import distributed
 from iml.pipeline.plan import Plan, make_plan
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.pipeline.sweep_config import (
-    SWEEP_DATASETS,
-    SWEEP_LOSSES,
-    check_sweep_config,
     checked_sweep_config,
     load_sweep_data,
-    sweep_config,
     sweep_losses,
 )
-from iml.pipeline.sweep_scores import ECE_BOOTSTRAP, RIDGE, SweepResult, score_sweep
+from iml.pipeline.sweep_scores import ECE_BOOTSTRAP, SweepResult, score_sweep
 from iml.pipeline.train_plan import train_plan
 from iml.spec import LossLike
 from iml.training.tabular import (
@@ -67,17 +63,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "METHODS",
-    "RIDGE",
-    "SWEEP_DATASETS",
-    "SWEEP_LOSSES",
     "SweepPlan",
-    "SweepResult",
-    "check_sweep_config",
     "execute_sweep",
     "plan_sweep",
     "prepare_sweep",
     "run_sweep",
-    "sweep_config",
 ]
 
 METHODS = ("raw", "loss_corrected")

@@ -54,7 +54,6 @@ __all__ = [
     "check_sweep_config",
     "checked_sweep_config",
     "load_sweep_data",
-    "sweep_config",
     "sweep_losses",
 ]
 

@@ -12,9 +12,7 @@ from iml.config import (
     split_overrides,
     to_dict,
 )
-from iml.pipeline import sweep as S
-from iml.pipeline.defaults import READ_BY
-from iml.pipeline.runner import default_config
+from iml.pipeline.defaults import READ_BY, default_config, sweep_config
 
 
 def _config(*argv):
@@ -24,7 +22,7 @@ def _config(*argv):
 def test_every_named_option_sets_a_key_and_an_override_equals_its_option():
     # one table of a few named options for both commands; every other key is --config.KEY
     rows = cli.shortcuts("rows")
-    assert set(rows.values()) <= set(flatten(S.sweep_config()))
+    assert set(rows.values()) <= set(flatten(sweep_config()))
     assert rows == {o: k for o, k in cli.SHORTCUTS.items() if READ_BY.get(k) != "images"}
     assert len(cli.SHORTCUTS) <= 8 and "csv" in rows and "csv" not in cli.shortcuts("images")
     assert cli.shortcuts("images")["seeds"] == rows["seeds"] == "train.seeds"
@@ -54,7 +52,7 @@ def _load(*overrides, path=None):
 def test_file_then_overrides_then_named_options(tmp_path):
     path = tmp_path / "small.py"
     path.write_text(
-        "from iml.pipeline.runner import default_config\n\n\n"
+        "from iml.pipeline.defaults import default_config\n\n\n"
         "def get_config():\n"
         "    c = default_config()\n"
         "    c.train.max_epochs = 7\n"

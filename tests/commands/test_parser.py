@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_config_files_load_and_name_their_command():
     from iml.config import flatten, load_config_file
-    from iml.pipeline.runner import check_config
+    from iml.pipeline.run_config import check_config
 
     default = cli.load_config(cli.build_parser().parse_args(["reproduce"]))
     for name in ("default", "pneumoniamnist", "chestxray14"):

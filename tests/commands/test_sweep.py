@@ -15,8 +15,9 @@ from iml.calibration import MULTICLASS_METRICS
 from iml.commands.sweep import sweep_command
 from iml.config import to_dict
 from iml.pipeline import report as R
-from iml.pipeline import sweep as S
 from iml.pipeline import train_plan as TP
+from iml.pipeline.defaults import sweep_config
+from iml.pipeline.sweep_config import check_sweep_config
 
 # each multiclass ECE of a sweep's table with its bootstrap interval
 MULTICLASS_INTERVALS = {"top_label_ece_interval", "classwise_ece_interval"}
@@ -97,7 +98,7 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
     assert list(table) == ["0.5", "0.9"]
     assert table["0.9"]["loss_corrected"]["ece"] < 0.05 < 0.2 < table["0.9"]["raw"]["ece"]
     # The default ridge: one of the grid's per rotation, chosen on its validation folds.
-    grid = S.sweep_config().train.l2_grid
+    grid = sweep_config().train.l2_grid
     assert all(len(row["l2"]) == 1 and len(row["l2"][0]) == 10 for row in table.values())
     assert {v for row in table.values() for v in row["l2"][0]} <= set(grid)
     table_md = (out / "table.md").read_text()
@@ -305,7 +306,7 @@ def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_pat
 def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_path, capsys):
     path = tmp_path / "digits.py"
     path.write_text(
-        "from iml.pipeline.sweep import sweep_config\n\n\n"
+        "from iml.pipeline.defaults import sweep_config\n\n\n"
         "def get_config():\n"
         "    c = sweep_config()\n"
         "    c.data.name = 'digits'\n"
@@ -359,7 +360,7 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
     )
     path = tmp_path / "matrix.py"
     path.write_text(
-        "from iml.pipeline.sweep import sweep_config\n\n\n"
+        "from iml.pipeline.defaults import sweep_config\n\n\n"
         "def get_config():\n"
         "    c = sweep_config()\n"
         "    c.data.name = 'digits'\n"
@@ -395,20 +396,20 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
         err = capsys.readouterr().err
         assert err.startswith("iml sweep: error: ") and err.count("\n") == 1
         assert message in err, err
-    plain = to_dict(S.sweep_config())  # plain nested dicts are checked too
+    plain = to_dict(sweep_config())  # plain nested dicts are checked too
     plain["loss"]["name"] = "hinge"
     with pytest.raises(ValueError, match=r"config.loss.name: unknown value 'hinge'"):
-        S.check_sweep_config(plain)
-    config = S.sweep_config()
+        check_sweep_config(plain)
+    config = sweep_config()
     with pytest.raises(
         ValueError, match=r"give exactly one of config.data.csv or config.data.name"
     ):
-        S.check_sweep_config(config)
+        check_sweep_config(config)
     config.data.name = "digits"
-    S.check_sweep_config(config)
+    check_sweep_config(config)
     config.train.losses_per_batch = -1
     with pytest.raises(ValueError, match=r"config.train.losses_per_batch must be an integer >= 0"):
-        S.check_sweep_config(config)
+        check_sweep_config(config)
     config.train.losses_per_batch = 0
     for key, value, message in [
         ("l2", "none", r"config.train.l2: TrainConfig.l2 must be a number >= 0 or 'auto'"),
@@ -418,8 +419,8 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
     ]:
         config.train[key] = value
         with pytest.raises(ValueError, match=message):
-            S.check_sweep_config(config)
-        config.train[key] = S.sweep_config().train[key]
+            check_sweep_config(config)
+        config.train[key] = sweep_config().train[key]
     assert not out.exists()
 
 

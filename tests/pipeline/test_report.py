@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from _pipeline_runs import MULTICLASS, run_config, save_batch
 
+from iml.calibration import METRICS
 from iml.pipeline import RunStore
-from iml.pipeline.report import METRICS
-from iml.pipeline.runner import default_config
+from iml.pipeline.defaults import default_config
 
 # ----------------------------------------------------------------------------------------------
 # Honest recalibration and the table
@@ -24,8 +24,7 @@ from iml.pipeline.runner import default_config
 
 
 def test_score_metrics_include_the_smooth_ece_of_the_clipped_scores():
-    from iml.calibration import smooth_ece
-    from iml.pipeline.report import score_metrics
+    from iml.calibration import score_metrics, smooth_ece
 
     rng = np.random.default_rng(0)
     scores = rng.beta(1.0, 6.0, 800)
@@ -348,8 +347,8 @@ def test_the_stored_default_run_gives_its_stored_table_again():
     # tests to float32 round-off, the recalibration baselines' to their fits' (below).
     from iml.config import flatten
     from iml.pipeline.report import summary_table
-    from iml.pipeline.run_config import as_config
-    from iml.pipeline.runner import run_betas, run_loss
+    from iml.pipeline.run_config import as_config, run_betas
+    from iml.pipeline.runner import run_loss
     from iml.pipeline.store import load_ensemble
 
     config = as_config(json.loads((STORED_DIGITS / "manifest.json").read_text())["config"])
@@ -378,7 +377,7 @@ def test_the_stored_default_run_gives_its_stored_table_again():
 def test_a_sweep_writes_its_table_scores_and_figure(tmp_path):
     from iml.calibration import table_by_loss
     from iml.pipeline.report import write_sweep_outputs
-    from iml.pipeline.sweep import SweepResult
+    from iml.pipeline.sweep_scores import SweepResult
 
     rng = np.random.default_rng(0)
     betas = np.array([0.3, 0.7])

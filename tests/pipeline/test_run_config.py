@@ -5,7 +5,8 @@ import pytest
 from _pipeline_runs import MULTICLASS, run_config
 
 from iml.config import to_dict
-from iml.pipeline.runner import check_config, default_config
+from iml.pipeline.defaults import default_config
+from iml.pipeline.run_config import check_config
 
 
 @pytest.mark.parametrize(

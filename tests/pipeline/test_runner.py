@@ -10,14 +10,9 @@ from _pipeline_runs import MULTICLASS, run_config
 
 from iml.config import first_difference, load_config_file, to_dict
 from iml.pipeline import RunStore
-from iml.pipeline.run_config import as_config
-from iml.pipeline.runner import (
-    check_config,
-    check_resumable,
-    config_model,
-    default_config,
-    initial_variables,
-)
+from iml.pipeline.defaults import default_config
+from iml.pipeline.run_config import as_config, check_config
+from iml.pipeline.runner import check_resumable, config_model, initial_variables
 
 
 def test_the_validation_batch_reaches_the_trainer_and_defaults_to_what_stored_runs_used():

@@ -16,7 +16,9 @@ from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key
 from iml.data.folds import nested_cv_splits
 from iml.pipeline import sweep as S
 from iml.pipeline import train_plan as TP
+from iml.pipeline.defaults import sweep_config
 from iml.pipeline.store import RunStore
+from iml.pipeline.sweep_scores import RIDGE, SweepResult
 from iml.training import TrainConfig
 from iml.training.tabular import train_tabular
 
@@ -31,7 +33,7 @@ def simulated() -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def sweep_run(simulated, tmp_path_factory) -> tuple[S.SweepResult, RunStore]:
+def sweep_run(simulated, tmp_path_factory) -> tuple[SweepResult, RunStore]:
     x, y = simulated
     store = RunStore(tmp_path_factory.mktemp("sweep"))
     result = S.run_sweep(
@@ -98,7 +100,7 @@ def test_seeds_asked_of_an_exact_sweep_are_fitted_once_with_a_warning(simulated)
     assert (recorded["l2"], recorded["l2_scale"], recorded["standardize"]) == (0.0, "paper", False)
     assert "l2_grid" not in recorded
     auto = S.plan_sweep(x, y, None, BETAS, train=table_config()).run_config["train"]
-    assert auto["l2"] == "auto" and auto["l2_grid"] == S.sweep_config().train.l2_grid
+    assert auto["l2"] == "auto" and auto["l2_grid"] == sweep_config().train.l2_grid
     assert auto["standardize"] is True
     # Where Adam trains, the seeds are the members' own, and by default there are 8.
     adam = S.plan_sweep(x, y, None, BETAS, train=dataclasses.replace(train, solver="adam"))
@@ -111,7 +113,7 @@ def test_seeds_asked_of_an_exact_sweep_are_fitted_once_with_a_warning(simulated)
 def test_exact_sweep_matches_scikit_learn_on_a_rare_class_table(beta):
     from sklearn.linear_model import LogisticRegression
 
-    from iml.pipeline.report import score_metrics
+    from iml.calibration import score_metrics
     from iml.scoring import loss_corrected_score
 
     rng = np.random.default_rng(5)
@@ -162,8 +164,8 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     assert stored == result.table
     assert list(stored) == ["0.5", "0.9"]
     for beta, row in stored.items():
-        assert list(row) == [*S.METHODS, S.RIDGE]
-        assert row[S.RIDGE] == [[0.0] * 10]  # one seed, ten rotations, the config's number
+        assert list(row) == [*S.METHODS, RIDGE]
+        assert row[RIDGE] == [[0.0] * 10]  # one seed, ten rotations, the config's number
         assert row["raw"]["loss_calibration"]["family"] == 2  # one test per beta of the sweep
         for method in S.METHODS:
             extra = ["loss_calibration"] if method == "raw" else []
