@@ -1,6 +1,11 @@
-"""The suite's own configuration (``tests/conftest.py``): what its fixtures rely on."""
+"""The suite's own configuration (``tests/conftest.py``, pyproject's pytest options): what its
+fixtures rely on, and the two tiers."""
 
 import gc
+import re
+import shlex
+import tomllib
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -26,3 +31,17 @@ def test_emptying_jax_caches_unmaps_the_programs_of_functions_gone():
     jax.clear_caches()
     gc.collect()
     assert grown - mapping_count() >= 30  # at least one mapping per program released
+
+
+def test_a_plain_run_includes_the_slow_tests_and_not_slow_is_the_fast_tier():
+    """`pytest` and `.ci/run` run every test: nothing leaves the slow ones out unless asked
+    (`-m "not slow"`, the fast tier of tests/README.md)."""
+    root = Path(__file__).resolve().parents[1]
+    options = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]
+    options = options["ini_options"]
+    assert not {"-m", "-k"} & set(shlex.split(options["addopts"]))
+    assert [m for m in options["markers"] if m.startswith("slow:")]
+    ci = (root / ".ci" / "run").read_text()
+    commands = "\n".join(line.split("#")[0] for line in ci.splitlines()).replace("python -m ", "")
+    assert "pytest" in commands and not re.search(r"\s-m\s|slow", commands)
+    assert 'pytest -m "not slow"' in (root / "tests" / "README.md").read_text()
