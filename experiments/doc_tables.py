@@ -1037,6 +1037,7 @@ GPU5 = "gpu_h200/2026-11-27"  # run 5: the current trainer, and DenseNet-121 at 
 H100_RUN = "gpu_h100/2026-11-27"
 PROJECTION = "paper_scale/2026-11-29_h200_projection.json"
 SCALING = "process_scaling/2026-11-29_cpu_2core.json"
+SCALING_3 = "process_scaling/2026-12-02_cpu_2core.json"  # three interleaved pairs
 PAPER_EPOCHS = 10  # the epochs per member of the projections of the paper's experiment
 
 
@@ -1286,6 +1287,25 @@ def process_scaling_runs() -> str:
     return markdown_table(header, rows, True)
 
 
+def process_scaling_pairs() -> str:
+    """The record of three or more interleaved pairs: each pair's walls and ratio, the headline
+    (the median of the pairs' ratios) and their range, and the CPU the record names."""
+    scaling = record(SCALING_3)
+    rows = [
+        [f(k + 1, "d"), f"{f(two, '.1f')} s", f"{f(one, '.1f')} s", f"{f(ratio, '.2f')}"]
+        for k, (two, one, ratio) in enumerate(
+            zip(scaling["warm_s"]["two"], scaling["warm_s"]["one"], scaling["ratios"], strict=True)
+        )
+    ]
+    low, high = scaling["ratio_range"]
+    headline = f"**{f(scaling['ratio'], '.2f')}** [{f(low, '.2f')}, {f(high, '.2f')}]"
+    rows.append(["median [range]", "", "", headline])
+    header = ["pair", "two processes", "one process", "one over two (speedup)"]
+    cpu = scaling["cpu"]
+    note = f"\n\nCPU: {cpu['model']}, {f(cpu['usable_cores'], 'd')} usable cores."
+    return markdown_table(header, rows, True) + note
+
+
 def process_scaling_meetings() -> str:
     rows = [
         [f(m["processes"], "d"), f"{f(m['join_s'] * 1e3, '.1f')} ms",
@@ -1359,6 +1379,7 @@ TABLES: list[Table] = [
     Table("paper_scale terms", PAPER_SCALE, paper_scale_terms),
     Table("paper_scale projection README", README, paper_scale_projection),
     Table("process_scaling runs", PROCESS_SCALING, process_scaling_runs),
+    Table("process_scaling pairs", PROCESS_SCALING, process_scaling_pairs),
     Table("process_scaling meetings", PROCESS_SCALING, process_scaling_meetings),
     Table("process_scaling coordination", PROCESS_SCALING, process_scaling_coordination),
 ]
