@@ -18,13 +18,13 @@ Examples::
     python -m iml.cli reproduce --config.train.max_epochs=1 --config.data.n_folds=3
 
 ``reproduce`` and ``sweep`` read a config of one schema
-(:func:`iml.pipeline.defaults.experiment_config`: sections ``data``, ``model``, ``loss``,
-``train``, ``eval``, ``distributed``), starting from their own defaults (``default_config``,
-``sweep_config``) or ``--config FILE``, then set any key as ``--config.SECTION.KEY=VALUE``, then
-the few named options (``--seeds`` sets ``config.train.seeds``; :data:`SHORTCUTS`: one name per
-key in both commands). ``figures`` trains nothing: it reports a stored run with the run's
-config, and takes ``--config.eval.KEY=VALUE`` for the report's own settings, as ``reveal`` does.
-``--no-progress`` hides every progress bar, those of tensorflow-datasets preparing a dataset too.
+(:func:`iml.pipeline.defaults.experiment_config`: sections ``data``, ``model``, ``loss``, ``train``,
+``eval``, ``distributed``), starting from their own defaults (``default_config``, ``sweep_config``)
+or ``--config FILE``, then set any key as ``--config.SECTION.KEY=VALUE``, then the few named options
+(``--seeds`` sets ``config.train.seeds``; :data:`iml.commands.config.SHORTCUTS`: one name per key in
+both commands). ``figures`` trains nothing: it reports a stored run with the run's config, and takes
+``--config.eval.KEY=VALUE`` for the report's own settings, as ``reveal`` does. ``--no-progress``
+hides every progress bar, those of tensorflow-datasets preparing a dataset too.
 
 Every command first loads the plugins (:mod:`iml.plugins`) that register a user's losses, models
 and datasets: those of installed packages (entry points of the group ``iml.plugins``), then each
@@ -49,20 +49,10 @@ from pathlib import Path
 
 import jax
 
-from iml.commands.config import SHORTCUTS, load_config, shortcuts
-from iml.commands.parser import add_config_arguments, build_parser, parse_args
+from iml.commands.parser import parse_args
 from iml.commands.plugins import load_command_plugins
 
-__all__ = [
-    "SHORTCUTS",
-    "add_config_arguments",
-    "build_parser",
-    "keep_compiled_programs",
-    "load_config",
-    "main",
-    "parse_args",
-    "shortcuts",
-]
+__all__ = ["keep_compiled_programs", "main"]
 
 
 def keep_compiled_programs() -> Path | None:

@@ -265,12 +265,6 @@ def test_layers_import_only_downwards():
 #: empty this list), and the test after it fails on a new one, or on an entry here that is fixed.
 REEXPORTS_TO_REMOVE = (
     "iml/calibration/binning.py: STRATEGIES",
-    "iml/cli.py: SHORTCUTS",
-    "iml/cli.py: add_config_arguments",
-    "iml/cli.py: build_parser",
-    "iml/cli.py: load_config",
-    "iml/cli.py: parse_args",
-    "iml/cli.py: shortcuts",
     "iml/data/datasets.py: ENV_DATA_DIR",
     "iml/data/datasets.py: default_data_dir",
     "iml/data/tabular.py: ArgumentError",

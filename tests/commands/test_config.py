@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from iml import cli
+from iml.commands import config as command_config
+from iml.commands import parser as command_parser
 from iml.config import (
     flatten,
     load_config,
@@ -16,16 +17,22 @@ from iml.pipeline.defaults import READ_BY, default_config, sweep_config
 
 
 def _config(*argv):
-    return cli.load_config(cli.parse_args(["sweep", *map(str, argv), "--out", "unused"]))
+    return command_config.load_config(
+        command_parser.parse_args(["sweep", *map(str, argv), "--out", "unused"])
+    )
 
 
 def test_every_named_option_sets_a_key_and_an_override_equals_its_option():
     # one table of a few named options for both commands; every other key is --config.KEY
-    rows = cli.shortcuts("rows")
+    rows = command_config.shortcuts("rows")
     assert set(rows.values()) <= set(flatten(sweep_config()))
-    assert rows == {o: k for o, k in cli.SHORTCUTS.items() if READ_BY.get(k) != "images"}
-    assert len(cli.SHORTCUTS) <= 8 and "csv" in rows and "csv" not in cli.shortcuts("images")
-    assert cli.shortcuts("images")["seeds"] == rows["seeds"] == "train.seeds"
+    assert rows == {o: k for o, k in command_config.SHORTCUTS.items() if READ_BY.get(k) != "images"}
+    assert (
+        len(command_config.SHORTCUTS) <= 8
+        and "csv" in rows
+        and "csv" not in command_config.shortcuts("images")
+    )
+    assert command_config.shortcuts("images")["seeds"] == rows["seeds"] == "train.seeds"
     by_key = _config("--config.data.name=digits", "--config.train.learning_rate=0.05")
     by_flag = _config("--dataset", "digits", "--config.train.learning_rate=0.05")
     assert by_key.train.learning_rate == 0.05 and by_key.is_locked
@@ -73,8 +80,8 @@ def test_file_then_overrides_then_named_options(tmp_path):
             "--config.train.max_epochs=2",
         ]
     )
-    args = cli.build_parser().parse_args(argv)
+    args = command_parser.build_parser().parse_args(argv)
     args.overrides = overrides
-    config = cli.load_config(args)
+    config = command_config.load_config(args)
     assert config.train.seeds == (0, 1, 2)  # the named option comes last
     assert config.train.max_epochs == 2 and config.train.batch_size == 4 and config.is_locked

@@ -8,6 +8,8 @@ import json
 import pytest
 
 from iml import cli
+from iml.commands import config as command_config
+from iml.commands import parser as command_parser
 from iml.pipeline.sweep_scores import rescore_sweep
 
 
@@ -75,11 +77,10 @@ def test_a_bad_report_setting_of_a_sweep_is_refused_before_any_work(sweep, tmp_p
 
 
 def test_the_report_settings_are_the_config_eval_keys_as_in_every_command():
-    from iml import cli
     from iml.commands.figures import eval_overrides
 
     def overrides(*argv):
-        return eval_overrides(cli.parse_args(["figures", "--run", "r", *argv]))
+        return eval_overrides(command_parser.parse_args(["figures", "--run", "r", *argv]))
 
     named = overrides(
         "--config.eval.n_bins=20",
@@ -99,8 +100,8 @@ def test_the_report_settings_are_the_config_eval_keys_as_in_every_command():
     with pytest.raises(ValueError, match=r"config\.eval\.report_seed must be an integer >= 0"):
         overrides("--config.eval.report_seed=-1")
     for command in ("reproduce", "sweep"):
-        config = cli.load_config(
-            cli.parse_args(
+        config = command_config.load_config(
+            command_parser.parse_args(
                 [
                     command,
                     "--config.eval.n_bootstrap=50",

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from iml import cli
+from iml.commands import config as command_config
+from iml.commands import parser as command_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -14,7 +16,7 @@ def test_config_files_load_and_name_their_command():
     from iml.config import flatten, load_config_file
     from iml.pipeline.run_config import check_config
 
-    default = cli.load_config(cli.build_parser().parse_args(["reproduce"]))
+    default = command_config.load_config(command_parser.build_parser().parse_args(["reproduce"]))
     for name in ("default", "pneumoniamnist", "chestxray14"):
         path = ROOT / "experiments" / "configs" / f"{name}.py"
         config = load_config_file(path)
@@ -29,8 +31,8 @@ def test_config_files_load_and_name_their_command():
 @pytest.mark.parametrize("command", ["reproduce", "sweep"])
 def test_seeds_count_or_name_the_seeds_and_the_key_holds_the_seeds(command):
     def seeds(*argv: str) -> tuple:
-        args = cli.parse_args([command, "--dataset", "digits", *argv, "--out", "unused"])
-        return cli.load_config(args).train.seeds
+        args = command_parser.parse_args([command, "--dataset", "digits", *argv, "--out", "unused"])
+        return command_config.load_config(args).train.seeds
 
     # one number counts the seeds; several are the seeds themselves
     assert seeds("--seeds", "3") == (0, 1, 2) and seeds("--seeds", "1") == (0,)
@@ -60,13 +62,15 @@ def test_named_options_set_their_nested_keys():
         "--dataset",
         "pneumoniamnist",
     ]
-    config = cli.load_config(cli.parse_args(argv))
+    config = command_config.load_config(command_parser.parse_args(argv))
     assert config.train.max_epochs == 2 and config.loss.betas == (0.5, 0.7)
     assert config.data.name == "pneumoniamnist"
-    assert set(cli.SHORTCUTS.values()) <= set(flatten(config))
+    assert set(command_config.SHORTCUTS.values()) <= set(flatten(config))
     # comma-separated, as `iml sweep` also takes them
     argv = ["reproduce", "--betas", "0.5,0.7"]
-    assert cli.load_config(cli.build_parser().parse_args(argv)).loss.betas == (0.5, 0.7)
+    assert command_config.load_config(
+        command_parser.build_parser().parse_args(argv)
+    ).loss.betas == (0.5, 0.7)
 
 
 def test_help_prints_every_key_the_command_reads_with_its_default_and_meaning(capsys):
@@ -98,7 +102,7 @@ def test_about_eight_named_options_each_with_its_keys_meaning_in_the_schema(comm
     from iml.config import flatten
     from iml.pipeline.defaults import key_help
 
-    (sub,) = [a for a in cli.build_parser()._actions if a.dest == "command"]
+    (sub,) = [a for a in command_parser.build_parser()._actions if a.dest == "command"]
     parser = sub.choices[command]
     # besides what the command does (--no-progress, --import, --train-only), at most eight
     behaviour = {"help", "no_progress", "imports", "train_only"}
@@ -106,9 +110,11 @@ def test_about_eight_named_options_each_with_its_keys_meaning_in_the_schema(comm
     assert len([a for a in parser._actions if a.option_strings and a.dest not in behaviour]) <= 8
     assert ["--config"] in named and ["--out"] in named and ["--seeds"] in named
     inputs = "images" if command == "reproduce" else "rows"
-    defaults = flatten(cli.load_config(cli.parse_args([command, "--out", "unused"])))
+    defaults = flatten(
+        command_config.load_config(command_parser.parse_args([command, "--out", "unused"]))
+    )
     actions = {a.dest: a for a in parser._actions}
-    for option, key in cli.shortcuts(inputs).items():
+    for option, key in command_config.shortcuts(inputs).items():
         action = actions[option]
         assert key_help(key).replace("%", "%%") in action.help, (command, key)
         assert action.help.endswith(f"(config.{key})")

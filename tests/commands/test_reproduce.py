@@ -18,6 +18,7 @@ from _pipeline_runs import TINY_REPRODUCE, run_iml
 
 import iml._io
 from iml import cli
+from iml.commands import parser as command_parser
 from iml.commands.figures import eval_overrides
 from iml.training import host
 
@@ -104,7 +105,7 @@ def test_figures_takes_only_the_report_settings_and_checks_them(run_dir, tmp_pat
     # a key given twice: the last one counts
     argv = ["figures", "--run", str(run_dir), "--config.eval.n_bins=4",
             "--config.eval.average=logit", "--config.eval.average=score"]  # fmt: skip
-    assert eval_overrides(cli.parse_args(argv)) == {"n_bins": 4, "average": "score"}
+    assert eval_overrides(command_parser.parse_args(argv)) == {"n_bins": 4, "average": "score"}
     for flag, message in (
         ("--config.eval.n_binz=4", "config.eval.n_binz: no such key; did you mean config.eval."),
         ("--config.eval.n_bins=0", "config.eval.n_bins must be an integer >= 1, got 0"),

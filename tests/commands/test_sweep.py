@@ -12,6 +12,7 @@ from _sweep_tables import simulated_table
 
 from iml import cli, loss_spec
 from iml.calibration import MULTICLASS_METRICS
+from iml.commands import parser as command_parser
 from iml.commands.sweep import sweep_command
 from iml.config import to_dict
 from iml.pipeline import report as R
@@ -197,7 +198,7 @@ def test_a_failure_during_the_work_propagates_instead_of_exit_2(tmp_path, monkey
     monkeypatch.setattr(TP, "train", fail)
     argv = ["--csv", str(tmp_path / "data.csv"), "--target", "label", "--config.data.positive=yes"]
     argv += ["--out", str(tmp_path / "out"), "--config.data.n_folds=4", "--no-progress"]
-    args = cli.parse_args(["sweep", *argv])
+    args = command_parser.parse_args(["sweep", *argv])
     work = args.func(args)  # checked, nothing trained yet
     with pytest.raises(RuntimeError, match="device lost"):
         work()
@@ -427,7 +428,9 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
 def test_adam_options_of_an_exact_sweep_are_named_as_unused(tmp_path, capsys):
     def prepare(*argv):
         sweep_command(
-            cli.parse_args(["sweep", "--dataset", "digits", *argv, "--out", str(tmp_path)])
+            command_parser.parse_args(
+                ["sweep", "--dataset", "digits", *argv, "--out", str(tmp_path)]
+            )
         )
         return capsys.readouterr().err
 

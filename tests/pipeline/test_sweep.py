@@ -11,8 +11,10 @@ import pytest
 from _sweep_tables import LOGISTIC, TRAIN, D, N, simulated_table, table_config, three_class_table
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from iml import cli, loss_grid, loss_spec
+from iml import loss_grid, loss_spec
 from iml.calibration import METRICS, MULTICLASS_METRICS, beta_key
+from iml.commands import config as command_config
+from iml.commands import parser as command_parser
 from iml.data.folds import nested_cv_splits
 from iml.pipeline import sweep as S
 from iml.pipeline import train_plan as TP
@@ -319,7 +321,9 @@ def test_a_focal_sweep_is_keyed_by_alpha_and_corrected_by_the_generic_rule(simul
 
 
 def _config(*argv):
-    return cli.load_config(cli.parse_args(["sweep", *map(str, argv), "--out", "unused"]))
+    return command_config.load_config(
+        command_parser.parse_args(["sweep", *map(str, argv), "--out", "unused"])
+    )
 
 
 def test_a_sweep_records_its_learning_rate_floor_and_resumes_only_at_the_same(tmp_path):
