@@ -69,19 +69,15 @@ _SECTIONS = {
 
 
 def add_config_arguments(
-    parser: argparse.ArgumentParser,
-    inputs: str,
-    defaults: ml_collections.ConfigDict | None,
-    sections: tuple[str, ...] = tuple(_SECTIONS),
+    parser: argparse.ArgumentParser, inputs: str, defaults: ml_collections.ConfigDict
 ) -> None:
-    """Add the named options of the keys in ``sections`` that runs on ``inputs`` read
+    """Add the named options of the keys that runs on ``inputs`` read
     (:func:`iml.commands.config.shortcuts`), each named as in every command, grouped by the
     config's sections; an option's help is its key's meaning in the schema
-    (:data:`iml.pipeline.defaults.SCHEMA`), its default in ``defaults`` (``None``: the stored
-    run's) and the key it sets."""
-    flat = flatten(default_config() if defaults is None else defaults)
-    options = {o: k for o, k in shortcuts(inputs).items() if k.split(".")[0] in sections}
-    used = [s for s in sections if any(k.startswith(f"{s}.") for k in options.values())]
+    (:data:`iml.pipeline.defaults.SCHEMA`), its default in ``defaults`` and the key it sets."""
+    flat = flatten(defaults)
+    options = shortcuts(inputs)
+    used = [s for s in _SECTIONS if any(k.startswith(f"{s}.") for k in options.values())]
     groups = {section: parser.add_argument_group(_SECTIONS[section]) for section in used}
     for option, key in options.items():
         kwargs = dict(_ARGUMENTS.get(option, {}))
@@ -93,8 +89,6 @@ def add_config_arguments(
             if type(default) in (int, float):
                 kwargs.setdefault("type", type(default))
             shown = f"; default {default}" if default not in ("", ()) else ""
-            if defaults is None:
-                shown = "; default: the run's"
             text = f"{key_help(key)}{shown} (config.{key})"
         flag = "--" + option.replace("_", "-")
         groups[key.split(".")[0]].add_argument(flag, help=text.replace("%", "%%"), **kwargs)
