@@ -8,36 +8,26 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from iml.commands.config import report_overrides
 from iml.pipeline.defaults import check_eval_settings, default_config
-from iml.pipeline.store import RunStore
 
 __all__ = ["eval_overrides", "figures_command"]
 
 
 def figures_command(args: argparse.Namespace) -> Callable[[], int]:
-    # imported here: the image pipeline loads tensorflow-datasets, Flax's DenseNets and the
-    # report (seconds), which `iml sweep`, `iml reveal` and `--help` do without
-    from iml.pipeline.report import report_config, report_run, report_sweep_run
-    from iml.pipeline.sweep_scores import stored_sweep_settings
+    # imported here: the report loads JAX, the plots and the recalibration baselines (seconds),
+    # which `iml --help` does without
+    from iml.pipeline.report import report_run, report_settings
 
     overrides = eval_overrides(args)
     out = args.out or args.run
-    sweep = Path(args.run).is_dir() and RunStore(args.run).kind() == "table"
-    if sweep:
-        stored_sweep_settings(args.run, overrides)
-    else:
-        report_config(args.run, overrides)
+    report_settings(args.run, overrides)
 
     def work() -> int:
-        if sweep:
-            table = report_sweep_run(args.run, out, eval_overrides=overrides)
-        else:
-            table = report_run(args.run, out, eval_overrides=overrides)
-        print(json.dumps({"out": str(out), "losses" if sweep else "betas": list(table)}))
+        table = report_run(args.run, out, eval_overrides=overrides)
+        print(json.dumps({"out": str(out), "losses": list(table)}))
         say_loss_calibration(table, "beta")  # a multiclass grid reads "loss"
         return 0
 
@@ -65,7 +55,7 @@ def say_loss_calibration(table: dict, key_name: str) -> None:
 def eval_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The ``config.eval`` keys that ``iml figures`` reports with: its ``--config.eval.KEY=VALUE``
     items; any other ``--config.KEY`` is refused (it trains nothing). Each is checked here, named
-    as it was given; the stored run's kind checks the fewest replicates later. See
+    as it was given. See
     :func:`iml.commands.config.report_overrides`."""
     defaults = default_config().eval
     overrides, names = report_overrides(args, defaults)

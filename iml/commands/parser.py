@@ -12,11 +12,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from iml.commands.config import shortcuts
+from iml.commands.experiment import experiment_command
 from iml.commands.figures import figures_command
 from iml.commands.plugins import add_import_argument
-from iml.commands.reproduce import reproduce_command
 from iml.commands.reveal import REVEAL_SETTINGS, reveal_command
-from iml.commands.sweep import sweep_command
 from iml.config import flatten, keys_help, split_overrides
 from iml.pipeline.defaults import READ_BY, default_config, key_help, sweep_config
 
@@ -118,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         "`iml figures --run DIR` makes it later",
     )
     add_import_argument(rep)
-    rep.set_defaults(func=reproduce_command)
+    rep.set_defaults(func=experiment_command)
 
     fig = sub.add_parser(
         "figures",
@@ -156,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_config_arguments(swp, "rows", sweep_config())
     add_import_argument(swp)
-    swp.set_defaults(func=sweep_command)
+    swp.set_defaults(func=experiment_command)
 
     rev = sub.add_parser(
         "reveal",

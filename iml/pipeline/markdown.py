@@ -88,18 +88,22 @@ def _summary_section(table: Mapping, key_name: str) -> str:
     return f"\n## Loss calibration\n\n{summary}\n" if summary else ""
 
 
-def markdown_by_method(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
-    """A report's table as Markdown (``table.md``): one section per beta, methods (the raw and
-    loss-corrected scores and the recalibration baselines) as rows, metrics as columns, each
-    ECE's interval where every method has one, and the raw scores' loss-calibration verdict with
-    the size of the miss."""
+def markdown_by_method(
+    table: Mapping[str, Mapping[str, Mapping[str, float]]], key_name: str = "beta"
+) -> str:
+    """A binary grid's table as Markdown (``table.md``): one section per class weight, methods
+    (the raw and loss-corrected scores and the recalibration baselines) as rows, metrics as
+    columns, each ECE's interval where every method has one, the median of the members' ridge
+    coefficients where the row holds them (``row["l2"]``), and the raw scores' loss-calibration
+    verdict with the size of the miss."""
 
     def fmt(x: float) -> str:
         return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
 
     lines = ["# Summary", ""]
-    for beta, methods in table.items():
-        lines += [f"## beta = {beta}", ""]
+    for beta, row in table.items():
+        methods = {name: metrics for name, metrics in row.items() if isinstance(metrics, Mapping)}
+        lines += [f"## {key_name} = {beta}", ""]
         ci = all("ece_interval" in metrics for metrics in methods.values())
         columns = [*METRICS[:1], *(["ece 95% CI"] if ci else []), *METRICS[1:]]
         lines.append("| method | " + " | ".join(columns) + " |")
@@ -110,6 +114,8 @@ def markdown_by_method(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -
                 low, high = metrics["ece_interval"]
                 cells.insert(1, f"[{fmt(low)}, {fmt(high)}]")
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        if "l2" in row:
+            lines += ["", f"Median ridge of the members: {np.nanmedian(row['l2']):.3g}"]
         test = methods["raw"].get("loss_calibration")
         if test is not None and "verdict" in test:
             lines += [
@@ -119,4 +125,4 @@ def markdown_by_method(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -
             ]
         else:
             lines.append("")
-    return "\n".join(lines) + _summary_section(table, "beta")
+    return "\n".join(lines) + _summary_section(table, key_name)

@@ -1,26 +1,20 @@
-"""Running an experiment on images: load the data, plan the grid, train and store every member
-batch (:func:`run_experiment`).
+"""An experiment on images (:func:`build_images`): its data read from the host in batches, its
+member grid, each member's loss and the DenseNets that train on it; :func:`iml.pipeline.
+experiment.run` trains and stores it.
 
-A run is a directory managed by :class:`~iml.pipeline.store.RunStore`: ``manifest.json`` (config,
-package versions, seeds, devices), ``data/folds.npz`` (labels and fold of every observation) and
-one ``batches/batch-NNNN.npz`` per finished member batch, trained and stored by the one loop of
-every run (:func:`iml.pipeline.train_plan.train_plan`: resumable after ``kill -9``). Where
-``config.train.members_per_batch`` is 0 (the default), a batch that needs more than the device's
-free memory (or ``config.train.memory_budget_bytes``) is trained in parts that fit
+Where ``config.train.members_per_batch`` is 0 (the default), a batch that needs more than the
+device's free memory (or ``config.train.memory_budget_bytes``) is trained in parts that fit
 (:func:`members_per_call`, recorded in the manifest under ``memory``) and stored as one entry.
-
-The config's checks live in :mod:`iml.pipeline.run_config`; their public names are imported here.
+The config's checks live in :mod:`iml.pipeline.run_config`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jax
 import ml_collections
 import numpy as np
 
@@ -30,18 +24,20 @@ from iml.grids import (
     WEIGHT_GRIDS,
     LossFamily,
     LossGrid,
+    check_rules_invertible,
     config_parameters,
     loss_family,
     loss_grid,
     parse_weight_grid,
     weight_grid,
 )
+from iml.losses import lookup
 from iml.models import (
     build_model,
     load_torchvision_densenet,
     with_conv_impl,
 )
-from iml.pipeline import distributed
+from iml.pipeline.experiment import Experiment
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.run_config import (
     as_config,
@@ -49,19 +45,17 @@ from iml.pipeline.run_config import (
     run_betas,
 )
 from iml.pipeline.store import RunStore
-from iml.pipeline.train_plan import train_plan
 from iml.training import DataSource, TrainConfig
 from iml.training.host import host_memory_record
 from iml.training.memory import estimate_member_memory, memory_budget
 
 __all__ = [
-    "check_resumable",
+    "build_images",
     "config_model",
     "is_multiclass",
     "load_run_data",
     "members_per_call",
     "plan_run",
-    "run_experiment",
     "run_grid",
     "run_labels",
     "run_loss",
@@ -189,19 +183,10 @@ def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
     )
 
 
-def _train_config(config: Mapping[str, Any]) -> TrainConfig:
-    c = as_config(config)
-    return TrainConfig(
-        learning_rate=float(c.train.learning_rate),
-        batch_size=int(c.train.batch_size),
-        eval_batch_size=int(c.train.eval_batch_size),
-        max_epochs=int(c.train.max_epochs),
-        patience=int(c.train.patience),
-        plateau_patience=int(c.train.plateau_patience),
-        min_lr=float(c.train.min_lr),
-        flip=bool(c.train.flip),
-        normalize=str(c.train.normalize),
-    )
+#: The keys of ``config.train`` that set the :class:`~iml.training.TrainConfig` field of their
+#: name in a run on images.
+_TRAIN_FIELDS = ("learning_rate", "batch_size", "eval_batch_size", "max_epochs", "patience",
+                 "plateau_patience", "min_lr", "flip", "normalize")  # fmt: skip
 
 
 def members_per_call(
@@ -273,79 +258,27 @@ def load_run_data(config: Mapping[str, Any]) -> tuple[Dataset, Plan]:
     return dataset, plan_run(c, dataset)
 
 
-def check_resumable(config: Mapping[str, Any], out: str | Path) -> dict[str, Any]:
-    """The config that :func:`run_experiment` stores in ``out``, checked there; writes nothing.
-
-    ``config`` as nested dicts of JSON types, without ``config.distributed`` (how many processes
-    run it, which changes no result).
-
-    Raises:
-      ValueError: if ``out`` holds a run with another config, naming the first differing key (and,
-        where only the report's settings differ, the ``iml figures`` command that reports the
-        stored members so), a sweep, or a run of an earlier schema.
-    """
-    current = config_lib.to_dict(as_config(config))
-    del current["distributed"]
-    manifest = RunStore(out).manifest() if Path(out).is_dir() else None
-    if manifest is None:
-        return current
-    if manifest["kind"] != "images":
-        raise ValueError(
-            f"{out} holds an `iml sweep` run, not an `iml reproduce` run; choose another output "
-            "directory"
-        )
-    old = manifest["config"]
-    key = config_lib.first_difference(old, current)
-    if key is None:
-        return old
-    was, now = config_lib.lookup(old, key), config_lib.lookup(current, key)
-    hint = ""
-    if config_lib.first_difference({**old, "eval": current["eval"]}, current) is None:
-        # only the report's settings differ: it can be made from the stored members
-        flags = " ".join(
-            f"--config.eval.{k}={v}" for k, v in current["eval"].items() if old["eval"][k] != v
-        )
-        hint = f", or report the stored members so: iml figures --run {out} --out DIR {flags}"
-    raise ValueError(
-        f"{out} holds a run with a different config (first difference: config.{key}: {was!r} "
-        f"stored, {now!r} now); choose another output directory{hint}"
-    )
-
-
-def run_experiment(
-    config: Mapping[str, Any], out: str | Path, *, progress: bool = True
-) -> RunStore:
-    """Train and score every member batch of ``config`` not yet stored in ``out``.
-
-    Args:
-      config: a run config (nested as :func:`default_config`: a ``ConfigDict`` or dicts).
-      out: the run directory; a directory holding a run with another config is refused
-        (:func:`check_resumable`).
-      progress: show progress bars (members with time left; epochs of the current batch).
-
-    On several processes (:mod:`iml.pipeline.distributed`) each one trains its share of the
-    batches on its own devices; process 0 alone records the run (the manifest, the folds), and
-    every process returns once all batches are stored.
-
-    Returns:
-      The run's :class:`RunStore`, with every batch stored.
-
-    Raises:
-      RuntimeError: on several processes, for batches missing once every process has stored its
-        share (a folder that the processes do not share).
-    """
+def build_images(config: Mapping[str, Any]) -> Experiment:
+    """The experiment of a config whose model takes images (:func:`iml.pipeline.experiment.
+    build`): the config checked (:func:`check_config`), its dataset read, its members planned,
+    each batch's losses and the members' model, starting variables and training settings."""
     check_config(config)
     config = as_config(config)
-    stored = check_resumable(config, out)
+    record = config_lib.to_dict(config)
+    del record["distributed"]  # how many processes run it changes no result
     dataset = _dataset(config)
     plan = plan_run(config, dataset)
     labels = run_labels(config, dataset)
     grid = run_grid(config, len(dataset.class_names)) if is_multiclass(config) else None
     model = config_model(config, 1 if grid is None else grid.spec.n_classes)
-    init_variables = initial_variables(config, model, dataset.input_shape[-1])
-    train_config = _train_config(config)
+    train_config = TrainConfig(**{k: config.train[k] for k in _TRAIN_FIELDS})
     if grid is None:  # a binary loss, one class weight per member
         loss = run_loss(config)
+        loss_record = lookup(config.loss.name)
+        if loss_record.optimal_score is None or loss_record.inverse is None:
+            # Proposition 4's premise at each beta, before any training (a closed form is the
+            # record's own statement)
+            check_rules_invertible(loss(list(run_betas(config))))
 
         def losses(batch: MemberBatch) -> list:
             return [None if loss.name == "log" else loss(m.beta) for m in batch.members]
@@ -354,52 +287,36 @@ def run_experiment(
         def losses(batch: MemberBatch) -> list:
             return [grid.spec[m.loss] for m in batch.members]
 
-    store = RunStore(out)
-    here = distributed.processes()
-    per_call, memory = None, {}
-    if not config.train.members_per_batch and not all(store.has(b.key) for b in plan.batches):
+    def per_call(store: RunStore) -> tuple[int | None, dict[str, Any]]:
+        if config.train.members_per_batch:
+            return None, {}
         first = plan.batches[0].member_specs(losses(plan.batches[0]))[0]
         largest = max(len(b.members) for b in plan.batches)
-        per_call, memory = members_per_call(
+        return members_per_call(
             model, first.loss_spec(), dataset.input_shape, train_config, largest,
             int(config.train.memory_budget_bytes),
         )  # fmt: skip
-    if here.main:
-        store.open_run(
-            stored,
-            kind="images",
-            devices=[str(d) for d in jax.devices()],
-            extra={
-                "seeds": {"members": list(plan.seeds), "folds": int(config.data.fold_seed)},
-                "num_examples": dataset.num_examples,
-                "num_members": len(plan.members),
-                "num_batches": len(plan.batches),
-                "host_memory": host_memory_record(),
-                **({"memory": memory} if memory else {}),
-                **({"processes": here.count} if here.count > 1 else {}),
-            },
-        )
-        store.save_arrays("data/folds", labels=labels, fold_ids=plan.fold_ids)
-    distributed.barrier("opened")  # batches are stored into a recorded run only
-    if here.count == 1 and all(store.has(b.key) for b in plan.batches):
-        return store
-    batches = train_plan(
-        plan, losses, model, _source(dataset, labels), train_config, store=store,
-        read_stored=False, checkpoint=bool(config.train.checkpoint),
-        init_variables=init_variables, progress=progress, members_per_call=per_call,
-        halve_too_large=not config.train.members_per_batch,
-        **({"share": here.owns, "devices": jax.local_devices()} if here.count > 1 else {}),
-    )  # fmt: skip
-    for _ in batches:
-        pass
-    if here.count > 1:
-        distributed.barrier("trained")
-        missing = [b.index for b in plan.batches if not store.has(b.key)]
-        if missing:
-            raise RuntimeError(
-                f"process {here.index}: batches {missing} are not in {out} once every process "
-                "stored its share; every process must write to the same folder"
-            )
-        if here.main:
-            shutil.rmtree(store.root / "checkpoints", ignore_errors=True)
-    return store
+
+    return Experiment(
+        kind="images",
+        record=record,
+        plan=plan,
+        losses=losses,
+        model=model,
+        source=_source(dataset, labels),
+        train=train_config,
+        options={
+            "checkpoint": bool(config.train.checkpoint),
+            "init_variables": initial_variables(config, model, dataset.input_shape[-1]),
+            "halve_too_large": not config.train.members_per_batch,
+        },
+        extra={
+            "seeds": {"members": list(plan.seeds), "folds": int(config.data.fold_seed)},
+            "num_examples": dataset.num_examples,
+            "num_members": len(plan.members),
+            "num_batches": len(plan.batches),
+            "host_memory": host_memory_record(),
+        },
+        members_per_call=per_call,
+        dataset=dataset,
+    )

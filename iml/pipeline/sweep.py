@@ -13,8 +13,8 @@ resumes where it stopped.
 
 Entry points: :func:`run_sweep` (arrays, e.g. from :func:`iml.data.tabular.encode_table`); and,
 for a config (:mod:`iml.pipeline.defaults`, checked by :mod:`iml.pipeline.sweep_config`),
-:func:`prepare_sweep` (checks it once, reads the data and plans), :func:`execute_sweep` (trains)
-and :func:`iml.pipeline.report.write_sweep_outputs`.
+:func:`build_table`, the experiment that :func:`iml.pipeline.experiment.run` trains and
+:func:`iml.pipeline.report.report_run` reports.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import jax
 import ml_collections
 import numpy as np
 from numpy.typing import ArrayLike
@@ -40,15 +39,15 @@ from iml.grids import (
 )
 from iml.models.registry import build_model
 from iml.pipeline import distributed
+from iml.pipeline.experiment import Experiment, run
 from iml.pipeline.plan import Plan, make_plan
+from iml.pipeline.scores import ECE_BOOTSTRAP, SweepResult, score_sweep
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.pipeline.sweep_config import (
     checked_sweep_config,
     load_sweep_data,
     sweep_losses,
 )
-from iml.pipeline.sweep_scores import ECE_BOOTSTRAP, SweepResult, score_sweep
-from iml.pipeline.train_plan import train_plan
 from iml.spec import LossLike
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
@@ -64,10 +63,11 @@ if TYPE_CHECKING:
 __all__ = [
     "METHODS",
     "SweepPlan",
-    "execute_sweep",
+    "build_table",
     "plan_sweep",
     "prepare_sweep",
     "run_sweep",
+    "sweep_experiment",
 ]
 
 METHODS = ("raw", "loss_corrected")
@@ -330,59 +330,46 @@ def run_sweep(
         with another configuration or of an earlier schema.
     """
     plan = plan_sweep(features, labels, groups, losses, **settings)
-    return execute_sweep(plan, store, progress)
+    trained = run(sweep_experiment(plan), store, progress=progress)
+    if store is None:
+        entries = [b.entry for b in trained]
+    else:
+        entries = [store.load_arrays(b.key) for b in plan.plan.batches]
+    result = _score(plan, entries)
+    if store is not None and distributed.processes().main:
+        store.save_json("table", result.table)
+    return result._replace(batches_trained=[b.batch.index for b in trained])
 
 
-def execute_sweep(
-    plan: SweepPlan, store: RunStore | None = None, progress: bool = True
-) -> SweepResult:
-    """Train and score the sweep laid out by :func:`plan_sweep` (see :func:`run_sweep`).
-
-    On several processes (:mod:`iml.pipeline.distributed`) with a ``store``, each one trains
-    its share of the batches on its own devices; process 0 alone records the run and stores the
-    table, and every process returns the whole result (its ``batches_trained`` its own share's),
-    read from the store once every batch is stored.
-    """
-    x, y, grid, s, model, config, fold_ids, splits = plan[:8]
-    spec = grid.spec
-    here = distributed.processes() if store is not None else distributed.Processes(0, 1)
-    if store is not None and here.main:
-        store.open_run(plan.run_config, kind="table", devices=[str(d) for d in jax.devices()])
-        if not store.has("data/folds"):
-            store.save_arrays("data/folds", labels=y, fold_ids=fold_ids)
+def sweep_experiment(plan: SweepPlan) -> Experiment:
+    """The experiment of a checked sweep (:func:`plan_sweep`): its rows held whole on the device,
+    each member's loss its position in the grid."""
+    spec = plan.losses.spec
 
     def losses(batch: Any) -> list:
         return [spec[m.loss] for m in batch.members]
 
-    def stored(**how: Any) -> list:
-        data = DataSource.from_arrays(x, y)
-        return list(
-            train_plan(
-                plan.plan, losses, model, data, config, store=store, progress=progress, **how
-            )
-        )
+    return Experiment(
+        kind="table", record=plan.run_config, plan=plan.plan, losses=losses, model=plan.model,
+        source=DataSource.from_arrays(plan.features, plan.labels), train=plan.config,
+        options={}, extra={},
+    )  # fmt: skip
 
-    trained: list[int] = []
-    if here.count > 1:
-        distributed.barrier("opened")  # batches are stored into a recorded run only
-        own = stored(read_stored=False, share=here.owns, devices=jax.local_devices())
-        trained = [b.batch.index for b in own]
-        distributed.barrier("trained")
-    batches = stored(share=(lambda index: False) if here.count > 1 else None)
-    if len(batches) < len(plan.plan.batches):
-        missing = sorted({b.index for b in plan.plan.batches} - {b.batch.index for b in batches})
-        raise RuntimeError(
-            f"process {here.index}: batches {missing} are not in {store.root} once every process "
-            "stored its share; every process must write to the same folder"
-        )
-    trained += [b.batch.index for b in batches if b.trained]
-    result = score_sweep(grid, s, y, fold_ids, [b.entry for b in batches], n_bins=plan.n_bins,
-                         average=plan.average, n_bootstrap=plan.n_bootstrap,
-                         report_seed=plan.report_seed,
-                         rotations=[split.rotation for split in splits])  # fmt: skip
-    if store is not None and here.main:
-        store.save_json("table", result.table)
-    return result._replace(batches_trained=trained)
+
+def _score(plan: SweepPlan, entries: list) -> SweepResult:
+    return score_sweep(plan.losses, plan.seeds, plan.labels, plan.fold_ids, entries,
+                       n_bins=plan.n_bins, average=plan.average, n_bootstrap=plan.n_bootstrap,
+                       report_seed=plan.report_seed,
+                       rotations=[split.rotation for split in plan.splits])  # fmt: skip
+
+
+def build_table(
+    config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None = None
+) -> Experiment:
+    """The experiment of a config whose model takes rows (:func:`iml.pipeline.experiment.build`):
+    :func:`prepare_sweep`'s plan, held whole on the device, with its dataset."""
+    plan, dataset = prepare_sweep(config, names)
+    return sweep_experiment(plan)._replace(dataset=dataset)
 
 
 def prepare_sweep(
@@ -392,9 +379,7 @@ def prepare_sweep(
 
     The config is checked once (:func:`check_sweep_config`, before any file is read); then the
     data is read and encoded, so that a missing CSV column, an unknown ``config.data.positive``
-    value or an undetectable delimiter is reported here too. Pass the plan to
-    :func:`execute_sweep`; ``RunStore(out).check_resumable(plan.run_config, "table")`` tells
-    first whether ``out`` can hold (or resume) it.
+    value or an undetectable delimiter is reported here too.
 
     Args:
       config: the config (nested, as :func:`sweep_config`).
