@@ -59,7 +59,7 @@ def save_batch(store, key, members):
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The tiny ``iml reproduce`` run: the tiny DenseNet on 160 digits at 8 px, four folds, two betas,
-#: one epoch, stored as four batches of two members (tests/commands/test_reproduce.py reads it,
+#: one epoch, stored as four batches of two members (tests/commands/test_experiment.py reads it,
 #: tests/pipeline/test_distributed.py compares two processes' tables with its table).
 TINY_REPRODUCE = [
     "reproduce",

@@ -256,9 +256,10 @@ def _tiny_ensemble(tmp_path, **settings):
     and config after checking that every example was scored once, by the rotation that tests
     it, and that `iml reveal` reads the run."""
     from iml.pipeline.defaults import default_config
+    from iml.pipeline.experiment import build
     from iml.pipeline.reveal_input import check_reveal_input, load_reveal_input
-    from iml.pipeline.runner import run_experiment
     from iml.pipeline.store import RunStore, load_ensemble
+    from iml.pipeline.train_plan import run
 
     config = default_config()
     config.unlock()
@@ -279,7 +280,7 @@ def _tiny_ensemble(tmp_path, **settings):
             config[section][field] = value
     config.lock()
     out = tmp_path / "ensemble"
-    run_experiment(config, out, progress=False)
+    run(build(config), RunStore(out), progress=False)
     ensemble = load_ensemble(RunStore(out), [0.5, 0.9], 200)
     assert (ensemble.sizes > 0).all()  # every example scored, by the rotation that tests it
     assert np.isfinite(ensemble.scores).all()
@@ -361,11 +362,13 @@ def test_a_registered_model_sweeps_and_trains_an_image_ensemble(tanh_model, tmp_
 
 def test_an_unknown_or_unfit_model_is_named_before_any_work(tanh_model, tmp_path, capsys):
     from iml.models import model_record, register_model, unregister_model
+    from iml.pipeline.defaults import sweep_config
+    from iml.pipeline.experiment import experiment_kind
 
-    assert cli.main(["sweep", "--dataset", "digits", "--config.model.name=densenet_tiny",
-                     "--out", str(tmp_path / "a")]) == 2  # fmt: skip
-    assert "model 'densenet_tiny' does not take rows" in capsys.readouterr().err
-    assert not (tmp_path / "a").exists()
+    # the kind of run follows from the model, whichever command's defaults start the config
+    config = sweep_config()
+    config.model.name = "densenet_tiny"
+    assert experiment_kind(config) == "images" and experiment_kind(sweep_config()) == "table"
     register_model("rows_only_test", lambda n: TanhNet(n_outputs=n), inputs=("rows",))
     try:
         with pytest.raises(ValueError, match="does not take images; the models that do are"):

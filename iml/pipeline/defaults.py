@@ -29,6 +29,9 @@ from iml.grids import CLASS_WEIGHTS, config_parameters, loss_family
 from iml.pipeline.store import ENSEMBLE_AVERAGES
 
 __all__ = [
+    "ADAM_CHUNK",
+    "ADAM_SEEDS",
+    "EXACT_SEEDS",
     "INPUTS",
     "PARAMS",
     "READ_BY",
@@ -42,6 +45,12 @@ __all__ = [
     "key_help",
     "sweep_config",
 ]
+
+#: Where a config leaves the seeds or the batches to the solver (``train.seeds = ()``,
+#: ``train.losses_per_batch = 0``): the seeds of a fit made exactly (its members' optimum does
+#: not depend on a seed) and of one trained by Adam, and the losses of a batch by Adam (an exact
+#: fit takes the whole grid as one batch).
+EXACT_SEEDS, ADAM_SEEDS, ADAM_CHUNK = (0,), tuple(range(8)), 16
 
 #: The ridge coefficients that ``train.l2 = "auto"`` chooses from (:data:`iml.training.L2_GRID`).
 _L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)

@@ -125,7 +125,8 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
     V.check_positive("config.train.learning_rate", c.train.learning_rate)
     V.check_non_negative("config.train.min_lr", c.train.min_lr)
-    V.check_seeds("config.train.seeds", tuple(c.train.seeds))
+    if tuple(c.train.seeds):  # () = the seeds of a fit by Adam (ADAM_SEEDS)
+        V.check_seeds("config.train.seeds", tuple(c.train.seeds))
     check_eval_settings(c.eval)
     for key in ("data_dir", "manual_dir"):
         if c.data[key] and not Path(c.data[key]).expanduser().is_dir():

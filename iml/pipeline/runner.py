@@ -37,7 +37,7 @@ from iml.models import (
     load_torchvision_densenet,
     with_conv_impl,
 )
-from iml.pipeline.experiment import Experiment
+from iml.pipeline.defaults import ADAM_SEEDS
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.run_config import (
     as_config,
@@ -45,6 +45,7 @@ from iml.pipeline.run_config import (
     run_betas,
 )
 from iml.pipeline.store import RunStore
+from iml.pipeline.train_plan import Experiment
 from iml.training import DataSource, TrainConfig
 from iml.training.host import host_memory_record
 from iml.training.memory import estimate_member_memory, memory_budget
@@ -171,7 +172,7 @@ def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
     return make_plan(
         dataset.num_examples,
         **grid,
-        seeds=c.train.seeds,
+        seeds=tuple(c.train.seeds) or ADAM_SEEDS,
         labels=labels,
         groups=groups if has_groups else None,
         n_folds=int(c.data.n_folds),

@@ -237,8 +237,15 @@ def pool_entries(
 
         ensemble = aggregate_members(members(), positions, n, average)
         found = sorted({int(s) for entry in entries for s in np.asarray(entry["seed"])})
-        return RunScores(grid, grid_family(grid), np.asarray(labels), np.asarray(fold_ids),
-                         ensemble.scores, ensemble.sizes, np.asarray(seeds or found, np.int64))
+        return RunScores(
+            grid,
+            grid_family(grid),
+            np.asarray(labels),
+            np.asarray(fold_ids),
+            ensemble.scores,
+            ensemble.sizes,
+            np.asarray(seeds or found, np.int64),
+        )
     s = np.asarray(
         sorted({int(x) for e in entries for x in e["seed"]}) if seeds is None else seeds, np.int64
     )
@@ -416,4 +423,3 @@ def ensemble_of(run: RunScores) -> EnsembleScores:
     class weights (binary grids) or positions."""
     keys = run.grid.weights if run.grid.weights is not None else range(len(run.grid.keys))
     return EnsembleScores(tuple(float(k) for k in keys), run.scores, run.sizes)
-

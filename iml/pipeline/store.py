@@ -198,8 +198,8 @@ class RunStore:
         if first is not None:
             raise ValueError(
                 f"{self.root} holds a run with a different config (first difference: "
-                f"{first!r}: {lookup(stored, first)!r} stored, {lookup(config, first)!r} now); "
-                "choose another output directory"
+                f"config.{first}: {lookup(stored, first)!r} stored, {lookup(config, first)!r} "
+                "now); choose another output directory"
             )
         return stored
 

@@ -39,7 +39,7 @@ from iml.grids import (
 )
 from iml.models.registry import build_model
 from iml.pipeline import distributed
-from iml.pipeline.experiment import Experiment, run
+from iml.pipeline.defaults import ADAM_CHUNK, ADAM_SEEDS, EXACT_SEEDS
 from iml.pipeline.plan import Plan, make_plan
 from iml.pipeline.scores import ECE_BOOTSTRAP, SweepResult, score_sweep
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
@@ -48,6 +48,7 @@ from iml.pipeline.sweep_config import (
     load_sweep_data,
     sweep_losses,
 )
+from iml.pipeline.train_plan import Experiment, run
 from iml.spec import LossLike
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
@@ -68,6 +69,7 @@ __all__ = [
     "prepare_sweep",
     "run_sweep",
     "sweep_experiment",
+    "sweep_result",
 ]
 
 METHODS = ("raw", "loss_corrected")
@@ -112,10 +114,6 @@ STORE_LAYOUT = "batches"
 #: ``train`` (the seeds, ``losses_per_batch`` and the :class:`~iml.training.TrainConfig` fields),
 #: ``eval`` and ``store``; a caller's other facts stay at the top level under other names.
 SECTIONS = ("data", "model", "loss", "train", "eval", "store")
-#: Where a sweep's config leaves the seeds or the batches to the solver: the seeds of a sweep
-#: fitted exactly (its members' optimum does not depend on a seed) and of one trained by Adam,
-#: and the losses of a batch by Adam (an exact sweep takes the whole grid as one batch).
-EXACT_SEEDS, ADAM_SEEDS, ADAM_CHUNK = (0,), tuple(range(8)), 16
 
 
 def _recorded_training(config: TrainConfig) -> dict[str, Any]:
@@ -335,7 +333,7 @@ def run_sweep(
         entries = [b.entry for b in trained]
     else:
         entries = [store.load_arrays(b.key) for b in plan.plan.batches]
-    result = _score(plan, entries)
+    result = sweep_result(plan, entries)
     if store is not None and distributed.processes().main:
         store.save_json("table", result.table)
     return result._replace(batches_trained=[b.batch.index for b in trained])
@@ -356,7 +354,9 @@ def sweep_experiment(plan: SweepPlan) -> Experiment:
     )  # fmt: skip
 
 
-def _score(plan: SweepPlan, entries: list) -> SweepResult:
+def sweep_result(plan: SweepPlan, entries: list) -> SweepResult:
+    """The scores and table of the sweep ``plan`` from its member batches (``entries``,
+    :func:`iml.pipeline.scores.score_sweep`)."""
     return score_sweep(plan.losses, plan.seeds, plan.labels, plan.fold_ids, entries,
                        n_bins=plan.n_bins, average=plan.average, n_bootstrap=plan.n_bootstrap,
                        report_seed=plan.report_seed,

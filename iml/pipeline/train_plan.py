@@ -1,11 +1,14 @@
-"""Training a plan: every member batch not yet stored is trained and stored, one after another.
+"""Training an experiment: every member batch not yet stored is trained and stored, one after
+another.
 
-This is the one loop of every run (``iml reproduce``, ``iml sweep``, :func:`iml.run_sweep`): each
-batch of a :class:`~iml.pipeline.plan.Plan` is trained through :func:`iml.training.train` and
-stored as one atomic entry in the one member layout (:func:`iml.pipeline.store.member_entry`,
-``batches/batch-NNNN``), so a run killed at any moment and started again skips the stored
-batches, resumes the interrupted one from its checkpoint where it keeps them, and ends with the
-results of an uninterrupted run.
+:func:`run` trains an :class:`Experiment` (:func:`iml.pipeline.experiment.build`) into its
+store: process 0 records the manifest and the folds, each process trains its share of the
+batches, and every batch is checked to be stored. :func:`train_plan` is its loop, the one loop of
+every run: each batch of a :class:`~iml.pipeline.plan.Plan` is trained through
+:func:`iml.training.train` and stored as one atomic entry in the one member layout
+(:func:`iml.pipeline.store.member_entry`, ``batches/batch-NNNN``), so a run killed at any moment
+and started again skips the stored batches, resumes the interrupted one from its checkpoint
+where it keeps them, and ends with the results of an uninterrupted run.
 
 A batch may be trained in parts: consecutive members ``members_per_call`` at a time, and, where
 asked, a call too large for the device (out of memory, or a GPU failure of
@@ -29,16 +32,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from iml.pipeline import distributed
 from iml.pipeline.plan import MemberBatch, Plan
 from iml.pipeline.store import RunStore, member_entry
 from iml.spec import LossSpec
 from iml.training import DataSource, TrainConfig, is_gpu_kernel_failure, is_out_of_memory
 from iml.training.train import Trained, train
 
-__all__ = ["StoredBatch", "train_plan"]
+__all__ = ["Experiment", "StoredBatch", "run", "train_plan"]
 
 
 class StoredBatch(NamedTuple):
@@ -223,3 +228,95 @@ def train_plan(
             bar.close()
     if store is not None and share is None:  # other shares' checkpoints are their processes'
         shutil.rmtree(store.root / "checkpoints", ignore_errors=True)
+
+
+class Experiment(NamedTuple):
+    """A config built into what a run trains (:func:`build`).
+
+    Attributes:
+      kind: ``"images"`` (fed from the host) or ``"table"`` (held on the device).
+      record: the config as the manifest records it (JSON types).
+      plan: the members, in batches.
+      losses: each member's loss, batch by batch (None: the unweighted log loss).
+      model: the Flax module of every member.
+      source: the data.
+      train: the trainer's settings.
+      options: :func:`iml.pipeline.train_plan.train_plan`'s other keywords for this kind
+        (``checkpoint``, ``init_variables``, ``halve_too_large``).
+      extra: the manifest's other facts (seeds, sizes).
+      members_per_call: where given, ``members_per_call(store)`` is how many members one call
+        trains and the manifest's ``memory`` record (:func:`iml.pipeline.runner.members_per_call`).
+      dataset: the dataset read, where the config names one (for a command's summary).
+    """
+
+    kind: str
+    record: dict[str, Any]
+    plan: Plan
+    losses: Callable[[MemberBatch], list]
+    model: Any
+    source: DataSource
+    train: TrainConfig
+    options: dict[str, Any]
+    extra: dict[str, Any]
+    members_per_call: Callable[[RunStore], tuple[int | None, dict[str, Any]]] | None = None
+    dataset: Any = None
+
+
+def run(
+    experiment: Experiment, store: RunStore | None, *, progress: bool = True
+) -> list[StoredBatch]:
+    """Train and store every member batch of ``experiment`` not yet in ``store``.
+
+    Process 0 records the run (the manifest, the folds). On several processes
+    (:mod:`iml.pipeline.distributed`) each one trains its share of the batches on its own
+    devices, and every process returns once all batches are stored. Without a store, every
+    batch is trained and held in memory.
+
+    Returns:
+      The batches trained by this call (with their entries).
+
+    Raises:
+      ValueError: for a store holding another run (:meth:`RunStore.check_resumable`).
+      RuntimeError: on several processes, for batches missing once every process has stored its
+        share (a folder that the processes do not share).
+    """
+    plan = experiment.plan
+    here = distributed.processes() if store is not None else distributed.Processes(0, 1)
+    stored = store is not None and all(store.has(b.key) for b in plan.batches)
+    per_call, memory = None, {}
+    if store is not None and experiment.members_per_call is not None and not stored:
+        per_call, memory = experiment.members_per_call(store)
+    if store is not None and here.main:
+        store.open_run(
+            experiment.record,
+            kind=experiment.kind,
+            devices=[str(d) for d in jax.devices()],
+            extra={**experiment.extra, **({"memory": memory} if memory else {}),
+                   **({"processes": here.count} if here.count > 1 else {})},
+        )  # fmt: skip
+        if not store.has("data/folds"):
+            labels = experiment.source.labels
+            store.save_arrays("data/folds", labels=labels, fold_ids=plan.fold_ids)
+    if here.count > 1:
+        distributed.barrier("opened")  # batches are stored into a recorded run only
+    elif stored:
+        return []
+    shared = {"share": here.owns, "devices": jax.local_devices()} if here.count > 1 else {}
+    trained = list(
+        train_plan(
+            plan, experiment.losses, experiment.model, experiment.source, experiment.train,
+            store=store, read_stored=False, progress=progress, members_per_call=per_call,
+            **experiment.options, **shared,
+        )
+    )  # fmt: skip
+    if here.count > 1:
+        distributed.barrier("trained")
+        missing = [b.index for b in plan.batches if not store.has(b.key)]
+        if missing:
+            raise RuntimeError(
+                f"process {here.index}: batches {missing} are not in {store.root} once every "
+                "process stored its share; every process must write to the same folder"
+            )
+    if store is not None and here.main:
+        shutil.rmtree(store.root / "checkpoints", ignore_errors=True)
+    return trained

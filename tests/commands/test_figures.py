@@ -1,7 +1,7 @@
 """The ``iml figures`` command (``iml.commands.figures``): a missing run named; a stored sweep
 reported again without training, with its own report settings or others, and a bad setting
 refused before any work (its report of a stored reproduce run is tested with that run, in
-tests/commands/test_reproduce.py)."""
+tests/commands/test_experiment.py)."""
 
 import json
 
@@ -10,7 +10,7 @@ import pytest
 from iml import cli
 from iml.commands import config as command_config
 from iml.commands import parser as command_parser
-from iml.pipeline.sweep_scores import rescore_sweep
+from iml.pipeline.report import report_run
 
 
 def test_figures_of_a_missing_run_is_named(tmp_path, capsys):
@@ -42,14 +42,20 @@ def test_a_sweep_is_reported_again_without_training(sweep, tmp_path, capsys):
     table = json.loads((out / "table.json").read_text())
     # as JSON text: five deciles of so precise a model merge into one bin, whose test is not
     # testable (a NaN p-value, unequal to itself)
-    assert json.dumps(table) == json.dumps(rescore_sweep(sweep, {"n_bins": 5}).table)
+    again = report_run(sweep, tmp_path / "again", formats=(), eval_overrides={"n_bins": 5})
+    assert json.dumps(table) == json.dumps(again)
     assert table != stored
     assert table["0.9"]["raw"]["loss_calibration"]["verdict"].startswith("not testable")
-    for name in ("table.md", "ensemble_scores.npz", "ece_vs_beta.png", "ece_vs_beta.pdf"):
+    for name in (
+        "table.md",
+        "ensemble_scores.npz",
+        "figures/ece_by_loss.png",
+        "figures/figure1.pdf",
+        "figures/figure4.png",
+    ):
         assert (out / name).stat().st_size > 0, name
-    # the figures in other formats, or none: a setting of the drawing, which a sweep does not
-    # record
-    for formats, drawn in (("svg", ["ece_vs_beta.svg"]), ("", [])):
+    # the figures in other formats, or none
+    for formats, drawn in (("svg", ["ece_by_loss.svg"]), ("", [])):
         out = tmp_path / f"figures_{formats}"
         argv = [
             "figures",
@@ -60,7 +66,7 @@ def test_a_sweep_is_reported_again_without_training(sweep, tmp_path, capsys):
             f"--config.eval.figures={formats}",
         ]
         assert cli.main(argv) == 0
-        assert sorted(p.name for p in out.glob("ece_vs_beta.*")) == drawn
+        assert sorted(p.name for p in out.glob("figures/ece_by_loss.*")) == drawn
         assert json.loads((out / "table.json").read_text()) == stored
 
 

@@ -125,7 +125,7 @@ def _same_numbers(got, want, where="table"):
 @pytest.fixture(scope="module")
 def tiny_alone(tiny_reproduce_run, iml_env, env):
     """The table of TINY as one process: conftest's tiny run, the same table as a whole run
-    (tests/commands/test_reproduce.py checks it). The programs it compiled start process 0's
+    (tests/commands/test_experiment.py checks it). The programs it compiled start process 0's
     compilation cache, as a run of TINY here would."""
     process0 = Path(env[CACHES]) / "process0"
     shutil.copytree(iml_env["JAX_COMPILATION_CACHE_DIR"], process0, dirs_exist_ok=True)

@@ -23,6 +23,18 @@ from iml.pipeline.defaults import default_config
 # ----------------------------------------------------------------------------------------------
 
 
+def summary_table(ensemble, labels, fold_ids, *, n_bins=10, n_bootstrap=200, seed=0, loss=None):
+    """The one table of a binary grid (iml.pipeline.scores.run_table) of ``ensemble``'s betas."""
+    from iml.grids import LossFamily, loss_grid
+    from iml.pipeline.scores import run_table
+
+    family = LossFamily() if loss is None else loss
+    betas = np.asarray(ensemble.betas)
+    grid = loss_grid(betas if family.name == "log" else family(betas))
+    return run_table(grid, ensemble.scores, ensemble.sizes, labels, fold_ids, n_bins=n_bins,
+                     n_bootstrap=n_bootstrap, seed=seed, family=family)  # fmt: skip
+
+
 def test_score_metrics_include_the_smooth_ece_of_the_clipped_scores():
     from iml.calibration import score_metrics, smooth_ece
 
@@ -193,7 +205,6 @@ def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
     weight alpha, and the report corrects and tests with its rule."""
     import jax.numpy as jnp
 
-    from iml.pipeline.report import summary_table
     from iml.pipeline.runner import run_loss
     from iml.pipeline.store import EnsembleScores
     from iml.spec import loss_spec
@@ -227,11 +238,12 @@ def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
 
 @pytest.fixture(scope="module")
 def multiclass_run(tmp_path_factory):
+    from iml.pipeline.experiment import build
     from iml.pipeline.report import report_run
-    from iml.pipeline.runner import run_experiment
+    from iml.pipeline.train_plan import run
 
     out = tmp_path_factory.mktemp("multiclass")
-    run_experiment(run_config(**MULTICLASS), out, progress=False)
+    run(build(run_config(**MULTICLASS)), RunStore(out), progress=False)
     return out, report_run(out, formats=("png",))
 
 
@@ -307,7 +319,6 @@ def test_the_summary_table_gives_each_test_its_verdict_and_each_ece_its_interval
     import jax.numpy as jnp
 
     from iml.pipeline.markdown import markdown_by_method
-    from iml.pipeline.report import summary_table
     from iml.pipeline.store import EnsembleScores
     from iml.spec import loss_spec
 
@@ -346,7 +357,6 @@ def test_the_stored_default_run_gives_its_stored_table_again():
     # `iml reproduce`'s default run: the raw and loss-corrected scores' metrics, intervals and
     # tests to float32 round-off, the recalibration baselines' to their fits' (below).
     from iml.config import flatten
-    from iml.pipeline.report import summary_table
     from iml.pipeline.run_config import as_config, run_betas
     from iml.pipeline.runner import run_loss
     from iml.pipeline.store import load_ensemble
@@ -371,38 +381,3 @@ def test_the_stored_default_run_gives_its_stored_table_again():
         else:  # fitted maps: under the tests' unoptimised XLA (FAST_COMPILE) a fit moves at
             # float32 round-off, and a score at a quantile bin's edge may change bins
             np.testing.assert_allclose(now[key], value, atol=5e-4, err_msg=key)
-
-
-@pytest.mark.slow
-def test_a_sweep_writes_its_table_scores_and_figure(tmp_path):
-    from iml.calibration import table_by_loss
-    from iml.pipeline.report import write_sweep_outputs
-    from iml.pipeline.sweep_scores import SweepResult
-
-    rng = np.random.default_rng(0)
-    betas = np.array([0.3, 0.7])
-    labels = (rng.random(400) < 0.3).astype(np.int32)
-    member_scores = np.clip(0.3 + 0.4 * labels + 0.2 * rng.normal(size=(2, 2, 400)), 0.01, 0.99)
-    scores = member_scores.mean(axis=1)
-    table = table_by_loss(betas, scores, labels)
-
-    result = SweepResult(betas, np.array([0, 1]), labels, np.arange(400) % 10, member_scores,
-                         scores, scores, np.ones((2, 2, 10)), table, [0], None,
-                         list(table))  # fmt: skip
-    paths = write_sweep_outputs(tmp_path, result, float(labels.mean()), "simulated")
-    assert {p.name for p in paths} == {"ece_vs_beta.png", "ece_vs_beta.pdf"}
-    assert (tmp_path / "ece_vs_beta.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    markdown = (tmp_path / "table.md").read_text().splitlines()
-    assert markdown[0].startswith("| beta | raw ece | corr. ece |")
-    assert markdown[0].endswith("| loss calibration (Def. 2) |") and markdown[4:6] == [
-        "",
-        "## Loss calibration",
-    ]
-    first = next(iter(table))
-    assert markdown[2].startswith(f"| {first} | {table[first]['raw']['ece']:.4f} |")
-    with np.load(tmp_path / "ensemble_scores.npz") as stored:
-        # several seeds: each seed's scores too, for reveal's resampling of training noise
-        assert sorted(stored.files) == ["betas", "corrected", "fold_ids", "keys", "labels",
-                                        "member_scores", "scores", "seeds"]  # fmt: skip
-        np.testing.assert_array_equal(stored["scores"], scores.astype(np.float32))
-        assert stored["keys"].tolist() == list(table) and stored["seeds"].tolist() == [0, 1]

@@ -11,15 +11,16 @@ from _pipeline_runs import MULTICLASS, run_config
 from iml.config import first_difference, load_config_file, to_dict
 from iml.pipeline import RunStore
 from iml.pipeline.defaults import default_config
+from iml.pipeline.experiment import build, check_resumable
 from iml.pipeline.run_config import as_config, check_config
-from iml.pipeline.runner import check_resumable, config_model, initial_variables
+from iml.pipeline.runner import config_model, initial_variables
+from iml.pipeline.train_plan import run
 
 
 def test_the_validation_batch_reaches_the_trainer_and_defaults_to_what_stored_runs_used():
-    from iml.pipeline.runner import _train_config
     from iml.training import TrainConfig
 
-    assert _train_config(run_config(**{"train.eval_batch_size": 16})).eval_batch_size == 16
+    assert build(run_config(**{"train.eval_batch_size": 16})).train.eval_batch_size == 16
     # a run stored before the key existed takes the default, which is what it validated with
     assert default_config().train.eval_batch_size == TrainConfig().eval_batch_size == 64
 
@@ -68,24 +69,25 @@ def test_initial_variables_adapt_torchvision_rgb_weights_to_gray_images(tmp_path
 
 def test_a_stored_run_resumes_only_with_its_config_and_names_the_first_difference(tmp_path):
     store = RunStore(tmp_path / "run")
-    stored = check_resumable(default_config(), store.root)
+    stored = check_resumable(build(default_config()), store.root)
     store.open_run(stored, kind="images")
-    assert check_resumable(default_config(), store.root) == stored  # resumes without complaint
+    # resumes without complaint
+    assert check_resumable(build(default_config()), store.root) == stored
     with pytest.raises(ValueError, match=r"config\.loss\.betas: \[0\.5, 0\.9, 0\.99\] stored"):
-        check_resumable(run_config(**{"loss.betas": (0.5,)}), store.root)
+        check_resumable(build(run_config(**{"loss.betas": (0.5,)})), store.root)
     # other report settings name the iml figures command that reports the stored members
     hint = r"iml figures --run .*run --out DIR --config\.eval\.average=logit$"
     with pytest.raises(ValueError, match=r"config\.eval\.average: 'score' stored, 'logit' now.*"
                        + hint):  # fmt: skip
-        check_resumable(run_config(**{"eval.average": "logit"}), store.root)
+        check_resumable(build(run_config(**{"eval.average": "logit"})), store.root)
     both = run_config(**{"eval.n_bins": 20, "eval.average": "logit"})
     with pytest.raises(ValueError, match=r"config\.eval\.average: .* --out DIR "
                        r"--config\.eval\.average=logit --config\.eval\.n_bins=20$"):  # fmt: skip
-        check_resumable(both, store.root)
+        check_resumable(build(both), store.root)
     # where training differs too, the stored members do not serve: no iml figures hint
     trained = run_config(**{"eval.n_bins": 20, "train.max_epochs": 5})
     with pytest.raises(ValueError, match=r"config\.eval\.n_bins: 10 stored, 20 now") as err:
-        check_resumable(trained, store.root)
+        check_resumable(build(trained), store.root)
     assert "iml figures" not in str(err.value)
 
 
@@ -102,6 +104,10 @@ ROOT = Path(__file__).resolve().parents[2]
 STORED_RUNS = [ROOT / "docs" / "results" / name for name in ("reproduce_digits", "pneumoniamnist")]
 
 
+def to_dict_without_distributed(config):
+    return {k: v for k, v in to_dict(config).items() if k != "distributed"}
+
+
 def _stored(run):
     return json.loads((run / "manifest.json").read_text())["config"]
 
@@ -110,7 +116,8 @@ def _stored(run):
 def test_stored_runs_resume_as_recorded(run):
     config = as_config(_stored(run))
     assert config.loss.name == "log"  # the only loss these runs trained with
-    assert check_resumable(config, run) == _stored(run)
+    record = to_dict_without_distributed(config)
+    assert RunStore(run).check_resumable(record, "images") == _stored(run)
 
 
 def test_the_stored_default_run_holds_the_default_config():
@@ -150,16 +157,16 @@ _TWO_MEMBERS = {
 def test_a_memory_budget_trains_a_batch_in_parts_that_fit_and_stores_it_as_trained_whole(
     tmp_path,
 ):
-    from iml.pipeline.runner import _train_config, run_experiment
     from iml.training.memory import estimate_member_memory
 
-    whole = RunStore(run_experiment(run_config(**_TWO_MEMBERS), tmp_path / "whole",
-                                    progress=False).root)  # fmt: skip
+    whole = RunStore(tmp_path / "whole")
+    run(build(run_config(**_TWO_MEMBERS)), whole, progress=False)
     config = run_config(**_TWO_MEMBERS)
-    estimate = estimate_member_memory(config_model(config), 0.5, (8, 8, 1), _train_config(config))
+    estimate = estimate_member_memory(config_model(config), 0.5, (8, 8, 1), build(config).train)
     budget = estimate.bytes_for(1) + estimate.member_bytes // 2  # one member fits, two do not
     config.train.memory_budget_bytes = budget
-    parts = run_experiment(config, tmp_path / "parts", progress=False)
+    parts = RunStore(tmp_path / "parts")
+    run(build(config), parts, progress=False)
     assert parts.manifest()["memory"] == {
         "budget_bytes": budget,
         **estimate.record(),

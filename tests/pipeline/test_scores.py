@@ -1,6 +1,6 @@
-"""A sweep's scoring from its stored member batches (``iml.pipeline.sweep_scores``): a stored
-sweep scored again gives its stored table, with other bins the table of a sweep run at those
-bins, and runs it cannot report are refused before any work."""
+"""A run's scoring from its stored member batches (``iml.pipeline.scores``): a stored sweep
+reported again gives its stored table, with other bins the table of a sweep run at those bins,
+and runs it cannot report are refused before any work."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from _sweep_tables import simulated_table
 
-from iml.pipeline.report import report_config
+from iml.pipeline.report import report_run, report_settings
+from iml.pipeline.scores import stored_scores
 from iml.pipeline.store import RunStore
 from iml.pipeline.sweep import run_sweep
-from iml.pipeline.sweep_scores import rescore_sweep, stored_sweep_settings
 
 #: Every test here reads a sweep trained and stored by the module's fixture.
 pytestmark = pytest.mark.slow
@@ -44,43 +44,37 @@ def stored(tmp_path_factory):
     return root, result, (x, y)
 
 
-def test_a_stored_sweep_scored_again_gives_its_stored_table_and_scores(stored):
+def test_a_stored_sweep_reported_again_gives_its_stored_table_and_scores(stored, tmp_path):
     root, result, _ = stored
-    again = rescore_sweep(root)
-    assert again.table == json.loads((root / "table.json").read_text()) == result.table
-    np.testing.assert_array_equal(again.scores, result.scores)
-    np.testing.assert_array_equal(again.corrected, result.corrected)
-    np.testing.assert_array_equal(again.best_epoch, result.best_epoch)
-    np.testing.assert_array_equal(again.l2, result.l2)
-    assert again.keys == result.keys and list(again.seeds) == list(result.seeds)
+    again = report_run(root, tmp_path / "again", formats=())
+    assert again == json.loads((root / "table.json").read_text()) == result.table
+    scores = stored_scores(root, "score")
+    np.testing.assert_array_equal(scores.scores, result.scores)
+    np.testing.assert_array_equal(scores.best_epoch, result.best_epoch)
+    np.testing.assert_array_equal(scores.l2, result.l2)
+    assert scores.grid.keys == result.keys and list(scores.seeds) == list(result.seeds)
+    with np.load(tmp_path / "again" / "ensemble_scores.npz") as arrays:
+        np.testing.assert_array_equal(arrays["corrected"], result.corrected)
 
 
-def test_other_report_settings_give_the_table_of_a_sweep_run_with_them(stored):
+def test_other_report_settings_give_the_table_of_a_sweep_run_with_them(stored, tmp_path):
     root, _, (x, y) = stored
     settings = {"n_bins": 5, "average": "logit", "n_bootstrap": 30, "report_seed": 3}
     want = run_sweep(x, y, None, BETAS, progress=False, **settings).table
-    _numbers_equal(rescore_sweep(root, settings).table, want, rtol=1e-6)
-    assert stored_sweep_settings(root) == {"n_bins": 10, "average": "score", "n_bootstrap": 20,
-                                           "report_seed": 0}  # fmt: skip
+    got = report_run(root, tmp_path / "other", formats=(), eval_overrides=settings)
+    _numbers_equal(got, want, rtol=1e-6)
+    assert report_settings(root) == {"n_bins": 10, "average": "score", "n_bootstrap": 20,
+                                     "report_seed": 0, "figures": ["png", "pdf"]}  # fmt: skip
 
 
 def test_runs_it_cannot_score_are_refused_naming_why(stored, tmp_path):
     root = stored[0]
     with pytest.raises(ValueError, match=r"config\.eval\.n_bins must be"):
-        stored_sweep_settings(root, {"n_bins": 0})
-    with pytest.raises(ValueError, match=r"config\.eval\.smooth is not a setting of a sweep"):
-        stored_sweep_settings(root, {"smooth": 1})
+        report_settings(root, {"n_bins": 0})
+    with pytest.raises(ValueError, match=r"config\.eval\.smooth is not a setting of the report"):
+        report_settings(root, {"smooth": 1})
     with pytest.raises(ValueError, match=r"config\.eval\.average"):
-        stored_sweep_settings(root, {"average": "median"})
-    with pytest.raises(ValueError, match="report it with report_sweep_run"):
-        report_config(root)  # the report of a reproduce run
-    (unfinished := tmp_path / "unfinished").mkdir()
-    for name in ("manifest.json", "data", "batches"):
-        target = unfinished / name
-        target.symlink_to(root / name, target_is_directory=(root / name).is_dir())
-    with pytest.raises(ValueError, match="has not finished"):
-        rescore_sweep(unfinished)
-
+        report_settings(root, {"average": "median"})
     # a sweep of a callable loss: its record names the loss but cannot rebuild it
     other = tmp_path / "callable"
     shutil.copytree(root, other)
@@ -88,4 +82,4 @@ def test_runs_it_cannot_score_are_refused_naming_why(stored, tmp_path):
     manifest["config"]["loss"] = "callable loss odd"
     (other / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="cannot rebuild"):
-        stored_sweep_settings(other)
+        report_run(other, tmp_path / "out", formats=())

@@ -19,8 +19,9 @@ from iml.data.folds import nested_cv_splits
 from iml.pipeline import sweep as S
 from iml.pipeline import train_plan as TP
 from iml.pipeline.defaults import sweep_config
+from iml.pipeline.scores import RIDGE, SweepResult
 from iml.pipeline.store import RunStore
-from iml.pipeline.sweep_scores import RIDGE, SweepResult
+from iml.pipeline.train_plan import run
 from iml.training import TrainConfig
 from iml.training.tabular import train_tabular
 
@@ -336,7 +337,7 @@ def test_a_sweep_records_its_learning_rate_floor_and_resumes_only_at_the_same(tm
     assert plain["train"]["min_lr"] == 0.0 and floor.run_config["train"]["min_lr"] == 1e-4
     store = RunStore(tmp_path / "run")
     store.open_run(plain, kind="table")
-    with pytest.raises(ValueError, match=r"first difference: 'train\.min_lr'"):
+    with pytest.raises(ValueError, match=r"first difference: config\.train\.min_lr"):
         store.check_resumable(floor.run_config, "table")
 
 
@@ -365,7 +366,7 @@ def test_a_logit_average_pools_the_seeds_mean_logit_and_is_recorded(simulated, t
     assert plain["eval"]["average"] == "score" and pooled["eval"]["average"] == "logit"
     store = RunStore(tmp_path / "run")
     store.open_run(plain, kind="table")
-    with pytest.raises(ValueError, match=r"first difference: 'eval\.average'"):
+    with pytest.raises(ValueError, match=r"first difference: config\.eval\.average"):
         store.check_resumable(pooled, "table")
     with pytest.raises(ValueError, match=r"average must be one of \('score', 'logit'\)"):
         S.plan_sweep(x, y, None, [0.9], train=config, average="mean")
@@ -436,7 +437,8 @@ def test_the_stored_default_sweep_of_digits_comes_out_the_same():
     assert config.loss.weights == "ones;w[8]=10;w[8]=100"
     config.loss.weights = "w[8]=10"
     plan, _ = S.prepare_sweep(config)
-    table = S.execute_sweep(plan, None, progress=False).table
+    trained = run(S.sweep_experiment(plan), None, progress=False)
+    table = S.sweep_result(plan, [b.entry for b in trained]).table
     want = _leaves(json.loads((stored / "table.json").read_text())["w[8]=10"])
     got = _leaves(json.loads(json.dumps(table["w[8]=10"])))
     assert list(got) == list(want)

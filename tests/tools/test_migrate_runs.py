@@ -13,8 +13,8 @@ from _sweep_tables import simulated_table
 from iml.config import to_dict
 from iml.pipeline import SCHEMA, RunStore
 from iml.pipeline.defaults import default_config
+from iml.pipeline.report import report_run
 from iml.pipeline.sweep import SECTIONS, run_sweep
-from iml.pipeline.sweep_scores import rescore_sweep
 from tools import migrate_runs as M
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path)
     run = tmp_path / "run"
     run_sweep(x, y, None, [0.3, 0.9], store=RunStore(run), progress=False, n_bootstrap=20)
     manifest = json.loads((run / "manifest.json").read_text())
-    want = rescore_sweep(run)
+    want = report_run(run, tmp_path / "before", formats=())
     old = {k: v for k, v in manifest.items() if k not in ("schema", "kind")}
     flat = {**old, "config": _flat_sweep(manifest["config"])}
     assert "data_sha256" in flat["config"] and flat["config"]["n_bootstrap"] == 20
@@ -97,16 +97,18 @@ def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path)
     (run / "manifest.json").write_text(json.dumps(flat))
     (run / "table.json").rename(run / "sweep_table.json")
     with pytest.raises(ValueError, match="manifest schema 1"):
-        rescore_sweep(run)
+        report_run(run, tmp_path / "refused", formats=())
     assert M.main([str(tmp_path), "--check"]) == 1
     assert json.loads((run / "manifest.json").read_text()) == flat  # --check writes nothing
     assert M.main([str(tmp_path)]) == 0
     assert json.loads((run / "manifest.json").read_text()) == manifest
     assert (run / "table.json").is_file() and not (run / "sweep_table.json").exists()
     assert M.main([str(tmp_path), "--check"]) == 0
-    again = rescore_sweep(run)
-    assert again.table == want.table
-    np.testing.assert_array_equal(again.scores, want.scores)
+    again = report_run(run, tmp_path / "after", formats=())
+    assert again == want
+    with np.load(tmp_path / "before" / "ensemble_scores.npz") as before:
+        with np.load(tmp_path / "after" / "ensemble_scores.npz") as after:
+            np.testing.assert_array_equal(after["scores"], before["scores"])
 
 
 def test_every_stored_run_in_the_results_is_at_the_current_schema():
