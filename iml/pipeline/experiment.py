@@ -16,6 +16,7 @@ batch, trained and stored by the one loop of every run
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,8 @@ def check_resumable(experiment: Experiment, out: str | Path) -> dict[str, Any]:
     except ValueError as err:
         manifest = store.manifest()
         hint = ""
-        old, new = (manifest or {}).get("config", {}), experiment.record
+        old = (manifest or {}).get("config", {})
+        new = json.loads(json.dumps(experiment.record))  # as the manifest records it
         if manifest and "eval" in old and "eval" in new and old["eval"] != new["eval"]:
             if config_lib.first_difference({**old, "eval": new["eval"]}, new) is None:
                 flags = " ".join(f"--config.eval.{k}={v}" for k, v in new["eval"].items()

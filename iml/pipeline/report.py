@@ -123,11 +123,6 @@ def report_settings(
     config = default_config()
     recorded = store.manifest()["config"].get("eval", {})
     for key, value in {**recorded, **dict(eval_overrides or {})}.items():
-        if key not in config.eval:
-            raise ValueError(
-                f"config.eval.{key} is not a setting of the report "
-                f"({', '.join(f'config.eval.{k}' for k in config.eval)})"
-            )
         config_lib.override(config, f"eval.{key}", value)
     check_eval_settings(config.eval, min_bootstrap=0)
     return config_lib.to_dict(config.eval)
@@ -136,7 +131,7 @@ def report_settings(
 def _title(manifest: Mapping[str, Any], grid: Any, seeds: int) -> str:
     """A run's figures' title, e.g. ``digits: 64 losses x 1 seeds, logistic``."""
     config = manifest["config"]
-    data, loss = config["data"], config["loss"]
+    data, loss = config.get("data", {}), config.get("loss", {})
     name = Path(data["path"]).stem if data.get("path") else data.get("name", "")
     what = "" if not isinstance(loss, Mapping) or loss.get("name") == "log" else (
         f"{loss.get('name')} loss, "

@@ -236,7 +236,7 @@ def pool_entries(
                     yield float(row), idx, values
 
         ensemble = aggregate_members(members(), positions, n, average)
-        found = sorted({int(s) for entry in entries for s in np.asarray(entry["seed"])})
+        found = sorted({int(s) for entry in entries for s in np.asarray(entry.get("seed", []))})
         return RunScores(
             grid,
             grid_family(grid),

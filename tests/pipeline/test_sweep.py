@@ -22,6 +22,7 @@ from iml.pipeline.defaults import sweep_config
 from iml.pipeline.scores import RIDGE, SweepResult
 from iml.pipeline.store import RunStore
 from iml.pipeline.train_plan import run
+from iml.recalibration import BASELINES
 from iml.training import TrainConfig
 from iml.training.tabular import train_tabular
 
@@ -167,12 +168,13 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
     assert stored == result.table
     assert list(stored) == ["0.5", "0.9"]
     for beta, row in stored.items():
-        assert list(row) == [*S.METHODS, RIDGE]
+        # the raw and corrected scores, the recalibration baselines of every binary grid, the ridge
+        assert list(row) == [*S.METHODS, *BASELINES, RIDGE]
         assert row[RIDGE] == [[0.0] * 10]  # one seed, ten rotations, the config's number
         assert row["raw"]["loss_calibration"]["family"] == 2  # one test per beta of the sweep
         for method in S.METHODS:
             extra = ["loss_calibration"] if method == "raw" else []
-            assert list(row[method]) == [*METRICS, "ece_interval", *extra]
+            assert list(row[method]) == [*METRICS, *extra, "ece_interval"]
             low, high = row[method]["ece_interval"]  # its 95% bootstrap interval
             assert 0 <= low < high and low <= row[method]["ece"] * 1.5 and high > 0
         k = BETAS.index(float(beta))
