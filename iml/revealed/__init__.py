@@ -78,6 +78,7 @@ from iml._bootstrap import paired_bootstrap_weights
 from iml.revealed.bins import MIN_COUNT, STRATEGIES  # noqa: F401
 from iml.revealed.experiments import (
     RevealedExperiments,
+    class_information,
     experiments_from_posteriors,
     experiments_from_signals,
     mutual_information,
@@ -109,6 +110,7 @@ __all__ = [
     "NISCheck",
     "RevealedExperiments",
     "RevealedReport",
+    "class_information",
     "experiments_from_posteriors",
     "experiments_from_signals",
     "mutual_information",
