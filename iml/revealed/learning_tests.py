@@ -48,6 +48,7 @@ __all__ = [
     "NIACCheck",
     "NIASTest",
     "NISCheck",
+    "multinomial_calibration_test",
     "niac_assignment_check",
     "niac_brute_force",
     "niac_check",
@@ -383,7 +384,9 @@ def nias_test(
         specs = as_losses(losses, n_models, n_classes)
         posteriors = loss_corrected(specs, jnp.asarray(scores, jnp.float32))
         cells = cell_signals(posteriors, n_bins, "adaptive", as_min_count(int(min_count)))
-        return nias_of_cells(posteriors, cells, labels, weight, n_classes * n_bins, confidence)
+        return nias_of_cells(
+            posteriors, cells, labels, weight, n_classes * n_bins, confidence, float(min_count)
+        )
     check_scores(scores, labels, n_bins, "quantile")
     n_models, n = np.shape(scores)
     if weight is not None:
@@ -428,6 +431,7 @@ def multinomial_calibration_test(
     weight: ArrayLike | None = None,
     *,
     level: float = 0.05,
+    min_count: float = MIN_COUNT,
 ) -> LossCalibrationTest:
     """Loss calibration (Definition 2) of ``K`` models of ``n`` classes on given cells.
 
@@ -443,9 +447,13 @@ def multinomial_calibration_test(
     is approximately chi-square with ``sum_s rank Sigma_s`` degrees of freedom (``S (n - 1)``
     for ``S`` cells in the interior of the simplex): a Hosmer-Lemeshow statistic with the
     multinomial covariance, whose two-class case is the binary test's
-    ``sum_s (O_s - E_s)^2 / V_s`` on the same bins. The pseudo-inverse keeps the eigenvalues
-    above ``1e-5`` times a cell's largest; a class the null gives no chance in a cell
-    (``Sigma_ss = 0``) but that occurs there makes ``T`` infinite.
+    ``sum_s (O_s - E_s)^2 / V_s`` on the same bins. As the binary test merges bins until each
+    holds ``min_count`` expected positives and negatives, so that the chi-square holds, a cell's
+    classes expected fewer than ``min_count`` times are pooled into one category, and that
+    category into the cell's most expected class when it is still short of ``min_count``
+    (pooling depends on the scores alone); ``O``, ``E`` and ``Sigma`` are summed over each
+    category. The pseudo-inverse keeps the eigenvalues above ``1e-5`` times a cell's largest;
+    a category the null gives no chance in a cell but that occurs there makes ``T`` infinite.
 
     ``power`` is that of the test against the alternative that, in every observation, the
     odds of its top class are ``POWER_ODDS`` times (or ``1 / POWER_ODDS`` times, the smaller
@@ -460,6 +468,7 @@ def multinomial_calibration_test(
       n_cells: ``S``.
       weight: non-negative observation weights ``[N]``.
       level: the level of ``power``.
+      min_count: the least expected count of a category tested on its own.
 
     Returns:
       A :class:`iml.calibration.LossCalibrationTest` with fields ``[K, ...]``: ``n_bins`` the
@@ -486,25 +495,28 @@ def multinomial_calibration_test(
         V.check_shape("weight", weight, shape[1:2])
         V.check_weights("weight", weight)
     V.check_interval("level", level, 0.0, 1.0, open_low=True, open_high=True)
+    V.check_interval("min_count", min_count, 0.0, np.inf, open_low=False, open_high=True)
     w = jnp.ones(shape[1], jnp.float32) if weight is None else as_float(weight)
     return _multinomial_test(as_float(posteriors), jnp.asarray(cells), labels, w, int(n_cells),
-                             float(level))  # fmt: skip
+                             float(level), min_count)  # fmt: skip
 
 
-def nias_of_cells(posteriors, cells, labels, weight, n_cells, confidence) -> NIASTest:
+def nias_of_cells(
+    posteriors, cells, labels, weight, n_cells, confidence, min_count=MIN_COUNT
+) -> NIASTest:
     """NIAS of models of ``n`` classes: :func:`multinomial_calibration_test` of each model,
     Holm over the testable models, violated where the adjusted p-value is at most
     ``1 - confidence``."""
     n = np.shape(posteriors)[1]
     w = jnp.ones(n, jnp.float32) if weight is None else as_float(weight)
     level = 1.0 - float(confidence)
-    test = _multinomial_test(posteriors, cells, labels, w, int(n_cells), level)
+    test = _multinomial_test(posteriors, cells, labels, w, int(n_cells), level, min_count)
     p_value = holm_adjusted(test.p_value)
     return NIASTest(test, test.calibration_error, p_value, p_value <= level)
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5))
-def _multinomial_test(g, cells, labels, w, n_cells, level) -> LossCalibrationTest:
+def _multinomial_test(g, cells, labels, w, n_cells, level, min_count) -> LossCalibrationTest:
     n = g.shape[-1]
     total = jnp.sum(g, axis=-1, keepdims=True)
     g = jnp.where(total > 0, g / jnp.where(total > 0, total, 1.0), 1.0 / n)
@@ -524,19 +536,35 @@ def _multinomial_test(g, cells, labels, w, n_cells, level) -> LossCalibrationTes
     expected = segment(w[None, :, None] * g, cells)
     eye = jnp.eye(n, dtype=g.dtype)
     spread = (w * w)[None, :, None, None] * (g[..., None] * eye - g[..., :, None] * g[..., None, :])
-    covariance = segment(spread, cells)  # [K, S, n, n]
+    # Categories: classes expected fewer than min_count times pool into one (the first of
+    # them), and that into the most expected class while it is short too.
+    big = expected >= min_count
+    classes = jnp.arange(n)
+    first_small = jnp.argmin(jnp.where(big, n, classes), axis=-1)
+    pool_ok = jnp.sum(jnp.where(big, 0.0, expected), axis=-1) >= min_count
+    most = jnp.argmax(expected, axis=-1)
+    target = jnp.where(big, classes, jnp.where(pool_ok, first_small, most)[..., None])  # [K, S, n]
+    pooling = jax.nn.one_hot(target, n, dtype=g.dtype)  # [K, S, class, category]
+    covariance = jnp.einsum(
+        "ksca,kscd,ksdb->ksab", pooling, segment(spread, cells), pooling,
+        precision=jax.lax.Precision.HIGHEST,
+    )  # fmt: skip
     values, vectors = jnp.linalg.eigh(covariance)
     keep = values > 1e-5 * jnp.max(values, axis=-1, keepdims=True)
     inverse = jnp.where(keep, 1.0 / jnp.where(keep, values, 1.0), 0.0)
     rank = jnp.sum(keep, axis=-1)  # [K, S]
 
     def quadratic(d: Array) -> Array:
+        d = jnp.einsum("ksca,ksc->ksa", pooling, d, precision=jax.lax.Precision.HIGHEST)
         z = jnp.einsum("ksab,ksa->ksb", vectors, d, precision=jax.lax.Precision.HIGHEST)
         return jnp.sum(inverse * z * z, axis=-1)  # [K, S]
 
-    variance = jnp.diagonal(covariance, axis1=-2, axis2=-1)
     gap = observed - expected
-    miss = (variance <= 0) & (jnp.abs(gap) > 1e-6 * jnp.maximum(count, 1.0)[..., None])
+    pooled_gap = jnp.einsum("ksca,ksc->ksa", pooling, gap, precision=jax.lax.Precision.HIGHEST)
+    pooled_variance = jnp.diagonal(covariance, axis1=-2, axis2=-1)
+    scale = 1e-6 * jnp.maximum(count, 1.0)[..., None]
+    miss = (pooled_variance <= 0) & (jnp.abs(pooled_gap) > scale)
+    variance = segment(jnp.broadcast_to((w * w)[None, :, None], g.shape) * g * (1.0 - g), cells)
     statistic = jnp.sum(quadratic(gap), axis=-1)
     statistic = jnp.where(jnp.any(miss, axis=(-2, -1)), jnp.inf, statistic)
     df = jnp.sum(rank, axis=-1).astype(jnp.int32)  # [K]
