@@ -79,8 +79,11 @@ def _is_one_loss(losses: object) -> bool:
 
 def loss_count(losses: object) -> int | None:
     """How many losses ``losses`` gives, or ``None`` for one unbatched loss."""
-    if isinstance(losses, np.ndarray | jax.Array):
+    if isinstance(losses, np.ndarray | jax.Array) and np.ndim(losses) <= 1:
         return np.shape(losses)[0] if np.ndim(losses) == 1 else None
+    if isinstance(losses, np.ndarray | jax.Array):  # a matrix B, or a stack of them
+        shape = loss_spec(losses).batch_shape
+        return shape[0] if len(shape) == 1 else None
     if not _is_one_loss(losses):
         return len(losses)
     shape = loss_spec(losses).batch_shape

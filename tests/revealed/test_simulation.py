@@ -47,3 +47,13 @@ def test_gaussian_agents_of_three_classes_report_the_optimal_score_of_their_post
     assert truth[1] > truth[0] > 0.5 * (truth[0] + prior @ prior)
     # the weighted agent's reports are tilted toward its heavy class
     assert float(np.mean(scores[1, :, 2])) > float(np.mean(corrected[1, :, 2])) + 0.05
+
+
+def test_gaussian_agents_take_a_stack_of_weight_matrices_one_per_agent():
+    B = np.ones((3, 3, 3))
+    B[:, 2, 2] = [1.0, 3.0, 9.0]
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(1), B, 1.5, np.full(3, 1 / 3), 500)
+    assert scores.shape == (3, 500, 3) and labels.shape == (500,)
+    # one sigmoid per class: the heavier B[2, 2], the larger the reported score of class 2
+    means = np.asarray(scores[:, :, 2].mean(1))
+    assert means[0] < means[1] < means[2]
