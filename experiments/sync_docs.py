@@ -165,6 +165,7 @@ def declarations() -> list[Table]:
     """Every generated table of the documents: :mod:`experiments.doc_tables`' and the studies'."""
     from experiments import doc_tables
     from experiments.studies import (
+        multiclass_reveal_power,
         pneumoniamnist_schedules,
         reveal_size_power,
         revealed_information,
@@ -172,7 +173,7 @@ def declarations() -> list[Table]:
     )
 
     studies = (pneumoniamnist_schedules, revealed_information, reveal_size_power,
-               well_specified_sweeps)  # fmt: skip
+               well_specified_sweeps, multiclass_reveal_power)  # fmt: skip
     return [*doc_tables.TABLES, *(table for study in studies for table in study.TABLES)]
 
 

@@ -140,7 +140,7 @@ def rejection_rates(
     losses: LossSpec | Sequence,
     reported: LossSpec | Sequence,
     precision: np.ndarray,
-    prior: float,
+    prior: float | Sequence[float],
     n: int,
     *,
     n_datasets: int,
@@ -152,12 +152,15 @@ def rejection_rates(
 ) -> dict[str, np.ndarray]:
     """How often :func:`iml.revealed.reveal` rejects NIS, NIAC and NIAS (for any model) over
     ``n_datasets`` data sets of agents trained under ``losses`` who report under ``reported``.
+    A prior vector ``[n]`` simulates agents of ``n`` classes
+    (:func:`iml.revealed.simulate_gaussian_agents`), with losses of ``n`` class scores.
 
     Returns:
       ``{"nis", "niac", "nias"}``: each a ``[n_datasets]`` boolean array of rejections.
     """
 
-    sizes = {"prior": float(prior), "n": int(n), "n_datasets": int(n_datasets),
+    prior = float(prior) if np.ndim(prior) == 0 else tuple(float(x) for x in np.ravel(prior))
+    sizes = {"prior": prior, "n": int(n), "n_datasets": int(n_datasets),
              "n_bootstrap": int(n_bootstrap), "n_bins": int(n_bins)}  # fmt: skip
     rejected = _rejections(losses, reported, precision, key, **sizes, strategy=strategy,
                            min_count=min_count)  # fmt: skip

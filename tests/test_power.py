@@ -1,9 +1,11 @@
 """Tests of iml.power: the simulated agents' precisions and scenarios, the population they
 make, and the rates and errors read off simulated rejections."""
 
+import jax
 import numpy as np
 import pytest
 
+from iml import loss_spec
 from iml import power as P
 
 
@@ -46,3 +48,28 @@ def test_one_agent_counts_its_fewest_negatives_and_has_no_margins():
     # Its bins are the pair's: the same fewest positives and negatives, which differ.
     assert (one.min_positives, one.min_negatives) == (pair.min_positives, pair.min_negatives)
     assert one.min_negatives > 2 * one.min_positives
+
+
+def test_rejection_rates_of_agents_of_three_classes_size_and_power():
+    """A small version of experiments/studies/multiclass_reveal_power.py: capacity-constrained
+    agents of 3 classes (one precision for every weight w[2] = 1, 2, 4, 8) rarely reject NIS or
+    NIAC; precision rising along the grid (a more informative experiment for the heavier
+    weights, better for every loss) rejects NIS; an agent reporting its posterior
+    uncorrected is caught by NIAS."""
+    weights = np.ones((4, 3))
+    weights[:, 2] = [1.0, 2.0, 4.0, 8.0]
+    losses = loss_spec("class_weighted_softmax", class_weights=weights)
+    reported_weights = weights.copy()
+    reported_weights[2] = 1.0  # the third agent reports its posterior, uncorrected
+    reported = loss_spec("class_weighted_softmax", class_weights=reported_weights)
+    prior = (0.4, 0.4, 0.2)
+    sizes = {"n_datasets": 8, "n_bootstrap": 200, "key": jax.random.key(0), "n_bins": 5}
+    capacity = P.rejection_rates(losses, losses, P.precisions(4, 0.0, 1.5), prior, 2000, **sizes)
+    rising = P.rejection_rates(losses, losses, P.precisions(4, 1.0, 1.5), prior, 2000, **sizes)
+    misreported = P.rejection_rates(
+        losses, reported, P.precisions(4, 0.0, 1.5), prior, 2000, **sizes
+    )
+    assert capacity["nis"].sum() <= 2 and capacity["niac"].sum() <= 2
+    assert capacity["nias"].sum() <= 2
+    assert rising["nis"].sum() >= 7
+    assert misreported["nias"].sum() >= 7

@@ -41,6 +41,7 @@ from iml.plots.reliability import (
 )
 from iml.plots.revealed import (
     figure_cost_bounds,
+    figure_information_by_class,
     figure_information_by_weight,
     figure_value_matrix,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "figure4_loss_corrected",
     "figure_calibration_by_loss",
     "figure_cost_bounds",
+    "figure_information_by_class",
     "figure_information_by_weight",
     "figure_metric_vs_size",
     "figure_smooth_calibration",

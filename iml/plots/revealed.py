@@ -1,7 +1,9 @@
-"""What models trained at several class weights learned (:mod:`iml.revealed`), in three figures.
+"""What models trained at several class weights learned (:mod:`iml.revealed`), in four figures.
 
 * :func:`figure_information_by_weight`: the mutual information of each model's revealed
   experiment against its class weight.
+* :func:`figure_information_by_class`: the information about each class along a grid of
+  losses of ``n`` classes.
 * :func:`figure_value_matrix`: the value matrix relative to its diagonal, with the significant
   NIS violations and an improving NIAC cycle.
 * :func:`figure_cost_bounds`: the revealed bounds on the costs of learning.
@@ -22,7 +24,12 @@ from iml.plots._common import logit, new_figure, weight_axis
 
 ArrayLike = jax.typing.ArrayLike
 
-__all__ = ["figure_cost_bounds", "figure_information_by_weight", "figure_value_matrix"]
+__all__ = [
+    "figure_cost_bounds",
+    "figure_information_by_class",
+    "figure_information_by_weight",
+    "figure_value_matrix",
+]
 
 
 def _check_weights_and(
@@ -87,6 +94,64 @@ def figure_information_by_weight(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     ax.set_title(title or "What each model learned, by class weight")
+    return fig
+
+
+def figure_information_by_class(
+    information: ArrayLike,
+    interval: ArrayLike | None = None,
+    *,
+    grid_keys: Sequence[str] | None = None,
+    class_names: Sequence[str] | None = None,
+    title: str = "",
+) -> Figure:
+    """The information each model's revealed experiment carries about each class, along a grid
+    of losses of ``n`` classes: one line per class, ``I_{k,c}`` in nats
+    (:func:`iml.revealed.class_information`, one-vs-rest), models in grid order.
+
+    Does raising a class's weight buy information about that class? The line of class ``c``
+    carries the ``gid`` ``"class-information-{c}"`` and its interval bars (one segment per model)
+    ``"class-information-interval-{c}"``.
+
+    Args:
+      information: ``I_{k,c}`` ``[K, n]``.
+      interval: its bootstrap interval ``[2, K, n]`` (lower, upper), or None.
+      grid_keys: the tick label of each model ``[K]`` (e.g. ``"w[2]=4"``); default its index.
+      class_names: the legend's name of each class ``[n]``; default ``"class c"``.
+      title: optional title.
+
+    Raises:
+      ValueError: naming ``information``, ``interval``, ``grid_keys`` or ``class_names``.
+    """
+    info = np.asarray(information, dtype=np.float64)
+    if info.ndim != 2 or info.shape[1] < 2:
+        raise ValueError(f"information must have shape [K, n] with n >= 2; got {info.shape}")
+    k, n = info.shape
+    iv = None if interval is None else np.asarray(interval, dtype=np.float64)
+    if iv is not None and iv.shape != (2, k, n):
+        raise ValueError(f"interval must have shape (2, {k}, {n}) (lower and upper ends); got "
+                         f"{iv.shape}")  # fmt: skip
+    keys = [str(i) for i in range(k)] if grid_keys is None else [str(x) for x in grid_keys]
+    if len(keys) != k:
+        raise ValueError(f"grid_keys must name each of the {k} models; got {len(keys)}")
+    names = [f"class {c}" for c in range(n)] if class_names is None else list(class_names)
+    if len(names) != n:
+        raise ValueError(f"class_names must name each of the {n} classes; got {len(names)}")
+    x = np.arange(k, dtype=np.float64)
+    fig, ax = new_figure((6.0, 4.0))
+    for c in range(n):
+        (line,) = ax.plot(x, info[:, c], "o-", ms=3.5, lw=1.2, label=names[c],
+                          gid=f"class-information-{c}")  # fmt: skip
+        if iv is not None:
+            ax.vlines(x, iv[0, :, c], iv[1, :, c], color=line.get_color(), lw=1.0, alpha=0.7,
+                      gid=f"class-information-interval-{c}")  # fmt: skip
+    ax.set_xticks(x, keys)
+    ax.set_xlabel("loss of the grid")
+    ax.set_ylabel("information about the class, I(signal; y = c) (nats)")
+    ax.set_ylim(bottom=0.0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    ax.set_title(title or "What each model learned about each class")
     return fig
 
 

@@ -16,11 +16,12 @@ Caplin, Martin & Marx (2025, *Modeling machine learning: a cognitive economic ap
 * **Value matrix** (:func:`value_matrix`): ``G[k, j] = -sum_s P_j(s) l*_k(gamma_{j,s})``, the value
   in decision problem ``k`` of the experiment learned under loss ``j``, re-scored optimally for
   ``k``.
-* **Mutual information** (:func:`mutual_information`) ``I_k`` in nats.
+* **Mutual information** (:func:`mutual_information`) ``I_k`` in nats, and the information
+  about each class (:func:`class_information`, one-vs-rest) ``I_{k,c}``.
 * **NIAS** (no improving action switches): each model reports optimally given its revealed
   posteriors. That is loss calibration (Definition 2): :func:`nias_test` compares each bin's
-  positives with those its loss-corrected scores expect, by exact binomial tails, with Holm's
-  familywise control over every model and bin.
+  positives with those its loss-corrected scores expect (each model's loss-calibration
+  chi-square), with Holm's familywise control over the models.
 * **NIS** (no improving switches, :func:`nis_check`): capacity-constrained learning, one feasible
   set of experiments for every loss, implies ``G[k, k] >= G[k, j]`` for all ``j, k``.
 * **NIAC** (no improving attention cycles, :func:`niac_check`): costly learning, any cost of
@@ -42,13 +43,27 @@ bootstrap lower confidence bound of their margin is above zero; the critical val
 recentred bootstrap at the least-favourable null (every inequality binding), which holds the size
 however many inequalities are compared (see :func:`reveal`).
 
+**Models of n classes.** Caplin & Dean's framework holds for any finite set of states, and every
+function above takes the class scores ``[K, N, n]`` of models trained under losses of ``n``
+class scores (the B-weighted loss of eq. ``b-loss-multi``, the class-weighted softmax, the
+softmax focal loss, any registered one) by the same code. A model's signals are the cells of
+the simplex of its loss-corrected posteriors (:func:`iml.revealed.bins.cell_signals`: its top
+class, then quantiles of its confidence within that class, merged alike for every model until
+each cell holds :data:`MIN_COUNT` expected observations of its top class and of the others);
+posteriors ``gamma_{k,s,c} = P_k(y = c | s)`` carry a class axis ``[K, S, n]``, and
+``l*_k(gamma) = min_a sum_c gamma_c L_k(a, c)``. NIS, NIAC, the cost bounds and ``lambda`` are
+functions of ``G`` alone, so they are unchanged; NIAS is one multinomial chi-square per model
+over its cells (:func:`multinomial_calibration_test`), with Holm over the models. The binary
+path is the two-class case: binary experiments read as posteriors ``[1 - gamma, gamma]`` under
+the class-weighted softmax with weights ``(1 - beta, beta)`` have the same ``G`` and ``I``.
+
 One idea per module, all of whose public names are imported here:
 
 * :mod:`~iml.revealed.losses`: the ``K`` models' binary losses, read as one batched
   :class:`iml.LossSpec` or a list, with ``l*_k`` and the loss-corrected scores of every model.
 * :mod:`~iml.revealed.bins`: each model's signals, the bins of its scores (:data:`STRATEGIES`:
   quantile, uniform, or adaptive, merged until each holds :data:`MIN_COUNT` expected positives
-  and negatives).
+  and negatives), or the cells of its class posteriors.
 * :mod:`~iml.revealed.experiments`: revealed experiments ``P_k(s)`` and posteriors
   ``gamma_{k,s}``, from signals, from scores or given directly (:class:`RevealedExperiments`),
   and what they are worth: the value matrix ``G`` and the mutual information ``I_k``.
@@ -67,7 +82,8 @@ batches (bootstrap replicates, data sets). ``scores`` are ``[K, N]`` positive-cl
 ``[0, 1]`` of ``K`` models on the same ``N`` observations, with ``{0, 1}`` ``labels`` ``[N]``;
 ``losses`` are the ``K`` models' binary losses, one per model: a batched :class:`iml.LossSpec`
 (batch shape ``(K,)``), an array of betas, or a sequence of anything :func:`iml.loss_spec` reads;
-``G`` is a value matrix ``[..., K, K]`` (:func:`value_matrix`).
+``G`` is a value matrix ``[..., K, K]`` (:func:`value_matrix`). Models of ``n`` classes have
+``scores`` ``[K, N, n]``, class-index ``labels`` ``[N]`` and losses of ``n`` class scores.
 Every function here is pure JAX and works under ``jax.jit`` and ``jax.vmap`` except the host-side
 checks :func:`niac_assignment_check` and :func:`niac_brute_force`. Concrete bad input raises
 ``ValueError`` naming the argument; under a transformation the affected outputs are NaN.
@@ -78,6 +94,7 @@ from iml._bootstrap import paired_bootstrap_weights
 from iml.revealed.bins import MIN_COUNT, STRATEGIES  # noqa: F401
 from iml.revealed.experiments import (
     RevealedExperiments,
+    class_information,
     experiments_from_posteriors,
     experiments_from_signals,
     mutual_information,
@@ -89,6 +106,7 @@ from iml.revealed.learning_tests import (
     NIACCheck,
     NIASTest,
     NISCheck,
+    multinomial_calibration_test,
     niac_assignment_check,
     niac_brute_force,
     niac_check,
@@ -109,8 +127,10 @@ __all__ = [
     "NISCheck",
     "RevealedExperiments",
     "RevealedReport",
+    "class_information",
     "experiments_from_posteriors",
     "experiments_from_signals",
+    "multinomial_calibration_test",
     "mutual_information",
     "niac_assignment_check",
     "niac_brute_force",

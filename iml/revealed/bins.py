@@ -1,7 +1,8 @@
 """The signals of a model: the bins of its scores, quantile (per model), uniform, or adaptive
 (quantile bins merged until each holds enough expected positives and negatives under every
-model's loss). The bins depend on the scores alone and stay fixed under reweighting, as the
-bootstrap and the tests assume."""
+model's loss); for ``n`` classes, the cells of its loss-corrected class posteriors (top class,
+then a quantile of confidence within it, merged alike). The bins depend on the scores alone and
+stay fixed under reweighting, as the bootstrap and the tests assume."""
 
 from __future__ import annotations
 
@@ -133,3 +134,84 @@ def _interpolated_edges(ordered, n_bins: int, xp):
 def per_signal(values: Array, signals: Array, n_signals: int) -> Array:
     """``sum_{i: s_ki = s} values[..., k, i]`` ``[..., K, S]`` by one segment sum per model."""
     return jax.vmap(lambda v, s: jax.ops.segment_sum(v, s, n_signals))(values, signals)
+
+
+# ----------------------------------------------------------------------------------------------
+# Cells of the simplex: the signals of a model of n classes
+# ----------------------------------------------------------------------------------------------
+
+
+def check_class_scores(scores: ArrayLike, labels: ArrayLike, n_bins: int, strategy: str) -> None:
+    """Class scores ``[K, N, n]`` in ``[0, 1]`` (``n >= 2``) and class indices ``[N]``.
+
+    Raises:
+      ValueError: naming ``scores``, ``labels``, ``n_bins`` or ``strategy``.
+    """
+    check_n_bins(n_bins)
+    V.check_choice("strategy", strategy, ("quantile", "adaptive"))
+    shape = np.shape(scores)
+    if len(shape) != 3 or 0 in shape or shape[2] < 2:
+        raise ValueError(
+            f"scores must be a non-empty [K, N, n] array of class scores, n >= 2; got {shape}"
+        )
+    if np.shape(labels) != shape[1:2]:
+        raise ValueError(f"labels must have shape [{shape[1]}]; got {np.shape(labels)}")
+    if V.is_concrete(scores):
+        V.check_unit("scores", scores)
+    y = V.concrete_value(labels)
+    if y is not None and not np.all((y >= 0) & (y < shape[2]) & (y == np.round(y))):
+        raise ValueError(f"labels must be class indices in [0, {shape[2]})")
+
+
+def cell_signals(posteriors: ArrayLike, n_bins: int, strategy: str, min_count: int) -> Array:
+    """Each model's cell of the simplex ``[K, N]``, in ``[0, n n_bins)``: the signals of models
+    of ``n`` classes.
+
+    An observation's cell is its top class ``t`` (the largest loss-corrected posterior) and the
+    quantile ``q`` of its confidence (that posterior over the posteriors' sum) among the
+    observations whose top class under that model is ``t``: ``n_bins`` equal-count quantiles
+    per class, cell ``t n_bins + q``, so that every model's cells are the same quantile ranges
+    of its own posteriors, as binary quantile bins are. ``"adaptive"`` merges adjacent
+    quantiles of a class, in confidence order and alike for every model (as
+    :func:`merged_signals` merges binary bins, so that no model's experiment is garbled
+    differently), until each cell holds at least ``min_count`` expected observations of its
+    top class and ``min_count`` of the others under every model's posteriors; a class that no
+    model reaches ``min_count`` in stays one cell. Merged cells keep the indices of their
+    groups and leave signals with ``P_k(s) = 0``.
+
+    Args:
+      posteriors: loss-corrected class posteriors ``[K, N, n]`` (rows need not sum to one).
+      n_bins: confidence quantiles per class.
+      strategy: ``"quantile"`` (no merging) or ``"adaptive"``.
+      min_count: the least expected count of a merged cell.
+
+    Returns:
+      integer cells ``[K, N]``.
+    """
+    return _cell_signals(as_float(posteriors), int(n_bins), strategy, int(min_count))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _cell_signals(g: Array, n_bins: int, strategy: str, m: int) -> Array:
+    K, N, n = g.shape
+    total = jnp.sum(g, axis=-1, keepdims=True)
+    q = jnp.where(total > 0, g / jnp.where(total > 0, total, 1.0), 1.0 / n)
+    top = jnp.argmax(q, axis=-1).astype(jnp.int32)  # [K, N]
+    confidence = jnp.max(q, axis=-1)
+    index = jnp.broadcast_to(jnp.arange(N, dtype=jnp.int32), (K, N))
+    # Sorted by top class, then confidence: each class's observations are one run.
+    sorted_top, _, order = jax.lax.sort((top, confidence, index), dimension=1, num_keys=2)
+    counts = jax.vmap(lambda t: jnp.bincount(t, length=n))(top)  # [K, n]
+    start = jnp.cumsum(counts, axis=1) - counts
+    rank = index - jnp.take_along_axis(start, sorted_top, axis=1)
+    size = jnp.take_along_axis(counts, sorted_top, axis=1)
+    quantile = jnp.minimum(rank * n_bins // jnp.maximum(size, 1), n_bins - 1)
+    quantile = jax.vmap(lambda o, v: jnp.zeros(N, jnp.int32).at[o].set(v))(order, quantile)
+    if strategy == "adaptive":
+        cells = top * n_bins + quantile
+        own = jnp.take_along_axis(q, top[..., None], axis=-1)[..., 0]
+        mine = per_signal(own, cells, n * n_bins).reshape(K, n, n_bins)
+        others = per_signal(1.0 - own, cells, n * n_bins).reshape(K, n, n_bins)
+        groups = jax.vmap(merged_bins, in_axes=(1, 1, None))(mine, others, m)  # [n, n_bins]
+        quantile = groups[top, quantile]
+    return top * n_bins + quantile

@@ -4,6 +4,7 @@ Floyd-Warshall's verdict and two host-side checks, and the revealed cost bounds 
 learning implies, ``C_k - C_j <= G[k, k] - G[k, j]``, difference constraints that bound each
 ``C_k``, relative to a reference model, by shortest paths; and NIAS, each model's
 loss-calibration test (:func:`iml.calibration.loss_calibration_test`) with Holm's familywise
+control; for models of ``n`` classes, one multinomial test of each model's cells with the same
 control."""
 
 from __future__ import annotations
@@ -22,11 +23,19 @@ from iml import _validation as V
 from iml.calibration._checks import as_float, as_labels, as_weights
 from iml.calibration.loss_calibration import (
     MIN_COUNT,
+    POWER_ODDS,
     LossCalibrationTest,
     calibration_test_of,
+    chi2_sf,
     holm_adjusted,
 )
-from iml.revealed.bins import check_scores, signals_from_scores
+from iml.revealed.bins import (
+    as_min_count,
+    cell_signals,
+    check_class_scores,
+    check_scores,
+    signals_from_scores,
+)
 from iml.revealed.experiments import check_weight
 from iml.revealed.losses import as_losses, loss_corrected
 from iml.spec import LossLike
@@ -39,6 +48,7 @@ __all__ = [
     "NIACCheck",
     "NIASTest",
     "NISCheck",
+    "multinomial_calibration_test",
     "niac_assignment_check",
     "niac_brute_force",
     "niac_check",
@@ -340,7 +350,14 @@ def nias_test(
 ) -> NIASTest:
     """NIAS for ``K`` models at once: each reports optimally for its revealed posteriors.
 
-    NIAS is loss calibration (Definition 2), so each model is judged by the one test of it,
+    Class scores ``[K, N, n]`` (losses of ``n`` classes) are tested on the cells of the
+    revealed experiments (:func:`iml.revealed.bins.cell_signals`, ``n_bins`` confidence
+    quantiles per class, merged to ``min_count``) by :func:`multinomial_calibration_test`, one
+    multinomial chi-square per model over its cells, with Holm's control over the models as
+    below (level ``1 - confidence``).
+
+    Binary scores: NIAS is loss calibration (Definition 2), so each model is judged by the one
+    test of it,
     :func:`iml.calibration.loss_calibration_test` on its own scores and loss (its deciles
     merged to ``min_count`` expected positives and negatives; the same verdict the run's table
     gives that loss), and Holm's step-down procedure over the testable models (valid whatever
@@ -348,9 +365,28 @@ def nias_test(
     reject at ``K = 64`` as at ``K = 1``.
 
     Args:
+      scores: ``[K, N]`` positive-class scores or ``[K, N, n]`` class scores.
+      labels: ``{0, 1}`` labels or class indices ``[N]``.
+      losses: the ``K`` models' losses (binary, or of ``n`` class scores).
       weight: non-negative observation weights ``[N]``, or ``None``.
       confidence: the test is at level ``1 - confidence``.
+
+    Raises:
+      ValueError: naming the argument.
     """
+    if np.ndim(scores) == 3:
+        check_class_scores(scores, labels, n_bins, "adaptive")
+        n_models, n, n_classes = np.shape(scores)
+        if weight is not None:
+            V.check_shape("weight", weight, (n,))
+        check_weight(weight, n)
+        V.check_interval("confidence", confidence, 0.0, 1.0, open_low=True, open_high=True)
+        specs = as_losses(losses, n_models, n_classes)
+        posteriors = loss_corrected(specs, jnp.asarray(scores, jnp.float32))
+        cells = cell_signals(posteriors, n_bins, "adaptive", as_min_count(int(min_count)))
+        return nias_of_cells(
+            posteriors, cells, labels, weight, n_classes * n_bins, confidence, float(min_count)
+        )
     check_scores(scores, labels, n_bins, "quantile")
     n_models, n = np.shape(scores)
     if weight is not None:
@@ -380,3 +416,185 @@ def _nias(g, deciles, labels, weight, n_bins, min_count, confidence) -> NIASTest
     )
     p_value = holm_adjusted(test.p_value)
     return NIASTest(test, test.calibration_error, p_value, p_value <= level)
+
+
+# ----------------------------------------------------------------------------------------------
+# NIAS for models of n classes: one multinomial test per model over its cells
+# ----------------------------------------------------------------------------------------------
+
+
+def multinomial_calibration_test(
+    posteriors: ArrayLike,
+    cells: ArrayLike,
+    labels: ArrayLike,
+    n_cells: int,
+    weight: ArrayLike | None = None,
+    *,
+    level: float = 0.05,
+    min_count: float = MIN_COUNT,
+) -> LossCalibrationTest:
+    """Loss calibration (Definition 2) of ``K`` models of ``n`` classes on given cells.
+
+    By Proposition 4, a model that is loss-calibrated has labels ``y ~ Categorical(g)`` given
+    its scores, ``g`` the loss-corrected class posteriors (rows renormalised to the simplex).
+    Within cell ``s`` the observed class counts ``O_s = sum_{i in s} w_i e_{y_i}`` then have
+    mean ``E_s = sum_{i in s} w_i g_i`` and covariance
+    ``Sigma_s = sum_{i in s} w_i^2 (diag g_i - g_i g_i^T)`` (rank ``n - 1``: the counts sum to
+    the cell's weight), and the statistic
+
+        T = sum_s (O_s - E_s)^T Sigma_s^+ (O_s - E_s)
+
+    is approximately chi-square with ``sum_s rank Sigma_s`` degrees of freedom (``S (n - 1)``
+    for ``S`` cells in the interior of the simplex): a Hosmer-Lemeshow statistic with the
+    multinomial covariance, whose two-class case is the binary test's
+    ``sum_s (O_s - E_s)^2 / V_s`` on the same bins. As the binary test merges bins until each
+    holds ``min_count`` expected positives and negatives, so that the chi-square holds, a cell's
+    classes expected fewer than ``min_count`` times are pooled into one category, and that
+    category into the cell's most expected class when it is still short of ``min_count``
+    (pooling depends on the scores alone); ``O``, ``E`` and ``Sigma`` are summed over each
+    category. The pseudo-inverse keeps the eigenvalues above ``1e-5`` times a cell's largest;
+    a category the null gives no chance in a cell but that occurs there makes ``T`` infinite.
+
+    ``power`` is that of the test against the alternative that, in every observation, the
+    odds of its top class are ``POWER_ODDS`` times (or ``1 / POWER_ODDS`` times, the smaller
+    power of the two) those of ``g``, the other classes rescaled in proportion: the
+    noncentral chi-square of noncentrality ``sum_s delta_s^T Sigma_s^+ delta_s`` (``delta`` the
+    shift of ``E``), by the Wilson-Hilferty approximation of it and of the critical value.
+
+    Args:
+      posteriors: loss-corrected class posteriors ``[K, N, n]``.
+      cells: each observation's cell under each model ``[K, N]`` in ``[0, n_cells)``.
+      labels: class indices ``[N]``.
+      n_cells: ``S``.
+      weight: non-negative observation weights ``[N]``.
+      level: the level of ``power``.
+      min_count: the least expected count of a category tested on its own.
+
+    Returns:
+      A :class:`iml.calibration.LossCalibrationTest` with fields ``[K, ...]``: ``n_bins`` the
+      degrees of freedom, ``testable`` whether they are at least 2, ``observed``,
+      ``expected`` and ``variance`` (the diagonal of ``Sigma``) ``[K, S, n]``, ``count``
+      ``[K, S]``, ``bins`` the cells ``[K, N]``; ``calibration_error``
+      ``sum_{s,c} |O_sc - E_sc| / (2 sum_i w_i)`` (the binary one for ``n = 2``) and its null
+      level; no interval (NaN).
+
+    Raises:
+      ValueError: naming ``posteriors``, ``cells``, ``labels`` or ``weight``.
+    """
+    shape = np.shape(posteriors)
+    if len(shape) != 3 or shape[2] < 2:
+        raise ValueError(f"posteriors must be [K, N, n] with n >= 2; got {shape}")
+    if np.shape(cells) != shape[:2]:
+        raise ValueError(f"cells must have shape {shape[:2]}; got {np.shape(cells)}")
+    c = V.concrete_value(cells)
+    if c is not None and ((c < 0).any() or (c >= n_cells).any()):
+        raise ValueError(f"cells must lie in [0, n_cells={n_cells})")
+    if np.shape(labels) != shape[1:2]:
+        raise ValueError(f"labels must have shape [{shape[1]}]; got {np.shape(labels)}")
+    if weight is not None:
+        V.check_shape("weight", weight, shape[1:2])
+        V.check_weights("weight", weight)
+    V.check_interval("level", level, 0.0, 1.0, open_low=True, open_high=True)
+    V.check_interval("min_count", min_count, 0.0, np.inf, open_low=False, open_high=True)
+    w = jnp.ones(shape[1], jnp.float32) if weight is None else as_float(weight)
+    return _multinomial_test(as_float(posteriors), jnp.asarray(cells), labels, w, int(n_cells),
+                             float(level), min_count)  # fmt: skip
+
+
+def nias_of_cells(
+    posteriors, cells, labels, weight, n_cells, confidence, min_count=MIN_COUNT
+) -> NIASTest:
+    """NIAS of models of ``n`` classes: :func:`multinomial_calibration_test` of each model,
+    Holm over the testable models, violated where the adjusted p-value is at most
+    ``1 - confidence``."""
+    n = np.shape(posteriors)[1]
+    w = jnp.ones(n, jnp.float32) if weight is None else as_float(weight)
+    level = 1.0 - float(confidence)
+    test = _multinomial_test(posteriors, cells, labels, w, int(n_cells), level, min_count)
+    p_value = holm_adjusted(test.p_value)
+    return NIASTest(test, test.calibration_error, p_value, p_value <= level)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _multinomial_test(g, cells, labels, w, n_cells, level, min_count) -> LossCalibrationTest:
+    n = g.shape[-1]
+    total = jnp.sum(g, axis=-1, keepdims=True)
+    g = jnp.where(total > 0, g / jnp.where(total > 0, total, 1.0), 1.0 / n)
+    y = jnp.asarray(labels)
+    onehot = jnp.where(((y >= 0) & (y < n))[:, None], jax.nn.one_hot(y, n, dtype=g.dtype), jnp.nan)
+
+    def alternative(r: float) -> Array:
+        top = jax.nn.one_hot(jnp.argmax(g, axis=-1), n, dtype=g.dtype)
+        t = jnp.sum(g * top, axis=-1, keepdims=True)
+        tilted = r * t / (1.0 + (r - 1.0) * t)
+        rest = jnp.where(t < 1.0, (1.0 - tilted) / jnp.where(t < 1.0, 1.0 - t, 1.0), 0.0)
+        return top * tilted + (1.0 - top) * g * rest
+
+    segment = jax.vmap(lambda x, c: jax.ops.segment_sum(x, c, n_cells))
+    count = segment(jnp.broadcast_to(w, cells.shape), cells)  # [K, S]
+    observed = segment(jnp.broadcast_to(w[:, None] * onehot, g.shape), cells)  # [K, S, n]
+    expected = segment(w[None, :, None] * g, cells)
+    eye = jnp.eye(n, dtype=g.dtype)
+    spread = (w * w)[None, :, None, None] * (g[..., None] * eye - g[..., :, None] * g[..., None, :])
+    # Categories: classes expected fewer than min_count times pool into one (the first of
+    # them), and that into the most expected class while it is short too.
+    big = expected >= min_count
+    classes = jnp.arange(n)
+    first_small = jnp.argmin(jnp.where(big, n, classes), axis=-1)
+    pool_ok = jnp.sum(jnp.where(big, 0.0, expected), axis=-1) >= min_count
+    most = jnp.argmax(expected, axis=-1)
+    target = jnp.where(big, classes, jnp.where(pool_ok, first_small, most)[..., None])  # [K, S, n]
+    pooling = jax.nn.one_hot(target, n, dtype=g.dtype)  # [K, S, class, category]
+    covariance = jnp.einsum(
+        "ksca,kscd,ksdb->ksab", pooling, segment(spread, cells), pooling,
+        precision=jax.lax.Precision.HIGHEST,
+    )  # fmt: skip
+    values, vectors = jnp.linalg.eigh(covariance)
+    keep = values > 1e-5 * jnp.max(values, axis=-1, keepdims=True)
+    inverse = jnp.where(keep, 1.0 / jnp.where(keep, values, 1.0), 0.0)
+    rank = jnp.sum(keep, axis=-1)  # [K, S]
+
+    def quadratic(d: Array) -> Array:
+        d = jnp.einsum("ksca,ksc->ksa", pooling, d, precision=jax.lax.Precision.HIGHEST)
+        z = jnp.einsum("ksab,ksa->ksb", vectors, d, precision=jax.lax.Precision.HIGHEST)
+        return jnp.sum(inverse * z * z, axis=-1)  # [K, S]
+
+    gap = observed - expected
+    pooled_gap = jnp.einsum("ksca,ksc->ksa", pooling, gap, precision=jax.lax.Precision.HIGHEST)
+    pooled_variance = jnp.diagonal(covariance, axis1=-2, axis2=-1)
+    scale = 1e-6 * jnp.maximum(count, 1.0)[..., None]
+    miss = (pooled_variance <= 0) & (jnp.abs(pooled_gap) > scale)
+    variance = segment(jnp.broadcast_to((w * w)[None, :, None], g.shape) * g * (1.0 - g), cells)
+    statistic = jnp.sum(quadratic(gap), axis=-1)
+    statistic = jnp.where(jnp.any(miss, axis=(-2, -1)), jnp.inf, statistic)
+    df = jnp.sum(rank, axis=-1).astype(jnp.int32)  # [K]
+    testable = df >= 2
+    max_df = n_cells * (n - 1)
+    sf = jax.vmap(chi2_sf, in_axes=(0, 0, None))(statistic, jnp.maximum(df, 1), max_df)
+    p_value = jnp.where(testable, sf, jnp.nan)
+
+    # Power against the tilted top-class odds: noncentral chi-square, Wilson-Hilferty.
+    z_level = jax.scipy.special.ndtri(1.0 - level)
+    k = jnp.maximum(df, 1).astype(g.dtype)
+    critical = k * (1.0 - 2.0 / (9.0 * k) + z_level * jnp.sqrt(2.0 / (9.0 * k))) ** 3
+
+    def power_against(r: float) -> Array:
+        shift = segment(w[None, :, None] * (alternative(r) - g), cells)
+        lam = jnp.sum(quadratic(shift), axis=-1)
+        scale = (k + 2.0 * lam) / (k + lam)
+        nu = (k + lam) ** 2 / (k + 2.0 * lam)
+        x = (critical / (scale * nu)) ** (1.0 / 3.0)
+        mean, sd = 1.0 - 2.0 / (9.0 * nu), jnp.sqrt(2.0 / (9.0 * nu))
+        return jax.scipy.special.ndtr((mean - x) / sd)
+
+    power = jnp.minimum(power_against(POWER_ODDS), power_against(1.0 / POWER_ODDS))
+    power = jnp.where(testable, power, jnp.nan)
+    weight_total = jnp.sum(count, axis=-1)
+    error = jnp.sum(jnp.abs(gap), axis=(-2, -1)) / (2.0 * weight_total)
+    null_error = (
+        jnp.sqrt(2.0 / jnp.pi) * jnp.sum(jnp.sqrt(variance), axis=(-2, -1)) / (2.0 * weight_total)
+    )
+    return LossCalibrationTest(
+        statistic, p_value, df, testable, power, error, null_error,
+        jnp.full((g.shape[0], 2), jnp.nan, g.dtype), observed, expected, variance, count, cells,
+    )  # fmt: skip

@@ -1,6 +1,7 @@
 """Everything at once, with paired bootstrap inference: :func:`reveal` finds the revealed
-experiments of ``K`` models, the value matrix, mutual information, NIS, NIAC, the cost bounds,
-the Shannon ``lambda`` and NIAS, each bootstrap replicate reweighting the same observations for
+experiments of ``K`` models (binary, or of ``n`` classes), the value matrix, mutual information
+and the information about each class, NIS, NIAC, the cost bounds, the Shannon ``lambda`` and
+NIAS, each bootstrap replicate reweighting the same observations for
 every model (and, given each model's training seeds, resampling those too), and returns a
 :class:`RevealedReport`."""
 
@@ -26,6 +27,8 @@ from iml.calibration._checks import as_labels, as_weights
 from iml.revealed.bins import (
     as_min_count,
     bin_signals,
+    cell_signals,
+    check_class_scores,
     check_scores,
     merged_signals,
     signals_from_scores,
@@ -33,6 +36,8 @@ from iml.revealed.bins import (
 from iml.revealed.experiments import (
     RevealedExperiments,
     check_weight,
+    class_information_of,
+    class_onehot,
     experiments_from_sums,
     mutual_information_of,
     signal_indicator,
@@ -48,11 +53,12 @@ from iml.revealed.learning_tests import (
     min_cycle_mean,
     niac_check_of,
     nias_of,
+    nias_of_cells,
     nis_check_of,
     revealed_cost_bounds_of,
     switch_gains,
 )
-from iml.revealed.losses import as_losses
+from iml.revealed.losses import as_losses, loss_corrected
 from iml.revealed.shannon import LambdaInterval, shannon_lambda_interval_of
 from iml.spec import LossLike, LossSpec
 
@@ -105,6 +111,9 @@ class RevealedReport(NamedTuple):
       shannon: the ``lambda`` interval.
       lambda_lower_interval, lambda_upper_interval: percentile intervals of its ends, ``[2]``.
       nias: NIAS across the models (:func:`nias_test`), or ``None`` when not run.
+      class_information, class_information_interval: the information about each class
+        (:func:`class_information`, one-vs-rest) ``[K, n]`` (``n = 2`` for binary models) and
+        its interval ``[2, K, n]``.
     """
 
     experiments: RevealedExperiments
@@ -125,6 +134,8 @@ class RevealedReport(NamedTuple):
     lambda_lower_interval: Array
     lambda_upper_interval: Array
     nias: NIASTest | None
+    class_information: Array
+    class_information_interval: Array
 
 
 def reveal(
@@ -149,8 +160,16 @@ def reveal(
 
     From the scores of models trained under ``losses`` on common labels: the revealed experiments
     (:func:`revealed_experiments`), the value matrix ``G`` (:func:`value_matrix`), mutual
-    information ``I_k``, NIS, NIAC, the revealed cost bounds, the Shannon ``lambda`` interval and,
-    optionally, NIAS per model (:func:`nias_test`).
+    information ``I_k`` and the information about each class, NIS, NIAC, the revealed cost
+    bounds, the Shannon ``lambda`` interval and, optionally, NIAS per model (:func:`nias_test`).
+
+    Models of ``n`` classes: ``scores`` ``[K, N, n]``, class ``labels`` and losses of ``n``
+    class scores. Their signals are the cells of their loss-corrected posteriors
+    (:func:`iml.revealed.bins.cell_signals`: ``n_bins`` confidence quantiles per top class,
+    ``"adaptive"`` merging them alike for every model), ``n n_bins`` in all; everything below
+    then runs on the class posteriors of the cells, by the same code, and NIAS is the
+    multinomial test of each model's adaptive cells (:func:`multinomial_calibration_test`).
+    ``seed_scores`` is binary only.
 
     Inference. Each bootstrap replicate reweights the observations by one vector of resampling
     counts shared by every model (paired; :func:`paired_bootstrap_weights`), with every model's
@@ -201,8 +220,14 @@ def reveal(
       seed_average: how drawn seeds pool: ``"score"`` (their mean score) or ``"logit"`` (the
         score of their mean logit), as the run's ensembles pool members.
     """
-    check_scores(scores, labels, n_bins, strategy)
-    n_models, n = np.shape(scores)
+    classes = np.ndim(scores) == 3
+    if classes:
+        check_class_scores(scores, labels, n_bins, strategy)
+        if seed_scores is not None:
+            raise ValueError("seed_scores must be None for class scores [K, N, n]")
+    else:
+        check_scores(scores, labels, n_bins, strategy)
+    n_models, n = np.shape(scores)[:2]
     if n_models < 2:
         raise ValueError(f"scores must hold at least 2 models to compare; got K = {n_models}")
     if weight is not None:
@@ -213,11 +238,18 @@ def reveal(
     if not isinstance(reference, int | np.integer) or not 0 <= reference < n_models:
         raise ValueError(f"reference must be a model index in [0, {n_models}); got {reference!r}")
     check_resampling(resampling)
-    specs = as_losses(losses, n_models)
+    n_classes = np.shape(scores)[2] if classes else None
+    specs = as_losses(losses, n_models, n_classes)
     key_boot = jax.random.split(key)[0]  # the bootstrap draws from the first half of the key
     V.check_choice("seed_average", seed_average, ("score", "logit"))
     seeds = None if seed_scores is None else _check_seed_scores(seed_scores, n_models, n)
-    signals = signals_from_scores(scores, n_bins, strategy, specs, as_min_count(min_count))
+    if classes:
+        posteriors = loss_corrected(specs, jnp.asarray(scores, jnp.float32))
+        signals = cell_signals(posteriors, n_bins, strategy, as_min_count(min_count))
+        n_signals = n_classes * int(n_bins)
+    else:
+        signals = signals_from_scores(scores, n_bins, strategy, specs, as_min_count(min_count))
+        n_signals = int(n_bins)
     # Unit weights rather than None: weighted and unweighted calls share one compiled program.
     weights = np.ones(n, np.float32) if weight is None else weight
     # With concrete labels, positives go first (the bins do not depend on the order), and the
@@ -225,7 +257,7 @@ def reveal(
     # data sets of similar prevalence share one compiled program.
     positive_rows, ordered = n, (signals, labels, weights)
     y = V.concrete_value(labels)
-    if y is not None and V.is_concrete(signals, weights):
+    if not classes and y is not None and V.is_concrete(signals, weights):
         order = np.argsort(y != 1, kind="stable")
         step = -(-n // 16)
         positive_rows = min(n, max(1, -(-int(np.sum(y == 1)) // step)) * step)
@@ -241,7 +273,7 @@ def reveal(
         *ordered,
         specs,
         key_boot,
-        int(n_bins),
+        n_signals,
         int(n_bootstrap),
         float(confidence),
         int(reference),
@@ -249,8 +281,15 @@ def reveal(
         positive_rows,
         seeds,
         bins,
+        n_classes,
     )
-    if nias:
+    if nias and classes:
+        cells = signals
+        if strategy != "adaptive":
+            cells = cell_signals(posteriors, n_bins, "adaptive", as_min_count(min_count))
+        result = nias_of_cells(posteriors, cells, labels, weight, n_signals, float(confidence))
+        report = report._replace(nias=result)
+    elif nias:
         result = nias_of(
             scores, labels, specs, weight, int(n_bins), as_min_count(min_count), float(confidence)
         )
@@ -307,7 +346,7 @@ def _check_seed_scores(seed_scores: ArrayLike, n_models: int, n: int) -> np.ndar
     return s
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10, 12))
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10, 12, 13))
 def _reveal(
     signals: Array,
     labels: ArrayLike,
@@ -322,21 +361,28 @@ def _reveal(
     positive_rows: int,
     seed_scores: Array | None,
     bins: tuple[str, int, str],
+    n_classes: int | None = None,
 ) -> RevealedReport:
     indicator = signal_indicator(signals, n_signals)
-    y = as_labels(labels, indicator)
-    w = as_weights(weight, y)
+    if n_classes is None:
+        y = as_labels(labels, indicator)
+        w = as_weights(weight, y)
+    else:  # one-hot class labels [N, n]
+        y = class_onehot(labels, n_classes)
+        w = as_weights(weight, y[:, 0])
 
     def statistics(weights: Array):
         sums = signal_sums(weights, y, indicator, n_signals, positive_rows)
         experiments = experiments_from_sums(*sums)
         G = value_matrix_of(experiments, losses)
-        return experiments, G, mutual_information_of(experiments)
+        info = (mutual_information_of(experiments), class_information_of(experiments))
+        return experiments, G, info
 
-    experiments, G, info = statistics(w)
+    experiments, G, (info, class_info) = statistics(w)
     E = edge_weights(G)
     switch = switch_gains(G)
     chunks, size = bootstrap_chunks(n_bootstrap, y.shape[0])
+    n_observations = y.shape[0]
 
     def seed_replicate(args: tuple[Array, Array]) -> tuple[Array, Array]:
         key_seed, counts = args
@@ -350,22 +396,23 @@ def _reveal(
         ind = signal_indicator(signals_b, n_signals)
         sums = signal_sums(w * counts, y, ind, n_signals, positive_rows)
         experiments_b = experiments_from_sums(*sums)
-        return value_matrix_of(experiments_b, losses), mutual_information_of(experiments_b)
+        info_b = (mutual_information_of(experiments_b), class_information_of(experiments_b))
+        return value_matrix_of(experiments_b, losses), info_b
 
     def replicate_chunk(key_chunk: Array):
-        counts = resampling_counts(key_chunk, y.shape[0], size, resampling)
+        counts = resampling_counts(key_chunk, n_observations, size, resampling)
         if seed_scores is None:
-            _, G_b, info_b = statistics(w * counts)
+            _, G_b, (info_b, class_b) = statistics(w * counts)
         else:
             keys = jax.random.split(jax.random.fold_in(key_chunk, 1), size)
-            G_b, info_b = jax.lax.map(seed_replicate, (keys, counts))
+            G_b, (info_b, class_b) = jax.lax.map(seed_replicate, (keys, counts))
         niac_star = -min_cycle_mean(edge_weights(G_b) - E)  # recentred
         bounds = revealed_cost_bounds_of(G_b, reference)
         shannon = shannon_lambda_interval_of(G_b, info_b, 1e-6)
-        return G_b, info_b, niac_star, bounds, shannon
+        return G_b, info_b, class_b, niac_star, bounds, shannon
 
     out = jax.lax.map(replicate_chunk, jax.random.split(key, chunks))
-    G_b, info_b, niac_star, bounds, shannon = jax.tree.map(
+    G_b, info_b, class_b, niac_star, bounds, shannon = jax.tree.map(
         lambda x: x.reshape(-1, *x.shape[2:])[:n_bootstrap], out
     )
     interval = functools.partial(order_statistic_interval, confidence=confidence)
@@ -394,9 +441,11 @@ def _reveal(
     K = G.shape[-1]
     lam_lower = jnp.where(shannon.rejected, jnp.nan, shannon.lower)
     lam_upper = jnp.where(shannon.rejected, jnp.nan, shannon.upper)
+    n_class_info = class_info.size
     stacked = [
         G_b.reshape(-1, K * K),
         info_b,
+        class_b.reshape(-1, n_class_info),
         bounds.lower,
         bounds.upper,
         lam_lower[:, None],
@@ -404,7 +453,7 @@ def _reveal(
     ]
     sizes = np.cumsum([x.shape[1] for x in stacked])[:-1]
     parts = jnp.split(interval(jnp.concatenate(stacked, axis=1)), sizes, axis=1)
-    G_iv, info_iv, lower_iv, upper_iv, lam_lower_iv, lam_upper_iv = parts
+    G_iv, info_iv, class_iv, lower_iv, upper_iv, lam_lower_iv, lam_upper_iv = parts
 
     return RevealedReport(
         experiments=experiments,
@@ -425,4 +474,6 @@ def _reveal(
         lambda_lower_interval=lam_lower_iv[:, 0],
         lambda_upper_interval=lam_upper_iv[:, 0],
         nias=None,
+        class_information=class_info,
+        class_information_interval=class_iv.reshape(2, *class_info.shape),
     )

@@ -1,6 +1,7 @@
-"""Simulated data: observations drawn from given experiments, and the scores of Bayesian agents
-with Gaussian signals, each reporting optimally for its loss (capacity-constrained agents, with
-one precision for every loss, or costly-learning agents, with a precision per loss)."""
+"""Simulated data: observations drawn from given experiments (binary, or of ``n`` classes), and
+the scores of Bayesian agents with Gaussian signals, each reporting optimally for its loss
+(capacity-constrained agents, with one precision for every loss, or costly-learning agents, with
+a precision per loss), binary or of ``n`` classes."""
 
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ def simulate_observations(
 ) -> tuple[Array, Array]:
     """Draw ``n`` observations ``(signals, label)`` from experiments that share their prior.
 
-    The label is ``y ~ Bernoulli(pi)``; given ``y`` each model's signal is drawn independently
-    from ``P_k(s | y) = P_k(s) P_k(y | s) / P(y)``, so each model's revealed experiment is the
-    given one (the joint law across models is conditionally independent given the label).
+    The label is ``y ~ Bernoulli(pi)`` (``y ~ Categorical(pi)`` for class posteriors
+    ``[K, S, n]``); given ``y`` each model's signal is drawn independently from
+    ``P_k(s | y) = P_k(s) P_k(y | s) / P(y)``, so each model's revealed experiment is the given
+    one (the joint law across models is conditionally independent given the label).
 
     Args:
       key: ``jax.random`` key.
@@ -38,7 +40,10 @@ def simulate_observations(
       n: observations.
 
     Returns:
-      ``(signals [K, n] int32, labels [n] int32)``.
+      ``(signals [K, n] int32, labels [n] int32)`` (class indices for class posteriors).
+
+    Raises:
+      ValueError: naming ``experiments`` or ``n``.
     """
     check_experiments(experiments)
     if np.ndim(experiments.probability) != 2:
@@ -47,10 +52,10 @@ def simulate_observations(
             f"{np.shape(experiments.probability)}"
         )
     prior = V.concrete_value(experiments.prior)
-    if prior is not None and np.ptp(prior) > 1e-4:
+    if prior is not None and np.ptp(prior, axis=0).max() > 1e-4:
         raise ValueError(
-            f"experiments must share one prior; got priors from {prior.min():.6g} "
-            f"to {prior.max():.6g}"
+            f"experiments must share one prior; got priors from {prior.min(axis=0)} "
+            f"to {prior.max(axis=0)}"
         )
     V.check_count("n", n)
     return _simulate_observations(key, experiments, int(n))
@@ -61,8 +66,12 @@ def _simulate_observations(key, experiments, n) -> tuple[Array, Array]:
     key_y, key_s = jax.random.split(key)
     p, g = experiments.probability, experiments.posterior
     pi = experiments.prior[0]
-    y = jax.random.uniform(key_y, (n,)) < pi
-    given_y = jnp.stack([p * (1.0 - g) / (1.0 - pi), p * g / pi], axis=1)  # [K, 2, S]
+    if g.ndim == 3:  # class posteriors [K, S, n]
+        y = jax.random.categorical(key_y, jnp.log(pi), shape=(n,))
+        given_y = jnp.moveaxis(p[..., None] * g / pi, -1, 1)  # [K, n, S]
+    else:
+        y = jax.random.uniform(key_y, (n,)) < pi
+        given_y = jnp.stack([p * (1.0 - g) / (1.0 - pi), p * g / pi], axis=1)  # [K, 2, S]
     cdf = jnp.cumsum(given_y, axis=-1)[..., :-1]  # [K, 2, S - 1]
     u = jax.random.uniform(key_s, (p.shape[0], n))
     rows = cdf[:, y.astype(jnp.int32)]  # [K, n, S - 1]
@@ -85,15 +94,24 @@ def simulate_gaussian_agents(
     (eq. ``choice``). Equal precisions ``d_k`` are capacity-constrained agents (one feasible
     experiment for every loss); precisions chosen per loss are costly-learning agents.
 
+    With a prior vector ``pi`` ``[n]`` the agents are of ``n`` classes: ``y ~ Categorical(pi)``,
+    agent ``k`` observes ``x_k ~ N(d_k e_y, I_n)``, forms
+    ``gamma_k = softmax(log pi + d_k x_k)`` and reports ``c^{L_k}(gamma_k)`` ``[n]`` under its
+    loss of ``n`` class scores; so each agent is loss-calibrated by construction.
+
     Args:
       key: ``jax.random`` key.
+      losses: the agents' losses (binary, or of ``n`` class scores with a prior vector).
       precision: ``d`` ``[K]`` (or a scalar for all), the separation of the signal's means in
         standard deviations.
-      prior: ``pi`` in ``(0, 1)``.
+      prior: ``pi`` in ``(0, 1)``, or class probabilities ``[n]`` (positive, summing to one).
       n: observations.
 
     Returns:
-      ``(scores [K, n], labels [n] int32)``.
+      ``(scores [K, n], labels [n] int32)``, or ``(scores [K, n, n_classes], labels)``.
+
+    Raises:
+      ValueError: naming ``losses``, ``precision``, ``prior`` or ``n``.
     """
     n_models = loss_count(losses)
     if n_models is None:  # one loss for every agent
@@ -104,7 +122,15 @@ def simulate_gaussian_agents(
             f"precision must be a scalar or one per loss ({n_models}); got shape "
             f"{np.shape(precision)}"
         )
-    specs = as_losses(losses, n_models)
+    n_classes = None
+    if np.ndim(prior) == 1:
+        n_classes = np.shape(prior)[0]
+        if n_classes < 2:
+            raise ValueError(f"prior must hold n >= 2 class probabilities; got {n_classes}")
+        V.check_simplex("prior", prior)
+    elif np.ndim(prior):
+        raise ValueError(f"prior must be a scalar or a vector [n]; got shape {np.shape(prior)}")
+    specs = as_losses(losses, n_models, n_classes)
     V.check_interval("precision", precision, 0.0, np.inf, open_low=False, open_high=True)
     V.check_interval("prior", prior, 0.0, 1.0, open_low=True, open_high=True)
     V.check_count("n", n)
@@ -116,10 +142,18 @@ def simulate_gaussian_agents(
 def _simulate_gaussian_agents(key, losses, precision, prior, n) -> tuple[Array, Array]:
     key_y, key_x = jax.random.split(key)
     pi = jnp.asarray(prior, jnp.float32)
-    y = (jax.random.uniform(key_y, (n,)) < pi).astype(jnp.float32)
-    d = precision[:, None]
-    x = d * y + jax.random.normal(key_x, (precision.shape[0], n))
-    posterior = jax.nn.sigmoid(jnp.log(pi) - jnp.log1p(-pi) + d * x - 0.5 * d * d)
+    if pi.ndim == 1:  # n classes
+        classes = jax.random.categorical(key_y, jnp.log(pi), shape=(n,))
+        d = precision[:, None, None]
+        means = jax.nn.one_hot(classes, pi.shape[0], dtype=jnp.float32)
+        x = d * means + jax.random.normal(key_x, (precision.shape[0], n, pi.shape[0]))
+        posterior = jax.nn.softmax(jnp.log(pi) + d * x, axis=-1)
+        y = classes
+    else:
+        y = (jax.random.uniform(key_y, (n,)) < pi).astype(jnp.float32)
+        d = precision[:, None]
+        x = d * y + jax.random.normal(key_x, (precision.shape[0], n))
+        posterior = jax.nn.sigmoid(jnp.log(pi) - jnp.log1p(-pi) + d * x - 0.5 * d * d)
     if isinstance(losses, LossSpec):
         scores = jax.vmap(LossSpec.optimal_score)(losses, posterior)
     else:

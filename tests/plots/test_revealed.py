@@ -6,6 +6,7 @@ from _figure_helpers import collection_by_gid, line_by_gid, lines_by_gid
 
 from iml.plots import (
     figure_cost_bounds,
+    figure_information_by_class,
     figure_information_by_weight,
     figure_value_matrix,
 )
@@ -96,3 +97,25 @@ def test_figure_cost_bounds_draws_each_models_bounds_and_interval():
     assert "no costs fit the point estimates" in note and "not the test's verdict" in note
     with pytest.raises(ValueError, match="reference must be a model index"):
         figure_cost_bounds(betas, lower, upper, reference=3)
+
+
+def test_figure_information_by_class_draws_each_class_along_the_grid_with_its_interval():
+    information = np.array([[0.1, 0.05, 0.02], [0.1, 0.06, 0.04], [0.09, 0.06, 0.07]])
+    interval = np.stack([information - 0.01, information + 0.02])
+    keys = ["ones", "w[2]=4", "w[2]=16"]
+    (ax,) = figure_information_by_class(information, interval, grid_keys=keys).axes
+    for c in range(3):
+        line = line_by_gid(ax, f"class-information-{c}")
+        np.testing.assert_allclose(line.get_xdata(), [0, 1, 2])
+        np.testing.assert_allclose(line.get_ydata(), information[:, c])
+        x, low, high = _segments(ax, f"class-information-interval-{c}")
+        np.testing.assert_allclose(x, [0, 1, 2])
+        np.testing.assert_allclose([low, high], interval[:, :, c])
+    assert [t.get_text() for t in ax.get_xticklabels()] == keys
+    assert len(lines_by_gid(ax, "class-information-")) == 3
+    with pytest.raises(ValueError, match=r"interval must have shape \(2, 3, 3\)"):
+        figure_information_by_class(information, interval[0])
+    with pytest.raises(ValueError, match="grid_keys"):
+        figure_information_by_class(information, grid_keys=keys[:2])
+    with pytest.raises(ValueError, match="information must have shape"):
+        figure_information_by_class(information[:, 0])

@@ -6,7 +6,7 @@ import numpy as np
 
 from iml import loss_spec
 from iml import revealed as R
-from iml.revealed.bins import signals_from_scores
+from iml.revealed.bins import cell_signals, signals_from_scores
 from iml.revealed.losses import as_losses
 
 
@@ -33,3 +33,54 @@ def test_adaptive_bins_merge_the_same_deciles_for_every_model_and_meet_the_count
         for s in np.flatnonzero(used):
             m = signals[k] == s
             assert g[k, m].sum() >= R.MIN_COUNT and (1 - g[k, m]).sum() >= R.MIN_COUNT
+
+
+# ----------------------------------------------------------------------------------------------
+# Cells of the simplex: the signals of models of n classes
+# ----------------------------------------------------------------------------------------------
+
+
+def _class_agents(weights, n=3000, precision=1.5, prior=(0.5, 0.3, 0.2), seed=0):
+    losses = loss_spec("class_weighted_softmax", class_weights=np.asarray(weights))
+    scores, labels = R.simulate_gaussian_agents(
+        jax.random.key(seed), losses, precision, np.asarray(prior), n
+    )
+    specs = as_losses(losses, len(weights), 3)
+    return (
+        losses,
+        scores,
+        labels,
+        np.asarray(jax.vmap(type(specs).loss_corrected_score)(specs, scores)),
+    )
+
+
+def test_cells_are_each_models_top_class_and_its_confidence_quantiles():
+    weights = [[1, 1, 1], [1, 1, 6.0]]
+    _, _, _, g = _class_agents(weights)
+    cells = np.asarray(cell_signals(g, 4, "quantile", R.MIN_COUNT))
+    top = g.argmax(-1)
+    np.testing.assert_array_equal(cells // 4, top)
+    for k in range(2):
+        for t in range(3):
+            q = cells[k][top[k] == t] % 4
+            counts = np.bincount(q, minlength=4)
+            assert counts.max() - counts.min() <= 1  # equal-count quantiles
+            confidence = g[k][top[k] == t, t]
+            # higher quantiles hold higher confidence
+            assert np.all(np.diff([confidence[q == i].mean() for i in range(4)]) > 0)
+
+
+def test_adaptive_cells_merge_alike_for_every_model_and_meet_the_count():
+    weights = [[1, 1, 1], [1, 1, 3.0], [1, 1, 10.0]]
+    _, _, _, g = _class_agents(weights, n=2000)
+    quantile = np.asarray(cell_signals(g, 10, "quantile", R.MIN_COUNT))
+    cells = np.asarray(cell_signals(g, 10, "adaptive", R.MIN_COUNT))
+    # one merge of the quantiles per class, the same for every model
+    mapping = [dict(zip(quantile[k], cells[k], strict=True)) for k in range(3)]
+    assert mapping[0] == mapping[1] == mapping[2]
+    assert 3 <= len(set(cells[0])) < 30
+    q = g / g.sum(-1, keepdims=True)
+    for k in range(3):
+        for s in np.unique(cells[k]):
+            own = q[k][cells[k] == s, s // 10]
+            assert own.sum() >= R.MIN_COUNT and (1 - own).sum() >= R.MIN_COUNT

@@ -132,3 +132,97 @@ def test_bad_input_raises_value_error_naming_the_argument(name):
     call, match = BAD[name]
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ----------------------------------------------------------------------------------------------
+# Experiments of n classes: the binary path is their two-class case
+# ----------------------------------------------------------------------------------------------
+
+
+def _two_class(betas):
+    """The binary betas' two-class equivalents: the class-weighted softmax with weights
+    ``(1 - beta, beta)`` has the beta-weighted log loss's value for every score and label."""
+    return [loss_spec("class_weighted_softmax", class_weights=[1.0 - b, b]) for b in betas]
+
+
+def test_value_matrix_of_two_class_posteriors_equals_the_binary_path():
+    """The REQUIRED equivalence: a binary grid's experiments read as class posteriors
+    ``[1 - gamma, gamma]`` under the two-class equivalent losses give the binary path's G to
+    float32 round-off, and the same mutual information."""
+    betas = [0.5, 0.8, 0.95, 0.99]
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(0), betas, 1.5, 0.2, 4000)
+    binary = R.revealed_experiments(scores, labels, 10, "adaptive", losses=betas)
+    classes = R.experiments_from_posteriors(
+        binary.probability, jnp.stack([1.0 - binary.posterior, binary.posterior], axis=-1)
+    )
+    G_binary = np.asarray(R.value_matrix(binary, betas))
+    G_classes = np.asarray(R.value_matrix(classes, _two_class(betas)))
+    np.testing.assert_allclose(G_classes, G_binary, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        R.mutual_information(classes), R.mutual_information(binary), rtol=2e-6, atol=1e-7
+    )
+    # and the one-vs-rest information of either class of a binary experiment is its I
+    info = np.asarray(R.class_information(binary))
+    np.testing.assert_allclose(info, np.stack([R.mutual_information(binary)] * 2, -1), rtol=1e-5)
+    np.testing.assert_allclose(R.class_information(classes), info, rtol=1e-5)
+
+
+def test_experiments_from_signals_counts_each_class_per_signal():
+    signals = np.array([[0, 0, 1, 1, 1, 2], [1, 1, 1, 0, 0, 0]], np.int32)
+    labels = np.array([0, 2, 1, 1, 2, 0])
+    ex = R.experiments_from_signals(signals, labels, 3, n_classes=3)
+    np.testing.assert_allclose(ex.probability[0], [2 / 6, 3 / 6, 1 / 6])
+    np.testing.assert_allclose(ex.posterior[0, 0], [0.5, 0.0, 0.5])
+    np.testing.assert_allclose(ex.posterior[0, 1], [0.0, 2 / 3, 1 / 3])
+    np.testing.assert_allclose(ex.posterior[1, 0], [1 / 3, 1 / 3, 1 / 3])
+    np.testing.assert_allclose(ex.prior, np.full((2, 3), [2 / 6, 2 / 6, 2 / 6]))
+    weighted = R.experiments_from_signals(signals, labels, 3, np.array([1, 1, 1, 1, 1, 3.0]),
+                                          n_classes=3)  # fmt: skip
+    np.testing.assert_allclose(weighted.posterior[0, 2], [1.0, 0.0, 0.0])
+    np.testing.assert_allclose(weighted.prior[0], [4 / 8, 2 / 8, 2 / 8])
+
+
+def test_value_matrix_of_class_posteriors_is_minus_the_expected_minimised_loss_of_any_loss():
+    """G[k, j] = -sum_s P_j(s) l*_k(gamma_{j,s}) for a B-weighted, a class-weighted softmax and
+    a (generic, autodiff) softmax focal loss, each l* evaluated one posterior at a time."""
+    B = np.ones((3, 3))
+    B[2, 2] = 4.0
+    losses = [
+        loss_spec(B),
+        loss_spec("class_weighted_softmax", class_weights=[1.0, 1.0, 5.0]),
+        loss_spec("softmax_focal", gamma=1.0, class_weights=[1.0, 2.0, 1.0]),
+    ]
+    rng = np.random.default_rng(0)
+    probability = rng.dirichlet(np.ones(4), size=3).astype(np.float32)
+    posterior = rng.dirichlet(np.ones(3), size=(3, 4)).astype(np.float32)
+    ex = R.experiments_from_posteriors(probability, posterior)
+    G = np.asarray(R.value_matrix(ex, losses))
+    for k, spec in enumerate(losses):
+        for j in range(3):
+            lstar = [float(spec.minimised_expected_loss(posterior[j, s])) for s in range(4)]
+            np.testing.assert_allclose(G[k, j], -np.dot(probability[j], lstar), rtol=1e-4)
+    assert np.isfinite(G).all()
+
+
+def test_class_information_is_at_most_the_mutual_information():
+    rng = np.random.default_rng(1)
+    probability = rng.dirichlet(np.ones(6), size=2)
+    posterior = rng.dirichlet(np.ones(4) * 0.5, size=(2, 6))
+    ex = R.experiments_from_posteriors(probability, posterior)
+    info = np.asarray(R.mutual_information(ex))
+    per_class = np.asarray(R.class_information(ex))
+    assert per_class.shape == (2, 4)
+    assert (per_class >= -1e-7).all() and (per_class <= info[:, None] + 1e-6).all()
+
+
+def test_class_experiments_reject_bad_input_naming_it():
+    p = np.full((2, 3), 1 / 3)
+    with pytest.raises(ValueError, match="posterior"):
+        R.experiments_from_posteriors(p, np.full((2, 3, 4, 2), 0.5))
+    with pytest.raises(ValueError, match="posterior"):
+        R.experiments_from_posteriors(p, np.full((2, 3, 2), 0.9))  # rows off the simplex
+    ex = R.experiments_from_posteriors(p, np.full((2, 3, 2), 0.5))
+    with pytest.raises(ValueError, match="losses"):
+        R.value_matrix(ex, [0.5, 0.9])  # binary losses for class posteriors
+    with pytest.raises(ValueError, match="labels"):
+        R.experiments_from_signals(np.zeros((1, 3), np.int32), [0, 1, 3], 2, n_classes=3)
