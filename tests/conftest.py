@@ -174,7 +174,7 @@ def tiny_reproduce_run(tmp_path_factory, iml_env) -> Path:
     assert not (out / "table.json").exists() and not (out / "figures").exists()
     done = run_iml(["figures", "--run", str(out)], iml_env)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout) == {"out": str(out), "betas": ["0.5", "0.9"]}
+    assert json.loads(done.stdout) == {"out": str(out), "losses": ["0.5", "0.9"]}
     return out
 
 

@@ -356,8 +356,19 @@ def test_a_registered_model_sweeps_and_trains_an_image_ensemble(tanh_model, tmp_
     assert manifest["config"]["model"] == {"name": MODEL, "hidden": 4}
     with np.load(out / "ensemble_scores.npz") as stored:
         assert stored["scores"].shape == (2, 1797)
-    run, _ = _tiny_ensemble(tmp_path, model__name=MODEL)
-    assert json.loads((run / "manifest.json").read_text())["config"]["model"]["name"] == MODEL
+    # the kind of run follows from the model's inputs: the same network registered for images
+    # alone trains an ensemble fed from the host
+    from iml.models import register_model, unregister_model
+
+    images_only = f"{MODEL}_images"
+    register_model(images_only, lambda n, hidden=8: TanhNet(n_outputs=n, width=hidden),
+                   inputs=("images",), options=("hidden",))  # fmt: skip
+    try:
+        run, _ = _tiny_ensemble(tmp_path, model__name=images_only)
+    finally:
+        unregister_model(images_only)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["config"]["model"]["name"] == images_only and manifest["kind"] == "images"
 
 
 def test_an_unknown_or_unfit_model_is_named_before_any_work(tanh_model, tmp_path, capsys):

@@ -118,10 +118,12 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
     assert all(len(row["l2"]) == 1 and len(row["l2"][0]) == 10 for row in table.values())
     assert {v for row in table.values() for v in row["l2"][0]} <= set(grid)
     table_md = (out / "table.md").read_text()
-    assert table_md.split("\n\n")[0].count("\n") == 3  # header, rule, two betas
-    assert "## Loss calibration" in table_md  # the run's summary after its table
-    assert (out / "ece_vs_beta.png").read_bytes()[:4] == b"\x89PNG"
-    assert (out / "ece_vs_beta.pdf").read_bytes()[:4] == b"%PDF"
+    # a section per beta, its methods (with the baselines) as rows, and the run's summary
+    assert "## beta = 0.5" in table_md and "| platt |" in table_md
+    assert "## Loss calibration" in table_md
+    for name in ("ece_by_loss", "figure1", "figure2", "figure3", "figure4"):
+        assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+        assert (out / "figures" / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["data"]["target"] == "label"
     assert "loss-corrected ECE" in capsys.readouterr().out
@@ -168,7 +170,7 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
     y = _semicolon_export(tmp_path / "export.csv")
     assert 0.05 < y.mean() < 0.15  # a rare "yes" class
     written = []
-    for name in ("atomic_write_text", "atomic_write_bytes"):
+    for name in ("atomic_write_bytes",):
         real = getattr(R, name)
         monkeypatch.setattr(R, name,
                             lambda path, data, real=real: (written.append(path.name),
@@ -192,15 +194,15 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
     ]
     argv += ["--config.eval.figures=svg"]
     assert cli.main([*argv, "--config.data.n_folds=4", "--no-progress"]) == 0
-    assert sorted(written) == ["ensemble_scores.npz", "table.md"]
+    assert sorted(written) == ["ensemble.json", "table.json", "table.md"]
     table = json.loads((out / "table.json").read_text())
     assert list(table) == ["0.01", "0.5", "0.99"]
-    assert (out / "table.md").read_text().split("\n\n")[0].count("\n") == 1 + 3
+    assert (out / "table.md").read_text().count("## beta = ") == 3
     with np.load(out / "ensemble_scores.npz") as scores:
         np.testing.assert_array_equal(scores["labels"], y)
         assert scores["scores"].shape == (3, 300)
-    assert (out / "ece_vs_beta.svg").read_text().lstrip().startswith("<?xml")
-    assert not (out / "ece_vs_beta.png").exists() and not (out / "ece_vs_beta.pdf").exists()
+    assert (out / "figures" / "ece_by_loss.svg").read_text().lstrip().startswith("<?xml")
+    assert not list((out / "figures").glob("*.png")) and not list((out / "figures").glob("*.pdf"))
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -257,7 +259,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     assert _sweep(_args(**flags, betas="0.5,0.8", seeds=1, losses_per_batch=1, n_folds=4)) == 2
     err = capsys.readouterr().err
     assert err.startswith("iml sweep: error: --out: ") and err.count("\n") == 1
-    assert "'loss.betas': [0.5, 0.9] stored, [0.5, 0.8] now" in err
+    assert "config.loss.betas: [0.5, 0.9] stored, [0.5, 0.8] now" in err
     assert len(calls) == 2  # nothing trained
     assert (out / "batches" / "batch-0000.npz").read_bytes() == first
     assert (out / "manifest.json").read_text() == manifest
@@ -311,7 +313,8 @@ def test_command_trains_digits_with_all_ten_classes_and_draws_each_class(tmp_pat
         assert stored["scores"].shape == (2, 1797, 10)
         assert list(stored["keys"]) == ["ones", "w[8]=10"]
     for name in ("ones", "w_8_=10"):
-        assert (out / "reliability_by_class" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+        path = out / "figures" / "reliability_by_class" / f"{name}.png"
+        assert path.read_bytes()[:4] == b"\x89PNG"
     assert "top-label ECE" in capsys.readouterr().out
     assert json.loads((out / "manifest.json").read_text())["config"]["loss"]["name"] == (
         "class_weighted_softmax"
@@ -361,7 +364,7 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     ]
     assert _sweep(argv) == 0
     assert "trained batches []" in capsys.readouterr().out
-    assert (out / "ece_vs_beta.svg").stat().st_size > 0
+    assert (out / "figures" / "ece_by_loss.svg").stat().st_size > 0
     # Another report setting is refused, named by its section.
     assert _sweep([*flags, "--config.eval.n_bins=6", "--out", out, "--no-progress"]) == 2
     assert "first difference: config.eval.n_bins: 5 stored, 6 now" in capsys.readouterr().err
@@ -490,11 +493,14 @@ def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, 
     table = json.loads((out / "table.json").read_text())
     assert list(table) == ["gamma=1,ones", "gamma=1,w[8]=10"]
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == [
+        "ece_by_class.json",
+        "ensemble.json",
         "ensemble_scores.npz",
         "manifest.json",
         "table.json",
         "table.md",
-    ]  # no figures
+    ]
+    assert not (out / "figures").exists()  # no figures
     with np.load(out / "ensemble_scores.npz") as stored:
         scores, corrected = stored["scores"][1], stored["corrected"][1]
     spec = loss_spec("softmax_focal", gamma=1.0, class_weights=np.r_[np.ones(8), 10.0, 1.0])
@@ -542,7 +548,7 @@ def test_a_loss_whose_corrected_scores_hold_nan_is_named_and_the_others_reported
     assert "warning: " in err and "beta = 0.9: 7 of the scores" in err.split("warning: ")[1]
     table_md = (out / "table.md").read_text()
     assert "beta = 0.9: 7 of the scores" in table_md
-    assert (out / "ece_vs_beta.png").is_file()
+    assert (out / "figures" / "ece_by_loss.png").is_file()
 
 
 # ----------------------------------------------------------------------------------------------
