@@ -277,38 +277,6 @@ def report_run(
     return table
 
 
-def _grid_figures(
-    table: Mapping[str, Any],
-    keys: Sequence[str],
-    scores: np.ndarray,
-    corrected: np.ndarray,
-    labels: np.ndarray,
-    *,
-    title: str,
-    prevalence: float | None,
-    weight_name: str,
-    ece_path: Path,
-    classes_dir: Path,
-    formats: Sequence[str],
-    class_formats: Sequence[str],
-    class_names: Sequence[str] | None = None,
-    n_bins: int = 10,
-) -> list[Path]:
-    """The figures of a grid of losses, a sweep's or a multiclass run's: the ECE of every loss
-    before and after its correction, and, for class scores ``[m, N, n]``, one reliability
-    figure per loss, a panel per class (``classes_dir/KEY``); none for no ``formats``."""
-    if not formats:
-        return []
-    fig = figure_calibration_by_loss(table, prevalence=prevalence, title=title,
-                                     weight_name=weight_name)  # fmt: skip
-    paths = save_figure(fig, ece_path, formats)
-    if scores.ndim == 3:
-        for key, a, c in zip(keys, scores, corrected, strict=True):
-            fig = reliability_by_class(a, labels, c, class_names, n_bins, title=f"{title}: {key}")
-            paths += save_figure(fig, classes_dir / file_stem(key), class_formats)
-    return paths
-
-
 def _class_eces(scores: np.ndarray, labels: np.ndarray, n_bins: int) -> list[float]:
     """Each class's ECE (l1, quantile bins): its scores against ``1{y = j}``; their mean is the
     class-wise ECE of :data:`iml.calibration.MULTICLASS_METRICS`."""

@@ -54,7 +54,6 @@ __all__ = [
     "build_images",
     "config_model",
     "is_multiclass",
-    "load_run_data",
     "members_per_call",
     "plan_run",
     "run_grid",
@@ -249,14 +248,6 @@ def _source(dataset: Dataset, labels: np.ndarray) -> DataSource:
         images = _as_float(dataset.get_batch(np.arange(n)))
         return DataSource.from_arrays(images, labels)
     return DataSource(get_batch=lambda idx: _as_float(dataset.get_batch(idx)), labels=labels)
-
-
-def load_run_data(config: Mapping[str, Any]) -> tuple[Dataset, Plan]:
-    """Check ``config``, load its dataset and plan its grid (no training)."""
-    check_config(config)
-    c = as_config(config)
-    dataset = _dataset(c)
-    return dataset, plan_run(c, dataset)
 
 
 def build_images(config: Mapping[str, Any]) -> Experiment:

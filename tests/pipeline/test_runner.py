@@ -92,10 +92,8 @@ def test_a_stored_run_resumes_only_with_its_config_and_names_the_first_differenc
 
 
 def test_a_class_out_of_range_is_named_when_the_data_is_loaded():
-    from iml.pipeline.runner import load_run_data
-
     with pytest.raises(ValueError, match=r"config\.loss\.weights: index \[12\] is out of range"):
-        load_run_data(run_config(**{**MULTICLASS, "loss.weights": "ones;w[12]=2"}))
+        build(run_config(**{**MULTICLASS, "loss.weights": "ones;w[12]=2"}))
 
 
 ROOT = Path(__file__).resolve().parents[2]
