@@ -21,6 +21,7 @@ from flax import linen as nn
 
 from iml import cli, loss_spec
 from iml import losses as L
+from iml.recalibration import Recalibrator
 from iml.scoring import loss_corrected_score, optimal_score
 
 NAME = "spherical_test"
@@ -433,3 +434,34 @@ def test_a_registered_dataset_sweeps_and_trains_an_image_ensemble(stripes, tmp_p
     assert scores[0][labels == 1].mean() > scores[0][labels == 0].mean() + 0.2
     run, _ = _tiny_ensemble(tmp_path, data__name=DATASET)
     assert json.loads((run / "manifest.json").read_text())["config"]["data"]["name"] == DATASET
+
+
+class PriorRate(Recalibrator):
+    """A baseline a user brings: every score replaced by the fitting folds' positive rate."""
+
+    def _fit(self, scores, labels, sample_weight):
+        return jnp.asarray(np.mean(labels), jnp.float32)
+
+    def _transform(self, params, scores):
+        return jnp.full(jnp.shape(scores), params)
+
+
+def test_a_baseline_added_from_a_file_is_cross_fitted_in_every_binary_table(monkeypatch):
+    """One registry entry (iml.recalibration.BASELINES) from a user's file: the one table of
+    every run (a run on images or a sweep) cross-fits it over the outer folds beside the others."""
+    from iml.grids import loss_family, loss_grid
+    from iml.pipeline.scores import run_table
+    from iml.recalibration import BASELINES
+
+    monkeypatch.setitem(BASELINES, "prior_rate", lambda beta: lambda labels: PriorRate())
+    rng = np.random.default_rng(0)
+    labels = (rng.random(400) < 0.3).astype(np.int32)
+    scores = np.clip(0.3 + 0.3 * labels + 0.1 * rng.normal(size=(2, 400)), 0.01, 0.99)
+    folds = np.arange(400) % 4
+    table = run_table(loss_grid(np.array([0.5, 0.9])), scores, np.ones((2, 400), np.int64), labels,
+                      folds, n_bootstrap=0, family=loss_family("log"))  # fmt: skip
+    for row in table.values():
+        # each fold's constant is the other folds' rate, so its Brier score is the variance's
+        rates = [labels[folds != f].mean() for f in range(4)]
+        want = np.mean([(labels[folds == f] - rates[f]) ** 2 for f in range(4)])
+        assert row["prior_rate"]["brier"] == pytest.approx(want, rel=1e-5)
