@@ -188,7 +188,7 @@ def test_processes_with_different_configs_are_refused_before_any_work(tmp_path, 
     procs = _start(SWEEP, out, env, tmp_path, extra={1: ["--config.data.n_folds=5"]})
     codes, logs = _wait(procs)
     assert codes == [2, 2], logs
-    assert logs.count("process 1 of 2 runs another sweep than process 0") == 2, logs
+    assert logs.count("process 1 of 2 runs another config than process 0") == 2, logs
     assert not (out / "manifest.json").exists() and not (out / "batches").exists()
 
 
