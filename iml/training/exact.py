@@ -42,8 +42,10 @@ How the members are solved, and why it is fast:
 Separable data has no minimiser without a penalty: the weights grow until the gradient of the
 vanishing loss falls below ``tol``. A singular Hessian (a feature no weighted row uses, one-hot
 columns that sum to the intercept's, the softmax's shift of all classes) is factored with its
-diagonal raised by ``1e-6`` of its largest entry, which leaves the step finite where the gradient
-has no component.
+diagonal raised by ``1e-6`` of the data's largest curvature (the penalty's left out: a feature
+that no training row uses carries a large penalty where the ridge is that of standardised
+features, and a floor measured against it would damp every other direction), which leaves the
+step finite where the gradient has no component.
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ _SEGMENT, _STRIDE = 16, 4
 # slow ones do).
 _ANCHOR_RENEWALS = 1
 _LEVEL_RENEWALS = 0
+# At most one in this many members of a batch gets a new Hessian in a step (the slowest).
+_RENEW_SHARE = 10
 # Members of a table with at least this many rows are solved first on an eighth of them.
 _PRESOLVE_ROWS = 16_384
 
@@ -124,7 +128,7 @@ def _newton(
     X = design.X
     X_abs = jnp.abs(X)
     K = S.shape[0]
-    renew_k = max(1, -(-K // 10))
+    renew_k = max(1, -(-K // _RENEW_SHARE))
 
     def residual(z: Array) -> Array:
         return S * (jax.nn.sigmoid(z) - y)
