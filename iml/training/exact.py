@@ -38,6 +38,9 @@ How the members are solved, and why it is fast:
 * **A path of penalties.** A grid of ridge coefficients is solved from the largest down, each
   level starting from the level above it with that level's Hessians (the penalty is part of the
   factor, so only the data's curvature lags).
+* **Stragglers apart.** A batch's step costs the same however few of its members are still
+  active, so once at most an eighth of a large batch is, those members go on in a batch of
+  their own, from where they are with their Hessians.
 
 Separable data has no minimiser without a penalty: the weights grow until the gradient of the
 vanishing loss falls below ``tol``. A singular Hessian (a feature no weighted row uses, one-hot

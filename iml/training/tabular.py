@@ -25,7 +25,10 @@ class-weighted softmax cross-entropy is multinomial logistic regression with row
 The ridge is part of the fit a correction inverts: a heavily shrunk model reports scores less
 extreme than the optimal rule's. By default (``l2 = "auto"``) each member's coefficient is chosen
 on its own validation folds by its own loss, on features standardised on its training folds, as a
-scikit-learn pipeline of ``StandardScaler`` and ``LogisticRegressionCV`` would at each weight.
+scikit-learn pipeline of ``StandardScaler`` and ``LogisticRegressionCV`` would at each weight. The
+exact solver compares a beta-weighted member's levels at a tenfold looser tolerance than it
+fits, and carries only the chosen level on to the full one: levels whose validation losses lie
+within that looser fit's error of each other are tied, and either may be kept.
 """
 
 from __future__ import annotations
