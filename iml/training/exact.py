@@ -196,9 +196,16 @@ def _newton(
             r = residual(z - h[:, None] * dz)
             g = gradient(r, moved)
             slope = -jnp.sum(g * step, axis=1)
-            size = jnp.sum((dot(jnp.abs(r), X_abs) + jnp.abs(P * moved)) * jnp.abs(step), axis=1)
-            flat = jnp.abs(slope) <= ROUNDING * size
-            ok = ~active | (jnp.isfinite(slope) & ((slope <= 0.25 * descent) | flat))
+            past = slope <= 0.25 * descent
+
+            def size(_: Array) -> Array:  # the sum of the slope's terms' sizes: a third product
+                terms = dot(jnp.abs(r), X_abs) + jnp.abs(P * moved)
+                return jnp.sum(terms * jnp.abs(step), axis=1)
+
+            # made only where some active member's step is not accepted without it
+            asked = jnp.any(active & jnp.isfinite(slope) & ~past)
+            flat = jnp.abs(slope) <= ROUNDING * jax.lax.cond(asked, size, jnp.zeros_like, slope)
+            ok = ~active | (jnp.isfinite(slope) & (past | flat))
             return g, ok, slope
 
         def line(lc):
