@@ -468,10 +468,10 @@ def _fit_beta_levels(
 ) -> MemberFit:
     """The beta-weighted members (``weights [m, R, N]`` on the features over ``unit``, ``xs``)
     at every penalty of ``levels``, each member keeping the one of lowest loss of its own on its
-    validation rows: the levels are compared at a tolerance :data:`_SCREEN` times looser
-    (where the validation losses of a fit and of the optimum agree to far below the gaps
-    between levels), and only the chosen level's fit is then carried on to ``config.tol``, from
-    there. The steps and Hessians reported are those of both fits."""
+    validation rows: the levels are compared at a tolerance :data:`_SCREEN` times looser than
+    ``config.tol`` (levels whose validation losses lie within that fit's error of each other are
+    tied, and either may be kept), and only the chosen level's fit is then carried on to
+    ``config.tol``, from there. The steps and Hessians reported are those of both fits."""
     screen_tol = _SCREEN * config.tol
     screen = fit_weighted_logistic(xs, y, weights, l2=levels, path=path,
                                    **{**options, "tol": screen_tol})  # fmt: skip
