@@ -36,10 +36,28 @@ where the weighted loss is flat, so the sliced models are also refitted, untimed
 scikit-learn's Newton-Cholesky solver at a tolerance of 1e-10: against that reference optimum,
 our objectives and our fitted log-likelihoods (the weighted log loss alone) are compared too.
 
+**The default sweep** (``--default``): what ``iml sweep --dataset adult`` fits by default
+(``train.l2 = "auto"``): every (beta, rotation) at each of the 7 penalties of the ridge's grid
+(``TrainConfig.l2_grid``, on features standardised on the rotation's training rows), each keeping
+the penalty whose fit has the lowest loss of its own (the beta-weighted log loss) on the
+rotation's validation rows. The baseline does the same per member with scikit-learn: a
+``StandardScaler`` on the training rows, then one ``LogisticRegression`` (lbfgs, default
+tolerance) warm-started along the grid from the largest penalty down, as ``LogisticRegressionCV``
+runs its path of ``Cs``, each level scored on the validation rows; a slice of members is timed and
+scaled. Equal quality, on the slice, against the baseline and against the same paths solved by
+scikit-learn's Newton-Cholesky solver at a tolerance of 1e-10 (untimed): the share of equal
+chosen penalties, the validation losses they were chosen by, the out-of-fold (test rows')
+weighted log losses of the chosen fits (per member, and pooled over the rotations of each sliced
+beta) and the corrected ECEs. Beside the training, once: the whole ``run_sweep`` (``sweep_s``:
+training, the table and its bootstrap intervals), the files and figures ``iml sweep`` writes
+(``outputs_s``), the share of the training time these add (``report_share``), and on the whole
+table with 64 betas the ``iml sweep`` command itself in a fresh process (``command_s``).
+
 Run from the repository root, with ``adult.data``, ``adult.test`` and ``adult.names`` from the
 UCI Machine Learning Repository (https://archive.ics.uci.edu/dataset/2/adult) in ``ADULT_DIR``::
 
     python -m experiments.benchmarks.sweep_train --data-dir ADULT_DIR --seeds 1
+    python -m experiments.benchmarks.sweep_train --data-dir ADULT_DIR --seeds 1 --default
     python -m experiments.benchmarks.sweep_train --data-dir ADULT_DIR --quick
 
 The last stdout line is one JSON object; ``ratio`` is the median over the runs of the baseline's
@@ -71,6 +89,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data-dir", required=True, help="folder with adult.data/.test/.names")
     p.add_argument("--quick", action="store_true", help="8 betas on 8,000 rows")
+    p.add_argument(
+        "--default",
+        action="store_true",
+        help="the default sweep's work: every fit at every penalty of the ridge's grid, each "
+        "member's penalty chosen on its validation folds (train.l2 = 'auto'); --l2 is unused",
+    )
+    p.add_argument(
+        "--no-command",
+        action="store_true",
+        help="with --default, leave out the timing of the whole `iml sweep` command",
+    )
     p.add_argument("--n-betas", type=int, default=None, help="default 64 (8 with --quick)")
     p.add_argument(
         "--seeds", type=int, default=1, help="seeds the sweep is asked for (the fits: one each)"
@@ -160,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     compilation_cache.reset_cache()
     try:
-        return _run(args)
+        return _run_default(args) if args.default else _run(args)
     finally:
         jax.config.update("jax_compilation_cache_dir", before[0])
         jax.config.update("jax_persistent_cache_min_compile_time_secs", before[1])
@@ -311,6 +340,230 @@ def _run(args: argparse.Namespace) -> dict:
         else None,
         "warnings": [str(w.message) for w in said],
         "peak_rss_gb": round(peak.peak / 2**30, 2),  # both sides, interleaved
+        **headline(timing, compile_s=done["compile_s"][0]),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out, json.dumps(report, indent=2).encode())
+    print(json.dumps(report))
+    return report
+
+
+# ----------------------------------------------------------------------------------------------
+# The default sweep: every penalty of the grid, chosen on the validation folds
+# ----------------------------------------------------------------------------------------------
+
+
+def _weighted_log_loss(z: np.ndarray, t: np.ndarray, beta: float) -> float:
+    """The mean beta-weighted log loss of logits ``z`` on labels ``t``: a member's own loss
+    (eq. ``b-loss-bin``), on which the default sweep chooses its penalty."""
+    z = np.asarray(z, np.float64)
+    weight = np.where(t == 1, beta, 1.0 - beta)
+    return float(np.mean(weight * (np.logaddexp(0.0, z) - t * z)))
+
+
+def _baseline_path(x, y, split, beta, levels, exact=False):
+    """One researcher's default fit: the features standardised on the training rows (as
+    ``StandardScaler``), one ``LogisticRegression`` warm-started along the grid of penalties from
+    the largest down (as ``LogisticRegressionCV`` runs its path of ``Cs``), each level scored by
+    the member's own loss on the validation rows, the best one's test rows' logits kept.
+
+    ``exact`` asks for scikit-learn's Newton-Cholesky solver at a tolerance of 1e-10 instead of
+    lbfgs at its default: the reference optima of the quality check, not timed.
+
+    Returns ``(chosen l2, validation losses [G] in the grid's order, test logits, seconds)``.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    start = time.perf_counter()
+    train, val, test = split.train, split.val, split.test
+    mean = x[train].mean(axis=0, dtype=np.float64)
+    var = x[train].var(axis=0, dtype=np.float64)
+    scale = np.sqrt(np.where(var <= 1e-12 * np.maximum(1.0, mean**2), 1.0, var))
+    xt, xv, xe = ((x[rows] - mean) / scale for rows in (train, val, test))
+    solver = {"solver": "newton-cholesky", "tol": REFERENCE_TOL} if exact else {}
+    clf = LogisticRegression(class_weight={0: 1.0 - beta, 1: beta}, warm_start=True,
+                             max_iter=10_000, **solver)  # fmt: skip
+    val_loss = np.empty(len(levels))
+    best, best_loss, test_logits = None, np.inf, None
+    for g in np.argsort(-np.asarray(levels), kind="stable"):
+        clf.set_params(C=1.0 / (levels[g] * len(train)))
+        clf.fit(xt, y[train])
+        val_loss[g] = _weighted_log_loss(clf.decision_function(xv), y[val], beta)
+        if val_loss[g] < best_loss:  # the first of equal losses, as numpy's argmin
+            best, best_loss, test_logits = g, val_loss[g], clf.decision_function(xe)
+    return float(levels[best]), val_loss, test_logits, time.perf_counter() - start
+
+
+def _run_default(args: argparse.Namespace) -> dict:
+    """The default sweep's training (``train.l2 = "auto"``) against the baseline's path of
+    penalties, at equal work; the whole ``run_sweep`` and the whole ``iml sweep`` command
+    timed once beside it."""
+    cached_before = sum(1 for _ in Path(args.cache_dir).iterdir())
+    import subprocess
+    import sys
+    import tempfile
+
+    from joblib import Parallel, delayed
+
+    from experiments.benchmarks._harness import (
+        CacheHits,
+        CompileSeconds,
+        PeakRSS,
+        headline,
+        interleaved,
+    )
+    from iml import beta_grid
+    from iml.calibration import beta_key, score_metrics
+    from iml.data.tabular import read_adult
+    from iml.pipeline import atomic_write_bytes
+    from iml.pipeline.report import write_sweep_outputs
+    from iml.pipeline.sweep import plan_sweep, run_sweep
+    from iml.scoring import loss_corrected_score
+    from iml.training import TABULAR_DEFAULTS, train_tabular
+    from iml.training.tabular import out_of_fold_logits
+
+    n_betas = args.n_betas or (8 if args.quick else 64)
+    n_baseline = args.baseline_models or (10 if args.quick else 40)
+    rows = args.rows or (8000 if args.quick else None)
+    table, _ = read_adult(args.data_dir)
+    x = np.asarray(table.features, np.float32)
+    y = np.asarray(table.labels, np.int32)
+    whole = rows is None or rows >= len(y)
+    if not whole:
+        keep = np.random.default_rng(0).permutation(len(y))[:rows]
+        x, y = x[keep], y[keep]
+    betas = beta_grid(n_betas)
+    train = TABULAR_DEFAULTS  # what `iml sweep` trains with: l2 = "auto", standardised
+    levels = np.asarray(train.l2_grid, np.float64)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        plan = plan_sweep(x, y, None, betas, seeds=args.seeds, train=train)
+    splits = plan.splits
+    n_models = n_betas * len(splits)
+    picked = np.unique(np.linspace(0, n_betas - 1, max(1, n_baseline // len(splits))).astype(int))
+    jobs = [(b, r) for b in picked for r in range(len(splits))][:n_baseline]
+    done: dict = {"compile_s": [], "cache": []}
+
+    def ours() -> None:
+        with CompileSeconds() as compiling, CacheHits() as cache:
+            fit = train_tabular(plan.model, x, y, splits, plan.losses, plan.seeds, plan.config)
+            done["oof"] = out_of_fold_logits(fit.test_logits, splits, len(y))
+        done["fit"] = fit
+        done["compile_s"].append(compiling.seconds)
+        done["cache"].append({"hits": cache.hits, "misses": cache.misses})
+
+    def baseline() -> None:
+        done["fits"] = Parallel(n_jobs=args.jobs)(
+            delayed(_baseline_path)(x, y, splits[r], float(betas[b]), levels) for b, r in jobs
+        )
+
+    with PeakRSS() as peak:
+        timing = interleaved(
+            {"ours": ours, "baseline": baseline},
+            args.runs,
+            scale={"baseline": n_models / len(jobs)},
+        )
+    fit, fits = done["fit"], done["fits"]
+    assert np.isfinite(done["oof"]).all()
+    ours_s = statistics.median(timing["warm_s"]["ours"])
+
+    # The rest of the sweep, once: run_sweep (its training again, then the table with its
+    # bootstrap intervals), then the files and figures `iml sweep` writes.
+    with CompileSeconds() as sweep_compiling:
+        start = time.perf_counter()
+        result = run_sweep(x, y, None, betas, seeds=plan.seeds, train=train, progress=False)
+        sweep_s = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        write_sweep_outputs(folder, result, float(np.mean(y)), "sweep_train --default")
+        outputs_s = time.perf_counter() - start
+    command_s = None
+    if whole and not args.no_command and n_betas == 64:
+        # The whole command as a user runs it, in a fresh process: imports, data, plan,
+        # training, table, files and figures.
+        with tempfile.TemporaryDirectory() as folder:
+            argv = [sys.executable, "-m", "iml.cli", "sweep", "--dataset", "adult", "--seeds",
+                    str(args.seeds), "--out", str(Path(folder) / "run"), "--no-progress",
+                    f"--config.data.data_dir={args.data_dir}"]  # fmt: skip
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True)
+            command_s = time.perf_counter() - start
+
+    # Equal quality on the slice, against the baseline and against the exact reference paths
+    # (untimed): the chosen penalties, the validation losses they were chosen by, the
+    # out-of-fold (test rows') log losses of the chosen fits, and the corrected ECEs.
+    exact = Parallel(n_jobs=args.jobs)(
+        delayed(_baseline_path)(x, y, splits[r], float(betas[b]), levels, exact=True)
+        for b, r in jobs
+    )
+
+    def agreement(theirs_fits: list) -> dict:
+        same, val_rel, oof_rel = [], [], []
+        scores = {b: np.full(len(y), np.nan) for b in picked}
+        pooled = {b: [0.0, 0.0] for b in picked}  # ours, theirs: summed test-row losses
+        for (b, r), (chosen, val_loss, test_logits, _) in zip(jobs, theirs_fits, strict=True):
+            beta, test = float(betas[b]), splits[r].test
+            same.append(bool(np.isclose(fit.l2[0, b, r], chosen, rtol=1e-9)))
+            val_rel.append((float(fit.best_val[0, b, r]) - val_loss.min()) / val_loss.min())
+            mine = _weighted_log_loss(fit.test_logits[0, b, r, : len(test)], y[test], beta)
+            theirs = _weighted_log_loss(test_logits, y[test], beta)
+            oof_rel.append((mine - theirs) / theirs)
+            pooled[b][0] += mine * len(test)
+            pooled[b][1] += theirs * len(test)
+            scores[b][test] = 1.0 / (1.0 + np.exp(-test_logits))
+        ece_diff, pooled_rel = {}, {}
+        for b in picked:
+            if np.isnan(scores[b]).any():
+                continue  # not every rotation of this beta is in the slice
+            beta = float(betas[b])
+            theirs = score_metrics(np.asarray(loss_corrected_score(scores[b], beta)), y)["ece"]
+            key = beta_key(beta)
+            ece_diff[key] = result.table[key]["loss_corrected"]["ece"] - theirs
+            pooled_rel[key] = (pooled[b][0] - pooled[b][1]) / pooled[b][1]
+        return {
+            "chosen_l2_equal": f"{sum(same)} of {len(same)}",
+            "chosen_l2_equal_share": sum(same) / len(same),
+            "val_loss_rel_diff_max": float(np.max(np.abs(val_rel))),
+            "oof_log_loss_rel_diff_max": float(np.max(np.abs(oof_rel))),
+            # per beta whose every rotation is sliced: ours less theirs, over theirs
+            "oof_log_loss_rel_diff_pooled": pooled_rel,
+            "corrected_ece_diff": ece_diff,
+            "corrected_ece_diff_max": float(max(abs(v) for v in ece_diff.values()))
+            if ece_diff
+            else None,
+        }
+
+    chosen_ours = {f"{level:g}": int(np.sum(fit.l2[0] == level)) for level in levels}
+
+    report = {
+        "benchmark": "sweep_train --default",
+        "work": f"the default logistic beta sweep on UCI Adult: {n_betas} betas x "
+        f"{len(splits)} rotations = {n_models} members, each fitted at the {len(levels)} "
+        f"penalties of the ridge's grid ({', '.join(f'{v:g}' for v in levels)}; standardised "
+        f"features) and its penalty chosen by its own loss on its validation folds = "
+        f"{n_models * len(levels)} fits ({args.seeds} seeds asked, {len(plan.seeds)} fitted), "
+        f"{len(y)} rows x {x.shape[1]} features",
+        "baseline_measured": f"{len(jobs)} members a run (each a scikit-learn path of "
+        f"{len(levels)} warm-started fits) on {os.cpu_count()} cores (joblib), scaled to "
+        f"{n_models}",
+        "warm_compile_s": done["compile_s"][1:],
+        "compile_cache": {
+            "dir": args.cache_dir,
+            "entries_before": cached_before,
+            **done["cache"][0],
+        },
+        "sweep_s": round(sweep_s, 2),  # run_sweep: training, then the table and its bootstrap
+        "sweep_compile_s": round(sweep_compiling.seconds, 2),
+        "outputs_s": round(outputs_s, 2),  # the files and figures iml sweep writes
+        # the table, its bootstrap and the outputs over the training (sweep_s less ours)
+        "report_share": round((sweep_s - ours_s + outputs_s) / ours_s, 3),
+        "command_s": None if command_s is None else round(command_s, 2),
+        "chosen_l2_ours": chosen_ours,  # members per penalty, all of ours
+        "vs_baseline": agreement(fits),
+        "vs_exact": agreement(exact),
+        "warnings": [str(w.message) for w in said],
+        "peak_rss_gb": round(peak.peak / 2**30, 2),
         **headline(timing, compile_s=done["compile_s"][0]),
     }
     out = Path(args.out)

@@ -38,12 +38,17 @@ How the members are solved, and why it is fast:
 * **A path of penalties.** A grid of ridge coefficients is solved from the largest down, each
   level starting from the level above it with that level's Hessians (the penalty is part of the
   factor, so only the data's curvature lags).
+* **Stragglers apart.** A batch's step costs the same however few of its members are still
+  active, so once at most an eighth of a large batch is, those members go on in a batch of
+  their own, from where they are with their Hessians.
 
 Separable data has no minimiser without a penalty: the weights grow until the gradient of the
 vanishing loss falls below ``tol``. A singular Hessian (a feature no weighted row uses, one-hot
 columns that sum to the intercept's, the softmax's shift of all classes) is factored with its
-diagonal raised by ``1e-6`` of its largest entry, which leaves the step finite where the gradient
-has no component.
+diagonal raised by ``1e-6`` of the data's largest curvature (the penalty's left out: a feature
+that no training row uses carries a large penalty where the ridge is that of standardised
+features, and a floor measured against it would damp every other direction), which leaves the
+step finite where the gradient has no component.
 """
 
 from __future__ import annotations
@@ -96,6 +101,11 @@ _SEGMENT, _STRIDE = 16, 4
 # slow ones do).
 _ANCHOR_RENEWALS = 1
 _LEVEL_RENEWALS = 0
+# At most one in this many members of a batch gets a new Hessian in a step (the slowest).
+_RENEW_SHARE = 10
+# Once no more than one in _STRAGGLERS members of a batch of at least _STRAGGLERS * _FEWEST is
+# still active, those go on in a batch of their own (see Members._steps).
+_STRAGGLERS, _FEWEST = 8, 16
 # Members of a table with at least this many rows are solved first on an eighth of them.
 _PRESOLVE_ROWS = 16_384
 
@@ -105,7 +115,7 @@ _PRESOLVE_ROWS = 16_384
 # ----------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("max_iter", "renew_first"))
+@jax.jit
 def _newton(
     design: Design,
     y: Array,
@@ -114,17 +124,18 @@ def _newton(
     theta: Array,
     H: Array,
     tol: Array,
-    *,
-    max_iter: int,
-    renew_first: int,
+    max_iter: Array,
+    renew_first: Array,
+    until: Array,
 ) -> Solved:
     """Members ``S [K, N]`` (weights), ``P [K, d1]`` (ridge coefficients) from ``theta [K, d1]``
     with data Hessians ``H [K, d1, d1]``: every active member gets a new Hessian in each of the
-    first ``renew_first`` steps, then only the slowest (see the module)."""
+    first ``renew_first`` steps, then only the slowest (see the module). The steps stop after
+    ``max_iter``, or once at most ``until`` members are still active."""
     X = design.X
     X_abs = jnp.abs(X)
     K = S.shape[0]
-    renew_k = max(1, -(-K // 10))
+    renew_k = max(1, -(-K // _RENEW_SHARE))
 
     def residual(z: Array) -> Array:
         return S * (jax.nn.sigmoid(z) - y)
@@ -149,7 +160,7 @@ def _newton(
         return H, jnp.zeros(K, bool).at[idx].set(take)
 
     def cond(c):
-        return (c["it"] < max_iter) & jnp.any(c["active"])
+        return (c["it"] < max_iter) & (jnp.sum(c["active"]) > until)
 
     def body(c):
         theta, z, g, H, F = c["theta"], c["z"], c["g"], c["H"], c["F"]
@@ -185,9 +196,16 @@ def _newton(
             r = residual(z - h[:, None] * dz)
             g = gradient(r, moved)
             slope = -jnp.sum(g * step, axis=1)
-            size = jnp.sum((dot(jnp.abs(r), X_abs) + jnp.abs(P * moved)) * jnp.abs(step), axis=1)
-            flat = jnp.abs(slope) <= ROUNDING * size
-            ok = ~active | (jnp.isfinite(slope) & ((slope <= 0.25 * descent) | flat))
+            past = slope <= 0.25 * descent
+
+            def size(_: Array) -> Array:  # the sum of the slope's terms' sizes: a third product
+                terms = dot(jnp.abs(r), X_abs) + jnp.abs(P * moved)
+                return jnp.sum(terms * jnp.abs(step), axis=1)
+
+            # made only where some active member's step is not accepted without it
+            asked = jnp.any(active & jnp.isfinite(slope) & ~past)
+            flat = jnp.abs(slope) <= ROUNDING * jax.lax.cond(asked, size, jnp.zeros_like, slope)
+            ok = ~active | (jnp.isfinite(slope) & (past | flat))
             return g, ok, slope
 
         def line(lc):
@@ -315,19 +333,56 @@ class Members:
         parts = []
         for i in range(0, K, self.size):
             part = slice(i, min(i + self.size, K))
-            solved = _newton(
-                self.design,
-                self.y,
-                S[part] if K > self.size else S,
-                jnp.asarray(P[part], jnp.float32),
-                jnp.asarray(theta[part], jnp.float32),
-                jnp.asarray(H[part], jnp.float32),
-                self.tol,
-                max_iter=self.max_iter,
-                renew_first=renew_first,
-            )
-            parts.append(jax.tree.map(np.asarray, solved))
+            solved = self._steps(S[part] if K > self.size else S, P[part], theta[part], H[part],
+                                 self.max_iter, renew_first)  # fmt: skip
+            parts.append(solved)
         return parts[0] if len(parts) == 1 else jax.tree.map(lambda *a: np.concatenate(a), *parts)
+
+    def _steps(
+        self,
+        S: Array,
+        P: np.ndarray,
+        theta: np.ndarray,
+        H: np.ndarray,
+        max_iter: int,
+        renew_first: int,
+    ) -> Solved:
+        """One batch's Newton steps. A batch's steps cost the same whether few or all of its
+        members are still active, so once no more than one in :data:`_STRAGGLERS` is, those
+        go on in a batch of their own (of a power of two, so that few sizes are compiled),
+        from where they are with their Hessians, until done."""
+        K = theta.shape[0]
+        until = K // _STRAGGLERS if K >= _STRAGGLERS * _FEWEST else 0
+        solved = _newton(self.design, self.y, S, jnp.asarray(P, jnp.float32),
+                         jnp.asarray(theta, jnp.float32), jnp.asarray(H, jnp.float32), self.tol,
+                         jnp.int32(max_iter), jnp.int32(renew_first), jnp.int32(until))  # fmt: skip
+        solved = jax.tree.map(np.asarray, solved)
+        done = int(solved.iterations.max())
+        # The members active at the last step: above tol, stepped every time (a stalled member
+        # stops stepping), with steps left.
+        norm = np.max(np.abs(solved.grad), axis=1)
+        left = np.flatnonzero(
+            (norm > float(self.tol)) & (solved.iterations == done) & (done < max_iter)
+        )
+        if until == 0 or len(left) == 0:
+            return solved
+        size = max(_FEWEST, 1 << (len(left) - 1).bit_length())
+        idx = np.resize(left, size)  # padded with repeats, whose results are dropped
+        rest = self._steps(
+            _members_of(S, jnp.asarray(idx), (size, S.shape[-1])),
+            P[idx],
+            solved.theta[idx],
+            solved.hessian[idx],
+            max_iter - done,
+            max(0, renew_first - done),
+        )
+        rest = jax.tree.map(lambda a: a[: len(left)], rest)
+        out = {k: v.copy() for k, v in solved._asdict().items()}
+        for k in ("theta", "grad", "hessian", "objective"):
+            out[k][left] = getattr(rest, k)
+        out["iterations"][left] += rest.iterations
+        out["hessians"][left] += rest.hessians
+        return Solved(**out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -443,6 +498,7 @@ def fit_weighted_logistic(
     chunk: int | None = None,
     path: ArrayLike | None = None,
     design: Design | None = None,
+    start: tuple[ArrayLike, ArrayLike] | None = None,
 ) -> LogisticFit:
     """Minimise every member's weighted log loss plus its ridge exactly (see the module).
 
@@ -454,8 +510,9 @@ def fit_weighted_logistic(
 
     Members start from the optimum of an intercept alone (the logit of the weighted share of
     positives), unless ``path`` makes the first axis of ``sample_weights`` a solution path solved
-    from anchors (see the module; for a grid of betas, ``path = logit(beta)``). The path changes
-    where a member starts and how many Hessians it needs, not what it solves.
+    from anchors (see the module; for a grid of betas, ``path = logit(beta)``), or ``start``
+    gives each member's starting point (e.g. its fit at a looser ``tol``). Neither changes what
+    a member solves, only where it starts and how many Hessians it needs.
 
     Args:
       features: ``[N, d]`` design shared by all members.
@@ -472,6 +529,8 @@ def fit_weighted_logistic(
         array under 2^26 floats).
       path: optional ``[P]`` finite values along the first axis of ``sample_weights``.
       design: :meth:`Design.of` these features, made once where several fits share them.
+      start: ``(coef [..., d], intercept [...])``, finite, on the weights' leading axes: where
+        each member starts (with an ``l2`` grid, at its largest level); not with ``path``.
 
     Returns:
       A :class:`LogisticFit` whose arrays lead with the grid's axis (if ``l2`` is a grid) and the
@@ -490,11 +549,21 @@ def fit_weighted_logistic(
         V.check_shape("path", offsets, (s.shape[0],))
         V.check_finite("path", offsets)
     lead, n = s.shape[:-1], s.shape[-1]
+    theta = None
+    if start is not None:
+        if path is not None:
+            raise ValueError("start and path both say where members start; give one")
+        coef, intercept = (np.asarray(a, np.float32) for a in start)
+        V.check_shape("start coef", coef, (*lead, x.shape[1]))
+        V.check_shape("start intercept", intercept, lead)
+        theta = np.concatenate([coef, intercept[..., None]], axis=-1)
+        V.check_finite("start", theta)
+        theta = theta.reshape(-1, x.shape[1] + 1)
     scale = ridge_multipliers(penalty_scale, lead, x.shape[1]).astype(np.float32)
     design = Design.of(x) if design is None else check_design(design, x)
     limit = _BATCH_FLOATS if chunk is None else chunk * n
     members = Members(design, y, tol, max_iter, limit)
-    fits = _fit_levels(members, jnp.asarray(s), scale, levels, offsets)
+    fits = _fit_levels(members, jnp.asarray(s), scale, levels, offsets, theta)
     fits = [f._replace(hessian=None) for f in fits]  # the last renewals' Hessians are not kept
     return LogisticFit.of(jax.tree.map(lambda *a: np.stack(a), *fits), tol, l2)
 
@@ -505,9 +574,10 @@ def _fit_levels(
     scale: np.ndarray,
     levels: np.ndarray,
     offsets: np.ndarray | None,
+    start: np.ndarray | None = None,
 ) -> list[Solved]:
-    """Every level of the penalty grid (in the grid's order), solved from the largest down; the
-    results keep the weights' leading axes."""
+    """Every level of the penalty grid (in the grid's order), solved from the largest down (the
+    largest from ``start [K, d1]`` where given); the results keep the weights' leading axes."""
     lead, n = s.shape[:-1], s.shape[-1]
     d1 = scale.shape[-1]
     flat_s, flat_scale = s.reshape(-1, n), scale.reshape(-1, d1)
@@ -520,8 +590,11 @@ def _fit_levels(
             solved = _solve_path(members, steps, level * scale.reshape(s.shape[0], -1, d1), offsets)
             solved = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), solved)
         elif previous is None:
-            start = members.cold_start(flat_s)
-            solved = members.solve(flat_s, level * flat_scale, start, None, members.max_iter)
+            # from a given start, near its optimum, one Hessian and then its chord steps
+            first, renew = (
+                (members.cold_start(flat_s), members.max_iter) if start is None else (start, 1)
+            )
+            solved = members.solve(flat_s, level * flat_scale, first, None, renew)
         else:
             solved = members.solve(
                 flat_s, level * flat_scale, previous.theta, previous.hessian, _LEVEL_RENEWALS

@@ -134,12 +134,18 @@ def data_hessians(design: Design, V: Array) -> Array:
 
 def factor(H: Array, penalty: Array, damping: Array) -> Array:
     """Cholesky factors of ``H + diag(penalty)`` (batched), the diagonal raised by ``damping``
-    times its largest entry; a factor that float32 rounding leaves non-finite is made again with
-    the diagonal raised ten times more, up to six times."""
+    times the largest diagonal entry of ``H`` (of ``H + diag(penalty)`` where ``H`` has none); a
+    factor that float32 rounding leaves non-finite is made again with the diagonal raised ten
+    times more, up to six times."""
     n = H.shape[-1]
     eye = jnp.eye(n, dtype=H.dtype)
     A = H + penalty[..., None, :] * eye
-    floor = damping * jnp.max(jnp.diagonal(A, axis1=-2, axis2=-1), axis=-1)
+    # Relative to the data's largest curvature, not the penalty's: a feature no training row
+    # uses can carry a huge penalty (its scale on all rows is tiny), which would otherwise
+    # raise the floor above the data's own curvature and slow every other direction.
+    largest = jnp.max(jnp.diagonal(H, axis1=-2, axis2=-1), axis=-1)
+    largest = jnp.where(largest > 0, largest, jnp.max(jnp.diagonal(A, axis1=-2, axis2=-1), axis=-1))
+    floor = damping * largest
 
     def factor(floor: Array) -> Array:
         return jnp.linalg.cholesky(A + floor[..., None, None] * eye)

@@ -25,7 +25,10 @@ class-weighted softmax cross-entropy is multinomial logistic regression with row
 The ridge is part of the fit a correction inverts: a heavily shrunk model reports scores less
 extreme than the optimal rule's. By default (``l2 = "auto"``) each member's coefficient is chosen
 on its own validation folds by its own loss, on features standardised on its training folds, as a
-scikit-learn pipeline of ``StandardScaler`` and ``LogisticRegressionCV`` would at each weight.
+scikit-learn pipeline of ``StandardScaler`` and ``LogisticRegressionCV`` would at each weight. The
+exact solver compares a beta-weighted member's levels at a tenfold looser tolerance than it
+fits, and carries only the chosen level on to the full one: levels whose validation losses lie
+within that looser fit's error of each other are tied, and either may be kept.
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ __all__ = [
     "table_solver",
     "train_tabular",
 ]
+
+# The looser tolerance, over ``config.tol``, at which a grid's levels of penalty are compared.
+_SCREEN = 10.0
 
 TABULAR_DEFAULTS = TrainConfig(
     learning_rate=0.01,
@@ -427,6 +433,9 @@ def _fit_exactly(
         weights = beta_weighted_sample_weights(y, grid.weights, train_mask)  # [m, R, N]
         b = np.asarray(grid.weights, np.float64)
         path = np.log(b) - np.log1p(-b)  # a path in logit(beta): warm starts
+        if len(levels) > 1:
+            return _fit_beta_levels(model, x, y, splits, xs, unit, weights, path, levels, spec,
+                                    seeds, config, options)  # fmt: skip
         fit = fit_weighted_logistic(xs, y, weights, l2=levels, path=path, **options)
     coef = fit.coef / (unit[:, None] if spec.multiclass else unit)  # [G, m, R, d(, n)]
     intercept, steps, grads, hessians = fit.intercept, fit.iterations, fit.grad_norm, fit.hessians
@@ -438,6 +447,72 @@ def _fit_exactly(
         return np.take_along_axis(a, index, axis=0)[0]
 
     coef, intercept, steps, grads, hessians = map(chosen, (coef, intercept, steps, grads, hessians))
+    return _exact_member_fit(model, x, splits, seeds, config, coef, intercept, steps, grads,
+                             hessians, chosen(val), levels[best], stacklevel=4)  # fmt: skip
+
+
+def _fit_beta_levels(
+    model: nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    splits: Sequence[FoldSplit],
+    xs: np.ndarray,
+    unit: np.ndarray,
+    weights: np.ndarray,
+    path: np.ndarray,
+    levels: np.ndarray,
+    spec: LossSpec,
+    seeds: np.ndarray,
+    config: TrainConfig,
+    options: dict,
+) -> MemberFit:
+    """The beta-weighted members (``weights [m, R, N]`` on the features over ``unit``, ``xs``)
+    at every penalty of ``levels``, each member keeping the one of lowest loss of its own on its
+    validation rows: the levels are compared at a tolerance :data:`_SCREEN` times looser than
+    ``config.tol`` (levels whose validation losses lie within that fit's error of each other are
+    tied, and either may be kept), and only the chosen level's fit is then carried on to
+    ``config.tol``, from there. The steps and Hessians reported are those of both fits."""
+    screen_tol = _SCREEN * config.tol
+    screen = fit_weighted_logistic(xs, y, weights, l2=levels, path=path,
+                                   **{**options, "tol": screen_tol})  # fmt: skip
+    val = _validation_losses_exact(spec, x, y, splits, screen.coef / unit, screen.intercept)
+    best = np.argmin(val, axis=0)  # [m, R]
+
+    def chosen(a: np.ndarray) -> np.ndarray:
+        index = best.reshape(1, *best.shape, *([1] * (a.ndim - 3)))
+        return np.take_along_axis(a, index, axis=0)[0]
+
+    penalty = options["penalty_scale"] * levels[best][..., None]
+    start = (chosen(screen.coef), chosen(screen.intercept))
+    fit = fit_weighted_logistic(xs, y, weights, l2=1.0, start=start,
+                                **{**options, "penalty_scale": penalty})  # fmt: skip
+    coef = fit.coef / unit
+    val = _validation_losses_exact(spec, x, y, splits, coef[None], fit.intercept[None])[0]
+    return _exact_member_fit(model, x, splits, seeds, config, coef, fit.intercept,
+                             chosen(screen.iterations) + fit.iterations, fit.grad_norm,
+                             chosen(screen.hessians) + fit.hessians, val, levels[best],
+                             stacklevel=5)  # fmt: skip
+
+
+def _exact_member_fit(
+    model: nn.Module,
+    x: np.ndarray,
+    splits: Sequence[FoldSplit],
+    seeds: np.ndarray,
+    config: TrainConfig,
+    coef: np.ndarray,
+    intercept: np.ndarray,
+    steps: np.ndarray,
+    grads: np.ndarray,
+    hessians: np.ndarray,
+    val: np.ndarray,
+    l2: np.ndarray,
+    stacklevel: int,
+) -> MemberFit:
+    """The :class:`MemberFit` of exact members at their chosen penalties ``l2 [m, R]`` (``coef
+    [m, R, d(, n)]`` in the features' units, their validation losses ``val [m, R]``), shared by
+    all ``seeds``, with their test rows' logits; warns (at ``stacklevel``) of members stopped
+    above ``config.tol``."""
     stopped = grads > config.tol
     if stopped.any():
         warnings.warn(
@@ -445,7 +520,7 @@ def _fit_exactly(
             f"{float(np.max(grads[stopped])):.2g} (tol {config.tol:g}): "
             "raise max_newton_steps, or l2 if classes separate",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     n_seeds = len(seeds)
 
@@ -455,16 +530,16 @@ def _fit_exactly(
     params = {"w": per_seed(coef), "b": per_seed(intercept)}
     test_idx, _ = blocked([split.test for split in splits], config.eval_batch_size)
     one_seed = {"params": jax.tree.map(lambda a: jnp.asarray(a[:1]), params)}
-    R, d = train_mask.shape[0], x.shape[1]
+    R, d = len(splits), x.shape[1]
     logits = np.asarray(member_test_logits(model, one_seed, jnp.asarray(x), jnp.asarray(test_idx),
                                            jnp.zeros((R, d)), jnp.ones((R, d))))  # fmt: skip
     return MemberFit(
         params=params,
-        best_val=per_seed(chosen(val)).astype(np.float32),
+        best_val=per_seed(val).astype(np.float32),
         best_epoch=per_seed(steps),
         epochs_run=int(np.max(steps)),
         test_logits=per_seed(logits[0]),
-        l2=per_seed(levels[best]),
+        l2=per_seed(l2),
         hessians=per_seed(hessians),
     )
 

@@ -197,3 +197,58 @@ def test_a_coefficient_whose_optimum_is_at_infinity_keeps_moving_along_a_path():
     fit = fit_weighted_logistic(x, y, S, path=np.log(betas / (1 - betas)))
     assert np.all(fit.converged) and np.max(fit.iterations) <= 20
     assert np.all(fit.coef[:, :, 4] < -5.0)  # the all-negative level, far out towards -infinity
+
+
+@pytest.mark.slow
+def test_members_started_near_their_optimum_need_one_hessian_and_fewer_steps(rare_class_table):
+    x, y, mask = rare_class_table
+    S = beta_weighted_sample_weights(y, np.array([0.05, 0.5, 0.95]), mask)
+    cold = fit_weighted_logistic(x, y, S, l2=1e-3, tol=1e-6)
+    loose = fit_weighted_logistic(x, y, S, l2=1e-3, tol=1e-3)
+    warm = fit_weighted_logistic(x, y, S, l2=1e-3, tol=1e-6, start=(loose.coef, loose.intercept))
+    assert np.all(warm.converged)
+    np.testing.assert_allclose(warm.objective, cold.objective, rtol=1e-6)
+    assert np.all(warm.iterations <= cold.iterations) and np.all(warm.hessians == 1)
+    assert np.all(cold.hessians > 1)  # one Hessian a step from a cold start
+
+
+def test_a_start_is_checked():
+    args = {"features": np.zeros((4, 2)), "labels": np.array([0, 1, 0, 1])}
+    start = (np.zeros((2, 1, 2)), np.zeros((2, 1)))
+    with pytest.raises(ValueError, match="start and path both"):
+        fit_weighted_logistic(**args, sample_weights=np.ones((2, 1, 4)), path=[0.0, 1.0],
+                              start=start)  # fmt: skip
+    with pytest.raises(ValueError, match=r"start coef must have shape \(2, 1, 2\)"):
+        fit_weighted_logistic(
+            **args, sample_weights=np.ones((2, 1, 4)), start=(start[0][0], start[1])
+        )
+    with pytest.raises(ValueError, match="start must be finite"):
+        fit_weighted_logistic(**args, sample_weights=np.ones((2, 1, 4)),
+                              start=(start[0], np.full((2, 1), np.nan)))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_large_batchs_last_members_finish_in_a_batch_of_their_own(rare_class_table, monkeypatch):
+    # 160 members, 140 started at their optimum: once no more than 20 are active, the other 20
+    # go on in a batch of 32 (padded with repeats).
+    from iml.training import exact
+
+    x, y, mask = rare_class_table
+    betas = 1 / (1 + np.exp(-np.linspace(-4.0, 4.0, 80)))
+    S = beta_weighted_sample_weights(y, betas, mask).reshape(160, -1)
+    alone = fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-7)
+    coef, intercept = alone.coef.copy(), alone.intercept.copy()
+    coef[140:], intercept[140:] = 0.0, 0.0
+    sizes = []
+    newton = exact._newton
+
+    def recorded(design, y, S, *args):
+        sizes.append(S.shape[0])
+        return newton(design, y, S, *args)
+
+    monkeypatch.setattr(exact, "_newton", recorded)
+    together = fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-7, start=(coef, intercept))
+    assert sizes == [160, 32]
+    assert np.all(together.converged)
+    np.testing.assert_allclose(together.objective, alone.objective, rtol=1e-6)
+    assert np.all(together.iterations[140:] > together.iterations[:140].max())

@@ -364,3 +364,32 @@ def test_members_that_diverge_are_named_and_a_loss_without_a_logit_form_is_told_
     assert message.startswith("8 of 16 members (seed, loss, rotation) stopped")
     assert f"seed 3, loss 0.1, rotation {splits[1].rotation}" in message
     assert "and 3 more; lower the learning rate" in message and "logit form" not in message
+
+
+@pytest.mark.slow
+def test_exact_members_keep_the_grids_penalty_of_lowest_validation_loss(rare_class_table):
+    """l2='auto' under the exact solver: each member's fit is the one at the penalty whose fit
+    at that penalty alone has the lowest validation loss, at its optimum."""
+    from iml.models import build_model
+    from iml.training import TABULAR_DEFAULTS
+
+    x, y, _ = rare_class_table
+    splits = nested_cv_splits(np.arange(len(y)) % 10)[:3]
+    grid, betas = (1e-4, 1e-2, 1.0), [0.1, 0.5, 0.9]
+    model = build_model("logistic")
+    auto = train_tabular(model, x, y, splits, betas, [0],
+                         dataclasses.replace(TABULAR_DEFAULTS, l2_grid=grid))  # fmt: skip
+    alone = [
+        train_tabular(
+            model, x, y, splits, betas, [0], dataclasses.replace(TABULAR_DEFAULTS, l2=level)
+        )
+        for level in grid
+    ]
+    val = np.stack([fit.best_val[0] for fit in alone])  # [G, m, R]
+    best = np.argmin(val, axis=0)
+    np.testing.assert_array_equal(auto.l2[0], np.asarray(grid)[best])
+    for g, fit in enumerate(alone):
+        chosen = best == g
+        np.testing.assert_allclose(auto.best_val[0][chosen], val[g][chosen], rtol=1e-5)
+        np.testing.assert_allclose(auto.params["w"][0][chosen], fit.params["w"][0][chosen],
+                                   atol=1e-3)  # fmt: skip

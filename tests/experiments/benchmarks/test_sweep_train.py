@@ -48,3 +48,29 @@ def test_sweep_train_benchmark_reports_ratio_and_equal_quality(
     # Against scikit-learn's exact solver, objectives and log-likelihoods agree within 1e-3.
     assert report["objective_rel_diff_vs_exact_max"] < 1e-4
     assert report["loglik_rel_diff_vs_exact_max"] < 1e-3
+
+
+@pytest.mark.slow
+def test_default_sweep_benchmark_chooses_penalties_as_scikit_learn_does(
+    shared_data_path, capsys, tmp_path, monkeypatch
+):
+    from experiments.benchmarks import sweep_train
+
+    cpu = fake_cpuinfo(monkeypatch, tmp_path)
+    argv = ["--data-dir", str(shared_data_path("uci-adult")), "--rows", "3000", "--default"]
+    argv += ["--n-betas", "2", "--baseline-models", "10", "--jobs", "1", "--runs", "3"]
+    argv += ["--cache-dir", str(tmp_path / "jax_cache"), "--out", str(tmp_path / "d.json")]
+    report = sweep_train.main(argv)
+    assert last_json_line(capsys.readouterr().out) == report
+    assert_headline(report, runs=3, cpu=cpu)
+    assert report["scale"] == {"baseline": 2.0}
+    assert "2 betas x 10 rotations = 20 members, each fitted at the 7 penalties" in report["work"]
+    assert sum(report["chosen_l2_ours"].values()) == 20
+    assert report["command_s"] is None  # a slice of the rows is not the command's work
+    assert report["sweep_s"] > 0 and report["outputs_s"] > 0 and report["report_share"] > 0
+    # Against scikit-learn's exact paths, the same penalties and out-of-fold losses.
+    exact = report["vs_exact"]
+    assert exact["chosen_l2_equal_share"] >= 0.9
+    assert exact["oof_log_loss_rel_diff_max"] < 0.01
+    assert exact["corrected_ece_diff_max"] < 0.005
+    assert report["vs_baseline"]["chosen_l2_equal"].endswith("of 10")
