@@ -49,6 +49,29 @@ them (``NaN``, ``Infinity``). The figures, under ``figures/`` as PNG and PDF:
 ``revealed_value_matrix`` (:func:`iml.plots.figure_value_matrix`) and ``revealed_cost_bounds``
 (:func:`iml.plots.figure_cost_bounds`). Every file is written atomically.
 
+A multiclass run (a grid of ``K`` losses of ``c`` class scores, read by
+:func:`iml.pipeline.reveal_input.multiclass_input`) is revealed from its raw class scores
+``[K, N, c]`` under the grid's losses: each model's signals are the cells of the simplex of its
+loss-corrected posteriors (its top class, then ``n_bins`` quantiles of its confidence within
+that class, merged alike for every model; Caplin & Dean 2015's revealed experiments, on ``c``
+states). Its record has ``"classes": c`` and ``"keys": [K grid keys]`` in place of ``"betas"``
+(and ``loss`` as ``{"name", "description", "config"}``), ``"prior": [c]`` class frequencies,
+``"signals"``: the fewest cells with observations of any model, ``"experiments"``
+``{"probability": [K][S], "posterior": [K][S][c]}``, ``"class_information": {"estimate": [K][c],
+"interval": [2][K][c]}`` (one-vs-rest, nats) and NIAS as one multinomial chi-square per model
+over its cells (:func:`iml.revealed.multinomial_calibration_test`, Holm over the models)::
+
+     "nias": {"test", "statistic": [K], "degrees_of_freedom": [K], "cells": [K],
+              "calibration_error": [K], "null_calibration_error": [K], "p_value": [K],
+              "p_value_unadjusted": [K], "power": [K], "power_against", "violated": [K],
+              "rejected"}
+
+``G``, NIS, NIAC, the cost bounds and ``lambda`` are as above; ``simulated`` holds the tests'
+sizes and powers for Gaussian agents of ``c`` classes (:func:`simulated_class_power`). Its
+figures (:data:`CLASS_FIGURES`) are ``revealed_information_by_class``
+(:func:`iml.plots.figure_information_by_class`), ``revealed_value_matrix`` and
+``revealed_cost_bounds`` by the grid's keys.
+
 A verdict (``violated`` / ``rejected`` at ``1 - confidence``) reads "rejected", "not rejected"
 (with the test's simulated power against its stated alternative, never as support) or, with
 fewer than two signals, "not testable", in the figures' titles and the lines printed
@@ -94,10 +117,14 @@ from iml.revealed import (
 )
 
 __all__ = [
+    "CLASS_FIGURES",
     "FIGURES",
+    "figure_names",
+    "matched_class_precision",
     "reveal_run",
     "revealed_figures",
     "revealed_summary",
+    "simulated_class_power",
     "verdicts_title",
 ]
 
@@ -131,6 +158,11 @@ def reveal_run(
     fragile. Each test's power against a stated alternative at this ``N``, ``K`` and prior (and
     its size at the least-favourable null) is simulated by :mod:`iml.power`, with Gaussian agents
     as informative as the run's models (their median ``I_k``).
+
+    A multiclass input (``inputs.grid``) is revealed from its class scores under the grid's
+    losses, ``n_bins`` confidence quantiles per class, each verdict reached again at 5, 10 and
+    20 quantiles per class; its power is simulated for agents of its number of classes at its
+    class frequencies (:func:`simulated_class_power`).
 
     The bootstrap key is ``jax.random.key(seed)``, so the verdicts equal
     ``reveal(inputs.scores, inputs.labels, inputs.loss(inputs.betas), n_bins, "adaptive",

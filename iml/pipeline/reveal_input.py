@@ -199,21 +199,52 @@ def multiclass_input(run: str | Path) -> RevealInput:
     config = manifest["config"]
     average = str(config.get("eval", {}).get("average", "score"))
     scores = stored_scores(root, average)
-    s = np.asarray(scores.scores, np.float64)
-    keep = (np.asarray(scores.sizes) > 0).all(axis=0) & np.isfinite(s).all(axis=(0, 2))
     kind = "reproduce" if manifest["kind"] == "images" else "sweep"
     train = config.get("train", {})
+    ridge = ridge_of(train) if kind == "sweep" and isinstance(train, Mapping) else None
+    return class_input(scores.grid, scores.scores, scores.labels, scores.sizes, kind=kind,
+                       run=root, ridge=ridge, average=average)  # fmt: skip
+
+
+def class_input(
+    grid: LossGrid,
+    scores: np.ndarray,
+    labels: np.ndarray,
+    sizes: np.ndarray | None = None,
+    *,
+    kind: str = "reproduce",
+    run: str | Path = "",
+    ridge: dict[str, Any] | None = None,
+    average: str = "score",
+) -> RevealInput:
+    """The input of a multiclass run: the class scores ``[K, N, c]`` of the ``K`` losses of
+    ``grid`` (raw, as each loss reports them) on the observations every model scored (finite
+    scores and, with ``sizes`` ``[K, N]``, at least one member each), and their labels ``[N]``.
+
+    Raises:
+      ValueError: naming ``scores`` or ``grid``, for scores that are not ``[K, N, c]`` with one
+        row per loss of the grid, or a grid that is not of ``c`` class scores.
+    """
+    s = np.asarray(scores, np.float64)
+    K = len(grid.keys)
+    if s.ndim != 3 or s.shape[0] != K:
+        raise ValueError(f"scores must be [K={K}, N, c] class scores; got shape {s.shape}")
+    if not grid.spec.multiclass:
+        raise ValueError("grid must be a grid of losses of class scores (multiclass)")
+    keep = np.isfinite(s).all(axis=(0, 2))
+    if sizes is not None:
+        keep &= (np.asarray(sizes) > 0).all(axis=0)
     return RevealInput(
         scores=s[:, keep].astype(np.float32),
-        labels=np.asarray(scores.labels)[keep].astype(np.int32),
+        labels=np.asarray(labels)[keep].astype(np.int32),
         betas=np.zeros(0, np.float64),
         loss=None,
         n_stored=int(s.shape[1]),
         kind=kind,
-        run=str(root),
-        ridge=ridge_of(train) if kind == "sweep" and isinstance(train, Mapping) else None,
+        run=str(run),
+        ridge=ridge,
         average=average,
-        grid=scores.grid,
+        grid=grid,
     )
 
 
