@@ -871,7 +871,10 @@ def _class_nias_line(record: Mapping[str, Any], verdict: Any) -> str:
     untested = [key for key, d in zip(keys, df, strict=True) if d < 2]
     detail += f"; not testable (under 2 degrees of freedom) at {', '.join(untested)}" if (
         untested) else ""  # fmt: skip
-    p = ", ".join(f"{key}: p = {v:.3g}" for key, v in zip(keys, nias["p_value"], strict=True))
+    p = ", ".join(  # a p-value below float32's smallest normal number reads as 0
+        f"{key}: p {'= ' + format(v, '.3g') if v > 0 else '< 1e-38'}"
+        for key, v in zip(keys, nias["p_value"], strict=True)
+    )
 
     def spread(x: Sequence[int]) -> str:
         return f"{min(x)}" if min(x) == max(x) else f"{min(x)}-{max(x)}"
