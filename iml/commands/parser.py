@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
         "sweep` over class weights, recover each model's experiment, test NIS "
         "(capacity-constrained learning) and NIAC (costly learning) with paired bootstrap "
         "inference, bound the costs of learning; write revealed.json and three figures. "
+        "A multiclass run (a grid of class weightings) is read by its class scores: its "
+        "signals are cells of loss-corrected posteriors (top class, n_bins confidence "
+        "quantiles per class) and NIAS a multinomial chi-square per model. "
         "--config.eval.KEY=VALUE sets n_bins, n_bootstrap, report_seed and figures (the "
         "formats, png,pdf by default; none with --config.eval.figures=).",
         epilog=keys_help({"eval": REVEAL_SETTINGS}, key_help),

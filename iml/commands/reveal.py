@@ -44,7 +44,7 @@ def reveal_settings(args: argparse.Namespace) -> dict[str, Any]:
 def reveal_command(args: argparse.Namespace) -> Callable[[], int]:
     """Check the settings, read the run and check it; return the work (reveal, write, print)."""
     # imported here: the revealed experiments' pipeline loads their simulator and figures
-    from iml.pipeline.reveal import FIGURES, reveal_run, revealed_summary
+    from iml.pipeline.reveal import figure_names, reveal_run, revealed_summary
     from iml.pipeline.reveal_input import check_reveal_input, load_reveal_input
 
     settings = reveal_settings(args)
@@ -62,7 +62,7 @@ def reveal_command(args: argparse.Namespace) -> Callable[[], int]:
     def work() -> int:
 
         if not args.no_progress:
-            K, n = inputs.scores.shape
+            K, n = inputs.scores.shape[:2]
             print(f"revealing {K} models on {n} observations ({settings['n_bootstrap']} paired "
                   "bootstrap replicates) ...", file=sys.stderr)  # fmt: skip
         record = reveal_run(
@@ -76,7 +76,7 @@ def reveal_command(args: argparse.Namespace) -> Callable[[], int]:
             progress=not args.no_progress,
         )
         print(revealed_summary(record))
-        figures, formats = ",".join(FIGURES), ",".join(settings["figures"])
+        figures, formats = ",".join(figure_names(record)), ",".join(settings["figures"])
         drawn = f", {out / 'figures'}/{{{figures}}}.{{{formats}}}" if formats else ""
         print(f"wrote {out / 'revealed.json'}{drawn}")
         return 0

@@ -1,6 +1,6 @@
-"""Reporting a run of either kind: its table (JSON and Markdown), its scores, Figures 1-4 and
-the revealed experiments (:mod:`iml.pipeline.reveal`) of a binary grid, the figures by class of
-a multiclass one (:func:`report_run`), from its stored member batches.
+"""Reporting a run of either kind: its table (JSON and Markdown), its scores, Figures 1-4 of a
+binary grid, the figures by class of a multiclass one, and the revealed experiments
+(:mod:`iml.pipeline.reveal`) of either (:func:`report_run`), from its stored member batches.
 
 A binary grid's table is keyed by its class weights (exact keys,
 :func:`iml.calibration.beta_key`), then by method, then by metric::
@@ -39,7 +39,7 @@ from iml.calibration import RENORMALISED, expected_calibration_error
 from iml.pipeline.defaults import check_eval_settings, default_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.pipeline.reveal import reveal_run
-from iml.pipeline.reveal_input import check_reveal_input, reveal_input
+from iml.pipeline.reveal_input import RevealInput, check_reveal_input, class_input, reveal_input
 from iml.pipeline.scores import RunScores, scored_table, stored_scores
 from iml.pipeline.store import RunStore, atomic_write_bytes, check_stored_run
 from iml.plots import (
@@ -168,7 +168,11 @@ def report_run(
       the observations scored at every weight): ``revealed.json`` and
       ``figures/revealed_*``, or a warning saying why not;
     * a multiclass grid: ``ece_by_class.json`` (each class's ECE, raw and corrected) and
-      ``figures/reliability_by_class/KEY``, a panel per class.
+      ``figures/reliability_by_class/KEY``, a panel per class; with two losses or more, what
+      the ensembles learned across them (the same :func:`iml.pipeline.reveal.reveal_run`, on
+      the observations every loss scored: class-posterior experiments, the information about
+      each class, ``G``, NIS, NIAC, the cost bounds and NIAS): ``revealed.json`` and
+      ``figures/revealed_*``, or a warning saying why not.
 
     Args:
       run: a run directory (:func:`iml.pipeline.experiment.run`, :func:`iml.pipeline.sweep.
@@ -226,6 +230,11 @@ def report_run(
         for key, ak, ck in zip(grid.keys if formats else (), a, c, strict=False):
             fig = reliability_by_class(ak, y, ck, None, n_bins, title=f"{title}: {key}")
             save_figure(fig, out / "figures" / "reliability_by_class" / file_stem(key), formats)
+        if len(grid.keys) >= 2:  # what the ensembles learned, across the grid's losses
+            inputs = class_input(grid, scores.scores, labels, scores.sizes, run=store.root,
+                                 kind="reproduce" if manifest["kind"] == "images" else "sweep",
+                                 average=str(settings["average"]))  # fmt: skip
+            _reveal(inputs, out, n_bins, n_bootstrap, seed, formats)
         return table
     if not binary:
         return table
@@ -257,24 +266,37 @@ def report_run(
     if len(weights) >= 2:  # what the ensembles learned, across their class weights
         inputs = reveal_input(weights, scores.scores, labels, family, sizes=scores.sizes,
                               run=store.root)  # fmt: skip
-        try:
-            check_reveal_input(inputs, n_bins)
-        except ValueError as err:  # e.g. one label among the observations every weight scored
-            warnings.warn(f"no revealed experiments: {err}", RuntimeWarning, stacklevel=2)
-            return table
-        reveal_run(
-            inputs,
-            out,
-            n_bins=n_bins,
-            n_bootstrap=max(n_bootstrap, 2),
-            seed=seed,
-            formats=formats,
-            # Size and power simulated on 100 data sets of 200 replicates where the report
-            # runs at least 100 replicates itself (fewer would make the rates mere noise).
-            power_datasets=100 if n_bootstrap >= 100 else 0,
-            power_bootstrap=min(max(n_bootstrap, 2), 200),
-        )
+        _reveal(inputs, out, n_bins, n_bootstrap, seed, formats)
     return table
+
+
+def _reveal(
+    inputs: RevealInput,
+    out: Path,
+    n_bins: int,
+    n_bootstrap: int,
+    seed: int,
+    formats: Sequence[str],
+) -> None:
+    """The revealed experiments of a report's grid (:func:`iml.pipeline.reveal.reveal_run`),
+    or a warning saying why not (:func:`iml.pipeline.reveal_input.check_reveal_input`)."""
+    try:
+        check_reveal_input(inputs, n_bins)
+    except ValueError as err:  # e.g. one label among the observations every loss scored
+        warnings.warn(f"no revealed experiments: {err}", RuntimeWarning, stacklevel=3)
+        return
+    reveal_run(
+        inputs,
+        out,
+        n_bins=n_bins,
+        n_bootstrap=max(n_bootstrap, 2),
+        seed=seed,
+        formats=formats,
+        # Size and power simulated on 100 data sets of 200 replicates where the report
+        # runs at least 100 replicates itself (fewer would make the rates mere noise).
+        power_datasets=100 if n_bootstrap >= 100 else 0,
+        power_bootstrap=min(max(n_bootstrap, 2), 200),
+    )
 
 
 def _class_eces(scores: np.ndarray, labels: np.ndarray, n_bins: int) -> list[float]:

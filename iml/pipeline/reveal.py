@@ -49,6 +49,29 @@ them (``NaN``, ``Infinity``). The figures, under ``figures/`` as PNG and PDF:
 ``revealed_value_matrix`` (:func:`iml.plots.figure_value_matrix`) and ``revealed_cost_bounds``
 (:func:`iml.plots.figure_cost_bounds`). Every file is written atomically.
 
+A multiclass run (a grid of ``K`` losses of ``c`` class scores, read by
+:func:`iml.pipeline.reveal_input.multiclass_input`) is revealed from its raw class scores
+``[K, N, c]`` under the grid's losses: each model's signals are the cells of the simplex of its
+loss-corrected posteriors (its top class, then ``n_bins`` quantiles of its confidence within
+that class, merged alike for every model; Caplin & Dean 2015's revealed experiments, on ``c``
+states). Its record has ``"classes": c`` and ``"keys": [K grid keys]`` in place of ``"betas"``
+(and ``loss`` as ``{"name", "description", "config"}``), ``"prior": [c]`` class frequencies,
+``"signals"``: the fewest cells with observations of any model, ``"experiments"``
+``{"probability": [K][S], "posterior": [K][S][c]}``, ``"class_information": {"estimate": [K][c],
+"interval": [2][K][c]}`` (one-vs-rest, nats) and NIAS as one multinomial chi-square per model
+over its cells (:func:`iml.revealed.multinomial_calibration_test`, Holm over the models)::
+
+     "nias": {"test", "statistic": [K], "degrees_of_freedom": [K], "cells": [K],
+              "calibration_error": [K], "null_calibration_error": [K], "p_value": [K],
+              "p_value_unadjusted": [K], "power": [K], "power_against", "violated": [K],
+              "rejected"}
+
+``G``, NIS, NIAC, the cost bounds and ``lambda`` are as above; ``simulated`` holds the tests'
+sizes and powers for Gaussian agents of ``c`` classes (:func:`simulated_class_power`). Its
+figures (:data:`CLASS_FIGURES`) are ``revealed_information_by_class``
+(:func:`iml.plots.figure_information_by_class`), ``revealed_value_matrix`` and
+``revealed_cost_bounds`` by the grid's keys.
+
 A verdict (``violated`` / ``rejected`` at ``1 - confidence``) reads "rejected", "not rejected"
 (with the test's simulated power against its stated alternative, never as support) or, with
 fewer than two signals, "not testable", in the figures' titles and the lines printed
@@ -66,10 +89,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from iml import power as P
 from iml._io import atomic_write_bytes
+from iml.calibration.loss_calibration import POWER_ODDS
 from iml.grids import beta_key
 from iml.pipeline.reveal_input import (
     RevealInput,
@@ -77,18 +102,29 @@ from iml.pipeline.reveal_input import (
 )
 from iml.plots import (
     figure_cost_bounds,
+    figure_information_by_class,
     figure_information_by_weight,
     figure_value_matrix,
     save_figure,
 )
 from iml.power import standard_error
-from iml.revealed import MIN_COUNT, reveal
+from iml.revealed import (
+    MIN_COUNT,
+    mutual_information,
+    reveal,
+    revealed_experiments,
+    simulate_gaussian_agents,
+)
 
 __all__ = [
+    "CLASS_FIGURES",
     "FIGURES",
+    "figure_names",
+    "matched_class_precision",
     "reveal_run",
     "revealed_figures",
     "revealed_summary",
+    "simulated_class_power",
     "verdicts_title",
 ]
 
@@ -123,6 +159,11 @@ def reveal_run(
     its size at the least-favourable null) is simulated by :mod:`iml.power`, with Gaussian agents
     as informative as the run's models (their median ``I_k``).
 
+    A multiclass input (``inputs.grid``) is revealed from its class scores under the grid's
+    losses, ``n_bins`` confidence quantiles per class, each verdict reached again at 5, 10 and
+    20 quantiles per class; its power is simulated for agents of its number of classes at its
+    class frequencies (:func:`simulated_class_power`).
+
     The bootstrap key is ``jax.random.key(seed)``, so the verdicts equal
     ``reveal(inputs.scores, inputs.labels, inputs.loss(inputs.betas), n_bins, "adaptive",
     n_bootstrap=..., key=jax.random.key(seed))`` (see the module docstring for the layout).
@@ -142,7 +183,7 @@ def reveal_run(
       The record written to ``revealed.json``.
     """
     check_reveal_input(inputs, n_bins)
-    losses = inputs.loss(inputs.betas)
+    losses = inputs.grid.spec if inputs.multiclass else inputs.loss(inputs.betas)
 
     def run(bins: int, strategy: str) -> Any:
         return reveal(
@@ -164,16 +205,17 @@ def reveal_run(
         if progress:
             print(f"  {message} ...", file=sys.stderr, flush=True)
 
-    say(f"revealing with adaptive bins ({n_bootstrap} paired bootstrap replicates)")
+    bins_named = "cells" if inputs.multiclass else "bins"
+    say(f"revealing with adaptive {bins_named} ({n_bootstrap} paired bootstrap replicates)")
     report = run(n_bins, _SETTINGS["strategy"])
     sensitivity = {"adaptive": _verdicts(report)}
     for bins in BIN_COUNTS:
-        say(f"the verdicts at {bins} quantile bins")
+        say(f"the verdicts at {bins} quantile {bins_named}")
         sensitivity[f"quantile_{bins}"] = _verdicts(run(bins, "quantile"))
     power = None
     # Agents as informative as the models need the models to carry some information.
     if power_datasets > 0 and float(np.median(np.asarray(report.information))) > 0:
-        power = simulated_power(
+        power = (simulated_class_power if inputs.multiclass else simulated_power)(
             inputs,
             report,
             n_bins=n_bins,
@@ -288,6 +330,126 @@ def simulated_power(
     }
 
 
+def matched_class_precision(
+    information: float,
+    losses: Any,
+    prior: Sequence[float],
+    n: int,
+    n_bins: int,
+    key: jax.Array,
+) -> float:
+    """The precision ``d`` of Gaussian agents of ``c`` classes
+    (:func:`iml.revealed.simulate_gaussian_agents`: ``x ~ N(d e_y, I_c)`` at the class
+    probabilities ``prior`` ``[c]``) whose revealed experiment, on ``n`` simulated observations
+    in the adaptive cells of ``n_bins`` confidence quantiles per class, carries ``information``
+    nats (the plug-in :func:`iml.revealed.mutual_information`, as the run's ``I_k``): bisection
+    over ``d`` in ``[0.001, 12]`` with the same draws at every ``d``, for the agent of the
+    grid's first loss (``losses`` batched ``(K,)``; the agents' information does not depend on
+    their loss).
+
+    Raises:
+      ValueError: for ``information`` that is not positive.
+    """
+    if not information > 0:
+        raise ValueError(f"information must be positive nats; got {information}")
+    first = jax.tree.map(lambda leaf: jnp.asarray(leaf)[:1], losses)
+
+    def info(d: float) -> float:
+        scores, labels = simulate_gaussian_agents(key, first, np.array([d], np.float32),
+                                                  tuple(prior), n)  # fmt: skip
+        experiments = revealed_experiments(scores, labels, n_bins, "adaptive", losses=first)
+        return float(np.asarray(mutual_information(experiments))[0])
+
+    low, high = 1e-3, 12.0
+    if info(high) < information:
+        return high
+    for _ in range(30):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if info(mid) < information else (low, mid)
+    return 0.5 * (low + high)
+
+
+def _misreporting(losses: Any, k: int) -> Any:
+    """The grid ``losses`` (batched ``(K,)``) with model ``k`` reporting for the first loss."""
+    return jax.tree.map(lambda leaf: jnp.asarray(leaf).at[k].set(jnp.asarray(leaf)[0]), losses)
+
+
+def simulated_class_power(
+    inputs: RevealInput,
+    report: Any,
+    *,
+    n_bins: int,
+    n_datasets: int,
+    n_bootstrap: int,
+    seed: int,
+    say=lambda message: None,
+) -> dict[str, Any]:
+    """Size and power of a multiclass run's tests at its ``N``, ``K``, number of classes ``c``
+    and class probabilities (:func:`iml.power.rejection_rates` with a prior vector).
+
+    Gaussian agents of ``c`` classes at the grid's losses, with the precision ``d`` whose
+    revealed experiment carries the run's median ``I_k`` (:func:`matched_class_precision`): at
+    ``d`` for all (``capacity``: the sizes of NIS, NIAC and NIAS, every inequality binding),
+    rising by :data:`POWER_DELTA` along the grid (``d_k = d + delta r_k``, ``r`` from -1/2 to
+    1/2; the agent with the larger ``d`` is Blackwell-more informative: NIS's power), falling
+    by it (NIAC's rate against the opposite order), and with the middle model reporting the
+    optimal scores of the grid's first loss, its posteriors uncorrected for its own (NIAS's
+    power, for one model among ``K``). Each scenario runs ``n_datasets`` data sets of ``N``
+    observations with ``n_bootstrap`` paired replicates.
+    """
+    K, n = inputs.scores.shape[:2]
+    prior = [float(x) for x in np.asarray(report.experiments.prior)[0]]
+    prior = list(np.asarray(prior) / np.sum(prior))
+    information = float(np.median(np.asarray(report.information)))
+    losses = inputs.grid.spec
+    key = jax.random.key(seed + 1)
+    say("matching the simulated agents' information to the run's")
+    d = matched_class_precision(information, losses, prior, max(n, 10_000), n_bins,
+                                jax.random.fold_in(key, 1))  # fmt: skip
+    middle = K // 2
+    scenarios = {
+        "capacity": (0.0, losses),
+        "rising": (POWER_DELTA, losses),
+        "falling": (-POWER_DELTA, losses),
+        "misreported": (0.0, _misreporting(losses, middle)),
+    }
+    rates = {}
+    for name, (delta, reported) in scenarios.items():
+        say(f"simulating {n_datasets} data sets like the run's: {name}")
+        precision = P.precisions(K, delta, d)
+        rejected = P.rejection_rates(
+            losses, reported, precision, tuple(prior), n, n_datasets=n_datasets,
+            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, strategy=_SETTINGS["strategy"],
+        )  # fmt: skip
+        rates[name] = {
+            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
+            "misreported_model": middle if name == "misreported" else None,
+            **{test: _rate(rejected[test]) for test in TESTS},
+        }
+    keys, rising = inputs.keys, rates["rising"]["precision"]
+    alternatives = {
+        "nis": ("rising", f"precision rising by {POWER_DELTA} along the grid (d from "
+                          f"{rising[0]} to {rising[1]})"),
+        "niac": ("falling", f"precision falling by {POWER_DELTA} along the grid"),
+        "nias": ("misreported", f"the middle model ({keys[middle]}) reporting the optimal scores "
+                                f"of the first loss ({keys[0]})"),
+    }  # fmt: skip
+    return {
+        "agents": (f"Gaussian signals x ~ N(d e_y, I_{len(prior)}) over {len(prior)} classes at "
+                   "the run's class frequencies, each reporting optimally for its loss"),
+        "precision": round(d, 4),
+        "information": information,
+        "datasets": n_datasets,
+        "bootstrap": n_bootstrap,
+        "scenarios": rates,
+        "size": {test: rates["capacity"][test] for test in TESTS},
+        "power": {
+            test: {"against": text, "scenario": name, **rates[name][test]}
+            for test, (name, text) in alternatives.items()
+        },
+    }  # fmt: skip
+
+
 def _rate(rejected: np.ndarray) -> dict[str, float]:
     return {"rate": float(np.mean(rejected)), "se": round(standard_error(rejected), 4)}
 
@@ -353,19 +515,31 @@ def revealed_record(
     sensitivity: Mapping[str, Any] | None = None,
     power: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON record of a :class:`iml.revealed.RevealedReport` (see the module docstring)."""
+    """The JSON record of a :class:`iml.revealed.RevealedReport` (see the module docstring);
+    for a multiclass run, the multiclass record (:func:`_class_record`)."""
     loss = inputs.loss
     cycle = [int(k) for k in np.asarray(report.niac.cycle) if k >= 0]
-    record = {
-        "run": inputs.run,
-        "kind": inputs.kind,
-        "loss": {
+    if inputs.multiclass:
+        spec = inputs.grid.spec
+        described = {
+            "name": spec.name,
+            "description": f"{spec.record.title} over {len(inputs.keys)} losses",
+            "config": spec.to_config(),
+        }
+        models = {"classes": int(inputs.scores.shape[2]), "keys": inputs.keys}
+    else:
+        described = {
             "name": loss.name,
             "weight_name": loss.weight_name,
             "params": dict(loss.params),
             "description": loss.describe(),
-        },
-        "betas": inputs.betas.tolist(),
+        }
+        models = {"betas": inputs.betas.tolist()}
+    record = {
+        "run": inputs.run,
+        "kind": inputs.kind,
+        "loss": described,
+        **models,
         "K": int(inputs.scores.shape[0]),
         "n": int(inputs.scores.shape[1]),
         "n_stored": inputs.n_stored,
@@ -421,7 +595,9 @@ def revealed_record(
             "upper_interval": _floats(report.lambda_upper_interval),
         },
     }
-    if report.nias is not None:
+    if inputs.multiclass:
+        _class_record(record, report)
+    elif report.nias is not None:
         test, nias = report.nias.test, report.nias
         record["nias"] = {
             "calibration_error": _floats(nias.calibration_error),
@@ -441,11 +617,61 @@ def revealed_record(
     return record
 
 
+def _class_record(record: dict[str, Any], report: Any) -> None:
+    """The multiclass parts of ``record``: the information about each class, and NIAS as one
+    multinomial chi-square per model over its adaptive cells
+    (:func:`iml.revealed.multinomial_calibration_test`, Holm over the models)."""
+    record["signals_kind"] = (
+        "cells of the simplex of loss-corrected posteriors: top class, then confidence quantile"
+    )
+    record["class_information"] = {
+        "estimate": _floats(report.class_information),
+        "interval": _floats(report.class_information_interval),
+    }
+    if report.nias is None:
+        return
+    test, nias = report.nias.test, report.nias
+    record["nias"] = {
+        "test": "multinomial chi-square of each model's class counts against its loss-corrected "
+        "posteriors, summed over its cells (Holm over the models)",
+        "statistic": _floats(test.statistic),
+        "degrees_of_freedom": np.asarray(test.n_bins).tolist(),
+        "cells": np.sum(np.asarray(test.count) > 0, axis=-1).tolist(),
+        "calibration_error": _floats(nias.calibration_error),
+        "null_calibration_error": _floats(test.null_calibration_error),
+        "p_value": _floats(nias.p_value),
+        "p_value_unadjusted": _floats(test.p_value),
+        "power": _floats(test.power),
+        "power_against": f"each observation's top-class odds {POWER_ODDS:g} or 1/{POWER_ODDS:g} "
+        "times its loss-corrected posterior's (the smaller power of the two)",
+        "violated": _floats(nias.violated),
+        "rejected": bool(np.any(nias.violated)),
+    }
+
+
 # ----------------------------------------------------------------------------------------------
 # The record reported: its figures, the verdicts' wording and the lines printed
 # ----------------------------------------------------------------------------------------------
 
 FIGURES = ("revealed_information", "revealed_value_matrix", "revealed_cost_bounds")
+#: The figures of a multiclass record: the information about each class along the grid, ``G``
+#: and the cost bounds by the grid's keys.
+CLASS_FIGURES = ("revealed_information_by_class", "revealed_value_matrix", "revealed_cost_bounds")
+
+
+def figure_names(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of ``record``'s figures: :data:`CLASS_FIGURES` for a multiclass record, else
+    :data:`FIGURES`."""
+    return CLASS_FIGURES if "classes" in record else FIGURES
+
+
+def _record_keys(record: Mapping[str, Any]) -> list[str]:
+    """Each model's name: a multiclass record's grid keys, else its class weights' exact keys."""
+    return list(record["keys"]) if "keys" in record else [beta_key(b) for b in record["betas"]]
+
+
+def _weight_name(record: Mapping[str, Any]) -> str:
+    return record["loss"].get("weight_name", "loss")
 
 
 def _short_keys(betas: Sequence[float]) -> list[str]:
@@ -455,14 +681,35 @@ def _short_keys(betas: Sequence[float]) -> list[str]:
 
 
 def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The three figures of a ``revealed.json`` record, by file name (:data:`FIGURES`)."""
-    betas = record["betas"]
-    weight = record["loss"]["weight_name"]
+    """The three figures of a ``revealed.json`` record, by file name (:data:`FIGURES`; for a
+    multiclass record :data:`CLASS_FIGURES`: the information about each class along the grid,
+    :func:`iml.plots.figure_information_by_class`, then ``G`` and the cost bounds by the grid's
+    keys)."""
+    weight = _weight_name(record)
     cost = record["cost_bounds"]
     niac = record["niac"]
     interval = np.stack(
         [np.asarray(cost["lower_interval"])[0], np.asarray(cost["upper_interval"])[1]]
     )
+    if "classes" in record:
+        keys = record["keys"]
+        info = record["class_information"]
+        return {
+            "revealed_information_by_class": figure_information_by_class(
+                info["estimate"], info["interval"], grid_keys=keys,
+                title=f"Information about each class (nats); {verdicts_title(record)}",
+            ),
+            "revealed_value_matrix": figure_value_matrix(
+                record["value_matrix"]["estimate"], keys, record["nis"]["pairs"],
+                niac["cycle"] if niac["violated"] else None, weight_name="loss",
+                title=verdicts_title(record),
+            ),
+            "revealed_cost_bounds": figure_cost_bounds(
+                None, cost["lower"], cost["upper"], interval, reference=cost["reference"],
+                grid_keys=keys,
+            ),
+        }  # fmt: skip
+    betas = record["betas"]
     return {
         "revealed_information": figure_information_by_weight(
             betas, record["information"]["estimate"], record["information"]["interval"],
@@ -487,7 +734,8 @@ def _untestable(record: Mapping[str, Any]) -> str:
     """``"not testable (1 signal)"`` where the models' experiments have fewer than two signals
     (every experiment is then uninformative and NIS and NIAC compare nothing); else ``""``."""
     signals = record.get("signals", 2)
-    return f"not testable ({signals} signal{'s' * (signals != 1)})" if signals < 2 else ""
+    what = "cell" if "classes" in record else "signal"
+    return f"not testable ({signals} {what}{'s' * (signals != 1)})" if signals < 2 else ""
 
 
 def verdicts_title(record: Mapping[str, Any]) -> str:
@@ -527,8 +775,8 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
             f"p = {test['p_value']:.3g}"
         )
 
-    weight = record["loss"]["weight_name"]
-    keys = [beta_key(b) for b in record["betas"]]
+    weight = _weight_name(record)
+    keys = _record_keys(record)
     info = np.asarray(record["information"]["estimate"])
     low, high = np.asarray(record["information"]["interval"])
     if len(keys) <= 6:
@@ -538,7 +786,7 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         )
     else:
         a, b = int(info.argmin()), int(info.argmax())
-        short = _short_keys(record["betas"])
+        short = _short_keys(record["betas"]) if "betas" in record else keys
         shown = f"from {info[a]:.4f} (at {short[a]}) to {info[b]:.4f} (at {short[b]})"
     nis = record["nis"]
     pairs = ""
@@ -551,11 +799,19 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         "rejected at the point estimates (no lambda fits them)" if lam["rejected"] else
         f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}] at the point estimates"
     )  # fmt: skip
-    bins = f"at most {record['n_bins']} {record['strategy']} bins"
-    if "signals" in record:
-        bins += f" (signals with observations for every model: {record['signals']})"
-    if record["strategy"] == "adaptive":
-        bins += f" (deciles merged to {record['min_count']} expected positives and negatives)"
+    if "classes" in record:
+        bins = (
+            f"{record['classes']} classes; signals: cells of the loss-corrected posteriors by top "
+            f"class and {record['n_bins']} confidence quantiles per class, merged alike for "
+            f"every model to {record['min_count']} expected observations of the top class and "
+            f"of the others (cells with observations for every model: {record['signals']})"
+        )
+    else:
+        bins = f"at most {record['n_bins']} {record['strategy']} bins"
+        if "signals" in record:
+            bins += f" (signals with observations for every model: {record['signals']})"
+        if record["strategy"] == "adaptive":
+            bins += f" (deciles merged to {record['min_count']} expected positives and negatives)"
     lines = [
         f"{record['run']} ({record['kind']} run, {record['loss']['description']}): "
         f"K={record['K']} models, N={record['n']} observations scored by all "
@@ -570,7 +826,9 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
     ]
     if record.get("ridge"):
         lines.append(f"Ridge: {record['ridge']['note']}")
-    if "nias" in record:
+    if "classes" in record and "nias" in record:
+        lines.append(_class_nias_line(record, verdict))
+    elif "nias" in record:
         nias = record["nias"]
         short = _short_keys(record["betas"])
         flagged = [key for key, v in zip(short, nias["violated"], strict=True) if v]
@@ -591,9 +849,40 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
     simulated = record.get("simulated")
     if simulated:
         size = ", ".join(f"{name.upper()} {v['rate']:.3f}" for name, v in simulated["size"].items())
+        at = "N, K, number of classes and class frequencies" if "classes" in record else (
+            "N, K and prior"
+        )  # fmt: skip
         lines.append(
-            f"Simulated sizes at this N, K and prior ({simulated['datasets']} data sets, "
+            f"Simulated sizes at this {at} ({simulated['datasets']} data sets, "
             f"{simulated['bootstrap']} replicates): {size}"
         )
     lines.append(f"Intervals: {record['intervals']}")
     return "\n".join(lines)
+
+
+def _class_nias_line(record: Mapping[str, Any], verdict: Any) -> str:
+    """The NIAS line of a multiclass record: each model's multinomial chi-square over its
+    cells, with its degrees of freedom; "not testable" where a model has fewer than 2."""
+    nias = record["nias"]
+    keys = record["keys"]
+    df, cells = nias["degrees_of_freedom"], nias["cells"]
+    flagged = [key for key, v in zip(keys, nias["violated"], strict=True) if v]
+    detail = f" at {', '.join(flagged)}" if flagged else ""
+    untested = [key for key, d in zip(keys, df, strict=True) if d < 2]
+    detail += f"; not testable (under 2 degrees of freedom) at {', '.join(untested)}" if (
+        untested) else ""  # fmt: skip
+    p = ", ".join(  # a p-value below float32's smallest normal number reads as 0
+        f"{key}: p {'= ' + format(v, '.3g') if v > 0 else '< 1e-38'}"
+        for key, v in zip(keys, nias["p_value"], strict=True)
+    )
+
+    def spread(x: Sequence[int]) -> str:
+        return f"{min(x)}" if min(x) == max(x) else f"{min(x)}-{max(x)}"
+
+    detail += (
+        f"; {spread(cells)} cells and {spread(df)} degrees of freedom per model; Holm-adjusted {p}"
+    )
+    said = verdict("nias", bool(flagged), detail)
+    if max(df) < 2:
+        said = "not testable (under 2 degrees of freedom for every model)"
+    return f"NIAS (each model's multinomial loss-calibration test, Holm over the models) {said}"

@@ -12,8 +12,9 @@ import ml_collections
 import numpy as np
 
 from iml.calibration import scores_from_logits
-from iml.grids import CLASS_WEIGHTS, LossFamily, beta_key, loss_family
+from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, beta_key, loss_family
 from iml.losses import registered
+from iml.pipeline.scores import stored_scores
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
@@ -21,17 +22,22 @@ from iml.pipeline.store import (
     load_ensemble,
     member_test_scores,
 )
+from iml.spec import loss_spec
 
 
 class RevealInput(NamedTuple):
-    """The scores of ``K`` models at ``K`` class weights on common observations, and their loss.
+    """The scores of ``K`` models at ``K`` class weights on common observations, and their loss;
+    or, for a multiclass run, the class scores of the ``K`` losses of its grid.
 
     Attributes:
-      scores: ``[K, n]`` float32 scores, only observations that every model scored.
-      labels: ``[n]`` labels in ``{0, 1}``.
-      betas: ``[K]`` class weights (``beta``, or ``alpha`` of a focal loss), float64.
+      scores: ``[K, n]`` float32 scores, only observations that every model scored; for a
+        multiclass run ``[K, n, c]``, each model's raw class scores (as its loss reports them,
+        not loss-corrected) over ``c`` classes.
+      labels: ``[n]`` labels in ``{0, 1}``, or class indices in ``[0, c)``.
+      betas: ``[K]`` class weights (``beta``, or ``alpha`` of a focal loss), float64; empty for
+        a multiclass run.
       loss: the loss as a function of its class weight: model ``k`` was trained under
-        ``loss(betas[k])``.
+        ``loss(betas[k])``; None for a multiclass run.
       n_stored: the observations in the run, scored by all or not.
       kind: ``"reproduce"`` or ``"sweep"``.
       run: the run folder.
@@ -40,12 +46,14 @@ class RevealInput(NamedTuple):
         a model lacks), where some model has several seeds; else ``None``.
       seeds: the seed of each row of ``seed_scores``.
       average: how the run's ensembles pool members (``"score"`` or ``"logit"``).
+      grid: a multiclass run's grid of ``K`` losses of ``c`` class scores (its keys name the
+        models); None for a binary run.
     """
 
     scores: np.ndarray
     labels: np.ndarray
     betas: np.ndarray
-    loss: LossFamily
+    loss: LossFamily | None
     n_stored: int
     kind: str
     run: str
@@ -53,11 +61,24 @@ class RevealInput(NamedTuple):
     seed_scores: np.ndarray | None = None
     seeds: tuple[int, ...] = ()
     average: str = "score"
+    grid: LossGrid | None = None
+
+    @property
+    def multiclass(self) -> bool:
+        """Whether the models report class scores ``[K, n, c]`` over a grid of losses."""
+        return self.grid is not None
+
+    @property
+    def keys(self) -> list[str]:
+        """Each model's name: its grid key, or its class weight's exact key."""
+        if self.grid is not None:
+            return list(self.grid.keys)
+        return [beta_key(b) for b in self.betas]
 
     def seeds_per_model(self) -> list[list[int]]:
         """The seeds behind each model's scores (empty lists where the run does not say)."""
         if self.seed_scores is None:
-            return [[] for _ in self.betas]
+            return [[] for _ in range(self.scores.shape[0])]
         have = np.isfinite(self.seed_scores).all(axis=2)  # [M, K]
         return [[self.seeds[m] for m in np.flatnonzero(have[:, k])] for k in range(len(self.betas))]
 
@@ -108,6 +129,9 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
     class weights (its loss is ``config.loss``), several such runs on the same observations
     (:func:`merge_reproduce_runs`), or a finished ``iml sweep`` over a grid of class weights of
     one binary loss (the loss its manifest records, with its ridge penalty, :func:`ridge_of`).
+    A multiclass run of either kind (an ``iml reproduce`` run over ``config.loss.weights``, or
+    a sweep with ``config.data.classes=all``) is read with its grid and class scores
+    ``[K, N, c]`` (:func:`multiclass_input`).
 
     Both kinds are read from the one layout every run stores (:mod:`iml.pipeline.store`): the
     manifest's config says the loss and its class weights, ``data/folds`` the labels, and the
@@ -128,14 +152,100 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
         return merge_reproduce_runs(runs)
     root = Path(run)
     manifest = _run_manifest(root)
-    if manifest["kind"] == "images":
-        return _reproduce_input(root)
-    if not RunStore(root).has("table"):  # the sweep's last step
+    if manifest["kind"] != "images" and not RunStore(root).has("table"):  # the sweep's last step
         raise ValueError(
             f"{run} holds an `iml sweep` run that has not finished (no table.json yet): "
             "run the same `iml sweep` again to finish it"
         )
+    if _is_multiclass(root, manifest):
+        return multiclass_input(root)
+    if manifest["kind"] == "images":
+        return _reproduce_input(root)
     return _sweep_input(root, manifest["config"])
+
+
+def _is_multiclass(root: Path, manifest: Mapping[str, Any]) -> bool:
+    """Whether a stored run trained a grid of losses of class scores."""
+    config = manifest["config"]
+    if manifest["kind"] == "images":
+        # imported here: as _reproduce_config
+        from iml.pipeline.run_config import as_config
+        from iml.pipeline.runner import is_multiclass
+
+        return bool(is_multiclass(as_config(config)))
+    loss = config.get("loss")
+    if not isinstance(loss, Mapping) or loss.get("name") not in registered():
+        return False  # refused, or read, as a binary sweep (_sweep_loss)
+    if loss.get("name") == "log" and "betas" in loss:
+        return False
+    try:
+        return bool(loss_spec(dict(loss)).multiclass)
+    except (TypeError, ValueError):
+        return False
+
+
+def multiclass_input(run: str | Path) -> RevealInput:
+    """A stored multiclass run (either kind) read as its report reads it
+    (:func:`iml.pipeline.scores.stored_scores`): the ensemble class scores ``[K, N, c]`` of its
+    grid's ``K`` losses, pooled as the run pools them (``config.eval.average``), on the
+    observations every model scored.
+
+    Raises:
+      FileNotFoundError: for a run without the files it needs.
+      ValueError: as :func:`iml.pipeline.scores.stored_scores`.
+    """
+    root = Path(run)
+    manifest = _run_manifest(root)
+    config = manifest["config"]
+    average = str(config.get("eval", {}).get("average", "score"))
+    scores = stored_scores(root, average)
+    kind = "reproduce" if manifest["kind"] == "images" else "sweep"
+    train = config.get("train", {})
+    ridge = ridge_of(train) if kind == "sweep" and isinstance(train, Mapping) else None
+    return class_input(scores.grid, scores.scores, scores.labels, scores.sizes, kind=kind,
+                       run=root, ridge=ridge, average=average)  # fmt: skip
+
+
+def class_input(
+    grid: LossGrid,
+    scores: np.ndarray,
+    labels: np.ndarray,
+    sizes: np.ndarray | None = None,
+    *,
+    kind: str = "reproduce",
+    run: str | Path = "",
+    ridge: dict[str, Any] | None = None,
+    average: str = "score",
+) -> RevealInput:
+    """The input of a multiclass run: the class scores ``[K, N, c]`` of the ``K`` losses of
+    ``grid`` (raw, as each loss reports them) on the observations every model scored (finite
+    scores and, with ``sizes`` ``[K, N]``, at least one member each), and their labels ``[N]``.
+
+    Raises:
+      ValueError: naming ``scores`` or ``grid``, for scores that are not ``[K, N, c]`` with one
+        row per loss of the grid, or a grid that is not of ``c`` class scores.
+    """
+    s = np.asarray(scores, np.float64)
+    K = len(grid.keys)
+    if s.ndim != 3 or s.shape[0] != K:
+        raise ValueError(f"scores must be [K={K}, N, c] class scores; got shape {s.shape}")
+    if not grid.spec.multiclass:
+        raise ValueError("grid must be a grid of losses of class scores (multiclass)")
+    keep = np.isfinite(s).all(axis=(0, 2))
+    if sizes is not None:
+        keep &= (np.asarray(sizes) > 0).all(axis=0)
+    return RevealInput(
+        scores=s[:, keep].astype(np.float32),
+        labels=np.asarray(labels)[keep].astype(np.int32),
+        betas=np.zeros(0, np.float64),
+        loss=None,
+        n_stored=int(s.shape[1]),
+        kind=kind,
+        run=str(run),
+        ridge=ridge,
+        average=average,
+        grid=grid,
+    )
 
 
 def _run_manifest(root: Path) -> Mapping[str, Any]:
@@ -155,7 +265,8 @@ def _run_manifest(root: Path) -> Mapping[str, Any]:
 
 
 def _reproduce_config(root: Path) -> ml_collections.ConfigDict:
-    """A reproduce run's config in the current form, refused for a multiclass run."""
+    """A reproduce run's config in the current form, refused for a multiclass run (which
+    :func:`multiclass_input` reads, alone)."""
     # imported here: the runner imports the trainer (Flax, optax), which only a reproduce
     # run's reading needs
     from iml.pipeline.run_config import as_config
@@ -165,7 +276,7 @@ def _reproduce_config(root: Path) -> ml_collections.ConfigDict:
     if is_multiclass(config):
         raise ValueError(
             f"{root} holds a multiclass run ({config.loss.name} loss over "
-            f"{config.loss.weights!r}); `iml reveal` reads runs over a grid of class weights"
+            f"{config.loss.weights!r}); `iml reveal` reads it alone, not merged with other runs"
         )
     return config
 
@@ -422,17 +533,18 @@ def _sweep_loss(loss: Any, root: Path) -> tuple[LossFamily, list[float]]:
 
 def check_reveal_input(inputs: RevealInput, n_bins: int) -> None:
     """What :func:`iml.revealed.reveal` needs of the run: ``K >= 2`` models, at least
-    ``n_bins`` observations scored by all of them, both labels among them.
+    ``n_bins`` observations scored by all of them, both labels among them (a multiclass run:
+    two classes or more among them, class indices in ``[0, c)``, finite scores).
 
     Raises:
       ValueError: naming what the run holds.
     """
     K = inputs.scores.shape[0]
     if K < 2:
-        shown = ", ".join(beta_key(b) for b in inputs.betas)
+        shown = ", ".join(inputs.keys)
+        what = "loss" if inputs.multiclass else inputs.loss.weight_name
         raise ValueError(
-            f"{inputs.run} holds {K} model ({inputs.loss.weight_name} {shown}); `iml reveal` "
-            "compares at least 2"
+            f"{inputs.run} holds {K} model ({what} {shown}); `iml reveal` compares at least 2"
         )
     n = inputs.scores.shape[1]
     if n < n_bins:
@@ -440,6 +552,17 @@ def check_reveal_input(inputs: RevealInput, n_bins: int) -> None:
             f"{inputs.run}: {n} of its {inputs.n_stored} observations were scored by every "
             f"model, fewer than config.eval.n_bins={n_bins}"
         )
+    if inputs.multiclass:
+        c = inputs.scores.shape[2]
+        if ((inputs.labels < 0) | (inputs.labels >= c)).any():
+            raise ValueError(f"{inputs.run} holds labels outside the {c} classes [0, {c})")
+        if np.unique(inputs.labels).size < 2:
+            raise ValueError(
+                f"{inputs.run}: the observations scored by every model share one class"
+            )
+        if not np.isfinite(inputs.scores).all() or (inputs.scores < 0).any():
+            raise ValueError(f"{inputs.run} holds class scores that are negative or not finite")
+        return
     if not np.isin(inputs.labels, (0, 1)).all():
         raise ValueError(f"{inputs.run} holds labels other than 0 and 1")
     if np.unique(inputs.labels).size < 2:

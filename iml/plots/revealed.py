@@ -251,7 +251,7 @@ def figure_value_matrix(
 
 
 def figure_cost_bounds(
-    betas: Sequence[float],
+    betas: Sequence[float] | None,
     lower: ArrayLike,
     upper: ArrayLike,
     interval: ArrayLike | None = None,
@@ -259,6 +259,7 @@ def figure_cost_bounds(
     reference: int | None = None,
     weight_name: str = "beta",
     title: str = "",
+    grid_keys: Sequence[str] | None = None,
 ) -> Figure:
     """The revealed bounds on each model's cost of learning, ``C_k - C_ref``, against its weight.
 
@@ -269,21 +270,41 @@ def figure_cost_bounds(
     estimates, so no costs fit them; its test may still not reject) are not drawn. A bootstrap
     interval of the bounds is drawn as wider, lighter bars (``"cost-interval"``).
 
+    A grid of losses that no class weight orders (models of ``n`` classes) is drawn by its
+    ``grid_keys`` instead, one position per model in grid order.
+
     Args:
-      betas: the class weights ``[K]``.
+      betas: the class weights ``[K]``, or None with ``grid_keys``.
       lower, upper: the bounds ``[K]``.
       interval: the bootstrap interval of the bounds ``[2, K]``: the low end of the lower
         bound's interval and the high end of the upper bound's, or None.
       reference: the model whose cost is 0 (marked), or None.
       weight_name: the class weight's name on the axis.
       title: optional title.
+      grid_keys: each model's name ``[K]`` (e.g. ``"w[8]=10"``), drawn in place of ``betas``.
+
+    Raises:
+      ValueError: naming ``betas``, ``grid_keys``, ``lower``, ``upper``, ``interval`` or
+        ``reference``: neither or both of ``betas`` and ``grid_keys``, or arrays of other
+        lengths.
     """
-    b, v = _check_weights_and(betas, weight_name, lower=lower, upper=upper)
-    lo, hi = v["lower"], v["upper"]
+    if (betas is None) == (grid_keys is None):
+        raise ValueError("give the models' betas or their grid_keys, one of the two")
+    if grid_keys is not None:
+        names = [str(x) for x in grid_keys]
+        lo, hi = (np.asarray(x, np.float64) for x in (lower, upper))
+        if lo.shape != (len(names),) or hi.shape != (len(names),):
+            raise ValueError(f"lower and upper must have one value per grid key ({len(names)}); "
+                             f"got shapes {lo.shape} and {hi.shape}")  # fmt: skip
+        b = np.arange(len(names), dtype=np.float64)
+        z = b
+    else:
+        b, v = _check_weights_and(betas, weight_name, lower=lower, upper=upper)
+        lo, hi = v["lower"], v["upper"]
+        z = logit(b)
     iv = _interval("interval", interval, b.size)
     if reference is not None and not 0 <= reference < b.size:
         raise ValueError(f"reference must be a model index in [0, {b.size}); got {reference!r}")
-    z = logit(b)
     fig, ax = new_figure((6.0, 4.0))
     ax.axhline(0.0, color="0.5", lw=0.8, zorder=0)
     if iv is not None:
@@ -294,13 +315,19 @@ def figure_cost_bounds(
     ax.plot(z, lo, "_", color="tab:red", ms=8, mew=1.8, ls="none", gid="cost-lower")
     ax.plot(z, hi, "_", color="tab:red", ms=8, mew=1.8, ls="none", gid="cost-upper")
     if reference is not None:
+        named = (f"{grid_keys[reference]}" if grid_keys is not None else
+                 f"{weight_name} = {b[reference]:g}")  # fmt: skip
         ax.plot([z[reference]], [0.0], "o", color="black", ms=5, ls="none",
-                label=f"reference ({weight_name} = {b[reference]:g}): cost 0",
-                gid="cost-reference")  # fmt: skip
+                label=f"reference ({named}): cost 0", gid="cost-reference")  # fmt: skip
     if not (np.isfinite(lo) | np.isfinite(hi)).any():
         note = "no costs fit the point estimates\n(a point estimate, not the test's verdict)"
         ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", color="0.3")
-    weight_axis(ax, b, weight_name)
+    if grid_keys is not None:
+        ax.set_xticks(z, names, rotation=90 if len(names) > 6 else 0, fontsize="small")
+        ax.set_xlabel("loss of the grid")
+        ax.set_xlim(-0.5, len(names) - 0.5)
+    else:
+        weight_axis(ax, b, weight_name)
     ax.set_ylabel("C_k − C_ref (value units)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")

@@ -198,12 +198,36 @@ def test_a_single_model_is_too_few(tmp_path, capsys):
     assert "holds 1 model (beta 0.5)" in err and "at least 2" in err
 
 
-def test_a_multiclass_sweep_is_refused(tmp_path, capsys):
-    rng = np.random.default_rng(0)
-    scores = rng.dirichlet(np.ones(3), size=(2, 50))
-    run = write_sweep_scores(tmp_path / "multi", scores, rng.integers(0, 3, 50), keys=["ones", "w"])
-    err = _bad(["--run", str(run)], tmp_path, capsys)
-    assert "holds a sweep of the loss 'matrix'" in err and "one binary loss" in err
+@pytest.mark.slow
+def test_a_multiclass_sweep_is_revealed_by_its_cells(tmp_path, capsys):
+    """A sweep of 3 softmax losses over 3 classes (calibrated agents): `iml reveal` records its
+    keys and classes, its cells and NIAS by degrees of freedom, and draws the information by
+    class; NIAS is not rejected and its p-values recorded (a test at 5% rejects about one data
+    set of calibrated agents in 20: key 4's, for one; this is key 2's)."""
+    weights = np.ones((3, 3))
+    weights[:, 2] = [1.0, 2.0, 4.0]
+    losses = loss_spec("class_weighted_softmax", class_weights=weights)
+    scores, labels = simulate_gaussian_agents(jax.random.key(2), losses, 1.5, (0.4, 0.4, 0.2), N)
+    keys = ["ones", "w[2]=2", "w[2]=4"]
+    run = write_sweep_scores(tmp_path / "multi", scores, labels, loss=losses, keys=keys)
+    out = tmp_path / "revealed"
+    argv = ["reveal", "--run", str(run), "--out", str(out), "--config.eval.n_bins=5",
+            f"--config.eval.n_bootstrap={N_BOOTSTRAP!s}", "--config.eval.figures=png",
+            "--power-datasets", "0", "--no-progress"]  # fmt: skip
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f"K=3 models, N={N} observations" in printed and "3 classes; signals: cells" in printed
+    record = json.loads((out / "revealed.json").read_text())
+    assert record["classes"] == 3 and record["keys"] == keys and record["kind"] == "sweep"
+    assert np.shape(record["experiments"]["posterior"]) == (3, 15, 3)
+    assert np.shape(record["class_information"]["interval"]) == (2, 3, 3)
+    assert not record["nias"]["rejected"] and min(record["nias"]["p_value"]) > 0.05
+    assert len(record["nias"]["degrees_of_freedom"]) == 3 and "simulated" not in record
+    assert "NIAS (each model's multinomial loss-calibration test" in printed
+    assert "holds" not in printed
+    for name in ("revealed_information_by_class", "revealed_value_matrix", "revealed_cost_bounds"):
+        assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "revealed_information_by_class" in printed.splitlines()[-1]
 
 
 def test_a_sweep_without_class_weights_is_refused(tmp_path, capsys):

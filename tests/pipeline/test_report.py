@@ -244,7 +244,8 @@ def multiclass_run(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("multiclass")
     run(build(run_config(**MULTICLASS)), RunStore(out), progress=False)
-    return out, report_run(out, formats=("png",))
+    # 50 replicates: under the 100 at which the report simulates the tests' size and power
+    return out, report_run(out, formats=("png",), eval_overrides={"n_bootstrap": 50})
 
 
 @pytest.mark.slow
@@ -298,15 +299,33 @@ def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multi
     for key in ("ones", "w_8_=10"):
         assert (out / "figures" / "reliability_by_class" / f"{key}.png").stat().st_size > 0
     assert (out / "figures" / "ece_by_loss.png").exists()
-    assert not (out / "revealed.json").exists()
 
 
 @pytest.mark.slow
-def test_reveal_refuses_a_multiclass_run_naming_its_loss(multiclass_run):
-    from iml.pipeline.reveal_input import load_reveal_input
+def test_a_multiclass_run_is_revealed_by_its_report_and_by_reveal(multiclass_run, tmp_path):
+    """The report of a grid of two softmax losses writes its revealed experiments (the cells of
+    each model's class posteriors over 10 classes), as `iml reveal` finds them from the run's
+    member batches; merging it with other runs is refused, naming its loss."""
+    from iml.pipeline.reveal import CLASS_FIGURES, reveal_run
+    from iml.pipeline.reveal_input import load_reveal_input, merge_reproduce_runs
 
+    out, _ = multiclass_run
+    record = json.loads((out / "revealed.json").read_text())
+    assert record["classes"] == 10 and record["keys"] == ["ones", "w[8]=10"]
+    assert record["kind"] == "reproduce" and (record["K"], record["n"]) == (2, 400)
+    assert np.shape(record["class_information"]["estimate"]) == (2, 10)
+    assert np.shape(record["experiments"]["posterior"])[::2] == (2, 10)
+    assert len(record["nias"]["degrees_of_freedom"]) == 2 and "simulated" not in record
+    for name in CLASS_FIGURES:
+        assert (out / "figures" / f"{name}.png").stat().st_size > 0
+    inputs = load_reveal_input(out)
+    assert inputs.multiclass and inputs.scores.shape == (2, 400, 10)
+    again = reveal_run(inputs, tmp_path, n_bins=record["n_bins"],
+                       n_bootstrap=record["n_bootstrap"], formats=(), power_datasets=0)  # fmt: skip
+    assert again["nias"]["p_value"] == record["nias"]["p_value"]
+    assert again["value_matrix"] == record["value_matrix"]
     with pytest.raises(ValueError, match=r"multiclass run .*class_weighted_softmax"):
-        load_reveal_input(multiclass_run[0])
+        merge_reproduce_runs([out, out / "elsewhere"])
 
 
 @pytest.mark.slow

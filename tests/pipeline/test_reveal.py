@@ -88,3 +88,162 @@ def test_one_signal_is_not_testable_never_not_rejected(tmp_path):
     assert record["nias"]["n_bins"] == [1, 1]
     assert "NIAS (each model's loss-calibration test, Holm over the models) not testable" in summary
     assert "not rejected" not in summary
+
+
+# ----------------------------------------------------------------------------------------------
+# Multiclass runs: class-posterior experiments over the cells of the simplex
+# ----------------------------------------------------------------------------------------------
+
+CLASS_PRIOR = (0.4, 0.4, 0.2)
+CLASS_KEYS = ["ones", "w[2]=2", "w[2]=4"]
+
+
+def class_grid():
+    """The class-weighted softmax at the last class's weights 1, 2 and 4 (3 classes)."""
+    from iml.grids import loss_grid
+    from iml.spec import loss_spec
+
+    weights = np.ones((3, 3))
+    weights[:, 2] = [1.0, 2.0, 4.0]
+    return loss_grid(loss_spec("class_weighted_softmax", class_weights=weights))
+
+
+def class_agents(reported, n=1500, key=5):
+    """Gaussian agents of 3 classes at one precision, reporting for ``reported``'s losses."""
+    import jax
+
+    from iml.revealed import simulate_gaussian_agents
+
+    scores, labels = simulate_gaussian_agents(jax.random.key(key), reported, 1.5, CLASS_PRIOR, n)
+    return np.asarray(scores), np.asarray(labels)
+
+
+@pytest.fixture(scope="module")
+def class_records(tmp_path_factory):
+    """The records of calibrated agents (each reports optimally for its own loss) and of agents
+    whose middle model reports for the first loss (its scores not those of its own)."""
+    import jax
+
+    from iml.pipeline.reveal import reveal_run
+    from iml.pipeline.reveal_input import class_input
+
+    grid = class_grid()
+    misreported = jax.tree.map(lambda x: x.at[1].set(x[0]), grid.spec)
+    out = {}
+    for name, reported in (("calibrated", grid.spec), ("misreported", misreported)):
+        scores, labels = class_agents(reported)
+        inputs = class_input(grid, scores, labels, run=name, kind="sweep")
+        record = reveal_run(inputs, tmp_path_factory.mktemp(name), n_bins=5, n_bootstrap=100,
+                            formats=("png",), power_datasets=0)  # fmt: skip
+        out[name] = (inputs, record)
+    return out
+
+
+@pytest.mark.slow
+def test_a_multiclass_record_holds_the_class_posterior_experiments(class_records):
+    """The record of a grid of 3 softmax losses: its keys and classes in place of betas, each
+    model's cells [K, S] with posteriors on the simplex [K, S, 3], the information about each
+    class with its interval, G and NIAS by degrees of freedom and cells, equal to what
+    iml.revealed.reveal finds on the same arrays."""
+    import jax
+
+    from iml.revealed import reveal
+
+    inputs, record = class_records["calibrated"]
+    assert record["classes"] == 3 and record["keys"] == CLASS_KEYS and "betas" not in record
+    assert (record["K"], record["n"]) == (3, 1500)
+    assert record["loss"]["name"] == "class_weighted_softmax"
+    probability = np.asarray(record["experiments"]["probability"])
+    posterior = np.asarray(record["experiments"]["posterior"])
+    assert probability.shape == (3, 15) and posterior.shape == (3, 15, 3)  # 5 quantiles x 3
+    np.testing.assert_allclose(probability.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(posterior.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(record["prior"], np.bincount(inputs.labels) / 1500, atol=1e-6)
+    assert 2 <= record["signals"] <= 15
+    info = np.asarray(record["class_information"]["estimate"])
+    low, high = np.asarray(record["class_information"]["interval"])
+    assert info.shape == (3, 3) and (low <= info + 1e-7).all() and (info <= high + 1e-7).all()
+    assert np.asarray(record["value_matrix"]["estimate"]).shape == (3, 3)
+    direct = reveal(inputs.scores, inputs.labels, class_grid().spec, 5, n_bootstrap=100,
+                    key=jax.random.key(0))  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(record["nias"]["p_value"], np.float32),
+                                  np.asarray(direct.nias.p_value))  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(record["value_matrix"]["estimate"], np.float32),
+                                  np.asarray(direct.value_matrix))  # fmt: skip
+    assert record["nis"]["violated"] == bool(direct.nis_test.violated)
+    nias = record["nias"]
+    # each model's chi-square has (n - 1) = 2 degrees of freedom per cell, at most
+    assert all(
+        2 <= d <= 2 * c for d, c in zip(nias["degrees_of_freedom"], nias["cells"], strict=True)
+    )
+    assert set(record["bins"]) == {"adaptive", "quantile_5", "quantile_10", "quantile_20"}
+
+
+@pytest.mark.slow
+def test_nias_is_not_rejected_for_calibrated_agents_and_rejected_for_a_misreport(class_records):
+    """Agents reporting optimally for their own losses: NIAS not rejected (every Holm-adjusted
+    p-value above 0.05); the middle agent reporting for the first loss (weight 1 where its loss
+    weights the last class 2): NIAS rejected at that model, and the summary says so."""
+    _, calibrated = class_records["calibrated"]
+    assert not calibrated["nias"]["rejected"]
+    assert min(calibrated["nias"]["p_value"]) > 0.05
+    _, misreported = class_records["misreported"]
+    assert misreported["nias"]["rejected"] and misreported["nias"]["violated"] == [0, 1, 0]
+    assert misreported["nias"]["p_value"][1] < 0.05
+    summary = revealed_summary(misreported)
+    assert "multinomial loss-calibration test, Holm over the models) rejected at w[2]=2" in summary
+    assert "cells and" in summary and "degrees of freedom per model" in summary
+    for text in (summary, revealed_summary(calibrated)):
+        assert "holds" not in text and "accept" not in text and "confirm" not in text
+        assert "3 classes; signals: cells of the loss-corrected posteriors" in text
+
+
+@pytest.mark.slow
+def test_the_multiclass_figures_are_drawn_from_the_record(class_records):
+    from iml.pipeline.reveal import CLASS_FIGURES, figure_names
+
+    _, record = class_records["calibrated"]
+    assert figure_names(record) == CLASS_FIGURES
+    figures = revealed_figures(record)
+    assert sorted(figures) == sorted(CLASS_FIGURES)
+    assert all(fig.axes for fig in figures.values())
+    lines = [ln for ln in figures["revealed_information_by_class"].axes[0].lines
+             if str(ln.get_gid()).startswith("class-information-")]  # fmt: skip
+    assert len([ln for ln in lines if "interval" not in str(ln.get_gid())]) == 3  # a class each
+    ticks = [t.get_text() for t in figures["revealed_cost_bounds"].axes[0].get_xticklabels()]
+    assert ticks == CLASS_KEYS
+
+
+@pytest.mark.slow
+def test_a_multiclass_runs_size_and_power_are_simulated_for_its_classes(tmp_path):
+    """The simulated agents carry the run's information (matched precision), and the record
+    states each test's size and its power against a named alternative."""
+    import jax
+
+    from iml.pipeline.reveal import matched_class_precision, reveal_run
+    from iml.pipeline.reveal_input import class_input
+    from iml.revealed import mutual_information, revealed_experiments
+
+    grid = class_grid()
+    first = jax.tree.map(lambda x: x[:1], grid.spec)
+    key = jax.random.key(7)
+    from iml.revealed import simulate_gaussian_agents
+
+    scores, labels = simulate_gaussian_agents(key, first, np.array([1.2]), CLASS_PRIOR, 4000)
+    info = float(mutual_information(revealed_experiments(scores, labels, 5, "adaptive",
+                                                         losses=first))[0])  # fmt: skip
+    assert matched_class_precision(info, grid.spec, CLASS_PRIOR, 4000, 5, key) == pytest.approx(
+        1.2, abs=1e-3
+    )
+    scores, labels = class_agents(grid.spec, n=600)
+    record = reveal_run(class_input(grid, scores, labels), tmp_path, n_bins=5, n_bootstrap=20,
+                        formats=(), power_datasets=3, power_bootstrap=20)  # fmt: skip
+    simulated = record["simulated"]
+    assert simulated["datasets"] == 3 and simulated["precision"] > 0
+    assert set(simulated["size"]) == set(simulated["power"]) == {"nis", "niac", "nias"}
+    assert simulated["power"]["nias"]["against"].startswith("the middle model (w[2]=2)")
+    for rate in [*simulated["size"].values(), *simulated["power"].values()]:
+        assert rate["rate"] in (0.0, 1 / 3, 2 / 3, 1.0)
+    assert "Simulated sizes at this N, K, number of classes and class frequencies" in (
+        revealed_summary(record)
+    )

@@ -104,3 +104,49 @@ def test_a_sweep_with_several_seeds_gives_reveal_each_seeds_scores(tmp_path):
     np.testing.assert_allclose(inputs.seed_scores[1], members[:, 1], rtol=1e-6)
     assert inputs.seeds_per_model() == [[0, 1, 2]] * 4
     assert "over its training seeds (3 a model)" in intervals_cover(inputs)
+
+
+def three_class_grid():
+    """The class-weighted softmax at the last class's weights 1, 2 and 4 (3 classes)."""
+    weights = np.ones((3, 3))
+    weights[:, 2] = [1.0, 2.0, 4.0]
+    return loss_spec("class_weighted_softmax", class_weights=weights)
+
+
+def test_a_multiclass_sweep_is_read_with_its_grid_and_class_scores(tmp_path):
+    """A sweep over a grid of class weights of a softmax loss: its raw class scores [K, N, n]
+    (not corrected), and its grid's keys naming the models."""
+    losses = three_class_grid()
+    scores, labels = simulate_gaussian_agents(jax.random.key(3), losses, 1.5, (0.4, 0.4, 0.2), 300)
+    scores = np.asarray(scores, np.float32)
+    keys = ["ones", "w[2]=2", "w[2]=4"]
+    run = write_sweep_scores(tmp_path, scores, labels, loss=losses, keys=keys)
+    got = load_reveal_input(run)
+    assert got.multiclass and got.keys == keys and got.kind == "sweep"
+    assert got.loss is None and got.betas.size == 0 and got.n_stored == 300
+    assert got.scores.shape == (3, 300, 3) and got.labels.shape == (300,)
+    np.testing.assert_array_equal(got.scores, scores)
+    np.testing.assert_array_equal(got.labels, np.asarray(labels))
+    assert got.seeds_per_model() == [[], [], []]
+
+
+def test_a_multiclass_input_is_checked_by_its_classes(tmp_path):
+    from iml.grids import loss_grid
+    from iml.pipeline.reveal_input import check_reveal_input, class_input
+
+    grid = loss_grid(three_class_grid())
+    scores = np.full((3, 40, 3), 1.0 / 3.0)
+    sizes = np.ones((3, 40), int)
+    sizes[1, 7] = 0  # unscored by the second model: left out
+    scores[2, 9] = np.nan  # nor scored by the third
+    kept = class_input(grid, scores, np.arange(40) % 3, sizes, run="r")
+    assert kept.scores.shape == (3, 38, 3) and kept.n_stored == 40
+    np.testing.assert_array_equal(kept.labels, np.delete(np.arange(40) % 3, [7, 9]))
+    one_class = class_input(grid, scores, np.zeros(40, int), run="r")
+    with pytest.raises(ValueError, match="share one class"):
+        check_reveal_input(one_class, 5)
+    outside = class_input(grid, scores, np.arange(40) % 4, run="r")
+    with pytest.raises(ValueError, match=r"labels outside the 3 classes"):
+        check_reveal_input(outside, 5)
+    with pytest.raises(ValueError, match=r"scores must be \[K=3, N, c\]"):
+        class_input(grid, scores[:2], np.arange(40) % 3)

@@ -99,6 +99,21 @@ def test_figure_cost_bounds_draws_each_models_bounds_and_interval():
         figure_cost_bounds(betas, lower, upper, reference=3)
 
 
+def test_figure_cost_bounds_draws_a_grid_of_losses_by_its_keys():
+    keys = ["ones", "w[8]=10", "w[8]=100"]
+    lower, upper = [0.0, -0.02, -0.03], [0.0, -0.01, -0.015]
+    (ax,) = figure_cost_bounds(None, lower, upper, reference=0, grid_keys=keys).axes
+    x, low, high = _segments(ax, "cost-bounds")
+    np.testing.assert_allclose(x, [0.0, 1.0, 2.0])  # the grid's order
+    np.testing.assert_allclose([low, high], [lower, upper])
+    assert [t.get_text() for t in ax.get_xticklabels()] == keys
+    assert "reference (ones): cost 0" in [t.get_text() for t in ax.get_legend().get_texts()]
+    with pytest.raises(ValueError, match="betas or their grid_keys, one of the two"):
+        figure_cost_bounds([0.5, 0.8, 0.9], lower, upper, grid_keys=keys)
+    with pytest.raises(ValueError, match=r"one value per grid key \(3\)"):
+        figure_cost_bounds(None, lower[:2], upper[:2], grid_keys=keys)
+
+
 def test_figure_information_by_class_draws_each_class_along_the_grid_with_its_interval():
     information = np.array([[0.1, 0.05, 0.02], [0.1, 0.06, 0.04], [0.09, 0.06, 0.07]])
     interval = np.stack([information - 0.01, information + 0.02])
