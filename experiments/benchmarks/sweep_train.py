@@ -417,7 +417,8 @@ def _run_default(args: argparse.Namespace) -> dict:
     from iml.calibration import beta_key, score_metrics
     from iml.data.tabular import read_adult
     from iml.pipeline import atomic_write_bytes
-    from iml.pipeline.report import write_sweep_outputs
+    from iml.pipeline.report import report_run
+    from iml.pipeline.store import RunStore
     from iml.pipeline.sweep import plan_sweep, run_sweep
     from iml.scoring import loss_corrected_score
     from iml.training import TABULAR_DEFAULTS, train_tabular
@@ -469,14 +470,16 @@ def _run_default(args: argparse.Namespace) -> dict:
     ours_s = statistics.median(timing["warm_s"]["ours"])
 
     # The rest of the sweep, once: run_sweep (its training again, then the table with its
-    # bootstrap intervals), then the files and figures `iml sweep` writes.
-    with CompileSeconds() as sweep_compiling:
-        start = time.perf_counter()
-        result = run_sweep(x, y, None, betas, seeds=plan.seeds, train=train, progress=False)
-        sweep_s = time.perf_counter() - start
+    # bootstrap intervals), then the report `iml sweep` writes (the table again with the
+    # baselines, its files, Figures 1-4 and the revealed experiments).
     with tempfile.TemporaryDirectory() as folder:
+        with CompileSeconds() as sweep_compiling:
+            start = time.perf_counter()
+            result = run_sweep(x, y, None, betas, seeds=plan.seeds, train=train, progress=False,
+                               store=RunStore(folder))  # fmt: skip
+            sweep_s = time.perf_counter() - start
         start = time.perf_counter()
-        write_sweep_outputs(folder, result, float(np.mean(y)), "sweep_train --default")
+        report_run(folder, formats=("png", "pdf"))
         outputs_s = time.perf_counter() - start
     command_s = None
     if whole and not args.no_command and n_betas == 64:
@@ -555,7 +558,7 @@ def _run_default(args: argparse.Namespace) -> dict:
         },
         "sweep_s": round(sweep_s, 2),  # run_sweep: training, then the table and its bootstrap
         "sweep_compile_s": round(sweep_compiling.seconds, 2),
-        "outputs_s": round(outputs_s, 2),  # the files and figures iml sweep writes
+        "outputs_s": round(outputs_s, 2),  # the report iml sweep writes (report_run)
         # the table, its bootstrap and the outputs over the training (sweep_s less ours)
         "report_share": round((sweep_s - ours_s + outputs_s) / ours_s, 3),
         "command_s": None if command_s is None else round(command_s, 2),
