@@ -234,7 +234,7 @@ def report_run(
             inputs = class_input(grid, scores.scores, labels, scores.sizes, run=store.root,
                                  kind="reproduce" if manifest["kind"] == "images" else "sweep",
                                  average=str(settings["average"]))  # fmt: skip
-            _reveal(inputs, out, n_bins, n_bootstrap, seed, formats)
+            _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, simulate=False)
         return table
     if not binary:
         return table
@@ -277,9 +277,13 @@ def _reveal(
     n_bootstrap: int,
     seed: int,
     formats: Sequence[str],
+    simulate: bool = True,
 ) -> None:
     """The revealed experiments of a report's grid (:func:`iml.pipeline.reveal.reveal_run`),
-    or a warning saying why not (:func:`iml.pipeline.reveal_input.check_reveal_input`)."""
+    or a warning saying why not (:func:`iml.pipeline.reveal_input.check_reveal_input`).
+    ``simulate``: the tests' size and power simulated too (where ``n_bootstrap`` is 100 or
+    more); a multiclass grid's are left to ``iml reveal``, whose agents of n classes take
+    minutes."""
     try:
         check_reveal_input(inputs, n_bins)
     except ValueError as err:  # e.g. one label among the observations every loss scored
@@ -294,7 +298,7 @@ def _reveal(
         formats=formats,
         # Size and power simulated on 100 data sets of 200 replicates where the report
         # runs at least 100 replicates itself (fewer would make the rates mere noise).
-        power_datasets=100 if n_bootstrap >= 100 else 0,
+        power_datasets=100 if simulate and n_bootstrap >= 100 else 0,
         power_bootstrap=min(max(n_bootstrap, 2), 200),
     )
 
