@@ -497,6 +497,7 @@ def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, 
         "ensemble.json",
         "ensemble_scores.npz",
         "manifest.json",
+        "revealed.json",  # what the models learned across the grid of losses
         "table.json",
         "table.md",
     ]
