@@ -25,7 +25,7 @@ learning model fails, and the fewest positives and negatives any bin holds.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
@@ -38,6 +38,7 @@ from iml.spec import LossSpec
 
 __all__ = [
     "Population",
+    "bisect_precision",
     "gaussian_population",
     "matched_precision",
     "misreported_weights",
@@ -118,22 +119,32 @@ def gaussian_population(
     )
 
 
-def matched_precision(information: float, prior: float, n_bins: int = 10) -> float:
-    """The precision ``d`` whose population experiment (``n_bins`` quantile bins) carries
-    ``information`` nats at ``prior``: the Gaussian agent as informative as a run's models."""
+def bisect_precision(info: Callable[[float], float], information: float, steps: int) -> float:
+    """The precision ``d`` in ``[0.001, 12]`` at which ``info(d)``, increasing in ``d``, reaches
+    ``information`` nats, by ``steps`` bisections (12 where even ``info(12)`` falls short).
+
+    Raises:
+      ValueError: for ``information`` that is not positive.
+    """
     if not information > 0:
         raise ValueError(f"information must be positive nats; got {information}")
     low, high = 1e-3, 12.0
+    if info(high) < information:
+        return high
+    for _ in range(steps):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if info(mid) < information else (low, mid)
+    return 0.5 * (low + high)
+
+
+def matched_precision(information: float, prior: float, n_bins: int = 10) -> float:
+    """The precision ``d`` whose population experiment (``n_bins`` quantile bins) carries
+    ``information`` nats at ``prior``: the Gaussian agent as informative as a run's models."""
 
     def info(d: float) -> float:
         return float(gaussian_population([0.5], np.array([d]), prior, n_bins).information[0])
 
-    if info(high) < information:
-        return high
-    for _ in range(40):
-        mid = 0.5 * (low + high)
-        low, high = (mid, high) if info(mid) < information else (low, mid)
-    return 0.5 * (low + high)
+    return bisect_precision(info, information, 40)
 
 
 def rejection_rates(

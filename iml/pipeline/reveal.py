@@ -107,7 +107,7 @@ from iml.plots import (
     figure_value_matrix,
     save_figure,
 )
-from iml.power import standard_error
+from iml.power import bisect_precision, standard_error
 from iml.revealed import (
     MIN_COUNT,
     mutual_information,
@@ -350,8 +350,6 @@ def matched_class_precision(
     Raises:
       ValueError: for ``information`` that is not positive.
     """
-    if not information > 0:
-        raise ValueError(f"information must be positive nats; got {information}")
     first = jax.tree.map(lambda leaf: jnp.asarray(leaf)[:1], losses)
 
     def info(d: float) -> float:
@@ -360,13 +358,7 @@ def matched_class_precision(
         experiments = revealed_experiments(scores, labels, n_bins, "adaptive", losses=first)
         return float(np.asarray(mutual_information(experiments))[0])
 
-    low, high = 1e-3, 12.0
-    if info(high) < information:
-        return high
-    for _ in range(30):
-        mid = 0.5 * (low + high)
-        low, high = (mid, high) if info(mid) < information else (low, mid)
-    return 0.5 * (low + high)
+    return bisect_precision(info, information, 30)
 
 
 def _misreporting(losses: Any, k: int) -> Any:
