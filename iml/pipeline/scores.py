@@ -28,7 +28,6 @@ from iml.calibration import (
 from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, loss_family, loss_grid
 from iml.losses import registered
 from iml.pipeline.store import (
-    EnsembleScores,
     aggregate_members,
     check_stored_run,
     member_test_scores,
@@ -41,7 +40,6 @@ __all__ = [
     "RIDGE",
     "RunScores",
     "SweepResult",
-    "ensemble_of",
     "grid_family",
     "pool_entries",
     "run_table",
@@ -416,10 +414,3 @@ def stored_scores(run: str | Path, average: str) -> RunScores:
     seeds = train.get("seeds") or None
     return pool_entries(grid, folds["labels"], folds["fold_ids"], entries, average=average,
                         seeds=seeds)  # fmt: skip
-
-
-def ensemble_of(run: RunScores) -> EnsembleScores:
-    """The run's ensembles as :class:`~iml.pipeline.store.EnsembleScores`, keyed by the grid's
-    class weights (binary grids) or positions."""
-    keys = run.grid.weights if run.grid.weights is not None else range(len(run.grid.keys))
-    return EnsembleScores(tuple(float(k) for k in keys), run.scores, run.sizes)
