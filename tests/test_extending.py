@@ -107,6 +107,7 @@ def test_a_registered_loss_sweeps_and_goes_through_reveal(registered, tmp_path, 
         "--config.train.learning_rate=0.1",
         "--config.data.n_folds=5",
         "--config.eval.figures=",
+        "--config.eval.n_bootstrap=20",  # under 100: no simulated size and power in the report
         "--out",
         str(out),
         "--no-progress",
@@ -196,8 +197,8 @@ def test_a_loss_with_a_new_parameter_is_set_from_the_config_of_both_commands(
     out = tmp_path / "sweep"
     argv = ["sweep", "--dataset", "digits", "--loss", SCALED, "--betas", "0.5,0.9",
             "--config.loss.params.alpha=0.3", "--config.train.max_epochs=2",
-            "--config.data.n_folds=4", "--config.eval.figures=", "--out", str(out),
-            "--no-progress"]  # fmt: skip
+            "--config.data.n_folds=4", "--config.eval.figures=", "--config.eval.n_bootstrap=20",
+            "--out", str(out), "--no-progress"]  # fmt: skip
     assert cli.main(argv) == 0, capsys.readouterr().err
     recorded = json.loads((out / "manifest.json").read_text())["config"]["loss"]
     assert recorded["name"] == SCALED and np.allclose(recorded["alpha"], 0.3)

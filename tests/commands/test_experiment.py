@@ -487,6 +487,7 @@ def test_the_multiclass_focal_loss_sweeps_with_its_focusing_parameter(tmp_path, 
         "--out",
         str(out),
         "--config.eval.figures=",
+        "--config.eval.n_bootstrap=20",
         "--no-progress",
     ]
     assert _sweep(argv) == 0, capsys.readouterr().err
