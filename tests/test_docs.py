@@ -239,6 +239,26 @@ def test_the_tutorials_page_names_and_lists_every_notebook():
         assert (ROOT / "notebooks" / f"{name}.ipynb").is_file()
 
 
+def test_every_record_and_every_benchmark_has_its_place():
+    """Each folder of docs/results/ with a README (or a results.md) is listed once, on the
+    results' page or the benchmarks'; each benchmark of experiments/benchmarks/ is named on
+    the benchmarks' page."""
+    records = {
+        p.name
+        for p in (DOCS / "results").iterdir()
+        if (p / "README.md").is_file() or (p / "results.md").is_file()
+    }
+    listed = [
+        name
+        for page in ("results.md", "benchmarks.md")
+        for name in re.findall(r"^studies/(\w+)$", (DOCS / page).read_text(), flags=re.M)
+    ]
+    assert sorted(listed) == sorted(records)
+    benchmarks = (DOCS / "benchmarks.md").read_text()
+    for script in (ROOT / "experiments" / "benchmarks").glob("[!_]*.py"):
+        assert f"python -m experiments.benchmarks.{script.stem}" in benchmarks, script.stem
+
+
 def _repository_map() -> str:
     text = (DOCS / "development.md").read_text()
     (block,) = [b for b in _fenced(text, "text") if b.startswith("iml/")]
