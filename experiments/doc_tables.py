@@ -1025,7 +1025,7 @@ def revealed_sizes() -> str:
 # ----------------------------------------------------------------------------------------------
 # The benchmarks' records: docs/results/gpu_*, cpu_*, paper_scale, process_scaling
 
-README = "README.md"
+GPU_GUIDE = "docs/howto/gpus_and_clusters.md"  # the site's guide to GPUs and clusters
 GPU = "docs/results/gpu_h200/README.md"
 H100 = "docs/results/gpu_h100/README.md"
 CPU_ENSEMBLE = "docs/results/cpu_ensemble/README.md"
@@ -1377,7 +1377,7 @@ TABLES: list[Table] = [
     Table("cpu_train_step host memory", CPU_STEP, cpu_step_host_memory),
     Table("paper_scale projection", PAPER_SCALE, paper_scale_projection),
     Table("paper_scale terms", PAPER_SCALE, paper_scale_terms),
-    Table("paper_scale projection README", README, paper_scale_projection),
+    Table("paper_scale projection", GPU_GUIDE, paper_scale_projection),
     Table("process_scaling runs", PROCESS_SCALING, process_scaling_runs),
     Table("process_scaling pairs", PROCESS_SCALING, process_scaling_pairs),
     Table("process_scaling meetings", PROCESS_SCALING, process_scaling_meetings),

@@ -1,7 +1,7 @@
 """Write the documents' generated tables from their records, and check that they agree.
 
-A results table in the README or a results README (``docs/results/*/README.md``) may stand
-between two marker lines::
+A results table in a Markdown document (a page of the site under ``docs/``, a record's README
+``docs/results/*/README.md``, or the README) may stand between two marker lines::
 
     <!-- generated: NAME (python -m experiments.sync_docs) -->
     | ... the table ... |
@@ -16,7 +16,7 @@ record does not hold nearby.
 Run from the repository root::
 
     python -m experiments.sync_docs                   # rewrite every table from its record
-    python -m experiments.sync_docs README.md         # rewrite the named documents' tables
+    python -m experiments.sync_docs docs/howto/gpus_and_clusters.md  # only the named ones
     python -m experiments.sync_docs --check           # only report the tables out of sync
 """
 
@@ -198,7 +198,9 @@ def _selected(names: Sequence[str], known: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "documents", nargs="*", help="documents to rewrite, e.g. README.md (default: all)"
+        "documents",
+        nargs="*",
+        help="documents to rewrite, e.g. docs/results/revealed/README.md (default: all)",
     )
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if a table is out of sync"

@@ -1,4 +1,4 @@
-"""Experiment configs: nested, locked ``ConfigDict``s, read from a file and overridden by flags.
+"""Experiment configs: nested, locked (``ConfigDict``), read from a file and overridden by flags.
 
 A config file is a Python file whose ``get_config()`` returns an ``ml_collections.ConfigDict``
 of sections (``config.data``, ``config.model``, ...). The command line overrides any of its keys

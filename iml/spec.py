@@ -349,6 +349,7 @@ def loss_spec(
 
     Args:
       loss: one of
+
         * a :class:`LossSpec` (returned as it is);
         * a number ``beta`` in ``(0, 1)``, or an array of them (a batched specification): the
           beta-weighted log loss;

@@ -46,7 +46,7 @@ def logistic_newton(
     tol: float | Array = 0.0,
     penalty: Array | None = None,
 ) -> NewtonFit:
-    """Coefficients ``[k]`` minimising ``sum_i w_i logloss(y_i, sigmoid(X_i . theta)) +
+    """Coefficients ``[k]`` minimising ``sum_i w_i logloss(y_i, sigmoid(X_i @ theta)) +
     sum_j penalty_j theta_j^2 / 2`` by Newton's method (iteratively reweighted least squares).
 
     Each step solves the Newton system with the Hessian's eigenvalues raised to at least ``1e-6``

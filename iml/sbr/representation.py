@@ -34,7 +34,9 @@ __all__ = [
 class SignalBasedRepresentation:
     """The canonical SBR of a distribution of scores and labels, and how well it holds.
 
-    Per signal (``S`` of them; binary scores are positive-class scores):
+    Per signal (``S`` of them; binary scores are positive-class scores): ``signal_scores`` to
+    ``z``; then the conditions of Definition 3 and Proposition 1 (residuals: 0 when exact), from
+    ``prior_residual`` on.
 
     Attributes:
       signal_scores: ``alpha^s`` ``[S]`` or ``[S, n]``.
@@ -51,8 +53,6 @@ class SignalBasedRepresentation:
         null that ``alpha^s`` is optimal (max over classes when multiclass; ``NaN`` without
         counts). Binary, it equals ``(gamma^s_1 - g(alpha^s)) / sqrt(g (1 - g) / n_s)`` with
         ``g`` the posterior that makes ``alpha^s`` optimal.
-
-    Conditions of Definition 3 and Proposition 1 (residuals: 0 when exact):
       prior_residual: condition 1, ``max_y |pi(y) - P(y)|`` with ``P(y)`` the label frequency.
       bayes_residual: condition 2, ``max |gamma^s_y pi(s) - pi(s, y)|``.
       worst_distance, worst_signal: condition 3, ``max_s`` distance and where.
