@@ -248,10 +248,16 @@ def save_figure(
     base = Path(path_without_suffix)
     base.parent.mkdir(parents=True, exist_ok=True)
     paths = []
-    for fmt in formats:
-        path = base.with_name(f"{base.name}.{fmt}")
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, dpi=150)
-        atomic_write_bytes(path, buffer.getvalue())
-        paths.append(path)
+    engine = fig.get_layout_engine()
+    try:
+        for fmt in formats:
+            path = base.with_name(f"{base.name}.{fmt}")
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=fmt, dpi=150)
+            atomic_write_bytes(path, buffer.getvalue())
+            paths.append(path)
+            # the layout the first format drew, kept for the others (laid out once, not per file)
+            fig.set_layout_engine("none")
+    finally:
+        fig.set_layout_engine(engine)
     return paths

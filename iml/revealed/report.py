@@ -268,7 +268,9 @@ def reveal(
         )
         if seeds is not None:
             seeds = seeds[:, :, order]
-    bins = (strategy, as_min_count(min_count), seed_average)
+    # How a replicate bins resampled seeds; without seeds the bins are fixed, and leaving the
+    # strategy out lets the strategies of one number of signals share one compiled program.
+    bins = None if seeds is None else (strategy, as_min_count(min_count), seed_average)
     report = _reveal(
         *ordered,
         specs,
@@ -360,7 +362,7 @@ def _reveal(
     resampling: str,
     positive_rows: int,
     seed_scores: Array | None,
-    bins: tuple[str, int, str],
+    bins: tuple[str, int, str] | None,
     n_classes: int | None = None,
 ) -> RevealedReport:
     indicator = signal_indicator(signals, n_signals)
