@@ -220,7 +220,7 @@ run, report, revealed = sys.argv[1:]
 sweep = ["sweep", "--dataset", "breast_cancer", "--config.model.name=gelu_mlp",
          "--config.model.hidden=4", "--loss", "boosting", "--betas", "0.5,0.9", "--seeds", "1",
          "--config.train.max_epochs=2", "--config.data.n_folds=4", "--config.train.l2=1e-4",
-         "--config.eval.figures=", "--no-progress", "--out", run]
+         "--config.eval.figures=", "--config.eval.n_bootstrap=20", "--no-progress", "--out", run]
 figures = ["figures", "--run", run, "--out", report, "--config.eval.figures="]
 reveal = ["reveal", "--run", run, "--out", revealed, "--config.eval.n_bootstrap=20",
           "--power-datasets", "0", "--config.eval.figures=", "--no-progress"]

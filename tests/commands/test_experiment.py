@@ -83,7 +83,8 @@ def _args(**flags) -> list[str]:
         "--config.train.learning_rate=0.05",
         "--config.train.patience=4",
     ]
-    return _argv(flags) + train + ["--no-progress"]
+    # 20 replicates, under the 100 from which a report simulates its tests' size and power
+    return _argv(flags) + train + ["--config.eval.n_bootstrap=20", "--no-progress"]
 
 
 def _semicolon_export(path, n: int = 300) -> np.ndarray:
@@ -192,7 +193,7 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
         "1",
         "--config.train.max_epochs=3",
     ]
-    argv += ["--config.eval.figures=svg"]
+    argv += ["--config.eval.figures=svg", "--config.eval.n_bootstrap=20"]
     assert cli.main([*argv, "--config.data.n_folds=4", "--no-progress"]) == 0
     assert sorted(written) == ["ensemble.json", "table.json", "table.md"]
     table = json.loads((out / "table.json").read_text())

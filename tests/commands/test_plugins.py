@@ -141,6 +141,7 @@ def plugin_run(tmp_path_factory):
         "--config.train.learning_rate=0.05",
         "--config.data.n_folds=5",
         "--config.eval.figures=",
+        "--config.eval.n_bootstrap=20",
         "--no-progress",
         "--out",
         str(run),
