@@ -315,19 +315,8 @@ def simulated_power(
         "niac": ("rising", f"precision rising by {POWER_DELTA} along the class weights"),
         "nias": ("misreported", f"the middle model reporting its odds times {POWER_MISREPORT}"),
     }
-    return {
-        "agents": "Gaussian signals x ~ N(d y, 1), each reporting optimally for its loss",
-        "precision": round(d, 4),
-        "information": information,
-        "datasets": n_datasets,
-        "bootstrap": n_bootstrap,
-        "scenarios": rates,
-        "size": {test: rates["capacity"][test] for test in TESTS},
-        "power": {
-            test: {"against": text, "scenario": name, **rates[name][test]}
-            for test, (name, text) in alternatives.items()
-        },
-    }
+    agents = "Gaussian signals x ~ N(d y, 1), each reporting optimally for its loss"
+    return _power_record(agents, d, information, n_datasets, n_bootstrap, rates, alternatives)
 
 
 def matched_class_precision(
@@ -426,9 +415,24 @@ def simulated_class_power(
         "nias": ("misreported", f"the middle model ({keys[middle]}) reporting the optimal scores "
                                 f"of the first loss ({keys[0]})"),
     }  # fmt: skip
+    agents = (f"Gaussian signals x ~ N(d e_y, I_{len(prior)}) over {len(prior)} classes at the "
+              "run's class frequencies, each reporting optimally for its loss")  # fmt: skip
+    return _power_record(agents, d, information, n_datasets, n_bootstrap, rates, alternatives)
+
+
+def _power_record(
+    agents: str,
+    d: float,
+    information: float,
+    n_datasets: int,
+    n_bootstrap: int,
+    rates: Mapping[str, Any],
+    alternatives: Mapping[str, tuple[str, str]],
+) -> dict[str, Any]:
+    """The record of a simulation of the tests: each scenario's rejection rates, the sizes
+    (``capacity``) and each test's power against its alternative (``{test: (scenario, text)}``)."""
     return {
-        "agents": (f"Gaussian signals x ~ N(d e_y, I_{len(prior)}) over {len(prior)} classes at "
-                   "the run's class frequencies, each reporting optimally for its loss"),
+        "agents": agents,
         "precision": round(d, 4),
         "information": information,
         "datasets": n_datasets,
@@ -439,7 +443,7 @@ def simulated_class_power(
             test: {"against": text, "scenario": name, **rates[name][test]}
             for test, (name, text) in alternatives.items()
         },
-    }  # fmt: skip
+    }
 
 
 def _rate(rejected: np.ndarray) -> dict[str, float]:
