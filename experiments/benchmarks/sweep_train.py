@@ -196,6 +196,40 @@ def main(argv: list[str] | None = None) -> dict:
         compilation_cache.reset_cache()
 
 
+def _setup(args: argparse.Namespace, train) -> tuple:
+    """Both benchmarks' work: Adult's rows (encoded as ``iml sweep --dataset adult``; a random
+    ``--rows`` of them where asked), the grid of betas, the sweep's plan under ``train`` with
+    the warnings it gave, and the slice of members the baseline fits: whole betas spread over the
+    grid (all their rotations, for an ECE) first.
+
+    Returns:
+      ``(x, y, whole, betas, plan, warnings, picked, jobs)``: ``whole`` when every row is used,
+      ``picked`` the sliced betas' indices, ``jobs`` their ``(beta index, rotation)`` pairs.
+    """
+    from iml import beta_grid
+    from iml.data.tabular import read_adult
+    from iml.pipeline.sweep import plan_sweep
+
+    n_betas = args.n_betas or (8 if args.quick else 64)
+    n_baseline = args.baseline_models or (10 if args.quick else 40)
+    rows = args.rows or (8000 if args.quick else None)
+    table, _ = read_adult(args.data_dir)
+    x = np.asarray(table.features, np.float32)
+    y = np.asarray(table.labels, np.int32)
+    whole = rows is None or rows >= len(y)
+    if not whole:
+        keep = np.random.default_rng(0).permutation(len(y))[:rows]
+        x, y = x[keep], y[keep]
+    betas = beta_grid(n_betas)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        plan = plan_sweep(x, y, None, betas, seeds=args.seeds, train=train)
+    n_rotations = len(plan.splits)
+    picked = np.unique(np.linspace(0, n_betas - 1, max(1, n_baseline // n_rotations)).astype(int))
+    jobs = [(b, r) for b in picked for r in range(n_rotations)][:n_baseline]
+    return x, y, whole, betas, plan, said, picked, jobs
+
+
 def _run(args: argparse.Namespace) -> dict:
 
     cached_before = sum(1 for _ in Path(args.cache_dir).iterdir())
@@ -208,37 +242,18 @@ def _run(args: argparse.Namespace) -> dict:
         headline,
         interleaved,
     )
-    from iml import beta_grid
     from iml.calibration import beta_key, score_metrics
-    from iml.data.tabular import read_adult
     from iml.pipeline import atomic_write_bytes
-    from iml.pipeline.sweep import plan_sweep, run_sweep
+    from iml.pipeline.sweep import run_sweep
     from iml.scoring import loss_corrected_score
     from iml.training import TABULAR_DEFAULTS, train_tabular
     from iml.training.tabular import out_of_fold_logits
 
-    n_betas = args.n_betas or (8 if args.quick else 64)
-    n_baseline = args.baseline_models or (10 if args.quick else 40)
-    rows = args.rows or (8000 if args.quick else None)
-
-    table, _ = read_adult(args.data_dir)  # both files, encoded as `iml sweep --dataset adult`
-    x = np.asarray(table.features, np.float32)
-    y = np.asarray(table.labels, np.int32)
-    if rows is not None and rows < len(y):
-        keep = np.random.default_rng(0).permutation(len(y))[:rows]
-        x, y = x[keep], y[keep]
-    betas = beta_grid(n_betas)
     # A fixed ridge on the features as they are: the baseline's problem, exactly.
     train = dataclasses.replace(TABULAR_DEFAULTS, l2=args.l2, standardize=False)
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        plan = plan_sweep(x, y, None, betas, seeds=args.seeds, train=train)
-    splits = plan.splits
+    x, y, _, betas, plan, said, picked, jobs = _setup(args, train)
+    n_betas, splits = len(betas), plan.splits
     n_models = n_betas * len(splits)  # distinct fits: one per (beta, rotation)
-
-    # A slice of models spread over the grid: whole betas (all rotations, for an ECE) first.
-    picked = np.unique(np.linspace(0, n_betas - 1, max(1, n_baseline // len(splits))).astype(int))
-    jobs = [(b, r) for b in picked for r in range(len(splits))][:n_baseline]
     done: dict = {"compile_s": [], "cache": []}
 
     def ours() -> None:
@@ -413,37 +428,20 @@ def _run_default(args: argparse.Namespace) -> dict:
         headline,
         interleaved,
     )
-    from iml import beta_grid
     from iml.calibration import beta_key, score_metrics
-    from iml.data.tabular import read_adult
     from iml.pipeline import atomic_write_bytes
     from iml.pipeline.report import report_run
     from iml.pipeline.store import RunStore
-    from iml.pipeline.sweep import plan_sweep, run_sweep
+    from iml.pipeline.sweep import run_sweep
     from iml.scoring import loss_corrected_score
     from iml.training import TABULAR_DEFAULTS, train_tabular
     from iml.training.tabular import out_of_fold_logits
 
-    n_betas = args.n_betas or (8 if args.quick else 64)
-    n_baseline = args.baseline_models or (10 if args.quick else 40)
-    rows = args.rows or (8000 if args.quick else None)
-    table, _ = read_adult(args.data_dir)
-    x = np.asarray(table.features, np.float32)
-    y = np.asarray(table.labels, np.int32)
-    whole = rows is None or rows >= len(y)
-    if not whole:
-        keep = np.random.default_rng(0).permutation(len(y))[:rows]
-        x, y = x[keep], y[keep]
-    betas = beta_grid(n_betas)
     train = TABULAR_DEFAULTS  # what `iml sweep` trains with: l2 = "auto", standardised
     levels = np.asarray(train.l2_grid, np.float64)
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        plan = plan_sweep(x, y, None, betas, seeds=args.seeds, train=train)
-    splits = plan.splits
+    x, y, whole, betas, plan, said, picked, jobs = _setup(args, train)
+    n_betas, splits = len(betas), plan.splits
     n_models = n_betas * len(splits)
-    picked = np.unique(np.linspace(0, n_betas - 1, max(1, n_baseline // len(splits))).astype(int))
-    jobs = [(b, r) for b in picked for r in range(len(splits))][:n_baseline]
     done: dict = {"compile_s": [], "cache": []}
 
     def ours() -> None:
