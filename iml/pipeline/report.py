@@ -281,9 +281,10 @@ def _reveal(
 ) -> None:
     """The revealed experiments of a report's grid (:func:`iml.pipeline.reveal.reveal_run`),
     or a warning saying why not (:func:`iml.pipeline.reveal_input.check_reveal_input`).
-    ``simulate``: the tests' size and power simulated too (where ``n_bootstrap`` is 100 or
-    more); a multiclass grid's are left to ``iml reveal``, whose agents of n classes take
-    minutes."""
+    Where ``n_bootstrap`` is 100 or more, each verdict is also reached again at 5, 10 and 20
+    quantile bins, and, with ``simulate``, the tests' size and power simulated (fewer replicates
+    make both mere noise); a multiclass grid's size and power are left to ``iml reveal``, whose
+    agents of n classes take minutes."""
     try:
         check_reveal_input(inputs, n_bins)
     except ValueError as err:  # e.g. one label among the observations every loss scored
@@ -300,6 +301,7 @@ def _reveal(
         # runs at least 100 replicates itself (fewer would make the rates mere noise).
         power_datasets=100 if simulate and n_bootstrap >= 100 else 0,
         power_bootstrap=min(max(n_bootstrap, 2), 200),
+        sensitivity=n_bootstrap >= 100,
     )
 
 

@@ -137,27 +137,55 @@ def run_table(
         return table_by_loss(grid, a, labels[every], n_bins, loss_corrected_scores(spec, a),
                              ece_bootstrap=replicates, key=key)  # fmt: skip
     labels = labels.astype(np.int32)
-    table: dict[str, dict[str, dict[str, Any]]] = {}
-    for row, (name, weight) in enumerate(zip(grid.keys, grid.weights, strict=True)):
-        weight = float(weight)
-        have = np.asarray(sizes[row]) > 0
-        if not have.any():
-            raise ValueError(f"no observation has a test score for {name}")
-        s = np.clip(scores[row][have], _CLIP, 1 - _CLIP)
+    scored = np.asarray(sizes) > 0
+    for row in np.flatnonzero(~scored.any(axis=1)):
+        raise ValueError(f"no observation has a test score for {grid.keys[row]}")
+    weights = np.asarray(grid.weights, np.float64)
+    by_row: dict[int, dict[str, dict[str, Any]]] = {}
+    # The rows that scored the same observations (usually all) are scored together.
+    masks, group = np.unique(scored, axis=0, return_inverse=True)
+    for g, have in enumerate(masks):
+        rows = np.flatnonzero(group.reshape(-1) == g)
+        s = np.clip(scores[rows][:, have], _CLIP, 1 - _CLIP)
         y, folds = labels[have], np.asarray(fold_ids)[have]
-        corrected = np.asarray(LossCorrection(family(weight)).transform(s.astype(np.float32)))
-        baselines = {method: cross_fit(factory(weight), s, y, folds)[None]
-                     for method, factory in BASELINES.items()
-                     if method != "prior_shift" or family.name == "log"}  # fmt: skip
-        (methods,) = table_by_loss(
-            family(np.asarray([weight])), s[None], y, n_bins, corrected[None], others=baselines,
+        corrected = np.stack([
+            np.asarray(LossCorrection(family(float(weights[row]))).transform(a.astype(np.float32)))
+            for row, a in zip(rows, s, strict=True)
+        ])  # fmt: skip
+        part = table_by_loss(
+            family(weights[rows]), s, y, n_bins, corrected,
+            others=_baselines(family, weights[rows], s, y, folds),
             ece_bootstrap=replicates, key=key, test_family=len(grid.keys),
-        ).values()  # fmt: skip
-        if "ece_interval" in methods["raw"]:  # the raw scores' fields in their stored order
-            methods["raw"]["ece_interval"] = methods["raw"].pop("ece_interval")
-        table[name] = methods
+        )  # fmt: skip
+        for row, methods in zip(rows, part.values(), strict=True):
+            if "ece_interval" in methods["raw"]:  # the raw scores' fields in their stored order
+                methods["raw"]["ece_interval"] = methods["raw"].pop("ece_interval")
+            by_row[int(row)] = methods
+    table = {name: by_row[row] for row, name in enumerate(grid.keys)}
     loss_calibration_verdicts(table)
     return table
+
+
+def _baselines(
+    family: LossFamily, weights: np.ndarray, scores: np.ndarray, labels: np.ndarray,
+    fold_ids: np.ndarray,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """Each recalibration baseline of :data:`iml.recalibration.BASELINES` cross-fitted over the
+    outer folds (:func:`iml.recalibration.cross_fit`): ``{method: [m, n]}`` for the ``m`` rows
+    of ``scores`` of the same ``n`` observations, all rows fitted at once where the method's map
+    is the same for every weight (a prior shift's is not); ``prior_shift`` for the
+    beta-weighted log loss only."""
+    out = {}
+    for method, factory in BASELINES.items():
+        if method == "prior_shift" and family.name != "log":
+            continue
+        makes = [factory(float(w)) for w in weights]
+        if len({repr(make(labels)) for make in makes}) == 1:  # e.g. Platt's
+            out[method] = cross_fit(makes[0], scores, labels, fold_ids)
+        else:
+            out[method] = np.stack([cross_fit(make, row, labels, fold_ids)
+                                    for make, row in zip(makes, scores, strict=True)])  # fmt: skip
+    return out
 
 
 class RunScores(NamedTuple):

@@ -48,28 +48,38 @@ def cross_fit(
 ) -> np.ndarray:
     """Recalibrated scores, each fold's by a map fitted on all other folds.
 
+    A method that fits by weight (:attr:`Recalibrator.fits_by_weight`) is fitted on all ``n``
+    observations with the held-out fold weighing zero, so that every fold's fit has one shape
+    and compiles once; any other is fitted on the other folds' observations alone.
+
     Args:
       make: fitting labels -> an unfitted :class:`~iml.recalibration.Recalibrator`.
-      scores, labels, fold_ids: ``[n]`` arrays of the evaluated observations.
+      scores: ``[n]`` scores of the evaluated observations, or ``[m, n]``: ``m`` rows of scores
+        of the same observations, each recalibrated by maps of its own.
+      labels, fold_ids: ``[n]`` labels and outer folds of the observations.
 
     Returns:
-      ``[n]`` recalibrated scores; no observation's own label was used to fit its map.
+      Recalibrated scores shaped as ``scores`` (float64); no observation's own label was used
+      to fit its map.
+
+    Raises:
+      ValueError: if the observations lie in fewer than two folds.
     """
-    out = np.empty(len(scores), dtype=np.float64)
-    s = scores.astype(np.float32)
-    for f in np.unique(fold_ids):
+    s = np.asarray(scores, np.float32)
+    rows = s.reshape(-1, s.shape[-1])
+    fold_ids, labels = np.asarray(fold_ids), np.asarray(labels)
+    folds = np.unique(fold_ids)
+    if len(folds) < 2:
+        raise ValueError("cross-fitting needs observations in at least two folds")
+    out = np.empty(rows.shape, np.float64)
+    for f in folds:
         held, fit = fold_ids == f, fold_ids != f
-        if not fit.any():
-            raise ValueError("cross-fitting needs observations in at least two folds")
         cal = make(labels[fit])
-        if isinstance(cal, _WEIGHTED_FITS):
-            # All folds share one shape (held-out observations weigh 0), so the fit compiles once.
-            cal.fit(s, labels, sample_weight=fit.astype(np.float32))
-        else:
-            cal.fit(s[fit], labels[fit])
-        out[held] = np.asarray(cal.transform(s))[held]  # one shape for every fold, too
-    return out
-
-
-# Maps fitted by a weighted likelihood, where an observation of weight 0 changes nothing.
-_WEIGHTED_FITS = (PlattScaling, BetaCalibration, TemperatureScaling)
+        weighted = getattr(cal, "fits_by_weight", False)
+        for row, values in zip(out, rows, strict=True):
+            if weighted:
+                cal.fit(values, labels, sample_weight=fit.astype(np.float32))
+            else:
+                cal.fit(values[fit], labels[fit])
+            row[held] = np.asarray(cal.transform(values))[held]  # one shape for every fold, too
+    return out.reshape(s.shape)

@@ -23,9 +23,15 @@ class Recalibrator:
 
     Subclasses hold their fitted parameters in ``params_`` (a pytree of arrays) and delegate
     the arithmetic to the pure functions of their method's module.
+
+    Attributes:
+      fits_by_weight: whether ``_fit(scores, labels, sample_weight)`` ignores rows of weight
+        zero, so that fits on subsets of one sample can share its shape, and compile once
+        (:func:`iml.recalibration.cross_fit`).
     """
 
     params_: Any = None
+    fits_by_weight: bool = False
 
     def fit(
         self, scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None

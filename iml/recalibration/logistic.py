@@ -217,6 +217,8 @@ class PlattScaling(Recalibrator):
         self.smooth_targets = smooth_targets
         self.n_iter = n_iter
 
+    fits_by_weight = True
+
     def _fit(self, scores, labels, sample_weight) -> PlattParams:
         return platt_fit(
             scores, labels, sample_weight, smooth_targets=self.smooth_targets, n_iter=self.n_iter
@@ -235,6 +237,8 @@ class BetaCalibration(Recalibrator):
 
     def __init__(self, n_iter: int = 50) -> None:
         self.n_iter = n_iter
+
+    fits_by_weight = True
 
     def _fit(self, scores, labels, sample_weight) -> BetaCalibrationParams:
         return beta_calibration_fit(scores, labels, sample_weight, n_iter=self.n_iter)
@@ -325,6 +329,8 @@ class TemperatureScaling(Recalibrator):
         if inputs not in ("probabilities", "logits"):
             raise ValueError(f"inputs must be 'probabilities' or 'logits', got {inputs!r}")
         self.inputs = inputs
+
+    fits_by_weight = True
 
     def _logits(self, scores: ArrayLike) -> Array:
         x = as_float(scores)

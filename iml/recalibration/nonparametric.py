@@ -163,8 +163,9 @@ def histogram_binning_fit(
     """Histogram binning: each score bin is mapped to its (weighted) event rate.
 
     Bins are ``[e_k, e_{k+1})`` (the last one closed). ``strategy="uniform"`` splits ``[0, 1]``
-    into equal widths, ``"quantile"`` puts equal numbers of scores in each bin. A bin with no
-    calibration data keeps the midpoint of its edges.
+    into equal widths, ``"quantile"`` puts equal numbers of scores in each bin (the linear
+    quantiles of the scores of positive weight; rows of weight zero change nothing). A bin with
+    no calibration data keeps the midpoint of its edges.
 
     Args:
       n_bins: number of bins (static).
@@ -188,8 +189,8 @@ def histogram_binning_fit(
 @functools.partial(jax.jit, static_argnums=(3, 4))
 def _histogram_kernel(s: Array, y: Array, w: Array, n_bins: int, strategy: str) -> HistogramParams:
     grid = jnp.linspace(0.0, 1.0, n_bins + 1, dtype=s.dtype)
-    if strategy == "quantile":
-        edges = jnp.quantile(s, grid).at[0].set(0.0).at[-1].set(1.0)
+    if strategy == "quantile":  # NaN rows are left out of the quantiles
+        edges = jnp.nanquantile(jnp.where(w > 0, s, jnp.nan), grid).at[0].set(0.0).at[-1].set(1.0)
     else:
         edges = grid
     index = _bin_index(edges, s)
@@ -207,6 +208,8 @@ def histogram_binning_transform(params: HistogramParams, scores: ArrayLike) -> A
 
 class IsotonicCalibration(Recalibrator):
     """Isotonic regression by pool adjacent violators (:func:`isotonic_fit`)."""
+
+    fits_by_weight = True
 
     def _fit(self, scores, labels, sample_weight) -> IsotonicParams:
         check_binary(scores, labels, sample_weight)
@@ -227,6 +230,8 @@ class HistogramBinning(Recalibrator):
     def __init__(self, n_bins: int = 10, strategy: str = "uniform") -> None:
         self.n_bins = n_bins
         self.strategy = strategy
+
+    fits_by_weight = True
 
     def _fit(self, scores, labels, sample_weight) -> HistogramParams:
         return histogram_binning_fit(
