@@ -199,6 +199,35 @@ LONG_FILES = (
 )
 TESTS = Path(__file__).resolve().parent
 
+# Test files that share a session fixture whose cost rivals their own tests' (tiny_reproduce_run:
+# about 25 s) run on one worker, which builds it once, instead of wherever --dist loadfile sends
+# each file.
+SAME_WORKER = {
+    "tests/pipeline/test_distributed.py": "tiny_reproduce_run",
+    "tests/commands/test_experiment.py": "tiny_reproduce_run",
+}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work of a test under ``--dist loadfile``: its file, or the files of
+    :data:`SAME_WORKER` together."""
+    path = nodeid.split("::", 1)[0]
+    return SAME_WORKER.get(path, path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under ``--dist loadfile``, each unit of :func:`work_unit` whole on one worker."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return Scheduling(config, log)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order the long files first (a stable sort: within a file, and among the others, the

@@ -45,3 +45,14 @@ def test_a_plain_run_includes_the_slow_tests_and_not_slow_is_the_fast_tier():
     commands = "\n".join(line.split("#")[0] for line in ci.splitlines()).replace("python -m ", "")
     assert "pytest" in commands and not re.search(r"\s-m\s|slow", commands)
     assert 'pytest -m "not slow"' in (root / "tests" / "README.md").read_text()
+
+
+def test_files_sharing_the_reproduce_run_go_to_one_worker():
+    """Under --dist loadfile the files of SAME_WORKER form one unit of work (one worker builds
+    their shared fixture once); any other file is its own unit."""
+    from conftest import SAME_WORKER, TESTS, work_unit
+
+    assert len({work_unit(f"{path}::test_x") for path in SAME_WORKER}) == 1
+    assert work_unit("tests/test_io.py::test_x[a::b]") == "tests/test_io.py"
+    for path in SAME_WORKER:
+        assert "tiny_reproduce_run" in (TESTS.parent / path).read_text(), path
