@@ -172,19 +172,14 @@ def _baselines(
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """Each recalibration baseline of :data:`iml.recalibration.BASELINES` cross-fitted over the
     outer folds (:func:`iml.recalibration.cross_fit`): ``{method: [m, n]}`` for the ``m`` rows
-    of ``scores`` of the same ``n`` observations, all rows fitted at once where the method's map
-    is the same for every weight (a prior shift's is not); ``prior_shift`` for the
-    beta-weighted log loss only."""
+    of ``scores`` (of the weights ``weights``) of the same ``n`` observations;
+    ``prior_shift`` for the beta-weighted log loss only."""
     out = {}
     for method, factory in BASELINES.items():
-        if method == "prior_shift" and family.name != "log":
-            continue
-        makes = [factory(float(w)) for w in weights]
-        if len({repr(make(labels)) for make in makes}) == 1:  # e.g. Platt's
-            out[method] = cross_fit(makes[0], scores, labels, fold_ids)
-        else:
-            out[method] = np.stack([cross_fit(make, row, labels, fold_ids)
-                                    for make, row in zip(makes, scores, strict=True)])  # fmt: skip
+        if method != "prior_shift" or family.name == "log":
+            fits = [cross_fit(factory(float(w)), row, labels, fold_ids)
+                    for w, row in zip(weights, scores, strict=True)]  # fmt: skip
+            out[method] = np.stack(fits)
     return out
 
 

@@ -54,32 +54,26 @@ def cross_fit(
 
     Args:
       make: fitting labels -> an unfitted :class:`~iml.recalibration.Recalibrator`.
-      scores: ``[n]`` scores of the evaluated observations, or ``[m, n]``: ``m`` rows of scores
-        of the same observations, each recalibrated by maps of its own.
-      labels, fold_ids: ``[n]`` labels and outer folds of the observations.
+      scores, labels, fold_ids: ``[n]`` arrays of the evaluated observations.
 
     Returns:
-      Recalibrated scores shaped as ``scores`` (float64); no observation's own label was used
-      to fit its map.
+      ``[n]`` recalibrated scores; no observation's own label was used to fit its map.
 
     Raises:
       ValueError: if the observations lie in fewer than two folds.
     """
+    out = np.empty(len(scores), dtype=np.float64)
     s = np.asarray(scores, np.float32)
-    rows = s.reshape(-1, s.shape[-1])
-    fold_ids, labels = np.asarray(fold_ids), np.asarray(labels)
+    fold_ids = np.asarray(fold_ids)
     folds = np.unique(fold_ids)
     if len(folds) < 2:
         raise ValueError("cross-fitting needs observations in at least two folds")
-    out = np.empty(rows.shape, np.float64)
     for f in folds:
         held, fit = fold_ids == f, fold_ids != f
         cal = make(labels[fit])
-        weighted = getattr(cal, "fits_by_weight", False)
-        for row, values in zip(out, rows, strict=True):
-            if weighted:
-                cal.fit(values, labels, sample_weight=fit.astype(np.float32))
-            else:
-                cal.fit(values[fit], labels[fit])
-            row[held] = np.asarray(cal.transform(values))[held]  # one shape for every fold, too
-    return out.reshape(s.shape)
+        if getattr(cal, "fits_by_weight", False):
+            cal.fit(s, labels, sample_weight=fit.astype(np.float32))
+        else:
+            cal.fit(s[fit], labels[fit])
+        out[held] = np.asarray(cal.transform(s))[held]  # one shape for every fold, too
+    return out

@@ -51,16 +51,3 @@ def test_weighted_cross_fit_equals_fitting_on_the_other_folds_alone(name):
         alone = make(labels[fit]).fit(scores[fit].astype(np.float32), labels[fit])
         want = np.asarray(alone.transform(scores[~fit].astype(np.float32)))
         np.testing.assert_allclose(out[~fit], want, rtol=2e-5, atol=1e-7)
-
-
-def test_rows_of_scores_are_each_cross_fitted_as_alone():
-    rng = np.random.default_rng(2)
-    scores = np.clip(rng.beta(0.5, 3.0, size=(3, 200)), 1e-4, 1 - 1e-4)
-    labels = (rng.uniform(size=200) < scores[0] ** 0.7).astype(int)
-    folds = rng.integers(0, 4, size=200)  # folds of unequal sizes
-    for name in ("isotonic", "prior_shift"):
-        make = BASELINES[name](0.3)
-        out = cross_fit(make, scores, labels, folds)
-        assert out.shape == (3, 200)
-        for row, values in zip(out, scores, strict=True):
-            np.testing.assert_array_equal(row, cross_fit(make, values, labels, folds))
