@@ -90,6 +90,28 @@ def test_one_signal_is_not_testable_never_not_rejected(tmp_path):
     assert "not rejected" not in summary
 
 
+def test_without_the_bins_sensitivity_the_verdicts_are_the_same_and_said_unchecked(tmp_path):
+    """reveal_run(sensitivity=False), as a report at fewer than 100 replicates calls it: the
+    adaptive bins' verdicts and numbers as with the sensitivity, no "bins" or "fragile" in the
+    record, and a summary that says the fragility was not checked."""
+    from iml.pipeline.reveal import reveal_run
+
+    rng = np.random.default_rng(4)
+    labels = (rng.random(400) < 0.3).astype(np.int32)
+    noise = rng.normal(size=400)
+    scores = np.stack([1 / (1 + np.exp(-(2 * labels - 1 + s * noise))) for s in (1.0, 0.6)])
+    inputs = reveal_input([0.5, 0.7], scores, labels, loss_family("log"))
+    full = reveal_run(inputs, tmp_path / "a", n_bootstrap=20, formats=(), power_datasets=0)
+    quick = reveal_run(inputs, tmp_path / "b", n_bootstrap=20, formats=(), power_datasets=0,
+                       sensitivity=False)  # fmt: skip
+    assert set(full["bins"]) == {"adaptive", "quantile_5", "quantile_10", "quantile_20"}
+    assert "bins" not in quick and "fragile" not in quick
+    same = {k: v for k, v in full.items() if k not in ("bins", "fragile")}
+    assert json.dumps(quick, sort_keys=True) == json.dumps(same, sort_keys=True)  # NaN too
+    assert "fragility unchecked" in revealed_summary(quick)
+    assert "fragility unchecked" not in revealed_summary(full)
+
+
 # ----------------------------------------------------------------------------------------------
 # Multiclass runs: class-posterior experiments over the cells of the simplex
 # ----------------------------------------------------------------------------------------------
