@@ -56,6 +56,17 @@ class PlattParams(NamedTuple):
     intercept: Array
 
 
+#: Newton's method stops once the summed gradient's largest entry is at most this fraction of
+#: the total weight: float32's rounding floor of that sum, which Newton's quadratic convergence
+#: reaches in a handful of steps (a full step that only rounds keeps being taken otherwise, up
+#: to ``n_iter``).
+GRADIENT_TOL = 1e-6
+
+
+def _tol(w: Array) -> Array:
+    return GRADIENT_TOL * jnp.sum(w)
+
+
 def platt_fit(
     scores: ArrayLike,
     labels: ArrayLike,
@@ -70,7 +81,8 @@ def platt_fit(
     Fitted by Newton's method (iteratively reweighted least squares, :func:`logistic_newton`)
     for at most ``n_iter`` steps, each with a backtracking line search on the log-likelihood so
     that separable data (or a calibration set without positives) drifts towards the boundary
-    instead of overflowing.
+    instead of overflowing; it stops once the gradient is at :data:`GRADIENT_TOL` of the total
+    weight.
 
     Args:
       scores: positive-class scores ``[N]``; probabilities when ``features="logit"``.
@@ -79,8 +91,8 @@ def platt_fit(
         use, on SVM margins).
       smooth_targets: replace the labels by Platt's targets ``(N+ + 1)/(N+ + 2)`` and
         ``1/(N- + 2)``, which keep the fit finite on small or one-class calibration sets.
-      n_iter: most Newton steps (static; :func:`logistic_newton` stops earlier where no step
-        descends).
+      n_iter: most Newton steps (static; :func:`logistic_newton` stops earlier at the gradient
+        tolerance or where no step descends).
 
     References:
       Platt (1999), Probabilistic outputs for support vector machines.
@@ -103,7 +115,7 @@ def _platt_kernel(s, labels, w, features, smooth_targets, n_iter) -> PlattParams
         n_neg = jnp.sum(w * (1.0 - y))
         y = jnp.where(y == 1, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
     X = jnp.stack([f, jnp.ones_like(f)], axis=1)
-    theta = logistic_newton(X, y, w, jnp.array([1.0, 0.0]), max_iter=n_iter).theta
+    theta = logistic_newton(X, y, w, jnp.array([1.0, 0.0]), max_iter=n_iter, tol=_tol(w)).theta
     return PlattParams(slope=theta[0], intercept=theta[1])
 
 
@@ -177,9 +189,12 @@ def _beta_calibration_kernel(s: Array, y: Array, w: Array, n_iter: int) -> BetaC
     X = jnp.stack([*_beta_features(s), jnp.ones_like(s)], axis=1)
     zero = jnp.zeros((), s.dtype)
     # The unconstrained fit starts at the identity map, the refits at their feature's identity.
-    a, b, c = logistic_newton(X, y, w, jnp.array([1.0, 1.0, 0.0]), max_iter=n_iter).theta
-    b_only, c_b = logistic_newton(X[:, 1:], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter).theta
-    a_only, c_a = logistic_newton(X[:, ::2], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter).theta
+    tol = _tol(w)
+    a, b, c = logistic_newton(X, y, w, jnp.array([1.0, 1.0, 0.0]), max_iter=n_iter, tol=tol).theta
+    b_only, c_b = logistic_newton(X[:, 1:], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter,
+                                  tol=tol).theta  # fmt: skip
+    a_only, c_a = logistic_newton(X[:, ::2], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter,
+                                  tol=tol).theta  # fmt: skip
     rate = jnp.clip(jnp.sum(w * y) / jnp.sum(w), EPS, 1.0 - EPS)
     candidates = jnp.stack(
         [
