@@ -81,8 +81,8 @@ def platt_fit(
     Fitted by Newton's method (iteratively reweighted least squares, :func:`logistic_newton`)
     for at most ``n_iter`` steps, each with a backtracking line search on the log-likelihood so
     that separable data (or a calibration set without positives) drifts towards the boundary
-    instead of overflowing; it stops once the gradient is at :data:`GRADIENT_TOL` of the total
-    weight.
+    instead of overflowing; it stops once the gradient's largest entry is at most ``1e-6`` of the
+    total weight (``GRADIENT_TOL``, float32's rounding floor of the summed gradient).
 
     Args:
       scores: positive-class scores ``[N]``; probabilities when ``features="logit"``.

@@ -43,6 +43,28 @@ def test_platt_matches_sklearn_logistic_regression_on_logits(binary_data, weight
     )
 
 
+@pytest.mark.parametrize("features", ["platt", "beta"])
+def test_newton_stops_at_the_gradient_floor_where_all_50_steps_give_the_same_map(
+    binary_data, features
+):
+    """Platt's and beta calibration's Newton fits stop at GRADIENT_TOL of the total weight: a
+    handful of steps, where running all 50 (tol 0: full steps that only round keep being taken)
+    gives the same coefficients to float32 round-off."""
+    from iml.recalibration.logistic import GRADIENT_TOL, _beta_features
+    from iml.recalibration.newton import logistic_newton
+
+    s, y, w = binary_data
+    s, y, w = (jnp.asarray(a, jnp.float32) for a in (s, y, w))
+    if features == "platt":
+        X, start = jnp.stack([jnp.log(s / (1 - s)), jnp.ones_like(s)], 1), jnp.array([1.0, 0.0])
+    else:
+        X, start = jnp.stack([*_beta_features(s), jnp.ones_like(s)], 1), jnp.array([1.0, 1.0, 0.0])
+    stopped = logistic_newton(X, y, w, start, max_iter=50, tol=GRADIENT_TOL * jnp.sum(w))
+    every = logistic_newton(X, y, w, start, max_iter=50)
+    assert int(stopped.iterations) <= 10 and int(every.iterations) == 50
+    np.testing.assert_allclose(stopped.theta, every.theta, rtol=1e-5, atol=1e-6)
+
+
 def test_platt_is_jittable_and_smoothed_targets_survive_one_class_data():
     s = jnp.linspace(0.01, 0.5, 30)
     y = jnp.zeros(30, jnp.int32)
