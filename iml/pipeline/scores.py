@@ -138,7 +138,8 @@ def run_table(
                              ece_bootstrap=replicates, key=key)  # fmt: skip
     labels = labels.astype(np.int32)
     scored = np.asarray(sizes) > 0
-    for row in np.flatnonzero(~scored.any(axis=1)):
+    if not scored.any(axis=1).all():
+        row = int(np.argmin(scored.any(axis=1)))
         raise ValueError(f"no observation has a test score for {grid.keys[row]}")
     weights = np.asarray(grid.weights, np.float64)
     by_row: dict[int, dict[str, dict[str, Any]]] = {}
