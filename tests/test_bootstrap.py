@@ -72,6 +72,20 @@ class Resampling(chex.TestCase):
         assert np.all(np.isnan(interval[:, 3]))
 
     @chex.variants(with_jit=True, without_jit=True)
+    def test_sorted_rows_are_numpys_sort_on_the_host_and_on_the_device_path(self):
+        """The CPU's host sort and the ordered-key sort used elsewhere give NumPy's rows, NaN
+        last; under vmap the host sort takes the batch at once."""
+        rng = np.random.default_rng(5)
+        x = rng.normal(size=(3, 4, 1001)).astype(np.float32)
+        x[0, 1, [5, 70]] = np.nan
+        x[1, 2, :10] = 0.0
+        expected = np.sort(x, axis=-1)
+        np.testing.assert_array_equal(self.variant(B.sorted_rows)(x), expected)
+        np.testing.assert_array_equal(self.variant(jax.vmap(B.sorted_rows))(x), expected)
+        keys = jax.lax.sort(B.ordered_keys(x[0, 0]), is_stable=False)
+        np.testing.assert_array_equal(B.from_ordered_keys(keys), expected[0, 0])
+
+    @chex.variants(with_jit=True, without_jit=True)
     def test_ordered_keys_keep_the_order_of_floats_and_invert(self):
         x = jnp.array([-np.inf, -2.5, -1e-30, -0.0, 0.0, 1e-30, 3.0, np.inf], jnp.float32)
         keys = self.variant(B.ordered_keys)(x)

@@ -53,6 +53,10 @@ def bin_edges(scores: ArrayLike, n_bins: int = 10, strategy: str = "quantile") -
     return jnp.quantile(s, q, method="linear")
 
 
+# Up to this many edges, assign_bins compares each score with every edge.
+_COMPARE_ALL_EDGES = 256
+
+
 def assign_bins(scores: ArrayLike, edges: ArrayLike) -> Array:
     """Bin index of every score: bins are ``(e_b, e_{b+1}]`` and the first holds ``e_0`` too.
 
@@ -67,9 +71,13 @@ def assign_bins(scores: ArrayLike, edges: ArrayLike) -> Array:
       Integer bin indices in ``[0, n_bins)``, the shape of ``scores``.
     """
     edges = jnp.asarray(edges)
-    return jnp.searchsorted(edges[1:-1], jnp.asarray(scores, edges.dtype), side="left").astype(
-        jnp.int32
-    )
+    # A few edges: every score compared with each (vectorised, many times faster on the CPU
+    # than a binary search per score); the same indices either way.
+    method = "compare_all" if edges.shape[-1] <= _COMPARE_ALL_EDGES else "scan"
+    inner = edges[1:-1]
+    return jnp.searchsorted(
+        inner, jnp.asarray(scores, edges.dtype), side="left", method=method
+    ).astype(jnp.int32)
 
 
 class BinnedStatistics(NamedTuple):

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
-from iml._bootstrap import from_ordered_keys, ordered_keys
+from iml._bootstrap import sorted_rows
 from iml.calibration._checks import as_float, check_binary, check_n_bins
 from iml.calibration.binning import assign_bins, bin_edges, merged_bins
 from iml.revealed.losses import loss_corrected
@@ -109,9 +109,8 @@ def bin_signals(scores: ArrayLike, n_bins: int, strategy: str) -> Array:
     if strategy == "uniform":
         edges = jax.vmap(bin_edges, in_axes=(0, None, None))(s, n_bins, strategy)
     else:
-        # Sorted by their ordered integer keys: XLA's CPU sort of integers is several times
-        # faster than its sort of floats. A row with a NaN gets NaN edges, as in jnp.quantile.
-        ordered = from_ordered_keys(jax.lax.sort(ordered_keys(s), dimension=1, is_stable=False))
+        # A row with a NaN gets NaN edges, as in jnp.quantile.
+        ordered = sorted_rows(s)
         edges = _interpolated_edges(ordered, n_bins, jnp)
         edges = jnp.where(jnp.any(jnp.isnan(s), axis=1, keepdims=True), jnp.nan, edges)
     return jax.vmap(assign_bins)(s, edges)

@@ -8,6 +8,7 @@ from absl.testing import parameterized
 from sklearn.calibration import calibration_curve as sk_calibration_curve
 
 from iml import calibration as cal
+from iml.calibration import binning
 
 
 class Binning(chex.TestCase):
@@ -76,6 +77,20 @@ class Binning(chex.TestCase):
         e = np.asarray(edges)
         inside = (scores > e[bins]) | (bins == 0)
         assert np.all(inside & (scores <= e[bins + 1]))
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_bins_of_many_edges_are_numpys_searchsorted_too(self):
+        """Past ``_COMPARE_ALL_EDGES`` edges a score's bin is found by binary search rather
+        than by comparing it with every edge; both are NumPy's ``searchsorted``, ties and edge
+        scores included."""
+        rng = np.random.default_rng(8)
+        scores = rng.uniform(size=2000).astype(np.float32)
+        for n_edges in (11, binning._COMPARE_ALL_EDGES + 1, binning._COMPARE_ALL_EDGES + 2):
+            edges = np.sort(rng.uniform(size=n_edges)).astype(np.float32)
+            edges[3:6] = edges[3]  # duplicate edges
+            probe = np.concatenate([scores, edges])  # scores on the edges
+            bins = self.variant(cal.assign_bins)(probe, edges)
+            np.testing.assert_array_equal(bins, np.searchsorted(edges[1:-1], probe, side="left"))
 
     @chex.variants(with_jit=True, without_jit=True)
     def test_binned_statistics_are_weighted_sums_per_bin_and_a_nan_spoils_its_own_bin(self):
