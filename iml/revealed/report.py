@@ -254,20 +254,22 @@ def reveal(
     weights = np.ones(n, np.float32) if weight is None else weight
     # With concrete labels, positives go first (the bins do not depend on the order), and the
     # positives' sums need only a leading block of rows, rounded up to a sixteenth of N so that
-    # data sets of similar prevalence share one compiled program.
+    # data sets of similar prevalence share one compiled program. Labels that already come
+    # positives first (as a simulation may draw them) need no reordering.
     positive_rows, ordered = n, (signals, labels, weights)
     y = V.concrete_value(labels)
-    if not classes and y is not None and V.is_concrete(signals, weights):
-        order = np.argsort(y != 1, kind="stable")
+    if not classes and y is not None:
+        positive = np.ravel(y) == 1
         step = -(-n // 16)
-        positive_rows = min(n, max(1, -(-int(np.sum(y == 1)) // step)) * step)
-        ordered = (
-            signals[:, order],
-            y[order],
-            np.asarray(weights)[order],
-        )
-        if seeds is not None:
-            seeds = seeds[:, :, order]
+        rows = min(n, max(1, -(-int(positive.sum()) // step)) * step)
+        if not np.any(positive[1:] & ~positive[:-1]):
+            positive_rows = rows
+        elif V.is_concrete(signals, weights):
+            order = np.argsort(~positive, kind="stable")
+            positive_rows = rows
+            ordered = (signals[:, order], y[order], np.asarray(weights)[order])
+            if seeds is not None:
+                seeds = seeds[:, :, order]
     # How a replicate bins resampled seeds; without seeds the bins are fixed, and leaving the
     # strategy out lets the strategies of one number of signals share one compiled program.
     bins = None if seeds is None else (strategy, as_min_count(min_count), seed_average)

@@ -85,6 +85,8 @@ def simulate_gaussian_agents(
     precision: ArrayLike,
     prior: ArrayLike,
     n: int,
+    *,
+    labels: ArrayLike | None = None,
 ) -> tuple[Array, Array]:
     """Scores of Bayesian agents with Gaussian signals, each reporting optimally for its loss.
 
@@ -106,12 +108,15 @@ def simulate_gaussian_agents(
         standard deviations.
       prior: ``pi`` in ``(0, 1)``, or class probabilities ``[n]`` (positive, summing to one).
       n: observations.
+      labels: ``[n]`` labels (class indices) to draw the signals given, in place of labels drawn
+        from ``pi`` (for example a fixed number of positives, as in a run); the posteriors still
+        use ``pi``.
 
     Returns:
       ``(scores [K, n], labels [n] int32)``, or ``(scores [K, n, n_classes], labels)``.
 
     Raises:
-      ValueError: naming ``losses``, ``precision``, ``prior`` or ``n``.
+      ValueError: naming ``losses``, ``precision``, ``prior``, ``n`` or ``labels``.
     """
     n_models = loss_count(losses)
     if n_models is None:  # one loss for every agent
@@ -134,23 +139,32 @@ def simulate_gaussian_agents(
     V.check_interval("precision", precision, 0.0, np.inf, open_low=False, open_high=True)
     V.check_interval("prior", prior, 0.0, 1.0, open_low=True, open_high=True)
     V.check_count("n", n)
+    if labels is not None:
+        V.check_shape("labels", labels, (n,))
+        y = V.concrete_value(labels)
+        top = 2 if n_classes is None else n_classes
+        if y is not None and not np.isin(y, np.arange(top)).all():
+            raise ValueError(f"labels must be class indices in [0, {top}); got {np.unique(y)}")
+        labels = jnp.asarray(labels, jnp.int32)
     precision = jnp.broadcast_to(as_float(precision), (n_models,))
-    return _simulate_gaussian_agents(key, specs, precision, prior, int(n))
+    return _simulate_gaussian_agents(key, specs, precision, prior, int(n), labels)
 
 
 @functools.partial(jax.jit, static_argnums=(4,))
-def _simulate_gaussian_agents(key, losses, precision, prior, n) -> tuple[Array, Array]:
+def _simulate_gaussian_agents(key, losses, precision, prior, n, labels) -> tuple[Array, Array]:
     key_y, key_x = jax.random.split(key)
     pi = jnp.asarray(prior, jnp.float32)
     if pi.ndim == 1:  # n classes
         classes = jax.random.categorical(key_y, jnp.log(pi), shape=(n,))
+        classes = classes if labels is None else labels
         d = precision[:, None, None]
         means = jax.nn.one_hot(classes, pi.shape[0], dtype=jnp.float32)
         x = d * means + jax.random.normal(key_x, (precision.shape[0], n, pi.shape[0]))
         posterior = jax.nn.softmax(jnp.log(pi) + d * x, axis=-1)
         y = classes
     else:
-        y = (jax.random.uniform(key_y, (n,)) < pi).astype(jnp.float32)
+        y = jax.random.uniform(key_y, (n,)) < pi if labels is None else labels
+        y = y.astype(jnp.float32)
         d = precision[:, None]
         x = d * y + jax.random.normal(key_x, (precision.shape[0], n))
         posterior = jax.nn.sigmoid(jnp.log(pi) - jnp.log1p(-pi) + d * x - 0.5 * d * d)

@@ -163,6 +163,28 @@ def test_weighted_report_matches_the_weighted_experiments():
     assert np.abs(np.asarray(plain) - np.asarray(report.value_matrix)).max() > 1e-4
 
 
+def test_positives_first_labels_need_no_concrete_scores_for_the_positives_block():
+    """Traced scores with concrete labels that come positives first (as iml.power simulates
+    them) give the report of concrete scores whose rows the host puts positives first, and of
+    traced labels (every row in the positives' product)."""
+    scores, _ = R.simulate_gaussian_agents(jax.random.key(20), BETAS, 1.5, 0.3, 4000)
+    labels = (np.arange(4000) < 1210).astype(np.int32)
+    # interleaved, each class in its order: the host's stable reordering restores the above
+    mixed = np.argsort(np.concatenate([np.arange(1210) * 3.0, np.arange(2790) * 1.3 + 0.1]))
+    key = jax.random.key(22)
+
+    def numbers(s, y):
+        report = R.reveal(s, y, BETAS, n_bootstrap=50, key=key)
+        return [report.value_matrix, report.information_interval, report.nis_test.p_value]
+
+    traced = jax.jit(lambda s: numbers(s, labels))(scores)
+    on_host = numbers(np.asarray(scores)[:, mixed], labels[mixed])
+    all_rows = jax.jit(numbers)(scores, labels)
+    for a, b, c in zip(traced, on_host, all_rows, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-7)
+
+
 def test_chunked_bootstrap_covers_every_replicate():
     for n_boot, n in itertools.product((1, 7, 1000), (10, 112_120)):
         chunks, size = bootstrap_chunks(n_boot, n)

@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 from _revealed_references import symmetric_channel
 
 from iml import loss_spec
@@ -57,3 +58,28 @@ def test_gaussian_agents_take_a_stack_of_weight_matrices_one_per_agent():
     # one sigmoid per class: the heavier B[2, 2], the larger the reported score of class 2
     means = np.asarray(scores[:, :, 2].mean(1))
     assert means[0] < means[1] < means[2]
+
+
+def test_gaussian_agents_drawn_given_labels_see_the_signals_of_those_labels():
+    """Given the labels a call drew, the agents' scores are that call's (the signals come from
+    the same draws); given other labels, each agent's signal follows them, and labels out of
+    range are named."""
+    betas = np.array([0.5, 0.9])
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(4), betas, 2.0, 0.3, 5000)
+    again, same = R.simulate_gaussian_agents(
+        jax.random.key(4), betas, 2.0, 0.3, 5000, labels=labels
+    )
+    np.testing.assert_array_equal(again, scores)
+    np.testing.assert_array_equal(same, labels)
+    given = (np.arange(5000) < 1500).astype(np.int32)  # positives first, 30%
+    scores, out = R.simulate_gaussian_agents(jax.random.key(5), betas, 2.0, 0.3, 5000, labels=given)
+    np.testing.assert_array_equal(out, given)
+    # the posterior of the unweighted agent is calibrated on the given labels
+    g = np.asarray(scores[0])
+    assert (
+        abs(g[:1500].mean() - g.mean() - (1.0 - 0.3) * (g[:1500].mean() - g[1500:].mean())) < 0.02
+    )
+    with pytest.raises(ValueError, match="labels must be class indices"):
+        R.simulate_gaussian_agents(jax.random.key(5), betas, 2.0, 0.3, 3, labels=[0, 1, 2])
+    with pytest.raises(ValueError, match="labels must have shape"):
+        R.simulate_gaussian_agents(jax.random.key(5), betas, 2.0, 0.3, 3, labels=[0, 1])
