@@ -185,16 +185,27 @@ _INSIDE = (
 
 
 def resampled_seeds(key: Array, seed_scores: Array, average: str) -> Array:
-    """One draw of each model's seeds with replacement (as many as it has), pooled: ``[K, N]``."""
-    valid = jnp.all(jnp.isfinite(seed_scores), axis=2)  # [M, K]
+    """One draw of each model's seeds with replacement (as many as it has), pooled: ``[K, N]``
+    from ``[M, K, N]``, or class scores ``[K, N, n]`` from ``[M, K, N, n]``.
+
+    ``average``: ``"score"`` (the mean score) or ``"logit"`` (the sigmoid of the mean logit;
+    for class scores the softmax of the mean log score, as the run's ensembles pool members).
+    """
+    valid = jnp.all(jnp.isfinite(seed_scores), axis=tuple(range(2, seed_scores.ndim)))  # [M, K]
     M = seed_scores.shape[0]
     logits = jnp.where(valid, 0.0, -jnp.inf).T  # [K, M]
     draws = jax.random.categorical(key, logits, shape=(M, logits.shape[0]))  # [M draws, K]
     used = jnp.arange(M)[:, None] < jnp.sum(valid, axis=0)[None, :]  # the first M_k draws
     counts = jnp.sum(jax.nn.one_hot(draws, M) * used[..., None], axis=0).T  # [M, K]
-    x = jnp.nan_to_num(seed_scores)
+    classes = seed_scores.ndim == 4
+    x = seed_scores
     if average == "logit":
         a = jnp.clip(x, _INSIDE[0], _INSIDE[1])
-        x = jnp.log(a) - jnp.log1p(-a)
-    pooled = jnp.einsum("mk,mkn->kn", counts, x) / jnp.sum(counts, axis=0)[:, None]
-    return jax.nn.sigmoid(pooled) if average == "logit" else pooled
+        x = jnp.log(a) if classes else jnp.log(a) - jnp.log1p(-a)
+    # A seed a model lacks weighs zero; its NaN must not reach the sum (0 x NaN is NaN).
+    x = jnp.where(valid.reshape(*valid.shape, *(1,) * (x.ndim - 2)), x, 0.0)
+    total = jnp.sum(counts, axis=0)
+    pooled = jnp.einsum("mk,mk...->k...", counts, x) / total.reshape(-1, *(1,) * (x.ndim - 2))
+    if average == "score":
+        return pooled
+    return jax.nn.softmax(pooled, axis=-1) if classes else jax.nn.sigmoid(pooled)

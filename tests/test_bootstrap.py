@@ -86,6 +86,27 @@ class Resampling(chex.TestCase):
         np.testing.assert_array_equal(B.from_ordered_keys(keys), expected[0, 0])
 
     @chex.variants(with_jit=True, without_jit=True)
+    def test_resampled_seeds_pool_drawn_seeds_and_keep_a_lone_seed_by_either_average(self):
+        """A model with one seed (NaN rows for the others) gets that seed's scores back, by
+        either average, binary or of classes; a model with several gets a pool of them."""
+        rng = np.random.default_rng(6)
+        binary = rng.uniform(0.05, 0.95, (3, 2, 40)).astype(np.float32)
+        classes = rng.dirichlet(np.ones(3), (3, 2, 40)).astype(np.float32)
+        for seeds in (binary, classes):
+            seeds[1:, 0] = np.nan
+            for average in ("score", "logit"):
+                pooled = self.variant(B.resampled_seeds, static_argnums=2)(
+                    jax.random.key(2), seeds, average
+                )
+                chex.assert_shape(pooled, seeds.shape[1:])
+                np.testing.assert_allclose(pooled[0], seeds[0, 0], rtol=2e-6)
+                if seeds.ndim == 4:  # a renormalised geometric mean sums to one
+                    np.testing.assert_allclose(np.sum(pooled, -1), 1.0, rtol=1e-5)
+                if seeds.ndim == 3 or average == "score":  # a mean lies between its terms
+                    low, high = seeds[:, 1].min(0), seeds[:, 1].max(0)
+                    assert np.all((low - 1e-6 <= pooled[1]) & (pooled[1] <= high + 1e-6))
+
+    @chex.variants(with_jit=True, without_jit=True)
     def test_ordered_keys_keep_the_order_of_floats_and_invert(self):
         x = jnp.array([-np.inf, -2.5, -1e-30, -0.0, 0.0, 1e-30, 3.0, np.inf], jnp.float32)
         keys = self.variant(B.ordered_keys)(x)

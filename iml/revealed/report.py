@@ -169,7 +169,6 @@ def reveal(
     ``"adaptive"`` merging them alike for every model), ``n n_bins`` in all; everything below
     then runs on the class posteriors of the cells, by the same code, and NIAS is the
     multinomial test of each model's adaptive cells (:func:`multinomial_calibration_test`).
-    ``seed_scores`` is binary only.
 
     Inference. Each bootstrap replicate reweights the observations by one vector of resampling
     counts shared by every model (paired; :func:`paired_bootstrap_weights`), with every model's
@@ -212,19 +211,19 @@ def reveal(
       nias: whether to run NIAS (:func:`nias_test`: each model's loss-calibration test on its
         own bins, Holm over the models).
       min_count: the least expected positives and negatives of an ``"adaptive"`` bin.
-      seed_scores: ``[M, K, N]`` the scores of each model's training seeds (each seed's own
-        ensemble), NaN rows for the seeds a model lacks; ``scores`` is then their average. Each
-        replicate also resamples, per model, its seeds with replacement, averages the drawn
-        seeds' scores and bins them anew, so that the intervals and tests cover the noise of
-        training between seeds as well as that of the evaluation rows.
+      seed_scores: ``[M, K, N]`` (class scores: ``[M, K, N, n]``) the scores of each model's
+        training seeds (each seed's own ensemble), NaN rows for the seeds a model lacks;
+        ``scores`` is then their pool. Each replicate also resamples, per model, its seeds with
+        replacement, pools the drawn seeds' scores and bins them (or cuts their cells) anew, so
+        that the intervals and tests cover the noise of training between seeds as well as that
+        of the evaluation rows.
       seed_average: how drawn seeds pool: ``"score"`` (their mean score) or ``"logit"`` (the
-        score of their mean logit), as the run's ensembles pool members.
+        score of their mean logit; for class scores the softmax of their mean log score), as
+        the run's ensembles pool members.
     """
     classes = np.ndim(scores) == 3
     if classes:
         check_class_scores(scores, labels, n_bins, strategy)
-        if seed_scores is not None:
-            raise ValueError("seed_scores must be None for class scores [K, N, n]")
     else:
         check_scores(scores, labels, n_bins, strategy)
     n_models, n = np.shape(scores)[:2]
@@ -242,7 +241,9 @@ def reveal(
     specs = as_losses(losses, n_models, n_classes)
     key_boot = jax.random.split(key)[0]  # the bootstrap draws from the first half of the key
     V.check_choice("seed_average", seed_average, ("score", "logit"))
-    seeds = None if seed_scores is None else _check_seed_scores(seed_scores, n_models, n)
+    seeds = None
+    if seed_scores is not None:
+        seeds = _check_seed_scores(seed_scores, np.shape(scores)[:2], np.shape(scores)[2:])
     if classes:
         posteriors = loss_corrected(specs, jnp.asarray(scores, jnp.float32))
         signals = cell_signals(posteriors, n_bins, strategy, as_min_count(min_count))
@@ -325,16 +326,18 @@ def bootstrap_chunks(n_bootstrap: int, n: int) -> tuple[int, int]:
     return chunks, -(-n_bootstrap // chunks)
 
 
-def _check_seed_scores(seed_scores: ArrayLike, n_models: int, n: int) -> np.ndarray:
-    """``[M, K, N]`` float32 seed scores: each seed's row of a model complete or all NaN, and
-    every model with at least one seed."""
+def _check_seed_scores(
+    seed_scores: ArrayLike, models_rows: tuple[int, int], classes: tuple[int, ...]
+) -> np.ndarray:
+    """``[M, K, N]`` (or class scores ``[M, K, N, n]``) float32 seed scores: each seed's row
+    of a model complete or all NaN, and every model with at least one seed."""
     s = np.asarray(seed_scores, np.float32)
-    if s.ndim != 3 or s.shape[1:] != (n_models, n):
-        raise ValueError(
-            f"seed_scores must have shape [M, {n_models}, {n}] (seeds, models, observations); "
-            f"got {s.shape}"
-        )
-    finite = np.isfinite(s)
+    n_models, n = models_rows
+    if s.ndim != 3 + len(classes) or s.shape[1:] != (n_models, n, *classes):
+        shape = ", ".join(str(d) for d in (n_models, n, *classes))
+        axes = "seeds, models, observations" + (", classes" if classes else "")
+        raise ValueError(f"seed_scores must have shape [M, {shape}] ({axes}); got {s.shape}")
+    finite = np.isfinite(s).reshape(*s.shape[:3], -1).all(axis=3)
     complete, empty = finite.all(axis=2), (~finite).all(axis=2)
     if not (complete | empty).all():
         m, k = np.argwhere(~(complete | empty))[0]
@@ -345,7 +348,7 @@ def _check_seed_scores(seed_scores: ArrayLike, n_models: int, n: int) -> np.ndar
     if not complete.any(axis=0).all():
         k = int(np.flatnonzero(~complete.any(axis=0))[0])
         raise ValueError(f"seed_scores holds no seed of model {k}")
-    if ((s < 0) | (s > 1))[finite].any():
+    if ((s < 0) | (s > 1))[np.isfinite(s)].any():
         raise ValueError("seed_scores must lie in [0, 1]")
     return s
 
@@ -392,11 +395,15 @@ def _reveal(
         key_seed, counts = args
         scores = resampled_seeds(key_seed, seed_scores, bins[2])
         strategy, m = bins[0], bins[1]
-        signals_b = bin_signals(
-            scores, n_signals, "uniform" if strategy == "uniform" else "quantile"
-        )
-        if strategy == "adaptive":
-            signals_b = merged_signals(scores, signals_b, losses, n_signals, m)
+        if n_classes is not None:  # the cells of the pooled scores' posteriors
+            posteriors = loss_corrected(losses, scores)
+            signals_b = cell_signals(posteriors, n_signals // n_classes, strategy, m)
+        else:
+            signals_b = bin_signals(
+                scores, n_signals, "uniform" if strategy == "uniform" else "quantile"
+            )
+            if strategy == "adaptive":
+                signals_b = merged_signals(scores, signals_b, losses, n_signals, m)
         ind = signal_indicator(signals_b, n_signals)
         sums = signal_sums(w * counts, y, ind, n_signals, positive_rows)
         experiments_b = experiments_from_sums(*sums)

@@ -289,10 +289,55 @@ def test_reveal_of_class_scores_is_the_value_matrix_of_their_cells_with_interval
     assert (np.asarray(report.information) < high).all()
     assert report.nias.p_value.shape == (3,)
     assert int(report.nias.test.n_bins[0]) >= 2
-    with pytest.raises(ValueError, match="seed_scores"):
-        R.reveal(scores, labels, losses, 5, key=jax.random.key(0), seed_scores=scores[None])
+    with pytest.raises(ValueError, match=r"seed_scores must have shape \[M, 3, 3000, 3\]"):
+        R.reveal(
+            scores, labels, losses, 5, key=jax.random.key(0), seed_scores=scores[None, ..., :2]
+        )
     with pytest.raises(ValueError, match="losses"):
         R.reveal(scores, labels, [0.5, 0.6, 0.7], 5, key=jax.random.key(0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("average", ["score", "logit"])
+def test_class_seed_bootstrap_equals_the_row_bootstrap_for_identical_seeds_and_widens(average):
+    """As for binary models: seeds of class scores that agree add nothing to the row bootstrap;
+    seeds that disagree widen every model's information interval, except a model with one seed."""
+    losses = _class_losses([1.0, 3.0, 9.0])
+    prior = np.array([0.5, 0.3, 0.2])
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(6), losses, 1.5, prior, 3000)
+    scores = np.asarray(scores, np.float64)
+    key = jax.random.key(7)
+
+    def run(pooled, seeds=None, n_bootstrap=200):
+        return R.reveal(pooled, labels, losses, 5, n_bootstrap=n_bootstrap, key=key, nias=False,
+                        seed_scores=seeds, seed_average=average)  # fmt: skip
+
+    rows, copies = run(scores), run(scores, np.stack([scores] * 3))
+    np.testing.assert_allclose(copies.value_matrix_interval, rows.value_matrix_interval, rtol=1e-5)
+    np.testing.assert_allclose(copies.information_interval, rows.information_interval, rtol=1e-5)
+    assert float(copies.nis_test.p_value) == pytest.approx(float(rows.nis_test.p_value))
+    # seeds whose log scores carry independent noise, more in some seeds than in others
+    rng = np.random.default_rng(1)
+    sd = np.array([0.1, 0.5, 1.5, 3.0])[:, None, None, None]
+    noisy = np.log(scores) + sd * rng.normal(0.0, 1.0, (4, *scores.shape))
+    seeds = np.exp(noisy - noisy.max(-1, keepdims=True))
+    seeds /= seeds.sum(-1, keepdims=True)
+    seeds[1:, 0] = np.nan  # the first model has one seed
+    pooled = np.asarray(pooled_seeds(seeds, average))
+    both, alone = run(pooled, seeds, 300), run(pooled, None, 300)
+    width = lambda r: np.diff(np.asarray(r.information_interval), axis=0)[0]  # noqa: E731
+    assert np.all(width(both)[1:] > 2 * width(alone)[1:])
+    assert width(both)[0] == pytest.approx(width(alone)[0], rel=0.2)
+
+
+def pooled_seeds(seeds, average):
+    """Each model's pool of its seeds (NaN rows left out), as the run pools members."""
+    valid = np.isfinite(seeds).all(axis=(2, 3))
+    if average == "score":
+        return np.stack([seeds[valid[:, k], k].mean(0) for k in range(seeds.shape[1])])
+    logs = [np.log(seeds[valid[:, k], k]).mean(0) for k in range(seeds.shape[1])]
+    e = np.exp(np.stack(logs) - np.max(logs, axis=-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
 
 
 def test_binary_reveal_gives_both_classes_its_information():
