@@ -14,7 +14,7 @@ import numpy as np
 from iml.calibration import scores_from_logits
 from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, beta_key, loss_family
 from iml.losses import registered
-from iml.pipeline.scores import stored_scores
+from iml.pipeline.scores import row_link, stored_scores
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
@@ -79,8 +79,8 @@ class RevealInput(NamedTuple):
         """The seeds behind each model's scores (empty lists where the run does not say)."""
         if self.seed_scores is None:
             return [[] for _ in range(self.scores.shape[0])]
-        have = np.isfinite(self.seed_scores).all(axis=2)  # [M, K]
-        return [[self.seeds[m] for m in np.flatnonzero(have[:, k])] for k in range(len(self.betas))]
+        have = np.isfinite(self.seed_scores).reshape(*self.seed_scores.shape[:2], -1).all(2)
+        return [[self.seeds[m] for m in np.flatnonzero(have[:, k])] for k in range(have.shape[1])]
 
 
 def reveal_input(
@@ -104,12 +104,7 @@ def reveal_input(
     keep = np.isfinite(s).all(axis=0)
     if sizes is not None:
         keep &= (np.asarray(sizes) > 0).all(axis=0)
-    stack = None
-    if seed_scores is not None:
-        st = np.asarray(seed_scores, dtype=np.float64)
-        trained = np.isfinite(st).any(axis=2, keepdims=True)  # [M, K, 1]
-        keep &= np.where(trained, np.isfinite(st), True).all(axis=(0, 1))
-        stack = np.where(trained, st, np.nan)[:, :, keep].astype(np.float32)
+    keep, stack = _kept_seeds(seed_scores, keep)
     return RevealInput(
         scores=s[:, keep].astype(np.float32),
         labels=np.asarray(labels)[keep].astype(np.int32),
@@ -122,6 +117,21 @@ def reveal_input(
         seeds=tuple(int(x) for x in seeds) if seeds is not None else (),
         average=average,
     )
+
+
+def _kept_seeds(
+    seed_scores: np.ndarray | None, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The observations ``keep [N]`` that every seed of every model scored too, and the seeds'
+    scores ``[M, K, N(, c)]`` there (float32; all NaN for a seed a model lacks)."""
+    if seed_scores is None:
+        return keep, None
+    st = np.asarray(seed_scores, dtype=np.float64)
+    finite = np.isfinite(st).reshape(*st.shape[:3], -1).all(axis=3)  # [M, K, N]
+    trained = finite.any(axis=2, keepdims=True)  # [M, K, 1]
+    keep = keep & np.where(trained, finite, True).all(axis=(0, 1))
+    trained = trained.reshape(*trained.shape, *(1,) * (st.ndim - 3))
+    return keep, np.where(trained, st, np.nan)[:, :, keep].astype(np.float32)
 
 
 def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
@@ -202,8 +212,17 @@ def multiclass_input(run: str | Path) -> RevealInput:
     kind = "reproduce" if manifest["kind"] == "images" else "sweep"
     train = config.get("train", {})
     ridge = ridge_of(train) if kind == "sweep" and isinstance(train, Mapping) else None
+    # Each seed's own ensemble, pooled as the run pools (by the logits the members kept).
+    members, link = run_members(root, logits=True), row_link(scores.grid.spec)
+    if members is None:
+        members, link = run_members(root), None
+    seeds, stack = None, None
+    if members is not None:
+        rows = [float(k) for k in range(len(scores.grid.keys))]
+        seeds, stack = seed_ensembles(members, rows, len(scores.labels), average, link)
     return class_input(scores.grid, scores.scores, scores.labels, scores.sizes, kind=kind,
-                       run=root, ridge=ridge, average=average)  # fmt: skip
+                       run=root, ridge=ridge, average=average, seed_scores=stack,
+                       seeds=seeds)  # fmt: skip
 
 
 def class_input(
@@ -216,10 +235,14 @@ def class_input(
     run: str | Path = "",
     ridge: dict[str, Any] | None = None,
     average: str = "score",
+    seed_scores: np.ndarray | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> RevealInput:
     """The input of a multiclass run: the class scores ``[K, N, c]`` of the ``K`` losses of
     ``grid`` (raw, as each loss reports them) on the observations every model scored (finite
-    scores and, with ``sizes`` ``[K, N]``, at least one member each), and their labels ``[N]``.
+    scores and, with ``sizes`` ``[K, N]``, at least one member each), and their labels ``[N]``;
+    with ``seed_scores`` (``[M, K, N, c]``, each seed's own ensemble, all NaN for a seed a
+    model lacks), scored by every seed of every model too.
 
     Raises:
       ValueError: naming ``scores`` or ``grid``, for scores that are not ``[K, N, c]`` with one
@@ -234,6 +257,7 @@ def class_input(
     keep = np.isfinite(s).all(axis=(0, 2))
     if sizes is not None:
         keep &= (np.asarray(sizes) > 0).all(axis=0)
+    keep, stack = _kept_seeds(seed_scores, keep)
     return RevealInput(
         scores=s[:, keep].astype(np.float32),
         labels=np.asarray(labels)[keep].astype(np.int32),
@@ -243,6 +267,8 @@ def class_input(
         kind=kind,
         run=str(run),
         ridge=ridge,
+        seed_scores=stack,
+        seeds=tuple(int(x) for x in seeds) if seeds is not None else (),
         average=average,
         grid=grid,
     )
@@ -313,7 +339,8 @@ def seed_ensembles(
     average: str = "score",
     link: Callable[[int, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[tuple[int, ...] | None, np.ndarray | None]:
-    """Each training seed's own ensemble ``[M, K, n]`` (NaN where a seed did not train a
+    """Each training seed's own ensemble ``[M, K, n]`` (class scores: ``[M, K, n, c]``;
+    NaN where a seed did not train a
     model, or its members did not score an observation), from ``(row, seed, test_idx,
     values)`` members (scores, or logits read through ``link``:
     :func:`iml.pipeline.store.aggregate_members`); ``(None, None)`` where no model has several
@@ -323,13 +350,16 @@ def seed_ensembles(
     trained = {(row, seed) for row, seed, _, _ in members}
     if max(sum((b, s) in trained for s in seeds) for b in rows) < 2:
         return None, None
-    stack = np.full((len(seeds), len(rows), n), np.nan)
+    stack = None
     for m, seed in enumerate(seeds):
         own = [(b, idx, a) for b, s, idx, a in members if s == seed]
         ensemble = aggregate_members(own, rows, n, average, link)
+        if stack is None:  # [M, K, n], or [M, K, n, c] for class scores
+            stack = np.full((len(seeds), *ensemble.scores.shape), np.nan)
+        scored = ensemble.sizes.reshape(*ensemble.sizes.shape, *(1,) * (stack.ndim - 3)) > 0
         for k, row in enumerate(rows):
             if (row, seed) in trained:
-                stack[m, k] = np.where(ensemble.sizes[k] > 0, ensemble.scores[k], np.nan)
+                stack[m, k] = np.where(scored[k], ensemble.scores[k], np.nan)
     return tuple(seeds), stack
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "SweepResult",
     "grid_family",
     "pool_entries",
+    "row_link",
     "run_table",
     "score_sweep",
     "scored_table",
@@ -222,7 +223,7 @@ class RunScores(NamedTuple):
         return np.where(scored.reshape(shape), loss_corrected_scores(spec, filled), np.nan)
 
 
-def _row_link(spec: LossSpec) -> Any:
+def row_link(spec: LossSpec) -> Any:
     """``link(row, logits)``: the scores of loss ``row`` of the grid (float64)."""
     if not spec.multiclass:
         return lambda row, z: scores_from_logits(spec, z)
@@ -293,7 +294,7 @@ def pool_entries(
               for b in range(m) for seed in range(len(s))]  # fmt: skip
     if average == "logit":
         members = [(b, idx, logits[b, seed, idx]) for b, seed, idx in tested]
-        ensemble = aggregate_members(members, range(m), n, "logit", _row_link(spec))
+        ensemble = aggregate_members(members, range(m), n, "logit", row_link(spec))
     else:
         members = [(b, idx, member_scores[b, seed, idx]) for b, seed, idx in tested]
         ensemble = aggregate_members(members, range(m), n, "score")

@@ -130,6 +130,31 @@ def test_a_multiclass_sweep_is_read_with_its_grid_and_class_scores(tmp_path):
     assert got.seeds_per_model() == [[], [], []]
 
 
+def test_a_multiclass_sweep_with_several_seeds_gives_reveal_each_seeds_class_scores(tmp_path):
+    """As for binary sweeps: each seed's own class scores ``[M, K, N, c]``, on the observations
+    every seed scored, pooled as the run pools; the record's intervals then cover the seeds."""
+    from iml.pipeline.reveal import reveal_run
+
+    losses = three_class_grid()
+    scores, labels = simulate_gaussian_agents(jax.random.key(4), losses, 1.5, (0.4, 0.4, 0.2), 300)
+    rng = np.random.default_rng(2)
+    noisy = np.log(np.asarray(scores, np.float64))[:, None] + rng.normal(0, 0.3, (3, 3, 300, 3))
+    members = np.exp(noisy) / np.exp(noisy).sum(-1, keepdims=True)
+    run = write_sweep_scores(tmp_path / "run", members, labels, loss=losses,
+                             keys=["ones", "w[2]=2", "w[2]=4"], seeds=[0, 1, 2])  # fmt: skip
+    got = load_reveal_input(run)
+    assert got.multiclass and got.seeds == (0, 1, 2)
+    assert got.seed_scores.shape == (3, 3, 300, 3)
+    np.testing.assert_allclose(got.seed_scores[1], members[:, 1], rtol=1e-6)
+    np.testing.assert_allclose(got.scores, members.mean(1), rtol=1e-5)
+    assert got.seeds_per_model() == [[0, 1, 2]] * 3
+    assert "over its training seeds (3 a model)" in intervals_cover(got)
+    record = reveal_run(got, tmp_path / "out", n_bins=5, n_bootstrap=20, formats=(),
+                        power_datasets=0)  # fmt: skip
+    assert record["seeds"] == [[0, 1, 2]] * 3
+    assert "over its training seeds" in record["intervals"]
+
+
 def test_a_multiclass_input_is_checked_by_its_classes(tmp_path):
     from iml.grids import loss_grid
     from iml.pipeline.reveal_input import check_reveal_input, class_input
