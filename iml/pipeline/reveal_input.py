@@ -8,13 +8,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
 from iml.calibration import scores_from_logits
 from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, beta_key, loss_family
 from iml.losses import registered
-from iml.pipeline.scores import row_link, stored_scores
+from iml.pipeline.scores import row_link, stored_grid, stored_scores
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
@@ -22,7 +24,7 @@ from iml.pipeline.store import (
     load_ensemble,
     member_test_scores,
 )
-from iml.spec import loss_spec
+from iml.spec import LossSpec, loss_spec
 
 
 class RevealInput(NamedTuple):
@@ -141,7 +143,8 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
     one binary loss (the loss its manifest records, with its ridge penalty, :func:`ridge_of`).
     A multiclass run of either kind (an ``iml reproduce`` run over ``config.loss.weights``, or
     a sweep with ``config.data.classes=all``) is read with its grid and class scores
-    ``[K, N, c]`` (:func:`multiclass_input`).
+    ``[K, N, c]`` (:func:`multiclass_input`); several of them on the same observations by
+    :func:`merge_class_runs`.
 
     Both kinds are read from the one layout every run stores (:mod:`iml.pipeline.store`): the
     manifest's config says the loss and its class weights, ``data/folds`` the labels, and the
@@ -159,6 +162,8 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
         runs = [Path(r) for r in run]
         if len(runs) == 1:
             return load_reveal_input(runs[0])
+        if _is_multiclass(runs[0], _run_manifest(runs[0])):
+            return merge_class_runs(runs)
         return merge_reproduce_runs(runs)
     root = Path(run)
     manifest = _run_manifest(root)
@@ -449,6 +454,78 @@ def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
     inputs = _from_members(Path(runs[0]), members, betas, betas, labels, loss, average,
                            "reproduce")  # fmt: skip
     return inputs._replace(run=" + ".join(str(r) for r in runs))
+
+
+def merge_class_runs(runs: Sequence[Path]) -> RevealInput:
+    """One input from several multiclass runs on the same observations: the losses of their
+    grids joined by key (in the order the runs name them), a loss trained in several runs
+    (under different seeds) pooled over all its members by their stored scores, and each seed's
+    own ensemble kept for the seed bootstrap.
+
+    Raises:
+      ValueError: for a binary run among them, runs of different kinds, labels, ensemble pooling
+        or ridge, a key whose loss differs between runs, a run without member batches that name
+        their seeds, or a (loss, seed) pair trained in two runs.
+    """
+    runs = [Path(r) for r in runs]
+    resolved = [r.resolve() for r in runs]
+    twice = sorted({str(r) for r, x in zip(runs, resolved, strict=True) if resolved.count(x) > 1})
+    if twice:
+        raise ValueError(f"{', '.join(twice)} given more than once")
+    first: dict[str, Any] = {}
+    specs: dict[str, LossSpec] = {}
+    members: list[tuple[str, int, np.ndarray, np.ndarray]] = []
+    owner: dict[tuple[str, int], Path] = {}
+    for root in runs:
+        manifest = _run_manifest(root)
+        if not _is_multiclass(root, manifest):
+            raise ValueError(f"{root} is a binary run; it does not merge with {runs[0]}'s classes")
+        config = manifest["config"]
+        train = config.get("train", {})
+        this = {
+            "kind": manifest["kind"],
+            "labels": check_stored_run(root).load_arrays("data/folds")["labels"],
+            "average": str(config.get("eval", {}).get("average", "score")),
+            "ridge": ridge_of(train) if manifest["kind"] != "images" else None,
+        }
+        first = first or this
+        differs = {"kind": "is another kind of run", "ridge": "was penalised otherwise",
+                   "average": "pools its members by another average"}  # fmt: skip
+        for name, what in differs.items():
+            if this[name] != first[name]:
+                raise ValueError(f"{root} {what} than {runs[0]}")
+        if not np.array_equal(this["labels"], first["labels"]):
+            raise ValueError(f"{root} holds other observations (labels) than {runs[0]}")
+        own = run_members(root)
+        if own is None:
+            raise ValueError(f"{root} holds no member batches that name their seeds")
+        grid = stored_grid(manifest, root, int(np.shape(own[0][3])[-1]))
+        for k, key in enumerate(grid.keys):
+            spec = grid.spec[np.array([k])]
+            known = specs.setdefault(key, spec)
+            same = jax.tree.structure(known) == jax.tree.structure(spec) and all(
+                np.array_equal(a, b) for a, b in zip(jax.tree.leaves(known),
+                                                     jax.tree.leaves(spec), strict=True)
+            )  # fmt: skip
+            if not same:
+                raise ValueError(f"{root}'s loss {key} is not the loss {key} of the runs before it")
+        for row, seed, idx, scores in own:
+            key = grid.keys[int(row)]
+            if owner.setdefault((key, seed), root) != root:
+                raise ValueError(
+                    f"{key} with seed {seed} was trained in both {owner[(key, seed)]} and {root}"
+                )
+            members.append((key, seed, idx, scores))
+    keys = list(specs)
+    merged = LossGrid(jax.tree.map(lambda *x: jnp.concatenate(x), *specs.values()), None, keys)
+    rowed = [(float(keys.index(key)), seed, idx, scores) for key, seed, idx, scores in members]
+    rows, n = [float(k) for k in range(len(keys))], len(first["labels"])
+    pooled = aggregate_members([(r, i, a) for r, _, i, a in rowed], rows, n, first["average"])
+    seeds, stack = seed_ensembles(rowed, rows, n, first["average"])
+    kind = "reproduce" if first["kind"] == "images" else "sweep"
+    return class_input(merged, pooled.scores, first["labels"], pooled.sizes, kind=kind,
+                       run=" + ".join(str(r) for r in runs), ridge=first["ridge"],
+                       average=first["average"], seed_scores=stack, seeds=seeds)  # fmt: skip
 
 
 def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:

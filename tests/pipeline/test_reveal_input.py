@@ -155,6 +155,44 @@ def test_a_multiclass_sweep_with_several_seeds_gives_reveal_each_seeds_class_sco
     assert "over its training seeds" in record["intervals"]
 
 
+def test_multiclass_runs_merge_by_their_losses_keys_pooling_a_loss_over_its_runs(tmp_path):
+    """Two sweeps of one grid's losses (the second repeating w[2]=2 under another seed): one
+    input over the three keys, w[2]=2 pooled over both runs' members, each seed kept."""
+    from iml.pipeline.reveal_input import merge_class_runs
+
+    losses = three_class_grid()
+    scores, labels = simulate_gaussian_agents(jax.random.key(8), losses, 1.5, (0.4, 0.4, 0.2), 200)
+    rng = np.random.default_rng(3)
+    noisy = np.log(np.asarray(scores, np.float64))[:, None] + rng.normal(0, 0.3, (3, 2, 200, 3))
+    members = np.exp(noisy) / np.exp(noisy).sum(-1, keepdims=True)  # [loss, seed, N, c]
+    keys = ["ones", "w[2]=2", "w[2]=4"]
+
+    def sweep(name, rows, seed, y=labels):
+        return write_sweep_scores(tmp_path / name, members[rows, seed:seed + 1], y,
+                                  loss=losses[rows], keys=keys[rows], seeds=[seed])  # fmt: skip
+
+    first, second = sweep("a", slice(0, 2), 0), sweep("b", slice(1, 3), 1)
+    got = load_reveal_input([first, second])
+    assert got.keys == ["ones", "w[2]=2", "w[2]=4"] and got.run == f"{first} + {second}"
+    np.testing.assert_allclose(got.scores[0], members[0, 0], rtol=1e-6)
+    np.testing.assert_allclose(got.scores[1], members[1].mean(0), rtol=1e-6)
+    np.testing.assert_allclose(got.scores[2], members[2, 1], rtol=1e-6)
+    assert got.seeds == (0, 1) and got.seeds_per_model() == [[0], [0, 1], [1]]
+    np.testing.assert_allclose(got.seed_scores[1, 1], members[1, 1], rtol=1e-6)
+    assert "over its training seeds (1 to 2 a model)" in intervals_cover(got)
+    again = sweep("c", slice(1, 2), 0)
+    with pytest.raises(ValueError, match=r"w\[2\]=2 with seed 0 was trained in both"):
+        merge_class_runs([first, again])
+    other = sweep("d", slice(2, 3), 0, labels[::-1])
+    with pytest.raises(ValueError, match="other observations"):
+        merge_class_runs([first, other])
+    binary = write_sweep_scores(tmp_path / "e", members[:2, 0, :, 0], labels % 2, BETAS[:2])
+    with pytest.raises(ValueError, match="is a binary run"):
+        merge_class_runs([first, binary])
+    with pytest.raises(ValueError, match="given more than once"):
+        merge_class_runs([first, first])
+
+
 def test_a_multiclass_input_is_checked_by_its_classes(tmp_path):
     from iml.grids import loss_grid
     from iml.pipeline.reveal_input import check_reveal_input, class_input
