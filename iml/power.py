@@ -42,7 +42,6 @@ __all__ = [
     "gaussian_population",
     "matched_precision",
     "misreported_weights",
-    "positive_count",
     "precisions",
     "rejection_rates",
     "scenario_name",
@@ -164,12 +163,13 @@ def rejection_rates(
 ) -> dict[str, np.ndarray]:
     """How often :func:`iml.revealed.reveal` rejects NIS, NIAC and NIAS (for any model) over
     ``n_datasets`` data sets of agents trained under ``losses`` who report under ``reported``.
-    A binary data set holds :func:`positive_count` positives (the run's share, not a binomial
-    draw); a prior vector ``[n]`` simulates agents of ``n`` classes, with class labels drawn
-    from it (:func:`iml.revealed.simulate_gaussian_agents`) and losses of ``n`` class scores.
+    A prior vector ``[n]`` simulates agents of ``n`` classes
+    (:func:`iml.revealed.simulate_gaussian_agents`), with losses of ``n`` class scores.
 
     Returns:
-      ``{"nis", "niac", "nias"}``: each a ``[n_datasets]`` boolean array of rejections.
+      ``{"nis", "niac", "nias"}``: each a ``[n_datasets]`` boolean array of rejections; and
+      ``"information"`` ``[n_datasets, K]``, each data set's ``I_k``, with
+      ``"information_interval"`` ``[n_datasets, 2, K]``, the interval ``reveal`` reports.
     """
 
     prior = float(prior) if np.ndim(prior) == 0 else tuple(float(x) for x in np.ravel(prior))
@@ -177,8 +177,10 @@ def rejection_rates(
              "n_bootstrap": int(n_bootstrap), "n_bins": int(n_bins)}  # fmt: skip
     rejected = _rejections(losses, reported, precision, key, **sizes, strategy=strategy,
                            min_count=min_count)  # fmt: skip
-    nis, niac, nias = jax.device_get(rejected)
-    return {"nis": np.asarray(nis), "niac": np.asarray(niac), "nias": np.asarray(nias)}
+    nis, niac, nias, info, interval = jax.device_get(rejected)
+    out = {"nis": nis, "niac": niac, "nias": nias, "information": info,
+           "information_interval": interval}  # fmt: skip
+    return {name: np.asarray(value) for name, value in out.items()}
 
 
 @functools.partial(
@@ -190,16 +192,9 @@ def _rejections(losses, reported, precision, key, *, prior, n, n_datasets, n_boo
     """:func:`rejection_rates`' data sets, one program for every scenario of the same sizes and
     settings (the losses, the reported losses and the precisions are its arguments)."""
 
-    # A binary data set holds the prior's share of positives, first: the positives' sums of the
-    # bootstrap then need only the leading rows (iml.revealed.reveal).
-    given = None if isinstance(prior, tuple) else np.arange(n) < positive_count(prior, n)
-
     def one(k: jax.Array):
         key_data, key_boot = jax.random.split(k)
-        scores, labels = R.simulate_gaussian_agents(
-            key_data, reported, precision, prior, n, labels=given
-        )
-        labels = labels if given is None else given.astype(np.int32)
+        scores, labels = R.simulate_gaussian_agents(key_data, reported, precision, prior, n)
         report = R.reveal(
             scores,
             labels,
@@ -210,15 +205,11 @@ def _rejections(losses, reported, precision, key, *, prior, n, n_datasets, n_boo
             key=key_boot,
             min_count=min_count,
         )
-        return report.nis_test.violated, report.niac_test.violated, jnp.any(report.nias.violated)
+        return (report.nis_test.violated, report.niac_test.violated,
+                jnp.any(report.nias.violated), report.information,
+                report.information_interval)  # fmt: skip
 
     return jax.lax.map(one, jax.random.split(key, n_datasets))
-
-
-def positive_count(prior: float, n: int) -> int:
-    """The positives of a simulated binary data set of ``n`` at prior ``pi``: ``n pi`` rounded,
-    at least one and at most ``n - 1``."""
-    return int(min(n - 1, max(1, round(n * prior))))
 
 
 def standard_error(rejected: np.ndarray) -> float:

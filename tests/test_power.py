@@ -73,8 +73,3 @@ def test_rejection_rates_of_agents_of_three_classes_size_and_power():
     assert capacity["nias"].sum() <= 2
     assert rising["nis"].sum() >= 7
     assert misreported["nias"].sum() >= 7
-
-
-def test_positive_count_is_the_priors_share_rounded_within_one_and_n_minus_one():
-    assert P.positive_count(0.24, 48_842) == 11_722
-    assert P.positive_count(1e-6, 100) == 1 and P.positive_count(1 - 1e-6, 100) == 99

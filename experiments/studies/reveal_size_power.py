@@ -153,14 +153,37 @@ def rejection_rates(
             "min_bin_negatives": round(population.min_negatives * n, 1),
             **{
                 f"{test}_{what}": value
-                for test, rejected in rates.items()
+                for test in ("nis", "niac", "nias")
                 for what, value in (
-                    ("rejection", float(rejected.mean())),
-                    ("se", round(P.standard_error(rejected), 4)),
+                    ("rejection", float(rates[test].mean())),
+                    ("se", round(P.standard_error(rates[test]), 4)),
                 )
             },
+            **information_coverage(rates, population.information, strategy, factor),
             "seconds": round(seconds, 1),
         }
+
+
+def information_coverage(
+    rates: dict[str, np.ndarray], truth: np.ndarray, strategy: str, factor: float
+) -> dict[str, float | None]:
+    """How often each agent's ``I_k`` interval covers its population decile information
+    (``truth`` ``[K]``), over data sets and agents: the percentile interval ``reveal`` reports,
+    and the basic (reverse percentile) interval ``2 I - [upper, lower]``. Only quantile bins of
+    agents reporting for their own loss have that truth (adaptive bins merge deciles per data
+    set); ``None`` otherwise."""
+    if strategy != "quantile" or factor != 1.0:
+        return {"information_truth": None, "information_estimate": None,
+                "coverage_percentile": None, "coverage_basic": None}  # fmt: skip
+    info, (low, high) = rates["information"], np.moveaxis(rates["information_interval"], 1, 0)
+    percentile = (low <= truth) & (truth <= high)
+    basic = (2.0 * info - high <= truth) & (truth <= 2.0 * info - low)
+    return {
+        "information_truth": round(float(np.mean(truth)), 5),
+        "information_estimate": round(float(np.mean(info)), 5),
+        "coverage_percentile": round(float(np.mean(percentile)), 4),
+        "coverage_basic": round(float(np.mean(basic)), 4),
+    }
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

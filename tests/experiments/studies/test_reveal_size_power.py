@@ -36,6 +36,10 @@ FIELDS = {
     "niac_se",
     "nias_rejection",
     "nias_se",
+    "information_truth",
+    "information_estimate",
+    "coverage_percentile",
+    "coverage_basic",
     "seconds",
 }
 
@@ -66,6 +70,11 @@ def test_one_json_line_per_scenario_and_strong_effects_are_rejected(tmp_path, ca
     assert falling["nis_rejection"] >= 0.75
     assert falling["niac_rejection"] <= 0.25
     assert rising["niac_rejection"] >= 0.75
+    # Each agent's I_k interval against its population decile information, by either interval.
+    for record in records:
+        truth, estimate = record["information_truth"], record["information_estimate"]
+        assert 0.0 < truth and abs(estimate - truth) < 0.1 * truth
+        assert record["coverage_percentile"] >= 0.6 and record["coverage_basic"] >= 0.6
 
 
 def test_population_margins_vanish_for_equal_experiments_and_betas_are_ordered():
