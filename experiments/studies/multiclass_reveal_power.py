@@ -165,6 +165,7 @@ def run_rows(args: argparse.Namespace) -> list[dict]:
                 losses, reported, d, tuple(args.prior), args.n, n_datasets=args.datasets,
                 n_bootstrap=args.bootstrap, key=key, n_bins=args.bins,
             )  # fmt: skip
+            rejected = {test: rejected[test] for test in ("nis", "niac", "nias")}
             precision = [float(d[0]), float(d[-1])]
         row = {"scenario": scenario, "loss": family, "bins": n_bins,
                "delta": delta if scenario != "channel" else 0.0, "precision": precision,
