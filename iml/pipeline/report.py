@@ -43,6 +43,7 @@ from iml.pipeline.reveal_input import RevealInput, check_reveal_input, class_inp
 from iml.pipeline.scores import RunScores, scored_table, stored_scores
 from iml.pipeline.store import RunStore, atomic_write_bytes, check_stored_run
 from iml.plots import (
+    drawn_rows,
     figure1_calibration_curves,
     figure2_theoretical_curves,
     figure3_loss_calibration,
@@ -56,6 +57,10 @@ from iml.plots import (
 __all__ = ["report_run", "report_settings"]
 
 _CLIP = 1e-7
+# Figures 1-4 and the smooth curves of a longer grid draw this many of its class weights, evenly
+# spaced along it: beyond a handful, curves and legend entries cover each other (the table and
+# the ECE-by-loss figure keep every weight).
+CURVES_DRAWN = 7
 
 
 def _size_summary(scores: RunScores) -> dict[str, Any]:
@@ -245,23 +250,26 @@ def report_run(
         scores_by_weight[weight] = np.clip(scores.scores[row][have], _CLIP, 1 - _CLIP)
         labels_by_weight[weight] = labels[have]
     if formats:
-        verdicts = {w: table[k]["raw"]["loss_calibration"]["verdict"]
-                    for w, k in zip(weights, grid.keys, strict=True)}  # fmt: skip
+        rows = drawn_rows(len(weights), CURVES_DRAWN)
+        drawn = [weights[row] for row in rows]
+        a = {w: scores_by_weight[w] for w in drawn}
+        y = {w: labels_by_weight[w] for w in drawn}
+        verdicts = {weights[row]: table[grid.keys[row]]["raw"]["loss_calibration"]["verdict"]
+                    for row in rows}  # fmt: skip
         figures = {
-            "figure1": figure1_calibration_curves(scores_by_weight, labels_by_weight, n_bins),
-            "figure2": figure2_theoretical_curves(weights, loss=family),
-            "figure3": figure3_loss_calibration(scores_by_weight, labels_by_weight, n_bins,
-                                                loss=family),
-            "figure4": figure4_loss_corrected(scores_by_weight, labels_by_weight, n_bins,
-                                              loss=family, verdicts=verdicts),
-            "smooth_raw": figure_smooth_calibration(scores_by_weight, labels_by_weight,
-                                                    n_bootstrap=n_bootstrap, loss=family),
-            "smooth_corrected": figure_smooth_calibration(
-                scores_by_weight, labels_by_weight, corrected=True, n_bootstrap=n_bootstrap,
-                loss=family,
-            ),
+            "figure1": figure1_calibration_curves(a, y, n_bins),
+            "figure2": figure2_theoretical_curves(drawn, loss=family),
+            "figure3": figure3_loss_calibration(a, y, n_bins, loss=family),
+            "figure4": figure4_loss_corrected(a, y, n_bins, loss=family, verdicts=verdicts),
+            "smooth_raw": figure_smooth_calibration(a, y, n_bootstrap=n_bootstrap, loss=family),
+            "smooth_corrected": figure_smooth_calibration(a, y, corrected=True,
+                                                          n_bootstrap=n_bootstrap, loss=family),
         }  # fmt: skip
         for name, fig in figures.items():
+            if len(drawn) < len(weights):
+                fig.supxlabel(f"{len(drawn)} of the run's {len(weights)} class weights, evenly "
+                              "spaced along its grid; table.md holds every one",
+                              fontsize="small")  # fmt: skip
             save_figure(fig, out / "figures" / name, formats)
     if len(weights) >= 2:  # what the ensembles learned, across their class weights
         inputs = reveal_input(weights, scores.scores, labels, family, sizes=scores.sizes,

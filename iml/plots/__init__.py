@@ -14,7 +14,8 @@ One kind of figure per module, all of whose public names are imported here:
 * :mod:`~iml.plots.reliability`: binned reliability diagrams, ECE by loss, metrics by set size.
 * :mod:`~iml.plots.smooth`: smooth reliability diagrams (Blasiok & Nakkiran 2023), by ``beta``.
 * :mod:`~iml.plots.revealed`: information, value matrix and cost bounds of revealed experiments.
-* :mod:`~iml.plots._common`: shared axes, colors, binned curves and legends; :func:`save_figure`.
+* :mod:`~iml.plots._common`: shared axes, colors, binned curves and legends; :func:`save_figure`;
+  :func:`drawn_rows`, the curves a figure of a long grid draws.
 
 Lines that tests and readers look for carry a ``gid``, with ``<beta>`` the exact key
 :func:`iml.calibration.beta_key`: ``"diagonal"`` for the 45-degree line, ``"floor"`` for the
@@ -26,7 +27,7 @@ and ``"theory-<beta>"`` for a theoretical curve.
 
 # A former private name that the tests read from here: the intervals' default coverage.
 from iml.plots._common import CONFIDENCE as _CONFIDENCE  # noqa: F401
-from iml.plots._common import save_figure
+from iml.plots._common import drawn_rows, save_figure
 from iml.plots.paper import (
     figure1_calibration_curves,
     figure2_theoretical_curves,
@@ -48,6 +49,7 @@ from iml.plots.revealed import (
 from iml.plots.smooth import figure_smooth_calibration, smooth_reliability_diagram
 
 __all__ = [
+    "drawn_rows",
     "figure1_calibration_curves",
     "figure2_theoretical_curves",
     "figure3_loss_calibration",

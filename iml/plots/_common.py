@@ -41,6 +41,28 @@ def check_betas(betas: Sequence[float], name: str = "betas") -> list[float]:
     return V.check_betas(name, [float(b) for b in betas], distinct=False).tolist()
 
 
+def beta_labels(betas: Sequence[float]) -> list[str]:
+    """Legend labels of class weights: the fewest significant digits (3 or more) that tell the
+    given weights apart and keep a weight in ``(0, 1)`` inside it (so 0.9999 is never "1"); the
+    figures' gids keep :func:`~iml.grids.beta_key`, which reads back exactly."""
+    b = [float(x) for x in betas]
+    for digits in range(3, 18):
+        labels = [f"{x:.{digits}g}" for x in b]
+        inside = all(0.0 < float(t) < 1.0 for t, x in zip(labels, b, strict=True) if 0 < x < 1)
+        if inside and len(set(labels)) == len(set(b)):
+            return labels
+    return [beta_key(x) for x in b]
+
+
+def drawn_rows(m: int, at_most: int) -> np.ndarray:
+    """The indices of at most ``at_most`` of ``m`` grid rows, evenly spaced along the grid from
+    its first row to its last: the curves a figure of a long grid draws."""
+    V.check_count("at_most", at_most, 2)
+    if m <= at_most:
+        return np.arange(m)
+    return np.unique(np.round(np.linspace(0, m - 1, at_most)).astype(int))
+
+
 def labels_for(labels: ArrayLike | Mapping[float, ArrayLike], beta: float) -> ArrayLike:
     if isinstance(labels, Mapping):
         if beta not in labels:

@@ -28,6 +28,7 @@ from iml.plots._common import (
     CONFIDENCE,
     all_bins,
     axis_floor,
+    beta_labels,
     check_betas,
     corrected_scores,
     draw_curve,
@@ -80,9 +81,9 @@ def figure1_calibration_curves(
     drawn = all_bins(scores_by_beta, labels, betas, n_bins, confidence, n_bootstrap)
     floor = axis_floor(lowest(drawn))
     fig, ax = new_figure()
-    for beta, bins, color in zip(betas, drawn, viridis_colors(len(betas)), strict=True):
-        key = beta_key(beta)
-        draw_curve(ax, bins, floor, color, f"β = {key}", key)
+    for beta, name, bins, color in zip(betas, beta_labels(betas), drawn,
+                                       viridis_colors(len(betas)), strict=True):  # fmt: skip
+        draw_curve(ax, bins, floor, color, f"β = {name}", beta_key(beta))
     log_axes(ax, floor, "confidence score (bin mean)", "event rate")
     ax.set_title("Calibration curves by class weight")
     legend(ax, drawn, confidence, n_bootstrap > 0)
@@ -114,11 +115,11 @@ def figure2_theoretical_curves(
     betas = check_betas(betas)
     V.check_open_unit("low", low)
     fig, ax = new_figure()
-    for beta, color in zip(betas, viridis_colors(len(betas)), strict=True):
+    for beta, name, color in zip(betas, beta_labels(betas), viridis_colors(len(betas)),
+                                 strict=True):  # fmt: skip
         a, gamma = _theory_points(beta, low, loss=loss)
-        key = beta_key(beta)
-        ax.plot(a, gamma, "-", color=color, lw=1.5, label=f"{symbol(loss)} = {key}",
-                gid=f"theory-{key}")  # fmt: skip
+        ax.plot(a, gamma, "-", color=color, lw=1.5, label=f"{symbol(loss)} = {name}",
+                gid=f"theory-{beta_key(beta)}")  # fmt: skip
     log_axes(ax, axis_floor(low), "confidence score", "event rate", binned=False)
     ax.set_title("Theoretical calibration curves")
     ax.legend(loc="upper left", fontsize="small")
@@ -146,15 +147,13 @@ def figure3_loss_calibration(
     drawn = all_bins(scores_by_beta, labels, betas, n_bins, confidence, n_bootstrap)
     floor = axis_floor(lowest(drawn))
     fig, ax = new_figure()
-    colors = viridis_colors(len(betas))
-    for beta, bins, color in zip(betas, drawn, colors, strict=True):
-        key = beta_key(beta)
-        draw_curve(ax, bins, floor, color, f"{symbol(loss)} = {key} (data)", key)
-    for beta, color in zip(betas, colors, strict=True):
+    colors, names = viridis_colors(len(betas)), beta_labels(betas)
+    for beta, name, bins, color in zip(betas, names, drawn, colors, strict=True):
+        draw_curve(ax, bins, floor, color, f"{symbol(loss)} = {name} (data)", beta_key(beta))
+    for beta, name, color in zip(betas, names, colors, strict=True):
         a, gamma = _theory_points(beta, floor, loss=loss)
-        key = beta_key(beta)
-        ax.plot(a, gamma, "--", color=color, lw=1.2, label=f"{symbol(loss)} = {key} (theory)",
-                gid=f"theory-{key}")  # fmt: skip
+        ax.plot(a, gamma, "--", color=color, lw=1.2, label=f"{symbol(loss)} = {name} (theory)",
+                gid=f"theory-{beta_key(beta)}")  # fmt: skip
     log_axes(ax, floor, "confidence score", "event rate")
     ax.set_title("Loss calibration: data and theory")
     legend(ax, drawn, confidence, n_bootstrap > 0)
@@ -193,10 +192,10 @@ def figure4_loss_corrected(
     drawn = all_bins(scores_by_beta, labels, betas, n_bins, confidence, n_bootstrap, corrected)
     floor = axis_floor(lowest(drawn))
     fig, ax = new_figure()
-    for beta, bins, color in zip(betas, drawn, viridis_colors(len(betas)), strict=True):
-        key = beta_key(beta)
+    for beta, name, bins, color in zip(betas, beta_labels(betas), drawn,
+                                       viridis_colors(len(betas)), strict=True):  # fmt: skip
         said = f": loss calibration {verdicts[beta]}" if verdicts and beta in verdicts else ""
-        draw_curve(ax, bins, floor, color, f"{symbol(loss)} = {key}{said}", key)
+        draw_curve(ax, bins, floor, color, f"{symbol(loss)} = {name}{said}", beta_key(beta))
     log_axes(ax, floor, "loss-corrected confidence score (bin mean)", "event rate")
     ax.set_title("Loss-corrected scores")
     legend(ax, drawn, confidence, n_bootstrap > 0)

@@ -20,6 +20,7 @@ from iml.calibration import SmoothCalibrationCurve, beta_key, smooth_calibration
 from iml.grids import LossFamily
 from iml.plots._common import (
     N_BOOTSTRAP,
+    beta_labels,
     check_betas,
     corrected_scores,
     labels_for,
@@ -135,6 +136,7 @@ def figure_smooth_calibration(
     """
     betas = check_betas(list(scores_by_beta), "scores_by_beta")
     fig, top, bottom = unit_axes("event rate (kernel regression)", "density")
+    names = beta_labels(betas)
     for i, (beta, color) in enumerate(zip(betas, viridis_colors(len(betas)), strict=True)):
         a = np.asarray(scores_by_beta[beta], dtype=float)
         if a.size == 0 or np.isnan(a).any() or (a < 0).any() or (a > 1).any():
@@ -143,7 +145,7 @@ def figure_smooth_calibration(
         if corrected:
             a = corrected_scores(a, beta, loss)
         curve = _smooth_curve(a, labels_for(labels, beta), bandwidth, ci, n_bootstrap, i)
-        label = f"{symbol(loss)} = {beta_key(beta)}: smECE {float(curve.ece):.3f}"
+        label = f"{symbol(loss)} = {names[i]}: smECE {float(curve.ece):.3f}"
         _draw_smooth(top, bottom, curve, a.shape[0], color, label, beta_key(beta))
     top.legend(loc="upper left", fontsize="small")
     what = "loss-corrected scores" if corrected else "raw scores"

@@ -199,6 +199,31 @@ def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
             assert f'id="data-{key}"' in svg, (figure, key)
 
 
+def test_a_long_grid_draws_seven_evenly_spaced_weights_and_says_so(tmp_path):
+    from iml.pipeline.report import CURVES_DRAWN, report_run
+
+    rng = np.random.default_rng(3)
+    n, betas = 400, np.linspace(0.1, 0.9, 9).round(2).tolist()
+    posterior = rng.beta(1.0, 6.0, n)
+    labels = (rng.random(n) < posterior).astype(np.int32)
+    store = RunStore(tmp_path / "run")
+    store.open_run(
+        {"loss": {"betas": betas}, "eval": {"n_bins": 5, "n_bootstrap": 10, "report_seed": 0}},
+        kind="images",
+    )
+    store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
+    save_batch(store, "batches/batch-0000", [(b, np.arange(n), posterior) for b in betas])
+    table = report_run(store.root, tmp_path / "out", formats=("svg",))
+    assert len(table) == 9 and CURVES_DRAWN == 7
+    drawn = [betas[i] for i in (0, 1, 3, 4, 5, 7, 8)]  # rows 0 to 8 at seven even steps
+    for figure, prefix in [("figure1", "data"), ("figure4", "data"), ("figure2", "theory"),
+                           ("smooth_corrected", "smooth")]:  # fmt: skip
+        svg = (tmp_path / "out" / "figures" / f"{figure}.svg").read_text()
+        ids = {b for b in betas if f'id="{prefix}-{b!r}"' in svg}
+        assert ids == set(drawn), figure
+        assert "7 of the run" in svg and "9 class weights" in svg, figure
+
+
 @pytest.mark.slow
 def test_a_focal_run_is_corrected_by_the_focal_rule_and_drops_the_prior_shift():
     """`iml reproduce --loss focal`: the run's loss (run_loss) is the focal loss by its class
