@@ -178,6 +178,18 @@ def order_statistic_interval(samples: Array, confidence: float) -> Array:
     return jnp.where(n > 0, from_ordered_keys(hi), jnp.nan)
 
 
+def basic_interval(estimate: Array, percentile: Array, floor: float | None = None) -> Array:
+    """The basic (reverse percentile) interval ``2 theta - [upper, lower]`` ``[2, ...]`` from an
+    estimate ``[...]`` and its percentile interval ``[2, ...]`` over the same replicates: the
+    percentile interval reflected about the estimate, which moves it against the estimator's
+    bias (Davison & Hinkley 1997, eq. 5.6). ``floor`` clips both ends to the parameter's range
+    (for example 0 for a mutual information); a clipped end covers whatever the unclipped one
+    did, as the parameter lies above the floor.
+    """
+    out = 2.0 * estimate - percentile[::-1]
+    return out if floor is None else jnp.maximum(out, floor)
+
+
 _INSIDE = (
     float(np.nextafter(np.float32(0), np.float32(1))),
     float(1 - np.finfo(np.float32).epsneg),

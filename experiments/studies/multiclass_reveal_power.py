@@ -95,12 +95,13 @@ def channel_rates(args: argparse.Namespace, key: jax.Array, n_bins: int) -> dict
             scores = jax.vmap(type(losses).optimal_score)(losses, posterior)
             report = R.reveal(scores, labels, losses, n_bins, n_bootstrap=args.bootstrap,
                               key=key_boot)  # fmt: skip
+            # reveal reports the basic (reverse percentile) interval 2 I - [q_high, q_low],
+            # clipped at 0; the percentile interval [q_low, q_high] is its reflection (exact
+            # where the lower end was not clipped)
             low, high = report.information_interval
-            covered = (low <= truth) & (truth <= high)
-            # the basic (reverse percentile) interval 2 I - [high, low]: its centre is
-            # corrected for the plug-in information's upward bias to first order
             info = report.information
-            basic = (2.0 * info - high <= truth) & (truth <= 2.0 * info - low)
+            basic = (low <= truth) & (truth <= high)
+            covered = (2.0 * info - high <= truth) & (truth <= 2.0 * info - low)
             return (report.nis_test.violated, report.niac_test.violated,
                     jnp.any(report.nias.violated), covered, basic, info)  # fmt: skip
 

@@ -168,16 +168,17 @@ def information_coverage(
     rates: dict[str, np.ndarray], truth: np.ndarray, strategy: str, factor: float
 ) -> dict[str, float | None]:
     """How often each agent's ``I_k`` interval covers its population decile information
-    (``truth`` ``[K]``), over data sets and agents: the percentile interval ``reveal`` reports,
-    and the basic (reverse percentile) interval ``2 I - [upper, lower]``. Only quantile bins of
-    agents reporting for their own loss have that truth (adaptive bins merge deciles per data
-    set); ``None`` otherwise."""
+    (``truth`` ``[K]``), over data sets and agents: the basic (reverse percentile) interval
+    ``2 I - [q_high, q_low]`` that ``reveal`` reports (clipped at 0), and the percentile
+    interval ``[q_low, q_high]``, its reflection (exact where the lower end was not clipped).
+    Only quantile bins of agents reporting for their own loss have that truth (adaptive bins
+    merge deciles per data set); ``None`` otherwise."""
     if strategy != "quantile" or factor != 1.0:
         return {"information_truth": None, "information_estimate": None,
                 "coverage_percentile": None, "coverage_basic": None}  # fmt: skip
     info, (low, high) = rates["information"], np.moveaxis(rates["information_interval"], 1, 0)
-    percentile = (low <= truth) & (truth <= high)
-    basic = (2.0 * info - high <= truth) & (truth <= 2.0 * info - low)
+    basic = (low <= truth) & (truth <= high)
+    percentile = (2.0 * info - high <= truth) & (truth <= 2.0 * info - low)
     return {
         "information_truth": round(float(np.mean(truth)), 5),
         "information_estimate": round(float(np.mean(info)), 5),

@@ -17,7 +17,8 @@ loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs)
      "n_bootstrap": ..., "confidence": 0.95, "intervals": what they cover,
      "resampling": "poisson", "seed": 0,
      "ridge": {"l2", "l2_grid", "l2_scale", "standardize", "note"} | null,  # see ridge_of
-     "information": {"estimate": [K], "interval": [[K], [K]]},               # nats
+     "information": {"estimate": [K], "interval": [[K], [K]],                # nats
+                     "interval_kind": BASIC_INTERVAL},
      "value_matrix": {"estimate": [K][K], "interval": [2][K][K]},             # G[k, j]
      "experiments": {"probability": [K][S], "posterior": [K][S]},
      "nis": {"margin", "lower_bound", "critical_value", "p_value", "violated",
@@ -58,8 +59,9 @@ states). Its record has ``"classes": c`` and ``"keys": [K grid keys]`` in place 
 (and ``loss`` as ``{"name", "description", "config"}``), ``"prior": [c]`` class frequencies,
 ``"signals"``: the fewest cells with observations of any model, ``"experiments"``
 ``{"probability": [K][S], "posterior": [K][S][c]}``, ``"class_information": {"estimate": [K][c],
-"interval": [2][K][c]}`` (one-vs-rest, nats) and NIAS as one multinomial chi-square per model
-over its cells (:func:`iml.revealed.multinomial_calibration_test`, Holm over the models)::
+"interval": [2][K][c], "interval_kind"}`` (one-vs-rest, nats) and NIAS as one multinomial
+chi-square per model over its cells (:func:`iml.revealed.multinomial_calibration_test`, Holm over
+the models)::
 
      "nias": {"test", "statistic": [K], "degrees_of_freedom": [K], "cells": [K],
               "calibration_error": [K], "null_calibration_error": [K], "p_value": [K],
@@ -129,6 +131,8 @@ __all__ = [
 ]
 
 # The settings of iml.revealed.reveal that a run's record does not choose: recorded with it.
+# How the intervals of I_k and of the information about each class are made (iml.revealed.reveal).
+BASIC_INTERVAL = "basic bootstrap interval, 2 I - [upper, lower] replicate quantiles, clipped at 0"
 _SETTINGS = {"strategy": "adaptive", "confidence": 0.95, "reference": 0, "resampling": "poisson"}
 # The quantile bin counts each verdict is also reached at (its sensitivity to the bins).
 BIN_COUNTS = (5, 10, 20)
@@ -558,6 +562,7 @@ def revealed_record(
         "information": {
             "estimate": _floats(report.information),
             "interval": _floats(report.information_interval),
+            "interval_kind": BASIC_INTERVAL,
         },
         "value_matrix": {
             "estimate": _floats(report.value_matrix),
@@ -626,6 +631,7 @@ def _class_record(record: dict[str, Any], report: Any) -> None:
     record["class_information"] = {
         "estimate": _floats(report.class_information),
         "interval": _floats(report.class_information_interval),
+        "interval_kind": BASIC_INTERVAL,
     }
     if report.nias is None:
         return

@@ -51,6 +51,7 @@ def _check_record(record: dict, scores, labels, losses, seed: int = 0) -> None:
 
     same(record["information"]["estimate"], direct.information)
     same(record["information"]["interval"], direct.information_interval)
+    assert record["information"]["interval_kind"].startswith("basic bootstrap interval")
     same(record["value_matrix"]["estimate"], direct.value_matrix)
     same(record["value_matrix"]["interval"], direct.value_matrix_interval)
     same(record["experiments"]["posterior"], direct.experiments.posterior)
