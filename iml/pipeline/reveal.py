@@ -75,9 +75,12 @@ figures (:data:`CLASS_FIGURES`) are ``revealed_information_by_class``
 ``revealed_cost_bounds`` by the grid's keys.
 
 A verdict (``violated`` / ``rejected`` at ``1 - confidence``) reads "rejected", "not rejected"
-(with the test's simulated power against its stated alternative, never as support) or, with
-fewer than two signals, "not testable", in the figures' titles and the lines printed
-(:func:`revealed_summary`); one that changes with the bins is labelled fragile. Reading a run
+(with the test's simulated power against its stated alternative, never as support) or "not
+testable": with fewer than two signals, or for a rejection by a test whose simulated size at the
+run's N, K and prior exceeds its level (by more than its Monte Carlo error), which rejects true
+learning models as often there. So it reads in the figures' titles and the lines printed
+(:func:`revealed_summary`); the record keeps each test's own ``violated``. A verdict that changes
+with the bins is labelled fragile. Reading a run
 into the inputs, and their checks, live in :mod:`iml.pipeline.reveal_input`.
 """
 
@@ -743,13 +746,35 @@ def _untestable(record: Mapping[str, Any]) -> str:
     return f"not testable ({signals} {what}{'s' * (signals != 1)})" if signals < 2 else ""
 
 
+def _oversized(record: Mapping[str, Any], name: str) -> str:
+    """Why a rejection by test ``name`` is not evidence at this run's N, K and prior: its
+    simulated size (``record["simulated"]``) exceeds the level even at its 95% lower bound
+    (rate minus 1.96 Monte Carlo standard errors), so it rejects true learning models too often
+    here; ``""`` where it does not, or where no size was simulated."""
+    size = record.get("simulated", {}).get("size", {}).get(name)
+    level = 1.0 - float(record.get("confidence", 0.95))
+    if size is None or size["rate"] - 1.96 * size["se"] <= level:
+        return ""
+    return f"simulated size {size['rate']:.2f} (se {size['se']:.2f}) above the level {level:.2g}"
+
+
+def _word(record: Mapping[str, Any], name: str, rejected: bool) -> str:
+    """``"rejected"``, ``"not rejected"``, or ``"not testable (...)"``: with under two signals,
+    or for a rejection by a test whose simulated size here exceeds its level."""
+    if name != "nias" and _untestable(record):
+        return _untestable(record)
+    if rejected and _oversized(record, name):
+        return f"not testable ({_oversized(record, name)})"
+    return "rejected" if rejected else "not rejected"
+
+
 def verdicts_title(record: Mapping[str, Any]) -> str:
     """``"NIS rejected, NIAC not rejected (fragile)"``: each verdict, and which change with the
     bins."""
     fragile = record.get("fragile", {})
     parts = []
     for name in ("nis", "niac"):
-        word = _untestable(record) or ("rejected" if record[name]["violated"] else "not rejected")
+        word = _word(record, name, bool(record[name]["violated"]))
         parts.append(f"{name.upper()} {word}" + (" (fragile)" if fragile.get(name) else ""))
     return ", ".join(parts)
 
@@ -760,7 +785,11 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
     def verdict(name: str, rejected: bool, detail: str) -> str:
         if name != "nias" and _untestable(record):
             return _untestable(record)
-        line = f"{'rejected' if rejected else 'not rejected'}{detail}"
+        word = _word(record, name, rejected)
+        if word.startswith("not testable"):  # the rejection is stated, not counted as evidence
+            detail = (f"; its rejection{detail} is not evidence: it rejects simulated models "
+                      "that hold at that rate")  # fmt: skip
+        line = f"{word}{detail}"
         power = record.get("simulated", {}).get("power", {}).get(name)
         if not rejected and power is not None:
             line += f"; power {power['rate']:.2f} (se {power['se']:.2f}) against {power['against']}"

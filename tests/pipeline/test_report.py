@@ -199,6 +199,7 @@ def test_two_close_betas_keep_their_own_rows_and_curves_in_the_report(tmp_path):
             assert f'id="data-{key}"' in svg, (figure, key)
 
 
+@pytest.mark.slow
 def test_a_long_grid_draws_seven_evenly_spaced_weights_and_says_so(tmp_path):
     from iml.pipeline.report import CURVES_DRAWN, report_run
 

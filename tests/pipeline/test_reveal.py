@@ -60,6 +60,20 @@ def test_the_title_and_summary_say_each_verdict_and_its_power():
     assert "FRAGILE (" in revealed_summary(fragile)
 
 
+def test_a_rejection_by_a_test_oversized_at_the_runs_size_is_not_testable():
+    record = copy.deepcopy(json.loads(RECORD.read_text()))
+    assert record["nis"]["violated"] and not record["niac"]["violated"]
+    record["simulated"]["size"]["nis"] = {"rate": 0.20, "se": 0.04}  # lower bound 0.12 > 0.05
+    record["simulated"]["size"]["niac"] = {"rate": 0.20, "se": 0.04}  # but NIAC did not reject
+    title = verdicts_title(record)
+    assert title == ("NIS not testable (simulated size 0.20 (se 0.04) above the level 0.05), "
+                     "NIAC not rejected")  # fmt: skip
+    nis_line = next(ln for ln in revealed_summary(record).splitlines() if ln.startswith("NIS "))
+    assert "not testable" in nis_line and "its rejection: margin" in nis_line
+    record["simulated"]["size"]["nis"] = {"rate": 0.10, "se": 0.03}  # within its MC error
+    assert verdicts_title(record).startswith("NIS rejected")
+
+
 def test_the_three_figures_are_drawn_from_the_record():
     figures = revealed_figures(json.loads(RECORD.read_text()))
     assert sorted(figures) == ["revealed_cost_bounds", "revealed_information",
@@ -90,6 +104,7 @@ def test_one_signal_is_not_testable_never_not_rejected(tmp_path):
     assert "not rejected" not in summary
 
 
+@pytest.mark.slow
 def test_without_the_bins_sensitivity_the_verdicts_are_the_same_and_said_unchecked(tmp_path):
     """reveal_run(sensitivity=False), as a report at fewer than 100 replicates calls it: the
     adaptive bins' verdicts and numbers as with the sensitivity, no "bins" or "fragile" in the

@@ -130,6 +130,7 @@ def test_a_multiclass_sweep_is_read_with_its_grid_and_class_scores(tmp_path):
     assert got.seeds_per_model() == [[], [], []]
 
 
+@pytest.mark.slow
 def test_a_multiclass_sweep_with_several_seeds_gives_reveal_each_seeds_class_scores(tmp_path):
     """As for binary sweeps: each seed's own class scores ``[M, K, N, c]``, on the observations
     every seed scored, pooled as the run pools; the record's intervals then cover the seeds."""

@@ -81,6 +81,7 @@ def test_a_run_on_images_in_sections_gets_the_keys_added_since():
     assert migrated == want
 
 
+@pytest.mark.slow
 def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path):
     x, y = simulated_table()
     run = tmp_path / "run"
