@@ -9,7 +9,9 @@
   ``iml`` module: list it in ``__all__``, import it as itself (``from m import f as f``), or
   import it without using it (only so that others import it from here). A module whose whole body
   is such imports is a shim. A package's ``__init__.py`` is the one place that gathers names;
-- an import inside a function states why it is there.
+- an import inside a function states why it is there;
+- no line states a measured figure (a speed-up, a rate, a run's time, a date): those belong in
+  ``docs/results/``.
 
 The layers, lowest first:
 
@@ -42,6 +44,7 @@ from __future__ import annotations
 import ast
 import collections
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -496,3 +499,28 @@ def test_every_experiments_module_with_tests_has_them_at_the_mirrored_path():
         "tests of experiments/ outside tests/experiments/ (move each to the path that mirrors "
         "its module):\n" + "\n".join(misplaced)
     )
+
+
+# A measured figure in the source: a speed-up or slow-down, a rate, a timing of a run, or a date.
+# Measurements and their history belong in docs/results/, which code may name.
+_MEASUREMENT = re.compile(
+    r"\b\d+(\.\d+)?\s*(x|times)\s+(faster|slower|quicker)\b"
+    r"|\b(speed-?up|slow-?down)\s+of\s+\d"
+    r"|\b\d+(\.\d+)?\s*(GFLOP|TFLOP|GB|MB|it)/s\b"
+    r"|\b(took|takes|ran in)\s+(about\s+)?\d+(\.\d+)?\s*(ms|s|seconds|minutes|min)\b"
+    r"|\b20\d\d-\d\d-\d\d\b",
+    re.IGNORECASE,
+)
+
+
+def test_no_source_line_states_a_measured_time_ratio_or_date():
+    planted = ["3.2x faster on the CPU", "at 34 GFLOP/s", "took 12.5 s", "made on 2026-11-28"]
+    assert all(_MEASUREMENT.search(line) for line in planted)
+    assert not _MEASUREMENT.search("several times faster; a budget of 64 MB; timeout 300 s")
+    found = [
+        f"{path.relative_to(ROOT.parent)}:{number}: {line.strip()}"
+        for path in sorted(ROOT.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if _MEASUREMENT.search(line)
+    ]
+    assert not found, "measured figures belong in docs/results/:\n" + "\n".join(found)
