@@ -28,8 +28,7 @@ The layers, lowest first:
 8. ``training``;  9. ``pipeline``;  10. ``cli`` and ``commands``, the command line.
 
 The checks read any tree of modules (``_modules(root)``): a test plants a shim and a cycle in a
-fake tree and sees each caught. The re-exports ``iml/`` holds today are listed, to be removed, in
-``REEXPORTS_TO_REMOVE``.
+fake tree and sees each caught.
 
 The tests mirror the package: ``iml/calibration/binning.py`` is tested in
 ``tests/calibration/test_binning.py``, ``iml/spec.py`` in ``tests/test_spec.py`` (a leading
@@ -46,8 +45,6 @@ import collections
 import functools
 import re
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "iml"
 TESTS = Path(__file__).resolve().parent
@@ -266,45 +263,8 @@ def test_layers_import_only_downwards():
 #: The re-exports in ``iml/`` today, as ``file: name``, to be removed (each name imported from the
 #: module that defines it): the strict xfail below turns into a failure once all are gone (then
 #: empty this list), and the test after it fails on a new one, or on an entry here that is fixed.
-REEXPORTS_TO_REMOVE = (
-    "iml/calibration/binning.py: STRATEGIES",
-    "iml/data/datasets.py: ENV_DATA_DIR",
-    "iml/data/datasets.py: default_data_dir",
-    "iml/data/tabular.py: ArgumentError",
-    "iml/data/tabular.py: ArgumentFileNotFoundError",
-    "iml/data/tabular.py: DEFAULT_MISSING",
-    "iml/data/tabular.py: MISSING_SUFFIX",
-    "iml/data/tabular.py: Table",
-    "iml/data/tabular.py: encode_table",
-    "iml/pipeline/store.py: atomic_write_bytes",
-    "iml/training/exact.py: Design",
-    "iml/training/exact.py: LogisticFit",
-    "iml/training/exact.py: fit_weighted_softmax",
-    "iml/training/trainer.py: DataSource",
-    "iml/training/trainer.py: TrainConfig",
-)
-
-
-def _key(entry: str) -> str:
-    """``file: name`` of an entry of :func:`_reexports`."""
-    return entry.split(" (")[0]
-
-
-@pytest.mark.xfail(
-    bool(REEXPORTS_TO_REMOVE),
-    strict=True,
-    raises=AssertionError,
-    reason="iml/ re-exports names of other modules: " + "; ".join(REEXPORTS_TO_REMOVE),
-)
 def test_no_module_re_exports_a_name_of_another_module():
     assert _reexports(_modules()) == []
-
-
-def test_no_re_export_beyond_the_known_ones():
-    found = _reexports(_modules())
-    assert [entry for entry in found if _key(entry) not in REEXPORTS_TO_REMOVE] == []
-    # an entry fixed leaves the list
-    assert sorted(set(REEXPORTS_TO_REMOVE) - {_key(entry) for entry in found}) == []
 
 
 def _tree(root: Path, sources: dict[str, str]) -> dict[str, Path]:

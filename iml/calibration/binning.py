@@ -15,7 +15,6 @@ import jax
 import jax.numpy as jnp
 
 from iml.calibration._checks import (
-    STRATEGIES,
     as_float,
     as_labels,
     check_bins,
@@ -25,7 +24,6 @@ Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
 
 __all__ = [
-    "STRATEGIES",
     "BinnedStatistics",
     "assign_bins",
     "bin_edges",

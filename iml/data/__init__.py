@@ -23,6 +23,8 @@ from iml.data.folds import (
 # The names of __all__ not imported above load on first access (PEP 562): from iml.data.datasets
 # unless named here.
 _LAZY = {
+    "ENV_DATA_DIR": "iml.data.prepared",
+    "default_data_dir": "iml.data.prepared",
     "ChestXray14Labels": "iml.data.builders.chestxray14.chestxray14_dataset_builder",
     "chestxray14_labels": "iml.data.builders.chestxray14.chestxray14_dataset_builder",
     "assemble_pneumoniamnist": "iml.data.builders.pneumoniamnist.pneumoniamnist_dataset_builder",

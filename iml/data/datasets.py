@@ -34,31 +34,21 @@ from iml.data.builders.pneumoniamnist.pneumoniamnist_dataset_builder import (
     Pneumoniamnist,
     npz_file_name,
 )
+from iml.data.encoding import DEFAULT_MISSING, Table, encode_table
+from iml.data.errors import ArgumentError
 from iml.data.prepared import (
-    ENV_DATA_DIR,
     DataSourceReader,
-    default_data_dir,
     prepared_builder,
     read_prepared,
 )
-from iml.data.tabular import (
-    DEFAULT_MISSING,
-    UCI_FILES,
-    ArgumentError,
-    Table,
-    encode_table,
-    read_adult,
-    read_csv_frame,
-)
+from iml.data.tabular import UCI_FILES, read_adult, read_csv_frame
 from iml.data.tabular import read_letter as _read_letter
 
 __all__ = [
     "DATASETS",
     "DEFAULT_POSITIVE_DIGIT",
-    "ENV_DATA_DIR",
     "Dataset",
     "Source",
-    "default_data_dir",
     "load_csv",
     "load_dataset",
     "register_dataset",
@@ -345,7 +335,7 @@ def load_csv(
       ArgumentFileNotFoundError: if ``path`` does not exist (also a ``FileNotFoundError``).
       ArgumentError: a ``ValueError`` naming the argument at fault (``path``, ``frame``,
         ``target``, ``positive``, ``delimiter``, ``names``), the column and the values found:
-        see :func:`~iml.data.tabular.read_csv_frame` and :func:`~iml.data.tabular.encode_table`.
+        see :func:`~iml.data.tabular.read_csv_frame` and :func:`~iml.data.encoding.encode_table`.
     """
     if (path is None) == (frame is None):
         raise ArgumentError("path", path, "{given}: give exactly one of path= or frame=")

@@ -23,27 +23,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from iml.data.encoding import (
-    DEFAULT_MISSING,
-    MISSING_SUFFIX,  # noqa: F401
-    Table,
-    as_float,
-    encode_table,
-)
+from iml.data.encoding import Table, as_float, encode_table
 from iml.data.errors import ArgumentError, ArgumentFileNotFoundError, check_unique_names
 
 __all__ = [
-    "DEFAULT_MISSING",
     "DELIMITERS",
     "LETTER_COLUMNS",
     "UCI_FILES",
-    "ArgumentError",
-    "ArgumentFileNotFoundError",
-    "Table",
     "adult_column_names",
     "check_uci_folder",
     "detect_delimiter",
-    "encode_table",
     "read_adult",
     "read_csv_frame",
     "read_letter",

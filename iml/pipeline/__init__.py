@@ -23,6 +23,7 @@
   their report; :mod:`iml.pipeline.reveal_input` reads any run's member batches.
 """
 
+from iml._io import atomic_write_bytes
 from iml.pipeline.plan import Member, MemberBatch, Plan, check_betas, ensemble_sizes, make_plan
 from iml.pipeline.store import (
     ENSEMBLE_AVERAGES,
@@ -31,7 +32,6 @@ from iml.pipeline.store import (
     EnsembleScores,
     RunStore,
     aggregate_members,
-    atomic_write_bytes,
     load_ensemble,
     member_entry,
     member_test_scores,

@@ -34,14 +34,14 @@ import numpy as np
 
 from iml import _validation as V
 from iml import config as config_lib
-from iml._io import file_stem
+from iml._io import atomic_write_bytes, file_stem
 from iml.calibration import RENORMALISED, expected_calibration_error
 from iml.pipeline.defaults import check_eval_settings, default_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.pipeline.reveal import reveal_run
 from iml.pipeline.reveal_input import RevealInput, check_reveal_input, class_input, reveal_input
 from iml.pipeline.scores import RunScores, scored_table, stored_scores
-from iml.pipeline.store import RunStore, atomic_write_bytes, check_stored_run
+from iml.pipeline.store import RunStore, check_stored_run
 from iml.plots import (
     drawn_rows,
     figure1_calibration_curves,

@@ -42,7 +42,6 @@ __all__ = [
     "EnsembleScores",
     "RunStore",
     "aggregate_members",
-    "atomic_write_bytes",
     "check_stored_run",
     "load_ensemble",
     "member_entry",

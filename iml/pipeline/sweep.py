@@ -11,7 +11,7 @@ are (:func:`iml.pipeline.plan.make_plan`, one batch per group of losses) and tra
 by the one loop of every run (:func:`iml.pipeline.train_plan.train_plan`), so a killed sweep
 resumes where it stopped.
 
-Entry points: :func:`run_sweep` (arrays, e.g. from :func:`iml.data.tabular.encode_table`); and,
+Entry points: :func:`run_sweep` (arrays, e.g. from :func:`iml.data.encoding.encode_table`); and,
 for a config (:mod:`iml.pipeline.defaults`, checked by :mod:`iml.pipeline.sweep_config`),
 :func:`build_table`, the experiment that :func:`iml.pipeline.experiment.run` trains and
 :func:`iml.pipeline.report.report_run` reports.
@@ -50,13 +50,14 @@ from iml.pipeline.sweep_config import (
 )
 from iml.pipeline.train_plan import Experiment, run
 from iml.spec import LossLike
+from iml.training.ensemble_data import DataSource
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
     check_labels,
     check_table_config,
     table_solver,
 )
-from iml.training.trainer import DataSource, TrainConfig
+from iml.training.train_config import TrainConfig
 
 if TYPE_CHECKING:
     from iml.data import Dataset
@@ -302,7 +303,7 @@ def run_sweep(
     Multiclass losses take class indices as labels and train ``n`` outputs per member.
 
     A pandas DataFrame is encoded first (one-hot categories, z-scored numbers, missing values
-    imputed and flagged: :func:`iml.data.tabular.encode_table`)::
+    imputed and flagged: :func:`iml.data.encoding.encode_table`)::
 
         table = encode_table(frame, "y", positive="yes")
         result = run_sweep(table.features, table.labels, None, beta_grid(16), seeds=4)

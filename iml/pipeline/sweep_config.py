@@ -21,7 +21,8 @@ import numpy as np
 
 from iml import _validation as V
 from iml import config as config_lib
-from iml.data.tabular import UCI_FILES, ArgumentError, check_uci_folder
+from iml.data.errors import ArgumentError
+from iml.data.tabular import UCI_FILES, check_uci_folder
 from iml.grids import (
     CLASS_WEIGHTS,
     WEIGHT_GRIDS,
@@ -41,8 +42,7 @@ from iml.pipeline.defaults import (
     sweep_config,
 )
 from iml.training.tabular import TABULAR_DEFAULTS, table_solver
-from iml.training.train_config import L2_SCALES, SOLVERS
-from iml.training.trainer import TrainConfig
+from iml.training.train_config import L2_SCALES, SOLVERS, TrainConfig
 
 if TYPE_CHECKING:
     from iml.data import Dataset

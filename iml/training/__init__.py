@@ -5,12 +5,9 @@ steps, early stopping, device mesh, checkpoints) fed with image batches from the
 """
 
 from iml.training.ensemble_data import DataSource, MemberSpec, epoch_order
-from iml.training.exact import (
-    LogisticFit,
-    beta_weighted_sample_weights,
-    fit_weighted_logistic,
-    fit_weighted_softmax,
-)
+from iml.training.exact import beta_weighted_sample_weights, fit_weighted_logistic
+from iml.training.exact_design import LogisticFit
+from iml.training.exact_multinomial import fit_weighted_softmax
 from iml.training.host import HostMemory, keep_step_memory
 from iml.training.member import (
     MemberState,

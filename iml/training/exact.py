@@ -79,16 +79,12 @@ from iml.training.exact_design import (
     ridge_multipliers,
     solve,
 )
-from iml.training.exact_multinomial import fit_weighted_softmax
 
 Array = jax.Array
 
 __all__ = [
-    "Design",
-    "LogisticFit",
     "beta_weighted_sample_weights",
     "fit_weighted_logistic",
-    "fit_weighted_softmax",
 ]
 
 

@@ -52,11 +52,11 @@ from iml.grids import LossGrid, loss_grid
 from iml.models.small import LogisticRegression
 from iml.spec import LossLike, LossSpec
 from iml.training.exact import (
-    Design,
     beta_weighted_sample_weights,
     fit_weighted_logistic,
-    fit_weighted_softmax,
 )
+from iml.training.exact_design import Design
+from iml.training.exact_multinomial import fit_weighted_softmax
 from iml.training.tabular_program import Data, blocked, epoch_fn, init_state, member_test_logits
 from iml.training.train_config import TrainConfig
 

@@ -56,10 +56,8 @@ from iml.training.sharding import DATA_AXIS, ENSEMBLE_AXIS, global_batch, make_m
 from iml.training.train_config import TrainConfig, resolve_member_batching
 
 __all__ = [
-    "DataSource",
     "EnsembleCheckpointer",
     "MemberHistory",
-    "TrainConfig",
     "init_ensemble",
     "predict_ensemble",
     "train_ensemble",

@@ -15,9 +15,7 @@ from iml.data import (
     load_csv,
     load_dataset,
 )
-from iml.data.tabular import (
-    ArgumentError,
-)
+from iml.data.errors import ArgumentError
 from iml.pipeline import train_plan as TP
 
 

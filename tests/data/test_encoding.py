@@ -15,10 +15,8 @@ from iml.data import (
     load_csv,
     load_dataset,
 )
-from iml.data.tabular import (
-    ArgumentError,
-    encode_table,
-)
+from iml.data.encoding import encode_table
+from iml.data.errors import ArgumentError
 
 
 def test_csv_encoding_imputation_and_positive_value(tmp_path: Path):

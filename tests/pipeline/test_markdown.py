@@ -26,7 +26,7 @@ def table_config(**fields) -> TrainConfig:
 def test_close_betas_keep_their_own_rows_from_a_dataframe():
     import pandas as pd
 
-    from iml.data.tabular import encode_table
+    from iml.data.encoding import encode_table
 
     rng = np.random.default_rng(2)
     n = 80

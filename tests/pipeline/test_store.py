@@ -16,12 +16,8 @@ from _pipeline_runs import save_batch
 from _sweep_tables import write_sweep_scores
 
 from iml import cli, plugins
-from iml.pipeline.store import (
-    RunStore,
-    aggregate_members,
-    atomic_write_bytes,
-    load_ensemble,
-)
+from iml._io import atomic_write_bytes
+from iml.pipeline.store import RunStore, aggregate_members, load_ensemble
 
 
 def test_ensemble_mean_and_size_by_hand(tmp_path):

@@ -67,7 +67,7 @@ def test_weighted_softmax_reaches_the_multinomial_optimum_of_scipy():
     from scipy.optimize import minimize
     from scipy.special import log_softmax
 
-    from iml.training.exact import fit_weighted_softmax
+    from iml.training.exact_multinomial import fit_weighted_softmax
 
     rng = np.random.default_rng(21)
     n, d, k = 400, 3, 4
@@ -101,7 +101,7 @@ def test_weighted_softmax_reaches_the_multinomial_optimum_of_scipy():
 
 
 def test_weighted_softmax_names_bad_input():
-    from iml.training.exact import fit_weighted_softmax
+    from iml.training.exact_multinomial import fit_weighted_softmax
 
     x, y, w = np.ones((5, 2), np.float32), np.array([0, 1, 2, 1, 0]), np.ones((1, 5), np.float32)
 
