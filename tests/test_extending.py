@@ -306,6 +306,7 @@ def _sweep(tmp_path, *extra):
         "--out",
         str(out),
         "--config.eval.figures=",
+        "--config.eval.n_bootstrap=20",  # under 100: no simulated size and power in the report
         "--no-progress",
         *extra,
     ]

@@ -333,6 +333,7 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
         "    c.data.n_folds = 4\n"
         "    c.loss.betas = (0.5, 0.9)\n"
         "    c.train.seeds = (0,)\n"
+        "    c.eval.n_bootstrap = 20\n"  # no simulated size and power, which this test reads not
         "    return c\n"
     )
     out = tmp_path / "out"
@@ -349,12 +350,13 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     assert stored["loss"] == {"name": "log", "betas": [0.5, 0.9]}
     train = stored["train"]
     assert (train["seeds"], train["losses_per_batch"], train["solver"]) == ([0], 2, "exact")
-    assert stored["eval"] == {"n_bins": 5, "average": "score", "n_bootstrap": 200,
+    assert stored["eval"] == {"n_bins": 5, "average": "score", "n_bootstrap": 20,
                               "report_seed": 0}  # fmt: skip
     assert stored["store"] == "batches"
     # The same sweep by named options finds the stored one: it resumes, training nothing, and
     # draws its figure in the formats asked now (which the record does not hold).
-    flags = ["--dataset", "digits", "--config.data.n_folds=4", "--betas", "0.5,0.9", "--seeds", "1"]
+    flags = ["--dataset", "digits", "--config.data.n_folds=4", "--betas", "0.5,0.9", "--seeds", "1",
+             "--config.eval.n_bootstrap=20"]  # fmt: skip
     argv = [
         *flags,
         "--config.eval.n_bins=5",
