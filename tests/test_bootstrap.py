@@ -86,6 +86,18 @@ class Resampling(chex.TestCase):
         np.testing.assert_array_equal(B.from_ordered_keys(keys), expected[0, 0])
 
     @chex.variants(with_jit=True, without_jit=True)
+    def test_sort_order_is_numpys_stable_argsort_on_the_host_and_on_the_device_path(self):
+        """Ties keep their order and NaN goes last, by the host's NumPy sort and by the
+        ``jnp.argsort`` used elsewhere; under vmap the host sort takes the batch at once."""
+        rng = np.random.default_rng(7)
+        x = np.round(rng.normal(size=(3, 1001)), 1).astype(np.float32)  # many ties
+        x[0, [5, 70]] = np.nan
+        expected = np.argsort(x, axis=-1, kind="stable")
+        np.testing.assert_array_equal(self.variant(B.sort_order)(x[0]), expected[0])
+        np.testing.assert_array_equal(self.variant(jax.vmap(B.sort_order))(x), expected)
+        np.testing.assert_array_equal(jnp.argsort(x, axis=-1, stable=True), expected)
+
+    @chex.variants(with_jit=True, without_jit=True)
     def test_resampled_seeds_pool_drawn_seeds_and_keep_a_lone_seed_by_either_average(self):
         """A model with one seed (NaN rows for the others) gets that seed's scores back, by
         either average, binary or of classes; a model with several gets a pool of them."""

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from iml import _validation as V
+from iml._bootstrap import sort_order
 from iml.calibration._checks import as_float
 from iml.recalibration._common import as_weights, check_binary
 from iml.recalibration.interface import Recalibrator
@@ -121,7 +122,7 @@ def _isotonic_kernel(s: Array, y: Array, w: Array) -> IsotonicParams:
     valid = w > 0
     # Zero-weight rows go last and join the last real group with no weight: they are padding,
     # so calibration sets of different sizes can share one shape (and be vmapped).
-    order = jnp.lexsort((s, ~valid))
+    order = sort_order(jnp.where(valid, s, jnp.nan))  # valid rows by score, NaN padding last
     s, y, w, valid = s[order], y[order], w[order], valid[order]
     is_new = jnp.concatenate([jnp.array([True]), s[1:] != s[:-1]]) & valid
     group = jnp.cumsum(is_new) - 1
