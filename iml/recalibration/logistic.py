@@ -161,8 +161,10 @@ def beta_calibration_fit(
     has ``a < 0``, the model is refitted without the ``ln s`` feature (``a = 0``); otherwise,
     when ``b < 0``, without ``-ln(1 - s)`` (``b = 0``). If that refit's remaining coefficient is
     negative as well (scores that rank the classes backwards), ``a = b = 0`` and ``c`` is the
-    logit of the weighted positive rate. Every candidate is fitted (Newton's method, as in
-    :func:`platt_fit`) and one selected with ``jnp.where``, so the rule holds under ``jit``.
+    logit of the weighted positive rate. Each fit is Newton's method, as in :func:`platt_fit`;
+    the refits run only where a coefficient is negative (``jax.lax.cond``; under ``vmap`` every
+    candidate is fitted), and one candidate is selected with ``jnp.where``, so the rule holds
+    under ``jit``.
 
     Args:
       scores: positive-class probabilities ``[N]`` (clipped to ``[1e-7, 1 - 1e-7]``).
@@ -191,10 +193,18 @@ def _beta_calibration_kernel(s: Array, y: Array, w: Array, n_iter: int) -> BetaC
     # The unconstrained fit starts at the identity map, the refits at their feature's identity.
     tol = _tol(w)
     a, b, c = logistic_newton(X, y, w, jnp.array([1.0, 1.0, 0.0]), max_iter=n_iter, tol=tol).theta
-    b_only, c_b = logistic_newton(X[:, 1:], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter,
-                                  tol=tol).theta  # fmt: skip
-    a_only, c_a = logistic_newton(X[:, ::2], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter,
-                                  tol=tol).theta  # fmt: skip
+
+    def refits() -> tuple[Array, Array, Array, Array]:
+        b_only, c_b = logistic_newton(X[:, 1:], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter,
+                                      tol=tol).theta  # fmt: skip
+        a_only, c_a = logistic_newton(X[:, ::2], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter,
+                                      tol=tol).theta  # fmt: skip
+        return b_only, c_b, a_only, c_a
+
+    # The refits only matter where a coefficient is negative: skipped otherwise (under vmap
+    # both branches run, and the selection below is the same).
+    unused = (zero + 1.0, zero, zero + 1.0, zero)  # positive, so never chosen when unused
+    b_only, c_b, a_only, c_a = jax.lax.cond((a < 0) | (b < 0), refits, lambda: unused)
     rate = jnp.clip(jnp.sum(w * y) / jnp.sum(w), EPS, 1.0 - EPS)
     candidates = jnp.stack(
         [
