@@ -77,10 +77,10 @@ figures (:data:`CLASS_FIGURES`) are ``revealed_information_by_class``
 A verdict (``violated`` / ``rejected`` at ``1 - confidence``) reads "rejected", "not rejected"
 (with the test's simulated power against its stated alternative, never as support) or "not
 testable": with fewer than two signals, or for a rejection by a test whose simulated size at the
-run's N, K and prior exceeds its level (by more than its Monte Carlo error), which rejects true
-learning models as often there. So it reads in the figures' titles and the lines printed
-(:func:`revealed_summary`); the record keeps each test's own ``violated``. A verdict that changes
-with the bins is labelled fragile. Reading a run
+run's N, K and prior exceeds its level by more than its Monte Carlo error (the test there rejects
+learning models that hold more often than its level). The verdicts read so in the figures'
+titles and the lines printed (:func:`revealed_summary`); the record keeps each test's own
+``violated``. A verdict that changes with the bins is labelled fragile. Reading a run
 into the inputs, and their checks, live in :mod:`iml.pipeline.reveal_input`.
 """
 
@@ -763,8 +763,9 @@ def _word(record: Mapping[str, Any], name: str, rejected: bool) -> str:
     or for a rejection by a test whose simulated size here exceeds its level."""
     if name != "nias" and _untestable(record):
         return _untestable(record)
-    if rejected and _oversized(record, name):
-        return f"not testable ({_oversized(record, name)})"
+    oversized = _oversized(record, name) if rejected else ""
+    if oversized:
+        return f"not testable ({oversized})"
     return "rejected" if rejected else "not rejected"
 
 
