@@ -126,45 +126,45 @@ def from_ordered_keys(keys: Array) -> Array:
     return jax.lax.bitcast_convert_type(bits, jnp.float32)
 
 
-def sorted_rows(x: Array) -> Array:
-    """``x`` sorted along its last axis, NaN last.
-
-    On the CPU the rows go to NumPy's sort through a host callback (several times faster than
-    XLA's CPU sort for rows of tens of thousands); elsewhere XLA sorts their ordered integer
-    keys (:func:`ordered_keys`). Both give the same values in the same order.
-    """
+def _host_or_device(x: Array, host_fn, device_fn, dtype) -> Array:
+    """``host_fn`` (NumPy, on the rows of ``x``) through a host callback on the CPU, where
+    NumPy's sorts are several times faster than XLA's for rows of tens of thousands;
+    ``device_fn`` (JAX) elsewhere. Both return ``x``'s shape in ``dtype``; under vmap the host
+    function takes the batch at once."""
 
     def host(v: Array) -> Array:
-        def sort(a: np.ndarray) -> np.ndarray:
-            return np.sort(np.asarray(a), axis=-1)
+        shape = jax.ShapeDtypeStruct(v.shape, dtype)
+        return jax.pure_callback(
+            lambda a: np.asarray(host_fn(np.asarray(a)), dtype), shape, v,
+            vmap_method="expand_dims",
+        )  # fmt: skip
 
-        shape = jax.ShapeDtypeStruct(v.shape, v.dtype)
-        return jax.pure_callback(sort, shape, v, vmap_method="expand_dims")
+    return jax.lax.platform_dependent(x, cpu=host, default=device_fn)
+
+
+def sorted_rows(x: Array) -> Array:
+    """``x`` sorted along its last axis, NaN last: NumPy's sort on the CPU, elsewhere XLA's sort
+    of the ordered integer keys (:func:`ordered_keys`). Both give the same values in the same
+    order."""
 
     def device(v: Array) -> Array:
         keys = jax.lax.sort(ordered_keys(v), dimension=v.ndim - 1, is_stable=False)
         return from_ordered_keys(keys)
 
-    return jax.lax.platform_dependent(jnp.asarray(x, jnp.float32), cpu=host, default=device)
+    return _host_or_device(jnp.asarray(x, jnp.float32), lambda a: np.sort(a, axis=-1), device,
+                           jnp.float32)  # fmt: skip
 
 
 def sort_order(x: Array) -> Array:
     """The stable order that sorts ``x`` along its last axis, NaN last: int32 indices, the same
-    shape. On the CPU through NumPy's stable sort in a host callback (XLA's CPU sort of rows of
-    tens of thousands is several times slower), elsewhere ``jnp.argsort``; both give the same
+    shape. NumPy's stable argsort on the CPU, ``jnp.argsort`` elsewhere; both give the same
     order."""
-
-    def host(v: Array) -> Array:
-        def order(a: np.ndarray) -> np.ndarray:
-            return np.argsort(np.asarray(a), axis=-1, kind="stable").astype(np.int32)
-
-        shape = jax.ShapeDtypeStruct(v.shape, jnp.int32)
-        return jax.pure_callback(order, shape, v, vmap_method="expand_dims")
-
-    def device(v: Array) -> Array:
-        return jnp.argsort(v, axis=-1, stable=True).astype(jnp.int32)
-
-    return jax.lax.platform_dependent(jnp.asarray(x), cpu=host, default=device)
+    return _host_or_device(
+        jnp.asarray(x),
+        lambda a: np.argsort(a, axis=-1, kind="stable"),
+        lambda v: jnp.argsort(v, axis=-1, stable=True).astype(jnp.int32),
+        jnp.int32,
+    )
 
 
 def order_statistic_interval(samples: Array, confidence: float) -> Array:
