@@ -17,6 +17,12 @@ seconds and the scales apart.
 (``warm_s``); a benchmark that measures the part of ours spent making programs adds it as
 ``compile_s`` (:class:`CompileSeconds`).
 
+**The process's own account.** Each warm call also records what this process spent in it
+(``warm_process``: user and system CPU seconds, and minor page faults, from ``getrusage``; work
+done in other processes, such as joblib's workers, is not counted): on a machine where the kernel
+is slow to hand out fresh memory, system seconds and page faults show where a side's wall time
+went beyond its arithmetic.
+
 **The machine** (:func:`machine`): the CPU's model name as ``/proc/cpuinfo`` gives it, the logical
 cores and those this process may use, and the GPU's name where JAX's default backend is a GPU.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import threading
 import time
@@ -147,6 +154,16 @@ def _seconds(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def _process_account(before: resource.struct_rusage) -> dict[str, float]:
+    """User and system CPU seconds and minor page faults of this process since ``before``."""
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "user_s": round(after.ru_utime - before.ru_utime, 3),
+        "sys_s": round(after.ru_stime - before.ru_stime, 3),
+        "minor_faults": int(after.ru_minflt - before.ru_minflt),
+    }
+
+
 def interleaved(
     sides: Mapping[str, Callable[[], object]],
     runs: int,
@@ -172,7 +189,8 @@ def interleaved(
 
     Returns:
       ``runs``; ``order`` (the sides of one round, in call order); ``warm_s`` (per side, each
-      round's measured seconds); ``cold_s`` (per side, the cold call's seconds, with ``cold``);
+      round's measured seconds); ``warm_process`` (per side, each round's
+      :func:`_process_account`); ``cold_s`` (per side, the cold call's seconds, with ``cold``);
       ``scale`` (the factors other than 1); and :func:`summarise` of the rounds' ratios of
       ``baseline`` over ``ours``.
     """
@@ -189,10 +207,14 @@ def interleaved(
             cold_s[name] = float(timer(fn))
         out["cold_s"] = cold_s
     warm_s: dict[str, list[float]] = {name: [] for name in sides}
+    account: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
     for _ in range(runs):
         for name, fn in sides.items():
+            before = resource.getrusage(resource.RUSAGE_SELF)
             warm_s[name].append(float(timer(fn)))
+            account[name].append(_process_account(before))
     out["warm_s"] = warm_s
+    out["warm_process"] = account
     if scale:
         out["scale"] = scale
     ratios = per_run_ratios(
