@@ -1,0 +1,109 @@
+"""Where the exact sweep's wall time goes beyond its arithmetic: the process's CPU seconds in
+user space and in the kernel, and its minor page faults, per run of the fixed-ridge fits.
+
+    python -m tools.probe_page_faults --data-dir ADULT_DIR             # 5 runs, 64 betas
+    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python -m tools.probe_page_faults --data-dir ADULT_DIR
+
+The work is what ``python -m experiments.benchmarks.sweep_train`` times as ours (the 640 fits of
+UCI Adult at a ridge of 1e-4, with their out-of-fold logits), run ``--runs`` times in one
+process; the first run makes or loads the programs. Each run prints its wall seconds, its user
+and system CPU seconds, its minor page faults (each a fresh page of memory the kernel hands
+out) and the peak resident memory so far; the last line is a JSON summary. The environment
+(an allocator preloaded, glibc's tunables) is the experiment: the probe reports what it was run
+under (``GLIBC_TUNABLES``, ``LD_PRELOAD``, ``MALLOC_*``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+#: The environment variables that change how this process gets memory.
+MEMORY_ENVIRONMENT = ("GLIBC_TUNABLES", "LD_PRELOAD")
+
+
+def account(work: Callable[[], object], runs: int) -> list[dict[str, float]]:
+    """Calls ``work`` ``runs`` times; per call, its wall seconds, this process's user and system
+    CPU seconds and minor page faults, and the peak resident memory so far (GB)."""
+    rows = []
+    for _ in range(runs):
+        before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        work()
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        rows.append({
+            "wall_s": round(wall, 3),
+            "user_s": round(after.ru_utime - before.ru_utime, 3),
+            "sys_s": round(after.ru_stime - before.ru_stime, 3),
+            "minor_faults": int(after.ru_minflt - before.ru_minflt),
+            "peak_rss_gb": round(after.ru_maxrss / 1e6, 2),
+        })  # fmt: skip
+    return rows
+
+
+def memory_environment() -> dict[str, str]:
+    """The variables of :data:`MEMORY_ENVIRONMENT`, and glibc's ``MALLOC_*``, that are set."""
+    return {
+        key: value
+        for key, value in sorted(os.environ.items())
+        if key in MEMORY_ENVIRONMENT or key.startswith("MALLOC_")
+    }
+
+
+def summary(rows: list[dict[str, float]]) -> dict[str, Any]:
+    """Medians over the runs after the first (which makes or loads the programs)."""
+    warm = rows[1:] or rows
+    return {
+        key: statistics.median(row[key] for row in warm)
+        for key in ("wall_s", "user_s", "sys_s", "minor_faults")
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", required=True, help="the folder of UCI Adult's files")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=None, help="a random subset of Adult's rows")
+    parser.add_argument("--n-betas", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error(f"--runs must be at least 1, got {args.runs}")
+
+    import dataclasses
+
+    import numpy as np
+
+    from experiments.benchmarks.sweep_train import _setup
+    from iml.training import TABULAR_DEFAULTS, train_tabular
+
+    setup = argparse.Namespace(data_dir=args.data_dir, n_betas=args.n_betas, rows=args.rows,
+                               baseline_models=None, quick=False, seeds=1)  # fmt: skip
+    train = dataclasses.replace(TABULAR_DEFAULTS, l2=1e-4, standardize=False)
+    x, y, _, betas, plan, *_ = _setup(setup, train)
+
+    def work() -> None:
+        fit = train_tabular(plan.model, x, y, plan.splits, plan.losses, plan.seeds, plan.config)
+        np.asarray(fit.test_logits)
+
+    rows = account(work, args.runs)
+    for i, row in enumerate(rows):
+        print(f"run {i}: " + ", ".join(f"{key} {value}" for key, value in row.items()))
+    record = {
+        "probe": "page_faults",
+        "work": f"{len(betas)} betas x {len(plan.splits)} rotations, {len(y)} rows",
+        "environment": memory_environment(),
+        "runs": rows,
+        "median_after_first": summary(rows),
+    }
+    print(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
