@@ -79,6 +79,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.benchmarks._harness import add_runs_argument, check_runs
+from iml.training.host import host_memory_record, keep_step_memory
 
 # The gradient tolerance of the exact reference fits of the quality check (scikit-learn's own
 # default is 1e-4).
@@ -105,6 +106,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--seeds", type=int, default=1, help="seeds the sweep is asked for (the fits: one each)"
     )
     p.add_argument("--rows", type=int, default=None, help="rows used (default all)")
+    p.add_argument(
+        "--host-memory",
+        choices=("keep", "system"),
+        default="keep",
+        help="'keep' (default, as `iml sweep`): iml.training.host.keep_step_memory, so that each "
+        "run of the solver's programs reuses the last one's memory; 'system': glibc's and "
+        "JAX's defaults",
+    )
     p.add_argument("--baseline-models", type=int, default=None, help="default 40 (10 quick)")
     p.add_argument("--jobs", type=int, default=-1, help="joblib workers (default all cores)")
     p.add_argument(
@@ -181,6 +190,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = _parse(argv)
     import jax
     from jax._src import compilation_cache
+
+    # before JAX's first computation, which fixes its CPU dispatch mode
+    if args.host_memory == "keep":
+        keep_step_memory()
 
     before = (jax.config.jax_compilation_cache_dir,
               jax.config.jax_persistent_cache_min_compile_time_secs)  # fmt: skip
@@ -355,6 +368,7 @@ def _run(args: argparse.Namespace) -> dict:
         else None,
         "warnings": [str(w.message) for w in said],
         "peak_rss_gb": round(peak.peak / 2**30, 2),  # both sides, interleaved
+        "host_memory": host_memory_record(),
         **headline(timing, compile_s=done["compile_s"][0]),
     }
     out = Path(args.out)
@@ -565,6 +579,7 @@ def _run_default(args: argparse.Namespace) -> dict:
         "vs_exact": agreement(exact),
         "warnings": [str(w.message) for w in said],
         "peak_rss_gb": round(peak.peak / 2**30, 2),
+        "host_memory": host_memory_record(),
         **headline(timing, compile_s=done["compile_s"][0]),
     }
     out = Path(args.out)

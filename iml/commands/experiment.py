@@ -49,7 +49,7 @@ def experiment_command(args: argparse.Namespace) -> Callable[[], int]:
     # imported here: the pipeline loads JAX, the data and the models (seconds), which `iml
     # --help` does without
     from iml.pipeline import distributed
-    from iml.pipeline.experiment import build, check_resumable, experiment_kind
+    from iml.pipeline.experiment import build, check_resumable
     from iml.pipeline.report import report_run
     from iml.pipeline.store import RunStore
     from iml.pipeline.train_plan import run
@@ -64,9 +64,10 @@ def experiment_command(args: argparse.Namespace) -> Callable[[], int]:
         raise ValueError(f"--out: {err}") from None
     # before JAX's first computation: join the other processes where config.distributed says so
     here = distributed.initialize(config)
-    if experiment_kind(config) == "images":
-        # before JAX's first computation: every step on the host reuses the last step's memory
-        keep_step_memory()
+    # before JAX's first computation: every program run on the host (a training step, an exact
+    # solver's Newton steps, a bootstrap) reuses the memory of the last instead of faulting in
+    # fresh pages
+    keep_step_memory()
     experiment = build(config, names)
     check_resumable(experiment, out)
     record = {"kind": experiment.kind, "config": experiment.record}

@@ -1,10 +1,12 @@
-"""The host process set up for training steps that allocate the same memory at every step.
+"""The host process set up for programs that allocate the same memory at every run.
 
-XLA's CPU runtime allocates a compiled step's temporaries afresh at every execution: gigabytes
-for a DenseNet-121 step at batch 16 and 224 px. glibc's ``malloc`` serves a block that large with
-a new memory mapping and unmaps it when it is freed, so the kernel faults in and zeroes every page
-again at the next step, in system CPU time that the step waits for. On a virtual machine that
-hands freed memory back to its host, each of those faults can cost more again.
+XLA's CPU runtime allocates a compiled program's temporaries afresh at every execution:
+gigabytes for a DenseNet-121 step at batch 16 and 224 px, and hundreds of megabytes for each
+batched Newton step of an exact sweep's members (a ``[members, rows]`` array each). glibc's
+``malloc`` serves a block that large with a new memory mapping and unmaps it when it is freed, so
+the kernel faults in and zeroes every page again at the next run, in system CPU time that the run
+waits for. On a virtual machine that hands freed memory back to its host, each of those faults
+can cost more again.
 
 :func:`keep_step_memory` makes the next step reuse the last step's pages:
 
@@ -15,8 +17,8 @@ hands freed memory back to its host, each of those faults can cost more again.
   64 MB; with asynchronous dispatch, a step's temporaries are allocated on one of XLA's worker
   threads, whose heap cannot hold them, and glibc maps them anew in spite of the threshold.
 
-This is the setting ``iml reproduce`` and the benchmarks in ``experiments/benchmarks`` run under.
-It is not a default of the library because it is process-wide: every ``malloc`` in the process
+This is the setting ``iml reproduce``, ``iml sweep`` and the benchmarks in
+``experiments/benchmarks`` run under. It is not a default of the library because it is process-wide: every ``malloc`` in the process
 (NumPy's, PyTorch's) keeps its freed memory too, so the resident memory stays at its peak until
 the process exits, and a computation launched on the CPU no longer returns before it has run.
 """
