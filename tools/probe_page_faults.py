@@ -2,15 +2,19 @@
 user space and in the kernel, and its minor page faults, per run of the fixed-ridge fits.
 
     python -m tools.probe_page_faults --data-dir ADULT_DIR             # 5 runs, 64 betas
+    python -m tools.probe_page_faults --data-dir ADULT_DIR --host-memory keep --default
     GLIBC_TUNABLES=glibc.malloc.hugetlb=1 python -m tools.probe_page_faults --data-dir ADULT_DIR
 
 The work is what ``python -m experiments.benchmarks.sweep_train`` times as ours (the 640 fits of
-UCI Adult at a ridge of 1e-4, with their out-of-fold logits), run ``--runs`` times in one
-process; the first run makes or loads the programs. Each run prints its wall seconds, its user
-and system CPU seconds, its minor page faults (each a fresh page of memory the kernel hands
-out) and the peak resident memory so far; the last line is a JSON summary. The environment
-(an allocator preloaded, glibc's tunables) is the experiment: the probe reports what it was run
-under (``GLIBC_TUNABLES``, ``LD_PRELOAD``, ``MALLOC_*``).
+UCI Adult at a ridge of 1e-4, with their out-of-fold logits; with ``--default``, every penalty of
+the ridge's grid on standardised features, each member's chosen on its validation folds, as
+``iml sweep`` fits by default), run ``--runs`` times in one process; the first run makes or loads
+the programs. ``--host-memory keep`` runs them under
+:func:`iml.training.host.keep_step_memory`, as ``iml sweep`` does. Each run prints its wall
+seconds, its user and system CPU seconds, its minor page faults (each a fresh page of memory the
+kernel hands out) and the peak resident memory so far; the last line is a JSON summary. The
+environment (an allocator preloaded, glibc's tunables) is the experiment: the probe reports what
+it was run under (``GLIBC_TUNABLES``, ``LD_PRELOAD``, ``MALLOC_*``).
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--rows", type=int, default=None, help="a random subset of Adult's rows")
     parser.add_argument("--n-betas", type=int, default=None)
+    parser.add_argument("--default", action="store_true", help="the default sweep's fits")
+    parser.add_argument("--host-memory", choices=("keep", "system"), default="system")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
@@ -81,10 +87,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from experiments.benchmarks.sweep_train import _setup
     from iml.training import TABULAR_DEFAULTS, train_tabular
+    from iml.training.host import host_memory_record, keep_step_memory
+
+    if args.host_memory == "keep":  # before JAX's first computation
+        keep_step_memory()
 
     setup = argparse.Namespace(data_dir=args.data_dir, n_betas=args.n_betas, rows=args.rows,
                                baseline_models=None, quick=False, seeds=1)  # fmt: skip
-    train = dataclasses.replace(TABULAR_DEFAULTS, l2=1e-4, standardize=False)
+    train = TABULAR_DEFAULTS
+    if not args.default:
+        train = dataclasses.replace(train, l2=1e-4, standardize=False)
     x, y, _, betas, plan, *_ = _setup(setup, train)
 
     def work() -> None:
@@ -97,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         "probe": "page_faults",
         "work": f"{len(betas)} betas x {len(plan.splits)} rotations, {len(y)} rows",
+        "default": args.default,
+        "host_memory": host_memory_record(),
         "environment": memory_environment(),
         "runs": rows,
         "median_after_first": summary(rows),

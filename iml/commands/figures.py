@@ -20,7 +20,11 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
     # imported here: the report loads JAX, the plots and the recalibration baselines (seconds),
     # which `iml --help` does without
     from iml.pipeline.report import report_run, report_settings
+    from iml.training.host import keep_step_memory
 
+    # before JAX's first computation: each run of the report's programs (its bootstraps and
+    # simulations) reuses the memory of the last instead of faulting in fresh pages
+    keep_step_memory()
     overrides = eval_overrides(args)
     out = args.out or args.run
     report_settings(args.run, overrides)

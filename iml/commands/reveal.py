@@ -46,7 +46,11 @@ def reveal_command(args: argparse.Namespace) -> Callable[[], int]:
     # imported here: the revealed experiments' pipeline loads their simulator and figures
     from iml.pipeline.reveal import figure_names, reveal_run, revealed_summary
     from iml.pipeline.reveal_input import check_reveal_input, load_reveal_input
+    from iml.training.host import keep_step_memory
 
+    # before JAX's first computation: each run of the report's programs (its bootstraps and
+    # simulations) reuses the memory of the last instead of faulting in fresh pages
+    keep_step_memory()
     settings = reveal_settings(args)
     if args.power_datasets < 0:
         raise ValueError(f"--power-datasets must be an integer >= 0, got {args.power_datasets}")
