@@ -156,9 +156,7 @@ def plugin_run(tmp_path_factory):
         _forget_plugins()
 
 
-# in this process JAX started long before: `iml sweep` says its programs stay asynchronous
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:keep_step_memory:RuntimeWarning")
 def test_a_sweep_of_plugin_files_runs_and_its_manifest_records_them(plugin_run):
     folder, run = plugin_run
     table = json.loads((run / "table.json").read_text())
@@ -281,9 +279,7 @@ LINEAR = """
 """
 
 
-# in this process JAX started long before: `iml reproduce` says its steps stay asynchronous
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:keep_step_memory:RuntimeWarning")
 def test_a_loss_whose_rule_has_no_inverse_is_refused_before_training(tmp_path, capsys):
     (tmp_path / "linear_loss.py").write_text(textwrap.dedent(LINEAR))
     out = tmp_path / "out"
