@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-#: The environment variables that change how this process gets memory.
-MEMORY_ENVIRONMENT = ("GLIBC_TUNABLES", "LD_PRELOAD")
+from experiments.benchmarks._harness import memory_environment
 
 
 def account(work: Callable[[], object], runs: int) -> list[dict[str, float]]:
@@ -49,15 +47,6 @@ def account(work: Callable[[], object], runs: int) -> list[dict[str, float]]:
             "peak_rss_gb": round(after.ru_maxrss / 1e6, 2),
         })  # fmt: skip
     return rows
-
-
-def memory_environment() -> dict[str, str]:
-    """The variables of :data:`MEMORY_ENVIRONMENT`, and glibc's ``MALLOC_*``, that are set."""
-    return {
-        key: value
-        for key, value in sorted(os.environ.items())
-        if key in MEMORY_ENVIRONMENT or key.startswith("MALLOC_")
-    }
 
 
 def summary(rows: list[dict[str, float]]) -> dict[str, Any]:

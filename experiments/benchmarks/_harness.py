@@ -81,6 +81,19 @@ def gpu_name() -> str | None:
     return str(jax.devices()[0].device_kind)
 
 
+#: The environment variables that change how a process gets memory (glibc's ``MALLOC_*`` too).
+MEMORY_ENVIRONMENT = ("GLIBC_TUNABLES", "LD_PRELOAD")
+
+
+def memory_environment() -> dict[str, str]:
+    """The variables of :data:`MEMORY_ENVIRONMENT`, and glibc's ``MALLOC_*``, that are set."""
+    return {
+        key: value
+        for key, value in sorted(os.environ.items())
+        if key in MEMORY_ENVIRONMENT or key.startswith("MALLOC_")
+    }
+
+
 def machine(*, gpu: bool = True) -> dict[str, Any]:
     """The record's ``cpu`` (model, logical cores, cores usable by this process) and ``gpu``
     (``gpu=False``: not asked, for a process that leaves JAX to its children)."""
@@ -228,8 +241,15 @@ def headline(
 ) -> dict[str, Any]:
     """The fields a benchmark's record and last line carry: :func:`interleaved`'s ``timing``,
     ``compile_s`` (the part of ours spent making programs, measured apart; ``None`` where it
-    was not), the machine and the date."""
-    return {**timing, "compile_s": compile_s, **machine(gpu=gpu), "date": time.strftime("%Y-%m-%d")}
+    was not), the machine, the variables of the environment that change how the process gets
+    memory (:func:`memory_environment`) and the date."""
+    return {
+        **timing,
+        "compile_s": compile_s,
+        **machine(gpu=gpu),
+        "memory_environment": memory_environment(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
 
 
 # ----------------------------------------------------------------------------------------------

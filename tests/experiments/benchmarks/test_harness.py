@@ -140,3 +140,15 @@ def test_each_warm_round_records_the_process_own_cpu_seconds_and_page_faults():
     assert all(r["minor_faults"] >= 1000 for r in ours)
     assert all(r["minor_faults"] < 1000 for r in baseline)
     assert all(r["user_s"] >= 0 and r["sys_s"] >= 0 for r in ours + baseline)
+
+
+def test_the_record_names_the_environment_that_changes_how_memory_is_got(monkeypatch):
+    import os
+
+    for key in list(os.environ):
+        if key in H.MEMORY_ENVIRONMENT or key.startswith("MALLOC_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "1")
+    monkeypatch.setenv("PATH_UNRELATED", "x")
+    timing = H.interleaved({"ours": lambda: None, "baseline": lambda: None}, 3, cold=False)
+    assert H.headline(timing, gpu=False)["memory_environment"] == {"MALLOC_ARENA_MAX": "1"}
