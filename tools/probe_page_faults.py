@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     from iml.training import TABULAR_DEFAULTS, train_tabular
     from iml.training.host import host_memory_record, keep_step_memory
 
-    if args.host_memory == "keep":  # before JAX's first computation
-        keep_step_memory()
+    if args.host_memory == "keep":  # before JAX's first computation, as `iml sweep`
+        keep_step_memory(shared_heap=True)
 
     setup = argparse.Namespace(data_dir=args.data_dir, n_betas=args.n_betas, rows=args.rows,
                                baseline_models=None, quick=False, seeds=1)  # fmt: skip

@@ -110,9 +110,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--host-memory",
         choices=("keep", "system"),
         default="keep",
-        help="'keep' (default, as `iml sweep`): iml.training.host.keep_step_memory, so that each "
-        "run of the solver's programs reuses the last one's memory; 'system': glibc's and "
-        "JAX's defaults",
+        help="'keep' (default, as `iml sweep`): iml.training.host.keep_step_memory with one heap "
+        "for every thread, so that each run of the solver's programs reuses the last one's "
+        "memory; 'system': glibc's and JAX's defaults",
     )
     p.add_argument("--baseline-models", type=int, default=None, help="default 40 (10 quick)")
     p.add_argument("--jobs", type=int, default=-1, help="joblib workers (default all cores)")
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     # before JAX's first computation, which fixes its CPU dispatch mode
     if args.host_memory == "keep":
-        keep_step_memory()
+        keep_step_memory(shared_heap=True)  # as `iml sweep` on a table
 
     before = (jax.config.jax_compilation_cache_dir,
               jax.config.jax_persistent_cache_min_compile_time_secs)  # fmt: skip

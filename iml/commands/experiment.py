@@ -49,7 +49,7 @@ def experiment_command(args: argparse.Namespace) -> Callable[[], int]:
     # imported here: the pipeline loads JAX, the data and the models (seconds), which `iml
     # --help` does without
     from iml.pipeline import distributed
-    from iml.pipeline.experiment import build, check_resumable
+    from iml.pipeline.experiment import build, check_resumable, experiment_kind
     from iml.pipeline.report import report_run
     from iml.pipeline.store import RunStore
     from iml.pipeline.train_plan import run
@@ -66,8 +66,8 @@ def experiment_command(args: argparse.Namespace) -> Callable[[], int]:
     here = distributed.initialize(config)
     # before JAX's first computation: every program run on the host (a training step, an exact
     # solver's Newton steps, a bootstrap) reuses the memory of the last instead of faulting in
-    # fresh pages
-    keep_step_memory()
+    # fresh pages; a table's run (no images to decode on many threads) keeps one heap for all
+    keep_step_memory(shared_heap=experiment_kind(config) == "rows")
     experiment = build(config, names)
     check_resumable(experiment, out)
     record = {"kind": experiment.kind, "config": experiment.record}

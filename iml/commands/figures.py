@@ -24,7 +24,7 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
 
     # before JAX's first computation: each run of the report's programs (its bootstraps and
     # simulations) reuses the memory of the last instead of faulting in fresh pages
-    keep_step_memory()
+    keep_step_memory(shared_heap=True)
     overrides = eval_overrides(args)
     out = args.out or args.run
     report_settings(args.run, overrides)

@@ -50,7 +50,7 @@ def reveal_command(args: argparse.Namespace) -> Callable[[], int]:
 
     # before JAX's first computation: each run of the report's programs (its bootstraps and
     # simulations) reuses the memory of the last instead of faulting in fresh pages
-    keep_step_memory()
+    keep_step_memory(shared_heap=True)
     settings = reveal_settings(args)
     if args.power_datasets < 0:
         raise ValueError(f"--power-datasets must be an integer >= 0, got {args.power_datasets}")

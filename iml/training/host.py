@@ -11,16 +11,21 @@ can cost more again.
 :func:`keep_step_memory` makes the next step reuse the last step's pages:
 
 - glibc serves blocks of any size from its heap and keeps freed memory there
-  (``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` at their largest);
+  (``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` at their largest); with ``shared_heap``,
+  threads that start allocating from then on share the main thread's heap (``M_ARENA_MAX`` 1),
+  so that blocks which XLA's worker threads allocate are kept there too (``iml sweep``, whose
+  exact solver's programs run on XLA's threads; an image run's data preparation decodes images
+  on many threads, which one heap would serialise);
 - JAX runs CPU computations on the calling thread (``jax_cpu_enable_async_dispatch = False``).
   glibc gives each thread its own heap ("arena"), and only the main thread's can grow past
   64 MB; with asynchronous dispatch, a step's temporaries are allocated on one of XLA's worker
   threads, whose heap cannot hold them, and glibc maps them anew in spite of the threshold.
 
 This is the setting ``iml reproduce``, ``iml sweep`` and the benchmarks in
-``experiments/benchmarks`` run under. It is not a default of the library because it is process-wide: every ``malloc`` in the process
-(NumPy's, PyTorch's) keeps its freed memory too, so the resident memory stays at its peak until
-the process exits, and a computation launched on the CPU no longer returns before it has run.
+``experiments/benchmarks`` run under. It is not a default of the library because it is
+process-wide: every ``malloc`` in the process (NumPy's, PyTorch's) keeps its freed memory too, so
+the resident memory stays at its peak until the process exits, and a computation launched on the
+CPU no longer returns before it has run.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from jax._src import xla_bridge
 # mallopt parameters, from glibc's <malloc.h>
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
 
 _lock = threading.Lock()
 _state: HostMemory | None = None
@@ -50,10 +56,12 @@ class HostMemory:
         glibc; nothing was changed there).
       synchronous_cpu_dispatch: JAX's CPU computations run, and allocate, on the calling thread
         (False when JAX's CPU backend had started before the call).
+      shared_heap: threads that start allocating after the call share the main thread's heap.
     """
 
     freed_memory_kept: bool
     synchronous_cpu_dispatch: bool
+    shared_heap: bool = False
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -67,7 +75,7 @@ def _glibc() -> ctypes.CDLL | None:
     return libc
 
 
-def keep_step_memory() -> HostMemory:
+def keep_step_memory(shared_heap: bool = False) -> HostMemory:
     """Makes every training step reuse the memory of the step before, instead of faulting it in.
 
     Call it once, early, before JAX's first computation: JAX reads its dispatch mode when its CPU
@@ -75,6 +83,10 @@ def keep_step_memory() -> HostMemory:
     mode could not be, and ``synchronous_cpu_dispatch`` is False. Calling it again returns what
     the first call did. ``docs/results/cpu_train_step`` times the DenseNet-121 step with and
     without it.
+
+    Args:
+      shared_heap: also let threads that start allocating from now on share the main thread's
+        heap (glibc's ``M_ARENA_MAX`` 1).
 
     Returns:
       What is in force, as a :class:`HostMemory`.
@@ -95,6 +107,8 @@ def keep_step_memory() -> HostMemory:
             ):
                 if libc.mallopt(ctypes.c_int(param), ctypes.c_int(-1)) != 1:
                     raise RuntimeError(f"glibc refused mallopt({name}, -1)")
+            if shared_heap and libc.mallopt(ctypes.c_int(M_ARENA_MAX), ctypes.c_int(1)) != 1:
+                raise RuntimeError("glibc refused mallopt(M_ARENA_MAX, 1)")
         synchronous = not jax.config.values["jax_cpu_enable_async_dispatch"]
         if not synchronous:
             if xla_bridge.backends_are_initialized():  # the dispatch mode is fixed
@@ -109,7 +123,9 @@ def keep_step_memory() -> HostMemory:
                 jax.config.update("jax_cpu_enable_async_dispatch", False)
                 synchronous = True
         _state = HostMemory(
-            freed_memory_kept=libc is not None, synchronous_cpu_dispatch=synchronous
+            freed_memory_kept=libc is not None,
+            synchronous_cpu_dispatch=synchronous,
+            shared_heap=shared_heap and libc is not None,
         )
         return _state
 

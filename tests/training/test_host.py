@@ -104,3 +104,42 @@ def test_a_refused_setting_is_an_error(monkeypatch, fresh_host):
     with pytest.raises(RuntimeError, match="M_MMAP_THRESHOLD"):
         fresh_host.keep_step_memory()
     assert host._state is None
+
+
+def test_glibc_keeps_freed_blocks_of_any_size_in_one_heap_where_asked(monkeypatch, fresh_host):
+    calls = []
+
+    class RecordingLibc:
+        @staticmethod
+        def mallopt(param, value):
+            calls.append((param.value, value.value))
+            return 1
+
+    monkeypatch.setattr(host, "_glibc", lambda: RecordingLibc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # this process's backend has started
+        state = fresh_host.keep_step_memory(shared_heap=True)
+    assert state.freed_memory_kept and state.shared_heap
+    never = -1  # read by glibc as the largest size_t
+    assert calls == [
+        (host.M_MMAP_THRESHOLD, never),
+        (host.M_TRIM_THRESHOLD, never),
+        (host.M_ARENA_MAX, 1),
+    ]
+    assert (host.M_TRIM_THRESHOLD, host.M_MMAP_THRESHOLD, host.M_ARENA_MAX) == (-1, -3, -8)
+
+
+def test_without_a_shared_heap_the_arenas_are_left_alone(monkeypatch, fresh_host):
+    calls = []
+
+    class RecordingLibc:
+        @staticmethod
+        def mallopt(param, value):
+            calls.append(param.value)
+            return 1
+
+    monkeypatch.setattr(host, "_glibc", lambda: RecordingLibc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        state = fresh_host.keep_step_memory()
+    assert calls == [host.M_MMAP_THRESHOLD, host.M_TRIM_THRESHOLD] and not state.shared_heap
