@@ -13,9 +13,9 @@ can cost more again.
 - glibc serves blocks of any size from its heap and keeps freed memory there
   (``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` at their largest); with ``shared_heap``,
   threads that start allocating from then on share the main thread's heap (``M_ARENA_MAX`` 1),
-  so that blocks which XLA's worker threads allocate are kept there too (``iml sweep``, whose
-  exact solver's programs run on XLA's threads; an image run's data preparation decodes images
-  on many threads, which one heap would serialise);
+  so that blocks which XLA's worker threads allocate are kept there too (``iml sweep`` on a
+  table, whose exact solver's programs still met fresh pages without it; not an image run, whose
+  data preparation decodes images on many threads, and where one heap has not been measured);
 - JAX runs CPU computations on the calling thread (``jax_cpu_enable_async_dispatch = False``).
   glibc gives each thread its own heap ("arena"), and only the main thread's can grow past
   64 MB; with asynchronous dispatch, a step's temporaries are allocated on one of XLA's worker

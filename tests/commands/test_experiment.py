@@ -694,7 +694,7 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
     assert manifest["host_memory"] == {
         "freed_memory_kept": GLIBC,
         "synchronous_cpu_dispatch": True,
-        "shared_heap": False,  # an image run's data preparation decodes on many threads
+        "shared_heap": False,  # an image run keeps one heap per thread
     }
     sizes = json.loads((run_dir / "ensemble.json").read_text())["ensemble_size"]
     assert sizes["0.9"] == {"min": 1, "max": 1, "mean": 1.0, "histogram": {"1": 160}}
