@@ -27,25 +27,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from experiments.benchmarks._harness import memory_environment
+from experiments.benchmarks._harness import memory_environment, process_account
 
 
 def account(work: Callable[[], object], runs: int) -> list[dict[str, float]]:
     """Calls ``work`` ``runs`` times; per call, its wall seconds, this process's user and system
-    CPU seconds and minor page faults, and the peak resident memory so far (GB)."""
+    CPU seconds and minor page faults (:func:`experiments.benchmarks._harness.process_account`),
+    and the peak resident memory so far (GB)."""
     rows = []
     for _ in range(runs):
         before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         work()
         wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        rows.append({
-            "wall_s": round(wall, 3),
-            "user_s": round(after.ru_utime - before.ru_utime, 3),
-            "sys_s": round(after.ru_stime - before.ru_stime, 3),
-            "minor_faults": int(after.ru_minflt - before.ru_minflt),
-            "peak_rss_gb": round(after.ru_maxrss / 1e6, 2),
-        })  # fmt: skip
+        peak_gb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
+        rows.append({"wall_s": round(wall, 3), **process_account(before), "peak_rss_gb": peak_gb})
     return rows
 
 

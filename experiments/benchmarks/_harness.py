@@ -167,7 +167,7 @@ def _seconds(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def _process_account(before: resource.struct_rusage) -> dict[str, float]:
+def process_account(before: resource.struct_rusage) -> dict[str, float]:
     """User and system CPU seconds and minor page faults of this process since ``before``."""
     after = resource.getrusage(resource.RUSAGE_SELF)
     return {
@@ -203,7 +203,7 @@ def interleaved(
     Returns:
       ``runs``; ``order`` (the sides of one round, in call order); ``warm_s`` (per side, each
       round's measured seconds); ``warm_process`` (per side, each round's
-      :func:`_process_account`); ``cold_s`` (per side, the cold call's seconds, with ``cold``);
+      :func:`process_account`); ``cold_s`` (per side, the cold call's seconds, with ``cold``);
       ``scale`` (the factors other than 1); and :func:`summarise` of the rounds' ratios of
       ``baseline`` over ``ours``.
     """
@@ -225,7 +225,7 @@ def interleaved(
         for name, fn in sides.items():
             before = resource.getrusage(resource.RUSAGE_SELF)
             warm_s[name].append(float(timer(fn)))
-            account[name].append(_process_account(before))
+            account[name].append(process_account(before))
     out["warm_s"] = warm_s
     out["warm_process"] = account
     if scale:
