@@ -96,6 +96,10 @@ class Resampling(chex.TestCase):
         np.testing.assert_array_equal(self.variant(B.sort_order)(x[0]), expected[0])
         np.testing.assert_array_equal(self.variant(jax.vmap(B.sort_order))(x), expected)
         np.testing.assert_array_equal(jnp.argsort(x, axis=-1, stable=True), expected)
+        # unstable: an order that sorts, NaN last, ties in any order
+        order = np.asarray(self.variant(jax.vmap(lambda v: B.sort_order(v, stable=False)))(x))
+        np.testing.assert_array_equal(np.sort(order, axis=-1), np.sort(expected, axis=-1))
+        np.testing.assert_array_equal(np.take_along_axis(x, order, -1), np.sort(x, axis=-1))
 
     @chex.variants(with_jit=True, without_jit=True)
     def test_resampled_seeds_pool_drawn_seeds_and_keep_a_lone_seed_by_either_average(self):

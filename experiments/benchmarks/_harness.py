@@ -15,7 +15,10 @@ seconds and the scales apart.
 
 **Cold and warm.** The cold calls' seconds (``cold_s``) are kept apart from the warm rounds'
 (``warm_s``); a benchmark that measures the part of ours spent making programs adds it as
-``compile_s`` (:class:`CompileSeconds`).
+``compile_s`` (:class:`CompileSeconds`). ``cold_ratio`` is the first run's figure: the baseline's
+median warm seconds over ours' cold call (each scaled), so ours pays its compiling and loading
+and the baseline pays none of its own start (a first run after a fresh install, with an empty
+compilation cache, is the run whose ``compile_cache`` recorded no entries before).
 
 **The process's own account.** Each warm call also records what this process spent in it
 (``warm_process``: user and system CPU seconds, and minor page faults, from ``getrusage``; work
@@ -203,7 +206,8 @@ def interleaved(
     Returns:
       ``runs``; ``order`` (the sides of one round, in call order); ``warm_s`` (per side, each
       round's measured seconds); ``warm_process`` (per side, each round's
-      :func:`process_account`); ``cold_s`` (per side, the cold call's seconds, with ``cold``);
+      :func:`process_account`); ``cold_s`` (per side, the cold call's seconds, with ``cold``)
+      and ``cold_ratio`` (the baseline's median warm seconds over ours' cold call, each scaled);
       ``scale`` (the factors other than 1); and :func:`summarise` of the rounds' ratios of
       ``baseline`` over ``ours``.
     """
@@ -233,6 +237,11 @@ def interleaved(
     ratios = per_run_ratios(
         warm_s[baseline], warm_s[ours], scale.get(baseline, 1.0), scale.get(ours, 1.0)
     )
+    if cold:
+        (out["cold_ratio"],) = per_run_ratios(
+            [statistics.median(warm_s[baseline])], [cold_s[ours]],
+            scale.get(baseline, 1.0), scale.get(ours, 1.0),
+        )  # fmt: skip
     return {**summarise(ratios), **out}
 
 

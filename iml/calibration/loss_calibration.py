@@ -33,6 +33,7 @@ from iml.calibration.binning import (
     assign_bins,
     bin_edges,
     bin_matrix,
+    bin_sums,
     merged_bins,
     unstack,
 )
@@ -435,7 +436,7 @@ def calibration_test_of(
 
 
 def _decile_sums(g: Array, y: Array, w: Array, quantile: Array, n_bins: int):
-    """Every sum the test needs, per decile, in one product ``(11, n_bins)``: the expected
+    """Every sum the test needs, per decile, in one pass ``(11, n_bins)``: the expected
     positives and negatives (unweighted, for merging), the weights, observed and expected
     positives, their variance under H0, the squared residuals, and the mean and variance of the
     positives were the odds ``POWER_ODDS`` times, or ``1 / POWER_ODDS`` times, g's; and whether
@@ -445,8 +446,7 @@ def _decile_sums(g: Array, y: Array, w: Array, quantile: Array, n_bins: int):
     ww = w * w
     rows = [g, 1.0 - g, w, w * y, w * g, ww * g * (1.0 - g), ww * (y - g) ** 2,
             w * up, ww * up * (1.0 - up), w * down, ww * down * (1.0 - down)]  # fmt: skip
-    onehot = jax.nn.one_hot(quantile, n_bins, dtype=g.dtype)
-    sums = jnp.matmul(jnp.stack(rows), onehot, precision=jax.lax.Precision.HIGHEST)
+    sums = bin_sums(jnp.stack(rows), quantile, n_bins)
     impossible = jnp.any((w > 0) & (((g == 0) & (y == 1)) | ((g == 1) & (y == 0))))
     return sums, impossible
 

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from iml import _validation as V
+from iml._bootstrap import sort_order
 from iml.calibration._checks import (
     as_float,
     as_labels,
@@ -194,8 +195,10 @@ def mean_log_loss(
 
 
 def _binary_auroc(scores: Array, positive: Array, weights: Array) -> Array:
-    """Weighted Mann-Whitney statistic: P(score of a positive > of a negative) + P(tie) / 2."""
-    order = jnp.argsort(scores)
+    """Weighted Mann-Whitney statistic: P(score of a positive > of a negative) + P(tie) / 2.
+    The sums below a score and among its ties do not depend on the order within ties, so the
+    order need not be stable."""
+    order = sort_order(scores, stable=False)
     s_sorted = scores[order]
     neg_w = (weights * (1.0 - positive))[order]
     cum = jnp.concatenate([jnp.zeros(1, neg_w.dtype), jnp.cumsum(neg_w)])

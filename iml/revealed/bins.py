@@ -13,9 +13,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
-from iml._bootstrap import sorted_rows
 from iml.calibration._checks import as_float, check_binary, check_n_bins
-from iml.calibration.binning import assign_bins, bin_edges, merged_bins
+from iml.calibration.binning import (
+    assign_bins,
+    bin_edges,
+    interpolated_edges,
+    merged_bins,
+    quantile_edges,
+)
 from iml.revealed.losses import loss_corrected
 from iml.spec import LossSpec
 
@@ -76,7 +81,7 @@ def signals_from_scores(
     if strategy == "quantile" and V.is_concrete(scores):
         s = as_float(scores)
         ordered = np.sort(np.asarray(s), axis=1)
-        return _assign_signals(s, jnp.asarray(_interpolated_edges(ordered, n_bins, np)))
+        return _assign_signals(s, jnp.asarray(interpolated_edges(ordered, n_bins, np)))
     return bin_signals(scores, n_bins, strategy)
 
 
@@ -109,25 +114,8 @@ def bin_signals(scores: ArrayLike, n_bins: int, strategy: str) -> Array:
     if strategy == "uniform":
         edges = jax.vmap(bin_edges, in_axes=(0, None, None))(s, n_bins, strategy)
     else:
-        # A row with a NaN gets NaN edges, as in jnp.quantile.
-        ordered = sorted_rows(s)
-        edges = _interpolated_edges(ordered, n_bins, jnp)
-        edges = jnp.where(jnp.any(jnp.isnan(s), axis=1, keepdims=True), jnp.nan, edges)
+        edges = quantile_edges(s, n_bins)  # a row with a NaN gets NaN edges
     return jax.vmap(assign_bins)(s, edges)
-
-
-def _interpolated_edges(ordered, n_bins: int, xp):
-    """``bin_edges(row, n_bins, "quantile")`` of sorted rows ``[K, N] -> [K, n_bins + 1]``: the
-    linear interpolation between order statistics of ``jnp.quantile``, in NumPy or JAX."""
-    n = ordered.shape[1]
-    with jax.ensure_compile_time_eval():  # the fractions of bin_edges, to the last bit
-        fractions = np.asarray(jnp.linspace(0.0, 1.0, n_bins + 1, dtype=jnp.float32))
-    q = xp.asarray(fractions) * xp.float32(n - 1)
-    low, high = xp.floor(q), xp.ceil(q)
-    high_weight = q - low
-    low_value = ordered[:, low.astype(np.int32)]
-    high_value = ordered[:, high.astype(np.int32)]
-    return low_value * (xp.float32(1.0) - high_weight) + high_value * high_weight
 
 
 def per_signal(values: Array, signals: Array, n_signals: int) -> Array:

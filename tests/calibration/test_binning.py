@@ -2,6 +2,7 @@
 and the per-bin sums."""
 
 import chex
+import jax
 import jax.numpy as jnp
 import numpy as np
 from absl.testing import parameterized
@@ -77,6 +78,52 @@ class Binning(chex.TestCase):
         e = np.asarray(edges)
         inside = (scores > e[bins]) | (bins == 0)
         assert np.all(inside & (scores <= e[bins + 1]))
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_quantile_edges_of_the_host_sort_are_jnp_quantile_to_the_last_bit(self):
+        """The edges from NumPy's sort (the CPU's path) equal ``jnp.quantile``'s linear
+        interpolation bit for bit, with ties, one row at a time, vmapped and in a batch of
+        rows; a row holding NaN gets NaN edges."""
+        rng = np.random.default_rng(3)
+        scores = rng.beta(0.5, 3.0, (4, 1237)).astype(np.float32)
+        scores[1, :400] = 0.25  # many ties
+        scores[2] = np.round(scores[2], 2)
+        for n_bins in (3, 10, 15):
+            q = jnp.linspace(0.0, 1.0, n_bins + 1, dtype=jnp.float32)
+            expected = np.stack([np.asarray(jnp.quantile(row, q, method="linear"))
+                                 for row in scores])  # fmt: skip
+            one = self.variant(lambda s, n=n_bins: cal.bin_edges(s, n, "quantile"))
+            np.testing.assert_array_equal(one(scores[0]), expected[0])
+            np.testing.assert_array_equal(jax.vmap(one)(scores), expected)
+            batch = self.variant(lambda s, n=n_bins: binning.quantile_edges(s, n))(scores)
+            np.testing.assert_array_equal(batch, expected)
+        scores[3, 7] = np.nan
+        batch = np.asarray(binning.quantile_edges(scores, 10))
+        assert np.isnan(batch[3]).all() and not np.isnan(batch[:3]).any()
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_bin_sums_are_the_exact_sums_to_float32_rounding_in_any_length(self):
+        """The blocked segment sums equal the float64 sums per bin (and the one-hot product
+        they replace) for lengths that do and do not fill the blocks, and a vmapped batch of
+        rows gives each row's own sums."""
+        rng = np.random.default_rng(4)
+        for n in (1, 63, 64, 1000, 48_843):
+            values = rng.normal(size=(3, n)).astype(np.float32)
+            bins = rng.integers(0, 7, n).astype(np.int32)
+            exact = np.stack([np.bincount(bins, v.astype(np.float64), minlength=7)
+                              for v in values])  # fmt: skip
+            sums = self.variant(lambda v, b: binning.bin_sums(v, b, 7))(values, bins)
+            chex.assert_shape(sums, (3, 7))
+            np.testing.assert_allclose(sums, exact, rtol=1e-5, atol=1e-5 * np.sqrt(n))
+            product = np.asarray(values @ jax.nn.one_hot(bins, 7), np.float64)
+            np.testing.assert_allclose(sums, product, rtol=1e-4, atol=1e-4 * np.sqrt(n))
+        batch = jax.vmap(lambda v, b: binning.bin_sums(v, b, 7))(
+            np.stack([values, 2 * values]), np.stack([bins, 6 - bins])
+        )
+        np.testing.assert_allclose(batch[0], sums, rtol=1e-6)
+        flipped = np.stack([np.bincount(6 - bins, 2 * v.astype(np.float64), minlength=7)
+                            for v in values])  # fmt: skip
+        np.testing.assert_allclose(batch[1], flipped, rtol=1e-5, atol=1e-3)
 
     @chex.variants(with_jit=True, without_jit=True)
     def test_bins_of_many_edges_are_numpys_searchsorted_too(self):

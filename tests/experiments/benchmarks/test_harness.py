@@ -43,6 +43,8 @@ def test_sides_run_cold_once_then_interleaved_and_the_headline_is_the_median(mon
     assert t["ratio"] == 5 == statistics.median(t["ratios"])
     assert t["ratio_range"] == [2.5, 10]
     assert "scale" not in t
+    # the first run's figure: the baseline's median warm 10 s over ours' cold 9 s
+    assert t["cold_ratio"] == pytest.approx(10 / 9)
 
 
 def test_a_scaled_side_and_a_third_side_share_the_rounds(monkeypatch):
@@ -51,11 +53,20 @@ def test_a_scaled_side_and_a_third_side_share_the_rounds(monkeypatch):
     sides, calls = _clocked(monkeypatch, seconds)
     t = H.interleaved(sides, 4, scale={"baseline": 5, "copy": 1}, cold=False)
     assert calls == ["ours", "baseline", "copy"] * 4 and "cold_s" not in t
+    assert "cold_ratio" not in t
     assert t["warm_s"]["ours"] == [1, 2, 1, 3] and t["scale"] == {"baseline": 5.0}
     assert t["ratios"] == [5, 2.5, 5, 10 / 3]
     assert t["ratio"] == statistics.median(t["ratios"]) == pytest.approx(25 / 6)
     low, high = t["ratio_range"]
     assert low <= t["ratio"] <= high and [low, high] == [2.5, 5]
+
+
+def test_the_first_run_figure_scales_the_baseline_and_charges_ours_its_cold_call(monkeypatch):
+    # ours: cold 2 s; the baseline times a fifth of its work: warm 1, 3, 2 s (median 2 s).
+    sides, _ = _clocked(monkeypatch, {"ours": [2, 1, 1, 1], "baseline": [9, 1, 3, 2]})
+    t = H.interleaved(sides, 3, scale={"baseline": 5})
+    assert t["cold_ratio"] == pytest.approx(2 * 5 / 2)  # not the baseline's cold 9 s
+    assert t["ratio"] == pytest.approx(10)
 
 
 def test_sides_must_name_ours_and_the_baseline():
