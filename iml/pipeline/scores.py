@@ -175,13 +175,17 @@ def _baselines(
     """Each recalibration baseline of :data:`iml.recalibration.BASELINES` cross-fitted over the
     outer folds (:func:`iml.recalibration.cross_fit`): ``{method: [m, n]}`` for the ``m`` rows
     of ``scores`` (of the weights ``weights``) of the same ``n`` observations;
-    ``prior_shift`` for the beta-weighted log loss only."""
-    out = {}
-    for method, factory in BASELINES.items():
-        if method != "prior_shift" or family.name == "log":
-            fits = [cross_fit(factory(float(w)), row, labels, fold_ids)
-                    for w, row in zip(weights, scores, strict=True)]  # fmt: skip
-            out[method] = np.stack(fits)
+    ``prior_shift`` for the beta-weighted log loss only. Each row's observations are put in
+    score order once (a stable sort) for all its fits: the maps are the same in any order, and
+    a fit that sorts its scores (isotonic) then finds them sorted."""
+    methods = [m for m in BASELINES if m != "prior_shift" or family.name == "log"]
+    out = {method: np.empty(scores.shape, np.float64) for method in methods}
+    for row, (w, s) in enumerate(zip(weights, scores, strict=True)):
+        order = np.argsort(s, kind="stable")
+        for method in methods:
+            fitted = cross_fit(BASELINES[method](float(w)), s[order], labels[order],
+                               fold_ids[order])  # fmt: skip
+            out[method][row, order] = fitted
     return out
 
 

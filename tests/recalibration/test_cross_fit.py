@@ -51,3 +51,23 @@ def test_weighted_cross_fit_equals_fitting_on_the_other_folds_alone(name):
         alone = make(labels[fit]).fit(scores[fit].astype(np.float32), labels[fit])
         want = np.asarray(alone.transform(scores[~fit].astype(np.float32)))
         np.testing.assert_allclose(out[~fit], want, rtol=2e-5, atol=1e-7)
+
+
+def test_the_table_baselines_fitted_in_score_order_are_each_row_own_cross_fit():
+    """The report sorts each row's observations once for all its baselines' fits; the maps,
+    and so the recalibrated scores in the observations' own order, are those of cross-fitting
+    the row as it comes (to float32 summation order)."""
+    from iml.grids import loss_family
+    from iml.pipeline.scores import _baselines
+
+    rng = np.random.default_rng(2)
+    scores = np.clip(rng.beta(0.5, 3.0, size=(2, 400)), 1e-4, 1 - 1e-4)
+    labels = (rng.uniform(size=400) < scores[0] ** 0.7).astype(np.int32)
+    folds = rng.permutation(np.arange(400) % 5)
+    weights = np.array([0.3, 0.9])
+    out = _baselines(loss_family("log"), weights, scores, labels, folds)
+    assert set(out) == set(BASELINES)
+    for name, fitted in out.items():
+        for row, (w, s) in enumerate(zip(weights, scores, strict=True)):
+            want = cross_fit(BASELINES[name](float(w)), s, labels, folds)
+            np.testing.assert_allclose(fitted[row], want, rtol=1e-4, atol=1e-6, err_msg=name)

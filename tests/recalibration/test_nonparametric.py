@@ -95,3 +95,20 @@ def test_histogram_binning_empty_bin_keeps_its_midpoint():
     y = np.array([0, 1, 0, 1])
     params = HistogramBinning(n_bins=4).fit(s, y).params_
     np.testing.assert_allclose(params.values, [1 / 3, 0.375, 0.625, 1.0], atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 2, 9, 1000, 20_001])
+def test_the_quantiles_of_the_host_sort_are_jnp_nanquantile_to_the_last_bit(n):
+    """The histogram's edges come from NumPy's sort on the CPU: bit for bit the linear
+    ``jnp.nanquantile`` of the rows of positive weight, jitted or not, all-NaN included."""
+    from iml.recalibration.nonparametric import nan_quantiles
+
+    rng = np.random.default_rng(n)
+    q = jnp.linspace(0.0, 1.0, 11, dtype=jnp.float32)
+    for dropped in (0.0, 0.3, 1.0):
+        values = rng.beta(2.0, 5.0, n).astype(np.float32)
+        values[rng.random(n) < dropped] = np.nan
+        values[: n // 3] = np.round(values[: n // 3], 2)  # ties
+        expected = np.asarray(jnp.nanquantile(jnp.asarray(values), q))
+        for fn in (nan_quantiles, jax.jit(nan_quantiles)):
+            np.testing.assert_array_equal(fn(jnp.asarray(values), q), expected)
