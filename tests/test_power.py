@@ -73,3 +73,31 @@ def test_rejection_rates_of_agents_of_three_classes_size_and_power():
     assert capacity["nias"].sum() <= 2
     assert rising["nis"].sum() >= 7
     assert misreported["nias"].sum() >= 7
+
+
+def test_data_sets_with_the_run_positives_are_the_agents_on_those_labels():
+    """With ``positives``, every data set is the agents' scores on fixed labels (that many
+    positives, first) revealed with the same keys: the rates equal those of the data sets
+    made and revealed one by one; a bad count is refused, naming it."""
+    from iml import revealed as R
+    from iml.grids import loss_family
+
+    losses = loss_family("log")(np.array([0.2, 0.5, 0.8]))
+    precision, key, n, positives = P.precisions(3, 0.5, 1.2), jax.random.key(3), 900, 250
+    settings = {"n_datasets": 3, "n_bootstrap": 50, "key": key, "n_bins": 5}
+    rates = P.rejection_rates(losses, losses, precision, 0.3, n, positives=positives, **settings)
+    labels = (np.arange(n) < positives).astype(np.int32)
+    for i, k in enumerate(jax.random.split(key, 3)):
+        key_data, key_boot = jax.random.split(k)
+        scores, drawn = R.simulate_gaussian_agents(key_data, losses, precision, 0.3, n,
+                                                   labels=labels)  # fmt: skip
+        np.testing.assert_array_equal(drawn, labels)
+        report = R.reveal(scores, labels, losses, 5, "adaptive", n_bootstrap=50, key=key_boot)
+        assert rates["nis"][i] == bool(report.nis_test.violated)
+        assert rates["niac"][i] == bool(report.niac_test.violated)
+        assert rates["nias"][i] == bool(np.any(report.nias.violated))
+        np.testing.assert_allclose(rates["information"][i], report.information, rtol=1e-5)
+    with pytest.raises(ValueError, match="positives must be an integer in"):
+        P.rejection_rates(losses, losses, precision, 0.3, n, positives=n, **settings)
+    with pytest.raises(ValueError, match="positives is for binary agents"):
+        P.rejection_rates(losses, losses, precision, (0.5, 0.5), n, positives=10, **settings)

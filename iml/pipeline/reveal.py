@@ -289,10 +289,12 @@ def simulated_power(
     experiment carries the run's median ``I_k``: at ``d`` for all (``capacity``: the sizes of NIS,
     NIAC and NIAS), falling by :data:`POWER_DELTA` along the weights (NIS's power), rising by it
     (NIAC's power), and with the middle model reporting its odds times :data:`POWER_MISREPORT`
-    (NIAS's power).
+    (NIAS's power). Every data set holds the run's labels: its ``N`` observations with its
+    number of positives.
     """
     K, n = inputs.scores.shape
     prior = float(np.asarray(report.experiments.prior)[0])
+    positives = int(np.sum(np.asarray(inputs.labels) == 1))
     information = float(np.median(np.asarray(report.information)))
     d = P.matched_precision(information, prior, n_bins)
     losses = inputs.loss(inputs.betas)
@@ -312,6 +314,7 @@ def simulated_power(
         rejected = P.rejection_rates(
             losses, reported, precision, prior, n, n_datasets=n_datasets,
             n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, strategy=_SETTINGS["strategy"],
+            positives=positives,
         )  # fmt: skip
         rates[name] = {
             "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
@@ -325,7 +328,8 @@ def simulated_power(
         "niac": ("rising", f"precision rising by {POWER_DELTA} along the class weights"),
         "nias": ("misreported", f"the middle model reporting its odds times {POWER_MISREPORT}"),
     }
-    agents = "Gaussian signals x ~ N(d y, 1), each reporting optimally for its loss"
+    agents = (f"Gaussian signals x ~ N(d y, 1), each reporting optimally for its loss, on the "
+              f"run's labels ({n} observations, {positives} positive)")  # fmt: skip
     return _power_record(agents, d, information, n_datasets, n_bootstrap, rates, alternatives)
 
 
