@@ -126,14 +126,14 @@ def from_ordered_keys(keys: Array) -> Array:
     return jax.lax.bitcast_convert_type(bits, jnp.float32)
 
 
-def _host_or_device(x: Array, host_fn, device_fn, dtype) -> Array:
+def host_or_device(x: Array, host_fn, device_fn, dtype, out_shape=None) -> Array:
     """``host_fn`` (NumPy, on the rows of ``x``) through a host callback on the CPU, where
     NumPy's sorts are several times faster than XLA's for rows of tens of thousands;
-    ``device_fn`` (JAX) elsewhere. Both return ``x``'s shape in ``dtype``; under vmap the host
-    function takes the batch at once."""
+    ``device_fn`` (JAX) elsewhere. Both return ``x``'s shape in ``dtype`` (or ``out_shape`` of
+    ``x``'s shape); under vmap the host function takes the batch at once."""
 
     def host(v: Array) -> Array:
-        shape = jax.ShapeDtypeStruct(v.shape, dtype)
+        shape = jax.ShapeDtypeStruct(v.shape if out_shape is None else out_shape(v.shape), dtype)
         return jax.pure_callback(
             lambda a: np.asarray(host_fn(np.asarray(a)), dtype), shape, v,
             vmap_method="expand_dims",
@@ -151,7 +151,7 @@ def sorted_rows(x: Array) -> Array:
         keys = jax.lax.sort(ordered_keys(v), dimension=v.ndim - 1, is_stable=False)
         return from_ordered_keys(keys)
 
-    return _host_or_device(jnp.asarray(x, jnp.float32), lambda a: np.sort(a, axis=-1), device,
+    return host_or_device(jnp.asarray(x, jnp.float32), lambda a: np.sort(a, axis=-1), device,
                            jnp.float32)  # fmt: skip
 
 
@@ -161,7 +161,7 @@ def sort_order(x: Array, stable: bool = True) -> Array:
     same order; with ``stable=False`` ties may come in any order (NumPy's quicksort, several
     times faster), for a caller whose result does not depend on the order within ties."""
     kind = "stable" if stable else "quicksort"
-    return _host_or_device(
+    return host_or_device(
         jnp.asarray(x),
         lambda a: np.argsort(a, axis=-1, kind=kind),
         lambda v: jnp.argsort(v, axis=-1, stable=stable).astype(jnp.int32),

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iml._bootstrap import sorted_rows
+from iml._bootstrap import host_or_device, sorted_rows
 from iml.calibration._checks import (
     as_float,
     as_labels,
@@ -59,11 +59,22 @@ def quantile_edges(scores: Array, n_bins: int) -> Array:
     """``bin_edges(row, n_bins, "quantile")`` of every row of float32 ``scores [K, N]``:
     ``[K, n_bins + 1]``, equal to ``jnp.quantile(row, q, method="linear")`` to the last bit (the
     same interpolation between the same order statistics), NaN edges for a row holding NaN.
-    The rows are sorted by NumPy on the CPU (:func:`iml._bootstrap.sorted_rows`), where XLA's
-    sort of tens of thousands of scores is many times slower."""
-    ordered = sorted_rows(scores)
-    edges = interpolated_edges(ordered, n_bins, jnp)
-    return jnp.where(jnp.any(jnp.isnan(scores), axis=-1, keepdims=True), jnp.nan, edges)
+    On the CPU the rows are sorted by NumPy and the edges interpolated there, through a host
+    callback that returns the edges alone (XLA's CPU sort of tens of thousands of scores is
+    many times slower, and the sorted rows need not come back); elsewhere XLA sorts them."""
+
+    def host(a: np.ndarray) -> np.ndarray:
+        rows = a.reshape(-1, a.shape[-1])
+        edges = interpolated_edges(np.sort(rows, axis=-1), n_bins, np)
+        edges = np.where(np.isnan(rows).any(axis=-1, keepdims=True), np.float32(np.nan), edges)
+        return edges.reshape(*a.shape[:-1], n_bins + 1)
+
+    def device(v: Array) -> Array:
+        edges = interpolated_edges(sorted_rows(v), n_bins, jnp)
+        return jnp.where(jnp.any(jnp.isnan(v), axis=-1, keepdims=True), jnp.nan, edges)
+
+    return host_or_device(jnp.asarray(scores, jnp.float32), host, device, jnp.float32,
+                          out_shape=lambda shape: (*shape[:-1], n_bins + 1))  # fmt: skip
 
 
 def interpolated_edges(ordered, n_bins: int, xp):
