@@ -9,6 +9,7 @@ unweighted quantiles of the scores, so that reweighting keeps the bins fixed (th
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -55,40 +56,53 @@ def bin_edges(scores: ArrayLike, n_bins: int = 10, strategy: str = "quantile") -
     return quantile_edges(s[None], n_bins)[0]
 
 
+@functools.partial(jax.jit, static_argnums=1)
 def quantile_edges(scores: Array, n_bins: int) -> Array:
     """``bin_edges(row, n_bins, "quantile")`` of every row of float32 ``scores [K, N]``:
     ``[K, n_bins + 1]``, equal to ``jnp.quantile(row, q, method="linear")`` to the last bit (the
-    same interpolation between the same order statistics), NaN edges for a row holding NaN.
-    On the CPU the rows are sorted by NumPy and the edges interpolated there, through a host
-    callback that returns the edges alone (XLA's CPU sort of tens of thousands of scores is
-    many times slower, and the sorted rows need not come back); elsewhere XLA sorts them."""
+    same interpolation, in XLA, between the same order statistics), NaN edges for a row holding
+    NaN. Jitted, so that the interpolation compiles as ``jnp.quantile``'s does (an eager
+    multiply and add may round differently from a fused one). On the CPU the rows are sorted by NumPy through a host callback that returns the order
+    statistics the edges need alone (XLA's CPU sort of tens of thousands of scores is many
+    times slower, and the sorted rows need not come back); elsewhere XLA sorts them."""
+    s = jnp.asarray(scores, jnp.float32)
+    low, high, high_weight = _interpolation(s.shape[-1], n_bins)
+    at = np.concatenate([low, high])
 
     def host(a: np.ndarray) -> np.ndarray:
-        rows = a.reshape(-1, a.shape[-1])
-        edges = interpolated_edges(np.sort(rows, axis=-1), n_bins, np)
-        edges = np.where(np.isnan(rows).any(axis=-1, keepdims=True), np.float32(np.nan), edges)
-        return edges.reshape(*a.shape[:-1], n_bins + 1)
+        return np.sort(a, axis=-1)[..., at]
 
     def device(v: Array) -> Array:
-        edges = interpolated_edges(sorted_rows(v), n_bins, jnp)
-        return jnp.where(jnp.any(jnp.isnan(v), axis=-1, keepdims=True), jnp.nan, edges)
+        return sorted_rows(v)[..., at]
 
-    return host_or_device(jnp.asarray(scores, jnp.float32), host, device, jnp.float32,
-                          out_shape=lambda shape: (*shape[:-1], n_bins + 1))  # fmt: skip
+    picked = host_or_device(s, host, device, jnp.float32,
+                            out_shape=lambda shape: (*shape[:-1], at.size))  # fmt: skip
+    low_value, high_value = picked[..., : low.size], picked[..., low.size :]
+    edges = _interpolate(low_value, high_value, jnp.asarray(high_weight), jnp)
+    return jnp.where(jnp.any(jnp.isnan(s), axis=-1, keepdims=True), jnp.nan, edges)
+
+
+def _interpolation(n: int, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The order statistics (``low``, ``high``: int32 ``[n_bins + 1]``) between which
+    ``jnp.quantile``'s linear method interpolates the quantiles ``i / n_bins`` of ``n`` sorted
+    float32 values, and the weight of the higher one."""
+    with jax.ensure_compile_time_eval():  # the fractions of bin_edges, to the last bit
+        fractions = np.asarray(jnp.linspace(0.0, 1.0, n_bins + 1, dtype=jnp.float32))
+    q = fractions * np.float32(n - 1)
+    low, high = np.floor(q), np.ceil(q)
+    return low.astype(np.int32), high.astype(np.int32), (q - low).astype(np.float32)
+
+
+def _interpolate(low_value, high_value, high_weight, xp):
+    return low_value * (xp.float32(1.0) - high_weight) + high_value * high_weight
 
 
 def interpolated_edges(ordered, n_bins: int, xp):
     """The quantile edges of sorted rows ``[K, N] -> [K, n_bins + 1]``: the linear
-    interpolation between order statistics of ``jnp.quantile``, in NumPy or JAX (``xp``)."""
-    n = ordered.shape[1]
-    with jax.ensure_compile_time_eval():  # the fractions of bin_edges, to the last bit
-        fractions = np.asarray(jnp.linspace(0.0, 1.0, n_bins + 1, dtype=jnp.float32))
-    q = xp.asarray(fractions) * xp.float32(n - 1)
-    low, high = xp.floor(q), xp.ceil(q)
-    high_weight = q - low
-    low_value = ordered[:, low.astype(np.int32)]
-    high_value = ordered[:, high.astype(np.int32)]
-    return low_value * (xp.float32(1.0) - high_weight) + high_value * high_weight
+    interpolation between order statistics of ``jnp.quantile``, in NumPy or JAX (``xp``;
+    NumPy's rounding may differ from XLA's in the last bit)."""
+    low, high, high_weight = _interpolation(ordered.shape[1], n_bins)
+    return _interpolate(ordered[:, low], ordered[:, high], xp.asarray(high_weight), xp)
 
 
 # Up to this many edges, assign_bins compares each score with every edge.

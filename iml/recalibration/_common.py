@@ -25,6 +25,8 @@ EPS = 1e-7
 
 
 def check_scores(scores: ArrayLike, name: str = "scores", probabilities: bool = True) -> None:
+    if not V.is_concrete(scores):  # traced: checked where the caller's arrays are concrete
+        return
     s = np.asarray(scores)
     if s.size == 0:
         raise ValueError(f"{name} is empty")
@@ -37,6 +39,8 @@ def check_scores(scores: ArrayLike, name: str = "scores", probabilities: bool = 
 
 
 def check_labels(labels: ArrayLike, n: int, n_classes: int = 2, name: str = "labels") -> None:
+    if not V.is_concrete(labels):
+        return
     y = np.asarray(labels)
     if y.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},) to match the scores, got {y.shape}")
@@ -54,11 +58,10 @@ def check_binary(
     probabilities: bool = True,
 ) -> None:
     check_scores(scores, probabilities=probabilities)
-    s = np.asarray(scores)
-    if s.ndim != 1:
-        raise ValueError(f"scores must be one-dimensional (binary), got shape {s.shape}")
-    check_labels(labels, s.shape[0])
-    check_weights(sample_weight, s.shape[0])
+    if np.ndim(scores) != 1:
+        raise ValueError(f"scores must be one-dimensional (binary), got shape {np.shape(scores)}")
+    check_labels(labels, np.shape(scores)[0])
+    check_weights(sample_weight, np.shape(scores)[0])
 
 
 def as_weights(sample_weight: ArrayLike | None, like: Array) -> Array:

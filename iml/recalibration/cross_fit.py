@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import jax
 import numpy as np
 
+from iml.recalibration._common import check_labels
 from iml.recalibration.corrections import PriorShiftCorrection
 from iml.recalibration.interface import Recalibrator
 from iml.recalibration.logistic import BetaCalibration, PlattScaling, TemperatureScaling
@@ -49,8 +51,11 @@ def cross_fit(
     """Recalibrated scores, each fold's by a map fitted on all other folds.
 
     A method that fits by weight (:attr:`Recalibrator.fits_by_weight`) is fitted on all ``n``
-    observations with the held-out fold weighing zero, so that every fold's fit has one shape
-    and compiles once; any other is fitted on the other folds' observations alone.
+    observations with the held-out fold weighing zero; where it fits its folds at once
+    (:attr:`Recalibrator.folds_at_once`) and ``make`` gives every fold the same recalibrator,
+    every fold's fit is one program (``jax.vmap`` over the folds' weights, compiled once per
+    method and ``n``). Any other is fitted on the other folds' observations alone, fold by
+    fold.
 
     Args:
       make: fitting labels -> an unfitted :class:`~iml.recalibration.Recalibrator`.
@@ -60,7 +65,8 @@ def cross_fit(
       ``[n]`` recalibrated scores; no observation's own label was used to fit its map.
 
     Raises:
-      ValueError: if the observations lie in fewer than two folds.
+      ValueError: if the observations lie in fewer than two folds, or for bad scores or labels
+        (naming them).
     """
     out = np.empty(len(scores), dtype=np.float64)
     s = np.asarray(scores, np.float32)
@@ -68,12 +74,37 @@ def cross_fit(
     folds = np.unique(fold_ids)
     if len(folds) < 2:
         raise ValueError("cross-fitting needs observations in at least two folds")
-    for f in folds:
+    cals = [make(labels[fold_ids != f]) for f in folds]
+    at_once = all(getattr(c, "fits_by_weight", False) and getattr(c, "folds_at_once", False)
+                  for c in cals)  # fmt: skip
+    if at_once and len({repr(c) for c in cals}) == 1:
+        cals[0]._check_transform_input(s)  # on concrete arrays: the program checks nothing
+        check_labels(labels, len(s))
+        weights = np.stack([fold_ids != f for f in folds]).astype(np.float32)
+        by_fold = np.asarray(_fold_fits(cals[0])(s, np.asarray(labels), weights))  # [F, n]
+        return by_fold[np.searchsorted(folds, fold_ids), np.arange(len(s))].astype(np.float64)
+    for f, cal in zip(folds, cals, strict=True):
         held, fit = fold_ids == f, fold_ids != f
-        cal = make(labels[fit])
         if getattr(cal, "fits_by_weight", False):
             cal.fit(s, labels, sample_weight=fit.astype(np.float32))
         else:
             cal.fit(s[fit], labels[fit])
         out[held] = np.asarray(cal.transform(s))[held]  # one shape for every fold, too
     return out
+
+
+_FOLD_FITS: dict[tuple[type, str], Callable] = {}
+
+
+def _fold_fits(cal: Recalibrator) -> Callable:
+    """``(scores [n], labels [n], weights [F, n]) -> [F, n]``: the map fitted with each row of
+    weights, applied to every score; one jitted program per kind and configuration of
+    recalibrator."""
+    key = (type(cal), repr(cal))
+    if key not in _FOLD_FITS:
+
+        def one(scores: jax.Array, labels: jax.Array, weight: jax.Array) -> jax.Array:
+            return cal._transform(cal._fit(scores, labels, weight), scores)
+
+        _FOLD_FITS[key] = jax.jit(jax.vmap(one, in_axes=(None, None, 0)))
+    return _FOLD_FITS[key]

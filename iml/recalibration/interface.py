@@ -28,10 +28,16 @@ class Recalibrator:
       fits_by_weight: whether ``_fit(scores, labels, sample_weight)`` ignores rows of weight
         zero, so that fits on subsets of one sample can share its shape, and compile once
         (:func:`iml.recalibration.cross_fit`).
+      folds_at_once: whether :func:`iml.recalibration.cross_fit` fits every fold in one
+        program (``jax.vmap`` of ``_fit`` and ``_transform`` over the folds' weights): for a
+        method whose fit, batched, stays as cheap per fold as alone. A fit that stops at a
+        tolerance becomes a batched loop that runs to its slowest fold, and pool adjacent
+        violators many times slower batched (``docs/results/sweep_train``).
     """
 
     params_: Any = None
     fits_by_weight: bool = False
+    folds_at_once: bool = False
 
     def fit(
         self, scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None

@@ -243,6 +243,7 @@ class PlattScaling(Recalibrator):
         self.n_iter = n_iter
 
     fits_by_weight = True
+    folds_at_once = True
 
     def _fit(self, scores, labels, sample_weight) -> PlattParams:
         return platt_fit(
@@ -264,6 +265,7 @@ class BetaCalibration(Recalibrator):
         self.n_iter = n_iter
 
     fits_by_weight = True
+    folds_at_once = True
 
     def _fit(self, scores, labels, sample_weight) -> BetaCalibrationParams:
         return beta_calibration_fit(scores, labels, sample_weight, n_iter=self.n_iter)

@@ -251,6 +251,7 @@ class HistogramBinning(Recalibrator):
         self.strategy = strategy
 
     fits_by_weight = True
+    folds_at_once = True
 
     def _fit(self, scores, labels, sample_weight) -> HistogramParams:
         return histogram_binning_fit(

@@ -100,6 +100,15 @@ class Binning(chex.TestCase):
         scores[3, 7] = np.nan
         batch = np.asarray(binning.quantile_edges(scores, 10))
         assert np.isnan(batch[3]).all() and not np.isnan(batch[:3]).any()
+        # Many rows of few distinct values (a histogram's recalibrated scores): an edge one
+        # float apart would move a whole block of ties between bins.
+        steps = np.sort(rng.uniform(size=(200, 10)).astype(np.float32), axis=1)
+        tied = np.take_along_axis(steps, rng.integers(0, 10, (200, 4999)), axis=1)
+        q = jnp.linspace(0.0, 1.0, 11, dtype=jnp.float32)
+        expected = np.stack([np.asarray(jnp.quantile(row, q, method="linear")) for row in tied])
+        mapped = jax.lax.map(lambda r: cal.bin_edges(r, 10, "quantile"), tied, batch_size=64)
+        np.testing.assert_array_equal(mapped, expected)
+        np.testing.assert_array_equal(binning.quantile_edges(tied, 10), expected)
 
     @chex.variants(with_jit=True, without_jit=True)
     def test_bin_sums_are_the_exact_sums_to_float32_rounding_in_any_length(self):

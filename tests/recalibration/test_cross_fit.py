@@ -71,3 +71,13 @@ def test_the_table_baselines_fitted_in_score_order_are_each_row_own_cross_fit():
         for row, (w, s) in enumerate(zip(weights, scores, strict=True)):
             want = cross_fit(BASELINES[name](float(w)), s, labels, folds)
             np.testing.assert_allclose(fitted[row], want, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_cross_fit_refuses_bad_scores_and_labels_naming_them():
+    """Every fold's fit runs in one program, which checks nothing: the arrays are checked
+    before it."""
+    scores, labels, folds = np.full(6, 0.5), np.array([0, 1, 0, 1, 0, 1]), np.arange(6) % 2
+    with pytest.raises(ValueError, match="scores"):
+        cross_fit(BASELINES["platt"](0.5), np.full(6, 1.5), labels, folds)
+    with pytest.raises(ValueError, match="labels must take values in"):
+        cross_fit(BASELINES["isotonic"](0.5), scores, labels + 1, folds)
