@@ -62,9 +62,10 @@ def quantile_edges(scores: Array, n_bins: int) -> Array:
     ``[K, n_bins + 1]``, equal to ``jnp.quantile(row, q, method="linear")`` to the last bit (the
     same interpolation, in XLA, between the same order statistics), NaN edges for a row holding
     NaN. Jitted, so that the interpolation compiles as ``jnp.quantile``'s does (an eager
-    multiply and add may round differently from a fused one). On the CPU the rows are sorted by NumPy through a host callback that returns the order
-    statistics the edges need alone (XLA's CPU sort of tens of thousands of scores is many
-    times slower, and the sorted rows need not come back); elsewhere XLA sorts them."""
+    multiply and add may round differently from a fused one). On the CPU the rows are sorted
+    by NumPy through a host callback that returns the order statistics the edges need alone
+    (XLA's CPU sort of tens of thousands of scores is many times slower, and the sorted rows
+    need not come back); elsewhere XLA sorts them."""
     s = jnp.asarray(scores, jnp.float32)
     low, high, high_weight = _interpolation(s.shape[-1], n_bins)
     at = np.concatenate([low, high])
@@ -78,7 +79,7 @@ def quantile_edges(scores: Array, n_bins: int) -> Array:
     picked = host_or_device(s, host, device, jnp.float32,
                             out_shape=lambda shape: (*shape[:-1], at.size))  # fmt: skip
     low_value, high_value = picked[..., : low.size], picked[..., low.size :]
-    edges = _interpolate(low_value, high_value, jnp.asarray(high_weight), jnp)
+    edges = low_value * (jnp.float32(1.0) - high_weight) + high_value * high_weight
     return jnp.where(jnp.any(jnp.isnan(s), axis=-1, keepdims=True), jnp.nan, edges)
 
 
@@ -91,18 +92,6 @@ def _interpolation(n: int, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     q = fractions * np.float32(n - 1)
     low, high = np.floor(q), np.ceil(q)
     return low.astype(np.int32), high.astype(np.int32), (q - low).astype(np.float32)
-
-
-def _interpolate(low_value, high_value, high_weight, xp):
-    return low_value * (xp.float32(1.0) - high_weight) + high_value * high_weight
-
-
-def interpolated_edges(ordered, n_bins: int, xp):
-    """The quantile edges of sorted rows ``[K, N] -> [K, n_bins + 1]``: the linear
-    interpolation between order statistics of ``jnp.quantile``, in NumPy or JAX (``xp``;
-    NumPy's rounding may differ from XLA's in the last bit)."""
-    low, high, high_weight = _interpolation(ordered.shape[1], n_bins)
-    return _interpolate(ordered[:, low], ordered[:, high], xp.asarray(high_weight), xp)
 
 
 # Up to this many edges, assign_bins compares each score with every edge.
@@ -211,7 +200,7 @@ def bin_sums(values: Array, bins: ArrayLike, n_bins: int) -> Array:
     return sums.reshape(_SUM_BLOCKS, n_bins, k).sum(axis=0).T
 
 
-# Blocks of observations whose per-bin sums weighted_bin_sums adds at the end.
+# Blocks of observations whose per-bin sums bin_sums adds at the end.
 _SUM_BLOCKS = 64
 
 

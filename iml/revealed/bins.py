@@ -17,7 +17,6 @@ from iml.calibration._checks import as_float, check_binary, check_n_bins
 from iml.calibration.binning import (
     assign_bins,
     bin_edges,
-    interpolated_edges,
     merged_bins,
     quantile_edges,
 )
@@ -68,20 +67,14 @@ def signals_from_scores(
     min_count: int = MIN_COUNT,
 ) -> Array:
     """Each model's bins ``[K, N]``, with the edges of :func:`iml.calibration.bin_edges`, or
-    adaptive bins (``losses`` required).
-
-    Concrete scores are sorted on the host (NumPy's sort of a ``[64, 112120]`` array is much
-    faster than XLA's on CPU); traced ones in XLA.
+    adaptive bins (``losses`` required). Quantile edges come from
+    :func:`iml.calibration.binning.quantile_edges` (NumPy's sort on the CPU).
     """
     if strategy == "adaptive":
         if losses is None:
             raise ValueError("strategy 'adaptive' needs the models' losses (losses=...)")
         quantile = signals_from_scores(scores, n_bins, "quantile")
         return merged_signals(scores, quantile, losses, n_bins, min_count)
-    if strategy == "quantile" and V.is_concrete(scores):
-        s = as_float(scores)
-        ordered = np.sort(np.asarray(s), axis=1)
-        return _assign_signals(s, jnp.asarray(interpolated_edges(ordered, n_bins, np)))
     return bin_signals(scores, n_bins, strategy)
 
 
@@ -101,11 +94,6 @@ def merged_signals(
     group = merged_bins(positives, negatives, m)  # [S]
     merged = jnp.broadcast_to(group, positives.shape)
     return jnp.take_along_axis(merged, signals, axis=1)
-
-
-@jax.jit
-def _assign_signals(scores: Array, edges: Array) -> Array:
-    return jax.vmap(assign_bins)(scores, edges)
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
