@@ -187,7 +187,9 @@ def rejection_rates(
         if isinstance(prior, tuple):
             raise ValueError("positives is for binary agents; agents of n classes draw labels")
         if not isinstance(positives, int | np.integer) or not 1 <= positives <= int(n) - 1:
-            raise ValueError(f"positives must be an integer in [1, {int(n) - 1}]; got {positives!r}")
+            raise ValueError(
+                f"positives must be an integer in [1, {int(n) - 1}]; got {positives!r}"
+            )
         positives = int(positives)
     sizes = {"prior": prior, "n": int(n), "n_datasets": int(n_datasets),
              "n_bootstrap": int(n_bootstrap), "n_bins": int(n_bins)}  # fmt: skip
@@ -201,8 +203,16 @@ def rejection_rates(
 
 @functools.partial(
     jax.jit,
-    static_argnames=("prior", "n", "n_datasets", "n_bootstrap", "n_bins", "strategy", "min_count",
-                     "positives"),
+    static_argnames=(
+        "prior",
+        "n",
+        "n_datasets",
+        "n_bootstrap",
+        "n_bins",
+        "strategy",
+        "min_count",
+        "positives",
+    ),
 )
 def _rejections(losses, reported, precision, key, *, prior, n, n_datasets, n_bootstrap, n_bins,
                 strategy, min_count, positives):  # fmt: skip
