@@ -781,7 +781,12 @@ def verdicts_title(record: Mapping[str, Any]) -> str:
     for name in ("nis", "niac"):
         word = _word(record, name, bool(record[name]["violated"]))
         parts.append(f"{name.upper()} {word}" + (" (fragile)" if fragile.get(name) else ""))
-    return ", ".join(parts)
+    unsimulated = (
+        " (size and power not simulated)"
+        if "simulated" not in record and not _untestable(record)
+        else ""
+    )
+    return ", ".join(parts) + unsimulated
 
 
 def revealed_summary(record: Mapping[str, Any]) -> str:
@@ -798,6 +803,8 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         power = record.get("simulated", {}).get("power", {}).get(name)
         if not rejected and power is not None:
             line += f"; power {power['rate']:.2f} (se {power['se']:.2f}) against {power['against']}"
+        elif name != "nias" and "simulated" not in record and not _untestable(record):
+            line += f"; {'size' if rejected else 'power'} at this N not simulated"
         if record.get("fragile", {}).get(name):
             shown = ", ".join(
                 f"{key.replace('quantile_', '')} bins: "
@@ -894,6 +901,11 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         lines.append(
             f"Simulated sizes at this {at} ({simulated['datasets']} data sets, "
             f"{simulated['bootstrap']} replicates): {size}"
+        )
+    elif not _untestable(record):
+        lines.append(
+            f"Size and power not simulated: `iml reveal --run {record['run']}` simulates them "
+            "and says whether a rejection is evidence at this N"
         )
     if "bins" not in record:
         counts = ", ".join(str(b) for b in BIN_COUNTS)

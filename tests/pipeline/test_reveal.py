@@ -60,6 +60,23 @@ def test_the_title_and_summary_say_each_verdict_and_its_power():
     assert "FRAGILE (" in revealed_summary(fragile)
 
 
+def test_verdicts_whose_size_and_power_were_not_simulated_say_so():
+    """A report that skips the simulation (a multiclass grid's ``iml reproduce``) states each
+    verdict without a size or power it does not have, and names the command that simulates
+    them."""
+    record = copy.deepcopy(json.loads(RECORD.read_text()))
+    del record["simulated"]
+    assert verdicts_title(record) == (
+        "NIS rejected, NIAC not rejected (size and power not simulated)"
+    )
+    lines = revealed_summary(record).splitlines()
+    nis = next(ln for ln in lines if ln.startswith("NIS "))
+    niac = next(ln for ln in lines if ln.startswith("NIAC "))
+    assert "rejected: margin" in nis and "size at this N not simulated" in nis
+    assert "power at this N not simulated" in niac and "power 0." not in niac
+    assert any(f"`iml reveal --run {record['run']}` simulates them" in ln for ln in lines)
+
+
 def test_a_rejection_by_a_test_oversized_at_the_runs_size_is_not_testable():
     record = copy.deepcopy(json.loads(RECORD.read_text()))
     assert record["nis"]["violated"] and not record["niac"]["violated"]
