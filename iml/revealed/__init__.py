@@ -33,7 +33,8 @@ Caplin, Martin & Marx (2025, *Modeling machine learning: a cognitive economic ap
 * **Shannon cost** (:func:`shannon_lambda_interval`): ``C_k = lambda I_k`` requires
   ``lambda (I_k - I_j) <= G[k, k] - G[k, j]``, an interval for ``lambda``.
 * **Shannon agent** (:func:`shannon_agent`): the learner with that cost, which concavifies
-  ``N(gamma) = -l*(gamma) + lambda H(gamma)`` at the prior.
+  ``N(gamma) = -l*(gamma) + lambda H(gamma)`` at the prior; for losses of ``n`` classes by
+  Blahut-Arimoto over optimal scores (:func:`shannon_class_agent`).
 
 :func:`reveal` runs everything with a paired bootstrap: each replicate is one vector of
 resampling counts (:func:`paired_bootstrap_weights`), used as observation weights for every model
@@ -115,7 +116,12 @@ from iml.revealed.learning_tests import (
     revealed_cost_bounds,
 )
 from iml.revealed.report import MarginTest, RevealedReport, reveal
-from iml.revealed.shannon import LambdaInterval, shannon_agent, shannon_lambda_interval
+from iml.revealed.shannon import (
+    LambdaInterval,
+    shannon_agent,
+    shannon_class_agent,
+    shannon_lambda_interval,
+)
 from iml.revealed.simulation import simulate_gaussian_agents, simulate_observations
 
 __all__ = [
@@ -142,6 +148,7 @@ __all__ = [
     "revealed_cost_bounds",
     "revealed_experiments",
     "shannon_agent",
+    "shannon_class_agent",
     "shannon_lambda_interval",
     "simulate_gaussian_agents",
     "simulate_observations",
