@@ -19,6 +19,12 @@ spaced from -1/2 (the first loss) to 1/2 (the last):
 * ``misreported``: capacity-constrained agents, but the third agent (``w[2] = 4``) reports its
   posterior uncorrected (the optimal score of the unweighted loss): NIAS fails for one model
   among ``K``; its rate is NIAS's power.
+* ``shannon``: four Shannon agents (:func:`iml.revealed.shannon_agent`, cost ``lambda`` a nat
+  of mutual information), on the grid ``w[2] = 2, 4, 8, 16``: each buys the experiment its
+  loss values net of that cost, a costly-learning model, so NIAC and NIAS are sizes; their
+  experiments differ, so NIS's rate is its power against them. ``lambda_covered`` is how
+  often the point estimates' interval of Shannon costs (:func:`iml.revealed.
+  shannon_lambda_interval`) holds the agents' ``lambda``.
 * ``channel``: two agents (``w[2] = 1, 4``) whose signal is a symmetric channel of the
   class (right with probability 0.7): each top class holds one posterior, so the population
   information of the cells is the channel's, known exactly; ``coverage`` is how often the 95%
@@ -115,6 +121,37 @@ def channel_rates(args: argparse.Namespace, key: jax.Array, n_bins: int) -> dict
             "mean_information": [float(x) for x in info.mean(0)]}  # fmt: skip
 
 
+SHANNON_HEAVY = (2.0, 4.0, 8.0, 16.0)
+
+
+def shannon_rates(args: argparse.Namespace, key: jax.Array, family: str, lam: float) -> dict:
+    losses = grid(family, SHANNON_HEAVY)
+    ex = R.shannon_agent(losses, np.asarray(args.prior), lam)
+    truth = R.mutual_information(ex)
+
+    @jax.jit
+    def run(keys):
+        def one(k):
+            key_data, key_boot = jax.random.split(k)
+            signals, labels = R.simulate_observations(key_data, ex, args.n)
+            posterior = jnp.take_along_axis(ex.posterior, signals[..., None], axis=1)
+            scores = jax.vmap(type(losses).optimal_score)(losses, posterior)
+            report = R.reveal(scores, labels, losses, args.bins, n_bootstrap=args.bootstrap,
+                              key=key_boot)  # fmt: skip
+            cost = report.shannon
+            covered = ~cost.rejected & (cost.lower <= lam) & (lam <= cost.upper)
+            return (report.nis_test.violated, report.niac_test.violated,
+                    jnp.any(report.nias.violated), covered, report.information)  # fmt: skip
+
+        return jax.lax.map(one, keys)
+
+    out = jax.device_get(run(jax.random.split(key, args.datasets)))
+    nis, niac, nias, covered, info = (np.asarray(x) for x in out)
+    return {"nis": nis, "niac": niac, "nias": nias, "lambda_covered": covered,
+            "information": [float(x) for x in truth],
+            "mean_information": [float(x) for x in info.mean(0)]}  # fmt: skip
+
+
 def rates(rejected: dict) -> dict:
     out = {}
     for name, values in rejected.items():
@@ -140,6 +177,8 @@ ROWS = (
     ("misreported", "matrix", 0.0),
     ("channel", "class_weighted_softmax", 0.0),
     ("channel", "class_weighted_softmax", 1.0),  # one confidence quantile per class
+    ("shannon", "class_weighted_softmax", 1.3),  # delta: the agents' lambda
+    ("shannon", "matrix", 2.4),
 )
 
 
@@ -149,7 +188,10 @@ def run_rows(args: argparse.Namespace) -> list[dict]:
         start = time.perf_counter()
         key = jax.random.key(args.seed + i)
         n_bins = args.bins
-        if scenario == "channel":
+        if scenario == "shannon":
+            rejected = shannon_rates(args, key, family, delta)
+            precision = None
+        elif scenario == "channel":
             # delta names the channel row's quantiles per class: 0 for --bins, else delta
             n_bins = args.bins if delta == 0.0 else int(delta)
             rejected = channel_rates(args, key, n_bins)
@@ -169,7 +211,8 @@ def run_rows(args: argparse.Namespace) -> list[dict]:
             rejected = {test: rejected[test] for test in ("nis", "niac", "nias")}
             precision = [float(d[0]), float(d[-1])]
         row = {"scenario": scenario, "loss": family, "bins": n_bins,
-               "delta": delta if scenario != "channel" else 0.0, "precision": precision,
+               "delta": delta if scenario not in ("channel", "shannon") else 0.0,
+               "lambda": delta if scenario == "shannon" else None, "precision": precision,
                **rates(rejected), "seconds": round(time.perf_counter() - start, 1)}  # fmt: skip
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -183,21 +226,30 @@ def table(record: dict) -> str:
         return f"{100 * row[name]:.1f}% ({100 * row[name + '_se']:.1f})"
 
     lines = [
-        "| scenario | loss | d (first→last) | quantiles per class | NIS | NIAC | NIAS "
-        "| I coverage (percentile) | I coverage (basic) | I true / mean estimate |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| scenario | loss | agents | quantiles per class | NIS | NIAC | NIAS "
+        "| I coverage (percentile) | I coverage (basic) | I true / mean estimate "
+        "| lambda in its interval |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in record["rows"]:
         d = row["precision"]
-        shown = "channel 0.7" if d is None else f"{d[0]:g}→{d[1]:g}"
-        coverage = basic = info = ""
+        if row.get("lambda") is not None:
+            shown = f"Shannon, lambda {row['lambda']:g}"
+        else:
+            shown = "channel 0.7" if d is None else f"d {d[0]:g}→{d[1]:g}"
+        coverage = basic = info = covered = ""
         if "coverage" in row:
             coverage, basic = rate(row, "coverage"), rate(row, "basic_coverage")
             truth, mean = row["true_information"][0], row["mean_information"]
             info = f"{truth:.4f} / {', '.join(f'{m:.4f}' for m in mean)}"
+        if "lambda_covered" in row:
+            covered = rate(row, "lambda_covered")
+            info = (f"{', '.join(f'{t:.4f}' for t in row['true_information'])} / "
+                    f"{', '.join(f'{m:.4f}' for m in row['mean_information'])}")  # fmt: skip
         lines.append(
             f"| {row['scenario']} | {row['loss']} | {shown} | {row['bins']} | {rate(row, 'nis')} "
-            f"| {rate(row, 'niac')} | {rate(row, 'nias')} | {coverage} | {basic} | {info} |"
+            f"| {rate(row, 'niac')} | {rate(row, 'nias')} | {coverage} | {basic} | {info} "
+            f"| {covered} |"
         )
     return "\n".join(lines)
 

@@ -452,7 +452,9 @@ def multinomial_calibration_test(
     classes expected fewer than ``min_count`` times are pooled into one category, and that
     category into the cell's most expected class when it is still short of ``min_count``
     (pooling depends on the scores alone); ``O``, ``E`` and ``Sigma`` are summed over each
-    category. The pseudo-inverse keeps the eigenvalues above ``1e-5`` times a cell's largest;
+    category. The pseudo-inverse keeps the eigenvalues above ``1e-5`` times a cell's largest
+    and above ``1e-6`` times its summed squared weights (a cell pooled into one category has
+    none);
     a category the null gives no chance in a cell but that occurs there makes ``T`` infinite.
 
     ``power`` is that of the test against the alternative that, in every observation, the
@@ -550,7 +552,11 @@ def _multinomial_test(g, cells, labels, w, n_cells, level, min_count) -> LossCal
         precision=jax.lax.Precision.HIGHEST,
     )  # fmt: skip
     values, vectors = jnp.linalg.eigh(covariance)
-    keep = values > 1e-5 * jnp.max(values, axis=-1, keepdims=True)
+    # Eigenvalues kept above 1e-5 of a cell's largest and above float rounding of its
+    # variances (1e-6 of its summed squared weights): a cell pooled into one category has a
+    # covariance that is rounding alone.
+    squares = segment(jnp.broadcast_to(w * w, cells.shape), cells)[..., None]  # [K, S, 1]
+    keep = (values > 1e-5 * jnp.max(values, axis=-1, keepdims=True)) & (values > 1e-6 * squares)
     inverse = jnp.where(keep, 1.0 / jnp.where(keep, values, 1.0), 0.0)
     rank = jnp.sum(keep, axis=-1)  # [K, S]
 
@@ -561,9 +567,14 @@ def _multinomial_test(g, cells, labels, w, n_cells, level, min_count) -> LossCal
 
     gap = observed - expected
     pooled_gap = jnp.einsum("ksca,ksc->ksa", pooling, gap, precision=jax.lax.Precision.HIGHEST)
-    pooled_variance = jnp.diagonal(covariance, axis1=-2, axis2=-1)
+    # A category the null gives no chance (expected 0) but that occurs. A category pooling
+    # every class of a cell has zero variance too, but its count is the cell's by construction:
+    # its gap is float rounding, not a miss.
+    pooled_expected = jnp.einsum(
+        "ksca,ksc->ksa", pooling, expected, precision=jax.lax.Precision.HIGHEST
+    )
     scale = 1e-6 * jnp.maximum(count, 1.0)[..., None]
-    miss = (pooled_variance <= 0) & (jnp.abs(pooled_gap) > scale)
+    miss = (pooled_expected <= scale) & (pooled_gap > scale)
     variance = segment(jnp.broadcast_to((w * w)[None, :, None], g.shape) * g * (1.0 - g), cells)
     statistic = jnp.sum(quadratic(gap), axis=-1)
     statistic = jnp.where(jnp.any(miss, axis=(-2, -1)), jnp.inf, statistic)

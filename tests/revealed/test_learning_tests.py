@@ -191,6 +191,31 @@ def test_nias_of_class_scores_rejects_uncorrected_scores_not_optimal_reports():
     np.testing.assert_array_equal(misread.violated, [False, True, True])
 
 
+def test_a_cell_pooled_into_one_category_is_no_miss_however_its_sums_round():
+    """A cell whose top class is near certain pools its other classes (expected under
+    ``min_count`` together) into the top one: one category holding the whole cell, with zero
+    variance and a count equal to its expectation. Float32 sums of thousands of posteriors
+    miss that count by rounding; the statistic stays finite and the calibrated model is not
+    rejected. A class given no chance that occurs, left unpooled, still makes the statistic
+    infinite."""
+    rng = np.random.default_rng(1)
+    n = 20000
+    confident = np.array([1.3e-4, 1.7e-4, 1 - 3e-4], np.float32)
+    g = np.where((np.arange(n) < n // 2)[:, None], confident, [0.5, 0.3, 0.2]).astype(np.float32)
+    labels = np.array([rng.choice(3, p=row / row.sum()) for row in g.astype(np.float64)])
+    cells = (np.arange(n) >= n // 2).astype(np.int32)[None]
+    test = R.multinomial_calibration_test(g[None], cells, labels, 2)
+    assert np.isfinite(float(test.statistic[0])) and float(test.p_value[0]) > 1e-3
+    impossible = g.copy()
+    impossible[n // 2 :] = [0.6, 0.4, 0.0]  # class 2 given no chance in cell 1
+    labels[-1] = 2
+    test = R.multinomial_calibration_test(impossible[None], cells, labels, 2, min_count=0.0)
+    assert np.isinf(float(test.statistic[0])) and float(test.p_value[0]) == 0.0
+    pooled = R.multinomial_calibration_test(impossible[None], cells, labels, 2)  # into class 0
+    assert np.isfinite(float(pooled.statistic[0])) and float(pooled.statistic[0]) > 100.0
+    assert int(pooled.n_bins[0]) == 1  # cell 0 adds no degree of freedom: one category
+
+
 def test_multinomial_test_rejects_bad_input_naming_it():
     g = np.full((1, 4, 3), 1 / 3, np.float32)
     with pytest.raises(ValueError, match="cells"):

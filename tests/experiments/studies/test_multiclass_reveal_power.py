@@ -34,8 +34,10 @@ def test_stored_record_renders_one_row_each_and_its_sizes_are_at_most_seven_perc
     for row in record["rows"]:
         if row["scenario"] in ("capacity", "channel"):
             sizes += [row["nis"], row["niac"], row["nias"]]
-        elif row["scenario"] == "rising":
+        elif row["scenario"] in ("rising", "shannon"):
             sizes += [row["niac"], row["nias"]]
     assert max(sizes) <= 0.07
+    shannon = [row for row in record["rows"] if row["scenario"] == "shannon"]
+    assert len(shannon) == 2 and min(row["nis"] for row in shannon) >= 0.9
     misreported = [row["nias"] for row in record["rows"] if row["scenario"] == "misreported"]
     assert min(misreported) >= 0.9
