@@ -87,6 +87,17 @@ def channel(prior: np.ndarray, accuracy: float, n_models: int) -> R.RevealedExpe
     )
 
 
+def reveal_known(ex, losses, n: int, n_bins: int, n_bootstrap: int, key: jax.Array):
+    """:func:`iml.revealed.reveal` of one data set of ``n`` observations drawn from the known
+    experiments ``ex``, each agent reporting the optimal score of its signal's posterior under
+    its own loss."""
+    key_data, key_boot = jax.random.split(key)
+    signals, labels = R.simulate_observations(key_data, ex, n)
+    posterior = jnp.take_along_axis(ex.posterior, signals[..., None], axis=1)
+    scores = jax.vmap(type(losses).optimal_score)(losses, posterior)
+    return R.reveal(scores, labels, losses, n_bins, n_bootstrap=n_bootstrap, key=key_boot)
+
+
 def channel_rates(args: argparse.Namespace, key: jax.Array, n_bins: int) -> dict:
     losses = grid("class_weighted_softmax", (1.0, 4.0))
     ex = channel(np.asarray(args.prior), 0.7, 2)
@@ -95,12 +106,7 @@ def channel_rates(args: argparse.Namespace, key: jax.Array, n_bins: int) -> dict
     @jax.jit
     def run(keys):
         def one(k):
-            key_data, key_boot = jax.random.split(k)
-            signals, labels = R.simulate_observations(key_data, ex, args.n)
-            posterior = jnp.take_along_axis(ex.posterior, signals[..., None], axis=1)
-            scores = jax.vmap(type(losses).optimal_score)(losses, posterior)
-            report = R.reveal(scores, labels, losses, n_bins, n_bootstrap=args.bootstrap,
-                              key=key_boot)  # fmt: skip
+            report = reveal_known(ex, losses, args.n, n_bins, args.bootstrap, k)
             # reveal reports the basic (reverse percentile) interval 2 I - [q_high, q_low],
             # clipped at 0; the percentile interval [q_low, q_high] is its reflection (exact
             # where the lower end was not clipped)
@@ -132,12 +138,7 @@ def shannon_rates(args: argparse.Namespace, key: jax.Array, family: str, lam: fl
     @jax.jit
     def run(keys):
         def one(k):
-            key_data, key_boot = jax.random.split(k)
-            signals, labels = R.simulate_observations(key_data, ex, args.n)
-            posterior = jnp.take_along_axis(ex.posterior, signals[..., None], axis=1)
-            scores = jax.vmap(type(losses).optimal_score)(losses, posterior)
-            report = R.reveal(scores, labels, losses, args.bins, n_bootstrap=args.bootstrap,
-                              key=key_boot)  # fmt: skip
+            report = reveal_known(ex, losses, args.n, args.bins, args.bootstrap, k)
             cost = report.shannon
             covered = ~cost.rejected & (cost.lower <= lam) & (lam <= cost.upper)
             return (report.nis_test.violated, report.niac_test.violated,
