@@ -146,13 +146,13 @@ def shannon_class_agent(
     with Shannon cost (Matejka and McKay 2015), concave in the choice probabilities
     ``P(a | y)``, whose optimum satisfies ``P(a | y) = p(a) exp(-L(a, y) / lambda) /
     sum_b p(b) exp(-L(b, y) / lambda)`` with ``p(a) = sum_y pi_y P(a | y)``: the Blahut-Arimoto
-    iteration reaches it (``n_iterations`` steps a round, in log space). Each round then moves a
-    copy of every score to the optimal score ``c(gamma_a)`` of the posterior
-    ``gamma_a(y) = pi_y P(a | y) / p(a)`` it induces, which cannot lower the objective; a fixed
-    copy of the first scores stays. The first scores are the optimal scores of posteriors on
-    the rays from ``pi`` to each vertex of the simplex and to the middle of each edge
-    (``n_steps`` a ray, the last within ``1e-5`` of the end). The posteriors of the scores that
-    carry probability are then merged, those within ``merge_tol`` (the largest difference of a
+    iteration reaches it (``n_iterations`` steps a round, in log space). Each round then moves
+    every score to the optimal score ``c(gamma_a)`` of the posterior
+    ``gamma_a(y) = pi_y P(a | y) / p(a)`` it induces, which cannot lower the objective. The
+    first scores are the optimal scores of the prior and of posteriors on the rays from ``pi``
+    to each vertex of the simplex and to the middle of each edge (``n_steps - 1`` a ray, the
+    last within ``1e-5`` of its end). The posteriors of the scores that carry probability are
+    then merged, those within ``merge_tol`` (the largest difference of a
     class's posterior) into their probability-weighted mean, which keeps ``E[gamma] = pi``. At
     the optimum every score ``b`` satisfies ``sum_y pi_y exp(-L(b, y) / lambda) / sum_a p(a)
     exp(-L(a, y) / lambda) <= 1``, with equality where ``p(b) > 0`` (Caplin, Dean and Leahy
@@ -162,7 +162,7 @@ def shannon_class_agent(
       loss: a loss of ``n`` classes, or a batched one ``[K]``: one agent per loss.
       prior: ``pi`` ``[n]``, every class's probability in ``(0, 1)``, summing to one.
       lam: ``lambda >= 0``; at ``0`` the agent learns the class (posteriors at the vertices).
-      n_steps: posteriors a ray for the first scores.
+      n_steps: one more than the posteriors a ray for the first scores (at least 7).
       n_rounds: rounds of moving the scores.
       n_iterations: Blahut-Arimoto steps a round.
       merge_tol: posteriors this close are one signal.
@@ -186,8 +186,8 @@ def shannon_class_agent(
     V.check_interval("lam", lam, 0.0, np.inf, open_low=False, open_high=True)
     if np.ndim(lam):
         raise ValueError("lam must be a scalar; map over it with jax.vmap")
-    for name, value in (("n_steps", n_steps), ("n_rounds", n_rounds)):
-        V.check_count(name, value, 2 if name == "n_steps" else 0)
+    V.check_count("n_steps", n_steps, 7)
+    V.check_count("n_rounds", n_rounds, 0)
     V.check_count("n_iterations", n_iterations, 1)
     V.check_interval("merge_tol", merge_tol, 0.0, 1.0, open_low=False, open_high=True)
     pi = np.asarray(prior, np.float64)
