@@ -148,15 +148,19 @@ def shannon_rates(args: argparse.Namespace, key: jax.Array, family: str, lam: fl
 
     out = jax.device_get(run(jax.random.split(key, args.datasets)))
     nis, niac, nias, covered, info = (np.asarray(x) for x in out)
+    # the agents' own G and I (no sampling): the interval of lambda they reveal
+    population = R.shannon_lambda_interval(R.value_matrix(ex, losses), truth)
     return {"nis": nis, "niac": niac, "nias": nias, "lambda_covered": covered,
             "information": [float(x) for x in truth],
-            "mean_information": [float(x) for x in info.mean(0)]}  # fmt: skip
+            "mean_information": [float(x) for x in info.mean(0)],
+            "signals": [int(x) for x in np.sum(np.asarray(ex.probability) > 0, axis=-1)],
+            "population_lambda": [float(population.lower), float(population.upper)]}  # fmt: skip
 
 
 def rates(rejected: dict) -> dict:
     out = {}
     for name, values in rejected.items():
-        if name in ("information", "mean_information"):
+        if name in ("information", "mean_information", "signals", "population_lambda"):
             out["true_" + name if name == "information" else name] = values
             continue
         values = np.asarray(values)
@@ -298,6 +302,7 @@ def main(argv: list[str] | None = None) -> dict:
             **settings,
             "models": len(HEAVY),
             "heavy_weights": list(HEAVY),
+            "shannon_heavy_weights": list(SHANNON_HEAVY),
             "classes": 3,
             "confidence": 0.95,
         },

@@ -39,5 +39,8 @@ def test_stored_record_renders_one_row_each_and_its_sizes_are_at_most_seven_perc
     assert max(sizes) <= 0.07
     shannon = [row for row in record["rows"] if row["scenario"] == "shannon"]
     assert len(shannon) == 2 and min(row["nis"] for row in shannon) >= 0.9
+    for row in shannon:  # the agents' own value matrix reveals their lambda
+        low, high = row["population_lambda"]
+        assert low < row["lambda"] < high
     misreported = [row["nias"] for row in record["rows"] if row["scenario"] == "misreported"]
     assert min(misreported) >= 0.9
