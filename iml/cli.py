@@ -21,7 +21,7 @@ Examples::
 (:func:`iml.pipeline.defaults.experiment_config`: sections ``data``, ``model``, ``loss``, ``train``,
 ``eval``, ``distributed``), starting from their own defaults (``default_config``, ``sweep_config``)
 or ``--config FILE``, then set any key as ``--config.SECTION.KEY=VALUE``, then the few named options
-(``--seeds`` sets ``config.train.seeds``; :data:`iml.commands.config.SHORTCUTS`: one name per key in
+(``--seeds`` sets ``config.plan.seeds``; :data:`iml.commands.config.SHORTCUTS`: one name per key in
 both commands). ``figures`` trains nothing: it reports a stored run with the run's config, and takes
 ``--config.eval.KEY=VALUE`` for the report's own settings, as ``reveal`` does. ``--no-progress``
 hides every progress bar, those of tensorflow-datasets preparing a dataset too.

@@ -85,7 +85,7 @@ for key in (
     "data.n_folds",
     "data.n_val_folds",
     "data.n_test_folds",
-    "train.seeds",
+    "plan.seeds",
 ):
     print(f"  {key:18s} {values[key]}")
 print(f"  {'train.max_epochs':18s} {config.train.max_epochs} (at most)")

@@ -37,8 +37,8 @@ MULTICLASS = {
     "loss.name": "class_weighted_softmax",
     "loss.weights": "ones;w[8]=10",
     "train.max_epochs": 1,
-    "train.members_per_batch": 10,  # every member in one call of the trainer
-    "train.checkpoint": False,
+    "plan.members_per_batch": 10,  # every member in one call of the trainer
+    "plan.checkpoint": False,
     "eval.n_bins": 5,
 }
 
@@ -76,7 +76,7 @@ TINY_REPRODUCE = [
     "--config.data.max_examples",
     "160",
     "--config.train.batch_size=8",
-    "--config.train.members_per_batch=2",
+    "--config.plan.members_per_batch=2",
 ]
 
 

@@ -166,7 +166,7 @@ def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(t
     out = tmp_path / "sweep"
     argv = ["sweep", "--csv", str(tmp_path / "data.csv"), "--target", "label"]
     argv += ["--config.data.positive=yes", "--betas", "0.5,0.9", "--seeds", "1"]
-    argv += ["--config.train.losses_per_batch=1"]
+    argv += ["--config.plan.losses_per_batch=1"]
     argv += [
         "--config.train.max_epochs=2",
         "--config.data.n_folds=4",

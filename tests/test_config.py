@@ -32,14 +32,14 @@ def test_overrides_set_nested_keys_with_the_keys_types():
         ("train.max_epochs", "2"),
         ("train.learning_rate", "1"),  # an int for a float key
         ("loss.betas", "0.5,0.8"),
-        ("train.seeds", "3"),  # one value for a tuple key
+        ("plan.seeds", "3"),  # one value for a tuple key
         ("train.flip", "true"),
         ("data.manual_dir", "123"),  # text keys take the text
         ("model.weights", "'w.pth'"),
     )
     assert config.train.max_epochs == 2 and isinstance(config.train.max_epochs, int)
     assert config.train.learning_rate == 1.0 and isinstance(config.train.learning_rate, float)
-    assert config.loss.betas == (0.5, 0.8) and config.train.seeds == (3,)
+    assert config.loss.betas == (0.5, 0.8) and config.plan.seeds == (3,)
     assert config.train.flip is True
     assert config.data.manual_dir == "123" and config.model.weights == "w.pth"
 

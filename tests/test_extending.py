@@ -272,7 +272,7 @@ def _tiny_ensemble(tmp_path, **settings):
     config.data.n_val_folds = 1
     config.model.name = "densenet_tiny"
     config.train.max_epochs = 1
-    config.train.checkpoint = False
+    config.plan.checkpoint = False
     config.eval.n_bins = 5
     for key, value in settings.items():
         section, field = key.split("__")

@@ -126,8 +126,8 @@ def test_check_seeds_counts_or_takes_the_seeds_themselves(seeds, expected):
     ],
 )
 def test_check_seeds_names_the_argument_and_the_rule(seeds, message):
-    with pytest.raises(ValueError, match=f"^config.train.seeds {message}"):
-        V.check_seeds("config.train.seeds", seeds)
+    with pytest.raises(ValueError, match=f"^config.plan.seeds {message}"):
+        V.check_seeds("config.plan.seeds", seeds)
 
 
 def test_every_seeds_argument_is_checked_alike():

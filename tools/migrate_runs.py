@@ -18,6 +18,10 @@ Schema 2 to 3: the config's keys take the names of the fields they set (``train.
 work (``train.betas_per_chunk`` -> ``train.losses_per_batch``), and the loss's parameters live in
 an open section (``loss.gamma`` -> ``loss.params.gamma``, kept only for a loss that takes it).
 
+Schema 3 to 4: the keys that lay out the members (``seeds``, ``losses_per_batch``,
+``members_per_batch``, ``memory_budget_bytes``, ``checkpoint``) move from ``train`` to a ``plan``
+section, so that ``train`` holds :class:`iml.training.TrainConfig` fields only.
+
 Usage, from the repository root (a folder is searched for ``manifest.json`` files and
 ``*_manifest.json`` copies; ``--check`` rewrites nothing and exits 1 if anything is out of date)::
 
@@ -171,6 +175,11 @@ def migrate_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
     if out["schema"] == 2:
         out["config"] = _to_3(out["config"], out["kind"])
         out["schema"] = 3
+    if out["schema"] == 3:
+        out["config"] = _to_4(out["config"])
+        if isinstance(out.get("command"), list):  # the recorded command, rerunnable as it reads
+            out["command"] = [_option_4(arg) for arg in out["command"]]
+        out["schema"] = 4
     return out
 
 
@@ -199,6 +208,32 @@ def _to_3(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
         gamma = out["loss"].pop("gamma")
         out["loss"]["params"] = {"gamma": gamma} if _takes_gamma(out["loss"]["name"]) else {}
     return out
+
+
+#: The keys that schema 4 moved from ``train`` to ``plan``: how members are laid out, which
+#: :class:`iml.training.TrainConfig` does not take.
+PLAN_KEYS_4 = ("seeds", "losses_per_batch", "members_per_batch", "memory_budget_bytes",
+               "checkpoint")  # fmt: skip
+
+
+def _to_4(config: Mapping[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(dict(config)))
+    train = out["train"]
+    plan = {key: train.pop(key) for key in PLAN_KEYS_4 if key in train}
+    sections = list(out)
+    at = sections.index("train") + 1  # the new section follows train, as in the schema
+    items = [*[(k, out[k]) for k in sections[:at]], ("plan", plan),
+             *[(k, out[k]) for k in sections[at:]]]  # fmt: skip
+    return dict(items)
+
+
+def _option_4(arg: Any) -> Any:
+    for key in PLAN_KEYS_4:
+        if isinstance(arg, str) and arg.startswith(f"--config.train.{key}"):
+            rest = arg.removeprefix(f"--config.train.{key}")
+            if rest == "" or rest.startswith("="):
+                return f"--config.plan.{key}{rest}"
+    return arg
 
 
 def manifests(paths: Iterable[str | Path]) -> list[Path]:

@@ -102,8 +102,8 @@ def plan_args(batches: int, epochs: int) -> list[str]:
         "--config.data.n_folds=4", f"--config.train.max_epochs={epochs}",
         "--betas", *[f"{b:.4g}" for b in betas],
         "--config.data.image_size=16", "--seeds", "1", "--config.data.n_val_folds=1",
-        "--config.train.batch_size=8", "--config.train.members_per_batch=1",
-        "--config.train.checkpoint=false",
+        "--config.train.batch_size=8", "--config.plan.members_per_batch=1",
+        "--config.plan.checkpoint=false",
     ]  # fmt: skip
 
 

@@ -40,5 +40,5 @@ def get_config() -> ml_collections.ConfigDict:
     c.train.learning_rate = 1e-4
     c.train.batch_size = 16
     c.train.flip = True
-    c.train.members_per_batch = 3
+    c.plan.members_per_batch = 3
     return c

@@ -30,7 +30,7 @@ SHORTCUTS = {
     "target": "data.target",
     "loss": "loss.name",
     "betas": "loss.betas",
-    "seeds": "train.seeds",
+    "seeds": "plan.seeds",
 }
 
 
@@ -98,7 +98,7 @@ def load_config_with_names(
         default, options = default_config, shortcuts("images")
     overrides = list(getattr(args, "overrides", ()))
     for key, text in overrides:
-        if key == "train.seeds":
+        if key == "plan.seeds":
             _check_seeds_literal(text)
     config = config_lib.load_config(args.config, overrides, default=default)
     overridden = {key for key, _ in overrides}
@@ -109,7 +109,7 @@ def load_config_with_names(
         if value is not None:
             if key == "loss.betas":
                 value = _numbers(flag, value)
-            elif key == "train.seeds":
+            elif key == "plan.seeds":
                 value = _member_seeds(flag, value)
             config_lib.override(config, key, value, flag=flag)
         if value is not None or not (args.config or key in overridden):
@@ -143,13 +143,13 @@ def _member_seeds(flag: str, values: Sequence[int]) -> tuple[int, ...]:
 
 
 def _check_seeds_literal(text: str | None) -> None:
-    """``--config.train.seeds=N`` with one number: a count on ``--seeds``, but the key holds the
+    """``--config.plan.seeds=N`` with one number: a count on ``--seeds``, but the key holds the
     seeds themselves, so the number alone is refused rather than read as the one seed ``N``."""
 
     value = parse_value(text or "")
     if isinstance(value, int) and not isinstance(value, bool):
         count = f"--seeds {value} for the seeds 0..{value - 1}, or " if value >= 1 else ""
         raise ValueError(
-            f"--config.train.seeds={text}: the key holds the seeds themselves; use {count}"
-            f"--config.train.seeds='({value},)' for the seed {value} alone"
+            f"--config.plan.seeds={text}: the key holds the seeds themselves; use {count}"
+            f"--config.plan.seeds='({value},)' for the seed {value} alone"
         )

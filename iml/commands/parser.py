@@ -62,6 +62,7 @@ _SECTIONS = {
     "model": "the model (config.model)",
     "loss": "the loss and its grid of class weights (config.loss)",
     "train": "training (config.train)",
+    "plan": "the members and their batches (config.plan)",
     "eval": "the report (config.eval)",
     "distributed": "several processes (config.distributed)",
 }

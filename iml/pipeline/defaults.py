@@ -1,9 +1,11 @@
 """The experiment's one config schema, and its two named defaults.
 
 :data:`SCHEMA` is the schema: every key of an experiment (``data``, ``model``, ``loss``,
-``train``, ``eval``; and ``distributed``, the processes that run it) with its default and its
-meaning, which ``--help`` prints; :func:`experiment_config` makes it a config. An experiment
-trains its models either on images, fed to the devices in batches from the host (``iml
+``train``, ``plan``, ``eval``; and ``distributed``, the processes that run it) with its default
+and its meaning, which ``--help`` prints; :func:`experiment_config` makes it a config. ``train``
+holds fields of :class:`iml.training.TrainConfig` under their own names (:func:`train_fields`),
+``plan`` how the members are laid out: their seeds, how many train together, and checkpoints.
+An experiment trains its models either on images, fed to the devices in batches from the host (``iml
 reproduce``: :mod:`iml.pipeline.runner`), or on rows of a table held whole on the device (``iml
 sweep``: :mod:`iml.pipeline.sweep`); a few keys are read by one of the two only
 (:data:`READ_BY`), and setting one of them for the other is an error (:func:`check_read_keys`)
@@ -44,10 +46,11 @@ __all__ = [
     "experiment_config",
     "key_help",
     "sweep_config",
+    "train_fields",
 ]
 
-#: Where a config leaves the seeds or the batches to the solver (``train.seeds = ()``,
-#: ``train.losses_per_batch = 0``): the seeds of a fit made exactly (its members' optimum does
+#: Where a config leaves the seeds or the batches to the solver (``plan.seeds = ()``,
+#: ``plan.losses_per_batch = 0``): the seeds of a fit made exactly (its members' optimum does
 #: not depend on a seed) and of one trained by Adam, and the losses of a batch by Adam (an exact
 #: fit takes the whole grid as one batch).
 EXACT_SEEDS, ADAM_SEEDS, ADAM_CHUNK = (0,), tuple(range(8)), 16
@@ -119,8 +122,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
                        "e.g. 'ones;B[8,8]=10' (iml.grids.parse_weight_grid)"),
     },
     "train": {
-        "seeds": Key((0,), "member seeds of every loss (--seeds N: 0..N-1); () = one where the "
-                     "fit is exact, 8 where Adam trains"),
         "max_epochs": Key(3, "Adam's most epochs per member"),
         "batch_size": Key(16, "Adam's examples per member and step"),
         "eval_batch_size": Key(64, "validation and test examples per member and step"),
@@ -138,6 +139,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "solver": Key("auto", "exact: full-batch Newton steps to the optimum (logistic "
                       "regression under a loss with an exact form); adam: early-stopped "
                       "minibatch Adam; auto: exact where it can", R),
+        "flip": Key(False, "random horizontal flips of the training images", I),
+        "normalize": Key("imagenet", "'imagenet' (torchvision's statistics) or 'none'", I),
+    },
+    "plan": {
+        "seeds": Key((0,), "member seeds of every loss (--seeds N: 0..N-1); () = one where the "
+                     "fit is exact, 8 where Adam trains"),
         "losses_per_batch": Key(0, "losses trained together, with all their seeds and "
                                 "rotations; 0 = all where the fit is exact, 16 where Adam "
                                 "trains", R),
@@ -145,8 +152,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "memory_budget_bytes": Key(0, "device bytes the members of one program may take where "
                                    "members_per_batch is 0 (0 = 0.9 of the free memory; a CPU "
                                    "reports none: no limit)", I),
-        "flip": Key(False, "random horizontal flips of the training images", I),
-        "normalize": Key("imagenet", "'imagenet' (torchvision's statistics) or 'none'", I),
         "checkpoint": Key(True, "store each member batch as it finishes, so that a run resumes "
                           "mid-batch", I),
     },
@@ -217,6 +222,18 @@ READ_BY: Mapping[str, str] = {
 _COMMANDS = {"images": "iml reproduce", "rows": "iml sweep"}
 
 
+def train_fields(
+    config: Mapping[str, Any] | ml_collections.ConfigDict, inputs: str
+) -> dict[str, Any]:
+    """The :class:`iml.training.TrainConfig` fields of ``config.train`` that runs on ``inputs``
+    (:data:`INPUTS`) read, under the fields' own names: ``TrainConfig(**train_fields(c, i))``."""
+    fields = {}
+    for name, value in config["train"].items():
+        if READ_BY.get(f"train.{name}", inputs) == inputs:
+            fields[name] = tuple(value) if isinstance(value, list | tuple) else value
+    return fields
+
+
 def check_read_keys(
     config: Mapping[str, Any] | ml_collections.ConfigDict,
     inputs: str,
@@ -270,7 +287,7 @@ def sweep_config() -> ml_collections.ConfigDict:
     c.data.image_size = 0  # an image dataset's pixels as features at its own size
     c.model.name = "logistic"  # or 'mlp', or any model of iml.models.MODELS that takes rows
     c.loss.betas = ()  # the logit grid of n_betas betas
-    c.train.seeds = ()  # one where the fit is exact, 8 where Adam trains
+    c.plan.seeds = ()  # one where the fit is exact, 8 where Adam trains
     c.train.max_epochs = 100  # Adam's most epochs per member
     c.train.batch_size = 512  # Adam's rows per step, shared by the members of a seed
     c.train.eval_batch_size = 1024  # validation rows per step

@@ -65,8 +65,8 @@ _COUNTS_OR_ZERO = (
     "data.max_examples",
     "data.n_val_folds",
     "data.fold_seed",
-    "train.members_per_batch",
-    "train.memory_budget_bytes",
+    "plan.members_per_batch",
+    "plan.memory_budget_bytes",
 )
 
 
@@ -113,10 +113,10 @@ def check_config(config: Mapping[str, Any]) -> None:
     for keys, minimum in ((_COUNTS, 1), (_COUNTS_OR_ZERO, 0)):
         for key in keys:
             V.check_count(f"config.{key}", config_lib.lookup(c, key), minimum)
-    if c.train.members_per_batch and c.train.memory_budget_bytes:
+    if c.plan.members_per_batch and c.plan.memory_budget_bytes:
         raise ValueError(
-            "config.train.memory_budget_bytes applies where config.train.members_per_batch is 0 "
-            f"(the default), not {c.train.members_per_batch}; set only one of them"
+            "config.plan.memory_budget_bytes applies where config.plan.members_per_batch is 0 "
+            f"(the default), not {c.plan.members_per_batch}; set only one of them"
         )
     if c.data.n_folds - c.data.n_val_folds - c.data.n_test_folds < 1:
         raise ValueError(
@@ -125,8 +125,8 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
     V.check_positive("config.train.learning_rate", c.train.learning_rate)
     V.check_non_negative("config.train.min_lr", c.train.min_lr)
-    if tuple(c.train.seeds):  # () = the seeds of a fit by Adam (ADAM_SEEDS)
-        V.check_seeds("config.train.seeds", tuple(c.train.seeds))
+    if tuple(c.plan.seeds):  # () = the seeds of a fit by Adam (ADAM_SEEDS)
+        V.check_seeds("config.plan.seeds", tuple(c.plan.seeds))
     check_eval_settings(c.eval)
     for key in ("data_dir", "manual_dir"):
         if c.data[key] and not Path(c.data[key]).expanduser().is_dir():

@@ -2,8 +2,8 @@
 member grid, each member's loss and the DenseNets that train on it; :func:`iml.pipeline.
 experiment.run` trains and stores it.
 
-Where ``config.train.members_per_batch`` is 0 (the default), a batch that needs more than the
-device's free memory (or ``config.train.memory_budget_bytes``) is trained in parts that fit
+Where ``config.plan.members_per_batch`` is 0 (the default), a batch that needs more than the
+device's free memory (or ``config.plan.memory_budget_bytes``) is trained in parts that fit
 (:func:`members_per_call`, recorded in the manifest under ``memory``) and stored as one entry.
 The config's checks live in :mod:`iml.pipeline.run_config`.
 """
@@ -37,7 +37,7 @@ from iml.models import (
     load_torchvision_densenet,
     with_conv_impl,
 )
-from iml.pipeline.defaults import ADAM_SEEDS
+from iml.pipeline.defaults import ADAM_SEEDS, train_fields
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
 from iml.pipeline.run_config import (
     as_config,
@@ -171,7 +171,7 @@ def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
     return make_plan(
         dataset.num_examples,
         **grid,
-        seeds=tuple(c.train.seeds) or ADAM_SEEDS,
+        seeds=tuple(c.plan.seeds) or ADAM_SEEDS,
         labels=labels,
         groups=groups if has_groups else None,
         n_folds=int(c.data.n_folds),
@@ -179,14 +179,8 @@ def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
         n_test_folds=int(c.data.n_test_folds),
         rotations=list(c.data.rotations) or None,
         fold_seed=int(c.data.fold_seed),
-        members_per_batch=int(c.train.members_per_batch) or None,
+        members_per_batch=int(c.plan.members_per_batch) or None,
     )
-
-
-#: The keys of ``config.train`` that set the :class:`~iml.training.TrainConfig` field of their
-#: name in a run on images.
-_TRAIN_FIELDS = ("learning_rate", "batch_size", "eval_batch_size", "max_epochs", "patience",
-                 "plateau_patience", "min_lr", "flip", "normalize")  # fmt: skip
 
 
 def members_per_call(
@@ -197,8 +191,8 @@ def members_per_call(
     largest: int,
     budget_bytes: int = 0,
 ) -> tuple[int | None, dict[str, Any]]:
-    """How many members of a run whose ``config.train.members_per_batch`` is 0 the trainer takes
-    in one call: the most that fit ``budget_bytes`` (``config.train.memory_budget_bytes``; 0: the
+    """How many members of a run whose ``config.plan.members_per_batch`` is 0 the trainer takes
+    in one call: the most that fit ``budget_bytes`` (``config.plan.memory_budget_bytes``; 0: the
     device's free memory, :func:`iml.training.memory.memory_budget`) by XLA's memory analysis of
     their programs (:func:`iml.training.memory.estimate_member_memory`), at least one.
 
@@ -263,7 +257,7 @@ def build_images(config: Mapping[str, Any]) -> Experiment:
     labels = run_labels(config, dataset)
     grid = run_grid(config, len(dataset.class_names)) if is_multiclass(config) else None
     model = config_model(config, 1 if grid is None else grid.spec.n_classes)
-    train_config = TrainConfig(**{k: config.train[k] for k in _TRAIN_FIELDS})
+    train_config = TrainConfig(**train_fields(config, "images"))
     if grid is None:  # a binary loss, one class weight per member
         loss = run_loss(config)
         loss_record = lookup(config.loss.name)
@@ -280,13 +274,13 @@ def build_images(config: Mapping[str, Any]) -> Experiment:
             return [grid.spec[m.loss] for m in batch.members]
 
     def per_call(store: RunStore) -> tuple[int | None, dict[str, Any]]:
-        if config.train.members_per_batch:
+        if config.plan.members_per_batch:
             return None, {}
         first = plan.batches[0].member_specs(losses(plan.batches[0]))[0]
         largest = max(len(b.members) for b in plan.batches)
         return members_per_call(
             model, first.loss_spec(), dataset.input_shape, train_config, largest,
-            int(config.train.memory_budget_bytes),
+            int(config.plan.memory_budget_bytes),
         )  # fmt: skip
 
     return Experiment(
@@ -298,9 +292,9 @@ def build_images(config: Mapping[str, Any]) -> Experiment:
         source=_source(dataset, labels),
         train=train_config,
         options={
-            "checkpoint": bool(config.train.checkpoint),
+            "checkpoint": bool(config.plan.checkpoint),
             "init_variables": initial_variables(config, model, dataset.input_shape[-1]),
-            "halve_too_large": not config.train.members_per_batch,
+            "halve_too_large": not config.plan.members_per_batch,
         },
         extra={
             "seeds": {"members": list(plan.seeds), "folds": int(config.data.fold_seed)},

@@ -439,7 +439,6 @@ def stored_scores(run: str | Path, average: str) -> RunScores:
     if entries and np.asarray(entries[0]["test_scores"]).ndim == 2:
         n_classes = np.asarray(entries[0]["test_scores"]).shape[-1]
     grid = stored_grid(manifest, run, n_classes)
-    train = manifest["config"].get("train", {})
-    seeds = train.get("seeds") or None
+    seeds = manifest["config"].get("plan", {}).get("seeds") or None
     return pool_entries(grid, folds["labels"], folds["fold_ids"], entries, average=average,
                         seeds=seeds)  # fmt: skip

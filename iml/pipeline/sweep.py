@@ -112,9 +112,10 @@ STORE_LAYOUT = "batches"
 #: The sections of a sweep's record (its manifest's ``config``): ``data`` (the source the
 #: command read, ``n_folds``, ``fold_seed`` and ``sha256``, the digest of the features, labels
 #: and groups), ``model``, ``loss`` (a registered loss's config, or a callable's description),
-#: ``train`` (the seeds, ``losses_per_batch`` and the :class:`~iml.training.TrainConfig` fields),
-#: ``eval`` and ``store``; a caller's other facts stay at the top level under other names.
-SECTIONS = ("data", "model", "loss", "train", "eval", "store")
+#: ``train`` (the :class:`~iml.training.TrainConfig` fields), ``plan`` (the seeds and
+#: ``losses_per_batch``), ``eval`` and ``store``; a caller's other facts stay at the top level
+#: under other names.
+SECTIONS = ("data", "model", "loss", "train", "plan", "eval", "store")
 
 
 def _recorded_training(config: TrainConfig) -> dict[str, Any]:
@@ -262,8 +263,8 @@ def plan_sweep(
                  "sha256": data_fingerprint(x, y, g)},
         "model": {"name": model, "hidden": hidden},
         "loss": recorded,
-        "train": {"seeds": s.tolist(), "losses_per_batch": losses_per_batch,
-                  **_recorded_training(config)},
+        "train": _recorded_training(config),
+        "plan": {"seeds": s.tolist(), "losses_per_batch": losses_per_batch},
         "eval": {"n_bins": n_bins, "average": average, "n_bootstrap": n_bootstrap,
                  "report_seed": report_seed},
         "store": STORE_LAYOUT,
@@ -410,13 +411,13 @@ def prepare_sweep(
             labels,
             dataset.groups,
             losses,
-            seeds=c.train.seeds,
+            seeds=c.plan.seeds,
             model=c.model.name,
             hidden=c.model.hidden,
             train=train,
             n_folds=c.data.n_folds,
             fold_seed=c.data.fold_seed,
-            losses_per_batch=c.train.losses_per_batch,
+            losses_per_batch=c.plan.losses_per_batch,
             n_bins=c.eval.n_bins,
             average=c.eval.average,
             n_bootstrap=c.eval.n_bootstrap,

@@ -40,6 +40,7 @@ from iml.pipeline.defaults import (
     check_loss_params,
     check_read_keys,
     sweep_config,
+    train_fields,
 )
 from iml.training.tabular import TABULAR_DEFAULTS, table_solver
 from iml.training.train_config import L2_SCALES, SOLVERS, TrainConfig
@@ -123,13 +124,6 @@ class CheckedSweep(NamedTuple):
     name: _Names
 
 
-# The TrainConfig fields a sweep's config sets, each as the key train.FIELD (an error starts with
-# the field's name).
-_TRAIN_KEYS = {
-    field: f"train.{field}"
-    for field in ("max_epochs", "batch_size", "learning_rate", "eval_batch_size",
-                  "plateau_patience", "min_lr", "l2", "l2_grid", "l2_scale", "patience", "solver")
-}  # fmt: skip
 # The config key that stands for each argument of iml.data.load_csv.
 _CSV_KEYS = {
     "path": "data.csv",
@@ -201,9 +195,9 @@ def checked_sweep_config(
             )
         grid = _betas(c, name)
     check_loss_params(c.loss)
-    if c.train.seeds != ():
-        V.check_seeds(name("train.seeds"), c.train.seeds)
-    V.check_count(name("train.losses_per_batch"), c.train.losses_per_batch, 0)
+    if c.plan.seeds != ():
+        V.check_seeds(name("plan.seeds"), c.plan.seeds)
+    V.check_count(name("plan.losses_per_batch"), c.plan.losses_per_batch, 0)
     check_eval_settings(c.eval, lambda key: name(f"eval.{key}"), min_bootstrap=0)
     V.check_count(name("data.fold_seed"), c.data.fold_seed, 0)
     V.check_count(name("data.image_size"), c.data.image_size, 0)
@@ -221,13 +215,12 @@ def checked_sweep_config(
         solver = table_solver(model, lookup(loss), c.train.solver)
     except ValueError as err:
         raise ValueError(f"{said('train.solver')}: {err}") from None
-    fields = {field: config_lib.lookup(c, key) for field, key in _TRAIN_KEYS.items()}
-    fields.update(l2_grid=tuple(c.train.l2_grid), standardize=c.train.standardize, solver=solver)
+    fields = train_fields(c, "rows") | {"solver": solver}
     try:
         train = dataclasses.replace(TABULAR_DEFAULTS, **fields)
     except ValueError as err:
         field = str(err).split()[0].removeprefix("TrainConfig.")
-        key = _TRAIN_KEYS.get(field)
+        key = f"train.{field}" if field in fields else None
         raise ValueError(f"{name(key) if key else 'training option'}: {err}") from None
     source = _source(c, multiclass, name)
     return CheckedSweep(c, source, grid, train, name)

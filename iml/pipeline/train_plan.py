@@ -64,7 +64,7 @@ def _too_large(err: Exception, batch: MemberBatch, n: int, config: TrainConfig) 
         error, what = RuntimeError, "failed on the GPU (XLA's autotuner or a CUDA illegal address)"
     else:
         return None
-    fewer = f"fewer at a time, e.g. --config.train.members_per_batch={n // 2}, or with " * (n > 1)
+    fewer = f"fewer at a time, e.g. --config.plan.members_per_batch={n // 2}, or with " * (n > 1)
     return error(
         f"batch {batch.index}: {n} member{'s' * (n > 1)} trained in one program {what}; run "
         f"again with {fewer}fewer validation images per member and step "

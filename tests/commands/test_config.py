@@ -32,7 +32,7 @@ def test_every_named_option_sets_a_key_and_an_override_equals_its_option():
         and "csv" in rows
         and "csv" not in command_config.shortcuts("images")
     )
-    assert command_config.shortcuts("images")["seeds"] == rows["seeds"] == "train.seeds"
+    assert command_config.shortcuts("images")["seeds"] == rows["seeds"] == "plan.seeds"
     by_key = _config("--config.data.name=digits", "--config.train.learning_rate=0.05")
     by_flag = _config("--dataset", "digits", "--config.train.learning_rate=0.05")
     assert by_key.train.learning_rate == 0.05 and by_key.is_locked
@@ -42,7 +42,7 @@ def test_every_named_option_sets_a_key_and_an_override_equals_its_option():
     )
     assert to_dict(betas) == to_dict(
         _config("--config.data.csv=t.csv", "--config.loss.betas=0.5,0.9",
-                "--config.train.max_epochs", "3", "--config.train.seeds=0,1")
+                "--config.train.max_epochs", "3", "--config.plan.seeds=0,1")
     )  # fmt: skip
     assert betas.loss.betas == (0.5, 0.9) and betas.data.csv == "t.csv"
     # as `iml reproduce` takes them: space-separated, or both at once
@@ -76,12 +76,12 @@ def test_file_then_overrides_then_named_options(tmp_path):
             str(path),
             "--seeds",
             "3",
-            "--config.train.seeds=(5,)",
+            "--config.plan.seeds=(5,)",
             "--config.train.max_epochs=2",
         ]
     )
     args = command_parser.build_parser().parse_args(argv)
     args.overrides = overrides
     config = command_config.load_config(args)
-    assert config.train.seeds == (0, 1, 2)  # the named option comes last
+    assert config.plan.seeds == (0, 1, 2)  # the named option comes last
     assert config.train.max_epochs == 2 and config.train.batch_size == 4 and config.is_locked

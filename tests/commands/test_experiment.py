@@ -7,6 +7,7 @@ figures`` reporting that stored run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -33,7 +34,7 @@ from iml.pipeline import report as R
 from iml.pipeline import train_plan as TP
 from iml.pipeline.defaults import sweep_config
 from iml.pipeline.sweep_config import check_sweep_config
-from iml.training import host
+from iml.training import TrainConfig, host
 
 # each multiclass ECE of a sweep's table with its bootstrap interval
 MULTICLASS_INTERVALS = {"top_label_ece_interval", "classwise_ece_interval"}
@@ -62,7 +63,7 @@ KEYS = {
     "loss_weights": "loss.weights", "beta_min": "loss.beta_min", "n_betas": "loss.n_betas",
     "gamma": "loss.params.gamma", "lr": "train.learning_rate", "l2": "train.l2",
     "l2_scale": "train.l2_scale", "solver": "train.solver", "epochs": "train.max_epochs",
-    "losses_per_batch": "train.losses_per_batch", "model": "model.name", "n_bins": "eval.n_bins",
+    "losses_per_batch": "plan.losses_per_batch", "model": "model.name", "n_bins": "eval.n_bins",
     "average": "eval.average",
 }  # fmt: skip
 
@@ -332,7 +333,7 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
         "    c.data.name = 'digits'\n"
         "    c.data.n_folds = 4\n"
         "    c.loss.betas = (0.5, 0.9)\n"
-        "    c.train.seeds = (0,)\n"
+        "    c.plan.seeds = (0,)\n"
         "    c.eval.n_bootstrap = 20\n"  # no simulated size and power, which this test reads not
         "    return c\n"
     )
@@ -342,14 +343,15 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     assert list(json.loads((out / "table.json").read_text())) == ["0.5", "0.9"]
     stored = json.loads((out / "manifest.json").read_text())["config"]
     # The sections of a sweep's record (iml.pipeline.sweep.SECTIONS).
-    assert list(stored) == ["data", "model", "loss", "train", "eval", "store"]
+    assert list(stored) == ["data", "model", "loss", "train", "plan", "eval", "store"]
     data = stored["data"]
     assert list(data) == ["name", "n_folds", "fold_seed", "sha256"] and len(data["sha256"]) == 64
     assert (data["name"], data["n_folds"], data["fold_seed"]) == ("digits", 4, 0)
     assert stored["model"] == {"name": "logistic", "hidden": 32}
     assert stored["loss"] == {"name": "log", "betas": [0.5, 0.9]}
-    train = stored["train"]
-    assert (train["seeds"], train["losses_per_batch"], train["solver"]) == ([0], 2, "exact")
+    assert stored["plan"] == {"seeds": [0], "losses_per_batch": 2}
+    assert stored["train"]["solver"] == "exact"  # TrainConfig's fields, as it ran
+    assert set(stored["train"]) <= {f.name for f in dataclasses.fields(TrainConfig)}
     assert stored["eval"] == {"n_bins": 5, "average": "score", "n_bootstrap": 20,
                               "report_seed": 0}  # fmt: skip
     assert stored["store"] == "batches"
@@ -429,10 +431,10 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
         check_sweep_config(config)
     config.data.name = "digits"
     check_sweep_config(config)
-    config.train.losses_per_batch = -1
-    with pytest.raises(ValueError, match=r"config.train.losses_per_batch must be an integer >= 0"):
+    config.plan.losses_per_batch = -1
+    with pytest.raises(ValueError, match=r"config.plan.losses_per_batch must be an integer >= 0"):
         check_sweep_config(config)
-    config.train.losses_per_batch = 0
+    config.plan.losses_per_batch = 0
     for key, value, message in [
         ("l2", "none", r"config.train.l2: TrainConfig.l2 must be a number >= 0 or 'auto'"),
         ("l2", -1.0, r"config.train.l2: TrainConfig.l2 must be a finite number >= 0"),
@@ -686,7 +688,7 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
         **{"n_betas": 64, "beta_min": 0.01, "beta_max": 0.99},
     }
     assert manifest["config"]["data"]["classes"] == "binary"
-    assert manifest["config"]["train"]["members_per_batch"] == 2
+    assert manifest["config"]["plan"]["members_per_batch"] == 2
     assert manifest["num_members"] == 8 and manifest["devices"]
     assert "jax" in manifest["packages"] and manifest["seeds"]["members"] == [0]
     # set before JAX started: CPU steps run on the calling thread, and where the C library is glibc

@@ -32,22 +32,22 @@ def test_config_files_load_and_name_their_command():
 def test_seeds_count_or_name_the_seeds_and_the_key_holds_the_seeds(command):
     def seeds(*argv: str) -> tuple:
         args = command_parser.parse_args([command, "--dataset", "digits", *argv, "--out", "unused"])
-        return command_config.load_config(args).train.seeds
+        return command_config.load_config(args).plan.seeds
 
     # one number counts the seeds; several are the seeds themselves
     assert seeds("--seeds", "3") == (0, 1, 2) and seeds("--seeds", "1") == (0,)
     assert seeds("--seeds", "0", "5") == (0, 5)
     with pytest.raises(ValueError, match=r"--seeds 0: one value is a number of seeds"):
         seeds("--seeds", "0")
-    # config.train.seeds is the tuple of seeds in both commands; one bare number is ambiguous
+    # config.plan.seeds is the tuple of seeds in both commands; one bare number is ambiguous
     assert isinstance(seeds(), tuple)
-    assert seeds("--config.train.seeds=4,") == (4,) and seeds("--config.train.seeds=1,2") == (1, 2)
+    assert seeds("--config.plan.seeds=4,") == (4,) and seeds("--config.plan.seeds=1,2") == (1, 2)
     message = (
         r"seeds themselves; use --seeds 4 for the seeds 0\.\.3, "
-        r"or --config\.train\.seeds='\(4,\)' for the seed 4 alone"
+        r"or --config\.plan\.seeds='\(4,\)' for the seed 4 alone"
     )
     with pytest.raises(ValueError, match=message):
-        seeds("--config.train.seeds=4")
+        seeds("--config.plan.seeds=4")
 
 
 def test_named_options_set_their_nested_keys():

@@ -4,6 +4,7 @@ reach both runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import re
 from pathlib import Path
@@ -23,10 +24,12 @@ from iml.pipeline.defaults import (
     experiment_config,
     key_help,
     sweep_config,
+    train_fields,
 )
 from iml.pipeline.run_config import check_config, run_betas
 from iml.pipeline.sweep import prepare_sweep
 from iml.pipeline.sweep_config import checked_sweep_config
+from iml.training import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,6 +42,22 @@ def test_both_commands_defaults_are_the_one_schema():
     # the sweep's defaults differ from the schema's only in keys that a run on rows reads
     changed = {k for k in schema if sweep[k] != schema[k]}
     assert changed and not {k for k in changed if READ_BY.get(k) == "images"}
+
+
+@pytest.mark.parametrize("make", [default_config, sweep_config])
+def test_the_train_section_is_trainconfig_s_fields_and_plan_the_member_layout(make):
+    c = make()
+    assert TrainConfig(**c.train).max_epochs == c.train.max_epochs  # every key a field
+    assert set(c.plan) == {"seeds", "losses_per_batch", "members_per_batch",
+                           "memory_budget_bytes", "checkpoint"}  # fmt: skip
+    assert not set(c.plan) & {f.name for f in dataclasses.fields(TrainConfig)}
+    # each kind of run takes the fields it reads: the ridge's keys are a table's only
+    images, rows = train_fields(c, "images"), train_fields(c, "rows")
+    assert "l2" not in images and "flip" not in rows
+    assert set(images) | set(rows) == set(c.train)
+    assert TrainConfig(**images).l2 == 0.0 and TrainConfig(**rows).l2 == "auto"
+    c.train.learning_rate = 0.05
+    assert TrainConfig(**train_fields(c, "images")).learning_rate == 0.05
 
 
 def test_every_key_has_its_meaning_in_the_schema_and_read_by_follows_from_it():
@@ -97,8 +116,8 @@ def test_a_key_the_run_does_not_read_is_refused_naming_it(key, value, inputs, re
 def test_each_command_refuses_the_other_s_keys_before_any_work():
     c = sweep_config()
     c.data.name = "digits"
-    c.train.checkpoint = False
-    with pytest.raises(ValueError, match=r"config\.train\.checkpoint is read by runs on images"):
+    c.plan.checkpoint = False
+    with pytest.raises(ValueError, match=r"config\.plan\.checkpoint is read by runs on images"):
         checked_sweep_config(c)
     with pytest.raises(ValueError, match=r"^--config\.train\.standardize is read by runs on rows"):
         c = default_config()

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: A small sweep of several chunks (one loss each), so that each process trains some.
 SWEEP = ["sweep", "--no-progress", "--dataset", "digits", "--betas", "0.3", "0.5", "0.7",
-         "--seeds", "1", "--config.train.losses_per_batch=1", "--config.eval.n_bootstrap=10",
+         "--seeds", "1", "--config.plan.losses_per_batch=1", "--config.eval.n_bootstrap=10",
          "--config.eval.figures=()"]  # fmt: skip
 #: The tiny `iml reproduce` run of conftest's tiny_reproduce_run (four batches of two members),
 #: without figures.

@@ -27,8 +27,8 @@ from iml.pipeline.run_config import check_config
         ("data.n_folds", 3, r"config\.data\.n_folds=3 leaves no training fold"),
         ("data.image_size", 2, r"config\.data\.image_size=2 is too small"),
         ("model.conv_impl", "im2col", r"config\.model\.conv_impl must be '' .* or one of"),
-        ("train.seeds", (-1,), r"config\.train\.seeds must be non-negative"),
-        ("train.seeds", (0, 3, 0), r"config\.train\.seeds repeats a seed: \[0, 3, 0\]"),
+        ("plan.seeds", (-1,), r"config\.plan\.seeds must be non-negative"),
+        ("plan.seeds", (0, 3, 0), r"config\.plan\.seeds repeats a seed: \[0, 3, 0\]"),
         (
             "train.min_lr",
             -1e-4,

@@ -147,7 +147,7 @@ _TWO_MEMBERS = {
     "model.name": "densenet_tiny",
     "train.max_epochs": 1,
     "train.batch_size": 15,
-    "train.checkpoint": False,
+    "plan.checkpoint": False,
 }
 
 
@@ -162,7 +162,7 @@ def test_a_memory_budget_trains_a_batch_in_parts_that_fit_and_stores_it_as_train
     config = run_config(**_TWO_MEMBERS)
     estimate = estimate_member_memory(config_model(config), 0.5, (8, 8, 1), build(config).train)
     budget = estimate.bytes_for(1) + estimate.member_bytes // 2  # one member fits, two do not
-    config.train.memory_budget_bytes = budget
+    config.plan.memory_budget_bytes = budget
     parts = RunStore(tmp_path / "parts")
     run(build(config), parts, progress=False)
     assert parts.manifest()["memory"] == {
@@ -180,9 +180,9 @@ def test_a_memory_budget_trains_a_batch_in_parts_that_fit_and_stores_it_as_train
 
 
 def test_a_memory_budget_sizes_only_batches_the_user_does_not_size():
-    config = run_config(**{"train.members_per_batch": 3, "train.memory_budget_bytes": 10**9})
-    both = r"config\.train\.memory_budget_bytes applies where config\.train\.members_per_batch"
+    config = run_config(**{"plan.members_per_batch": 3, "plan.memory_budget_bytes": 10**9})
+    both = r"config\.plan\.memory_budget_bytes applies where config\.plan\.members_per_batch"
     with pytest.raises(ValueError, match=rf"^{both} is 0 \(the default\), not 3; set only one"):
         check_config(config)
-    with pytest.raises(ValueError, match=r"config\.train\.memory_budget_bytes"):
-        check_config(run_config(**{"train.memory_budget_bytes": -1}))
+    with pytest.raises(ValueError, match=r"config\.plan\.memory_budget_bytes"):
+        check_config(run_config(**{"plan.memory_budget_bytes": -1}))

@@ -98,7 +98,7 @@ def test_seeds_asked_of_an_exact_sweep_are_fitted_once_with_a_warning(simulated)
     train = table_config(**TRAIN)
     with pytest.warns(UserWarning, match=r"3 seeds asked of a sweep fitted exactly.*seed 4"):
         plan = S.plan_sweep(x, y, None, BETAS, seeds=[4, 5, 6], train=train)
-    assert plan.seeds.tolist() == [4] and plan.run_config["train"]["seeds"] == [4]
+    assert plan.seeds.tolist() == [4] and plan.run_config["plan"]["seeds"] == [4]
     # The record holds the ridge: its scale and standardisation always, its grid where chosen.
     recorded = plan.run_config["train"]
     assert (recorded["l2"], recorded["l2_scale"], recorded["standardize"]) == (0.0, "paper", False)
@@ -238,7 +238,7 @@ def test_a_callers_facts_are_recorded_beside_the_sections_they_may_not_name(simu
     train = table_config(**TRAIN)
     info = {"data": {"name": "simulated", "rows": N}, "note": "pilot"}
     recorded = S.plan_sweep(x, y, None, BETAS, train=train, run_info=info).run_config
-    assert list(recorded) == ["data", "model", "loss", "train", "eval", "store", "note"]
+    assert list(recorded) == ["data", "model", "loss", "train", "plan", "eval", "store", "note"]
     assert recorded["data"]["name"] == "simulated" and recorded["data"]["rows"] == N
     assert recorded["data"]["n_folds"] == 10 and len(recorded["data"]["sha256"]) == 64
     for info, named in [({"eval": {}}, "'eval'"), ({"data": {"sha256": "0"}}, "'sha256'"),

@@ -129,7 +129,7 @@ def test_a_batch_too_large_for_the_device_names_the_setting_that_splits_it(
     with pytest.raises(
         error,
         match=rf"batch 0: {members} members trained in one program {what}; "
-        rf".*--config\.train\.members_per_batch={members // 2}, or with fewer validation images "
+        rf".*--config\.plan\.members_per_batch={members // 2}, or with fewer validation images "
         r"per member and step \(--config\.train\.eval_batch_size, now 1024\), in a new output "
         r"directory",
     ) as err:

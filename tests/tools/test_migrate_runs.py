@@ -15,6 +15,7 @@ from iml.pipeline import SCHEMA, RunStore
 from iml.pipeline.defaults import default_config
 from iml.pipeline.report import report_run
 from iml.pipeline.sweep import SECTIONS, run_sweep
+from iml.training import TrainConfig
 from tools import migrate_runs as M
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,12 +41,12 @@ def _current_default():
 def _flat_sweep(record):
     """A sweep's record in sections as schema 1 stored it flat (the test's own translation)."""
     data, model, loss = dict(record["data"]), record["model"], record["loss"]
-    train, report = dict(record["train"]), record["eval"]
+    train, report, plan = dict(record["train"]), record["eval"], record["plan"]
     train.pop("min_lr")  # not recorded then
     extra = {k: v for k, v in record.items() if k not in SECTIONS}
     flat = {"betas": loss["betas"]} if loss.get("name") == "log" else {"loss": loss}
-    flat["seeds"] = train.pop("seeds")
-    chunk = train.pop("losses_per_batch")
+    flat["seeds"] = plan["seeds"]
+    chunk = plan["losses_per_batch"]
     flat["train"] = {"model": model["name"], "hidden": model["hidden"], **train}
     flat |= {"n_folds": data.pop("n_folds"), "fold_seed": data.pop("fold_seed"),
              "betas_per_chunk": chunk, "n_bins": report["n_bins"]}  # fmt: skip
@@ -81,6 +82,25 @@ def test_a_run_on_images_in_sections_gets_the_keys_added_since():
     assert migrated == want
 
 
+def test_schema_3_moves_the_member_layout_from_train_to_plan_and_its_command_with_it():
+    config = _current_default()
+    plan = config.pop("plan")
+    schema_3 = {**config, "train": {**config["train"], **plan, "members_per_batch": 10}}
+    command = ["iml", "reproduce", "--config.train.members_per_batch=10", "--seeds", "4",
+               "--config.train.seedsx=1", "--config.train.max_epochs=6"]  # fmt: skip
+    migrated = M.migrate_manifest({"schema": 3, "kind": "images", "config": schema_3,
+                                   "command": command})  # fmt: skip
+    want = _current_default()
+    want["plan"]["members_per_batch"] = 10
+    assert migrated["schema"] == SCHEMA and migrated["config"] == want
+    assert migrated["command"] == [
+        "iml", "reproduce", "--config.plan.members_per_batch=10", "--seeds", "4",
+        "--config.train.seedsx=1", "--config.train.max_epochs=6",
+    ]  # fmt: skip
+    train = migrated["config"]["train"]  # TrainConfig's fields only
+    assert TrainConfig(**train | {"l2_grid": tuple(train["l2_grid"])}).max_epochs == 3
+
+
 @pytest.mark.slow
 def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path):
     x, y = simulated_table()
@@ -92,8 +112,10 @@ def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path)
     flat = {**old, "config": _flat_sweep(manifest["config"])}
     assert "data_sha256" in flat["config"] and flat["config"]["n_bootstrap"] == 20
     assert M.migrate_manifest(flat) == manifest
-    no_floor = {**old, "config": {**manifest["config"], "train": {"seeds": [0]}}}
-    assert M.migrate_manifest(no_floor)["config"]["train"] == {"seeds": [0], "min_lr": 0.0}
+    in_sections = {k: v for k, v in manifest["config"].items() if k != "plan"}
+    no_floor = {**old, "config": {**in_sections, "train": {"seeds": [0]}}}
+    migrated = M.migrate_manifest(no_floor)["config"]
+    assert migrated["train"] == {"min_lr": 0.0} and migrated["plan"] == {"seeds": [0]}
     # a whole folder: its manifest and the report files an earlier layout named otherwise
     (run / "manifest.json").write_text(json.dumps(flat))
     (run / "table.json").rename(run / "sweep_table.json")
