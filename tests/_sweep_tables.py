@@ -63,7 +63,8 @@ def write_sweep_scores(
         recorded = loss.to_config()
     record = {"data": {"n_folds": 10, "fold_seed": 0, "sha256": "0" * 64},
               "model": {"name": "logistic", "hidden": 32}, "loss": recorded,
-              "train": {"seeds": list(seeds or [0]), "losses_per_batch": m, **(train or {})},
+              "train": dict(train or {}),
+              "plan": {"seeds": list(seeds or [0]), "losses_per_batch": m},
               "eval": {"n_bins": 10, "average": "score", "n_bootstrap": 200, "report_seed": 0},
               "store": "batches"}  # fmt: skip
     store = RunStore(out)

@@ -176,8 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rev.add_argument("--run", required=True, metavar="DIR", nargs="+",
                      help="a run folder written by `iml reproduce` or `iml sweep`, or several "
-                     "runs on the same observations, reproduce runs or multiclass runs of either "
-                     "kind (their losses and seeds pooled)")  # fmt: skip
+                     "runs of one kind on the same observations (their losses and seeds "
+                     "pooled)")  # fmt: skip
     rev.add_argument("--out", required=True, metavar="DIR", help="where to write")
     rev.add_argument(
         "--power-datasets",

@@ -51,7 +51,7 @@ them (``NaN``, ``Infinity``). The figures, under ``figures/`` as PNG and PDF:
 (:func:`iml.plots.figure_cost_bounds`). Every file is written atomically.
 
 A multiclass run (a grid of ``K`` losses of ``c`` class scores, read by
-:func:`iml.pipeline.reveal_input.multiclass_input`) is revealed from its raw class scores
+:func:`iml.pipeline.reveal_input.load_reveal_input`) is revealed from its raw class scores
 ``[K, N, c]`` under the grid's losses: each model's signals are the cells of the simplex of its
 loss-corrected posteriors (its top class, then ``n_bins`` quantiles of its confidence within
 that class, merged alike for every model; Caplin & Dean 2015's revealed experiments, on ``c``

@@ -10,21 +10,16 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
-from iml.calibration import scores_from_logits
-from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, beta_key, loss_family
-from iml.losses import registered
-from iml.pipeline.scores import row_link, stored_grid, stored_scores
+from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, beta_key
+from iml.pipeline.scores import RunScores, row_link, stored_scores
 from iml.pipeline.store import (
     RunStore,
     aggregate_members,
-    check_stored_run,
-    load_ensemble,
     member_test_scores,
 )
-from iml.spec import LossSpec, loss_spec
+from iml.spec import LossSpec
 
 
 class RevealInput(NamedTuple):
@@ -137,97 +132,196 @@ def _kept_seeds(
 
 
 def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
-    """The scores, labels, class weights and loss of a stored run: an ``iml reproduce`` run over
-    class weights (its loss is ``config.loss``), several such runs on the same observations
-    (:func:`merge_reproduce_runs`), or a finished ``iml sweep`` over a grid of class weights of
-    one binary loss (the loss its manifest records, with its ridge penalty, :func:`ridge_of`).
-    A multiclass run of either kind (an ``iml reproduce`` run over ``config.loss.weights``, or
-    a sweep with ``config.data.classes=all``) is read with its grid and class scores
-    ``[K, N, c]`` (:func:`multiclass_input`); several of them on the same observations by
-    :func:`merge_class_runs`.
+    """The scores, labels and losses of one stored run, or of several on the same observations,
+    as :func:`iml.revealed.reveal` takes them.
 
-    Both kinds are read from the one layout every run stores (:mod:`iml.pipeline.store`): the
-    manifest's config says the loss and its class weights, ``data/folds`` the labels, and the
-    member batches the scores, pooled into each class weight's ensemble as the run pools them.
+    Every run is read from the one layout every run stores (:mod:`iml.pipeline.store`), of
+    either kind (``iml reproduce`` or a finished ``iml sweep``): the manifest says the grid of
+    losses (:func:`iml.pipeline.scores.stored_grid`), ``data/folds`` the labels, and the member
+    batches the scores. A binary grid must be one loss over its class weight
+    (:func:`iml.pipeline.scores.grid_family`), read with its weights as the run's table names
+    them; a multiclass grid is read with its keys and raw class scores ``[K, N, c]``. One run's
+    ensembles are those its report pooled (:func:`iml.pipeline.scores.stored_scores`). Several
+    runs of one kind, loss family, pooling and ridge join by their losses' keys: a loss trained
+    in several runs (under different seeds) pools over all its members. Each training seed's
+    own ensemble is kept for the seed bootstrap, where the member batches name their seeds.
 
     Raises:
       FileNotFoundError: for a missing folder, or a run without the files it needs.
       ValueError: for a folder holding no run or one recorded at an earlier schema, a sweep that
-        has not finished, a multiclass
-        sweep or one over losses that no class weight describes, a sweep of a loss that is not
-        registered in this process (a plugin's, not loaded), or stored files that disagree with
-        each other.
+        has not finished, a grid that no class weight of one binary loss spans, a loss that is
+        not registered in this process (a plugin's, not loaded), runs that do not join (named
+        twice, another kind, loss, pooling, ridge or observations, no member batches that name
+        their seeds, a loss and seed trained in two runs), or stored files that disagree.
     """
-    if not isinstance(run, str | Path):
-        runs = [Path(r) for r in run]
-        if len(runs) == 1:
-            return load_reveal_input(runs[0])
-        if _is_multiclass(runs[0], _run_manifest(runs[0])):
-            return merge_class_runs(runs)
-        return merge_reproduce_runs(runs)
-    root = Path(run)
+    roots = [Path(run)] if isinstance(run, str | Path) else [Path(r) for r in run]
+    resolved = [r.resolve() for r in roots]
+    twice = sorted({str(r) for r, x in zip(roots, resolved, strict=True) if resolved.count(x) > 1})
+    if twice:
+        raise ValueError(f"{', '.join(twice)} given more than once")
+    runs = [_stored_run(root) for root in roots]
+    if len(runs) == 1:
+        return _one_run(runs[0])
+    return _joined_runs(runs)
+
+
+class _StoredRun(NamedTuple):
+    """One stored run as ``iml reveal`` reads it (:func:`_stored_run`)."""
+
+    root: Path
+    kind: str  # "reproduce" or "sweep"
+    scores: RunScores  # its ensembles over its grid, pooled as its report pools them
+    weights: list[float]  # a binary grid's class weights, as its table names them; else []
+    average: str
+    ridge: dict[str, Any] | None
+
+    def position(self, row: float) -> int:
+        """The grid position of a member's ``row`` (:func:`run_members`): its class weight, in
+        ``(0, 1)``, for a binary run on images; its position, a whole number, otherwise."""
+        return int(row) if float(row).is_integer() else self.weights.index(row)
+
+    def name(self, key: str) -> str:
+        """How messages name the grid's loss ``key``: ``beta 0.9``, or ``w[2]=2``."""
+        family = self.scores.family
+        return key if family is None else f"{family.weight_name} {key}"
+
+
+def _stored_run(root: Path) -> _StoredRun:
     manifest = _run_manifest(root)
-    if manifest["kind"] != "images" and not RunStore(root).has("table"):  # the sweep's last step
+    config = manifest["config"]
+    store = RunStore(root)
+    table = manifest["kind"] != "images"
+    if table and not store.has("table"):  # the sweep's last step
         raise ValueError(
-            f"{run} holds an `iml sweep` run that has not finished (no table.json yet): "
+            f"{root} holds an `iml sweep` run that has not finished (no table.json yet): "
             "run the same `iml sweep` again to finish it"
         )
-    if _is_multiclass(root, manifest):
-        return multiclass_input(root)
-    if manifest["kind"] == "images":
-        return _reproduce_input(root)
-    return _sweep_input(root, manifest["config"])
-
-
-def _is_multiclass(root: Path, manifest: Mapping[str, Any]) -> bool:
-    """Whether a stored run trained a grid of losses of class scores."""
-    config = manifest["config"]
-    if manifest["kind"] == "images":
-        # imported here: as _reproduce_config
-        from iml.pipeline.run_config import as_config
-        from iml.pipeline.runner import is_multiclass
-
-        return bool(is_multiclass(as_config(config)))
-    loss = config.get("loss")
-    if not isinstance(loss, Mapping) or loss.get("name") not in registered():
-        return False  # refused, or read, as a binary sweep (_sweep_loss)
-    if loss.get("name") == "log" and "betas" in loss:
-        return False
-    try:
-        return bool(loss_spec(dict(loss)).multiclass)
-    except (TypeError, ValueError):
-        return False
-
-
-def multiclass_input(run: str | Path) -> RevealInput:
-    """A stored multiclass run (either kind) read as its report reads it
-    (:func:`iml.pipeline.scores.stored_scores`): the ensemble class scores ``[K, N, c]`` of its
-    grid's ``K`` losses, pooled as the run pools them (``config.eval.average``), on the
-    observations every model scored.
-
-    Raises:
-      FileNotFoundError: for a run without the files it needs.
-      ValueError: as :func:`iml.pipeline.scores.stored_scores`.
-    """
-    root = Path(run)
-    manifest = _run_manifest(root)
-    config = manifest["config"]
+    binary = f"the class weight of one binary loss ({', '.join(sorted(CLASS_WEIGHTS))})"
+    if table and not isinstance(config.get("loss"), Mapping):  # a callable, by its description
+        raise ValueError(
+            f"{root} holds a sweep of the loss {config.get('loss')!r}; `iml reveal` reads sweeps "
+            f"over {binary} or a multiclass grid"
+        )
     average = str(config.get("eval", {}).get("average", "score"))
     scores = stored_scores(root, average)
-    kind = "reproduce" if manifest["kind"] == "images" else "sweep"
-    train = config.get("train", {})
-    ridge = ridge_of(train) if kind == "sweep" and isinstance(train, Mapping) else None
-    # Each seed's own ensemble, pooled as the run pools (by the logits the members kept).
-    members, link = run_members(root, logits=True), row_link(scores.grid.spec)
+    weights: list[float] = []
+    if not scores.grid.spec.multiclass:
+        if scores.family is None:
+            raise ValueError(
+                f"{root} holds a sweep of the loss {scores.grid.spec.describe()!r}; `iml reveal` "
+                f"reads sweeps over {binary}, its other parameters fixed"
+            )
+        weights = [float(w) for w in scores.grid.weights]
+        # The weights as the table names them (the grid's own, e.g. 0.9), where a loss's config
+        # recorded them in float32 (0.8999999761581421).
+        named = list(store.load_json("table")) if store.has("table") else []
+        for k, key in enumerate(named[: len(weights)]):
+            try:
+                value = float(key)
+            except ValueError:
+                continue
+            if np.float32(value) == np.float32(weights[k]):
+                weights[k] = value
+    train = config.get("train")
+    ridge = ridge_of(train) if table and isinstance(train, Mapping) else None
+    return _StoredRun(root, "sweep" if table else "reproduce", scores, weights, average, ridge)
+
+
+def _as_input(
+    run: _StoredRun,
+    grid: LossGrid,
+    weights: Sequence[float],
+    scores: np.ndarray,
+    sizes: np.ndarray,
+    where: str,
+    seeds: Sequence[int] | None,
+    stack: np.ndarray | None,
+) -> RevealInput:
+    """The input of pooled ``scores`` over the keys of ``grid`` (a binary run's ``weights``)."""
+    settings = {"kind": run.kind, "run": where, "seed_scores": stack, "seeds": seeds,
+                "average": run.average}  # fmt: skip
+    if grid.spec.multiclass:
+        return class_input(grid, scores, run.scores.labels, sizes, ridge=run.ridge, **settings)
+    inputs = reveal_input(weights, scores, run.scores.labels, run.scores.family, sizes=sizes,
+                          **settings)  # fmt: skip
+    return inputs._replace(ridge=run.ridge)
+
+
+def _one_run(run: _StoredRun) -> RevealInput:
+    """One run: its report's ensembles, and each seed's own ensemble (pooled by the logits the
+    members kept, as the run pools them, or else by their scores)."""
+    s = run.scores
+    members, link = run_members(run.root, logits=True), row_link(s.grid.spec)
     if members is None:
-        members, link = run_members(root), None
+        members, link = run_members(run.root), None
     seeds, stack = None, None
     if members is not None:
-        rows = [float(k) for k in range(len(scores.grid.keys))]
-        seeds, stack = seed_ensembles(members, rows, len(scores.labels), average, link)
-    return class_input(scores.grid, scores.scores, scores.labels, scores.sizes, kind=kind,
-                       run=root, ridge=ridge, average=average, seed_scores=stack,
-                       seeds=seeds)  # fmt: skip
+        rows = [float(k) for k in range(len(s.grid.keys))]
+        rowed = [(float(run.position(r)), seed, i, a) for r, seed, i, a in members]
+        seeds, stack = seed_ensembles(rowed, rows, len(s.labels), run.average, link)
+    return _as_input(run, s.grid, run.weights, s.scores, s.sizes, str(run.root), seeds, stack)
+
+
+def _joined_runs(runs: Sequence[_StoredRun]) -> RevealInput:
+    """Several runs joined by their losses' keys, each loss pooled over the members of every
+    run that trained it (by their stored scores)."""
+    first = runs[0]
+    specs: dict[str, LossSpec] = {}
+    weight_of: dict[str, float] = {}
+    members: list[tuple[str, int, np.ndarray, np.ndarray]] = []
+    owner: dict[tuple[str, int], Path] = {}
+    for run in runs:
+        grid = run.scores.grid
+        if grid.spec.multiclass != first.scores.grid.spec.multiclass:
+            what = "a binary" if not grid.spec.multiclass else "a multiclass"
+            raise ValueError(f"{run.root} is {what} run; it does not join {first.root}")
+        differs = {
+            "kind": "is another kind of run",
+            "ridge": "was penalised otherwise",
+            "average": "pools its members by another average",
+        }
+        for field, what in differs.items():
+            if getattr(run, field) != getattr(first, field):
+                raise ValueError(f"{run.root} {what} than {first.root}")
+        if run.scores.family != first.scores.family:
+            raise ValueError(f"{run.root} was trained under another loss than {first.root}")
+        if not np.array_equal(run.scores.labels, first.scores.labels):
+            raise ValueError(f"{run.root} holds other observations (labels) than {first.root}")
+        own = run_members(run.root)
+        if own is None:
+            raise ValueError(f"{run.root} holds no member batches that name their seeds")
+        for k, key in enumerate(grid.keys):
+            spec = grid.spec[np.array([k])]
+            known = specs.setdefault(key, spec)
+            same = jax.tree.structure(known) == jax.tree.structure(spec) and all(
+                np.array_equal(a, b) for a, b in zip(jax.tree.leaves(known),
+                                                     jax.tree.leaves(spec), strict=True)
+            )  # fmt: skip
+            if not same:
+                raise ValueError(
+                    f"{run.root}'s loss {key} is not the loss {key} of the runs before it"
+                )
+            if run.weights:
+                weight_of[key] = run.weights[k]
+        for row, seed, idx, scores in own:
+            key = grid.keys[run.position(row)]
+            if owner.setdefault((key, seed), run.root) != run.root:
+                raise ValueError(
+                    f"{run.name(key)} with seed {seed} was trained in both {owner[(key, seed)]} "
+                    f"and {run.root}"
+                )
+            members.append((key, seed, idx, scores))
+    keys = sorted(specs, key=weight_of.__getitem__) if weight_of else list(specs)
+    joined = LossGrid(
+        jax.tree.map(lambda *x: jnp.concatenate(x), *(specs[key] for key in keys)), None, keys
+    )
+    rowed = [(float(keys.index(key)), seed, idx, scores) for key, seed, idx, scores in members]
+    rows, n = [float(k) for k in range(len(keys))], len(first.scores.labels)
+    pooled = aggregate_members([(r, i, a) for r, _, i, a in rowed], rows, n, first.average)
+    seeds, stack = seed_ensembles(rowed, rows, n, first.average)
+    where = " + ".join(str(run.root) for run in runs)
+    weights = [weight_of[key] for key in keys] if weight_of else []
+    return _as_input(first, joined, weights, pooled.scores, pooled.sizes, where, seeds, stack)
 
 
 def class_input(
@@ -295,23 +389,6 @@ def _run_manifest(root: Path) -> Mapping[str, Any]:
     return RunStore(root).manifest()
 
 
-def _reproduce_config(root: Path) -> ml_collections.ConfigDict:
-    """A reproduce run's config in the current form, refused for a multiclass run (which
-    :func:`multiclass_input` reads, alone)."""
-    # imported here: the runner imports the trainer (Flax, optax), which only a reproduce
-    # run's reading needs
-    from iml.pipeline.run_config import as_config
-    from iml.pipeline.runner import is_multiclass
-
-    config = as_config(_run_manifest(root)["config"])
-    if is_multiclass(config):
-        raise ValueError(
-            f"{root} holds a multiclass run ({config.loss.name} loss over "
-            f"{config.loss.weights!r}); `iml reveal` reads it alone, not merged with other runs"
-        )
-    return config
-
-
 #: A stored member: the row of its loss (its class weight, or its position in a sweep's grid),
 #: its seed, its test rows and its scores (or logits) there.
 Member = tuple[float, int, np.ndarray, np.ndarray]
@@ -368,205 +445,6 @@ def seed_ensembles(
     return tuple(seeds), stack
 
 
-def _from_members(
-    root: Path,
-    members: Sequence[Member],
-    rows: Sequence[float],
-    betas: Sequence[float],
-    labels: np.ndarray,
-    loss: LossFamily,
-    average: str,
-    kind: str,
-    link: Callable[[int, np.ndarray], np.ndarray] | None = None,
-) -> RevealInput:
-    """The input of a run whose members are given: their ensemble per row, as the run pools
-    them, and each seed's own ensemble."""
-    n = len(labels)
-    pooled = [(row, idx, values) for row, _, idx, values in members]
-    ensemble = aggregate_members(pooled, rows, n, average, link)
-    seeds, stack = seed_ensembles(members, rows, n, average, link)
-    return reveal_input(
-        betas, ensemble.scores, labels, loss, sizes=ensemble.sizes, kind=kind, run=root,
-        seed_scores=stack, seeds=seeds, average=average,
-    )  # fmt: skip
-
-
-def _reproduce_input(root: Path) -> RevealInput:
-    # imported here: as _reproduce_config
-    from iml.pipeline.run_config import run_betas
-    from iml.pipeline.runner import run_loss
-
-    config = _reproduce_config(root)
-    betas = np.asarray(run_betas(config))
-    labels = check_stored_run(root).load_arrays("data/folds")["labels"]
-    average = str(config.eval.average)
-    members = run_members(root)
-    if members is None:  # batches of a version that did not store seeds: no seed ensembles
-        ensemble = load_ensemble(RunStore(root), betas.tolist(), len(labels), average)
-        return reveal_input(betas, ensemble.scores, labels, run_loss(config),
-                            sizes=ensemble.sizes, run=root, average=average)  # fmt: skip
-    return _from_members(root, members, betas, betas, labels, run_loss(config), average,
-                         "reproduce")  # fmt: skip
-
-
-def merge_reproduce_runs(runs: Sequence[Path]) -> RevealInput:
-    """One input from several ``reproduce`` runs on the same observations and loss: their
-    class weights pooled, and a class weight trained in several runs (under different seeds)
-    pooled over all its members; each seed's own ensemble kept for the seed bootstrap.
-
-    Raises:
-      ValueError: for runs whose labels, loss or ensemble pooling differ, a run without member
-        batches, or a (class weight, seed) pair trained in two runs.
-    """
-    from iml.pipeline.runner import run_loss  # imported here: as _reproduce_config
-
-    resolved = [Path(r).resolve() for r in runs]
-    twice = sorted({str(r) for r in runs if resolved.count(Path(r).resolve()) > 1})
-    if twice:
-        raise ValueError(f"{', '.join(twice)} given more than once")
-    members: list[Member] = []
-    labels = loss = average = None
-    owner: dict[tuple[float, int], Path] = {}
-    for root in runs:
-        if _run_manifest(Path(root))["kind"] != "images":
-            raise ValueError(f"{root} is an `iml sweep` run; only reproduce runs merge")
-        config = _reproduce_config(Path(root))
-        run_labels = check_stored_run(root).load_arrays("data/folds")["labels"]
-        if labels is None:
-            labels, loss, average = run_labels, run_loss(config), str(config.eval.average)
-        elif not np.array_equal(run_labels, labels):
-            raise ValueError(f"{root} holds other observations (labels) than {runs[0]}")
-        elif run_loss(config) != loss:
-            raise ValueError(f"{root} was trained under another loss than {runs[0]}")
-        elif str(config.eval.average) != average:
-            raise ValueError(f"{root} pools its members by another average than {runs[0]}")
-        own = run_members(root)
-        if own is None:
-            raise ValueError(f"{root} holds no member batches that name their seeds")
-        for beta, seed, idx, scores in own:
-            if owner.setdefault((beta, seed), root) != root:
-                raise ValueError(
-                    f"beta {beta} with seed {seed} was trained in both {owner[(beta, seed)]} "
-                    f"and {root}"
-                )
-            members.append((beta, seed, idx, scores))
-    betas = sorted({beta for beta, *_ in members})
-    inputs = _from_members(Path(runs[0]), members, betas, betas, labels, loss, average,
-                           "reproduce")  # fmt: skip
-    return inputs._replace(run=" + ".join(str(r) for r in runs))
-
-
-def merge_class_runs(runs: Sequence[Path]) -> RevealInput:
-    """One input from several multiclass runs on the same observations: the losses of their
-    grids joined by key (in the order the runs name them), a loss trained in several runs
-    (under different seeds) pooled over all its members by their stored scores, and each seed's
-    own ensemble kept for the seed bootstrap.
-
-    Raises:
-      ValueError: for a binary run among them, runs of different kinds, labels, ensemble pooling
-        or ridge, a key whose loss differs between runs, a run without member batches that name
-        their seeds, or a (loss, seed) pair trained in two runs.
-    """
-    runs = [Path(r) for r in runs]
-    resolved = [r.resolve() for r in runs]
-    twice = sorted({str(r) for r, x in zip(runs, resolved, strict=True) if resolved.count(x) > 1})
-    if twice:
-        raise ValueError(f"{', '.join(twice)} given more than once")
-    first: dict[str, Any] = {}
-    specs: dict[str, LossSpec] = {}
-    members: list[tuple[str, int, np.ndarray, np.ndarray]] = []
-    owner: dict[tuple[str, int], Path] = {}
-    for root in runs:
-        manifest = _run_manifest(root)
-        if not _is_multiclass(root, manifest):
-            raise ValueError(f"{root} is a binary run; it does not merge with {runs[0]}'s classes")
-        config = manifest["config"]
-        train = config.get("train", {})
-        this = {
-            "kind": manifest["kind"],
-            "labels": check_stored_run(root).load_arrays("data/folds")["labels"],
-            "average": str(config.get("eval", {}).get("average", "score")),
-            "ridge": ridge_of(train) if manifest["kind"] != "images" else None,
-        }
-        first = first or this
-        differs = {"kind": "is another kind of run", "ridge": "was penalised otherwise",
-                   "average": "pools its members by another average"}  # fmt: skip
-        for name, what in differs.items():
-            if this[name] != first[name]:
-                raise ValueError(f"{root} {what} than {runs[0]}")
-        if not np.array_equal(this["labels"], first["labels"]):
-            raise ValueError(f"{root} holds other observations (labels) than {runs[0]}")
-        own = run_members(root)
-        if own is None:
-            raise ValueError(f"{root} holds no member batches that name their seeds")
-        grid = stored_grid(manifest, root, int(np.shape(own[0][3])[-1]))
-        for k, key in enumerate(grid.keys):
-            spec = grid.spec[np.array([k])]
-            known = specs.setdefault(key, spec)
-            same = jax.tree.structure(known) == jax.tree.structure(spec) and all(
-                np.array_equal(a, b) for a, b in zip(jax.tree.leaves(known),
-                                                     jax.tree.leaves(spec), strict=True)
-            )  # fmt: skip
-            if not same:
-                raise ValueError(f"{root}'s loss {key} is not the loss {key} of the runs before it")
-        for row, seed, idx, scores in own:
-            key = grid.keys[int(row)]
-            if owner.setdefault((key, seed), root) != root:
-                raise ValueError(
-                    f"{key} with seed {seed} was trained in both {owner[(key, seed)]} and {root}"
-                )
-            members.append((key, seed, idx, scores))
-    keys = list(specs)
-    merged = LossGrid(jax.tree.map(lambda *x: jnp.concatenate(x), *specs.values()), None, keys)
-    rowed = [(float(keys.index(key)), seed, idx, scores) for key, seed, idx, scores in members]
-    rows, n = [float(k) for k in range(len(keys))], len(first["labels"])
-    pooled = aggregate_members([(r, i, a) for r, _, i, a in rowed], rows, n, first["average"])
-    seeds, stack = seed_ensembles(rowed, rows, n, first["average"])
-    kind = "reproduce" if first["kind"] == "images" else "sweep"
-    return class_input(merged, pooled.scores, first["labels"], pooled.sizes, kind=kind,
-                       run=" + ".join(str(r) for r in runs), ridge=first["ridge"],
-                       average=first["average"], seed_scores=stack, seeds=seeds)  # fmt: skip
-
-
-def _sweep_input(root: Path, config: Mapping[str, Any]) -> RevealInput:
-    """A finished sweep over the class weight of one binary loss, from its member batches: the
-    scores of members that kept their logits are those logits' scores in float64 (as the
-    sweep's table took them)."""
-    record = config
-    loss, recorded = _sweep_loss(record.get("loss"), root)
-    store = check_stored_run(root)
-    labels = store.load_arrays("data/folds")["labels"]
-    # The weights as the table names them (the grid's own, e.g. 0.9), where each names its
-    # recorded weight (a loss's config records float32 parameters: 0.8999999761581421).
-    betas = [float(w) for w in recorded]
-    for k, key in enumerate(list(store.load_json("table"))[: len(betas)]):
-        try:
-            named = float(key)
-        except ValueError:
-            continue
-        if np.float32(named) == np.float32(betas[k]):
-            betas[k] = named
-    members = run_members(root, logits=True)
-
-    def link(row: int, logits: np.ndarray) -> np.ndarray:
-        return scores_from_logits(loss(betas[row]), logits)
-
-    if members is None:  # members stored by their scores alone
-        members, link = run_members(root), None
-    if members is None:
-        raise ValueError(f"{root} holds no member batches that name their seeds")
-    rows = sorted({row for row, *_ in members})
-    if rows != [float(k) for k in range(len(betas))]:
-        raise ValueError(
-            f"{root}: its members' losses ({len(rows)}) are not the {len(betas)} class weights "
-            "of its manifest"
-        )
-    members = sorted(members, key=lambda m: (m[0], m[1]))  # the sweep's order: loss, then seed
-    inputs = _from_members(root, members, rows, betas, labels, loss,
-                           str(record["eval"]["average"]), "sweep", link)  # fmt: skip
-    return inputs._replace(ridge=ridge_of(record["train"]))
-
-
 def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:
     """How a sweep's members were penalised (its record's ``train`` section), and what that
     means for the tests of learning: ``{"l2", "l2_grid", "l2_scale", "standardize", "note"}``;
@@ -603,39 +481,6 @@ def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:
             "penalty, as NIAC and the cost bounds assume"
         )
     return {"l2": l2, "l2_grid": grid, "l2_scale": scale, "standardize": standardize, "note": note}
-
-
-def _sweep_loss(loss: Any, root: Path) -> tuple[LossFamily, list[float]]:
-    """The loss of a sweep by its class weight, and the weights, from its record's ``loss``
-    section (:data:`iml.pipeline.sweep.SECTIONS`)."""
-    if isinstance(loss, Mapping) and loss.get("name") == "log" and "betas" in loss:
-        return loss_family("log"), list(loss["betas"])  # the beta-weighted log loss
-    if isinstance(loss, Mapping) and loss.get("name") not in registered():
-        raise ValueError(
-            f"{root} holds a sweep of the loss {loss.get('name')!r}, which is not registered in "
-            "this process: load the plugin that registers it first (`--import MODULE_OR_FILE`, "
-            "iml.plugins.import_plugin)"
-        )
-    if not isinstance(loss, Mapping) or loss.get("name") not in CLASS_WEIGHTS:
-        shown = loss.get("name") if isinstance(loss, Mapping) else loss
-        raise ValueError(
-            f"{root} holds a sweep of the loss {shown!r}; `iml reveal` reads sweeps over the "
-            f"class weight of one binary loss ({', '.join(sorted(CLASS_WEIGHTS))})"
-        )
-    name = loss["name"]
-    weight = CLASS_WEIGHTS[name]
-    params = {}
-    for key, value in loss.items():
-        if key in ("name", weight):
-            continue
-        values = np.unique(np.asarray(value, np.float64))
-        if values.size != 1:
-            raise ValueError(
-                f"{root} holds a sweep of the {name} loss whose {key} varies over the grid; "
-                f"`iml reveal` reads grids of its class weight {weight} alone"
-            )
-        params[key] = float(values[0])
-    return loss_family(name, **params), list(np.ravel(loss[weight]))
 
 
 def check_reveal_input(inputs: RevealInput, n_bins: int) -> None:

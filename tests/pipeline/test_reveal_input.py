@@ -159,7 +159,7 @@ def test_a_multiclass_sweep_with_several_seeds_gives_reveal_each_seeds_class_sco
 def test_multiclass_runs_merge_by_their_losses_keys_pooling_a_loss_over_its_runs(tmp_path):
     """Two sweeps of one grid's losses (the second repeating w[2]=2 under another seed): one
     input over the three keys, w[2]=2 pooled over both runs' members, each seed kept."""
-    from iml.pipeline.reveal_input import merge_class_runs
+    from iml.pipeline.reveal_input import load_reveal_input as merge_class_runs
 
     losses = three_class_grid()
     scores, labels = simulate_gaussian_agents(jax.random.key(8), losses, 1.5, (0.4, 0.4, 0.2), 200)
@@ -192,6 +192,35 @@ def test_multiclass_runs_merge_by_their_losses_keys_pooling_a_loss_over_its_runs
         merge_class_runs([first, binary])
     with pytest.raises(ValueError, match="given more than once"):
         merge_class_runs([first, first])
+
+
+def test_binary_sweeps_join_by_their_class_weights_as_reproduce_runs_do(tmp_path):
+    """Two sweeps of one loss, the second repeating beta 0.5 under another seed and adding
+    0.95: one input over the class weights in order, 0.5 pooled over both runs' members."""
+    scores, labels = simulate_gaussian_agents(jax.random.key(6), BETAS, 1.5, 0.2, N)
+    rng = np.random.default_rng(4)
+    members = np.clip(np.asarray(scores, np.float64)[:, None] + rng.normal(0, 0.02, (4, 2, N)),
+                      1e-4, 1 - 1e-4)  # fmt: skip
+    first = write_sweep_scores(tmp_path / "a", members[[1, 2], :1], labels, BETAS[[1, 2]],
+                               seeds=[0])  # fmt: skip
+    second = write_sweep_scores(tmp_path / "b", members[[3, 1], 1:], labels, BETAS[[3, 1]],
+                                seeds=[1])  # fmt: skip
+    got = load_reveal_input([first, second])
+    assert got.betas.tolist() == [0.5, 0.8, 0.95] and got.kind == "sweep"
+    assert got.loss == loss_family("log") and got.run == f"{first} + {second}"
+    np.testing.assert_allclose(got.scores[0], members[1].mean(0), rtol=1e-6)
+    np.testing.assert_allclose(got.scores[2], members[3, 1], rtol=1e-6)
+    assert got.seeds == (0, 1) and got.seeds_per_model() == [[0, 1], [0], [1]]
+    again = write_sweep_scores(tmp_path / "c", members[[1]], labels, BETAS[[1]], seeds=[0, 1])
+    with pytest.raises(ValueError, match=r"beta 0\.5 with seed 0 was trained in both"):
+        load_reveal_input([first, again])
+    focal = write_sweep_scores(tmp_path / "d", members[:2, 0], labels,
+                               loss=loss_spec("focal", gamma=np.full(2, 2.0), alpha=BETAS[:2]),
+                               keys=["0.3", "0.5"])  # fmt: skip
+    with pytest.raises(ValueError, match="was trained under another loss than"):
+        load_reveal_input([first, focal])
+    with pytest.raises(ValueError, match="is another kind of run than"):
+        load_reveal_input([first, DIGITS])
 
 
 def test_a_multiclass_input_is_checked_by_its_classes(tmp_path):
