@@ -41,6 +41,8 @@ __all__ = [
     "beta_grid",
     "beta_key",
     "check_rules_invertible",
+    "config_betas",
+    "config_grid",
     "config_parameters",
     "grid_keys",
     "grid_weights",
@@ -363,6 +365,65 @@ def config_parameters(name: str, section: Mapping[str, Any]) -> dict[str, float]
             raise ValueError(f"params.{key} must be a number, got {value!r}")
         out[key] = float(value)
     return out
+
+
+def config_betas(
+    loss: Mapping[str, Any], name: Callable[[str], str] = lambda key: f"config.{key}"
+) -> np.ndarray:
+    """The class weights of a config's ``loss`` section: ``betas``, or where they are ``()``
+    the logit grid of ``n_betas`` from ``beta_min`` to ``beta_max`` (:func:`beta_grid`).
+
+    Raises:
+      ValueError: naming the bad key as ``name`` gives it (``"loss.betas"`` ->
+        ``"config.loss.betas"``).
+    """
+    betas = loss["betas"]
+    if betas:
+        if any(isinstance(b, bool) or not isinstance(b, int | float) for b in betas):
+            raise ValueError(f"{name('loss.betas')} must be numbers in (0, 1), got {betas!r}")
+        return V.check_betas(name("loss.betas"), [float(b) for b in betas])
+    try:
+        return beta_grid(loss["n_betas"], loss["beta_min"], loss["beta_max"])
+    except ValueError as err:
+        key = next(k for k in ("n_betas", "beta_min", "beta_max") if str(err).startswith(k))
+        raise ValueError(f"{name('loss.' + key)}: {err}") from None
+
+
+def config_grid(
+    loss: Mapping[str, Any],
+    n_classes: int = 2,
+    name: Callable[[str], str] = lambda key: f"config.{key}",
+) -> LossGrid:
+    """The grid of losses a config's ``loss`` section names: a binary loss of
+    :data:`CLASS_WEIGHTS` over its class weights (:func:`config_betas`), or a multiclass loss of
+    :data:`WEIGHT_GRIDS` over the grid ``weights`` (:func:`parse_weight_grid`) of ``n_classes``
+    classes; each with the parameters ``params`` sets (:func:`config_parameters`). The
+    beta-weighted log loss is keyed by its betas themselves.
+
+    Raises:
+      ValueError: naming the bad key as ``name`` gives it (``"loss.betas"`` ->
+        ``"config.loss.betas"``): a beta outside ``(0, 1)``, a bad logit grid, an unreadable
+        weight grid or a class out of range, a parameter the loss does not take.
+    """
+
+    def named(err: ValueError) -> ValueError:  # "params.gamma: ..." from the key it names
+        key, _, rest = str(err).partition(":")
+        return ValueError(f"{name('loss.' + key)}:{rest}")
+
+    try:
+        params = config_parameters(loss["name"], loss)
+    except ValueError as err:
+        raise named(err) from None
+    if loss["name"] in WEIGHT_GRIDS:
+        entries = parse_weight_grid(loss["weights"], loss["name"], name=name("loss.weights"))
+        try:
+            return loss_grid(weight_grid(entries, loss["name"], n_classes, **params))
+        except ValueError as err:
+            raise named(err) from None
+    grid = config_betas(loss, name)
+    if loss["name"] == "log":
+        return loss_grid(np.asarray(grid, np.float64))
+    return loss_grid(loss_family(loss["name"], **params)(grid))
 
 
 def _grid_weight(loss: str, name: str) -> GridWeight:

@@ -104,3 +104,28 @@ def test_a_grid_whose_rule_has_no_inverse_is_refused_naming_the_loss_and_weight(
         check_rules_invertible(loss_family(linear)([0.3, 0.6]))
     low, high = map(float, re.search(r"scores in \[(\S+), (\S+)\]", str(caught.value)).groups())
     assert 0.0 < low <= high < 1.0
+
+
+def test_a_config_s_loss_section_is_one_grid_its_errors_named_as_the_caller_names_keys():
+    from iml.grids import config_grid
+    from iml.pipeline.defaults import experiment_config
+
+    loss = experiment_config().loss
+    loss.name, loss.weights = "class_weighted_softmax", "ones;w[2]=4"
+    grid = config_grid(loss, 3)
+    assert grid.keys == ["ones", "w[2]=4"] and grid.spec.batch_shape == (2,)
+    np.testing.assert_array_equal(grid.spec.params["class_weights"][1], [1.0, 1.0, 4.0])
+    flags = {"loss.betas": "--betas", "loss.weights": "--config.loss.weights"}
+
+    def name(key):
+        return flags.get(key, f"config.{key}")
+
+    with pytest.raises(ValueError, match=r"^--config\.loss\.weights: index \[5\] is out of range"):
+        config_grid({**loss, "weights": "w[5]=2"}, 3, name)
+    with pytest.raises(ValueError, match=r"^config\.loss\.params\.gamma: the loss 'class_weig"):
+        config_grid({**loss, "params": {"gamma": 2.0}}, 3, name)
+    binary = {**experiment_config().loss, "betas": (0.5, 1.0)}
+    with pytest.raises(ValueError, match=r"^--betas must lie in \(0, 1\)"):
+        config_grid(binary, 2, name)
+    with pytest.raises(ValueError, match=r"^config\.loss\.n_betas: n_betas must be"):
+        config_grid({**binary, "betas": (), "n_betas": 0}, 2, name)

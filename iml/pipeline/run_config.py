@@ -20,7 +20,7 @@ import ml_collections
 from iml import _validation as V
 from iml import config as config_lib
 from iml.data import DATASETS
-from iml.grids import CLASS_WEIGHTS, WEIGHT_GRIDS, beta_grid, parse_weight_grid
+from iml.grids import CLASS_WEIGHTS, WEIGHT_GRIDS, config_betas, parse_weight_grid
 from iml.models import CONV_IMPLS, DenseNet, build_model, min_input_size
 from iml.pipeline.defaults import (
     check_eval_settings,
@@ -33,7 +33,6 @@ __all__ = [
     "as_config",
     "check_config",
     "from_dotted",
-    "run_betas",
 ]
 
 
@@ -149,23 +148,6 @@ def check_config(config: Mapping[str, Any]) -> None:
         )
 
 
-def run_betas(config: Mapping[str, Any]) -> tuple[float, ...]:
-    """The class weights of a run's binary loss: ``config.loss.betas``, or where it is ``()`` the
-    grid of ``config.loss.n_betas`` betas evenly spaced in logit between ``beta_min`` and
-    ``beta_max`` (:func:`iml.beta_grid`).
-
-    Raises:
-      ValueError: naming the key of a bad grid.
-    """
-    c = as_config(config)
-    if c.loss.betas:
-        return tuple(float(b) for b in c.loss.betas)
-    try:
-        return tuple(float(b) for b in beta_grid(c.loss.n_betas, c.loss.beta_min, c.loss.beta_max))
-    except ValueError as err:
-        raise ValueError(f"config.loss.{err}") from None
-
-
 def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
     """The loss's grid: betas for a binary loss, ``config.loss.weights`` for a multiclass one."""
     said = f"config.loss.name={c.loss.name!r}"
@@ -180,10 +162,7 @@ def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
                 f"config.data.classes='all' needs a multiclass loss {list(WEIGHT_GRIDS)}; "
                 f"{said} is binary"
             )
-        if c.loss.betas:
-            V.check_betas("config.loss.betas", [float(b) for b in c.loss.betas])
-        else:
-            run_betas(c)
+        config_betas(c.loss)
         return
     if not c.loss.weights:
         raise ValueError(f"{said} needs config.loss.weights (e.g. 'ones;B[8,8]=10')")

@@ -23,13 +23,11 @@ from iml.data import Dataset, load_dataset
 from iml.grids import (
     WEIGHT_GRIDS,
     LossFamily,
-    LossGrid,
     check_rules_invertible,
+    config_betas,
+    config_grid,
     config_parameters,
     loss_family,
-    loss_grid,
-    parse_weight_grid,
-    weight_grid,
 )
 from iml.losses import lookup
 from iml.models import (
@@ -39,11 +37,7 @@ from iml.models import (
 )
 from iml.pipeline.defaults import ADAM_SEEDS, train_fields
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
-from iml.pipeline.run_config import (
-    as_config,
-    check_config,
-    run_betas,
-)
+from iml.pipeline.run_config import as_config, check_config
 from iml.pipeline.store import RunStore
 from iml.pipeline.train_plan import Experiment
 from iml.training import DataSource, TrainConfig
@@ -56,7 +50,6 @@ __all__ = [
     "is_multiclass",
     "members_per_call",
     "plan_run",
-    "run_grid",
     "run_labels",
     "run_loss",
 ]
@@ -84,22 +77,6 @@ def is_multiclass(config: Mapping[str, Any]) -> bool:
     """Whether the run trains multiclass losses (``config.loss.name`` in
     :data:`iml.grids.WEIGHT_GRIDS`) on every class of its dataset."""
     return as_config(config).loss.name in WEIGHT_GRIDS
-
-
-def run_grid(config: Mapping[str, Any], n_classes: int) -> LossGrid:
-    """The grid of a multiclass run's losses (``config.loss.weights`` over ``n_classes``).
-
-    Raises:
-      ValueError: naming ``config.loss.weights`` for an entry it cannot read or a class out of
-        range.
-    """
-    c = as_config(config)
-    entries = parse_weight_grid(c.loss.weights, c.loss.name, name="config.loss.weights")
-    try:
-        params = config_parameters(c.loss.name, c.loss)
-        return loss_grid(weight_grid(entries, c.loss.name, n_classes, **params))
-    except ValueError as err:
-        raise ValueError(f"config.loss.{err}") from None
 
 
 def config_model(config: Mapping[str, Any], num_outputs: int = 1) -> Any:
@@ -165,9 +142,9 @@ def plan_run(config: Mapping[str, Any], dataset: Dataset) -> Plan:
     has_groups = len(np.unique(groups)) < dataset.num_examples
     labels = run_labels(c, dataset)
     if is_multiclass(c):
-        grid = {"losses": run_grid(c, len(dataset.class_names)).keys}
+        grid = {"losses": config_grid(c.loss, len(dataset.class_names)).keys}
     else:
-        grid = {"betas": run_betas(c)}
+        grid = {"betas": tuple(float(b) for b in config_betas(c.loss))}
     return make_plan(
         dataset.num_examples,
         **grid,
@@ -255,16 +232,16 @@ def build_images(config: Mapping[str, Any]) -> Experiment:
     dataset = _dataset(config)
     plan = plan_run(config, dataset)
     labels = run_labels(config, dataset)
-    grid = run_grid(config, len(dataset.class_names)) if is_multiclass(config) else None
-    model = config_model(config, 1 if grid is None else grid.spec.n_classes)
+    grid = config_grid(config.loss, len(dataset.class_names) if is_multiclass(config) else 2)
+    model = config_model(config, grid.spec.n_classes if grid.spec.multiclass else 1)
     train_config = TrainConfig(**train_fields(config, "images"))
-    if grid is None:  # a binary loss, one class weight per member
+    if not grid.spec.multiclass:  # a binary loss, one class weight per member
         loss = run_loss(config)
         loss_record = lookup(config.loss.name)
         if loss_record.optimal_score is None or loss_record.inverse is None:
             # Proposition 4's premise at each beta, before any training (a closed form is the
             # record's own statement)
-            check_rules_invertible(loss(list(run_betas(config))))
+            check_rules_invertible(grid)
 
         def losses(batch: MemberBatch) -> list:
             return [None if loss.name == "log" else loss(m.beta) for m in batch.members]

@@ -25,7 +25,7 @@ from iml.calibration import (
     scores_from_logits,
     table_by_loss,
 )
-from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, loss_family, loss_grid
+from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, config_grid, loss_family, loss_grid
 from iml.losses import registered
 from iml.pipeline.store import (
     aggregate_members,
@@ -386,8 +386,8 @@ def score_sweep(
 
 def stored_grid(manifest: Mapping[str, Any], run: str | Path, n_classes: int = 0) -> LossGrid:
     """The grid of losses a stored run's manifest records: a run on images by its config's
-    ``loss`` section (:func:`iml.pipeline.runner.run_betas`, ``config.loss.weights`` over
-    ``n_classes`` classes), a run on a table by its record's loss (its betas, or its loss's
+    ``loss`` section (:func:`iml.grids.config_grid`, a multiclass grid over ``n_classes``
+    classes), a run on a table by its record's loss (its betas, or its loss's
     config).
 
     Raises:
@@ -398,15 +398,9 @@ def stored_grid(manifest: Mapping[str, Any], run: str | Path, n_classes: int = 0
     loss = config.get("loss")
     if manifest["kind"] == "images":
         # imported here: the image runner loads the models and the data registry
-        from iml.pipeline.run_config import as_config, run_betas
-        from iml.pipeline.runner import is_multiclass, run_grid, run_loss
+        from iml.pipeline.run_config import as_config
 
-        c = as_config(config)
-        if is_multiclass(c):
-            return run_grid(c, n_classes)
-        betas = np.asarray(run_betas(c))
-        family = run_loss(c)
-        return loss_grid(betas if family.name == "log" else family(betas))
+        return config_grid(as_config(config).loss, n_classes or 2)
     if isinstance(loss, Mapping) and loss.get("name") == "log" and "betas" in loss:
         return loss_grid(np.asarray(loss["betas"], np.float64))  # the beta-weighted log loss
     if not isinstance(loss, Mapping):

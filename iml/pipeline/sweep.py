@@ -35,6 +35,7 @@ from iml.grids import (
     LossGrid,
     RuleNotInvertibleError,
     check_rules_invertible,
+    config_grid,
     loss_grid,
 )
 from iml.models.registry import build_model
@@ -46,7 +47,6 @@ from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.pipeline.sweep_config import (
     checked_sweep_config,
     load_sweep_data,
-    sweep_losses,
 )
 from iml.pipeline.train_plan import Experiment, run
 from iml.spec import LossLike
@@ -400,10 +400,7 @@ def prepare_sweep(
     dataset = load_sweep_data(checked)
     multiclass = c.data.classes == "all"
     labels = dataset.classes if multiclass else dataset.labels
-    try:
-        losses = sweep_losses(checked, len(dataset.class_names) if multiclass else 2)
-    except ValueError as err:
-        raise ValueError(f"{name('loss.weights')}: {err}") from None
+    losses = config_grid(c.loss, len(dataset.class_names) if multiclass else 2, name)
     train = checked.train
     try:
         plan = plan_sweep(

@@ -5,8 +5,8 @@
 one before any file is read, naming the first bad key as the command line or the config names
 it; :func:`checked_sweep_config` also returns what the config stands for (the data source, the
 grid of weights, the training settings), from which :func:`load_sweep_data` reads the data and
-:func:`sweep_losses` makes the grid of losses. The datasets, losses and models a sweep takes are
-live views of their registries.
+:func:`iml.grids.config_grid` makes the grid of losses. The datasets, losses and models a sweep
+takes are live views of their registries.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import ml_collections
-import numpy as np
 
 from iml import _validation as V
 from iml import config as config_lib
@@ -27,11 +26,8 @@ from iml.grids import (
     CLASS_WEIGHTS,
     WEIGHT_GRIDS,
     RegistryView,
-    beta_grid,
-    config_parameters,
-    loss_family,
+    config_betas,
     parse_weight_grid,
-    weight_grid,
 )
 from iml.losses import lookup
 from iml.models.registry import build_model
@@ -55,7 +51,6 @@ __all__ = [
     "check_sweep_config",
     "checked_sweep_config",
     "load_sweep_data",
-    "sweep_losses",
 ]
 
 
@@ -193,7 +188,7 @@ def checked_sweep_config(
             raise ValueError(
                 f"{name('loss.weights')} applies to the multiclass losses, not {said('loss.name')}"
             )
-        grid = _betas(c, name)
+        grid = config_betas(c.loss, name)
     check_loss_params(c.loss)
     if c.plan.seeds != ():
         V.check_seeds(name("plan.seeds"), c.plan.seeds)
@@ -224,20 +219,6 @@ def checked_sweep_config(
         raise ValueError(f"{name(key) if key else 'training option'}: {err}") from None
     source = _source(c, multiclass, name)
     return CheckedSweep(c, source, grid, train, name)
-
-
-def _betas(c: ml_collections.ConfigDict, name: _Names) -> np.ndarray:
-    """The betas (or focal alphas) of ``c.loss``: explicit, or the logit grid."""
-    betas = c.loss.betas
-    if betas:
-        if any(isinstance(b, bool) or not isinstance(b, int | float) for b in betas):
-            raise ValueError(f"{name('loss.betas')} must be numbers in (0, 1), got {betas!r}")
-        return V.check_betas(name("loss.betas"), [float(b) for b in betas])
-    try:
-        return beta_grid(c.loss.n_betas, c.loss.beta_min, c.loss.beta_max)
-    except ValueError as err:
-        key = next(k for k in ("n_betas", "beta_min", "beta_max") if str(err).startswith(k))
-        raise ValueError(f"{name('loss.' + key)}: {err}") from None
 
 
 def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dict[str, Any]:
@@ -343,14 +324,3 @@ def load_sweep_data(checked: CheckedSweep) -> Dataset:
         return load_dataset(name, **options)
     except ArgumentError as err:
         raise err.for_flags(names) from None
-
-
-def sweep_losses(checked: CheckedSweep, n_classes: int) -> Any:
-    """The grid of losses of a checked config, for data with ``n_classes`` classes."""
-    loss, grid = checked.config.loss, checked.grid
-    params = config_parameters(loss.name, loss)
-    if loss.name in WEIGHT_GRIDS:
-        return weight_grid(grid, loss.name, n_classes, **params)
-    if loss.name == "log":
-        return grid  # the betas themselves: exact keys
-    return loss_family(loss.name, **params)(grid)

@@ -14,6 +14,7 @@ import pytest
 
 from iml import beta_grid
 from iml.config import apply_overrides, flatten, to_dict
+from iml.grids import config_betas, config_grid
 from iml.pipeline.defaults import (
     READ_BY,
     SCHEMA,
@@ -26,7 +27,7 @@ from iml.pipeline.defaults import (
     sweep_config,
     train_fields,
 )
-from iml.pipeline.run_config import check_config, run_betas
+from iml.pipeline.run_config import check_config
 from iml.pipeline.sweep import prepare_sweep
 from iml.pipeline.sweep_config import checked_sweep_config
 from iml.training import TrainConfig
@@ -130,8 +131,15 @@ def test_a_run_on_images_reads_the_grid_of_betas():
     c.loss.betas = ()
     c.loss.n_betas, c.loss.beta_min, c.loss.beta_max = 5, 0.1, 0.9
     check_config(c)
-    np.testing.assert_array_equal(run_betas(c), beta_grid(5, 0.1, 0.9))
-    assert run_betas(default_config()) == (0.5, 0.9, 0.99)
+    np.testing.assert_array_equal(config_betas(c.loss), beta_grid(5, 0.1, 0.9))
+    assert config_betas(default_config().loss).tolist() == [0.5, 0.9, 0.99]
+    # the one grid of either kind of run: the log loss keyed by its betas, a family's by its own
+    assert config_grid(default_config().loss).keys == ["0.5", "0.9", "0.99"]
+    focal = default_config().loss
+    focal.name, focal.params.gamma = "focal", 1.0
+    grid = config_grid(focal)
+    assert grid.spec.name == "focal" and grid.keys == ["0.5", "0.9", "0.99"]
+    np.testing.assert_allclose(grid.spec.params["gamma"], 1.0)
     c.loss.n_betas = 0
     with pytest.raises(ValueError, match=r"config\.loss\.n_betas"):
         check_config(c)

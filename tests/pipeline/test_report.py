@@ -331,9 +331,9 @@ def test_a_multiclass_run_is_scored_per_loss_and_corrected_by_its_own_rule(multi
 def test_a_multiclass_run_is_revealed_by_its_report_and_by_reveal(multiclass_run, tmp_path):
     """The report of a grid of two softmax losses writes its revealed experiments (the cells of
     each model's class posteriors over 10 classes), as `iml reveal` finds them from the run's
-    member batches; merging it with other runs is refused, naming its loss."""
+    member batches; joining it with a binary run is refused, naming both."""
     from iml.pipeline.reveal import CLASS_FIGURES, reveal_run
-    from iml.pipeline.reveal_input import load_reveal_input, merge_reproduce_runs
+    from iml.pipeline.reveal_input import load_reveal_input
 
     out, _ = multiclass_run
     record = json.loads((out / "revealed.json").read_text())
@@ -350,8 +350,8 @@ def test_a_multiclass_run_is_revealed_by_its_report_and_by_reveal(multiclass_run
                        n_bootstrap=record["n_bootstrap"], formats=(), power_datasets=0)  # fmt: skip
     assert again["nias"]["p_value"] == record["nias"]["p_value"]
     assert again["value_matrix"] == record["value_matrix"]
-    with pytest.raises(ValueError, match=r"multiclass run .*class_weighted_softmax"):
-        merge_reproduce_runs([out, out / "elsewhere"])
+    with pytest.raises(ValueError, match=rf"{STORED_DIGITS} is a binary run; it does not join"):
+        load_reveal_input([out, STORED_DIGITS])
 
 
 @pytest.mark.slow
@@ -402,14 +402,15 @@ def test_the_stored_default_run_gives_its_stored_table_again():
     # `iml reproduce`'s default run: the raw and loss-corrected scores' metrics, intervals and
     # tests to float32 round-off, the recalibration baselines' to their fits' (below).
     from iml.config import flatten
-    from iml.pipeline.run_config import as_config, run_betas
+    from iml.grids import config_betas
+    from iml.pipeline.run_config import as_config
     from iml.pipeline.runner import run_loss
     from iml.pipeline.store import load_ensemble
 
     config = as_config(json.loads((STORED_DIGITS / "manifest.json").read_text())["config"])
     store = RunStore(STORED_DIGITS)
     folds = store.load_arrays("data/folds")
-    ensemble = load_ensemble(store, run_betas(config), len(folds["labels"]))
+    ensemble = load_ensemble(store, config_betas(config.loss).tolist(), len(folds["labels"]))
     table = summary_table(ensemble, folds["labels"], folds["fold_ids"],
                           n_bins=config.eval.n_bins, n_bootstrap=config.eval.n_bootstrap,
                           seed=config.eval.report_seed, loss=run_loss(config))  # fmt: skip

@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iml import beta_grid, loss_grid
+from iml import beta_grid
+from iml.grids import config_grid
 from iml.pipeline.defaults import sweep_config
-from iml.pipeline.sweep_config import checked_sweep_config, sweep_losses
+from iml.pipeline.sweep_config import checked_sweep_config
 
 
 def _config(**keys):
@@ -27,11 +28,11 @@ def test_a_config_stands_for_its_source_grid_and_training():
     assert checked.train.solver == "exact" and checked.train.l2 == "auto"  # decided here
     focal = _config(data__name="digits", loss__name="focal", loss__betas=(0.25, 0.75))
     focal.train.solver = "adam"
-    losses = loss_grid(sweep_losses(checked_sweep_config(focal), 2))
+    losses = config_grid(checked_sweep_config(focal).config.loss)
     assert losses.spec.name == "focal" and losses.spec.batch_shape == (2,)
     multi = _config(data__name="digits", data__classes="all", loss__name="matrix")
     multi.loss.weights = "ones;B[8,8]=10"
-    assert loss_grid(sweep_losses(checked_sweep_config(multi), 10)).keys == ["ones", "B[8,8]=10"]
+    assert config_grid(checked_sweep_config(multi).config.loss, 10).keys == ["ones", "B[8,8]=10"]
 
 
 @pytest.mark.parametrize(
