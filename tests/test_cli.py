@@ -142,7 +142,7 @@ def _python(script: str) -> subprocess.CompletedProcess:
                 "--out",
                 "unused",
             ],
-            "is multiclass; set config.data.classes='all'",
+            "is multiclass: set config.data.classes='all'",
         ),
         (["sweep", "--out", "unused"], "give exactly one of --csv PATH or --dataset "),
         (["sweep", "--dataset", "digits", "--betas", "0.5,1", "--out", "unused"], "--betas"),

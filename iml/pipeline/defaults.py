@@ -27,7 +27,14 @@ from ml_collections import config_dict
 
 from iml import _validation as V
 from iml import config as config_lib
-from iml.grids import CLASS_WEIGHTS, config_parameters, loss_family
+from iml.grids import (
+    CLASS_WEIGHTS,
+    WEIGHT_GRIDS,
+    config_betas,
+    config_parameters,
+    loss_family,
+    parse_weight_grid,
+)
 from iml.pipeline.store import ENSEMBLE_AVERAGES
 
 __all__ = [
@@ -41,6 +48,7 @@ __all__ = [
     "Key",
     "check_eval_settings",
     "check_loss_params",
+    "check_loss_section",
     "check_read_keys",
     "default_config",
     "experiment_config",
@@ -313,6 +321,76 @@ def check_loss_params(loss: Mapping[str, Any]) -> dict[str, float]:
         except (ValueError, TypeError) as err:
             raise ValueError(f"config.loss.params: {err}") from None
     return params
+
+
+def check_loss_section(
+    c: ml_collections.ConfigDict,
+    defaults: ml_collections.ConfigDict,
+    name: Callable[[str], str] = lambda key: f"config.{key}",
+) -> Any:
+    """Check a config's loss against its data's classes, as runs of either kind read it: a
+    binary loss of :data:`iml.grids.CLASS_WEIGHTS` over its class weights, or a multiclass one
+    of :data:`iml.grids.WEIGHT_GRIDS` over ``loss.weights`` on every class
+    (``data.classes = 'all'``), with parameters the loss takes (:func:`check_loss_params`).
+
+    Args:
+      c: the config.
+      defaults: the command's default config (a multiclass loss refuses ``loss.betas`` set away
+        from its default).
+      name: how messages name a key (``"loss.name"`` -> ``"--loss"`` on a command line).
+
+    Returns:
+      The class weights (:func:`iml.grids.config_betas`), or a multiclass grid's parsed entries
+      (:func:`iml.grids.parse_weight_grid`).
+
+    Raises:
+      ValueError: naming the first bad key.
+    """
+
+    def said(key: str, value: Any = None) -> str:  # "--loss focal" or "config.loss.name='focal'"
+        value = config_lib.lookup(c, key) if value is None else value
+        return f"{name(key)} {value}" if name(key).startswith("--") else f"{name(key)}={value!r}"
+
+    loss, multiclass = c.loss.name, sorted(WEIGHT_GRIDS)
+    if loss not in CLASS_WEIGHTS and loss not in WEIGHT_GRIDS:
+        raise ValueError(
+            f"{name('loss.name')} must be one of {sorted(CLASS_WEIGHTS)} (binary losses weighted "
+            f"by one class weight) or {multiclass} (multiclass losses over the grid "
+            f"{name('loss.weights')}), got {loss!r}"
+        )
+    if c.data.classes not in ("binary", "all"):
+        raise ValueError(
+            f"{name('data.classes')} must be 'binary' or 'all', got {c.data.classes!r}"
+        )
+    if loss in WEIGHT_GRIDS:
+        if not c.loss.weights:
+            raise ValueError(
+                f"{said('loss.name')} needs {name('loss.weights')} (e.g. 'ones;B[8,8]=10')"
+            )
+        if tuple(c.loss.betas) != tuple(defaults.loss.betas):
+            raise ValueError(
+                f"{name('loss.betas')} does not apply to {said('loss.name')}; its grid is "
+                f"{name('loss.weights')}"
+            )
+        grid = parse_weight_grid(c.loss.weights, loss, name=name("loss.weights"))
+        if c.data.classes != "all":
+            raise ValueError(
+                f"{said('loss.name')} is multiclass: set {said('data.classes', 'all')}"
+            )
+    else:
+        if c.loss.weights:
+            raise ValueError(
+                f"{name('loss.weights')} applies to the multiclass losses {multiclass}, not "
+                f"{said('loss.name')}; its grid is {name('loss.betas')}"
+            )
+        if c.data.classes != "binary":
+            raise ValueError(
+                f"{said('data.classes')} needs a multiclass {name('loss.name')} "
+                f"({', '.join(multiclass)}), not {said('loss.name')}"
+            )
+        grid = config_betas(c.loss, name)
+    check_loss_params(c.loss)
+    return grid
 
 
 def check_eval_settings(

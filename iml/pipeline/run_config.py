@@ -20,11 +20,10 @@ import ml_collections
 from iml import _validation as V
 from iml import config as config_lib
 from iml.data import DATASETS
-from iml.grids import CLASS_WEIGHTS, WEIGHT_GRIDS, config_betas, parse_weight_grid
 from iml.models import CONV_IMPLS, DenseNet, build_model, min_input_size
 from iml.pipeline.defaults import (
     check_eval_settings,
-    check_loss_params,
+    check_loss_section,
     check_read_keys,
     default_config,
 )
@@ -99,16 +98,7 @@ def check_config(config: Mapping[str, Any]) -> None:
         model = build_model(c.model.name, 1, "images")  # JAX's backend starts later
     except ValueError as err:
         raise ValueError(f"config.model.name: {err}") from None
-    if c.loss.name not in CLASS_WEIGHTS and c.loss.name not in WEIGHT_GRIDS:
-        raise ValueError(
-            f"config.loss.name must be one of {sorted(CLASS_WEIGHTS)} (binary losses weighted "
-            f"by one class weight) or {list(WEIGHT_GRIDS)} (multiclass losses over the grid "
-            f"config.loss.weights), got {c.loss.name!r}"
-        )
-    if c.data.classes not in ("binary", "all"):
-        raise ValueError(f"config.data.classes must be 'binary' or 'all', got {c.data.classes!r}")
-    _check_loss_grid(c)
-    check_loss_params(c.loss)
+    check_loss_section(c, default_config())
     for keys, minimum in ((_COUNTS, 1), (_COUNTS_OR_ZERO, 0)):
         for key in keys:
             V.check_count(f"config.{key}", config_lib.lookup(c, key), minimum)
@@ -146,30 +136,3 @@ def check_config(config: Mapping[str, Any]) -> None:
             f"config.data.image_size={c.data.image_size} is too small for {c.model.name} "
             f"(at least {min_input_size(model)} px)"
         )
-
-
-def _check_loss_grid(c: ml_collections.ConfigDict) -> None:
-    """The loss's grid: betas for a binary loss, ``config.loss.weights`` for a multiclass one."""
-    said = f"config.loss.name={c.loss.name!r}"
-    if c.loss.name not in WEIGHT_GRIDS:
-        if c.loss.weights:
-            raise ValueError(
-                f"config.loss.weights applies to the multiclass losses "
-                f"{list(WEIGHT_GRIDS)}, not {said}; its grid is config.loss.betas"
-            )
-        if c.data.classes != "binary":
-            raise ValueError(
-                f"config.data.classes='all' needs a multiclass loss {list(WEIGHT_GRIDS)}; "
-                f"{said} is binary"
-            )
-        config_betas(c.loss)
-        return
-    if not c.loss.weights:
-        raise ValueError(f"{said} needs config.loss.weights (e.g. 'ones;B[8,8]=10')")
-    if tuple(c.loss.betas) != tuple(default_config().loss.betas):
-        raise ValueError(
-            f"config.loss.betas does not apply to {said}; its grid is config.loss.weights"
-        )
-    if c.data.classes != "all":
-        raise ValueError(f"{said} is multiclass; set config.data.classes='all'")
-    parse_weight_grid(c.loss.weights, c.loss.name, name="config.loss.weights")

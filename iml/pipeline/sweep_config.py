@@ -23,17 +23,13 @@ from iml import config as config_lib
 from iml.data.errors import ArgumentError
 from iml.data.tabular import UCI_FILES, check_uci_folder
 from iml.grids import (
-    CLASS_WEIGHTS,
-    WEIGHT_GRIDS,
     RegistryView,
-    config_betas,
-    parse_weight_grid,
 )
 from iml.losses import lookup
 from iml.models.registry import build_model
 from iml.pipeline.defaults import (
     check_eval_settings,
-    check_loss_params,
+    check_loss_section,
     check_read_keys,
     sweep_config,
     train_fields,
@@ -46,7 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SWEEP_DATASETS",
-    "SWEEP_LOSSES",
     "CheckedSweep",
     "check_sweep_config",
     "checked_sweep_config",
@@ -70,16 +65,6 @@ def _registered_datasets() -> dict[str, Any]:
 #: flattened into features (a delimited file is ``config.data.csv`` instead). A live view of the
 #: registry: a dataset registered later is a sweep's dataset too.
 SWEEP_DATASETS: Mapping[str, Any] = RegistryView(_registered_datasets)
-#: The losses of ``config.loss.name``, and what each one's grid is made of: the binary losses
-#: of :data:`iml.grids.CLASS_WEIGHTS` over their class weights (``betas``, the focal loss's
-#: ``alphas``), the multiclass ones of :data:`iml.grids.WEIGHT_GRIDS` over ``weights``.
-#: A live view of the registry: a loss registered later is a sweep's loss too.
-SWEEP_LOSSES: Mapping[str, str] = RegistryView(
-    lambda: {
-        **{name: f"{weight}s" for name, weight in CLASS_WEIGHTS.items()},
-        **dict.fromkeys(WEIGHT_GRIDS, "weights"),
-    }
-)
 
 
 class _Names:
@@ -161,35 +146,15 @@ def checked_sweep_config(
     said = name.said
     check_read_keys(c, "rows", name)
     for key, known in (
-        ("loss.name", sorted(SWEEP_LOSSES)),
         ("data.name", ["", "csv", *(SWEEP_DATASETS if c.data.name not in ("", "csv") else ())]),
-        ("data.classes", ["binary", "all"]),
         ("train.solver", list(SOLVERS)),
         ("train.l2_scale", list(L2_SCALES)),
     ):
         if config_lib.lookup(c, key) not in known:
             value = config_lib.lookup(c, key)
             raise ValueError(f"{name(key)}: unknown value {value!r}; expected one of {known}")
+    grid = check_loss_section(c, sweep_config(), name)
     loss = c.loss.name
-    multiclass = SWEEP_LOSSES[loss] == "weights"
-    if multiclass:
-        if not c.loss.weights:
-            raise ValueError(
-                f"{said('loss.name')} needs {name('loss.weights')} (e.g. 'ones;B[8,8]=10')"
-            )
-        grid: Any = parse_weight_grid(c.loss.weights, loss, name=name("loss.weights"))
-        if _given(c, "loss.betas"):
-            raise ValueError(
-                f"{name('loss.betas')} does not apply to {said('loss.name')}; its grid is "
-                f"{name('loss.weights')}"
-            )
-    else:
-        if c.loss.weights:
-            raise ValueError(
-                f"{name('loss.weights')} applies to the multiclass losses, not {said('loss.name')}"
-            )
-        grid = config_betas(c.loss, name)
-    check_loss_params(c.loss)
     if c.plan.seeds != ():
         V.check_seeds(name("plan.seeds"), c.plan.seeds)
     V.check_count(name("plan.losses_per_batch"), c.plan.losses_per_batch, 0)
@@ -217,11 +182,11 @@ def checked_sweep_config(
         field = str(err).split()[0].removeprefix("TrainConfig.")
         key = f"train.{field}" if field in fields else None
         raise ValueError(f"{name(key) if key else 'training option'}: {err}") from None
-    source = _source(c, multiclass, name)
+    source = _source(c, name)
     return CheckedSweep(c, source, grid, train, name)
 
 
-def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dict[str, Any]:
+def _source(c: ml_collections.ConfigDict, name: _Names) -> dict[str, Any]:
     """The checked ``load_dataset`` arguments of ``c.data``; no file is read."""
     data = c.data
     said, wanted = name.said, name.wanted
@@ -233,15 +198,6 @@ def _source(c: ml_collections.ConfigDict, multiclass: bool, name: _Names) -> dic
     if data.name == "csv" and not data.csv:
         raise ValueError(f"{said('data.name')} needs {wanted('data.csv', 'PATH')}")
     dataset = data.name or "csv"
-    if (data.classes == "all") != multiclass:
-        if multiclass:
-            raise ValueError(
-                f"{said('loss.name')} is multiclass: add {said('data.classes', 'all')}"
-            )
-        raise ValueError(
-            f"{said('data.classes')} needs a multiclass {name('loss.name')} (matrix, "
-            f"class_weighted_softmax), not {c.loss.name}"
-        )
     if data.classes == "all" and (dataset == "csv" or not SWEEP_DATASETS[dataset].classes):
         with_classes = [n for n, source in SWEEP_DATASETS.items() if source.classes]
         raise ValueError(

@@ -272,7 +272,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     [
         (
             {"loss": "matrix", "loss_weights": "ones"},
-            "--loss matrix is multiclass: add config.data.classes='all'",
+            "--loss matrix is multiclass: set config.data.classes='all'",
         ),
         ({"classes": "all"}, "config.data.classes='all' needs a multiclass --loss"),
         ({"loss": "matrix", "classes": "all"}, "--loss matrix needs config.loss.weights"),
@@ -397,7 +397,7 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
         (["--config.loss.weights=ones;w[1]=2"], "config.loss.weights: cannot read 'w[1]=2'"),
         (
             ["--config.loss.weights=ones", "--config.data.classes=binary"],
-            "add config.data.classes='all'",
+            "set config.data.classes='all'",
         ),
         (
             [
@@ -422,7 +422,7 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
         assert message in err, err
     plain = to_dict(sweep_config())  # plain nested dicts are checked too
     plain["loss"]["name"] = "hinge"
-    with pytest.raises(ValueError, match=r"config.loss.name: unknown value 'hinge'"):
+    with pytest.raises(ValueError, match=r"config.loss.name must be one of"):
         check_sweep_config(plain)
     config = sweep_config()
     with pytest.raises(

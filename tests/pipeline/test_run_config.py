@@ -81,10 +81,13 @@ def test_check_config_names_a_missing_weights_file(tmp_path):
     [
         ({"loss.weights": ""}, r"needs config\.loss\.weights"),
         ({"loss.betas": (0.9,)}, r"config\.loss\.betas does not apply"),
-        ({"data.classes": "binary"}, r"is multiclass; set config\.data\.classes='all'"),
+        ({"data.classes": "binary"}, r"is multiclass: set config\.data\.classes='all'"),
         ({"loss.weights": "ones;B[1,1]=2"}, r"config\.loss\.weights: cannot read 'B\[1,1\]=2'"),
         ({"loss.name": "log"}, r"config\.loss\.weights applies to the multiclass losses"),
-        ({"loss.name": "log", "loss.weights": ""}, r"classes='all' needs a multiclass loss"),
+        (
+            {"loss.name": "log", "loss.weights": ""},
+            r"classes='all' needs a multiclass config\.loss\.name",
+        ),
         ({"data.classes": "some"}, r"config\.data\.classes must be 'binary' or 'all'"),
         (
             {"data.name": "pneumoniamnist"},
