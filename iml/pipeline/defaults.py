@@ -165,8 +165,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "eval": {
         "n_bins": Key(10, "bins of the calibration errors (the paper's deciles)"),
-        "n_bootstrap": Key(200, "bootstrap replicates of the table's intervals and tests "
-                           "(iml reveal takes 1,000 for its paired tests of learning)"),
+        "n_bootstrap": Key(200, "bootstrap replicates of the table's intervals and tests, one "
+                           "per ECE of every loss and method (iml reveal takes 1,000: its "
+                           "tests' p-values cannot fall below 1/(replicates + 1))"),
         "report_seed": Key(0, "seed of those replicates"),
         "average": Key("score", "how each loss's ensemble pools its members "
                        "(iml.pipeline.ENSEMBLE_AVERAGES): 'score', the mean raw score (the "
