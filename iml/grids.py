@@ -50,6 +50,7 @@ __all__ = [
     "loss_grid",
     "parse_weight_grid",
     "weight_grid",
+    "weight_row",
 ]
 
 
@@ -303,6 +304,24 @@ def grid_weights(losses: LossSpec) -> np.ndarray | None:
     return p[weight]
 
 
+def weight_row(weights: Sequence[float], weight: float) -> int:
+    """The row of a grid's class ``weights`` (:attr:`LossGrid.weights`) that ``weight`` names:
+    the row equal to it, or else the one row equal to it in float32, the precision a loss's
+    parameters hold (a plan's beta 0.123456789 is the focal grid's 0.12345679).
+
+    Raises:
+      ValueError: for a weight that no row holds, or that several hold in float32.
+    """
+    w = np.asarray(weights, np.float64)
+    rows = np.flatnonzero(w == weight)
+    if rows.size == 0:
+        rows = np.flatnonzero(w.astype(np.float32) == np.float32(weight))
+    if rows.size != 1:
+        said = "is not one" if rows.size == 0 else "is several in float32"
+        raise ValueError(f"class weight {weight!r} {said} of the grid's {w.tolist()}")
+    return int(rows[0])
+
+
 def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
     """The row key of every loss of a grid: the exact weight (:func:`beta_key`)
     where :func:`grid_weights` gives one, the entries of ``B`` (or of the class weights) that
@@ -375,18 +394,31 @@ def config_betas(
 
     Raises:
       ValueError: naming the bad key as ``name`` gives it (``"loss.betas"`` ->
-        ``"config.loss.betas"``).
+        ``"config.loss.betas"``), for a weight outside ``(0, 1)``, a bad logit grid, or weights
+        equal in float32.
     """
     betas = loss["betas"]
     if betas:
         if any(isinstance(b, bool) or not isinstance(b, int | float) for b in betas):
             raise ValueError(f"{name('loss.betas')} must be numbers in (0, 1), got {betas!r}")
-        return V.check_betas(name("loss.betas"), [float(b) for b in betas])
-    try:
-        return beta_grid(loss["n_betas"], loss["beta_min"], loss["beta_max"])
-    except ValueError as err:
-        key = next(k for k in ("n_betas", "beta_min", "beta_max") if str(err).startswith(k))
-        raise ValueError(f"{name('loss.' + key)}: {err}") from None
+        grid = V.check_betas(name("loss.betas"), [float(b) for b in betas])
+    else:
+        try:
+            grid = beta_grid(loss["n_betas"], loss["beta_min"], loss["beta_max"])
+        except (TypeError, ValueError) as err:
+            keys = ("n_betas", "beta_min", "beta_max")
+            key = next((k for k in keys if str(err).startswith(k)), None) or next(
+                (k for k in keys if isinstance(loss[k], bool | str)), "n_betas"
+            )
+            raise ValueError(f"{name('loss.' + key)}: {err}") from None
+    values, counts = np.unique(grid.astype(np.float32), return_counts=True)
+    if (counts > 1).any():  # one model trained twice: the losses compute in float32
+        key = "loss.betas" if betas else "loss.n_betas"
+        raise ValueError(
+            f"{name(key)}: the grid repeats a class weight in float32, the precision the losses "
+            f"compute in: {[float(v) for v in values[counts > 1]]}"
+        )
+    return grid
 
 
 def config_grid(
@@ -406,20 +438,18 @@ def config_grid(
         weight grid or a class out of range, a parameter the loss does not take.
     """
 
-    def named(err: ValueError) -> ValueError:  # "params.gamma: ..." from the key it names
-        key, _, rest = str(err).partition(":")
-        return ValueError(f"{name('loss.' + key)}:{rest}")
-
     try:
         params = config_parameters(loss["name"], loss)
-    except ValueError as err:
-        raise named(err) from None
+    except ValueError as err:  # "params.gamma: ...", from the key it names
+        key, _, rest = str(err).partition(":")
+        raise ValueError(f"{name('loss.' + key)}:{rest}") from None
     if loss["name"] in WEIGHT_GRIDS:
         entries = parse_weight_grid(loss["weights"], loss["name"], name=name("loss.weights"))
         try:
             return loss_grid(weight_grid(entries, loss["name"], n_classes, **params))
-        except ValueError as err:
-            raise named(err) from None
+        except ValueError as err:  # a class out of range
+            said = str(err).removeprefix("weights: ")
+            raise ValueError(f"{name('loss.weights')}: {said}") from None
     grid = config_betas(loss, name)
     if loss["name"] == "log":
         return loss_grid(np.asarray(grid, np.float64))
@@ -477,6 +507,12 @@ def parse_weight_grid(
         grid.append(entries)
     if not grid:
         raise ValueError(f"{name} is empty")
+    parts = [p.strip() for p in text.split(";") if p.strip()]
+    for k, entries in enumerate(grid):
+        if entries in grid[:k]:
+            raise ValueError(
+                f"{name} repeats a loss: {parts[k]!r} is {parts[grid.index(entries)]!r}"
+            )
     return grid
 
 

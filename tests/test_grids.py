@@ -129,3 +129,24 @@ def test_a_config_s_loss_section_is_one_grid_its_errors_named_as_the_caller_name
         config_grid(binary, 2, name)
     with pytest.raises(ValueError, match=r"^config\.loss\.n_betas: n_betas must be"):
         config_grid({**binary, "betas": (), "n_betas": 0}, 2, name)
+
+
+def test_a_grid_that_repeats_a_loss_in_float32_or_by_its_entries_is_refused_naming_the_key():
+    from iml.grids import config_betas, weight_row
+    from iml.pipeline.defaults import experiment_config
+
+    focal = {**experiment_config().loss, "name": "focal", "betas": (0.9, 0.9000000001)}
+    with pytest.raises(ValueError, match=r"^config\.loss\.betas: the grid repeats .* float32"):
+        config_betas(focal)
+    flat = {**focal, "betas": (), "n_betas": 3, "beta_min": 0.5, "beta_max": 0.5}
+    with pytest.raises(ValueError, match=r"^config\.loss\.n_betas: the grid repeats"):
+        config_betas(flat)
+    with pytest.raises(ValueError, match=r"^config\.loss\.beta_min: could not convert"):
+        config_betas({**flat, "beta_min": "x"})
+    with pytest.raises(ValueError, match=r"^--w repeats a loss: 'ones' is 'ones'"):
+        parse_weight_grid("ones;w[1]=2;ones", "class_weighted_softmax", name="--w")
+    # a member's beta finds its row exactly, or else in float32 (a focal grid's weights)
+    assert weight_row([0.5, 0.12345679], 0.123456789) == 1
+    assert weight_row([0.9, 0.9000000001], 0.9000000001) == 1  # exact first
+    with pytest.raises(ValueError, match=r"0\.3 is not one of the grid's"):
+        weight_row([0.5, 0.9], 0.3)

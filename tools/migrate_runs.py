@@ -218,7 +218,13 @@ PLAN_KEYS_4 = ("seeds", "losses_per_batch", "members_per_batch", "memory_budget_
 
 def _to_4(config: Mapping[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(dict(config)))
-    train = out["train"]
+    train = out.get("train")
+    if not isinstance(train, dict):
+        raise ValueError(f"config.train: a section of schema 3, got {train!r}")
+    if "plan" in out:  # a caller's own fact of that name, which the new section would hide
+        raise ValueError(
+            f"config.plan={out['plan']!r}: schema 4 names a section so; rename this fact first"
+        )
     plan = {key: train.pop(key) for key in PLAN_KEYS_4 if key in train}
     sections = list(out)
     at = sections.index("train") + 1  # the new section follows train, as in the schema

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, beta_key
+from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, beta_key, weight_row
 from iml.pipeline.scores import RunScores, row_link, stored_scores
 from iml.pipeline.store import (
     RunStore,
@@ -139,9 +139,10 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
     either kind (``iml reproduce`` or a finished ``iml sweep``): the manifest says the grid of
     losses (:func:`iml.pipeline.scores.stored_grid`), ``data/folds`` the labels, and the member
     batches the scores. A binary grid must be one loss over its class weight
-    (:func:`iml.pipeline.scores.grid_family`), read with its weights as the run's table names
-    them; a multiclass grid is read with its keys and raw class scores ``[K, N, c]``. One run's
-    ensembles are those its report pooled (:func:`iml.pipeline.scores.stored_scores`). Several
+    (:func:`iml.pipeline.scores.grid_family`), read with its weights as its keys name them (a
+    loss that holds its weights in float32 by their shortest decimals); a multiclass grid is
+    read with its keys and raw class scores ``[K, N, c]``. One run's ensembles are those its
+    report pooled (:func:`iml.pipeline.scores.stored_scores`). Several
     runs of one kind, loss family, pooling and ridge join by their losses' keys: a loss trained
     in several runs (under different seeds) pools over all its members. Each training seed's
     own ensemble is kept for the seed bootstrap, where the member batches name their seeds.
@@ -155,6 +156,8 @@ def load_reveal_input(run: str | Path | Sequence[str | Path]) -> RevealInput:
         their seeds, a loss and seed trained in two runs), or stored files that disagree.
     """
     roots = [Path(run)] if isinstance(run, str | Path) else [Path(r) for r in run]
+    if not roots:
+        raise ValueError("no run given: name one run folder, or several")
     resolved = [r.resolve() for r in roots]
     twice = sorted({str(r) for r, x in zip(roots, resolved, strict=True) if resolved.count(x) > 1})
     if twice:
@@ -171,14 +174,15 @@ class _StoredRun(NamedTuple):
     root: Path
     kind: str  # "reproduce" or "sweep"
     scores: RunScores  # its ensembles over its grid, pooled as its report pools them
-    weights: list[float]  # a binary grid's class weights, as its table names them; else []
+    weights: list[float]  # a binary grid's class weights (its keys' numbers); else []
     average: str
     ridge: dict[str, Any] | None
 
     def position(self, row: float) -> int:
         """The grid position of a member's ``row`` (:func:`run_members`): its class weight, in
-        ``(0, 1)``, for a binary run on images; its position, a whole number, otherwise."""
-        return int(row) if float(row).is_integer() else self.weights.index(row)
+        ``(0, 1)``, for a binary run on images (:func:`iml.grids.weight_row`); its position, a
+        whole number, otherwise."""
+        return int(row) if float(row).is_integer() else weight_row(self.weights, row)
 
     def name(self, key: str) -> str:
         """How messages name the grid's loss ``key``: ``beta 0.9``, or ``w[2]=2``."""
@@ -212,16 +216,6 @@ def _stored_run(root: Path) -> _StoredRun:
                 f"reads sweeps over {binary}, its other parameters fixed"
             )
         weights = [float(w) for w in scores.grid.weights]
-        # The weights as the table names them (the grid's own, e.g. 0.9), where a loss's config
-        # recorded them in float32 (0.8999999761581421).
-        named = list(store.load_json("table")) if store.has("table") else []
-        for k, key in enumerate(named[: len(weights)]):
-            try:
-                value = float(key)
-            except ValueError:
-                continue
-            if np.float32(value) == np.float32(weights[k]):
-                weights[k] = value
     train = config.get("train")
     ridge = ridge_of(train) if table and isinstance(train, Mapping) else None
     return _StoredRun(root, "sweep" if table else "reproduce", scores, weights, average, ridge)

@@ -25,7 +25,15 @@ from iml.calibration import (
     scores_from_logits,
     table_by_loss,
 )
-from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, config_grid, loss_family, loss_grid
+from iml.grids import (
+    CLASS_WEIGHTS,
+    LossFamily,
+    LossGrid,
+    config_grid,
+    loss_family,
+    loss_grid,
+    weight_row,
+)
 from iml.losses import registered
 from iml.pipeline.store import (
     aggregate_members,
@@ -259,7 +267,9 @@ def pool_entries(
         def members() -> Any:
             for entry in entries:
                 for key, idx, values in member_test_scores(entry):
-                    row = positions.index(key) if "loss_index" in entry else weights.index(key)
+                    row = (
+                        positions.index(key) if "loss_index" in entry else weight_row(weights, key)
+                    )
                     yield float(row), idx, values
 
         ensemble = aggregate_members(members(), positions, n, average)

@@ -4,6 +4,7 @@ finished named."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jax
@@ -221,6 +222,31 @@ def test_binary_sweeps_join_by_their_class_weights_as_reproduce_runs_do(tmp_path
         load_reveal_input([first, focal])
     with pytest.raises(ValueError, match="is another kind of run than"):
         load_reveal_input([first, DIGITS])
+
+
+def test_a_focal_run_on_images_is_read_at_betas_its_loss_holds_in_float32(tmp_path):
+    """A run on images of the focal loss stores its members at the plan's betas
+    (0.123456789), its grid holds them in float32 (0.12345679): each member finds its row."""
+    import shutil
+
+    run = tmp_path / "focal"
+    shutil.copytree(DIGITS, run, ignore=shutil.ignore_patterns("figures", "table.*"))
+    odd = 0.123456789
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["config"]["loss"] |= {"name": "focal", "betas": [0.5, 0.9, odd],
+                                   "params": {"gamma": 2.0}}  # fmt: skip
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    for path in (run / "batches").glob("*.npz"):
+        with np.load(path) as stored:
+            arrays = dict(stored)
+        arrays["beta"] = np.where(arrays["beta"] == 0.99, odd, arrays["beta"])
+        np.savez(path, **arrays)
+    got = load_reveal_input(run)
+    assert got.loss.name == "focal" and got.keys == ["0.5", "0.9", "0.12345679"]
+    want = load_reveal_input(DIGITS)
+    np.testing.assert_array_equal(got.scores, want.scores)  # the same members, rows renamed
+    with pytest.raises(ValueError, match="no run given"):
+        load_reveal_input([])
 
 
 def test_a_multiclass_input_is_checked_by_its_classes(tmp_path):

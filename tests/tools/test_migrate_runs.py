@@ -97,6 +97,12 @@ def test_schema_3_moves_the_member_layout_from_train_to_plan_and_its_command_wit
         "iml", "reproduce", "--config.plan.members_per_batch=10", "--seeds", "4",
         "--config.train.seedsx=1", "--config.train.max_epochs=6",
     ]  # fmt: skip
+    with pytest.raises(ValueError, match=r"config\.plan='a note': schema 4 names a section"):
+        M.migrate_manifest(
+            {"schema": 3, "kind": "images", "config": {**schema_3, "plan": "a note"}}
+        )
+    with pytest.raises(ValueError, match=r"config\.train: a section of schema 3"):
+        M.migrate_manifest({"schema": 3, "kind": "table", "config": {"data": {}}})
     train = migrated["config"]["train"]  # TrainConfig's fields only
     assert TrainConfig(**train | {"l2_grid": tuple(train["l2_grid"])}).max_epochs == 3
 
