@@ -46,6 +46,7 @@ __all__ = [
     "READ_BY",
     "SCHEMA",
     "Key",
+    "KeyNames",
     "check_eval_settings",
     "check_loss_params",
     "check_loss_section",
@@ -324,10 +325,32 @@ def check_loss_params(loss: Mapping[str, Any]) -> dict[str, float]:
     return params
 
 
+class KeyNames:
+    """How messages name the keys of the config ``c``: as ``names`` gives them (a command line
+    gives the flags, ``{"loss.name": "--loss"}``), else ``config.SECTION.KEY``."""
+
+    def __init__(self, c: ml_collections.ConfigDict, names: Mapping[str, str] | None) -> None:
+        self.c, self.names = c, dict(names or {})
+
+    def __call__(self, key: str) -> str:
+        return self.names.get(key, f"config.{key}")
+
+    def said(self, key: str, value: Any = None) -> str:
+        """``--loss focal`` or ``config.loss.name='focal'``: the key with its (or a) value."""
+        value = config_lib.lookup(self.c, key) if value is None else value
+        name = self(key)
+        return f"{name} {value}" if name.startswith("--") else f"{name}={value!r}"
+
+    def wanted(self, key: str, placeholder: str) -> str:
+        """``--target COLUMN`` or ``config.data.target``: a key to set."""
+        name = self(key)
+        return f"{name} {placeholder}" if name.startswith("--") else name
+
+
 def check_loss_section(
     c: ml_collections.ConfigDict,
     defaults: ml_collections.ConfigDict,
-    name: Callable[[str], str] = lambda key: f"config.{key}",
+    name: KeyNames | None = None,
 ) -> Any:
     """Check a config's loss against its data's classes, as runs of either kind read it: a
     binary loss of :data:`iml.grids.CLASS_WEIGHTS` over its class weights, or a multiclass one
@@ -338,7 +361,7 @@ def check_loss_section(
       c: the config.
       defaults: the command's default config (a multiclass loss refuses ``loss.betas`` set away
         from its default).
-      name: how messages name a key (``"loss.name"`` -> ``"--loss"`` on a command line).
+      name: how messages name a key (default ``config.SECTION.KEY``).
 
     Returns:
       The class weights (:func:`iml.grids.config_betas`), or a multiclass grid's parsed entries
@@ -348,10 +371,8 @@ def check_loss_section(
       ValueError: naming the first bad key.
     """
 
-    def said(key: str, value: Any = None) -> str:  # "--loss focal" or "config.loss.name='focal'"
-        value = config_lib.lookup(c, key) if value is None else value
-        return f"{name(key)} {value}" if name(key).startswith("--") else f"{name(key)}={value!r}"
-
+    name = KeyNames(c, None) if name is None else name
+    said = name.said
     loss, multiclass = c.loss.name, sorted(WEIGHT_GRIDS)
     if loss not in CLASS_WEIGHTS and loss not in WEIGHT_GRIDS:
         raise ValueError(

@@ -177,6 +177,7 @@ class _StoredRun(NamedTuple):
     weights: list[float]  # a binary grid's class weights (its keys' numbers); else []
     average: str
     ridge: dict[str, Any] | None
+    entries: list[Mapping[str, np.ndarray]]  # its member batches, read once
 
     def position(self, row: float) -> int:
         """The grid position of a member's ``row`` (:func:`run_members`): its class weight, in
@@ -207,7 +208,8 @@ def _stored_run(root: Path) -> _StoredRun:
             f"over {binary} or a multiclass grid"
         )
     average = str(config.get("eval", {}).get("average", "score"))
-    scores = stored_scores(root, average)
+    entries = [store.load_arrays(key) for key in store.keys("batches")]
+    scores = stored_scores(root, average, entries)
     weights: list[float] = []
     if not scores.grid.spec.multiclass:
         if scores.family is None:
@@ -218,7 +220,8 @@ def _stored_run(root: Path) -> _StoredRun:
         weights = [float(w) for w in scores.grid.weights]
     train = config.get("train")
     ridge = ridge_of(train) if table and isinstance(train, Mapping) else None
-    return _StoredRun(root, "sweep" if table else "reproduce", scores, weights, average, ridge)
+    kind = "sweep" if table else "reproduce"
+    return _StoredRun(root, kind, scores, weights, average, ridge, entries)
 
 
 def _as_input(
@@ -245,9 +248,9 @@ def _one_run(run: _StoredRun) -> RevealInput:
     """One run: its report's ensembles, and each seed's own ensemble (pooled by the logits the
     members kept, as the run pools them, or else by their scores)."""
     s = run.scores
-    members, link = run_members(run.root, logits=True), row_link(s.grid.spec)
+    members, link = entry_members(run.entries, logits=True), row_link(s.grid.spec)
     if members is None:
-        members, link = run_members(run.root), None
+        members, link = entry_members(run.entries), None
     seeds, stack = None, None
     if members is not None:
         rows = [float(k) for k in range(len(s.grid.keys))]
@@ -281,7 +284,7 @@ def _joined_runs(runs: Sequence[_StoredRun]) -> RevealInput:
             raise ValueError(f"{run.root} was trained under another loss than {first.root}")
         if not np.array_equal(run.scores.labels, first.scores.labels):
             raise ValueError(f"{run.root} holds other observations (labels) than {first.root}")
-        own = run_members(run.root)
+        own = entry_members(run.entries)
         if own is None:
             raise ValueError(f"{run.root} holds no member batches that name their seeds")
         for k, key in enumerate(grid.keys):
@@ -395,11 +398,17 @@ def run_members(root: Path, logits: bool = False) -> list[Member] | None:
     grid (``loss_index``)."""
     store = RunStore(root)
     keys = list(store.keys("batches")) if (root / "batches").is_dir() else []
-    if not keys:
+    return entry_members([store.load_arrays(key) for key in keys], logits)
+
+
+def entry_members(
+    entries: Sequence[Mapping[str, np.ndarray]], logits: bool = False
+) -> list[Member] | None:
+    """The members of a run's member batches ``entries``, as :func:`run_members` gives them."""
+    if not entries:
         return None
     out = []
-    for key in keys:
-        entry = store.load_arrays(key)
+    for entry in entries:
         if "seed" not in entry or (logits and "test_logits" not in entry):
             return None
         seeds = np.asarray(entry["seed"]).astype(int).tolist()

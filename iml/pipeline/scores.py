@@ -427,9 +427,12 @@ def stored_grid(manifest: Mapping[str, Any], run: str | Path, n_classes: int = 0
     return loss_grid(loss_spec(dict(loss)))
 
 
-def stored_scores(run: str | Path, average: str) -> RunScores:
+def stored_scores(
+    run: str | Path, average: str, entries: Sequence[Mapping[str, np.ndarray]] | None = None
+) -> RunScores:
     """A stored run's ensembles over its grid (:func:`stored_grid`, :func:`pool_entries`), its
-    labels and folds, read from the one layout of every run (:mod:`iml.pipeline.store`).
+    labels and folds, read from the one layout of every run (:mod:`iml.pipeline.store`);
+    ``entries``: its member batches, where the caller has read them already.
 
     Raises:
       FileNotFoundError: for a folder without a manifest or stored folds.
@@ -438,7 +441,8 @@ def stored_scores(run: str | Path, average: str) -> RunScores:
     store = check_stored_run(run)
     manifest = store.manifest()
     folds = store.load_arrays("data/folds")
-    entries = [store.load_arrays(key) for key in store.keys("batches")]
+    if entries is None:
+        entries = [store.load_arrays(key) for key in store.keys("batches")]
     n_classes = 0
     if entries and np.asarray(entries[0]["test_scores"]).ndim == 2:
         n_classes = np.asarray(entries[0]["test_scores"]).shape[-1]

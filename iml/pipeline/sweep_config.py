@@ -28,6 +28,7 @@ from iml.grids import (
 from iml.losses import lookup
 from iml.models.registry import build_model
 from iml.pipeline.defaults import (
+    KeyNames,
     check_eval_settings,
     check_loss_section,
     check_read_keys,
@@ -67,28 +68,6 @@ def _registered_datasets() -> dict[str, Any]:
 SWEEP_DATASETS: Mapping[str, Any] = RegistryView(_registered_datasets)
 
 
-class _Names:
-    """How messages name the keys of the config ``c``: as ``names`` gives them (a command line
-    gives the flags), else ``config.SECTION.KEY``."""
-
-    def __init__(self, c: ml_collections.ConfigDict, names: Mapping[str, str] | None) -> None:
-        self.c, self.names = c, dict(names or {})
-
-    def __call__(self, key: str) -> str:
-        return self.names.get(key, f"config.{key}")
-
-    def said(self, key: str, value: Any = None) -> str:
-        """``--loss focal`` or ``config.loss.name='focal'``: the key with its (or a) value."""
-        value = config_lib.lookup(self.c, key) if value is None else value
-        name = self(key)
-        return f"{name} {value}" if name.startswith("--") else f"{name}={value!r}"
-
-    def wanted(self, key: str, placeholder: str) -> str:
-        """``--target COLUMN`` or ``config.data.target``: a key to set."""
-        name = self(key)
-        return f"{name} {placeholder}" if name.startswith("--") else name
-
-
 def _given(c: ml_collections.ConfigDict, key: str) -> bool:
     """Whether ``key`` of ``c`` differs from its default (a key at its default is not set)."""
     return config_lib.lookup(c, key) != config_lib.lookup(sweep_config(), key)
@@ -101,7 +80,7 @@ class CheckedSweep(NamedTuple):
     source: dict[str, Any]  # the load_dataset arguments, as the store records them
     grid: Any  # betas (log, squared), alphas (focal) or parsed weights (multiclass)
     train: TrainConfig
-    name: _Names
+    name: KeyNames
 
 
 # The config key that stands for each argument of iml.data.load_csv.
@@ -142,7 +121,7 @@ def checked_sweep_config(
     c = sweep_config()
     for key, value in config_lib.flatten(config).items():
         config_lib.override(c, key, value)
-    name = _Names(c, names)
+    name = KeyNames(c, names)
     said = name.said
     check_read_keys(c, "rows", name)
     for key, known in (
@@ -186,7 +165,7 @@ def checked_sweep_config(
     return CheckedSweep(c, source, grid, train, name)
 
 
-def _source(c: ml_collections.ConfigDict, name: _Names) -> dict[str, Any]:
+def _source(c: ml_collections.ConfigDict, name: KeyNames) -> dict[str, Any]:
     """The checked ``load_dataset`` arguments of ``c.data``; no file is read."""
     data = c.data
     said, wanted = name.said, name.wanted
