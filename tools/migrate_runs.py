@@ -22,6 +22,10 @@ Schema 3 to 4: the keys that lay out the members (``seeds``, ``losses_per_batch`
 ``members_per_batch``, ``memory_budget_bytes``, ``checkpoint``) move from ``train`` to a ``plan``
 section, so that ``train`` holds :class:`iml.training.TrainConfig` fields only.
 
+Schema 4 to 5: ``train.l2_choice`` records how ``l2 = "auto"`` chose the ridge; every earlier
+run on a table chose the level of lowest validation loss (``"lowest_loss"``), and a run on images,
+which reads no ridge choice, takes the schema's default.
+
 Usage, from the repository root (a folder is searched for ``manifest.json`` files and
 ``*_manifest.json`` copies; ``--check`` rewrites nothing and exits 1 if anything is out of date)::
 
@@ -41,6 +45,10 @@ from typing import Any
 
 from iml._io import atomic_write_bytes
 from iml.pipeline import SCHEMA
+from iml.pipeline.defaults import SCHEMA as SECTIONS_SCHEMA
+
+#: The schema's default of each ``train`` key.
+SCHEMA_DEFAULTS = {name: key.default for name, key in SECTIONS_SCHEMA["train"].items()}
 
 #: Where each key of the flat config of runs on images lives in sections.
 FLAT_KEYS = {
@@ -180,6 +188,9 @@ def migrate_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(out.get("command"), list):  # the recorded command, rerunnable as it reads
             out["command"] = [_option_4(arg) for arg in out["command"]]
         out["schema"] = 4
+    if out["schema"] == 4:
+        out["config"] = _to_5(out["config"], out["kind"])
+        out["schema"] = 5
     return out
 
 
@@ -240,6 +251,19 @@ def _option_4(arg: Any) -> Any:
             if rest == "" or rest.startswith("="):
                 return f"--config.plan.{key}{rest}"
     return arg
+
+
+def _to_5(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    out = json.loads(json.dumps(dict(config)))
+    train = out.get("train")
+    if not isinstance(train, dict):
+        raise ValueError(f"config.train: a section of schema 4, got {train!r}")
+    # runs on images read no ridge choice: they hold the schema's default, as every key they
+    # do not read
+    choice = "lowest_loss" if kind == "table" else SCHEMA_DEFAULTS["l2_choice"]
+    added = {**train, "l2_choice": choice}
+    out["train"] = dict(sorted(added.items())) if list(train) == sorted(train) else added
+    return out
 
 
 def manifests(paths: Iterable[str | Path]) -> list[Path]:

@@ -39,19 +39,20 @@ our objectives and our fitted log-likelihoods (the weighted log loss alone) are 
 **The default sweep** (``--default``): what ``iml sweep --dataset adult`` fits by default
 (``train.l2 = "auto"``): every (beta, rotation) at each of the 7 penalties of the ridge's grid
 (``TrainConfig.l2_grid``, on features standardised on the rotation's training rows), each keeping
-the penalty whose fit has the lowest loss of its own (the beta-weighted log loss) on the
-rotation's validation rows. The baseline does the same per member with scikit-learn: a
-``StandardScaler`` on the training rows, then one ``LogisticRegression`` (lbfgs, default
-tolerance) warm-started along the grid from the largest penalty down, as ``LogisticRegressionCV``
-runs its path of ``Cs``, each level scored on the validation rows; a slice of members is timed and
-scaled. Equal quality, on the slice, against the baseline and against the same paths solved by
-scikit-learn's Newton-Cholesky solver at a tolerance of 1e-10 (untimed): the share of equal
-chosen penalties, the validation losses they were chosen by, the out-of-fold (test rows')
-weighted log losses of the chosen fits (per member, and pooled over the rotations of each sliced
-beta) and the corrected ECEs. Beside the training, once: the whole ``run_sweep`` (``sweep_s``:
-training, the table and its bootstrap intervals), the files and figures ``iml sweep`` writes
-(``outputs_s``), the share of the training time these add (``report_share``), and on the whole
-table with 64 betas the ``iml sweep`` command itself in a fresh process (``command_s``).
+the penalty that ``TrainConfig.l2_choice`` picks from its fits' losses of their own (the
+beta-weighted log loss) on the rotation's validation rows. The baseline does the same per member
+with scikit-learn: a ``StandardScaler`` on the training rows, then one ``LogisticRegression``
+(lbfgs, default tolerance) warm-started along the grid from the largest penalty down, as
+``LogisticRegressionCV`` runs its path of ``Cs``, each level scored on the validation rows and the
+level kept by the same rule; a slice of members is timed and scaled. Equal quality, on the slice,
+against the baseline and against the same paths solved by scikit-learn's Newton-Cholesky solver at a
+tolerance of 1e-10 (untimed): the share of equal chosen penalties, the validation losses they were
+chosen by, the out-of-fold (test rows') weighted log losses of the chosen fits (per member, and
+pooled over the rotations of each sliced beta) and the corrected ECEs. Beside the training, once:
+the whole ``run_sweep`` (``sweep_s``: training, the table and its bootstrap intervals), the files
+and figures ``iml sweep`` writes (``outputs_s``), the share of the training time these add
+(``report_share``), and on the whole table with 64 betas the ``iml sweep`` command itself in a fresh
+process (``command_s``).
 
 Run from the repository root, with ``adult.data``, ``adult.test`` and ``adult.names`` from the
 UCI Machine Learning Repository (https://archive.ics.uci.edu/dataset/2/adult) in ``ADULT_DIR``::
@@ -80,6 +81,7 @@ import numpy as np
 
 from experiments.benchmarks._harness import add_runs_argument, check_runs
 from iml.training.host import host_memory_record, keep_step_memory
+from iml.training.tabular import NEAR_LOWEST
 
 # The gradient tolerance of the exact reference fits of the quality check (scikit-learn's own
 # default is 1e-4).
@@ -386,16 +388,23 @@ def _run(args: argparse.Namespace) -> dict:
 def _weighted_log_loss(z: np.ndarray, t: np.ndarray, beta: float) -> float:
     """The mean beta-weighted log loss of logits ``z`` on labels ``t``: a member's own loss
     (eq. ``b-loss-bin``), on which the default sweep chooses its penalty."""
+    return float(np.mean(_weighted_log_losses(z, t, beta)))
+
+
+def _weighted_log_losses(z: np.ndarray, t: np.ndarray, beta: float) -> np.ndarray:
+    """The beta-weighted log loss of each row's logit ``z`` at its label ``t``."""
     z = np.asarray(z, np.float64)
     weight = np.where(t == 1, beta, 1.0 - beta)
-    return float(np.mean(weight * (np.logaddexp(0.0, z) - t * z)))
+    return weight * (np.logaddexp(0.0, z) - t * z)
 
 
 def _baseline_path(x, y, split, beta, levels, exact=False):
     """One researcher's default fit: the features standardised on the training rows (as
     ``StandardScaler``), one ``LogisticRegression`` warm-started along the grid of penalties from
     the largest down (as ``LogisticRegressionCV`` runs its path of ``Cs``), each level scored by
-    the member's own loss on the validation rows, the best one's test rows' logits kept.
+    the member's own loss on the validation rows, and the level kept by the sweep's rule
+    (``TABULAR_DEFAULTS.l2_choice``, :func:`iml.training.tabular.chosen_penalty`, applied to
+    these fits' validation losses), whose test rows' logits are kept.
 
     ``exact`` asks for scikit-learn's Newton-Cholesky solver at a tolerance of 1e-10 instead of
     lbfgs at its default: the reference optima of the quality check, not timed.
@@ -413,15 +422,27 @@ def _baseline_path(x, y, split, beta, levels, exact=False):
     solver = {"solver": "newton-cholesky", "tol": REFERENCE_TOL} if exact else {}
     clf = LogisticRegression(class_weight={0: 1.0 - beta, 1: beta}, warm_start=True,
                              max_iter=10_000, **solver)  # fmt: skip
-    val_loss = np.empty(len(levels))
-    best, best_loss, test_logits = None, np.inf, None
+    row_losses = np.empty((len(levels), len(val)))
+    test_logits = np.empty((len(levels), len(test)))
     for g in np.argsort(-np.asarray(levels), kind="stable"):
         clf.set_params(C=1.0 / (levels[g] * len(train)))
         clf.fit(xt, y[train])
-        val_loss[g] = _weighted_log_loss(clf.decision_function(xv), y[val], beta)
-        if val_loss[g] < best_loss:  # the first of equal losses, as numpy's argmin
-            best, best_loss, test_logits = g, val_loss[g], clf.decision_function(xe)
-    return float(levels[best]), val_loss, test_logits, time.perf_counter() - start
+        row_losses[g] = _weighted_log_losses(clf.decision_function(xv), y[val], beta)
+        test_logits[g] = clf.decision_function(xe)
+    best = _chosen_level(row_losses, np.asarray(levels))
+    seconds = time.perf_counter() - start
+    return float(levels[best]), row_losses.mean(axis=1), test_logits[best], seconds
+
+
+def _chosen_level(row_losses: np.ndarray, levels: np.ndarray) -> int:
+    """The level ``iml sweep``'s default keeps (``l2_choice = "least_penalty"``), in NumPy: the
+    smallest penalty whose mean validation loss lies within half a standard error of the
+    difference, paired over the rows ``row_losses [G, V]``, of the lowest."""
+    lowest = int(np.argmin(row_losses.mean(axis=1)))
+    gap = row_losses - row_losses[lowest]
+    se = gap.std(axis=1, ddof=1) / np.sqrt(gap.shape[1])
+    near = np.flatnonzero(gap.mean(axis=1) <= NEAR_LOWEST * se)
+    return int(near[np.argmin(levels[near])])
 
 
 def _run_default(args: argparse.Namespace) -> dict:
@@ -520,7 +541,8 @@ def _run_default(args: argparse.Namespace) -> dict:
         for (b, r), (chosen, val_loss, test_logits, _) in zip(jobs, theirs_fits, strict=True):
             beta, test = float(betas[b]), splits[r].test
             same.append(bool(np.isclose(fit.l2[0, b, r], chosen, rtol=1e-9)))
-            val_rel.append((float(fit.best_val[0, b, r]) - val_loss.min()) / val_loss.min())
+            theirs_val = val_loss[np.flatnonzero(levels == chosen)[0]]
+            val_rel.append((float(fit.best_val[0, b, r]) - theirs_val) / theirs_val)
             mine = _weighted_log_loss(fit.test_logits[0, b, r, : len(test)], y[test], beta)
             theirs = _weighted_log_loss(test_logits, y[test], beta)
             oof_rel.append((mine - theirs) / theirs)

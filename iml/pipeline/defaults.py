@@ -141,6 +141,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "l2": Key("auto", "the ridge: a number, or 'auto': chosen per loss and rotation on the "
                   "validation folds from l2_grid, by the loss's own validation loss", R),
         "l2_grid": Key(_L2_GRID, "the penalties 'auto' chooses from", R),
+        "l2_choice": Key("least_penalty", "how 'auto' chooses (iml.training.L2_CHOICES): "
+                         "'least_penalty', the smallest penalty whose validation loss is within "
+                         "half a standard error of the lowest (a larger one shrinks the scores "
+                         "with no evidence that it helps); 'lowest_loss', the lowest, as "
+                         "scikit-learn's LogisticRegressionCV", R),
         "l2_scale": Key("paper", "what the ridge is measured against (iml.training.L2_SCALES): "
                         "'paper', the loss itself, or 'per_weight', the member's total sample "
                         "weight", R),

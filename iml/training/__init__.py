@@ -37,6 +37,7 @@ from iml.training.tabular import (
 from iml.training.train import FEEDS, Trained, member_grid, train
 from iml.training.train_config import (
     DEFAULT_MEMBER_BATCHING,
+    L2_CHOICES,
     L2_GRID,
     L2_SCALES,
     SOLVERS,
@@ -53,6 +54,7 @@ from iml.training.trainer import (
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",
     "FEEDS",
+    "L2_CHOICES",
     "L2_GRID",
     "L2_SCALES",
     "SOLVERS",

@@ -23,20 +23,23 @@ class-weighted softmax cross-entropy is multinomial logistic regression with row
 ``w[y_i]``.
 
 The ridge is part of the fit a correction inverts: a heavily shrunk model reports scores less
-extreme than the optimal rule's. By default (``l2 = "auto"``) each member's coefficient is chosen
-on its own validation folds by its own loss, on features standardised on its training folds, as a
-scikit-learn pipeline of ``StandardScaler`` and ``LogisticRegressionCV`` would at each weight. The
-exact solver compares a beta-weighted member's levels at a tenfold looser tolerance than it
-fits, and carries only the chosen level on to the full one: levels whose validation losses lie
-within that looser fit's error of each other are tied, and either may be kept.
+extreme than the optimal rule's. By default (``l2 = "auto"``) each member's coefficient is chosen on
+its own validation folds by its own loss, on features standardised on its training folds: the
+smallest penalty whose validation loss the rows cannot tell from the lowest
+(:func:`chosen_penalty`), or, with ``l2_choice = "lowest_loss"``, the lowest, as a scikit-learn
+pipeline of ``StandardScaler`` and ``LogisticRegressionCV`` would at each weight. The exact solver
+compares a beta-weighted member's levels at a tenfold looser tolerance than it fits, and carries
+only the chosen level on to the full one: levels whose validation losses lie within that looser
+fit's error of each other are tied, and either may be kept.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -217,8 +220,8 @@ def train_tabular(
     and split) gives the same parameters.
 
     The ridge: ``config.l2`` a number, or ``"auto"``, which fits each member at every coefficient
-    of ``config.l2_grid`` and keeps, per (seed, loss, rotation), the fit of lowest loss of its own
-    on the rotation's validation rows, as ``LogisticRegressionCV(scoring="neg_log_loss")`` would,
+    of ``config.l2_grid`` and keeps, per (seed, loss, rotation), the fit that ``config.l2_choice``
+    picks from its losses of its own on the rotation's validation rows (:func:`chosen_penalty`),
     inside the one program. With ``config.standardize`` the ridge is that of features
     standardised on each rotation's training rows: the exact solver's coefficients stay in the
     features' own units; Adam's members see the standardised features (their parameters and test
@@ -313,8 +316,8 @@ def _train_by_adam(
     keys: Sequence[str],
 ) -> MemberFit:
     """The members by the ensemble trainer's Adam steps; with ``l2 = "auto"`` every (seed, loss,
-    rotation) trains at each coefficient of the grid, and keeps the one of lowest validation
-    loss. ``keys`` name the losses in a warning."""
+    rotation) trains at each coefficient of the grid, and keeps the one ``config.l2_choice``
+    picks. ``keys`` name the losses in a warning."""
     n = x.shape[0]
     levels = _ridge_levels(config)
     (nb,), G, R = spec.batch_shape, len(levels), len(splits)
@@ -362,16 +365,22 @@ def _train_by_adam(
     if diverged.any():
         warnings.warn(diverged_message(diverged, s, keys, splits, spec), RuntimeWarning,
                       stacklevel=2)  # fmt: skip
-    # Each (seed, loss, rotation) keeps the level of lowest validation loss.
-    best_val = np.asarray(state.best_val_loss).reshape(S, nb, G, R)
-    chosen = np.argmin(best_val, axis=2)  # [S, nb, R]
+    # Each (seed, loss, rotation) keeps a level by config.l2_choice (chosen_penalty): of lowest
+    # validation loss at its best epoch, or from its validation rows' losses there.
+    variables = {"params": state.best_params, "batch_stats": state.best_batch_stats}
+    chosen = np.argmin(np.asarray(state.best_val_loss).reshape(S, nb, G, R), axis=2)
+    if G > 1 and config.l2_choice != "lowest_loss":
+        rows = _adam_row_losses(model, variables, data, losses)  # [S, nb * G, R, V]
+        rows = jnp.moveaxis(rows.reshape(S, nb, G, R, -1), 2, 0)
+        weight = data.val_weight.reshape(R, -1)
+        chosen = np.asarray(chosen_penalty(rows, weight, jnp.asarray(levels), config.l2_choice)[1])
 
     def pick(a: Array) -> np.ndarray:
         a = np.asarray(a).reshape(S, nb, G, R, *np.shape(a)[3:])
         index = chosen.reshape(S, nb, 1, R, *([1] * (a.ndim - 4)))
         return np.take_along_axis(a, index, axis=2)[:, :, 0]
 
-    best = jax.tree.map(pick, {"params": state.best_params, "batch_stats": state.best_batch_stats})
+    best = jax.tree.map(pick, variables)
     test_idx, _ = blocked([split.test for split in splits], config.eval_batch_size)
     logits = member_test_logits(model, best, data.x, jnp.asarray(test_idx), data.center, data.scale)
     return MemberFit(
@@ -395,8 +404,8 @@ def _fit_exactly(
     config: TrainConfig,
 ) -> MemberFit:
     """Every (loss, rotation) member at its optimum, shared by all seeds (a convex problem); with
-    ``l2 = "auto"``, at each coefficient of ``config.l2_grid``, keeping the one whose fit has
-    the lowest loss of its own on the rotation's validation rows."""
+    ``l2 = "auto"``, at each coefficient of ``config.l2_grid``, keeping the one that
+    ``config.l2_choice`` picks from its losses on the rotation's validation rows."""
     spec = grid.spec
     levels = _ridge_levels(config)
     share = train_mask / train_mask.sum(axis=1, keepdims=True)  # [R, N]
@@ -439,8 +448,8 @@ def _fit_exactly(
         fit = fit_weighted_logistic(xs, y, weights, l2=levels, path=path, **options)
     coef = fit.coef / (unit[:, None] if spec.multiclass else unit)  # [G, m, R, d(, n)]
     intercept, steps, grads, hessians = fit.intercept, fit.iterations, fit.grad_norm, fit.hessians
-    val = _validation_losses_exact(spec, x, y, splits, coef, intercept)  # [G, m, R]
-    best = np.argmin(val, axis=0)  # [m, R]
+    val, best = _validation_losses_exact(spec, x, y, splits, coef, intercept, levels,
+                                         config.l2_choice)  # fmt: skip
 
     def chosen(a: np.ndarray) -> np.ndarray:
         index = best.reshape(1, *best.shape, *([1] * (a.ndim - 3)))
@@ -467,16 +476,16 @@ def _fit_beta_levels(
     options: dict,
 ) -> MemberFit:
     """The beta-weighted members (``weights [m, R, N]`` on the features over ``unit``, ``xs``)
-    at every penalty of ``levels``, each member keeping the one of lowest loss of its own on its
-    validation rows: the levels are compared at a tolerance :data:`_SCREEN` times looser than
-    ``config.tol`` (levels whose validation losses lie within that fit's error of each other are
-    tied, and either may be kept), and only the chosen level's fit is then carried on to
-    ``config.tol``, from there. The steps and Hessians reported are those of both fits."""
+    at every penalty of ``levels``, each member keeping the one ``config.l2_choice`` picks from its
+    losses of its own on its validation rows: the levels are compared at a tolerance :data:`_SCREEN`
+    times looser than ``config.tol`` (levels whose validation losses lie within that fit's error of
+    each other are tied, and either may be kept), and only the chosen level's fit is then carried on
+    to ``config.tol``, from there. The steps and Hessians reported are those of both fits."""
     screen_tol = _SCREEN * config.tol
     screen = fit_weighted_logistic(xs, y, weights, l2=levels, path=path,
                                    **{**options, "tol": screen_tol})  # fmt: skip
-    val = _validation_losses_exact(spec, x, y, splits, screen.coef / unit, screen.intercept)
-    best = np.argmin(val, axis=0)  # [m, R]
+    _, best = _validation_losses_exact(spec, x, y, splits, screen.coef / unit, screen.intercept,
+                                       levels, config.l2_choice)  # fmt: skip
 
     def chosen(a: np.ndarray) -> np.ndarray:
         index = best.reshape(1, *best.shape, *([1] * (a.ndim - 3)))
@@ -487,7 +496,8 @@ def _fit_beta_levels(
     fit = fit_weighted_logistic(xs, y, weights, l2=1.0, start=start,
                                 **{**options, "penalty_scale": penalty})  # fmt: skip
     coef = fit.coef / unit
-    val = _validation_losses_exact(spec, x, y, splits, coef[None], fit.intercept[None])[0]
+    val = _validation_losses_exact(spec, x, y, splits, coef[None], fit.intercept[None],
+                                   np.ones(1))[0][0]  # fmt: skip
     return _exact_member_fit(model, x, splits, seeds, config, coef, fit.intercept,
                              chosen(screen.iterations) + fit.iterations, fit.grad_norm,
                              chosen(screen.hessians) + fit.hessians, val, levels[best],
@@ -544,6 +554,16 @@ def _exact_member_fit(
     )
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _adam_row_losses(model: nn.Module, variables: Any, data: Data, losses: LossSpec) -> Array:
+    """Each Adam member's loss (``losses`` on its axis ``[S, M, R]``) on each of its rotation's
+    (padded) validation rows: ``[S, M, R, V]``."""
+    logits = member_test_logits(model, variables, data.x, data.val_idx, data.center, data.scale)
+    labels = data.y[data.val_idx.reshape(data.val_idx.shape[0], -1)]  # [R, V]
+    per_loss = jax.vmap(lambda spec, z: spec.logits_loss(z, labels), in_axes=(0, 1), out_axes=1)
+    return per_loss(losses, logits)
+
+
 def _validation_losses_exact(
     spec: LossSpec,
     x: np.ndarray,
@@ -551,31 +571,76 @@ def _validation_losses_exact(
     splits: Sequence[FoldSplit],
     coef: np.ndarray,
     intercept: np.ndarray,
-) -> np.ndarray:
-    """The mean loss of every member at every penalty on its rotation's validation rows (its own
-    loss, :meth:`iml.LossSpec.logits_loss`): ``[G, m, R]`` for ``coef [G, m, R, d(, n)]``."""
+    levels: np.ndarray,
+    choice: str = "lowest_loss",
+) -> tuple[np.ndarray, np.ndarray]:
+    """The mean loss ``[G, m, R]`` of every member at every penalty of ``levels [G]`` on its
+    rotation's validation rows (its own loss, :meth:`iml.LossSpec.logits_loss`), for ``coef
+    [G, m, R, d(, n)]``, and the level each member keeps ``[m, R]`` by ``choice``
+    (:func:`chosen_penalty`)."""
     idx, weight = blocked([split.val for split in splits], max(len(s.val) for s in splits))
     labels = jnp.asarray(y, jnp.int32 if spec.multiclass else jnp.float32)
-    return np.asarray(
-        _mean_losses(spec, jnp.asarray(x), labels, jnp.asarray(idx[:, 0]),
-                     jnp.asarray(weight[:, 0]), jnp.asarray(coef), jnp.asarray(intercept))
-    )  # fmt: skip
+    rows = _row_losses(spec, jnp.asarray(x), labels, jnp.asarray(idx[:, 0]), jnp.asarray(coef),
+                       jnp.asarray(intercept))  # fmt: skip
+    mean, best = chosen_penalty(rows, jnp.asarray(weight[:, 0]), jnp.asarray(levels), choice)
+    return np.asarray(mean), np.asarray(best)
 
 
 @jax.jit
-def _mean_losses(
-    spec: LossSpec, x: Array, y: Array, idx: Array, weight: Array, coef: Array, intercept: Array
+def _row_losses(
+    spec: LossSpec, x: Array, y: Array, idx: Array, coef: Array, intercept: Array
 ) -> Array:
+    """Each member's loss on each of its rotation's (padded) validation rows ``idx [R, V]`` at
+    each level: ``[G, m, R, V]``."""
     rows, labels = x[idx], y[idx]  # [R, V, d], [R, V]
 
     def level(args):
         w, b = args  # [m, R, d(, n)], [m, R(, n)]
         z = jnp.einsum("rvd,mrd...->mrv...", rows, w, precision=jax.lax.Precision.HIGHEST)
         z = z + jnp.expand_dims(b, 2)
-        loss = jax.vmap(lambda s, zm: s.logits_loss(zm, labels))(spec, z)  # [m, R, V]
-        return jnp.sum(loss * weight, axis=-1) / jnp.sum(weight, axis=-1)
+        return jax.vmap(lambda s, zm: s.logits_loss(zm, labels))(spec, z)  # [m, R, V]
 
     return jax.lax.map(level, (coef, intercept))
+
+
+#: How far, in standard errors of the paired difference, a level's mean validation loss may lie
+#: above the lowest and still be chosen under ``l2_choice = "least_penalty"``.
+NEAR_LOWEST = 0.5
+
+
+@functools.partial(jax.jit, static_argnames="choice")
+def chosen_penalty(
+    losses: Array, weight: Array, levels: Array, choice: str = "least_penalty"
+) -> tuple[Array, Array]:
+    """The ridge level a member keeps under ``l2 = "auto"`` (:data:`iml.training.L2_CHOICES`).
+
+    A member fitted at each penalty of ``levels [G]`` has loss ``losses[g, ..., v]`` on its
+    validation row ``v`` (``weight [..., V]``: 1 on a validation row, 0 on padding). With
+    ``choice = "lowest_loss"`` it keeps the level of lowest mean loss, as scikit-learn's
+    ``LogisticRegressionCV`` does. With ``"least_penalty"``, ``D_g`` is the mean over the rows of
+    ``losses[g] - losses[lowest]`` and ``se_g`` its standard error, paired over the rows, and the
+    member keeps the smallest penalty with ``D_g <= NEAR_LOWEST * se_g``: a penalty the rows
+    cannot tell from a smaller one only shrinks the scores towards the prior, and the
+    loss-corrected scores of a shrunk model are under-confident
+    (``docs/results/well_specified_sweeps``). A level whose mean loss is not finite is never
+    kept while another is.
+
+    Returns:
+      ``(mean [G, ...], chosen [...])``: every level's mean validation loss, and the index into
+      ``levels`` each member keeps.
+    """
+    n = jnp.sum(weight, axis=-1)  # [...]
+    mean = jnp.sum(losses * weight, axis=-1) / n  # [G, ...]
+    lowest = jnp.argmin(jnp.where(jnp.isfinite(mean), mean, jnp.inf), axis=0)
+    if choice == "lowest_loss":
+        return mean, lowest
+    gap = losses - jnp.take_along_axis(losses, lowest[None, ..., None], axis=0)
+    gap_mean = jnp.sum(gap * weight, axis=-1) / n
+    spread = jnp.sum(jnp.square(gap - gap_mean[..., None]) * weight, axis=-1)
+    se = jnp.sqrt(spread / jnp.maximum(n - 1, 1) / n)
+    near = gap_mean <= NEAR_LOWEST * se  # [G, ...], true at the lowest level
+    key = jnp.where(near, levels.reshape(-1, *([1] * (near.ndim - 1))), jnp.inf)
+    return mean, jnp.where(jnp.any(near, axis=0), jnp.argmin(key, axis=0), lowest)
 
 
 def _ridge_levels(config: TrainConfig) -> np.ndarray:

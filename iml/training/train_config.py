@@ -1,5 +1,6 @@
 """The configuration of ensemble training: :class:`TrainConfig` and its checks, the solvers
-(:data:`SOLVERS`), the ridge's grid and scales (:data:`L2_GRID`, :data:`L2_SCALES`), and how
+(:data:`SOLVERS`), the ridge's grid, scales and choice rules (:data:`L2_GRID`, :data:`L2_SCALES`,
+:data:`L2_CHOICES`), and how
 members are batched on each backend (:data:`DEFAULT_MEMBER_BATCHING`,
 :func:`resolve_member_batching`)."""
 
@@ -16,6 +17,7 @@ from iml.training.member import MemberState, end_of_epoch
 
 __all__ = [
     "DEFAULT_MEMBER_BATCHING",
+    "L2_CHOICES",
     "L2_GRID",
     "L2_SCALES",
     "SOLVERS",
@@ -47,6 +49,12 @@ L2_SCALES = ("paper", "per_weight")
 #: The ridge coefficients ``TrainConfig.l2 = "auto"`` chooses among (per loss and rotation, on
 #: the validation folds): decades from 1e-6 to 1.
 L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+#: How ``TrainConfig.l2 = "auto"`` chooses a member's coefficient from its fits at every level of
+#: the grid (:func:`iml.training.tabular.chosen_penalty`): ``"least_penalty"``, the smallest
+#: coefficient whose mean validation loss is within half a standard error (paired over the
+#: validation rows) of the lowest; ``"lowest_loss"``, the coefficient of lowest mean validation
+#: loss (scikit-learn's ``LogisticRegressionCV``).
+L2_CHOICES = ("least_penalty", "lowest_loss")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,9 +75,10 @@ class TrainConfig:
       min_rel_delta: the least decrease, as a fraction of the best validation loss, that counts.
       l2: coefficient of ``l2 / 2 * ||W||^2`` added to the training loss (weights only:
         :func:`iml.models.weight_norm`); for a table's small models also ``"auto"``: each
-        member's coefficient is chosen from ``l2_grid`` as the one whose fit has the lowest
-        loss of its own on its validation folds (:func:`iml.training.train_tabular`).
+        member's coefficient is chosen from ``l2_grid`` by ``l2_choice``, from its fits' losses
+        of its own on its validation folds (:func:`iml.training.train_tabular`).
       l2_grid: the coefficients ``l2 = "auto"`` chooses among (:data:`L2_GRID`).
+      l2_choice: how ``l2 = "auto"`` chooses (:data:`L2_CHOICES`).
       l2_scale: what ``l2`` is measured against (:data:`L2_SCALES`): ``"paper"``, the loss, a
         fixed cost in the paper's units; ``"per_weight"``, the member's total sample weight.
       standardize: a table's features are standardised on each rotation's training rows (as
@@ -111,6 +120,7 @@ class TrainConfig:
     min_rel_delta: float = 0.0
     l2: float | str = 0.0
     l2_grid: tuple[float, ...] = L2_GRID
+    l2_choice: str = "least_penalty"
     l2_scale: str = "paper"
     standardize: bool = False
     flip: bool | None = None
@@ -162,6 +172,7 @@ class TrainConfig:
         if len(set(grid)) != len(grid):
             raise ValueError(f"TrainConfig.l2_grid repeats a value: {grid!r}")
         V.check_choice("TrainConfig.l2_scale", self.l2_scale, L2_SCALES)
+        V.check_choice("TrainConfig.l2_choice", self.l2_choice, L2_CHOICES)
         V.check_choice("TrainConfig.solver", self.solver, SOLVERS)
         if not (0.0 <= self.b1 < 1.0 and 0.0 <= self.b2 < 1.0):
             raise ValueError(f"TrainConfig.b1 and b2 must be in [0, 1), got {self.b1}, {self.b2}")

@@ -3,6 +3,7 @@ layout an earlier version wrote comes out in the one layout the library reads, t
 reports it as it reported it before, and every run in ``docs/results`` is at the current schema."""
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from iml.pipeline import SCHEMA, RunStore
 from iml.pipeline.defaults import default_config
 from iml.pipeline.report import report_run
 from iml.pipeline.sweep import SECTIONS, run_sweep
-from iml.training import TrainConfig
+from iml.training import TABULAR_DEFAULTS, TrainConfig
 from tools import migrate_runs as M
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +34,8 @@ FLAT_DEFAULT = {
 
 
 def _current_default():
+    """The default config, as a run on images recorded it (it reads no ridge choice: the
+    schema's default)."""
     config = to_dict(default_config())
     del config["distributed"]  # how many processes ran it: never recorded
     return config
@@ -43,6 +46,7 @@ def _flat_sweep(record):
     data, model, loss = dict(record["data"]), record["model"], record["loss"]
     train, report, plan = dict(record["train"]), record["eval"], record["plan"]
     train.pop("min_lr")  # not recorded then
+    train.pop("l2_choice")  # nor this
     extra = {k: v for k, v in record.items() if k not in SECTIONS}
     flat = {"betas": loss["betas"]} if loss.get("name") == "log" else {"loss": loss}
     flat["seeds"] = plan["seeds"]
@@ -107,11 +111,28 @@ def test_schema_3_moves_the_member_layout_from_train_to_plan_and_its_command_wit
     assert TrainConfig(**train | {"l2_grid": tuple(train["l2_grid"])}).max_epochs == 3
 
 
+def test_schema_4_records_that_a_table_s_ridge_was_the_lowest_validation_loss_s():
+    config = _current_default()
+    del config["train"]["l2_choice"]
+    migrated = M.migrate_manifest({"schema": 4, "kind": "table", "config": config})
+    assert migrated["schema"] == SCHEMA == 5
+    want = _current_default()
+    want["train"]["l2_choice"] = "lowest_loss"
+    assert migrated["config"] == want
+    assert list(migrated["config"]["train"]) == list(to_dict(default_config())["train"])
+    on_images = M.migrate_manifest({"schema": 4, "kind": "images", "config": config})
+    assert on_images["config"] == _current_default()  # not read there: the default
+    with pytest.raises(ValueError, match=r"config\.train: a section of schema 4"):
+        M.migrate_manifest({"schema": 4, "kind": "table", "config": {"data": {}}})
+
+
 @pytest.mark.slow
 def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path):
     x, y = simulated_table()
     run = tmp_path / "run"
-    run_sweep(x, y, None, [0.3, 0.9], store=RunStore(run), progress=False, n_bootstrap=20)
+    earlier = dataclasses.replace(TABULAR_DEFAULTS, l2_choice="lowest_loss")  # as runs chose then
+    run_sweep(x, y, None, [0.3, 0.9], store=RunStore(run), progress=False, n_bootstrap=20,
+              train=earlier)  # fmt: skip
     manifest = json.loads((run / "manifest.json").read_text())
     want = report_run(run, tmp_path / "before", formats=())
     old = {k: v for k, v in manifest.items() if k not in ("schema", "kind")}
@@ -121,7 +142,8 @@ def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path)
     in_sections = {k: v for k, v in manifest["config"].items() if k != "plan"}
     no_floor = {**old, "config": {**in_sections, "train": {"seeds": [0]}}}
     migrated = M.migrate_manifest(no_floor)["config"]
-    assert migrated["train"] == {"min_lr": 0.0} and migrated["plan"] == {"seeds": [0]}
+    assert migrated["train"] == {"l2_choice": "lowest_loss", "min_lr": 0.0}
+    assert migrated["plan"] == {"seeds": [0]}
     # a whole folder: its manifest and the report files an earlier layout named otherwise
     (run / "manifest.json").write_text(json.dumps(flat))
     (run / "table.json").rename(run / "sweep_table.json")

@@ -15,7 +15,7 @@ from iml import loss_spec
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.models import MLP, LogisticRegression
 from iml.training import DataSource, MemberSpec, TrainConfig, train_ensemble
-from iml.training.tabular import out_of_fold_logits, train_tabular
+from iml.training.tabular import NEAR_LOWEST, chosen_penalty, out_of_fold_logits, train_tabular
 
 
 def _sklearn_fit(x, y, s, l2):
@@ -238,9 +238,9 @@ def test_matrix_weighted_members_train_independently(three_classes):
 
 @pytest.mark.slow
 def test_adam_members_keep_the_grids_penalty_of_lowest_validation_loss(simulated):
-    """l2='auto' under Adam: each (seed, loss, rotation) trains at every penalty of the grid and
-    keeps the one whose own run has the lowest best validation loss; with standardisation, on
-    each rotation's standardised features."""
+    """l2='auto', l2_choice='lowest_loss' under Adam: each (seed, loss, rotation) trains at every
+    penalty of the grid and keeps the one whose own run has the lowest best validation loss;
+    with standardisation, on each rotation's standardised features."""
     x, y = simulated
     _, splits = nested_cv(len(y), labels=y, seed=0)
     splits = splits[:3]
@@ -248,7 +248,8 @@ def test_adam_members_keep_the_grids_penalty_of_lowest_validation_loss(simulated
     del fields["l2"]
     grid = (1e-4, 0.3)
     auto = train_tabular(LOGISTIC, x, y, splits, BETAS, [0, 1],
-                         table_config(**fields, l2="auto", l2_grid=grid))  # fmt: skip
+                         table_config(**fields, l2="auto", l2_grid=grid,
+                                      l2_choice="lowest_loss"))  # fmt: skip
     alone = [train_tabular(LOGISTIC, x, y, splits, BETAS, [0, 1], table_config(**fields, l2=l2))
              for l2 in grid]  # fmt: skip
     vals = np.stack([fit.best_val for fit in alone])  # [G, S, nb, R]
@@ -368,8 +369,9 @@ def test_members_that_diverge_are_named_and_a_loss_without_a_logit_form_is_told_
 
 @pytest.mark.slow
 def test_exact_members_keep_the_grids_penalty_of_lowest_validation_loss(rare_class_table):
-    """l2='auto' under the exact solver: each member's fit is the one at the penalty whose fit
-    at that penalty alone has the lowest validation loss, at its optimum."""
+    """l2='auto', l2_choice='lowest_loss' under the exact solver: each member's fit is the one
+    at the penalty whose fit at that penalty alone has the lowest validation loss, at its
+    optimum."""
     from iml.models import build_model
     from iml.training import TABULAR_DEFAULTS
 
@@ -378,7 +380,8 @@ def test_exact_members_keep_the_grids_penalty_of_lowest_validation_loss(rare_cla
     grid, betas = (1e-4, 1e-2, 1.0), [0.1, 0.5, 0.9]
     model = build_model("logistic")
     auto = train_tabular(model, x, y, splits, betas, [0],
-                         dataclasses.replace(TABULAR_DEFAULTS, l2_grid=grid))  # fmt: skip
+                         dataclasses.replace(TABULAR_DEFAULTS, l2_grid=grid,
+                                             l2_choice="lowest_loss"))  # fmt: skip
     alone = [
         train_tabular(
             model, x, y, splits, betas, [0], dataclasses.replace(TABULAR_DEFAULTS, l2=level)
@@ -393,3 +396,67 @@ def test_exact_members_keep_the_grids_penalty_of_lowest_validation_loss(rare_cla
         np.testing.assert_allclose(auto.best_val[0][chosen], val[g][chosen], rtol=1e-5)
         np.testing.assert_allclose(auto.params["w"][0][chosen], fit.params["w"][0][chosen],
                                    atol=1e-3)  # fmt: skip
+
+
+def _least_penalty(losses: np.ndarray, levels) -> int:
+    """The rule of l2_choice='least_penalty' for one member, written apart: ``losses [G, V]``."""
+    mean = losses.mean(axis=1)
+    gap = losses - losses[int(np.argmin(mean))]
+    se = gap.std(axis=1, ddof=1) / np.sqrt(losses.shape[1])
+    near = [g for g in range(len(levels)) if gap[g].mean() <= NEAR_LOWEST * se[g]]
+    return min(near, key=lambda g: levels[g])
+
+
+def test_the_least_penalty_near_the_lowest_validation_loss_is_chosen():
+    """chosen_penalty against the rule written apart, on members whose levels (in no order)
+    differ by a few standard errors or by none; padding rows count for nothing, a level whose
+    loss is not finite is never kept, and 'lowest_loss' is the plain argmin."""
+    rng = np.random.default_rng(0)
+    levels = np.array([1e-2, 1e-6, 1.0, 1e-4])
+    G, M, V = len(levels), 200, 50
+    base = rng.gamma(2.0, 0.3, size=(M, V))
+    shift = rng.normal(scale=0.03, size=(G, M, 1))  # level effects near one standard error
+    losses = np.clip(base[None] + shift + rng.normal(scale=0.05, size=(G, M, V)), 0.0, None)
+    padded = np.concatenate([losses, np.full((G, M, 7), 1e3)], axis=-1)
+    weight = np.concatenate([np.ones(V), np.zeros(7)])
+    mean, chosen = chosen_penalty(padded, weight, levels)
+    want = [_least_penalty(losses[:, m], levels) for m in range(M)]
+    np.testing.assert_array_equal(np.asarray(chosen), want)
+    np.testing.assert_allclose(np.asarray(mean), losses.mean(axis=-1), rtol=1e-5)
+    lowest = np.argmin(losses.mean(axis=-1), axis=0)
+    assert (levels[want] <= levels[lowest]).all() and (np.asarray(want) != lowest).sum() >= 5
+    _, plain = chosen_penalty(padded, weight, levels, "lowest_loss")
+    np.testing.assert_array_equal(np.asarray(plain), lowest)
+    broken = losses.copy()
+    broken[1, :, 0] = np.nan  # the smallest penalty's fit failed
+    _, chosen = chosen_penalty(broken, np.ones(V), levels)
+    assert (np.asarray(chosen) != 1).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solver", ["exact", "adam"])
+def test_members_keep_the_least_penalty_near_their_lowest_validation_loss(simulated, solver):
+    """l2='auto' (l2_choice='least_penalty', the default) under either solver: each member
+    keeps the level the rule gives from its fits' losses on each validation row, computed here
+    from the fits at each penalty alone."""
+    x, y = simulated
+    _, splits = nested_cv(len(y), labels=y, seed=0)
+    splits = splits[:3]
+    fields = {**TRAIN, "max_epochs": 10, "solver": solver, "standardize": False}
+    del fields["l2"]
+    grid = (1e-1, 1e-4, 1e-2)
+    auto = train_tabular(LOGISTIC, x, y, splits, BETAS, [0],
+                         table_config(**fields, l2="auto", l2_grid=grid))  # fmt: skip
+    alone = [train_tabular(LOGISTIC, x, y, splits, BETAS, [0], table_config(**fields, l2=l2))
+             for l2 in grid]  # fmt: skip
+    want = np.zeros(auto.l2.shape[1:], int)  # [nb, R]
+    for b, beta in enumerate(BETAS):
+        for r, split in enumerate(splits):
+            rows = []
+            for fit in alone:
+                w, c = fit.params["w"][0, b, r].reshape(-1), fit.params["b"][0, b, r].reshape(())
+                z = x[split.val].astype(np.float64) @ w + c
+                t = y[split.val]
+                rows.append(np.where(t == 1, beta, 1 - beta) * (np.logaddexp(0, z) - t * z))
+            want[b, r] = _least_penalty(np.array(rows), grid)
+    np.testing.assert_array_equal(auto.l2[0], np.asarray(grid)[want])

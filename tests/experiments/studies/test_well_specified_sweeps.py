@@ -25,15 +25,20 @@ def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
     args = ["--datasets", "3", "--n", "1500", "--betas", "4", "--redraws", "2"]
     assert study.main(args) == 0
     record = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert record["datasets"] == 3 and record["warned"] == 0
-    assert all(row["min_p_familywise"] > 0.05 and row["bins"][0] >= 2 for row in record["rows"])
+    # Each data set warns with a chance near the level (7 of 100 in the record): two of three
+    # warning would happen about once in 70 such tests at 0.07, and at 0.18 (the earlier
+    # default's rate) once in 12.
+    assert record["datasets"] == 3 and record["warned"] <= 1
+    for row in record["rows"]:
+        assert (row["min_p_familywise"] <= 0.05) == bool(row["rejected"]) and row["bins"][0] >= 2
     assert all(len(row["logit_miss"]) == len(row["logit_slope"]) == 4 for row in record["rows"])
     for row in record["rows"]:
         assert set(row["redrawn_warned"]) == {"truth", "corrected"}
         assert all(rate in (0.0, 0.5, 1.0) for rate in row["redrawn_warned"].values())
         assert all(0.8 < slope < 1.25 for slope in row["logit_slope"].values())
     table = study.render(record).splitlines()
-    assert len(table) == 2 + 4 and table[2].startswith("| 0.01 | 0 |")
+    at_001 = sum("0.01" in row["rejected"] for row in record["rows"])
+    assert len(table) == 2 + 4 and table[2].startswith(f"| 0.01 | {at_001} |")
 
 
 @pytest.mark.slow
