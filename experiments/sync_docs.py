@@ -165,6 +165,7 @@ def declarations() -> list[Table]:
     """Every generated table of the documents: :mod:`experiments.doc_tables`' and the studies'."""
     from experiments import doc_tables
     from experiments.studies import (
+        compare_sklearn,
         multiclass_reveal_power,
         pneumoniamnist_schedules,
         reveal_size_power,
@@ -173,7 +174,7 @@ def declarations() -> list[Table]:
     )
 
     studies = (pneumoniamnist_schedules, revealed_information, reveal_size_power,
-               well_specified_sweeps, multiclass_reveal_power)  # fmt: skip
+               well_specified_sweeps, multiclass_reveal_power, compare_sklearn)  # fmt: skip
     return [*doc_tables.TABLES, *(table for study in studies for table in study.TABLES)]
 
 

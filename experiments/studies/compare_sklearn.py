@@ -18,7 +18,7 @@ Run from the repository root (``DATA`` is ``../shared/data``; digits and the bin
 from scikit-learn's breast-cancer data, need no files)::
 
     python -m experiments.studies.compare_sklearn --adult DATA/uci-adult --letter DATA/uci-letter \\
-        --out docs/results/sklearn_defaults/2026-11-28.json
+        --out docs/results/sklearn_defaults/2026-12-03_least_penalty.json
 
 The last stdout line is the JSON record.
 """
@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from experiments.sync_docs import Table
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -199,6 +201,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         atomic_write_bytes(Path(args.out), json.dumps(report, indent=2).encode())
     print(json.dumps(report))
     return report
+
+
+RECORDS = Path(__file__).resolve().parents[2] / "docs" / "results" / "sklearn_defaults"
+DOCUMENT = "docs/results/sklearn_defaults/README.md"
+
+
+def render(record: dict[str, Any]) -> str:
+    """A record's comparison per data set and loss: accuracy and log loss of both, with the
+    difference of accuracies and the ratio of log losses and their intervals (Markdown)."""
+    lines = ["| data, loss | rows | accuracy (iml) | accuracy (sklearn) | difference [95% CI] | "
+             "log loss (iml) | log loss (sklearn) | ratio [95% CI] |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, r in record["results"].items():
+        (a_low, a_high), (l_low, l_high) = r["accuracy_diff_95ci"], r["log_loss_ratio_95ci"]
+        lines.append(
+            f"| {name} | {r['rows']:,} | {r['accuracy']['ours']:.4f} | "
+            f"{r['accuracy']['sklearn']:.4f} | {r['accuracy_diff']:+.4f} [{a_low:+.4f}, "
+            f"{a_high:+.4f}] | {r['log_loss']['ours']:.4f} | {r['log_loss']['sklearn']:.4f} | "
+            f"{r['log_loss_ratio']:.3f} [{l_low:.3f}, {l_high:.3f}] |"
+        )
+    return "\n".join(lines)
+
+
+def _table(name: str) -> str:
+    return render(json.loads((RECORDS / name).read_text()))
+
+
+TABLES = [
+    Table("sklearn_defaults least_penalty", DOCUMENT,
+          lambda: _table("2026-12-03_least_penalty.json")),
+    Table("sklearn_defaults lowest_loss", DOCUMENT, lambda: _table("2026-11-28_cpu_2core.json")),
+]  # fmt: skip
 
 
 if __name__ == "__main__":
