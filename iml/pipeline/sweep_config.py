@@ -36,7 +36,7 @@ from iml.pipeline.defaults import (
     train_fields,
 )
 from iml.training.tabular import TABULAR_DEFAULTS, table_solver
-from iml.training.train_config import L2_SCALES, SOLVERS, TrainConfig
+from iml.training.train_config import L2_CHOICES, L2_SCALES, SOLVERS, TrainConfig
 
 if TYPE_CHECKING:
     from iml.data import Dataset
@@ -128,6 +128,7 @@ def checked_sweep_config(
         ("data.name", ["", "csv", *(SWEEP_DATASETS if c.data.name not in ("", "csv") else ())]),
         ("train.solver", list(SOLVERS)),
         ("train.l2_scale", list(L2_SCALES)),
+        ("train.l2_choice", list(L2_CHOICES)),
     ):
         if config_lib.lookup(c, key) not in known:
             value = config_lib.lookup(c, key)

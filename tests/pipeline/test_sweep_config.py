@@ -54,6 +54,8 @@ def test_a_config_stands_for_its_source_grid_and_training():
          r"config\.train\.solver: unknown value 'lbfgs'; expected one of \['auto', 'exact'"),
         ({"data__name": "digits", "train__l2_scale": "total"},
          r"config\.train\.l2_scale: unknown value 'total'; expected one of \['paper'"),
+        ({"data__name": "digits", "train__l2_choice": "lowest"},
+         r"config\.train\.l2_choice: unknown value 'lowest'; expected one of \['least_penalty'"),
     ],
 )  # fmt: skip
 def test_a_bad_key_is_named_before_any_file_is_read(keys, message):
