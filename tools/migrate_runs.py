@@ -23,8 +23,9 @@ Schema 3 to 4: the keys that lay out the members (``seeds``, ``losses_per_batch`
 section, so that ``train`` holds :class:`iml.training.TrainConfig` fields only.
 
 Schema 4 to 5: ``train.l2_choice`` records how ``l2 = "auto"`` chose the ridge; every earlier
-run on a table chose the level of lowest validation loss (``"lowest_loss"``), and a run on images,
-which reads no ridge choice, takes the schema's default.
+run on a table with ``l2 = "auto"`` chose the level of lowest validation loss (``"lowest_loss"``;
+a sweep at a fixed ridge records no choice), and a run on images, which reads no ridge choice,
+takes the schema's default (``"least_penalty"``).
 
 Usage, from the repository root (a folder is searched for ``manifest.json`` files and
 ``*_manifest.json`` copies; ``--check`` rewrites nothing and exits 1 if anything is out of date)::
@@ -45,10 +46,6 @@ from typing import Any
 
 from iml._io import atomic_write_bytes
 from iml.pipeline import SCHEMA
-from iml.pipeline.defaults import SCHEMA as SECTIONS_SCHEMA
-
-#: The schema's default of each ``train`` key.
-SCHEMA_DEFAULTS = {name: key.default for name, key in SECTIONS_SCHEMA["train"].items()}
 
 #: Where each key of the flat config of runs on images lives in sections.
 FLAT_KEYS = {
@@ -258,10 +255,11 @@ def _to_5(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
     train = out.get("train")
     if not isinstance(train, dict):
         raise ValueError(f"config.train: a section of schema 4, got {train!r}")
+    if kind == "table" and train.get("l2") != "auto":
+        return out  # a fixed ridge: nothing was chosen (a sweep records no choice then)
     # runs on images read no ridge choice: they hold the schema's default, as every key they
     # do not read
-    choice = "lowest_loss" if kind == "table" else SCHEMA_DEFAULTS["l2_choice"]
-    added = {**train, "l2_choice": choice}
+    added = {**train, "l2_choice": "lowest_loss" if kind == "table" else "least_penalty"}
     out["train"] = dict(sorted(added.items())) if list(train) == sorted(train) else added
     return out
 

@@ -465,8 +465,9 @@ def ridge_of(train: Mapping[str, Any]) -> dict[str, Any] | None:
     units = "on features standardised on the training folds" if standardize else "on the features"
     if l2 == "auto":
         grid = list(train.get("l2_grid", []))
+        rule = f" (l2_choice {train['l2_choice']!r})" if "l2_choice" in train else ""
         note = (
-            f"the ridge was chosen per loss and rotation on the validation folds from {grid} "
+            f"the ridge was chosen per loss and rotation on the validation folds{rule} from {grid} "
             f"({scale} units, {units}): the penalty changes with the loss, so NIAC and the cost "
             "bounds, which assume one cost of information for every model, test the learning "
             "and the choice of penalty together"

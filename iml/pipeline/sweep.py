@@ -121,7 +121,7 @@ SECTIONS = ("data", "model", "loss", "train", "plan", "eval", "store")
 def _recorded_training(config: TrainConfig) -> dict[str, Any]:
     fields = dataclasses.asdict(config)
     if fields["l2"] != "auto":
-        del fields["l2_grid"]  # read only to choose the ridge
+        del fields["l2_grid"], fields["l2_choice"]  # read only to choose the ridge
     return fields
 
 

@@ -60,7 +60,15 @@ from iml.training.exact import (
 )
 from iml.training.exact_design import Design
 from iml.training.exact_multinomial import fit_weighted_softmax
-from iml.training.tabular_program import Data, blocked, epoch_fn, init_state, member_test_logits
+from iml.training.tabular_program import (
+    Data,
+    blocked,
+    epoch_fn,
+    init_state,
+    member_logits,
+    member_test_logits,
+    standardized_rows,
+)
 from iml.training.train_config import TrainConfig
 
 Array = jax.Array
@@ -370,10 +378,9 @@ def _train_by_adam(
     variables = {"params": state.best_params, "batch_stats": state.best_batch_stats}
     chosen = np.argmin(np.asarray(state.best_val_loss).reshape(S, nb, G, R), axis=2)
     if G > 1 and config.l2_choice != "lowest_loss":
-        rows = _adam_row_losses(model, variables, data, losses)  # [S, nb * G, R, V]
-        rows = jnp.moveaxis(rows.reshape(S, nb, G, R, -1), 2, 0)
-        weight = data.val_weight.reshape(R, -1)
-        chosen = np.asarray(chosen_penalty(rows, weight, jnp.asarray(levels), config.l2_choice)[1])
+        moments = _adam_penalty_moments(model, variables, data, losses, G)
+        _, chosen = chosen_level(moments, jnp.asarray(levels), config.l2_choice)
+        chosen = np.asarray(chosen)
 
     def pick(a: Array) -> np.ndarray:
         a = np.asarray(a).reshape(S, nb, G, R, *np.shape(a)[3:])
@@ -449,7 +456,7 @@ def _fit_exactly(
     coef = fit.coef / (unit[:, None] if spec.multiclass else unit)  # [G, m, R, d(, n)]
     intercept, steps, grads, hessians = fit.intercept, fit.iterations, fit.grad_norm, fit.hessians
     val, best = _validation_losses_exact(spec, x, y, splits, coef, intercept, levels,
-                                         config.l2_choice)  # fmt: skip
+                                         config.l2_choice, config.eval_batch_size)  # fmt: skip
 
     def chosen(a: np.ndarray) -> np.ndarray:
         index = best.reshape(1, *best.shape, *([1] * (a.ndim - 3)))
@@ -485,7 +492,8 @@ def _fit_beta_levels(
     screen = fit_weighted_logistic(xs, y, weights, l2=levels, path=path,
                                    **{**options, "tol": screen_tol})  # fmt: skip
     _, best = _validation_losses_exact(spec, x, y, splits, screen.coef / unit, screen.intercept,
-                                       levels, config.l2_choice)  # fmt: skip
+                                       levels, config.l2_choice,
+                                       config.eval_batch_size)  # fmt: skip
 
     def chosen(a: np.ndarray) -> np.ndarray:
         index = best.reshape(1, *best.shape, *([1] * (a.ndim - 3)))
@@ -554,14 +562,29 @@ def _exact_member_fit(
     )
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _adam_row_losses(model: nn.Module, variables: Any, data: Data, losses: LossSpec) -> Array:
-    """Each Adam member's loss (``losses`` on its axis ``[S, M, R]``) on each of its rotation's
-    (padded) validation rows: ``[S, M, R, V]``."""
-    logits = member_test_logits(model, variables, data.x, data.val_idx, data.center, data.scale)
-    labels = data.y[data.val_idx.reshape(data.val_idx.shape[0], -1)]  # [R, V]
-    per_loss = jax.vmap(lambda spec, z: spec.logits_loss(z, labels), in_axes=(0, 1), out_axes=1)
-    return per_loss(losses, logits)
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _adam_penalty_moments(
+    model: nn.Module, variables: Any, data: Data, losses: LossSpec, levels: int
+) -> PenaltyMoments:
+    """The :class:`PenaltyMoments` of each Adam member on its rotation's validation rows, a block
+    of rows at a time (as its epochs validate): ``losses`` on the members' axis ``[S, nb * G,
+    R]``, loss ``i`` at level ``g`` being entry ``i * G + g``; the moments on ``[G, S, nb, R]``."""
+    logits = member_logits(model)
+    per_loss = jax.vmap(lambda spec, z, y: spec.logits_loss(z, y), in_axes=(0, 1, None),
+                        out_axes=1)  # fmt: skip
+
+    def block(total: PenaltyMoments | None, rows: tuple[Array, Array]):
+        i, w = rows  # [R, block]
+        z = logits(variables, standardized_rows(data.center, data.scale, data.x[i]))
+        loss = per_loss(losses, z, data.y[i])  # [S, nb * G, R, block]
+        S, M = loss.shape[:2]
+        loss = jnp.moveaxis(loss.reshape(S, M // levels, levels, *loss.shape[2:]), 2, 0)
+        return penalty_moments(loss, w, total), None
+
+    blocks = (jnp.swapaxes(data.val_idx, 0, 1), jnp.swapaxes(data.val_weight, 0, 1))
+    first = jax.tree.map(lambda a: a[0], blocks)
+    total, _ = jax.lax.scan(block, block(None, first)[0], jax.tree.map(lambda a: a[1:], blocks))
+    return total
 
 
 def _validation_losses_exact(
@@ -573,34 +596,45 @@ def _validation_losses_exact(
     intercept: np.ndarray,
     levels: np.ndarray,
     choice: str = "lowest_loss",
+    block: int = 1024,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The mean loss ``[G, m, R]`` of every member at every penalty of ``levels [G]`` on its
     rotation's validation rows (its own loss, :meth:`iml.LossSpec.logits_loss`), for ``coef
     [G, m, R, d(, n)]``, and the level each member keeps ``[m, R]`` by ``choice``
-    (:func:`chosen_penalty`)."""
-    idx, weight = blocked([split.val for split in splits], max(len(s.val) for s in splits))
+    (:func:`chosen_level`); the rows are taken ``block`` at a time."""
+    idx, weight = blocked([split.val for split in splits], block)
     labels = jnp.asarray(y, jnp.int32 if spec.multiclass else jnp.float32)
-    rows = _row_losses(spec, jnp.asarray(x), labels, jnp.asarray(idx[:, 0]), jnp.asarray(coef),
-                       jnp.asarray(intercept))  # fmt: skip
-    mean, best = chosen_penalty(rows, jnp.asarray(weight[:, 0]), jnp.asarray(levels), choice)
+    moments = _exact_penalty_moments(spec, jnp.asarray(x), labels, jnp.asarray(idx),
+                                     jnp.asarray(weight), jnp.asarray(coef),
+                                     jnp.asarray(intercept))  # fmt: skip
+    mean, best = chosen_level(moments, jnp.asarray(levels), choice)
     return np.asarray(mean), np.asarray(best)
 
 
 @jax.jit
-def _row_losses(
-    spec: LossSpec, x: Array, y: Array, idx: Array, coef: Array, intercept: Array
-) -> Array:
-    """Each member's loss on each of its rotation's (padded) validation rows ``idx [R, V]`` at
-    each level: ``[G, m, R, V]``."""
-    rows, labels = x[idx], y[idx]  # [R, V, d], [R, V]
+def _exact_penalty_moments(
+    spec: LossSpec, x: Array, y: Array, idx: Array, weight: Array, coef: Array, intercept: Array
+) -> PenaltyMoments:
+    """The :class:`PenaltyMoments` ``[G, m, R]`` of every member's fits ``coef [G, m, R, d(,
+    n)]`` on its rotation's validation rows ``idx [R, n_blocks, block]`` (``weight``: 1 on a
+    row, 0 on padding), a block at a time."""
 
-    def level(args):
-        w, b = args  # [m, R, d(, n)], [m, R(, n)]
-        z = jnp.einsum("rvd,mrd...->mrv...", rows, w, precision=jax.lax.Precision.HIGHEST)
-        z = z + jnp.expand_dims(b, 2)
-        return jax.vmap(lambda s, zm: s.logits_loss(zm, labels))(spec, z)  # [m, R, V]
+    def block(total: PenaltyMoments | None, rows: tuple[Array, Array]):
+        i, w = rows  # [R, block]
+        features, labels = x[i], y[i]  # [R, block, d], [R, block]
 
-    return jax.lax.map(level, (coef, intercept))
+        def level(args):
+            c, b = args  # [m, R, d(, n)], [m, R(, n)]
+            z = jnp.einsum("rvd,mrd...->mrv...", features, c, precision=jax.lax.Precision.HIGHEST)
+            z = z + jnp.expand_dims(b, 2)
+            return jax.vmap(lambda s, zm: s.logits_loss(zm, labels))(spec, z)  # [m, R, block]
+
+        return penalty_moments(jax.lax.map(level, (coef, intercept)), w, total), None
+
+    blocks = (jnp.swapaxes(idx, 0, 1), jnp.swapaxes(weight, 0, 1))
+    first = jax.tree.map(lambda a: a[0], blocks)
+    total, _ = jax.lax.scan(block, block(None, first)[0], jax.tree.map(lambda a: a[1:], blocks))
+    return total
 
 
 #: How far, in standard errors of the paired difference, a level's mean validation loss may lie
@@ -608,39 +642,85 @@ def _row_losses(
 NEAR_LOWEST = 0.5
 
 
-@functools.partial(jax.jit, static_argnames="choice")
-def chosen_penalty(
-    losses: Array, weight: Array, levels: Array, choice: str = "least_penalty"
-) -> tuple[Array, Array]:
-    """The ridge level a member keeps under ``l2 = "auto"`` (:data:`iml.training.L2_CHOICES`).
+class PenaltyMoments(NamedTuple):
+    """Sums over a member's validation rows, for each ridge level ``g`` of ``G``, from which
+    :func:`chosen_level` chooses: the rows' count ``n [...]``, their losses' sum ``total [G,
+    ...]``, and, with ``d_g = loss_g - loss_0`` on each row (against the first level, which keeps
+    the sums small where the levels differ little), ``shifted [G, ...]``, the sum of ``d_g``, and
+    ``products [G, G, ...]``, the sums of ``d_g d_h``. Sums of blocks of rows add."""
 
-    A member fitted at each penalty of ``levels [G]`` has loss ``losses[g, ..., v]`` on its
-    validation row ``v`` (``weight [..., V]``: 1 on a validation row, 0 on padding). With
-    ``choice = "lowest_loss"`` it keeps the level of lowest mean loss, as scikit-learn's
-    ``LogisticRegressionCV`` does. With ``"least_penalty"``, ``D_g`` is the mean over the rows of
-    ``losses[g] - losses[lowest]`` and ``se_g`` its standard error, paired over the rows, and the
-    member keeps the smallest penalty with ``D_g <= NEAR_LOWEST * se_g``: a penalty the rows
-    cannot tell from a smaller one only shrinks the scores towards the prior, and the
-    loss-corrected scores of a shrunk model are under-confident
-    (``docs/results/well_specified_sweeps``). A level whose mean loss is not finite is never
-    kept while another is.
+    n: Array
+    total: Array
+    shifted: Array
+    products: Array
+
+
+def penalty_moments(
+    losses: Array, weight: Array, total: PenaltyMoments | None = None
+) -> PenaltyMoments:
+    """The :class:`PenaltyMoments` of ``losses [G, ..., V]`` on rows of ``weight [..., V]`` (1 on
+    a validation row, 0 on padding, whose loss counts for nothing whatever it is), added to
+    ``total`` where given."""
+    on = weight > 0
+    loss = jnp.where(on, losses, 0.0)
+    d = loss - loss[:1]
+    moments = PenaltyMoments(
+        jnp.sum(weight, axis=-1),
+        jnp.sum(loss * weight, axis=-1),
+        jnp.sum(d * weight, axis=-1),
+        jnp.einsum("g...v,h...v->gh...", d * weight, d),
+    )
+    return moments if total is None else jax.tree.map(jnp.add, total, moments)
+
+
+@functools.partial(jax.jit, static_argnames="choice")
+def chosen_level(
+    moments: PenaltyMoments, levels: Array, choice: str = "least_penalty"
+) -> tuple[Array, Array]:
+    """The ridge level a member keeps under ``l2 = "auto"`` (:data:`iml.training.L2_CHOICES`),
+    from its fits' :class:`PenaltyMoments` at each penalty of ``levels [G]``.
+
+    With ``choice = "lowest_loss"`` it keeps the level of lowest mean validation loss, as
+    scikit-learn's ``LogisticRegressionCV`` does. With ``"least_penalty"``, ``D_g`` is the mean
+    over the rows of ``loss_g - loss_lowest`` and ``se_g`` its standard error, paired over the
+    rows (``sqrt(sum (diff - D_g)^2 / (n - 1) / n)``), and the member keeps the smallest penalty
+    with ``D_g <= NEAR_LOWEST * se_g``: a penalty the rows cannot tell from a smaller one only
+    shrinks the scores towards the prior, and the loss-corrected scores of a shrunk model are
+    under-confident (``docs/results/well_specified_sweeps``). A level whose mean loss is not
+    finite is never kept while another is; where no level's is, the first is.
 
     Returns:
       ``(mean [G, ...], chosen [...])``: every level's mean validation loss, and the index into
       ``levels`` each member keeps.
     """
-    n = jnp.sum(weight, axis=-1)  # [...]
-    mean = jnp.sum(losses * weight, axis=-1) / n  # [G, ...]
+    n = moments.n
+    mean = moments.total / n  # [G, ...]
     lowest = jnp.argmin(jnp.where(jnp.isfinite(mean), mean, jnp.inf), axis=0)
     if choice == "lowest_loss":
         return mean, lowest
-    gap = losses - jnp.take_along_axis(losses, lowest[None, ..., None], axis=0)
-    gap_mean = jnp.sum(gap * weight, axis=-1) / n
-    spread = jnp.sum(jnp.square(gap - gap_mean[..., None]) * weight, axis=-1)
+    G = mean.shape[0]
+    at = jnp.take_along_axis(moments.shifted, lowest[None], axis=0)  # [1, ...]
+    gap_mean = (moments.shifted - at) / n
+    own = jnp.diagonal(moments.products, axis1=0, axis2=1)  # [..., G]
+    own = jnp.moveaxis(own, -1, 0)  # [G, ...]
+    index = jnp.broadcast_to(lowest[None, None], (1, G, *lowest.shape))
+    cross = jnp.take_along_axis(moments.products, index, axis=0)[0]  # [G, ...]: sum d_b d_g
+    at_own = jnp.take_along_axis(own, lowest[None], axis=0)
+    squares = own - 2.0 * cross + at_own  # sum over rows of (d_g - d_lowest)^2
+    spread = jnp.maximum(squares - n * jnp.square(gap_mean), 0.0)
     se = jnp.sqrt(spread / jnp.maximum(n - 1, 1) / n)
     near = gap_mean <= NEAR_LOWEST * se  # [G, ...], true at the lowest level
     key = jnp.where(near, levels.reshape(-1, *([1] * (near.ndim - 1))), jnp.inf)
     return mean, jnp.where(jnp.any(near, axis=0), jnp.argmin(key, axis=0), lowest)
+
+
+def chosen_penalty(
+    losses: Array, weight: Array, levels: Array, choice: str = "least_penalty"
+) -> tuple[Array, Array]:
+    """:func:`chosen_level` of members with losses ``losses [G, ..., V]`` on their validation rows
+    (``weight [..., V]``: 1 on a row, 0 on padding)."""
+    return chosen_level(penalty_moments(jnp.asarray(losses), jnp.asarray(weight)),
+                        jnp.asarray(levels), choice)  # fmt: skip
 
 
 def _ridge_levels(config: TrainConfig) -> np.ndarray:

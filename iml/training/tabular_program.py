@@ -59,7 +59,7 @@ class Data(NamedTuple):
     scale: Array  # [R, d]
 
 
-def _standardized(center: Array, scale: Array, rows: Array) -> Array:
+def standardized_rows(center: Array, scale: Array, rows: Array) -> Array:
     """Rows ``[R, ..., d]`` gathered per rotation, standardised with that rotation's centre and
     scale ``[R, d]``."""
     shape = (center.shape[0],) + (1,) * (rows.ndim - 2) + (center.shape[1],)
@@ -92,7 +92,7 @@ def _validation_losses(model: nn.Module, state: MemberState, data: Data) -> Arra
     def body(total: tuple[Array, Array], block: tuple[Array, Array]):
         i, w = block  # [R, block]
         loss_sum, weight_sum = evaluate(
-            state, _standardized(data.center, data.scale, data.x[i]), data.y[i], w, data.losses
+            state, standardized_rows(data.center, data.scale, data.x[i]), data.y[i], w, data.losses
         )
         return (total[0] + loss_sum, total[1] + weight_sum), None
 
@@ -154,6 +154,16 @@ def epoch_fn(
     return epoch
 
 
+def member_logits(model: nn.Module) -> Callable[[Any, Array], Array]:
+    """Logits of every member (``variables`` stacked on ``[S, nb, R]``) on its rotation's rows
+    ``[R, n, d]``: ``[S, nb, R, n(, classes)]``."""
+
+    def one(v: Any, rows: Array) -> Array:
+        return model.apply(v, rows, train=False)
+
+    return jax.vmap(jax.vmap(jax.vmap(one), in_axes=(0, None)), in_axes=(0, None))
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def member_test_logits(
     model: nn.Module, variables: Any, x: Array, idx: Array, center: Array, scale: Array
@@ -161,14 +171,10 @@ def member_test_logits(
     """Logits of every member (``variables`` stacked on ``[S, nb, R]``) on its rotation's
     (padded) test rows, standardised with its rotation's ``center`` and ``scale`` ``[R, d]``:
     ``[S, nb, R, T(, n)]``."""
-
-    def one(v: Any, rows: Array) -> Array:
-        return model.apply(v, rows, train=False)
-
-    logits = jax.vmap(jax.vmap(jax.vmap(one), in_axes=(0, None)), in_axes=(0, None))
+    logits = member_logits(model)
 
     def body(carry: None, i: Array) -> tuple[None, Array]:
-        return None, logits(variables, _standardized(center, scale, x[i]))  # [S, nb, R, block]
+        return None, logits(variables, standardized_rows(center, scale, x[i]))  # [S, nb, R, block]
 
     _, out = jax.lax.scan(body, None, jnp.swapaxes(idx, 0, 1))
     return jnp.moveaxis(out, 0, 3).reshape(*out.shape[1:4], -1, *out.shape[5:])

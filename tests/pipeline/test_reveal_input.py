@@ -89,6 +89,8 @@ def test_a_sweeps_ridge_is_stated_with_what_it_means_for_niac():
     assert "changes with the class weight" in per_weight["note"]
     assert "standardised on the training folds" in per_weight["note"]
     assert ridge_of({"l2": "auto", "l2_grid": [1.0]})["l2_scale"] == "paper"
+    chosen = ridge_of({"l2": "auto", "l2_grid": [1.0], "l2_choice": "least_penalty"})["note"]
+    assert "validation folds (l2_choice 'least_penalty') from [1.0]" in chosen
     assert ridge_of({"learning_rate": 0.01}) is None  # a record that holds no ridge
 
 

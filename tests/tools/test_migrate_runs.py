@@ -122,6 +122,11 @@ def test_schema_4_records_that_a_table_s_ridge_was_the_lowest_validation_loss_s(
     assert list(migrated["config"]["train"]) == list(to_dict(default_config())["train"])
     on_images = M.migrate_manifest({"schema": 4, "kind": "images", "config": config})
     assert on_images["config"] == _current_default()  # not read there: the default
+    fixed = copy.deepcopy(config)
+    fixed["train"]["l2"] = 1e-4
+    del fixed["train"]["l2_grid"]  # as a sweep at a fixed ridge records it
+    migrated = M.migrate_manifest({"schema": 4, "kind": "table", "config": fixed})
+    assert migrated["config"] == fixed  # nothing was chosen
     with pytest.raises(ValueError, match=r"config\.train: a section of schema 4"):
         M.migrate_manifest({"schema": 4, "kind": "table", "config": {"data": {}}})
 
@@ -142,7 +147,7 @@ def test_a_sweep_stored_flat_or_without_its_floor_migrates_to_sections(tmp_path)
     in_sections = {k: v for k, v in manifest["config"].items() if k != "plan"}
     no_floor = {**old, "config": {**in_sections, "train": {"seeds": [0]}}}
     migrated = M.migrate_manifest(no_floor)["config"]
-    assert migrated["train"] == {"l2_choice": "lowest_loss", "min_lr": 0.0}
+    assert migrated["train"] == {"min_lr": 0.0}  # no "auto" ridge recorded: no choice added
     assert migrated["plan"] == {"seeds": [0]}
     # a whole folder: its manifest and the report files an earlier layout named otherwise
     (run / "manifest.json").write_text(json.dumps(flat))

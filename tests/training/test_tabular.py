@@ -15,7 +15,14 @@ from iml import loss_spec
 from iml.data.folds import assign_folds, nested_cv, nested_cv_splits
 from iml.models import MLP, LogisticRegression
 from iml.training import DataSource, MemberSpec, TrainConfig, train_ensemble
-from iml.training.tabular import NEAR_LOWEST, chosen_penalty, out_of_fold_logits, train_tabular
+from iml.training.tabular import (
+    NEAR_LOWEST,
+    chosen_level,
+    chosen_penalty,
+    out_of_fold_logits,
+    penalty_moments,
+    train_tabular,
+)
 
 
 def _sklearn_fit(x, y, s, l2):
@@ -417,12 +424,19 @@ def test_the_least_penalty_near_the_lowest_validation_loss_is_chosen():
     base = rng.gamma(2.0, 0.3, size=(M, V))
     shift = rng.normal(scale=0.03, size=(G, M, 1))  # level effects near one standard error
     losses = np.clip(base[None] + shift + rng.normal(scale=0.05, size=(G, M, V)), 0.0, None)
-    padded = np.concatenate([losses, np.full((G, M, 7), 1e3)], axis=-1)
+    padded = np.concatenate([losses, np.full((G, M, 7), np.inf)], axis=-1)  # padding: any value
     weight = np.concatenate([np.ones(V), np.zeros(7)])
     mean, chosen = chosen_penalty(padded, weight, levels)
     want = [_least_penalty(losses[:, m], levels) for m in range(M)]
     np.testing.assert_array_equal(np.asarray(chosen), want)
     np.testing.assert_allclose(np.asarray(mean), losses.mean(axis=-1), rtol=1e-5)
+    # the sums of blocks of rows are those of all the rows, and choose the same
+    halves = penalty_moments(padded[..., :30], weight[:30])
+    halves = penalty_moments(padded[..., 30:], weight[30:], halves)
+    whole = penalty_moments(losses, np.ones(V))
+    for got, full in zip(halves, whole, strict=True):
+        np.testing.assert_allclose(got, full, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(chosen_level(halves, levels)[1]), want)
     lowest = np.argmin(losses.mean(axis=-1), axis=0)
     assert (levels[want] <= levels[lowest]).all() and (np.asarray(want) != lowest).sum() >= 5
     _, plain = chosen_penalty(padded, weight, levels, "lowest_loss")
