@@ -43,6 +43,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--letter", help="folder of the UCI Letter file (skipped without)")
     p.add_argument("--only", nargs="+", help="the cases to run (default all)")
     p.add_argument("--replicates", type=int, default=2000, help="bootstrap replicates")
+    p.add_argument(
+        "--l2-choice",
+        default="least_penalty",
+        help="how the sweep's ridge is chosen (config.train.l2_choice; the record of 2026-11-28 "
+        "ran at 'lowest_loss', the default then)",
+    )
     p.add_argument("--out", help="where to write the JSON record")
     return p.parse_args(argv)
 
@@ -186,11 +192,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from iml.cli import keep_compiled_programs
 
     keep_compiled_programs()
-    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "results": {}}
+    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "l2_choice": args.l2_choice,
+                              "results": {}}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for name, (overrides, ovr) in cases(args, Path(tmp)).items():
             if args.only and not any(part in name for part in args.only):
                 continue
+            overrides = {**overrides, "train.l2_choice": args.l2_choice}
             result = compare(overrides, ovr, args.replicates)
             report["results"][name] = result
             print(f"{name}: accuracy {result['accuracy']}, log loss {result['log_loss']}")
