@@ -49,6 +49,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="how the sweep's ridge is chosen (config.train.l2_choice; the record of 2026-11-28 "
         "ran at 'lowest_loss', the default then)",
     )
+    p.add_argument(
+        "--near-lowest",
+        type=float,
+        default=None,
+        help="a trial of the rule's threshold: iml.training.tabular.NEAR_LOWEST (standard errors) "
+        "set for this process",
+    )
     p.add_argument("--out", help="where to write the JSON record")
     return p.parse_args(argv)
 
@@ -192,8 +199,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from iml.cli import keep_compiled_programs
 
     keep_compiled_programs()
+    if args.near_lowest is not None:
+        from iml.training import tabular
+
+        tabular.NEAR_LOWEST = args.near_lowest  # read when the choice is first traced
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "l2_choice": args.l2_choice,
-                              "results": {}}  # fmt: skip
+                              "near_lowest": args.near_lowest, "results": {}}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for name, (overrides, ovr) in cases(args, Path(tmp)).items():
             if args.only and not any(part in name for part in args.only):
@@ -240,6 +251,8 @@ TABLES = [
     Table("sklearn_defaults least_penalty", DOCUMENT,
           lambda: _table("2026-12-03_least_penalty.json")),
     Table("sklearn_defaults lowest_loss", DOCUMENT, lambda: _table("2026-11-28_cpu_2core.json")),
+    Table("sklearn_defaults near_lowest_1 trial", DOCUMENT,
+          lambda: _table("2026-12-03_near_lowest_1_trial.json")),
 ]  # fmt: skip
 
 

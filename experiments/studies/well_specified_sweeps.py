@@ -142,6 +142,8 @@ RIDGES = {
         "2026-12-02.json",
     "the lowest loss, `--l2-scale per_weight`": "2026-12-02_per_weight.json",
     "fixed at 1e-6": "2026-12-02_l2_1e-6.json",
+    "a trial: the least penalty within one standard error (`--near-lowest 1`)":
+        "2026-12-03_near_lowest_1_trial.json",
 }  # fmt: skip
 
 
@@ -269,6 +271,13 @@ def main(argv: list[str] | None = None) -> int:
         "ran at 'lowest_loss')",
     )
     parser.add_argument(
+        "--near-lowest",
+        type=float,
+        default=None,
+        help="a trial of the rule's threshold: iml.training.tabular.NEAR_LOWEST (standard errors) "
+        "set for this process",
+    )
+    parser.add_argument(
         "--redraws", type=int, default=10, help="label sets redrawn per data set (see one())"
     )
     parser.add_argument("--quick", action="store_true", help="3 data sets of 2,000, 4 betas")
@@ -280,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.datasets, args.n, args.betas = 3, 2000, 4
+    if args.near_lowest is not None:
+        from iml.training import tabular
+
+        tabular.NEAR_LOWEST = args.near_lowest  # read when the choice is first traced
     betas = beta_grid(args.betas)
     start = time.perf_counter()
     rows = []
