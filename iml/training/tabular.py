@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -581,10 +581,7 @@ def _adam_penalty_moments(
         loss = jnp.moveaxis(loss.reshape(S, M // levels, levels, *loss.shape[2:]), 2, 0)
         return penalty_moments(loss, w, total), None
 
-    blocks = (jnp.swapaxes(data.val_idx, 0, 1), jnp.swapaxes(data.val_weight, 0, 1))
-    first = jax.tree.map(lambda a: a[0], blocks)
-    total, _ = jax.lax.scan(block, block(None, first)[0], jax.tree.map(lambda a: a[1:], blocks))
-    return total
+    return _summed_over_blocks(block, data.val_idx, data.val_weight)
 
 
 def _validation_losses_exact(
@@ -631,6 +628,12 @@ def _exact_penalty_moments(
 
         return penalty_moments(jax.lax.map(level, (coef, intercept)), w, total), None
 
+    return _summed_over_blocks(block, idx, weight)
+
+
+def _summed_over_blocks(block: Callable, idx: Array, weight: Array) -> PenaltyMoments:
+    """``block(total, (idx_b, weight_b))`` over the blocks of rows ``idx [R, n_blocks, size]``
+    (and their ``weight``) in a scan, from the first block's moments (``total`` None there)."""
     blocks = (jnp.swapaxes(idx, 0, 1), jnp.swapaxes(weight, 0, 1))
     first = jax.tree.map(lambda a: a[0], blocks)
     total, _ = jax.lax.scan(block, block(None, first)[0], jax.tree.map(lambda a: a[1:], blocks))
