@@ -873,8 +873,9 @@ def _p(p: float) -> str:
     return f"p = {f(p, '.2g') if p < 0.001 else f(p, '.3f')}"
 
 
-def _margin_verdict(test: dict, power: dict) -> str:
-    """A NIS or NIAC verdict: rejected with its lower bound, or not rejected with its power."""
+def _margin_verdict(test: dict, power: dict | None) -> str:
+    """A NIS or NIAC verdict: rejected with its lower bound, or not rejected with its power
+    (a record simulates none for a test that rejected)."""
     margin = f"margin {f(test['margin'], '.2g')}, lower bound {f(test['lower_bound'], '.2g')}"
     if test["violated"]:
         return f"**rejected** ({_p(test['p_value'])}; {margin})"
@@ -919,8 +920,8 @@ def revealed_verdicts() -> str:
                 f(r["n"], ",d"),
                 " to ".join(map(str, signals)),
                 f"{at(k_min)}; {at(k_max)}",
-                _margin_verdict(r["nis"], power["nis"]),
-                _margin_verdict(r["niac"], power["niac"]),
+                _margin_verdict(r["nis"], power.get("nis")),
+                _margin_verdict(r["niac"], power.get("niac")),
             ]
         )
         nias_cells.append([(_nias_verdict(r), r)])
@@ -995,6 +996,13 @@ def revealed_nis_pairs() -> str:
     return markdown_table(header, rows)
 
 
+def _simulated_power(simulated: dict, test: str) -> str:
+    """A test's simulated power, or why there is none (a record simulates none for a test that
+    rejected: a rejection states no power)."""
+    power = simulated["power"].get(test)
+    return "not simulated (rejected)" if power is None else f(power["rate"], ".2f")
+
+
 def revealed_sizes() -> str:
     """Each run's simulated size at 5% and power (``simulated``), and the precision d of its
     simulated Gaussian agents, fitted to the models' median ``I_k`` (NIAS's of a record of the
@@ -1006,8 +1014,8 @@ def revealed_sizes() -> str:
         rows.append([name, f(sim["precision"], ".2f"), f(sim["datasets"], "d")])
         rows[-1] += [f(sim["size"][t]["rate"], ".2f") for t in ("nis", "niac")]
         sizes.append([(f(sim["size"]["nias"]["rate"], ".2f"), r)])
-        powers.append([(f(sim["power"]["nias"]["rate"], ".2f"), r)])
-        rows[-1] += [f(sim["power"][t]["rate"], ".2f") for t in ("nis", "niac")]
+        powers.append([(_simulated_power(sim, "nias"), r)])
+        rows[-1] += [_simulated_power(sim, t) for t in ("nis", "niac")]
     size_header, size_cells = nias_column("size NIAS", f"size NIAS ({FORMER_NIAS})", sizes)
     power_header, power_cells = nias_column(
         "power NIAS (odds x2)", f"power NIAS (odds x2; {FORMER_NIAS})", powers

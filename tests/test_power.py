@@ -97,6 +97,20 @@ def test_data_sets_with_the_run_positives_are_the_agents_on_those_labels():
         assert rates["niac"][i] == bool(report.niac_test.violated)
         assert rates["nias"][i] == bool(np.any(report.nias.violated))
         np.testing.assert_allclose(rates["information"][i], report.information, rtol=1e-5)
+    # Only the tests asked for run, on the same draws: NIAS alone (no bootstrap), or NIS and
+    # NIAC without NIAS, reject exactly where the full simulation does.
+    misreported = loss_family("log")(P.misreported_weights([0.2, 0.5, 0.8], 3.0))
+    full = P.rejection_rates(losses, misreported, precision, 0.3, n, positives=positives,
+                             **settings)  # fmt: skip
+    for tests in (("nias",), ("niac",), ("niac", "nis")):
+        part = P.rejection_rates(losses, misreported, precision, 0.3, n, positives=positives,
+                                 tests=tests, **settings)  # fmt: skip
+        assert set(part) - {"information", "information_interval"} == set(tests)
+        for test in tests:
+            np.testing.assert_array_equal(part[test], full[test])
+    assert full["nias"].all()  # the misreport is caught
+    with pytest.raises(ValueError, match="tests must be a non-empty subset"):
+        P.rejection_rates(losses, losses, precision, 0.3, n, tests=("nias", "nip"), **settings)
     with pytest.raises(ValueError, match="positives must be an integer in"):
         P.rejection_rates(losses, losses, precision, 0.3, n, positives=n, **settings)
     with pytest.raises(ValueError, match="positives is for binary agents"):

@@ -41,6 +41,7 @@ loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs)
                    "scenarios": {"capacity" | "falling" | "rising" | "misreported": ...},
                    "size": {"nis" | "niac" | "nias": {"rate", "se"}},
                    "power": {"nis" | "niac" | "nias": {"against", "scenario", "rate", "se"}}}}
+                   # power: the tests that did not reject; a scenario: the tests it ran
 
 Pairs ``[k, j]`` name the decision problem ``k`` (row of ``G``) and the experiment ``j``
 (column); indices count models in the order of ``betas``. Values that are not numbers (a NaN
@@ -89,7 +90,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,7 @@ from iml.plots import (
     figure_value_matrix,
     save_figure,
 )
-from iml.power import bisect_precision, standard_error
+from iml.power import TESTS, bisect_precision, standard_error
 from iml.revealed import (
     MIN_COUNT,
     mutual_information,
@@ -143,7 +144,6 @@ BIN_COUNTS = (5, 10, 20)
 # the extreme class weights, and the factor on the middle model's reported odds.
 POWER_DELTA = 0.3
 POWER_MISREPORT = 2.0
-TESTS = ("nis", "niac", "nias")
 
 
 def reveal_run(
@@ -163,9 +163,10 @@ def reveal_run(
 
     The verdicts come from the adaptive bins (at most ``n_bins`` per model); each is reached
     again at 5, 10 and 20 quantile bins, and a verdict that differs among the four is labelled
-    fragile. Each test's power against a stated alternative at this ``N``, ``K`` and prior (and
-    its size at the least-favourable null) is simulated by :mod:`iml.power`, with Gaussian agents
-    as informative as the run's models (their median ``I_k``).
+    fragile. Each test's size at the least-favourable null at this ``N``, ``K`` and prior (and,
+    where it does not reject, its power against a stated alternative) is simulated by
+    :mod:`iml.power`, with Gaussian agents as informative as the run's models (their median
+    ``I_k``).
 
     A multiclass input (``inputs.grid``) is revealed from its class scores under the grid's
     losses, ``n_bins`` confidence quantiles per class, each verdict reached again at 5, 10 and
@@ -232,6 +233,7 @@ def reveal_run(
             n_datasets=power_datasets,
             n_bootstrap=power_bootstrap,
             seed=seed,
+            rejected={test: verdict["rejected"] for test, verdict in by_bins["adaptive"].items()},
             say=say,
         )
     record = revealed_record(
@@ -281,6 +283,7 @@ def simulated_power(
     n_datasets: int,
     n_bootstrap: int,
     seed: int,
+    rejected: Mapping[str, bool] | None = None,
     say=lambda message: None,
 ) -> dict[str, Any]:
     """Size and power of the run's tests at its ``N``, ``K`` and prior (:mod:`iml.power`).
@@ -290,7 +293,8 @@ def simulated_power(
     NIAC and NIAS), falling by :data:`POWER_DELTA` along the weights (NIS's power), rising by it
     (NIAC's power), and with the middle model reporting its odds times :data:`POWER_MISREPORT`
     (NIAS's power). Every data set holds the run's labels: its ``N`` observations with its
-    number of positives.
+    number of positives. A test the run ``rejected`` (``{test: bool}``) has its size simulated
+    but not its power (:func:`_scenario_rates`).
     """
     K, n = inputs.scores.shape
     prior = float(np.asarray(report.experiments.prior)[0])
@@ -305,29 +309,31 @@ def simulated_power(
         "rising": (POWER_DELTA, 1.0),
         "misreported": (0.0, POWER_MISREPORT),
     }
-    rates = {}
-    for name, (delta, factor) in scenarios.items():
-        say(f"simulating {n_datasets} data sets like the run's: {name}")
-        precision = P.precisions(K, delta, d)
-        reported = inputs.loss(P.misreported_weights(inputs.betas, factor))
-        population = P.gaussian_population(losses, precision, prior, n_bins)
-        rejected = P.rejection_rates(
-            losses, reported, precision, prior, n, n_datasets=n_datasets,
-            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, strategy=_SETTINGS["strategy"],
-            positives=positives,
-        )  # fmt: skip
-        rates[name] = {
-            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
-            "misreport": factor,
-            "nis_margin": float(f"{population.nis_margin:.3g}") + 0.0,
-            "niac_margin": float(f"{population.niac_margin:.3g}") + 0.0,
-            **{test: _rate(rejected[test]) for test in TESTS},
-        }
     alternatives = {
         "nis": ("falling", f"precision falling by {POWER_DELTA} along the class weights"),
         "niac": ("rising", f"precision rising by {POWER_DELTA} along the class weights"),
         "nias": ("misreported", f"the middle model reporting its odds times {POWER_MISREPORT}"),
     }
+
+    def simulate(name: str, tests: tuple[str, ...]) -> dict[str, Any]:
+        delta, factor = scenarios[name]
+        precision = P.precisions(K, delta, d)
+        reported = inputs.loss(P.misreported_weights(inputs.betas, factor))
+        population = P.gaussian_population(losses, precision, prior, n_bins)
+        rejections = P.rejection_rates(
+            losses, reported, precision, prior, n, n_datasets=n_datasets,
+            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, strategy=_SETTINGS["strategy"],
+            positives=positives, tests=tests,
+        )  # fmt: skip
+        return {
+            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
+            "misreport": factor,
+            "nis_margin": float(f"{population.nis_margin:.3g}") + 0.0,
+            "niac_margin": float(f"{population.niac_margin:.3g}") + 0.0,
+            **{test: _rate(rejections[test]) for test in tests},
+        }
+
+    rates = _scenario_rates(simulate, alternatives, rejected or {}, n_datasets, say)
     agents = (f"Gaussian signals x ~ N(d y, 1), each reporting optimally for its loss, on the "
               f"run's labels ({n} observations, {positives} positive)")  # fmt: skip
     return _power_record(agents, d, information, n_datasets, n_bootstrap, rates, alternatives)
@@ -377,6 +383,7 @@ def simulated_class_power(
     n_datasets: int,
     n_bootstrap: int,
     seed: int,
+    rejected: Mapping[str, bool] | None = None,
     say=lambda message: None,
 ) -> dict[str, Any]:
     """Size and power of a multiclass run's tests at its ``N``, ``K``, number of classes ``c``
@@ -390,7 +397,8 @@ def simulated_class_power(
     by it (NIAC's rate against the opposite order), and with the middle model reporting the
     optimal scores of the grid's first loss, its posteriors uncorrected for its own (NIAS's
     power, for one model among ``K``). Each scenario runs ``n_datasets`` data sets of ``N``
-    observations with ``n_bootstrap`` paired replicates.
+    observations with ``n_bootstrap`` paired replicates. A test the run ``rejected``
+    (``{test: bool}``) has its size simulated but not its power (:func:`_scenario_rates`).
     """
     K, n = inputs.scores.shape[:2]
     prior = [float(x) for x in np.asarray(report.experiments.prior)[0]]
@@ -408,30 +416,56 @@ def simulated_class_power(
         "falling": (-POWER_DELTA, losses),
         "misreported": (0.0, _misreporting(losses, middle)),
     }
-    rates = {}
-    for name, (delta, reported) in scenarios.items():
-        say(f"simulating {n_datasets} data sets like the run's: {name}")
-        precision = P.precisions(K, delta, d)
-        rejected = P.rejection_rates(
-            losses, reported, precision, tuple(prior), n, n_datasets=n_datasets,
-            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, strategy=_SETTINGS["strategy"],
-        )  # fmt: skip
-        rates[name] = {
-            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
-            "misreported_model": middle if name == "misreported" else None,
-            **{test: _rate(rejected[test]) for test in TESTS},
-        }
-    keys, rising = inputs.keys, rates["rising"]["precision"]
+    keys, rising = inputs.keys, P.precisions(K, POWER_DELTA, d)
     alternatives = {
         "nis": ("rising", f"precision rising by {POWER_DELTA} along the grid (d from "
-                          f"{rising[0]} to {rising[1]})"),
+                          f"{round(float(rising[0]), 4)} to {round(float(rising[-1]), 4)})"),
         "niac": ("falling", f"precision falling by {POWER_DELTA} along the grid"),
         "nias": ("misreported", f"the middle model ({keys[middle]}) reporting the optimal scores "
                                 f"of the first loss ({keys[0]})"),
     }  # fmt: skip
+
+    def simulate(name: str, tests: tuple[str, ...]) -> dict[str, Any]:
+        delta, reported = scenarios[name]
+        precision = P.precisions(K, delta, d)
+        rejections = P.rejection_rates(
+            losses, reported, precision, tuple(prior), n, n_datasets=n_datasets,
+            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, strategy=_SETTINGS["strategy"],
+            tests=tests,
+        )  # fmt: skip
+        return {
+            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
+            "misreported_model": middle if name == "misreported" else None,
+            **{test: _rate(rejections[test]) for test in tests},
+        }
+
+    rates = _scenario_rates(simulate, alternatives, rejected or {}, n_datasets, say)
     agents = (f"Gaussian signals x ~ N(d e_y, I_{len(prior)}) over {len(prior)} classes at the "
               "run's class frequencies, each reporting optimally for its loss")  # fmt: skip
     return _power_record(agents, d, information, n_datasets, n_bootstrap, rates, alternatives)
+
+
+def _scenario_rates(
+    simulate: Callable[[str, tuple[str, ...]], dict[str, Any]],
+    alternatives: Mapping[str, tuple[str, str]],
+    rejected: Mapping[str, bool],
+    n_datasets: int,
+    say: Callable[[str], None],
+) -> dict[str, dict[str, Any]]:
+    """``simulate(scenario, tests)`` of the scenarios a verdict needs: ``capacity`` for every
+    test's size, and a test's alternative (``{test: (scenario, text)}``) only where the test did
+    not reject (``rejected``), for a rejection states no power. Each scenario runs only the
+    tests it is needed for (:func:`iml.power.rejection_rates`' ``tests``)."""
+    needed = {"capacity": TESTS}
+    for test, (name, _) in alternatives.items():
+        if not rejected.get(test, False):
+            needed[name] = (*needed.get(name, ()), test)
+    rates = {}
+    for name, tests in needed.items():
+        said = ", ".join(test.upper() for test in tests)
+        say(f"simulating {n_datasets} data sets like the run's: {name} ({said})")
+        rates[name] = simulate(name, tests)
+    return rates
 
 
 def _power_record(
@@ -444,7 +478,8 @@ def _power_record(
     alternatives: Mapping[str, tuple[str, str]],
 ) -> dict[str, Any]:
     """The record of a simulation of the tests: each scenario's rejection rates, the sizes
-    (``capacity``) and each test's power against its alternative (``{test: (scenario, text)}``)."""
+    (``capacity``) and the power of each test simulated against its alternative
+    (``{test: (scenario, text)}``; a test that rejected has none, :func:`_scenario_rates`)."""
     return {
         "agents": agents,
         "precision": round(d, 4),
@@ -456,6 +491,7 @@ def _power_record(
         "power": {
             test: {"against": text, "scenario": name, **rates[name][test]}
             for test, (name, text) in alternatives.items()
+            if test in rates.get(name, {})
         },
     }
 

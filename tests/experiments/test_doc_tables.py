@@ -119,3 +119,16 @@ def test_a_record_of_the_former_loss_calibration_tests_is_labelled_in_its_cell()
         "NIAS",
         ["3 / former binomial test: 2"],
     )
+
+
+def test_a_rejected_test_without_simulated_power_is_said_so():
+    """A record simulates no power for a test that rejected: its cells say so, and a verdict
+    not rejected still carries its power."""
+    simulated = {"power": {"niac": {"rate": 0.914, "against": "precision rising"}}}
+    assert docs._simulated_power(simulated, "nis") == "not simulated (rejected)"
+    assert docs._simulated_power(simulated, "niac") == "0.91"
+    rejected = {"violated": True, "p_value": 0.001, "margin": 0.1, "lower_bound": 0.02}
+    assert docs._margin_verdict(rejected, None).startswith("**rejected**")
+    held = dict(rejected, violated=False, p_value=0.4, lower_bound=-0.01)
+    said = docs._margin_verdict(held, simulated["power"]["niac"])
+    assert said.endswith("power 0.91 against precision rising")
