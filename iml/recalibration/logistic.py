@@ -294,13 +294,16 @@ def temperature_fit(
 ) -> Array:
     """Temperature scaling: the ``T > 0`` that minimises the NLL of ``softmax(logits / T)``.
 
-    The NLL is convex in the inverse temperature ``1/T``, so its derivative is monotone and
-    bisection on ``log(1/T)`` over ``[-12, 12]`` finds the minimiser with a fixed number of steps
-    (jit- and vmap-friendly, no tolerance to tune).
+    The NLL is convex in the inverse temperature ``a = 1/T``, and its minimiser is sought in
+    ``a`` in ``[e^-12, e^12]``. Binary logits: ``sigmoid(a z)`` is a logistic regression on the
+    logit without intercept, fitted by Newton's method (:func:`logistic_newton`, from ``a = 1``,
+    stopping at the gradient tolerance of Platt scaling) and clipped to that range (the
+    constrained minimiser of a convex function). Multiclass logits: the derivative is monotone,
+    and bisection on ``log a`` finds the minimiser with a fixed number of steps.
 
     Args:
       logits: binary logits ``[N]`` (labels in ``{0, 1}``) or multiclass logits ``[N, n]``.
-      n_iter: bisection steps (static).
+      n_iter: most Newton steps (binary) or bisection steps (multiclass) (static).
 
     Returns:
       The temperature ``T`` (a scalar).
@@ -323,6 +326,10 @@ def temperature_fit(
 
 @functools.partial(jax.jit, static_argnums=(3,))
 def _temperature_kernel(z: Array, y: Array, w: Array, n_iter: int) -> Array:
+    if z.ndim == 1:
+        start = jnp.ones(1, z.dtype)
+        fit = logistic_newton(z[:, None], y.astype(z.dtype), w, start, max_iter=n_iter, tol=_tol(w))
+        return 1.0 / jnp.clip(fit.theta[0], jnp.exp(-12.0), jnp.exp(12.0)).astype(z.dtype)
     slope = jax.grad(_temperature_nll)
 
     def bisect(_: int, bounds: tuple[Array, Array]) -> tuple[Array, Array]:
@@ -358,6 +365,7 @@ class TemperatureScaling(Recalibrator):
         self.inputs = inputs
 
     fits_by_weight = True
+    folds_at_once = True
 
     def _logits(self, scores: ArrayLike) -> Array:
         x = as_float(scores)

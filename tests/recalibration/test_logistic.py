@@ -320,3 +320,14 @@ def test_temperature_matches_scipy_minimisation_binary_and_multiclass():
     sb = 1.0 / (1.0 + np.exp(-z_mod))
     out = TemperatureScaling().fit(sb, yb).transform(sb)
     np.testing.assert_allclose(out, 1.0 / (1.0 + np.exp(-z_mod / t_mod)), atol=1e-4)
+
+
+def test_binary_temperature_keeps_to_its_range_where_the_optimum_leaves_it():
+    """Logits that rank every label backwards have their NLL falling as ``1/T`` falls below 0:
+    the temperature stops at the top of its range, ``e^12``, where the multiclass bisection
+    (on the same problem as two classes) stops too."""
+    z = np.linspace(-3.0, 3.0, 100)
+    y = (z < 0).astype(np.int32)
+    assert float(temperature_fit(z, y)) == pytest.approx(np.exp(12.0), rel=1e-5)
+    two = np.stack([z, np.zeros_like(z)], axis=1)  # class 0's logit z: the binary problem
+    assert float(temperature_fit(two, 1 - y)) == pytest.approx(np.exp(12.0), rel=1e-3)
