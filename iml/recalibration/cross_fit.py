@@ -99,12 +99,18 @@ _FOLD_FITS: dict[tuple[type, str], Callable] = {}
 def _fold_fits(cal: Recalibrator) -> Callable:
     """``(scores [n], labels [n], weights [F, n]) -> [F, n]``: the map fitted with each row of
     weights, applied to every score; one jitted program per kind and configuration of
-    recalibrator."""
+    recalibrator. The fits are ``jax.vmap`` of its ``_fit``, or its own ``_fit_folds(scores,
+    labels, weights)`` (batched parameters) where it has one."""
     key = (type(cal), repr(cal))
     if key not in _FOLD_FITS:
 
         def one(scores: jax.Array, labels: jax.Array, weight: jax.Array) -> jax.Array:
             return cal._transform(cal._fit(scores, labels, weight), scores)
 
-        _FOLD_FITS[key] = jax.jit(jax.vmap(one, in_axes=(None, None, 0)))
+        def stacked(scores: jax.Array, labels: jax.Array, weights: jax.Array) -> jax.Array:
+            params = cal._fit_folds(scores, labels, weights)
+            return jax.vmap(cal._transform, in_axes=(0, None))(params, scores)
+
+        batched = stacked if hasattr(cal, "_fit_folds") else jax.vmap(one, in_axes=(None, None, 0))
+        _FOLD_FITS[key] = jax.jit(batched)
     return _FOLD_FITS[key]

@@ -29,7 +29,8 @@ class Recalibrator:
         zero, so that fits on subsets of one sample can share its shape, and compile once
         (:func:`iml.recalibration.cross_fit`).
       folds_at_once: whether :func:`iml.recalibration.cross_fit` fits every fold in one
-        program (``jax.vmap`` of ``_fit`` and ``_transform`` over the folds' weights): for a
+        program (``jax.vmap`` of ``_fit`` and ``_transform`` over the folds' weights, or the
+        method's own ``_fit_folds(scores, labels, weights [F, n])``, batched parameters): for a
         method whose fit, batched, stays as cheap per fold as alone. A fit that stops at a
         tolerance becomes a batched loop that runs to its slowest fold, and pool adjacent
         violators many times slower batched (``docs/results/sweep_train``).

@@ -163,8 +163,9 @@ def beta_calibration_fit(
     negative as well (scores that rank the classes backwards), ``a = b = 0`` and ``c`` is the
     logit of the weighted positive rate. Each fit is Newton's method, as in :func:`platt_fit`;
     the refits run only where a coefficient is negative (``jax.lax.cond``; under ``vmap`` every
-    candidate is fitted), and one candidate is selected with ``jnp.where``, so the rule holds
-    under ``jit``.
+    candidate is fitted, so :class:`BetaCalibration` fits the folds of a cross-fit as one stack
+    of weights, refitting where any fold needs it), and one candidate is selected with
+    ``jnp.where``, so the rule holds under ``jit``.
 
     Args:
       scores: positive-class probabilities ``[N]`` (clipped to ``[1e-7, 1 - 1e-7]``).
@@ -188,24 +189,32 @@ def beta_calibration_fit(
 
 @functools.partial(jax.jit, static_argnums=(3,))
 def _beta_calibration_kernel(s: Array, y: Array, w: Array, n_iter: int) -> BetaCalibrationParams:
+    """The fit of weights ``w`` ``[n]``, or one fit per row of ``w`` ``[F, n]`` (fields
+    ``[F]``), whose refits run where any row needs them."""
+    rows = jnp.atleast_2d(w)
     X = jnp.stack([*_beta_features(s), jnp.ones_like(s)], axis=1)
-    zero = jnp.zeros((), s.dtype)
+    zero = jnp.zeros(rows.shape[0], s.dtype)
+
+    def fit(columns: list[int], start: list[float]) -> Array:  # [F, k]: each row's coefficients
+        def one(weight: Array) -> Array:
+            theta = jnp.array(start, s.dtype)
+            return logistic_newton(X[:, columns], y, weight, theta, max_iter=n_iter,
+                                   tol=_tol(weight)).theta  # fmt: skip
+
+        return jax.vmap(one)(rows)
+
     # The unconstrained fit starts at the identity map, the refits at their feature's identity.
-    tol = _tol(w)
-    a, b, c = logistic_newton(X, y, w, jnp.array([1.0, 1.0, 0.0]), max_iter=n_iter, tol=tol).theta
+    a, b, c = fit([0, 1, 2], [1.0, 1.0, 0.0]).T
 
     def refits() -> tuple[Array, Array, Array, Array]:
-        b_only, c_b = logistic_newton(X[:, 1:], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter,
-                                      tol=tol).theta  # fmt: skip
-        a_only, c_a = logistic_newton(X[:, ::2], y, w, jnp.array([1.0, 0.0]), max_iter=n_iter,
-                                      tol=tol).theta  # fmt: skip
+        b_only, c_b = fit([1, 2], [1.0, 0.0]).T
+        a_only, c_a = fit([0, 2], [1.0, 0.0]).T
         return b_only, c_b, a_only, c_a
 
-    # The refits only matter where a coefficient is negative: skipped otherwise (under vmap
-    # both branches run, and the selection below is the same).
+    # The refits only matter where a coefficient is negative: skipped where no row has one.
     unused = (zero + 1.0, zero, zero + 1.0, zero)  # positive, so never chosen when unused
-    b_only, c_b, a_only, c_a = jax.lax.cond((a < 0) | (b < 0), refits, lambda: unused)
-    rate = jnp.clip(jnp.sum(w * y) / jnp.sum(w), EPS, 1.0 - EPS)
+    b_only, c_b, a_only, c_a = jax.lax.cond(jnp.any((a < 0) | (b < 0)), refits, lambda: unused)
+    rate = jnp.clip(jnp.sum(rows * y, axis=1) / jnp.sum(rows, axis=1), EPS, 1.0 - EPS)
     candidates = jnp.stack(
         [
             jnp.stack([a, b, c]),
@@ -213,13 +222,15 @@ def _beta_calibration_kernel(s: Array, y: Array, w: Array, n_iter: int) -> BetaC
             jnp.stack([a_only, zero, c_a]),  # b < 0: refit without -ln(1 - s)
             jnp.stack([zero, zero, logit(rate)]),  # the refit's coefficient < 0 as well
         ]
-    )
+    )  # [4, 3, F]
     choice = jnp.where(
         a < 0,
         jnp.where(b_only < 0, 3, 1),
         jnp.where(b < 0, jnp.where(a_only < 0, 3, 2), 0),
     )
-    chosen = candidates[choice]
+    chosen = jnp.take_along_axis(candidates, choice[None, None, :], axis=0)[0]  # [3, F]
+    if w.ndim == 1:
+        chosen = chosen[:, 0]
     return BetaCalibrationParams(a=chosen[0], b=chosen[1], c=chosen[2])
 
 
@@ -269,6 +280,10 @@ class BetaCalibration(Recalibrator):
 
     def _fit(self, scores, labels, sample_weight) -> BetaCalibrationParams:
         return beta_calibration_fit(scores, labels, sample_weight, n_iter=self.n_iter)
+
+    def _fit_folds(self, scores, labels, weights) -> BetaCalibrationParams:
+        s = as_float(scores)
+        return _beta_calibration_kernel(s, jnp.asarray(labels, s.dtype), weights, self.n_iter)
 
     def _transform(self, params, scores) -> Array:
         return beta_calibration_transform(params, scores)

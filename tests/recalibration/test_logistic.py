@@ -331,3 +331,27 @@ def test_binary_temperature_keeps_to_its_range_where_the_optimum_leaves_it():
     assert float(temperature_fit(z, y)) == pytest.approx(np.exp(12.0), rel=1e-5)
     two = np.stack([z, np.zeros_like(z)], axis=1)  # class 0's logit z: the binary problem
     assert float(temperature_fit(two, 1 - y)) == pytest.approx(np.exp(12.0), rel=1e-3)
+
+
+def test_beta_calibration_of_a_stack_of_weights_is_each_rows_own_fit():
+    """BetaCalibration's folds fitted as one stack (``_fit_folds``, as a cross-fit runs them)
+    equal each row's own fit, where rows need no refit, a refit without one feature, or the
+    positive rate alone: the refits run for the stack, each row keeps its own candidate."""
+    rng = np.random.default_rng(8)
+    n = 900
+    s = np.clip(rng.beta(2.0, 2.0, size=n), 1e-3, 1 - 1e-3).astype(np.float32)
+    third = np.arange(n) % 3
+    rising = rng.random(n) < s  # labels that rise with the score
+    falling = rng.random(n) < 1.0 - s  # fall
+    late = rng.random(n) < np.where(s < 0.5, 0.3, s - 0.2)  # rise only above 1/2
+    y = np.select([third == 0, third == 1], [rising, late], falling).astype(np.float32)
+    weights = np.stack([third == 0, third == 2, third == 1]).astype(np.float32)
+    cal = BetaCalibration()
+    stacked = cal._fit_folds(s, y, weights)
+    for row, w in enumerate(weights):
+        alone = beta_calibration_fit(s, y, w)
+        for got, want in zip(stacked, alone, strict=True):
+            np.testing.assert_allclose(float(got[row]), float(want), rtol=1e-5, atol=1e-6)
+    assert float(stacked.a[0]) > 0 and float(stacked.b[0]) > 0  # no refit
+    assert float(stacked.a[1]) == float(stacked.b[1]) == 0.0  # backwards: the rate alone
+    assert float(stacked.a[2]) == 0.0 < float(stacked.b[2])  # refitted without ln s
