@@ -196,16 +196,21 @@ def mean_log_loss(
 
 def _binary_auroc(scores: Array, positive: Array, weights: Array) -> Array:
     """Weighted Mann-Whitney statistic: P(score of a positive > of a negative) + P(tie) / 2.
-    The sums below a score and among its ties do not depend on the order within ties, so the
-    order need not be stable."""
+    In score order, a score's ties run from the first position holding its value to the last;
+    the negatives' weight below it and among its ties are differences of their running sum. The
+    sums do not depend on the order within ties, so the order need not be stable."""
     order = sort_order(scores, stable=False)
     s_sorted = scores[order]
     neg_w = (weights * (1.0 - positive))[order]
+    pos_w = (weights * positive)[order]
     cum = jnp.concatenate([jnp.zeros(1, neg_w.dtype), jnp.cumsum(neg_w)])
-    lo = jnp.searchsorted(s_sorted, scores, side="left")
-    hi = jnp.searchsorted(s_sorted, scores, side="right")
+    index = jnp.arange(s_sorted.shape[0])
+    changes = s_sorted[1:] != s_sorted[:-1]
+    first = jnp.concatenate([jnp.array([True]), changes])  # a run of ties starts
+    last = jnp.concatenate([changes, jnp.array([True])])  # and ends
+    lo = jax.lax.cummax(jnp.where(first, index, 0))
+    hi = jax.lax.cummin(jnp.where(last, index + 1, index.shape[0]), reverse=True)
     below, tied = cum[lo], cum[hi] - cum[lo]
-    pos_w = weights * positive
     area = jnp.sum(pos_w * (below + 0.5 * tied)) / (jnp.sum(pos_w) * jnp.sum(neg_w))
     return jnp.where(jnp.any(jnp.isnan(scores)), jnp.nan, area)
 
