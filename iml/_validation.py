@@ -50,12 +50,17 @@ def check_interval(
     """Raise ``ValueError`` if concrete ``x`` has NaN or entries outside the interval."""
     if not is_concrete(x):
         return
-    values = np.asarray(x, dtype=np.float64)
+    values = np.asarray(x)
+    if values.dtype.kind not in "fiub":  # object arrays, complex: compared as float64
+        values = values.astype(np.float64)
     if values.size == 0:
         return
-    below = values <= low if open_low else values < low
-    above = values >= high if open_high else values > high
-    if np.isnan(values).any() or below.any() or above.any():
+    # The extremes decide (a NaN anywhere makes both NaN); no float64 copy of a large array.
+    least, most = np.float64(values.min()), np.float64(values.max())
+    below = least <= low if open_low else least < low
+    above = most >= high if open_high else most > high
+    if np.isnan(least) or np.isnan(most) or below or above:
+        values = values.astype(np.float64)
         lo, hi = ("(" if open_low else "["), (")" if open_high else "]")
         raise ValueError(
             f"{name} must lie in {lo}{low:g}, {high:g}{hi} without NaN; got {_describe(values)}"
@@ -200,10 +205,13 @@ def check_shape(name: str, x: object, shape: tuple[int, ...]) -> None:
 def check_finite(name: str, x: object) -> None:
     """Every entry of concrete ``x`` is finite (no NaN or infinity)."""
     values = concrete_value(x)
-    if values is None:
+    if values is None or values.dtype.kind in "iub":  # integers are finite
         return
-    bad = int(np.sum(~np.isfinite(values.astype(np.float64))))
-    if bad:
+    if values.dtype.kind != "f":
+        values = values.astype(np.float64)
+    finite = np.isfinite(values)
+    if not finite.all():
+        bad = int(np.sum(~finite))
         raise ValueError(f"{name} must be finite; {bad} entries are not")
 
 

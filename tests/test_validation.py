@@ -180,3 +180,22 @@ def test_no_module_words_the_count_or_number_rules_its_own_way():
         if others.search(line)
     ]
     assert found == []
+
+
+def test_check_interval_judges_every_dtype_by_its_extremes():
+    """Floats of any width, integers, booleans and lists: in range passes; an entry out of
+    range, at an open end, or NaN anywhere is refused, its extremes and NaN count named."""
+    x = np.linspace(0.0, 1.0, 101, dtype=np.float32).reshape(1, 101)
+    for ok in (x, x.astype(np.float16), np.arange(5), np.array([True, False]), [0.0, 1.0]):
+        V.check_interval("w", ok, 0.0, 4.0, open_low=False, open_high=False)
+    with pytest.raises(ValueError, match=r"w must lie in \(0, 1\] without NaN; got min 0, max 1"):
+        V.check_interval("w", x, 0.0, 1.0, open_low=True, open_high=False)
+    with pytest.raises(ValueError, match=r"\[0, 1\) without NaN; got min 0, max 1"):
+        V.check_interval("w", x, 0.0, 1.0, open_low=False, open_high=True)
+    with pytest.raises(ValueError, match="got min 0, max 5"):
+        V.check_interval("n", np.arange(6), 0.0, 4.0, open_low=False, open_high=False)
+    nan = x.copy()
+    nan[0, 50] = np.nan
+    with pytest.raises(ValueError, match="got 1 NaN, min 0, max 1"):
+        V.check_interval("w", nan, -1.0, 2.0, open_low=False, open_high=False)
+    V.check_interval("w", np.array([]), 0.0, 1.0, open_low=True, open_high=True)  # nothing to judge
