@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 
-# The tests whose rejections are simulated.
+#: The tests whose rejections are simulated: NIS, NIAC and NIAS.
 TESTS = ("nis", "niac", "nias")
 
 
