@@ -73,6 +73,13 @@ def test_rejection_rates_of_agents_of_three_classes_size_and_power():
     assert capacity["nias"].sum() <= 2
     assert rising["nis"].sum() >= 7
     assert misreported["nias"].sum() >= 7
+    # NIAS alone (no bootstrap) rejects where the full simulation does, at a least count of
+    # its own too: the cells and the pooling of classes within them both take it.
+    small = {**sizes, "n_datasets": 12, "n_bootstrap": 20, "min_count": 3}
+    args = (losses, reported, P.precisions(4, 0.0, 1.5), prior, 600)
+    full = P.rejection_rates(*args, **small)
+    alone = P.rejection_rates(*args, tests=("nias",), **small)
+    np.testing.assert_array_equal(alone["nias"], full["nias"])
 
 
 def test_data_sets_with_the_run_positives_are_the_agents_on_those_labels():

@@ -183,8 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--power-datasets",
         type=int,
         default=100,
-        help="simulated data sets per scenario for each test's size and power at the run's N, "
-        "K and prior; 0 for none; default 100",
+        help="simulated data sets per scenario for each test's size at the run's N, K and "
+        "prior, and the power of each test not rejected; 0 for none; default 100",
     )
     rev.add_argument("--no-progress", action="store_true", help="print only the summary")
     add_import_argument(rev)

@@ -53,9 +53,9 @@ def cross_fit(
     A method that fits by weight (:attr:`Recalibrator.fits_by_weight`) is fitted on all ``n``
     observations with the held-out fold weighing zero; where it fits its folds at once
     (:attr:`Recalibrator.folds_at_once`) and ``make`` gives every fold the same recalibrator,
-    every fold's fit is one program (``jax.vmap`` over the folds' weights, compiled once per
-    method and ``n``). Any other is fitted on the other folds' observations alone, fold by
-    fold.
+    every fold's fit is one program (``jax.vmap`` over the folds' weights, or the method's own
+    ``_fit_folds`` of the stack of them; compiled once per method and ``n``). Any other is
+    fitted on the other folds' observations alone, fold by fold.
 
     Args:
       make: fitting labels -> an unfitted :class:`~iml.recalibration.Recalibrator`.

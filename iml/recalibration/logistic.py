@@ -4,7 +4,8 @@
 correction for the beta-weighted loss, both fitted by
 :func:`~iml.recalibration.newton.logistic_newton`; and temperature scaling, ``sigmoid(z / T)``
 or ``softmax(z / T)`` with the one temperature ``T`` that minimises the negative
-log-likelihood, found by bisection (Guo, Pleiss, Sun & Weinberger 2017), binary or multiclass.
+log-likelihood (Guo, Pleiss, Sun & Weinberger 2017), found by Newton's method on binary logits
+and by bisection on multiclass ones.
 Their pure ``*_fit``/``*_transform`` functions and their
 :class:`~iml.recalibration.interface.Recalibrator` classes.
 """
@@ -313,8 +314,11 @@ def temperature_fit(
     ``a`` in ``[e^-12, e^12]``. Binary logits: ``sigmoid(a z)`` is a logistic regression on the
     logit without intercept, fitted by Newton's method (:func:`logistic_newton`, from ``a = 1``,
     stopping at the gradient tolerance of Platt scaling) and clipped to that range (the
-    constrained minimiser of a convex function). Multiclass logits: the derivative is monotone,
-    and bisection on ``log a`` finds the minimiser with a fixed number of steps.
+    constrained minimiser, where the minimiser is finite). Where the NLL only falls towards
+    ``a -> inf`` (separable labels), Newton stops where the gradient is within the tolerance,
+    short of the bisection's end of range; where it is flat (all-zero logits), ``T`` is 1.
+    Multiclass logits: the derivative is monotone, and bisection on ``log a`` finds the
+    minimiser with a fixed number of steps.
 
     Args:
       logits: binary logits ``[N]`` (labels in ``{0, 1}``) or multiclass logits ``[N, n]``.

@@ -218,7 +218,9 @@ def reveal(
       resampling: ``"poisson"`` or ``"multinomial"`` counts (:func:`paired_bootstrap_weights`).
       nias: whether to run NIAS (:func:`nias_test`: each model's loss-calibration test on its
         own bins, Holm over the models).
-      min_count: the least expected positives and negatives of an ``"adaptive"`` bin.
+      min_count: the least expected positives and negatives of an ``"adaptive"`` bin (class
+        scores: of each class in a cell, and the least expected count of a category NIAS tests
+        on its own, :func:`multinomial_calibration_test`).
       seed_scores: ``[M, K, N]`` (class scores: ``[M, K, N, n]``) the scores of each model's
         training seeds (each seed's own ensemble), NaN rows for the seeds a model lacks;
         ``scores`` is then their pool. Each replicate also resamples, per model, its seeds with
@@ -300,7 +302,8 @@ def reveal(
         cells = signals
         if strategy != "adaptive":
             cells = cell_signals(posteriors, n_bins, "adaptive", as_min_count(min_count))
-        result = nias_of_cells(posteriors, cells, labels, weight, n_signals, float(confidence))
+        level, least = float(confidence), float(as_min_count(min_count))
+        result = nias_of_cells(posteriors, cells, labels, weight, n_signals, level, least)
         report = report._replace(nias=result)
     elif nias:
         result = nias_of(
