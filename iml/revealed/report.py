@@ -302,8 +302,10 @@ def reveal(
         cells = signals
         if strategy != "adaptive":
             cells = cell_signals(posteriors, n_bins, "adaptive", as_min_count(min_count))
-        level, least = float(confidence), float(as_min_count(min_count))
-        result = nias_of_cells(posteriors, cells, labels, weight, n_signals, level, least)
+        least = float(as_min_count(min_count))  # also the least count of a category
+        result = nias_of_cells(
+            posteriors, cells, labels, weight, n_signals, float(confidence), least
+        )
         report = report._replace(nias=result)
     elif nias:
         result = nias_of(
