@@ -76,8 +76,6 @@ def grid_family(grid: LossGrid) -> LossFamily | None:
     spec = grid.spec
     if spec.multiclass or grid.weights is None or spec.name not in CLASS_WEIGHTS:
         return None
-    if spec.name == "log":
-        return loss_family("log")
     weight = CLASS_WEIGHTS[spec.name]
     params = {}
     for key, value in spec.to_config().items():
