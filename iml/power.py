@@ -255,12 +255,12 @@ def _rejections(losses, reported, precision, key, *, prior, n, n_datasets, n_boo
             nias="nias" in tests,
             min_count=min_count,
         )
-        out = {"nis": report.nis_test.violated, "niac": report.niac_test.violated,
-               "information": report.information,
-               "information_interval": report.information_interval}  # fmt: skip
+        rejected = {"nis": report.nis_test.violated, "niac": report.niac_test.violated}
         if "nias" in tests:
-            out["nias"] = jnp.any(report.nias.violated)
-        return {name: v for name, v in out.items() if name in tests or name.startswith("info")}
+            rejected["nias"] = jnp.any(report.nias.violated)
+        return {"information": report.information,
+                "information_interval": report.information_interval,
+                **{test: rejected[test] for test in tests}}  # fmt: skip
 
     return jax.lax.map(one, jax.random.split(key, n_datasets))
 
