@@ -1,7 +1,7 @@
-"""Runs as several processes (``iml.pipeline.distributed``): ``iml sweep`` and ``iml reproduce``
-as two processes joined over loopback give the tables of one; a run killed on one process and
-started again on both ends with the same table; processes that run different configs are refused
-before any work; a coordinator that never answers is named with its setting.
+"""Runs as several processes (``iml.pipeline.distributed``): ``iml sweep`` as two processes
+joined over loopback gives the table of one; an ``iml reproduce`` run of two processes, killed on
+one and started again on both, ends with the table of one process; processes that run different
+configs are refused before any work; a coordinator that never answers is named with its setting.
 
 Each process of a test is ``python -m iml.cli ... --distributed`` with the coordinator, the count
 and its index set by ``--config.distributed.*`` (the settings a launcher without detection gives).
@@ -146,17 +146,6 @@ def test_a_sweep_as_two_processes_gives_the_table_of_one(tmp_path, env):
 
 
 @pytest.mark.slow
-def test_reproduce_as_two_processes_gives_the_table_of_one(tmp_path, env, tiny_alone):
-    out = tmp_path / "two"
-    codes, logs = _wait(_start(TINY, out, env, tmp_path))
-    assert codes == [0, 0], logs
-    _same_numbers(json.loads((out / "table.json").read_text()), tiny_alone)
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["processes"] == 2 and "distributed" not in manifest["config"]
-    assert not (out / "checkpoints").exists() and not (out / distributed.TOKEN).exists()
-
-
-@pytest.mark.slow
 def test_a_run_killed_on_one_process_resumes_on_both_to_the_same_table(tmp_path, env, tiny_alone):
     out = tmp_path / "run"
     procs = _start(TINY, out, env, tmp_path, killed=True)
@@ -179,7 +168,10 @@ def test_a_run_killed_on_one_process_resumes_on_both_to_the_same_table(tmp_path,
     assert codes == [0, 0], logs
     assert first.stat().st_mtime_ns == stored  # skipped, not trained again
     _same_numbers(json.loads((out / "table.json").read_text()), tiny_alone)
-    assert len(json.loads((out / "manifest.json").read_text())["resumed_at"]) == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(manifest["resumed_at"]) == 1
+    assert manifest["processes"] == 2 and "distributed" not in manifest["config"]
+    assert not (out / "checkpoints").exists() and not (out / distributed.TOKEN).exists()
 
 
 @pytest.mark.slow
