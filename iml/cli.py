@@ -59,7 +59,10 @@ def keep_compiled_programs() -> Path | None:
     """Keep the programs JAX compiles on disk, so that a command run again loads them instead of
     compiling them anew (seconds of every sweep): in ``JAX_COMPILATION_CACHE_DIR`` where it is
     set, else in ``$XDG_CACHE_HOME/iml/jax`` (``~/.cache/iml/jax``); ``IML_JAX_CACHE=off`` keeps
-    none. Returns the folder, or None."""
+    none. Every program is kept, however quickly it compiled: a sweep compiles a couple of
+    hundred small ones, and loading them is cheaper than compiling them again
+    (``docs/results/sweep_train``, ``compile_cache_threshold``). Programs holding a host
+    callback (NumPy's sorts on the CPU) cannot be kept. Returns the folder, or None."""
 
     if os.environ.get("IML_JAX_CACHE", "").lower() == "off":
         return None
@@ -68,7 +71,7 @@ def keep_compiled_programs() -> Path | None:
         home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         folder = os.path.join(home, "iml", "jax")
         jax.config.update("jax_compilation_cache_dir", folder)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return Path(folder)
 
 

@@ -84,6 +84,7 @@ def test_compiled_programs_are_kept_in_the_users_cache_unless_switched_off(tmp_p
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
         assert keep_compiled_programs() == tmp_path / "iml" / "jax"
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "iml" / "jax")
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0  # every program
         monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
         assert keep_compiled_programs() == tmp_path / "mine"  # JAX reads the variable itself
         monkeypatch.setenv("IML_JAX_CACHE", "off")
