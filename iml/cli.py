@@ -59,10 +59,10 @@ def keep_compiled_programs() -> Path | None:
     """Keep the programs JAX compiles on disk, so that a command run again loads them instead of
     compiling them anew (seconds of every sweep): in ``JAX_COMPILATION_CACHE_DIR`` where it is
     set, else in ``$XDG_CACHE_HOME/iml/jax`` (``~/.cache/iml/jax``); ``IML_JAX_CACHE=off`` keeps
-    none. Every program is kept, however quickly it compiled: a sweep compiles a couple of
-    hundred small ones, and loading them is cheaper than compiling them again
-    (``docs/results/sweep_train``, ``compile_cache_threshold``). Programs holding a host
-    callback (NumPy's sorts on the CPU) cannot be kept. Returns the folder, or None."""
+    none. Every program is kept, however quickly it compiled: a sweep compiles many programs
+    that compile quickly, and loading them took less time than compiling them again
+    (``docs/results/sweep_train/README.md``, "Programs compiled on every run"). Programs holding
+    a host callback (NumPy's sorts on the CPU) cannot be kept. Returns the folder, or None."""
 
     if os.environ.get("IML_JAX_CACHE", "").lower() == "off":
         return None

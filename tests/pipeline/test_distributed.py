@@ -1,7 +1,8 @@
 """Runs as several processes (``iml.pipeline.distributed``): ``iml sweep`` as two processes
 joined over loopback gives the table of one; an ``iml reproduce`` run of two processes, killed on
 one and started again on both, ends with the table of one process; processes that run different
-configs are refused before any work; a coordinator that never answers is named with its setting.
+configs are refused before any work, as is an output folder that not every process reaches; a
+coordinator that never answers is named with its setting.
 
 Each process of a test is ``python -m iml.cli ... --distributed`` with the coordinator, the count
 and its index set by ``--config.distributed.*`` (the settings a launcher without detection gives).
