@@ -67,7 +67,7 @@ def experiment_command(args: argparse.Namespace) -> Callable[[], int]:
     # before JAX's first computation: every program run on the host (a training step, an exact
     # solver's Newton steps, a bootstrap) reuses the memory of the last instead of faulting in
     # fresh pages; a table's run (no images to decode on many threads) keeps one heap for all
-    keep_step_memory(shared_heap=experiment_kind(config) == "rows")
+    keep_step_memory(shared_heap=experiment_kind(config) == "table")
     experiment = build(config, names)
     check_resumable(experiment, out)
     record = {"kind": experiment.kind, "config": experiment.record}

@@ -208,6 +208,26 @@ def test_command_on_a_semicolon_export_writes_every_file_atomically(tmp_path, mo
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.parametrize(
+    ("argv", "shared"),
+    [(["sweep", "--dataset", "digits"], True), (["reproduce"], False)],
+    ids=["table", "images"],
+)
+def test_a_table_run_keeps_one_heap_and_an_image_run_one_per_thread(
+    argv, shared, tmp_path, monkeypatch, capsys
+):
+    asked = []
+
+    def keep_step_memory(shared_heap=False):  # stops the command before any work
+        asked.append(shared_heap)
+        raise ValueError("stopped after the memory setting")
+
+    monkeypatch.setattr(host, "keep_step_memory", keep_step_memory)
+    assert cli.main([*argv, "--out", str(tmp_path / "run")]) == 2
+    assert "stopped after the memory setting" in capsys.readouterr().err
+    assert asked == [shared]
+
+
 def test_a_failure_during_the_work_propagates_instead_of_exit_2(tmp_path, monkeypatch):
     (tmp_path / "data.csv").write_text("a;label\n1;yes\n2;no\n3;no\n4;yes\n5;no\n6;no\n")
 
