@@ -181,12 +181,12 @@ class LossFamily:
     :class:`LossSpec` of loss ``name`` with class weight ``w`` (:data:`CLASS_WEIGHTS`) and the
     other parameters ``params``. An ensemble trained "at beta = 0.9" under the focal loss is
     ``loss_family("focal", gamma=2.0)(0.9)``. A callable loss ``fn(a, y, w, *params)`` is a
-    family too (``name`` ``"callable"``): its first extra argument is the class weight.
+    family too (``fn``; ``name`` ``"callable"``): its first extra argument is the class weight.
 
     Attributes:
-      name: a loss of :data:`CLASS_WEIGHTS`, or ``"callable"``.
+      name: a loss of :data:`CLASS_WEIGHTS`; ``"callable"`` for ``fn``.
       params: its other parameters (e.g. ``{"gamma": 2.0}``; a callable's, in order).
-      fn: the callable loss, for ``"callable"``.
+      fn: a callable loss (None for a registered one).
     """
 
     name: str = "log"
@@ -293,7 +293,7 @@ def grid_weights(losses: LossSpec) -> np.ndarray | None:
     """The grid's class weight per loss, where one number says which loss it is: the class
     weight of a binary loss that has one (``beta``; a focal grid's ``alpha``) when its other
     parameters are the same across the grid; else None."""
-    if losses.name == "callable":
+    if losses.fn is not None:
         return None
     weight = losses.record.class_weight
     if weight is None:
@@ -341,7 +341,7 @@ def grid_keys(losses: LossSpec, weights: np.ndarray | None = None) -> list[str]:
     for i in range(m):
         p = {k: np.asarray(v, np.float64)[i] for k, v in losses.params.items() if k != "args"}
         key = None
-        if losses.name == "callable":
+        if losses.fn is not None:
             args = [np.asarray(x)[i] for x in losses.params["args"]]
             if args and all(x.ndim == 0 for x in args):  # each by its shortest float32 decimal
                 key = ",".join(repr(float(str(np.float32(x)))) for x in args)

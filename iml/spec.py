@@ -81,11 +81,11 @@ class LossSpec:
     closed form, the generic rules of :mod:`iml.scoring`.
 
     Attributes:
-      name: the registered loss (:func:`iml.losses.registered`), or ``"callable"`` for a user's
-        function.
+      name: the registered loss (:func:`iml.losses.registered`); ``"callable"`` for a user's
+        function, which ``fn`` holds.
       params: the numeric parameters by name (pytree leaves, possibly batched); a callable's
         extra arguments are ``params["args"]``.
-      fn: the user's loss for ``"callable"``.
+      fn: a user's loss function (None for a registered loss).
       n_classes: 2 for binary losses; the class count of multiclass ones.
       domain: for a multiclass callable, ``"simplex"`` (softmax scores) or ``"box"``
         (one-vs-rest sigmoid scores).
@@ -102,7 +102,7 @@ class LossSpec:
     @property
     def record(self) -> LossRecord:
         """The registry's record of this loss; for a callable, one made from the function."""
-        if self.name == "callable":
+        if self.fn is not None:
             return _callable_record(self.fn, self.n_classes, self.domain)
         return L.lookup(self.name)
 
@@ -131,8 +131,8 @@ class LossSpec:
 
     def describe(self) -> str:
         """A short human-readable name, e.g. ``beta-weighted log loss (beta=0.9)``."""
-        if self.name == "callable":
-            return f"callable loss {getattr(self.fn, '__name__', repr(self.fn))}"
+        if self.fn is not None:
+            return self.record.title
         shown = ", ".join(f"{k}={np.asarray(v).tolist()}" for k, v in self.params.items())
         return f"{self.record.title} ({shown})"
 
@@ -142,7 +142,7 @@ class LossSpec:
         Raises:
           ValueError: for a callable loss, which cannot be written down.
         """
-        if self.name == "callable":
+        if self.fn is not None:
             raise ValueError("a callable loss cannot be stored as a config; register it by name")
         return {
             "name": self.name,
@@ -153,7 +153,7 @@ class LossSpec:
 
     def _values(self) -> tuple[Any, ...]:
         """The parameters in the order of the record's positional loss."""
-        if self.name == "callable":
+        if self.fn is not None:
             return tuple(self.params["args"])
         return tuple(self.params[name] for name in self.record.event_ndims)
 

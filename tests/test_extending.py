@@ -377,7 +377,7 @@ def test_a_registered_model_sweeps_and_trains_an_image_ensemble(tanh_model, tmp_
 def test_an_unknown_or_unfit_model_is_named_before_any_work(tanh_model, tmp_path, capsys):
     from iml.models import model_record, register_model, unregister_model
     from iml.pipeline.defaults import sweep_config
-    from iml.pipeline.experiment import experiment_kind
+    from iml.pipeline.run_config import experiment_kind
 
     # the kind of run follows from the model, whichever command's defaults start the config
     config = sweep_config()

@@ -64,13 +64,14 @@ def _sweep_scores(overrides: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, li
     """The out-of-fold scores of the sweep's first loss, its labels, rotations and loss name."""
     from iml import config as config_lib
     from iml.pipeline.defaults import sweep_config
+    from iml.pipeline.run_config import check_config
     from iml.pipeline.sweep import prepare_sweep, sweep_experiment, sweep_result
     from iml.pipeline.train_plan import run
 
     config = sweep_config()
     for key, value in overrides.items():
         config_lib.override(config, key, value)
-    plan, _ = prepare_sweep(config)
+    plan, _ = prepare_sweep(check_config(config))
     trained = run(sweep_experiment(plan), None, progress=False)
     result = sweep_result(plan, [b.entry for b in trained])
     return plan.features, result.scores[0], result.labels, plan.splits

@@ -49,8 +49,9 @@ def experiment_command(args: argparse.Namespace) -> Callable[[], int]:
     # imported here: the pipeline loads JAX, the data and the models (seconds), which `iml
     # --help` does without
     from iml.pipeline import distributed
-    from iml.pipeline.experiment import build, check_resumable, experiment_kind
+    from iml.pipeline.experiment import build, check_resumable
     from iml.pipeline.report import report_run
+    from iml.pipeline.run_config import experiment_kind
     from iml.pipeline.store import RunStore
     from iml.pipeline.train_plan import run
     from iml.training.host import keep_step_memory

@@ -4,8 +4,8 @@
   (``iml reproduce``: an ensemble on images; ``iml sweep``: small models on rows of a table).
 * :mod:`iml.pipeline.experiment`: one experiment, ``build(config)``: the kind of run follows from
   the model (images fed from the host, :mod:`iml.pipeline.runner`; or a table held on the
-  device, :mod:`iml.pipeline.sweep`); the config's checks in :mod:`iml.pipeline.run_config` and
-  :mod:`iml.pipeline.sweep_config`.
+  device, :mod:`iml.pipeline.sweep`); the config of either kind read and checked in one place,
+  :mod:`iml.pipeline.run_config`.
 * :mod:`iml.pipeline.plan`: nested-CV folds and the grid loss x rotation x seed in member batches.
 * :mod:`iml.pipeline.train_plan`: ``run(experiment, store)``, the one loop of every run: each
   member batch trained and stored (resumable after ``kill -9``), in parts sized by memory where

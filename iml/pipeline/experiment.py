@@ -1,7 +1,8 @@
 """One experiment: a config built into its parts (:func:`build`), trained and stored
 (:func:`iml.pipeline.train_plan.run`), then reported (:func:`iml.pipeline.report.report_run`).
 
-The kind of run follows from the model and the data (:func:`experiment_kind`): a model that
+The kind of run follows from the model and the data
+(:func:`iml.pipeline.run_config.experiment_kind`): a model that
 takes rows trains on a table held whole on the device (a tabular dataset, or an image dataset's
 pixels as features), a model that takes images only on images fed from the host in batches.
 ``iml reproduce`` and ``iml sweep`` are two default configs of this one experiment
@@ -24,27 +25,13 @@ from typing import Any
 import ml_collections
 
 from iml import config as config_lib
-from iml.models.registry import model_record
+from iml.pipeline.run_config import check_config
 from iml.pipeline.runner import build_images
 from iml.pipeline.store import RunStore
-from iml.pipeline.sweep import build_table
+from iml.pipeline.sweep import prepare_sweep, sweep_experiment
 from iml.pipeline.train_plan import Experiment
 
-__all__ = ["build", "check_resumable", "experiment_kind"]
-
-
-def experiment_kind(config: Mapping[str, Any] | ml_collections.ConfigDict) -> str:
-    """``"table"`` where ``config.model.name`` takes rows (its data held whole on the device),
-    ``"images"`` where it takes images only (fed from the host).
-
-    Raises:
-      ValueError: naming ``config.model.name`` for an unknown model.
-    """
-    try:
-        record = model_record(config_lib.lookup(config, "model.name"))
-    except ValueError as err:
-        raise ValueError(f"config.model.name: {err}") from None
-    return "table" if "rows" in record.inputs else "images"
+__all__ = ["build", "check_resumable"]
 
 
 def build(
@@ -61,9 +48,11 @@ def build(
       ValueError: for a bad config or bad data, naming the key (or its name in ``names``).
       FileNotFoundError: for a missing file or folder, naming the key.
     """
-    if experiment_kind(config) == "images":
-        return build_images(config)
-    return build_table(config, names)
+    checked = check_config(config, names)
+    if checked.kind == "images":
+        return build_images(checked)
+    plan, dataset = prepare_sweep(checked)
+    return sweep_experiment(plan)._replace(dataset=dataset)
 
 
 def check_resumable(experiment: Experiment, out: str | Path) -> dict[str, Any]:

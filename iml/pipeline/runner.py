@@ -35,9 +35,9 @@ from iml.models import (
     load_torchvision_densenet,
     with_conv_impl,
 )
-from iml.pipeline.defaults import ADAM_SEEDS, train_fields
+from iml.pipeline.defaults import ADAM_SEEDS
 from iml.pipeline.plan import MemberBatch, Plan, make_plan
-from iml.pipeline.run_config import as_config, check_config
+from iml.pipeline.run_config import CheckedConfig, as_config
 from iml.pipeline.store import RunStore
 from iml.pipeline.train_plan import Experiment
 from iml.training import DataSource, TrainConfig
@@ -221,12 +221,11 @@ def _source(dataset: Dataset, labels: np.ndarray) -> DataSource:
     return DataSource(get_batch=lambda idx: _as_float(dataset.get_batch(idx)), labels=labels)
 
 
-def build_images(config: Mapping[str, Any]) -> Experiment:
-    """The experiment of a config whose model takes images (:func:`iml.pipeline.experiment.
-    build`): the config checked (:func:`check_config`), its dataset read, its members planned,
-    each batch's losses and the members' model, starting variables and training settings."""
-    check_config(config)
-    config = as_config(config)
+def build_images(checked: CheckedConfig) -> Experiment:
+    """The experiment of a checked config whose model takes images
+    (:func:`iml.pipeline.experiment.build`): its dataset read, its members planned, each batch's
+    losses and the members' model, starting variables and training settings."""
+    config = checked.config
     record = config_lib.to_dict(config)
     del record["distributed"]  # how many processes run it changes no result
     dataset = _dataset(config)
@@ -234,7 +233,7 @@ def build_images(config: Mapping[str, Any]) -> Experiment:
     labels = run_labels(config, dataset)
     grid = config_grid(config.loss, len(dataset.class_names) if is_multiclass(config) else 2)
     model = config_model(config, grid.spec.n_classes if grid.spec.multiclass else 1)
-    train_config = TrainConfig(**train_fields(config, "images"))
+    train_config = checked.train
     if not grid.spec.multiclass:  # a binary loss, one class weight per member
         loss = run_loss(config)
         loss_record = lookup(config.loss.name)

@@ -12,9 +12,9 @@ by the one loop of every run (:func:`iml.pipeline.train_plan.train_plan`), so a 
 resumes where it stopped.
 
 Entry points: :func:`run_sweep` (arrays, e.g. from :func:`iml.data.encoding.encode_table`); and,
-for a config (:mod:`iml.pipeline.defaults`, checked by :mod:`iml.pipeline.sweep_config`),
-:func:`build_table`, the experiment that :func:`iml.pipeline.experiment.run` trains and
-:func:`iml.pipeline.report.report_run` reports.
+for a checked config (:func:`iml.pipeline.run_config.check_config`), :func:`prepare_sweep`,
+whose plan :func:`sweep_experiment` makes the experiment that :func:`iml.pipeline.experiment.run`
+trains and :func:`iml.pipeline.report.report_run` reports.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import ml_collections
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -42,12 +41,9 @@ from iml.models.registry import build_model
 from iml.pipeline import distributed
 from iml.pipeline.defaults import ADAM_CHUNK, ADAM_SEEDS, EXACT_SEEDS
 from iml.pipeline.plan import Plan, make_plan
+from iml.pipeline.run_config import CheckedConfig, load_table
 from iml.pipeline.scores import ECE_BOOTSTRAP, SweepResult, score_sweep
 from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
-from iml.pipeline.sweep_config import (
-    checked_sweep_config,
-    load_sweep_data,
-)
 from iml.pipeline.train_plan import Experiment, run
 from iml.spec import LossLike
 from iml.training.ensemble_data import DataSource
@@ -65,7 +61,6 @@ if TYPE_CHECKING:
 __all__ = [
     "METHODS",
     "SweepPlan",
-    "build_table",
     "plan_sweep",
     "prepare_sweep",
     "run_sweep",
@@ -257,7 +252,7 @@ def plan_sweep(
     if spec.name == "log":  # the loss section of every run over class weights
         recorded: Any = {"name": "log", "betas": grid.weights.tolist()}
     else:  # a callable cannot be written down: its name stands for it
-        recorded = spec.describe() if spec.name == "callable" else spec.to_config()
+        recorded = spec.describe() if spec.fn is not None else spec.to_config()
     run_config = {
         "data": {**source, "n_folds": n_folds, "fold_seed": fold_seed,
                  "sha256": data_fingerprint(x, y, g)},
@@ -365,39 +360,28 @@ def sweep_result(plan: SweepPlan, entries: list) -> SweepResult:
                        rotations=[split.rotation for split in plan.splits])  # fmt: skip
 
 
-def build_table(
-    config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None = None
-) -> Experiment:
-    """The experiment of a config whose model takes rows (:func:`iml.pipeline.experiment.build`):
-    :func:`prepare_sweep`'s plan, held whole on the device, with its dataset."""
-    plan, dataset = prepare_sweep(config, names)
-    return sweep_experiment(plan)._replace(dataset=dataset)
-
-
-def prepare_sweep(
-    config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None = None
-) -> tuple[SweepPlan, Dataset]:
-    """Check a sweep's config, read its data and lay out its work, training nothing.
-
-    The config is checked once (:func:`check_sweep_config`, before any file is read); then the
-    data is read and encoded, so that a missing CSV column, an unknown ``config.data.positive``
-    value or an undetectable delimiter is reported here too.
-
-    Args:
-      config: the config (nested, as :func:`sweep_config`).
-      names: how error messages name a key (see :func:`check_sweep_config`).
+def prepare_sweep(checked: CheckedConfig) -> tuple[SweepPlan, Dataset]:
+    """Read the data of a checked table run (:func:`iml.pipeline.run_config.check_config`) and
+    lay out its work, training nothing: the data is read and encoded, so that a missing CSV
+    column, an unknown ``config.data.positive`` value or an undetectable delimiter is reported
+    here.
 
     Returns:
       The plan, and the dataset it was made from.
 
     Raises:
-      ValueError: for a bad config or bad data, naming the key (``config.data.target``, ...) or
-        its name in ``names``, the column and the values found.
+      ValueError: for a config of a run on images, or bad data, naming the key
+        (``config.data.target``, ...) or its name as the config's messages name it, the column
+        and the values found.
       FileNotFoundError: for a missing file or folder, naming the key.
     """
-    checked = checked_sweep_config(config, names)
+    if checked.kind != "table":
+        raise ValueError(
+            f"{checked.name('model.name')}: {checked.config.model.name!r} takes images; a run "
+            "on a table needs a model that takes rows"
+        )
     c, name = checked.config, checked.name
-    dataset = load_sweep_data(checked)
+    dataset = load_table(checked)
     multiclass = c.data.classes == "all"
     labels = dataset.classes if multiclass else dataset.labels
     losses = config_grid(c.loss, len(dataset.class_names) if multiclass else 2, name)

@@ -33,7 +33,7 @@ from iml.config import to_dict
 from iml.pipeline import report as R
 from iml.pipeline import train_plan as TP
 from iml.pipeline.defaults import sweep_config
-from iml.pipeline.sweep_config import check_sweep_config
+from iml.pipeline.run_config import check_config
 from iml.training import TrainConfig, host
 
 # each multiclass ECE of a sweep's table with its bootstrap interval
@@ -443,17 +443,17 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
     plain = to_dict(sweep_config())  # plain nested dicts are checked too
     plain["loss"]["name"] = "hinge"
     with pytest.raises(ValueError, match=r"config.loss.name must be one of"):
-        check_sweep_config(plain)
+        check_config(plain)
     config = sweep_config()
     with pytest.raises(
         ValueError, match=r"give exactly one of config.data.csv or config.data.name"
     ):
-        check_sweep_config(config)
+        check_config(config)
     config.data.name = "digits"
-    check_sweep_config(config)
+    check_config(config)
     config.plan.losses_per_batch = -1
     with pytest.raises(ValueError, match=r"config.plan.losses_per_batch must be an integer >= 0"):
-        check_sweep_config(config)
+        check_config(config)
     config.plan.losses_per_batch = 0
     for key, value, message in [
         ("l2", "none", r"config.train.l2: TrainConfig.l2 must be a number >= 0 or 'auto'"),
@@ -463,7 +463,7 @@ def test_misspelled_keys_and_bad_values_of_a_config_are_named_before_any_work(tm
     ]:
         config.train[key] = value
         with pytest.raises(ValueError, match=message):
-            check_sweep_config(config)
+            check_config(config)
         config.train[key] = sweep_config().train[key]
     assert not out.exists()
 

@@ -29,7 +29,6 @@ from iml.pipeline.defaults import (
 )
 from iml.pipeline.run_config import check_config
 from iml.pipeline.sweep import prepare_sweep
-from iml.pipeline.sweep_config import checked_sweep_config
 from iml.training import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +118,7 @@ def test_each_command_refuses_the_other_s_keys_before_any_work():
     c.data.name = "digits"
     c.plan.checkpoint = False
     with pytest.raises(ValueError, match=r"config\.plan\.checkpoint is read by runs on images"):
-        checked_sweep_config(c)
+        check_config(c)
     with pytest.raises(ValueError, match=r"^--config\.train\.standardize is read by runs on rows"):
         c = default_config()
         c.train.standardize = False
@@ -148,20 +147,20 @@ def test_a_run_on_images_reads_the_grid_of_betas():
 def test_a_sweep_reads_the_report_s_bootstrap_and_the_image_size(tmp_path):
     c = sweep_config()
     c.data.name, c.data.data_dir = "digits", str(tmp_path)
-    plan, _ = prepare_sweep(c)
+    plan, _ = prepare_sweep(check_config(c))
     assert (plan.n_bootstrap, plan.report_seed) == (200, 0)
     recorded = plan.run_config["eval"]
     assert (recorded["n_bootstrap"], recorded["report_seed"]) == (200, 0)
     assert plan.features.shape == (1797, 64)  # the digits' own 8 x 8 pixels
     c.eval.n_bootstrap, c.eval.report_seed, c.data.image_size = 50, 3, 4
-    plan, _ = prepare_sweep(c)
+    plan, _ = prepare_sweep(check_config(c))
     assert (plan.n_bootstrap, plan.report_seed) == (50, 3)
     recorded = plan.run_config["eval"]
     assert (recorded["n_bootstrap"], recorded["report_seed"]) == (50, 3)
     assert plan.features.shape == (1797, 16)  # shrunk to 4 x 4
     assert plan.run_config["data"]["image_size"] == 4
     c.train.plateau_patience, c.train.min_lr = 3, 1e-5
-    plan, _ = prepare_sweep(c)
+    plan, _ = prepare_sweep(check_config(c))
     assert (plan.config.plateau_patience, plan.config.min_lr) == (3, 1e-5)
 
 
@@ -170,7 +169,7 @@ def test_image_size_applies_to_image_datasets_only(tmp_path):
     (tmp_path / "t.csv").write_text("a,y\n1,0\n2,1\n")
     c.data.csv, c.data.target, c.data.image_size = str(tmp_path / "t.csv"), "y", 4
     with pytest.raises(ValueError, match=r"config\.data\.image_size applies to image datasets"):
-        checked_sweep_config(c)
+        check_config(c)
 
 
 def _shipped(path: Path):
@@ -189,7 +188,7 @@ def test_every_shipped_config_is_the_schema_and_passes_its_command_s_check(path)
     config = _shipped(path)
     assert flatten(config).keys() == flatten(experiment_config()).keys()
     if path.stem.startswith("sweep"):
-        checked_sweep_config(config)
+        check_config(config)
     else:
         check_read_keys(config, "images")
 
@@ -210,10 +209,9 @@ def test_the_report_settings_of_either_run_are_checked_by_one_function():
     # named as the command line set it, in both kinds of run
     with pytest.raises(ValueError, match=r"^--n-bins must be an integer >= 1, got 0$"):
         check_eval_settings({**good, "n_bins": 0}, {"n_bins": "--n-bins"}.get, 0)
-    for checks in (check_config, checked_sweep_config):
-        config = default_config() if checks is check_config else sweep_config()
-        if checks is checked_sweep_config:
-            config.data.name = "digits"
+    table = sweep_config()
+    table.data.name = "digits"
+    for config in (default_config(), table):
         config.eval.figures = ("png", "png")
         with pytest.raises(ValueError, match=r"config\.eval\.figures names a format twice"):
-            checks(config)
+            check_config(config)

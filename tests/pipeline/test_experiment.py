@@ -9,8 +9,9 @@ import pytest
 from _sweep_tables import simulated_table
 
 from iml.pipeline.defaults import default_config, sweep_config
-from iml.pipeline.experiment import build, check_resumable, experiment_kind
+from iml.pipeline.experiment import build, check_resumable
 from iml.pipeline.report import report_run
+from iml.pipeline.run_config import experiment_kind
 from iml.pipeline.store import RunStore
 from iml.pipeline.train_plan import run
 from iml.recalibration import BASELINES

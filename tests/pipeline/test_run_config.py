@@ -1,11 +1,15 @@
-"""The checks of a run's config (``iml.pipeline.run_config``): each bad key named, with what it
-should be."""
+"""The checks of an experiment's config (``iml.pipeline.run_config``), one function for both kinds
+of run: each bad key named, with what it should be, as a file or a flag names it, before any file
+is read; and what a config stands for (its kind, data source, grid and training settings)."""
 
+import numpy as np
 import pytest
 from _pipeline_runs import MULTICLASS, run_config
 
+from iml import beta_grid
 from iml.config import to_dict
-from iml.pipeline.defaults import default_config
+from iml.grids import config_grid
+from iml.pipeline.defaults import default_config, sweep_config
 from iml.pipeline.run_config import check_config
 
 
@@ -47,9 +51,19 @@ def test_check_config_names_the_bad_key(key, value, match):
 
 
 def test_a_model_that_is_no_densenet_takes_no_torchvision_weights():
+    from iml.models import register_model, unregister_model
+
+    # a model that takes rows makes a run on a table, which reads no weights file
     config = run_config(**{"model.name": "logistic", "model.weights": "densenet121.pth"})
-    with pytest.raises(ValueError, match="weights fit the DenseNets, not 'logistic'"):
+    with pytest.raises(ValueError, match=r"config\.model\.weights is read by runs on images"):
         check_config(config)
+    register_model("images_only_test", lambda n: None, inputs=("images",))
+    try:
+        config = run_config(**{"model.name": "images_only_test", "model.weights": "d.pth"})
+        with pytest.raises(ValueError, match="weights fit the DenseNets, not 'images_only_test'"):
+            check_config(config)
+    finally:
+        unregister_model("images_only_test")
 
 
 def test_check_config_refuses_unknown_keys_wrong_types_and_missing_dirs(tmp_path):
@@ -99,3 +113,86 @@ def test_check_config_names_a_missing_weights_file(tmp_path):
 def test_check_config_of_a_multiclass_run_names_the_bad_key(values, match):
     with pytest.raises(ValueError, match=match):
         check_config(run_config(**{**MULTICLASS, **values}))
+
+
+# ----------------------------------------------------------------------------------------------
+# A run on a table
+# ----------------------------------------------------------------------------------------------
+
+
+def _config(**keys):
+    c = sweep_config()
+    for key, value in keys.items():
+        section, name = key.split("__")
+        c[section][name] = value
+    return c
+
+
+def test_a_config_stands_for_its_source_grid_and_training():
+    checked = check_config(_config(data__name="digits", data__positive="3"))
+    assert checked.source == {"name": "digits", "positive_digit": 3}
+    np.testing.assert_array_equal(checked.grid, beta_grid(64, 0.01, 0.99))
+    assert checked.train.solver == "exact" and checked.train.l2 == "auto"  # decided here
+    focal = _config(data__name="digits", loss__name="focal", loss__betas=(0.25, 0.75))
+    focal.train.solver = "adam"
+    losses = config_grid(check_config(focal).config.loss)
+    assert losses.spec.name == "focal" and losses.spec.batch_shape == (2,)
+    multi = _config(data__name="digits", data__classes="all", loss__name="matrix")
+    multi.loss.weights = "ones;B[8,8]=10"
+    assert config_grid(check_config(multi).config.loss, 10).keys == ["ones", "B[8,8]=10"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({}, r"give exactly one of config\.data\.csv or config\.data\.name"),
+        ({"data__name": "digits", "data__csv": "t.csv"}, "give exactly one of"),
+        ({"data__csv": "t.csv"}, r"config\.data\.csv needs config\.data\.target"),
+        ({"data__name": "nope"}, r"config\.data\.name: unknown value 'nope'"),
+        ({"data__name": "digits", "loss__name": "matrix"}, r"needs config\.loss\.weights"),
+        ({"data__name": "digits", "data__classes": "all"}, r"needs a multiclass config\.loss"),
+        ({"data__name": "digits", "data__positive": "12"}, r"is one digit, got '12'"),
+        ({"data__name": "letter"}, r"config\.data\.name='letter' needs config\.data\.data_dir"),
+        ({"data__name": "digits", "loss__betas": (0.5, 1.5)}, r"config\.loss\.betas"),
+        ({"data__name": "digits", "data__n_folds": 3}, r"config\.data\.n_folds must be"),
+        ({"data__name": "digits", "model__name": "mlp", "train__solver": "exact"},
+         r"config\.train\.solver='exact': the exact solver fits logistic regression .* not MLP"),
+        ({"data__name": "digits", "train__solver": "lbfgs"},
+         r"config\.train\.solver: unknown value 'lbfgs'; expected one of \['auto', 'exact'"),
+        ({"data__name": "digits", "train__l2_scale": "total"},
+         r"config\.train\.l2_scale: unknown value 'total'; expected one of \['paper'"),
+        ({"data__name": "digits", "train__l2_choice": "lowest"},
+         r"config\.train\.l2_choice: unknown value 'lowest'; expected one of \['least_penalty'"),
+    ],
+)  # fmt: skip
+def test_a_bad_key_is_named_before_any_file_is_read(keys, message):
+    with pytest.raises(ValueError, match=message):
+        check_config(_config(**keys))
+
+
+def test_messages_name_the_flag_that_set_a_key():
+    names = {"data.csv": "--csv", "data.target": "--target"}
+    with pytest.raises(ValueError, match="--csv needs --target COLUMN"):
+        check_config(_config(data__csv="t.csv"), names)
+
+
+def test_either_kind_of_run_is_checked_by_one_function_from_its_model():
+    images = check_config(default_config())
+    assert (images.kind, images.source) == ("images", {})
+    assert images.train.learning_rate == default_config().train.learning_rate
+    np.testing.assert_array_equal(images.grid, [0.5, 0.9, 0.99])
+    table = sweep_config()
+    table.data.name = "digits"
+    assert check_config(table).kind == "table"
+    table.model.name = "densenet_tiny"  # the model makes the kind, whichever defaults start it
+    assert check_config(table, {"model.name": "--model"}).kind == "images"
+    # a key a run of the other kind reads is named as the command line set it
+    with pytest.raises(ValueError, match=r"^--csv is read by runs on rows"):
+        check_config(run_config(**{"data.csv": "t.csv"}), {"data.csv": "--csv"})
+
+
+def test_a_table_run_is_not_prepared_from_a_run_on_images():
+    from iml.pipeline.sweep import prepare_sweep
+
+    with pytest.raises(ValueError, match=r"config\.model\.name: 'densenet_small' takes images"):
+        prepare_sweep(check_config(default_config()))

@@ -19,6 +19,7 @@ from iml.data.folds import nested_cv_splits
 from iml.pipeline import sweep as S
 from iml.pipeline import train_plan as TP
 from iml.pipeline.defaults import sweep_config
+from iml.pipeline.run_config import check_config
 from iml.pipeline.scores import RIDGE, SweepResult
 from iml.pipeline.store import RunStore
 from iml.pipeline.train_plan import run
@@ -458,7 +459,7 @@ def test_the_stored_default_sweep_of_digits_comes_out_the_same():
     config.train.l2_choice = manifest["config"]["train"]["l2_choice"]
     assert config.train.l2_choice == "lowest_loss"
     config.loss.weights = "w[8]=10"
-    plan, _ = S.prepare_sweep(config)
+    plan, _ = S.prepare_sweep(check_config(config))
     trained = run(S.sweep_experiment(plan), None, progress=False)
     table = S.sweep_result(plan, [b.entry for b in trained]).table
     want = _leaves(json.loads((stored / "table.json").read_text())["w[8]=10"])
