@@ -132,7 +132,7 @@ def _python(script: str) -> subprocess.CompletedProcess:
         ),
         (
             ["reproduce", "--config.data.classes=all", "--loss", "matrix", "--out", "unused"],
-            "config.loss.name='matrix' needs config.loss.weights",
+            "--loss matrix needs config.loss.weights",  # named as the command line set it
         ),
         (
             [
