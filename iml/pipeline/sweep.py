@@ -47,6 +47,7 @@ from iml.pipeline.store import ENSEMBLE_AVERAGES, RunStore
 from iml.pipeline.train_plan import Experiment, run
 from iml.spec import LossLike
 from iml.training.ensemble_data import DataSource
+from iml.training.host import host_memory_record
 from iml.training.tabular import (
     TABULAR_DEFAULTS,
     check_labels,
@@ -338,7 +339,8 @@ def run_sweep(
 
 def sweep_experiment(plan: SweepPlan) -> Experiment:
     """The experiment of a checked sweep (:func:`plan_sweep`): its rows held whole on the device,
-    each member's loss its position in the grid."""
+    each member's loss its position in the grid; its manifest records the host memory settings
+    in force (:func:`iml.training.host.host_memory_record`)."""
     spec = plan.losses.spec
 
     def losses(batch: Any) -> list:
@@ -347,7 +349,7 @@ def sweep_experiment(plan: SweepPlan) -> Experiment:
     return Experiment(
         kind="table", record=plan.run_config, plan=plan.plan, losses=losses, model=plan.model,
         source=DataSource.from_arrays(plan.features, plan.labels), train=plan.config,
-        options={}, extra={},
+        options={}, extra={"host_memory": host_memory_record()},
     )  # fmt: skip
 
 

@@ -128,6 +128,8 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
         assert (out / "figures" / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["data"]["target"] == "label"
+    # the host memory settings in force (this process's first command set them)
+    assert manifest["host_memory"] == host.host_memory_record() != "system"
     assert "loss-corrected ECE" in capsys.readouterr().out
 
 
