@@ -298,7 +298,8 @@ def sweep_config() -> ml_collections.ConfigDict:
     (:data:`iml.commands.config.SHORTCUTS`).
     """
     c = experiment_config()
-    c.data.name = ""  # a dataset of SWEEP_DATASETS, or 'csv' ('' too where data.csv is set)
+    # a dataset of iml.pipeline.run_config.TABLE_DATASETS, or 'csv' ('' too where data.csv is set)
+    c.data.name = ""
     c.data.image_size = 0  # an image dataset's pixels as features at its own size
     c.model.name = "logistic"  # or 'mlp', or any model of iml.models.MODELS that takes rows
     c.loss.betas = ()  # the logit grid of n_betas betas

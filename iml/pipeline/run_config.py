@@ -54,26 +54,28 @@ __all__ = [
 def as_config(
     config: Mapping[str, Any], defaults: ml_collections.ConfigDict | None = None
 ) -> ml_collections.ConfigDict:
-    """``config`` (nested dicts or a ``ConfigDict``) as a locked copy of ``defaults`` (of
-    :func:`default_config` where None) holding its values, so that a value of the wrong type is
-    an error naming its key."""
+    """``config`` (nested dicts or a ``ConfigDict``) in a locked config, so that a value of the
+    wrong type is an error naming its key: ``defaults`` (a new :func:`default_config` where
+    None), filled in place with ``config``'s values and returned."""
     c = default_config() if defaults is None else defaults
     for key, value in config_lib.flatten(config).items():
         config_lib.override(c, key, value)
     return c
 
 
-def experiment_kind(config: Mapping[str, Any] | ml_collections.ConfigDict) -> str:
+def experiment_kind(
+    config: Mapping[str, Any] | ml_collections.ConfigDict, names: Mapping[str, str] | None = None
+) -> str:
     """``"table"`` where ``config.model.name`` takes rows (its data held whole on the device),
     ``"images"`` where it takes images only (fed from the host).
 
     Raises:
-      ValueError: naming ``config.model.name`` for an unknown model.
+      ValueError: naming ``config.model.name`` (or its name in ``names``) for an unknown model.
     """
     try:
         record = model_record(config_lib.lookup(config, "model.name"))
     except ValueError as err:
-        raise ValueError(f"config.model.name: {err}") from None
+        raise ValueError(f"{(names or {}).get('model.name', 'config.model.name')}: {err}") from None
     return "table" if "rows" in record.inputs else "images"
 
 
@@ -123,13 +125,14 @@ def check_config(
         kind of run or the chosen loss and data do not read, a count below its minimum.
       FileNotFoundError: for a data, manual or weights path that does not exist.
     """
-    kind = experiment_kind(config)
+    config_lib.check_keys(config, default_config())  # the schema's, which both kinds share
+    kind = experiment_kind(config, names)
     defaults = default_config if kind == "images" else sweep_config  # the kind's command's
-    config_lib.check_keys(config, defaults())
     c = as_config(config, defaults())
     name = KeyNames(c, names)
     inputs = "images" if kind == "images" else "rows"
     check_read_keys(c, inputs, name)
+    (_check_dataset if kind == "images" else _check_choices)(c, name)
     grid = check_loss_section(c, defaults(), name)
     if tuple(c.plan.seeds):  # () = the seeds the solver takes (EXACT_SEEDS, ADAM_SEEDS)
         V.check_seeds(name("plan.seeds"), tuple(c.plan.seeds))
@@ -173,8 +176,8 @@ _COUNTS_OR_ZERO = (
 )
 
 
-def _check_images(c: ml_collections.ConfigDict, name: KeyNames, model: Any) -> dict[str, Any]:
-    """The checks of a run on images; returns its :class:`TrainConfig` fields."""
+def _check_dataset(c: ml_collections.ConfigDict, name: KeyNames) -> None:
+    """A run on images: its dataset."""
     # imported here: the dataset registry loads tensorflow-datasets
     from iml.data import DATASETS
 
@@ -194,6 +197,11 @@ def _check_images(c: ml_collections.ConfigDict, name: KeyNames, model: Any) -> d
             f"{name('data.name')}: dataset {data.name!r} is tabular; `iml reproduce` trains "
             "DenseNets on images (digits, pneumoniamnist, chestxray14); `iml sweep` takes tables"
         )
+
+
+def _check_images(c: ml_collections.ConfigDict, name: KeyNames, model: Any) -> dict[str, Any]:
+    """The other checks of a run on images; returns its :class:`TrainConfig` fields."""
+    data = c.data
     for keys, minimum in ((_COUNTS, 1), (_COUNTS_OR_ZERO, 0)):
         for key in keys:
             V.check_count(name(key), config_lib.lookup(c, key), minimum)
@@ -232,9 +240,8 @@ def _check_images(c: ml_collections.ConfigDict, name: KeyNames, model: Any) -> d
     return train_fields(c, "images")
 
 
-def _check_table(c: ml_collections.ConfigDict, name: KeyNames, model: Any) -> dict[str, Any]:
-    """The checks of a run on a table, but for its data source; returns its
-    :class:`TrainConfig` fields, the solver decided."""
+def _check_choices(c: ml_collections.ConfigDict, name: KeyNames) -> None:
+    """A run on a table: the keys that take one of a few values."""
     for key, known in (
         ("data.name", ["", "csv", *(TABLE_DATASETS if c.data.name not in ("", "csv") else ())]),
         ("train.solver", list(SOLVERS)),
@@ -244,6 +251,11 @@ def _check_table(c: ml_collections.ConfigDict, name: KeyNames, model: Any) -> di
         if config_lib.lookup(c, key) not in known:
             value = config_lib.lookup(c, key)
             raise ValueError(f"{name(key)}: unknown value {value!r}; expected one of {known}")
+
+
+def _check_table(c: ml_collections.ConfigDict, name: KeyNames, model: Any) -> dict[str, Any]:
+    """The other checks of a run on a table, but for its data source; returns its
+    :class:`TrainConfig` fields, the solver decided."""
     V.check_count(name("plan.losses_per_batch"), c.plan.losses_per_batch, 0)
     n_folds = c.data.n_folds
     if isinstance(n_folds, bool) or not isinstance(n_folds, int) or n_folds < 4:

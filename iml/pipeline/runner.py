@@ -1,6 +1,6 @@
 """An experiment on images (:func:`build_images`): its data read from the host in batches, its
 member grid, each member's loss and the DenseNets that train on it; :func:`iml.pipeline.
-experiment.run` trains and stores it.
+train_plan.run` trains and stores it.
 
 Where ``config.plan.members_per_batch`` is 0 (the default), a batch that needs more than the
 device's free memory (or ``config.plan.memory_budget_bytes``) is trained in parts that fit

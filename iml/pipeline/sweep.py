@@ -13,7 +13,7 @@ resumes where it stopped.
 
 Entry points: :func:`run_sweep` (arrays, e.g. from :func:`iml.data.encoding.encode_table`); and,
 for a checked config (:func:`iml.pipeline.run_config.check_config`), :func:`prepare_sweep`,
-whose plan :func:`sweep_experiment` makes the experiment that :func:`iml.pipeline.experiment.run`
+whose plan :func:`sweep_experiment` makes the experiment that :func:`iml.pipeline.train_plan.run`
 trains and :func:`iml.pipeline.report.report_run` reports.
 """
 

@@ -196,3 +196,20 @@ def test_a_table_run_is_not_prepared_from_a_run_on_images():
 
     with pytest.raises(ValueError, match=r"config\.model\.name: 'densenet_small' takes images"):
         prepare_sweep(check_config(default_config()))
+
+
+def test_the_keys_and_the_data_are_named_before_the_loss_and_the_model():
+    config = to_dict(default_config())
+    config["model"]["nmae"] = config["model"].pop("name")
+    with pytest.raises(ValueError, match=r"config\.model\.nmae; did you mean config\.model\.name"):
+        check_config(config)
+    # a dataset without classes is named before the loss that classes='all' would need
+    config = run_config(**{"data.name": "pneumoniamnist", "data.classes": "all"})
+    with pytest.raises(ValueError, match="has no classes beyond its binary label"):
+        check_config(config)
+    with pytest.raises(ValueError, match=r"^--model: unknown model 'resnet'"):
+        check_config(run_config(**{"model.name": "resnet"}), {"model.name": "--model"})
+    table = sweep_config()
+    table.data.name, table.loss.name = "digitz", "matrix"
+    with pytest.raises(ValueError, match=r"config\.data\.name: unknown value 'digitz'"):
+        check_config(table)
