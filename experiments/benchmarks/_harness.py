@@ -37,6 +37,7 @@ import os
 import platform
 import resource
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -180,6 +181,12 @@ def process_account(before: resource.struct_rusage) -> dict[str, float]:
     }
 
 
+def say(line: str) -> None:
+    """One progress line on stderr, so that a run stopped at a time limit shows how far it got
+    (the JSON record goes to stdout, last)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
 def interleaved(
     sides: Mapping[str, Callable[[], object]],
     runs: int,
@@ -222,14 +229,16 @@ def interleaved(
         cold_s = {}
         for name, fn in sides.items():
             cold_s[name] = float(timer(fn))
+            say(f"{name}: cold call {cold_s[name]:.2f} s")
         out["cold_s"] = cold_s
     warm_s: dict[str, list[float]] = {name: [] for name in sides}
     account: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
-    for _ in range(runs):
+    for k in range(runs):
         for name, fn in sides.items():
             before = resource.getrusage(resource.RUSAGE_SELF)
             warm_s[name].append(float(timer(fn)))
             account[name].append(process_account(before))
+            say(f"{name}: round {k + 1} of {runs} {warm_s[name][-1]:.2f} s")
     out["warm_s"] = warm_s
     out["warm_process"] = account
     if scale:

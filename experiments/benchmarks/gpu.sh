@@ -98,8 +98,13 @@ print(f['layer'] if f else '')" "$out/probe_member_convs.json" 2>/dev/null)
     experiments.benchmarks.paper_scale --members "${MEMBERS:-48}" --conv-impl matmul \
     --skip-one-member --runs 5
 fi
-# The logistic beta sweep against scikit-learn fits on the machine's cores, with the part of our
-# time spent compiling (ours_compile_s). The Adult files (adult.data, adult.test) are in ADULT_DIR.
+# The logistic beta sweep against scikit-learn fits on the machine's cores, both benchmarks: the
+# fixed ridge, then the default path (every penalty of the grid, chosen on the validation folds),
+# without the whole command (--no-command). The Adult files (adult.data, adult.test) are in
+# ADULT_DIR; the compilation cache starts empty on a fresh machine.
 if [ "$part" = sweep ]; then
-  run 300 sweep_train experiments.benchmarks.sweep_train --data-dir "${ADULT_DIR:-runs/adult}"
+  run 200 sweep_train experiments.benchmarks.sweep_train --data-dir "${ADULT_DIR:-runs/adult}" \
+    --seeds 1
+  run 330 sweep_train_default experiments.benchmarks.sweep_train \
+    --data-dir "${ADULT_DIR:-runs/adult}" --seeds 1 --default --no-command
 fi

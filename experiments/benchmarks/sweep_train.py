@@ -79,7 +79,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.benchmarks._harness import add_runs_argument, check_runs
+from experiments.benchmarks._harness import add_runs_argument, check_runs, say
 from iml.training.host import host_memory_record, keep_step_memory
 from iml.training.tabular import NEAR_LOWEST
 
@@ -298,6 +298,7 @@ def _run(args: argparse.Namespace) -> dict:
         start = time.perf_counter()
         result = run_sweep(x, y, None, betas, seeds=plan.seeds, train=train, progress=False)
         sweep_s = time.perf_counter() - start
+    say(f"run_sweep once {sweep_s:.2f} s")
 
     # The matrix products the fits made: per Newton step, the step's logits, the gradient and
     # the size of its terms (three [N, d+1] products a member); per Hessian, one row of the table
@@ -511,9 +512,11 @@ def _run_default(args: argparse.Namespace) -> dict:
             result = run_sweep(x, y, None, betas, seeds=plan.seeds, train=train, progress=False,
                                store=RunStore(folder))  # fmt: skip
             sweep_s = time.perf_counter() - start
+        say(f"run_sweep once {sweep_s:.2f} s")
         start = time.perf_counter()
         report_run(folder, formats=("png", "pdf"))
         outputs_s = time.perf_counter() - start
+        say(f"the report once {outputs_s:.2f} s")
     command_s = None
     if whole and not args.no_command and n_betas == 64:
         # The whole command as a user runs it, in a fresh process: imports, data, plan,
@@ -525,6 +528,7 @@ def _run_default(args: argparse.Namespace) -> dict:
             start = time.perf_counter()
             subprocess.run(argv, check=True, capture_output=True)
             command_s = time.perf_counter() - start
+            say(f"the command once {command_s:.2f} s")
 
     # Equal quality on the slice, against the baseline and against the exact reference paths
     # (untimed): the chosen penalties, the validation losses they were chosen by, the
