@@ -211,31 +211,40 @@ DEFAULT_RECORDS = (
 
 
 def pooled_table() -> str:
-    """The default rule's warnings over all its records' data sets, each record and pooled, with
-    the exact 95% interval of the rate, and the rate on label sets redrawn from each loss's
-    corrected scores (calibrated by construction: the warning's size here), the mean over the
-    data sets with its standard error (Markdown)."""
+    """The default rule's warnings over all its records' data sets, each record and pooled: the
+    rate with its exact 95% interval; the rate on label sets redrawn from each loss's corrected
+    scores (calibrated by construction: the warning's size here), the mean over the data sets
+    with its standard error; and the difference of the two on the same data sets with its normal
+    95% interval (Markdown)."""
     lines = ["| record | data sets (seeds) | warned | rate [95% interval] | label sets redrawn "
-             "per data set | warned, labels from the corrected scores |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
-    total, count, redrawn = 0, 0, []
+             "per data set | warned, labels from the corrected scores | rate minus that size "
+             "[95% interval] |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    total, count, warned_all, redrawn = 0, 0, [], []
     for name in DEFAULT_RECORDS:
         record = _record(name)
-        warned, n = int(_warned(record).sum()), record["datasets"]
+        warned, n = _warned(record), record["datasets"]
         first = record["settings"]["seed"]
-        total, count = total + warned, count + n
+        total, count = total + int(warned.sum()), count + n
         rates = np.array([row["redrawn_warned"]["corrected"] for row in record["rows"]])
+        warned_all.append(warned)
         redrawn.append(rates)
-        lines.append(f"| `{name}` | {n} ({first} to {first + n - 1}) | {warned} | "
-                     f"{_rate(warned, n)} | {record['settings']['redraws']} | "
-                     f"{_mean_se(rates)} |")  # fmt: skip
-    pooled = _mean_se(np.concatenate(redrawn))  # each data set weighted alike
-    lines.append(f"| pooled | {count} | {total} | {_rate(total, count)} | | {pooled} |")
+        lines.append(f"| `{name}` | {n} ({first} to {first + n - 1}) | {int(warned.sum())} | "
+                     f"{_rate(int(warned.sum()), n)} | {record['settings']['redraws']} | "
+                     f"{_mean_se(rates)} | {_excess(warned, rates)} |")  # fmt: skip
+    warned, rates = np.concatenate(warned_all), np.concatenate(redrawn)  # data sets alike
+    lines.append(f"| pooled | {count} | {total} | {_rate(total, count)} | | {_mean_se(rates)} "
+                 f"| {_excess(warned, rates)} |")  # fmt: skip
     return "\n".join(lines)
 
 
 def _mean_se(rates: np.ndarray) -> str:
     return f"{rates.mean():.3f} (SE {rates.std(ddof=1) / np.sqrt(rates.size):.3f})"
+
+
+def _excess(warned: np.ndarray, rates: np.ndarray) -> str:
+    diff = warned.astype(float) - rates
+    mean, se = diff.mean(), diff.std(ddof=1) / np.sqrt(diff.size)
+    return f"{mean:+.3f} [{mean - 1.96 * se:+.3f}, {mean + 1.96 * se:+.3f}]"
 
 
 def _rate(k: int, n: int) -> str:
