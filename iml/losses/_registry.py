@@ -95,6 +95,9 @@ class LossRecord:
         rows weighted by ``class_weights[y]``); None where only a stochastic solver applies.
       key: ``key(params) -> str | None``: one loss's row key in a table, from its parameters
         as float64 arrays; None for the default (the parameters themselves).
+      prior_shift: whether the class weight acts on the optimal scores as a shift of the prior
+        (the beta-weighted log loss, eq. ``correct-prior``), so that the prior-shift baseline
+        of :mod:`iml.recalibration` applies to its scores.
     """
 
     name: str
@@ -113,6 +116,7 @@ class LossRecord:
     row_weight: Callable[..., Array] | None = None
     exact: str | None = None
     key: Callable[[Mapping[str, np.ndarray]], str | None] | None = None
+    prior_shift: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -126,6 +130,8 @@ class LossRecord:
             raise ValueError(
                 f"class_weight {self.class_weight!r} must be a parameter of a binary loss"
             )
+        if self.prior_shift and self.class_weight is None:
+            raise ValueError("prior_shift needs a class_weight: the weight that shifts the prior")
         if self.grid_weight is not None and (
             not self.multiclass or self.grid_weight.param not in self.event_ndims
         ):

@@ -238,6 +238,7 @@ _LOG = register(
         class_weight="beta",
         row_weight=_row_weight,
         exact="logistic",
+        prior_shift=True,
     )
 )
 register(
@@ -249,5 +250,6 @@ register(
         logits_loss=_squared_logits,
         minimised_expected_loss=_squared_entropy,
         exact=None,
+        prior_shift=False,
     )
 )

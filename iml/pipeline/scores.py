@@ -34,7 +34,7 @@ from iml.grids import (
     loss_grid,
     weight_row,
 )
-from iml.losses import registered
+from iml.losses import lookup, registered
 from iml.pipeline.store import (
     aggregate_members,
     check_stored_run,
@@ -181,10 +181,12 @@ def _baselines(
     """Each recalibration baseline of :data:`iml.recalibration.BASELINES` cross-fitted over the
     outer folds (:func:`iml.recalibration.cross_fit`): ``{method: [m, n]}`` for the ``m`` rows
     of ``scores`` (of the weights ``weights``) of the same ``n`` observations;
-    ``prior_shift`` for the beta-weighted log loss only. Each row's observations are put in
+    ``prior_shift`` for a loss whose record says its class weight shifts the prior (the
+    beta-weighted log loss). Each row's observations are put in
     score order once (a stable sort) for all its fits: the maps are the same in any order, and
     a fit that sorts its scores (isotonic) then finds them sorted."""
-    methods = [m for m in BASELINES if m != "prior_shift" or family.name == "log"]
+    shifts = family.fn is None and lookup(family.name).prior_shift
+    methods = [m for m in BASELINES if m != "prior_shift" or shifts]
     out = {method: np.empty(scores.shape, np.float64) for method in methods}
     for row, (w, s) in enumerate(zip(weights, scores, strict=True)):
         order = np.argsort(s, kind="stable")

@@ -89,6 +89,10 @@ def test_a_record_states_its_parts_consistently():
         L.LossRecord(**good, class_weight="beta")  # not one of its parameters
     with pytest.raises(ValueError, match="grid_weight"):
         L.LossRecord(**good, grid_weight=L.GridWeight("w", 1, "w"))  # a binary loss
+    with pytest.raises(ValueError, match="prior_shift needs a class_weight"):
+        L.LossRecord(**good, prior_shift=True)
+    # only the beta-weighted log loss's weight shifts the prior (eq. correct-prior)
+    assert [n for n in L.registered() if L.lookup(n).prior_shift] == ["log"]
     with pytest.raises(ValueError, match="identifier"):
         L.LossRecord(**{**good, "name": "my loss"})
     with pytest.raises(ValueError, match="stands for a user's loss function"):
