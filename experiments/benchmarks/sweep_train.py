@@ -19,7 +19,9 @@ JSON).
 Our time is the fits and the out-of-fold logits, as the sweep makes them; the sweep's table of
 metrics, which the baseline does not make, is timed apart, once (``sweep_s``, the whole
 ``run_sweep``). Both sides run in ``--runs`` interleaved runs
-(:mod:`experiments.benchmarks._harness`) after a cold call of each: ours' makes or loads JAX's
+(:mod:`experiments.benchmarks._harness`) after a cold call of each; the rounds' record is
+written to ``--out`` as soon as they end (marked ``partial``) and replaced by the whole record at
+the end, so a run stopped at a time limit keeps them. Ours' cold call makes or loads JAX's
 programs (``compile_s``, the part of it spent so; the warm runs' own are in
 ``warm_compile_s``), the baseline's starts joblib's workers. JAX's programs are kept in a
 persistent compilation cache (``--cache-dir``); ``compile_cache`` says whether it held them
@@ -86,6 +88,26 @@ from iml.training.tabular import NEAR_LOWEST
 # The gradient tolerance of the exact reference fits of the quality check (scikit-learn's own
 # default is 1e-4).
 REFERENCE_TOL = 1e-10
+
+
+def _write(out: str, record: dict) -> None:
+    """``record`` as ``out``'s JSON, written atomically."""
+    from iml.pipeline import atomic_write_bytes
+
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, json.dumps(record, indent=2).encode())
+
+
+def _write_rounds(out: str, benchmark: str, timing: dict, compile_s: float) -> None:
+    """The rounds' headline as ``out``'s record as soon as they end, marked ``partial``: a run
+    stopped later (at a time limit, say) keeps its timed rounds; the whole record replaces it."""
+    from experiments.benchmarks._harness import headline
+
+    partial = "the timed rounds only: the run stopped before its quality checks and the rest"
+    _write(out, {"benchmark": benchmark, "partial": partial,
+                 **headline(timing, compile_s=compile_s)})  # fmt: skip
+    say(f"the rounds' record written to {out} (partial until the run ends)")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -258,7 +280,6 @@ def _run(args: argparse.Namespace) -> dict:
         interleaved,
     )
     from iml.calibration import beta_key, score_metrics
-    from iml.pipeline import atomic_write_bytes
     from iml.pipeline.sweep import run_sweep
     from iml.scoring import loss_corrected_score
     from iml.training import TABULAR_DEFAULTS, train_tabular
@@ -291,6 +312,7 @@ def _run(args: argparse.Namespace) -> dict:
             args.runs,
             scale={"baseline": n_models / len(jobs)},
         )
+    _write_rounds(args.out, "sweep_train", timing, done["compile_s"][0])
     fit, fits = done["fit"], done["fits"]
     assert np.isfinite(done["oof"]).all()
     ours_s = statistics.median(timing["warm_s"]["ours"])
@@ -374,9 +396,7 @@ def _run(args: argparse.Namespace) -> dict:
         "host_memory": host_memory_record(),
         **headline(timing, compile_s=done["compile_s"][0]),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out, json.dumps(report, indent=2).encode())
+    _write(args.out, report)
     print(json.dumps(report))
     return report
 
@@ -465,7 +485,6 @@ def _run_default(args: argparse.Namespace) -> dict:
         interleaved,
     )
     from iml.calibration import beta_key, score_metrics
-    from iml.pipeline import atomic_write_bytes
     from iml.pipeline.report import report_run
     from iml.pipeline.store import RunStore
     from iml.pipeline.sweep import run_sweep
@@ -499,6 +518,7 @@ def _run_default(args: argparse.Namespace) -> dict:
             args.runs,
             scale={"baseline": n_models / len(jobs)},
         )
+    _write_rounds(args.out, "sweep_train --default", timing, done["compile_s"][0])
     fit, fits = done["fit"], done["fits"]
     assert np.isfinite(done["oof"]).all()
     ours_s = statistics.median(timing["warm_s"]["ours"])
@@ -608,9 +628,7 @@ def _run_default(args: argparse.Namespace) -> dict:
         "host_memory": host_memory_record(),
         **headline(timing, compile_s=done["compile_s"][0]),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out, json.dumps(report, indent=2).encode())
+    _write(args.out, report)
     print(json.dumps(report))
     return report
 

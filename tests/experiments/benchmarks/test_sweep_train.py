@@ -87,3 +87,23 @@ def test_default_sweep_benchmark_chooses_penalties_as_scikit_learn_does(
     assert exact["oof_log_loss_rel_diff_max"] < 0.01
     assert exact["corrected_ece_diff_max"] < 0.005
     assert report["vs_baseline"]["chosen_l2_equal"].endswith("of 10")
+
+
+@pytest.mark.slow
+def test_a_run_stopped_after_its_rounds_keeps_their_record(shared_data_path, tmp_path, monkeypatch):
+    from experiments.benchmarks import sweep_train
+    from iml.pipeline import sweep
+
+    def stopped(*args, **kwargs):  # as a time limit would stop it, after the timed rounds
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(sweep, "run_sweep", stopped)
+    argv = ["--data-dir", str(shared_data_path("uci-adult")), "--rows", "3000", "--n-betas", "2"]
+    argv += ["--baseline-models", "10", "--jobs", "1", "--runs", "3", "--host-memory", "system"]
+    out = tmp_path / "sweep_train.json"
+    argv += ["--cache-dir", str(tmp_path / "jax_cache"), "--out", str(out)]
+    with pytest.raises(RuntimeError, match="stopped"):
+        sweep_train.main(argv)
+    record = json.loads(out.read_text())
+    assert record["benchmark"] == "sweep_train" and record["partial"].startswith("the timed")
+    assert len(record["ratios"]) == 3 and record["ratio"] > 0 and record["runs"] == 3
