@@ -243,7 +243,7 @@ def build_images(checked: CheckedConfig) -> Experiment:
             check_rules_invertible(grid)
 
         def losses(batch: MemberBatch) -> list:
-            return [None if loss.name == "log" else loss(m.beta) for m in batch.members]
+            return [loss(m.beta) for m in batch.members]
     else:
 
         def losses(batch: MemberBatch) -> list:
