@@ -2,25 +2,19 @@
 
 Sweeps on a CSV, a semicolon export and the built-in digits: their table, figures and scores,
 resumption and refusals before any work. One small ``iml reproduce`` run: the documented table,
-figures, manifest and ensemble sizes, a run killed and rerun to the same results, and ``iml
-figures`` reporting that stored run."""
+figures, manifest and ensemble sizes, and ``iml figures`` reporting that stored run (a run killed
+and rerun to the same results: tests/pipeline/test_distributed.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-import os
-import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _pipeline_runs import TINY_REPRODUCE, run_iml
 from _sweep_tables import simulated_table
 
 import iml._io
@@ -585,17 +579,7 @@ def test_a_loss_whose_corrected_scores_hold_nan_is_named_and_the_others_reported
 # ----------------------------------------------------------------------------------------------
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 GLIBC = host._glibc() is not None  # the C library of this process and of the `iml` it starts
-
-
-TINY = TINY_REPRODUCE
-
-
-#: The report's tables and scores alone, for tests that do not look at its figures.
-NO_FIGURES = ["--config.eval.figures=()"]
 
 
 BASELINES = ("platt", "beta", "temperature", "isotonic", "histogram", "prior_shift")
@@ -605,15 +589,10 @@ METRICS = ("ece", "ece_debiased", "brier", "log_loss", "auroc")
 
 
 @pytest.fixture(scope="module")
-def env(iml_env):
-    return iml_env
-
-
-@pytest.fixture(scope="module")
 def run_dir(tiny_reproduce_run):
     # conftest's tiny run: trained only (as on a GPU machine), then reported from the stored run
-    # alone with `iml figures` (test_kill_9_then_rerun_gives_the_same_results checks that a whole
-    # `iml reproduce` writes the same report)
+    # alone with `iml figures` (tests/pipeline/test_distributed.py checks that a whole `iml
+    # reproduce`, killed and run again, writes the same report)
     return tiny_reproduce_run
 
 
@@ -733,47 +712,3 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
         assert (run_dir / "figures" / f"revealed_{name}.png").read_bytes()[:4] == b"\x89PNG"
     with np.load(batches[0]) as b:
         assert b["train_loss"].shape == (2, 1) and np.isfinite(b["train_loss"]).all()
-
-
-@pytest.mark.slow
-def test_kill_9_then_rerun_gives_the_same_results(run_dir, tmp_path, env):
-    out = tmp_path / "killed"
-    first = out / "batches" / "batch-0000.npz"
-    # The process killed writes to a copy of the module's compilation cache: JAX writes an entry
-    # in place, and one half written would reach the runs after it.
-    cache = tmp_path / "jax-cache"
-    shutil.copytree(env["JAX_COMPILATION_CACHE_DIR"], cache, dirs_exist_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "iml.cli", *TINY, *NO_FIGURES, "--out", str(out)],
-        cwd=ROOT,
-        env={**env, "JAX_COMPILATION_CACHE_DIR": str(cache)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert first.exists(), "the first member batch was never stored"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert not (out / "table.json").exists()  # killed before the end
-    done = run_iml([*TINY, *NO_FIGURES, "--out", str(out)], env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"results in {out}" in done.stdout
-    assert not (out / "figures").exists()  # config.eval.figures=()
-    # The same report as `iml figures` wrote from the uninterrupted run's stored members.
-    assert json.loads((out / "table.json").read_text()) == json.loads(
-        (run_dir / "table.json").read_text()
-    )
-    revealed = json.loads((out / "revealed.json").read_text())
-    want = json.loads((run_dir / "revealed.json").read_text())
-    assert revealed.pop("run") == str(out) and want.pop("run") == str(run_dir)
-    assert revealed == want
-    for batch in sorted((run_dir / "batches").glob("*.npz")):
-        with np.load(batch) as want, np.load(out / "batches" / batch.name) as got:
-            for name in want.files:
-                np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    assert len(json.loads((out / "manifest.json").read_text())["resumed_at"]) == 1

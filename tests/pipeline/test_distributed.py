@@ -1,6 +1,7 @@
 """Runs as several processes (``iml.pipeline.distributed``): ``iml sweep`` as two processes
 joined over loopback gives the table of one; an ``iml reproduce`` run of two processes, killed on
-one and started again on both, ends with the table of one process; processes that run different
+one and started again on both, ends with the table, the revealed record and the member batches of
+one process (trained only, then reported by ``iml figures``); processes that run different
 configs are refused before any work, as is an output folder that not every process reaches; a
 coordinator that never answers is named with its setting.
 
@@ -125,12 +126,12 @@ def _same_numbers(got, want, where="table"):
 
 @pytest.fixture(scope="module")
 def tiny_alone(tiny_reproduce_run, iml_env, env):
-    """The table of TINY as one process: conftest's tiny run, the same table as a whole run
-    (tests/commands/test_experiment.py checks it). The programs it compiled start process 0's
-    compilation cache, as a run of TINY here would."""
+    """TINY run as one process: conftest's tiny run, trained only and then reported by ``iml
+    figures``. The programs it compiled start process 0's compilation cache, as a run of TINY
+    here would."""
     process0 = Path(env[CACHES]) / "process0"
     shutil.copytree(iml_env["JAX_COMPILATION_CACHE_DIR"], process0, dirs_exist_ok=True)
-    return json.loads((tiny_reproduce_run / "table.json").read_text())
+    return tiny_reproduce_run
 
 
 @pytest.mark.slow
@@ -168,7 +169,19 @@ def test_a_run_killed_on_one_process_resumes_on_both_to_the_same_table(tmp_path,
     codes, logs = _wait(_start(TINY, out, env, tmp_path))
     assert codes == [0, 0], logs
     assert first.stat().st_mtime_ns == stored  # skipped, not trained again
-    _same_numbers(json.loads((out / "table.json").read_text()), tiny_alone)
+    # the report of the whole run equals the one `iml figures` wrote from one process's members
+    _same_numbers(json.loads((out / "table.json").read_text()),
+                  json.loads((tiny_alone / "table.json").read_text()))  # fmt: skip
+    revealed = json.loads((out / "revealed.json").read_text())
+    want = json.loads((tiny_alone / "revealed.json").read_text())
+    assert revealed.pop("run") == str(out) and want.pop("run") == str(tiny_alone)
+    _same_numbers(revealed, want, "revealed")
+    for batch in sorted((tiny_alone / "batches").glob("*.npz")):
+        with np.load(batch) as one, np.load(out / "batches" / batch.name) as two:
+            assert sorted(two.files) == sorted(one.files), batch.name
+            for name in one.files:
+                np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-7,
+                                           err_msg=f"{batch.name}: {name}")  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
     assert len(manifest["resumed_at"]) == 1
     assert manifest["processes"] == 2 and "distributed" not in manifest["config"]
