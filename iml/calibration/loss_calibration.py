@@ -534,6 +534,7 @@ def chi2_sf(x: Array, k: Array, max_k: int) -> Array:
     return jnp.where(jnp.isposinf(x), 0.0, jnp.clip(sf, 0.0, 1.0))
 
 
+@jax.jit
 def holm_adjusted(p_value: ArrayLike) -> Array:
     """Holm's step-down adjusted p-values of a family of tests ``(m,)``, valid whatever their
     dependence: ``max_{j <= i} min(1, (m' - j + 1) p_(j))`` in sorted order, with ``m'`` the

@@ -46,10 +46,7 @@ def optimal_score(gamma: ArrayLike, beta: ArrayLike) -> Array:
     V.check_unit("gamma", gamma)
     V.check_beta("beta", beta)
     V.check_broadcastable(gamma=gamma, beta=beta)
-    gamma, beta = as_float(gamma, beta)
-    gamma = V.nan_unless((gamma >= 0) & (gamma <= 1), gamma)
-    beta = V.nan_unless((beta > 0) & (beta < 1), beta)
-    return tilt(gamma, beta, 1.0 - beta)
+    return _tilted(*as_float(gamma, beta), inverse=False)
 
 
 def loss_corrected_score(a: ArrayLike, beta: ArrayLike) -> Array:
@@ -71,11 +68,18 @@ def loss_corrected_score(a: ArrayLike, beta: ArrayLike) -> Array:
     V.check_unit("a", a)
     V.check_beta("beta", beta)
     V.check_broadcastable(a=a, beta=beta)
-    a, beta = as_float(a, beta)
-    a = V.nan_unless((a >= 0) & (a <= 1), a)
+    return _tilted(*as_float(a, beta), inverse=True)
+
+
+@functools.partial(jax.jit, static_argnames="inverse")
+def _tilted(p: Array, beta: Array, inverse: bool) -> Array:
+    """``p`` tilted by ``beta`` (the optimal score), or by ``1 - beta`` where ``inverse`` (its
+    inverse: tilting by ``1 - beta`` multiplies the odds by the inverse factor); NaN where ``p``
+    lies outside ``[0, 1]`` or ``beta`` outside ``(0, 1)``. One compiled program per shape, so
+    that an eager call does not compile each of its operations apart."""
+    p = V.nan_unless((p >= 0) & (p <= 1), p)
     beta = V.nan_unless((beta > 0) & (beta < 1), beta)
-    # The inverse of tilting by beta is tilting by 1 - beta: odds are multiplied by the inverse.
-    return tilt(a, 1.0 - beta, beta)
+    return tilt(p, 1.0 - beta, beta) if inverse else tilt(p, beta, 1.0 - beta)
 
 
 @functools.partial(jax.jit, donate_argnums=0)
