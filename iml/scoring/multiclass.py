@@ -49,7 +49,13 @@ def optimal_score_multiclass(gamma: ArrayLike, B: ArrayLike) -> Array:
     """
     _check_multiclass("gamma", gamma, B)
     V.check_simplex("gamma", gamma)
-    gamma, B = as_float(gamma, B)
+    return _optimal_scores(*as_float(gamma, B))
+
+
+@jax.jit
+def _optimal_scores(gamma: Array, B: Array) -> Array:
+    """Proposition 3's scores, NaN for a ``gamma`` off the simplex or a ``B`` not positive; one
+    compiled program per shape."""
     ok = jnp.all(gamma >= 0, axis=-1, keepdims=True)
     ok &= jnp.abs(jnp.sum(gamma, axis=-1, keepdims=True) - 1.0) <= 1e-4
     gamma = V.nan_unless(ok, gamma)
@@ -231,19 +237,26 @@ def optimal_score_class_weighted(gamma: ArrayLike, class_weights: ArrayLike) -> 
     """
     V.check_simplex("gamma", gamma)
     _check_class_weights(gamma, class_weights)
-    gamma, w = as_float(gamma, class_weights)
-    weighted = gamma * V.nan_unless(jnp.all(w > 0), w)
-    return weighted / jnp.sum(weighted, axis=-1, keepdims=True)
+    return _class_weighted(*as_float(gamma, class_weights), inverse=False)
 
 
 def loss_corrected_score_class_weighted(a: ArrayLike, class_weights: ArrayLike) -> Array:
     """Inverse of :func:`optimal_score_class_weighted`: ``gamma_y ∝ a_y / w_y`` (Proposition 4)."""
     V.check_unit("a", a)
     _check_class_weights(a, class_weights)
-    a, w = as_float(a, class_weights)
-    a = V.nan_unless(jnp.all((a >= 0) & (a <= 1), axis=-1, keepdims=True), a)
-    unweighted = a / V.nan_unless(jnp.all(w > 0), w)
-    return unweighted / jnp.sum(unweighted, axis=-1, keepdims=True)
+    return _class_weighted(*as_float(a, class_weights), inverse=True)
+
+
+@functools.partial(jax.jit, static_argnames="inverse")
+def _class_weighted(x: Array, w: Array, inverse: bool) -> Array:
+    """``x_y w_y`` renormalised over the classes (the optimal scores), or ``x_y / w_y`` where
+    ``inverse`` (with scores outside ``[0, 1]`` NaN); NaN throughout for a weight that is not
+    positive. One compiled program per shape."""
+    w = V.nan_unless(jnp.all(w > 0), w)
+    if inverse:
+        x = V.nan_unless(jnp.all((x >= 0) & (x <= 1), axis=-1, keepdims=True), x)
+    weighted = x / w if inverse else x * w
+    return weighted / jnp.sum(weighted, axis=-1, keepdims=True)
 
 
 def _check_class_weights(x: ArrayLike, w: ArrayLike) -> None:
