@@ -27,6 +27,7 @@ ArrayLike = jax.typing.ArrayLike
 __all__ = ["CalibrationCurve", "calibration_curve", "clopper_pearson_interval"]
 
 
+@functools.partial(jax.jit, static_argnames="n_steps")
 def _beta_quantile(q: Array, a: Array, b: Array, n_steps: int = 64) -> Array:
     """The ``q`` quantile of ``Beta(a, b)``: the root of ``I_x(a, b) = q`` by bisection on [0, 1].
 
