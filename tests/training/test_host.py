@@ -70,9 +70,12 @@ def test_kept_step_memory_is_not_faulted_in_again():
     for run in (kept, system):
         assert run["temp"] >= 128 * 2**20, run  # the probe's premise: a temporary past 64 MB
         assert run["total"] == 4.0, run
-    # 3 x 128 MB: 98,304 pages of 4 KiB, or 192 transparent huge pages; reused pages fault none
+    # 3 x 128 MB: 98,304 pages of 4 KiB, or 192 transparent huge pages; reused pages fault none.
+    # Kept memory is reused for at least two of a round's three temporaries: a quiet run faults
+    # almost none, but one run beside a full test suite faulted in one temporary in every round
+    # (32,770 pages against 98,308, a third), so the bound is half of the system's faults.
     assert system["faults"] > 150, system
-    assert kept["faults"] * 100 < system["faults"], (kept, system)
+    assert kept["faults"] * 2 < system["faults"], (kept, system)
 
 
 @pytest.fixture
