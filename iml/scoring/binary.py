@@ -84,9 +84,7 @@ def _tilted(p: Array, beta: Array, inverse: bool) -> Array:
 
 @functools.partial(jax.jit, donate_argnums=0)
 def _write_loss_corrected(out: Array, a: Array, beta: Array) -> Array:
-    a = V.nan_unless((a >= 0) & (a <= 1), a)
-    beta = V.nan_unless((beta > 0) & (beta < 1), beta)
-    return out.at[...].set(tilt(a, 1.0 - beta, beta).astype(out.dtype))
+    return out.at[...].set(_tilted(a, beta, inverse=True).astype(out.dtype))
 
 
 def loss_corrected_score_into(out: Array, a: ArrayLike, beta: ArrayLike) -> Array:
