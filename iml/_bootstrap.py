@@ -16,6 +16,8 @@ statistics, rounded outward (:func:`order_statistic_interval`).
 
 from __future__ import annotations
 
+import atexit
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -126,11 +128,33 @@ def from_ordered_keys(keys: Array) -> Array:
     return jax.lax.bitcast_convert_type(bits, jnp.float32)
 
 
+def wait_for_running_programs() -> None:
+    """Block until every computation JAX still runs has finished (its arrays ready).
+
+    Registered to run at interpreter exit once a program holding a host callback is made: a
+    callback that starts after Python has begun to finalize cannot take the interpreter lock,
+    and the process aborts (exit status 134) after the script's own work is done. Arrays whose
+    computation failed are left to report their error where they are read."""
+    for array in jax.live_arrays():
+        try:
+            if not array.is_deleted():
+                array.block_until_ready()
+        except Exception:  # its error belongs to the code that reads the array
+            pass
+
+
+_WAIT_AT_EXIT: list[bool] = []
+
+
 def host_or_device(x: Array, host_fn, device_fn, dtype, out_shape=None) -> Array:
     """``host_fn`` (NumPy, on the rows of ``x``) through a host callback on the CPU, where
     NumPy's sorts are several times faster than XLA's for rows of tens of thousands;
     ``device_fn`` (JAX) elsewhere. Both return ``x``'s shape in ``dtype`` (or ``out_shape`` of
-    ``x``'s shape); under vmap the host function takes the batch at once."""
+    ``x``'s shape); under vmap the host function takes the batch at once. The first call
+    registers :func:`wait_for_running_programs` to run at interpreter exit."""
+    if not _WAIT_AT_EXIT:
+        atexit.register(wait_for_running_programs)
+        _WAIT_AT_EXIT.append(True)
 
     def host(v: Array) -> Array:
         shape = jax.ShapeDtypeStruct(v.shape if out_shape is None else out_shape(v.shape), dtype)

@@ -154,3 +154,29 @@ def test_bad_input_raises_value_error_naming_the_argument(name):
     call, match = BAD[name]
     with pytest.raises(ValueError, match=match):
         call()
+
+
+#: Programs holding host callbacks (NumPy's sorts on the CPU) still running when a script ends.
+STILL_RUNNING_AT_EXIT = """
+import jax
+from iml import _bootstrap as B
+step = jax.jit(lambda v: B.sorted_rows(v + 1.0) * 2.0)
+x = jax.random.uniform(jax.random.key(0), (64, 50_000))
+for _ in range(4):
+    x = step(x)
+print("dispatched", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_script_that_ends_while_host_callbacks_run_exits_cleanly():
+    """Without the wait registered at exit, the callbacks that start once Python finalizes
+    abort the process (SIGABRT) after the script's work is done."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", STILL_RUNNING_AT_EXIT], cwd=root,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "dispatched\n"), done.stderr[-2000:]
