@@ -17,6 +17,7 @@ statistics, rounded outward (:func:`order_statistic_interval`).
 from __future__ import annotations
 
 import atexit
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -131,10 +132,11 @@ def from_ordered_keys(keys: Array) -> Array:
 def wait_for_running_programs() -> None:
     """Block until every computation JAX still runs has finished (its arrays ready).
 
-    Registered to run at interpreter exit once a program holding a host callback is made: a
-    callback that starts after Python has begun to finalize cannot take the interpreter lock,
-    and the process aborts (exit status 134) after the script's own work is done. Arrays whose
-    computation failed are left to report their error where they are read."""
+    Runs at interpreter exit once :func:`host_or_device` has made a program (so that a process
+    that never ran JAX starts no backend at exit): a host callback that starts after Python has
+    begun to finalize cannot take the interpreter lock, and the process aborts (exit status 134)
+    after the script's own work is done. Arrays whose computation failed are left to report
+    their error where they are read."""
     for array in jax.live_arrays():
         try:
             if not array.is_deleted():
@@ -143,18 +145,18 @@ def wait_for_running_programs() -> None:
             pass
 
 
-_WAIT_AT_EXIT: list[bool] = []
+@functools.cache
+def _wait_at_exit() -> None:
+    atexit.register(wait_for_running_programs)
 
 
 def host_or_device(x: Array, host_fn, device_fn, dtype, out_shape=None) -> Array:
     """``host_fn`` (NumPy, on the rows of ``x``) through a host callback on the CPU, where
     NumPy's sorts are several times faster than XLA's for rows of tens of thousands;
     ``device_fn`` (JAX) elsewhere. Both return ``x``'s shape in ``dtype`` (or ``out_shape`` of
-    ``x``'s shape); under vmap the host function takes the batch at once. The first call
-    registers :func:`wait_for_running_programs` to run at interpreter exit."""
-    if not _WAIT_AT_EXIT:
-        atexit.register(wait_for_running_programs)
-        _WAIT_AT_EXIT.append(True)
+    ``x``'s shape); under vmap the host function takes the batch at once. A script may end
+    while such a program runs: :func:`wait_for_running_programs` waits for it at exit."""
+    _wait_at_exit()
 
     def host(v: Array) -> Array:
         shape = jax.ShapeDtypeStruct(v.shape if out_shape is None else out_shape(v.shape), dtype)
