@@ -130,9 +130,10 @@ def from_ordered_keys(keys: Array) -> Array:
 
 
 def wait_for_running_programs() -> None:
-    """Block until every computation JAX still runs has finished (its arrays ready).
+    """Block until every live array of JAX's default backend is ready, so that the programs
+    still computing them have finished.
 
-    Runs at interpreter exit once :func:`host_or_device` has made a program (so that a process
+    Runs at interpreter exit once :func:`host_or_device` has been called (so that a process
     that never ran JAX starts no backend at exit): a host callback that starts after Python has
     begun to finalize cannot take the interpreter lock, and the process aborts (exit status 134)
     after the script's own work is done. Arrays whose computation failed are left to report

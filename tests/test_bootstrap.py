@@ -161,8 +161,8 @@ STILL_RUNNING_AT_EXIT = """
 import jax
 from iml import _bootstrap as B
 step = jax.jit(lambda v: B.sorted_rows(v + 1.0) * 2.0)
-x = jax.random.uniform(jax.random.key(0), (64, 50_000))
-for _ in range(4):
+x = jax.random.uniform(jax.random.key(0), (64, 200_000))
+for _ in range(6):
     x = step(x)
 print("dispatched", flush=True)
 """

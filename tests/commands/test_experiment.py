@@ -387,6 +387,7 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     assert _sweep(argv) == 0
     assert "trained batches []" in capsys.readouterr().out
     assert [p.name for p in (out / "figures").glob("ece_by_loss.*")] == ["ece_by_loss.svg"]
+    assert (out / "figures" / "ece_by_loss.svg").stat().st_size > 0
     # Another report setting is refused, named by its section.
     assert _sweep([*flags, "--config.eval.n_bins=6", "--out", out, "--no-progress"]) == 2
     assert "first difference: config.eval.n_bins: 5 stored, 6 now" in capsys.readouterr().err
