@@ -405,9 +405,11 @@ def loss_calibration_summary(table: Mapping[str, Mapping], key_name: str = "beta
         tested = [t for t in tests if t not in untested and t not in no_inverse]
         if tested:
             least = min(tested, key=lambda t: t[2]["power"])
+            bins = sorted({int(t[2]["n_bins"]) for t in tested})
+            each = f"{bins[0]} bins each" if len(bins) == 1 else f"{bins[0]} to {bins[-1]} bins"
             lines.append(
                 f"Loss calibration (Definition 2) is not rejected for any of {len(tested)} tests "
-                f"(Holm over {family}, level 0.05); the least power against odds "
+                f"(Holm over {family}, level 0.05; {each}); the least power against odds "
                 f"x{POWER_ODDS:g} is {least[2]['power']:.2f} ({name(least[0], least[1])})."
             )
     if no_inverse:
