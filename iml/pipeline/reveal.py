@@ -878,8 +878,9 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
             pairs += ": " + ", ".join(f"({keys[k]}, {keys[j]})" for k, j in nis["pairs"])
     lam = record["shannon_lambda"]
     shannon = _untestable(record) or (
-        "rejected at the point estimates (no lambda fits them)" if lam["rejected"] else
-        f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}] at the point estimates"
+        "no lambda fits the point estimates (not a sized test)" if lam["rejected"] else
+        f"lambda in [{lam['lower']:.4g}, {lam['upper']:.4g}] at the point estimates (not a sized "
+        "test)"
     )  # fmt: skip
     if "classes" in record:
         bins = (
