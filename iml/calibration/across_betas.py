@@ -47,8 +47,13 @@ class CalibrationAcrossBetas(NamedTuple):
       event_rate: rate of label 1 per bin, ``(n_bins,)`` (NaN if empty).
       mean_score: mean loss-corrected score per bin, ``(m, n_bins)`` (NaN if empty).
       ece: calibration error of the corrected scores, ``(m,)``.
-      loss_calibration_gap: the gap of :func:`loss_calibration_test` of the raw scores under
-        the beta-weighted base loss, per observation, ``(m,)``.
+      loss_calibration_gap: the loss-calibration gap of the raw scores under the beta-weighted
+        base loss, per observation, ``(m,)``: per bin, the bin's loss minus that of the single
+        score ``c^beta(event rate)`` (Definition 2's wholesale switch,
+        :func:`~iml.calibration.loss_calibration.loss_reduction`), summed over the bins and
+        divided by the total weight. A point estimate, not the statistic of
+        :func:`loss_calibration_test`, which compares each bin's positives with the sum of its
+        corrected scores.
       smooth_ece: the smooth calibration error of the corrected scores (:func:`smooth_ece`, at
         its fixed-point bandwidth), ``(m,)``; a point estimate, without bootstrap interval.
       event_rate_interval: ``(2, n_bins)`` percentile bootstrap interval (``None`` without
@@ -118,9 +123,11 @@ def calibration_across_betas(
 
     For each candidate weight ``beta``, the loss-corrected scores ``g^beta(a)`` (Cor. 1) are binned
     into the quantile bins (deciles for ``n_bins=10``) and compared with the event rates; by
-    Prop. 5 they are calibrated exactly when the raw scores are loss-calibrated to ``L^beta``,
-    whose gap (:func:`loss_calibration_test`'s statistic) is reported beside, with the bin-free
-    smooth calibration error of the corrected scores (:func:`smooth_ece`).
+    Prop. 5 they are calibrated exactly when the raw scores are loss-calibrated to ``L^beta``.
+    Beside the ECE are the loss-calibration gap of the raw scores (the loss that replacing each
+    bin's scores with the one score ``c^beta(event rate)`` would save; not the statistic of
+    :func:`loss_calibration_test`) and the bin-free smooth calibration error of the corrected
+    scores (:func:`smooth_ece`).
 
     The work is arranged so that only what depends on beta is recomputed per beta: the scores are
     sorted once (quantile bins are contiguous runs of the sorted scores), the bootstrap
