@@ -398,20 +398,30 @@ def loss_calibration_summary(table: Mapping[str, Mapping], key_name: str = "beta
                 f"these bins; {r['verdict']}"
             )
         lines.append(
-            "The loss correction cannot be trusted there: the model is not at the optimum of "
-            "its weighted loss for what it knows (under-trained, misspecified or saturated)."
+            "The loss correction cannot be trusted there: the test rejects that the model is at "
+            "the optimum of its weighted loss for what it knows (under-training, "
+            "misspecification or saturation can put it elsewhere; the test does not say which)."
         )
-    else:
-        tested = [t for t in tests if t not in untested and t not in no_inverse]
-        if tested:
-            least = min(tested, key=lambda t: t[2]["power"])
-            bins = sorted({int(t[2]["n_bins"]) for t in tested})
-            each = f"{bins[0]} bins each" if len(bins) == 1 else f"{bins[0]} to {bins[-1]} bins"
+    kept = [t for t in tests if not t[2]["rejected"] and t not in untested and t not in no_inverse]
+    if kept:
+        least = min(kept, key=lambda t: t[2]["power"])
+        bins = sorted({int(t[2]["n_bins"]) for t in kept})
+        each = f"{bins[0]} bins each" if len(bins) == 1 else f"{bins[0]} to {bins[-1]} bins"
+        power = (f"the least power against odds x{POWER_ODDS:g} is {least[2]['power']:.2f} "
+                 f"({name(least[0], least[1])})")  # fmt: skip
+        if not rejected:
             lines.append(
-                f"Loss calibration (Definition 2) is not rejected for any of {len(tested)} tests "
-                f"(Holm over {family}, level 0.05; {each}); the least power against odds "
-                f"x{POWER_ODDS:g} is {least[2]['power']:.2f} ({name(least[0], least[1])})."
+                f"Loss calibration (Definition 2) is not rejected for any of {len(kept)} tests "
+                f"(Holm over {family}, level 0.05; {each}); {power}."
             )
+        elif len(kept) <= 6:
+            lines.append(
+                "Not rejected: "
+                + "; ".join(f"{name(k, w)}, {r['verdict']}" for k, w, r in kept)
+                + "."
+            )
+        else:
+            lines.append(f"Not rejected for the other {len(kept)} tests ({each}); {power}.")
     if no_inverse:
         lines.append(
             "The loss correction has no inverse at some scores (NaN corrected scores; those "

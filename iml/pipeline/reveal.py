@@ -90,6 +90,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -735,7 +736,6 @@ def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
     keys)."""
     weight = _weight_name(record)
     cost = record["cost_bounds"]
-    niac = record["niac"]
     interval = np.stack(
         [np.asarray(cost["lower_interval"])[0], np.asarray(cost["upper_interval"])[1]]
     )
@@ -745,12 +745,13 @@ def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
         return {
             "revealed_information_by_class": figure_information_by_class(
                 info["estimate"], info["interval"], grid_keys=keys,
-                title=f"Information about each class (nats); {verdicts_title(record)}",
+                title=textwrap.fill(
+                    f"Information about each class (nats); {verdicts_title(record)}", 80
+                ),
             ),
             "revealed_value_matrix": figure_value_matrix(
-                record["value_matrix"]["estimate"], keys, record["nis"]["pairs"],
-                niac["cycle"] if niac["violated"] else None, weight_name="loss",
-                title=verdicts_title(record),
+                record["value_matrix"]["estimate"], keys, *_evidence(record), weight_name="loss",
+                title=textwrap.fill(verdicts_title(record), 80),
             ),
             "revealed_cost_bounds": figure_cost_bounds(
                 None, cost["lower"], cost["upper"], interval, reference=cost["reference"],
@@ -766,10 +767,9 @@ def revealed_figures(record: Mapping[str, Any]) -> dict[str, Any]:
         "revealed_value_matrix": figure_value_matrix(
             record["value_matrix"]["estimate"],
             _short_keys(betas),
-            record["nis"]["pairs"],
-            niac["cycle"] if niac["violated"] else None,
+            *_evidence(record),
             weight_name=weight,
-            title=verdicts_title(record),
+            title=textwrap.fill(verdicts_title(record), 80),
         ),
         "revealed_cost_bounds": figure_cost_bounds(
             betas, cost["lower"], cost["upper"], interval, reference=cost["reference"],
@@ -809,20 +809,48 @@ def _word(record: Mapping[str, Any], name: str, rejected: bool) -> str:
     return "rejected" if rejected else "not rejected"
 
 
+def _evidence(record: Mapping[str, Any]) -> tuple[list, list | None]:
+    """What the value-matrix figure marks: NIS's significant pairs and NIAC's improving cycle,
+    each only where its test's verdict is "rejected" (:func:`_word`); none where the test is not
+    testable, for there they are not evidence."""
+    pairs = record["nis"]["pairs"] if _word(record, "nis", record["nis"]["violated"]) == (
+        "rejected") else []  # fmt: skip
+    niac = record["niac"]
+    cycle = niac["cycle"] if _word(record, "niac", niac["violated"]) == "rejected" else None
+    return pairs, cycle
+
+
+def _power(record: Mapping[str, Any], name: str) -> str:
+    """``"power 0.45 (se 0.05) against ..."``: test ``name``'s simulated power against its
+    alternative (``record["simulated"]``), or ``""`` where none was simulated."""
+    power = record.get("simulated", {}).get("power", {}).get(name)
+    if power is None:
+        return ""
+    return f"power {power['rate']:.2f} (se {power['se']:.2f}) against {power['against']}"
+
+
 def verdicts_title(record: Mapping[str, Any]) -> str:
-    """``"NIS rejected, NIAC not rejected (fragile)"``: each verdict, and which change with the
-    bins."""
+    """``"NIS rejected, NIAC not rejected (power 0.45 (se 0.05) against ...; fragile); 3
+    signals"``: each verdict, a non-rejection's simulated power, which verdicts change with the
+    bins, and the signals the tests compared (cells for a multiclass record)."""
     fragile = record.get("fragile", {})
     parts = []
     for name in ("nis", "niac"):
-        word = _word(record, name, bool(record[name]["violated"]))
-        parts.append(f"{name.upper()} {word}" + (" (fragile)" if fragile.get(name) else ""))
+        rejected = bool(record[name]["violated"])
+        word = _word(record, name, rejected)
+        notes = [_power(record, name) if word == "not rejected" else "",
+                 "fragile" if fragile.get(name) else ""]  # fmt: skip
+        notes = "; ".join(n for n in notes if n)
+        parts.append(f"{name.upper()} {word}" + (f" ({notes})" if notes else ""))
     unsimulated = (
         " (size and power not simulated)"
         if "simulated" not in record and not _untestable(record)
         else ""
     )
-    return ", ".join(parts) + unsimulated
+    signals = record.get("signals")
+    what = "cells" if "classes" in record else "signals"
+    counted = f"; {signals} {what}" if signals is not None and not _untestable(record) else ""
+    return ", ".join(parts) + unsimulated + counted
 
 
 def revealed_summary(record: Mapping[str, Any]) -> str:
@@ -836,9 +864,8 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
             detail = (f"; its rejection{detail} is not evidence: it rejects simulated models "
                       "that hold at that rate")  # fmt: skip
         line = f"{word}{detail}"
-        power = record.get("simulated", {}).get("power", {}).get(name)
-        if not rejected and power is not None:
-            line += f"; power {power['rate']:.2f} (se {power['se']:.2f}) against {power['against']}"
+        if not rejected and _power(record, name):
+            line += f"; {_power(record, name)}"
         elif name != "nias" and "simulated" not in record and not _untestable(record):
             line += f"; {'size' if rejected else 'power'} at this N not simulated"
         if record.get("fragile", {}).get(name):
@@ -872,7 +899,7 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         shown = f"from {info[a]:.4f} (at {short[a]}) to {info[b]:.4f} (at {short[b]})"
     nis = record["nis"]
     pairs = ""
-    if nis["pairs"]:
+    if nis["pairs"] and _word(record, "nis", nis["violated"]) == "rejected":
         pairs = f"; {len(nis['pairs'])} significant pairs (k, j)"
         if len(nis["pairs"]) <= 6:
             pairs += ": " + ", ".join(f"({keys[k]}, {keys[j]})" for k, j in nis["pairs"])
@@ -923,6 +950,12 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
             )
         bins = nias.get("n_bins", [])
         untested = [k for k, n in zip(short, bins, strict=False) if n < 2]
+        kept = [k for k, v in zip(short, nias["violated"], strict=True) if not v and k not in
+                untested]  # fmt: skip
+        if flagged and kept:  # the models it does not reject, said too (their power unsimulated)
+            named = f"at {weight} {', '.join(kept)}" if len(kept) <= 6 else (
+                f"for the other {len(kept)} models")  # fmt: skip
+            detail += f"; not rejected {named} (power not simulated)"
         detail += f"; not testable (1 bin) at {weight} {', '.join(untested)}" if untested else ""
         detail += f"; {min(bins)}-{max(bins)} bins per model" if bins else ""
         said = verdict("nias", bool(flagged), detail)

@@ -205,7 +205,8 @@ def figure_calibration_by_loss(
     ):  # the losses whose correction cannot be trusted (their model is not at its optimum)
         ax.plot(z[rejected], [list(table.values())[i]["loss_corrected"][solid] for i in rejected],
                 "x", color="black", ms=7, mew=1.5, ls="none", gid="loss-calibration-rejected",
-                label="loss calibration rejected: correction not trusted")  # fmt: skip
+                label="loss calibration rejected (Holm, level 0.05): correction not trusted",
+                )  # fmt: skip
     if weights is None:
         ax.set_xticks(z, keys, rotation=30 if len(keys) > 3 else 0, fontsize="small")
         ax.set_xlabel("loss")

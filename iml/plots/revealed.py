@@ -218,7 +218,8 @@ def figure_value_matrix(
     fig, ax = new_figure((size + 1.2, size))
     image = ax.imshow(D, cmap="RdBu_r", vmin=-scale, vmax=scale, interpolation="nearest",
                       gid="value-matrix")  # fmt: skip
-    fig.colorbar(image, ax=ax, shrink=0.85, label="G[k, j] − G[k, k] (positive: j is better for k)")
+    label = "G[k, j] − G[k, k], point estimates (positive: j's is higher for k)"
+    fig.colorbar(image, ax=ax, shrink=0.85, label=label)
     if k <= 6:  # few cells: their values, too
         for (row, col), d in np.ndenumerate(D):
             ax.text(col, row, f"{d:.3g}", ha="center", va="center", fontsize="small",
@@ -310,8 +311,8 @@ def figure_cost_bounds(
     if iv is not None:
         ax.vlines(z, iv[0], iv[1], color="tab:orange", lw=5.0, alpha=0.3,
                   label="bootstrap interval", gid="cost-interval")  # fmt: skip
-    ax.vlines(z, lo, hi, color="tab:red", lw=1.8, label="revealed bounds on C_k − C_ref",
-              gid="cost-bounds")  # fmt: skip
+    ax.vlines(z, lo, hi, color="tab:red", lw=1.8, gid="cost-bounds",
+              label="bounds on C_k − C_ref at the point estimates")  # fmt: skip
     ax.plot(z, lo, "_", color="tab:red", ms=8, mew=1.8, ls="none", gid="cost-lower")
     ax.plot(z, hi, "_", color="tab:red", ms=8, mew=1.8, ls="none", gid="cost-upper")
     if reference is not None:

@@ -91,6 +91,10 @@ def test_the_summary_names_rejected_losses_by_the_size_of_their_miss():
     assert summary.index("beta = 0.99:") < summary.index("beta = 0.9:")  # the larger miss first
     assert "rejected for 2 of 4 tests (Holm over 3" in summary
     assert "cannot be trusted" in summary and "Not testable" in summary and "beta = 0.7" in summary
+    # the test not rejected is said too, with its verdict (p, bins and power)
+    kept = table["0.5"]["raw"]["loss_calibration"]["verdict"]
+    assert kept.startswith("not rejected (") and "5 bins; power 1.00" in kept
+    assert f"Not rejected: beta = 0.5, {kept}." in summary
     text = markdown_by_loss(table)
     assert "| loss calibration (Def. 2) |" in text.splitlines()[0]
     assert "rejected (p = 3e-09, 5 bins); miss 0.2000 (0.0100 if calibrated)" in text

@@ -47,17 +47,37 @@ def test_the_intervals_cover_the_seeds_only_where_a_model_has_several():
     assert "over its training seeds (2 a model)" in intervals_cover(two)
 
 
+def _power_text(record, name):
+    power = record["simulated"]["power"][name]
+    return f"power {power['rate']:.2f} (se {power['se']:.2f}) against {power['against']}"
+
+
 def test_the_title_and_summary_say_each_verdict_and_its_power():
     record = json.loads(RECORD.read_text())
-    assert verdicts_title(record) == "NIS rejected, NIAC not rejected"
+    niac = _power_text(record, "niac")  # a non-rejection carries its power, in both
+    assert verdicts_title(record) == f"NIS rejected, NIAC not rejected ({niac})"
     summary = revealed_summary(record)
     assert "rejected" in summary and "holds" not in summary and "accept" not in summary
-    power = record["simulated"]["power"]["niac"]
-    assert f"power {power['rate']:.2f}" in summary  # a non-rejection carries its power
+    assert niac in summary
     fragile = copy.deepcopy(record)
     fragile["fragile"]["niac"] = True
-    assert verdicts_title(fragile) == "NIS rejected, NIAC not rejected (fragile)"
+    assert verdicts_title(fragile) == f"NIS rejected, NIAC not rejected ({niac}; fragile)"
     assert "FRAGILE (" in revealed_summary(fragile)
+    counted = {**record, "signals": 3}  # the signals the tests compared, where recorded
+    assert verdicts_title(counted) == f"NIS rejected, NIAC not rejected ({niac}); 3 signals"
+
+
+def test_the_nias_line_names_the_models_it_does_not_reject_too():
+    record = copy.deepcopy(json.loads(RECORD.read_text()))
+    K = len(record["nias"]["violated"])
+    record["nias"]["violated"] = [True] * (K - 2) + [False] * 2
+
+    def nias_line(r):
+        return next(ln for ln in revealed_summary(r).splitlines() if ln.startswith("NIAS "))
+
+    assert nias_line(record).endswith("; not rejected at beta 0.988, 0.99 (power not simulated)")
+    record["nias"]["violated"] = [True] * 3 + [False] * (K - 3)
+    assert f"; not rejected for the other {K - 3} models (power not simulated)" in nias_line(record)
 
 
 def test_verdicts_whose_size_and_power_were_not_simulated_say_so():
@@ -84,9 +104,15 @@ def test_a_rejection_by_a_test_oversized_at_the_runs_size_is_not_testable():
     record["simulated"]["size"]["niac"] = {"rate": 0.20, "se": 0.04}  # but NIAC did not reject
     title = verdicts_title(record)
     assert title == ("NIS not testable (simulated size 0.20 (se 0.04) above the level 0.05), "
-                     "NIAC not rejected")  # fmt: skip
+                     f"NIAC not rejected ({_power_text(record, 'niac')})")  # fmt: skip
     nis_line = next(ln for ln in revealed_summary(record).splitlines() if ln.startswith("NIS "))
     assert "not testable" in nis_line and "its rejection: margin" in nis_line
+    assert "significant pairs" not in nis_line  # not evidence, so not listed
+    # nor marked in the value matrix, which marks them where NIS is rejected
+    marked = revealed_figures(json.loads(RECORD.read_text()))["revealed_value_matrix"].axes[0]
+    assert any(c.get_gid() == "violations" for c in marked.collections)
+    unmarked = revealed_figures(record)["revealed_value_matrix"].axes[0]
+    assert not any(c.get_gid() == "violations" for c in unmarked.collections)
     record["simulated"]["size"]["nis"] = {"rate": 0.10, "se": 0.03}  # within its MC error
     assert verdicts_title(record).startswith("NIS rejected")
 
