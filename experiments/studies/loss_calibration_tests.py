@@ -248,6 +248,12 @@ SHORT = {
 }
 
 
+def _rate_cell(rate: float, n: int) -> str:
+    """A rejection rate over ``n`` data sets with its Monte Carlo standard error:
+    ``"0.052 (se 0.010)"``."""
+    return f"{rate:.3f} (se {np.sqrt(rate * (1 - rate) / n):.3f})"
+
+
 def render(rows: list[dict]) -> str:
     """The record as Markdown: per regime row, each scenario's rejection rate by candidate
     (size under ``null``, power otherwise), and the bins the merged candidates were left with."""
@@ -262,7 +268,7 @@ def render(rows: list[dict]) -> str:
             "|---" * (len(CANDIDATES) + 1) + "|",
         ]
         for scenario, rates in r["rates"].items():
-            cells = [f"{rates[c]['rate']:.3f}" for c in CANDIDATES]
+            cells = [_rate_cell(rates[c]["rate"], r["datasets"]) for c in CANDIDATES]
             lines.append(f"| {scenario} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)

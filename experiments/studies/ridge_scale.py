@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml.calibration import expected_calibration_error
+from iml.pipeline.reveal import verdict_text
 
 
 def _ends(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -72,7 +73,7 @@ def compare(first: Path, second: Path, n_bootstrap: int = 1000) -> dict[str, Any
             "ridge": record.get("ridge"),
             **{
                 test: {key: record[test][key] for key in ("margin", "lower_bound", "p_value")}
-                | {"verdict": "rejected" if record[test]["violated"] else "not rejected"}
+                | {"verdict": verdict_text(record, test)}
                 for test in ("nis", "niac")
             },
         }

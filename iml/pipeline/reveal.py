@@ -829,6 +829,18 @@ def _power(record: Mapping[str, Any], name: str) -> str:
     return f"power {power['rate']:.2f} (se {power['se']:.2f}) against {power['against']}"
 
 
+def verdict_text(record: Mapping[str, Any], name: str) -> str:
+    """Test ``name``'s verdict (``"nis"``, ``"niac"``) as the reports word it: ``"rejected"``,
+    ``"not rejected"`` with its simulated power where the record holds one, or ``"not testable
+    (...)"`` (:func:`_word`), then the signals compared where the record says."""
+    word = _word(record, name, bool(record[name]["violated"]))
+    power = _power(record, name) if word == "not rejected" else ""
+    signals = record.get("signals")
+    counted = f"{signals} signals" if signals is not None and not _untestable(record) else ""
+    notes = "; ".join(n for n in (power, counted) if n)
+    return word + (f" ({notes})" if notes else "")
+
+
 def verdicts_title(record: Mapping[str, Any]) -> str:
     """``"NIS rejected, NIAC not rejected (power 0.45 (se 0.05) against ...; fragile); 3
     signals"``: each verdict, a non-rejection's simulated power, which verdicts change with the

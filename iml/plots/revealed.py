@@ -87,7 +87,8 @@ def figure_information_by_weight(
             gid="information")  # fmt: skip
     if iv is not None:
         ax.vlines(z, iv[0], iv[1], color="tab:blue", lw=1.0, alpha=0.7,
-                  label="bootstrap interval", gid="information-interval")  # fmt: skip
+                  label="marginal bootstrap interval (not a test of a difference)",
+                  gid="information-interval")  # fmt: skip
     weight_axis(ax, b, weight_name)
     ax.set_ylabel("mutual information I(signal; label) (nats)")
     ax.set_ylim(bottom=0.0)

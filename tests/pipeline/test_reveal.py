@@ -17,6 +17,7 @@ from iml.pipeline.reveal import (
     intervals_cover,
     revealed_figures,
     revealed_summary,
+    verdict_text,
     verdicts_title,
 )
 from iml.pipeline.reveal_input import reveal_input
@@ -65,6 +66,19 @@ def test_the_title_and_summary_say_each_verdict_and_its_power():
     assert "FRAGILE (" in revealed_summary(fragile)
     counted = {**record, "signals": 3}  # the signals the tests compared, where recorded
     assert verdicts_title(counted) == f"NIS rejected, NIAC not rejected ({niac}); 3 signals"
+
+
+def test_one_verdict_is_worded_with_its_power_and_signals():
+    record = copy.deepcopy(json.loads(RECORD.read_text()))
+    niac = _power_text(record, "niac")
+    assert verdict_text(record, "nis") == "rejected"
+    assert verdict_text(record, "niac") == f"not rejected ({niac})"
+    record["signals"] = 4
+    assert verdict_text(record, "niac") == f"not rejected ({niac}; 4 signals)"
+    record["simulated"]["size"]["nis"] = {"rate": 0.20, "se": 0.04}
+    assert verdict_text(record, "nis").startswith("not testable (simulated size 0.20")
+    record["signals"] = 1
+    assert verdict_text(record, "niac") == "not testable (1 signal)"
 
 
 def test_the_nias_line_names_the_models_it_does_not_reject_too():
