@@ -252,17 +252,32 @@ def _rate(k: int, n: int) -> str:
     return f"{k / n:.3f} [{low:.3f}, {high:.3f}]"
 
 
+def _difference(first: list[float], second: list[float]) -> str:
+    """``mean(first) - mean(second)`` with its 95% normal interval (Welch's standard error; the
+    two groups are different data sets); empty where a group holds fewer than two."""
+    if len(first) < 2 or len(second) < 2:
+        return ""
+    a, b = np.asarray(first), np.asarray(second)
+    d = a.mean() - b.mean()
+    se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    return f"{d:+.3f} [{d - 1.96 * se:+.3f}, {d + 1.96 * se:+.3f}]"
+
+
 def render(record: dict) -> str:
-    """Per class weight: how many data sets rejected it, and the mean logit miss of the
-    corrected scores against the truth where rejected and where not (Markdown)."""
-    lines = ["| beta | data sets rejecting it | logit miss, rejected | logit miss, not rejected |",
-             "|---|---|---|---|"]  # fmt: skip
+    """Per class weight: the share of data sets that rejected it (Clopper-Pearson 95%
+    interval), and the mean logit miss of the corrected scores against the truth where rejected
+    and where not, with their difference (Markdown)."""
+    lines = ["| beta | data sets rejecting it | logit miss, rejected | logit miss, not rejected "
+             "| difference [95% interval] |",
+             "|---|---|---|---|---|"]  # fmt: skip
     keys = list(record["rows"][0]["logit_miss"])
+    n = len(record["rows"])
     for key in keys:
         hit = [row["logit_miss"][key] for row in record["rows"] if key in row["rejected"]]
         miss = [row["logit_miss"][key] for row in record["rows"] if key not in row["rejected"]]
         shown = f"{np.mean(hit):.3f}" if hit else ""
-        lines.append(f"| {float(key):.4g} | {len(hit)} | {shown} | {np.mean(miss):.3f} |")
+        lines.append(f"| {float(key):.4g} | {len(hit)} of {n}: {_rate(len(hit), n)} | {shown} "
+                     f"| {np.mean(miss):.3f} | {_difference(hit, miss)} |")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -84,3 +84,17 @@ def test_the_redrawn_warning_fires_on_scores_that_miss_and_rarely_on_those_that_
     assert study.redrawn_warnings(calibrated, lambda: rng.random(4000) < truth, 20) <= 0.15
     off = np.stack([truth, np.clip(truth * 1.5, 0, 0.99)])
     assert study.redrawn_warnings(off, lambda: rng.random(4000) < truth, 5) == 1.0
+
+
+def test_the_table_by_weight_gives_the_share_rejecting_and_the_difference_with_intervals():
+    misses = [(0.3, True), (0.5, True), (0.1, False), (0.2, False), (0.3, False)]
+    rows = [{"logit_miss": {"0.5": m}, "rejected": ["0.5"] if r else []} for m, r in misses]
+    text = study.render({"rows": rows})
+    line = text.splitlines()[2]
+    a, b = np.array([0.3, 0.5]), np.array([0.1, 0.2, 0.3])
+    d = a.mean() - b.mean()
+    se = np.sqrt(a.var(ddof=1) / 2 + b.var(ddof=1) / 3)
+    assert line.startswith("| 0.5 | 2 of 5: 0.400 [")
+    assert line.endswith(f"| {d:+.3f} [{d - 1.96 * se:+.3f}, {d + 1.96 * se:+.3f}] |")
+    one = study.render({"rows": rows[1:]})  # one data set rejecting: no difference is given
+    assert one.splitlines()[2].endswith("|  |")
