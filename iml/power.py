@@ -267,5 +267,10 @@ def _rejections(losses, reported, precision, key, *, prior, n, n_datasets, n_boo
 
 def standard_error(rejected: np.ndarray) -> float:
     """The Monte Carlo standard error of a rejection rate."""
-    p = float(np.mean(rejected))
-    return float(np.sqrt(p * (1.0 - p) / np.size(rejected)))
+    return rate_standard_error(float(np.mean(rejected)), np.size(rejected))
+
+
+def rate_standard_error(rate: float, n: int) -> float:
+    """The Monte Carlo standard error of a rejection ``rate`` over ``n`` simulated data sets,
+    ``sqrt(rate (1 - rate) / n)``."""
+    return float(np.sqrt(rate * (1.0 - rate) / n))

@@ -65,6 +65,7 @@ from experiments.benchmarks._harness import machine
 from iml.calibration import calibration_test, holm_adjusted, smooth_ece
 from iml.calibration.binning import assign_bins, bin_edges
 from iml.calibration.loss_calibration import loss_matrices, loss_reduction, loss_sums
+from iml.power import rate_standard_error
 from iml.spec import loss_spec
 
 CANDIDATES = (
@@ -251,7 +252,7 @@ SHORT = {
 def _rate_cell(rate: float, n: int) -> str:
     """A rejection rate over ``n`` data sets with its Monte Carlo standard error:
     ``"0.052 (se 0.010)"``."""
-    return f"{rate:.3f} (se {np.sqrt(rate * (1 - rate) / n):.3f})"
+    return f"{rate:.3f} (se {rate_standard_error(rate, n):.3f})"
 
 
 def render(rows: list[dict]) -> str:

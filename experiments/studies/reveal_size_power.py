@@ -323,7 +323,7 @@ def regimes_table(records: list[dict]) -> str:
 def _rate_cell(rate: float, n: int) -> str:
     """A rejection rate over ``n`` simulated data sets, in percent with its Monte Carlo standard
     error: ``"5.0% (se 2.2)"``."""
-    return f"{100 * rate:.1f}% (se {100 * np.sqrt(rate * (1 - rate) / n):.1f})"
+    return f"{100 * rate:.1f}% (se {100 * P.rate_standard_error(rate, n):.1f})"
 
 
 def stored_regimes_table() -> str:

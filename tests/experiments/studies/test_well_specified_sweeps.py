@@ -38,7 +38,7 @@ def test_default_sweeps_of_a_well_specified_model_do_not_warn(capsys):
         assert all(0.8 < slope < 1.25 for slope in row["logit_slope"].values())
     table = study.render(record).splitlines()
     at_001 = sum("0.01" in row["rejected"] for row in record["rows"])
-    assert len(table) == 2 + 4 and table[2].startswith(f"| 0.01 | {at_001} |")
+    assert len(table) == 2 + 4 and table[2].startswith(f"| 0.01 | {at_001} of 3: ")
 
 
 @pytest.mark.slow
