@@ -229,7 +229,7 @@ plt.show()
 # distances are printed; no interval). For the weighted models it compares the raw scores' ECE
 # with that of the scores corrected at the training weight on the same cases
 # (`iml.calibration.compare_ece`): the printed difference, raw − corrected, with its paired
-# bootstrap 95% interval (1000 replicates, key 0). On the digits run the argmin is printed above
+# bootstrap 95% interval (200 replicates, key 0). On the digits run the argmin is printed above
 # but not read as the training weight: section 4's test rejects loss calibration there.
 
 
@@ -247,7 +247,7 @@ for beta, result in across["simulated"].items():
     if beta != 0.5:
         corrected = iml.loss_corrected_score(simulated[beta], beta)
         paired = compare_ece(
-            simulated[beta], corrected, sim_labels, n_bootstrap=1000, key=jax.random.key(0)
+            simulated[beta], corrected, sim_labels, n_bootstrap=200, key=jax.random.key(0)
         )
         (raw, fixed), (lo, hi) = np.asarray(paired.ece), np.asarray(paired.difference_interval)
         print(
