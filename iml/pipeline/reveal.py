@@ -832,11 +832,13 @@ def _power(record: Mapping[str, Any], name: str) -> str:
 def verdict_text(record: Mapping[str, Any], name: str) -> str:
     """Test ``name``'s verdict (``"nis"``, ``"niac"``) as the reports word it: ``"rejected"``,
     ``"not rejected"`` with its simulated power where the record holds one, or ``"not testable
-    (...)"`` (:func:`_word`), then the signals compared where the record says."""
+    (...)"`` (:func:`_word`), then the signals compared (cells for a multiclass record) where the
+    record says."""
     word = _word(record, name, bool(record[name]["violated"]))
     power = _power(record, name) if word == "not rejected" else ""
     signals = record.get("signals")
-    counted = f"{signals} signals" if signals is not None and not _untestable(record) else ""
+    what = "cells" if "classes" in record else "signals"
+    counted = f"{signals} {what}" if signals is not None and not _untestable(record) else ""
     notes = "; ".join(n for n in (power, counted) if n)
     return word + (f" ({notes})" if notes else "")
 

@@ -75,6 +75,7 @@ def test_one_verdict_is_worded_with_its_power_and_signals():
     assert verdict_text(record, "niac") == f"not rejected ({niac})"
     record["signals"] = 4
     assert verdict_text(record, "niac") == f"not rejected ({niac}; 4 signals)"
+    assert verdict_text({**record, "classes": 3}, "niac") == f"not rejected ({niac}; 4 cells)"
     record["simulated"]["size"]["nis"] = {"rate": 0.20, "se": 0.04}
     assert verdict_text(record, "nis").startswith("not testable (simulated size 0.20")
     record["signals"] = 1
