@@ -547,9 +547,11 @@ lines.append(
         if nias_flagged
         else "not rejected at any $\\beta$"
     )
-    + " (p = "
-    + ", ".join(f"{p:.3f}" for p in run.nias.p_value)
-    + ")"
+    + " (Holm-adjusted p = "
+    + ", ".join(f"{p:.2g}" if p > 0 else "< 1e-38" for p in np.asarray(run.nias.p_value))
+    + "; "
+    + ", ".join(str(int(b)) for b in np.asarray(run.nias.test.n_bins))
+    + " bins)"
     + ("" if nias_flagged else "; " + power_text("nias"))
     + ". NIAS is about reporting, not learning: the value matrix re-scores every model's "
     "revealed posteriors optimally, whatever the model reported."
