@@ -305,7 +305,7 @@ focal_spec = iml.loss_spec("focal", gamma=focus, alpha=alpha)
 models = {"focal model": focal_scores, "truthful model": truthful_scores}
 tested_for = {"focal loss": focal_spec, "log loss": "log"}
 tests = {
-    (model, name): loss_calibration_test(scores, labels, loss)
+    (model, name): loss_calibration_test(scores, labels, loss, n_bootstrap=0)
     for model, scores in models.items()
     for name, loss in tested_for.items()
 }
