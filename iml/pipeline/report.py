@@ -134,14 +134,13 @@ def report_settings(
 
 
 def _title(manifest: Mapping[str, Any], grid: Any, seeds: int) -> str:
-    """A run's figures' title, e.g. ``digits: 64 losses x 1 seeds, logistic``."""
-    config = manifest["config"]
-    data, loss = config.get("data", {}), config.get("loss", {})
+    """A run's figures' title, e.g. ``digits: beta-weighted log loss, 64 losses x 1 seeds,
+    logistic``: the grid's loss by its record's title, the same words for every loss."""
+    data = manifest["config"].get("data", {})
     name = Path(data["path"]).stem if data.get("path") else data.get("name", "")
-    what = "" if not isinstance(loss, Mapping) or loss.get("name") == "log" else (
-        f"{loss.get('name')} loss, "
-    )  # fmt: skip
-    model = config.get("model", {}).get("name", "")
+    record = grid.spec.record
+    what = f"{record.title}, " if record is not None else ""
+    model = manifest["config"].get("model", {}).get("name", "")
     return f"{name}: {what}{len(grid.keys)} losses x {seeds} seeds, {model}"
 
 

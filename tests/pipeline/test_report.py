@@ -427,3 +427,24 @@ def test_the_stored_default_run_gives_its_stored_table_again():
         else:  # fitted maps: under the tests' unoptimised XLA (FAST_COMPILE) a fit moves at
             # float32 round-off, and a score at a quantile bin's edge may change bins
             np.testing.assert_allclose(now[key], value, atol=5e-4, err_msg=key)
+
+
+def test_the_figures_title_names_every_grid_by_its_loss():
+    import jax.numpy as jnp
+
+    from iml.grids import loss_family, loss_grid
+    from iml.pipeline.report import _title
+
+    def weighted_log(a, y, beta):
+        return jnp.where(y == 1, -beta * jnp.log(a), -(1.0 - beta) * jnp.log1p(-a))
+
+    manifest = {"config": {"data": {"name": "digits"}, "model": {"name": "logistic"}}}
+    betas = np.array([0.5, 0.9])
+    assert _title(manifest, loss_grid(betas), 1) == (
+        "digits: beta-weighted log loss, 2 losses x 1 seeds, logistic"
+    )
+    own = loss_grid(loss_family(weighted_log)(betas))
+    assert (
+        _title(manifest, own, 3)
+        == "digits: callable loss weighted_log, 2 losses x 3 seeds, logistic"
+    )
