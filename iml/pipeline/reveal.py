@@ -889,7 +889,7 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
                 for key, v in record["bins"].items()
                 if key != "adaptive"
             )
-            line += f"; FRAGILE ({shown})"
+            line += f"; FRAGILE ({shown}; quantile bins, size and power not simulated there)"
         return line
 
     def margin(test: Mapping[str, Any]) -> str:

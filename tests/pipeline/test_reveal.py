@@ -64,6 +64,7 @@ def test_the_title_and_summary_say_each_verdict_and_its_power():
     fragile["fragile"]["niac"] = True
     assert verdicts_title(fragile) == f"NIS rejected, NIAC not rejected ({niac}; fragile)"
     assert "FRAGILE (" in revealed_summary(fragile)
+    assert "quantile bins, size and power not simulated there)" in revealed_summary(fragile)
     counted = {**record, "signals": 3}  # the signals the tests compared, where recorded
     assert verdicts_title(counted) == f"NIS rejected, NIAC not rejected ({niac}); 3 signals"
 
