@@ -301,7 +301,7 @@ for name, (s, y) in sources.items():
     print()
 
 p = p_values["simulated"]
-assert np.all(np.diag(p) > 0.01)  # loss-calibrated at the weight it was trained with
+assert np.all(np.diag(p) > 0.05)  # not rejected at the weight it was trained with
 # and not at another: rejected, or not testable (nan) where the other weight's correction
 # leaves fewer than two bins of 10 expected positives and negatives
 off = p[~np.eye(len(BETAS), dtype=bool)]

@@ -62,7 +62,12 @@ from scipy.special import expit, logit
 from scipy.stats import chi2
 
 from experiments.benchmarks._harness import machine
-from iml.calibration import calibration_test, holm_adjusted, smooth_ece
+from iml.calibration import (
+    calibration_test,
+    clopper_pearson_interval,
+    holm_adjusted,
+    smooth_ece,
+)
 from iml.calibration.binning import assign_bins, bin_edges
 from iml.calibration.loss_calibration import loss_matrices, loss_reduction, loss_sums
 from iml.power import rate_standard_error
@@ -250,9 +255,14 @@ SHORT = {
 
 
 def _rate_cell(rate: float, n: int) -> str:
-    """A rejection rate over ``n`` data sets with its Monte Carlo standard error:
-    ``"0.052 (se 0.010)"``."""
-    return f"{rate:.3f} (se {rate_standard_error(rate, n):.3f})"
+    """A rejection rate over ``n`` data sets with its Monte Carlo standard error,
+    ``"0.052 (se 0.010)"``; at 0 or 1, where that error is 0, the Clopper-Pearson 95% bound
+    instead, ``"0.000 (at most 0.007)"``."""
+    k = round(rate * n)
+    if 0 < k < n:
+        return f"{rate:.3f} (se {rate_standard_error(rate, n):.3f})"
+    low, high = (float(x) for x in clopper_pearson_interval(k, n))
+    return f"{rate:.3f} (at most {high:.3f})" if k == 0 else f"{rate:.3f} (at least {low:.3f})"
 
 
 def render(rows: list[dict]) -> str:

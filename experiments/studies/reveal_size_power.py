@@ -78,6 +78,7 @@ import numpy as np
 from experiments.sync_docs import Table
 from iml import power as P
 from iml import revealed as R
+from iml.calibration import clopper_pearson_interval
 
 CENTRE_PRECISION = 1.5
 DELTAS = (0.0, -0.1, -0.3, 0.1, 0.3)
@@ -322,8 +323,14 @@ def regimes_table(records: list[dict]) -> str:
 
 def _rate_cell(rate: float, n: int) -> str:
     """A rejection rate over ``n`` simulated data sets, in percent with its Monte Carlo standard
-    error: ``"5.0% (se 2.2)"``."""
-    return f"{100 * rate:.1f}% (se {100 * P.rate_standard_error(rate, n):.1f})"
+    error, ``"5.0% (se 2.2)"``; at 0 or 1, where that error is 0, the Clopper-Pearson 95% bound
+    instead, ``"0.0% (at most 0.7)"``."""
+    k = round(rate * n)
+    if 0 < k < n:
+        return f"{100 * rate:.1f}% (se {100 * P.rate_standard_error(rate, n):.1f})"
+    low, high = (float(x) for x in clopper_pearson_interval(k, n))
+    return f"{100 * rate:.1f}% (at most {100 * high:.1f})" if k == 0 else (
+        f"{100 * rate:.1f}% (at least {100 * low:.1f})")  # fmt: skip
 
 
 def stored_regimes_table() -> str:

@@ -138,10 +138,8 @@ def _title(manifest: Mapping[str, Any], grid: Any, seeds: int) -> str:
     logistic``: the grid's loss by its record's title, the same words for every loss."""
     data = manifest["config"].get("data", {})
     name = Path(data["path"]).stem if data.get("path") else data.get("name", "")
-    record = grid.spec.record
-    what = f"{record.title}, " if record is not None else ""
     model = manifest["config"].get("model", {}).get("name", "")
-    return f"{name}: {what}{len(grid.keys)} losses x {seeds} seeds, {model}"
+    return f"{name}: {grid.spec.record.title}, {len(grid.keys)} losses x {seeds} seeds, {model}"
 
 
 def report_run(

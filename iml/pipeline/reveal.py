@@ -831,11 +831,11 @@ def _power(record: Mapping[str, Any], name: str) -> str:
 
 def verdict_text(record: Mapping[str, Any], name: str) -> str:
     """Test ``name``'s verdict (``"nis"``, ``"niac"``) as the reports word it: ``"rejected"``,
-    ``"not rejected"`` with its simulated power where the record holds one, or ``"not testable
+    ``"not rejected"`` with its simulated power (or that none was simulated), or ``"not testable
     (...)"`` (:func:`_word`), then the signals compared (cells for a multiclass record) where the
     record says."""
     word = _word(record, name, bool(record[name]["violated"]))
-    power = _power(record, name) if word == "not rejected" else ""
+    power = (_power(record, name) or "power not simulated") if word == "not rejected" else ""
     signals = record.get("signals")
     what = "cells" if "classes" in record else "signals"
     counted = f"{signals} {what}" if signals is not None and not _untestable(record) else ""
@@ -966,10 +966,12 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
         untested = [k for k, n in zip(short, bins, strict=False) if n < 2]
         kept = [k for k, v in zip(short, nias["violated"], strict=True) if not v and k not in
                 untested]  # fmt: skip
-        if flagged and kept:  # the models it does not reject, said too (their power unsimulated)
+        # the models a rejecting family does not reject, said too (no power per model is
+        # simulated); not where the rejection itself is not evidence
+        if flagged and kept and _word(record, "nias", True) == "rejected":
             named = f"at {weight} {', '.join(kept)}" if len(kept) <= 6 else (
                 f"for the other {len(kept)} models")  # fmt: skip
-            detail += f"; not rejected {named} (power not simulated)"
+            detail += f"; not rejected {named} (power per model not simulated)"
         detail += f"; not testable (1 bin) at {weight} {', '.join(untested)}" if untested else ""
         detail += f"; {min(bins)}-{max(bins)} bins per model" if bins else ""
         said = verdict("nias", bool(flagged), detail)

@@ -81,6 +81,9 @@ def test_one_verdict_is_worded_with_its_power_and_signals():
     assert verdict_text(record, "nis").startswith("not testable (simulated size 0.20")
     record["signals"] = 1
     assert verdict_text(record, "niac") == "not testable (1 signal)"
+    del record["simulated"]
+    record["signals"] = 3
+    assert verdict_text(record, "niac") == "not rejected (power not simulated; 3 signals)"
 
 
 def test_the_nias_line_names_the_models_it_does_not_reject_too():
@@ -91,9 +94,13 @@ def test_the_nias_line_names_the_models_it_does_not_reject_too():
     def nias_line(r):
         return next(ln for ln in revealed_summary(r).splitlines() if ln.startswith("NIAS "))
 
-    assert nias_line(record).endswith("; not rejected at beta 0.988, 0.99 (power not simulated)")
+    assert nias_line(record).endswith(
+        "; not rejected at beta 0.988, 0.99 (power per model not simulated)"
+    )
     record["nias"]["violated"] = [True] * 3 + [False] * (K - 3)
-    assert f"; not rejected for the other {K - 3} models (power not simulated)" in nias_line(record)
+    assert f"; not rejected for the other {K - 3} models (power per model" in nias_line(record)
+    record["simulated"]["size"]["nias"] = {"rate": 0.20, "se": 0.04}  # its rejection no evidence
+    assert "not rejected for the other" not in nias_line(record)
 
 
 def test_verdicts_whose_size_and_power_were_not_simulated_say_so():

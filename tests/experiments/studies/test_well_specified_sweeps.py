@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from experiments.studies import well_specified_sweeps as study
 from iml.calibration import loss_calibration_summary
@@ -93,8 +94,11 @@ def test_the_table_by_weight_gives_the_share_rejecting_and_the_difference_with_i
     line = text.splitlines()[2]
     a, b = np.array([0.3, 0.5]), np.array([0.1, 0.2, 0.3])
     d = a.mean() - b.mean()
-    se = np.sqrt(a.var(ddof=1) / 2 + b.var(ddof=1) / 3)
+    va, vb = a.var(ddof=1) / 2, b.var(ddof=1) / 3
+    df = (va + vb) ** 2 / (va**2 / 1 + vb**2 / 2)  # Welch-Satterthwaite: about 1.3 here
+    half = scipy.stats.t.ppf(0.975, df) * np.sqrt(va + vb)
+    assert half > 2 * 1.96 * np.sqrt(va + vb)  # over twice a normal interval at this size
     assert line.startswith("| 0.5 | 2 of 5: 0.400 [")
-    assert line.endswith(f"| {d:+.3f} [{d - 1.96 * se:+.3f}, {d + 1.96 * se:+.3f}] |")
+    assert line.endswith(f"| {d:+.3f} [{d - half:+.3f}, {d + half:+.3f}] |")
     one = study.render({"rows": rows[1:]})  # one data set rejecting: no difference is given
     assert one.splitlines()[2].endswith("|  |")
