@@ -34,6 +34,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from iml import revealed as R
+from iml.calibration import clopper_pearson_interval
 from iml.revealed.bins import as_min_count
 from iml.spec import LossSpec
 
@@ -274,3 +275,20 @@ def rate_standard_error(rate: float, n: int) -> float:
     """The Monte Carlo standard error of a rejection ``rate`` over ``n`` simulated data sets,
     ``sqrt(rate (1 - rate) / n)``."""
     return float(np.sqrt(rate * (1.0 - rate) / n))
+
+
+def rate_text(rate: float, n: int, percent: bool = False) -> str:
+    """A rejection rate over ``n`` simulated data sets with its Monte Carlo standard error,
+    ``"0.052 (se 0.010)"`` (``percent``: ``"5.2% (se 1.0)"``); at 0 or 1, where that error is
+    0, the end of its Clopper-Pearson 95% interval instead, ``"0.000 (at most 0.007)"``."""
+    scale, digits, unit = (100.0, 1, "%") if percent else (1.0, 3, "")
+
+    def shown(x: float) -> str:
+        return f"{scale * x:.{digits}f}"
+
+    k = round(rate * n)
+    if 0 < k < n:
+        return f"{shown(rate)}{unit} (se {shown(rate_standard_error(rate, n))})"
+    low, high = (float(x) for x in clopper_pearson_interval(k, n))
+    bound = f"at most {shown(high)}" if k == 0 else f"at least {shown(low)}"
+    return f"{shown(rate)}{unit} ({bound})"

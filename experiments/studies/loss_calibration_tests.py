@@ -62,15 +62,10 @@ from scipy.special import expit, logit
 from scipy.stats import chi2
 
 from experiments.benchmarks._harness import machine
-from iml.calibration import (
-    calibration_test,
-    clopper_pearson_interval,
-    holm_adjusted,
-    smooth_ece,
-)
+from iml.calibration import calibration_test, holm_adjusted, smooth_ece
 from iml.calibration.binning import assign_bins, bin_edges
 from iml.calibration.loss_calibration import loss_matrices, loss_reduction, loss_sums
-from iml.power import rate_standard_error
+from iml.power import rate_text
 from iml.spec import loss_spec
 
 CANDIDATES = (
@@ -254,17 +249,6 @@ SHORT = {
 }
 
 
-def _rate_cell(rate: float, n: int) -> str:
-    """A rejection rate over ``n`` data sets with its Monte Carlo standard error,
-    ``"0.052 (se 0.010)"``; at 0 or 1, where that error is 0, the Clopper-Pearson 95% bound
-    instead, ``"0.000 (at most 0.007)"``."""
-    k = round(rate * n)
-    if 0 < k < n:
-        return f"{rate:.3f} (se {rate_standard_error(rate, n):.3f})"
-    low, high = (float(x) for x in clopper_pearson_interval(k, n))
-    return f"{rate:.3f} (at most {high:.3f})" if k == 0 else f"{rate:.3f} (at least {low:.3f})"
-
-
 def render(rows: list[dict]) -> str:
     """The record as Markdown: per regime row, each scenario's rejection rate by candidate
     (size under ``null``, power otherwise), and the bins the merged candidates were left with."""
@@ -279,7 +263,7 @@ def render(rows: list[dict]) -> str:
             "|---" * (len(CANDIDATES) + 1) + "|",
         ]
         for scenario, rates in r["rates"].items():
-            cells = [_rate_cell(rates[c]["rate"], r["datasets"]) for c in CANDIDATES]
+            cells = [rate_text(rates[c]["rate"], r["datasets"]) for c in CANDIDATES]
             lines.append(f"| {scenario} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)

@@ -78,7 +78,6 @@ import numpy as np
 from experiments.sync_docs import Table
 from iml import power as P
 from iml import revealed as R
-from iml.calibration import clopper_pearson_interval
 
 CENTRE_PRECISION = 1.5
 DELTAS = (0.0, -0.1, -0.3, 0.1, 0.3)
@@ -311,7 +310,7 @@ def regimes_table(records: list[dict]) -> str:
     ]
     for r in records:
         bins = "deciles" if r["strategy"] == "quantile" else r["strategy"]
-        rates = " | ".join(_rate_cell(r[f"{t}_rejection"], r["datasets"])
+        rates = " | ".join(P.rate_text(r[f"{t}_rejection"], r["datasets"], percent=True)
                            for t in ("nis", "niac", "nias"))  # fmt: skip
         lines.append(
             f"| {r['regime']} | {r['models']} | {r['n']:,} | {r['prior']:g} "
@@ -319,18 +318,6 @@ def regimes_table(records: list[dict]) -> str:
             f"| {r['min_bin_positives']:.1f} | {scenario(r)} | {rates} |"
         )
     return "\n".join(lines)
-
-
-def _rate_cell(rate: float, n: int) -> str:
-    """A rejection rate over ``n`` simulated data sets, in percent with its Monte Carlo standard
-    error, ``"5.0% (se 2.2)"``; at 0 or 1, where that error is 0, the Clopper-Pearson 95% bound
-    instead, ``"0.0% (at most 0.7)"``."""
-    k = round(rate * n)
-    if 0 < k < n:
-        return f"{100 * rate:.1f}% (se {100 * P.rate_standard_error(rate, n):.1f})"
-    low, high = (float(x) for x in clopper_pearson_interval(k, n))
-    return f"{100 * rate:.1f}% (at most {100 * high:.1f})" if k == 0 else (
-        f"{100 * rate:.1f}% (at least {100 * low:.1f})")  # fmt: skip
 
 
 def stored_regimes_table() -> str:

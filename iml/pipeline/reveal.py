@@ -878,8 +878,9 @@ def revealed_summary(record: Mapping[str, Any]) -> str:
             detail = (f"; its rejection{detail} is not evidence: it rejects simulated models "
                       "that hold at that rate")  # fmt: skip
         line = f"{word}{detail}"
-        if not rejected and _power(record, name):
-            line += f"; {_power(record, name)}"
+        power = _power(record, name)
+        if not rejected and power:
+            line += f"; {power}"
         elif name != "nias" and "simulated" not in record and not _untestable(record):
             line += f"; {'size' if rejected else 'power'} at this N not simulated"
         if record.get("fragile", {}).get(name):
