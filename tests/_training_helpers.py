@@ -21,14 +21,19 @@ import time
 import numpy as np
 from flax import linen as nn
 
-#: XLA's CPU backend without LLVM's optimisations, and with the elemental IR emitters instead of
-#: the MLIR fusion emitters. The tests compile hundreds of small programs whose running time is
-#: negligible: on 2 cores the suite's tests took 903 s of work against 1,028 s at level 1
-#: (docs/results/test_suite/2026-11-27_xla_levels.json), and three compile-heavy tests 28.4 and
-#: 31.2 s in two runs against 35.1 and 37.6 s with the fusion emitters
-#: (docs/results/test_suite/2026-11-29_xla_emitters.json).
+#: XLA's CPU backend without LLVM's optimisations, with the elemental IR emitters instead of the
+#: MLIR fusion emitters, and each program's machine code made as one LLVM module instead of parts
+#: made in parallel (the test workers keep the cores busy already). The tests compile thousands
+#: of small programs whose running time is negligible: on 2 cores the suite's tests took 903 s of
+#: work against 1,028 s at level 1 (docs/results/test_suite/2026-11-27_xla_levels.json), three
+#: compile-heavy tests 28.4 and 31.2 s in two runs against 35.1 and 37.6 s with the fusion
+#: emitters (docs/results/test_suite/2026-11-29_xla_emitters.json), and the split into parts
+#: cost about a tenth of XLA's compile time (docs/results/test_suite/2026-12-05_codegen_split.json).
 #: Every process of a test that compares results bit for bit must use it alike.
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+FAST_COMPILE = (
+    "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false "
+    "--xla_cpu_parallel_codegen_split_count=1"
+)
 
 #: ``compiler_options`` for the few programs a test runs long enough that optimising them pays
 #: (``jax.jit(f, compiler_options=RUNS_LONG)``): the one setting that differs from FAST_COMPILE.
