@@ -57,6 +57,7 @@ from IPython.display import Markdown, display
 
 import iml
 from iml import revealed as R
+from iml.power import rate_text
 
 # Paths below are relative to the repository root; Jupyter starts the kernel in notebooks/.
 if not Path("docs/results").is_dir() and Path("../docs/results").is_dir():
@@ -411,8 +412,9 @@ simulated = revealed_record["simulated"]
 for name in ("nis", "niac", "nias"):
     size, power = simulated["size"][name], simulated["power"][name]
     print(
-        f"{name.upper():4s} simulated size {size['rate']:.2f}, power {power['rate']:.2f} "
-        f"(se {power['se']:.2f}) against {power['against']} ({simulated['datasets']} data sets)"
+        f"{name.upper():4s} simulated size {rate_text(size['rate'], simulated['datasets'])}, "
+        f"power {rate_text(power['rate'], simulated['datasets'])} against {power['against']} "
+        f"({simulated['datasets']} data sets)"
     )
 
 # %% [markdown]
@@ -430,7 +432,7 @@ def power_text(name):
     power = simulated["power"][name]
     return (
         f"its power, simulated at this run's N, K and prior (`{REVEALED}`, "
-        f"{simulated['datasets']} data sets), is {power['rate']:.2f} (se {power['se']:.2f}) "
+        f"{simulated['datasets']} data sets), is {rate_text(power['rate'], simulated['datasets'])} "
         f"against {power['against']}"
     )
 
@@ -469,7 +471,8 @@ if run.nis_test.violated:
         "* **Capacity-constrained learning (NIS)** is rejected (margin "
         f"{float(run.nis_test.margin):.4f}, lower bound {float(run.nis_test.lower_bound):.4f}, "
         f"p = {float(run.nis_test.p_value):.3f}, {run_signals} signals per model; simulated size "
-        f"{simulated['size']['nis']['rate']:.2f}): some problems are better served by another "
+        f"{rate_text(simulated['size']['nis']['rate'], simulated['datasets'])}): some problems are "
+        "better served by another "
         "model's experiment, re-scored: " + "; ".join(pairs) + "."
     )
 else:
@@ -620,12 +623,14 @@ assert not np.any(class_capacity.nias.violated) and not np.any(class_rising.nias
 
 # %%
 power_record = json.loads(Path("docs/results/multiclass_reveal_power/record.json").read_text())
+data_sets = power_record["settings"]["datasets"]
 for row in power_record["rows"]:
     if row["loss"] == "class_weighted_softmax" and row["scenario"] in ("capacity", "rising"):
         d0, d1 = row["precision"]
+        rates = {t: rate_text(row[t], data_sets, percent=True) for t in ("nis", "niac", "nias")}
         print(
-            f"{row['scenario']:9s} d {d0:g} to {d1:g}: NIS rejects {row['nis']:.1%} "
-            f"(se {row['nis_se']:.1%}), NIAC {row['niac']:.1%}, NIAS {row['nias']:.1%}"
+            f"{row['scenario']:9s} d {d0:g} to {d1:g} ({data_sets} data sets): NIS rejects "
+            f"{rates['nis']}, NIAC {rates['niac']}, NIAS {rates['nias']}"
         )
 
 # %% [markdown]

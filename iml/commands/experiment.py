@@ -101,7 +101,8 @@ def experiment_command(args: argparse.Namespace) -> Callable[[], int]:
 
 
 def _summary(experiment: Any, table: Mapping[str, Any], trained: list[int]) -> str:
-    """One line: the data, the raw and corrected ECE over the grid, the batches trained."""
+    """One line: the data, the range of the raw and corrected ECE's point estimates over the
+    grid (their intervals and tests are in the table), the batches trained."""
     dataset = experiment.dataset
     first = next(iter(table.values()))["raw"]
     metric, shown = ("ece", "ECE") if "ece" in first else ("top_label_ece", "top-label ECE")
@@ -113,6 +114,6 @@ def _summary(experiment: Any, table: Mapping[str, Any], trained: list[int]) -> s
     )  # fmt: skip
     return (
         f"{dataset.name}: N={dataset.num_examples}, {where}; raw {shown} up to {worst:.4f}; "
-        f"loss-corrected {shown} {min(corrected):.4f}..{max(corrected):.4f}; "
-        f"trained batches {trained}"
+        f"loss-corrected {shown} {min(corrected):.4f}..{max(corrected):.4f} (point estimates; "
+        f"intervals and tests in table.md); trained batches {trained}"
     )

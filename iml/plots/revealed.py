@@ -112,7 +112,8 @@ def figure_information_by_class(
 
     Does raising a class's weight buy information about that class? The line of class ``c``
     carries the ``gid`` ``"class-information-{c}"`` and its interval bars (one segment per model)
-    ``"class-information-interval-{c}"``.
+    ``"class-information-interval-{c}"``; the legend says the bars are marginal intervals, which
+    do not test a difference between models.
 
     Args:
       information: ``I_{k,c}`` ``[K, n]``.
@@ -146,6 +147,9 @@ def figure_information_by_class(
         if iv is not None:
             ax.vlines(x, iv[0, :, c], iv[1, :, c], color=line.get_color(), lw=1.0, alpha=0.7,
                       gid=f"class-information-interval-{c}")  # fmt: skip
+    if iv is not None:  # the bars' key: each is one model's own interval
+        ax.plot([], [], color="0.4", lw=1.0, gid="interval-key",
+                label="bars: marginal bootstrap intervals (not a test of a difference)")  # fmt: skip
     ax.set_xticks(x, keys)
     ax.set_xlabel("loss of the grid")
     ax.set_ylabel("information about the class, I(signal; y = c) (nats)")

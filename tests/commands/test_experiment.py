@@ -124,7 +124,8 @@ def test_command_on_a_csv_writes_table_markdown_and_figures(simulated, tmp_path,
     assert manifest["config"]["data"]["target"] == "label"
     # the host memory settings in force (this process's first command set them)
     assert manifest["host_memory"] == host.host_memory_record() != "system"
-    assert "loss-corrected ECE" in capsys.readouterr().out
+    # the summary line's ECEs are point estimates, and it says where their intervals are
+    assert "(point estimates; intervals and tests in table.md)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -128,6 +128,8 @@ def test_figure_information_by_class_draws_each_class_along_the_grid_with_its_in
         np.testing.assert_allclose([low, high], interval[:, :, c])
     assert [t.get_text() for t in ax.get_xticklabels()] == keys
     assert len(lines_by_gid(ax, "class-information-")) == 3
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[-1] == "bars: marginal bootstrap intervals (not a test of a difference)"
     with pytest.raises(ValueError, match=r"interval must have shape \(2, 3, 3\)"):
         figure_information_by_class(information, interval[0])
     with pytest.raises(ValueError, match="grid_keys"):
