@@ -148,8 +148,8 @@ def figure_information_by_class(
             ax.vlines(x, iv[0, :, c], iv[1, :, c], color=line.get_color(), lw=1.0, alpha=0.7,
                       gid=f"class-information-interval-{c}")  # fmt: skip
     if iv is not None:  # the bars' key: each is one model's own interval
-        ax.plot([], [], color="0.4", lw=1.0, gid="interval-key",
-                label="bars: marginal bootstrap intervals (not a test of a difference)")  # fmt: skip
+        key = "bars: marginal bootstrap intervals (not a test of a difference)"
+        ax.plot([], [], color="0.4", lw=1.0, gid="interval-key", label=key)
     ax.set_xticks(x, keys)
     ax.set_xlabel("loss of the grid")
     ax.set_ylabel("information about the class, I(signal; y = c) (nats)")
