@@ -60,6 +60,19 @@ def image_size_config(image_size: int) -> ImageSizeConfig:
     )
 
 
+class LocalDatasetInfo(tfds.core.DatasetInfo):
+    """A dataset's description that TFDS never looks for on Google Cloud Storage.
+
+    Before a dataset is prepared, :class:`tfds.core.DatasetBuilder` asks its info for TFDS's
+    published copy (``initialize_from_bucket``), which makes a temporary folder first and leaves
+    it behind, empty, when there is no copy (always here: these datasets are built from the
+    user's own files, and TFDS's access to the bucket is off).
+    """
+
+    def initialize_from_bucket(self) -> None:
+        """Nothing to read: the description comes from the builder and its prepared folder."""
+
+
 class ImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """A builder of ``uint8 [S, S, 1]`` images (``"image"``) beside per-example scalars.
 
@@ -85,7 +98,8 @@ class ImageBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         features = {"image": tfds.features.Tensor(shape=(size, size, 1), dtype=np.uint8)}
         for name, dtype in self.SCALARS.items():
             features[name] = tfds.features.Tensor(shape=(), dtype=dtype)
-        return self.dataset_info_from_configs(
+        return LocalDatasetInfo(
+            builder=self,
             description=self.DESCRIPTION,
             features=tfds.features.FeaturesDict(features),
             homepage=self.HOMEPAGE,

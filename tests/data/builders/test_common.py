@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from PIL import Image
 
 from iml.data.builders import load_grayscale, resize_grayscale
+from iml.data.builders._common import builder_config
+from iml.data.builders.digits.digits_dataset_builder import Digits
 
 
 def test_rgba_png_becomes_its_gray_channel_and_resizes_like_torch(sample_images: Path):
@@ -52,3 +54,15 @@ def test_truncated_and_missing_image_files_raise_naming_the_file(tmp_path, sampl
 def test_resize_grayscale_rejects_non_uint8():
     with pytest.raises(ValueError, match="uint8"):
         resize_grayscale(np.zeros((2, 8, 8), np.float32), 16)
+
+
+def test_a_builder_of_an_unprepared_dataset_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    # TFDS's own info makes an empty folder in the temporary directory for each such builder
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    builder = Digits(data_dir=str(tmp_path / "data"), config=builder_config(Digits, 8))
+    assert not builder.is_prepared() and builder.info.features["image"].shape == (8, 8, 1)
+    assert list(scratch.iterdir()) == []
