@@ -78,6 +78,19 @@ class LossGrid(NamedTuple):
     weights: np.ndarray | None
     keys: list[str]
 
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-ready description that :func:`loss_grid` turns back into this grid, its keys
+        included: the specification's (:meth:`iml.LossSpec.to_config`) with the class weights as
+        given (float64, not the specification's float32) where the grid has them.
+
+        Raises:
+          ValueError: for a callable loss, which cannot be written down.
+        """
+        config = self.spec.to_config()
+        if self.weights is not None:
+            config[self.spec.record.class_weight] = np.asarray(self.weights, np.float64).tolist()
+        return config
+
 
 def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99) -> np.ndarray:
     """``n_betas`` class weights evenly spaced in ``logit(beta)`` from ``beta_min`` to ``beta_max``.
@@ -109,7 +122,10 @@ def loss_grid(losses: LossLike | LossGrid) -> LossGrid:
 
     ``losses`` is anything :func:`iml.loss_spec` reads: an array of betas (the default sweep), a
     stack of weight matrices ``B`` ``[m, n, n]``, ``loss_spec("focal", gamma=2.0, alpha=alphas)``,
-    ... A single (unbatched) loss is a grid of one.
+    a config such as ``{"name": "focal", "gamma": 2.0, "alpha": alphas}``
+    (:meth:`LossGrid.to_config`), ... A single (unbatched) loss is a grid of one. Class weights
+    given as numbers (an array of betas, a config's list) key the grid as they are; those of a
+    :class:`iml.LossSpec`, by their shortest float32 decimals.
 
     Raises:
       ValueError: for a specification batched over more than one axis, repeated betas, or two
@@ -122,6 +138,9 @@ def loss_grid(losses: LossLike | LossGrid) -> LossGrid:
         spec = losses
     elif isinstance(losses, str | Mapping) or callable(losses):
         spec = loss_spec(losses)
+        weight = None if spec.fn is not None else spec.record.class_weight
+        if isinstance(losses, Mapping) and weight in losses:
+            exact = np.atleast_1d(np.asarray(losses[weight], np.float64))
     else:
         values = np.asarray(losses, np.float64)
         if values.ndim == 1:
@@ -133,8 +152,9 @@ def loss_grid(losses: LossLike | LossGrid) -> LossGrid:
         raise ValueError(
             f"losses must be a grid along one axis; got batch shape {spec.batch_shape}"
         )
-    weights = _float32_decimals(grid_weights(spec)) if exact is None else exact
+    weights = grid_weights(spec)
     if weights is not None:  # one class weight per loss: distinct, each in (0, 1)
+        weights = _float32_decimals(weights) if exact is None else exact
         V.check_betas(f"{spec.record.class_weight}s", weights)
     keys = grid_keys(spec, weights)
     if len(set(keys)) != len(keys):
@@ -429,8 +449,8 @@ def config_grid(
     """The grid of losses a config's ``loss`` section names: a binary loss of
     :data:`CLASS_WEIGHTS` over its class weights (:func:`config_betas`), or a multiclass loss of
     :data:`WEIGHT_GRIDS` over the grid ``weights`` (:func:`parse_weight_grid`) of ``n_classes``
-    classes; each with the parameters ``params`` sets (:func:`config_parameters`). The
-    beta-weighted log loss is keyed by its betas themselves.
+    classes; each with the parameters ``params`` sets (:func:`config_parameters`). A binary
+    grid is keyed by its class weights themselves.
 
     Raises:
       ValueError: naming the bad key as ``name`` gives it (``"loss.betas"`` ->
@@ -450,10 +470,9 @@ def config_grid(
         except ValueError as err:  # a class out of range
             said = str(err).removeprefix("weights: ")
             raise ValueError(f"{name('loss.weights')}: {said}") from None
-    grid = config_betas(loss, name)
-    if loss["name"] == "log":
-        return loss_grid(np.asarray(grid, np.float64))
-    return loss_grid(loss_family(loss["name"], **params)(grid))
+    family = loss_family(loss["name"], **params)
+    weights = np.asarray(config_betas(loss, name), np.float64).tolist()
+    return loss_grid({"name": family.name, **family.params, family.weight_name: weights})
 
 
 def _grid_weight(loss: str, name: str) -> GridWeight:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from iml.grids import loss_grid
 from iml.models import LogisticRegression
 from iml.pipeline.store import RunStore
 from iml.training import TrainConfig
@@ -54,13 +55,13 @@ def write_sweep_scores(
     members = scores if seeds is not None else scores[:, None]
     m, s, n = members.shape[:3]
     if loss is None and betas is not None:
-        recorded = {"name": "log", "betas": np.asarray(betas).tolist()}
+        recorded = {"name": "log", "beta": np.asarray(betas, np.float64).tolist()}
     elif loss is None:
         recorded = {"name": "matrix"}
     elif loss.name == "callable":  # as plan_sweep records a callable: by its description
         recorded = loss.describe()
-    else:
-        recorded = loss.to_config()
+    else:  # as plan_sweep records a grid
+        recorded = loss_grid(loss).to_config()
     record = {"data": {"n_folds": 10, "fold_seed": 0, "sha256": "0" * 64},
               "model": {"name": "logistic", "hidden": 32}, "loss": recorded,
               "train": dict(train or {}),

@@ -198,7 +198,7 @@ def test_failure_during_work_exits_1_with_traceback_and_keeps_finished_results(t
     assert "iml sweep: error:" not in done.stderr  # not reported as bad input
     assert sorted(p.name for p in (out / "batches").iterdir()) == ["batch-0000.npz"]
     recorded = json.loads((out / "manifest.json").read_text())["config"]["loss"]
-    assert recorded == {"name": "log", "betas": [0.5, 0.9]}
+    assert recorded == {"name": "log", "beta": [0.5, 0.9]}
 
 
 def test_no_progress_hides_the_bars_of_preparing_a_dataset(tmp_path, capfd):

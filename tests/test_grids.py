@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 import iml
-from iml.grids import WEIGHT_GRIDS, beta_grid, loss_grid, parse_weight_grid, weight_grid
+from iml.grids import (
+    WEIGHT_GRIDS,
+    beta_grid,
+    beta_key,
+    loss_grid,
+    parse_weight_grid,
+    weight_grid,
+)
 from iml.spec import loss_spec
 
 
@@ -150,3 +157,34 @@ def test_a_grid_that_repeats_a_loss_in_float32_or_by_its_entries_is_refused_nami
     assert weight_row([0.9, 0.9000000001], 0.9000000001) == 1  # exact first
     with pytest.raises(ValueError, match=r"0\.3 is not one of the grid's"):
         weight_row([0.5, 0.9], 0.3)
+
+
+def test_a_grid_written_as_a_config_reads_back_with_its_keys_and_float32_parameters():
+    import jax
+
+    from iml.grids import config_grid
+    from iml.pipeline.defaults import experiment_config
+
+    betas = beta_grid(7)
+    focal = {**experiment_config().loss, "name": "focal", "betas": tuple(betas.tolist())}
+    grids = [
+        loss_grid(betas),  # keyed by the betas as given: '0.17774412460002179'
+        loss_grid(loss_spec("focal", gamma=2.0, alpha=betas)),  # by float32 decimals
+        config_grid(focal),  # a config's class weights, as given, whatever the loss
+        loss_grid(weight_grid(parse_weight_grid("ones;B[1,1]=10", "matrix"), "matrix", 3)),
+    ]
+    assert grids[0].keys == grids[2].keys == [beta_key(b) for b in betas]
+    assert grids[1].keys[1] == "0.044641905" != grids[2].keys[1]
+    for grid in grids:
+        config = grid.to_config()
+        again = loss_grid(config)
+        assert again.keys == grid.keys and again.spec.name == grid.spec.name
+        if grid.weights is None:
+            assert again.weights is None
+        else:
+            np.testing.assert_array_equal(again.weights, grid.weights)
+            assert config[grid.spec.record.class_weight] == grid.weights.tolist()
+        for a, b in zip(jax.tree.leaves(again.spec), jax.tree.leaves(grid.spec), strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    with pytest.raises(ValueError, match="callable loss cannot be stored"):
+        loss_grid(loss_spec(lambda a, y, w: w * a, 0.5)).to_config()

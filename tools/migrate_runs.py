@@ -27,6 +27,13 @@ run on a table with ``l2 = "auto"`` chose the level of lowest validation loss (`
 a sweep at a fixed ridge records no choice), and a run on images, which reads no ridge choice,
 takes the schema's default (``"least_penalty"``).
 
+Schema 5 to 6: a run on a table records its loss as :meth:`iml.grids.LossGrid.to_config` writes
+it, the class weights under the loss's own parameter name and as the grid keys them: the
+beta-weighted log loss's ``{"name": "log", "betas": [...]}`` becomes ``{"name": "log", "beta":
+[...]}``, and the class weights of another binary loss (a focal grid's ``alpha``), which schema 5
+wrote as float32 values (``0.009999999776482582``), take the shortest decimals that the grid's
+keys were (``0.01``). Runs on images, whose loss is their config's section, are unchanged.
+
 Usage, from the repository root (a folder is searched for ``manifest.json`` files and
 ``*_manifest.json`` copies; ``--check`` rewrites nothing and exits 1 if anything is out of date)::
 
@@ -43,6 +50,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from iml._io import atomic_write_bytes
 from iml.pipeline import SCHEMA
@@ -188,6 +197,10 @@ def migrate_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
     if out["schema"] == 4:
         out["config"] = _to_5(out["config"], out["kind"])
         out["schema"] = 5
+    if out["schema"] == 5:
+        if out["kind"] == "table":
+            out["config"] = _to_6(out["config"])
+        out["schema"] = 6
     return out
 
 
@@ -261,6 +274,34 @@ def _to_5(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
     # do not read
     added = {**train, "l2_choice": "lowest_loss" if kind == "table" else "least_penalty"}
     out["train"] = dict(sorted(added.items())) if list(train) == sorted(train) else added
+    return out
+
+
+def _class_weight(loss: str) -> str | None:
+    # imported here: the registry of losses (JAX), which only this step needs
+    from iml.losses import lookup
+
+    try:
+        return lookup(loss).class_weight
+    except (KeyError, ValueError):  # a plugin's loss, not loaded: its weights stay as written
+        return None
+
+
+def _to_6(config: Mapping[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(dict(config)))
+    loss = out.get("loss")
+    if not isinstance(loss, dict):  # a callable's name: nothing recorded to rewrite
+        return out
+    if loss.get("name") == "log" and set(loss) == {"name", "betas"}:  # as schema 5 wrote it
+        out["loss"] = {"name": "log", "beta": loss["betas"]}
+        return out
+    weight = _class_weight(str(loss.get("name")))
+    values = loss.get(weight) if weight is not None else None
+    if not isinstance(values, list):
+        return out
+    others = [v for k, v in loss.items() if k not in ("name", weight)]
+    if all(isinstance(v, list) and len(set(v)) <= 1 for v in others):  # keyed by its weights
+        loss[weight] = [float(str(w)) for w in np.asarray(values, np.float32)]
     return out
 
 

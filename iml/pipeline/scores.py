@@ -41,7 +41,7 @@ from iml.pipeline.store import (
     member_test_scores,
 )
 from iml.recalibration import BASELINES, LossCorrection, cross_fit
-from iml.spec import LossSpec, loss_spec
+from iml.spec import LossSpec
 
 __all__ = [
     "ECE_BOOTSTRAP",
@@ -397,8 +397,7 @@ def score_sweep(
 def stored_grid(manifest: Mapping[str, Any], run: str | Path, n_classes: int = 0) -> LossGrid:
     """The grid of losses a stored run's manifest records: a run on images by its config's
     ``loss`` section (:func:`iml.grids.config_grid`, a multiclass grid over ``n_classes``
-    classes), a run on a table by its record's loss (its betas, or its loss's
-    config).
+    classes), a run on a table by its record's loss (:meth:`iml.grids.LossGrid.to_config`).
 
     Raises:
       ValueError: for a run of a callable loss, which its record names but cannot rebuild, or of
@@ -411,8 +410,6 @@ def stored_grid(manifest: Mapping[str, Any], run: str | Path, n_classes: int = 0
         from iml.pipeline.run_config import as_config
 
         return config_grid(as_config(config).loss, n_classes or 2)
-    if isinstance(loss, Mapping) and loss.get("name") == "log" and "betas" in loss:
-        return loss_grid(np.asarray(loss["betas"], np.float64))  # the beta-weighted log loss
     if not isinstance(loss, Mapping):
         raise ValueError(
             f"{run} holds a run of the {loss}, which its record names but cannot rebuild: "
@@ -424,7 +421,7 @@ def stored_grid(manifest: Mapping[str, Any], run: str | Path, n_classes: int = 0
             "this process: load the plugin that registers it first (`--import MODULE_OR_FILE`, "
             "iml.plugins.import_plugin)"
         )
-    return loss_grid(loss_spec(dict(loss)))
+    return loss_grid(dict(loss))
 
 
 def stored_scores(

@@ -64,7 +64,7 @@ _PACKAGES = (
 #: The version of the manifest's layout that this iml writes and reads. Runs recorded at an
 #: earlier one are rewritten once by ``python -m tools.migrate_runs RUN`` (from the repository
 #: root), not read by the library.
-SCHEMA = 5
+SCHEMA = 6
 #: What a run's members take, recorded as the manifest's ``kind``: ``"images"``, fed to the
 #: devices in batches from the host, or ``"table"``, rows held whole on the device.
 KINDS = ("images", "table")

@@ -250,10 +250,8 @@ def plan_sweep(
     batches = [np.unique([mb.loss for mb in batch.members]) for batch in members.batches]
     extra = dict(run_info or {})
     source = _recorded_source(extra.pop("data", {}), extra)
-    if spec.name == "log":  # the loss section of every run over class weights
-        recorded: Any = {"name": "log", "betas": grid.weights.tolist()}
-    else:  # a callable cannot be written down: its name stands for it
-        recorded = spec.describe() if spec.fn is not None else spec.to_config()
+    # a callable cannot be written down: its name stands for it
+    recorded = spec.describe() if spec.fn is not None else grid.to_config()
     run_config = {
         "data": {**source, "n_folds": n_folds, "fold_seed": fold_seed,
                  "sha256": data_fingerprint(x, y, g)},

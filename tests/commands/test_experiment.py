@@ -278,7 +278,7 @@ def test_finished_chunks_survive_a_failure_and_another_config_is_refused_first(
     assert _sweep(_args(**flags, betas="0.5,0.8", seeds=1, losses_per_batch=1, n_folds=4)) == 2
     err = capsys.readouterr().err
     assert err.startswith("iml sweep: error: --out: ") and err.count("\n") == 1
-    assert "config.loss.betas: [0.5, 0.9] stored, [0.5, 0.8] now" in err
+    assert "config.loss.beta: [0.5, 0.9] stored, [0.5, 0.8] now" in err
     assert len(calls) == 2  # nothing trained
     assert (out / "batches" / "batch-0000.npz").read_bytes() == first
     assert (out / "manifest.json").read_text() == manifest
@@ -366,7 +366,7 @@ def test_a_config_file_runs_a_sweep_stored_in_the_layout_of_named_options(tmp_pa
     assert list(data) == ["name", "n_folds", "fold_seed", "sha256"] and len(data["sha256"]) == 64
     assert (data["name"], data["n_folds"], data["fold_seed"]) == ("digits", 4, 0)
     assert stored["model"] == {"name": "logistic", "hidden": 32}
-    assert stored["loss"] == {"name": "log", "betas": [0.5, 0.9]}
+    assert stored["loss"] == {"name": "log", "beta": [0.5, 0.9]}
     assert stored["plan"] == {"seeds": [0], "losses_per_batch": 2}
     assert stored["train"]["solver"] == "exact"  # TrainConfig's fields, as it ran
     assert set(stored["train"]) <= {f.name for f in dataclasses.fields(TrainConfig)}

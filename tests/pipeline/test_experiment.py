@@ -80,7 +80,7 @@ def test_a_folder_is_resumed_only_by_the_same_experiment(tmp_path):
     assert check_resumable(build(_csv_config(path)), out) == json.loads(
         json.dumps(experiment.record)
     )
-    with pytest.raises(ValueError, match=r"--out: .*first difference: config\.loss\.betas"):
+    with pytest.raises(ValueError, match=r"--out: .*first difference: config\.loss\.beta:"):
         check_resumable(build(_csv_config(path, loss__betas=(0.3, 0.8))), out)
     # only the report's settings differ: the stored members serve, and the message says how
     with pytest.raises(ValueError, match=r"iml figures --run .* --config\.eval\.n_bins=5$"):

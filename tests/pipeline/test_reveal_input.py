@@ -226,9 +226,10 @@ def test_binary_sweeps_join_by_their_class_weights_as_reproduce_runs_do(tmp_path
         load_reveal_input([first, DIGITS])
 
 
-def test_a_focal_run_on_images_is_read_at_betas_its_loss_holds_in_float32(tmp_path):
+def test_a_focal_run_on_images_is_keyed_by_the_betas_its_config_gives(tmp_path):
     """A run on images of the focal loss stores its members at the plan's betas
-    (0.123456789), its grid holds them in float32 (0.12345679): each member finds its row."""
+    (0.123456789); its grid is keyed by them as the config gives them, not by their float32
+    values (0.12345679), as a grid of the log loss is: each member finds its row."""
     import shutil
 
     run = tmp_path / "focal"
@@ -244,7 +245,7 @@ def test_a_focal_run_on_images_is_read_at_betas_its_loss_holds_in_float32(tmp_pa
         arrays["beta"] = np.where(arrays["beta"] == 0.99, odd, arrays["beta"])
         np.savez(path, **arrays)
     got = load_reveal_input(run)
-    assert got.loss.name == "focal" and got.keys == ["0.5", "0.9", "0.12345679"]
+    assert got.loss.name == "focal" and got.keys == ["0.5", "0.9", "0.123456789"]
     want = load_reveal_input(DIGITS)
     np.testing.assert_array_equal(got.scores, want.scores)  # the same members, rows renamed
     with pytest.raises(ValueError, match="no run given"):

@@ -168,7 +168,7 @@ def test_the_manifest_records_the_plugins_loaded_and_a_resume_adds_new_ones(tmp_
 def test_the_manifest_records_its_schema_and_kind_and_an_earlier_schema_is_refused(tmp_path):
     from iml.pipeline import SCHEMA
 
-    config = {"loss": {"name": "log", "betas": [0.5, 0.9]}}
+    config = {"loss": {"name": "log", "beta": [0.5, 0.9]}}
     manifest = RunStore(tmp_path / "new").open_run(config, kind="table")
     assert manifest["schema"] == SCHEMA and manifest["kind"] == "table"
     assert (

@@ -48,7 +48,7 @@ def _flat_sweep(record):
     train.pop("min_lr")  # not recorded then
     train.pop("l2_choice")  # nor this
     extra = {k: v for k, v in record.items() if k not in SECTIONS}
-    flat = {"betas": loss["betas"]} if loss.get("name") == "log" else {"loss": loss}
+    flat = {"betas": loss["beta"]} if loss.get("name") == "log" else {"loss": loss}
     flat["seeds"] = plan["seeds"]
     chunk = plan["losses_per_batch"]
     flat["train"] = {"model": model["name"], "hidden": model["hidden"], **train}
@@ -115,7 +115,7 @@ def test_schema_4_records_that_a_table_s_ridge_was_the_lowest_validation_loss_s(
     config = _current_default()
     del config["train"]["l2_choice"]
     migrated = M.migrate_manifest({"schema": 4, "kind": "table", "config": config})
-    assert migrated["schema"] == SCHEMA == 5
+    assert migrated["schema"] == SCHEMA == 6
     want = _current_default()
     want["train"]["l2_choice"] = "lowest_loss"
     assert migrated["config"] == want
@@ -129,6 +129,48 @@ def test_schema_4_records_that_a_table_s_ridge_was_the_lowest_validation_loss_s(
     assert migrated["config"] == fixed  # nothing was chosen
     with pytest.raises(ValueError, match=r"config\.train: a section of schema 4"):
         M.migrate_manifest({"schema": 4, "kind": "table", "config": {"data": {}}})
+
+
+def test_schema_5_records_a_table_s_loss_as_its_grid_writes_it_with_the_same_keys():
+    from iml import beta_grid
+    from iml.grids import loss_grid
+    from iml.spec import loss_spec
+
+    betas = beta_grid(5).tolist()
+    focal = loss_spec("focal", gamma=2.0, alpha=np.asarray(betas, np.float32))
+    cases = {  # schema 5's record -> the grid it was read as then (keys and float32 parameters)
+        "log": ({"name": "log", "betas": betas}, loss_grid(np.asarray(betas))),
+        "focal": (focal.to_config(), loss_grid(focal)),
+    }
+    for name, (loss, then) in cases.items():
+        config = {**_current_default(), "loss": loss}
+        migrated = M.migrate_manifest({"schema": 5, "kind": "table", "config": config})
+        assert migrated["schema"] == SCHEMA == 6
+        now = loss_grid(migrated["config"]["loss"])
+        assert now.keys == then.keys, name
+        np.testing.assert_array_equal(now.weights, then.weights)
+        for a, b in zip(jax_leaves(now.spec), jax_leaves(then.spec), strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
+        assert migrated["config"]["loss"] == then.to_config()  # as a sweep records it now
+    log = M.migrate_manifest({"schema": 5, "kind": "table", "config": {"loss": cases["log"][0]}})
+    assert log["config"]["loss"] == {"name": "log", "beta": betas}
+    # what is not a grid keyed by its weights stays as written: a multiclass loss, a plugin's
+    # loss not loaded here, a callable's name, and any run on images
+    for loss in (
+        {"name": "matrix", "B": [[[1.0, 2.0], [1.0, 1.0]]]},
+        {"name": "not_loaded", "alpha": [0.30000001192092896]},
+        "callable loss wl",
+    ):
+        kept = M.migrate_manifest({"schema": 5, "kind": "table", "config": {"loss": loss}})
+        assert kept["config"]["loss"] == loss
+    images = _current_default()
+    assert M.migrate_manifest({"schema": 5, "kind": "images", "config": images})["config"] == images
+
+
+def jax_leaves(tree):
+    import jax
+
+    return [np.asarray(leaf) for leaf in jax.tree.leaves(tree)]
 
 
 @pytest.mark.slow
