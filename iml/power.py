@@ -25,8 +25,8 @@ learning model fails, and the fewest positives and negatives any bin holds.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,22 +38,34 @@ from iml.calibration import clopper_pearson_interval
 from iml.revealed.bins import as_min_count
 from iml.spec import LossSpec
 
+ArrayLike = jax.typing.ArrayLike
+
 __all__ = [
+    "POWER_DELTA",
+    "POWER_MISREPORT",
     "TESTS",
     "Population",
     "bisect_precision",
     "gaussian_population",
+    "matched_class_precision",
     "matched_precision",
     "misreported_weights",
     "precisions",
     "rejection_rates",
     "scenario_name",
+    "simulated_class_power",
+    "simulated_power",
     "standard_error",
 ]
 
 
 #: The tests whose rejections are simulated: NIS, NIAC and NIAS.
 TESTS = ("nis", "niac", "nias")
+#: The alternatives a run's tests are simulated against (:func:`simulated_power`): precision
+#: moving by this much between the grid's ends, and the middle model's reported odds multiplied
+#: by this factor.
+POWER_DELTA = 0.3
+POWER_MISREPORT = 2.0
 
 
 class Population(NamedTuple):
@@ -264,6 +276,247 @@ def _rejections(losses, reported, precision, key, *, prior, n, n_datasets, n_boo
                 **{test: rejected[test] for test in tests}}  # fmt: skip
 
     return jax.lax.map(one, jax.random.split(key, n_datasets))
+
+
+def simulated_power(
+    loss: Callable[[ArrayLike], LossSpec],
+    weights: ArrayLike,
+    labels: ArrayLike,
+    prior: float,
+    information: float,
+    *,
+    n_bins: int,
+    n_datasets: int,
+    n_bootstrap: int,
+    seed: int,
+    rejected: Mapping[str, bool] | None = None,
+    say: Callable[[str], None] = lambda message: None,
+) -> dict[str, Any]:
+    """Size and power of :func:`iml.revealed.reveal`'s tests on a binary run's data: ``K``
+    models trained under ``loss(w)`` at the class weights ``weights [K]`` (a
+    :class:`iml.grids.LossFamily`), on the run's labels ``labels [N]`` (every data set holds its
+    ``N`` observations with its number of positives), at the run's ``prior``.
+
+    Gaussian agents at the run's class weights, with the precision ``d`` whose population
+    experiment carries ``information`` nats (the run's median ``I_k``): at ``d`` for all
+    (``capacity``: the sizes of NIS, NIAC and NIAS), falling by :data:`POWER_DELTA` along the
+    weights (NIS's power), rising by it (NIAC's power), and with the middle model reporting its
+    odds times :data:`POWER_MISREPORT` (NIAS's power). Each scenario runs ``n_datasets`` data
+    sets with ``n_bootstrap`` paired replicates, in adaptive bins of at most ``n_bins``, from
+    ``jax.random.key(seed + 1)``. A test the run ``rejected`` (``{test: bool}``) has its size
+    simulated but not its power.
+
+    Returns:
+      The record: the agents, ``d``, each scenario's rates (with their Monte Carlo standard
+      errors), ``size`` per test, and ``power`` per test simulated against its alternative.
+    """
+    weights = np.asarray(weights, np.float64)
+    labels = np.asarray(labels)
+    K, n = len(weights), len(labels)
+    positives = int(np.sum(labels == 1))
+    d = matched_precision(information, prior, n_bins)
+    losses = loss(weights)
+    key = jax.random.key(seed + 1)
+    scenarios = {
+        "capacity": (0.0, 1.0),
+        "falling": (-POWER_DELTA, 1.0),
+        "rising": (POWER_DELTA, 1.0),
+        "misreported": (0.0, POWER_MISREPORT),
+    }
+    alternatives = {
+        "nis": ("falling", f"precision falling by {POWER_DELTA} along the class weights"),
+        "niac": ("rising", f"precision rising by {POWER_DELTA} along the class weights"),
+        "nias": ("misreported", f"the middle model reporting its odds times {POWER_MISREPORT}"),
+    }
+
+    def simulate(name: str, tests: tuple[str, ...]) -> dict[str, Any]:
+        delta, factor = scenarios[name]
+        precision = precisions(K, delta, d)
+        reported = loss(misreported_weights(weights, factor))
+        population = gaussian_population(losses, precision, prior, n_bins)
+        rejections = rejection_rates(
+            losses, reported, precision, prior, n, n_datasets=n_datasets,
+            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, positives=positives, tests=tests,
+        )  # fmt: skip
+        return {
+            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
+            "misreport": factor,
+            "nis_margin": float(f"{population.nis_margin:.3g}") + 0.0,
+            "niac_margin": float(f"{population.niac_margin:.3g}") + 0.0,
+            **{test: _rate(rejections[test]) for test in tests},
+        }
+
+    rates = _scenario_rates(simulate, alternatives, rejected or {}, n_datasets, say)
+    agents = (f"Gaussian signals x ~ N(d y, 1), each reporting optimally for its loss, on the "
+              f"run's labels ({n} observations, {positives} positive)")  # fmt: skip
+    return _power_record(agents, d, information, n_datasets, n_bootstrap, rates, alternatives)
+
+
+def matched_class_precision(
+    information: float,
+    losses: LossSpec,
+    prior: Sequence[float],
+    n: int,
+    n_bins: int,
+    key: jax.Array,
+) -> float:
+    """The precision ``d`` of Gaussian agents of ``c`` classes
+    (:func:`iml.revealed.simulate_gaussian_agents`: ``x ~ N(d e_y, I_c)`` at the class
+    probabilities ``prior`` ``[c]``) whose revealed experiment, on ``n`` simulated observations
+    in the adaptive cells of ``n_bins`` confidence quantiles per class, carries ``information``
+    nats (the plug-in :func:`iml.revealed.mutual_information`, as a run's ``I_k``): bisection
+    over ``d`` in ``[0.001, 12]`` with the same draws at every ``d``, for the agent of the
+    grid's first loss (``losses`` batched ``(K,)``; the agents' information does not depend on
+    their loss).
+
+    Raises:
+      ValueError: for ``information`` that is not positive.
+    """
+    first = jax.tree.map(lambda leaf: jnp.asarray(leaf)[:1], losses)
+
+    def info(d: float) -> float:
+        scores, labels = R.simulate_gaussian_agents(key, first, np.array([d], np.float32),
+                                                    tuple(prior), n)  # fmt: skip
+        experiments = R.revealed_experiments(scores, labels, n_bins, "adaptive", losses=first)
+        return float(np.asarray(R.mutual_information(experiments))[0])
+
+    return bisect_precision(info, information, 30)
+
+
+def _misreporting(losses: LossSpec, k: int) -> LossSpec:
+    """The grid ``losses`` (batched ``(K,)``) with model ``k`` reporting for the first loss."""
+    return jax.tree.map(lambda leaf: jnp.asarray(leaf).at[k].set(jnp.asarray(leaf)[0]), losses)
+
+
+def simulated_class_power(
+    losses: LossSpec,
+    keys: Sequence[str],
+    n: int,
+    prior: Sequence[float],
+    information: float,
+    *,
+    n_bins: int,
+    n_datasets: int,
+    n_bootstrap: int,
+    seed: int,
+    rejected: Mapping[str, bool] | None = None,
+    say: Callable[[str], None] = lambda message: None,
+) -> dict[str, Any]:
+    """Size and power of :func:`iml.revealed.reveal`'s tests on a multiclass run's data: ``K``
+    models trained under the grid ``losses`` (batched ``(K,)``, its losses named ``keys``) on
+    ``n`` observations of ``c`` classes at the class probabilities ``prior [c]``
+    (:func:`rejection_rates` with a prior vector).
+
+    Gaussian agents of ``c`` classes at the grid's losses, with the precision ``d`` whose
+    revealed experiment carries ``information`` nats (the run's median ``I_k``;
+    :func:`matched_class_precision`): at ``d`` for all (``capacity``: the sizes of NIS, NIAC and
+    NIAS, every inequality binding), rising by :data:`POWER_DELTA` along the grid (``d_k = d +
+    delta r_k``, ``r`` from -1/2 to 1/2; the agent with the larger ``d`` is Blackwell-more
+    informative: NIS's power), falling by it (NIAC's rate against the opposite order), and with
+    the middle model reporting the optimal scores of the grid's first loss, its posteriors
+    uncorrected for its own (NIAS's power, for one model among ``K``). Each scenario runs
+    ``n_datasets`` data sets of ``n`` observations with ``n_bootstrap`` paired replicates, from
+    ``jax.random.key(seed + 1)``. A test the run ``rejected`` (``{test: bool}``) has its size
+    simulated but not its power.
+
+    Returns:
+      The record, as :func:`simulated_power`'s.
+    """
+    K = len(keys)
+    prior = [float(x) for x in np.asarray(prior, np.float64)]
+    prior = list(np.asarray(prior) / np.sum(prior))
+    key = jax.random.key(seed + 1)
+    say("matching the simulated agents' information to the run's")
+    d = matched_class_precision(information, losses, prior, max(n, 10_000), n_bins,
+                                jax.random.fold_in(key, 1))  # fmt: skip
+    middle = K // 2
+    scenarios = {
+        "capacity": (0.0, losses),
+        "rising": (POWER_DELTA, losses),
+        "falling": (-POWER_DELTA, losses),
+        "misreported": (0.0, _misreporting(losses, middle)),
+    }
+    rising = precisions(K, POWER_DELTA, d)
+    alternatives = {
+        "nis": ("rising", f"precision rising by {POWER_DELTA} along the grid (d from "
+                          f"{round(float(rising[0]), 4)} to {round(float(rising[-1]), 4)})"),
+        "niac": ("falling", f"precision falling by {POWER_DELTA} along the grid"),
+        "nias": ("misreported", f"the middle model ({keys[middle]}) reporting the optimal scores "
+                                f"of the first loss ({keys[0]})"),
+    }  # fmt: skip
+
+    def simulate(name: str, tests: tuple[str, ...]) -> dict[str, Any]:
+        delta, reported = scenarios[name]
+        precision = precisions(K, delta, d)
+        rejections = rejection_rates(
+            losses, reported, precision, tuple(prior), n, n_datasets=n_datasets,
+            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, tests=tests,
+        )  # fmt: skip
+        return {
+            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
+            "misreported_model": middle if name == "misreported" else None,
+            **{test: _rate(rejections[test]) for test in tests},
+        }
+
+    rates = _scenario_rates(simulate, alternatives, rejected or {}, n_datasets, say)
+    agents = (f"Gaussian signals x ~ N(d e_y, I_{len(prior)}) over {len(prior)} classes at the "
+              "run's class frequencies, each reporting optimally for its loss")  # fmt: skip
+    return _power_record(agents, d, information, n_datasets, n_bootstrap, rates, alternatives)
+
+
+def _scenario_rates(
+    simulate: Callable[[str, tuple[str, ...]], dict[str, Any]],
+    alternatives: Mapping[str, tuple[str, str]],
+    rejected: Mapping[str, bool],
+    n_datasets: int,
+    say: Callable[[str], None],
+) -> dict[str, dict[str, Any]]:
+    """``simulate(scenario, tests)`` of the scenarios a verdict needs: ``capacity`` for every
+    test's size, and a test's alternative (``{test: (scenario, text)}``) only where the test did
+    not reject (``rejected``), for a rejection states no power. Each scenario runs only the
+    tests it is needed for (:func:`rejection_rates`' ``tests``)."""
+    needed = {"capacity": TESTS}
+    for test, (name, _) in alternatives.items():
+        if not rejected.get(test, False):
+            needed[name] = (*needed.get(name, ()), test)
+    rates = {}
+    for name, tests in needed.items():
+        said = ", ".join(test.upper() for test in tests)
+        say(f"simulating {n_datasets} data sets like the run's: {name} ({said})")
+        rates[name] = simulate(name, tests)
+    return rates
+
+
+def _power_record(
+    agents: str,
+    d: float,
+    information: float,
+    n_datasets: int,
+    n_bootstrap: int,
+    rates: Mapping[str, Any],
+    alternatives: Mapping[str, tuple[str, str]],
+) -> dict[str, Any]:
+    """The record of a simulation of the tests: each scenario's rejection rates, the sizes
+    (``capacity``) and the power of each test simulated against its alternative
+    (``{test: (scenario, text)}``; a test that rejected has none, :func:`_scenario_rates`)."""
+    return {
+        "agents": agents,
+        "precision": round(d, 4),
+        "information": information,
+        "datasets": n_datasets,
+        "bootstrap": n_bootstrap,
+        "scenarios": rates,
+        "size": {test: rates["capacity"][test] for test in TESTS},
+        "power": {
+            test: {"against": text, "scenario": name, **rates[name][test]}
+            for test, (name, text) in alternatives.items()
+            if test in rates.get(name, {})
+        },
+    }
+
+
+def _rate(rejected: np.ndarray) -> dict[str, float]:
+    return {"rate": float(np.mean(rejected)), "se": round(standard_error(rejected), 4)}
 
 
 def standard_error(rejected: np.ndarray) -> float:

@@ -122,3 +122,30 @@ def test_data_sets_with_the_run_positives_are_the_agents_on_those_labels():
         P.rejection_rates(losses, losses, precision, 0.3, n, positives=n, **settings)
     with pytest.raises(ValueError, match="positives is for binary agents"):
         P.rejection_rates(losses, losses, precision, (0.5, 0.5), n, positives=10, **settings)
+
+
+def test_a_rejected_test_has_its_size_simulated_but_not_its_power():
+    """simulated_power given the run's verdicts: every test's size (capacity), and the power
+    scenario of NIAC alone, the one test not rejected, running NIAC alone; its rates equal those
+    of the simulation of every scenario (the same draws)."""
+    from iml.grids import loss_family
+
+    rng = np.random.default_rng(5)
+    labels = (rng.random(600) < 0.3).astype(np.int32)
+    args = (loss_family("log"), [0.3, 0.5, 0.7], labels, 0.3, 0.2)
+    settings = {"n_bins": 5, "n_datasets": 3, "n_bootstrap": 20, "seed": 0}
+    full = P.simulated_power(*args, **settings)
+    said = []
+    some = P.simulated_power(*args, rejected={"nis": True, "niac": False, "nias": True},
+                             say=said.append, **settings)  # fmt: skip
+    assert set(full["scenarios"]) == {"capacity", "falling", "rising", "misreported"}
+    assert set(full["power"]) == {"nis", "niac", "nias"}
+    assert full["power"]["nias"]["against"] == "the middle model reporting its odds times 2.0"
+    assert full["precision"] == round(P.matched_precision(0.2, 0.3, 5), 4)
+    assert f"{len(labels)} observations, {int(labels.sum())} positive" in full["agents"]
+    assert set(some["scenarios"]) == {"capacity", "rising"} and set(some["power"]) == {"niac"}
+    assert some["scenarios"]["capacity"] == full["scenarios"]["capacity"]
+    assert some["size"] == full["size"] and some["power"]["niac"] == full["power"]["niac"]
+    assert set(some["scenarios"]["rising"]) - set(full["scenarios"]["rising"]) == set()
+    assert "nis" not in some["scenarios"]["rising"] and "nias" not in some["scenarios"]["rising"]
+    assert said[-1].endswith("rising (NIAC)")

@@ -70,8 +70,8 @@ the models)::
               "rejected"}
 
 ``G``, NIS, NIAC, the cost bounds and ``lambda`` are as above; ``simulated`` holds the tests'
-sizes and powers for Gaussian agents of ``c`` classes (:func:`simulated_class_power`). Its
-figures (:data:`CLASS_FIGURES`) are ``revealed_information_by_class``
+sizes and powers for Gaussian agents of ``c`` classes (:func:`iml.power.simulated_class_power`).
+Its figures (:data:`CLASS_FIGURES`) are ``revealed_information_by_class``
 (:func:`iml.plots.figure_information_by_class`), ``revealed_value_matrix`` and
 ``revealed_cost_bounds`` by the grid's keys.
 
@@ -91,12 +91,11 @@ import json
 import re
 import sys
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from iml import power as P
@@ -114,24 +113,19 @@ from iml.plots import (
     figure_value_matrix,
     save_figure,
 )
-from iml.power import TESTS, bisect_precision, standard_error
+from iml.power import TESTS
 from iml.revealed import (
     MIN_COUNT,
-    mutual_information,
     reveal,
-    revealed_experiments,
-    simulate_gaussian_agents,
 )
 
 __all__ = [
     "CLASS_FIGURES",
     "FIGURES",
     "figure_names",
-    "matched_class_precision",
     "reveal_run",
     "revealed_figures",
     "revealed_summary",
-    "simulated_class_power",
     "verdicts_title",
 ]
 
@@ -141,10 +135,6 @@ BASIC_INTERVAL = "basic bootstrap interval, 2 I - [upper, lower] replicate quant
 _SETTINGS = {"strategy": "adaptive", "confidence": 0.95, "reference": 0, "resampling": "poisson"}
 # The quantile bin counts each verdict is also reached at (its sensitivity to the bins).
 BIN_COUNTS = (5, 10, 20)
-# The alternatives each test's power is simulated against (iml.power): the precision gap between
-# the extreme class weights, and the factor on the middle model's reported odds.
-POWER_DELTA = 0.3
-POWER_MISREPORT = 2.0
 
 
 def reveal_run(
@@ -172,7 +162,7 @@ def reveal_run(
     A multiclass input (``inputs.grid``) is revealed from its class scores under the grid's
     losses, ``n_bins`` confidence quantiles per class, each verdict reached again at 5, 10 and
     20 quantiles per class; its power is simulated for agents of its number of classes at its
-    class frequencies (:func:`simulated_class_power`).
+    class frequencies (:func:`iml.power.simulated_class_power`).
 
     The bootstrap key is ``jax.random.key(seed)``, so the verdicts equal
     ``reveal(inputs.scores, inputs.labels, inputs.loss(inputs.betas), n_bins, "adaptive",
@@ -225,18 +215,23 @@ def reveal_run(
         say(f"the verdicts at {bins} quantile {bins_named}")
         by_bins[f"quantile_{bins}"] = _verdicts(run(bins, "quantile"))
     power = None
+    information = float(np.median(np.asarray(report.information)))
+    prior = np.asarray(report.experiments.prior)[0]
+    settings = {
+        "n_bins": n_bins,
+        "n_datasets": power_datasets,
+        "n_bootstrap": power_bootstrap,
+        "seed": seed,
+        "rejected": {test: verdict["rejected"] for test, verdict in by_bins["adaptive"].items()},
+        "say": say,
+    }
     # Agents as informative as the models need the models to carry some information.
-    if power_datasets > 0 and float(np.median(np.asarray(report.information))) > 0:
-        power = (simulated_class_power if inputs.multiclass else simulated_power)(
-            inputs,
-            report,
-            n_bins=n_bins,
-            n_datasets=power_datasets,
-            n_bootstrap=power_bootstrap,
-            seed=seed,
-            rejected={test: verdict["rejected"] for test, verdict in by_bins["adaptive"].items()},
-            say=say,
-        )
+    if power_datasets > 0 and information > 0 and inputs.multiclass:
+        power = P.simulated_class_power(inputs.grid.spec, inputs.keys, inputs.scores.shape[1],
+                                        prior, information, **settings)  # fmt: skip
+    elif power_datasets > 0 and information > 0:
+        power = P.simulated_power(inputs.loss, inputs.betas, inputs.labels, float(prior),
+                                  information, **settings)  # fmt: skip
     record = revealed_record(
         inputs,
         report,
@@ -274,231 +269,6 @@ def fragile(sensitivity: Mapping[str, Mapping[str, Any]]) -> dict[str, bool]:
     """Whether each test's verdict differs among the bins of ``sensitivity``."""
     tests = [t for t in TESTS if all(t in v for v in sensitivity.values())]
     return {t: len({v[t]["rejected"] for v in sensitivity.values()}) > 1 for t in tests}
-
-
-def simulated_power(
-    inputs: RevealInput,
-    report: Any,
-    *,
-    n_bins: int,
-    n_datasets: int,
-    n_bootstrap: int,
-    seed: int,
-    rejected: Mapping[str, bool] | None = None,
-    say=lambda message: None,
-) -> dict[str, Any]:
-    """Size and power of the run's tests at its ``N``, ``K`` and prior (:mod:`iml.power`).
-
-    Gaussian agents at the run's class weights, with the precision ``d`` whose population
-    experiment carries the run's median ``I_k``: at ``d`` for all (``capacity``: the sizes of NIS,
-    NIAC and NIAS), falling by :data:`POWER_DELTA` along the weights (NIS's power), rising by it
-    (NIAC's power), and with the middle model reporting its odds times :data:`POWER_MISREPORT`
-    (NIAS's power). Every data set holds the run's labels: its ``N`` observations with its
-    number of positives. A test the run ``rejected`` (``{test: bool}``) has its size simulated
-    but not its power (:func:`_scenario_rates`).
-    """
-    K, n = inputs.scores.shape
-    prior = float(np.asarray(report.experiments.prior)[0])
-    positives = int(np.sum(np.asarray(inputs.labels) == 1))
-    information = float(np.median(np.asarray(report.information)))
-    d = P.matched_precision(information, prior, n_bins)
-    losses = inputs.loss(inputs.betas)
-    key = jax.random.key(seed + 1)
-    scenarios = {
-        "capacity": (0.0, 1.0),
-        "falling": (-POWER_DELTA, 1.0),
-        "rising": (POWER_DELTA, 1.0),
-        "misreported": (0.0, POWER_MISREPORT),
-    }
-    alternatives = {
-        "nis": ("falling", f"precision falling by {POWER_DELTA} along the class weights"),
-        "niac": ("rising", f"precision rising by {POWER_DELTA} along the class weights"),
-        "nias": ("misreported", f"the middle model reporting its odds times {POWER_MISREPORT}"),
-    }
-
-    def simulate(name: str, tests: tuple[str, ...]) -> dict[str, Any]:
-        delta, factor = scenarios[name]
-        precision = P.precisions(K, delta, d)
-        reported = inputs.loss(P.misreported_weights(inputs.betas, factor))
-        population = P.gaussian_population(losses, precision, prior, n_bins)
-        rejections = P.rejection_rates(
-            losses, reported, precision, prior, n, n_datasets=n_datasets,
-            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, strategy=_SETTINGS["strategy"],
-            positives=positives, tests=tests,
-        )  # fmt: skip
-        return {
-            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
-            "misreport": factor,
-            "nis_margin": float(f"{population.nis_margin:.3g}") + 0.0,
-            "niac_margin": float(f"{population.niac_margin:.3g}") + 0.0,
-            **{test: _rate(rejections[test]) for test in tests},
-        }
-
-    rates = _scenario_rates(simulate, alternatives, rejected or {}, n_datasets, say)
-    agents = (f"Gaussian signals x ~ N(d y, 1), each reporting optimally for its loss, on the "
-              f"run's labels ({n} observations, {positives} positive)")  # fmt: skip
-    return _power_record(agents, d, information, n_datasets, n_bootstrap, rates, alternatives)
-
-
-def matched_class_precision(
-    information: float,
-    losses: Any,
-    prior: Sequence[float],
-    n: int,
-    n_bins: int,
-    key: jax.Array,
-) -> float:
-    """The precision ``d`` of Gaussian agents of ``c`` classes
-    (:func:`iml.revealed.simulate_gaussian_agents`: ``x ~ N(d e_y, I_c)`` at the class
-    probabilities ``prior`` ``[c]``) whose revealed experiment, on ``n`` simulated observations
-    in the adaptive cells of ``n_bins`` confidence quantiles per class, carries ``information``
-    nats (the plug-in :func:`iml.revealed.mutual_information`, as the run's ``I_k``): bisection
-    over ``d`` in ``[0.001, 12]`` with the same draws at every ``d``, for the agent of the
-    grid's first loss (``losses`` batched ``(K,)``; the agents' information does not depend on
-    their loss).
-
-    Raises:
-      ValueError: for ``information`` that is not positive.
-    """
-    first = jax.tree.map(lambda leaf: jnp.asarray(leaf)[:1], losses)
-
-    def info(d: float) -> float:
-        scores, labels = simulate_gaussian_agents(key, first, np.array([d], np.float32),
-                                                  tuple(prior), n)  # fmt: skip
-        experiments = revealed_experiments(scores, labels, n_bins, "adaptive", losses=first)
-        return float(np.asarray(mutual_information(experiments))[0])
-
-    return bisect_precision(info, information, 30)
-
-
-def _misreporting(losses: Any, k: int) -> Any:
-    """The grid ``losses`` (batched ``(K,)``) with model ``k`` reporting for the first loss."""
-    return jax.tree.map(lambda leaf: jnp.asarray(leaf).at[k].set(jnp.asarray(leaf)[0]), losses)
-
-
-def simulated_class_power(
-    inputs: RevealInput,
-    report: Any,
-    *,
-    n_bins: int,
-    n_datasets: int,
-    n_bootstrap: int,
-    seed: int,
-    rejected: Mapping[str, bool] | None = None,
-    say=lambda message: None,
-) -> dict[str, Any]:
-    """Size and power of a multiclass run's tests at its ``N``, ``K``, number of classes ``c``
-    and class probabilities (:func:`iml.power.rejection_rates` with a prior vector).
-
-    Gaussian agents of ``c`` classes at the grid's losses, with the precision ``d`` whose
-    revealed experiment carries the run's median ``I_k`` (:func:`matched_class_precision`): at
-    ``d`` for all (``capacity``: the sizes of NIS, NIAC and NIAS, every inequality binding),
-    rising by :data:`POWER_DELTA` along the grid (``d_k = d + delta r_k``, ``r`` from -1/2 to
-    1/2; the agent with the larger ``d`` is Blackwell-more informative: NIS's power), falling
-    by it (NIAC's rate against the opposite order), and with the middle model reporting the
-    optimal scores of the grid's first loss, its posteriors uncorrected for its own (NIAS's
-    power, for one model among ``K``). Each scenario runs ``n_datasets`` data sets of ``N``
-    observations with ``n_bootstrap`` paired replicates. A test the run ``rejected``
-    (``{test: bool}``) has its size simulated but not its power (:func:`_scenario_rates`).
-    """
-    K, n = inputs.scores.shape[:2]
-    prior = [float(x) for x in np.asarray(report.experiments.prior)[0]]
-    prior = list(np.asarray(prior) / np.sum(prior))
-    information = float(np.median(np.asarray(report.information)))
-    losses = inputs.grid.spec
-    key = jax.random.key(seed + 1)
-    say("matching the simulated agents' information to the run's")
-    d = matched_class_precision(information, losses, prior, max(n, 10_000), n_bins,
-                                jax.random.fold_in(key, 1))  # fmt: skip
-    middle = K // 2
-    scenarios = {
-        "capacity": (0.0, losses),
-        "rising": (POWER_DELTA, losses),
-        "falling": (-POWER_DELTA, losses),
-        "misreported": (0.0, _misreporting(losses, middle)),
-    }
-    keys, rising = inputs.keys, P.precisions(K, POWER_DELTA, d)
-    alternatives = {
-        "nis": ("rising", f"precision rising by {POWER_DELTA} along the grid (d from "
-                          f"{round(float(rising[0]), 4)} to {round(float(rising[-1]), 4)})"),
-        "niac": ("falling", f"precision falling by {POWER_DELTA} along the grid"),
-        "nias": ("misreported", f"the middle model ({keys[middle]}) reporting the optimal scores "
-                                f"of the first loss ({keys[0]})"),
-    }  # fmt: skip
-
-    def simulate(name: str, tests: tuple[str, ...]) -> dict[str, Any]:
-        delta, reported = scenarios[name]
-        precision = P.precisions(K, delta, d)
-        rejections = P.rejection_rates(
-            losses, reported, precision, tuple(prior), n, n_datasets=n_datasets,
-            n_bootstrap=n_bootstrap, key=key, n_bins=n_bins, strategy=_SETTINGS["strategy"],
-            tests=tests,
-        )  # fmt: skip
-        return {
-            "precision": [round(float(precision[0]), 4), round(float(precision[-1]), 4)],
-            "misreported_model": middle if name == "misreported" else None,
-            **{test: _rate(rejections[test]) for test in tests},
-        }
-
-    rates = _scenario_rates(simulate, alternatives, rejected or {}, n_datasets, say)
-    agents = (f"Gaussian signals x ~ N(d e_y, I_{len(prior)}) over {len(prior)} classes at the "
-              "run's class frequencies, each reporting optimally for its loss")  # fmt: skip
-    return _power_record(agents, d, information, n_datasets, n_bootstrap, rates, alternatives)
-
-
-def _scenario_rates(
-    simulate: Callable[[str, tuple[str, ...]], dict[str, Any]],
-    alternatives: Mapping[str, tuple[str, str]],
-    rejected: Mapping[str, bool],
-    n_datasets: int,
-    say: Callable[[str], None],
-) -> dict[str, dict[str, Any]]:
-    """``simulate(scenario, tests)`` of the scenarios a verdict needs: ``capacity`` for every
-    test's size, and a test's alternative (``{test: (scenario, text)}``) only where the test did
-    not reject (``rejected``), for a rejection states no power. Each scenario runs only the
-    tests it is needed for (:func:`iml.power.rejection_rates`' ``tests``)."""
-    needed = {"capacity": TESTS}
-    for test, (name, _) in alternatives.items():
-        if not rejected.get(test, False):
-            needed[name] = (*needed.get(name, ()), test)
-    rates = {}
-    for name, tests in needed.items():
-        said = ", ".join(test.upper() for test in tests)
-        say(f"simulating {n_datasets} data sets like the run's: {name} ({said})")
-        rates[name] = simulate(name, tests)
-    return rates
-
-
-def _power_record(
-    agents: str,
-    d: float,
-    information: float,
-    n_datasets: int,
-    n_bootstrap: int,
-    rates: Mapping[str, Any],
-    alternatives: Mapping[str, tuple[str, str]],
-) -> dict[str, Any]:
-    """The record of a simulation of the tests: each scenario's rejection rates, the sizes
-    (``capacity``) and the power of each test simulated against its alternative
-    (``{test: (scenario, text)}``; a test that rejected has none, :func:`_scenario_rates`)."""
-    return {
-        "agents": agents,
-        "precision": round(d, 4),
-        "information": information,
-        "datasets": n_datasets,
-        "bootstrap": n_bootstrap,
-        "scenarios": rates,
-        "size": {test: rates["capacity"][test] for test in TESTS},
-        "power": {
-            test: {"against": text, "scenario": name, **rates[name][test]}
-            for test, (name, text) in alternatives.items()
-            if test in rates.get(name, {})
-        },
-    }
-
-
-def _rate(rejected: np.ndarray) -> dict[str, float]:
-    return {"rate": float(np.mean(rejected)), "se": round(standard_error(rejected), 4)}
 
 
 def intervals_cover(inputs: RevealInput) -> str:

@@ -193,37 +193,6 @@ def test_without_the_bins_sensitivity_the_verdicts_are_the_same_and_said_uncheck
     assert "fragility unchecked" not in revealed_summary(full)
 
 
-def test_a_rejected_test_has_its_size_simulated_but_not_its_power(tmp_path):
-    """simulated_power given the run's verdicts: every test's size (capacity), and the power
-    scenario of NIAC alone, the one test not rejected, running NIAC alone; its rates equal those
-    of the simulation of every scenario (the same draws)."""
-    from iml.pipeline.reveal import simulated_power
-    from iml.revealed import reveal
-
-    rng = np.random.default_rng(5)
-    labels = (rng.random(600) < 0.3).astype(np.int32)
-    scores = np.stack([1 / (1 + np.exp(-(2 * labels - 1 + s * rng.normal(size=600))))
-                       for s in (1.0, 0.8, 0.6)])  # fmt: skip
-    inputs = reveal_input([0.3, 0.5, 0.7], scores, labels, loss_family("log"))
-    import jax
-
-    report = reveal(scores, labels, inputs.loss(inputs.betas), 5, n_bootstrap=20,
-                    key=jax.random.key(0))  # fmt: skip
-    settings = {"n_bins": 5, "n_datasets": 3, "n_bootstrap": 20, "seed": 0}
-    full = simulated_power(inputs, report, **settings)
-    said = []
-    some = simulated_power(inputs, report, rejected={"nis": True, "niac": False, "nias": True},
-                           say=said.append, **settings)  # fmt: skip
-    assert set(full["scenarios"]) == {"capacity", "falling", "rising", "misreported"}
-    assert set(full["power"]) == {"nis", "niac", "nias"}
-    assert set(some["scenarios"]) == {"capacity", "rising"} and set(some["power"]) == {"niac"}
-    assert some["scenarios"]["capacity"] == full["scenarios"]["capacity"]
-    assert some["size"] == full["size"] and some["power"]["niac"] == full["power"]["niac"]
-    assert set(some["scenarios"]["rising"]) - set(full["scenarios"]["rising"]) == set()
-    assert "nis" not in some["scenarios"]["rising"] and "nias" not in some["scenarios"]["rising"]
-    assert said[-1].endswith("rising (NIAC)")
-
-
 # ----------------------------------------------------------------------------------------------
 # Multiclass runs: class-posterior experiments over the cells of the simplex
 # ----------------------------------------------------------------------------------------------
@@ -354,8 +323,9 @@ def test_a_multiclass_runs_size_and_power_are_simulated_for_its_classes(tmp_path
     states each test's size and its power against a named alternative."""
     import jax
 
-    from iml.pipeline.reveal import matched_class_precision, reveal_run
+    from iml.pipeline.reveal import reveal_run
     from iml.pipeline.reveal_input import class_input
+    from iml.power import matched_class_precision
     from iml.revealed import mutual_information, revealed_experiments
 
     grid = class_grid()
