@@ -54,7 +54,9 @@ pooled over the rotations of each sliced beta) and the corrected ECEs. Beside th
 the whole ``run_sweep`` (``sweep_s``: training, the table and its bootstrap intervals), the files
 and figures ``iml sweep`` writes (``outputs_s``), the share of the training time these add
 (``report_share``), and on the whole table with 64 betas the ``iml sweep`` command itself in a fresh
-process (``command_s``).
+process (``command_s``). One more warm call of the training times each phase of the exact solver
+(the path of betas at the largest penalty, each lower penalty, the chosen penalty's fit carried on
+to the tolerance) and gives its arithmetic rate beside the matrix product's (``phases``).
 
 Run from the repository root, with ``adult.data``, ``adult.test`` and ``adult.names`` from the
 UCI Machine Learning Repository (https://archive.ics.uci.edu/dataset/2/adult) in ``ADULT_DIR``::
@@ -77,6 +79,7 @@ import os
 import statistics
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -205,6 +208,61 @@ def _gemm_gflops(x: np.ndarray, members: int) -> float:
         jax.block_until_ready(product(a, b))
     seconds = (time.perf_counter() - start) / runs
     return 2.0 * members * x.shape[0] * x.shape[1] / seconds / 1e9
+
+
+def _phase_rates(train_once: Callable[[], object], levels: np.ndarray, gemm: float) -> list[dict]:
+    """One more warm call of ``train_once`` (the default path's training), each of the exact
+    solver's batch calls (:meth:`iml.training.exact.Members.solve`) timed, and its arithmetic
+    rate from the matrix products it counts, as ``achieved_gflops`` counts them: three
+    ``[N, d + 1]`` products a member's Newton step, one row of the table of pair products a
+    Hessian. The calls are grouped into the solver's phases in the order it makes them: the path
+    of betas at the largest penalty, each lower penalty of ``levels``, and the chosen penalty's
+    fit carried on to the tolerance. Each phase's rate is given as a share of ``gemm``, the
+    measured rate of one large matrix product (``gemm_gflops``)."""
+    from iml.training import exact as E
+
+    calls: list[tuple[str, float, float]] = []
+    inside_path = [False]
+    solve, solve_path = E.Members.solve, E._solve_path
+
+    def timed_solve(self, S, P, theta, H, renew_first):
+        start = time.perf_counter()
+        solved = solve(self, S, P, theta, H, renew_first)
+        seconds = time.perf_counter() - start
+        n, d1 = S.shape[-1], theta.shape[-1]
+        pairs = d1 * (d1 + 1) // 2 if self.design.pairs is None else self.design.pairs[2].shape[0]
+        steps, hessians = float(np.sum(solved.iterations)), float(np.sum(solved.hessians))
+        flops = 2.0 * n * (3 * d1 * steps + pairs * hessians)
+        calls.append(("path" if inside_path[0] else "level", seconds, flops))
+        return solved
+
+    def timed_path(*args, **kwargs):
+        inside_path[0] = True
+        try:
+            return solve_path(*args, **kwargs)
+        finally:
+            inside_path[0] = False
+
+    E.Members.solve, E._solve_path = timed_solve, timed_path
+    try:
+        train_once()
+    finally:
+        E.Members.solve, E._solve_path = solve, solve_path
+    ordered = sorted(np.asarray(levels, np.float64), reverse=True)
+    names = [f"the path of betas at l2 = {ordered[0]:g}"]
+    names += [f"l2 = {level:g} from the level above" for level in ordered[1:]]
+    names += ["the chosen penalty's fit carried on to the tolerance"]
+    groups = [[c for c in calls if c[0] == "path"]] + [[c] for c in calls if c[0] == "level"]
+    if len(groups) != len(names):
+        return [{"note": f"{len(groups)} phases found where {len(names)} were expected"}]
+    phases = []
+    for name, group in zip(names, groups, strict=True):
+        seconds, flops = sum(c[1] for c in group), sum(c[2] for c in group)
+        rate = flops / seconds / 1e9
+        phases.append({"phase": name, "calls": len(group), "seconds": round(seconds, 3),
+                       "gflops": round(rate, 1),
+                       "share_of_gemm": round(rate / gemm, 3)})  # fmt: skip
+    return phases
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -519,6 +577,9 @@ def _run_default(args: argparse.Namespace) -> dict:
             scale={"baseline": n_models / len(jobs)},
         )
     _write_rounds(args.out, "sweep_train --default", timing, done["compile_s"][0])
+    gemm = _gemm_gflops(x, 640)
+    phases = _phase_rates(lambda: train_tabular(plan.model, x, y, splits, plan.losses,
+                                                plan.seeds, plan.config), levels, gemm)  # fmt: skip
     fit, fits = done["fit"], done["fits"]
     assert np.isfinite(done["oof"]).all()
     ours_s = statistics.median(timing["warm_s"]["ours"])
@@ -620,6 +681,8 @@ def _run_default(args: argparse.Namespace) -> dict:
         # the table, its bootstrap and the outputs over the training (sweep_s less ours)
         "report_share": round((sweep_s - ours_s + outputs_s) / ours_s, 3),
         "command_s": None if command_s is None else round(command_s, 2),
+        "gemm_gflops": round(gemm, 1),
+        "phases": phases,  # one more warm call, each phase timed (_phase_rates)
         "chosen_l2_ours": chosen_ours,  # members per penalty, all of ours
         "vs_baseline": agreement(fits),
         "vs_exact": agreement(exact),

@@ -81,6 +81,19 @@ def test_default_sweep_benchmark_chooses_penalties_as_scikit_learn_does(
     assert sum(report["chosen_l2_ours"].values()) == 20
     assert report["command_s"] is None  # a slice of the rows is not the command's work
     assert report["sweep_s"] > 0 and report["outputs_s"] > 0 and report["report_share"] > 0
+    # The solver's phases, each with its arithmetic rate beside the matrix product's.
+    phases = report["phases"]
+    assert [p["phase"] for p in phases] == [
+        "the path of betas at l2 = 1",
+        *[f"l2 = {level:g} from the level above" for level in (0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6)],
+        "the chosen penalty's fit carried on to the tolerance",
+    ]
+    assert phases[0]["calls"] >= 1 and all(p["calls"] == 1 for p in phases[1:])
+    for phase in phases:
+        assert phase["seconds"] > 0 and phase["gflops"] >= 0
+        assert phase["share_of_gemm"] == pytest.approx(
+            phase["gflops"] / report["gemm_gflops"], abs=2e-3
+        )
     # Against scikit-learn's exact paths, the same penalties and out-of-fold losses.
     exact = report["vs_exact"]
     assert exact["chosen_l2_equal_share"] >= 0.9
