@@ -154,8 +154,16 @@ def loss_grid(losses: LossLike | LossGrid) -> LossGrid:
         )
     weights = grid_weights(spec)
     if weights is not None:  # one class weight per loss: distinct, each in (0, 1)
-        weights = _float32_decimals(weights) if exact is None else exact
-        V.check_betas(f"{spec.record.class_weight}s", weights)
+        name = f"{spec.record.class_weight}s"
+        if exact is not None and isinstance(losses, Mapping):  # a config's list, or one weight
+            exact = np.broadcast_to(exact, weights.shape)
+            if len(np.unique(exact.astype(np.float32))) < len(exact):
+                raise ValueError(
+                    f"{name}: the grid repeats a class weight in float32, the precision the "
+                    f"losses are computed in: {exact.tolist()}"
+                )
+        weights = _float32_decimals(weights) if exact is None else np.array(exact)
+        V.check_betas(name, weights)
     keys = grid_keys(spec, weights)
     if len(set(keys)) != len(keys):
         raise ValueError(f"losses repeat: the grid's keys are {keys}")

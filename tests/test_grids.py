@@ -188,3 +188,14 @@ def test_a_grid_written_as_a_config_reads_back_with_its_keys_and_float32_paramet
             assert a.dtype == b.dtype and np.array_equal(a, b)
     with pytest.raises(ValueError, match="callable loss cannot be stored"):
         loss_grid(loss_spec(lambda a, y, w: w * a, 0.5)).to_config()
+
+
+def test_a_mapping_s_class_weights_that_repeat_in_float32_or_as_one_number_are_refused():
+    message = r"^alphas: the grid repeats a class weight in float32"
+    for losses in (
+        {"name": "focal", "gamma": [2.0, 2.0, 2.0], "alpha": 0.25},  # one weight, three losses
+        {"name": "focal", "alpha": [0.1, 0.1 + 1e-12]},  # equal in float32
+    ):
+        with pytest.raises(ValueError, match=message):
+            loss_grid(losses)
+    assert loss_grid({"name": "log", "beta": 0.3}).keys == ["0.3"]  # a grid of one

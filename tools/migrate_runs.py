@@ -32,7 +32,9 @@ it, the class weights under the loss's own parameter name and as the grid keys t
 beta-weighted log loss's ``{"name": "log", "betas": [...]}`` becomes ``{"name": "log", "beta":
 [...]}``, and the class weights of another binary loss (a focal grid's ``alpha``), which schema 5
 wrote as float32 values (``0.009999999776482582``), take the shortest decimals that the grid's
-keys were (``0.01``). Runs on images, whose loss is their config's section, are unchanged.
+keys were (``0.01``); a plugin's loss needs its plugin loaded (the run's recorded plugins are,
+where found; else ``--import MODULE_OR_FILE``). Runs on images, whose loss is their config's
+section, are unchanged.
 
 Usage, from the repository root (a folder is searched for ``manifest.json`` files and
 ``*_manifest.json`` copies; ``--check`` rewrites nothing and exits 1 if anything is out of date)::
@@ -279,12 +281,14 @@ def _to_5(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
 
 def _class_weight(loss: str) -> str | None:
     # imported here: the registry of losses (JAX), which only this step needs
-    from iml.losses import lookup
+    from iml.losses import lookup, registered
 
-    try:
-        return lookup(loss).class_weight
-    except (KeyError, ValueError):  # a plugin's loss, not loaded: its weights stay as written
-        return None
+    if loss not in registered():  # its weights' keys depend on what its record says of them
+        raise ValueError(
+            f"config.loss.name={loss!r}: a loss not registered in this process; load the plugin "
+            "that registers it (python -m tools.migrate_runs --import MODULE_OR_FILE RUN)"
+        )
+    return lookup(loss).class_weight
 
 
 def _to_6(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -319,11 +323,16 @@ def manifests(paths: Iterable[str | Path]) -> list[Path]:
     return sorted(found)
 
 
-def migrate_run(manifest_path: Path, write: bool = True) -> list[str]:
+def migrate_run(manifest_path: Path, write: bool = True, imported: Iterable[str] = ()) -> list[str]:
     """Bring one manifest (and, for a run's ``manifest.json``, its report files) to the current
-    schema; returns what changed (``[]``: nothing), writing it only with ``write``."""
+    schema; returns what changed (``[]``: nothing), writing it only with ``write``. The plugins
+    its record names are loaded first, but those in ``imported`` (already loaded)."""
     manifest = json.loads(manifest_path.read_text())
     changes = []
+    if manifest.get("schema", 1) < SCHEMA:  # the plugins its record names, where they are found
+        from iml.plugins import import_recorded
+
+        import_recorded(manifest.get("plugins"), supplied=imported, run=str(manifest_path))
     migrated = migrate_manifest(manifest)
     if migrated != manifest:
         changes.append(f"{manifest_path}: schema {manifest.get('schema', 1)} -> {SCHEMA}")
@@ -343,8 +352,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.migrate_runs", description=__doc__)
     parser.add_argument("paths", nargs="+", help="run folders, manifests, or folders of runs")
     parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if stale")
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE_OR_FILE",
+        help="a plugin to load first, that registers a run's loss (repeatable)",
+    )
     args = parser.parse_args(argv)
-    changes = [c for path in manifests(args.paths) for c in migrate_run(path, not args.check)]
+    from iml.plugins import import_plugin
+
+    for plugin in args.imports:
+        import_plugin(plugin)
+    changes = [c for path in manifests(args.paths)
+               for c in migrate_run(path, not args.check, args.imports)]  # fmt: skip
     print("\n".join(changes) or f"every manifest is at schema {SCHEMA}")
     return 1 if args.check and changes else 0
 

@@ -213,11 +213,12 @@ def _gemm_gflops(x: np.ndarray, members: int) -> float:
 def _phase_rates(train_once: Callable[[], object], levels: np.ndarray, gemm: float) -> list[dict]:
     """One more warm call of ``train_once`` (the default path's training), each of the exact
     solver's batch calls (:meth:`iml.training.exact.Members.solve`) timed, and its arithmetic
-    rate from the matrix products it counts, as ``achieved_gflops`` counts them: three
-    ``[N, d + 1]`` products a member's Newton step, one row of the table of pair products a
-    Hessian. The calls are grouped into the solver's phases in the order it makes them: the path
-    of betas at the largest penalty, each lower penalty of ``levels``, and the chosen penalty's
-    fit carried on to the tolerance. Each phase's rate is given as a share of ``gemm``, the
+    rate from the matrix products it counts: three ``[N, d + 1]`` products a member's Newton
+    step and one row of its design's table of pair products a Hessian (as ``achieved_gflops``
+    counts them, without the members' first gradients and their validation and test logits).
+    The calls are grouped into the solver's phases in the order it makes them: the path of betas
+    at the largest penalty, each lower penalty of ``levels``, and the chosen penalty's fit
+    carried on to the tolerance. Each phase's rate is given as a share of ``gemm``, the
     measured rate of one large matrix product (``gemm_gflops``)."""
     from iml.training import exact as E
 

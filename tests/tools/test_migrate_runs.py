@@ -154,15 +154,15 @@ def test_schema_5_records_a_table_s_loss_as_its_grid_writes_it_with_the_same_key
         assert migrated["config"]["loss"] == then.to_config()  # as a sweep records it now
     log = M.migrate_manifest({"schema": 5, "kind": "table", "config": {"loss": cases["log"][0]}})
     assert log["config"]["loss"] == {"name": "log", "beta": betas}
-    # what is not a grid keyed by its weights stays as written: a multiclass loss, a plugin's
-    # loss not loaded here, a callable's name, and any run on images
-    for loss in (
-        {"name": "matrix", "B": [[[1.0, 2.0], [1.0, 1.0]]]},
-        {"name": "not_loaded", "alpha": [0.30000001192092896]},
-        "callable loss wl",
-    ):
+    # what is not a grid keyed by its weights stays as written: a multiclass loss, a callable's
+    # name, and any run on images
+    for loss in ({"name": "matrix", "B": [[[1.0, 2.0], [1.0, 1.0]]]}, "callable loss wl"):
         kept = M.migrate_manifest({"schema": 5, "kind": "table", "config": {"loss": loss}})
         assert kept["config"]["loss"] == loss
+    # a plugin's loss, whose keys depend on its class weight, needs its plugin loaded first
+    unknown = {"name": "not_loaded", "alpha": [0.30000001192092896]}
+    with pytest.raises(ValueError, match=r"'not_loaded': a loss not registered .* --import"):
+        M.migrate_manifest({"schema": 5, "kind": "table", "config": {"loss": unknown}})
     images = _current_default()
     assert M.migrate_manifest({"schema": 5, "kind": "images", "config": images})["config"] == images
 
@@ -217,3 +217,32 @@ def test_every_stored_run_in_the_results_is_at_the_current_schema():
     for path in paths:
         if path.name == "manifest.json":
             assert RunStore(path.parent).kind() in ("images", "table")
+
+
+def test_a_plugin_loss_migrates_once_its_plugin_is_loaded(tmp_path, monkeypatch):
+    from iml import losses as L
+    from iml import plugins
+
+    monkeypatch.setattr(plugins, "_IMPORTED", {})  # this process's record of loaded plugins
+
+    plugin = tmp_path / "migrate_probe_plugin.py"
+    plugin.write_text(
+        "import dataclasses\nfrom iml import losses\n"
+        "losses.register(dataclasses.replace(losses.lookup('log'), name='migrate_probe'))\n"
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    loss = {"name": "migrate_probe", "beta": [0.009999999776482582, 0.5]}
+    manifest = {"schema": 5, "kind": "table", "config": {"loss": loss}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    try:
+        with pytest.raises(ValueError, match="'migrate_probe': a loss not registered"):
+            M.main([str(run)])
+        assert json.loads((run / "manifest.json").read_text()) == manifest  # nothing written
+        assert M.main([str(run), "--import", str(plugin)]) == 0
+        migrated = json.loads((run / "manifest.json").read_text())
+        assert migrated["schema"] == SCHEMA
+        assert migrated["config"]["loss"] == {"name": "migrate_probe", "beta": [0.01, 0.5]}
+    finally:
+        if "migrate_probe" in L.registered():
+            L.unregister("migrate_probe")
