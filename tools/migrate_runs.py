@@ -305,7 +305,9 @@ def _to_6(config: Mapping[str, Any]) -> dict[str, Any]:
         return out
     others = [v for k, v in loss.items() if k not in ("name", weight)]
     if all(isinstance(v, list) and len(set(v)) <= 1 for v in others):  # keyed by its weights
-        loss[weight] = [float(str(w)) for w in np.asarray(values, np.float32)]
+        from iml.grids import _float32_decimals  # the decimals schema 5's keys were made of
+
+        loss[weight] = _float32_decimals(np.asarray(values)).tolist()
     return out
 
 
