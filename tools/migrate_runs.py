@@ -354,16 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.migrate_runs", description=__doc__)
     parser.add_argument("paths", nargs="+", help="run folders, manifests, or folders of runs")
     parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if stale")
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE_OR_FILE",
-        help="a plugin to load first, that registers a run's loss (repeatable)",
-    )
-    args = parser.parse_args(argv)
+    from iml.commands.plugins import add_import_argument
     from iml.plugins import import_plugin
+
+    add_import_argument(parser)  # a plugin that registers a run's loss
+    args = parser.parse_args(argv)
 
     for plugin in args.imports:
         import_plugin(plugin)
