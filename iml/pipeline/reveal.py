@@ -8,72 +8,15 @@ keeps the observations that every model scored, and runs :func:`iml.revealed.rev
 revealed experiments, the value matrix, mutual information, NIS, NIAC, the revealed cost bounds,
 the Shannon ``lambda`` interval and NIAS, with paired bootstrap inference) under each model's own
 loss, ``L_k = family(weight_k)`` (the beta-weighted log loss for ``"log"`` runs). The results go to
-``revealed.json``::
-
-    {"run": ..., "kind": "reproduce" | "sweep",
-     "loss": {"name": "log", "weight_name": "beta", "params": {}, "description": ...},
-     "betas": [K class weights], "K": K, "n": observations used, "n_stored": in the run,
-     "prior": P(y = 1), "n_bins": 10, "strategy": "adaptive", "min_count": 10,
-     "n_bootstrap": ..., "confidence": 0.95, "intervals": what they cover,
-     "resampling": "poisson", "seed": 0,
-     "ridge": {"l2", "l2_grid", "l2_scale", "standardize", "note"} | null,  # see ridge_of
-     "information": {"estimate": [K], "interval": [[K], [K]],                # nats
-                     "interval_kind": BASIC_INTERVAL},
-     "value_matrix": {"estimate": [K][K], "interval": [2][K][K]},             # G[k, j]
-     "experiments": {"probability": [K][S], "posterior": [K][S]},
-     "nis": {"margin", "lower_bound", "critical_value", "p_value", "violated",
-             "pairs": [[k, j], ...],             # significant: G[k, j] > G[k, k]
-             "point_violations": [[k, j], ...]},  # of the point estimate
-     "niac": {"margin", "lower_bound", "critical_value", "p_value", "violated",
-              "cycle": [k_1, ..., k_m], "negative_cycle"},
-     "cost_bounds": {"reference": 0, "lower": [K], "upper": [K], "feasible",
-                     "lower_interval": [2][K], "upper_interval": [2][K], "feasible_fraction"},
-     "shannon_lambda": {"lower", "upper", "rejected", "lower_interval": [2],
-                        "upper_interval": [2]},
-     "signals": S,  # the fewest signals with observations of any model
-     "nias": {"calibration_error": [K], "null_calibration_error": [K], "p_value": [K],
-              "p_value_unadjusted": [K], "n_bins": [K], "power": [K], "violated": [K],
-              "rejected"},   # Holm over the models
-     "bins": {"adaptive" | "quantile_5" | "quantile_10" | "quantile_20":
-              {"nis": {"rejected", "lower_bound"}, "niac": {...}, "nias": {"rejected", ...}}},
-     "fragile": {"nis": bool, "niac": bool, "nias": bool},  # verdict differs among the bins
-     "simulated": {"precision", "information", "datasets", "bootstrap",   # iml.power
-                   "scenarios": {"capacity" | "falling" | "rising" | "misreported": ...},
-                   "size": {"nis" | "niac" | "nias": {"rate", "se"}},
-                   "power": {"nis" | "niac" | "nias": {"against", "scenario", "rate", "se"}}}}
-                   # power: the tests that did not reject; a scenario: the tests it ran
-
-Pairs ``[k, j]`` name the decision problem ``k`` (row of ``G``) and the experiment ``j``
-(column); indices count models in the order of ``betas``. Values that are not numbers (a NaN
-bound where NIAC fails, an unbounded ``lambda``) are written as Python's ``json`` writes and reads
-them (``NaN``, ``Infinity``). The figures, under ``figures/`` as PNG and PDF:
-``revealed_information`` (:func:`iml.plots.figure_information_by_weight`),
-``revealed_value_matrix`` (:func:`iml.plots.figure_value_matrix`) and ``revealed_cost_bounds``
-(:func:`iml.plots.figure_cost_bounds`). Every file is written atomically.
-
-A multiclass run (a grid of ``K`` losses of ``c`` class scores, read by
-:func:`iml.pipeline.reveal_input.load_reveal_input`) is revealed from its raw class scores
+``revealed.json`` (its fields: ``docs/howto/read_reveal.md``, "The record"). A multiclass run
+(a grid of ``K`` losses of ``c`` class scores) is revealed from its raw class scores
 ``[K, N, c]`` under the grid's losses: each model's signals are the cells of the simplex of its
 loss-corrected posteriors (its top class, then ``n_bins`` quantiles of its confidence within
 that class, merged alike for every model; Caplin & Dean 2015's revealed experiments, on ``c``
-states). Its record has ``"classes": c`` and ``"keys": [K grid keys]`` in place of ``"betas"``
-(and ``loss`` as ``{"name", "description", "config"}``), ``"prior": [c]`` class frequencies,
-``"signals"``: the fewest cells with observations of any model, ``"experiments"``
-``{"probability": [K][S], "posterior": [K][S][c]}``, ``"class_information": {"estimate": [K][c],
-"interval": [2][K][c], "interval_kind"}`` (one-vs-rest, nats) and NIAS as one multinomial
-chi-square per model over its cells (:func:`iml.revealed.multinomial_calibration_test`, Holm over
-the models)::
-
-     "nias": {"test", "statistic": [K], "degrees_of_freedom": [K], "cells": [K],
-              "calibration_error": [K], "null_calibration_error": [K], "p_value": [K],
-              "p_value_unadjusted": [K], "power": [K], "power_against", "violated": [K],
-              "rejected"}
-
-``G``, NIS, NIAC, the cost bounds and ``lambda`` are as above; ``simulated`` holds the tests'
-sizes and powers for Gaussian agents of ``c`` classes (:func:`iml.power.simulated_class_power`).
-Its figures (:data:`CLASS_FIGURES`) are ``revealed_information_by_class``
-(:func:`iml.plots.figure_information_by_class`), ``revealed_value_matrix`` and
-``revealed_cost_bounds`` by the grid's keys.
+states), and NIAS is one multinomial chi-square per model over its cells
+(:func:`iml.revealed.multinomial_calibration_test`, Holm over the models). The figures, under
+``figures/``, are :data:`FIGURES` (:data:`CLASS_FIGURES` for a multiclass run). Every file is
+written atomically.
 
 A verdict (``violated`` / ``rejected`` at ``1 - confidence``) reads "rejected", "not rejected"
 (with the test's simulated power against its stated alternative, never as support) or "not

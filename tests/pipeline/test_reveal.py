@@ -351,3 +351,38 @@ def test_a_multiclass_runs_size_and_power_are_simulated_for_its_classes(tmp_path
     assert "Simulated sizes at this N, K, number of classes and class frequencies" in (
         revealed_summary(record)
     )
+
+
+READ_REVEAL = Path(__file__).resolve().parents[2] / "docs/howto/read_reveal.md"
+
+
+def _fields(record, depth=2):
+    """The keys of ``record`` and of its sections, ``depth`` levels down."""
+    keys = set(record)
+    if depth > 1:
+        for value in record.values():
+            if isinstance(value, dict):
+                keys |= _fields(value, depth - 1)
+    return keys
+
+
+@pytest.mark.slow
+def test_the_record_reference_names_every_field_a_record_holds(tmp_path, class_records):
+    """docs/howto/read_reveal.md, "The record", names each field (and each field of a section)
+    of a binary run's record with its simulated sizes and powers, and of a multiclass run's."""
+    import re
+
+    from iml.pipeline.reveal import reveal_run
+
+    text = READ_REVEAL.read_text()
+    section = text[text.index("## The record") :].split("\n## ", 1)[0]
+    documented = set(re.findall(r'"([A-Za-z_0-9]+)"', section))
+    rng = np.random.default_rng(4)
+    labels = (rng.random(400) < 0.3).astype(np.int32)
+    noise = rng.normal(size=400)
+    scores = np.stack([1 / (1 + np.exp(-(2 * labels - 1 + s * noise))) for s in (1.0, 0.6)])
+    inputs = reveal_input([0.5, 0.7], scores, labels, loss_family("log"))
+    binary = reveal_run(inputs, tmp_path, n_bootstrap=20, formats=(), power_datasets=2)
+    assert "simulated" in binary and "bins" in binary
+    for record in (binary, class_records["calibrated"][1]):
+        assert _fields(record) <= documented, sorted(_fields(record) - documented)
