@@ -36,8 +36,13 @@ keys were (``0.01``); a plugin's loss needs its plugin loaded (the run's recorde
 where found; else ``--import MODULE_OR_FILE``). Runs on images, whose loss is their config's
 section, are unchanged.
 
-Usage, from the repository root (a folder is searched for ``manifest.json`` files and
-``*_manifest.json`` copies; ``--check`` rewrites nothing and exits 1 if anything is out of date)::
+A ``revealed.json`` (:mod:`iml.pipeline.reveal`) records its run's kind as the manifest does:
+``"kind": "reproduce"`` becomes ``"images"`` and ``"sweep"`` becomes ``"table"``, the kinds of
+the runs those records were read from.
+
+Usage, from the repository root (a folder is searched for ``manifest.json`` files,
+``*_manifest.json`` copies and ``revealed.json`` records; ``--check`` rewrites nothing and exits 1
+if anything is out of date)::
 
     python -m tools.migrate_runs docs/results
     python -m tools.migrate_runs runs/old-sweep --check
@@ -118,6 +123,10 @@ REPORT_NAMES = {
     "scores.npz": "ensemble_scores.npz",
     "sweep_table.md": "table.md",
 }
+#: The names of the files that hold a run's manifest.
+MANIFESTS = ("manifest.json", "*_manifest.json")
+#: A ``revealed.json``'s kind under the command that wrote it, and as the manifest names it.
+REVEALED_KINDS = {"reproduce": "images", "sweep": "table"}
 
 
 def _is_sweep(config: Mapping[str, Any]) -> bool:
@@ -311,18 +320,32 @@ def _to_6(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def manifests(paths: Iterable[str | Path]) -> list[Path]:
-    """The manifest files of ``paths``: each file itself, and in each folder every
-    ``manifest.json`` and ``*_manifest.json`` below it, sorted."""
+def manifests(paths: Iterable[str | Path], names: tuple[str, ...] = MANIFESTS) -> list[Path]:
+    """The records of ``paths``: each file itself, and in each folder every file below it whose
+    name matches one of ``names`` (the manifests by default), sorted."""
     found: set[Path] = set()
     for path in map(Path, paths):
         if path.is_file():
-            found.add(path)
+            found |= {path} if any(path.match(name) for name in names) else set()
         elif path.is_dir():
-            found |= set(path.rglob("manifest.json")) | set(path.rglob("*_manifest.json"))
+            found |= {p for name in names for p in path.rglob(name)}
         else:
             raise FileNotFoundError(f"no such file or folder: {path}")
     return sorted(found)
+
+
+def migrate_revealed(path: Path, write: bool = True) -> list[str]:
+    """Give a ``revealed.json`` the kind of its run as the manifest names it; returns what
+    changed (``[]``: nothing), writing it only with ``write``. The rest of the file is kept as
+    written, byte for byte."""
+    text = path.read_text()
+    kind = json.loads(text).get("kind")
+    if kind not in REVEALED_KINDS:
+        return []
+    if write:
+        old, new = f'"kind": "{kind}"', f'"kind": "{REVEALED_KINDS[kind]}"'
+        atomic_write_bytes(path, text.replace(old, new, 1).encode())
+    return [f"{path}: kind {kind} -> {REVEALED_KINDS[kind]}"]
 
 
 def migrate_run(manifest_path: Path, write: bool = True, imported: Iterable[str] = ()) -> list[str]:
@@ -364,7 +387,10 @@ def main(argv: list[str] | None = None) -> int:
         import_plugin(plugin)
     changes = [c for path in manifests(args.paths)
                for c in migrate_run(path, not args.check, args.imports)]  # fmt: skip
-    print("\n".join(changes) or f"every manifest is at schema {SCHEMA}")
+    changes += [c for path in manifests(args.paths, ("revealed.json",))
+                for c in migrate_revealed(path, not args.check)]  # fmt: skip
+    done = f"every manifest is at schema {SCHEMA}; every revealed.json names its run's kind"
+    print("\n".join(changes) or done)
     return 1 if args.check and changes else 0
 
 

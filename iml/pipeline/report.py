@@ -234,7 +234,7 @@ def report_run(
             save_figure(fig, out / "figures" / "reliability_by_class" / file_stem(key), formats)
         if len(grid.keys) >= 2:  # what the ensembles learned, across the grid's losses
             inputs = class_input(grid, scores.scores, labels, scores.sizes, run=store.root,
-                                 kind="reproduce" if manifest["kind"] == "images" else "sweep",
+                                 kind=manifest["kind"],
                                  average=str(settings["average"]))  # fmt: skip
             _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, simulate=False)
         return table
@@ -270,7 +270,7 @@ def report_run(
             save_figure(fig, out / "figures" / name, formats)
     if len(weights) >= 2:  # what the ensembles learned, across their class weights
         inputs = reveal_input(weights, scores.scores, labels, family, sizes=scores.sizes,
-                              run=store.root)  # fmt: skip
+                              kind=manifest["kind"], run=store.root)  # fmt: skip
         _reveal(inputs, out, n_bins, n_bootstrap, seed, formats)
     return table
 

@@ -36,7 +36,9 @@ class RevealInput(NamedTuple):
       loss: the loss as a function of its class weight: model ``k`` was trained under
         ``loss(betas[k])``; None for a multiclass run.
       n_stored: the observations in the run, scored by all or not.
-      kind: ``"reproduce"`` or ``"sweep"``.
+      kind: the run's kind as its manifest records it (:data:`iml.pipeline.KINDS`: ``"images"``
+        fed from the host, or a ``"table"`` on the device); ``"arrays"`` for scores given
+        directly.
       run: the run folder.
       ridge: how the run's members were penalised (:func:`ridge_of`), where its record says.
       seed_scores: ``[M, K, n]`` each training seed's own ensemble scores (NaN rows for a seed
@@ -87,7 +89,7 @@ def reveal_input(
     loss: LossFamily,
     *,
     sizes: np.ndarray | None = None,
-    kind: str = "reproduce",
+    kind: str = "arrays",
     run: str | Path = "",
     seed_scores: np.ndarray | None = None,
     seeds: Sequence[int] | None = None,
@@ -172,7 +174,7 @@ class _StoredRun(NamedTuple):
     """One stored run as ``iml reveal`` reads it (:func:`_stored_run`)."""
 
     root: Path
-    kind: str  # "reproduce" or "sweep"
+    kind: str  # the manifest's: "images" or "table"
     scores: RunScores  # its ensembles over its grid, pooled as its report pools them
     weights: list[float]  # a binary grid's class weights (its keys' numbers); else []
     average: str
@@ -220,8 +222,7 @@ def _stored_run(root: Path) -> _StoredRun:
         weights = [float(w) for w in scores.grid.weights]
     train = config.get("train")
     ridge = ridge_of(train) if table and isinstance(train, Mapping) else None
-    kind = "sweep" if table else "reproduce"
-    return _StoredRun(root, kind, scores, weights, average, ridge, entries)
+    return _StoredRun(root, manifest["kind"], scores, weights, average, ridge, entries)
 
 
 def _as_input(
@@ -327,7 +328,7 @@ def class_input(
     labels: np.ndarray,
     sizes: np.ndarray | None = None,
     *,
-    kind: str = "reproduce",
+    kind: str = "arrays",
     run: str | Path = "",
     ridge: dict[str, Any] | None = None,
     average: str = "score",

@@ -105,7 +105,7 @@ def test_reveal_of_a_sweep_records_what_reveal_finds(sweep, tmp_path, capsys):
     assert f"K=4 models, N={N} observations" in printed
     assert "NIS (capacity-constrained learning)" in printed and "NIAC (costly learning)" in printed
     record = json.loads((out / "revealed.json").read_text())
-    assert record["kind"] == "sweep" and record["betas"] == BETAS.tolist()
+    assert record["kind"] == "table" and record["betas"] == BETAS.tolist()
     assert record["loss"]["name"] == "log" and record["seed"] == 0
     # The ridge the sweep chose per loss, and what it means for the tests of learning.
     assert record["ridge"]["l2"] == "auto" and record["ridge"]["l2_grid"] == [1e-3, 1e-2]
@@ -158,7 +158,7 @@ def test_reveal_of_the_stored_digits_run_records_what_reveal_finds(tmp_path, cap
     assert "revealing 3 models on 1797 observations" in captured.err
     assert "K=3 models, N=1797 observations scored by all (of 1797)" in captured.out
     record = json.loads((tmp_path / "revealed.json").read_text())
-    assert record["kind"] == "reproduce" and record["betas"] == [0.5, 0.9, 0.99]
+    assert record["kind"] == "images" and record["betas"] == [0.5, 0.9, 0.99]
     assert record["n_bootstrap"] == 200 and record["seed"] == 3
     with np.load(DIGITS / "ensemble_scores.npz") as stored:
         scores, labels = stored["scores"].astype(np.float32), stored["labels"]
@@ -219,7 +219,7 @@ def test_a_multiclass_sweep_is_revealed_by_its_cells(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"K=3 models, N={N} observations" in printed and "3 classes; signals: cells" in printed
     record = json.loads((out / "revealed.json").read_text())
-    assert record["classes"] == 3 and record["keys"] == keys and record["kind"] == "sweep"
+    assert record["classes"] == 3 and record["keys"] == keys and record["kind"] == "table"
     assert np.shape(record["experiments"]["posterior"]) == (3, 15, 3)
     assert np.shape(record["class_information"]["interval"]) == (2, 3, 3)
     assert not record["nias"]["rejected"] and min(record["nias"]["p_value"]) > 0.05

@@ -66,6 +66,7 @@ def test_a_csv_sweep_is_reported_with_the_baselines_and_figures_1_to_4(tmp_path)
                  "ece_by_loss", "revealed_information"):  # fmt: skip
         assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
     assert json.loads((out / "table.json").read_text()) == table
+    assert json.loads((out / "revealed.json").read_text())["kind"] == "table"  # the manifest's
     assert "## beta = 0.3" in (out / "table.md").read_text()
     with np.load(out / "ensemble_scores.npz") as arrays:
         assert arrays["betas"].tolist() == [0.3, 0.7] and arrays["scores"].shape == (2, 600)

@@ -338,7 +338,7 @@ def test_a_multiclass_run_is_revealed_by_its_report_and_by_reveal(multiclass_run
     out, _ = multiclass_run
     record = json.loads((out / "revealed.json").read_text())
     assert record["classes"] == 10 and record["keys"] == ["ones", "w[8]=10"]
-    assert record["kind"] == "reproduce" and (record["K"], record["n"]) == (2, 400)
+    assert record["kind"] == "images" and (record["K"], record["n"]) == (2, 400)
     assert np.shape(record["class_information"]["estimate"]) == (2, 10)
     assert np.shape(record["experiments"]["posterior"])[::2] == (2, 10)
     assert len(record["nias"]["degrees_of_freedom"]) == 2 and "simulated" not in record

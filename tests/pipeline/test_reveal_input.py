@@ -52,7 +52,7 @@ def test_a_reproduce_run_is_read_from_its_member_batches_as_its_report_pooled_th
     with np.load(DIGITS / "ensemble_scores.npz") as reported:
         np.testing.assert_array_equal(inputs.scores, reported["scores"].astype(np.float32))
         np.testing.assert_array_equal(inputs.labels, reported["labels"])
-    assert inputs.loss == loss_family("log") and inputs.kind == "reproduce"
+    assert inputs.loss == loss_family("log") and inputs.kind == "images"
 
 
 def test_a_focal_sweep_is_revealed_under_its_own_loss(tmp_path):
@@ -61,7 +61,7 @@ def test_a_focal_sweep_is_revealed_under_its_own_loss(tmp_path):
     scores, labels = simulate_gaussian_agents(jax.random.key(1), [0.5] * 3, 1.5, 0.2, 100)
     inputs = load_reveal_input(write_sweep_scores(tmp_path, scores, labels, alphas, loss=loss))
     assert inputs.loss == loss_family("focal", gamma=2.0) and inputs.betas.tolist() == alphas
-    assert inputs.kind == "sweep" and inputs.scores.shape == (3, 100)
+    assert inputs.kind == "table" and inputs.scores.shape == (3, 100)
 
 
 @pytest.mark.parametrize("focal", [False, True])
@@ -76,7 +76,7 @@ def test_a_sweeps_loss_weights_and_ridge_are_read_from_its_record(focal, tmp_pat
     assert got.betas.tolist() == weights
     assert got.loss == (loss_family("focal", gamma=2.0) if focal else loss_family("log"))
     assert got.ridge["l2"] == "auto" and got.ridge["l2_grid"] == [1e-3, 1e-2]
-    assert got.kind == "sweep" and got.average == "score"
+    assert got.kind == "table" and got.average == "score"
 
 
 def test_a_sweeps_ridge_is_stated_with_what_it_means_for_niac():
@@ -125,7 +125,7 @@ def test_a_multiclass_sweep_is_read_with_its_grid_and_class_scores(tmp_path):
     keys = ["ones", "w[2]=2", "w[2]=4"]
     run = write_sweep_scores(tmp_path, scores, labels, loss=losses, keys=keys)
     got = load_reveal_input(run)
-    assert got.multiclass and got.keys == keys and got.kind == "sweep"
+    assert got.multiclass and got.keys == keys and got.kind == "table"
     assert got.loss is None and got.betas.size == 0 and got.n_stored == 300
     assert got.scores.shape == (3, 300, 3) and got.labels.shape == (300,)
     np.testing.assert_array_equal(got.scores, scores)
@@ -209,7 +209,7 @@ def test_binary_sweeps_join_by_their_class_weights_as_reproduce_runs_do(tmp_path
     second = write_sweep_scores(tmp_path / "b", members[[3, 1], 1:], labels, BETAS[[3, 1]],
                                 seeds=[1])  # fmt: skip
     got = load_reveal_input([first, second])
-    assert got.betas.tolist() == [0.5, 0.8, 0.95] and got.kind == "sweep"
+    assert got.betas.tolist() == [0.5, 0.8, 0.95] and got.kind == "table"
     assert got.loss == loss_family("log") and got.run == f"{first} + {second}"
     np.testing.assert_allclose(got.scores[0], members[1].mean(0), rtol=1e-6)
     np.testing.assert_allclose(got.scores[2], members[3, 1], rtol=1e-6)

@@ -217,6 +217,25 @@ def test_every_stored_run_in_the_results_is_at_the_current_schema():
     for path in paths:
         if path.name == "manifest.json":
             assert RunStore(path.parent).kind() in ("images", "table")
+    records = M.manifests([ROOT / "docs" / "results"], ("revealed.json",))
+    assert len(records) >= 19
+    assert {json.loads(path.read_text())["kind"] for path in records} == {"images", "table"}
+
+
+def test_a_revealed_record_takes_its_run_s_kind_and_keeps_the_rest_byte_for_byte(tmp_path):
+    """A revealed.json that names its kind by the command that wrote it takes the manifest's
+    name for it; every other byte of the file stays; --check names it and rewrites nothing."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    text = '{\n  "run": "r",\n  "kind": "sweep",\n  "information": {"interval_kind": "basic"}\n}'
+    (folder / "revealed.json").write_text(text)
+    (tmp_path / "other.json").write_text('{"kind": "sweep"}')  # not a record of reveal's
+    assert M.main([str(tmp_path), "--check"]) == 1
+    assert (folder / "revealed.json").read_text() == text
+    assert M.main([str(tmp_path)]) == 0
+    assert (folder / "revealed.json").read_text() == text.replace('"sweep"', '"table"')
+    assert (tmp_path / "other.json").read_text() == '{"kind": "sweep"}'
+    assert M.main([str(tmp_path), "--check"]) == 0
 
 
 def test_a_plugin_loss_migrates_once_its_plugin_is_loaded(tmp_path, monkeypatch):
