@@ -109,7 +109,8 @@ def reveal_run(
 
     The bootstrap key is ``jax.random.key(seed)``, so the verdicts equal
     ``reveal(inputs.scores, inputs.labels, inputs.loss(inputs.betas), n_bins, "adaptive",
-    n_bootstrap=..., key=jax.random.key(seed))`` (see the module docstring for the layout).
+    n_bootstrap=..., key=jax.random.key(seed))``. The record's fields are listed in
+    ``docs/howto/read_reveal.md``.
 
     Args:
       inputs: the run's scores (:func:`load_reveal_input` or :func:`reveal_input`).
@@ -275,8 +276,9 @@ def revealed_record(
     sensitivity: Mapping[str, Any] | None = None,
     power: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON record of a :class:`iml.revealed.RevealedReport` (see the module docstring);
-    for a multiclass run, the multiclass record (:func:`_class_record`)."""
+    """The JSON record of a :class:`iml.revealed.RevealedReport` (its fields:
+    ``docs/howto/read_reveal.md``); for a multiclass run, the multiclass record
+    (:func:`_class_record`)."""
     loss = inputs.loss
     cycle = [int(k) for k in np.asarray(report.niac.cycle) if k >= 0]
     if inputs.multiclass:
