@@ -708,7 +708,7 @@ def test_reproduce_writes_figures_manifest_and_ensemble_sizes(run_dir):
     assert len(batches) == 4 and not (run_dir / "checkpoints").exists()
     # what the two ensembles learned: iml reveal's record and figures, at the report's settings
     revealed = json.loads((run_dir / "revealed.json").read_text())
-    assert revealed["kind"] == "reproduce" and revealed["betas"] == [0.5, 0.9]
+    assert revealed["kind"] == "images" and revealed["betas"] == [0.5, 0.9]
     assert (revealed["K"], revealed["n"], revealed["n_bootstrap"]) == (2, 160, 20)
     assert 0.0 < revealed["nis"]["p_value"] <= 1.0 and len(revealed["nias"]["p_value"]) == 2
     for name in ("information", "value_matrix", "cost_bounds"):
