@@ -50,7 +50,8 @@ def ece_intervals(
     n_bootstrap: int = 200,
     key: Array | None = None,
     confidence: float = 0.95,
-) -> Array:
+    differences: ArrayLike | None = None,
+) -> Array | tuple[Array, Array]:
     """Bootstrap percentile intervals of the ECE of every row of ``scores [m, N]``: ``[m, 2]``.
 
     Each replicate resamples the observations (multinomial counts, the same rows for every row
@@ -63,6 +64,17 @@ def ece_intervals(
       labels: ``{0, 1}`` labels ``[N]``.
       n_bootstrap: replicates (at least 2).
       key: ``jax.random`` key (required).
+      differences: ``[p, 2]`` pairs of rows ``(i, j)``: also the paired intervals of
+        ``ECE_i - ECE_j``, read off the same replicates (so each difference carries the
+        correlation of its two ECEs).
+
+    Returns:
+      The ``[m, 2]`` intervals; with ``differences``, ``(intervals, difference_intervals
+      [p, 2])``.
+
+    Raises:
+      ValueError: for bad scores, labels, bins or bootstrap settings, or ``differences`` that
+        are not pairs of row indices.
     """
     a = np.asarray(scores)
     one = a.ndim == 1
@@ -72,16 +84,24 @@ def ece_intervals(
         check_binary(row, labels, None, n_bins)
     V.check_count("n_bootstrap", n_bootstrap, 2)
     check_bootstrap(n_bootstrap, key, confidence)
-    out = _ece_intervals(a, labels, key, n_bins, strategy, n_bootstrap, confidence)
-    return out[0] if one else out
+    pairs = np.zeros((0, 2), np.int32) if differences is None else np.asarray(differences)
+    if pairs.ndim != 2 or pairs.shape[1:] != (2,) or ((pairs < 0) | (pairs >= len(a))).any():
+        raise ValueError(f"differences must be pairs [p, 2] of rows in [0, {len(a)}); got "
+                         f"{pairs.tolist()!r}")  # fmt: skip
+    out, apart = _ece_intervals(a, labels, key, pairs.astype(np.int32), n_bins, strategy,
+                                n_bootstrap, confidence)  # fmt: skip
+    out = out[0] if one else out
+    return out if differences is None else (out, apart)
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4, 5, 6))
-def _ece_intervals(scores, labels, key, n_bins, strategy, n_bootstrap, confidence) -> Array:
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7))
+def _ece_intervals(scores, labels, key, pairs, n_bins, strategy, n_bootstrap, confidence):
     a = as_float(scores)
     y = jnp.broadcast_to(as_labels(labels, a[0]), a.shape)
-    replicates = _ece_replicates(a, y, key, n_bins, strategy, n_bootstrap)
-    return jax.lax.map(lambda r: percentile_interval(r, confidence), replicates)
+    replicates = _ece_replicates(a, y, key, n_bins, strategy, n_bootstrap)  # [m, B]
+    interval = functools.partial(percentile_interval, confidence=confidence)
+    apart = replicates[pairs[:, 0]] - replicates[pairs[:, 1]]
+    return jax.lax.map(interval, replicates), jax.lax.map(interval, apart)
 
 
 def _ece_replicates(

@@ -203,7 +203,10 @@ def table_by_loss(
       ece_bootstrap: replicates of each ECE's 95% percentile interval (the same resampled rows
         for every loss and method), recorded as ``"ece_interval": [low, high]`` for binary losses
         (:func:`ece_intervals`), ``"top_label_ece_interval"`` and ``"classwise_ece_interval"``
-        for multiclass ones (:func:`multiclass_ece_intervals`); 0 for none.
+        for multiclass ones (:func:`multiclass_ece_intervals`); 0 for none. Each method of a
+        binary loss but ``"raw"`` also records its ECE minus the raw scores' of the same loss,
+        ``"ece_minus_raw"``, with its paired interval on the same replicates,
+        ``"ece_minus_raw_interval"``.
       key: ``jax.random`` key of those replicates (required with ``ece_bootstrap``).
       test_family, level: each loss's loss-calibration test
         (:func:`iml.calibration.loss_calibration_test` of its corrected scores) is recorded as
@@ -261,14 +264,19 @@ def table_by_loss(
         rows = score_metrics_by_row(stacked, y, n_bins)
         if ece_bootstrap:  # every loss and method on the same resampled rows
             clipped = np.clip(np.nan_to_num(stacked, nan=0.5), _CLIP, 1 - _CLIP)
-            intervals = np.asarray(
-                ece_intervals(clipped.astype(np.float32), y, n_bins, n_bootstrap=ece_bootstrap,
-                              key=key),
-                np.float64,
-            )  # fmt: skip
-            intervals[nan_counts(stacked) > 0] = np.nan
+            # each method's ECE against the raw scores' of its loss, paired on those rows
+            pairs = np.array([(i, i % m) for i in range(m, len(stacked))]).reshape(-1, 2)
+            intervals, apart = (np.asarray(x, np.float64) for x in ece_intervals(
+                clipped.astype(np.float32), y, n_bins, n_bootstrap=ece_bootstrap, key=key,
+                differences=pairs))  # fmt: skip
+            missing = nan_counts(stacked) > 0
+            intervals[missing] = np.nan
+            apart[missing[pairs].any(axis=1)] = np.nan
             for row, interval in zip(rows, intervals, strict=True):
                 row["ece_interval"] = interval.tolist()
+            for (i, raw), interval in zip(pairs, apart, strict=True):
+                rows[i]["ece_minus_raw"] = rows[i]["ece"] - rows[raw]["ece"]
+                rows[i]["ece_minus_raw_interval"] = interval.tolist()
         methods = {name: rows[i * m : (i + 1) * m] for i, name in enumerate(named)}
     tests = _loss_calibration_records(corrected, y, n_bins, level, test_family)
     for row, record in zip(methods["raw"], tests, strict=True):

@@ -20,6 +20,17 @@ def _interval_text(interval: Sequence[float]) -> str:
     return f"[{interval[0]:.4f}, {interval[1]:.4f}]"
 
 
+#: The column of a method's ECE minus the raw scores' of its loss, with its paired interval.
+MINUS_RAW = "ece − raw [paired 95% CI]"
+
+
+def _minus_raw_text(metrics: Mapping) -> str:
+    """A method's ``ece_minus_raw`` and its paired interval, in one cell ("" for none)."""
+    if "ece_minus_raw_interval" not in metrics:
+        return ""
+    return f"{metrics['ece_minus_raw']:+.4f} {_interval_text(metrics['ece_minus_raw_interval'])}"
+
+
 def _test_text(test: Mapping) -> str:
     """A loss-calibration record's verdict and effect size, in one sentence."""
     if "calibration_error" not in test:
@@ -48,7 +59,8 @@ def _test_cell(test: Mapping | None) -> str:
 
 def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: str = "beta") -> str:
     """The table as Markdown: one row per loss (its exact key), raw and loss-corrected metrics,
-    the renormalised corrected ones (``renorm.``) where the table has them, the median of a
+    the renormalised corrected ones (``renorm.``) where the table has them, the corrected ECE
+    minus the raw one with its paired interval where every row has it, the median of a
     sweep's members' ridge coefficients where its rows hold them (``row["l2"]``), and each
     loss's loss-calibration verdict with the size of the miss."""
     metrics = METRICS if "auroc" in next(iter(table.values()))["raw"] else MULTICLASS_METRICS
@@ -67,6 +79,11 @@ def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: st
     for metric in reversed(with_ci):
         at = header.index(f"{list(methods.values())[-1]} {metric}") + 1
         header[at:at] = [f"{label} {metric} 95% CI" for label in methods.values()]
+    # the correction's ECE minus the raw scores', paired, where every row has it
+    minus_raw = all("ece_minus_raw_interval" in row["loss_corrected"] for row in table.values())
+    if minus_raw:
+        at = header.index(f"{list(methods.values())[-1]} ece 95% CI") + 1
+        header.insert(at, f"corr. {MINUS_RAW}")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, row in table.items():
         cells = [key]  # the exact key (beta_key): close betas stay apart
@@ -75,6 +92,8 @@ def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: st
             if metric in with_ci:
                 cells += [_interval_text(row[m][f"{metric}_interval"]) if m in row else ""
                           for m in methods]  # fmt: skip
+            if metric == "ece" and minus_raw:
+                cells.append(_minus_raw_text(row["loss_corrected"]))
         if ridge:
             cells.append(f"{float(np.median(row['l2'])):.3g}")
         if tested:
@@ -95,7 +114,8 @@ def markdown_by_method(
     (the raw and loss-corrected scores and the recalibration baselines) as rows, metrics as
     columns, each ECE's interval where every method has one, the median of the members' ridge
     coefficients where the row holds them (``row["l2"]``), and the raw scores' loss-calibration
-    verdict with the size of the miss."""
+    verdict with the size of the miss. Where every method has it, each method's ECE minus the
+    raw scores' of its loss, with its paired interval (:data:`MINUS_RAW`)."""
 
     def fmt(x: float) -> str:
         return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
@@ -105,14 +125,20 @@ def markdown_by_method(
         methods = {name: metrics for name, metrics in row.items() if isinstance(metrics, Mapping)}
         lines += [f"## {key_name} = {beta}", ""]
         ci = all("ece_interval" in metrics for metrics in methods.values())
-        columns = [*METRICS[:1], *(["ece 95% CI"] if ci else []), *METRICS[1:]]
+        minus_raw = all("ece_minus_raw_interval" in metrics
+                        for name, metrics in methods.items() if name != "raw")  # fmt: skip
+        minus_raw = minus_raw and ci and len(methods) > 1
+        extra = (["ece 95% CI"] if ci else []) + ([MINUS_RAW] if minus_raw else [])
+        columns = [*METRICS[:1], *extra, *METRICS[1:]]
         lines.append("| method | " + " | ".join(columns) + " |")
         lines.append("|---" * (len(columns) + 1) + "|")
         for method, metrics in methods.items():
             cells = [fmt(metrics[m]) for m in METRICS]
             if ci:
                 low, high = metrics["ece_interval"]
-                cells.insert(1, f"[{fmt(low)}, {fmt(high)}]")
+                cells[1:1] = [f"[{fmt(low)}, {fmt(high)}]"]
+            if minus_raw:
+                cells[2:2] = [_minus_raw_text(metrics)]
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
         if "l2" in row:
             lines += ["", f"Median ridge of the members: {np.nanmedian(row['l2']):.3g}"]

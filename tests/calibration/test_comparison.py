@@ -67,6 +67,38 @@ def test_ece_intervals_are_weighted_ece_quantiles_on_the_shared_resamples():
     np.testing.assert_array_equal(one, got[0])
 
 
+def test_ece_differences_are_paired_quantiles_of_the_same_resamples():
+    """The intervals of ECE_i - ECE_j are the quantiles of the replicates' differences, on the
+    draws of the rows' own intervals (NumPy, independently); a row against itself gives [0, 0];
+    the intervals of the rows are those asked without differences."""
+    from iml._bootstrap import bootstrap_counts
+    from iml.calibration import ece_intervals
+
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.02, 0.98, 1500)
+    y = (rng.uniform(size=1500) < p).astype(np.int32)
+    rows = np.stack([p, np.clip(p + 0.12, 0, 1), np.clip(p - 0.03, 0, 1)]).astype(np.float32)
+    key = jax.random.key(3)
+    pairs = [[1, 0], [2, 0], [0, 0]]
+    got, apart = ece_intervals(rows, y, n_bootstrap=300, key=key, differences=pairs)
+    np.testing.assert_array_equal(got, ece_intervals(rows, y, n_bootstrap=300, key=key))
+    counts = np.asarray(bootstrap_counts(key, 1500, 300), np.float64)
+    replicates = []
+    for r in rows:
+        edges = np.quantile(r, np.linspace(0, 1, 11))
+        bins = np.clip(np.searchsorted(edges, r, side="left") - 1, 0, 9)
+        gap = np.zeros((1500, 10))
+        gap[np.arange(1500), bins] = r - y
+        replicates.append(np.abs(counts @ gap).sum(1) / counts.sum(1))
+    for (i, j), interval in zip(pairs, np.asarray(apart), strict=True):
+        want = np.quantile(replicates[i] - replicates[j], [0.025, 0.975])
+        np.testing.assert_allclose(interval, want, atol=2e-4)
+    assert np.asarray(apart)[0, 0] > 0  # the shifted scores are told apart, paired
+    np.testing.assert_array_equal(np.asarray(apart)[2], [0.0, 0.0])
+    with pytest.raises(ValueError, match="differences must be pairs"):
+        ece_intervals(rows, y, n_bootstrap=10, key=key, differences=[[0, 3]])
+
+
 @pytest.mark.slow
 def test_multiclass_ece_intervals_are_top_label_and_mean_classwise_on_shared_resamples():
     from iml._bootstrap import bootstrap_counts

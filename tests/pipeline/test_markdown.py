@@ -71,6 +71,27 @@ def test_markdown_table_lists_every_method_and_metric():
     assert json.loads(json.dumps(raw)) == raw
 
 
+def test_the_corrected_minus_raw_ece_has_its_column_where_every_row_has_it():
+    """Both views show each method's ECE minus the raw scores' with its paired interval, where
+    every row (or method) has one, and leave the column out of a table without it (a stored
+    table of an earlier report)."""
+    metrics = {**dict.fromkeys(METRICS, 0.25), "ece_interval": [0.2, 0.3]}
+    corrected = {**metrics, "ece": 0.05, "ece_minus_raw": -0.2,
+                 "ece_minus_raw_interval": [-0.26, -0.14]}  # fmt: skip
+    table = {"0.9": {"raw": metrics, "loss_corrected": corrected}}
+    by_method, by_loss = markdown_by_method(table), markdown_by_loss(table)
+    assert "| method | ece | ece 95% CI | ece − raw [paired 95% CI] | ece_debiased |" in by_method
+    assert "| raw | 0.2500 | [0.2500, 0.2500] |  |" not in by_method
+    assert "| raw | 0.2500 | [0.2000, 0.3000] |  | 0.2500 |" in by_method
+    assert (
+        "| loss_corrected | 0.0500 | [0.2000, 0.3000] | -0.2000 [-0.2600, -0.1400] |" in by_method
+    )
+    assert "| corr. ece 95% CI | corr. ece − raw [paired 95% CI] |" in by_loss
+    assert "| [0.2000, 0.3000] | -0.2000 [-0.2600, -0.1400] |" in by_loss
+    older = {"0.9": {"raw": metrics, "loss_corrected": metrics}}
+    assert "paired" not in markdown_by_method(older) + markdown_by_loss(older)
+
+
 def test_the_summary_names_rejected_losses_by_the_size_of_their_miss():
     metrics = dict.fromkeys(METRICS, 0.25)
 

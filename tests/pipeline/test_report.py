@@ -387,8 +387,20 @@ def test_the_summary_table_gives_each_test_its_verdict_and_each_ece_its_interval
         for metrics in methods.values():
             low, high = metrics["ece_interval"]
             assert 0 <= low < high and high > 0.5 * metrics["ece"]
+        # each method against the raw scores of its beta, paired on the same replicates
+        assert "ece_minus_raw" not in methods["raw"]
+        for name, metrics in methods.items():
+            if name != "raw":
+                assert metrics["ece_minus_raw"] == metrics["ece"] - methods["raw"]["ece"]
+                low, high = metrics["ece_minus_raw_interval"]
+                assert low <= high, name
+    # at 0.9 the correction undoes the weight: its ECE is lower than the raw scores', paired;
+    # at 0.5 it is the identity, and so is the prior-shift correction: a difference of zero
+    assert table["0.9"]["loss_corrected"]["ece_minus_raw_interval"][1] < 0
+    for name in ("loss_corrected", "prior_shift"):
+        assert table["0.5"][name]["ece_minus_raw_interval"] == [0.0, 0.0]
     text = markdown_by_method(table)
-    assert "| method | ece | ece 95% CI |" in text
+    assert "| method | ece | ece 95% CI | ece − raw [paired 95% CI] |" in text
     assert "Loss calibration of the raw scores (Definition 2): rejected (p" in text
     assert "is rejected for 1 of 2 tests" in text
 

@@ -155,7 +155,10 @@ def test_loss_corrected_scores_calibrated_when_logistic_model_is_well_specified(
     assert corrected["auroc"] == pytest.approx(raw["auroc"], abs=1e-6)
     # beta = 1/2 is the unweighted loss: the correction is the identity.
     raw = {k: v for k, v in table["0.5"]["raw"].items() if k != "loss_calibration"}
-    assert raw == table["0.5"]["loss_corrected"]
+    corrected = dict(table["0.5"]["loss_corrected"])
+    assert corrected.pop("ece_minus_raw") == 0.0
+    assert corrected.pop("ece_minus_raw_interval") == [0.0, 0.0]
+    assert raw == corrected
     # and the well-specified model's scores are loss-calibrated: the test does not reject them
     for beta in ("0.5", "0.9"):
         assert not table[beta]["raw"]["loss_calibration"]["rejected"]
@@ -174,8 +177,9 @@ def test_table_json_keys_and_values_match_scikit_learn(sweep_run):
         assert row[RIDGE] == [[0.0] * 10]  # one seed, ten rotations, the config's number
         assert row["raw"]["loss_calibration"]["family"] == 2  # one test per beta of the sweep
         for method in S.METHODS:
-            extra = ["loss_calibration"] if method == "raw" else []
-            assert list(row[method]) == [*METRICS, *extra, "ece_interval"]
+            extra = (["loss_calibration", "ece_interval"] if method == "raw" else
+                     ["ece_interval", "ece_minus_raw", "ece_minus_raw_interval"])  # fmt: skip
+            assert list(row[method]) == [*METRICS, *extra]
             low, high = row[method]["ece_interval"]  # its 95% bootstrap interval
             assert 0 <= low < high and low <= row[method]["ece"] * 1.5 and high > 0
         k = BETAS.index(float(beta))
