@@ -89,7 +89,8 @@ def experiment_command(args: argparse.Namespace) -> Callable[[], int]:
             print(f"members stored in {out} ({elapsed:.0f} s); iml figures --run {out}")
             distributed.finish()
             return 0
-        table = report_run(out, out, formats=tuple(config.eval.figures))
+        table = report_run(out, out, formats=tuple(config.eval.figures),
+                           progress=not args.no_progress)  # fmt: skip
         elapsed = time.perf_counter() - start
         print(_summary(experiment, table, done))
         print(f"results in {out}: table.json, table.md, figures/ ({elapsed:.0f} s)")

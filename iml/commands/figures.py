@@ -30,7 +30,8 @@ def figures_command(args: argparse.Namespace) -> Callable[[], int]:
     report_settings(args.run, overrides)
 
     def work() -> int:
-        table = report_run(args.run, out, eval_overrides=overrides)
+        table = report_run(args.run, out, eval_overrides=overrides,
+                           progress=not args.no_progress)  # fmt: skip
         print(json.dumps({"out": str(out), "losses": list(table)}))
         say_loss_calibration(table, "beta")  # a multiclass grid reads "loss"
         return 0

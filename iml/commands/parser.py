@@ -123,8 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     fig = sub.add_parser(
         "figures",
         help="redraw the figures and table of a stored run",
-        description="Report a stored run without training: its table, ensemble scores and "
-        "figures (a sweep's: its table, scores and ECE figures). --config.eval.KEY=VALUE sets "
+        description="Report a stored run without training: its table, ensemble scores, "
+        "figures and revealed experiments, each stage said on stderr as it starts. "
+        "--config.eval.KEY=VALUE sets "
         "the report's settings (n_bins, n_bootstrap, "
         "report_seed, average, figures) in place of the run's.",
         epilog=keys_help(
@@ -139,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--run", required=True, help="a run directory written by `iml reproduce` or `iml sweep`"
     )
     fig.add_argument("--out", help="where to write (default: the run directory)")
+    fig.add_argument("--no-progress", action="store_true", help="print only the summary")
     add_import_argument(fig)
     fig.set_defaults(func=figures_command)
 

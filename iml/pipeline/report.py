@@ -25,6 +25,7 @@ over the grid (:func:`iml.calibration.loss_calibration_verdicts`).
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -148,6 +149,7 @@ def report_run(
     *,
     formats: Sequence[str] | None = None,
     eval_overrides: Mapping[str, Any] | None = None,
+    progress: bool = False,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Score a stored run of either kind (images fed from the host, or a table on the device)
     and write its report; trains nothing.
@@ -185,6 +187,8 @@ def report_run(
         (:func:`report_settings`). The members are the same whatever these are, so a stored
         run can be reported several ways (into separate ``out`` directories); ``ensemble.json``
         records the settings used.
+      progress: say each stage on stderr as it starts (the table, the figures, the revealed
+        experiments and their simulated size and power).
 
     Returns:
       The table.
@@ -201,10 +205,15 @@ def report_run(
     formats = tuple(settings["figures"])
     n_bins, n_bootstrap = int(settings["n_bins"]), int(settings["n_bootstrap"])
     seed = int(settings["report_seed"])
+    say = _say if progress else lambda message: None
     store = RunStore(run)
     manifest = store.manifest()
     scores = stored_scores(run, str(settings["average"]))
     grid, family, labels = scores.grid, scores.family, scores.labels
+    say(
+        f"the table of {len(grid.keys)} losses ({n_bootstrap} bootstrap replicates of each ECE"
+        + (", the recalibration baselines cross-fitted)" if family is not None else ")")
+    )
     table = scored_table(scores, n_bins, n_bootstrap, seed)
     out = Path(out) if out is not None else store.root
     binary = family is not None
@@ -214,6 +223,7 @@ def report_run(
     _write_tables(out, table, markdown, scores, settings, corrected)
     title = _title(manifest, grid, len(scores.seeds))
     if formats:
+        say(f"the figures ({', '.join(formats)})")
         prevalence = None if grid.spec.multiclass else float(np.mean(labels))
         fig = figure_calibration_by_loss(table, prevalence=prevalence, title=title,
                                          weight_name=weight_name)  # fmt: skip
@@ -236,7 +246,7 @@ def report_run(
             inputs = class_input(grid, scores.scores, labels, scores.sizes, run=store.root,
                                  kind=manifest["kind"],
                                  average=str(settings["average"]))  # fmt: skip
-            _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, simulate=False)
+            _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress, simulate=False)
         return table
     if not binary:
         return table
@@ -271,7 +281,7 @@ def report_run(
     if len(weights) >= 2:  # what the ensembles learned, across their class weights
         inputs = reveal_input(weights, scores.scores, labels, family, sizes=scores.sizes,
                               kind=manifest["kind"], run=store.root)  # fmt: skip
-        _reveal(inputs, out, n_bins, n_bootstrap, seed, formats)
+        _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress)
     return table
 
 
@@ -282,6 +292,7 @@ def _reveal(
     n_bootstrap: int,
     seed: int,
     formats: Sequence[str],
+    progress: bool,
     simulate: bool = True,
 ) -> None:
     """The revealed experiments of a report's grid (:func:`iml.pipeline.reveal.reveal_run`),
@@ -307,7 +318,12 @@ def _reveal(
         power_datasets=100 if simulate and n_bootstrap >= 100 else 0,
         power_bootstrap=min(max(n_bootstrap, 2), 200),
         sensitivity=n_bootstrap >= 100,
+        progress=progress,
     )
+
+
+def _say(message: str) -> None:
+    print(f"  {message} ...", file=sys.stderr, flush=True)
 
 
 def _class_eces(scores: np.ndarray, labels: np.ndarray, n_bins: int) -> list[float]:

@@ -33,14 +33,23 @@ def test_a_sweep_is_reported_again_without_training(sweep, tmp_path, capsys):
     stored = json.loads((sweep / "table.json").read_text())
     batches = {p.name: p.stat().st_mtime_ns for p in (sweep / "batches").iterdir()}
     # in place, with its own settings (the figures' formats are not among them: none asked)
+    capsys.readouterr()
     assert cli.main(["figures", "--run", str(sweep), "--config.eval.figures="]) == 0
+    said = capsys.readouterr().err  # each stage as it starts, on stderr
+    assert "  the table of 3 losses (20 bootstrap replicates of each ECE, the recalibration " \
+           "baselines cross-fitted) ...\n" in said  # fmt: skip
+    assert "  revealing with adaptive bins (20 paired bootstrap replicates) ...\n" in said
+    assert "the figures" not in said  # none asked
     assert json.loads((sweep / "table.json").read_text()) == stored
     assert {p.name: p.stat().st_mtime_ns for p in (sweep / "batches").iterdir()} == batches
     out = tmp_path / "five_bins"
     capsys.readouterr()
-    argv = ["figures", "--run", str(sweep), "--out", str(out), "--config.eval.n_bins=5"]
+    argv = ["figures", "--run", str(sweep), "--out", str(out), "--config.eval.n_bins=5",
+            "--no-progress"]  # fmt: skip
     assert cli.main(argv) == 0
-    assert json.loads(capsys.readouterr().out)["losses"] == list(stored)
+    printed = capsys.readouterr()
+    assert json.loads(printed.out)["losses"] == list(stored)
+    assert " ...\n" not in printed.err  # no stage said
     table = json.loads((out / "table.json").read_text())
     # as JSON text: five deciles of so precise a model merge into one bin, whose test is not
     # testable (a NaN p-value, unequal to itself)
