@@ -321,12 +321,14 @@ def _to_6(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def manifests(paths: Iterable[str | Path], names: tuple[str, ...] = MANIFESTS) -> list[Path]:
-    """The records of ``paths``: each file itself, and in each folder every file below it whose
-    name matches one of ``names`` (the manifests by default), sorted."""
+    """The records of ``paths``: each file itself (a manifest under any name; a revealed record
+    only as ``revealed.json``), and in each folder every file below it whose name matches one of
+    ``names`` (the manifests by default), sorted."""
     found: set[Path] = set()
     for path in map(Path, paths):
         if path.is_file():
-            found |= {path} if any(path.match(name) for name in names) else set()
+            revealed = path.name == "revealed.json"
+            found |= {path} if revealed == (names == ("revealed.json",)) else set()
         elif path.is_dir():
             found |= {p for name in names for p in path.rglob(name)}
         else:
@@ -342,8 +344,10 @@ def migrate_revealed(path: Path, write: bool = True) -> list[str]:
     kind = json.loads(text).get("kind")
     if kind not in REVEALED_KINDS:
         return []
+    old, new = f'"kind": "{kind}"', f'"kind": "{REVEALED_KINDS[kind]}"'
+    if old not in text:
+        raise ValueError(f"{path}: its kind is not written as {old}; rewrite it by hand")
     if write:
-        old, new = f'"kind": "{kind}"', f'"kind": "{REVEALED_KINDS[kind]}"'
         atomic_write_bytes(path, text.replace(old, new, 1).encode())
     return [f"{path}: kind {kind} -> {REVEALED_KINDS[kind]}"]
 

@@ -84,12 +84,8 @@ def ece_intervals(
         check_binary(row, labels, None, n_bins)
     V.check_count("n_bootstrap", n_bootstrap, 2)
     check_bootstrap(n_bootstrap, key, confidence)
-    pairs = np.zeros((0, 2), np.int32) if differences is None else np.asarray(differences)
-    if pairs.ndim != 2 or pairs.shape[1:] != (2,) or ((pairs < 0) | (pairs >= len(a))).any():
-        raise ValueError(f"differences must be pairs [p, 2] of rows in [0, {len(a)}); got "
-                         f"{pairs.tolist()!r}")  # fmt: skip
-    out, apart = _ece_intervals(a, labels, key, pairs.astype(np.int32), n_bins, strategy,
-                                n_bootstrap, confidence)  # fmt: skip
+    pairs = _pairs(differences, len(a))
+    out, apart = _ece_intervals(a, labels, key, pairs, n_bins, strategy, n_bootstrap, confidence)
     out = out[0] if one else out
     return out if differences is None else (out, apart)
 
@@ -99,9 +95,7 @@ def _ece_intervals(scores, labels, key, pairs, n_bins, strategy, n_bootstrap, co
     a = as_float(scores)
     y = jnp.broadcast_to(as_labels(labels, a[0]), a.shape)
     replicates = _ece_replicates(a, y, key, n_bins, strategy, n_bootstrap)  # [m, B]
-    interval = functools.partial(percentile_interval, confidence=confidence)
-    apart = replicates[pairs[:, 0]] - replicates[pairs[:, 1]]
-    return jax.lax.map(interval, replicates), jax.lax.map(interval, apart)
+    return _intervals(replicates, pairs, confidence)
 
 
 def _ece_replicates(
@@ -131,6 +125,7 @@ def multiclass_ece_intervals(
     n_bootstrap: int = 200,
     key: Array | None = None,
     confidence: float = 0.95,
+    differences: ArrayLike | None = None,
 ) -> dict[str, Array]:
     """Bootstrap percentile intervals of the top-label and the class-wise ECE (l1, quantile
     bins; :func:`expected_calibration_error`) of every score matrix ``scores [m, N, n]``:
@@ -138,7 +133,9 @@ def multiclass_ece_intervals(
 
     As :func:`ece_intervals`: each replicate resamples the observations, the same ones for every
     matrix and class, with bins fixed; the class-wise ECE's replicate is the mean of its classes'
-    ECEs on the same draw.
+    ECEs on the same draw. With ``differences`` ``[p, 2]`` (pairs of matrices ``(i, j)``), also
+    the paired intervals of ``ECE_i - ECE_j`` on the same replicates:
+    ``"top_label_ece_difference"`` and ``"classwise_ece_difference"``, ``[p, 2]`` each.
     """
     a = np.asarray(scores)
     if a.ndim != 3 or a.shape[-1] < 2:
@@ -148,12 +145,40 @@ def multiclass_ece_intervals(
     check_n_bins(n_bins)
     V.check_count("n_bootstrap", n_bootstrap, 2)
     check_bootstrap(n_bootstrap, key, confidence)
-    top, classwise = _multiclass_ece_intervals(a, y, key, n_bins, n_bootstrap, confidence)
-    return {"top_label_ece": top, "classwise_ece": classwise}
+    pairs = _pairs(differences, len(a))
+    top, classwise, top_apart, classwise_apart = _multiclass_ece_intervals(
+        a, y, key, pairs, n_bins, n_bootstrap, confidence
+    )
+    out = {"top_label_ece": top, "classwise_ece": classwise}
+    if differences is not None:
+        out |= {"top_label_ece_difference": top_apart, "classwise_ece_difference": classwise_apart}
+    return out
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4, 5))
-def _multiclass_ece_intervals(scores, labels, key, n_bins, n_bootstrap, confidence):
+def _pairs(differences: ArrayLike | None, m: int) -> np.ndarray:
+    """``differences`` as int32 pairs ``[p, 2]`` of rows in ``[0, m)`` (none: ``[0, 2]``)."""
+    pairs = np.asarray([] if differences is None else differences)
+    pairs = np.zeros((0, 2), np.int32) if pairs.size == 0 else pairs
+    if (
+        pairs.ndim != 2
+        or pairs.shape[1] != 2
+        or pairs.dtype.kind not in "iu"
+        or ((pairs < 0) | (pairs >= m)).any()
+    ):
+        raise ValueError(f"differences must be pairs [p, 2] of rows in [0, {m}); got "
+                         f"{pairs.tolist()!r}")  # fmt: skip
+    return pairs.astype(np.int32)
+
+
+def _intervals(replicates: Array, pairs: Array, confidence: float) -> tuple[Array, Array]:
+    """The percentile intervals of replicates ``[m, B]`` and of their paired differences."""
+    interval = functools.partial(percentile_interval, confidence=confidence)
+    apart = replicates[pairs[:, 0]] - replicates[pairs[:, 1]]
+    return jax.lax.map(interval, replicates), jax.lax.map(interval, apart)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6))
+def _multiclass_ece_intervals(scores, labels, key, pairs, n_bins, n_bootstrap, confidence):
     s = as_float(scores)
     m, n, k = s.shape
     y = jnp.asarray(labels)
@@ -163,9 +188,10 @@ def _multiclass_ece_intervals(scores, labels, key, n_bins, n_bootstrap, confiden
     onehot = jnp.broadcast_to(jax.nn.one_hot(y, k, dtype=s.dtype).T, (m, k, n)).reshape(m * k, n)
     classes = _ece_replicates(per_class, onehot, key, n_bins, "quantile", n_bootstrap)
     classwise = jnp.mean(classes.reshape(m, k, n_bootstrap), axis=1)
-    return tuple(
-        jax.lax.map(lambda r: percentile_interval(r, confidence), r) for r in (top, classwise)
+    (top, top_apart), (classwise, classwise_apart) = (
+        _intervals(r, pairs, confidence) for r in (top, classwise)
     )
+    return top, classwise, top_apart, classwise_apart
 
 
 class ECEComparison(NamedTuple):

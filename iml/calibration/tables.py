@@ -203,10 +203,11 @@ def table_by_loss(
       ece_bootstrap: replicates of each ECE's 95% percentile interval (the same resampled rows
         for every loss and method), recorded as ``"ece_interval": [low, high]`` for binary losses
         (:func:`ece_intervals`), ``"top_label_ece_interval"`` and ``"classwise_ece_interval"``
-        for multiclass ones (:func:`multiclass_ece_intervals`); 0 for none. Each method of a
-        binary loss but ``"raw"`` also records its ECE minus the raw scores' of the same loss,
-        ``"ece_minus_raw"``, with its paired interval on the same replicates,
-        ``"ece_minus_raw_interval"``.
+        for multiclass ones (:func:`multiclass_ece_intervals`); 0 for none. Each method but
+        ``"raw"`` also records its ECE minus the raw scores' ECE of the same loss, with its
+        paired interval on the same replicates: ``"ece_minus_raw"`` and
+        ``"ece_minus_raw_interval"`` for a binary loss, ``"top_label_ece_minus_raw"`` and
+        ``"classwise_ece_minus_raw"`` (each with its ``"..._interval"``) for a multiclass one.
       key: ``jax.random`` key of those replicates (required with ``ece_bootstrap``).
       test_family, level: each loss's loss-calibration test
         (:func:`iml.calibration.loss_calibration_test` of its corrected scores) is recorded as
@@ -246,15 +247,18 @@ def table_by_loss(
             joined = np.concatenate(list(stacked.values()))
             missing = nan_counts(joined) > 0
             clipped = np.clip(np.nan_to_num(joined, nan=1.0 / joined.shape[-1]), _CLIP, 1 - _CLIP)
+            pairs = _minus_raw_pairs(len(joined), m)
             intervals = multiclass_ece_intervals(clipped.astype(np.float32), y, n_bins,
-                                                 n_bootstrap=ece_bootstrap, key=key)  # fmt: skip
-            for metric, values in intervals.items():
-                values = np.asarray(values, np.float64)
+                                                 n_bootstrap=ece_bootstrap, key=key,
+                                                 differences=pairs)  # fmt: skip
+            every = [row for method in stacked for row in methods[method]]
+            for metric in ("top_label_ece", "classwise_ece"):
+                values = np.asarray(intervals[metric], np.float64)
                 values[missing] = np.nan
-                values = values.reshape(len(stacked), m, 2)
-                for method, rows in zip(stacked, values, strict=True):
-                    for row, interval in zip(methods[method], rows, strict=True):
-                        row[f"{metric}_interval"] = interval.tolist()
+                for row, interval in zip(every, values, strict=True):
+                    row[f"{metric}_interval"] = interval.tolist()
+                apart = np.asarray(intervals[f"{metric}_difference"], np.float64)
+                _minus_raw(every, pairs, apart, missing, metric)
     else:
         named = {"raw": a, "loss_corrected": corrected}
         for name, values in (others or {}).items():
@@ -264,19 +268,15 @@ def table_by_loss(
         rows = score_metrics_by_row(stacked, y, n_bins)
         if ece_bootstrap:  # every loss and method on the same resampled rows
             clipped = np.clip(np.nan_to_num(stacked, nan=0.5), _CLIP, 1 - _CLIP)
-            # each method's ECE against the raw scores' of its loss, paired on those rows
-            pairs = np.array([(i, i % m) for i in range(m, len(stacked))]).reshape(-1, 2)
+            pairs = _minus_raw_pairs(len(stacked), m)
             intervals, apart = (np.asarray(x, np.float64) for x in ece_intervals(
                 clipped.astype(np.float32), y, n_bins, n_bootstrap=ece_bootstrap, key=key,
                 differences=pairs))  # fmt: skip
             missing = nan_counts(stacked) > 0
             intervals[missing] = np.nan
-            apart[missing[pairs].any(axis=1)] = np.nan
             for row, interval in zip(rows, intervals, strict=True):
                 row["ece_interval"] = interval.tolist()
-            for (i, raw), interval in zip(pairs, apart, strict=True):
-                rows[i]["ece_minus_raw"] = rows[i]["ece"] - rows[raw]["ece"]
-                rows[i]["ece_minus_raw_interval"] = interval.tolist()
+            _minus_raw(rows, pairs, apart, missing, "ece")
         methods = {name: rows[i * m : (i + 1) * m] for i, name in enumerate(named)}
     tests = _loss_calibration_records(corrected, y, n_bins, level, test_family)
     for row, record in zip(methods["raw"], tests, strict=True):
@@ -288,6 +288,23 @@ def table_by_loss(
     if test_family is None:  # the table is the run's whole family of tests
         loss_calibration_verdicts(table, level)
     return table
+
+
+def _minus_raw_pairs(rows: int, m: int) -> np.ndarray:
+    """``[rows - m, 2]``: each method's row against the raw scores' row of its loss, the
+    methods stacked by ``m`` losses, the raw scores first."""
+    return np.array([(i, i % m) for i in range(m, rows)], np.int32).reshape(-1, 2)
+
+
+def _minus_raw(
+    rows: list[dict], pairs: np.ndarray, apart: np.ndarray, missing: np.ndarray, metric: str
+) -> None:
+    """Record each method's ``metric`` minus the raw scores' of its loss (``pairs``), with its
+    paired interval ``apart`` (NaN where either row holds NaN scores)."""
+    apart = np.where(missing[pairs].any(axis=1)[:, None], np.nan, apart)
+    for (i, raw), interval in zip(pairs, apart, strict=True):
+        rows[i][f"{metric}_minus_raw"] = rows[i][metric] - rows[raw][metric]
+        rows[i][f"{metric}_minus_raw_interval"] = interval.tolist()
 
 
 def loss_calibration_record(test, level: float) -> dict:

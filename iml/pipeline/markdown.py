@@ -24,11 +24,13 @@ def _interval_text(interval: Sequence[float]) -> str:
 MINUS_RAW = "ece − raw [paired 95% CI]"
 
 
-def _minus_raw_text(metrics: Mapping) -> str:
-    """A method's ``ece_minus_raw`` and its paired interval, in one cell ("" for none)."""
-    if "ece_minus_raw_interval" not in metrics:
+def _minus_raw_text(metrics: Mapping, metric: str = "ece") -> str:
+    """A method's ``{metric}_minus_raw`` and its paired interval, in one cell ("" for none)."""
+    if f"{metric}_minus_raw_interval" not in metrics:
         return ""
-    return f"{metrics['ece_minus_raw']:+.4f} {_interval_text(metrics['ece_minus_raw_interval'])}"
+    interval = _interval_text(metrics[f"{metric}_minus_raw_interval"])
+    difference = metrics[f"{metric}_minus_raw"]
+    return f"{'nan' if math.isnan(difference) else f'{difference:+.4f}'} {interval}"
 
 
 def _test_text(test: Mapping) -> str:
@@ -80,10 +82,11 @@ def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: st
         at = header.index(f"{list(methods.values())[-1]} {metric}") + 1
         header[at:at] = [f"{label} {metric} 95% CI" for label in methods.values()]
     # the correction's ECE minus the raw scores', paired, where every row has it
-    minus_raw = all("ece_minus_raw_interval" in row["loss_corrected"] for row in table.values())
-    if minus_raw:
-        at = header.index(f"{list(methods.values())[-1]} ece 95% CI") + 1
-        header.insert(at, f"corr. {MINUS_RAW}")
+    minus_raw = [k for k in with_ci if all(f"{k}_minus_raw_interval" in row["loss_corrected"]
+                                           for row in table.values())]  # fmt: skip
+    for metric in minus_raw:
+        at = header.index(f"{list(methods.values())[-1]} {metric} 95% CI") + 1
+        header.insert(at, f"corr. {MINUS_RAW.replace('ece', metric, 1)}")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for key, row in table.items():
         cells = [key]  # the exact key (beta_key): close betas stay apart
@@ -92,8 +95,8 @@ def markdown_by_loss(table: dict[str, dict[str, dict[str, float]]], key_name: st
             if metric in with_ci:
                 cells += [_interval_text(row[m][f"{metric}_interval"]) if m in row else ""
                           for m in methods]  # fmt: skip
-            if metric == "ece" and minus_raw:
-                cells.append(_minus_raw_text(row["loss_corrected"]))
+            if metric in minus_raw:
+                cells.append(_minus_raw_text(row["loss_corrected"], metric))
         if ridge:
             cells.append(f"{float(np.median(row['l2'])):.3g}")
         if tested:

@@ -8,8 +8,10 @@ A binary grid's table is keyed by its class weights (exact keys,
     {"0.9": {"raw": {"ece": ..., "ece_debiased": ..., "smooth_ece": ..., "brier": ...,
                      "log_loss": ..., "auroc": ..., "loss_calibration": {...},
                      "ece_interval": [low, high]},
-             "loss_corrected": {...}, "platt": {...}, "beta": {...}, "temperature": {...},
-             "isotonic": {...}, "histogram": {...}, "prior_shift": {...}}, ...}
+             "loss_corrected": {..., "ece_interval": [low, high], "ece_minus_raw": ...,
+                                "ece_minus_raw_interval": [low, high]},
+             "platt": {...}, "beta": {...}, "temperature": {...}, "isotonic": {...},
+             "histogram": {...}, "prior_shift": {...}}, ...}
 
 ``raw`` are the ensemble scores, ``loss_corrected`` their loss-corrected scores
 ``(c^beta)^{-1}(a)`` (Corollary 1; nothing is fitted), and the other methods are recalibration

@@ -12,9 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iml import _validation as V
 from iml.grids import CLASS_WEIGHTS, LossFamily, LossGrid, beta_key, weight_row
 from iml.pipeline.scores import RunScores, row_link, stored_scores
 from iml.pipeline.store import (
+    KINDS,
     RunStore,
     aggregate_members,
     member_test_scores,
@@ -98,7 +100,11 @@ def reveal_input(
     """The observations scored by every model: finite scores and, with ``sizes`` (ensemble
     sizes ``[K, N]``), at least one member each; with ``seed_scores`` (``[M, K, N]``, each
     seed's own ensemble, all NaN for a seed a model lacks), scored by every seed of every
-    model too."""
+    model too. ``kind``: the run's (:attr:`RevealInput.kind`).
+
+    Raises:
+      ValueError: for a ``kind`` other than ``"images"``, ``"table"`` or ``"arrays"``."""
+    V.check_choice("kind", kind, (*KINDS, "arrays"))
     s = np.asarray(scores, dtype=np.float64)
     keep = np.isfinite(s).all(axis=0)
     if sizes is not None:
@@ -343,8 +349,10 @@ def class_input(
 
     Raises:
       ValueError: naming ``scores`` or ``grid``, for scores that are not ``[K, N, c]`` with one
-        row per loss of the grid, or a grid that is not of ``c`` class scores.
+        row per loss of the grid, or a grid that is not of ``c`` class scores; naming ``kind``
+        for one other than ``"images"``, ``"table"`` or ``"arrays"``.
     """
+    V.check_choice("kind", kind, (*KINDS, "arrays"))
     s = np.asarray(scores, np.float64)
     K = len(grid.keys)
     if s.ndim != 3 or s.shape[0] != K:

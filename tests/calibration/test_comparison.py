@@ -111,6 +111,12 @@ def test_multiclass_ece_intervals_are_top_label_and_mean_classwise_on_shared_res
     scores = np.stack([p, 0.7 * p + 0.1]).astype(np.float32)  # the second over-smoothed
     key = jax.random.key(4)
     got = multiclass_ece_intervals(scores, y, n_bootstrap=300, key=key)
+    paired = multiclass_ece_intervals(scores, y, n_bootstrap=300, key=key,
+                                      differences=[[1, 0], [0, 0]])  # fmt: skip
+    assert set(got) == {"top_label_ece", "classwise_ece"}
+    for name in got:  # the same intervals, and the differences on the same replicates
+        np.testing.assert_array_equal(paired[name], got[name])
+        np.testing.assert_array_equal(paired[f"{name}_difference"][1], [0.0, 0.0])
     counts = np.asarray(bootstrap_counts(key, n, 300), np.float64)
 
     def replicates(s, hit):  # a binary ECE per replicate, bins fixed at the full sample's deciles
@@ -120,12 +126,17 @@ def test_multiclass_ece_intervals_are_top_label_and_mean_classwise_on_shared_res
         gap[np.arange(n), bins] = s - hit
         return np.abs(counts @ gap).sum(1) / counts.sum(1)
 
+    drawn = {}
     for m, s in enumerate(scores.astype(np.float64)):
         top = replicates(s.max(1), (s.argmax(1) == y).astype(float))
         classwise = np.mean([replicates(s[:, j], (y == j).astype(float)) for j in range(k)], 0)
         for name, reps in (("top_label_ece", top), ("classwise_ece", classwise)):
             want = np.quantile(reps, [0.025, 0.975])
             np.testing.assert_allclose(np.asarray(got[name])[m], want, atol=3e-4)
+            drawn[name, m] = reps
+    for name in got:
+        want = np.quantile(drawn[name, 1] - drawn[name, 0], [0.025, 0.975])
+        np.testing.assert_allclose(paired[f"{name}_difference"][0], want, atol=3e-4)
     # the over-smoothed scores' class-wise interval lies above the calibrated ones'
     assert got["classwise_ece"][1, 0] > got["classwise_ece"][0, 1]
     with pytest.raises(ValueError, match="class scores"):

@@ -88,6 +88,20 @@ def test_a_matrix_table_reports_the_renormalised_correction_apart():
     assert markdown[0].split(" | ")[1:4] == [
         "raw top_label_ece", "corr. top_label_ece", "renorm. top_label_ece"
     ]  # fmt: skip
+    # With intervals, each method's ECEs against the raw scores', paired on the same replicates:
+    # the identity correction (unit weights) differs by exactly zero.
+    import jax
+
+    boot = cal.table_by_loss(grid, scores, y, ece_bootstrap=30, key=jax.random.key(0))
+    for key, row in boot.items():
+        for method in ("loss_corrected", cal.RENORMALISED):
+            for metric in ("top_label_ece", "classwise_ece"):
+                got = row[method][f"{metric}_minus_raw"]
+                assert got == row[method][metric] - row["raw"][metric], (key, method, metric)
+                low, high = row[method][f"{metric}_minus_raw_interval"]
+                assert low <= high
+    assert boot["ones"]["loss_corrected"]["top_label_ece_minus_raw_interval"] == [0.0, 0.0]
+    assert "corr. classwise_ece − raw [paired 95% CI]" in markdown_by_loss(boot, "loss")
     # a column per metric and method, then the loss-calibration verdict of each loss
     assert len(markdown[2].split(" | ")) == 2 + 3 * len(cal.MULTICLASS_METRICS)
     lines = figure_calibration_by_loss(table).axes[0].lines

@@ -235,7 +235,7 @@ def class_records(tmp_path_factory):
     out = {}
     for name, reported in (("calibrated", grid.spec), ("misreported", misreported)):
         scores, labels = class_agents(reported)
-        inputs = class_input(grid, scores, labels, run=name, kind="sweep")
+        inputs = class_input(grid, scores, labels, run=name, kind="table")
         record = reveal_run(inputs, tmp_path_factory.mktemp(name), n_bins=5, n_bootstrap=100,
                             formats=("png",), power_datasets=0)  # fmt: skip
         out[name] = (inputs, record)

@@ -15,7 +15,7 @@ from _sweep_tables import TRAIN, N, simulated_table, table_config, write_sweep_s
 from iml.grids import loss_family
 from iml.pipeline import sweep as S
 from iml.pipeline.reveal import intervals_cover
-from iml.pipeline.reveal_input import load_reveal_input
+from iml.pipeline.reveal_input import load_reveal_input, reveal_input
 from iml.pipeline.store import RunStore
 from iml.revealed import simulate_gaussian_agents
 from iml.spec import loss_spec
@@ -53,6 +53,16 @@ def test_a_reproduce_run_is_read_from_its_member_batches_as_its_report_pooled_th
         np.testing.assert_array_equal(inputs.scores, reported["scores"].astype(np.float32))
         np.testing.assert_array_equal(inputs.labels, reported["labels"])
     assert inputs.loss == loss_family("log") and inputs.kind == "images"
+
+
+def test_scores_given_directly_are_of_kind_arrays_and_a_command_s_name_is_refused():
+    """The kind of a record is the manifest's (images, table) or "arrays" for scores given
+    directly; a command's name, as earlier records said, is refused."""
+    scores, labels = np.full((2, 10), 0.5), np.arange(10) % 2
+    assert reveal_input([0.5, 0.7], scores, labels, loss_family("log")).kind == "arrays"
+    for kind in ("sweep", "reproduce"):
+        with pytest.raises(ValueError, match="kind must be one of"):
+            reveal_input([0.5, 0.7], scores, labels, loss_family("log"), kind=kind)
 
 
 def test_a_focal_sweep_is_revealed_under_its_own_loss(tmp_path):

@@ -236,6 +236,11 @@ def test_a_revealed_record_takes_its_run_s_kind_and_keeps_the_rest_byte_for_byte
     assert (folder / "revealed.json").read_text() == text.replace('"sweep"', '"table"')
     assert (tmp_path / "other.json").read_text() == '{"kind": "sweep"}'
     assert M.main([str(tmp_path), "--check"]) == 0
+    spaced = folder / "spaced" / "revealed.json"  # a kind not as the library writes it
+    spaced.parent.mkdir()
+    spaced.write_text('{"kind":"reproduce"}')
+    with pytest.raises(ValueError, match="rewrite it by hand"):
+        M.migrate_revealed(spaced, write=False)
 
 
 def test_a_plugin_loss_migrates_once_its_plugin_is_loaded(tmp_path, monkeypatch):
