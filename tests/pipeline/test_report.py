@@ -441,6 +441,30 @@ def test_the_stored_default_run_gives_its_stored_table_again():
             np.testing.assert_allclose(now[key], value, atol=5e-4, err_msg=key)
 
 
+def test_every_stored_difference_from_the_raw_scores_is_its_rows_difference():
+    # Each `*_minus_raw` field of a stored table is the method's metric minus the raw scores'
+    # for the same loss, with an ordered interval; the tables that hold them include the
+    # reproduce runs on PneumoniaMNIST and the multiclass digits run.
+    results = STORED_DIGITS.parent
+    checked = set()
+    for path in sorted(results.rglob("table.json")):
+        for key, methods in json.loads(path.read_text()).items():
+            for method, metrics in methods.items():
+                if not isinstance(metrics, dict):
+                    continue
+                for field, value in metrics.items():
+                    if not field.endswith("_minus_raw"):
+                        continue
+                    metric = field.removesuffix("_minus_raw")
+                    want = metrics[metric] - methods["raw"][metric]
+                    where = f"{path.relative_to(results)}: {key} {method} {field}"
+                    np.testing.assert_allclose(value, want, atol=1e-5, err_msg=where)
+                    low, high = metrics[f"{field}_interval"]
+                    assert low <= high, where
+                    checked.add(path.parent.relative_to(results).as_posix())
+    assert {"reproduce_digits", "pneumoniamnist", "reproduce_digits_multiclass"} <= checked
+
+
 def test_the_figures_title_names_every_grid_by_its_loss():
     import jax.numpy as jnp
 
