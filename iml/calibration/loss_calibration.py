@@ -49,6 +49,7 @@ __all__ = [
     "LossCalibrationCurve",
     "LossCalibrationTest",
     "calibration_test",
+    "calibration_test_in_parts",
     "holm_adjusted",
     "loss_calibration_curve",
     "loss_calibration_test",
@@ -370,32 +371,15 @@ def calibration_test(
         g = jnp.concatenate([g.T, jnp.max(g, axis=1)[None]])  # (k + 1, n)
         y = jnp.concatenate([classes[None] == jnp.arange(k)[:, None], (classes == top)[None]])
         y = jnp.where((classes >= 0) & (classes < k), y.astype(g.dtype), jnp.nan)
-        return _calibration_test(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence)
+        return calibration_test_in_parts(g, y, w, key, min_count, level, n_bins, n_bootstrap,
+                                         confidence)  # fmt: skip
     y = as_labels(labels, g)
-    return _calibration_test(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence)
-
-
-def _calibration_test(g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence):
-    """:func:`calibration_test_of` as two programs: the sums over the ``n`` observations,
-    compiled for each ``n``, and the test from them, compiled once for all ``n``."""
-    sums, impossible, quantile = _observation_sums(g, y, w, n_bins)
-    test, group = _test_of_sums_program(
-        sums, impossible, key, min_count, level, n_bins, n_bootstrap, confidence
+    return calibration_test_in_parts(
+        g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence
     )
-    return test._replace(bins=jnp.take_along_axis(group, quantile, axis=-1))
 
 
-@functools.partial(jax.jit, static_argnums=(3,))
-def _observation_sums(g, y, w, n_bins):
-    def one(gk, yk):
-        quantile = assign_bins(gk, bin_edges(gk, n_bins, "quantile"))
-        return (*_decile_sums(gk, yk, w, quantile, n_bins), quantile)
-
-    # Rows in turn: XLA's CPU runs one product per row several times faster than a batched one.
-    return jax.lax.map(lambda gy: one(*gy), (g, y)) if g.ndim == 2 else one(g, y)
-
-
-def calibration_test_of(
+def calibration_test_in_parts(
     g: Array,
     y: Array,
     w: Array,
@@ -407,32 +391,32 @@ def calibration_test_of(
     confidence: float = 0.95,
     deciles: Array | None = None,
 ) -> LossCalibrationTest:
-    """:func:`calibration_test` of checked ``(n,)`` posteriors, labels and weights (traceable;
-    ``n_bins`` and ``n_bootstrap`` static), or of ``(m, n)`` posteriors and labels ``(n,)``
-    shared by the ``m`` tests (then a leading axis ``m`` on every field). ``deciles``: each
-    observation's quantile bin of ``g`` where the caller has them (e.g. sorted on the host,
-    much faster than XLA's CPU sort for many models at once); computed here otherwise."""
-    if deciles is None:
-        quantile = jnp.vectorize(
-            lambda gk: assign_bins(gk, bin_edges(gk, n_bins, "quantile")), signature="(n)->(n)"
-        )(g)
-    else:
-        quantile = deciles
-    if g.ndim == 2:
-        # Rows in turn: XLA's CPU runs one product per row several times faster than a batched
-        # one; the tests from the sums are small and batched.
-        by_decile, impossible = jax.lax.map(
-            lambda gq: _decile_sums(gq[0], y, w, gq[1], n_bins), (g, quantile)
-        )
-        test, group = jax.vmap(
-            lambda s, i: _test_of_sums(s, i, key, min_count, level, n_bins, n_bootstrap, confidence)
-        )(by_decile, impossible)
-        return test._replace(bins=jnp.take_along_axis(group, quantile, axis=-1))
-    by_decile, impossible = _decile_sums(g, y, w, quantile, n_bins)
-    test, group = _test_of_sums(
-        by_decile, impossible, key, min_count, level, n_bins, n_bootstrap, confidence
+    """:func:`calibration_test` of checked posteriors, labels and weights (traceable; ``n_bins``
+    and ``n_bootstrap`` static), as two programs: the sums over the ``n`` observations, compiled
+    for each ``n``, and the test from them, compiled once for every ``n``.
+
+    ``g`` is ``(n,)`` or ``(m, n)`` (then ``m`` tests, a leading axis ``m`` on every field), with
+    labels ``y`` of its shape or ``(n,)`` shared by the ``m`` tests, and weights ``w`` ``(n,)``;
+    ``deciles``, where given, each observation's quantile bin of ``g`` (its shape)."""
+    sums, impossible, quantile = _observation_sums(g, y, w, n_bins, deciles)
+    test, group = _test_of_sums_program(
+        sums, impossible, key, min_count, level, n_bins, n_bootstrap, confidence
     )
-    return test._replace(bins=group[quantile])
+    return test._replace(bins=jnp.take_along_axis(group, quantile, axis=-1))
+
+
+@functools.partial(jax.jit, static_argnums=(3,))
+def _observation_sums(g, y, w, n_bins, deciles=None):
+    def one(gk, yk, quantile):
+        if quantile is None:
+            quantile = assign_bins(gk, bin_edges(gk, n_bins, "quantile"))
+        return (*_decile_sums(gk, yk, w, quantile, n_bins), quantile)
+
+    if g.ndim == 1:
+        return one(g, y, deciles)
+    rows = y if y.ndim == 2 else None  # else one row of labels for every test
+    # Rows in turn: XLA's CPU runs one product per row several times faster than a batched one.
+    return jax.lax.map(lambda a: one(a[0], y if a[1] is None else a[1], a[2]), (g, rows, deciles))
 
 
 def _decile_sums(g: Array, y: Array, w: Array, quantile: Array, n_bins: int):

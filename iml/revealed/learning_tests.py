@@ -25,7 +25,7 @@ from iml.calibration.loss_calibration import (
     MIN_COUNT,
     POWER_ODDS,
     LossCalibrationTest,
-    calibration_test_of,
+    calibration_test_in_parts,
     chi2_sf,
     holm_adjusted,
 )
@@ -400,18 +400,14 @@ def nias_test(
 def nias_of(scores, labels, specs, weight, n_bins, min_count, confidence) -> NIASTest:
     """:func:`nias_test` of checked input: the loss-corrected scores, their deciles (sorted with
     NumPy where the scores are concrete: XLA's CPU sort of ``[64, 112120]`` is several times
-    slower), then every model's test at once."""
+    slower), then every model's test at once, its tests compiled once for every ``N``
+    (:func:`iml.calibration.loss_calibration.calibration_test_in_parts`)."""
     g = loss_corrected(specs, jnp.asarray(scores, jnp.float32))
     deciles = signals_from_scores(g, n_bins, "quantile")
-    return _nias(g, deciles, labels, weight, n_bins, min_count, confidence)
-
-
-@functools.partial(jax.jit, static_argnums=(4, 6))
-def _nias(g, deciles, labels, weight, n_bins, min_count, confidence) -> NIASTest:
     y = as_labels(labels, g[0])
     w = jnp.ones_like(y) if weight is None else as_weights(weight, y)
     level = 1.0 - confidence
-    test = calibration_test_of(
+    test = calibration_test_in_parts(
         g, y, w, jax.random.key(0), min_count, level, n_bins, 0, deciles=deciles
     )
     p_value = holm_adjusted(test.p_value)

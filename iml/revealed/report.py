@@ -366,7 +366,6 @@ def _check_seed_scores(
     return s
 
 
-@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 9, 10, 12, 13))
 def _reveal(
     signals: Array,
     labels: ArrayLike,
@@ -383,6 +382,22 @@ def _reveal(
     bins: tuple[str, int, str] | None,
     n_classes: int | None = None,
 ) -> RevealedReport:
+    """The report as two programs: the value matrices and information of the estimate and of
+    every replicate (:func:`_replicates`, compiled for each number of observations), and the
+    tests and intervals from them (:func:`_inference`, compiled once for every ``K`` models,
+    signals and replicates, whatever the number of observations)."""
+    estimate, replicates = _replicates(
+        signals, labels, weight, losses, key, n_signals, n_bootstrap, resampling, positive_rows,
+        seed_scores, bins, n_classes,
+    )  # fmt: skip
+    return _inference(estimate, replicates, confidence, reference)
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8, 10, 11))
+def _replicates(signals, labels, weight, losses, key, n_signals, n_bootstrap, resampling,
+                positive_rows, seed_scores, bins, n_classes):  # fmt: skip
+    """``(experiments, G, I, class I)`` of the observations as weighted, and ``(G, (I, class
+    I))`` of each of the ``n_bootstrap`` replicates: ``[B, K, K]``, ``[B, K]``, ``[B, ...]``."""
     indicator = signal_indicator(signals, n_signals)
     if n_classes is None:
         y = as_labels(labels, indicator)
@@ -399,8 +414,6 @@ def _reveal(
         return experiments, G, info
 
     experiments, G, (info, class_info) = statistics(w)
-    E = edge_weights(G)
-    switch = switch_gains(G)
     chunks, size = bootstrap_chunks(n_bootstrap, y.shape[0])
     n_observations = y.shape[0]
 
@@ -426,19 +439,28 @@ def _reveal(
     def replicate_chunk(key_chunk: Array):
         counts = resampling_counts(key_chunk, n_observations, size, resampling)
         if seed_scores is None:
-            _, G_b, (info_b, class_b) = statistics(w * counts)
-        else:
-            keys = jax.random.split(jax.random.fold_in(key_chunk, 1), size)
-            G_b, (info_b, class_b) = jax.lax.map(seed_replicate, (keys, counts))
-        niac_star = -min_cycle_mean(edge_weights(G_b) - E)  # recentred
-        bounds = revealed_cost_bounds_of(G_b, reference)
-        shannon = shannon_lambda_interval_of(G_b, info_b, 1e-6)
-        return G_b, info_b, class_b, niac_star, bounds, shannon
+            _, G_b, info_b = statistics(w * counts)
+            return G_b, info_b
+        keys = jax.random.split(jax.random.fold_in(key_chunk, 1), size)
+        return jax.lax.map(seed_replicate, (keys, counts))
 
     out = jax.lax.map(replicate_chunk, jax.random.split(key, chunks))
-    G_b, info_b, class_b, niac_star, bounds, shannon = jax.tree.map(
-        lambda x: x.reshape(-1, *x.shape[2:])[:n_bootstrap], out
-    )
+    replicates = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:])[:n_bootstrap], out)
+    return (experiments, G, info, class_info), replicates
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _inference(estimate, replicates, confidence: float, reference: int) -> RevealedReport:
+    """NIS, NIAC, the cost bounds, the Shannon cost's lambda and every interval, from the
+    estimate and the replicates of :func:`_replicates`."""
+    experiments, G, info, class_info = estimate
+    G_b, (info_b, class_b) = replicates
+    n_bootstrap = G_b.shape[0]
+    E = edge_weights(G)
+    switch = switch_gains(G)
+    niac_star = -min_cycle_mean(edge_weights(G_b) - E)  # recentred
+    bounds = revealed_cost_bounds_of(G_b, reference)
+    shannon = shannon_lambda_interval_of(G_b, info_b, 1e-6)
     interval = functools.partial(order_statistic_interval, confidence=confidence)
 
     # NIS: studentized maximum over pairs, recentred at the estimate. The standard errors come

@@ -12,7 +12,7 @@ from scipy.special import expit, logit
 from scipy.stats import chi2
 
 from iml import calibration as cal
-from iml.calibration.loss_calibration import calibration_test_of
+from iml.calibration.loss_calibration import calibration_test_in_parts
 
 
 def _hand_test(g: np.ndarray, y: np.ndarray, n_bins: int = 10, m: float = 10.0):
@@ -92,7 +92,9 @@ def test_size_at_most_the_level_and_power_as_reported():
             k_null, k_alt = jax.random.split(k)
             w = jnp.ones_like(g)
             settings = {"min_count": 10.0, "level": 0.05, "n_bins": 10, "n_bootstrap": 0}
-            run = functools.partial(calibration_test_of, jnp.asarray(g), w=w, key=k, **settings)
+            run = functools.partial(
+                calibration_test_in_parts, jnp.asarray(g), w=w, key=k, **settings
+            )
             null = run(y=(jax.random.uniform(k_null, g.shape) < g).astype(jnp.float32))
             alt = run(y=(jax.random.uniform(k_alt, g.shape) < q).astype(jnp.float32))
             return null.p_value <= 0.05, alt.p_value <= 0.05, null.power
