@@ -16,8 +16,13 @@ from iml.calibration import METRICS, MULTICLASS_METRICS, RENORMALISED, loss_cali
 __all__ = ["markdown_by_loss", "markdown_by_method"]
 
 
+def _fixed(x: float, sign: str = "") -> str:
+    """``x`` to four decimals; a value that rounds to zero reads as zero, never ``-0.0000``."""
+    return f"{round(x, 4) + 0.0:{sign}.4f}"
+
+
 def _interval_text(interval: Sequence[float]) -> str:
-    return f"[{interval[0]:.4f}, {interval[1]:.4f}]"
+    return f"[{_fixed(interval[0])}, {_fixed(interval[1])}]"
 
 
 #: The column of a method's ECE minus the raw scores' of its loss, with its paired interval.
@@ -30,7 +35,7 @@ def _minus_raw_text(metrics: Mapping, metric: str = "ece") -> str:
         return ""
     interval = _interval_text(metrics[f"{metric}_minus_raw_interval"])
     difference = metrics[f"{metric}_minus_raw"]
-    return f"{'nan' if math.isnan(difference) else f'{difference:+.4f}'} {interval}"
+    return f"{'nan' if math.isnan(difference) else _fixed(difference, '+')} {interval}"
 
 
 def _test_text(test: Mapping) -> str:

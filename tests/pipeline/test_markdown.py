@@ -89,6 +89,10 @@ def test_the_corrected_minus_raw_ece_has_its_column_where_every_row_has_it():
     assert "| [0.2000, 0.3000] | -0.2000 [-0.2600, -0.1400] |" in by_loss
     older = {"0.9": {"raw": metrics, "loss_corrected": metrics}}
     assert "paired" not in markdown_by_method(older) + markdown_by_loss(older)
+    # a difference that rounds to zero (an identity correction, at float32 round-off) reads 0
+    same = {**metrics, "ece_minus_raw": -3e-9, "ece_minus_raw_interval": [-2e-8, 0.0]}
+    text = markdown_by_method({"0.5": {"raw": metrics, "loss_corrected": same}})
+    assert "| +0.0000 [0.0000, 0.0000] |" in text and "-0.0000" not in text
 
 
 def test_the_summary_names_rejected_losses_by_the_size_of_their_miss():
