@@ -49,7 +49,6 @@ __all__ = [
     "LossCalibrationCurve",
     "LossCalibrationTest",
     "calibration_test",
-    "calibration_test_in_parts",
     "holm_adjusted",
     "loss_calibration_curve",
     "loss_calibration_test",
@@ -363,7 +362,6 @@ def calibration_test(
     key = jax.random.key(0) if key is None else key
     check_bootstrap(n_bootstrap, key, confidence)
     g = as_float(posteriors)
-    w = as_weights(sample_weight, g if not multiclass else g[:, 0])
     if multiclass:
         k = g.shape[1]
         classes = jnp.asarray(labels)
@@ -371,18 +369,17 @@ def calibration_test(
         g = jnp.concatenate([g.T, jnp.max(g, axis=1)[None]])  # (k + 1, n)
         y = jnp.concatenate([classes[None] == jnp.arange(k)[:, None], (classes == top)[None]])
         y = jnp.where((classes >= 0) & (classes < k), y.astype(g.dtype), jnp.nan)
-        return calibration_test_in_parts(g, y, w, key, min_count, level, n_bins, n_bootstrap,
-                                         confidence)  # fmt: skip
-    y = as_labels(labels, g)
+        return calibration_test_in_parts(g, y, sample_weight, key, min_count, level, n_bins,
+                                         n_bootstrap, confidence)  # fmt: skip
     return calibration_test_in_parts(
-        g, y, w, key, min_count, level, n_bins, n_bootstrap, confidence
+        g, labels, sample_weight, key, min_count, level, n_bins, n_bootstrap, confidence
     )
 
 
 def calibration_test_in_parts(
     g: Array,
-    y: Array,
-    w: Array,
+    labels: ArrayLike,
+    weight: ArrayLike | None,
     key: Array,
     min_count: ArrayLike,
     level: ArrayLike,
@@ -391,14 +388,16 @@ def calibration_test_in_parts(
     confidence: float = 0.95,
     deciles: Array | None = None,
 ) -> LossCalibrationTest:
-    """:func:`calibration_test` of checked posteriors, labels and weights (traceable; ``n_bins``
-    and ``n_bootstrap`` static), as two programs: the sums over the ``n`` observations, compiled
-    for each ``n``, and the test from them, compiled once for every ``n``.
+    """:func:`calibration_test` of checked posteriors ``g`` (traceable; ``n_bins``,
+    ``n_bootstrap`` and ``confidence`` static) in parts: the sums over the ``n`` observations
+    (a program for each ``n``), the test from them (one program whatever ``n``), and each
+    observation's merged bin.
 
     ``g`` is ``(n,)`` or ``(m, n)`` (then ``m`` tests, a leading axis ``m`` on every field), with
-    labels ``y`` of its shape or ``(n,)`` shared by the ``m`` tests, and weights ``w`` ``(n,)``;
-    ``deciles``, where given, each observation's quantile bin of ``g`` (its shape)."""
-    sums, impossible, quantile = _observation_sums(g, y, w, n_bins, deciles)
+    ``labels`` of its shape or ``(n,)`` shared by the ``m`` tests (``{0, 1}``; another label
+    makes the test NaN), and ``weight`` ``(n,)`` or None for unit weights; ``deciles``, where
+    given, each observation's quantile bin of ``g`` (its shape)."""
+    sums, impossible, quantile = _observation_sums(g, labels, weight, n_bins, deciles)
     test, group = _test_of_sums_program(
         sums, impossible, key, min_count, level, n_bins, n_bootstrap, confidence
     )
@@ -406,7 +405,10 @@ def calibration_test_in_parts(
 
 
 @functools.partial(jax.jit, static_argnums=(3,))
-def _observation_sums(g, y, w, n_bins, deciles=None):
+def _observation_sums(g, labels, weight, n_bins, deciles=None):
+    row = g if g.ndim == 1 else g[0]
+    y, w = as_labels(labels, row), as_weights(weight, row)
+
     def one(gk, yk, quantile):
         if quantile is None:
             quantile = assign_bins(gk, bin_edges(gk, n_bins, "quantile"))

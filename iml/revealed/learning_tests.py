@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from iml import _validation as V
-from iml.calibration._checks import as_float, as_labels, as_weights
+from iml.calibration._checks import as_float
 from iml.calibration.loss_calibration import (
     MIN_COUNT,
     POWER_ODDS,
@@ -400,15 +400,13 @@ def nias_test(
 def nias_of(scores, labels, specs, weight, n_bins, min_count, confidence) -> NIASTest:
     """:func:`nias_test` of checked input: the loss-corrected scores, their deciles (sorted with
     NumPy where the scores are concrete: XLA's CPU sort of ``[64, 112120]`` is several times
-    slower), then every model's test at once, its tests compiled once for every ``N``
-    (:func:`iml.calibration.loss_calibration.calibration_test_in_parts`)."""
+    slower), then every model's test at once, the tests from their sums one program whatever
+    ``N`` (:func:`iml.calibration.loss_calibration.calibration_test_in_parts`)."""
     g = loss_corrected(specs, jnp.asarray(scores, jnp.float32))
     deciles = signals_from_scores(g, n_bins, "quantile")
-    y = as_labels(labels, g[0])
-    w = jnp.ones_like(y) if weight is None else as_weights(weight, y)
     level = 1.0 - confidence
     test = calibration_test_in_parts(
-        g, y, w, jax.random.key(0), min_count, level, n_bins, 0, deciles=deciles
+        g, labels, weight, jax.random.key(0), min_count, level, n_bins, 0, deciles=deciles
     )
     p_value = holm_adjusted(test.p_value)
     return NIASTest(test, test.calibration_error, p_value, p_value <= level)

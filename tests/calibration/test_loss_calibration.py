@@ -90,13 +90,12 @@ def test_size_at_most_the_level_and_power_as_reported():
     def rates(key):
         def one(k):
             k_null, k_alt = jax.random.split(k)
-            w = jnp.ones_like(g)
             settings = {"min_count": 10.0, "level": 0.05, "n_bins": 10, "n_bootstrap": 0}
             run = functools.partial(
-                calibration_test_in_parts, jnp.asarray(g), w=w, key=k, **settings
+                calibration_test_in_parts, jnp.asarray(g), weight=None, key=k, **settings
             )
-            null = run(y=(jax.random.uniform(k_null, g.shape) < g).astype(jnp.float32))
-            alt = run(y=(jax.random.uniform(k_alt, g.shape) < q).astype(jnp.float32))
+            null = run(labels=(jax.random.uniform(k_null, g.shape) < g).astype(jnp.float32))
+            alt = run(labels=(jax.random.uniform(k_alt, g.shape) < q).astype(jnp.float32))
             return null.p_value <= 0.05, alt.p_value <= 0.05, null.power
 
         return jax.lax.map(one, jax.random.split(key, 300))
