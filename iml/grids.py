@@ -95,6 +95,11 @@ class LossGrid(NamedTuple):
 def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99) -> np.ndarray:
     """``n_betas`` class weights evenly spaced in ``logit(beta)`` from ``beta_min`` to ``beta_max``.
 
+    The ends are the bounds as given and, for bounds symmetric about 1/2 (``beta_min + beta_max
+    == 1``) and an odd ``n_betas``, the middle weight is 1/2 exactly, on every machine: the
+    logits of 0.01 and 0.99 are not exact negatives in float64, and where the middle logit
+    lands (0 or an ulp beside it) depends on the platform's ``log`` and ``exp``.
+
     Raises:
       ValueError: if ``n_betas < 1`` or the bounds are not ``0 < beta_min <= beta_max < 1``.
     """
@@ -110,6 +115,8 @@ def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99)
     # The round trip through logit drifts the ends by an ulp (0.010000000000000002): pin them,
     # so that the table's exact keys show the bounds asked for.
     grid[0], grid[-1] = beta_min, beta_max
+    if n_betas % 2 == 1 and beta_min + beta_max == 1.0:
+        grid[n_betas // 2] = 0.5
     return grid
 
 
