@@ -13,6 +13,7 @@ Which losses have a class weight, or a grid of multiclass weights, the registry 
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -95,10 +96,11 @@ class LossGrid(NamedTuple):
 def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99) -> np.ndarray:
     """``n_betas`` class weights evenly spaced in ``logit(beta)`` from ``beta_min`` to ``beta_max``.
 
-    The ends are the bounds as given and, for bounds symmetric about 1/2 (``beta_min + beta_max
-    == 1``) and an odd ``n_betas``, the middle weight is 1/2 exactly, on every machine: the
-    logits of 0.01 and 0.99 are not exact negatives in float64, and where the middle logit
-    lands (0 or an ulp beside it) depends on the platform's ``log`` and ``exp``.
+    The bounds are read as written (their shortest decimals, 0.01 and 0.99), and each weight is
+    the float64 nearest its exact value, computed in 40-digit decimal arithmetic: the grid, and
+    the table keys and run configs made from it, are the same on every machine (the last bits
+    of NumPy's ``exp`` and ``log`` differ between CPUs). The ends are the bounds, and the middle
+    of bounds symmetric about 1/2 (0.01 and 0.99) with an odd ``n_betas`` is 1/2.
 
     Raises:
       ValueError: if ``n_betas < 1`` or the bounds are not ``0 < beta_min <= beta_max < 1``.
@@ -110,14 +112,15 @@ def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99)
         raise ValueError(f"beta_min = {beta_min} exceeds beta_max = {beta_max}")
     if n_betas == 1:
         return np.asarray([beta_min], dtype=np.float64)
-    logits = np.linspace(_logit(beta_min), _logit(beta_max), n_betas)
-    grid = 1.0 / (1.0 + np.exp(-logits))
-    # The round trip through logit drifts the ends by an ulp (0.010000000000000002): pin them,
-    # so that the table's exact keys show the bounds asked for.
-    grid[0], grid[-1] = beta_min, beta_max
-    if n_betas % 2 == 1 and beta_min + beta_max == 1.0:
-        grid[n_betas // 2] = 0.5
-    return grid
+    with decimal.localcontext(decimal.Context(prec=40)):
+        low, high = (_exact_logit(decimal.Decimal(repr(float(b)))) for b in (beta_min, beta_max))
+        step = (high - low) / (n_betas - 1)
+        grid = [float(1 / (1 + (-(low + k * step)).exp())) for k in range(n_betas)]
+    return np.asarray(grid, dtype=np.float64)
+
+
+def _exact_logit(p: decimal.Decimal) -> decimal.Decimal:
+    return (p / (1 - p)).ln()
 
 
 def _logit(p: float) -> Any:

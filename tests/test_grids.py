@@ -41,6 +41,20 @@ def test_beta_grid_is_even_in_logit_symmetric_and_keeps_its_bounds():
             beta_grid(*args)
 
 
+@pytest.mark.parametrize("n_betas, low, high", [(64, 0.01, 0.99), (7, 0.05, 0.8), (5, 0.1, 0.9)])
+def test_beta_grid_is_the_float_nearest_each_exact_weight(n_betas, low, high):
+    # An independent computation at 50 digits (mpmath): the bounds as written, evenly spaced
+    # logits, their sigmoid rounded once to float64. A grid that rounded at every step, as
+    # float64 NumPy does, differs from it by a few ulps that depend on the CPU's exp and log,
+    # and a run keyed by those ulps could not be resumed on another machine.
+    mpmath = pytest.importorskip("mpmath")
+    with mpmath.workdps(50):
+        a, b = (mpmath.log(mpmath.mpf(repr(x)) / (1 - mpmath.mpf(repr(x)))) for x in (low, high))
+        exact = [float(1 / (1 + mpmath.exp(-(a + k * (b - a) / (n_betas - 1)))))
+                 for k in range(n_betas)]  # fmt: skip
+    assert beta_grid(n_betas, low, high).tolist() == exact
+
+
 def test_loss_grids_refuse_repeats_and_unreadable_weights():
     with pytest.raises(ValueError, match="losses repeat"):
         loss_grid(np.ones((2, 3, 3)))
