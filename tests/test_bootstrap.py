@@ -73,10 +73,15 @@ class Resampling(chex.TestCase):
 
     @chex.variants(with_jit=True, without_jit=True)
     def test_sorted_rows_are_numpys_sort_on_the_host_and_on_the_device_path(self):
-        """The CPU's host sort and the ordered-key sort used elsewhere give NumPy's rows, NaN
-        last; under vmap the host sort takes the batch at once."""
+        """The CPU's host sort (rows of HOST_SORT_MIN_LENGTH or more) and the ordered-key sort
+        used elsewhere give NumPy's rows, NaN last; under vmap the host sort takes the batch at
+        once."""
+        for n in (B.HOST_SORT_MIN_LENGTH - 23, B.HOST_SORT_MIN_LENGTH + 977):
+            self._check_sorted_rows(n)
+
+    def _check_sorted_rows(self, n):
         rng = np.random.default_rng(5)
-        x = rng.normal(size=(3, 4, 1001)).astype(np.float32)
+        x = rng.normal(size=(3, 4, n)).astype(np.float32)
         x[0, 1, [5, 70]] = np.nan
         x[1, 2, :10] = 0.0
         expected = np.sort(x, axis=-1)
@@ -87,10 +92,15 @@ class Resampling(chex.TestCase):
 
     @chex.variants(with_jit=True, without_jit=True)
     def test_sort_order_is_numpys_stable_argsort_on_the_host_and_on_the_device_path(self):
-        """Ties keep their order and NaN goes last, by the host's NumPy sort and by the
-        ``jnp.argsort`` used elsewhere; under vmap the host sort takes the batch at once."""
+        """Ties keep their order and NaN goes last, by the host's NumPy sort (rows of
+        HOST_SORT_MIN_LENGTH or more) and by the ``jnp.argsort`` used elsewhere; under vmap the
+        host sort takes the batch at once."""
+        for n in (B.HOST_SORT_MIN_LENGTH - 23, B.HOST_SORT_MIN_LENGTH + 977):
+            self._check_sort_order(n)
+
+    def _check_sort_order(self, n):
         rng = np.random.default_rng(7)
-        x = np.round(rng.normal(size=(3, 1001)), 1).astype(np.float32)  # many ties
+        x = np.round(rng.normal(size=(3, n)), 1).astype(np.float32)  # many ties
         x[0, [5, 70]] = np.nan
         expected = np.argsort(x, axis=-1, kind="stable")
         np.testing.assert_array_equal(self.variant(B.sort_order)(x[0]), expected[0])
@@ -166,6 +176,17 @@ for _ in range(6):
     x = step(x)
 print("dispatched", flush=True)
 """
+
+
+@pytest.mark.parametrize("short", [True, False])
+def test_only_rows_of_the_host_sorts_length_are_sorted_through_a_host_callback(short):
+    # A program with a host callback is compiled again by every run (JAX's persistent cache
+    # keeps none), so short rows, whose sort costs little anywhere, are sorted by XLA.
+    n = B.HOST_SORT_MIN_LENGTH - 1 if short else B.HOST_SORT_MIN_LENGTH
+    x = jnp.zeros((4, n), jnp.float32)
+    for f in (B.sorted_rows, B.sort_order, lambda v: B.sort_order(v, stable=False)):
+        text = jax.jit(f).lower(x).as_text()
+        assert ("callback" in text) is (jax.default_backend() == "cpu" and not short)
 
 
 @pytest.mark.slow
