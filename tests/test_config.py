@@ -2,6 +2,7 @@
 ``--config.SECTION.KEY=VALUE``, plain dicts and their differences."""
 
 import json
+import math
 
 import ml_collections
 import pytest
@@ -159,3 +160,10 @@ def test_first_difference_names_the_dotted_key():
     assert first_difference(a, a) is None
     assert first_difference(a, b) == "train.max_epochs"
     assert first_difference(a, {**a, "eval": {}}) == "eval"
+    # floats a few ulps apart (a grid computed again elsewhere) are the same setting; a list of
+    # another length, or a float further off, is not
+    again = {**a, "loss": {"betas": [math.nextafter(0.5, 1.0)]}}
+    assert first_difference(a, again) is None
+    far = {**a, "loss": {"betas": [0.5 + 9 * math.ulp(0.5)]}}
+    assert first_difference(a, far) == "loss.betas"
+    assert first_difference(a, {**a, "loss": {"betas": [0.5, 0.5]}}) == "loss.betas"

@@ -3,6 +3,7 @@
 recalibration baselines and Figures 1-4 whatever trained it (here a sweep of a CSV file)."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -83,6 +84,9 @@ def test_a_folder_is_resumed_only_by_the_same_experiment(tmp_path):
     )
     with pytest.raises(ValueError, match=r"--out: .*first difference: config\.loss\.beta:"):
         check_resumable(build(_csv_config(path, loss__betas=(0.3, 0.8))), out)
+    # a grid computed again an ulp apart (another version or CPU) resumes the stored run
+    nearby = _csv_config(path, loss__betas=(0.3, math.nextafter(0.7, 1.0)))
+    assert check_resumable(build(nearby), out) == json.loads(json.dumps(experiment.record))
     # only the report's settings differ: the stored members serve, and the message says how
     with pytest.raises(ValueError, match=r"iml figures --run .* --config\.eval\.n_bins=5$"):
         check_resumable(build(_csv_config(path, eval__n_bins=5)), out)
