@@ -152,9 +152,10 @@ def _wait_at_exit() -> None:
 
 
 #: The shortest rows sorted through a host callback on the CPU. Shorter rows are sorted by XLA
-#: everywhere: its sort costs about ten times NumPy's per element on the CPU, a millisecond or
-#: less for such rows, while a program holding a host callback is never kept in JAX's
-#: persistent compilation cache and is compiled again by every run.
+#: everywhere: a program holding a host callback is never kept in JAX's persistent compilation
+#: cache and is compiled again by every run, while XLA's sort of such rows costs little more
+#: than NumPy's in absolute terms (``docs/results/sweep_train/README.md``, "Short rows sorted by
+#: XLA").
 HOST_SORT_MIN_LENGTH = 1024
 
 
@@ -180,9 +181,9 @@ def host_or_device(x: Array, host_fn, device_fn, dtype, out_shape=None) -> Array
 
 
 def sorted_rows(x: Array) -> Array:
-    """``x`` sorted along its last axis, NaN last: NumPy's sort on the CPU, elsewhere XLA's sort
-    of the ordered integer keys (:func:`ordered_keys`). Both give the same values in the same
-    order."""
+    """``x`` sorted along its last axis, NaN last: NumPy's sort on the CPU for rows of
+    :data:`HOST_SORT_MIN_LENGTH` or more, otherwise XLA's sort of the ordered integer keys
+    (:func:`ordered_keys`). Both give the same values in the same order."""
 
     def device(v: Array) -> Array:
         keys = jax.lax.sort(ordered_keys(v), dimension=v.ndim - 1, is_stable=False)
@@ -194,7 +195,8 @@ def sorted_rows(x: Array) -> Array:
 
 def sort_order(x: Array, stable: bool = True) -> Array:
     """The order that sorts ``x`` along its last axis, NaN last: int32 indices, the same shape.
-    NumPy's argsort on the CPU, ``jnp.argsort`` elsewhere. Stable (the default), both give the
+    NumPy's argsort on the CPU for rows of :data:`HOST_SORT_MIN_LENGTH` or more,
+    ``jnp.argsort`` otherwise. Stable (the default), both give the
     same order; with ``stable=False`` ties may come in any order (NumPy's quicksort, several
     times faster), for a caller whose result does not depend on the order within ties."""
     kind = "stable" if stable else "quicksort"

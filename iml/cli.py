@@ -62,7 +62,8 @@ def keep_compiled_programs() -> Path | None:
     none. Every program is kept, however quickly it compiled: a sweep compiles many programs
     that compile quickly, and loading them took less time than compiling them again
     (``docs/results/sweep_train/README.md``, "Programs compiled on every run"). Programs holding
-    a host callback (NumPy's sorts on the CPU) cannot be kept. Returns the folder, or None."""
+    a host callback (NumPy's sorts of long rows on the CPU) cannot be kept. Returns the folder,
+    or None."""
 
     if os.environ.get("IML_JAX_CACHE", "").lower() == "off":
         return None

@@ -310,9 +310,9 @@ def lookup(config: Mapping[str, Any] | ml_collections.ConfigDict, key: str) -> A
 
 def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
     """The dotted name of the first key, in sorted order, where nested ``old`` and ``new``
-    differ (present in one only, or another value); ``None`` where they are equal. Floats, alone
-    or in lists, are equal within :data:`FLOAT_ULPS` units in the last place: a weight computed
-    again by another version or CPU (a grid of class weights) is the same setting."""
+    differ (present in one only, or another value); ``None`` where they are equal. Finite floats,
+    alone or in lists, are equal within a relative :data:`FLOAT_RTOL`: a weight computed again
+    by another version or CPU (a grid of class weights) is the same setting."""
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key), new.get(key)
         if isinstance(a, Mapping) and isinstance(b, Mapping):
@@ -324,15 +324,16 @@ def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | No
     return None
 
 
-#: Units in the last place within which two float settings are the same (:func:`first_difference`).
-FLOAT_ULPS = 8
+#: The relative difference within which two finite float settings are the same
+#: (:func:`first_difference`): far below any change made on purpose, far above float64 round-off.
+FLOAT_RTOL = 1e-12
 
 
 def _same_value(a: Any, b: Any) -> bool:
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and isinstance(b, float) and a != b:
-        return abs(a - b) <= FLOAT_ULPS * math.ulp(max(abs(a), abs(b)))
+    if isinstance(a, float) and isinstance(b, float) and math.isfinite(a) and math.isfinite(b):
+        return abs(a - b) <= FLOAT_RTOL * max(abs(a), abs(b))
     return a == b
 
 

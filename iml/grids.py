@@ -99,8 +99,8 @@ def beta_grid(n_betas: int = 64, beta_min: float = 0.01, beta_max: float = 0.99)
     The bounds are read as written (their shortest decimals, 0.01 and 0.99), and each weight is
     the float64 nearest its exact value, computed in 40-digit decimal arithmetic: the grid, and
     the table keys and run configs made from it, are the same on every machine (the last bits
-    of NumPy's ``exp`` and ``log`` differ between CPUs). The ends are the bounds, and the middle
-    of bounds symmetric about 1/2 (0.01 and 0.99) with an odd ``n_betas`` is 1/2.
+    of NumPy's ``exp`` and ``log`` differ between CPUs). The ends are the bounds, and with an
+    odd ``n_betas`` the middle of bounds whose decimals sum to 1 (0.01 and 0.99) is 1/2.
 
     Raises:
       ValueError: if ``n_betas < 1`` or the bounds are not ``0 < beta_min <= beta_max < 1``.

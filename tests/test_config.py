@@ -160,10 +160,18 @@ def test_first_difference_names_the_dotted_key():
     assert first_difference(a, a) is None
     assert first_difference(a, b) == "train.max_epochs"
     assert first_difference(a, {**a, "eval": {}}) == "eval"
-    # floats a few ulps apart (a grid computed again elsewhere) are the same setting; a list of
-    # another length, or a float further off, is not
-    again = {**a, "loss": {"betas": [math.nextafter(0.5, 1.0)]}}
-    assert first_difference(a, again) is None
-    far = {**a, "loss": {"betas": [0.5 + 9 * math.ulp(0.5)]}}
-    assert first_difference(a, far) == "loss.betas"
-    assert first_difference(a, {**a, "loss": {"betas": [0.5, 0.5]}}) == "loss.betas"
+
+    # floats within a relative 1e-12 (a grid computed again elsewhere) are the same setting; a
+    # list of another length, a float further off, an int, an infinity or NaN is not
+    def betas(*values):
+        return {**a, "loss": {"betas": list(values)}}
+
+    assert first_difference(a, betas(math.nextafter(0.5, 1.0))) is None
+    assert first_difference(a, betas(0.5 * (1 + 0.9e-12))) is None
+    for other in ([0.5 * (1 + 1.1e-12)], [0.5, 0.5], [math.inf], [math.nan]):
+        assert first_difference(betas(0.5), betas(*other)) == "loss.betas", other
+    assert first_difference(betas(1.0), betas(1)) is None  # 1 == 1.0, as JSON reads them
+    assert first_difference(betas(math.inf), betas(1.0)) == "loss.betas"
+    assert first_difference(betas(-math.inf), betas(-1e300)) == "loss.betas"
+    assert first_difference(betas(0.0), betas(1e-320)) == "loss.betas"
+    assert first_difference({"x": [[0.5]]}, {"x": [[math.nextafter(0.5, 0.0)]]}) is None

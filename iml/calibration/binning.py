@@ -62,10 +62,11 @@ def quantile_edges(scores: Array, n_bins: int) -> Array:
     ``[K, n_bins + 1]``, equal to ``jnp.quantile(row, q, method="linear")`` to the last bit (the
     same interpolation, in XLA, between the same order statistics), NaN edges for a row holding
     NaN. Jitted, so that the interpolation compiles as ``jnp.quantile``'s does (an eager
-    multiply and add may round differently from a fused one). On the CPU the rows are sorted
-    by NumPy through a host callback that returns the order statistics the edges need alone
-    (XLA's CPU sort of tens of thousands of scores is many times slower, and the sorted rows
-    need not come back); elsewhere XLA sorts them."""
+    multiply and add may round differently from a fused one). On the CPU, rows of
+    :data:`iml._bootstrap.HOST_SORT_MIN_LENGTH` or more are sorted by NumPy through a host
+    callback that returns the order statistics the edges need alone (XLA's CPU sort of tens of
+    thousands of scores is many times slower, and the sorted rows need not come back);
+    otherwise XLA sorts them."""
     s = jnp.asarray(scores, jnp.float32)
     low, high, high_weight = _interpolation(s.shape[-1], n_bins)
     at = np.concatenate([low, high])

@@ -133,17 +133,24 @@ class RunStore:
 
         The manifest records the plugins this process has loaded (``"plugins"``,
         :func:`iml.plugins.plugins_record`), which ``iml figures`` and ``iml reveal`` load again.
-        A resume keeps the stored config as it is (the same config, compared as
-        :meth:`check_resumable` compares it), appends its time to the manifest's ``resumed_at``
-        and its platform, devices and package versions to ``resumed_on``, and adds the plugins
-        it loaded that the manifest does not list.
+        A resume keeps the stored config (the same config, compared as :meth:`check_resumable`
+        compares it), appends its time to the manifest's ``resumed_at`` and its platform,
+        devices and package versions to ``resumed_on``, and adds the plugins it loaded that the
+        manifest does not list. Where a float of ``config`` differs from the stored one within
+        :data:`iml.config.FLOAT_RTOL` (a grid computed by an earlier version or on another CPU),
+        the manifest takes ``config``, which this process trains and reports with, so that
+        every file of the run keys its losses alike; ``resumed_on`` then records
+        ``"config_within_rounding": true``.
 
         A run directory that holds a different config raises ``ValueError`` naming the first
         differing key, so that results of two experiments never mix.
         """
+        asked = json.loads(json.dumps(dict(config)))
         config = self.check_resumable(config, kind)
         existing = self.manifest()
         if existing is not None:
+            rounded = existing["config"] != asked
+            existing["config"] = asked
             loaded = plugins.plugins_record()
             if existing.get("plugins") or any(loaded.values()):
                 existing["plugins"] = plugins.merge_records(existing.get("plugins"), loaded)
@@ -154,6 +161,7 @@ class RunStore:
                     "platform": platform.platform(),
                     "devices": devices or [],
                     "packages": package_versions(),
+                    **({"config_within_rounding": True} if rounded else {}),
                 }
             )
             self._write_manifest(existing)

@@ -204,9 +204,9 @@ def _histogram_kernel(s: Array, y: Array, w: Array, n_bins: int, strategy: str) 
 
 def nan_quantiles(values: Array, q: Array) -> Array:
     """``jnp.nanquantile(values, q)`` (linear interpolation) of ``values [n]``, to the last bit:
-    the order statistics of the non-NaN values, float32 ones sorted by NumPy on the CPU
-    (:func:`iml._bootstrap.sorted_rows`; XLA's CPU sort of tens of thousands is many times
-    slower). NaN where every value is NaN."""
+    the order statistics of the non-NaN values, float32 ones sorted by
+    :func:`iml._bootstrap.sorted_rows` (NumPy on the CPU for long rows). NaN where every value
+    is NaN."""
     if values.dtype != jnp.float32:
         return jnp.nanquantile(values, q)
     ordered = sorted_rows(values)  # NaN last

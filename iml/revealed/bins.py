@@ -68,7 +68,7 @@ def signals_from_scores(
 ) -> Array:
     """Each model's bins ``[K, N]``, with the edges of :func:`iml.calibration.bin_edges`, or
     adaptive bins (``losses`` required). Quantile edges come from
-    :func:`iml.calibration.binning.quantile_edges` (NumPy's sort on the CPU).
+    :func:`iml.calibration.binning.quantile_edges`.
     """
     if strategy == "adaptive":
         if losses is None:

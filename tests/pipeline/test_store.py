@@ -3,6 +3,7 @@ layout of stored members, the ensemble read back from stored member batches, and
 of members."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -149,6 +150,13 @@ def test_manifest_resumes_same_config_and_refuses_another(tmp_path):
     assert again["resumed_on"][0]["packages"]["numpy"] == np.__version__
     with pytest.raises(ValueError, match=r"config\.seed: 0 stored, 1 now"):
         RunStore(tmp_path).open_run({"betas": [0.5, 0.9], "seed": 1}, kind="images")
+    assert "config_within_rounding" not in again["resumed_on"][0]
+    # a grid computed again an ulp apart resumes, and the manifest takes the weights this
+    # process trains and reports with, saying so
+    nearby = {"betas": [0.5, math.nextafter(0.9, 1.0)], "seed": 0}
+    third = RunStore(tmp_path).open_run(nearby, kind="images")
+    assert third["config"] == nearby and third["resumed_on"][-1]["config_within_rounding"]
+    assert RunStore(tmp_path).manifest()["config"] == nearby
 
 
 def test_the_manifest_records_the_plugins_loaded_and_a_resume_adds_new_ones(tmp_path, monkeypatch):

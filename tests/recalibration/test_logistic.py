@@ -223,8 +223,9 @@ def test_beta_calibration_of_backward_scores_is_the_constant_positive_rate():
     assert float(params.a) == 0.0 and float(params.b) == 0.0
     rate = np.sum(w * y) / np.sum(w)
     # Newton stops once the mean gradient, rate - q, is within GRADIENT_TOL: c within
-    # GRADIENT_TOL / (q (1 - q)) of the logit.
-    bound = GRADIENT_TOL / (rate * (1 - rate))
+    # GRADIENT_TOL / (q (1 - q)) of the logit, and a tenth more for the float32 rounding of the
+    # gradient it stops on.
+    bound = 1.1 * GRADIENT_TOL / (rate * (1 - rate))
     np.testing.assert_allclose(float(params.c), np.log(rate / (1 - rate)), rtol=0, atol=bound)
     np.testing.assert_allclose(beta_calibration_transform(params, s), rate, rtol=1e-5)
 
