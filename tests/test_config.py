@@ -162,7 +162,7 @@ def test_first_difference_names_the_dotted_key():
     assert first_difference(a, {**a, "eval": {}}) == "eval"
 
     # floats within a relative 1e-12 (a grid computed again elsewhere) are the same setting; a
-    # list of another length, a float further off, an int, an infinity or NaN is not
+    # list of another length, a float further off, an infinity or NaN is not
     def betas(*values):
         return {**a, "loss": {"betas": list(values)}}
 
