@@ -34,7 +34,9 @@ How the members are solved, and why it is fast:
   the rows and then on all, and the anchors outwards from them, each from its inner neighbour's
   optimum (intercept moved) with a fresh Hessian, all segments at once; every other beta then
   starts from the interpolation of its two anchors' optima and borrows the nearer anchor's
-  Hessian, so that most members need no Hessian of their own.
+  Hessian, so that most members need no Hessian of their own. The path's members are solved
+  in batches of as many betas as there are segments (the last filled up with repeats), so that
+  one compiled Newton program serves the whole path.
 * **A path of penalties.** A grid of ridge coefficients is solved from the largest down, each
   level starting from the level above it with that level's Hessians (the penalty is part of the
   factor, so only the data's curvature lags).
@@ -400,23 +402,32 @@ def _solve_path(members: Members, S: Array, P: np.ndarray, offsets: np.ndarray) 
     at = offsets[order]
     solved: dict[int, Solved] = {}
 
-    def solve(positions: list[int], starts: list[np.ndarray] | None, hessians, renew_first: int):
-        steps = order[positions]
-        weights = _members_of(S, jnp.asarray(steps), (len(steps) * M, N))
-        penalties = P[steps].reshape(-1, P.shape[-1])
-        if starts is None:
-            result = members.solve_cold(weights, penalties)
-        else:
-            H = None if hessians is None else np.concatenate(hessians)
-            result = members.solve(weights, penalties, np.concatenate(starts), H, renew_first)
-        for i, pos in enumerate(positions):
-            solved[pos] = jax.tree.map(lambda a, i=i: a[i * M : (i + 1) * M], result)
-
     # Segments of the path, each solved from its middle step outwards: the middles from cold
     # starts, then their anchors a stride at a time in both directions, all segments together
     # (so that each batch of Hessians is large enough to use the machine).
     segments = np.array_split(np.arange(Q), max(1, Q // _SEGMENT))
     middles = [int(seg[len(seg) // 2]) for seg in segments]
+    group = len(middles)
+
+    def solve(positions: list[int], starts: list[np.ndarray] | None, hessians, renew_first: int):
+        # In batches of as many steps as there are middles, the last one filled up with repeats
+        # of its last step (their results dropped): every batch of the path has one shape, so
+        # one Newton program serves the whole path.
+        for lo in range(0, len(positions), group):
+            part = list(range(lo, min(lo + group, len(positions))))
+            take = part + [part[-1]] * (group - len(part))
+            steps = order[[positions[i] for i in take]]
+            weights = _members_of(S, jnp.asarray(steps), (group * M, N))
+            penalties = P[steps].reshape(-1, P.shape[-1])
+            if starts is None:
+                result = members.solve_cold(weights, penalties)
+            else:
+                H = None if hessians is None else np.concatenate([hessians[i] for i in take])
+                first = np.concatenate([starts[i] for i in take])
+                result = members.solve(weights, penalties, first, H, renew_first)
+            for j, i in enumerate(part):
+                solved[positions[i]] = jax.tree.map(lambda a, j=j: a[j * M : (j + 1) * M], result)
+
     solve(middles, None, None, 0)
     chains = []  # each: positions outwards from a middle, the middle first
     for seg, middle in zip(segments, middles, strict=True):

@@ -157,6 +157,30 @@ def test_a_path_of_betas_reaches_the_same_optima_in_fewer_steps(
     np.testing.assert_array_equal(again.hessians, warm.hessians[shuffled])
 
 
+def test_every_batch_of_a_path_has_one_shape(rare_class_table, monkeypatch):
+    # 50 betas: three segments, so batches of three steps (six members of two rotations); the
+    # last batch of the other steps is filled up with repeats, whose results are dropped.
+    from iml.training import exact
+
+    x, y, mask = rare_class_table
+    betas = 1 / (1 + np.exp(-np.linspace(-4.0, 4.0, 50)))
+    S = beta_weighted_sample_weights(y, betas, mask)
+    shapes = []
+    newton = exact._newton
+
+    def recorded(design, y, S, *args):
+        shapes.append(S.shape)
+        return newton(design, y, S, *args)
+
+    monkeypatch.setattr(exact, "_newton", recorded)
+    path = fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-7, path=np.log(betas / (1 - betas)))
+    assert set(shapes) == {(6, x.shape[0])} and len(shapes) == 17
+    monkeypatch.setattr(exact, "_newton", newton)
+    alone = fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-7)
+    assert np.all(path.converged)
+    np.testing.assert_allclose(path.objective, alone.objective, rtol=1e-6)
+
+
 def test_a_path_must_match_the_first_axis():
     args = {"features": np.zeros((4, 2)), "labels": np.array([0, 1, 0, 1])}
     with pytest.raises(ValueError, match=r"path must have shape \(2,\), got \(3,\)"):
