@@ -32,11 +32,13 @@ How the members are solved, and why it is fast:
   The path is cut into segments of about 16 betas; in each, every 4th beta from the middle one
   is an anchor (and so are the segment's ends). The middles are solved first, on an eighth of
   the rows and then on all, and the anchors outwards from them, each from its inner neighbour's
-  optimum (intercept moved) with a fresh Hessian, all segments at once; every other beta then
+  optimum (intercept moved) with a fresh Hessian, the segments side by side; every other beta then
   starts from the interpolation of its two anchors' optima and borrows the nearer anchor's
-  Hessian, so that most members need no Hessian of their own. The path's members are solved
-  in batches of as many betas as there are segments (the last filled up with repeats), so that
-  one compiled Newton program serves the whole path.
+  Hessian, so that most members need no Hessian of their own. Each stage (the middles, each
+  level of anchors, the rest) is solved in batches of as many betas as there are segments, its
+  last batch filled up with repeats, so that one compiled Newton program serves every batch of
+  the path on all rows (the middles' start on an eighth of the rows makes a second, and batches
+  of 128 members or more, on long grids, may split off their stragglers).
 * **A path of penalties.** A grid of ridge coefficients is solved from the largest down, each
   level starting from the level above it with that level's Hessians (the penalty is part of the
   factor, so only the data's curvature lags).
@@ -403,8 +405,8 @@ def _solve_path(members: Members, S: Array, P: np.ndarray, offsets: np.ndarray) 
     solved: dict[int, Solved] = {}
 
     # Segments of the path, each solved from its middle step outwards: the middles from cold
-    # starts, then their anchors a stride at a time in both directions, all segments together
-    # (so that each batch of Hessians is large enough to use the machine).
+    # starts, then their anchors a stride at a time in both directions, the segments side by
+    # side in each batch.
     segments = np.array_split(np.arange(Q), max(1, Q // _SEGMENT))
     middles = [int(seg[len(seg) // 2]) for seg in segments]
     group = len(middles)
@@ -412,7 +414,7 @@ def _solve_path(members: Members, S: Array, P: np.ndarray, offsets: np.ndarray) 
     def solve(positions: list[int], starts: list[np.ndarray] | None, hessians, renew_first: int):
         # In batches of as many steps as there are middles, the last one filled up with repeats
         # of its last step (their results dropped): every batch of the path has one shape, so
-        # one Newton program serves the whole path.
+        # one Newton program serves them all.
         for lo in range(0, len(positions), group):
             part = list(range(lo, min(lo + group, len(positions))))
             take = part + [part[-1]] * (group - len(part))
