@@ -19,10 +19,12 @@ How the members are solved, and why it is fast:
   Hessian ``X^T diag(v) X`` is the expensive part (about ``N d^2`` operations, against ``N d``
   for a gradient), so it is not formed at every step: a member keeps the Cholesky factor of its
   last Hessian (the chord method) and gets a new one only while it converges slowly (its
-  gradient falls by less than half in a step). Each step is taken along the Newton direction to
-  where the directional derivative has about vanished (a secant search on it, which needs a
-  sigmoid per row but no logarithm), and a member stops when its gradient's largest entry is at
-  most ``tol``.
+  gradient falls by less than half in a step). Chord steps converge linearly, so while a member
+  keeps its factor each step is corrected by Anderson's acceleration of depth one (the chord step
+  and the last move, weighted to minimise the change of the chord step; the plain chord step where
+  the corrected one is no descent direction). Each step is taken along its direction to where the
+  directional derivative has about vanished (a secant search on it, which needs a sigmoid per row
+  but no logarithm), and a member stops when its gradient's largest entry is at most ``tol``.
 * **Hessians from products of feature pairs.** The nonzero products ``x_ij x_il`` of each row are
   made once where it takes at most 2 GiB (a table of ``N`` rows; pairs of one-hot levels of one
   category, never both 1, are left out), so a batch of members' Hessians is one matrix product
@@ -103,6 +105,8 @@ _ANCHOR_RENEWALS = 1
 _LEVEL_RENEWALS = 0
 # At most one in this many members of a batch gets a new Hessian in a step (the slowest).
 _RENEW_SHARE = 10
+# The largest weight of the last move in an accelerated chord step.
+_ANDERSON_CLIP = 10.0
 # Once no more than one in _STRAGGLERS members of a batch of at least _STRAGGLERS * _FEWEST is
 # still active, those go on in a batch of their own (see Members._steps).
 _STRAGGLERS, _FEWEST = 8, 16
@@ -181,8 +185,20 @@ def _newton(
             everyone | slow | jnp.any(c["redo"]), lambda: factor(H, P, damping), lambda: F
         )
         count = count + fresh
-        step = solve(F, g)
-        step = jnp.where(active[:, None] & jnp.isfinite(step), step, 0.0)
+        chord = solve(F, g)
+        chord = jnp.where(active[:, None] & jnp.isfinite(chord), chord, 0.0)
+        # Anderson's acceleration (depth 1) of the fixed point theta -> theta - chord(theta), for
+        # a member whose last step was taken with the factor it has now: the step is chord +
+        # gamma (last move - change of chord), gamma minimising |chord - gamma change of chord|;
+        # the chord step itself where that is no descent direction.
+        same = c["same"] & active & ~fresh & ~c["redo"]
+        change, moved = chord - c["chord"], theta - c["before"]
+        size = jnp.sum(change * change, axis=1)
+        gamma = jnp.sum(chord * change, axis=1) / jnp.where(size > 0, size, 1.0)
+        gamma = jnp.where(same & (size > 0), jnp.clip(gamma, -_ANDERSON_CLIP, _ANDERSON_CLIP), 0.0)
+        faster = chord + gamma[:, None] * (moved - change)
+        use = same & jnp.all(jnp.isfinite(faster), axis=1) & (jnp.sum(g * faster, axis=1) > 0)
+        step = jnp.where(use[:, None], faster, chord)
         # The logits move by X step: formed from the step itself, not as the difference of two
         # logit vectors, whose rounding would swamp a step near the optimum.
         dz = dot(step, X.T)
@@ -241,6 +257,9 @@ def _newton(
             "damping": new_damping,
             "redo": new_damping != damping,
             "count": count,
+            "chord": chord,
+            "before": c["theta"],
+            "same": active & ok,
             "ratio": jnp.where(active, jnp.where(ok, new_norm / jnp.maximum(norm, 1e-30), 2.0), 0),
             "iters": c["iters"] + active,
             "it": c["it"] + 1,
@@ -259,6 +278,9 @@ def _newton(
         "damping": jnp.full(K, FLOOR, X.dtype),
         "redo": jnp.zeros(K, bool),
         "count": jnp.zeros(K, jnp.int32),
+        "chord": jnp.zeros_like(theta),
+        "before": theta,
+        "same": jnp.zeros(K, bool),
         "ratio": jnp.zeros(K, X.dtype),
         "iters": jnp.zeros(K, jnp.int32),
         "it": jnp.int32(0),
