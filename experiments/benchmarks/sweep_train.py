@@ -49,8 +49,9 @@ with scikit-learn: a ``StandardScaler`` on the training rows, then one ``Logisti
 level kept by the same rule; a slice of members is timed and scaled. Equal quality, on the slice,
 against the baseline and against the same paths solved by scikit-learn's Newton-Cholesky solver at a
 tolerance of 1e-10 (untimed): the share of equal chosen penalties, the validation losses they were
-chosen by, the out-of-fold (test rows') weighted log losses of the chosen fits (per member, and
-pooled over the rotations of each sliced beta) and the corrected ECEs. Beside the training, once:
+chosen by, the out-of-fold (test rows') weighted log losses of the chosen fits (per member, the
+largest difference also among the members whose penalties are equal alone, and pooled over the
+rotations of each sliced beta) and the corrected ECEs. Beside the training, once:
 the whole ``run_sweep`` (``sweep_s``: training, the table and its bootstrap intervals), the files
 and figures ``iml sweep`` writes (``outputs_s``), the share of the training time these add
 (``report_share``), and on the whole table with 64 betas the ``iml sweep`` command itself in a fresh
@@ -649,6 +650,10 @@ def _run_default(args: argparse.Namespace) -> dict:
             "chosen_l2_equal_share": sum(same) / len(same),
             "val_loss_rel_diff_max": float(np.max(np.abs(val_rel))),
             "oof_log_loss_rel_diff_max": float(np.max(np.abs(oof_rel))),
+            # a member whose penalty differs is counted in chosen_l2_equal: its fit is another's
+            "oof_log_loss_rel_diff_max_same_penalty": max(
+                (abs(d) for d, equal in zip(oof_rel, same, strict=True) if equal), default=None
+            ),
             # per beta whose every rotation is sliced: ours less theirs, over theirs
             "oof_log_loss_rel_diff_pooled": pooled_rel,
             "corrected_ece_diff": ece_diff,

@@ -94,10 +94,15 @@ def test_default_sweep_benchmark_chooses_penalties_as_scikit_learn_does(
         assert phase["share_of_gemm"] == pytest.approx(
             phase["gflops"] / report["gemm_gflops"], abs=2e-3
         )
-    # Against scikit-learn's exact paths, the same penalties and out-of-fold losses.
+    # Against scikit-learn's exact paths, the same penalties and, where the penalty is the same,
+    # the same out-of-fold losses; pooled over each sliced beta's rotations, too. (One member of
+    # these ten, beta = 0.01 in rotation 1, lies where the rule's choice turns on its validation
+    # losses' last digits: scikit-learn's exact path keeps 1e-4 there, and fits within the
+    # tolerance may keep a smaller penalty.)
     exact = report["vs_exact"]
     assert exact["chosen_l2_equal_share"] >= 0.9
-    assert exact["oof_log_loss_rel_diff_max"] < 0.01
+    assert exact["oof_log_loss_rel_diff_max_same_penalty"] < 0.01
+    assert all(abs(d) < 0.01 for d in exact["oof_log_loss_rel_diff_pooled"].values())
     assert exact["corrected_ece_diff_max"] < 0.005
     assert report["vs_baseline"]["chosen_l2_equal"].endswith("of 10")
 
