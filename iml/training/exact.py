@@ -20,9 +20,10 @@ How the members are solved, and why it is fast:
   for a gradient), so it is not formed at every step: a member keeps the Cholesky factor of its
   last Hessian (the chord method) and gets a new one only while it converges slowly (its
   gradient falls by less than half in a step). Chord steps converge linearly, so while a member
-  keeps its factor each step is corrected by Anderson's acceleration of depth one (the chord step
-  and the last move, weighted to minimise the change of the chord step; the plain chord step where
-  the corrected one is no descent direction). Each step is taken along its direction to where the
+  keeps the factor of its last step each step is corrected by Anderson's acceleration of depth
+  one: the chord step plus ``gamma`` times the last move less the chord step's change since, with
+  ``gamma`` minimising ``|chord - gamma change|``; the plain chord step where the corrected one
+  is not finite or no descent direction. Each step is taken along its direction to where the
   directional derivative has about vanished (a secant search on it, which needs a sigmoid per row
   but no logarithm), and a member stops when its gradient's largest entry is at most ``tol``.
 * **Hessians from products of feature pairs.** The nonzero products ``x_ij x_il`` of each row are

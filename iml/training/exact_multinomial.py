@@ -5,11 +5,11 @@ A multinomial member minimises the weighted softmax cross-entropy plus a ridge o
 coefficients over all classes: the class-weighted cross-entropy weighs row ``i`` by ``w[y_i]``
 (the multiclass counterpart of the beta-weighted cross-entropy of eq. ``b-loss-bin``). Its
 Hessian ``sum_i s_i (x_i x_i^T) kron (diag p_i - p_i p_i^T)`` is a large matrix product of its
-own, so members are solved one after another, each with the binary solver's rules of step and
-renewal (:mod:`iml.training.exact`); a grid of ridge coefficients is solved from the
-largest down, each level from the level above with its Hessian. The softmax's shift of all
-classes leaves the Hessian singular, which the damped factor of
-:mod:`iml.training.exact_design` handles.
+own, so members are solved one after another, each with the binary solver's line search and
+rule of renewal (:mod:`iml.training.exact`; its chord steps are not accelerated); a grid of
+ridge coefficients is solved from the largest down, each level from the level above with its
+Hessian. The softmax's shift of all classes leaves the Hessian singular, which the damped factor
+of :mod:`iml.training.exact_design` handles.
 """
 
 from __future__ import annotations

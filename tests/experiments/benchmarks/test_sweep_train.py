@@ -99,10 +99,14 @@ def test_default_sweep_benchmark_chooses_penalties_as_scikit_learn_does(
     # these ten, beta = 0.01 in rotation 1, lies where the rule's choice turns on its validation
     # losses' last digits: scikit-learn's exact path keeps 1e-4 there, and fits within the
     # tolerance may keep a smaller penalty.)
+    # A member that keeps another penalty is bounded too: the validation loss it was chosen by
+    # within 2 % of the reference's chosen level's, its out-of-fold loss within 3 % (1.6 % and
+    # 1.9 % on this slice).
     exact = report["vs_exact"]
     assert exact["chosen_l2_equal_share"] >= 0.9
     assert exact["oof_log_loss_rel_diff_max_same_penalty"] < 0.01
     assert all(abs(d) < 0.01 for d in exact["oof_log_loss_rel_diff_pooled"].values())
+    assert exact["val_loss_rel_diff_max"] < 0.02 and exact["oof_log_loss_rel_diff_max"] < 0.03
     assert exact["corrected_ece_diff_max"] < 0.005
     assert report["vs_baseline"]["chosen_l2_equal"].endswith("of 10")
 
