@@ -21,9 +21,9 @@ How the members are solved, and why it is fast:
   last Hessian (the chord method) and gets a new one only while it converges slowly (its
   gradient falls by less than half in a step). Chord steps converge linearly, so while a member
   keeps the factor of its last step each step is corrected by Anderson's acceleration of depth
-  one: the chord step plus ``gamma`` times the last move less the chord step's change since, with
-  ``gamma`` minimising ``|chord - gamma change|``; the plain chord step where the corrected one
-  is not finite or no descent direction. Each step is taken along its direction to where the
+  one: the chord step plus ``gamma`` times (the last move less the chord step's change over it),
+  with ``gamma`` minimising ``|chord - gamma change|``; the plain chord step where the corrected
+  one is not finite or no descent direction. Each step is taken along its direction to where the
   directional derivative has about vanished (a secant search on it, which needs a sigmoid per row
   but no logarithm), and a member stops when its gradient's largest entry is at most ``tol``.
 * **Hessians from products of feature pairs.** The nonzero products ``x_ij x_il`` of each row are
@@ -191,7 +191,7 @@ def _newton(
         # Anderson's acceleration (depth 1) of the fixed point theta -> theta - chord(theta), for
         # a member whose last step was taken with the factor it has now: the step is chord +
         # gamma (last move - change of chord), gamma minimising |chord - gamma change of chord|;
-        # the chord step itself where that is no descent direction.
+        # the chord step itself where that is not finite or no descent direction.
         same = c["same"] & active & ~fresh & ~c["redo"]
         change, moved = chord - c["chord"], theta - c["before"]
         size = jnp.sum(change * change, axis=1)

@@ -228,9 +228,10 @@ def test_a_coefficient_whose_optimum_is_at_infinity_keeps_moving_along_a_path():
 
 
 def test_accelerated_chord_steps_reach_the_same_optima_in_fewer_steps(monkeypatch):
-    # A grid of penalties from 1 down to 1e-6 on a table with a one-hot category, each level from
-    # the level above with its Hessians: the chord steps there converge linearly, and Anderson's
-    # acceleration of them takes fewer. Without it (its clip 0), every step is the chord step.
+    # A grid of penalties from 1 down to 1e-6 on a table with four one-hot categories, each level
+    # from the level above with its Hessians: the chord steps there converge linearly, and
+    # Anderson's acceleration of them takes fewer. Without it (its clip 0), every step is the
+    # chord step.
     from iml.training import exact
 
     rng = np.random.default_rng(2)
