@@ -1,11 +1,15 @@
-"""The license and citation files agree with the package metadata."""
+"""The license and citation files agree with the package metadata, and the environment meets
+the requirements it declares."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
+from packaging.requirements import Requirement
 
 import iml
 
@@ -36,3 +40,22 @@ def test_citation_file_matches_the_package_and_cites_the_paper():
     assert paper["title"] == "Calibrating for Class Weights by Modeling Machine Learning"
     assert [a["family-names"] for a in paper["authors"]] == ["Caplin", "Martin", "Marx"]
     assert paper["year"] == 2022
+
+
+@pytest.mark.parametrize("extra", ["", "dev"])
+def test_the_installed_packages_meet_the_declared_requirements(extra):
+    # an environment that does not (a version excluded for a known fault, say ml_dtypes 0.7.0's
+    # slow import) is named here rather than measured as the code's own behaviour
+    project = _pyproject()
+    declared = project["optional-dependencies"][extra] if extra else project["dependencies"]
+    unmet = []
+    for line in declared:
+        requirement = Requirement(line)
+        try:
+            installed = importlib.metadata.version(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            unmet.append(f"{requirement}: not installed")
+            continue
+        if not requirement.specifier.contains(installed, prereleases=True):
+            unmet.append(f"{requirement}: {installed} installed")
+    assert not unmet, unmet
