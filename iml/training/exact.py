@@ -113,6 +113,9 @@ _ANDERSON_CLIP = 10.0
 _STRAGGLERS, _FEWEST = 8, 16
 # Members of a table with at least this many rows are solved first on an eighth of them.
 _PRESOLVE_ROWS = 16_384
+# XLA's options for the Newton program: on the CPU, the elemental IR emitters in place of the
+# MLIR fusion emitters, which take longer to compile it (docs/results/sweep_train/README.md).
+_COMPILE = {"xla_cpu_use_fusion_emitters": False}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -120,7 +123,7 @@ _PRESOLVE_ROWS = 16_384
 # ----------------------------------------------------------------------------------------------
 
 
-@jax.jit
+@functools.partial(jax.jit, compiler_options=_COMPILE)
 def _newton(
     design: Design,
     y: Array,
