@@ -114,7 +114,8 @@ _STRAGGLERS, _FEWEST = 8, 16
 # Members of a table with at least this many rows are solved first on an eighth of them.
 _PRESOLVE_ROWS = 16_384
 # XLA's options for the Newton program: on the CPU, the elemental IR emitters in place of the
-# MLIR fusion emitters, which take longer to compile it (docs/results/sweep_train/README.md).
+# MLIR fusion emitters, which compiled it more slowly where measured, with its warm calls not
+# separated (docs/results/sweep_train/README.md).
 _COMPILE = {"xla_cpu_use_fusion_emitters": False}
 
 
