@@ -26,6 +26,12 @@ How the members are solved, and why it is fast:
   one is not finite or no descent direction. Each step is taken along its direction to where the
   directional derivative has about vanished (a secant search on it, which needs a sigmoid per row
   but no logarithm), and a member stops when its gradient's largest entry is at most ``tol``.
+* **Work for the few members that need it.** In a large batch, what only some members need is
+  done for them alone, a share of the batch at a time: a line search's further trials for the
+  members whose first was not accepted, the third product that tells a rounding-level slope
+  from a real one, and the Cholesky factors of the members whose Hessians were renewed (all
+  members are factored again only where every one was renewed, or a damping changed). A small
+  batch does these for all its members, which compiles faster.
 * **Hessians from products of feature pairs.** The nonzero products ``x_ij x_il`` of each row are
   made once where it takes at most 2 GiB (a table of ``N`` rows; pairs of one-hot levels of one
   category, never both 1, are left out), so a batch of members' Hessians is one matrix product
@@ -111,6 +117,9 @@ _ANDERSON_CLIP = 10.0
 # Once no more than one in _STRAGGLERS members of a batch of at least _STRAGGLERS * _FEWEST is
 # still active, those go on in a batch of their own (see Members._steps).
 _STRAGGLERS, _FEWEST = 8, 16
+# A batch of at least this many members re-tries its line searches and factors its renewed
+# members a share at a time (see _newton).
+_LARGE = _STRAGGLERS * _FEWEST
 # Members of a table with at least this many rows are solved first on an eighth of them.
 _PRESOLVE_ROWS = 16_384
 # XLA's options for the Newton program: on the CPU, the elemental IR emitters in place of the
@@ -145,6 +154,10 @@ def _newton(
     X_abs = jnp.abs(X)
     K = S.shape[0]
     renew_k = max(1, -(-K // _RENEW_SHARE))
+    # A large batch re-tries a line search, and factors its renewed members, a share of its
+    # members at a time; a small one does so for all (it compiles faster).
+    large = K >= _LARGE
+    chunk = K // _STRAGGLERS if large else K
 
     def residual(z: Array) -> Array:
         return S * (jax.nn.sigmoid(z) - y)
@@ -158,7 +171,7 @@ def _newton(
 
     def renew_all(z, H, active):
         new = data_hessians(design, curvature(z, S))
-        return jnp.where(active[:, None, None], new, H), active
+        return jnp.where(active[:, None, None], new, H), active, jnp.zeros(renew_k, jnp.int32)
 
     def renew_slow(z, H, active, ratio):
         priority = jnp.where(active & (ratio > SLOW), ratio, -1.0)
@@ -166,7 +179,19 @@ def _newton(
         take = chosen > 0
         new = data_hessians(design, curvature(z[idx], S[idx]))
         H = H.at[idx].set(jnp.where(take[:, None, None], new, H[idx]))
-        return H, jnp.zeros(K, bool).at[idx].set(take)
+        return H, jnp.zeros(K, bool).at[idx].set(take), idx
+
+    # A large batch factors renew_k members at a time: the slowest alone where only their
+    # Hessians are new, else all of them (members repeated to fill the last group).
+    groups = -(-K // renew_k)
+    every_row = (jnp.arange(groups * renew_k) % K).reshape(groups, renew_k)
+
+    def refactor(H, F, damping, rows, n):
+        def one(i, F):
+            k = rows[i]
+            return F.at[k].set(factor(H[k], P[k], damping[k]))
+
+        return jax.lax.fori_loop(0, n, one, F)
 
     def cond(c):
         return (c["it"] < max_iter) & (jnp.sum(c["active"]) > until)
@@ -184,11 +209,21 @@ def _newton(
                 lambda: renew_slow(z, H, active, ratio),
             )
 
-        H, fresh = jax.lax.cond(everyone | slow, renewed, lambda _: (H, jnp.zeros(K, bool)), None)
-        damping = c["damping"]
-        F = jax.lax.cond(
-            everyone | slow | jnp.any(c["redo"]), lambda: factor(H, P, damping), lambda: F
+        H, fresh, idx = jax.lax.cond(
+            everyone | slow,
+            renewed,
+            lambda _: (H, jnp.zeros(K, bool), jnp.zeros(renew_k, jnp.int32)),
+            None,
         )
+        damping = c["damping"]
+        redo = jnp.any(c["redo"])
+        if large:
+            renew_every = everyone | redo
+            rows = jnp.where(renew_every, every_row, jnp.broadcast_to(idx, every_row.shape))
+            groups_now = jnp.where(renew_every, groups, jnp.where(slow, 1, 0))
+            F = refactor(H, F, damping, rows, groups_now)
+        else:
+            F = jax.lax.cond(everyone | slow | redo, lambda: factor(H, P, damping), lambda: F)
         count = count + fresh
         chord = solve(F, g)
         chord = jnp.where(active[:, None] & jnp.isfinite(chord), chord, 0.0)
@@ -209,38 +244,55 @@ def _newton(
         dz = dot(step, X.T)
         descent = jnp.sum(g * step, axis=1)  # -phi'(0) along -step
 
-        def trial(h: Array) -> tuple[Array, Array, Array]:
-            """The gradient at step length ``h``, whether to accept it (past the line's minimum
-            by at most a quarter of the descent, phi'(h) = -g(h) . step, or level with it to
-            float32 rounding: near the optimum every slope is rounding), and phi'(h)."""
-            moved = theta - h[:, None] * step
-            r = residual(z - h[:, None] * dz)
-            g = gradient(r, moved)
-            slope = -jnp.sum(g * step, axis=1)
-            past = slope <= 0.25 * descent
+        useful = jnp.isfinite(descent) & (descent > 0)  # float32 may spoil a near-singular solve
 
-            def size(_: Array) -> Array:  # the sum of the slope's terms' sizes: a third product
-                terms = dot(jnp.abs(r), X_abs) + jnp.abs(P * moved)
-                return jnp.sum(terms * jnp.abs(step), axis=1)
+        def trial(k, h, all_members):
+            """The gradient of members ``k`` (all where ``all_members``) at step lengths ``h``,
+            whether to accept it (past the line's minimum by at most a quarter of the descent,
+            phi'(h) = -g(h) . step, or level with it to float32 rounding: near the optimum every
+            slope is rounding), and phi'(h)."""
+            pick = (lambda a: a) if all_members else (lambda a: a[k])
+            step_k, act, P_k = pick(step), pick(active), pick(P)
+            moved = pick(theta) - h[:, None] * step_k
+            r = pick(S) * (jax.nn.sigmoid(pick(z) - h[:, None] * pick(dz)) - y)
+            g = dot(r, X) + P_k * moved
+            slope = -jnp.sum(g * step_k, axis=1)
+            past = slope <= 0.25 * pick(descent)
+            # the sum of the slope's terms' sizes, a third product: made only for the active
+            # members whose step is not accepted without it
+            need = act & jnp.isfinite(slope) & ~past
 
-            # made only where some active member's step is not accepted without it
-            asked = jnp.any(active & jnp.isfinite(slope) & ~past)
-            flat = jnp.abs(slope) <= ROUNDING * jax.lax.cond(asked, size, jnp.zeros_like, slope)
-            ok = ~active | (jnp.isfinite(slope) & (past | flat))
+            def size(j):
+                at = (lambda a: a) if j is None else (lambda a: a[j])
+                terms = dot(jnp.abs(at(r)), X_abs) + jnp.abs(at(P_k) * at(moved))
+                return jnp.sum(terms * jnp.abs(at(step_k)), axis=1)
+
+            scale = _in_chunks(need, size, chunk if all_members else need.shape[0])
+            flat = jnp.abs(slope) <= ROUNDING * scale
+            ok = ~act | (jnp.isfinite(slope) & (past | flat))
             return g, ok, slope
 
         def line(lc):
+            # a secant step back for the members not yet accepted (in a large batch, at most
+            # `chunk` of them at a time)
             h, g, ok, slope, tries = lc
-            shrink = jnp.clip(descent / (descent + slope), 0.1, 0.9)  # the secant's root of phi'
-            h = jnp.where(ok, h, h * jnp.where(jnp.isfinite(shrink), shrink, 0.1))
-            g2, ok2, slope2 = trial(h)
-            return (h, jnp.where(ok[:, None], g, g2), ok | ok2, jnp.where(ok, slope, slope2),
-                    tries + 1)  # fmt: skip
+            want = ~ok & useful & (tries < LINE_TRIALS)
+            k = None if chunk >= K else _chosen(want, chunk)
+            at = (lambda a: a) if k is None else (lambda a: a[k])
+            put = (lambda a, v: v) if k is None else (lambda a, v: a.at[k].set(v))
+            take = at(want)
+            shrink = jnp.clip(at(descent) / (at(descent) + at(slope)), 0.1, 0.9)  # secant's root
+            h_k = jnp.where(take, at(h) * jnp.where(jnp.isfinite(shrink), shrink, 0.1), at(h))
+            g_k, ok_k, slope_k = trial(k, h_k, k is None)
+            g_k, slope_k = jnp.where(take[:, None], g_k, at(g)), jnp.where(take, slope_k, at(slope))
+            return (put(h, h_k), put(g, g_k), put(ok, at(ok) | (take & ok_k)), put(slope, slope_k),
+                    put(tries, at(tries) + take))  # fmt: skip
 
         h = jnp.ones(K, X.dtype)
-        useful = jnp.isfinite(descent) & (descent > 0)  # float32 may spoil a near-singular solve
         h, g_new, ok, _, _ = jax.lax.while_loop(
-            lambda lc: jnp.any(~lc[2] & useful) & (lc[4] < LINE_TRIALS), line, (h, *trial(h), 0)
+            lambda lc: jnp.any(~lc[2] & useful & (lc[4] < LINE_TRIALS)),
+            line,
+            (h, *trial(None, h, True), jnp.zeros(K, jnp.int32)),
         )
         ok = ok & (useful | ~active)
         # No step length found: the member stays where it is, with more damping and a new
@@ -295,6 +347,31 @@ def _newton(
     objective = jnp.sum(S * (jnp.logaddexp(0.0, z) - y * z), axis=1)
     objective += 0.5 * jnp.sum(P * c["theta"] ** 2, axis=1)
     return Solved(c["theta"], c["g"], c["H"], objective, c["iters"], c["count"])
+
+
+def _chosen(want: Array, m: int) -> Array:
+    """``m`` indices of members, those where ``want`` first (in order), then others."""
+    if m >= want.shape[0]:
+        return jnp.arange(want.shape[0])
+    return jax.lax.top_k(want.astype(jnp.float32), m)[1]
+
+
+def _in_chunks(want: Array, f, m: int) -> Array:
+    """``f(k)`` of the members ``k`` where ``want`` (0 elsewhere), made ``m`` members at a time
+    and only while some are left: ``f`` maps ``[m]`` indices to ``[m]`` values, or ``None`` to
+    the values of all members where ``m`` covers them all."""
+    n = want.shape[0]
+    if m >= n:
+        return jax.lax.cond(jnp.any(want), lambda: jnp.where(want, f(None), 0.0),
+                            lambda: jnp.zeros(n, jnp.float32))  # fmt: skip
+
+    def body(c):
+        left, out = c
+        k = _chosen(left, m)
+        take = left[k]
+        return left.at[k].set(False), out.at[k].set(jnp.where(take, f(k), out[k]))
+
+    return jax.lax.while_loop(lambda c: jnp.any(c[0]), body, (want, jnp.zeros(n, jnp.float32)))[1]
 
 
 @jax.jit

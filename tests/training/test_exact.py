@@ -317,3 +317,49 @@ def test_a_large_batchs_last_members_finish_in_a_batch_of_their_own(rare_class_t
     assert np.all(together.converged)
     np.testing.assert_allclose(together.objective, alone.objective, rtol=1e-6)
     assert np.all(together.iterations[140:] > together.iterations[:140].max())
+
+
+def test_a_large_batch_takes_the_same_steps_as_a_small_one_would(rare_class_table, monkeypatch):
+    # A batch of at least exact._LARGE members re-tries its line searches and factors its renewed
+    # members a share at a time; each member's steps are those of the batch solved whole.
+    from iml.training import exact
+
+    x, y, mask = rare_class_table
+    betas = 1 / (1 + np.exp(-np.linspace(-4.0, 4.0, 80)))
+    S = beta_weighted_sample_weights(y, betas, mask).reshape(160, -1)
+    grid = np.array([1.0, 1e-2, 1e-4, 1e-6])  # each level from the level above, lagged Hessians
+    exact._newton.clear_cache()
+    large = fit_weighted_logistic(x, y, S, l2=grid, tol=1e-7)
+    monkeypatch.setattr(exact, "_LARGE", 10**9)
+    exact._newton.clear_cache()
+    try:
+        whole = fit_weighted_logistic(x, y, S, l2=grid, tol=1e-7)
+    finally:
+        exact._newton.clear_cache()
+    assert np.all(large.converged)
+    assert np.sum(large.hessians) > 2 * 160  # slow members renewed below the first level
+    np.testing.assert_array_equal(large.iterations, whole.iterations)
+    np.testing.assert_array_equal(large.hessians, whole.hessians)
+    np.testing.assert_allclose(large.objective, whole.objective, rtol=1e-6)
+
+
+def test_work_in_chunks_covers_the_wanted_members_only():
+    import jax.numpy as jnp
+
+    from iml.training.exact import _chosen, _in_chunks
+
+    want = jnp.asarray(np.random.default_rng(0).uniform(size=50) < 0.3).at[3].set(True)
+    values = jnp.arange(50, dtype=jnp.float32) + 1.0
+    calls = []
+
+    def f(k):
+        calls.append(k)
+        return values if k is None else values[k]
+
+    expected = np.where(np.asarray(want), np.asarray(values), 0.0)
+    for m in (4, 7, 50, 64):  # several rounds, one round, all members at once
+        np.testing.assert_array_equal(_in_chunks(want, f, m), expected)
+    np.testing.assert_array_equal(_in_chunks(jnp.zeros(50, bool), f, 64), np.zeros(50))
+    first = np.asarray(_chosen(want, 4))
+    assert np.all(np.asarray(want)[first]) and len(set(first.tolist())) == 4
+    np.testing.assert_array_equal(_chosen(want, 50), np.arange(50))
