@@ -26,12 +26,13 @@ How the members are solved, and why it is fast:
   one is not finite or no descent direction. Each step is taken along its direction to where the
   directional derivative has about vanished (a secant search on it, which needs a sigmoid per row
   but no logarithm), and a member stops when its gradient's largest entry is at most ``tol``.
-* **Work for the few members that need it.** In a large batch, what only some members need is
-  done for them alone, a share of the batch at a time: a line search's further trials for the
-  members whose first was not accepted, the third product that tells a rounding-level slope
-  from a real one, and the Cholesky factors of the members whose Hessians were renewed (all
-  members are factored again only where every one was renewed, or a damping changed). A small
-  batch does these for all its members, which compiles faster.
+* **Work for the few members that need it.** In a batch of at least 128 members, what only some
+  members need is done for them alone: a line search's further trials for the members whose
+  first was not accepted and the third product that tells a rounding-level slope from a real
+  one, an eighth of the batch at a time, and the Cholesky factors of the members whose Hessians
+  were renewed (all members are factored again only in the first ``renew_first`` steps, where
+  every active member's Hessian is renewed, or after a damping changed). A smaller batch does
+  these for all its members, which compiles faster.
 * **Hessians from products of feature pairs.** The nonzero products ``x_ij x_il`` of each row are
   made once where it takes at most 2 GiB (a table of ``N`` rows; pairs of one-hot levels of one
   category, never both 1, are left out), so a batch of members' Hessians is one matrix product
@@ -117,8 +118,8 @@ _ANDERSON_CLIP = 10.0
 # Once no more than one in _STRAGGLERS members of a batch of at least _STRAGGLERS * _FEWEST is
 # still active, those go on in a batch of their own (see Members._steps).
 _STRAGGLERS, _FEWEST = 8, 16
-# A batch of at least this many members re-tries its line searches and factors its renewed
-# members a share at a time (see _newton).
+# A batch of at least this many members takes its line searches' further trials and their third
+# products an eighth of the batch at a time, and factors its renewed members alone (see _newton).
 _LARGE = _STRAGGLERS * _FEWEST
 # Members of a table with at least this many rows are solved first on an eighth of them.
 _PRESOLVE_ROWS = 16_384
@@ -154,8 +155,9 @@ def _newton(
     X_abs = jnp.abs(X)
     K = S.shape[0]
     renew_k = max(1, -(-K // _RENEW_SHARE))
-    # A large batch re-tries a line search, and factors its renewed members, a share of its
-    # members at a time; a small one does so for all (it compiles faster).
+    # A large batch takes its line searches' further trials and third products `chunk` members
+    # at a time, and factors its renew_k renewed members alone; a small batch does these for all
+    # its members (its program compiles faster).
     large = K >= _LARGE
     chunk = K // _STRAGGLERS if large else K
 
