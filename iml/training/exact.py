@@ -248,12 +248,12 @@ def _newton(
 
         useful = jnp.isfinite(descent) & (descent > 0)  # float32 may spoil a near-singular solve
 
-        def trial(k, h, all_members):
-            """The gradient of members ``k`` (all where ``all_members``) at step lengths ``h``,
+        def trial(k, h):
+            """The gradient of members ``k`` (every member where None) at step lengths ``h``,
             whether to accept it (past the line's minimum by at most a quarter of the descent,
             phi'(h) = -g(h) . step, or level with it to float32 rounding: near the optimum every
             slope is rounding), and phi'(h)."""
-            pick = (lambda a: a) if all_members else (lambda a: a[k])
+            pick = _rows(k)
             step_k, act, P_k = pick(step), pick(active), pick(P)
             moved = pick(theta) - h[:, None] * step_k
             r = pick(S) * (jax.nn.sigmoid(pick(z) - h[:, None] * pick(dz)) - y)
@@ -265,11 +265,11 @@ def _newton(
             need = act & jnp.isfinite(slope) & ~past
 
             def size(j):
-                at = (lambda a: a) if j is None else (lambda a: a[j])
+                at = _rows(j)
                 terms = dot(jnp.abs(at(r)), X_abs) + jnp.abs(at(P_k) * at(moved))
                 return jnp.sum(terms * jnp.abs(at(step_k)), axis=1)
 
-            scale = _in_chunks(need, size, chunk if all_members else need.shape[0])
+            scale = _in_chunks(need, size, chunk if k is None else need.shape[0])
             flat = jnp.abs(slope) <= ROUNDING * scale
             ok = ~act | (jnp.isfinite(slope) & (past | flat))
             return g, ok, slope
@@ -280,12 +280,12 @@ def _newton(
             h, g, ok, slope, tries = lc
             want = ~ok & useful & (tries < LINE_TRIALS)
             k = None if chunk >= K else _chosen(want, chunk)
-            at = (lambda a: a) if k is None else (lambda a: a[k])
+            at = _rows(k)
             put = (lambda a, v: v) if k is None else (lambda a, v: a.at[k].set(v))
             take = at(want)
             shrink = jnp.clip(at(descent) / (at(descent) + at(slope)), 0.1, 0.9)  # secant's root
             h_k = jnp.where(take, at(h) * jnp.where(jnp.isfinite(shrink), shrink, 0.1), at(h))
-            g_k, ok_k, slope_k = trial(k, h_k, k is None)
+            g_k, ok_k, slope_k = trial(k, h_k)
             g_k, slope_k = jnp.where(take[:, None], g_k, at(g)), jnp.where(take, slope_k, at(slope))
             return (put(h, h_k), put(g, g_k), put(ok, at(ok) | (take & ok_k)), put(slope, slope_k),
                     put(tries, at(tries) + take))  # fmt: skip
@@ -294,7 +294,7 @@ def _newton(
         h, g_new, ok, _, _ = jax.lax.while_loop(
             lambda lc: jnp.any(~lc[2] & useful & (lc[4] < LINE_TRIALS)),
             line,
-            (h, *trial(None, h, True), jnp.zeros(K, jnp.int32)),
+            (h, *trial(None, h), jnp.zeros(K, jnp.int32)),
         )
         ok = ok & (useful | ~active)
         # No step length found: the member stays where it is, with more damping and a new
@@ -349,6 +349,11 @@ def _newton(
     objective = jnp.sum(S * (jnp.logaddexp(0.0, z) - y * z), axis=1)
     objective += 0.5 * jnp.sum(P * c["theta"] ** 2, axis=1)
     return Solved(c["theta"], c["g"], c["H"], objective, c["iters"], c["count"])
+
+
+def _rows(k: Array | None):
+    """A function taking an array's rows ``k`` (all of them where ``k`` is None)."""
+    return (lambda a: a) if k is None else (lambda a: a[k])
 
 
 def _chosen(want: Array, m: int) -> Array:
