@@ -618,7 +618,8 @@ def fit_weighted_logistic(
     chunk: int | None = None,
     path: ArrayLike | None = None,
     design: Design | None = None,
-    start: tuple[ArrayLike, ArrayLike] | None = None,
+    start: tuple[ArrayLike, ...] | None = None,
+    keep_curvature: bool = False,
 ) -> LogisticFit:
     """Minimise every member's weighted log loss plus its ridge exactly (see the module).
 
@@ -631,8 +632,10 @@ def fit_weighted_logistic(
     Members start from the optimum of an intercept alone (the logit of the weighted share of
     positives), unless ``path`` makes the first axis of ``sample_weights`` a solution path solved
     from anchors (see the module; for a grid of betas, ``path = logit(beta)``), or ``start``
-    gives each member's starting point (e.g. its fit at a looser ``tol``). Neither changes what
-    a member solves, only where it starts and how many Hessians it needs.
+    gives each member's starting point (e.g. its fit at a looser ``tol``), with that fit's
+    ``curvature`` where it was kept: then the steps start from it, and renew it only where a
+    member converges slowly, in place of a new Hessian for every member. Neither changes what a
+    member solves, only where it starts and how many Hessians it needs.
 
     Args:
       features: ``[N, d]`` design shared by all members.
@@ -650,7 +653,11 @@ def fit_weighted_logistic(
       path: optional ``[P]`` finite values along the first axis of ``sample_weights``.
       design: :meth:`Design.of` these features, made once where several fits share them.
       start: ``(coef [..., d], intercept [...])``, finite, on the weights' leading axes: where
-        each member starts (with an ``l2`` grid, at its largest level); not with ``path``.
+        each member starts (with an ``l2`` grid, at its largest level); not with ``path``. A
+        third entry, ``curvature [..., d + 1, d + 1]`` (finite, symmetric), is the data's
+        curvature there, as an earlier fit's :attr:`LogisticFit.curvature`.
+      keep_curvature: keep each member's last data curvature in the fit's ``curvature``
+        (``[..., d + 1, d + 1]`` floats a member and level), to start a later fit from.
 
     Returns:
       A :class:`LogisticFit` whose arrays lead with the grid's axis (if ``l2`` is a grid) and the
@@ -669,23 +676,51 @@ def fit_weighted_logistic(
         V.check_shape("path", offsets, (s.shape[0],))
         V.check_finite("path", offsets)
     lead, n = s.shape[:-1], s.shape[-1]
-    theta = None
+    theta = curvature = None
     if start is not None:
         if path is not None:
             raise ValueError("start and path both say where members start; give one")
-        coef, intercept = (np.asarray(a, np.float32) for a in start)
+        if len(start) not in (2, 3):
+            raise ValueError(
+                f"start must be (coef, intercept) or (coef, intercept, curvature); got {len(start)}"
+                " entries"
+            )
+        coef, intercept = (np.asarray(a, np.float32) for a in start[:2])
         V.check_shape("start coef", coef, (*lead, x.shape[1]))
         V.check_shape("start intercept", intercept, lead)
         theta = np.concatenate([coef, intercept[..., None]], axis=-1)
         V.check_finite("start", theta)
         theta = theta.reshape(-1, x.shape[1] + 1)
+        if len(start) == 3:
+            curvature = _checked_curvature(start[2], lead, x.shape[1] + 1)
     scale = ridge_multipliers(penalty_scale, lead, x.shape[1]).astype(np.float32)
     design = Design.of(x) if design is None else check_design(design, x)
     limit = _BATCH_FLOATS if chunk is None else chunk * n
     members = Members(design, y, tol, max_iter, limit)
-    fits = _fit_levels(members, jnp.asarray(s), scale, levels, offsets, theta)
-    fits = [f._replace(hessian=None) for f in fits]  # the last renewals' Hessians are not kept
-    return LogisticFit.of(jax.tree.map(lambda *a: np.stack(a), *fits), tol, l2)
+    fits = _fit_levels(members, jnp.asarray(s), scale, levels, offsets, theta, curvature)
+    # The last renewals' curvatures are copied into one array where asked, each level's own
+    # released as it is copied.
+    kept = np.empty((len(fits), *fits[0].hessian.shape), np.float32) if keep_curvature else None
+    for g, fit in enumerate(fits):
+        if kept is not None:
+            kept[g] = fit.hessian
+        fits[g] = fit._replace(hessian=None)
+    fit = LogisticFit.of(jax.tree.map(lambda *a: np.stack(a), *fits), tol, l2)
+    if kept is not None:
+        fit = fit._replace(curvature=kept if np.ndim(l2) else kept[0])
+    return fit
+
+
+def _checked_curvature(curvature: ArrayLike, lead: tuple[int, ...], d1: int) -> np.ndarray:
+    """A start's ``curvature [*lead, d1, d1]`` (finite, symmetric to float32 rounding), as
+    ``[K, d1, d1]`` float32."""
+    c = np.asarray(curvature, np.float32)
+    V.check_shape("start curvature", c, (*lead, d1, d1))
+    V.check_finite("start curvature", c)
+    gap = np.abs(c - np.swapaxes(c, -1, -2)).max(initial=0.0)
+    if gap > 1e-5 * max(1.0, float(np.abs(c).max(initial=0.0))):
+        raise ValueError(f"start curvature must be symmetric; entries differ by up to {gap:.3g}")
+    return c.reshape(-1, d1, d1)
 
 
 def _fit_levels(
@@ -695,9 +730,11 @@ def _fit_levels(
     levels: np.ndarray,
     offsets: np.ndarray | None,
     start: np.ndarray | None = None,
+    curvature: np.ndarray | None = None,
 ) -> list[Solved]:
     """Every level of the penalty grid (in the grid's order), solved from the largest down (the
-    largest from ``start [K, d1]`` where given); the results keep the weights' leading axes."""
+    largest from ``start [K, d1]`` where given, with the data's ``curvature [K, d1, d1]`` there
+    where given); the results keep the weights' leading axes."""
     lead, n = s.shape[:-1], s.shape[-1]
     d1 = scale.shape[-1]
     flat_s, flat_scale = s.reshape(-1, n), scale.reshape(-1, d1)
@@ -710,11 +747,14 @@ def _fit_levels(
             solved = _solve_path(members, steps, level * scale.reshape(s.shape[0], -1, d1), offsets)
             solved = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), solved)
         elif previous is None:
-            # from a given start, near its optimum, one Hessian and then its chord steps
+            # from a given start, near its optimum: one Hessian and then its chord steps, or
+            # the chord steps of the curvature given
             first, renew = (
                 (members.cold_start(flat_s), members.max_iter) if start is None else (start, 1)
             )
-            solved = members.solve(flat_s, level * flat_scale, first, None, renew)
+            if curvature is not None:
+                renew = _LEVEL_RENEWALS
+            solved = members.solve(flat_s, level * flat_scale, first, curvature, renew)
         else:
             solved = members.solve(
                 flat_s, level * flat_scale, previous.theta, previous.hessian, _LEVEL_RENEWALS

@@ -223,6 +223,10 @@ class LogisticFit(NamedTuple):
       converged: ``[...]`` whether ``grad_norm <= tol``.
       hessians: ``[...]`` Hessians formed for the member (a member that borrows an anchor's
         Hessian, or keeps one across steps, forms fewer than it takes steps).
+      curvature: ``[..., d + 1, d + 1]`` the data's part of each member's last Hessian,
+        ``X^T diag(v) X`` with the intercept's column last (the ridge left out), where the fit
+        was asked to keep it; else None. It was formed at the member's last renewal: a member
+        that formed none at a level keeps the curvature it started that level with.
     """
 
     coef: Array
@@ -232,11 +236,13 @@ class LogisticFit(NamedTuple):
     iterations: Array
     converged: Array
     hessians: Array
+    curvature: Array | None = None
 
     @classmethod
     def of(cls, solved: Solved, tol: float, l2: ArrayLike, classes: bool = False) -> LogisticFit:
         """The members ``solved`` (``theta [G, ..., d1]`` on the axis of the ``l2`` grid, or
-        ``[G, ..., d1, n]`` with ``classes``), that axis dropped where ``l2`` is a number."""
+        ``[G, ..., d1, n]`` with ``classes``), that axis dropped where ``l2`` is a number; their
+        ``hessian`` is the fit's ``curvature`` (None where it was not kept)."""
         axis = -2 if classes else -1  # the features' (the intercept's last)
         theta = np.moveaxis(solved.theta, axis, 0)
         norm = np.max(np.abs(solved.grad), axis=(-2, -1) if classes else -1)
@@ -248,6 +254,7 @@ class LogisticFit(NamedTuple):
             iterations=solved.iterations,
             converged=norm <= tol,
             hessians=solved.hessians,
+            curvature=solved.hessian,
         )
         return jax.tree.map(lambda a: a[0], fit) if np.ndim(l2) == 0 else fit
 

@@ -487,9 +487,10 @@ def _fit_beta_levels(
     losses of its own on its validation rows: the levels are compared at a tolerance :data:`_SCREEN`
     times looser than ``config.tol`` (levels whose validation losses lie within that fit's error of
     each other are tied, and either may be kept), and only the chosen level's fit is then carried on
-    to ``config.tol``, from there. The steps and Hessians reported are those of both fits."""
+    to ``config.tol``, from there, with the data curvature of its last Hessian. The steps and
+    Hessians reported are those of both fits."""
     screen_tol = _SCREEN * config.tol
-    screen = fit_weighted_logistic(xs, y, weights, l2=levels, path=path,
+    screen = fit_weighted_logistic(xs, y, weights, l2=levels, path=path, keep_curvature=True,
                                    **{**options, "tol": screen_tol})  # fmt: skip
     _, best = _validation_losses_exact(spec, x, y, splits, screen.coef / unit, screen.intercept,
                                        levels, config.l2_choice,
@@ -500,7 +501,8 @@ def _fit_beta_levels(
         return np.take_along_axis(a, index, axis=0)[0]
 
     penalty = options["penalty_scale"] * levels[best][..., None]
-    start = (chosen(screen.coef), chosen(screen.intercept))
+    start = (chosen(screen.coef), chosen(screen.intercept), chosen(screen.curvature))
+    screen = screen._replace(curvature=None)
     fit = fit_weighted_logistic(xs, y, weights, l2=1.0, start=start,
                                 **{**options, "penalty_scale": penalty})  # fmt: skip
     coef = fit.coef / unit

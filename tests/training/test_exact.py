@@ -277,6 +277,50 @@ def test_members_started_near_their_optimum_need_one_hessian_and_fewer_steps(rar
     assert np.all(cold.hessians > 1)  # one Hessian a step from a cold start
 
 
+def test_a_kept_curvature_is_the_datas_hessian_at_its_last_renewal(rare_class_table):
+    x, y, mask = rare_class_table
+    S = beta_weighted_sample_weights(y, np.array([0.1, 0.7]), mask)
+    fit = fit_weighted_logistic(x, y, S, l2=[1e-2, 1e-4], tol=1e-6, keep_curvature=True)
+    assert fit.curvature.shape == (2, 2, 2, 7, 7)
+    assert fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-6).curvature is None
+    # The first level, solved from a cold start with a Hessian every step: X^T diag(s p (1 - p)) X
+    # in float64 at its fit, with the intercept's column last (the last renewal came a step or
+    # two before the fit)
+    X = np.concatenate([x, np.ones((len(y), 1), np.float32)], axis=1).astype(np.float64)
+    z = fit.coef[0].astype(np.float64) @ x.T.astype(np.float64) + fit.intercept[0][..., None]
+    p = 1.0 / (1.0 + np.exp(-z))
+    reference = np.einsum("...n,ni,nj->...ij", S * p * (1.0 - p), X, X)
+    scale = np.abs(reference).max(axis=(-2, -1), keepdims=True)
+    assert np.all(fit.hessians[0] >= 4)
+    assert np.max(np.abs(fit.curvature[0] - reference) / scale) < 2e-3
+    # The second level starts from the first's curvature: members that formed no Hessian of
+    # their own keep it; those that did have moved away from it
+    kept, renewed = fit.hessians[1] == 0, fit.hessians[1] > 0
+    assert kept.any() and renewed.any()
+    np.testing.assert_array_equal(fit.curvature[1][kept], fit.curvature[0][kept])
+    moved = np.abs(fit.curvature[1] - fit.curvature[0]).max(axis=(-2, -1)) / scale[..., 0, 0]
+    assert np.all(moved[renewed] > 1e-3)
+
+
+@pytest.mark.slow
+def test_a_start_with_its_curvature_needs_fewer_hessians_for_the_same_optimum(rare_class_table):
+    # Carrying a looser fit on to the tolerance, as a default sweep carries its chosen penalty's
+    # fit: from the looser fit's curvature, members renew their Hessians only where they converge
+    # slowly, not all in the first step.
+    x, y, mask = rare_class_table
+    betas = 1 / (1 + np.exp(-np.linspace(-3.0, 3.0, 16)))
+    S = beta_weighted_sample_weights(y, betas, mask)
+    loose = fit_weighted_logistic(x, y, S, l2=1e-3, tol=1e-4, keep_curvature=True)
+    plain = fit_weighted_logistic(x, y, S, l2=1e-3, tol=1e-7, start=(loose.coef, loose.intercept))
+    start = (loose.coef, loose.intercept, loose.curvature)
+    carried = fit_weighted_logistic(x, y, S, l2=1e-3, tol=1e-7, start=start)
+    assert np.all(plain.converged) and np.all(carried.converged)
+    np.testing.assert_allclose(carried.objective, plain.objective, rtol=1e-6)
+    np.testing.assert_allclose(carried.coef, plain.coef, atol=1e-4)
+    assert np.all(plain.hessians == 1)
+    assert np.sum(carried.hessians) <= 0.5 * np.sum(plain.hessians)
+
+
 def test_a_start_is_checked():
     args = {"features": np.zeros((4, 2)), "labels": np.array([0, 1, 0, 1])}
     start = (np.zeros((2, 1, 2)), np.zeros((2, 1)))
@@ -290,6 +334,20 @@ def test_a_start_is_checked():
     with pytest.raises(ValueError, match="start must be finite"):
         fit_weighted_logistic(**args, sample_weights=np.ones((2, 1, 4)),
                               start=(start[0], np.full((2, 1), np.nan)))  # fmt: skip
+    with pytest.raises(ValueError, match=r"start must be \(coef, intercept\) or .* got 1 entries"):
+        fit_weighted_logistic(**args, sample_weights=np.ones((2, 1, 4)), start=start[:1])
+    curvature = np.broadcast_to(np.eye(3), (2, 1, 3, 3))
+    with pytest.raises(ValueError, match=r"start curvature must have shape \(2, 1, 3, 3\)"):
+        fit_weighted_logistic(**args, sample_weights=np.ones((2, 1, 4)),
+                              start=(*start, curvature[..., :2, :2]))  # fmt: skip
+    with pytest.raises(ValueError, match="start curvature must be finite"):
+        fit_weighted_logistic(**args, sample_weights=np.ones((2, 1, 4)),
+                              start=(*start, curvature * np.nan))  # fmt: skip
+    lopsided = curvature.copy()
+    lopsided[..., 0, 1] = 0.5
+    with pytest.raises(ValueError, match=r"start curvature must be symmetric; .* up to 0\.5"):
+        fit_weighted_logistic(**args, sample_weights=np.ones((2, 1, 4)),
+                              start=(*start, lopsided))  # fmt: skip
 
 
 @pytest.mark.slow
