@@ -501,7 +501,10 @@ def _fit_beta_levels(
         return np.take_along_axis(a, index, axis=0)[0]
 
     penalty = options["penalty_scale"] * levels[best][..., None]
-    start = (chosen(screen.coef), chosen(screen.intercept), chosen(screen.curvature))
+    # each member's [d1, d1] block of its chosen level, taken whole
+    blocks = screen.curvature.reshape(len(levels), best.size, *screen.curvature.shape[-2:])
+    curvature = blocks[best.ravel(), np.arange(best.size)].reshape(screen.curvature.shape[1:])
+    start = (chosen(screen.coef), chosen(screen.intercept), curvature)
     screen = screen._replace(curvature=None)
     fit = fit_weighted_logistic(xs, y, weights, l2=1.0, start=start,
                                 **{**options, "penalty_scale": penalty})  # fmt: skip
