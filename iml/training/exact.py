@@ -706,10 +706,8 @@ def fit_weighted_logistic(
         if kept is not None:
             kept[g] = fit.hessian
         fits[g] = fit._replace(hessian=None)
-    fit = LogisticFit.of(jax.tree.map(lambda *a: np.stack(a), *fits), tol, l2)
-    if kept is not None:
-        fit = fit._replace(curvature=kept if np.ndim(l2) else kept[0])
-    return fit
+    stacked = jax.tree.map(lambda *a: np.stack(a), *fits)
+    return LogisticFit.of(stacked._replace(hessian=kept), tol, l2)
 
 
 def _checked_curvature(curvature: ArrayLike, lead: tuple[int, ...], d1: int) -> np.ndarray:

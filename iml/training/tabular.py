@@ -459,8 +459,7 @@ def _fit_exactly(
                                          config.l2_choice, config.eval_batch_size)  # fmt: skip
 
     def chosen(a: np.ndarray) -> np.ndarray:
-        index = best.reshape(1, *best.shape, *([1] * (a.ndim - 3)))
-        return np.take_along_axis(a, index, axis=0)[0]
+        return _at_levels(a, best)
 
     coef, intercept, steps, grads, hessians = map(chosen, (coef, intercept, steps, grads, hessians))
     return _exact_member_fit(model, x, splits, seeds, config, coef, intercept, steps, grads,
@@ -497,14 +496,10 @@ def _fit_beta_levels(
                                        config.eval_batch_size)  # fmt: skip
 
     def chosen(a: np.ndarray) -> np.ndarray:
-        index = best.reshape(1, *best.shape, *([1] * (a.ndim - 3)))
-        return np.take_along_axis(a, index, axis=0)[0]
+        return _at_levels(a, best)
 
     penalty = options["penalty_scale"] * levels[best][..., None]
-    # each member's [d1, d1] block of its chosen level, taken whole
-    blocks = screen.curvature.reshape(len(levels), best.size, *screen.curvature.shape[-2:])
-    curvature = blocks[best.ravel(), np.arange(best.size)].reshape(screen.curvature.shape[1:])
-    start = (chosen(screen.coef), chosen(screen.intercept), curvature)
+    start = (chosen(screen.coef), chosen(screen.intercept), chosen(screen.curvature))
     screen = screen._replace(curvature=None)
     fit = fit_weighted_logistic(xs, y, weights, l2=1.0, start=start,
                                 **{**options, "penalty_scale": penalty})  # fmt: skip
@@ -515,6 +510,14 @@ def _fit_beta_levels(
                              chosen(screen.iterations) + fit.iterations, fit.grad_norm,
                              chosen(screen.hessians) + fit.hessians, val, levels[best],
                              stacklevel=5)  # fmt: skip
+
+
+def _at_levels(a: np.ndarray, best: np.ndarray) -> np.ndarray:
+    """``a [G, *best.shape, ...]`` at each member's level ``best`` (indices into ``G``):
+    ``[*best.shape, ...]``, each member's trailing block taken whole."""
+    rest = a.shape[1 + best.ndim :]
+    blocks = a.reshape(a.shape[0], best.size, *rest)
+    return blocks[best.ravel(), np.arange(best.size)].reshape(*best.shape, *rest)
 
 
 def _exact_member_fit(
