@@ -215,7 +215,8 @@ def _phase_rates(train_once: Callable[[], object], levels: np.ndarray, gemm: flo
     """One more warm call of ``train_once`` (the default path's training), each of the exact
     solver's batch calls (:meth:`iml.training.exact.Members.solve`) timed, and its arithmetic
     rate from the matrix products it counts: three ``[N, d + 1]`` products a member's Newton
-    step and one row of its design's table of pair products a Hessian (as ``achieved_gflops``
+    step and one row of its design's table of pair products a Hessian, and an add a row for
+    each pair of categories its cells sum (as ``achieved_gflops``
     counts them, without the members' first gradients and their validation and test logits).
     The calls are grouped into the solver's phases in the order it makes them: the path of betas
     at the largest penalty, each lower penalty of ``levels``, and the chosen penalty's fit
@@ -232,9 +233,12 @@ def _phase_rates(train_once: Callable[[], object], levels: np.ndarray, gemm: flo
         solved = solve(self, S, P, theta, H, renew_first)
         seconds = time.perf_counter() - start
         n, d1 = S.shape[-1], theta.shape[-1]
-        pairs = d1 * (d1 + 1) // 2 if self.design.pairs is None else self.design.pairs[2].shape[0]
+        pairs = self.design.pairs
+        # a table's column is a multiply and an add a row, a pair of categories' cells an add
+        columns = d1 * (d1 + 1) // 2 if pairs is None else pairs.products.shape[0]
+        columns += 0 if pairs is None else pairs.cells.shape[0] / 2
         steps, hessians = float(np.sum(solved.iterations)), float(np.sum(solved.hessians))
-        flops = 2.0 * n * (3 * d1 * steps + pairs * hessians)
+        flops = 2.0 * n * (3 * d1 * steps + columns * hessians)
         calls.append(("path" if inside_path[0] else "level", seconds, flops))
         return solved
 
@@ -343,6 +347,7 @@ def _run(args: argparse.Namespace) -> dict:
     from iml.pipeline.sweep import run_sweep
     from iml.scoring import loss_corrected_score
     from iml.training import TABULAR_DEFAULTS, train_tabular
+    from iml.training.exact_design import _pair_layout
     from iml.training.tabular import out_of_fold_logits
 
     # A fixed ridge on the features as they are: the baseline's problem, exactly.
@@ -384,10 +389,11 @@ def _run(args: argparse.Namespace) -> dict:
 
     # The matrix products the fits made: per Newton step, the step's logits, the gradient and
     # the size of its terms (three [N, d+1] products a member); per Hessian, one row of the table
-    # of pair products; the first gradient of each member, and its validation and test logits.
+    # of pair products and an add a row for each pair of categories summed by cells; the first
+    # gradient of each member, and its validation and test logits.
     d1 = x.shape[1] + 1
-    used = np.concatenate([x != 0, np.ones((len(y), 1), bool)], axis=1).astype(np.float32)
-    pairs = int(np.triu(used.T @ used > 0).sum())  # the table's columns: pairs ever nonzero
+    _, _, columns, cells, _ = _pair_layout(x)  # the layout of the fits' design
+    pairs = columns + cells.shape[0] / 2
     steps = np.asarray(fit.best_epoch[0], np.float64)
     hessians = np.asarray(fit.hessians[0], np.float64)
     flops = 2.0 * len(y) * (3 * d1 * steps.sum() + pairs * hessians.sum() + 3 * d1 * steps.size)

@@ -8,7 +8,10 @@ multinomial (:mod:`iml.training.exact_multinomial`) solvers.
 The Hessians of the weighted log loss of eq. ``b-loss-bin`` (and of the class-weighted softmax
 cross-entropy) are sums over rows of ``v_i x_i x_i^T``: with the nonzero products ``x_ij x_il`` of
 each row made once (where they fit in ``_PAIR_BYTES``; pairs of one-hot levels of one category,
-never both 1, are left out), a batch of members' Hessians is one matrix product with that table. A
+never both 1, are left out), a batch of members' Hessians is one matrix product with that table.
+Where two one-hot categories (columns that are 0 or one value each, never two of a category in
+one row) have many pairs of levels, those pairs' sums are cells instead: each row's weight is
+added into the cell of its two levels, once for all the pairs (:class:`Pairs`). A
 singular Hessian is factored with its diagonal raised by ``FLOOR`` of its largest entry, raised
 further (as Levenberg-Marquardt's damping) for a member whose step float32 made useless.
 """
@@ -34,6 +37,7 @@ __all__ = [
     "SLOW",
     "Design",
     "LogisticFit",
+    "Pairs",
     "Solved",
     "check_design",
     "checked_inputs",
@@ -41,6 +45,7 @@ __all__ = [
     "data_hessians",
     "dot",
     "factor",
+    "pair_sums",
     "ridge_multipliers",
     "solve",
     "times_pairs",
@@ -61,6 +66,10 @@ def dot(a: Array, b: Array) -> Array:
 # The nonzero products of feature pairs take N floats each; above this many bytes the Hessians
 # are formed from the design itself instead (more arithmetic, no extra memory).
 _PAIR_BYTES = 2**31
+# A pair of one-hot categories whose levels make at least this many nonzero feature pairs is
+# summed by cells (one scatter of the rows' weights) instead of by the table's columns: on the
+# CPU one scatter cost about as much as 14 of the product's columns (docs/results/sweep_train).
+_CELLS = 32
 # A member whose gradient's largest entry falls by less than this factor in a step gets a new
 # Hessian (at most a tenth of a batch's members a step, the slowest first).
 SLOW = 0.5
@@ -71,12 +80,29 @@ SLOW = 0.5
 FLOOR, MAX_DAMPING = 1e-6, 1e2
 
 
+class Pairs(NamedTuple):
+    """The feature pairs ``(rows[t], cols[t])`` (upper triangle, nonzero in some row) whose sums
+    ``sum_i w_i x_ij x_il`` make a Hessian, and what makes them: the first ``q`` from the table
+    ``products [q, N]`` of their products, the other ``m`` by cells of one-hot categories (a
+    level's column is 0 or one value of its own). ``cells [c, N]`` holds, for each of ``c``
+    pairs of categories, the position among those ``m`` of the pair of levels row ``i`` has
+    (``m`` where it lacks a level of either), and ``values [m]`` the product of the pair's
+    two values."""
+
+    rows: Array
+    cols: Array
+    products: Array
+    cells: Array
+    values: Array
+
+
 class Design(NamedTuple):
-    """The features with a last column of ones, and the table of their nonzero pair products
-    (None where it would take more than ``_PAIR_BYTES``): what every member of a table shares."""
+    """The features with a last column of ones, and their feature pairs (:class:`Pairs`; None
+    where the table of products would take more than ``_PAIR_BYTES``): what every member of a
+    table shares."""
 
     X: Array
-    pairs: tuple[Array, Array, Array] | None
+    pairs: Pairs | None
 
     @classmethod
     def of(cls, x: ArrayLike) -> Design:
@@ -85,25 +111,45 @@ class Design(NamedTuple):
         :func:`fit_weighted_softmax`)."""
         x = np.asarray(x, np.float32)
         design = jnp.asarray(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
-        rows, cols = _nonzero_pairs(x)
+        rows, cols, q, cells, values = _pair_layout(x)
         pairs = None
-        if design.shape[0] * len(rows) * 4 <= _PAIR_BYTES:
+        if design.shape[0] * q * 4 <= _PAIR_BYTES:
             rows, cols = jnp.asarray(rows), jnp.asarray(cols)
-            pairs = (rows, cols, _pair_products(design.T, rows, cols))
+            products = _pair_products(design.T, rows[:q], cols[:q])
+            pairs = Pairs(rows, cols, products, jnp.asarray(cells), jnp.asarray(values))
         return cls(design, pairs)
 
 
 @jax.jit
 def _pair_products(Xt: Array, rows: Array, cols: Array) -> Array:
-    """``Z [p, N]``: column ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so
-    a member's Hessian is one row-vector times ``Z^T`` and a batch's is one matrix product.
+    """``Z [q, N]``: column ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so
+    a member's sums over them are one row-vector times ``Z^T`` and a batch's one matrix product.
     Compiled on its own, apart from the solver, where XLA's CPU backend fills it faster."""
     return Xt[rows] * Xt[cols]
 
 
 def times_pairs(V: Array, Z: Array) -> Array:
-    """``V Z^T``: ``[K, N]`` weights against the ``[p, N]`` table."""
+    """``V Z^T``: ``[K, N]`` weights against the ``[q, N]`` table."""
     return jax.lax.dot_general(V, Z, (((1,), (1,)), ((), ())), precision=_HIGHEST)
+
+
+def pair_sums(pairs: Pairs, W: Array) -> Array:
+    """``sum_i w_ki x_ij x_il`` for every pair ``(j, l)`` of ``pairs``: ``[K, p]`` from weights
+    ``W [K, N]``. The table's pairs are one matrix product; each pair of categories adds every
+    row's weights into the cell of its two levels (one pass over the rows for all the pairs of
+    levels, where the table would take a column each)."""
+    sums = times_pairs(W, pairs.products)
+    c = pairs.cells.shape[0]
+    if c == 0:
+        return sums
+    m = pairs.rows.shape[0] - pairs.products.shape[0]
+    Wt = W.T
+
+    def add(i: int, cells: Array) -> Array:
+        return cells.at[pairs.cells[i]].add(Wt)
+
+    cells = jax.lax.fori_loop(0, c, add, jnp.zeros((m + 1, W.shape[0]), W.dtype))
+    return jnp.concatenate([sums, cells[:m].T * pairs.values], axis=1)
 
 
 def _nonzero_pairs(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,11 +159,81 @@ def _nonzero_pairs(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Two one-hot columns of one category are never both 1, so their pair's products are all zero
     and need no column in the table (about a third of UCI Adult's pairs).
     """
+    return _upper_nonzero(_together(features))
+
+
+def _upper_nonzero(together: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    rows, cols = np.triu_indices(together.shape[0])
+    keep = together[rows, cols] > 0
+    return rows[keep], cols[keep]
+
+
+def _together(features: np.ndarray) -> np.ndarray:
+    """``[d1, d1]``: in how many rows both columns of the design are nonzero."""
     used = np.concatenate([features != 0, np.ones((features.shape[0], 1), bool)], axis=1)
     used = used.astype(np.float32)
-    rows, cols = np.triu_indices(used.shape[1])
-    keep = (used.T @ used)[rows, cols] > 0
-    return rows[keep], cols[keep]
+    return used.T @ used
+
+
+def _categories(features: np.ndarray, together: np.ndarray) -> list[list[int]]:
+    """Columns whose nonzero entries all have one value (a one-hot level's, scaled or not),
+    grouped (greedily, in column order) so that no row is nonzero in two columns of a group: a
+    one-hot category's levels, or several categories'."""
+    nonzero = features != 0
+    high = np.max(np.where(nonzero, features, -np.inf), axis=0)
+    low = np.min(np.where(nonzero, features, np.inf), axis=0)
+    groups: list[list[int]] = []
+    for j in np.flatnonzero((high == low) | ~nonzero.any(axis=0)):
+        for group in groups:
+            if not together[j, group].any():
+                group.append(int(j))
+                break
+        else:
+            groups.append([int(j)])
+    return groups
+
+
+def _pair_layout(
+    features: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+    """The nonzero pairs (:func:`_nonzero_pairs`) in the order of :class:`Pairs`, how many of
+    them the table holds, and the ``cells [c, N]`` and ``values`` of the ``c`` pairs of
+    categories with at least ``_CELLS`` nonzero pairs of levels each (c may be 0)."""
+    together = _together(features)
+    rows, cols = _upper_nonzero(together)
+    groups = _categories(features, together)
+    n = features.shape[0]
+    # each row's level in each group (len(group) where it has none)
+    levels = []
+    for group in groups:
+        block = features[:, group] != 0
+        levels.append(np.where(block.any(axis=1), block.argmax(axis=1), len(group)))
+    value = np.max(np.abs(features), axis=0)  # a level's value, up to its sign
+    value = np.where(np.any(features < 0, axis=0), -value, value)
+    scattered: list[tuple[int, int]] = []
+    lookups = []
+    for a in range(len(groups)):
+        for b in range(a + 1, len(groups)):
+            ga, gb = np.asarray(groups[a]), np.asarray(groups[b])
+            ia, ib = np.nonzero(together[np.ix_(ga, gb)])
+            if len(ia) < _CELLS:
+                continue
+            lookup = np.full((len(ga) + 1, len(gb) + 1), -1, np.int64)
+            lookup[ia, ib] = len(scattered) + np.arange(len(ia))
+            scattered += [(min(j, k), max(j, k)) for j, k in zip(ga[ia], gb[ib], strict=True)]
+            lookups.append(lookup[levels[a], levels[b]])
+    if not scattered:
+        return rows, cols, len(rows), np.zeros((0, n), np.int32), np.zeros(0, np.float32)
+    done = set(scattered)
+    table = [
+        (j, k) for j, k in zip(rows.tolist(), cols.tolist(), strict=True) if (j, k) not in done
+    ]
+    order = np.asarray(table + scattered, np.int64).reshape(-1, 2)
+    cells = np.stack(lookups)
+    cells = np.where(cells < 0, len(scattered), cells).astype(np.int32)
+    pair = np.asarray(scattered, np.int64)
+    values = (value[pair[:, 0]] * value[pair[:, 1]]).astype(np.float32)
+    return order[:, 0], order[:, 1], len(table), cells, values
 
 
 def data_hessians(design: Design, V: Array) -> Array:
@@ -126,9 +242,12 @@ def data_hessians(design: Design, V: Array) -> Array:
     d1 = X.shape[1]
     if design.pairs is None:
         return jax.lax.map(lambda v: dot((X * v[:, None]).T, X), V)
-    rows, cols, Z = design.pairs
-    products = times_pairs(V, Z)
-    upper = jnp.zeros((V.shape[0], d1, d1), X.dtype).at[:, rows, cols].set(products)
+    pairs = design.pairs
+    upper = (
+        jnp.zeros((V.shape[0], d1, d1), X.dtype)
+        .at[:, pairs.rows, pairs.cols]
+        .set(pair_sums(pairs, V))
+    )
     return upper + jnp.swapaxes(upper, 1, 2) - upper * jnp.eye(d1, dtype=X.dtype)
 
 

@@ -36,9 +36,9 @@ from iml.training.exact_design import (
     damped,
     dot,
     factor,
+    pair_sums,
     ridge_multipliers,
     solve,
-    times_pairs,
 )
 
 Array = jax.Array
@@ -57,10 +57,10 @@ def _softmax_hessian(design: Design, s: Array, p: Array) -> Array:
     N, k = X.shape
     n = p.shape[-1]
     if design.pairs is not None:
-        rows, cols, Z = design.pairs
+        rows, cols = design.pairs.rows, design.pairs.cols
         c1, c2 = np.triu_indices(n)
         W = s[None, :] * (jnp.where((c1 == c2)[:, None], p.T[c1], 0.0) - p.T[c1] * p.T[c2])
-        values = times_pairs(W, Z)  # [blocks, pairs]
+        values = pair_sums(design.pairs, W)  # [blocks, pairs]
         j, l = rows[None, :], cols[None, :]
         a, b = jnp.asarray(c1)[:, None], jnp.asarray(c2)[:, None]
         H = jnp.zeros((k * n, k * n), X.dtype)

@@ -1,6 +1,6 @@
 """What exact fits share (``iml.training.exact_design``): Hessians from the table of feature-pair
-products equal those from the design, pairs of one category's levels are left out of it, and each
-bad argument of a fit is named."""
+products and from the cells of pairs of categories equal those from the design, pairs of one
+category's levels are left out of it, and each bad argument of a fit is named."""
 
 import numpy as np
 import pytest
@@ -42,6 +42,76 @@ def test_pairs_of_one_category_are_left_out_of_the_table(monkeypatch):
     direct = fit_weighted_logistic(x, y, S, l2=1e-3)
     np.testing.assert_allclose(pairs.coef, direct.coef, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(pairs.objective, direct.objective, rtol=1e-6)
+
+
+def _two_categories(n: int = 3000, seed: int = 5):
+    """Rows with a numeric column, two one-hot categories of 8 and 6 levels (48 pairs of levels,
+    some rows with no level of the second), each level's column scaled as the tabular sweep
+    scales it, and a column of zeros."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, 8, n), rng.integers(0, 7, n)  # b = 6: no level
+    onehot_a = np.eye(8)[a] / rng.uniform(0.2, 3.0, 8)
+    onehot_b = np.eye(7)[b][:, :6] * -rng.uniform(0.2, 3.0, 6)
+    x = np.column_stack([rng.normal(size=n), onehot_a, np.zeros(n), onehot_b]).astype(np.float32)
+    logit = np.linspace(-2, 1, 8)[a] + np.linspace(1, -1, 7)[b] + 0.5 * x[:, 0]
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-logit))).astype(np.int32)
+    return x, y, a, b
+
+
+def test_hessians_from_cells_of_two_categories_equal_the_designs_in_float64():
+    import jax.numpy as jnp
+
+    from iml.training import exact_design
+
+    x, _, _, b = _two_categories()
+    design = exact_design.Design.of(x)
+    pairs = design.pairs
+    q, m = pairs.products.shape[0], pairs.cells.shape[0]
+    # 48 pairs of levels from the cells (one pair of categories); the table keeps the rest
+    assert m == 1 and pairs.rows.shape[0] - q == 48
+    rows, cols = np.asarray(pairs.rows), np.asarray(pairs.cols)
+    first, second = set(range(1, 9)), set(range(10, 16))
+    assert all(r in first and c in second for r, c in zip(rows[q:], cols[q:], strict=True))
+    assert not any(r in first and c in second for r, c in zip(rows[:q], cols[:q], strict=True))
+    assert sorted(zip(rows, cols, strict=True)) == sorted(
+        zip(*exact_design._nonzero_pairs(x), strict=True)
+    )
+    cells = np.asarray(pairs.cells[0])
+    assert np.all(cells[b == 6] == 48) and np.all(cells[b < 6] < 48)
+    V = np.random.default_rng(0).uniform(size=(3, x.shape[0])).astype(np.float32)
+    H = np.asarray(exact_design.data_hessians(design, jnp.asarray(V)), np.float64)
+    X = np.column_stack([x, np.ones(x.shape[0])]).astype(np.float64)
+    exact = np.einsum("kn,ni,nj->kij", V.astype(np.float64), X, X)
+    scale = np.abs(exact).max(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(H / scale, exact / scale, rtol=0, atol=2e-6)
+
+
+@pytest.mark.slow
+def test_fits_with_the_cells_of_categories_equal_fits_with_the_table_alone(monkeypatch):
+    from iml.training import exact_design
+    from iml.training.exact_multinomial import fit_weighted_softmax
+
+    x, y, a, b = _two_categories()
+    mask = np.ones((1, x.shape[0]), np.float32)
+    S = beta_weighted_sample_weights(y, np.array([0.1, 0.6]), mask)
+    # three classes, each likelier with some levels of both categories
+    logits = np.column_stack([np.zeros(len(a)), (a % 3) - 1.0, (b % 2) - 0.5 * x[:, 0]])
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    u = np.random.default_rng(1).uniform(size=(len(a), 1))
+    classes = (u > np.cumsum(p, axis=1)).sum(axis=1)
+    weights = np.ones((2, x.shape[0]), np.float32) / x.shape[0]
+    cells = fit_weighted_logistic(x, y, S, l2=1e-3, tol=1e-7)
+    softmax_cells = fit_weighted_softmax(x, classes, weights, 3, l2=1e-3, tol=1e-7)
+    assert exact_design.Design.of(x).pairs.cells.shape[0] == 1
+    monkeypatch.setattr(exact_design, "_CELLS", 10**9)  # every pair from the table
+    assert exact_design.Design.of(x).pairs.cells.shape[0] == 0
+    table = fit_weighted_logistic(x, y, S, l2=1e-3, tol=1e-7)
+    softmax_table = fit_weighted_softmax(x, classes, weights, 3, l2=1e-3, tol=1e-7)
+    assert np.all(cells.converged) and np.all(table.converged)
+    np.testing.assert_allclose(cells.objective, table.objective, rtol=1e-6)
+    np.testing.assert_allclose(cells.coef, table.coef, rtol=1e-4, atol=1e-5)
+    assert np.all(softmax_cells.converged) and np.all(softmax_table.converged)
+    np.testing.assert_allclose(softmax_cells.objective, softmax_table.objective, rtol=1e-6)
 
 
 @pytest.mark.parametrize(
