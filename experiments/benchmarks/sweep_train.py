@@ -347,7 +347,7 @@ def _run(args: argparse.Namespace) -> dict:
     from iml.pipeline.sweep import run_sweep
     from iml.scoring import loss_corrected_score
     from iml.training import TABULAR_DEFAULTS, train_tabular
-    from iml.training.exact_design import _pair_layout
+    from iml.training.exact_design import Design
     from iml.training.tabular import out_of_fold_logits
 
     # A fixed ridge on the features as they are: the baseline's problem, exactly.
@@ -392,8 +392,8 @@ def _run(args: argparse.Namespace) -> dict:
     # of pair products and an add a row for each pair of categories summed by cells; the first
     # gradient of each member, and its validation and test logits.
     d1 = x.shape[1] + 1
-    _, _, columns, cells, _ = _pair_layout(x)  # the layout of the fits' design
-    pairs = columns + cells.shape[0] / 2
+    layout = Design.of(x).pairs  # the fits' design's pairs
+    pairs = layout.products.shape[0] + layout.cells.shape[0] / 2
     steps = np.asarray(fit.best_epoch[0], np.float64)
     hessians = np.asarray(fit.hessians[0], np.float64)
     flops = 2.0 * len(y) * (3 * d1 * steps.sum() + pairs * hessians.sum() + 3 * d1 * steps.size)

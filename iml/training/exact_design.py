@@ -163,6 +163,7 @@ def _nonzero_pairs(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _upper_nonzero(together: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The upper-triangle pairs whose count of rows ``together`` is nonzero."""
     rows, cols = np.triu_indices(together.shape[0])
     keep = together[rows, cols] > 0
     return rows[keep], cols[keep]

@@ -49,10 +49,10 @@ __all__ = ["fit_weighted_softmax"]
 def _softmax_hessian(design: Design, s: Array, p: Array) -> Array:
     """``sum_i s_i (x_i x_i^T) kron (diag p_i - p_i p_i^T)``: ``[k n, k n]``.
 
-    With the table of pair products ``Z``, block ``(c, c')`` of feature pair ``(j, l)`` is row
-    ``(c, c')`` of ``W Z``, ``W`` the ``n(n+1)/2`` weight vectors ``s (p_c 1{c = c'} - p_c
-    p_c')``: one matrix product of ``n(n+1)/2`` rows instead of one of ``k n`` columns.
-    Without the table, it is formed from two ``[N, k n]`` matrices."""
+    With the design's feature pairs, block ``(c, c')`` of feature pair ``(j, l)`` is row ``(c,
+    c')`` of the pairs' sums of ``W`` (:func:`~iml.training.exact_design.pair_sums`), ``W`` the
+    ``n(n+1)/2`` weight vectors ``s (p_c 1{c = c'} - p_c p_c')``: ``n(n+1)/2`` rows instead of
+    ``k n`` columns. Without the pairs, it is formed from two ``[N, k n]`` matrices."""
     X = design.X
     N, k = X.shape
     n = p.shape[-1]
