@@ -40,17 +40,16 @@ How the members are solved, and why it is fast:
   each row's weight into the cell of its two levels: one pass over the rows for all of them (on
   UCI Adult, 21 such scatters in place of 3,067 of the table's 4,053 columns).
 * **A path of class weights.** Along a grid of betas (``path = logit(beta)``) the optimum moves
-  smoothly: in a well-specified model only the intercept moves, by the difference of the logits.
-  The path is cut into segments of about 16 betas; in each, every 4th beta from the middle one
-  is an anchor (and so are the segment's ends). The middles are solved first, on an eighth of
-  the rows and then on all, and the anchors outwards from them, each from its inner neighbour's
-  optimum (intercept moved) with a fresh Hessian, the segments side by side; every other beta then
-  starts from the interpolation of its two anchors' optima and borrows the nearer anchor's
-  Hessian, so that most members need no Hessian of their own. Each stage (the middles, each
-  level of anchors, the rest) is solved in batches of as many betas as there are segments, its
-  last batch filled up with repeats, so that one compiled Newton program serves every batch of
-  the path on all rows (the middles' start on an eighth of the rows makes a second, and batches
-  of 128 members or more, on long grids, may split off their stragglers).
+  smoothly: in a well-specified model only the intercept moves, by the difference of the logits. The
+  path is cut into segments of about 16 betas; in each, every 4th beta from the middle one is an
+  anchor (and so are the segment's ends). The middles are solved first (by Newton's method from the
+  optimum of an intercept alone), and the anchors outwards from them, each from its inner
+  neighbour's optimum (intercept moved) with a fresh Hessian, the segments side by side; every other
+  beta then starts from the interpolation of its two anchors' optima and borrows the nearer anchor's
+  Hessian, so that most members need no Hessian of their own. Each stage (the middles, each level of
+  anchors, the rest) is solved in batches of as many betas as there are segments, its last batch
+  filled up with repeats, so that one compiled Newton program serves every batch of the path
+  (batches of 128 members or more, on long grids, may split off their stragglers).
 * **A path of penalties.** A grid of ridge coefficients is solved from the largest down, each
   level starting from the level above it with that level's Hessians (the penalty is part of the
   factor, so only the data's curvature lags).
@@ -123,8 +122,6 @@ _STRAGGLERS, _FEWEST = 8, 16
 # A batch of at least this many members takes its line searches' further trials and their third
 # products an eighth of the batch at a time, and factors its renewed members alone (see _newton).
 _LARGE = _STRAGGLERS * _FEWEST
-# Members of a table with at least this many rows are solved first on an eighth of them.
-_PRESOLVE_ROWS = 16_384
 # XLA's options for the Newton program: on the CPU, the elemental IR emitters in place of the
 # MLIR fusion emitters, which compiled it more slowly where measured, with its warm calls not
 # separated (docs/results/sweep_train/README.md).
@@ -393,14 +390,6 @@ def _cold_start(S: Array, y: Array) -> Array:
     return jnp.where(ok, jnp.log(jnp.where(ok, positive / negative, 1.0)), 0.0)
 
 
-@jax.jit
-def _rescaled_rows(S: Array, rows: Array) -> Array:
-    """The members' weights on ``rows``, scaled to their totals on all rows."""
-    part = S[:, rows]
-    total, kept = jnp.sum(S, axis=1, keepdims=True), jnp.sum(part, axis=1, keepdims=True)
-    return part * jnp.where(kept > 0, total / jnp.where(kept > 0, kept, 1.0), 0.0)
-
-
 class Members:
     """Solves batches of members on one design: their weights ``S [K, N]`` on the device, the
     rest (penalties ``[K, d1]``, starts, Hessians and results) small enough to keep on the host.
@@ -417,24 +406,9 @@ class Members:
         return theta
 
     def solve_cold(self, S: Array, P: np.ndarray) -> Solved:
-        """Members from the optimum of an intercept alone. On a large table they are first
-        solved on a fixed eighth of the rows (their weights scaled to the same totals), whose
-        Hessians cost an eighth, and then on all rows from there."""
-        start = self.cold_start(S)
-        if S.shape[-1] >= _PRESOLVE_ROWS:
-            rows, sub = self._sub
-            start = sub.solve(_rescaled_rows(S, rows), P, start, None, self.max_iter).theta
-            return self.solve(S, P, start, None, 2)
-        return self.solve(S, P, start, None, self.max_iter)
-
-    @functools.cached_property
-    def _sub(self) -> tuple[Array, Members]:
-        n = self.y.shape[0]
-        rows = np.sort(np.random.default_rng(0).choice(n, n // 8, replace=False))
-        x = np.asarray(self.design.X)[rows, :-1]
-        sub = Members(Design.of(x), np.asarray(self.y)[rows], 10 * float(self.tol),
-                       self.max_iter, self.size * n)  # fmt: skip
-        return jnp.asarray(rows), sub
+        """Members by Newton's method (a new Hessian every step) from the optimum of an
+        intercept alone."""
+        return self.solve(S, P, self.cold_start(S), None, self.max_iter)
 
     def solve(
         self, S: Array, P: np.ndarray, theta: np.ndarray, H: np.ndarray | None, renew_first: int
