@@ -76,6 +76,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from iml import _validation as V
+from iml._device import to_device
 from iml.training.exact_design import (
     FLOOR,
     LINE_TRIALS,
@@ -397,7 +398,7 @@ class Members:
 
     def __init__(self, design: Design, y: ArrayLike, tol: float, max_iter: int, limit: int):
         self.design, self.tol, self.max_iter = design, jnp.float32(tol), max_iter
-        self.y = jnp.asarray(y, jnp.float32)
+        self.y = to_device(y, np.float32)
         self.size = max(1, limit // design.X.shape[0])
 
     def cold_start(self, S: Array) -> np.ndarray:
@@ -440,8 +441,8 @@ class Members:
         from where they are with their Hessians, until done."""
         K = theta.shape[0]
         until = K // _STRAGGLERS if K >= _STRAGGLERS * _FEWEST else 0
-        solved = _newton(self.design, self.y, S, jnp.asarray(P, jnp.float32),
-                         jnp.asarray(theta, jnp.float32), jnp.asarray(H, jnp.float32), self.tol,
+        solved = _newton(self.design, self.y, S, to_device(P, np.float32),
+                         to_device(theta, np.float32), to_device(H, np.float32), self.tol,
                          jnp.int32(max_iter), jnp.int32(renew_first), jnp.int32(until))  # fmt: skip
         solved = jax.tree.map(np.asarray, solved)
         done = int(solved.iterations.max())
@@ -456,7 +457,7 @@ class Members:
         size = max(_FEWEST, 1 << (len(left) - 1).bit_length())
         idx = np.resize(left, size)  # padded with repeats, whose results are dropped
         rest = self._steps(
-            _members_of(S, jnp.asarray(idx), (size, S.shape[-1])),
+            _members_of(S, to_device(idx, np.int32), (size, S.shape[-1])),
             P[idx],
             solved.theta[idx],
             solved.hessian[idx],
@@ -506,7 +507,7 @@ def _solve_path(members: Members, S: Array, P: np.ndarray, offsets: np.ndarray) 
             part = list(range(lo, min(lo + group, len(positions))))
             take = part + [part[-1]] * (group - len(part))
             steps = order[[positions[i] for i in take]]
-            weights = _members_of(S, jnp.asarray(steps), (group * M, N))
+            weights = _members_of(S, to_device(steps, np.int32), (group * M, N))
             penalties = P[steps].reshape(-1, P.shape[-1])
             if starts is None:
                 result = members.solve_cold(weights, penalties)
@@ -674,7 +675,7 @@ def fit_weighted_logistic(
     design = Design.of(x) if design is None else check_design(design, x)
     limit = _BATCH_FLOATS if chunk is None else chunk * n
     members = Members(design, y, tol, max_iter, limit)
-    fits = _fit_levels(members, jnp.asarray(s), scale, levels, offsets, theta, curvature)
+    fits = _fit_levels(members, to_device(s), scale, levels, offsets, theta, curvature)
     # The last renewals' curvatures are copied into one array where asked, each level's own
     # released as it is copied.
     kept = np.empty((len(fits), *fits[0].hessian.shape), np.float32) if keep_curvature else None

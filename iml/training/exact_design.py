@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from iml import _validation as V
+from iml._device import to_device
 
 Array = jax.Array
 
@@ -110,21 +111,24 @@ class Design(NamedTuple):
         pass it as ``design=`` to :func:`fit_weighted_logistic` and
         :func:`fit_weighted_softmax`)."""
         x = np.asarray(x, np.float32)
-        design = jnp.asarray(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
+        design = to_device(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
         rows, cols, q, cells, values = _pair_layout(x)
         pairs = None
         if design.shape[0] * q * 4 <= _PAIR_BYTES:
-            rows, cols = jnp.asarray(rows), jnp.asarray(cols)
-            products = _pair_products(design.T, rows[:q], cols[:q])
-            pairs = Pairs(rows, cols, products, jnp.asarray(cells), jnp.asarray(values))
+            products = _pair_products(design, to_device(rows[:q], np.int32),
+                                      to_device(cols[:q], np.int32))  # fmt: skip
+            rows, cols = to_device(rows, np.int32), to_device(cols, np.int32)
+            pairs = Pairs(rows, cols, products, to_device(cells), to_device(values))
         return cls(design, pairs)
 
 
 @jax.jit
-def _pair_products(Xt: Array, rows: Array, cols: Array) -> Array:
-    """``Z [q, N]``: column ``i`` holds the listed entries of ``x_i x_i^T``'s upper triangle, so
-    a member's sums over them are one row-vector times ``Z^T`` and a batch's one matrix product.
-    Compiled on its own, apart from the solver, where XLA's CPU backend fills it faster."""
+def _pair_products(X: Array, rows: Array, cols: Array) -> Array:
+    """``Z [q, N]`` of the design ``X [N, d1]``: column ``i`` holds the listed entries of ``x_i
+    x_i^T``'s upper triangle, so a member's sums over them are one row-vector times ``Z^T`` and a
+    batch's one matrix product. Compiled on its own, apart from the solver, where XLA's CPU
+    backend fills it faster."""
+    Xt = X.T
     return Xt[rows] * Xt[cols]
 
 

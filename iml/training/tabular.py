@@ -50,6 +50,7 @@ from tqdm.auto import tqdm
 
 from iml import _validation as V
 from iml import losses as L
+from iml._device import to_device
 from iml.data.folds import FoldSplit
 from iml.grids import LossGrid, loss_grid
 from iml.models.small import LogisticRegression
@@ -555,9 +556,9 @@ def _exact_member_fit(
 
     params = {"w": per_seed(coef), "b": per_seed(intercept)}
     test_idx, _ = blocked([split.test for split in splits], config.eval_batch_size)
-    one_seed = {"params": jax.tree.map(lambda a: jnp.asarray(a[:1]), params)}
+    one_seed = {"params": jax.tree.map(lambda a: to_device(a[:1]), params)}
     R, d = len(splits), x.shape[1]
-    logits = np.asarray(member_test_logits(model, one_seed, jnp.asarray(x), jnp.asarray(test_idx),
+    logits = np.asarray(member_test_logits(model, one_seed, to_device(x), to_device(test_idx),
                                            jnp.zeros((R, d)), jnp.ones((R, d))))  # fmt: skip
     return MemberFit(
         params=params,
@@ -608,11 +609,14 @@ def _validation_losses_exact(
     [G, m, R, d(, n)]``, and the level each member keeps ``[m, R]`` by ``choice``
     (:func:`chosen_level`); the rows are taken ``block`` at a time."""
     idx, weight = blocked([split.val for split in splits], block)
-    labels = jnp.asarray(y, jnp.int32 if spec.multiclass else jnp.float32)
-    moments = _exact_penalty_moments(spec, jnp.asarray(x), labels, jnp.asarray(idx),
-                                     jnp.asarray(weight), jnp.asarray(coef),
-                                     jnp.asarray(intercept))  # fmt: skip
-    mean, best = chosen_level(moments, jnp.asarray(levels), choice)
+    labels = to_device(y, np.int32 if spec.multiclass else np.float32)
+    moments = _exact_penalty_moments(spec, to_device(x), labels, to_device(idx),
+                                     to_device(weight), to_device(coef),
+                                     to_device(intercept))  # fmt: skip
+    if len(levels) == 1:  # nothing to choose between: the one level's mean loss
+        total = np.asarray(moments.total)  # [1, m, R]
+        return total / np.asarray(moments.n), np.zeros(total.shape[1:], np.int32)
+    mean, best = chosen_level(moments, to_device(levels), choice)
     return np.asarray(mean), np.asarray(best)
 
 

@@ -1,0 +1,39 @@
+"""iml._device: host arrays reach the device with their values and dtype, and without a program
+compiled for their shape."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iml._device import to_device
+
+
+def test_host_arrays_reach_the_device_equal_and_without_a_compiled_program():
+    rng = np.random.default_rng(0)
+    cases = [
+        (rng.normal(size=(37, 5)).astype(np.float32), None, np.float32),
+        (rng.normal(size=(41, 3)), np.float32, np.float32),  # float64 converted on the host
+        (np.arange(29), None, np.int32),  # int64 stored as JAX stores it
+        (np.arange(31, dtype=np.int32), np.float32, np.float32),
+        ([[1, 2], [3, 4]], np.int32, np.int32),
+    ]
+    # device arrays first made by hand, so that no case below is the first use of the backend
+    jnp.zeros(1).block_until_ready()
+    compiled = []
+
+    def count(*args, **kwargs):
+        compiled.append(args)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        for host, dtype, stored in cases:
+            out = to_device(host, dtype)
+            assert isinstance(out, jax.Array) and out.dtype == stored
+            np.testing.assert_array_equal(np.asarray(out), np.asarray(host).astype(stored))
+        names = [a[0] for a in compiled if a[0].startswith("/jax/core/compile/")]
+        assert names == [], names
+        # a device array of the dtype asked for is returned as it is
+        same = to_device(out)
+        assert same is out
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
