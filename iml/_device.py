@@ -1,10 +1,10 @@
 """Host arrays onto the device without compiling a program.
 
 ``jnp.asarray`` of a NumPy array compiles a one-operation program for every new shape and dtype
-(``stage``, or ``convert_element_type`` where the dtype changes): a few tens of milliseconds
-each on the CPU, paid again on the first call of every process. :func:`to_device` converts on
-the host and copies with ``jax.device_put``, which compiles nothing. Inside a traced function
-use ``jnp.asarray`` as usual.
+(``stage``, or ``convert_element_type`` where the dtype changes), again in every process.
+:func:`to_device` converts on the host and copies with ``jax.device_put``, which compiles
+nothing (``docs/results/sweep_train``, "One Newton program and no program for a host array").
+Inside a traced function use ``jnp.asarray`` as usual.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ How the members are solved, and why it is fast:
   made once where it takes at most 2 GiB (a table of ``N`` rows; pairs of one-hot levels of one
   category, never both 1, are left out), so a batch of members' Hessians is one matrix product
   with that table. The pairs of levels of two one-hot categories are summed instead by adding
-  each row's weight into the cell of its two levels: one pass over the rows for all of them (on
-  UCI Adult, 21 such scatters in place of 3,067 of the table's 4,053 columns).
+  each row's weight into the cell of its two levels: one pass over the rows for all of them, in
+  place of a column of the table for each.
 * **A path of class weights.** Along a grid of betas (``path = logit(beta)``) the optimum moves
   smoothly: in a well-specified model only the intercept moves, by the difference of the logits. The
   path is cut into segments of about 16 betas; in each, every 4th beta from the middle one is an
