@@ -69,8 +69,8 @@ def dot(a: Array, b: Array) -> Array:
 _PAIR_BYTES = 2**31
 # A pair of one-hot categories whose levels make at least this many nonzero feature pairs is
 # summed by cells (one scatter of the rows' weights) instead of by the table's columns: one
-# scatter costs as much as several of the product's columns
-# (docs/results/sweep_train/2026-12-06_category_cells.json).
+# scatter costs as much as several of the product's columns (docs/results/sweep_train, "Pairs
+# of categories summed by cells").
 _CELLS = 32
 # A member whose gradient's largest entry falls by less than this factor in a step gets a new
 # Hessian (at most a tenth of a batch's members a step, the slowest first).
