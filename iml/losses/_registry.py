@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from iml import _validation as V
+from iml._device import to_device
 
 Array = jax.Array
 ArrayLike = jax.typing.ArrayLike
@@ -207,7 +208,7 @@ def as_parameter(name: str, value: Any) -> Any:
     x = np.asarray(value, dtype=np.float64)
     if x.dtype == object:
         raise ValueError(f"{name} must be numeric; got {value!r}")
-    return jnp.asarray(x, jnp.float32)
+    return to_device(x, np.float32)
 
 
 def entropy_term(p: Array, q: Array) -> Array:

@@ -381,14 +381,22 @@ def _in_chunks(want: Array, f, m: int) -> Array:
     return jax.lax.while_loop(lambda c: jnp.any(c[0]), body, (want, jnp.zeros(n, jnp.float32)))[1]
 
 
-@jax.jit
-def _cold_start(S: Array, y: Array) -> Array:
-    """The optimum of an intercept alone: ``logit`` of each member's weighted share of
-    positives (0 where a member has weight on one class only)."""
-    positive = dot(S, y)
-    negative = jnp.sum(S, axis=-1) - positive
+def intercept_optima(s: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The optimum of an intercept alone for each member of ``s [K, N]`` (weights; ``y [N]``
+    labels in ``{0, 1}``): ``logit`` of its weighted share of positives, 0 where a member has
+    weight on one class only; ``[K]``, on the host. Each member's sums are NumPy's pairwise sums
+    of its own row, so that its start does not depend on the members beside it; they are taken
+    a few members at a time (the products are as large as the rows)."""
+    positives = np.asarray(y) == 1
+    negatives = (~positives).astype(s.dtype)
+    positives = positives.astype(s.dtype)
+    positive, negative = np.empty(len(s)), np.empty(len(s))
+    for lo in range(0, len(s), 32):
+        part = s[lo : lo + 32]
+        positive[lo : lo + 32] = np.sum(part * positives, axis=-1)
+        negative[lo : lo + 32] = np.sum(part * negatives, axis=-1)
     ok = (positive > 0) & (negative > 0)
-    return jnp.where(ok, jnp.log(jnp.where(ok, positive / negative, 1.0)), 0.0)
+    return np.where(ok, np.log(np.where(ok, positive, 1.0) / np.where(ok, negative, 1.0)), 0.0)
 
 
 class Members:
@@ -397,19 +405,21 @@ class Members:
     A batch is split so that no ``[members, rows]`` array exceeds ``limit`` floats."""
 
     def __init__(self, design: Design, y: ArrayLike, tol: float, max_iter: int, limit: int):
-        self.design, self.tol, self.max_iter = design, jnp.float32(tol), max_iter
-        self.y = to_device(y, np.float32)
+        self.design, self.tol, self.max_iter = design, np.float32(tol), max_iter
+        self.y, self.labels = to_device(y, np.float32), np.asarray(y)
         self.size = max(1, limit // design.X.shape[0])
 
-    def cold_start(self, S: Array) -> np.ndarray:
-        theta = np.zeros((S.shape[0], self.design.X.shape[1]), np.float32)
-        theta[:, -1] = np.asarray(_cold_start(S, self.y))
+    def cold_start(self, s: np.ndarray) -> np.ndarray:
+        """Starts ``[K, d1]`` of members of weights ``s [K, N]`` (on the host): no coefficients,
+        and the optimum of an intercept alone (:func:`intercept_optima`)."""
+        theta = np.zeros((len(s), self.design.X.shape[1]), np.float32)
+        theta[:, -1] = intercept_optima(s, self.labels)
         return theta
 
-    def solve_cold(self, S: Array, P: np.ndarray) -> Solved:
-        """Members by Newton's method (a new Hessian every step) from the optimum of an
-        intercept alone."""
-        return self.solve(S, P, self.cold_start(S), None, self.max_iter)
+    def solve_cold(self, S: Array, P: np.ndarray, s: np.ndarray) -> Solved:
+        """Members ``S`` (their weights ``s`` on the host) by Newton's method (a new Hessian
+        every step) from the optimum of an intercept alone."""
+        return self.solve(S, P, self.cold_start(s), None, self.max_iter)
 
     def solve(
         self, S: Array, P: np.ndarray, theta: np.ndarray, H: np.ndarray | None, renew_first: int
@@ -443,7 +453,7 @@ class Members:
         until = K // _STRAGGLERS if K >= _STRAGGLERS * _FEWEST else 0
         solved = _newton(self.design, self.y, S, to_device(P, np.float32),
                          to_device(theta, np.float32), to_device(H, np.float32), self.tol,
-                         jnp.int32(max_iter), jnp.int32(renew_first), jnp.int32(until))  # fmt: skip
+                         np.int32(max_iter), np.int32(renew_first), np.int32(until))  # fmt: skip
         solved = jax.tree.map(np.asarray, solved)
         done = int(solved.iterations.max())
         # The members active at the last step: above tol, stepped every time (a stalled member
@@ -457,7 +467,7 @@ class Members:
         size = max(_FEWEST, 1 << (len(left) - 1).bit_length())
         idx = np.resize(left, size)  # padded with repeats, whose results are dropped
         rest = self._steps(
-            _members_of(S, to_device(idx, np.int32), (size, S.shape[-1])),
+            _members_of(S, to_device(idx, np.int32)),
             P[idx],
             solved.theta[idx],
             solved.hessian[idx],
@@ -478,16 +488,17 @@ class Members:
 # ----------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnums=2)
-def _members_of(S: Array, steps: Array, shape: tuple[int, int]) -> Array:
-    """The weights of the path's ``steps`` (``S [Q, M, N]``), as ``[len(steps) M, N]``."""
-    return S[steps].reshape(shape)
+@jax.jit
+def _members_of(S: Array, rows: Array) -> Array:
+    """The weights ``S [K, N]`` of the members ``rows``: ``[len(rows), N]``."""
+    return S[rows]
 
 
-def _solve_path(members: Members, S: Array, P: np.ndarray, offsets: np.ndarray) -> Solved:
-    """Steps ``S [Q, M, N]`` (on the device) of a path, ``P [Q, M, d1]``, by anchors (see the
+def _solve_path(members: Members, s: np.ndarray, P: np.ndarray, offsets: np.ndarray) -> Solved:
+    """Steps of a path, ``M`` members each: their weights ``s [Q M, N]`` (on the host, step by
+    step; each batch's rows are copied to the device) and ``P [Q, M, d1]``, by anchors (see the
     module); results on axes ``[Q, M]``."""
-    Q, M, N = S.shape
+    Q, M = P.shape[:2]
     order = np.argsort(offsets, kind="stable")  # position -> step
     at = offsets[order]
     solved: dict[int, Solved] = {}
@@ -507,10 +518,12 @@ def _solve_path(members: Members, S: Array, P: np.ndarray, offsets: np.ndarray) 
             part = list(range(lo, min(lo + group, len(positions))))
             take = part + [part[-1]] * (group - len(part))
             steps = order[[positions[i] for i in take]]
-            weights = _members_of(S, to_device(steps, np.int32), (group * M, N))
+            rows = (steps[:, None] * M + np.arange(M)).ravel()
+            rows_s = s[rows]
+            weights = to_device(rows_s)
             penalties = P[steps].reshape(-1, P.shape[-1])
             if starts is None:
-                result = members.solve_cold(weights, penalties)
+                result = members.solve_cold(weights, penalties, rows_s)
             else:
                 H = None if hessians is None else np.concatenate([hessians[i] for i in take])
                 first = np.concatenate([starts[i] for i in take])
@@ -675,7 +688,8 @@ def fit_weighted_logistic(
     design = Design.of(x) if design is None else check_design(design, x)
     limit = _BATCH_FLOATS if chunk is None else chunk * n
     members = Members(design, y, tol, max_iter, limit)
-    fits = _fit_levels(members, to_device(s), scale, levels, offsets, theta, curvature)
+    flat = s.reshape(-1, n)
+    fits = _fit_levels(members, flat, lead, scale, levels, offsets, theta, curvature)
     # The last renewals' curvatures are copied into one array where asked, each level's own
     # released as it is copied.
     kept = np.empty((len(fits), *fits[0].hessian.shape), np.float32) if keep_curvature else None
@@ -697,7 +711,8 @@ def _checked_curvature(curvature: ArrayLike, lead: tuple[int, ...], d1: int) -> 
 
 def _fit_levels(
     members: Members,
-    s: Array,
+    s: np.ndarray,
+    lead: tuple[int, ...],
     scale: np.ndarray,
     levels: np.ndarray,
     offsets: np.ndarray | None,
@@ -706,30 +721,34 @@ def _fit_levels(
 ) -> list[Solved]:
     """Every level of the penalty grid (in the grid's order), solved from the largest down (the
     largest from ``start [K, d1]`` where given, with the data's ``curvature [K, d1, d1]`` there
-    where given); the results keep the weights' leading axes."""
-    lead, n = s.shape[:-1], s.shape[-1]
+    where given, else from the optima of intercepts alone), for the weights
+    ``s [K, N]`` (on the host) of members on the axes ``lead``; the results keep those axes. A
+    path's first level copies each batch's weights to the device, the others copy all at once."""
     d1 = scale.shape[-1]
-    flat_s, flat_scale = s.reshape(-1, n), scale.reshape(-1, d1)
+    flat_scale = scale.reshape(-1, d1)
+    S = None
     fits: dict[int, Solved] = {}
     previous = None
     for g in np.argsort(-levels, kind="stable"):
         level = np.float32(levels[g])
+        if S is None and (previous is not None or offsets is None):
+            S = to_device(s)
         if previous is None and offsets is not None:
-            steps = s.reshape(s.shape[0], -1, n)
-            solved = _solve_path(members, steps, level * scale.reshape(s.shape[0], -1, d1), offsets)
+            penalties = level * scale.reshape(lead[0], -1, d1)
+            solved = _solve_path(members, s, penalties, offsets)
             solved = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), solved)
         elif previous is None:
             # from a given start, near its optimum: one Hessian and then its chord steps, or
             # the chord steps of the curvature given
             first, renew = (
-                (members.cold_start(flat_s), members.max_iter) if start is None else (start, 1)
+                (members.cold_start(s), members.max_iter) if start is None else (start, 1)
             )
             if curvature is not None:
                 renew = _LEVEL_RENEWALS
-            solved = members.solve(flat_s, level * flat_scale, first, curvature, renew)
+            solved = members.solve(S, level * flat_scale, first, curvature, renew)
         else:
             solved = members.solve(
-                flat_s, level * flat_scale, previous.theta, previous.hessian, _LEVEL_RENEWALS
+                S, level * flat_scale, previous.theta, previous.hessian, _LEVEL_RENEWALS
             )
         previous = solved
         fits[int(g)] = solved

@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from iml import _validation as V
+from iml._device import to_device
 from iml.training.exact_design import (
     FLOOR,
     LINE_TRIALS,
@@ -258,9 +259,9 @@ def fit_weighted_softmax(
     order = np.argsort(-levels, kind="stable")  # solved from the largest down
     P = (levels[order][None, :, None] * scale[:, None, :]).astype(np.float32)
     design = Design.of(x) if design is None else check_design(design, x)
-    onehot = jax.nn.one_hot(jnp.asarray(y, jnp.int32), n_classes, dtype=jnp.float32)
+    onehot = to_device(np.eye(n_classes, dtype=np.float32)[np.asarray(y)])
     out = _softmax_members(
-        design, onehot, jnp.asarray(s.reshape(-1, n)), jnp.asarray(P), jnp.float32(tol),
+        design, onehot, to_device(s.reshape(-1, n), np.float32), to_device(P), np.float32(tol),
         max_iter=max_iter,
     )  # fmt: skip
     back = np.argsort(order)  # the grid's order, its axis first

@@ -276,7 +276,7 @@ def train_tabular(
             f"the {spec.describe()} has none known (use l2_scale='paper')"
         )
     if solver == "exact":
-        return _fit_exactly(model, x, y, splits, grid, s, train_mask, config)
+        return _fit_exactly(x, y, splits, grid, s, train_mask, config)
     return _train_by_adam(model, x, y, splits, spec, s, train_mask, config, progress, grid.keys)
 
 
@@ -402,7 +402,6 @@ def _train_by_adam(
 
 
 def _fit_exactly(
-    model: nn.Module,
     x: np.ndarray,
     y: np.ndarray,
     splits: Sequence[FoldSplit],
@@ -451,7 +450,7 @@ def _fit_exactly(
         b = np.asarray(grid.weights, np.float64)
         path = np.log(b) - np.log1p(-b)  # a path in logit(beta): warm starts
         if len(levels) > 1:
-            return _fit_beta_levels(model, x, y, splits, xs, unit, weights, path, levels, spec,
+            return _fit_beta_levels(x, y, splits, xs, unit, weights, path, levels, spec,
                                     seeds, config, options)  # fmt: skip
         fit = fit_weighted_logistic(xs, y, weights, l2=levels, path=path, **options)
     coef = fit.coef / (unit[:, None] if spec.multiclass else unit)  # [G, m, R, d(, n)]
@@ -463,12 +462,11 @@ def _fit_exactly(
         return _at_levels(a, best)
 
     coef, intercept, steps, grads, hessians = map(chosen, (coef, intercept, steps, grads, hessians))
-    return _exact_member_fit(model, x, splits, seeds, config, coef, intercept, steps, grads,
+    return _exact_member_fit(x, splits, seeds, config, coef, intercept, steps, grads,
                              hessians, chosen(val), levels[best], stacklevel=4)  # fmt: skip
 
 
 def _fit_beta_levels(
-    model: nn.Module,
     x: np.ndarray,
     y: np.ndarray,
     splits: Sequence[FoldSplit],
@@ -507,7 +505,7 @@ def _fit_beta_levels(
     coef = fit.coef / unit
     val = _validation_losses_exact(spec, x, y, splits, coef[None], fit.intercept[None],
                                    np.ones(1))[0][0]  # fmt: skip
-    return _exact_member_fit(model, x, splits, seeds, config, coef, fit.intercept,
+    return _exact_member_fit(x, splits, seeds, config, coef, fit.intercept,
                              chosen(screen.iterations) + fit.iterations, fit.grad_norm,
                              chosen(screen.hessians) + fit.hessians, val, levels[best],
                              stacklevel=5)  # fmt: skip
@@ -522,7 +520,6 @@ def _at_levels(a: np.ndarray, best: np.ndarray) -> np.ndarray:
 
 
 def _exact_member_fit(
-    model: nn.Module,
     x: np.ndarray,
     splits: Sequence[FoldSplit],
     seeds: np.ndarray,
@@ -556,19 +553,30 @@ def _exact_member_fit(
 
     params = {"w": per_seed(coef), "b": per_seed(intercept)}
     test_idx, _ = blocked([split.test for split in splits], config.eval_batch_size)
-    one_seed = {"params": jax.tree.map(lambda a: to_device(a[:1]), params)}
-    R, d = len(splits), x.shape[1]
-    logits = np.asarray(member_test_logits(model, one_seed, to_device(x), to_device(test_idx),
-                                           jnp.zeros((R, d)), jnp.ones((R, d))))  # fmt: skip
     return MemberFit(
         params=params,
         best_val=per_seed(val).astype(np.float32),
         best_epoch=per_seed(steps),
         epochs_run=int(np.max(steps)),
-        test_logits=per_seed(logits[0]),
+        test_logits=per_seed(_linear_test_logits(x, test_idx, coef, intercept)),
         l2=per_seed(l2),
         hessians=per_seed(hessians),
     )
+
+
+def _linear_test_logits(
+    x: np.ndarray, idx: np.ndarray, coef: np.ndarray, intercept: np.ndarray
+) -> np.ndarray:
+    """The logistic models' logits ``x @ w + b`` (:class:`iml.models.LogisticRegression`) of
+    members ``coef [m, R, d(, n)]``, ``intercept [m, R(, n)]`` on their rotation's (padded) test
+    rows ``idx [R, n_blocks, block]``: ``[m, R, T(, n)]`` float32, computed on the host (a
+    product per rotation, which needs no compiled program)."""
+    m, R = coef.shape[:2]
+    w = np.asarray(coef, np.float32).reshape(m, R, x.shape[1], -1)  # [m, R, d, k]
+    b = np.asarray(intercept, np.float32).reshape(m, R, 1, -1)
+    rows = idx.reshape(R, -1)
+    out = np.stack([np.matmul(x[rows[r]], w[:, r]) for r in range(R)], axis=1) + b
+    return out.reshape(*coef.shape[:2], rows.shape[1], *coef.shape[3:]).astype(np.float32)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 4))

@@ -428,10 +428,11 @@ def test_a_large_batchs_line_searches_in_shares_take_the_same_steps(rare_class_t
 
     x, y, mask = rare_class_table
     betas = 1 / (1 + np.exp(-np.linspace(-4.0, 4.0, 64)))
-    S = jnp.asarray(beta_weighted_sample_weights(y, betas, mask).reshape(128, -1))
+    weights = beta_weighted_sample_weights(y, betas, mask).reshape(128, -1)
+    S = jnp.asarray(weights)
     design, labels = Design.of(x), jnp.asarray(y, jnp.float32)
     theta = np.zeros((128, x.shape[1] + 1), np.float32)
-    theta[:, -1] = np.asarray(exact._cold_start(S, labels))
+    theta[:, -1] = exact.intercept_optima(weights, y)
     p = 1 / (1 + np.exp(-theta[:, -1:]))
     H = 1e-4 * data_hessians(design, S * jnp.asarray(p * (1 - p)))
     P = jnp.full(theta.shape, 1e-3, jnp.float32).at[:, -1].set(0.0)
@@ -454,3 +455,55 @@ def test_a_large_batchs_line_searches_in_shares_take_the_same_steps(rare_class_t
     np.testing.assert_array_equal(hessians_l, whole[5])
     np.testing.assert_allclose(objective_l, whole[3], rtol=1e-6)
     np.testing.assert_allclose(theta_l, whole[0], atol=1e-5)
+
+
+def test_intercept_optima_zero_the_gradient_of_an_intercept_alone(rare_class_table):
+    from iml.training.exact import intercept_optima
+
+    _, y, mask = rare_class_table
+    betas = np.array([0.02, 0.3, 0.9])
+    s = beta_weighted_sample_weights(y, betas, mask).reshape(-1, len(y))
+    one_class = np.where(y == 1, 0.0, 1.0).astype(np.float32)[None]  # weight on negatives only
+    s = np.concatenate([s, one_class])
+    b = intercept_optima(s, y)
+    assert b.shape == (len(s),)
+    # the weighted log loss's derivative in b, sum_i s_i (sigmoid(b) - y_i), in float64
+    s64 = s[:-1].astype(np.float64)
+    p = 1 / (1 + np.exp(-b[:-1, None].astype(np.float64)))  # [K, 1]
+    gradient = np.sum(s64 * (p - y[None]), axis=1)
+    total = s64.sum(axis=1)
+    assert np.all(np.abs(gradient) <= 1e-6 * total), gradient / total
+    assert b[-1] == 0.0  # no positive weight: the intercept starts at 0
+
+
+def test_a_path_of_fits_makes_only_its_newton_and_design_programs():
+    # Starts, weights and scalars reach the device from the host: a fit compiles its Newton
+    # program and its design's pair products, and no program for a conversion, a gather or the
+    # cold start (rows and features of a size no other test uses, so nothing is cached).
+    import logging
+
+    import jax
+
+    rng = np.random.default_rng(3)
+    n, d = 1237, 3
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-x[:, 0]))).astype(np.int32)
+    betas = 1 / (1 + np.exp(-np.linspace(-2.0, 2.0, 5)))
+    s = beta_weighted_sample_weights(y, betas, np.ones((3, n), np.float32))  # [5, 3, n]
+    messages = []
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    heard, logger = Heard(), logging.getLogger("jax")
+    logger.addHandler(heard)
+    try:
+        with jax.log_compiles(True):
+            fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=np.log(betas / (1 - betas)))
+    finally:
+        logger.removeHandler(heard)
+    names = {m.split("jit(")[1].split(")")[0] for m in messages if m.startswith("Compiling jit(")}
+    assert "_newton" in names, messages
+    assert names <= {"_newton", "_pair_products"}, names
+    assert np.all(fit.grad_norm <= 1e-6)

@@ -474,3 +474,31 @@ def test_members_keep_the_least_penalty_near_their_lowest_validation_loss(simula
                 rows.append(np.where(t == 1, beta, 1 - beta) * (np.logaddexp(0, z) - t * z))
             want[b, r] = _least_penalty(np.array(rows), grid)
     np.testing.assert_array_equal(auto.l2[0], np.asarray(grid)[want])
+
+
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_exact_members_test_logits_on_the_host_equal_the_models_own(n_outputs):
+    # The exact path's test logits (x @ w + b per rotation, on the host) against the logistic
+    # model's forward pass in the compiled program of the Adam path.
+    import jax.numpy as jnp
+
+    from iml.training.tabular import _linear_test_logits
+    from iml.training.tabular_program import blocked, member_test_logits
+
+    rng = np.random.default_rng(5)
+    n, d, m, R = 90, 4, 3, 2
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    out = () if n_outputs == 1 else (n_outputs,)
+    coef = rng.normal(size=(m, R, d, *out)).astype(np.float32)
+    intercept = rng.normal(size=(m, R, *out)).astype(np.float32)
+    idx, _ = blocked([np.arange(0, 30), np.arange(50, 71)], 16)  # padded: 32 rows each
+    ours = _linear_test_logits(x, idx, coef, intercept)
+    params = {"params": {"w": jnp.asarray(coef[None]), "b": jnp.asarray(intercept[None])}}
+    model = LogisticRegression(n_outputs=n_outputs)
+    theirs = np.asarray(member_test_logits(model, params, jnp.asarray(x), jnp.asarray(idx),
+                                           jnp.zeros((R, d)), jnp.ones((R, d))))[0]  # fmt: skip
+    assert ours.shape == theirs.shape == (m, R, 32, *out) and ours.dtype == np.float32
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    # and against float64 by hand: member 1, rotation 1, its third test row (row 52)
+    expected = x[52].astype(np.float64) @ coef[1, 1].astype(np.float64) + intercept[1, 1]
+    np.testing.assert_allclose(ours[1, 1, 2], expected, rtol=1e-5)
