@@ -12,9 +12,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from iml import _validation as V
 from iml._bootstrap import sort_order, sorted_rows
+from iml._device import to_device
 from iml.calibration._checks import as_float
 from iml.recalibration._common import as_weights, check_binary
 from iml.recalibration.interface import Recalibrator
@@ -99,7 +101,10 @@ def isotonic_fit(
     Tied scores are pooled first (their weighted mean label), then
     :func:`pool_adjacent_violators` fits a non-decreasing step function through the distinct
     scores; :func:`isotonic_transform` interpolates linearly between them and clips outside
-    their range, as scikit-learn's ``IsotonicRegression(out_of_bounds="clip")`` does.
+    their range, as scikit-learn's ``IsotonicRegression(out_of_bounds="clip")`` does. Concrete
+    arrays are fitted on the host, the ties pooled by NumPy and the steps by scikit-learn's
+    compiled ``isotonic_regression`` (the same fit; XLA's loop over the scores one at a time
+    is slower); traced ones (under ``jit`` or ``vmap``) by :func:`pool_adjacent_violators`.
 
     Args:
       scores: ``[N]`` scores (any real numbers).
@@ -112,8 +117,33 @@ def isotonic_fit(
     """
     if V.is_concrete(scores, labels, sample_weight):
         check_binary(scores, labels, sample_weight, probabilities=False)
+        dtype = jax.dtypes.canonicalize_dtype(np.float64)
+        s = np.asarray(scores, dtype)
+        w = np.ones(len(s), dtype) if sample_weight is None else np.asarray(sample_weight, dtype)
+        if np.any(w > 0):
+            return _isotonic_on_host(s, np.asarray(labels, dtype), w)
     s = as_float(scores)
     return _isotonic_kernel(s, jnp.asarray(labels, s.dtype), as_weights(sample_weight, s))
+
+
+def _isotonic_on_host(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> IsotonicParams:
+    """:func:`_isotonic_kernel` of host arrays ``[N]`` with some positive weight: the rows of
+    positive weight pooled by distinct score (float64 sums), their weighted means fitted by
+    scikit-learn's pool adjacent violators, the knots and values padded as the kernel pads
+    them (the last repeated)."""
+    from sklearn.isotonic import isotonic_regression
+
+    valid = w > 0
+    order = np.argsort(s[valid], kind="stable")
+    sv, yv, wv = s[valid][order], y[valid][order], w[valid][order].astype(np.float64)
+    knots, first = np.unique(sv, return_index=True)
+    ws = np.add.reduceat(wv, first)
+    wy = np.add.reduceat(wv * yv, first)
+    fitted = isotonic_regression(wy / ws, sample_weight=ws, increasing=True)
+    x = np.full(len(s), knots[-1], s.dtype)
+    values = np.full(len(s), fitted[-1], s.dtype)
+    x[: len(knots)], values[: len(knots)] = knots, fitted
+    return IsotonicParams(x=to_device(x), y=to_device(values))
 
 
 @jax.jit

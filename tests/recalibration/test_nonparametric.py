@@ -60,6 +60,26 @@ def test_isotonic_zero_weight_rows_are_padding_so_replicates_of_any_size_vmap(bi
         np.testing.assert_allclose(got, reference.predict(grid), atol=1e-5)
 
 
+def test_isotonic_on_the_host_equals_the_compiled_fit_with_ties_and_padding():
+    # Concrete arrays are fitted on the host (NumPy's pooled ties, scikit-learn's steps); the
+    # compiled kernel (what jit and vmap run) must give the same knots, padding and values.
+    from iml.recalibration.nonparametric import _isotonic_kernel
+
+    rng = np.random.default_rng(7)
+    n = 700
+    s = np.round(rng.uniform(size=n), 2).astype(np.float32)  # about a hundred distinct scores
+    y = (rng.uniform(size=n) < s).astype(np.float32)
+    w = rng.uniform(0.2, 3.0, size=n).astype(np.float32)
+    w[rng.uniform(size=n) < 0.3] = 0.0  # a held-out fold: padding
+    host = isotonic_fit(s, y, w)
+    compiled = _isotonic_kernel(jnp.asarray(s), jnp.asarray(y), jnp.asarray(w))
+    np.testing.assert_array_equal(np.asarray(host.x), np.asarray(compiled.x))
+    np.testing.assert_allclose(np.asarray(host.y), np.asarray(compiled.y), atol=1e-6)
+    knots, distinct = np.asarray(host.x), len(np.unique(s[w > 0]))
+    assert distinct < n and np.all(knots[distinct:] == knots[distinct - 1])
+    assert np.all(np.diff(np.asarray(host.y)) >= 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # Histogram binning
 # ---------------------------------------------------------------------------------------------
