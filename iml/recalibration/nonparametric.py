@@ -131,6 +131,7 @@ def _isotonic_on_host(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> IsotonicPa
     positive weight pooled by distinct score (float64 sums), their weighted means fitted by
     scikit-learn's pool adjacent violators, the knots and values padded as the kernel pads
     them (the last repeated)."""
+    # imported here: only a fit of concrete scores needs scikit-learn, which loads slowly
     from sklearn.isotonic import isotonic_regression
 
     valid = w > 0
