@@ -28,7 +28,9 @@ persistent compilation cache (``--cache-dir``); ``compile_cache`` says whether i
 before this run, and how many the cold call loaded or made. The achieved arithmetic rate of the
 fits (``achieved_gflops``, from the counted matrix products: the gradients' and the Hessians',
 over our median warm run) is reported beside that of one large matrix product on the same
-machine (``gemm_gflops``).
+machine (``gemm_gflops``), which each round times too, after both sides: each round's two rates
+and their ratio (``share_of_gemm``), with medians and ranges, so that a machine whose speed
+drifts during a run shifts both alike.
 
 Equal quality is checked on the slice: each sliced model's fitted objective (the mean
 beta-weighted log loss on its training rows plus the ridge) against ours (relative difference),
@@ -194,21 +196,43 @@ def _objective(x, y, train, beta, coef, intercept, l2):
     return float(np.mean(weight * (np.logaddexp(0.0, z) - t * z)) + 0.5 * l2 * coef @ coef)
 
 
-def _gemm_gflops(x: np.ndarray, members: int) -> float:
-    """The arithmetic rate of one ``[members, N] @ [N, d]`` product in float32 on this machine:
-    the gradients' kind of matrix product, the fits' ceiling."""
+# Products a call of the reference matrix multiply makes (about half a second on 2 cores).
+GEMM_REPEATS = 8
+
+
+def _gemm(x: np.ndarray, members: int) -> tuple[Callable[[], None], float]:
+    """A call of :data:`GEMM_REPEATS` products ``[members, N] @ [N, d]`` in float32 on this
+    machine (the gradients' kind of matrix product, the fits' ceiling), timed in the same rounds
+    as both sides, and the floating-point operations of one call."""
     import jax
     import jax.numpy as jnp
 
     a = jnp.ones((members, x.shape[0]), jnp.float32)
     b = jnp.asarray(x, jnp.float32)
     product = jax.jit(lambda a, b: jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST))
-    jax.block_until_ready(product(a, b))
-    start, runs = time.perf_counter(), 20
-    for _ in range(runs):
-        jax.block_until_ready(product(a, b))
-    seconds = (time.perf_counter() - start) / runs
-    return 2.0 * members * x.shape[0] * x.shape[1] / seconds / 1e9
+
+    def call() -> None:
+        for _ in range(GEMM_REPEATS):
+            jax.block_until_ready(product(a, b))
+
+    return call, GEMM_REPEATS * 2.0 * members * x.shape[0] * x.shape[1]
+
+
+def _rates(timing: dict, flops: float, gemm_flops: float) -> dict:
+    """Each round's arithmetic rate of ours (``flops`` over its seconds) and of the reference
+    product timed in the same round (``gemm``), and their ratio (``share_of_gemm``): medians
+    with their ranges and the rounds'."""
+    ours = [flops / s / 1e9 for s in timing["warm_s"]["ours"]]
+    gemm = [gemm_flops / s / 1e9 for s in timing["warm_s"]["gemm"]]
+    share = [a / b for a, b in zip(ours, gemm, strict=True)]
+
+    def summary(values: list[float], digits: int) -> dict:
+        return {"median": round(statistics.median(values), digits),
+                "range": [round(min(values), digits), round(max(values), digits)],
+                "rounds": [round(v, digits) for v in values]}  # fmt: skip
+
+    return {"achieved_gflops_rounds": summary(ours, 3), "gemm_gflops_rounds": summary(gemm, 3),
+            "share_of_gemm": summary(share, 3)}  # fmt: skip
 
 
 def _phase_rates(train_once: Callable[[], object], levels: np.ndarray, gemm: float) -> list[dict]:
@@ -371,9 +395,10 @@ def _run(args: argparse.Namespace) -> dict:
             for b, r in jobs
         )
 
+    gemm, gemm_flops = _gemm(x, 640)
     with PeakRSS() as peak:
         timing = interleaved(
-            {"ours": ours, "baseline": baseline},
+            {"ours": ours, "baseline": baseline, "gemm": gemm},
             args.runs,
             scale={"baseline": n_models / len(jobs)},
         )
@@ -446,7 +471,9 @@ def _run(args: argparse.Namespace) -> dict:
         "sweep_s": round(sweep_s, 2),  # the whole run_sweep, its table included, once
         "sweep_compile_s": round(sweep_compiling.seconds, 2),
         "achieved_gflops": round(flops / ours_s / 1e9, 1),
-        "gemm_gflops": round(_gemm_gflops(x, 640), 1),
+        # the reference product's median rate over the rounds, each round's rates and shares
+        "gemm_gflops": round(gemm_flops / statistics.median(timing["warm_s"]["gemm"]) / 1e9, 1),
+        **_rates(timing, flops, gemm_flops),
         "newton_steps_mean": round(float(steps.mean()), 2),
         "hessians_per_model": round(float(hessians.mean()), 3),
         "objective_rel_diff_max": float(np.max(np.abs(rel))),
@@ -578,14 +605,15 @@ def _run_default(args: argparse.Namespace) -> dict:
             delayed(_baseline_path)(x, y, splits[r], float(betas[b]), levels) for b, r in jobs
         )
 
+    gemm_call, gemm_flops = _gemm(x, 640)
     with PeakRSS() as peak:
         timing = interleaved(
-            {"ours": ours, "baseline": baseline},
+            {"ours": ours, "baseline": baseline, "gemm": gemm_call},
             args.runs,
             scale={"baseline": n_models / len(jobs)},
         )
     _write_rounds(args.out, "sweep_train --default", timing, done["compile_s"][0])
-    gemm = _gemm_gflops(x, 640)
+    gemm = gemm_flops / statistics.median(timing["warm_s"]["gemm"]) / 1e9
     phases = _phase_rates(lambda: train_tabular(plan.model, x, y, splits, plan.losses,
                                                 plan.seeds, plan.config), levels, gemm)  # fmt: skip
     fit, fits = done["fit"], done["fits"]

@@ -49,6 +49,18 @@ def test_sweep_train_benchmark_reports_ratio_and_equal_quality(
     )
     assert report["warnings"] and "2 seeds asked of a sweep fitted exactly" in report["warnings"][0]
     assert report["achieved_gflops"] > 0 and report["gemm_gflops"] > 0
+    # The reference product is timed in every round, after both sides, and each round's share
+    # is ours' rate over the product's in that round.
+    assert report["order"] == ["ours", "baseline", "gemm"]
+    ours_rates = report["achieved_gflops_rounds"]["rounds"]
+    gemm_rates = report["gemm_gflops_rounds"]["rounds"]
+    share = report["share_of_gemm"]
+    assert len(ours_rates) == len(gemm_rates) == len(share["rounds"]) == 3
+    for a, b, ratio in zip(ours_rates, gemm_rates, share["rounds"], strict=True):
+        assert ratio == pytest.approx(a / b, rel=0.02)
+    assert share["range"] == [min(share["rounds"]), max(share["rounds"])]
+    assert share["range"][0] <= share["median"] <= share["range"][1]
+    assert report["gemm_gflops"] == pytest.approx(report["gemm_gflops_rounds"]["median"], 0.01)
     # The exact fits are at least as good as scikit-learn's, and the corrected ECEs agree.
     assert report["objective_ours_lower_or_equal"]
     assert report["corrected_ece_diff_max"] < 0.005
