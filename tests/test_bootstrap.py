@@ -47,6 +47,18 @@ class Resampling(chex.TestCase):
         assert values.size == 256 and values.mean() == 1.0 and values.var() == 1.0
 
     @chex.variants(with_jit=True, without_jit=True)
+    def test_poisson_counts_read_each_byte_of_the_random_words_through_the_table(self):
+        # An independent reading of the same bits: the words' four bytes in turn (NumPy), each
+        # looked up in the 256 quantised values; for n with and without a partial last word.
+        key = jax.random.key(5)
+        for n in (12, 999, 1001):
+            counts = self.variant(B.poisson_counts, static_argnums=(1, 2))(key, n, 7)
+            words = np.asarray(jax.random.bits(key, (7, (n + 3) // 4), jnp.uint32))
+            parts = [(words >> shift) & 0xFF for shift in (0, 8, 16, 24)]
+            u = np.concatenate(parts, axis=1)[:, :n]
+            np.testing.assert_array_equal(np.asarray(counts), B._POISSON_COUNTS[u])
+
+    @chex.variants(with_jit=True, without_jit=True)
     def test_percentile_interval_is_numpys_nan_percentile(self):
         rng = np.random.default_rng(2)
         samples = rng.normal(size=(101, 3)).astype(np.float32)

@@ -84,7 +84,7 @@ def information_replicates(
         sums = signal_sums(weights, y, indicator, n_bins, positive_rows)
         return mutual_information_of(experiments_from_sums(*sums))
 
-    indicator = signal_indicator(jnp.asarray(signals), n_bins)
+    indicator = signal_indicator(jnp.asarray(signals), n_bins, positive_rows)
     estimate = information(w, indicator)
     chunks, size = bootstrap_chunks(n_bootstrap, n)
 
@@ -94,7 +94,7 @@ def information_replicates(
         signals_b = merged_signals(
             pooled, bin_signals(pooled, n_bins, "quantile"), specs, n_bins, min_count
         )
-        return information(w * counts, signal_indicator(signals_b, n_bins))
+        return information(w * counts, signal_indicator(signals_b, n_bins, positive_rows))
 
     @jax.jit
     def chunk(key_chunk):

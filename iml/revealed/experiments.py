@@ -165,15 +165,29 @@ def _experiments_from_signals(
     return experiments_from_sums(*signal_sums(w, y, indicator, n_signals))
 
 
-def signal_indicator(signals: ArrayLike, n_signals: int) -> Array:
-    """``M[i, (k, s)] = 1[s_ki = s]``, ``[N, K * S]``: the signals' indicator matrix."""
+def signal_indicator(
+    signals: ArrayLike, n_signals: int, positive_rows: int | None = None
+) -> Array | tuple[Array, Array]:
+    """``M[i, (k, s)] = 1[s_ki = s]``, ``[N, K * S]``: the signals' indicator matrix; with
+    ``positive_rows`` below ``N``, its rows in two blocks, ``(M[:positive_rows],
+    M[positive_rows:])``, made apart (for :func:`signal_sums`' positives first)."""
     s = jnp.asarray(signals)
-    onehot = jax.nn.one_hot(s.T, n_signals, dtype=jnp.float32)  # [N, K, S]
-    return onehot.reshape(s.shape[1], -1)
+
+    def indicator(block: Array) -> Array:
+        onehot = jax.nn.one_hot(block.T, n_signals, dtype=jnp.float32)  # [rows, K, S]
+        return onehot.reshape(block.shape[1], -1)
+
+    if positive_rows is None or positive_rows >= s.shape[1]:
+        return indicator(s)
+    return indicator(s[:, :positive_rows]), indicator(s[:, positive_rows:])
 
 
 def signal_sums(
-    w: Array, y: Array, indicator: Array, n_signals: int, positive_rows: int | None = None
+    w: Array,
+    y: Array,
+    indicator: Array | tuple[Array, Array],
+    n_signals: int,
+    positive_rows: int | None = None,
 ) -> tuple[Array, Array]:
     """Weighted counts and positives per model and signal, ``[..., K, S]`` each; with class
     labels ``y`` one-hot ``[N, n]``, the counts ``[..., K, S]`` and each class's count
@@ -181,24 +195,34 @@ def signal_sums(
 
     ``positive_rows``: every positive observation is among the first ``positive_rows`` (the
     observations sorted by label), so the positives' product needs only those rows (binary
-    labels).
+    labels). With the indicator in the two blocks of :func:`signal_indicator`, the leading
+    block's counts and positives are one product and the other rows' counts another: the
+    arithmetic of one product over all rows and one over the leading block, without copying
+    either block out of a whole indicator. A count is then the sum of its two blocks' sums
+    (equal to the whole sum where the weights are integers, as unit weights and resampling
+    counts are; else within float32 rounding).
     """
+    if not isinstance(indicator, tuple) and positive_rows is not None and y.ndim == 1:
+        if positive_rows < y.shape[-1]:  # a whole indicator: its blocks are copied out
+            indicator = (indicator[:positive_rows], indicator[positive_rows:])
+    if isinstance(indicator, tuple):  # binary labels, positives among the leading rows
+        head, tail = indicator
+        rows = head.shape[0]
+        lhs = jnp.stack([w[..., :rows], (w * y)[..., :rows]], axis=-2)  # [..., 2, rows]
+        sums = jnp.matmul(lhs, head, precision=_HIGHEST)
+        count = sums[..., 0, :] + jnp.matmul(w[..., rows:], tail, precision=_HIGHEST)
+        shape = (*count.shape[:-1], -1, n_signals)
+        return count.reshape(shape), sums[..., 1, :].reshape(shape)
     if y.ndim == 2:  # one-hot class labels [N, n]
         lhs = jnp.concatenate([w[..., None, :], w[..., None, :] * y.T], axis=-2)
         sums = jnp.matmul(lhs, indicator, precision=_HIGHEST)  # [..., 1 + n, K S]
         count = sums[..., 0, :].reshape((*sums.shape[:-2], -1, n_signals))
         per_class = sums[..., 1:, :].reshape((*sums.shape[:-2], y.shape[1], -1, n_signals))
         return count, jnp.moveaxis(per_class, -3, -1)
-    if positive_rows is None or positive_rows >= y.shape[-1]:
-        lhs = jnp.stack([w, w * y], axis=-2)  # [..., 2, N]: one product for both sums
-        sums = jnp.matmul(lhs, indicator, precision=_HIGHEST)
-        count, positives = sums[..., 0, :], sums[..., 1, :]
-    else:
-        count = jnp.matmul(w, indicator, precision=_HIGHEST)
-        head = (w * y)[..., :positive_rows]
-        positives = jnp.matmul(head, indicator[:positive_rows], precision=_HIGHEST)
-    shape = (*count.shape[:-1], -1, n_signals)
-    return count.reshape(shape), positives.reshape(shape)
+    lhs = jnp.stack([w, w * y], axis=-2)  # [..., 2, N]: one product for both sums
+    sums = jnp.matmul(lhs, indicator, precision=_HIGHEST)
+    shape = (*sums.shape[:-2], -1, n_signals)
+    return sums[..., 0, :].reshape(shape), sums[..., 1, :].reshape(shape)
 
 
 def experiments_from_sums(count: Array, positives: Array) -> RevealedExperiments:

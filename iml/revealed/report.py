@@ -398,9 +398,9 @@ def _replicates(signals, labels, weight, losses, key, n_signals, n_bootstrap, re
                 positive_rows, seed_scores, bins, n_classes):  # fmt: skip
     """``(experiments, G, I, class I)`` of the observations as weighted, and ``(G, (I, class
     I))`` of each of the ``n_bootstrap`` replicates: ``[B, K, K]``, ``[B, K]``, ``[B, ...]``."""
-    indicator = signal_indicator(signals, n_signals)
+    indicator = signal_indicator(signals, n_signals, positive_rows)
     if n_classes is None:
-        y = as_labels(labels, indicator)
+        y = as_labels(labels, jnp.zeros((), jnp.float32))
         w = as_weights(weight, y)
     else:  # one-hot class labels [N, n]
         y = class_onehot(labels, n_classes)
@@ -430,7 +430,7 @@ def _replicates(signals, labels, weight, losses, key, n_signals, n_bootstrap, re
             )
             if strategy == "adaptive":
                 signals_b = merged_signals(scores, signals_b, losses, n_signals, m)
-        ind = signal_indicator(signals_b, n_signals)
+        ind = signal_indicator(signals_b, n_signals, positive_rows)
         sums = signal_sums(w * counts, y, ind, n_signals, positive_rows)
         experiments_b = experiments_from_sums(*sums)
         info_b = (mutual_information_of(experiments_b), class_information_of(experiments_b))

@@ -40,6 +40,38 @@ def test_experiments_from_signals_count_like_numpy_and_weights_are_a_paired_resa
     assert abs(poisson.mean() - 1) < 0.01 and abs(poisson.var() - 1) < 0.02
 
 
+def test_signal_sums_of_positives_first_from_the_indicators_two_blocks_count_like_numpy():
+    from iml.revealed.experiments import signal_indicator, signal_sums
+
+    rng = np.random.default_rng(5)
+    n, positives, rows = 600, 140, 160  # the leading block holds every positive and some more
+    signals = jnp.asarray(rng.integers(0, 6, (3, n)), jnp.int32)
+    y = jnp.asarray((np.arange(n) < positives).astype(np.float32))
+    whole = signal_indicator(signals, 6)
+    head, tail = signal_indicator(signals, 6, rows)
+    np.testing.assert_array_equal(np.concatenate([head, tail]), whole)
+    assert signal_indicator(signals, 6, n).shape == whole.shape  # no block to split off
+    counts = np.asarray(R.paired_bootstrap_weights(jax.random.key(3), n, 4))
+    fractional = rng.random((4, n)).astype(np.float32)
+    for weights in (counts, fractional, counts[0]):
+        count, positive = signal_sums(jnp.asarray(weights), y, (head, tail), 6, rows)
+        again = signal_sums(jnp.asarray(weights), y, whole, 6, rows)  # the blocks copied out
+        w64 = np.asarray(weights, np.float64)
+        for k in range(3):
+            for s in range(6):
+                inside = np.asarray(signals[k]) == s
+                want_count = np.sum(w64[..., inside], axis=-1)
+                want_positive = np.sum(w64[..., inside & (np.arange(n) < positives)], axis=-1)
+                if weights is fractional:
+                    np.testing.assert_allclose(count[..., k, s], want_count, rtol=1e-5)
+                    np.testing.assert_allclose(positive[..., k, s], want_positive, rtol=1e-5)
+                else:  # integer weights: every sum exact
+                    np.testing.assert_array_equal(count[..., k, s], want_count)
+                    np.testing.assert_array_equal(positive[..., k, s], want_positive)
+        np.testing.assert_array_equal(again[0], count)
+        np.testing.assert_array_equal(again[1], positive)
+
+
 @pytest.mark.slow
 def test_revealed_experiments_bin_like_calibration_and_ignore_the_reporting_rule():
     key = jax.random.key(3)
