@@ -73,9 +73,10 @@ _POISSON_STEPS = tuple(int(v) for v in np.cumsum([94, 95, 46, 16, 4]))
 def poisson_counts(key: Array, n: int, n_bootstrap: int) -> Array:
     """Independent Poisson(1)-like multiplicities ``[n_bootstrap, n]`` (see above): observation
     ``j`` of a row takes byte ``j // w`` of the row's word ``j % w`` (``w = ceil(n / 4)`` words),
-    and its count is the number of steps (:data:`_POISSON_STEPS`) that byte reaches. One
-    elementwise pass over the words repeated four times (a lookup or a concatenation of the
-    four bytes' rows makes the counts at about twice the cost)."""
+    and its count is the number of steps (:data:`_POISSON_STEPS`) that byte reaches: one
+    elementwise pass over the words repeated four times, in place of a lookup in the table of
+    the four bytes' rows concatenated (docs/results/sweep_train, "Resampling counts and the
+    indicator's blocks")."""
     w = (n + 3) // 4
     words = jax.random.bits(key, (n_bootstrap, w), jnp.uint32)
     repeated = jnp.tile(words, (1, 4))[:, :n]
