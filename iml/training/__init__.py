@@ -5,12 +5,8 @@ steps, early stopping, device mesh, checkpoints) fed with image batches from the
 """
 
 from iml.training.ensemble_data import DataSource, MemberSpec, epoch_order
-from iml.training.exact import (
-    beta_weight_factors,
-    beta_weighted_sample_weights,
-    fit_weighted_logistic,
-)
-from iml.training.exact_design import FactoredWeights, LogisticFit
+from iml.training.exact import beta_weighted_sample_weights, fit_weighted_logistic
+from iml.training.exact_design import LogisticFit
 from iml.training.exact_multinomial import fit_weighted_softmax
 from iml.training.host import HostMemory, keep_step_memory
 from iml.training.member import (
@@ -65,7 +61,6 @@ __all__ = [
     "TABULAR_DEFAULTS",
     "DataSource",
     "EnsembleCheckpointer",
-    "FactoredWeights",
     "HostMemory",
     "LogisticFit",
     "MemberFit",
@@ -76,7 +71,6 @@ __all__ = [
     "Trained",
     "adam",
     "batch_members",
-    "beta_weight_factors",
     "beta_weighted_sample_weights",
     "end_of_epoch",
     "ensemble_programs",

@@ -84,7 +84,6 @@ from iml.training.exact_design import (
     ROUNDING,
     SLOW,
     Design,
-    FactoredWeights,
     LogisticFit,
     Solved,
     check_design,
@@ -93,16 +92,13 @@ from iml.training.exact_design import (
     data_hessians,
     dot,
     factor,
-    member_rows,
     ridge_multipliers,
     solve,
-    whole,
 )
 
 Array = jax.Array
 
 __all__ = [
-    "beta_weight_factors",
     "beta_weighted_sample_weights",
     "fit_weighted_logistic",
 ]
@@ -498,12 +494,10 @@ def _members_of(S: Array, rows: Array) -> Array:
     return S[rows]
 
 
-def _solve_path(
-    members: Members, s: np.ndarray | FactoredWeights, P: np.ndarray, offsets: np.ndarray
-) -> Solved:
-    """Steps of a path, ``M`` members each: their weights ``s [Q M, N]`` (on the host, or as
-    factors made a batch at a time; each batch's rows are copied to the device) and ``P [Q, M,
-    d1]``, by anchors (see the module); results on axes ``[Q, M]``."""
+def _solve_path(members: Members, s: np.ndarray, P: np.ndarray, offsets: np.ndarray) -> Solved:
+    """Steps of a path, ``M`` members each: their weights ``s [Q M, N]`` (on the host, step by
+    step; each batch's rows are copied to the device) and ``P [Q, M, d1]``, by anchors (see the
+    module); results on axes ``[Q, M]``."""
     Q, M = P.shape[:2]
     order = np.argsort(offsets, kind="stable")  # position -> step
     at = offsets[order]
@@ -525,7 +519,7 @@ def _solve_path(
             take = part + [part[-1]] * (group - len(part))
             steps = order[[positions[i] for i in take]]
             rows = (steps[:, None] * M + np.arange(M)).ravel()
-            rows_s = member_rows(s, rows)
+            rows_s = s[rows]
             weights = to_device(rows_s)
             penalties = P[steps].reshape(-1, P.shape[-1])
             if starts is None:
@@ -575,31 +569,6 @@ def _solve_path(
 # ----------------------------------------------------------------------------------------------
 
 
-def beta_weight_factors(
-    labels: ArrayLike, betas: ArrayLike, train_mask: ArrayLike
-) -> FactoredWeights:
-    """The sample weights of :func:`beta_weighted_sample_weights` as their two factors (a
-    :class:`FactoredWeights` ``[B, R, N]``): each beta's class weight per row ``[B, N]``, and
-    each rotation's share of its training rows ``[R, N]``. :func:`fit_weighted_logistic` takes
-    them as they are and makes a path's rows a batch at a time.
-
-    Raises:
-      ValueError: for betas outside ``(0, 1)``, a ``train_mask`` that is not ``[R, N]``, or a
-        rotation without training rows.
-    """
-    y = np.asarray(labels, np.float64)
-    b = V.check_betas("betas", betas, distinct=False)
-    mask = np.asarray(train_mask, np.float64)
-    if mask.ndim != 2 or mask.shape[1] != y.shape[0]:
-        raise ValueError(f"train_mask must be [R, {y.shape[0]}]; got shape {mask.shape}")
-    count = mask.sum(axis=1)
-    if (count == 0).any():
-        raise ValueError(f"rotations {np.flatnonzero(count == 0).tolist()} have no training rows")
-    per_class = np.where(y[None, :] == 1, b[:, None], 1.0 - b[:, None]).astype(np.float32)
-    share = (mask / count[:, None]).astype(np.float32)  # [R, N]
-    return FactoredWeights(per_class, share)
-
-
 def beta_weighted_sample_weights(
     labels: ArrayLike, betas: ArrayLike, train_mask: ArrayLike
 ) -> np.ndarray:
@@ -612,9 +581,19 @@ def beta_weighted_sample_weights(
 
     Returns:
       ``beta`` (positives) or ``1 - beta`` (negatives) on training rows, over the rotation's
-      number of training rows, made in float32 (:func:`beta_weight_factors` made whole).
+      number of training rows.
     """
-    return beta_weight_factors(labels, betas, train_mask).dense()
+    y = np.asarray(labels, np.float64)
+    b = V.check_betas("betas", betas, distinct=False)
+    mask = np.asarray(train_mask, np.float64)
+    if mask.ndim != 2 or mask.shape[1] != y.shape[0]:
+        raise ValueError(f"train_mask must be [R, {y.shape[0]}]; got shape {mask.shape}")
+    count = mask.sum(axis=1)
+    if (count == 0).any():
+        raise ValueError(f"rotations {np.flatnonzero(count == 0).tolist()} have no training rows")
+    per_class = np.where(y[None, :] == 1, b[:, None], 1.0 - b[:, None]).astype(np.float32)
+    share = (mask / count[:, None]).astype(np.float32)  # [R, N]
+    return per_class[:, None, :] * share[None, :, :]  # [B, R, N], made in float32
 
 
 def fit_weighted_logistic(
@@ -652,9 +631,7 @@ def fit_weighted_logistic(
       features: ``[N, d]`` design shared by all members.
       labels: ``[N]`` labels in ``{0, 1}``.
       sample_weights: ``[K, N]`` non-negative weights per member (or ``[..., N]``: the leading
-        axes are flattened and restored); ``[P, ..., N]`` with ``path``; or a
-        :class:`FactoredWeights` (``[A, B, N]`` as two factors, e.g.
-        :func:`beta_weight_factors`), whose rows a path makes a batch at a time.
+        axes are flattened and restored); ``[P, ..., N]`` with ``path``.
       l2: the ridge coefficient, or a 1-D grid of them: the results then lead with the grid's
         axis, its levels solved from the largest down, each from the level above.
       penalty_scale: ``[..., d]`` multipliers of ``l2`` per member and feature, broadcast against
@@ -684,7 +661,7 @@ def fit_weighted_logistic(
         V.check_count("chunk", chunk)
     offsets = None
     if path is not None:
-        if len(s.shape) < 2:
+        if s.ndim < 2:
             raise ValueError(f"sample_weights must be [P, ..., N] with a path; got shape {s.shape}")
         offsets = np.asarray(path, np.float64)
         V.check_shape("path", offsets, (s.shape[0],))
@@ -711,7 +688,7 @@ def fit_weighted_logistic(
     design = Design.of(x) if design is None else check_design(design, x)
     limit = _BATCH_FLOATS if chunk is None else chunk * n
     members = Members(design, y, tol, max_iter, limit)
-    flat = s if isinstance(s, FactoredWeights) else s.reshape(-1, n)
+    flat = s.reshape(-1, n)
     fits = _fit_levels(members, flat, lead, scale, levels, offsets, theta, curvature)
     # The last renewals' curvatures are copied into one array where asked, each level's own
     # released as it is copied.
@@ -734,7 +711,7 @@ def _checked_curvature(curvature: ArrayLike, lead: tuple[int, ...], d1: int) -> 
 
 def _fit_levels(
     members: Members,
-    s: np.ndarray | FactoredWeights,
+    s: np.ndarray,
     lead: tuple[int, ...],
     scale: np.ndarray,
     levels: np.ndarray,
@@ -745,9 +722,8 @@ def _fit_levels(
     """Every level of the penalty grid (in the grid's order), solved from the largest down (the
     largest from ``start [K, d1]`` where given, with the data's ``curvature [K, d1, d1]`` there
     where given, else from the optima of intercepts alone), for the weights
-    ``s [K, N]`` (on the host, or a :class:`FactoredWeights`) of members on the axes ``lead``;
-    the results keep those axes. A path's first level copies each batch's weights to the device
-    (made from their factors alone), the others copy all at once."""
+    ``s [K, N]`` (on the host) of members on the axes ``lead``; the results keep those axes. A
+    path's first level copies each batch's weights to the device, the others copy all at once."""
     d1 = scale.shape[-1]
     flat_scale = scale.reshape(-1, d1)
     S = None
@@ -756,7 +732,7 @@ def _fit_levels(
     for g in np.argsort(-levels, kind="stable"):
         level = np.float32(levels[g])
         if S is None and (previous is not None or offsets is None):
-            S = to_device(whole(s))
+            S = to_device(s)
         if previous is None and offsets is not None:
             penalties = level * scale.reshape(lead[0], -1, d1)
             solved = _solve_path(members, s, penalties, offsets)
@@ -765,7 +741,7 @@ def _fit_levels(
             # from a given start, near its optimum: one Hessian and then its chord steps, or
             # the chord steps of the curvature given
             first, renew = (
-                (members.cold_start(whole(s)), members.max_iter) if start is None else (start, 1)
+                (members.cold_start(s), members.max_iter) if start is None else (start, 1)
             )
             if curvature is not None:
                 renew = _LEVEL_RENEWALS

@@ -384,84 +384,26 @@ class LogisticFit(NamedTuple):
         return jax.tree.map(lambda a: a[0], fit) if np.ndim(l2) == 0 else fit
 
 
-class FactoredWeights(NamedTuple):
-    """Sample weights ``w[a, b, i] = left[a, i] * right[b, i]``, ``[A, B, N]``, held as their two
-    factors ``left [A, N]`` and ``right [B, N]`` (float32): a grid of members such as class
-    weights by cross-validation rotations (:func:`iml.training.beta_weight_factors`). A solver
-    that takes the members a batch at a time makes only that batch's rows; each row is the
-    float32 product that the whole array would hold."""
-
-    left: np.ndarray
-    right: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        return (self.left.shape[0], self.right.shape[0], self.left.shape[1])
-
-    def rows(self, members: ArrayLike) -> np.ndarray:
-        """The weights ``[len(members), N]`` of the members ``members``, indices into the
-        members in order (``a B + b``, as the whole array's ``[A B, N]`` rows)."""
-        a, b = np.divmod(np.asarray(members, np.int64), self.right.shape[0])
-        return self.left[a] * self.right[b]
-
-    def dense(self) -> np.ndarray:
-        """The whole ``[A, B, N]`` array."""
-        return self.left[:, None, :] * self.right[None, :, :]
-
-
-def member_rows(s: np.ndarray | FactoredWeights, members: ArrayLike) -> np.ndarray:
-    """The weights ``[len(members), N]`` of members (indices into ``s``'s rows ``[K, N]``, or
-    into a :class:`FactoredWeights`' members in order)."""
-    return s.rows(members) if isinstance(s, FactoredWeights) else s[np.asarray(members)]
-
-
-def whole(s: np.ndarray | FactoredWeights) -> np.ndarray:
-    """Every member's weights ``[K, N]``: ``s`` itself, or a :class:`FactoredWeights` made whole
-    and flattened."""
-    return s.dense().reshape(-1, s.shape[-1]) if isinstance(s, FactoredWeights) else s
-
-
-def _checked_factors(weights: FactoredWeights, n: int) -> FactoredWeights:
-    """The two factors as float32 ``[A, N]`` and ``[B, N]``, finite and non-negative, with a
-    finite product."""
-    left, right = (np.asarray(f, np.float32) for f in weights)
-    for name, f in (("left", left), ("right", right)):
-        if f.ndim != 2 or f.shape[1] != n or 0 in f.shape:
-            raise ValueError(
-                f"sample_weights' {name} factor must be a non-empty [rows, {n}] array; got shape "
-                f"{f.shape}"
-            )
-        V.check_interval(f"sample_weights' {name} factor", f, 0.0, np.inf, open_low=False,
-                         open_high=True)  # fmt: skip
-    if float(left.max()) * float(right.max()) > float(np.finfo(np.float32).max):
-        raise ValueError("sample_weights' factors overflow float32 where they multiply")
-    return FactoredWeights(left, right)
-
-
 def checked_inputs(
     features: ArrayLike,
     labels: ArrayLike,
-    sample_weights: ArrayLike | FactoredWeights,
+    sample_weights: ArrayLike,
     l2: ArrayLike,
     max_iter: int,
     tol: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | FactoredWeights, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Features ``[N, d]`` (finite), labels ``[N]``, sample weights ``[..., N]`` (finite,
-    non-negative; or a :class:`FactoredWeights` of such factors) and the ``l2`` grid (1-D),
-    checked and as arrays; ``max_iter`` and ``tol`` checked."""
+    non-negative) and the ``l2`` grid (1-D), checked and as arrays; ``max_iter`` and ``tol``
+    checked."""
     x = np.asarray(features, np.float32)
     y = np.asarray(labels)
+    s = np.asarray(sample_weights, np.float32)
     if x.ndim != 2 or y.shape != (x.shape[0],):
         raise ValueError(f"features must be [N, d] and labels [N]; got {x.shape} and {y.shape}")
-    if isinstance(sample_weights, FactoredWeights):
-        V.check_finite("features", x)
-        s = _checked_factors(sample_weights, x.shape[0])
-    else:
-        s = np.asarray(sample_weights, np.float32)
-        if s.ndim < 1 or s.shape[-1] != x.shape[0]:
-            raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
-        V.check_finite("features", x)
-        V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
+    if s.ndim < 1 or s.shape[-1] != x.shape[0]:
+        raise ValueError(f"sample_weights must be [..., {x.shape[0]}]; got shape {s.shape}")
+    V.check_finite("features", x)
+    V.check_interval("sample_weights", s, 0.0, np.inf, open_low=False, open_high=True)
     levels = np.asarray(l2, np.float64)
     if levels.ndim > 1:
         raise ValueError(f"l2 must be a number or a 1-D grid of numbers, got shape {levels.shape}")

@@ -56,7 +56,7 @@ from iml.grids import LossGrid, loss_grid
 from iml.models.small import LogisticRegression
 from iml.spec import LossLike, LossSpec
 from iml.training.exact import (
-    beta_weight_factors,
+    beta_weighted_sample_weights,
     fit_weighted_logistic,
 )
 from iml.training.exact_design import Design
@@ -446,8 +446,7 @@ def _fit_exactly(
         weights = (w[:, y][:, None, :] * share[None]).astype(np.float32)
         fit = fit_weighted_softmax(xs, y, weights, spec.n_classes, l2=levels, **options)
     else:
-        # [m, R, N] as two factors: a path's rows are made a batch at a time
-        weights = beta_weight_factors(y, grid.weights, train_mask)
+        weights = beta_weighted_sample_weights(y, grid.weights, train_mask)  # [m, R, N]
         b = np.asarray(grid.weights, np.float64)
         path = np.log(b) - np.log1p(-b)  # a path in logit(beta): warm starts
         if len(levels) > 1:

@@ -7,12 +7,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from iml.training.exact import (
-    FactoredWeights,
-    beta_weight_factors,
-    beta_weighted_sample_weights,
-    fit_weighted_logistic,
-)
+from iml.training.exact import beta_weighted_sample_weights, fit_weighted_logistic
 
 
 def _objective(x, y, s, coef, intercept, l2):
@@ -188,52 +183,6 @@ def test_every_batch_of_a_path_has_one_shape(rare_class_table, monkeypatch):
     # member of the batch still reach the optima, but with more steps and Hessians than these
     assert np.sum(path.iterations) <= 0.6 * np.sum(alone.iterations)
     assert np.sum(path.hessians) <= 0.15 * np.sum(alone.hessians)
-
-
-def test_factored_weights_fit_as_their_whole_array_does(rare_class_table, monkeypatch):
-    # A path at one penalty makes each batch's rows from the factors, never the whole array; a
-    # grid of penalties makes the whole array once. Both give the whole array's fits, bit for bit.
-    from iml.training import exact
-
-    x, y, mask = rare_class_table
-    betas = 1 / (1 + np.exp(-np.linspace(-4.0, 4.0, 20)))
-    factors = beta_weight_factors(y, betas, mask)
-    S = beta_weighted_sample_weights(y, betas, mask)
-    assert factors.shape == S.shape == (20, 2, len(y))
-    np.testing.assert_array_equal(factors.dense(), S)
-    members = np.array([39, 0, 7, 7, 22])
-    np.testing.assert_array_equal(factors.rows(members), S.reshape(40, -1)[members])
-    made_whole = []
-    dense = FactoredWeights.dense
-
-    def counted(self):
-        made_whole.append(self.shape)
-        return dense(self)
-
-    monkeypatch.setattr(FactoredWeights, "dense", counted)
-    path = np.log(betas / (1 - betas))
-    for l2 in (1e-3, np.array([1e-2, 1e-3])):
-        made_whole.clear()
-        ours = fit_weighted_logistic(x, y, factors, l2=l2, tol=1e-7, path=path)
-        assert len(made_whole) == (0 if np.ndim(l2) == 0 else 1)
-        whole = fit_weighted_logistic(x, y, S, l2=l2, tol=1e-7, path=path)
-        for field in ("coef", "intercept", "objective", "iterations", "hessians"):
-            np.testing.assert_array_equal(getattr(ours, field), getattr(whole, field))
-    assert exact.FactoredWeights is FactoredWeights
-
-
-def test_factored_weights_are_checked():
-    args = {"features": np.zeros((4, 2)), "labels": np.array([0, 1, 0, 1])}
-    good = np.full((2, 4), 0.5, np.float32)
-    with pytest.raises(ValueError, match=r"left factor must be a non-empty \[rows, 4\] array"):
-        fit_weighted_logistic(**args, sample_weights=FactoredWeights(np.ones((2, 3)), good))
-    with pytest.raises(ValueError, match=r"right factor must lie in \[0, inf\) without NaN"):
-        fit_weighted_logistic(**args, sample_weights=FactoredWeights(good, -good))
-    with pytest.raises(ValueError, match="overflow float32"):
-        huge = np.full((2, 4), 3e38, np.float32)
-        fit_weighted_logistic(**args, sample_weights=FactoredWeights(huge, good * 4))
-    with pytest.raises(ValueError, match=r"rotations \[1\] have no training rows"):
-        beta_weight_factors(args["labels"], [0.5], np.array([[1, 1, 0, 0], [0, 0, 0, 0]]))
 
 
 def test_a_path_must_match_the_first_axis():
