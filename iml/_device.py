@@ -1,4 +1,5 @@
-"""Host arrays onto the device without compiling a program.
+"""Host arrays onto the device without compiling a program, and what the device multiplies
+fastest.
 
 ``jnp.asarray`` of a NumPy array compiles a one-operation program for every new shape and dtype
 (``stage``, or ``convert_element_type`` where the dtype changes), again in every process.
@@ -9,11 +10,13 @@ Inside a traced function use ``jnp.asarray`` as usual.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-__all__ = ["to_device"]
+__all__ = ["integer_products", "to_device"]
 
 
 def to_device(a: ArrayLike, dtype: DTypeLike | None = None) -> jax.Array:
@@ -23,3 +26,20 @@ def to_device(a: ArrayLike, dtype: DTypeLike | None = None) -> jax.Array:
         return a
     host = np.asarray(a, dtype)
     return jax.device_put(host.astype(jax.dtypes.canonicalize_dtype(host.dtype), copy=False))
+
+
+@functools.cache
+def integer_products() -> bool:
+    """Whether JAX's default backend is a CPU with AVX-512 VNNI, whose int8 matrix products
+    (int32 sums) XLA runs several times faster than float32 ones: products of small integers
+    (resampling counts against 0/1 indicators) are then made in int8, with the same exact sums
+    (``docs/results/reveal``, "Resampling sums in int8"). False elsewhere, and where NumPy does
+    not report the CPU's features."""
+    if jax.default_backend() != "cpu":
+        return False
+    try:
+        # imported here: NumPy's record of the CPU's features (what numpy.show_runtime prints)
+        from numpy._core._multiarray_umath import __cpu_features__
+    except ImportError:
+        return False
+    return bool(__cpu_features__.get("AVX512VNNI", False))

@@ -1,5 +1,5 @@
 """iml._device: host arrays reach the device with their values and dtype, and without a program
-compiled for their shape."""
+compiled for their shape; int8 products are chosen on a CPU with AVX-512 VNNI only."""
 
 import jax
 import jax.numpy as jnp
@@ -37,3 +37,19 @@ def test_host_arrays_reach_the_device_equal_and_without_a_compiled_program():
         assert same is out
     finally:
         jax.monitoring.unregister_event_duration_listener(count)
+
+
+def test_integer_products_on_a_cpu_with_avx512_vnni_only(monkeypatch):
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    from iml import _device
+
+    _device.integer_products.cache_clear()
+    try:
+        on_cpu = _device.integer_products()
+        assert on_cpu is bool(__cpu_features__.get("AVX512VNNI", False))
+        _device.integer_products.cache_clear()
+        monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+        assert _device.integer_products() is False
+    finally:
+        _device.integer_products.cache_clear()

@@ -166,15 +166,21 @@ def _experiments_from_signals(
 
 
 def signal_indicator(
-    signals: ArrayLike, n_signals: int, positive_rows: int | None = None
+    signals: ArrayLike,
+    n_signals: int,
+    positive_rows: int | None = None,
+    integer: bool = False,
 ) -> Array | tuple[Array, Array]:
     """``M[i, (k, s)] = 1[s_ki = s]``, ``[N, K * S]``: the signals' indicator matrix; with
     ``positive_rows`` below ``N``, its rows in two blocks, ``(M[:positive_rows],
-    M[positive_rows:])``, made apart (for :func:`signal_sums`' positives first)."""
+    M[positive_rows:])``, made apart (for :func:`signal_sums`' positives first). Float32, or
+    int8 with ``integer``: then :func:`signal_sums` multiplies in integers (its weights must be
+    integers in ``[0, 127]``)."""
     s = jnp.asarray(signals)
+    dtype = jnp.int8 if integer else jnp.float32
 
     def indicator(block: Array) -> Array:
-        onehot = jax.nn.one_hot(block.T, n_signals, dtype=jnp.float32)  # [rows, K, S]
+        onehot = jax.nn.one_hot(block.T, n_signals, dtype=dtype)  # [rows, K, S]
         return onehot.reshape(block.shape[1], -1)
 
     if positive_rows is None or positive_rows >= s.shape[1]:
@@ -201,6 +207,14 @@ def signal_sums(
     either block out of a whole indicator. A count is then the sum of its two blocks' sums
     (equal to the whole sum where the weights are integers, as unit weights and resampling
     counts are; else within float32 rounding).
+
+    An int8 indicator (``signal_indicator(integer=True)``) takes weights that are integers in
+    ``[0, 127]`` (unit weights times resampling counts): the products are int8 with int32 sums,
+    exact and equal to the float32 ones (whose sums of such integers are exact below
+    ``2**24``), and several times faster on a CPU with AVX-512 VNNI
+    (:func:`iml._device.integer_products`). A weight that is NaN (a label or weight that
+    :func:`~iml.calibration._checks.as_labels` or ``as_weights`` rejected under ``jit``) makes its
+    row of sums NaN.
     """
     if not isinstance(indicator, tuple) and positive_rows is not None and y.ndim == 1:
         if positive_rows < y.shape[-1]:  # a whole indicator: its blocks are copied out
@@ -209,20 +223,31 @@ def signal_sums(
         head, tail = indicator
         rows = head.shape[0]
         lhs = jnp.stack([w[..., :rows], (w * y)[..., :rows]], axis=-2)  # [..., 2, rows]
-        sums = jnp.matmul(lhs, head, precision=_HIGHEST)
-        count = sums[..., 0, :] + jnp.matmul(w[..., rows:], tail, precision=_HIGHEST)
+        sums = _times_indicator(lhs, head)
+        count = sums[..., 0, :] + _times_indicator(w[..., rows:], tail)
         shape = (*count.shape[:-1], -1, n_signals)
         return count.reshape(shape), sums[..., 1, :].reshape(shape)
     if y.ndim == 2:  # one-hot class labels [N, n]
         lhs = jnp.concatenate([w[..., None, :], w[..., None, :] * y.T], axis=-2)
-        sums = jnp.matmul(lhs, indicator, precision=_HIGHEST)  # [..., 1 + n, K S]
+        sums = _times_indicator(lhs, indicator)  # [..., 1 + n, K S]
         count = sums[..., 0, :].reshape((*sums.shape[:-2], -1, n_signals))
         per_class = sums[..., 1:, :].reshape((*sums.shape[:-2], y.shape[1], -1, n_signals))
         return count, jnp.moveaxis(per_class, -3, -1)
     lhs = jnp.stack([w, w * y], axis=-2)  # [..., 2, N]: one product for both sums
-    sums = jnp.matmul(lhs, indicator, precision=_HIGHEST)
+    sums = _times_indicator(lhs, indicator)
     shape = (*sums.shape[:-2], -1, n_signals)
     return sums[..., 0, :].reshape(shape), sums[..., 1, :].reshape(shape)
+
+
+def _times_indicator(lhs: Array, indicator: Array) -> Array:
+    """``lhs [..., m, rows] @ indicator [rows, K S]`` in float32; for an int8 indicator, in
+    int8 with int32 sums (``lhs`` integers in ``[0, 127]``), a row of ``lhs`` holding NaN giving
+    NaN."""
+    if indicator.dtype != jnp.int8:
+        return jnp.matmul(lhs, indicator, precision=_HIGHEST)
+    sums = jnp.matmul(lhs.astype(jnp.int8), indicator, preferred_element_type=jnp.int32)
+    nan = jnp.any(jnp.isnan(lhs), axis=-1, keepdims=True)
+    return jnp.where(nan, jnp.nan, sums.astype(jnp.float32))
 
 
 def experiments_from_sums(count: Array, positives: Array) -> RevealedExperiments:

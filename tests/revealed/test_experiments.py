@@ -72,6 +72,33 @@ def test_signal_sums_of_positives_first_from_the_indicators_two_blocks_count_lik
         np.testing.assert_array_equal(again[1], positive)
 
 
+def test_signal_sums_in_int8_equal_the_float32_sums_and_keep_a_nan_row_nan():
+    from iml.revealed.experiments import class_onehot, signal_indicator, signal_sums
+
+    rng = np.random.default_rng(8)
+    n, positives, rows = 700, 170, 176
+    signals = jnp.asarray(rng.integers(0, 5, (4, n)), jnp.int32)
+    y = jnp.asarray((np.arange(n) < positives).astype(np.float32))
+    classes = class_onehot(jnp.asarray(rng.integers(0, 3, n)), 3)
+    counts = np.asarray(R.paired_bootstrap_weights(jax.random.key(4), n, 6))
+    assert counts.max() == 5  # Poisson counts reach their largest value
+    weights = jnp.asarray(counts)
+    for blocks, labels in ((None, y), (rows, y), (None, classes)):
+        want = signal_sums(weights, labels, signal_indicator(signals, 5, blocks), 5, blocks)
+        got = signal_sums(weights, labels, signal_indicator(signals, 5, blocks, True), 5, blocks)
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == b.dtype == jnp.float32
+            np.testing.assert_array_equal(a, b)
+    # a NaN weight (a label that as_labels made NaN under jit) makes its row's sums NaN
+    bad = weights.at[2, 9].set(jnp.nan)
+    count, positive = signal_sums(bad, y, signal_indicator(signals, 5, rows, True), 5, rows)
+    assert np.isnan(count[2]).all() and np.isnan(positive[2]).all()
+    keep = np.arange(6) != 2
+    np.testing.assert_array_equal(
+        count[keep], signal_sums(weights, y, signal_indicator(signals, 5, rows), 5, rows)[0][keep]
+    )
+
+
 @pytest.mark.slow
 def test_revealed_experiments_bin_like_calibration_and_ignore_the_reporting_rule():
     key = jax.random.key(3)

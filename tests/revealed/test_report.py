@@ -185,6 +185,42 @@ def test_positives_first_labels_need_no_concrete_scores_for_the_positives_block(
         np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-7)
 
 
+def test_resampling_sums_in_int8_give_the_report_of_float32_sums(monkeypatch):
+    """Unit weights and Poisson counts: the report with the signal sums made in int8 is the
+    float32 one (its counts and value matrices exactly; what later programs fuse otherwise, to
+    float32 rounding); with weights or multinomial counts, the sums stay float32."""
+    from iml import _device
+    from iml.revealed import report as module
+
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(30), BETAS, 1.2, 0.3, 3000)
+    scores, labels = np.asarray(scores), np.asarray(labels)
+    seen = []
+    replicates = module._replicates
+
+    def spy(*args):
+        seen.append(args[-1])
+        return replicates(*args)
+
+    monkeypatch.setattr(module, "_replicates", spy)
+    reports = {}
+    for integer in (False, True):
+        monkeypatch.setattr(_device, "integer_products", lambda integer=integer: integer)
+        reports[integer] = R.reveal(scores, labels, BETAS, n_bootstrap=60, key=jax.random.key(31))
+        others = [
+            R.reveal(scores, labels, BETAS, n_bootstrap=4, key=jax.random.key(31), **kwargs)
+            for kwargs in ({"weight": np.ones(3000)}, {"resampling": "multinomial"})
+        ]
+        jax.block_until_ready([reports[integer], others])  # no program left running at exit
+    assert seen == [False] * 3 + [True, False, False]
+    floats, ints = reports[False], reports[True]
+    np.testing.assert_array_equal(ints.experiments.probability, floats.experiments.probability)
+    np.testing.assert_array_equal(ints.value_matrix, floats.value_matrix)
+    np.testing.assert_array_equal(ints.value_matrix_interval, floats.value_matrix_interval)
+    np.testing.assert_allclose(ints.information_interval, floats.information_interval, rtol=1e-6)
+    np.testing.assert_allclose(ints.nis_test.p_value, floats.nis_test.p_value, atol=1e-6)
+    np.testing.assert_allclose(ints.niac_test.p_value, floats.niac_test.p_value, atol=1e-6)
+
+
 def test_chunked_bootstrap_covers_every_replicate():
     for n_boot, n in itertools.product((1, 7, 1000), (10, 112_120)):
         chunks, size = bootstrap_chunks(n_boot, n)
