@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -168,13 +170,50 @@ def _wait_at_exit() -> None:
 HOST_SORT_MIN_LENGTH = 1024
 
 
+#: A host callback's batch of at least this many values is split by rows over the threads of
+#: :func:`_row_threads` (NumPy's sorts release the interpreter lock; XLA's own threads wait on
+#: the callback meanwhile).
+THREAD_MIN_ELEMENTS = 2**16
+
+
+@functools.cache
+def _row_threads() -> tuple[ThreadPoolExecutor | None, int]:
+    """A pool of one thread per core this process may use (at most 8), and their number; no
+    pool on one core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    cores = min(cores, 8)
+    pool = ThreadPoolExecutor(cores, thread_name_prefix="iml-rows") if cores > 1 else None
+    return pool, cores
+
+
+def by_rows(host_fn, a: np.ndarray) -> np.ndarray:
+    """``host_fn(a)`` for a function of each row of ``a`` (along its last axis) on its own: the
+    rows split over :func:`_row_threads` where ``a`` holds several rows and at least
+    :data:`THREAD_MIN_ELEMENTS` values, the parts' results put back in order (the same values
+    as one call)."""
+    pool, threads = _row_threads()
+    if pool is None or a.ndim < 2 or a.size < THREAD_MIN_ELEMENTS:
+        return host_fn(a)
+    rows = a.reshape(-1, a.shape[-1])
+    if rows.shape[0] < 2:
+        return host_fn(a)
+    parts = np.array_split(rows, min(threads, rows.shape[0]))
+    out = np.concatenate(list(pool.map(host_fn, parts)))
+    return out.reshape(*a.shape[:-1], *out.shape[1:])
+
+
 def host_or_device(x: Array, host_fn, device_fn, dtype, out_shape=None) -> Array:
     """``host_fn`` (NumPy, on the rows of ``x``) through a host callback on the CPU, where
     NumPy's sorts are several times faster than XLA's for rows of tens of thousands;
     ``device_fn`` (JAX) elsewhere, and everywhere for rows shorter than
     :data:`HOST_SORT_MIN_LENGTH`. Both return ``x``'s shape in ``dtype`` (or ``out_shape`` of
-    ``x``'s shape); under vmap the host function takes the batch at once. A script may end
-    while such a program runs: :func:`wait_for_running_programs` waits for it at exit."""
+    ``x``'s shape); under vmap the host function takes the batch at once. ``host_fn`` treats
+    each row on its own, so that a batch of rows is split over threads (:func:`by_rows`). A
+    script may end while such a program runs: :func:`wait_for_running_programs` waits for it
+    at exit."""
     if np.ndim(x) == 0 or np.shape(x)[-1] < HOST_SORT_MIN_LENGTH:
         return device_fn(x)
     _wait_at_exit()
@@ -182,7 +221,7 @@ def host_or_device(x: Array, host_fn, device_fn, dtype, out_shape=None) -> Array
     def host(v: Array) -> Array:
         shape = jax.ShapeDtypeStruct(v.shape if out_shape is None else out_shape(v.shape), dtype)
         return jax.pure_callback(
-            lambda a: np.asarray(host_fn(np.asarray(a)), dtype), shape, v,
+            lambda a: np.asarray(by_rows(host_fn, np.asarray(a)), dtype), shape, v,
             vmap_method="expand_dims",
         )  # fmt: skip
 

@@ -1,6 +1,8 @@
 """Tests of iml._bootstrap: resampling counts (multinomial and Poisson), percentile and order
 statistic intervals, and the check of the resampling scheme."""
 
+import os
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -213,3 +215,33 @@ def test_a_script_that_ends_while_host_callbacks_run_exits_cleanly():
     done = subprocess.run([sys.executable, "-c", STILL_RUNNING_AT_EXIT], cwd=root,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert (done.returncode, done.stdout) == (0, "dispatched\n"), done.stderr[-2000:]
+
+
+def test_a_host_callbacks_rows_split_over_threads_give_the_values_of_one_call():
+    from iml._bootstrap import THREAD_MIN_ELEMENTS, by_rows
+
+    rng = np.random.default_rng(11)
+    calls = []
+
+    def spy(fn):
+        def run(a):
+            calls.append(a.shape)
+            return fn(a)
+
+        return run
+
+    a = rng.normal(size=(3, 5, THREAD_MIN_ELEMENTS // 8)).astype(np.float32)
+    a[0, 1, :50] = a[0, 1, 50:100]  # ties, for the stable order
+    for fn in (np.sort, lambda r: np.argsort(r, axis=-1, kind="stable"),
+               lambda r: np.sort(r, axis=-1)[..., [0, 7, 99]]):  # fmt: skip
+        calls.clear()
+        got = by_rows(spy(fn), a)
+        np.testing.assert_array_equal(got, fn(a))
+        assert got.shape == fn(a).shape
+        assert sum(shape[0] for shape in calls) == 15  # every row once
+        assert len(calls) == min(len(os.sched_getaffinity(0)), 8, 15)
+    # one row, or a small batch: one call on the array as it is
+    for small in (a[0, 0], a[:, :, :10]):
+        calls.clear()
+        np.testing.assert_array_equal(by_rows(spy(np.sort), small), np.sort(small))
+        assert calls == [small.shape]
