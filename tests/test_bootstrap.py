@@ -245,3 +245,24 @@ def test_a_host_callbacks_rows_split_over_threads_give_the_values_of_one_call():
         calls.clear()
         np.testing.assert_array_equal(by_rows(spy(np.sort), small), np.sort(small))
         assert calls == [small.shape]
+
+
+def test_the_stable_order_of_float32_rows_is_numpys_stable_argsort():
+    from iml._bootstrap import stable_order
+
+    rng = np.random.default_rng(12)
+    a = rng.normal(size=(4, 3000)).astype(np.float32)
+    a[0, ::7] = a[0, 3]  # ties
+    a[1, :40] = 0.0
+    a[1, 20:60:2] = -0.0  # equal to +0.0: kept in their order
+    a[2, ::11] = np.nan
+    a[2, 5::13] = -np.nan
+    a[3, :30] = np.inf
+    a[3, 30:60] = -np.inf
+    a[3, 60:90] = np.float32(1e-45)  # subnormal
+    a[3, 90:120] = -np.float32(1e-45)
+    got = stable_order(a)
+    np.testing.assert_array_equal(got, np.argsort(a, axis=-1, kind="stable"))
+    assert got.dtype == np.int64
+    b = a.astype(np.float64)  # other dtypes: NumPy's stable sort itself
+    np.testing.assert_array_equal(stable_order(b), np.argsort(b, axis=-1, kind="stable"))
