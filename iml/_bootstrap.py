@@ -189,6 +189,10 @@ def _row_threads() -> tuple[ThreadPoolExecutor | None, int]:
     return pool, cores
 
 
+# A forked child has none of its parent's threads: it makes its own pool when it needs one.
+os.register_at_fork(after_in_child=_row_threads.cache_clear)
+
+
 def by_rows(host_fn, a: np.ndarray) -> np.ndarray:
     """``host_fn(a)`` for a function of each row of ``a`` (along its last axis) on its own: the
     rows split over :func:`_row_threads` where ``a`` holds several rows and at least

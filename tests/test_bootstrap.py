@@ -2,6 +2,8 @@
 statistic intervals, and the check of the resampling scheme."""
 
 import os
+import select
+import signal
 
 import chex
 import jax
@@ -266,3 +268,29 @@ def test_the_stable_order_of_float32_rows_is_numpys_stable_argsort():
     assert got.dtype == np.int64
     b = a.astype(np.float64)  # other dtypes: NumPy's stable sort itself
     np.testing.assert_array_equal(stable_order(b), np.argsort(b, axis=-1, kind="stable"))
+
+
+# JAX warns at any fork; the child here runs NumPy alone
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+def test_a_forked_child_splits_rows_over_threads_of_its_own():
+    from iml._bootstrap import THREAD_MIN_ELEMENTS, by_rows
+
+    a = np.random.default_rng(13).normal(size=(4, THREAD_MIN_ELEMENTS)).astype(np.float32)
+    by_rows(np.sort, a)  # the parent's pool exists before the fork
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: sort with a pool of its own, report, and leave at once
+        ok = np.array_equal(by_rows(np.sort, a), np.sort(a))
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    try:
+        # a pool without threads would never answer
+        ready, _, _ = select.select([read], [], [], 60)
+        got = os.read(read, 1) if ready else b"no answer"
+    finally:
+        os.close(read)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert got == b"1"
