@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from iml._bootstrap import stable_order
 from iml.calibration import (
     loss_calibration_verdicts,
     loss_corrected_scores,
@@ -190,7 +189,7 @@ def _baselines(
     methods = [m for m in BASELINES if m != "prior_shift" or shifts]
     out = {method: np.empty(scores.shape, np.float64) for method in methods}
     for row, (w, s) in enumerate(zip(weights, scores, strict=True)):
-        order = stable_order(np.asarray(s))
+        order = np.argsort(s, kind="stable")
         for method in methods:
             fitted = cross_fit(BASELINES[method](float(w)), s[order], labels[order],
                                fold_ids[order])  # fmt: skip
