@@ -34,6 +34,7 @@ from iml.revealed.bins import (
     cell_signals,
     check_class_scores,
     check_scores,
+    per_signal,
     signals_from_scores,
 )
 from iml.revealed.experiments import check_weight
@@ -526,7 +527,9 @@ def _multinomial_test(g, cells, labels, w, n_cells, level, min_count) -> LossCal
         rest = jnp.where(t < 1.0, (1.0 - tilted) / jnp.where(t < 1.0, 1.0 - t, 1.0), 0.0)
         return top * tilted + (1.0 - top) * g * rest
 
-    segment = jax.vmap(lambda x, c: jax.ops.segment_sum(x, c, n_cells))
+    def segment(x: Array, c: Array) -> Array:
+        return per_signal(x, c, n_cells)
+
     count = segment(jnp.broadcast_to(w, cells.shape), cells)  # [K, S]
     observed = segment(jnp.broadcast_to(w[:, None] * onehot, g.shape), cells)  # [K, S, n]
     expected = segment(w[None, :, None] * g, cells)
