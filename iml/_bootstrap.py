@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -176,21 +177,33 @@ HOST_SORT_MIN_LENGTH = 1024
 THREAD_MIN_ELEMENTS = 2**16
 
 
-@functools.cache
+_ROW_THREADS: list[tuple[ThreadPoolExecutor | None, int]] = []
+_ROW_THREADS_LOCK = threading.Lock()
+
+
 def _row_threads() -> tuple[ThreadPoolExecutor | None, int]:
     """A pool of one thread per core this process may use (at most 8), and their number; no
-    pool on one core."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    cores = min(cores, 8)
-    pool = ThreadPoolExecutor(cores, thread_name_prefix="iml-rows") if cores > 1 else None
-    return pool, cores
+    pool on one core. Made once per process, however many threads ask for it first."""
+    with _ROW_THREADS_LOCK:
+        if not _ROW_THREADS:
+            try:
+                cores = len(os.sched_getaffinity(0))
+            except AttributeError:  # not Linux
+                cores = os.cpu_count() or 1
+            cores = min(cores, 8)
+            pool = ThreadPoolExecutor(cores, thread_name_prefix="iml-rows") if cores > 1 else None
+            _ROW_THREADS.append((pool, cores))
+        return _ROW_THREADS[0]
 
 
-# A forked child has none of its parent's threads: it makes its own pool when it needs one.
-os.register_at_fork(after_in_child=_row_threads.cache_clear)
+def _forget_row_threads() -> None:
+    """In a forked child: none of the parent's threads, nor a lock one of them held."""
+    global _ROW_THREADS_LOCK
+    _ROW_THREADS_LOCK = threading.Lock()
+    _ROW_THREADS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_row_threads)
 
 
 def by_rows(host_fn, a: np.ndarray) -> np.ndarray:
