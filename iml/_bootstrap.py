@@ -19,7 +19,6 @@ from __future__ import annotations
 import atexit
 import functools
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -177,33 +176,21 @@ HOST_SORT_MIN_LENGTH = 1024
 THREAD_MIN_ELEMENTS = 2**16
 
 
-_ROW_THREADS: list[tuple[ThreadPoolExecutor | None, int]] = []
-_ROW_THREADS_LOCK = threading.Lock()
-
-
+@functools.cache
 def _row_threads() -> tuple[ThreadPoolExecutor | None, int]:
     """A pool of one thread per core this process may use (at most 8), and their number; no
-    pool on one core. Made once per process, however many threads ask for it first."""
-    with _ROW_THREADS_LOCK:
-        if not _ROW_THREADS:
-            try:
-                cores = len(os.sched_getaffinity(0))
-            except AttributeError:  # not Linux
-                cores = os.cpu_count() or 1
-            cores = min(cores, 8)
-            pool = ThreadPoolExecutor(cores, thread_name_prefix="iml-rows") if cores > 1 else None
-            _ROW_THREADS.append((pool, cores))
-        return _ROW_THREADS[0]
+    pool on one core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    cores = min(cores, 8)
+    pool = ThreadPoolExecutor(cores, thread_name_prefix="iml-rows") if cores > 1 else None
+    return pool, cores
 
 
-def _forget_row_threads() -> None:
-    """In a forked child: none of the parent's threads, nor a lock one of them held."""
-    global _ROW_THREADS_LOCK
-    _ROW_THREADS_LOCK = threading.Lock()
-    _ROW_THREADS.clear()
-
-
-os.register_at_fork(after_in_child=_forget_row_threads)
+# A forked child has none of its parent's threads: it makes its own pool when it needs one.
+os.register_at_fork(after_in_child=_row_threads.cache_clear)
 
 
 def by_rows(host_fn, a: np.ndarray) -> np.ndarray:
@@ -230,7 +217,12 @@ def host_or_device(x: Array, host_fn, device_fn, dtype, out_shape=None) -> Array
     ``x``'s shape); under vmap the host function takes the batch at once. ``host_fn`` treats
     each row on its own, so that a batch of rows is split over threads (:func:`by_rows`). A
     script may end while such a program runs: :func:`wait_for_running_programs` waits for it
-    at exit."""
+    at exit.
+
+    Programs holding such a callback must not run at once from two threads of one process: on
+    the CPU, JAX copies a callback's operands onto the device through the client's own
+    threads, and the callbacks of two programs can hold every one of those threads, each
+    waiting for a copy that none is left to make (a hang, seen on a 2-core host)."""
     if np.ndim(x) == 0 or np.shape(x)[-1] < HOST_SORT_MIN_LENGTH:
         return device_fn(x)
     _wait_at_exit()

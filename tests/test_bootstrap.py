@@ -294,38 +294,3 @@ def test_a_forked_child_splits_rows_over_threads_of_its_own():
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     assert got == b"1"
-
-
-def test_threads_asking_at_once_share_one_pool_of_row_threads(monkeypatch):
-    """Several threads' first calls (a report's table and its revealed experiments sort rows
-    side by side) make one pool: the core count is read slowly here, so that without the lock
-    every thread would make its own."""
-    import threading
-    import time
-
-    from iml import _bootstrap as B
-
-    monkeypatch.setattr(B, "_ROW_THREADS", [])
-    made = []
-
-    def slow_cores(pid):
-        time.sleep(0.2)
-        made.append(1)
-        return {0, 1}
-
-    monkeypatch.setattr(os, "sched_getaffinity", slow_cores, raising=False)
-    start = threading.Barrier(4)
-    pools = []
-
-    def first_call():
-        start.wait()
-        pools.append(B._row_threads())
-
-    threads = [threading.Thread(target=first_call) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(made) == 1 and len({id(pool) for pool, _ in pools}) == 1
-    assert pools[0][1] == 2
-    pools[0][0].shutdown()

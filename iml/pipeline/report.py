@@ -30,7 +30,6 @@ import json
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ from iml._io import atomic_write_bytes, file_stem
 from iml.calibration import RENORMALISED, expected_calibration_error
 from iml.pipeline.defaults import check_eval_settings, default_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
-from iml.pipeline.reveal import reveal_run, save_revealed_figures
+from iml.pipeline.reveal import reveal_run
 from iml.pipeline.reveal_input import RevealInput, check_reveal_input, class_input, reveal_input
 from iml.pipeline.scores import RunScores, scored_table, stored_scores
 from iml.pipeline.store import RunStore, check_stored_run
@@ -181,11 +180,6 @@ def report_run(
       each class, ``G``, NIS, NIAC, the cost bounds and NIAS): ``revealed.json`` and
       ``figures/revealed_*``, or a warning saying why not.
 
-    The revealed experiments are computed in a second thread while this one makes the table and
-    the figures, and their figures are drawn here after both; an error in either reaches the
-    caller once both have stopped. JAX settings made by a context manager around this call are
-    the calling thread's own and do not reach that second thread.
-
     Args:
       run: a run directory (:func:`iml.pipeline.experiment.run`, :func:`iml.pipeline.sweep.
         run_sweep` with a store).
@@ -211,68 +205,19 @@ def report_run(
     if formats is not None:  # recorded in ensemble.json as the report's setting
         settings["figures"] = list(V.check_figure_formats("formats", formats))
     formats = tuple(settings["figures"])
+    n_bins, n_bootstrap = int(settings["n_bins"]), int(settings["n_bootstrap"])
+    seed = int(settings["report_seed"])
     say = _say if progress else lambda message: None
     store = RunStore(run)
     manifest = store.manifest()
     scores = stored_scores(run, str(settings["average"]))
-    out = Path(out) if out is not None else store.root
-    # What the ensembles learned runs in a thread beside the table and the figures (its
-    # compiled programs release the interpreter while they run), so that the table's host work
-    # runs while they do. Its figures are drawn here, after both: matplotlib is not thread-safe.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="iml-reveal") as pool:
-        revealed = _start_reveal(pool, scores, manifest, store, settings, out, progress)
-        table = _table_and_figures(scores, manifest, settings, out, formats, say)
-        record = None if revealed is None else revealed.result()
-    if record is not None:
-        save_revealed_figures(record, out, formats)
-    return table
-
-
-def _start_reveal(
-    pool: ThreadPoolExecutor,
-    scores: RunScores,
-    manifest: Mapping[str, Any],
-    store: RunStore,
-    settings: Mapping[str, Any],
-    out: Path,
-    progress: bool,
-) -> Future | None:
-    """The revealed experiments of a grid of two losses or more, started in ``pool``
-    (:func:`_reveal`): its future record, or None where there is none to make."""
-    grid, family, labels = scores.grid, scores.family, scores.labels
-    n_bins, n_bootstrap = int(settings["n_bins"]), int(settings["n_bootstrap"])
-    seed = int(settings["report_seed"])
-    if len(grid.keys) < 2 or (family is None and not grid.spec.multiclass):
-        return None
-    if grid.spec.multiclass:  # what the ensembles learned, across the grid's losses
-        inputs = class_input(grid, scores.scores, labels, scores.sizes, run=store.root,
-                             kind=manifest["kind"], average=str(settings["average"]))  # fmt: skip
-        simulate = False
-    else:  # across their class weights
-        weights = [float(w) for w in grid.weights]
-        inputs = reveal_input(weights, scores.scores, labels, family, sizes=scores.sizes,
-                              kind=manifest["kind"], run=store.root)  # fmt: skip
-        simulate = True
-    return _reveal(pool, inputs, out, n_bins, n_bootstrap, seed, progress, simulate)
-
-
-def _table_and_figures(
-    scores: RunScores,
-    manifest: Mapping[str, Any],
-    settings: Mapping[str, Any],
-    out: Path,
-    formats: Sequence[str],
-    say: Any,
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """:func:`report_run`'s table, scores and figures, all but the revealed experiments'."""
-    n_bins, n_bootstrap = int(settings["n_bins"]), int(settings["n_bootstrap"])
-    seed = int(settings["report_seed"])
     grid, family, labels = scores.grid, scores.family, scores.labels
     say(
         f"the table of {len(grid.keys)} losses ({n_bootstrap} bootstrap replicates of each ECE"
         + (", the recalibration baselines cross-fitted)" if family is not None else ")")
     )
     table = scored_table(scores, n_bins, n_bootstrap, seed)
+    out = Path(out) if out is not None else store.root
     binary = family is not None
     weight_name = family.weight_name if binary else "loss"
     markdown = (markdown_by_method if binary else markdown_by_loss)(table, weight_name)
@@ -299,6 +244,11 @@ def _table_and_figures(
         for key, ak, ck in zip(grid.keys if formats else (), a, c, strict=False):
             fig = reliability_by_class(ak, y, ck, None, n_bins, title=f"{title}: {key}")
             save_figure(fig, out / "figures" / "reliability_by_class" / file_stem(key), formats)
+        if len(grid.keys) >= 2:  # what the ensembles learned, across the grid's losses
+            inputs = class_input(grid, scores.scores, labels, scores.sizes, run=store.root,
+                                 kind=manifest["kind"],
+                                 average=str(settings["average"]))  # fmt: skip
+            _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress, simulate=False)
         return table
     if not binary:
         return table
@@ -330,22 +280,25 @@ def _table_and_figures(
                               "spaced along its grid; table.md holds every one",
                               fontsize="small")  # fmt: skip
             save_figure(fig, out / "figures" / name, formats)
+    if len(weights) >= 2:  # what the ensembles learned, across their class weights
+        inputs = reveal_input(weights, scores.scores, labels, family, sizes=scores.sizes,
+                              kind=manifest["kind"], run=store.root)  # fmt: skip
+        _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress)
     return table
 
 
 def _reveal(
-    pool: ThreadPoolExecutor,
     inputs: RevealInput,
     out: Path,
     n_bins: int,
     n_bootstrap: int,
     seed: int,
+    formats: Sequence[str],
     progress: bool,
-    simulate: bool,
-) -> Future | None:
-    """The revealed experiments of a report's grid (:func:`iml.pipeline.reveal.reveal_run`,
-    writing ``revealed.json`` but no figure) started in ``pool``: the future record; or None,
-    with a warning saying why not (:func:`iml.pipeline.reveal_input.check_reveal_input`).
+    simulate: bool = True,
+) -> None:
+    """The revealed experiments of a report's grid (:func:`iml.pipeline.reveal.reveal_run`),
+    or a warning saying why not (:func:`iml.pipeline.reveal_input.check_reveal_input`).
     Where ``n_bootstrap`` is 100 or more, each verdict is also reached again at 5, 10 and 20
     quantile bins, and, with ``simulate``, the tests' size and power simulated (fewer replicates
     make both mere noise); a multiclass grid's size and power are left to ``iml reveal``, whose
@@ -353,16 +306,15 @@ def _reveal(
     try:
         check_reveal_input(inputs, n_bins)
     except ValueError as err:  # e.g. one label among the observations every loss scored
-        warnings.warn(f"no revealed experiments: {err}", RuntimeWarning, stacklevel=4)
-        return None
-    return pool.submit(
-        reveal_run,
+        warnings.warn(f"no revealed experiments: {err}", RuntimeWarning, stacklevel=3)
+        return
+    reveal_run(
         inputs,
         out,
         n_bins=n_bins,
         n_bootstrap=max(n_bootstrap, 2),
         seed=seed,
-        formats=(),
+        formats=formats,
         # Size and power simulated on 100 data sets of 200 replicates where the report
         # runs at least 100 replicates itself (fewer would make the rates mere noise).
         power_datasets=100 if simulate and n_bootstrap >= 100 else 0,

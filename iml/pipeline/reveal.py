@@ -69,7 +69,6 @@ __all__ = [
     "reveal_run",
     "revealed_figures",
     "revealed_summary",
-    "save_revealed_figures",
     "verdicts_title",
 ]
 
@@ -189,17 +188,9 @@ def reveal_run(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / "revealed.json", _dumps(record).encode())
-    save_revealed_figures(record, out, formats)
-    return record
-
-
-def save_revealed_figures(
-    record: Mapping[str, Any], out: str | Path, formats: Sequence[str]
-) -> None:
-    """Write :func:`revealed_figures` of a record into ``out/figures`` in each of ``formats``
-    (none for ``()``)."""
     for name, fig in (revealed_figures(record) if formats else {}).items():
-        save_figure(fig, Path(out) / "figures" / name, formats)
+        save_figure(fig, out / "figures" / name, formats)
+    return record
 
 
 def _verdicts(report: Any) -> dict[str, Any]:

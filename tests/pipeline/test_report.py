@@ -50,31 +50,27 @@ def test_score_metrics_include_the_smooth_ece_of_the_clipped_scores():
 
 
 @pytest.mark.slow
-def _two_beta_run(root: Path) -> RunStore:
-    """A stored run of two betas, 400 observations, 10 bootstrap replicates."""
+def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp_path):
+    from iml.pipeline.report import report_run
+
     rng = np.random.default_rng(1)
     n, betas = 400, (0.5, 0.9)
     posterior = rng.beta(1.0, 6.0, n)
     labels = (rng.random(n) < posterior).astype(np.int32)
-    store = RunStore(root)
+    store = RunStore(tmp_path / "run")
     store.open_run(
-        {"loss": {"betas": list(betas)},
-         "eval": {"n_bins": 10, "n_bootstrap": 10, "report_seed": 0}},
+        {
+            "loss": {"betas": list(betas)},
+            "eval": {"n_bins": 10, "n_bootstrap": 10, "report_seed": 0},
+        },
         kind="images",
-    )  # fmt: skip
+    )
     store.save_arrays("data/folds", labels=labels, fold_ids=np.arange(n) % 4)
     members = [
         (beta, np.arange(n), beta * posterior / (beta * posterior + (1 - beta) * (1 - posterior)))
         for beta in betas
     ]
     save_batch(store, "batches/batch-0000", members)
-    return store
-
-
-def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp_path):
-    from iml.pipeline.report import report_run
-
-    store = _two_beta_run(tmp_path / "run")
     table = report_run(store.root, tmp_path / "out", formats=("png",))
     for methods in table.values():
         for metrics in methods.values():
@@ -84,66 +80,6 @@ def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp
     assert "smooth_ece" in (tmp_path / "out" / "table.md").read_text()
     for name in ("smooth_raw", "smooth_corrected"):
         assert (tmp_path / "out" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
-
-
-def test_the_revealed_experiments_run_beside_the_table_and_their_figures_follow(
-    tmp_path, monkeypatch
-):
-    """The revealed experiments and the table are in flight at once (each waits until the other
-    has started), the revealed figures are drawn in the caller's thread after both, and the
-    record equals one made alone."""
-    import threading
-
-    from iml.pipeline import report as R
-
-    store = _two_beta_run(tmp_path / "run")
-    started = {"table": threading.Event(), "reveal": threading.Event()}
-    threads = {}
-
-    def beside(name, other, work):
-        def run(*args, **kwargs):
-            threads[name] = threading.current_thread()
-            started[name].set()
-            assert started[other].wait(60), f"{name} ran without {other} in flight"
-            return work(*args, **kwargs)
-
-        return run
-
-    monkeypatch.setattr(R, "scored_table", beside("table", "reveal", R.scored_table))
-    monkeypatch.setattr(R, "reveal_run", beside("reveal", "table", R.reveal_run))
-    drawn = []
-    save = R.save_revealed_figures
-
-    def draw(*args):
-        drawn.append(threading.current_thread())
-        save(*args)
-
-    monkeypatch.setattr(R, "save_revealed_figures", draw)
-    R.report_run(store.root, tmp_path / "out", formats=("png",))
-    assert threads["table"] is threading.main_thread() is not threads["reveal"]
-    assert drawn == [threading.main_thread()]
-    assert (tmp_path / "out" / "figures" / "revealed_information.png").exists()
-    record = json.loads((tmp_path / "out" / "revealed.json").read_text())
-    monkeypatch.undo()
-    R.report_run(store.root, tmp_path / "again", formats=())
-    assert json.loads((tmp_path / "again" / "revealed.json").read_text()) == record
-
-
-def test_a_failure_of_the_revealed_experiments_reaches_the_caller_after_the_table(
-    tmp_path, monkeypatch
-):
-    from iml.pipeline import report as R
-
-    store = _two_beta_run(tmp_path / "run")
-
-    def fails(*args, **kwargs):
-        raise RuntimeError("the revealed experiments failed")
-
-    monkeypatch.setattr(R, "reveal_run", fails)
-    with pytest.raises(RuntimeError, match="revealed experiments failed"):
-        R.report_run(store.root, tmp_path / "out", formats=())
-    assert json.loads((tmp_path / "out" / "table.json").read_text()).keys() == {"0.5", "0.9"}
-    assert not (tmp_path / "out" / "revealed.json").exists()
 
 
 def _stored_run_at_beta_09(
