@@ -109,7 +109,7 @@ def bin_signals(scores: ArrayLike, n_bins: int, strategy: str) -> Array:
 def per_signal(values: Array, signals: Array, n_signals: int) -> Array:
     """``sum_{i: s_ki = s} values[k, i, ...]``, ``[K, S, ...]`` for values ``[K, N, ...]`` and
     signals ``[K, N]``: one segment sum over all models, model ``k``'s signal ``s`` its segment
-    ``k S + s`` (on the CPU a few times faster than one segment sum per model, the same sums).
+    ``k S + s`` (faster on the CPU than one segment sum per model, with the same sums).
     A signal outside ``[0, S)`` counts nowhere, as in a segment sum per model."""
     n_models, n = signals.shape[:2]
     ids = signals + n_signals * jnp.arange(n_models, dtype=signals.dtype)[:, None]

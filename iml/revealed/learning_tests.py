@@ -527,9 +527,7 @@ def _multinomial_test(g, cells, labels, w, n_cells, level, min_count) -> LossCal
         rest = jnp.where(t < 1.0, (1.0 - tilted) / jnp.where(t < 1.0, 1.0 - t, 1.0), 0.0)
         return top * tilted + (1.0 - top) * g * rest
 
-    def segment(x: Array, c: Array) -> Array:
-        return per_signal(x, c, n_cells)
-
+    segment = functools.partial(per_signal, n_signals=n_cells)
     count = segment(jnp.broadcast_to(w, cells.shape), cells)  # [K, S]
     observed = segment(jnp.broadcast_to(w[:, None] * onehot, g.shape), cells)  # [K, S, n]
     expected = segment(w[None, :, None] * g, cells)
