@@ -108,12 +108,13 @@ def bin_signals(scores: ArrayLike, n_bins: int, strategy: str) -> Array:
 
 def per_signal(values: Array, signals: Array, n_signals: int) -> Array:
     """``sum_{i: s_ki = s} values[k, i, ...]``, ``[K, S, ...]`` for values ``[K, N, ...]`` and
-    signals ``[K, N]``: one segment sum over all models, model ``k``'s signal ``s`` its segment
-    ``k S + s`` (faster on the CPU than one segment sum per model, with the same sums).
-    A signal outside ``[0, S)`` counts nowhere, as in a segment sum per model."""
+    signals ``[K, N]`` (any integer type): one segment sum over all models, model ``k``'s
+    signal ``s`` its segment ``k S + s``, the sums of one segment sum per model. A signal outside
+    ``[0, S)`` counts nowhere, as in a segment sum per model."""
     n_models, n = signals.shape[:2]
-    ids = signals + n_signals * jnp.arange(n_models, dtype=signals.dtype)[:, None]
-    ids = jnp.where((signals >= 0) & (signals < n_signals), ids, n_models * n_signals)
+    s = jnp.asarray(signals, jnp.int32)
+    ids = s + n_signals * jnp.arange(n_models, dtype=jnp.int32)[:, None]
+    ids = jnp.where((s >= 0) & (s < n_signals), ids, n_models * n_signals)
     flat = jnp.reshape(values, (n_models * n, *values.shape[2:]))
     sums = jax.ops.segment_sum(flat, ids.reshape(-1), n_models * n_signals)
     return sums.reshape(n_models, n_signals, *values.shape[2:])

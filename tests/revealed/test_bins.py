@@ -88,15 +88,16 @@ def test_adaptive_cells_merge_alike_for_every_model_and_meet_the_count():
 
 def test_per_signal_sums_each_models_values_by_its_own_signals_and_drops_the_out_of_range():
     """One segment sum over all models gives each model's own sums: equal to NumPy's per-model
-    sums, for values with trailing axes too; a signal outside [0, S) adds to no model (were it
-    not dropped, -1 would land in the previous model's last signal)."""
+    sums, for values with trailing axes too and signals of a small integer type; a signal
+    outside [0, S) adds to no model (were it not dropped, -1 would land in the previous model's
+    last signal, and S in the next model's first)."""
     from iml.revealed.bins import per_signal
 
     rng = np.random.default_rng(0)
-    K, N, S = 3, 50, 4
+    K, N, S = 3, 50, 50
     signals = rng.integers(0, S, (K, N)).astype(np.int32)
     signals[1, :3] = -1
-    signals[2, 3:5] = S
+    signals[1, 3:5] = S
     values = rng.random((K, N, 2)).astype(np.float32)
     want = np.zeros((K, S, 2))
     for k in range(K):
@@ -104,3 +105,5 @@ def test_per_signal_sums_each_models_values_by_its_own_signals_and_drops_the_out
             want[k, s] = values[k, signals[k] == s].sum(axis=0)
     np.testing.assert_allclose(per_signal(values, signals, S), want, rtol=1e-6)
     np.testing.assert_allclose(per_signal(values[..., 0], signals, S), want[..., 0], rtol=1e-6)
+    # int8 signals: K S = 150 segments, beyond int8's range
+    np.testing.assert_allclose(per_signal(values, signals.astype(np.int8), S), want, rtol=1e-6)
