@@ -219,10 +219,10 @@ def host_or_device(x: Array, host_fn, device_fn, dtype, out_shape=None) -> Array
     script may end while such a program runs: :func:`wait_for_running_programs` waits for it
     at exit.
 
-    Programs holding such a callback must not run at once from two threads of one process: on
-    the CPU, JAX copies a callback's operands onto the device through the client's own
-    threads, and the callbacks of two programs can hold every one of those threads, each
-    waiting for a copy that none is left to make (a hang, seen on a 2-core host)."""
+    Programs holding such a callback must not run at once from two threads of one process: a
+    report that did so hung on a 2-core host, with XLA's CPU threads each inside a callback,
+    waiting for its operands, which JAX puts on the device before calling it. The likely cause:
+    those puts need a thread that the callbacks hold."""
     if np.ndim(x) == 0 or np.shape(x)[-1] < HOST_SORT_MIN_LENGTH:
         return device_fn(x)
     _wait_at_exit()
