@@ -128,9 +128,11 @@ def _pair_products(X: Array, rows: Array, cols: Array) -> Array:
     """``Z [q, N]`` of the design ``X [N, d1]``: column ``i`` holds the listed entries of ``x_i
     x_i^T``'s upper triangle, so a member's sums over them are one row-vector times ``Z^T`` and a
     batch's one matrix product. Compiled on its own, apart from the solver, where XLA's CPU
-    backend fills it faster."""
+    backend fills it faster; made a pair at a time (``lax.map``: each row of ``Z`` the product of
+    two rows of ``X^T``), which XLA's CPU backend fills as a loop of row copies, where the
+    gather of whole ``[q, N]`` blocks went element by element."""
     Xt = X.T
-    return Xt[rows] * Xt[cols]
+    return jax.lax.map(lambda pair: Xt[pair[0]] * Xt[pair[1]], (rows, cols))
 
 
 def times_pairs(V: Array, Z: Array) -> Array:
@@ -164,7 +166,7 @@ def _nonzero_pairs(features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Two one-hot columns of one category are never both 1, so their pair's products are all zero
     and need no column in the table (about a third of UCI Adult's pairs).
     """
-    return _upper_nonzero(_together(features))
+    return _upper_nonzero(_together(np.asarray(features) != 0))
 
 
 def _upper_nonzero(together: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -174,18 +176,22 @@ def _upper_nonzero(together: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[keep], cols[keep]
 
 
-def _together(features: np.ndarray) -> np.ndarray:
-    """``[d1, d1]``: in how many rows both columns of the design are nonzero."""
-    used = np.concatenate([features != 0, np.ones((features.shape[0], 1), bool)], axis=1)
-    used = used.astype(np.float32)
-    return used.T @ used
+def _together(nonzero: np.ndarray) -> np.ndarray:
+    """``[d1, d1]``: in how many rows both columns of the design are nonzero, from the features'
+    ``nonzero [N, d]`` (the design's last column, of ones, is nonzero in every row)."""
+    used = nonzero.astype(np.float32)
+    inner = used.T @ used
+    counts = used.sum(axis=0)
+    return np.block([[inner, counts[:, None]], [counts[None, :], np.float32(len(used))]])
 
 
-def _categories(features: np.ndarray, together: np.ndarray) -> list[list[int]]:
+def _categories(
+    features: np.ndarray, nonzero: np.ndarray, together: np.ndarray
+) -> tuple[list[list[int]], np.ndarray]:
     """Columns whose nonzero entries all have one value (a one-hot level's, scaled or not),
     grouped (greedily, in column order) so that no row is nonzero in two columns of a group: a
-    one-hot category's levels, or several categories'."""
-    nonzero = features != 0
+    one-hot category's levels, or several categories'; and each column's largest nonzero entry
+    ``[d]`` (a grouped column's one value)."""
     high = np.max(np.where(nonzero, features, -np.inf), axis=0)
     low = np.min(np.where(nonzero, features, np.inf), axis=0)
     groups: list[list[int]] = []
@@ -196,7 +202,7 @@ def _categories(features: np.ndarray, together: np.ndarray) -> list[list[int]]:
                 break
         else:
             groups.append([int(j)])
-    return groups
+    return groups, high
 
 
 def _pair_layout(
@@ -205,17 +211,19 @@ def _pair_layout(
     """The nonzero pairs (:func:`_nonzero_pairs`) in the order of :class:`Pairs`, how many of
     them the table holds, and the ``cells [c, N]`` and ``values`` of the ``c`` pairs of
     categories with at least ``_CELLS`` nonzero pairs of levels each (c may be 0)."""
-    together = _together(features)
+    nonzero = features != 0
+    together = _together(nonzero)
     rows, cols = _upper_nonzero(together)
-    groups = _categories(features, together)
+    groups, value = _categories(features, nonzero, together)
     n = features.shape[0]
-    # each row's level in each group (len(group) where it has none)
-    levels = []
-    for group in groups:
-        block = features[:, group] != 0
-        levels.append(np.where(block.any(axis=1), block.argmax(axis=1), len(group)))
-    value = np.max(np.abs(features), axis=0)  # a level's value, up to its sign
-    value = np.where(np.any(features < 0, axis=0), -value, value)
+    # Each row's level in each group (len(group) where it has none). No row is nonzero in two
+    # columns of a group, so one product of the indicator with each column's place in its group
+    # (counted from 1) finds every group's level at once (small integers: exact in float32).
+    place = np.zeros((features.shape[1], len(groups)), np.float32)
+    for g, group in enumerate(groups):
+        place[group, g] = np.arange(1, len(group) + 1)
+    found = (nonzero.astype(np.float32) @ place).astype(np.int64) - 1
+    levels = [np.where(found[:, g] < 0, len(group), found[:, g]) for g, group in enumerate(groups)]
     scattered: list[tuple[int, int]] = []
     lookups = []
     for a in range(len(groups)):

@@ -86,6 +86,26 @@ def test_hessians_from_cells_of_two_categories_equal_the_designs_in_float64():
     np.testing.assert_allclose(H / scale, exact / scale, rtol=0, atol=2e-6)
 
 
+def test_the_table_holds_each_pairs_products_and_each_row_the_cell_of_its_two_levels():
+    from iml.training import exact_design
+
+    x, _, a, b = _two_categories()
+    pairs = exact_design.Design.of(x).pairs
+    rows, cols = np.asarray(pairs.rows), np.asarray(pairs.cols)
+    q = pairs.products.shape[0]
+    X = np.column_stack([x, np.ones(x.shape[0], np.float32)])
+    # the table's column t is the products of its pair's two design columns, to the bit
+    np.testing.assert_array_equal(np.asarray(pairs.products), (X[:, rows[:q]] * X[:, cols[:q]]).T)
+    # each row's cell is the pair of its own two levels, whose value is the row's product
+    cell = np.asarray(pairs.cells[0])
+    both = b < 6
+    assert np.all(cell[~both] == rows.shape[0] - q)
+    r, c = rows[q + cell[both]], cols[q + cell[both]]
+    at = np.flatnonzero(both)
+    assert np.all(r == 1 + a[both]) and np.all(c == 10 + b[both])
+    np.testing.assert_array_equal(np.asarray(pairs.values)[cell[both]], X[at, r] * X[at, c])
+
+
 @pytest.mark.slow
 def test_fits_with_the_cells_of_categories_equal_fits_with_the_table_alone(monkeypatch):
     from iml.training import exact_design
