@@ -1,5 +1,5 @@
-"""Host arrays onto the device without compiling a program, and what the device multiplies
-fastest.
+"""Host arrays onto the device without compiling a program, what the device multiplies
+fastest, and XLA's options for the programs a first run waits on.
 
 ``jnp.asarray`` of a NumPy array compiles a one-operation program for every new shape and dtype
 (``stage``, or ``convert_element_type`` where the dtype changes), again in every process.
@@ -16,7 +16,14 @@ import jax
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-__all__ = ["integer_products", "to_device"]
+__all__ = ["ELEMENTAL_EMITTERS", "integer_products", "to_device"]
+
+#: XLA's compiler options for a program that a first run waits on to compile (``jax.jit(...,
+#: compiler_options=ELEMENTAL_EMITTERS)``): on the CPU, the elemental IR emitters in place of
+#: the MLIR fusion emitters, which compiled the exact solver's Newton program and its validation
+#: losses' program more slowly, with their warm calls not separated
+#: (``docs/results/sweep_train``). Other backends ignore it.
+ELEMENTAL_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 
 
 def to_device(a: ArrayLike, dtype: DTypeLike | None = None) -> jax.Array:

@@ -76,7 +76,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from iml import _validation as V
-from iml._device import to_device
+from iml._device import ELEMENTAL_EMITTERS, to_device
 from iml.training.exact_design import (
     FLOOR,
     LINE_TRIALS,
@@ -123,10 +123,6 @@ _STRAGGLERS, _FEWEST = 8, 16
 # A batch of at least this many members takes its line searches' further trials and their third
 # products an eighth of the batch at a time, and factors its renewed members alone (see _newton).
 _LARGE = _STRAGGLERS * _FEWEST
-# XLA's options for the Newton program: on the CPU, the elemental IR emitters in place of the
-# MLIR fusion emitters, which compiled it more slowly where measured, with its warm calls not
-# separated (docs/results/sweep_train/README.md).
-_COMPILE = {"xla_cpu_use_fusion_emitters": False}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -134,7 +130,7 @@ _COMPILE = {"xla_cpu_use_fusion_emitters": False}
 # ----------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, compiler_options=_COMPILE)
+@functools.partial(jax.jit, compiler_options=ELEMENTAL_EMITTERS)
 def _newton(
     design: Design,
     y: Array,

@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 
 from iml import _validation as V
 from iml import losses as L
-from iml._device import to_device
+from iml._device import ELEMENTAL_EMITTERS, to_device
 from iml.data.folds import FoldSplit
 from iml.grids import LossGrid, loss_grid
 from iml.models.small import LogisticRegression
@@ -628,7 +628,7 @@ def _validation_losses_exact(
     return np.asarray(mean), np.asarray(best)
 
 
-@jax.jit
+@functools.partial(jax.jit, compiler_options=ELEMENTAL_EMITTERS)
 def _exact_penalty_moments(
     spec: LossSpec, x: Array, y: Array, idx: Array, weight: Array, coef: Array, intercept: Array
 ) -> PenaltyMoments:
@@ -653,10 +653,13 @@ def _exact_penalty_moments(
 
 def _summed_over_blocks(block: Callable, idx: Array, weight: Array) -> PenaltyMoments:
     """``block(total, (idx_b, weight_b))`` over the blocks of rows ``idx [R, n_blocks, size]``
-    (and their ``weight``) in a scan, from the first block's moments (``total`` None there)."""
+    (and their ``weight``) in a scan from zero moments (``block(None, rows)`` gives a block's
+    own): the block is traced and compiled once, in the scan's body alone."""
     blocks = (jnp.swapaxes(idx, 0, 1), jnp.swapaxes(weight, 0, 1))
     first = jax.tree.map(lambda a: a[0], blocks)
-    total, _ = jax.lax.scan(block, block(None, first)[0], jax.tree.map(lambda a: a[1:], blocks))
+    shapes = jax.eval_shape(lambda rows: block(None, rows)[0], first)
+    zeros = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+    total, _ = jax.lax.scan(block, zeros, blocks)
     return total
 
 
