@@ -69,6 +69,7 @@ step finite where the gradient has no component.
 from __future__ import annotations
 
 import functools
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -100,7 +101,9 @@ Array = jax.Array
 
 __all__ = [
     "beta_weighted_sample_weights",
+    "compile_ahead",
     "fit_weighted_logistic",
+    "path_batch",
 ]
 
 
@@ -377,6 +380,59 @@ def _in_chunks(want: Array, f, m: int) -> Array:
     return jax.lax.while_loop(lambda c: jnp.any(c[0]), body, (want, jnp.zeros(n, jnp.float32)))[1]
 
 
+# Newton programs being compiled in threads (compile_ahead), joined before the next Newton call
+# so that no program is compiled twice, and the batches asked for already in this process.
+_AHEAD: list[threading.Thread] = []
+_ASKED: set[tuple] = set()
+_AHEAD_LOCK = threading.Lock()
+
+
+def compile_ahead(design: Design, members: int) -> None:
+    """Start compiling, in a thread, the binary Newton program for batches of ``members`` on a
+    design of the shapes ``design`` (a :class:`Design` of ``jax.ShapeDtypeStruct``, as
+    ``Design.of(x, shapes_known=...)`` gives them; ``members``: :func:`path_batch` for a path).
+
+    A first fit spends its start on the host (the design's layout and table, the sample
+    weights, mostly one core), and XLA compiles the Newton program on the other meanwhile. The
+    next Newton call waits for the thread, so the program is compiled once, and runs the
+    program the thread made. Once per process and shape; where the thread's compile fails, the
+    fit compiles the program itself (and raises there)."""
+    N, d1 = design.X.shape
+
+    def floats(*shape: int) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct(shape, np.float32)
+
+    scalar = jax.ShapeDtypeStruct((), np.int32)
+    args = (design, floats(N), floats(members, N), floats(members, d1), floats(members, d1),
+            floats(members, d1, d1), floats(), scalar, scalar, scalar)  # fmt: skip
+    leaves, tree = jax.tree.flatten(args)
+    key = (str(tree), *((a.shape, str(a.dtype)) for a in leaves))
+    with _AHEAD_LOCK:
+        if key in _ASKED:
+            return
+        _ASKED.add(key)
+        thread = threading.Thread(target=_compiled_quietly, args=args, daemon=True,
+                                  name="iml-compile-ahead")  # fmt: skip
+        _AHEAD.append(thread)
+    thread.start()
+
+
+def _compiled_quietly(*args: object) -> None:
+    try:
+        _newton.lower(*args).compile()
+    except Exception:  # the fit's own call compiles the program, and raises there
+        pass
+
+
+def _join_ahead() -> None:
+    """Wait for the Newton programs being compiled ahead (:func:`compile_ahead`)."""
+    with _AHEAD_LOCK:
+        threads = list(_AHEAD)
+        _AHEAD.clear()
+    for thread in threads:
+        thread.join()
+
+
 def intercept_optima(s: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The optimum of an intercept alone for each member of ``s [K, N]`` (weights; ``y [N]``
     labels in ``{0, 1}``): ``logit`` of its weighted share of positives, 0 where a member has
@@ -447,6 +503,7 @@ class Members:
         from where they are with their Hessians, until done."""
         K = theta.shape[0]
         until = K // _STRAGGLERS if K >= _STRAGGLERS * _FEWEST else 0
+        _join_ahead()
         solved = _newton(self.design, self.y, S, to_device(P, np.float32),
                          to_device(theta, np.float32), to_device(H, np.float32), self.tol,
                          np.int32(max_iter), np.int32(renew_first), np.int32(until))  # fmt: skip
@@ -490,6 +547,19 @@ def _members_of(S: Array, rows: Array) -> Array:
     return S[rows]
 
 
+def _segments(n_steps: int) -> int:
+    """How many segments a path of ``n_steps`` steps is cut into (see the module)."""
+    return max(1, n_steps // _SEGMENT)
+
+
+def path_batch(n_steps: int, n_members: int, n_rows: int) -> int:
+    """The members of a path's first batch of Newton steps (:func:`fit_weighted_logistic` with
+    ``path``, ``chunk`` left to its default): as many steps as the path has segments, each of
+    ``n_members`` members, up to the most that a batch of ``[members, n_rows]`` arrays holds.
+    For :func:`compile_ahead`."""
+    return min(_segments(n_steps) * n_members, max(1, _BATCH_FLOATS // n_rows))
+
+
 def _solve_path(members: Members, s: np.ndarray, P: np.ndarray, offsets: np.ndarray) -> Solved:
     """Steps of a path, ``M`` members each: their weights ``s [Q M, N]`` (on the host, step by
     step; each batch's rows are copied to the device) and ``P [Q, M, d1]``, by anchors (see the
@@ -502,7 +572,7 @@ def _solve_path(members: Members, s: np.ndarray, P: np.ndarray, offsets: np.ndar
     # Segments of the path, each solved from its middle step outwards: the middles from cold
     # starts, then their anchors a stride at a time in both directions, the segments side by
     # side in each batch.
-    segments = np.array_split(np.arange(Q), max(1, Q // _SEGMENT))
+    segments = np.array_split(np.arange(Q), _segments(Q))
     middles = [int(seg[len(seg) // 2]) for seg in segments]
     group = len(middles)
 

@@ -18,12 +18,13 @@ further (as Levenberg-Marquardt's damping) for a member whose step float32 made 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, DTypeLike
 
 from iml import _validation as V
 from iml._device import to_device
@@ -107,15 +108,30 @@ class Design(NamedTuple):
     pairs: Pairs | None
 
     @classmethod
-    def of(cls, x: ArrayLike) -> Design:
+    def of(cls, x: ArrayLike, shapes_known: Callable[[Design], None] | None = None) -> Design:
         """The design of features ``x [N, d]`` (made once, and shared by every fit on them:
         pass it as ``design=`` to :func:`fit_weighted_logistic` and
-        :func:`fit_weighted_softmax`)."""
+        :func:`fit_weighted_softmax`).
+
+        ``shapes_known``: called with the design's shapes (a :class:`Design` of
+        ``jax.ShapeDtypeStruct``) as soon as they are known, before the table of pair products
+        is made: to start compiling a program on them meanwhile
+        (:func:`iml.training.exact.compile_ahead`)."""
         x = np.asarray(x, np.float32)
         design = to_device(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
         rows, cols, q, cells, values = _pair_layout(x)
+        table = design.shape[0] * q * 4 <= _PAIR_BYTES
+        if shapes_known is not None:
+
+            def shape(a: np.ndarray | Array, dtype: DTypeLike) -> jax.ShapeDtypeStruct:
+                return jax.ShapeDtypeStruct(np.shape(a), dtype)
+
+            layout = Pairs(shape(rows, np.int32), shape(cols, np.int32),
+                           jax.ShapeDtypeStruct((q, design.shape[0]), np.float32),
+                           shape(cells, np.int32), shape(values, np.float32))  # fmt: skip
+            shapes_known(cls(shape(design, np.float32), layout if table else None))
         pairs = None
-        if design.shape[0] * q * 4 <= _PAIR_BYTES:
+        if table:
             products = _pair_products(design, to_device(rows[:q], np.int32),
                                       to_device(cols[:q], np.int32))  # fmt: skip
             rows, cols = to_device(rows, np.int32), to_device(cols, np.int32)

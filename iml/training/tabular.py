@@ -57,7 +57,9 @@ from iml.models.small import LogisticRegression
 from iml.spec import LossLike, LossSpec
 from iml.training.exact import (
     beta_weighted_sample_weights,
+    compile_ahead,
     fit_weighted_logistic,
+    path_batch,
 )
 from iml.training.exact_design import Design
 from iml.training.exact_multinomial import fit_weighted_softmax
@@ -429,8 +431,13 @@ def _fit_exactly(
     _, scale = _standardizer(x, train_mask, config.standardize)
     totals = _total_weights(spec, y, share, config)
     penalty = totals[..., None] * np.square(scale.astype(np.float64))[None] / unit**2
-    options = {"tol": config.tol, "max_iter": config.max_newton_steps, "design": Design.of(xs),
-               "penalty_scale": penalty}  # fmt: skip
+    # A path of class weights (the binary members' case below) starts compiling its first Newton
+    # program while the design's table and the sample weights are made.
+    binary = spec.record.exact == "logistic"
+    first = path_batch(spec.batch_shape[0], len(train_mask), len(y)) if binary else 0
+    ahead = functools.partial(compile_ahead, members=first) if binary else None
+    options = {"tol": config.tol, "max_iter": config.max_newton_steps,
+               "design": Design.of(xs, shapes_known=ahead), "penalty_scale": penalty}  # fmt: skip
     if spec.record.exact == "one_vs_rest":
         B = np.asarray(spec.params["B"], np.float64)  # [m, n, n]
         parts = []

@@ -507,3 +507,50 @@ def test_a_path_of_fits_makes_only_its_newton_and_design_programs():
     assert "_newton" in names, messages
     assert names <= {"_newton", "_pair_products"}, names
     assert np.all(fit.grad_norm <= 1e-6)
+
+
+def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs():
+    # The design's shapes start the path's first Newton program compiling in a thread
+    # (compile_ahead, asked for by Design.of); the fit waits for it, and the program is compiled
+    # once in all: with another batch size, or without the wait, it would be compiled twice.
+    # The fit's optima equal those of a fit that compiles its own program (rows of a size no
+    # other test uses, so nothing is cached).
+    import functools
+    import logging
+
+    import jax
+
+    from iml.training import exact
+    from iml.training.exact_design import Design
+
+    rng = np.random.default_rng(4)
+    n, d = 1301, 3
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-x[:, 1]))).astype(np.int32)
+    betas = 1 / (1 + np.exp(-np.linspace(-2.0, 2.0, 5)))
+    s = beta_weighted_sample_weights(y, betas, np.ones((3, n), np.float32))  # [5, 3, n]
+    path = np.log(betas / (1 - betas))
+    ahead = functools.partial(exact.compile_ahead, members=exact.path_batch(5, 3, n))
+    messages = []
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    heard, logger = Heard(), logging.getLogger("jax")
+    logger.addHandler(heard)
+    logged = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)  # in every thread, not only this one
+    try:
+        fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=path,
+                                    design=Design.of(x, shapes_known=ahead))  # fmt: skip
+        again = Design.of(x, shapes_known=ahead)  # asked before: no thread
+        assert not exact._AHEAD
+    finally:
+        jax.config.update("jax_log_compiles", logged)
+        logger.removeHandler(heard)
+    newton = [m for m in messages if m.startswith("Compiling jit(_newton)")]
+    assert len(newton) == 1, newton
+    alone = fit_weighted_logistic(x, y, s, l2=1e-3, path=path, design=again)
+    np.testing.assert_array_equal(fit.coef, alone.coef)
+    np.testing.assert_array_equal(fit.intercept, alone.intercept)
