@@ -69,6 +69,8 @@ step finite where the gradient has no component.
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import threading
 
 import jax
@@ -381,10 +383,22 @@ def _in_chunks(want: Array, f, m: int) -> Array:
 
 
 # Newton programs being compiled in threads (compile_ahead), joined before the next Newton call
-# so that no program is compiled twice, and the batches asked for already in this process.
+# so that no program is compiled twice, and the batches asked for already in this process (a
+# forked child starts with neither: its parent's threads do not run in it).
 _AHEAD: list[threading.Thread] = []
 _ASKED: set[tuple] = set()
 _AHEAD_LOCK = threading.Lock()
+_log = logging.getLogger(__name__)
+
+
+def _forget_ahead() -> None:
+    global _AHEAD_LOCK
+    _AHEAD_LOCK = threading.Lock()
+    _AHEAD.clear()
+    _ASKED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_ahead)
 
 
 def compile_ahead(design: Design, members: int) -> None:
@@ -395,8 +409,10 @@ def compile_ahead(design: Design, members: int) -> None:
     A first fit spends its start on the host (the design's layout and table, the sample
     weights, mostly one core), and XLA compiles the Newton program on the other meanwhile. The
     next Newton call waits for the thread, so the program is compiled once, and runs the
-    program the thread made. Once per process and shape; where the thread's compile fails, the
-    fit compiles the program itself (and raises there)."""
+    program the thread made. Once per process and shape; where the thread's compile fails, it
+    is logged (``logging``, this module's logger) and the fit compiles the program itself (and
+    raises there). The thread is not a daemon: a process that ends while it compiles waits for
+    it, where ending under a running XLA compile aborted the interpreter."""
     N, d1 = design.X.shape
 
     def floats(*shape: int) -> jax.ShapeDtypeStruct:
@@ -411,17 +427,17 @@ def compile_ahead(design: Design, members: int) -> None:
         if key in _ASKED:
             return
         _ASKED.add(key)
-        thread = threading.Thread(target=_compiled_quietly, args=args, daemon=True,
-                                  name="iml-compile-ahead")  # fmt: skip
+        thread = threading.Thread(target=_compiled_or_logged, args=args, name="iml-compile-ahead")
+        thread.start()
         _AHEAD.append(thread)
-    thread.start()
 
 
-def _compiled_quietly(*args: object) -> None:
+def _compiled_or_logged(*args: object) -> None:
     try:
         _newton.lower(*args).compile()
     except Exception:  # the fit's own call compiles the program, and raises there
-        pass
+        _log.warning("compiling the Newton program ahead failed; the fit compiles it itself",
+                     exc_info=True)  # fmt: skip
 
 
 def _join_ahead() -> None:

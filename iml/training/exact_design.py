@@ -146,7 +146,8 @@ def _pair_products(X: Array, rows: Array, cols: Array) -> Array:
     batch's one matrix product. Compiled on its own, apart from the solver, where XLA's CPU
     backend fills it faster; made a pair at a time (``lax.map``: each row of ``Z`` the product of
     two rows of ``X^T``), which XLA's CPU backend fills as a loop of row copies, where the
-    gather of whole ``[q, N]`` blocks went element by element."""
+    gather of whole ``[q, N]`` blocks went element by element. Other backends run the ``q``
+    steps one after another too; only the CPU's time is measured."""
     Xt = X.T
     return jax.lax.map(lambda pair: Xt[pair[0]] * Xt[pair[1]], (rows, cols))
 
@@ -194,8 +195,9 @@ def _upper_nonzero(together: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _together(nonzero: np.ndarray) -> np.ndarray:
     """``[d1, d1]``: in how many rows both columns of the design are nonzero, from the features'
-    ``nonzero [N, d]`` (the design's last column, of ones, is nonzero in every row)."""
-    used = nonzero.astype(np.float32)
+    ``nonzero [N, d]`` indicator (bool or 0/1 floats; the design's last column, of ones, is
+    nonzero in every row)."""
+    used = nonzero.astype(np.float32, copy=False)
     inner = used.T @ used
     counts = used.sum(axis=0)
     return np.block([[inner, counts[:, None]], [counts[None, :], np.float32(len(used))]])
@@ -207,7 +209,7 @@ def _categories(
     """Columns whose nonzero entries all have one value (a one-hot level's, scaled or not),
     grouped (greedily, in column order) so that no row is nonzero in two columns of a group: a
     one-hot category's levels, or several categories'; and each column's largest nonzero entry
-    ``[d]`` (a grouped column's one value)."""
+    ``[d]`` (a grouped column's one value; ``-inf`` for a column of zeros)."""
     high = np.max(np.where(nonzero, features, -np.inf), axis=0)
     low = np.min(np.where(nonzero, features, np.inf), axis=0)
     groups: list[list[int]] = []
@@ -228,7 +230,8 @@ def _pair_layout(
     them the table holds, and the ``cells [c, N]`` and ``values`` of the ``c`` pairs of
     categories with at least ``_CELLS`` nonzero pairs of levels each (c may be 0)."""
     nonzero = features != 0
-    together = _together(nonzero)
+    used = nonzero.astype(np.float32)
+    together = _together(used)
     rows, cols = _upper_nonzero(together)
     groups, value = _categories(features, nonzero, together)
     n = features.shape[0]
@@ -238,7 +241,7 @@ def _pair_layout(
     place = np.zeros((features.shape[1], len(groups)), np.float32)
     for g, group in enumerate(groups):
         place[group, g] = np.arange(1, len(group) + 1)
-    found = (nonzero.astype(np.float32) @ place).astype(np.int64) - 1
+    found = (used @ place).astype(np.int64) - 1
     levels = [np.where(found[:, g] < 0, len(group), found[:, g]) for g, group in enumerate(groups)]
     scattered: list[tuple[int, int]] = []
     lookups = []

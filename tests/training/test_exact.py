@@ -511,10 +511,10 @@ def test_a_path_of_fits_makes_only_its_newton_and_design_programs():
 
 def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs():
     # The design's shapes start the path's first Newton program compiling in a thread
-    # (compile_ahead, asked for by Design.of); the fit waits for it, and the program is compiled
-    # once in all: with another batch size, or without the wait, it would be compiled twice.
-    # The fit's optima equal those of a fit that compiles its own program (rows of a size no
-    # other test uses, so nothing is cached).
+    # (compile_ahead, asked for by Design.of): XLA compiles the program once, in that thread,
+    # for the batch size the fit then runs (another size would be compiled again, on the
+    # fit's own thread), and a second design of the same shapes starts no thread (rows of a
+    # size no other test uses, so nothing is cached).
     import functools
     import logging
 
@@ -531,11 +531,12 @@ def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs():
     s = beta_weighted_sample_weights(y, betas, np.ones((3, n), np.float32))  # [5, 3, n]
     path = np.log(betas / (1 - betas))
     ahead = functools.partial(exact.compile_ahead, members=exact.path_batch(5, 3, n))
-    messages = []
+    compiled = []
 
     class Heard(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            messages.append(record.getMessage())
+            if record.getMessage().startswith("Finished XLA compilation of jit(_newton)"):
+                compiled.append(record.threadName)
 
     heard, logger = Heard(), logging.getLogger("jax")
     logger.addHandler(heard)
@@ -544,13 +545,63 @@ def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs():
     try:
         fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=path,
                                     design=Design.of(x, shapes_known=ahead))  # fmt: skip
-        again = Design.of(x, shapes_known=ahead)  # asked before: no thread
+        Design.of(x, shapes_known=ahead)  # asked before: no thread
         assert not exact._AHEAD
     finally:
         jax.config.update("jax_log_compiles", logged)
         logger.removeHandler(heard)
-    newton = [m for m in messages if m.startswith("Compiling jit(_newton)")]
-    assert len(newton) == 1, newton
-    alone = fit_weighted_logistic(x, y, s, l2=1e-3, path=path, design=again)
-    np.testing.assert_array_equal(fit.coef, alone.coef)
-    np.testing.assert_array_equal(fit.intercept, alone.intercept)
+    assert compiled == ["iml-compile-ahead"], compiled
+    assert np.all(fit.grad_norm <= 1e-6)
+
+
+def test_a_compile_ahead_that_fails_is_logged_and_the_fit_compiles_its_own(monkeypatch, caplog):
+    import functools
+    import logging
+
+    from iml.training import exact
+    from iml.training.exact_design import Design
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no program")
+
+    monkeypatch.setattr(exact, "_newton", type("Broken", (), {"lower": staticmethod(broken)}))
+    rng = np.random.default_rng(5)
+    n = 1303
+    x = rng.normal(size=(n, 2)).astype(np.float32)
+    with caplog.at_level(logging.WARNING, logger=exact.__name__):
+        Design.of(x, shapes_known=functools.partial(exact.compile_ahead, members=4))
+        exact._join_ahead()
+    assert "compiling the Newton program ahead failed" in caplog.text
+    assert "no program" in caplog.text
+    monkeypatch.undo()
+    y = (x[:, 0] > 0).astype(np.int32)
+    s = beta_weighted_sample_weights(y, np.array([0.3, 0.6]), np.ones((2, n), np.float32))
+    fit = fit_weighted_logistic(x, y, s.reshape(4, n), l2=1e-3)
+    assert np.all(fit.grad_norm <= 1e-6)
+
+
+# JAX warns at any fork; the child here reads two Python containers and leaves
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+def test_a_forked_child_forgets_the_programs_its_parent_compiled_ahead():
+    import functools
+    import os
+
+    from iml.training import exact
+    from iml.training.exact_design import Design
+
+    x = np.random.default_rng(6).normal(size=(1307, 2)).astype(np.float32)
+    Design.of(x, shapes_known=functools.partial(exact.compile_ahead, members=4))
+    assert exact._ASKED  # the parent asked
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing asked, no thread to wait for
+        os.write(write, b"1" if not exact._ASKED and not exact._AHEAD else b"0")
+        os._exit(0)
+    os.close(write)
+    try:
+        got = os.read(read, 1)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    exact._join_ahead()
+    assert got == b"1"
