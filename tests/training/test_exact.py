@@ -3,6 +3,9 @@ member at its optimum, with a penalty where the data are separable, to near floa
 along a path of betas; each member solved on its own whatever the batch, and a coefficient whose
 optimum is at infinity kept moving."""
 
+import contextlib
+import logging
+
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
@@ -480,29 +483,15 @@ def test_a_path_of_fits_makes_only_its_newton_and_design_programs():
     # Starts, weights and scalars reach the device from the host: a fit compiles its Newton
     # program and its design's pair products, and no program for a conversion, a gather or the
     # cold start (rows and features of a size no other test uses, so nothing is cached).
-    import logging
-
-    import jax
-
     rng = np.random.default_rng(3)
     n, d = 1237, 3
     x = rng.normal(size=(n, d)).astype(np.float32)
     y = (rng.uniform(size=n) < 1 / (1 + np.exp(-x[:, 0]))).astype(np.int32)
     betas = 1 / (1 + np.exp(-np.linspace(-2.0, 2.0, 5)))
     s = beta_weighted_sample_weights(y, betas, np.ones((3, n), np.float32))  # [5, 3, n]
-    messages = []
-
-    class Heard(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            messages.append(record.getMessage())
-
-    heard, logger = Heard(), logging.getLogger("jax")
-    logger.addHandler(heard)
-    try:
-        with jax.log_compiles(True):
-            fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=np.log(betas / (1 - betas)))
-    finally:
-        logger.removeHandler(heard)
+    with _jax_log() as logged:
+        fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=np.log(betas / (1 - betas)))
+    messages = [message for _, message in logged]
     names = {m.split("jit(")[1].split(")")[0] for m in messages if m.startswith("Compiling jit(")}
     assert "_newton" in names, messages
     assert names <= {"_newton", "_pair_products"}, names
@@ -516,9 +505,6 @@ def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs():
     # fit's own thread), and a second design of the same shapes starts no thread (rows of a
     # size no other test uses, so nothing is cached).
     import functools
-    import logging
-
-    import jax
 
     from iml.training import exact
     from iml.training.exact_design import Design
@@ -531,32 +517,19 @@ def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs():
     s = beta_weighted_sample_weights(y, betas, np.ones((3, n), np.float32))  # [5, 3, n]
     path = np.log(betas / (1 - betas))
     ahead = functools.partial(exact.compile_ahead, members=exact.path_batch(5, 3, n))
-    compiled = []
-
-    class Heard(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if record.getMessage().startswith("Finished XLA compilation of jit(_newton)"):
-                compiled.append(record.threadName)
-
-    heard, logger = Heard(), logging.getLogger("jax")
-    logger.addHandler(heard)
-    logged = jax.config.jax_log_compiles
-    jax.config.update("jax_log_compiles", True)  # in every thread, not only this one
-    try:
+    with _jax_log() as logged:
         fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=path,
                                     design=Design.of(x, shapes_known=ahead))  # fmt: skip
         Design.of(x, shapes_known=ahead)  # asked before: no thread
         assert not exact._AHEAD
-    finally:
-        jax.config.update("jax_log_compiles", logged)
-        logger.removeHandler(heard)
+    compiled = [thread for thread, message in logged
+                if message.startswith("Finished XLA compilation of jit(_newton)")]  # fmt: skip
     assert compiled == ["iml-compile-ahead"], compiled
     assert np.all(fit.grad_norm <= 1e-6)
 
 
 def test_a_compile_ahead_that_fails_is_logged_and_the_fit_compiles_its_own(monkeypatch, caplog):
     import functools
-    import logging
 
     from iml.training import exact
     from iml.training.exact_design import Design
@@ -605,3 +578,26 @@ def test_a_forked_child_forgets_the_programs_its_parent_compiled_ahead():
         os.waitpid(pid, 0)
     exact._join_ahead()
     assert got == b"1"
+
+
+@contextlib.contextmanager
+def _jax_log():
+    """JAX's log while inside, compiles included, from every thread: ``[(thread name,
+    message)]``, filled as they are logged."""
+    import jax
+
+    logged: list[tuple[str, str]] = []
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append((record.threadName, record.getMessage()))
+
+    heard, logger = Heard(), logging.getLogger("jax")
+    logger.addHandler(heard)
+    before = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)  # in every thread, not only this one
+    try:
+        yield logged
+    finally:
+        jax.config.update("jax_log_compiles", before)
+        logger.removeHandler(heard)
