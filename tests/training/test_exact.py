@@ -483,14 +483,9 @@ def test_a_path_of_fits_makes_only_its_newton_and_design_programs():
     # Starts, weights and scalars reach the device from the host: a fit compiles its Newton
     # program and its design's pair products, and no program for a conversion, a gather or the
     # cold start (rows and features of a size no other test uses, so nothing is cached).
-    rng = np.random.default_rng(3)
-    n, d = 1237, 3
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-x[:, 0]))).astype(np.int32)
-    betas = 1 / (1 + np.exp(-np.linspace(-2.0, 2.0, 5)))
-    s = beta_weighted_sample_weights(y, betas, np.ones((3, n), np.float32))  # [5, 3, n]
+    x, y, s, path = _small_path(3, 1237)
     with _jax_log() as logged:
-        fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=np.log(betas / (1 - betas)))
+        fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=path)
     messages = [message for _, message in logged]
     names = {m.split("jit(")[1].split(")")[0] for m in messages if m.startswith("Compiling jit(")}
     assert "_newton" in names, messages
@@ -509,13 +504,8 @@ def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs():
     from iml.training import exact
     from iml.training.exact_design import Design
 
-    rng = np.random.default_rng(4)
-    n, d = 1301, 3
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-x[:, 1]))).astype(np.int32)
-    betas = 1 / (1 + np.exp(-np.linspace(-2.0, 2.0, 5)))
-    s = beta_weighted_sample_weights(y, betas, np.ones((3, n), np.float32))  # [5, 3, n]
-    path = np.log(betas / (1 - betas))
+    n = 1301
+    x, y, s, path = _small_path(4, n)
     ahead = functools.partial(exact.compile_ahead, members=exact.path_batch(5, 3, n))
     with _jax_log() as logged:
         fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=path,
@@ -601,3 +591,14 @@ def _jax_log():
     finally:
         jax.config.update("jax_log_compiles", before)
         logger.removeHandler(heard)
+
+
+def _small_path(seed: int, n: int):
+    """``(x [n, 3], y [n], s [5, 3, n], path [5])``: a path of 5 betas over 3 rotations of all
+    rows, on a table of ``n`` rows (a size no other test uses keeps its programs its own)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3)).astype(np.float32)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-x[:, 0]))).astype(np.int32)
+    betas = 1 / (1 + np.exp(-np.linspace(-2.0, 2.0, 5)))
+    s = beta_weighted_sample_weights(y, betas, np.ones((3, n), np.float32))
+    return x, y, s, np.log(betas / (1 - betas))
