@@ -412,7 +412,11 @@ def compile_ahead(design: Design, members: int) -> None:
     program the thread made. Once per process and shape; where the thread's compile fails, it
     is logged (``logging``, this module's logger) and the fit compiles the program itself (and
     raises there). The thread is not a daemon: a process that ends while it compiles waits for
-    it, where ending under a running XLA compile aborted the interpreter."""
+    it, where ending under a running XLA compile aborted the interpreter.
+
+    Raises:
+      ValueError: for ``members`` that is not a positive integer."""
+    V.check_count("members", members)
     N, d1 = design.X.shape
 
     def floats(*shape: int) -> jax.ShapeDtypeStruct:
@@ -572,7 +576,12 @@ def path_batch(n_steps: int, n_members: int, n_rows: int) -> int:
     """The members of a path's first batch of Newton steps (:func:`fit_weighted_logistic` with
     ``path``, ``chunk`` left to its default): as many steps as the path has segments, each of
     ``n_members`` members, up to the most that a batch of ``[members, n_rows]`` arrays holds.
-    For :func:`compile_ahead`."""
+    For :func:`compile_ahead`.
+
+    Raises:
+      ValueError: for a count that is not a positive integer."""
+    for name, count in (("n_steps", n_steps), ("n_members", n_members), ("n_rows", n_rows)):
+        V.check_count(name, count)
     return min(_segments(n_steps) * n_members, max(1, _BATCH_FLOATS // n_rows))
 
 

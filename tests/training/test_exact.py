@@ -602,3 +602,15 @@ def _small_path(seed: int, n: int):
     betas = 1 / (1 + np.exp(-np.linspace(-2.0, 2.0, 5)))
     s = beta_weighted_sample_weights(y, betas, np.ones((3, n), np.float32))
     return x, y, s, np.log(betas / (1 - betas))
+
+
+def test_compiling_ahead_names_a_bad_count():
+    from iml.training import exact
+    from iml.training.exact_design import Design
+
+    shapes = []
+    Design.of(np.ones((8, 2), np.float32), shapes_known=shapes.append)
+    with pytest.raises(ValueError, match="members must be an integer >= 1"):
+        exact.compile_ahead(shapes[0], 0)
+    with pytest.raises(ValueError, match="n_rows must be an integer >= 1"):
+        exact.path_batch(5, 3, 0)
