@@ -171,17 +171,18 @@ def signal_indicator(
     positive_rows: int | None = None,
     integer: bool = False,
 ) -> Array | tuple[Array, Array]:
-    """``M[i, (k, s)] = 1[s_ki = s]``, ``[N, K * S]``: the signals' indicator matrix; with
-    ``positive_rows`` below ``N``, its rows in two blocks, ``(M[:positive_rows],
-    M[positive_rows:])``, made apart (for :func:`signal_sums`' positives first). Float32, or
-    int8 with ``integer``: then :func:`signal_sums` multiplies in integers (its weights must be
-    integers in ``[0, 127]``)."""
+    """``M[(k, s), i] = 1[s_ki = s]``, ``[K * S, N]``: the signals' indicator matrix, an
+    observation per column (the layout of ``signals``, so no transpose is made, and the one in
+    which XLA's CPU multiplies fastest, ``docs/results/reveal``); with ``positive_rows`` below
+    ``N``, its columns in two blocks, ``(M[:, :positive_rows], M[:, positive_rows:])``, made
+    apart (for :func:`signal_sums`' positives first). Float32, or int8 with ``integer``: then
+    :func:`signal_sums` multiplies in integers (its weights must be integers in ``[0, 127]``)."""
     s = jnp.asarray(signals)
     dtype = jnp.int8 if integer else jnp.float32
+    levels = jnp.arange(n_signals, dtype=s.dtype)[None, :, None]
 
     def indicator(block: Array) -> Array:
-        onehot = jax.nn.one_hot(block.T, n_signals, dtype=dtype)  # [rows, K, S]
-        return onehot.reshape(block.shape[1], -1)
+        return (block[:, None, :] == levels).astype(dtype).reshape(-1, block.shape[1])
 
     if positive_rows is None or positive_rows >= s.shape[1]:
         return indicator(s)
@@ -218,10 +219,10 @@ def signal_sums(
     """
     if not isinstance(indicator, tuple) and positive_rows is not None and y.ndim == 1:
         if positive_rows < y.shape[-1]:  # a whole indicator: its blocks are copied out
-            indicator = (indicator[:positive_rows], indicator[positive_rows:])
+            indicator = (indicator[:, :positive_rows], indicator[:, positive_rows:])
     if isinstance(indicator, tuple):  # binary labels, positives among the leading rows
         head, tail = indicator
-        rows = head.shape[0]
+        rows = head.shape[1]
         lhs = jnp.stack([w[..., :rows], (w * y)[..., :rows]], axis=-2)  # [..., 2, rows]
         sums = _times_indicator(lhs, head)
         count = sums[..., 0, :] + _times_indicator(w[..., rows:], tail)
@@ -240,18 +241,21 @@ def signal_sums(
 
 
 def _times_indicator(lhs: Array, indicator: Array) -> Array:
-    """``lhs [..., m, rows] @ indicator [rows, K S]`` in float32; for an int8 indicator, in
+    """``lhs [..., m, rows] @ indicator [K S, rows]^T`` in float32; for an int8 indicator, in
     int8 with int32 sums (``lhs`` integers in ``[0, 127]``), a row of ``lhs`` holding NaN giving
     NaN."""
+    contract = (((1,), (1,)), ((), ()))
     if indicator.dtype != jnp.int8:
-        return jnp.matmul(lhs, indicator, precision=_HIGHEST)
+        rows = lhs.reshape(-1, lhs.shape[-1])
+        sums = jax.lax.dot_general(rows, indicator, contract, precision=_HIGHEST)
+        return sums.reshape(*lhs.shape[:-1], indicator.shape[0])
     rows = lhs.reshape(-1, lhs.shape[-1]).astype(jnp.int8)
     # XLA's CPU product of a single int8 row is several times slower than of two rows
     # (docs/results/reveal, "Resampling sums in int8"): a lone row goes in twice
     twice = rows.shape[0] == 1
-    sums = jnp.matmul(jnp.concatenate([rows, rows]) if twice else rows, indicator,
-                      preferred_element_type=jnp.int32)  # fmt: skip
-    sums = sums[: rows.shape[0]].reshape(*lhs.shape[:-1], indicator.shape[1])
+    sums = jax.lax.dot_general(jnp.concatenate([rows, rows]) if twice else rows, indicator,
+                               contract, preferred_element_type=jnp.int32)  # fmt: skip
+    sums = sums[: rows.shape[0]].reshape(*lhs.shape[:-1], indicator.shape[0])
     nan = jnp.any(jnp.isnan(lhs), axis=-1, keepdims=True)
     return jnp.where(nan, jnp.nan, sums.astype(jnp.float32))
 

@@ -49,7 +49,7 @@ def test_signal_sums_of_positives_first_from_the_indicators_two_blocks_count_lik
     y = jnp.asarray((np.arange(n) < positives).astype(np.float32))
     whole = signal_indicator(signals, 6)
     head, tail = signal_indicator(signals, 6, rows)
-    np.testing.assert_array_equal(np.concatenate([head, tail]), whole)
+    np.testing.assert_array_equal(np.concatenate([head, tail], axis=1), whole)
     assert signal_indicator(signals, 6, n).shape == whole.shape  # no block to split off
     counts = np.asarray(R.paired_bootstrap_weights(jax.random.key(3), n, 4))
     fractional = rng.random((4, n)).astype(np.float32)
