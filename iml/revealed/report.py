@@ -491,14 +491,15 @@ def _inference(estimate, replicates, confidence: float, reference: int) -> Revea
     niac = niac_check_of(G)
     niac_test, _ = _margin_test(niac.margin, niac.margin, niac_star, confidence)
 
-    # Every percentile interval from one stack of replicate statistics [B, ...].
+    # The percentile intervals from two stacks of replicate statistics [B, ...]: the
+    # information's alone, so that a caller reading only its interval (a simulation of the
+    # tests) leaves the other stack to XLA to drop; every other interval from one stack.
     K = G.shape[-1]
     lam_lower = jnp.where(shannon.rejected, jnp.nan, shannon.lower)
     lam_upper = jnp.where(shannon.rejected, jnp.nan, shannon.upper)
     n_class_info = class_info.size
     stacked = [
         G_b.reshape(-1, K * K),
-        info_b,
         class_b.reshape(-1, n_class_info),
         bounds.lower,
         bounds.upper,
@@ -507,7 +508,8 @@ def _inference(estimate, replicates, confidence: float, reference: int) -> Revea
     ]
     sizes = np.cumsum([x.shape[1] for x in stacked])[:-1]
     parts = jnp.split(interval(jnp.concatenate(stacked, axis=1)), sizes, axis=1)
-    G_iv, info_iv, class_iv, lower_iv, upper_iv, lam_lower_iv, lam_upper_iv = parts
+    G_iv, class_iv, lower_iv, upper_iv, lam_lower_iv, lam_upper_iv = parts
+    info_iv = interval(info_b)
     # The plug-in information is biased upward, most where bins hold few labels of a class; the
     # basic interval reflects the replicates about the estimate, against that bias.
     info_iv = basic_interval(info, info_iv, floor=0.0)
