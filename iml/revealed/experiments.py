@@ -179,7 +179,7 @@ def signal_indicator(
     :func:`signal_sums` multiplies in integers (its weights must be integers in ``[0, 127]``)."""
     s = jnp.asarray(signals)
     dtype = jnp.int8 if integer else jnp.float32
-    levels = jnp.arange(n_signals, dtype=s.dtype)[None, :, None]
+    levels = jnp.arange(n_signals, dtype=jnp.int32)[None, :, None]  # int8 signals compare in int32
 
     def indicator(block: Array) -> Array:
         return (block[:, None, :] == levels).astype(dtype).reshape(-1, block.shape[1])

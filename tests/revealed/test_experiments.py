@@ -72,6 +72,22 @@ def test_signal_sums_of_positives_first_from_the_indicators_two_blocks_count_lik
         np.testing.assert_array_equal(again[1], positive)
 
 
+def test_the_indicator_holds_each_observation_in_its_signals_row_whatever_their_integer_type():
+    from iml.revealed.experiments import signal_indicator
+
+    # int8 signals of more levels than int8 holds, and signals outside [0, S) that count nowhere
+    signals = np.array([[0, 127, -1, 5, 199], [3, 200, -100, 0, 150]])
+    for dtype in (np.int8, np.int16, np.int32):
+        fits = signals if dtype != np.int8 else np.where(signals > 127, -1, signals)
+        m = np.asarray(signal_indicator(jnp.asarray(fits.astype(dtype)), 200))
+        assert m.shape == (2 * 200, 5)
+        want = np.zeros_like(m)
+        for k, i in np.ndindex(fits.shape):
+            if 0 <= fits[k, i] < 200:
+                want[k * 200 + fits[k, i], i] = 1
+        np.testing.assert_array_equal(m, want)
+
+
 def test_signal_sums_in_int8_equal_the_float32_sums_and_keep_a_nan_row_nan():
     from iml.revealed.experiments import class_onehot, signal_indicator, signal_sums
 
