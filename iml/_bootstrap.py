@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iml import _ffi
 from iml import _validation as V
 
 Array = jax.Array
@@ -145,7 +146,7 @@ def wait_for_running_programs() -> None:
     still computing them have finished.
 
     Runs at interpreter exit once :func:`host_or_device` has been called (so that a process
-    that never ran JAX starts no backend at exit): a host callback that starts after Python has
+    that never ran JAX starts no backend at exit): a host function that starts after Python has
     begun to finalize cannot take the interpreter lock, and the process aborts (exit status 134)
     after the script's own work is done. Arrays whose computation failed are left to report
     their error where they are read."""
@@ -162,17 +163,16 @@ def _wait_at_exit() -> None:
     atexit.register(wait_for_running_programs)
 
 
-#: The shortest rows sorted through a host callback on the CPU. Shorter rows are sorted by XLA
-#: everywhere: a program holding a host callback is never kept in JAX's persistent compilation
-#: cache and is compiled again by every run, while XLA's sort of such rows costs little more
-#: than NumPy's in absolute terms (``docs/results/sweep_train/README.md``, "Short rows sorted by
-#: XLA").
+#: The shortest rows sorted by NumPy on the host, on the CPU. Shorter rows are sorted by XLA
+#: everywhere, which costs little more than NumPy's sort of such rows in absolute terms
+#: (``docs/results/sweep_train/README.md``, "Short rows sorted by XLA"), in a program that calls
+#: no host function.
 HOST_SORT_MIN_LENGTH = 1024
 
 
-#: A host callback's batch of at least this many values is split by rows over the threads of
+#: A host function's batch of at least this many values is split by rows over the threads of
 #: :func:`_row_threads` (NumPy's sorts release the interpreter lock; XLA's own threads wait on
-#: the callback meanwhile).
+#: the host function meanwhile).
 THREAD_MIN_ELEMENTS = 2**16
 
 
@@ -209,32 +209,39 @@ def by_rows(host_fn, a: np.ndarray) -> np.ndarray:
     return out.reshape(*a.shape[:-1], *out.shape[1:])
 
 
-def host_or_device(x: Array, host_fn, device_fn, dtype, out_shape=None) -> Array:
-    """``host_fn`` (NumPy, on the rows of ``x``) through a host callback on the CPU, where
-    NumPy's sorts are several times faster than XLA's for rows of tens of thousands;
-    ``device_fn`` (JAX) elsewhere, and everywhere for rows shorter than
+def host_rows(name: str, fn) -> str:
+    """Register ``fn`` (NumPy, of each row of its first argument along the last axis, on its
+    own; any further arguments are passed as they are) as the host function ``name``
+    (:func:`iml._ffi.register`), its rows split over threads (:func:`by_rows`); returns
+    ``name``."""
+    return _ffi.register(name, lambda a, *rest: by_rows(lambda rows: fn(rows, *rest), a))
+
+
+def host_or_device(x: Array, name: str, device_fn, dtype, out_shape=None, operands=()) -> Array:
+    """The host function ``name`` (:func:`host_rows`) of ``x`` and ``operands`` on the CPU,
+    where NumPy's sorts are several times faster than XLA's for rows of tens of thousands;
+    ``device_fn(x)`` (JAX) elsewhere, and everywhere for rows shorter than
     :data:`HOST_SORT_MIN_LENGTH`. Both return ``x``'s shape in ``dtype`` (or ``out_shape`` of
-    ``x``'s shape); under vmap the host function takes the batch at once. ``host_fn`` treats
-    each row on its own, so that a batch of rows is split over threads (:func:`by_rows`). A
-    script may end while such a program runs: :func:`wait_for_running_programs` waits for it
+    ``x``'s shape); under vmap the host function takes the batch at once. The program refers to
+    the host function by name (:mod:`iml._ffi`), so JAX's persistent compilation cache keeps it.
+    A script may end while such a program runs: :func:`wait_for_running_programs` waits for it
     at exit.
 
-    Programs holding such a callback must not run at once from two threads of one process: a
-    report that did so hung on a 2-core host, with XLA's CPU threads each inside a callback,
-    waiting for its operands, which JAX puts on the device before calling it. The likely cause:
-    those puts need a thread that the callbacks hold."""
+    Programs calling the host must not run at once from two threads of one process: a report
+    that did so through ``jax.pure_callback`` hung on a 2-core host, with XLA's CPU threads each
+    inside a callback."""
     if np.ndim(x) == 0 or np.shape(x)[-1] < HOST_SORT_MIN_LENGTH:
         return device_fn(x)
     _wait_at_exit()
 
     def host(v: Array) -> Array:
-        shape = jax.ShapeDtypeStruct(v.shape if out_shape is None else out_shape(v.shape), dtype)
-        return jax.pure_callback(
-            lambda a: np.asarray(by_rows(host_fn, np.asarray(a)), dtype), shape, v,
-            vmap_method="expand_dims",
-        )  # fmt: skip
+        shape = v.shape if out_shape is None else out_shape(v.shape)
+        return _ffi.call(name, jax.ShapeDtypeStruct(shape, dtype), v, *operands)
 
     return jax.lax.platform_dependent(x, cpu=host, default=device_fn)
+
+
+SORTED_ROWS = host_rows("iml_sorted_rows", lambda a: np.sort(a, axis=-1))
 
 
 def sorted_rows(x: Array) -> Array:
@@ -246,8 +253,7 @@ def sorted_rows(x: Array) -> Array:
         keys = jax.lax.sort(ordered_keys(v), dimension=v.ndim - 1, is_stable=False)
         return from_ordered_keys(keys)
 
-    return host_or_device(jnp.asarray(x, jnp.float32), lambda a: np.sort(a, axis=-1), device,
-                           jnp.float32)  # fmt: skip
+    return host_or_device(jnp.asarray(x, jnp.float32), SORTED_ROWS, device, jnp.float32)
 
 
 def stable_order(a: np.ndarray) -> np.ndarray:
@@ -265,6 +271,10 @@ def stable_order(a: np.ndarray) -> np.ndarray:
     return (np.sort(key, axis=-1) & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
+STABLE_ORDER = host_rows("iml_stable_order", stable_order)
+ORDER = host_rows("iml_order", lambda a: np.argsort(a, axis=-1, kind="quicksort"))
+
+
 def sort_order(x: Array, stable: bool = True) -> Array:
     """The order that sorts ``x`` along its last axis, NaN last: int32 indices, the same shape.
     NumPy on the CPU for rows of :data:`HOST_SORT_MIN_LENGTH` or more (:func:`stable_order`),
@@ -273,7 +283,7 @@ def sort_order(x: Array, stable: bool = True) -> Array:
     does not depend on the order within ties."""
     return host_or_device(
         jnp.asarray(x),
-        stable_order if stable else lambda a: np.argsort(a, axis=-1, kind="quicksort"),
+        STABLE_ORDER if stable else ORDER,
         lambda v: jnp.argsort(v, axis=-1, stable=stable).astype(jnp.int32),
         jnp.int32,
     )

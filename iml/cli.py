@@ -61,9 +61,9 @@ def keep_compiled_programs() -> Path | None:
     set, else in ``$XDG_CACHE_HOME/iml/jax`` (``~/.cache/iml/jax``); ``IML_JAX_CACHE=off`` keeps
     none. Every program is kept, however quickly it compiled: a sweep compiles many programs
     that compile quickly, and loading them took less time than compiling them again
-    (``docs/results/sweep_train/README.md``, "Programs compiled on every run"). Programs holding
-    a host callback (NumPy's sorts of long rows on the CPU) cannot be kept. Returns the folder,
-    or None."""
+    (``docs/results/sweep_train/README.md``, "Programs compiled on every run"). Programs that
+    sort long rows by NumPy on the CPU are kept too: they call it by name
+    (:mod:`iml._ffi`). Returns the folder, or None."""
 
     if os.environ.get("IML_JAX_CACHE", "").lower() == "off":
         return None

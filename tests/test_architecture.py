@@ -15,9 +15,9 @@
 
 The layers, lowest first:
 
-0. ``_validation``, ``_io``, ``_device``, ``_bootstrap``, ``config``, ``plugins``: checks, files,
-   host arrays onto the device, resampling, configs, the user's modules that register losses,
-   models and datasets;
+0. ``_validation``, ``_io``, ``_device``, ``_ffi``, ``_bootstrap``, ``config``, ``plugins``:
+   checks, files, host arrays onto the device, NumPy functions called from programs,
+   resampling, configs, the user's modules that register losses, models and datasets;
 1. ``scoring``: optimal scoring rules and their inverses (closed forms, generic autodiff rules);
 2. ``losses``: the loss families and their registry, each record binding a loss to its rule;
 3. ``spec``, ``grids``: ``LossSpec``, "the loss a model was trained with", read from a user,
@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1] / "iml"
 TESTS = Path(__file__).resolve().parent
 
 LAYERS = [
-    {"_validation", "_io", "_device", "_bootstrap", "config", "plugins"},
+    {"_validation", "_io", "_device", "_ffi", "_bootstrap", "config", "plugins"},
     {"scoring"},
     {"losses"},
     {"spec", "grids"},

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iml._bootstrap import host_or_device, sorted_rows
+from iml._bootstrap import host_or_device, host_rows, sorted_rows
 from iml.calibration._checks import (
     as_float,
     as_labels,
@@ -56,6 +56,15 @@ def bin_edges(scores: ArrayLike, n_bins: int = 10, strategy: str = "quantile") -
     return quantile_edges(s[None], n_bins)[0]
 
 
+def _sorted_at(rows: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The order statistics of positions ``at`` (``[m]``, or with leading axes of one) of
+    each row."""
+    return np.sort(rows, axis=-1)[..., np.reshape(at, (-1, np.shape(at)[-1]))[0]]
+
+
+SORTED_AT = host_rows("iml_sorted_at", _sorted_at)
+
+
 @functools.partial(jax.jit, static_argnums=1)
 def quantile_edges(scores: Array, n_bins: int) -> Array:
     """``bin_edges(row, n_bins, "quantile")`` of every row of float32 ``scores [K, N]``:
@@ -63,21 +72,18 @@ def quantile_edges(scores: Array, n_bins: int) -> Array:
     same interpolation, in XLA, between the same order statistics), NaN edges for a row holding
     NaN. Jitted, so that the interpolation compiles as ``jnp.quantile``'s does (an eager
     multiply and add may round differently from a fused one). On the CPU, rows of
-    :data:`iml._bootstrap.HOST_SORT_MIN_LENGTH` or more are sorted by NumPy through a host
-    callback that returns the order statistics the edges need alone (XLA's CPU sort of tens of
-    thousands of scores is many times slower, and the sorted rows need not come back);
+    :data:`iml._bootstrap.HOST_SORT_MIN_LENGTH` or more are sorted by NumPy in a host function
+    (:mod:`iml._ffi`) that returns the order statistics the edges need alone (XLA's CPU sort of
+    tens of thousands of scores is many times slower, and the sorted rows need not come back);
     otherwise XLA sorts them."""
     s = jnp.asarray(scores, jnp.float32)
     low, high, high_weight = _interpolation(s.shape[-1], n_bins)
     at = np.concatenate([low, high])
 
-    def host(a: np.ndarray) -> np.ndarray:
-        return np.sort(a, axis=-1)[..., at]
-
     def device(v: Array) -> Array:
         return sorted_rows(v)[..., at]
 
-    picked = host_or_device(s, host, device, jnp.float32,
+    picked = host_or_device(s, SORTED_AT, device, jnp.float32, operands=(jnp.asarray(at),),
                             out_shape=lambda shape: (*shape[:-1], at.size))  # fmt: skip
     low_value, high_value = picked[..., : low.size], picked[..., low.size :]
     edges = low_value * (jnp.float32(1.0) - high_weight) + high_value * high_weight
