@@ -220,17 +220,17 @@ def host_rows(name: str, fn) -> str:
 def host_or_device(x: Array, name: str, device_fn, dtype, out_shape=None, operands=()) -> Array:
     """The host function ``name`` (:func:`host_rows`) of ``x`` and ``operands`` on the CPU,
     where NumPy's sorts are several times faster than XLA's for rows of tens of thousands;
-    ``device_fn(x)`` (JAX) elsewhere, and everywhere for rows shorter than
-    :data:`HOST_SORT_MIN_LENGTH`. Both return ``x``'s shape in ``dtype`` (or ``out_shape`` of
-    ``x``'s shape); under vmap the host function takes the batch at once. The program refers to
-    the host function by name (:mod:`iml._ffi`), so JAX's persistent compilation cache keeps it.
-    A script may end while such a program runs: :func:`wait_for_running_programs` waits for it
-    at exit.
+    ``device_fn(x)`` (JAX) elsewhere, everywhere for rows shorter than
+    :data:`HOST_SORT_MIN_LENGTH`, and where XLA refused the host function. Both return ``x``'s
+    shape in ``dtype`` (or ``out_shape`` of ``x``'s shape); under vmap the host function takes
+    the batch at once. The program refers to the host function by name (:mod:`iml._ffi`), so
+    JAX's persistent compilation cache keeps it. A script may end while such a program runs:
+    :func:`wait_for_running_programs` waits for it at exit.
 
     Programs calling the host must not run at once from two threads of one process: a report
     that did so through ``jax.pure_callback`` hung on a 2-core host, with XLA's CPU threads each
     inside a callback."""
-    if np.ndim(x) == 0 or np.shape(x)[-1] < HOST_SORT_MIN_LENGTH:
+    if np.ndim(x) == 0 or np.shape(x)[-1] < HOST_SORT_MIN_LENGTH or not _ffi.registered(name):
         return device_fn(x)
     _wait_at_exit()
 

@@ -4,40 +4,62 @@
 compilation cache keeps no such program and every run compiles it again. A function registered
 here (:func:`register`) is an XLA FFI target of a fixed name instead: a ctypes function pointer,
 the handler, follows XLA's FFI C API (``xla/ffi/api/c_api.h``, shipped in ``jaxlib/include``),
-turns the call's buffers into NumPy arrays and calls the function. A program refers to the
-target by its name alone (:func:`call`), so it is kept in the cache like any other, and a later
-process runs it once the same name is registered again (at import of the module that registers
-it). A target's name therefore names its function's semantics: a function that changes what it
-computes takes a new name.
+turns the call's buffers into NumPy arrays and calls the function registered under that name.
+A program refers to the target by its name alone (:func:`call`), so it is kept in the cache like
+any other, and a later process runs it once the same name is registered again (at import of the
+module that registers it, which tracing the program's call needs).
 
-The handler reads its arguments in place (the views live only during the call), writes the
-function's result into the one output buffer (cast to its dtype), and answers XLA's query of
-its API version. An exception raised by the function, or a result of another shape, becomes an
-XLA error naming the target and the exception, which JAX raises where the program's result is
-read.
+The handler passes its arguments as read-only views (they live only during the call), copies the
+function's result into the one output buffer (a cast of the same kind, such as int64 to int32),
+and answers XLA's query of its API version with the version of the header jaxlib ships. Anything
+raised in the handler, or a result of another shape, becomes an XLA error naming the target and
+the exception, which JAX raises where the program's result is read; it is never a silent result.
+Where XLA refuses the registration, :func:`registered` says so and callers take another path.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import jax
 import numpy as np
 
 Array = jax.Array
 
-__all__ = ["call", "register"]
+__all__ = ["call", "register", "registered"]
+
+log = logging.getLogger(__name__)
 
 # XLA FFI's C API (major version 0): the parts of the structs this module reads or writes.
 _METADATA_EXTENSION = 1  # XLA_FFI_Extension_Metadata
 _EXECUTE = 3  # XLA_FFI_ExecutionStage_EXECUTE
 _INTERNAL = 13  # XLA_FFI_Error_Code_INTERNAL
-_API_VERSION = (0, 1)  # the (major, minor) version of the API the handler follows
+
+
+def _api_version() -> tuple[int, int]:
+    """The (major, minor) version of the FFI API in the header jaxlib ships (that of the XLA it
+    was built with); (0, 1), the oldest version of this API, where the header is missing."""
+    try:
+        text = (Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h").read_text()
+        major = re.search(r"#define XLA_FFI_API_MAJOR (\d+)", text)
+        minor = re.search(r"#define XLA_FFI_API_MINOR (\d+)", text)
+        if major and minor and int(major.group(1)) == 0:
+            return 0, int(minor.group(1))
+    except (OSError, AttributeError):
+        pass
+    return 0, 1
+
+
+_API_VERSION = _api_version()
 # XLA_FFI_DataType -> NumPy
 _DTYPES = {1: np.bool_, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.uint8,
            7: np.uint16, 8: np.uint32, 9: np.uint64, 10: np.float16, 11: np.float32,
            12: np.float64}  # fmt: skip
+_NUMPY_DTYPES = {np.dtype(t) for t in _DTYPES.values()}
 
 
 class _Extension(ctypes.Structure):
@@ -143,11 +165,13 @@ class _Api(ctypes.Structure):  # XLA_FFI_Api, up to its first function
 
 _HANDLER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_CallFrame))
 
-# name -> (function, handler): the handlers must outlive every program that calls them.
-_REGISTERED: dict[str, tuple[Callable[..., np.ndarray], object]] = {}
+# name -> the function its handler calls (the last registered under the name)
+_FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {}
+# name -> its handler, which must outlive every program that calls it; None where XLA refused it
+_HANDLERS: dict[str, object | None] = {}
 
 
-def _array(pointer: int) -> np.ndarray:
+def _array(pointer: int, writeable: bool) -> np.ndarray:
     """The buffer at ``pointer`` (an ``XLA_FFI_Buffer*``) as a NumPy array, in place."""
     buffer = ctypes.cast(pointer, ctypes.POINTER(_Buffer)).contents
     shape = tuple(int(buffer.dims[i]) for i in range(buffer.rank))
@@ -156,7 +180,9 @@ def _array(pointer: int) -> np.ndarray:
     if size == 0:
         return np.empty(shape, dtype)
     raw = (ctypes.c_char * size).from_address(buffer.data)
-    return np.frombuffer(raw, dtype).reshape(shape)
+    array = np.frombuffer(raw, dtype).reshape(shape)
+    array.flags.writeable = writeable
+    return array
 
 
 def _error(frame: _CallFrame, message: str) -> int | None:
@@ -166,51 +192,65 @@ def _error(frame: _CallFrame, message: str) -> int | None:
     return api.error_create(ctypes.byref(args))
 
 
-def _handler(name: str, fn: Callable[..., np.ndarray]) -> object:
+def _handle(name: str, frame: _CallFrame) -> None:
+    """Answer XLA's version query, or run ``name``'s function on the call's buffers."""
+    extension = frame.extension_start
+    if extension and extension.contents.type == _METADATA_EXTENSION:
+        metadata = ctypes.cast(extension, ctypes.POINTER(_MetadataExtension)).contents
+        version = metadata.metadata.contents.api_version
+        version.major_version, version.minor_version = _API_VERSION
+        metadata.metadata.contents.traits = 0
+        return
+    if frame.stage != _EXECUTE:
+        return
+    args = [_array(frame.args.items[i], False) for i in range(frame.args.size)]
+    out = _array(frame.rets.items[0], True)
+    result = np.asarray(_FUNCTIONS[name](*args))
+    if result.shape != out.shape:
+        raise ValueError(f"returned shape {result.shape}; the program expects {out.shape}")
+    np.copyto(out, result, casting="same_kind")
+
+
+def _handler(name: str) -> object:
     def handle(pointer) -> int | None:
         frame = pointer.contents
-        extension = frame.extension_start
-        if extension and extension.contents.type == _METADATA_EXTENSION:
-            metadata = ctypes.cast(extension, ctypes.POINTER(_MetadataExtension)).contents
-            version = metadata.metadata.contents.api_version
-            version.major_version, version.minor_version = _API_VERSION
-            metadata.metadata.contents.traits = 0
-            return None
-        if frame.stage != _EXECUTE:
-            return None
         try:
-            args = [_array(frame.args.items[i]) for i in range(frame.args.size)]
-            out = _array(frame.rets.items[0])
-            result = np.asarray(fn(*args))
-            if result.shape != out.shape:
-                raise ValueError(f"returned shape {result.shape}; the program expects {out.shape}")
-            out[...] = result
+            _handle(name, frame)
             return None
         except BaseException as error:  # it goes back to XLA as an error
-            return _error(frame, f"host function {name!r}: {type(error).__name__}: {error}")
+            try:
+                message = f"host function {name!r}: {type(error).__name__}: {error}"
+            except BaseException:
+                message = f"host function {name!r} failed"
+            return _error(frame, message)
 
     return _HANDLER(handle)
 
 
 def register(name: str, fn: Callable[..., np.ndarray]) -> str:
     """Register ``fn`` (NumPy arrays in, one array out) as the CPU's XLA FFI target ``name``,
-    for :func:`call`; returns ``name``. ``fn`` reads its arguments during the call only.
-
-    Raises:
-      ValueError: if ``name`` is registered already with another function.
-    """
-    if name in _REGISTERED:
-        if _REGISTERED[name][0] is not fn:
-            raise ValueError(f"the host function {name!r} is registered already")
+    for :func:`call`; returns ``name``. ``fn`` reads its arguments during the call only, and
+    may not write them. Registering a name again (a module reloaded) replaces its function in
+    the programs that call it; XLA keeps the one handler. Where XLA refuses the handler, the
+    refusal is logged and :func:`registered` is False for the name."""
+    _FUNCTIONS[name] = fn
+    if name in _HANDLERS:
         return name
-    handler = _handler(name, fn)
-    capsule_new = ctypes.pythonapi.PyCapsule_New
-    capsule_new.restype = ctypes.py_object
-    capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    capsule = capsule_new(ctypes.cast(handler, ctypes.c_void_p).value, None, None)
-    jax.ffi.register_ffi_target(name, capsule, platform="cpu")
-    _REGISTERED[name] = (fn, handler)
+    handler = _handler(name)
+    try:
+        pointer = ctypes.cast(handler, ctypes.c_void_p).value
+        jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(pointer), platform="cpu")
+    except Exception as error:  # an XLA that refuses the handler: callers sort elsewhere
+        log.warning("XLA refused the host function %r (%s); programs sort by XLA instead",
+                    name, error)  # fmt: skip
+        handler = None
+    _HANDLERS[name] = handler
     return name
+
+
+def registered(name: str) -> bool:
+    """Whether ``name`` is a host function XLA accepted (:func:`register`)."""
+    return _HANDLERS.get(name) is not None
 
 
 def call(name: str, result: jax.ShapeDtypeStruct, *args: Array) -> Array:
@@ -219,8 +259,12 @@ def call(name: str, result: jax.ShapeDtypeStruct, *args: Array) -> Array:
     a leading axis of one on an argument that is not batched.
 
     Raises:
-      ValueError: for a name that is not registered.
+      ValueError: for a name XLA did not accept (:func:`registered`), or an argument or result
+        of a dtype the handler does not read (bool, integers, float16/32/64).
     """
-    if name not in _REGISTERED:
+    if not registered(name):
         raise ValueError(f"no host function is registered as {name!r}")
+    for what, dtype in [("result", result.dtype)] + [("argument", a.dtype) for a in args]:
+        if np.dtype(dtype) not in _NUMPY_DTYPES:
+            raise ValueError(f"host function {name!r}: an {what} of dtype {dtype} is not read")
     return jax.ffi.ffi_call(name, result, vmap_method="expand_dims")(*args)

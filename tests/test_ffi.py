@@ -1,6 +1,7 @@
 """Host functions called by name from XLA programs (iml._ffi): values, dtypes, errors, vmap, and
 programs kept in JAX's persistent compilation cache."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,10 +33,9 @@ def _raises(a):
 _ffi.register("iml_test_raises", _raises)
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint32, np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint32, np.float16,
+                                   np.float32])  # fmt: skip
 def test_a_host_function_reads_and_writes_each_dtype_in_place(dtype):
-    if dtype == np.float64 and not jax.config.jax_enable_x64:
-        dtype = np.float32
     x = np.arange(-6, 6, dtype=np.float64).reshape(3, 4).astype(dtype)
     first = np.array([3], dtype)
     out = jax.jit(
@@ -72,12 +72,46 @@ def test_an_exception_or_a_result_of_another_shape_is_an_error_naming_the_host_f
         np.asarray(call(np.arange(5, dtype=np.float32)))
 
 
-def test_a_name_is_registered_once_and_called_only_once_registered():
-    _ffi.register("iml_test_raises", _raises)  # the same function again: nothing to do
-    with pytest.raises(ValueError, match=r"iml_test_raises.*registered already"):
-        _ffi.register("iml_test_raises", np.sort)
+def _writes_its_argument(a):
+    a[0] = 1.0
+    return a
+
+
+_ffi.register("iml_test_writes", _writes_its_argument)
+
+
+def test_the_arguments_are_read_only_and_a_cast_of_another_kind_is_an_error():
+    x = np.zeros(4, np.float32)
+    writes = jax.jit(lambda a: _ffi.call("iml_test_writes", jax.ShapeDtypeStruct((4,), a.dtype), a))
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"iml_test_writes.*read-only"):
+        np.asarray(writes(x))
+    np.testing.assert_array_equal(x, 0.0)
+    # floats into an integer output: not the same kind of cast, an error (not a garbled value)
+    to_int = jax.jit(lambda a: _ffi.call("iml_test_twice_plus_first",
+                                         jax.ShapeDtypeStruct((4,), jnp.int32), a, a))  # fmt: skip
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"iml_test_twice_plus_first.*cast"):
+        np.asarray(to_int(np.full(4, np.nan, np.float32)))
+
+
+def test_a_name_registered_again_calls_its_new_function_and_unknown_ones_are_refused():
+    _ffi.register("iml_test_again", lambda a: a + 1)
+    call = jax.jit(lambda a: _ffi.call("iml_test_again", jax.ShapeDtypeStruct((3,), a.dtype), a))
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(call(x), x + 1)
+    _ffi.register("iml_test_again", lambda a: a * 10)  # a module reloaded
+    np.testing.assert_array_equal(call(x), x * 10)  # the same compiled program
+    assert _ffi.registered("iml_test_again") and not _ffi.registered("iml_test_unknown")
     with pytest.raises(ValueError, match="iml_test_unknown"):
         _ffi.call("iml_test_unknown", jax.ShapeDtypeStruct((2,), jnp.float32), jnp.zeros(2))
+    with pytest.raises(ValueError, match=r"iml_test_again.*complex64"):
+        _ffi.call("iml_test_again", jax.ShapeDtypeStruct((2,), jnp.float32),
+                  jnp.zeros(2, jnp.complex64))  # fmt: skip
+
+
+def test_the_handler_claims_the_api_version_of_the_header_jaxlib_ships():
+    header = Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h"
+    minor = int(re.search(r"#define XLA_FFI_API_MINOR (\d+)", header.read_text()).group(1))
+    assert _ffi._API_VERSION == (0, minor)
 
 
 #: A program with a host sort in a fresh process with a compilation cache: its values, and how

@@ -82,8 +82,8 @@ class Binning(chex.TestCase):
     @chex.variants(with_jit=True, without_jit=True)
     def test_quantile_edges_of_the_host_sort_are_jnp_quantile_to_the_last_bit(self):
         """The edges from NumPy's sort (the CPU's path) equal ``jnp.quantile``'s linear
-        interpolation bit for bit, with ties, one row at a time, vmapped and in a batch of
-        rows; a row holding NaN gets NaN edges."""
+        interpolation bit for bit, with ties, one row at a time, vmapped (over one or two
+        axes) and in a batch of rows; a row holding NaN gets NaN edges."""
         rng = np.random.default_rng(3)
         scores = rng.beta(0.5, 3.0, (4, 1237)).astype(np.float32)
         scores[1, :400] = 0.25  # many ties
@@ -95,6 +95,8 @@ class Binning(chex.TestCase):
             one = self.variant(lambda s, n=n_bins: cal.bin_edges(s, n, "quantile"))
             np.testing.assert_array_equal(one(scores[0]), expected[0])
             np.testing.assert_array_equal(jax.vmap(one)(scores), expected)
+            nested = jax.vmap(jax.vmap(one))(scores.reshape(2, 2, -1))  # two batch axes
+            np.testing.assert_array_equal(nested, expected.reshape(2, 2, -1))
             batch = self.variant(lambda s, n=n_bins: binning.quantile_edges(s, n))(scores)
             np.testing.assert_array_equal(batch, expected)
         scores[3, 7] = np.nan
