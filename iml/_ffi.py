@@ -240,8 +240,8 @@ def register(name: str, fn: Callable[..., np.ndarray]) -> str:
     try:
         pointer = ctypes.cast(handler, ctypes.c_void_p).value
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(pointer), platform="cpu")
-    except Exception as error:  # an XLA that refuses the handler: callers sort elsewhere
-        log.warning("XLA refused the host function %r (%s); programs sort by XLA instead",
+    except Exception as error:  # an XLA that refuses the handler: callers take their own path
+        log.warning("XLA refused the host function %r (%s); its callers use XLA's own code",
                     name, error)  # fmt: skip
         handler = None
     _HANDLERS[name] = handler
