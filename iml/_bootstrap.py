@@ -27,6 +27,7 @@ import numpy as np
 
 from iml import _ffi
 from iml import _validation as V
+from iml._device import usable_cores
 
 Array = jax.Array
 
@@ -180,11 +181,7 @@ THREAD_MIN_ELEMENTS = 2**16
 def _row_threads() -> tuple[ThreadPoolExecutor | None, int]:
     """A pool of one thread per core this process may use (at most 8), and their number; no
     pool on one core."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    cores = min(cores, 8)
+    cores = min(usable_cores(), 8)
     pool = ThreadPoolExecutor(cores, thread_name_prefix="iml-rows") if cores > 1 else None
     return pool, cores
 

@@ -11,12 +11,13 @@ Inside a traced function use ``jnp.asarray`` as usual.
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-__all__ = ["ELEMENTAL_EMITTERS", "integer_products", "to_device"]
+__all__ = ["ELEMENTAL_EMITTERS", "integer_products", "to_device", "usable_cores"]
 
 #: XLA's compiler options for a program that a first run waits on to compile (``jax.jit(...,
 #: compiler_options=ELEMENTAL_EMITTERS)``): on the CPU, the elemental IR emitters in place of
@@ -50,3 +51,11 @@ def integer_products() -> bool:
     except ImportError:
         return False
     return bool(__cpu_features__.get("AVX512VNNI", False))
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity on Linux, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1

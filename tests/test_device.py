@@ -1,11 +1,14 @@
 """iml._device: host arrays reach the device with their values and dtype, and without a program
-compiled for their shape; int8 products are chosen on a CPU with AVX-512 VNNI only."""
+compiled for their shape; int8 products are chosen on a CPU with AVX-512 VNNI only; the cores a
+process may use."""
+
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iml._device import to_device
+from iml._device import to_device, usable_cores
 
 
 def test_host_arrays_reach_the_device_equal_and_without_a_compiled_program():
@@ -53,3 +56,12 @@ def test_integer_products_on_a_cpu_with_avx512_vnni_only(monkeypatch):
         assert _device.integer_products() is False
     finally:
         _device.integer_products.cache_clear()
+
+
+def test_usable_cores_are_this_process_affinity_or_the_machine_cores(monkeypatch):
+    assert usable_cores() == len(os.sched_getaffinity(0))  # Linux
+    monkeypatch.delattr(os, "sched_getaffinity")  # elsewhere
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert usable_cores() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert usable_cores() == 1

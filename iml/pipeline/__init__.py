@@ -19,6 +19,8 @@
 * :mod:`iml.pipeline.report`: the one report of every run: the table, its Markdown
   (:mod:`iml.pipeline.markdown`), the scores and the figures (Figures 1-4 and the revealed
   experiments of a binary grid; the figures by class of a multiclass one).
+* :mod:`iml.pipeline.beside`: a call made in a second process beside this one (a report's
+  revealed experiments, beside its table).
 * :mod:`iml.pipeline.reveal`: the revealed experiments of a stored run (``revealed.json``) and
   their report; :mod:`iml.pipeline.reveal_input` reads any run's member batches.
 """

@@ -26,6 +26,7 @@ over the grid (:func:`iml.calibration.loss_calibration_verdicts`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import warnings
@@ -33,12 +34,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
 from iml import _validation as V
 from iml import config as config_lib
+from iml._device import usable_cores
 from iml._io import atomic_write_bytes, file_stem
 from iml.calibration import RENORMALISED, expected_calibration_error
+from iml.pipeline.beside import Beside, call_beside
 from iml.pipeline.defaults import check_eval_settings, default_config
 from iml.pipeline.markdown import markdown_by_loss, markdown_by_method
 from iml.pipeline.reveal import reveal_run
@@ -57,7 +61,13 @@ from iml.plots import (
     save_figure,
 )
 
-__all__ = ["report_run", "report_settings"]
+__all__ = ["BESIDE_MIN_SCORES", "report_run", "report_settings"]
+
+#: Scores (losses times observations) from which :func:`report_run` makes a binary grid's
+#: revealed experiments beside its table by default: about the size at which the second
+#: process's start (a fresh interpreter that loads or compiles its programs) costs less than
+#: the overlap saves.
+BESIDE_MIN_SCORES = 2**20
 
 _CLIP = 1e-7
 # Figures 1-4 and the smooth curves of a longer grid draw this many of its class weights, evenly
@@ -152,6 +162,7 @@ def report_run(
     formats: Sequence[str] | None = None,
     eval_overrides: Mapping[str, Any] | None = None,
     progress: bool = False,
+    beside: bool | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Score a stored run of either kind (images fed from the host, or a table on the device)
     and write its report; trains nothing.
@@ -191,6 +202,11 @@ def report_run(
         records the settings used.
       progress: say each stage on stderr as it starts (the table, the figures, the revealed
         experiments and their simulated size and power).
+      beside: make a binary grid's revealed experiments in a second process, beside the table
+        and the figures (:func:`iml.pipeline.beside.call_beside`; the same files, to the last
+        byte); None: where their size and power are simulated, on a CPU of two cores or more,
+        for a grid of at least :data:`BESIDE_MIN_SCORES` scores (losses times observations),
+        where the overlap saves more than a second process costs.
 
     Returns:
       The table.
@@ -207,17 +223,46 @@ def report_run(
     formats = tuple(settings["figures"])
     n_bins, n_bootstrap = int(settings["n_bins"]), int(settings["n_bootstrap"])
     seed = int(settings["report_seed"])
-    say = _say if progress else lambda message: None
     store = RunStore(run)
     manifest = store.manifest()
     scores = stored_scores(run, str(settings["average"]))
+    grid, family, labels = scores.grid, scores.family, scores.labels
+    out = Path(out) if out is not None else store.root
+    binary = family is not None
+    weights = [float(w) for w in grid.weights] if binary else []
+    revealing = None
+    if len(weights) >= 2:  # what the ensembles learned, across their class weights
+        inputs = reveal_input(weights, scores.scores, labels, family, sizes=scores.sizes,
+                              kind=manifest["kind"], run=store.root)  # fmt: skip
+        revealing = _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress,
+                            beside=beside)  # fmt: skip
+    with revealing or contextlib.nullcontext():
+        table = _report(scores, settings, manifest, store.root, out, formats, progress)
+        if revealing is not None:
+            revealing.result()
+    return table
+
+
+def _report(
+    scores: RunScores,
+    settings: dict[str, Any],
+    manifest: dict[str, Any],
+    root: Path,
+    out: Path,
+    formats: tuple[str, ...],
+    progress: bool,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """:func:`report_run`'s table, its files and figures, and a multiclass grid's revealed
+    experiments; a binary grid's revealed experiments are the caller's."""
+    n_bins, n_bootstrap = int(settings["n_bins"]), int(settings["n_bootstrap"])
+    seed = int(settings["report_seed"])
+    say = _say if progress else lambda message: None
     grid, family, labels = scores.grid, scores.family, scores.labels
     say(
         f"the table of {len(grid.keys)} losses ({n_bootstrap} bootstrap replicates of each ECE"
         + (", the recalibration baselines cross-fitted)" if family is not None else ")")
     )
     table = scored_table(scores, n_bins, n_bootstrap, seed)
-    out = Path(out) if out is not None else store.root
     binary = family is not None
     weight_name = family.weight_name if binary else "loss"
     markdown = (markdown_by_method if binary else markdown_by_loss)(table, weight_name)
@@ -245,10 +290,13 @@ def report_run(
             fig = reliability_by_class(ak, y, ck, None, n_bins, title=f"{title}: {key}")
             save_figure(fig, out / "figures" / "reliability_by_class" / file_stem(key), formats)
         if len(grid.keys) >= 2:  # what the ensembles learned, across the grid's losses
-            inputs = class_input(grid, scores.scores, labels, scores.sizes, run=store.root,
+            inputs = class_input(grid, scores.scores, labels, scores.sizes, run=root,
                                  kind=manifest["kind"],
                                  average=str(settings["average"]))  # fmt: skip
-            _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress, simulate=False)
+            revealing = _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress,
+                                simulate=False, beside=False)  # fmt: skip
+            if revealing is not None:
+                revealing.result()
         return table
     if not binary:
         return table
@@ -280,10 +328,6 @@ def report_run(
                               "spaced along its grid; table.md holds every one",
                               fontsize="small")  # fmt: skip
             save_figure(fig, out / "figures" / name, formats)
-    if len(weights) >= 2:  # what the ensembles learned, across their class weights
-        inputs = reveal_input(weights, scores.scores, labels, family, sizes=scores.sizes,
-                              kind=manifest["kind"], run=store.root)  # fmt: skip
-        _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress)
     return table
 
 
@@ -296,9 +340,12 @@ def _reveal(
     formats: Sequence[str],
     progress: bool,
     simulate: bool = True,
-) -> None:
-    """The revealed experiments of a report's grid (:func:`iml.pipeline.reveal.reveal_run`),
-    or a warning saying why not (:func:`iml.pipeline.reveal_input.check_reveal_input`).
+    beside: bool | None = None,
+) -> Beside | None:
+    """The revealed experiments of a report's grid (:func:`iml.pipeline.reveal.reveal_run`) as a
+    call to wait for, started in a process beside this one where ``beside`` asks or (None)
+    where it pays (see :func:`report_run`), else made here when waited for; or None, with a
+    warning saying why not (:func:`iml.pipeline.reveal_input.check_reveal_input`).
     Where ``n_bootstrap`` is 100 or more, each verdict is also reached again at 5, 10 and 20
     quantile bins, and, with ``simulate``, the tests' size and power simulated (fewer replicates
     make both mere noise); a multiclass grid's size and power are left to ``iml reveal``, whose
@@ -307,21 +354,26 @@ def _reveal(
         check_reveal_input(inputs, n_bins)
     except ValueError as err:  # e.g. one label among the observations every loss scored
         warnings.warn(f"no revealed experiments: {err}", RuntimeWarning, stacklevel=3)
-        return
-    reveal_run(
-        inputs,
-        out,
-        n_bins=n_bins,
-        n_bootstrap=max(n_bootstrap, 2),
-        seed=seed,
-        formats=formats,
-        # Size and power simulated on 100 data sets of 200 replicates where the report
-        # runs at least 100 replicates itself (fewer would make the rates mere noise).
-        power_datasets=100 if simulate and n_bootstrap >= 100 else 0,
-        power_bootstrap=min(max(n_bootstrap, 2), 200),
-        sensitivity=n_bootstrap >= 100,
-        progress=progress,
-    )
+        return None
+    # Size and power simulated on 100 data sets of 200 replicates where the report runs at
+    # least 100 replicates itself (fewer would make the rates mere noise).
+    power_datasets = 100 if simulate and n_bootstrap >= 100 else 0
+    if beside is None:
+        beside = (power_datasets > 0 and inputs.scores.size >= BESIDE_MIN_SCORES
+                  and usable_cores() >= 2 and jax.default_backend() == "cpu")  # fmt: skip
+    settings = {
+        "n_bins": n_bins,
+        "n_bootstrap": max(n_bootstrap, 2),
+        "seed": seed,
+        "formats": formats,
+        "power_datasets": power_datasets,
+        "power_bootstrap": min(max(n_bootstrap, 2), 200),
+        "sensitivity": n_bootstrap >= 100,
+        "progress": progress,
+    }
+    if beside:
+        return call_beside(reveal_run, inputs, out, **settings)
+    return Beside(reveal_run, (inputs, out), settings, None, None)
 
 
 def _say(message: str) -> None:

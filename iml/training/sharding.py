@@ -20,7 +20,6 @@ the images of the batch shards that live on its own devices (:func:`global_batch
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +28,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from iml import _validation as V
+from iml._device import usable_cores
 
 __all__ = [
     "DATA_AXIS",
@@ -201,10 +201,7 @@ def use_cpu_cores_as_devices() -> int:
     busy. Only the CPU backend is affected (a GPU or TPU stays the default device). Call it
     before the first JAX computation; later it changes nothing.
     """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     try:
         jax.config.update("jax_num_cpu_devices", cores)
     except RuntimeError:  # the CPU backend has started already

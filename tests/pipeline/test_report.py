@@ -49,15 +49,14 @@ def test_score_metrics_include_the_smooth_ece_of_the_clipped_scores():
     assert 0.0 <= metrics["smooth_ece"] < 0.05
 
 
-@pytest.mark.slow
-def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp_path):
-    from iml.pipeline.report import report_run
-
+def _two_weights_run(root: Path) -> RunStore:
+    """A stored run at beta = 0.5 and 0.9 of one member each, the optimal scores of a known
+    posterior on 400 observations."""
     rng = np.random.default_rng(1)
     n, betas = 400, (0.5, 0.9)
     posterior = rng.beta(1.0, 6.0, n)
     labels = (rng.random(n) < posterior).astype(np.int32)
-    store = RunStore(tmp_path / "run")
+    store = RunStore(root)
     store.open_run(
         {
             "loss": {"betas": list(betas)},
@@ -71,6 +70,14 @@ def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp
         for beta in betas
     ]
     save_batch(store, "batches/batch-0000", members)
+    return store
+
+
+@pytest.mark.slow
+def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp_path):
+    from iml.pipeline.report import report_run
+
+    store = _two_weights_run(tmp_path / "run")
     table = report_run(store.root, tmp_path / "out", formats=("png",))
     for methods in table.values():
         for metrics in methods.values():
@@ -80,6 +87,32 @@ def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp
     assert "smooth_ece" in (tmp_path / "out" / "table.md").read_text()
     for name in ("smooth_raw", "smooth_corrected"):
         assert (tmp_path / "out" / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_the_revealed_experiments_made_beside_the_table_are_the_same_files(tmp_path, monkeypatch):
+    from iml.pipeline import report
+
+    started = []
+
+    def recorded(*args, **kwargs):
+        started.append(report.call_beside.__wrapped__(*args, **kwargs))
+        return started[-1]
+
+    recorded.__wrapped__ = report.call_beside
+    monkeypatch.setattr(report, "call_beside", recorded)
+    store = _two_weights_run(tmp_path / "run")
+    here = report.report_run(store.root, tmp_path / "here", formats=("png",), beside=False)
+    assert not started
+    beside = report.report_run(store.root, tmp_path / "beside", formats=("png",), beside=True)
+    assert [call.beside for call in started] == [True]  # made in a second process
+    assert json.dumps(beside) == json.dumps(here)
+    files = sorted(p.relative_to(tmp_path / "here") for p in (tmp_path / "here").rglob("*.*"))
+    assert Path("revealed.json") in files and Path("figures/revealed_information.png") in files
+    assert sorted(p.relative_to(tmp_path / "beside")
+                  for p in (tmp_path / "beside").rglob("*.*")) == files  # fmt: skip
+    for name in files:
+        assert (tmp_path / "beside" / name).read_bytes() == (tmp_path / "here" / name).read_bytes()
 
 
 def _stored_run_at_beta_09(
