@@ -21,6 +21,7 @@ with its own traceback, and what the caller gets is what the call made here woul
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import pickle
@@ -28,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +67,10 @@ class Beside:
     ) -> None:
         self._call = (fn, args, kwargs)
         self._process, self._folder = process, folder
+        self._relay = None
+        if process is not None:  # its output, as it comes, on this process's sys.stderr
+            self._relay = threading.Thread(target=_relay, args=(process.stdout,), daemon=True)
+            self._relay.start()
 
     @property
     def beside(self) -> bool:
@@ -87,15 +93,16 @@ class Beside:
             logger.info("%s ran in this process: the process beside it %s", _name(fn), outcome)
             return fn(*args, **kwargs)
         value, said = outcome
+        given: dict = {}  # each warning once per place, as the default filter shows them
         for message, category, filename, lineno in said:
-            warnings.warn_explicit(message, category, filename, lineno)
+            warnings.warn_explicit(message, category, filename, lineno, registry=given)
         return value
 
     def _outcome(self, code: int) -> tuple[Any, list] | str:
         """``(value, warnings)`` of a process that finished the call, or why it did not."""
-        path = self._folder / "result.pkl"
+        path, error = self._folder / "result.pkl", self._folder / "error.txt"
         if code != 0 or not path.exists():
-            reason = (self._folder / "error.txt").read_text() if code == 1 else ""
+            reason = error.read_text() if error.exists() else ""
             return f"ended with status {code}" + (f" ({reason})" if reason else "")
         try:
             with open(path, "rb") as f:
@@ -108,6 +115,9 @@ class Beside:
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait()
+        if self._relay is not None:
+            self._relay.join()
+            self._relay = None
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
@@ -124,9 +134,10 @@ def call_beside(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Beside:
 
     ``fn`` must be importable by name (a module's function); it runs in the process with
     this one's :data:`JAX_SETTINGS` (its compilation cache in the folder ``beside`` of this
-    process's), its output on this process's standard error, and the warnings
-    it gives recorded for :meth:`Beside.result`. Where the call does not pickle, or the process
-    cannot start, nothing is started and :meth:`Beside.result` makes the call here.
+    process's), its output (standard output and error) copied to this process's
+    ``sys.stderr`` as it comes, and the warnings it gives recorded for :meth:`Beside.result`.
+    Where the call does not pickle, or the process cannot start, nothing is started and
+    :meth:`Beside.result` makes the call here.
 
     Returns:
       The :class:`Beside` whose :meth:`~Beside.result` gives the call's value; use it as a
@@ -153,13 +164,25 @@ def call_beside(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Beside:
             [sys.executable, "-m", "iml.pipeline.beside", str(folder)],
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=sys.__stderr__.fileno() if sys.__stderr__ else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
     except OSError as err:
         logger.info("%s will run in this process: no process started (%s)", _name(fn), err)
         shutil.rmtree(folder, ignore_errors=True)
         return Beside(fn, args, kwargs, None, None)
     return Beside(fn, args, kwargs, process, folder)
+
+
+def _relay(stream: Any) -> None:
+    """Copy a process's output to this process's ``sys.stderr`` as it comes (a notebook's cell
+    shows it; a progress bar's carriage returns pass unbroken), until the process ends."""
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while chunk := stream.read1(4096):
+        if sys.stderr is not None:  # None where Python runs without a console
+            sys.stderr.write(text.decode(chunk))
+            sys.stderr.flush()
+    stream.close()
 
 
 def _name(fn: Callable[..., Any]) -> str:

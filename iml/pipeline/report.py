@@ -229,16 +229,21 @@ def report_run(
     grid, family, labels = scores.grid, scores.family, scores.labels
     out = Path(out) if out is not None else store.root
     binary = family is not None
-    weights = [float(w) for w in grid.weights] if binary else []
-    revealing = None
-    if len(weights) >= 2:  # what the ensembles learned, across their class weights
+    revealing = None  # what the ensembles learned, across the grid's losses
+    if grid.spec.multiclass and len(grid.keys) >= 2:
+        inputs = class_input(grid, scores.scores, labels, scores.sizes, run=store.root,
+                             kind=manifest["kind"], average=str(settings["average"]))  # fmt: skip
+        revealing = _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress,
+                            simulate=False, beside=False)  # fmt: skip
+    elif binary and len(grid.weights) >= 2:
+        weights = [float(w) for w in grid.weights]
         inputs = reveal_input(weights, scores.scores, labels, family, sizes=scores.sizes,
                               kind=manifest["kind"], run=store.root)  # fmt: skip
         revealing = _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress,
                             beside=beside)  # fmt: skip
-    with revealing or contextlib.nullcontext():
-        table = _report(scores, settings, manifest, store.root, out, formats, progress)
-        if revealing is not None:
+    with revealing or contextlib.nullcontext():  # a process beside ends with the report
+        table = _report(scores, settings, manifest, out, formats, progress)
+        if revealing is not None:  # made here, after the table and figures, unless beside
             revealing.result()
     return table
 
@@ -247,13 +252,12 @@ def _report(
     scores: RunScores,
     settings: dict[str, Any],
     manifest: dict[str, Any],
-    root: Path,
     out: Path,
     formats: tuple[str, ...],
     progress: bool,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """:func:`report_run`'s table, its files and figures, and a multiclass grid's revealed
-    experiments; a binary grid's revealed experiments are the caller's."""
+    """:func:`report_run`'s table, its files and its figures (all but the revealed
+    experiments')."""
     n_bins, n_bootstrap = int(settings["n_bins"]), int(settings["n_bootstrap"])
     seed = int(settings["report_seed"])
     say = _say if progress else lambda message: None
@@ -289,14 +293,6 @@ def _report(
         for key, ak, ck in zip(grid.keys if formats else (), a, c, strict=False):
             fig = reliability_by_class(ak, y, ck, None, n_bins, title=f"{title}: {key}")
             save_figure(fig, out / "figures" / "reliability_by_class" / file_stem(key), formats)
-        if len(grid.keys) >= 2:  # what the ensembles learned, across the grid's losses
-            inputs = class_input(grid, scores.scores, labels, scores.sizes, run=root,
-                                 kind=manifest["kind"],
-                                 average=str(settings["average"]))  # fmt: skip
-            revealing = _reveal(inputs, out, n_bins, n_bootstrap, seed, formats, progress,
-                                simulate=False, beside=False)  # fmt: skip
-            if revealing is not None:
-                revealing.result()
         return table
     if not binary:
         return table
