@@ -25,7 +25,9 @@ from iml.losses._registry import (
     LossRecord,
     as_parameter,
     entropy_term,
+    is_shipped,
     lookup,
+    mark_shipped,
     register,
     registered,
     unregister,
@@ -66,6 +68,7 @@ __all__ = [
     "focal",
     "focal_loss",
     "focal_loss_multiclass",
+    "is_shipped",
     "log_loss",
     "log_loss_logits",
     "log_loss_weight",
@@ -83,3 +86,5 @@ __all__ = [
     "squared_loss_weight",
     "unregister",
 ]
+
+mark_shipped()  # the losses of the family modules above

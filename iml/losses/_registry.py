@@ -36,6 +36,7 @@ __all__ = [
     "LossRecord",
     "as_parameter",
     "entropy_term",
+    "is_shipped",
     "lookup",
     "register",
     "registered",
@@ -198,6 +199,22 @@ def lookup(name: str) -> LossRecord:
 def registered() -> list[str]:
     """The registered losses' names, sorted."""
     return sorted(_REGISTRY)
+
+
+# The records of the losses iml ships, as its package registers them on import.
+_SHIPPED: dict[str, LossRecord] = {}
+
+
+def mark_shipped() -> None:
+    """Note every record registered now as shipped (:func:`is_shipped`); the package calls it
+    once its family modules have registered theirs."""
+    _SHIPPED.update(_REGISTRY)
+
+
+def is_shipped(name: str) -> bool:
+    """Whether the loss ``name`` is registered as iml ships it: not a plugin's or a user's, and
+    not replaced. A fresh process that imports iml then looks up the same loss by that name."""
+    return name in _SHIPPED and _REGISTRY.get(name) is _SHIPPED[name]
 
 
 def as_parameter(name: str, value: Any) -> Any:

@@ -11,7 +11,10 @@ pickled back. JAX's settings that change what a program computes or where it is 
 (:data:`JAX_SETTINGS`) are those of this process, but for its persistent compilation cache: the
 process keeps its programs in a folder of its own inside this process's (``beside``), as JAX
 writes an entry in place, and a process that reads an entry the other is still writing can crash.
-The environment is this process's, with its module path and matplotlib's file-only backend.
+matplotlib's settings that differ from its defaults go with the call too. The environment is
+this process's, with its module path and matplotlib's file-only backend. The process reads its
+standard input from this one and ends when that closes, so that it does not outlive its caller
+(killed or not) to write files for a report that is gone.
 
 A call that cannot be made beside (its function or arguments do not pickle) runs here at once;
 one whose process fails for any reason (an import it cannot make, an exception, a crash) runs
@@ -42,13 +45,16 @@ __all__ = ["JAX_SETTINGS", "Beside", "call_beside"]
 logger = logging.getLogger(__name__)
 
 #: JAX's settings copied into the process beside: the persistent compilation cache (so that the
-#: process loads the programs this one keeps), the dtypes and the precision of products.
+#: process loads the programs this one keeps), the dtypes, the precision of products and the
+#: random keys' implementation (the draws of ``jax.random.key(seed)``).
 JAX_SETTINGS = (
     "jax_compilation_cache_dir",
     "jax_persistent_cache_min_compile_time_secs",
     "jax_persistent_cache_min_entry_size_bytes",
     "jax_enable_x64",
     "jax_default_matmul_precision",
+    "jax_default_prng_impl",
+    "jax_threefry_partitionable",
     "jax_platforms",
 )
 
@@ -67,6 +73,7 @@ class Beside:
     ) -> None:
         self._call = (fn, args, kwargs)
         self._process, self._folder = process, folder
+        self._value: tuple[Any] | None = None  # the value, once given
         self._relay = None
         if process is not None:  # its output, as it comes, on this process's sys.stderr
             self._relay = threading.Thread(target=_relay, args=(process.stdout,), daemon=True)
@@ -81,9 +88,12 @@ class Beside:
         """The call's return value, once its process has ended, with each warning it gave given
         again here (``warnings.warn_explicit``, under this process's filters); the call made here
         where it ran nowhere else or its process failed (logged at INFO, with the reason)."""
+        if self._value is not None:
+            return self._value[0]
         fn, args, kwargs = self._call
         if self._process is None:
-            return fn(*args, **kwargs)
+            self._value = (fn(*args, **kwargs),)
+            return self._value[0]
         try:
             code = self._process.wait()
             outcome = self._outcome(code)
@@ -91,11 +101,15 @@ class Beside:
             self.close()
         if isinstance(outcome, str):
             logger.info("%s ran in this process: the process beside it %s", _name(fn), outcome)
-            return fn(*args, **kwargs)
+            self._value = (fn(*args, **kwargs),)
+            return self._value[0]
         value, said = outcome
-        given: dict = {}  # each warning once per place, as the default filter shows them
-        for message, category, filename, lineno in said:
-            warnings.warn_explicit(message, category, filename, lineno, registry=given)
+        for message, category, filename, lineno, module in said:
+            # as warnings.warn would: under the module's filters, once per place where shown once
+            home = sys.modules.get(module or "")
+            registry = home.__dict__.setdefault("__warningregistry__", {}) if home else None
+            warnings.warn_explicit(message, category, filename, lineno, module, registry)
+        self._value = (value,)
         return value
 
     def _outcome(self, code: int) -> tuple[Any, list] | str:
@@ -115,8 +129,10 @@ class Beside:
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait()
-        if self._relay is not None:
-            self._relay.join()
+        if self._process is not None and self._process.stdin is not None:
+            self._process.stdin.close()
+        if self._relay is not None:  # a process it started may hold the output open: not long
+            self._relay.join(timeout=10.0)
             self._relay = None
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
@@ -144,44 +160,64 @@ def call_beside(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Beside:
       context manager (or call :meth:`~Beside.close`) so that a process whose result is not
       asked for does not outlive the caller's work.
     """
-    settings = {name: getattr(jax.config, name) for name in JAX_SETTINGS}
-    if settings["jax_compilation_cache_dir"]:
-        settings["jax_compilation_cache_dir"] = os.path.join(
-            settings["jax_compilation_cache_dir"], "beside"
-        )
+    folder = None
     try:
-        call = pickle.dumps((settings, fn, args, kwargs))
-    except Exception as err:  # whatever does not pickle is called here
-        logger.info("%s will run in this process: it does not pickle (%s)", _name(fn), err)
-        return Beside(fn, args, kwargs, None, None)
-    folder = Path(tempfile.mkdtemp(prefix="iml-beside-"))
-    (folder / "call.pkl").write_bytes(call)
-    paths = [p for p in sys.path if p] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(p for p in paths if p)),
-               MPLBACKEND="Agg")  # fmt: skip
-    try:
+        call = pickle.dumps((_settings(), fn, args, kwargs))
+        folder = Path(tempfile.mkdtemp(prefix="iml-beside-"))
+        (folder / "call.pkl").write_bytes(call)
+        paths = [p for p in sys.path if p] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(p for p in paths if p)),
+                   MPLBACKEND="Agg", PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")  # fmt: skip
         process = subprocess.Popen(
             [sys.executable, "-m", "iml.pipeline.beside", str(folder)],
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,  # closed when this process ends: the process beside ends too
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-    except OSError as err:
-        logger.info("%s will run in this process: no process started (%s)", _name(fn), err)
-        shutil.rmtree(folder, ignore_errors=True)
+    except Exception as err:  # it does not pickle, no room for it, no interpreter to start
+        logger.info("%s will run in this process: %s: %s", _name(fn), type(err).__name__, err)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         return Beside(fn, args, kwargs, None, None)
     return Beside(fn, args, kwargs, process, folder)
+
+
+def _settings() -> dict[str, Any]:
+    """What the process beside sets before the call: :data:`JAX_SETTINGS` as they are here
+    (the compilation cache in its folder ``beside``; a setting this JAX lacks is left out), and
+    matplotlib's settings that differ from its defaults, where matplotlib is loaded here."""
+    jax_settings = {name: getattr(jax.config, name) for name in JAX_SETTINGS
+                    if hasattr(jax.config, name)}  # fmt: skip
+    if jax_settings.get("jax_compilation_cache_dir"):
+        jax_settings["jax_compilation_cache_dir"] = os.path.join(
+            jax_settings["jax_compilation_cache_dir"], "beside"
+        )
+    rc = {}
+    if "matplotlib" in sys.modules:
+        mpl = sys.modules["matplotlib"]
+        with warnings.catch_warnings():  # deprecated keys, read and set alike
+            warnings.simplefilter("ignore")
+            rc = {key: value for key, value in mpl.rcParams.items()
+                  if key != "backend" and mpl.rcParamsDefault.get(key) != value}  # fmt: skip
+    return {"jax": jax_settings, "matplotlib": rc}
 
 
 def _relay(stream: Any) -> None:
     """Copy a process's output to this process's ``sys.stderr`` as it comes (a notebook's cell
     shows it; a progress bar's carriage returns pass unbroken), until the process ends."""
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    while chunk := stream.read1(4096):
-        if sys.stderr is not None:  # None where Python runs without a console
-            sys.stderr.write(text.decode(chunk))
-            sys.stderr.flush()
+    while True:
+        chunk = stream.read1(4096)
+        try:  # a stream that cannot take it (closed, a broken pipe) drops it: the pipe still
+            # drains, so that the process never waits on a full pipe
+            if sys.stderr is not None:  # None where Python runs without a console
+                sys.stderr.write(text.decode(chunk, final=not chunk))
+                sys.stderr.flush()
+        except Exception:
+            pass
+        if not chunk:
+            break
     stream.close()
 
 
@@ -189,19 +225,36 @@ def _name(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
+def _end_with_caller() -> None:
+    """End this process once its caller's end of standard input closes (the caller ended,
+    however), so that it never writes files for a caller that is gone."""
+    while os.read(0, 4096):  # the descriptor itself: no lock of sys.stdin held at exit
+        pass
+    os._exit(1)
+
+
 def _main(folder: Path) -> int:
-    """The process beside: load the call, set JAX's settings, make the call, and write its
-    ``(value, warnings)`` to ``result.pkl`` (status 0), or the exception's last line to
-    ``error.txt`` (status 1)."""
+    """The process beside: load the call, set JAX's and matplotlib's settings, make the call,
+    and write its ``(value, warnings)`` to ``result.pkl`` (status 0), or the exception's last
+    line to ``error.txt`` (status 1); it ends at once where its caller does."""
+    threading.Thread(target=_end_with_caller, daemon=True).start()
     try:
         settings, fn, args, kwargs = pickle.loads((folder / "call.pkl").read_bytes())
-        for name, value in settings.items():
+        for name, value in settings["jax"].items():
             if value is not None:
                 jax.config.update(name, value)
+        if settings["matplotlib"]:
+            import matplotlib  # imported here: only where the caller had loaded it
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                matplotlib.rcParams.update(settings["matplotlib"])
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             value = fn(*args, **kwargs)
-        given = [(str(w.message), w.category, w.filename, w.lineno) for w in said]
+        files = {getattr(m, "__file__", None): name for name, m in list(sys.modules.items())}
+        given = [(str(w.message), w.category, w.filename, w.lineno, files.get(w.filename))
+                 for w in said]  # fmt: skip
         result = pickle.dumps((value, given))
     except Exception as err:  # the caller makes the call again, and raises it
         (folder / "error.txt").write_text(f"{type(err).__name__}: {err}"[:2000])

@@ -39,6 +39,7 @@ import numpy as np
 
 from iml import _validation as V
 from iml import config as config_lib
+from iml import losses as L
 from iml._device import usable_cores
 from iml._io import atomic_write_bytes, file_stem
 from iml.calibration import RENORMALISED, expected_calibration_error
@@ -64,9 +65,10 @@ from iml.plots import (
 __all__ = ["BESIDE_MIN_SCORES", "report_run", "report_settings"]
 
 #: Scores (losses times observations) from which :func:`report_run` makes a binary grid's
-#: revealed experiments beside its table by default: about the size at which the second
-#: process's start (a fresh interpreter that loads or compiles its programs) costs less than
-#: the overlap saves.
+#: revealed experiments beside its table by default: a chosen size, well above the tests' small
+#: runs (whose reports take seconds, so that a second process's start, a fresh interpreter that
+#: loads or compiles its programs, would be much of their time) and below a 64-weight sweep
+#: of a table of tens of thousands of rows.
 BESIDE_MIN_SCORES = 2**20
 
 _CLIP = 1e-7
@@ -204,9 +206,10 @@ def report_run(
         experiments and their simulated size and power).
       beside: make a binary grid's revealed experiments in a second process, beside the table
         and the figures (:func:`iml.pipeline.beside.call_beside`; the same files, to the last
-        byte); None: where their size and power are simulated, on a CPU of two cores or more,
-        for a grid of at least :data:`BESIDE_MIN_SCORES` scores (losses times observations),
-        where the overlap saves more than a second process costs.
+        byte), where its loss is one iml ships unchanged or a function of a module
+        (:func:`iml.losses.is_shipped`: a plugin's is looked up in this process alone); None:
+        where their size and power are simulated, on a CPU of two cores or more, for a grid of
+        at least :data:`BESIDE_MIN_SCORES` scores (losses times observations).
 
     Returns:
       The table.
@@ -214,9 +217,11 @@ def report_run(
     Raises:
       FileNotFoundError: if ``run`` holds no manifest or no stored folds.
       ValueError: if the run has no finished member batch, for a bad ``eval_overrides``
-        (:func:`report_settings`), or a run whose loss this process cannot rebuild
+        (:func:`report_settings`) or ``beside``, or a run whose loss this process cannot rebuild
         (:func:`iml.pipeline.scores.stored_grid`).
     """
+    if beside not in (None, True, False):
+        raise ValueError(f"beside must be True, False or None (chosen by size); got {beside!r}")
     settings = report_settings(run, eval_overrides)
     if formats is not None:  # recorded in ensemble.json as the report's setting
         settings["figures"] = list(V.check_figure_formats("formats", formats))
@@ -367,6 +372,9 @@ def _reveal(
         "sensitivity": n_bootstrap >= 100,
         "progress": progress,
     }
+    if beside and inputs.loss is not None and inputs.loss.fn is None:
+        # the process beside has the shipped losses only, and looks the loss up by its name
+        beside = L.is_shipped(inputs.loss.name)
     if beside:
         return call_beside(reveal_run, inputs, out, **settings)
     return Beside(reveal_run, (inputs, out), settings, None, None)

@@ -107,3 +107,21 @@ def test_a_record_states_its_parts_consistently():
     finally:
         L.unregister("mine")
     assert "mine" not in L.registered()
+
+
+def test_a_loss_is_shipped_until_it_is_replaced_and_a_new_one_never_is():
+    import dataclasses
+
+    shipped = L.lookup("log")
+    shipped_names = ("log", "squared", "matrix", "class_weighted_softmax", "focal", "softmax_focal")
+    assert all(L.is_shipped(name) for name in shipped_names)
+    try:
+        L.register(dataclasses.replace(shipped), replace=True)  # equal parts, another record
+        assert not L.is_shipped("log")
+        L.register(dataclasses.replace(shipped, name="log_again"))
+        assert not L.is_shipped("log_again")
+    finally:
+        L.register(shipped, replace=True)
+        if "log_again" in L.registered():
+            L.unregister("log_again")
+    assert L.is_shipped("log") and not L.is_shipped("no such loss")

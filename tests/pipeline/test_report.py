@@ -3,6 +3,7 @@ table and its Markdown, the smooth ECE and figures, the report of a stored run w
 settings, and a multiclass run scored per loss."""
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,9 @@ def test_report_writes_the_smooth_ece_of_every_method_and_the_smooth_figures(tmp
 
 
 @pytest.mark.slow
-def test_the_revealed_experiments_made_beside_the_table_are_the_same_files(tmp_path, monkeypatch):
+def test_the_revealed_experiments_made_beside_the_table_are_the_same_files(
+    tmp_path, monkeypatch, caplog
+):
     from iml.pipeline import report
 
     started = []
@@ -104,8 +107,13 @@ def test_the_revealed_experiments_made_beside_the_table_are_the_same_files(tmp_p
     store = _two_weights_run(tmp_path / "run")
     here = report.report_run(store.root, tmp_path / "here", formats=("png",), beside=False)
     assert not started
-    beside = report.report_run(store.root, tmp_path / "beside", formats=("png",), beside=True)
+    with caplog.at_level(logging.INFO, logger="iml.pipeline.beside"):
+        beside = report.report_run(store.root, tmp_path / "beside", formats=("png",),
+                                   beside=True)  # fmt: skip
     assert [call.beside for call in started] == [True]  # made in a second process
+    assert "ran in this process" not in caplog.text  # and not again here
+    with pytest.raises(ValueError, match="beside must be True, False or None"):
+        report.report_run(store.root, tmp_path / "bad", beside="no")
     assert json.dumps(beside) == json.dumps(here)
     files = sorted(p.relative_to(tmp_path / "here") for p in (tmp_path / "here").rglob("*.*"))
     assert Path("revealed.json") in files and Path("figures/revealed_information.png") in files
