@@ -225,11 +225,13 @@ def _name(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def _end_with_caller() -> None:
-    """End this process once its caller's end of standard input closes (the caller ended,
-    however), so that it never writes files for a caller that is gone."""
+def _end_with_caller(folder: Path) -> None:
+    """End this process, and remove the call's ``folder``, once its caller's end of standard
+    input closes (the caller ended, however), so that it never writes files for a caller that
+    is gone."""
     while os.read(0, 4096):  # the descriptor itself: no lock of sys.stdin held at exit
         pass
+    shutil.rmtree(folder, ignore_errors=True)
     os._exit(1)
 
 
@@ -237,7 +239,7 @@ def _main(folder: Path) -> int:
     """The process beside: load the call, set JAX's and matplotlib's settings, make the call,
     and write its ``(value, warnings)`` to ``result.pkl`` (status 0), or the exception's last
     line to ``error.txt`` (status 1); it ends at once where its caller does."""
-    threading.Thread(target=_end_with_caller, daemon=True).start()
+    threading.Thread(target=_end_with_caller, args=(folder,), daemon=True).start()
     try:
         settings, fn, args, kwargs = pickle.loads((folder / "call.pkl").read_bytes())
         for name, value in settings["jax"].items():

@@ -104,12 +104,12 @@ def test_a_process_beside_ends_when_its_caller_is_killed(tmp_path):
         import os, time
         from iml.pipeline.beside import call_beside
         call = call_beside(time.sleep, 600)
-        print(call._process.pid, flush=True)
+        print(call._process.pid, call._folder, flush=True)
         os._exit(0)  # gone without a word: no close, no finally
     """)
     done = subprocess.run([sys.executable, "-c", caller], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))  # fmt: skip
-    pid = int(done.stdout.split()[0])
+    pid, folder = int(done.stdout.split()[0]), Path(done.stdout.split()[1])
     for _ in range(200):  # ended (or a zombie no one has reaped yet)
         stat = Path(f"/proc/{pid}/stat")
         if not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
@@ -118,3 +118,4 @@ def test_a_process_beside_ends_when_its_caller_is_killed(tmp_path):
     else:
         os.kill(pid, 9)
         pytest.fail("the process beside outlived its caller")
+    assert not folder.exists()  # and took its call's folder with it
