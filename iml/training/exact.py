@@ -135,7 +135,7 @@ _LARGE = _STRAGGLERS * _FEWEST
 # ----------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, compiler_options=ELEMENTAL_EMITTERS)
+@functools.partial(jax.jit, static_argnames="objective", compiler_options=ELEMENTAL_EMITTERS)
 def _newton(
     design: Design,
     y: Array,
@@ -147,11 +147,13 @@ def _newton(
     max_iter: Array,
     renew_first: Array,
     until: Array,
+    objective: bool = True,
 ) -> Solved:
     """Members ``S [K, N]`` (weights), ``P [K, d1]`` (ridge coefficients) from ``theta [K, d1]``
     with data Hessians ``H [K, d1, d1]``: every active member gets a new Hessian in each of the
     first ``renew_first`` steps, then only the slowest (see the module). The steps stop after
-    ``max_iter``, or once at most ``until`` members are still active."""
+    ``max_iter``, or once at most ``until`` members are still active. The members' objectives
+    are summed over their rows only with ``objective`` (else the result's are None)."""
     X = design.X
     X_abs = jnp.abs(X)
     K = S.shape[0]
@@ -333,10 +335,12 @@ def _newton(
         "z": z,
         "g": g,
         "H": H,
-        "F": factor(H, P, jnp.full(K, FLOOR, X.dtype)),
+        # Every member is factored in the first step (redo): factored here, the Cholesky ran
+        # beside the first products, and on a CPU each slowed the other several times over.
+        "F": jnp.zeros_like(H),
         "active": jnp.max(jnp.abs(g), axis=1) > tol,
         "damping": jnp.full(K, FLOOR, X.dtype),
-        "redo": jnp.zeros(K, bool),
+        "redo": jnp.ones(K, bool),
         "count": jnp.zeros(K, jnp.int32),
         "chord": jnp.zeros_like(theta),
         "before": theta,
@@ -347,9 +351,11 @@ def _newton(
     }
     c = jax.lax.while_loop(cond, body, carry)
     z = c["z"]  # the gradient the members stopped on is the one they report
-    objective = jnp.sum(S * (jnp.logaddexp(0.0, z) - y * z), axis=1)
-    objective += 0.5 * jnp.sum(P * c["theta"] ** 2, axis=1)
-    return Solved(c["theta"], c["g"], c["H"], objective, c["iters"], c["count"])
+    value = None
+    if objective:
+        value = jnp.sum(S * (jnp.logaddexp(0.0, z) - y * z), axis=1)
+        value += 0.5 * jnp.sum(P * c["theta"] ** 2, axis=1)
+    return Solved(c["theta"], c["g"], c["H"], value, c["iters"], c["count"])
 
 
 def _rows(k: Array | None):
@@ -401,10 +407,11 @@ def _forget_ahead() -> None:
 os.register_at_fork(after_in_child=_forget_ahead)
 
 
-def compile_ahead(design: Design, members: int) -> None:
+def compile_ahead(design: Design, members: int, objective: bool = True) -> None:
     """Start compiling, in a thread, the binary Newton program for batches of ``members`` on a
     design of the shapes ``design`` (a :class:`Design` of ``jax.ShapeDtypeStruct``, as
-    ``Design.of(x, shapes_known=...)`` gives them; ``members``: :func:`path_batch` for a path).
+    ``Design.of(x, shapes_known=...)`` gives them; ``members``: :func:`path_batch` for a path),
+    for fits that sum their objectives or not (``objective``, as :func:`fit_weighted_logistic`).
 
     A first fit spends its start on the host (the design's layout and table, the sample
     weights, mostly one core), and XLA compiles the Newton program on the other meanwhile. The
@@ -426,19 +433,20 @@ def compile_ahead(design: Design, members: int) -> None:
     args = (design, floats(N), floats(members, N), floats(members, d1), floats(members, d1),
             floats(members, d1, d1), floats(), scalar, scalar, scalar)  # fmt: skip
     leaves, tree = jax.tree.flatten(args)
-    key = (str(tree), *((a.shape, str(a.dtype)) for a in leaves))
+    key = (str(tree), objective, *((a.shape, str(a.dtype)) for a in leaves))
     with _AHEAD_LOCK:
         if key in _ASKED:
             return
         _ASKED.add(key)
-        thread = threading.Thread(target=_compiled_or_logged, args=args, name="iml-compile-ahead")
+        thread = threading.Thread(target=_compiled_or_logged, args=(objective, *args),
+                                  name="iml-compile-ahead")  # fmt: skip
         thread.start()
         _AHEAD.append(thread)
 
 
-def _compiled_or_logged(*args: object) -> None:
+def _compiled_or_logged(objective: bool, *args: object) -> None:
     try:
-        _newton.lower(*args).compile()
+        _newton.lower(*args, objective=objective).compile()
     except Exception:  # the fit's own call compiles the program, and raises there
         _log.warning("compiling the Newton program ahead failed; the fit compiles it itself",
                      exc_info=True)  # fmt: skip
@@ -474,12 +482,22 @@ def intercept_optima(s: np.ndarray, y: np.ndarray) -> np.ndarray:
 class Members:
     """Solves batches of members on one design: their weights ``S [K, N]`` on the device, the
     rest (penalties ``[K, d1]``, starts, Hessians and results) small enough to keep on the host.
-    A batch is split so that no ``[members, rows]`` array exceeds ``limit`` floats."""
+    A batch is split so that no ``[members, rows]`` array exceeds ``limit`` floats; its members'
+    objectives are summed only with ``objective``."""
 
-    def __init__(self, design: Design, y: ArrayLike, tol: float, max_iter: int, limit: int):
+    def __init__(
+        self,
+        design: Design,
+        y: ArrayLike,
+        tol: float,
+        max_iter: int,
+        limit: int,
+        objective: bool = True,
+    ):
         self.design, self.tol, self.max_iter = design, np.float32(tol), max_iter
         self.y, self.labels = to_device(y, np.float32), np.asarray(y)
         self.size = max(1, limit // design.X.shape[0])
+        self.objective = objective
 
     def cold_start(self, s: np.ndarray) -> np.ndarray:
         """Starts ``[K, d1]`` of members of weights ``s [K, N]`` (on the host): no coefficients,
@@ -526,7 +544,8 @@ class Members:
         _join_ahead()
         solved = _newton(self.design, self.y, S, to_device(P, np.float32),
                          to_device(theta, np.float32), to_device(H, np.float32), self.tol,
-                         np.int32(max_iter), np.int32(renew_first), np.int32(until))  # fmt: skip
+                         np.int32(max_iter), np.int32(renew_first), np.int32(until),
+                         objective=self.objective)  # fmt: skip
         solved = jax.tree.map(np.asarray, solved)
         done = int(solved.iterations.max())
         # The members active at the last step: above tol, stepped every time (a stalled member
@@ -548,9 +567,10 @@ class Members:
             max(0, renew_first - done),
         )
         rest = jax.tree.map(lambda a: a[: len(left)], rest)
-        out = {k: v.copy() for k, v in solved._asdict().items()}
+        out = {k: None if v is None else v.copy() for k, v in solved._asdict().items()}
         for k in ("theta", "grad", "hessian", "objective"):
-            out[k][left] = getattr(rest, k)
+            if out[k] is not None:
+                out[k][left] = getattr(rest, k)
         out["iterations"][left] += rest.iterations
         out["hessians"][left] += rest.hessians
         return Solved(**out)
@@ -701,6 +721,7 @@ def fit_weighted_logistic(
     design: Design | None = None,
     start: tuple[ArrayLike, ...] | None = None,
     keep_curvature: bool = False,
+    objective: bool = True,
 ) -> LogisticFit:
     """Minimise every member's weighted log loss plus its ridge exactly (see the module).
 
@@ -740,6 +761,8 @@ def fit_weighted_logistic(
         ``(C + C^T) / 2``, as every Hessian's).
       keep_curvature: keep each member's last data curvature in the fit's ``curvature``
         (``[..., d + 1, d + 1]`` floats a member and level), to start a later fit from.
+      objective: sum each member's objective over its rows (the fit's ``objective``; without
+        it, that is None and the fit saves a pass of transcendentals over every member's rows).
 
     Returns:
       A :class:`LogisticFit` whose arrays lead with the grid's axis (if ``l2`` is a grid) and the
@@ -778,7 +801,7 @@ def fit_weighted_logistic(
     scale = ridge_multipliers(penalty_scale, lead, x.shape[1]).astype(np.float32)
     design = Design.of(x) if design is None else check_design(design, x)
     limit = _BATCH_FLOATS if chunk is None else chunk * n
-    members = Members(design, y, tol, max_iter, limit)
+    members = Members(design, y, tol, max_iter, limit, objective)
     flat = s.reshape(-1, n)
     fits = _fit_levels(members, flat, lead, scale, levels, offsets, theta, curvature)
     # The last renewals' curvatures are copied into one array where asked, each level's own

@@ -347,7 +347,7 @@ class Solved(NamedTuple):
     theta: Array  # [K, d1]
     grad: Array  # [K, d1]
     hessian: Array  # [K, d1, d1]: the data's curvature at the last renewal
-    objective: Array  # [K]
+    objective: Array | None  # [K]; None where not summed
     iterations: Array  # [K]
     hessians: Array  # [K]
 
@@ -369,7 +369,7 @@ class LogisticFit(NamedTuple):
     Attributes:
       coef: ``[..., d]`` weights (``[..., d, n]`` for a multinomial fit of ``n`` classes).
       intercept: ``[...]`` biases (``[..., n]``).
-      objective: ``[...]`` the minimised ``f_k``.
+      objective: ``[...]`` the minimised ``f_k`` (None where the fit was asked not to sum it).
       grad_norm: ``[...]`` the largest absolute entry of the gradient at the fit.
       iterations: ``[...]`` Newton steps taken.
       converged: ``[...]`` whether ``grad_norm <= tol``.
@@ -383,7 +383,7 @@ class LogisticFit(NamedTuple):
 
     coef: Array
     intercept: Array
-    objective: Array
+    objective: Array | None
     grad_norm: Array
     iterations: Array
     converged: Array

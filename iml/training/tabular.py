@@ -432,10 +432,11 @@ def _fit_exactly(
     totals = _total_weights(spec, y, share, config)
     penalty = totals[..., None] * np.square(scale.astype(np.float64))[None] / unit**2
     # A path of class weights (the binary members' case below) starts compiling its first Newton
-    # program while the design's table and the sample weights are made.
+    # program while the design's table and the sample weights are made. The members' objectives
+    # are not summed (objective=False): only their coefficients are used.
     binary = spec.record.exact == "logistic"
     first = path_batch(spec.batch_shape[0], len(train_mask), len(y)) if binary else 0
-    ahead = functools.partial(compile_ahead, members=first) if binary else None
+    ahead = functools.partial(compile_ahead, members=first, objective=False) if binary else None
     options = {"tol": config.tol, "max_iter": config.max_newton_steps,
                "design": Design.of(xs, shapes_known=ahead), "penalty_scale": penalty}  # fmt: skip
     if spec.record.exact == "one_vs_rest":
@@ -444,7 +445,8 @@ def _fit_exactly(
         for c in range(spec.n_classes):
             # output c: the logistic regression of 1{y = c} whose row i weighs B[y_i, c]
             weights = (B[:, y, c][:, None, :] * share[None]).astype(np.float32)
-            parts.append(fit_weighted_logistic(xs, y == c, weights, l2=levels, **options))
+            parts.append(fit_weighted_logistic(xs, y == c, weights, l2=levels, objective=False,
+                                               **options))  # fmt: skip
         fit = jax.tree.map(lambda *a: np.stack(a, axis=-1), *parts)  # classes last
         most = {"iterations": fit.iterations.max(axis=-1), "grad_norm": fit.grad_norm.max(axis=-1)}
         fit = fit._replace(hessians=fit.hessians.sum(axis=-1), **most)
@@ -459,7 +461,8 @@ def _fit_exactly(
         if len(levels) > 1:
             return _fit_beta_levels(x, y, splits, xs, unit, weights, path, levels, spec,
                                     seeds, config, options)  # fmt: skip
-        fit = fit_weighted_logistic(xs, y, weights, l2=levels, path=path, **options)
+        fit = fit_weighted_logistic(xs, y, weights, l2=levels, path=path, objective=False,
+                                    **options)  # fmt: skip
     coef = fit.coef / (unit[:, None] if spec.multiclass else unit)  # [G, m, R, d(, n)]
     intercept, steps, grads, hessians = fit.intercept, fit.iterations, fit.grad_norm, fit.hessians
     val, best = _validation_losses_exact(spec, x, y, splits, coef, intercept, levels,
@@ -496,7 +499,7 @@ def _fit_beta_levels(
     Hessians reported are those of both fits."""
     screen_tol = _SCREEN * config.tol
     screen = fit_weighted_logistic(xs, y, weights, l2=levels, path=path, keep_curvature=True,
-                                   **{**options, "tol": screen_tol})  # fmt: skip
+                                   objective=False, **{**options, "tol": screen_tol})  # fmt: skip
     _, best = _validation_losses_exact(spec, x, y, splits, screen.coef / unit, screen.intercept,
                                        levels, config.l2_choice,
                                        config.eval_batch_size)  # fmt: skip
@@ -507,7 +510,7 @@ def _fit_beta_levels(
     penalty = options["penalty_scale"] * levels[best][..., None]
     start = (chosen(screen.coef), chosen(screen.intercept), chosen(screen.curvature))
     screen = screen._replace(curvature=None)
-    fit = fit_weighted_logistic(xs, y, weights, l2=1.0, start=start,
+    fit = fit_weighted_logistic(xs, y, weights, l2=1.0, start=start, objective=False,
                                 **{**options, "penalty_scale": penalty})  # fmt: skip
     coef = fit.coef / unit
     val = _validation_losses_exact(spec, x, y, splits, coef[None], fit.intercept[None],

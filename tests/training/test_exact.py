@@ -171,9 +171,9 @@ def test_every_batch_of_a_path_has_one_shape(rare_class_table, monkeypatch):
     shapes = []
     newton = exact._newton
 
-    def recorded(design, y, S, *args):
+    def recorded(design, y, S, *args, **kwargs):
         shapes.append(S.shape)
-        return newton(design, y, S, *args)
+        return newton(design, y, S, *args, **kwargs)
 
     monkeypatch.setattr(exact, "_newton", recorded)
     path = fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-7, path=np.log(betas / (1 - betas)))
@@ -363,9 +363,9 @@ def test_a_large_batchs_last_members_finish_in_a_batch_of_their_own(rare_class_t
     sizes = []
     newton = exact._newton
 
-    def recorded(design, y, S, *args):
+    def recorded(design, y, S, *args, **kwargs):
         sizes.append(S.shape[0])
-        return newton(design, y, S, *args)
+        return newton(design, y, S, *args, **kwargs)
 
     monkeypatch.setattr(exact, "_newton", recorded)
     together = fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-7, start=(coef, intercept))
@@ -373,6 +373,12 @@ def test_a_large_batchs_last_members_finish_in_a_batch_of_their_own(rare_class_t
     assert np.all(together.converged)
     np.testing.assert_allclose(together.objective, alone.objective, rtol=1e-6)
     assert np.all(together.iterations[140:] > together.iterations[:140].max())
+    # the same batches without the objectives' sums: the same members
+    unsummed = fit_weighted_logistic(x, y, S, l2=1e-4, tol=1e-7, start=(coef, intercept),
+                                     objective=False)  # fmt: skip
+    assert sizes == [160, 32, 160, 32] and unsummed.objective is None
+    np.testing.assert_array_equal(unsummed.coef, together.coef)
+    np.testing.assert_array_equal(unsummed.iterations, together.iterations)
 
 
 def test_a_large_batch_takes_the_same_steps_as_a_small_one_would(rare_class_table, monkeypatch):
@@ -493,22 +499,24 @@ def test_a_path_of_fits_makes_only_its_newton_and_design_programs():
     assert np.all(fit.grad_norm <= 1e-6)
 
 
-def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs():
+@pytest.mark.parametrize(("objective", "n"), [(True, 1301), (False, 1311)])
+def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs(objective, n):
     # The design's shapes start the path's first Newton program compiling in a thread
     # (compile_ahead, asked for by Design.of): XLA compiles the program once, in that thread,
     # for the batch size the fit then runs (another size would be compiled again, on the
     # fit's own thread), and a second design of the same shapes starts no thread (rows of a
-    # size no other test uses, so nothing is cached).
+    # size no other test uses, so nothing is cached). A fit that sums no objectives runs the
+    # program compiled ahead for such fits.
     import functools
 
     from iml.training import exact
     from iml.training.exact_design import Design
 
-    n = 1301
     x, y, s, path = _small_path(4, n)
-    ahead = functools.partial(exact.compile_ahead, members=exact.path_batch(5, 3, n))
+    ahead = functools.partial(exact.compile_ahead, members=exact.path_batch(5, 3, n),
+                              objective=objective)  # fmt: skip
     with _jax_log() as logged:
-        fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=path,
+        fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=path, objective=objective,
                                     design=Design.of(x, shapes_known=ahead))  # fmt: skip
         Design.of(x, shapes_known=ahead)  # asked before: no thread
         assert not exact._AHEAD
@@ -516,6 +524,18 @@ def test_a_newton_program_compiled_ahead_is_the_one_the_fit_runs():
                 if message.startswith("Finished XLA compilation of jit(_newton)")]  # fmt: skip
     assert compiled == ["iml-compile-ahead"], compiled
     assert np.all(fit.grad_norm <= 1e-6)
+
+
+def test_a_fit_that_sums_no_objectives_fits_the_same_members():
+    # objective=False leaves out the last pass over the rows, and nothing else: the members,
+    # their steps and their Hessians are the same bits.
+    x, y, s, path = _small_path(7, 1319)
+    summed = fit_weighted_logistic(x, y, s, l2=[1e-2, 1e-3], path=path)
+    unsummed = fit_weighted_logistic(x, y, s, l2=[1e-2, 1e-3], path=path, objective=False)
+    assert unsummed.objective is None and summed.objective.shape == (2, 5, 3)
+    assert np.isfinite(summed.objective).all()
+    for name in ("coef", "intercept", "grad_norm", "iterations", "hessians"):
+        np.testing.assert_array_equal(getattr(unsummed, name), getattr(summed, name), name)
 
 
 def test_a_compile_ahead_that_fails_is_logged_and_the_fit_compiles_its_own(monkeypatch, caplog):
