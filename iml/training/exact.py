@@ -30,9 +30,9 @@ How the members are solved, and why it is fast:
   members need is done for them alone: a line search's further trials for the members whose
   first was not accepted and the third product that tells a rounding-level slope from a real
   one, an eighth of the batch at a time, and the Cholesky factors of the members whose Hessians
-  were renewed (all members are factored again only in the first ``renew_first`` steps, where
-  every active member's Hessian is renewed, or after a damping changed). A smaller batch does
-  these for all its members, which compiles faster.
+  were renewed (all members are factored again only in a call's first step, in the first
+  ``renew_first`` steps, where every active member's Hessian is renewed, or after a damping
+  changed). A smaller batch does these for all its members, which compiles faster.
 * **Hessians from products of feature pairs.** The nonzero products ``x_ij x_il`` of each row are
   made once where it takes at most 2 GiB (a table of ``N`` rows; pairs of one-hot levels of one
   category, never both 1, are left out), so a batch of members' Hessians is one matrix product
@@ -335,8 +335,8 @@ def _newton(
         "z": z,
         "g": g,
         "H": H,
-        # Every member is factored in the first step (redo): factored here, the Cholesky ran
-        # beside the first products, and on a CPU each slowed the other several times over.
+        # Every member is factored in the first step (redo): factored before the loop, the
+        # Cholesky would run beside the first products, and on a CPU each slows the other.
         "F": jnp.zeros_like(H),
         "active": jnp.max(jnp.abs(g), axis=1) > tol,
         "damping": jnp.full(K, FLOOR, X.dtype),

@@ -432,8 +432,8 @@ def _fit_exactly(
     totals = _total_weights(spec, y, share, config)
     penalty = totals[..., None] * np.square(scale.astype(np.float64))[None] / unit**2
     # A path of class weights (the binary members' case below) starts compiling its first Newton
-    # program while the design's table and the sample weights are made. The members' objectives
-    # are not summed (objective=False): only their coefficients are used.
+    # program while the design's table and the sample weights are made. The binary and
+    # one-vs-rest fits sum no objectives (objective=False): only their coefficients are used.
     binary = spec.record.exact == "logistic"
     first = path_batch(spec.batch_shape[0], len(train_mask), len(y)) if binary else 0
     ahead = functools.partial(compile_ahead, members=first, objective=False) if binary else None

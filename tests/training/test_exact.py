@@ -634,3 +634,27 @@ def test_compiling_ahead_names_a_bad_count():
         exact.compile_ahead(shapes[0], 0)
     with pytest.raises(ValueError, match="n_rows must be an integer >= 1"):
         exact.path_batch(5, 3, 0)
+
+
+def test_compiling_ahead_asks_once_for_each_shape_and_objective(monkeypatch):
+    # A program that sums the objectives and one that does not are two programs: each is asked
+    # for once, whatever the order of the asks.
+    import threading
+
+    from iml.training import exact
+    from iml.training.exact_design import Design
+
+    asked = []
+    monkeypatch.setattr(
+        exact, "_compiled_or_logged", lambda objective, *args: asked.append(objective)
+    )
+    monkeypatch.setattr(exact, "_ASKED", set())
+    monkeypatch.setattr(exact, "_AHEAD", [])
+    monkeypatch.setattr(exact, "_AHEAD_LOCK", threading.Lock())
+    shapes = []
+    Design.of(np.ones((9, 2), np.float32), shapes_known=shapes.append)
+    for objective in (True, False, True, False):
+        exact.compile_ahead(shapes[0], 4, objective=objective)
+    exact.compile_ahead(shapes[0], 8, objective=False)
+    exact._join_ahead()
+    assert sorted(asked) == [False, False, True]  # the threads may run in any order
