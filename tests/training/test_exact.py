@@ -658,3 +658,41 @@ def test_compiling_ahead_asks_once_for_each_shape_and_objective(monkeypatch):
     exact.compile_ahead(shapes[0], 8, objective=False)
     exact._join_ahead()
     assert sorted(asked) == [False, False, True]  # the threads may run in any order
+
+
+@pytest.mark.parametrize("K", [8, 128])
+def test_a_first_step_without_renewals_is_the_chord_step_of_the_hessians_given(K):
+    # With renew_first = 0 and no member slow yet, the first step factors the Hessians it was
+    # given (with the ridge and the floor of 1e-6 of each one's largest curvature) and takes
+    # their chord step: a small batch factors all its members at once, a large one in groups.
+    import jax.numpy as jnp
+
+    from iml.training import exact
+    from iml.training.exact_design import FLOOR, Design
+
+    rng = np.random.default_rng(11)
+    n = 1327
+    x = rng.normal(size=(n, 3)).astype(np.float32)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-x[:, 0]))).astype(np.float32)
+    S = (rng.uniform(0.5, 1.5, size=(K, n)) / n).astype(np.float32)
+    design = Design.of(x)
+    X = np.asarray(design.X, np.float64)
+    theta = (0.1 * rng.normal(size=(K, 4))).astype(np.float32)
+    P = np.full((K, 4), 1e-2, np.float32)
+    P[:, -1] = 0.0
+    z = theta.astype(np.float64) @ X.T
+    p = 1 / (1 + np.exp(-z))
+    v = S * p * (1 - p)
+    H = np.einsum("kn,ni,nj->kij", v, X, X)  # the data's curvature at the start
+    g = (S * (p - y)) @ X + P * theta
+    A = (
+        H
+        + np.stack([np.diag(row) for row in P])
+        + FLOOR * np.eye(4) * H.max(axis=(1, 2))[:, None, None]
+    )
+    chord = np.linalg.solve(A, g[..., None])[..., 0]
+    solved = exact._newton(design, jnp.asarray(y), jnp.asarray(S), jnp.asarray(P),
+                           jnp.asarray(theta), jnp.asarray(H, jnp.float32), jnp.float32(1e-12),
+                           jnp.int32(1), jnp.int32(0), jnp.int32(0))  # fmt: skip
+    assert np.asarray(solved.hessians).sum() == 0  # no renewal: the given Hessians were used
+    np.testing.assert_allclose(np.asarray(solved.theta), theta - chord, rtol=1e-3, atol=1e-5)
