@@ -54,8 +54,10 @@ def cross_fit(
     observations with the held-out fold weighing zero; where it fits its folds at once
     (:attr:`Recalibrator.folds_at_once`) and ``make`` gives every fold the same recalibrator,
     every fold's fit is one program (``jax.vmap`` over the folds' weights, or the method's own
-    ``_fit_folds`` of the stack of them; compiled once per method and ``n``). Any other is
-    fitted on the other folds' observations alone, fold by fold.
+    ``_fit_folds`` of the stack of them; compiled once per method and ``n``), or, for a method
+    that fits its folds on the host (:attr:`Recalibrator.folds_on_host`, isotonic calibration),
+    the folds are fitted there and each fold's held-out scores mapped in one program. Any other
+    is fitted on the other folds' observations alone, fold by fold.
 
     Args:
       make: fitting labels -> an unfitted :class:`~iml.recalibration.Recalibrator`.
@@ -78,11 +80,15 @@ def cross_fit(
     at_once = all(getattr(c, "fits_by_weight", False) and getattr(c, "folds_at_once", False)
                   for c in cals)  # fmt: skip
     if at_once and len({repr(c) for c in cals}) == 1:
-        cals[0]._check_transform_input(s)  # on concrete arrays: the program checks nothing
+        cal = cals[0]
+        cal._check_transform_input(s)  # on concrete arrays: the program checks nothing
         check_labels(labels, len(s))
         weights = np.stack([fold_ids != f for f in folds]).astype(np.float32)
-        by_fold = np.asarray(_fold_fits(cals[0])(s, np.asarray(labels), weights))  # [F, n]
-        return by_fold[np.searchsorted(folds, fold_ids), np.arange(len(s))].astype(np.float64)
+        held = np.searchsorted(folds, fold_ids)
+        if getattr(cal, "folds_on_host", False):
+            return _held_out(cal, cal._fit_folds(s, np.asarray(labels), weights), s, held)
+        by_fold = np.asarray(_fold_fits(cal)(s, np.asarray(labels), weights))  # [F, n]
+        return by_fold[held, np.arange(len(s))].astype(np.float64)
     for f, cal in zip(folds, cals, strict=True):
         held, fit = fold_ids == f, fold_ids != f
         if getattr(cal, "fits_by_weight", False):
@@ -94,6 +100,28 @@ def cross_fit(
 
 
 _FOLD_FITS: dict[tuple[type, str], Callable] = {}
+_FOLD_TRANSFORMS: dict[tuple[type, str], Callable] = {}
+
+
+def _held_out(
+    cal: Recalibrator, params: object, scores: np.ndarray, held: np.ndarray
+) -> np.ndarray:
+    """``[n]`` each observation's score mapped by the parameters of its own fold (``held``
+    ``[n]``, the fold's row of the batched ``params``): every fold's held-out scores, padded to
+    the longest fold's number, in one jitted program (``jax.vmap`` of ``_transform``), compiled
+    once per kind and configuration of recalibrator and padded length."""
+    n_folds = int(held.max()) + 1
+    counts = np.bincount(held, minlength=n_folds)
+    order = np.argsort(held, kind="stable")
+    position = np.empty(len(held), np.int64)  # each observation's place among its fold's
+    position[order] = np.arange(len(held)) - np.repeat(np.cumsum(counts) - counts, counts)
+    padded = np.full((n_folds, int(counts.max())), scores[0], scores.dtype)
+    padded[held, position] = scores
+    key = (type(cal), repr(cal))
+    if key not in _FOLD_TRANSFORMS:
+        _FOLD_TRANSFORMS[key] = jax.jit(jax.vmap(cal._transform))
+    out = np.asarray(_FOLD_TRANSFORMS[key](params, padded))
+    return out[held, position].astype(np.float64)
 
 
 def _fold_fits(cal: Recalibrator) -> Callable:

@@ -34,11 +34,15 @@ class Recalibrator:
         method whose fit, batched, stays as cheap per fold as alone. A fit that stops at a
         tolerance becomes a batched loop that runs to its slowest fold, and pool adjacent
         violators many times slower batched (``docs/results/sweep_train``).
+      folds_on_host: whether, with ``folds_at_once``, the method's ``_fit_folds`` fits the folds
+        of concrete arrays outside any program (isotonic calibration's host fits), its batched
+        parameters then applied to the held-out folds in one program.
     """
 
     params_: Any = None
     fits_by_weight: bool = False
     folds_at_once: bool = False
+    folds_on_host: bool = False
 
     def fit(
         self, scores: ArrayLike, labels: ArrayLike, sample_weight: ArrayLike | None = None

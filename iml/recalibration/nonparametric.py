@@ -102,9 +102,9 @@ def isotonic_fit(
     :func:`pool_adjacent_violators` fits a non-decreasing step function through the distinct
     scores; :func:`isotonic_transform` interpolates linearly between them and clips outside
     their range, as scikit-learn's ``IsotonicRegression(out_of_bounds="clip")`` does. Concrete
-    arrays are fitted on the host, the ties pooled by NumPy and the steps by scikit-learn's
-    compiled ``isotonic_regression`` (the same fit; XLA's loop over the scores one at a time
-    is slower); traced ones (under ``jit`` or ``vmap``) by :func:`pool_adjacent_violators`.
+    arrays are fitted on the host, the ties pooled by NumPy and the steps by SciPy's compiled
+    ``isotonic_regression`` (the same fit; XLA's loop over the scores one at a time is
+    slower); traced ones (under ``jit`` or ``vmap``) by :func:`pool_adjacent_violators`.
 
     Args:
       scores: ``[N]`` scores (any real numbers).
@@ -127,24 +127,36 @@ def isotonic_fit(
 
 
 def _isotonic_on_host(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> IsotonicParams:
-    """:func:`_isotonic_kernel` of host arrays ``[N]`` with some positive weight: the rows of
-    positive weight pooled by distinct score (float64 sums), their weighted means fitted by
-    scikit-learn's pool adjacent violators, the knots and values padded as the kernel pads
-    them (the last repeated)."""
-    # imported here: only a fit of concrete scores needs scikit-learn, which loads slowly
-    from sklearn.isotonic import isotonic_regression
+    """:func:`_isotonic_kernel` of host arrays ``[N]`` with some positive weight, as device
+    arrays (:func:`_isotonic_host_fit`)."""
+    x, values = _isotonic_host_fit(s, y, w)
+    return IsotonicParams(x=to_device(x), y=to_device(values))
+
+
+def _isotonic_host_fit(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The knots and values ``[N]`` of :func:`_isotonic_kernel` for host arrays ``[N]`` with some
+    positive weight: the rows of positive weight in score order (already in it, as a
+    cross-fit's rows are, they are not sorted again), pooled by distinct score (float64 sums),
+    their weighted means fitted by SciPy's pool adjacent violators, the knots and values padded
+    as the kernel pads them (the last repeated)."""
+    # imported here: only a fit of concrete scores needs scipy.optimize, which loads slowly
+    from scipy.optimize import isotonic_regression
 
     valid = w > 0
-    order = np.argsort(s[valid], kind="stable")
-    sv, yv, wv = s[valid][order], y[valid][order], w[valid][order].astype(np.float64)
-    knots, first = np.unique(sv, return_index=True)
+    sv, yv, wv = s[valid], y[valid], w[valid].astype(np.float64)
+    if not np.all(sv[1:] >= sv[:-1]):  # a stable sort leaves sorted scores as they are
+        order = np.argsort(sv, kind="stable")
+        sv, yv, wv = sv[order], yv[order], wv[order]
+    # Each distinct score's first position in score order (np.unique's return_index).
+    first = np.flatnonzero(np.concatenate([[True], sv[1:] != sv[:-1]]))
+    knots = sv[first]
     ws = np.add.reduceat(wv, first)
     wy = np.add.reduceat(wv * yv, first)
-    fitted = isotonic_regression(wy / ws, sample_weight=ws, increasing=True)
+    fitted = isotonic_regression(wy / ws, weights=ws, increasing=True).x
     x = np.full(len(s), knots[-1], s.dtype)
     values = np.full(len(s), fitted[-1], s.dtype)
     x[: len(knots)], values[: len(knots)] = knots, fitted
-    return IsotonicParams(x=to_device(x), y=to_device(values))
+    return x, values
 
 
 @jax.jit
@@ -260,10 +272,20 @@ class IsotonicCalibration(Recalibrator):
     """Isotonic regression by pool adjacent violators (:func:`isotonic_fit`)."""
 
     fits_by_weight = True
+    folds_at_once = True
+    folds_on_host = True
 
     def _fit(self, scores, labels, sample_weight) -> IsotonicParams:
         check_binary(scores, labels, sample_weight)
         return isotonic_fit(scores, labels, sample_weight)
+
+    def _fit_folds(self, scores, labels, weights) -> IsotonicParams:
+        """One fit per row of ``weights`` ``[F, N]`` on the host (each row with some positive
+        weight; checked input), the fields stacked ``[F, N]``: equal to :meth:`_fit` of each."""
+        dtype = jax.dtypes.canonicalize_dtype(np.float64)
+        s, y = np.asarray(scores, dtype), np.asarray(labels, dtype)
+        fits = [_isotonic_host_fit(s, y, w) for w in np.asarray(weights, dtype)]
+        return IsotonicParams(*(to_device(np.stack(field)) for field in zip(*fits, strict=True)))
 
     def _transform(self, params, scores) -> Array:
         return isotonic_transform(params, scores)

@@ -53,6 +53,31 @@ def test_weighted_cross_fit_equals_fitting_on_the_other_folds_alone(name):
         np.testing.assert_allclose(out[~fit], want, rtol=2e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("in_order", [False, True])
+def test_isotonic_folds_fitted_on_the_host_equal_its_fold_by_fold_cross_fit(in_order):
+    """Isotonic calibration fits its folds on the host and maps each fold's held-out scores in
+    one program: to the last bit the scores of fitting it with each fold weighing zero and
+    mapping every score, fold by fold; with tied scores, folds of unequal sizes and fold ids
+    that are not 0 to F - 1, in score order (as the report passes them) or not."""
+    from iml.recalibration import IsotonicCalibration
+
+    rng = np.random.default_rng(3)
+    n = 997
+    scores = np.round(rng.beta(0.7, 2.0, size=n), 3)  # a few hundred distinct scores
+    labels = (rng.uniform(size=n) < scores).astype(np.int32)
+    folds = rng.choice([2, 5, 11, 12], size=n, p=[0.1, 0.2, 0.3, 0.4])
+    if in_order:
+        order = np.argsort(scores, kind="stable")
+        scores, labels, folds = scores[order], labels[order], folds[order]
+    out = cross_fit(BASELINES["isotonic"](0.5), scores, labels, folds)
+    s = scores.astype(np.float32)
+    want = np.empty(n)
+    for f in np.unique(folds):
+        fitted = IsotonicCalibration().fit(s, labels, sample_weight=(folds != f).astype(np.float32))
+        want[folds == f] = np.asarray(fitted.transform(s))[folds == f]
+    np.testing.assert_array_equal(out, want)
+
+
 def test_the_table_baselines_fitted_in_score_order_are_each_row_own_cross_fit():
     """The report sorts each row's observations once for all its baselines' fits; the maps,
     and so the recalibrated scores in the observations' own order, are those of cross-fitting

@@ -61,7 +61,7 @@ def test_isotonic_zero_weight_rows_are_padding_so_replicates_of_any_size_vmap(bi
 
 
 def test_isotonic_on_the_host_equals_the_compiled_fit_with_ties_and_padding():
-    # Concrete arrays are fitted on the host (NumPy's pooled ties, scikit-learn's steps); the
+    # Concrete arrays are fitted on the host (NumPy's pooled ties, SciPy's steps); the
     # compiled kernel (what jit and vmap run) must give the same knots, padding and values.
     from iml.recalibration.nonparametric import _isotonic_kernel
 
@@ -78,6 +78,27 @@ def test_isotonic_on_the_host_equals_the_compiled_fit_with_ties_and_padding():
     knots, distinct = np.asarray(host.x), len(np.unique(s[w > 0]))
     assert distinct < n and np.all(knots[distinct:] == knots[distinct - 1])
     assert np.all(np.diff(np.asarray(host.y)) >= 0)
+
+
+def test_isotonic_folds_fitted_at_once_on_the_host_equal_each_fit_alone():
+    """``IsotonicCalibration._fit_folds`` (a cross-fit's folds, fitted on the host) gives each
+    row of weights the knots and values of fitting with those weights alone, whether the scores
+    come in score order (not sorted again) or not."""
+    from iml.recalibration import IsotonicCalibration
+
+    rng = np.random.default_rng(8)
+    n = 600
+    s = np.round(rng.uniform(size=n), 2).astype(np.float32)
+    y = (rng.uniform(size=n) < s).astype(np.float32)
+    weights = np.stack([rng.uniform(size=n) < q for q in (0.3, 0.7, 0.95)]).astype(np.float32)
+    weights[1] *= rng.uniform(0.5, 2.0, size=n).astype(np.float32)
+    order = np.argsort(s, kind="stable")
+    for scores, labels, w in ((s, y, weights), (s[order], y[order], weights[:, order])):
+        stacked = IsotonicCalibration()._fit_folds(scores, labels, w)
+        for row in range(3):
+            alone = isotonic_fit(scores, labels, w[row])
+            np.testing.assert_array_equal(np.asarray(stacked.x[row]), np.asarray(alone.x))
+            np.testing.assert_array_equal(np.asarray(stacked.y[row]), np.asarray(alone.y))
 
 
 # ---------------------------------------------------------------------------------------------
