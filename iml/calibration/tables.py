@@ -75,7 +75,7 @@ def score_metrics_by_row(
     if raw.ndim < 2 or raw.shape[0] == 0:
         raise ValueError(f"scores must be [m, N] with m >= 1, got shape {raw.shape}")
     missing = nan_counts(raw)
-    s = np.clip(np.nan_to_num(raw, nan=0.5), _CLIP, 1 - _CLIP).astype(np.float32)
+    s = _clipped_float32(raw, 0.5)
     y = np.asarray(labels, np.int32)
     for row, count in zip(s, missing, strict=True):
         check_binary(row if count == 0 else np.full_like(row, 0.5), y, None, n_bins)
@@ -86,6 +86,17 @@ def score_metrics_by_row(
         if count:
             row["nan_scores"] = int(count)
     return rows
+
+
+def _clipped_float32(scores: np.ndarray, fill: float) -> np.ndarray:
+    """``clip(nan_to_num(scores, nan=fill), 1e-7, 1 - 1e-7)`` as float32: the same numbers made
+    from the float32 scores (rounding to float32 is monotone, so clipping at the bounds' float32
+    values after it clips as before it), without the float64 passes."""
+    s = np.asarray(scores, np.float32)
+    nan = np.isnan(s)
+    if nan.any():
+        s = np.where(nan, np.float32(fill), s)
+    return np.clip(s, np.float32(_CLIP), np.float32(1 - _CLIP))
 
 
 def nan_counts(scores: np.ndarray) -> np.ndarray:
@@ -267,10 +278,10 @@ def table_by_loss(
         stacked = np.concatenate(list(named.values()))
         rows = score_metrics_by_row(stacked, y, n_bins)
         if ece_bootstrap:  # every loss and method on the same resampled rows
-            clipped = np.clip(np.nan_to_num(stacked, nan=0.5), _CLIP, 1 - _CLIP)
+            clipped = _clipped_float32(stacked, 0.5)
             pairs = _minus_raw_pairs(len(stacked), m)
             intervals, apart = (np.asarray(x, np.float64) for x in ece_intervals(
-                clipped.astype(np.float32), y, n_bins, n_bootstrap=ece_bootstrap, key=key,
+                clipped, y, n_bins, n_bootstrap=ece_bootstrap, key=key,
                 differences=pairs))  # fmt: skip
             missing = nan_counts(stacked) > 0
             intervals[missing] = np.nan

@@ -114,3 +114,22 @@ def test_a_matrix_table_reports_the_renormalised_correction_apart():
     table = cal.table_by_loss(softmax, scores, y)
     assert list(table["ones"]) == ["raw", "loss_corrected"]
     assert "renorm." not in markdown_by_loss(table, "loss")
+
+
+def test_scores_clipped_in_float32_equal_the_float64_clip_rounded():
+    """The table clips its scores after rounding them to float32: the same numbers as clipping
+    the float64 scores (NaN as the fill, infinities included) and rounding after, including
+    values on and beside the bounds."""
+    from iml.calibration.tables import _CLIP, _clipped_float32
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-0.1, 1.1, size=200_000)
+    near = [np.nan, np.inf, -np.inf, 0.0, 1.0, 1e-8, _CLIP, 1.0000001e-7, 0.9999999,
+            0.99999991, 0.99999995, 0.9999999999, np.nextafter(_CLIP, 0),
+            np.nextafter(1 - _CLIP, 1)]  # fmt: skip
+    x[: len(near) * 100] = np.repeat(near, 100)
+    for fill in (0.5, 0.25):
+        want = np.clip(np.nan_to_num(x, nan=fill), _CLIP, 1 - _CLIP).astype(np.float32)
+        got = _clipped_float32(x, fill)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
