@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import DTypeLike
 
 from iml import _ffi
 from iml import _validation as V
@@ -74,19 +75,22 @@ _POISSON_COUNTS = np.repeat(np.arange(6), [94, 95, 46, 16, 4, 1]).astype(np.floa
 _POISSON_STEPS = tuple(int(v) for v in np.cumsum([94, 95, 46, 16, 4]))
 
 
-def poisson_counts(key: Array, n: int, n_bootstrap: int) -> Array:
-    """Independent Poisson(1)-like multiplicities ``[n_bootstrap, n]`` (see above): observation
-    ``j`` of a row takes byte ``j // w`` of the row's word ``j % w`` (``w = ceil(n / 4)`` words),
-    and its count is the number of steps (:data:`_POISSON_STEPS`) that byte reaches: one
-    elementwise pass over the words repeated four times, in place of a lookup in the table of
-    the four bytes' rows concatenated (docs/results/sweep_train, "Resampling counts and the
-    indicator's blocks")."""
+def poisson_counts(key: Array, n: int, n_bootstrap: int, dtype: DTypeLike = jnp.float32) -> Array:
+    """Independent Poisson(1)-like multiplicities ``[n_bootstrap, n]`` (see above) in ``dtype``
+    (float32, or int8 for products in integers: the same counts): observation ``j`` of a row
+    takes byte ``j // w`` of the row's word ``j % w`` (``w = ceil(n / 4)`` words), and its count
+    is the number of steps (:data:`_POISSON_STEPS`) that byte reaches: one elementwise pass over
+    the words repeated four times, in place of a lookup in the table of the four bytes' rows
+    concatenated (docs/results/sweep_train, "Resampling counts and the indicator's blocks").
+    Int8 counts are compared and summed in bytes."""
     w = (n + 3) // 4
     words = jax.random.bits(key, (n_bootstrap, w), jnp.uint32)
     repeated = jnp.tile(words, (1, 4))[:, :n]
     shift = (jnp.arange(n, dtype=jnp.uint32) // w) * 8
     u = (repeated >> shift) & 0xFF
-    return sum((u >= step).astype(jnp.float32) for step in _POISSON_STEPS)
+    if jnp.dtype(dtype) == jnp.int8:
+        u = u.astype(jnp.uint8)
+    return sum((u >= step).astype(dtype) for step in _POISSON_STEPS)
 
 
 def resampling_counts(key: Array, n: int, n_bootstrap: int, resampling: str) -> Array:

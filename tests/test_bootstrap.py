@@ -63,6 +63,15 @@ class Resampling(chex.TestCase):
             np.testing.assert_array_equal(np.asarray(counts), B._POISSON_COUNTS[u])
 
     @chex.variants(with_jit=True, without_jit=True)
+    def test_poisson_counts_in_int8_are_the_float32_counts(self):
+        key = jax.random.key(6)
+        for n in (12, 1001):
+            counts = self.variant(B.poisson_counts, static_argnums=(1, 2, 3))
+            as_int8 = np.asarray(counts(key, n, 9, jnp.int8))
+            assert as_int8.dtype == np.int8
+            np.testing.assert_array_equal(as_int8, np.asarray(counts(key, n, 9)))
+
+    @chex.variants(with_jit=True, without_jit=True)
     def test_percentile_interval_is_numpys_nan_percentile(self):
         rng = np.random.default_rng(2)
         samples = rng.normal(size=(101, 3)).astype(np.float32)

@@ -213,7 +213,8 @@ def signal_sums(
     ``[0, 127]`` (unit weights times resampling counts): the products are int8 with int32 sums,
     exact and equal to the float32 ones (whose sums of such integers are exact below
     ``2**24``), and several times faster on a CPU with AVX-512 VNNI
-    (:func:`iml._device.integer_products`). A weight that is NaN (a label or weight that
+    (:func:`iml._device.integer_products`). Such weights may come as int8 already (with int8
+    labels), and are then not converted. A float weight that is NaN (a label or weight that
     :func:`~iml.calibration._checks.as_labels` or ``as_weights`` rejected under ``jit``) makes its
     row of sums NaN.
     """
@@ -256,6 +257,8 @@ def _times_indicator(lhs: Array, indicator: Array) -> Array:
     sums = jax.lax.dot_general(jnp.concatenate([rows, rows]) if twice else rows, indicator,
                                contract, preferred_element_type=jnp.int32)  # fmt: skip
     sums = sums[: rows.shape[0]].reshape(*lhs.shape[:-1], indicator.shape[0])
+    if lhs.dtype == jnp.int8:  # integers already: no NaN to carry
+        return sums.astype(jnp.float32)
     nan = jnp.any(jnp.isnan(lhs), axis=-1, keepdims=True)
     return jnp.where(nan, jnp.nan, sums.astype(jnp.float32))
 

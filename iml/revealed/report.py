@@ -22,6 +22,7 @@ from iml._bootstrap import (
     check_bootstrap,
     check_resampling,
     order_statistic_interval,
+    poisson_counts,
     resampled_seeds,
     resampling_counts,
 )
@@ -414,14 +415,24 @@ def _replicates(signals, labels, weight, losses, key, n_signals, n_bootstrap, re
         y = class_onehot(labels, n_classes)
         w = as_weights(weight, y[:, 0])
 
-    def statistics(weights: Array):
-        sums = signal_sums(weights, y, indicator, n_signals, positive_rows)
+    def statistics(sums: tuple[Array, Array]):
         experiments = experiments_from_sums(*sums)
         G = value_matrix_of(experiments, losses)
         info = (mutual_information_of(experiments), class_information_of(experiments))
         return experiments, G, info
 
-    experiments, G, (info, class_info) = statistics(w)
+    def weighted_sums(weights: Array, ind: Array | tuple[Array, Array] = indicator):
+        return signal_sums(weights, y, ind, n_signals, positive_rows)
+
+    def counted_sums(counts: Array) -> tuple[Array, Array]:
+        # Unit weights resampled by int8 Poisson counts, summed with int8 labels: the sums of
+        # weighted_sums(counts), without converting [B, N] floats; an invalid label (NaN in y)
+        # makes the positives NaN, as there.
+        y8 = jnp.where(jnp.isnan(y), 0.0, y).astype(jnp.int8)
+        count, positives = signal_sums(counts, y8, indicator, n_signals, positive_rows)
+        return count, jnp.where(jnp.any(jnp.isnan(y)), jnp.nan, positives)
+
+    experiments, G, (info, class_info) = statistics(weighted_sums(w))
     chunks, size = bootstrap_chunks(n_bootstrap, y.shape[0])
     n_observations = y.shape[0]
 
@@ -439,15 +450,17 @@ def _replicates(signals, labels, weight, losses, key, n_signals, n_bootstrap, re
             if strategy == "adaptive":
                 signals_b = merged_signals(scores, signals_b, losses, n_signals, m)
         ind = signal_indicator(signals_b, n_signals, positive_rows, integer)
-        sums = signal_sums(w * counts, y, ind, n_signals, positive_rows)
-        experiments_b = experiments_from_sums(*sums)
-        info_b = (mutual_information_of(experiments_b), class_information_of(experiments_b))
-        return value_matrix_of(experiments_b, losses), info_b
+        _, G_b, info_b = statistics(weighted_sums(w * counts, ind))
+        return G_b, info_b
 
     def replicate_chunk(key_chunk: Array):
+        if integer and seed_scores is None and n_classes is None:
+            counts = poisson_counts(key_chunk, n_observations, size, jnp.int8)
+            _, G_b, info_b = statistics(counted_sums(counts))
+            return G_b, info_b
         counts = resampling_counts(key_chunk, n_observations, size, resampling)
         if seed_scores is None:
-            _, G_b, info_b = statistics(w * counts)
+            _, G_b, info_b = statistics(weighted_sums(w * counts))
             return G_b, info_b
         keys = jax.random.split(jax.random.fold_in(key_chunk, 1), size)
         return jax.lax.map(seed_replicate, (keys, counts))

@@ -221,6 +221,31 @@ def test_resampling_sums_in_int8_give_the_report_of_float32_sums(monkeypatch):
     np.testing.assert_allclose(ints.niac_test.p_value, floats.niac_test.p_value, atol=1e-6)
 
 
+def test_replicates_summed_in_int8_equal_the_float32_ones_and_keep_an_invalid_labels_nan():
+    """The replicates of unit weights and Poisson counts, with the counts made and summed in
+    int8 (``integer``): the value matrices and information of the float32 counts, to the last
+    bit; with a label outside {0, 1} (NaN under jit), NaN where the float32 sums are NaN."""
+    from iml.revealed import report as module
+    from iml.revealed.bins import bin_signals
+
+    scores, labels = R.simulate_gaussian_agents(jax.random.key(40), BETAS, 1.0, 0.3, 2000)
+    order = np.argsort(-np.asarray(labels), kind="stable")  # positives first, as reveal puts them
+    scores, labels = np.asarray(scores)[:, order], np.asarray(labels)[order]
+    signals = bin_signals(jnp.asarray(scores), 6, "quantile")
+    positives = int(labels.sum())
+    specs = loss_spec("log", beta=np.asarray(BETAS))
+    for y in (labels, np.where(np.arange(2000) == 7, 2, labels)):
+        out = {}
+        for integer in (False, True):
+            args = (signals, jnp.asarray(y), None, specs, jax.random.key(41), 6, 50, "poisson",
+                    positives + 16, None, None, None, integer)  # fmt: skip
+            out[integer] = jax.device_get(module._replicates(*args))
+        for a, b in zip(jax.tree.leaves(out[True]), jax.tree.leaves(out[False]), strict=True):
+            np.testing.assert_array_equal(a, b)
+        replicate_G = out[True][1][0]
+        assert np.isnan(replicate_G).all() == (y.max() > 1)
+
+
 def test_chunked_bootstrap_covers_every_replicate():
     for n_boot, n in itertools.product((1, 7, 1000), (10, 112_120)):
         chunks, size = bootstrap_chunks(n_boot, n)
