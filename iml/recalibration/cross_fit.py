@@ -128,7 +128,10 @@ def _fold_fits(cal: Recalibrator) -> Callable:
     """``(scores [n], labels [n], weights [F, n]) -> [F, n]``: the map fitted with each row of
     weights, applied to every score; one jitted program per kind and configuration of
     recalibrator. The fits are ``jax.vmap`` of its ``_fit``, or its own ``_fit_folds(scores,
-    labels, weights)`` (batched parameters) where it has one."""
+    labels, weights)`` (batched parameters) where it has one that may be traced (not
+    :attr:`Recalibrator.folds_on_host`)."""
+    if getattr(cal, "folds_on_host", False):
+        raise TypeError(f"{type(cal).__name__} fits its folds on the host, not in a program")
     key = (type(cal), repr(cal))
     if key not in _FOLD_FITS:
 

@@ -28,15 +28,17 @@ class Recalibrator:
       fits_by_weight: whether ``_fit(scores, labels, sample_weight)`` ignores rows of weight
         zero, so that fits on subsets of one sample can share its shape, and compile once
         (:func:`iml.recalibration.cross_fit`).
-      folds_at_once: whether :func:`iml.recalibration.cross_fit` fits every fold in one
-        program (``jax.vmap`` of ``_fit`` and ``_transform`` over the folds' weights, or the
-        method's own ``_fit_folds(scores, labels, weights [F, n])``, batched parameters): for a
-        method whose fit, batched, stays as cheap per fold as alone. A fit that stops at a
-        tolerance becomes a batched loop that runs to its slowest fold, and pool adjacent
-        violators many times slower batched (``docs/results/sweep_train``).
+      folds_at_once: whether :func:`iml.recalibration.cross_fit` fits every fold at once: in
+        one program (``jax.vmap`` of ``_fit`` and ``_transform`` over the folds' weights, or the
+        method's own ``_fit_folds(scores, labels, weights [F, n])``, batched parameters), for a
+        method whose fit, batched, stays as cheap per fold as alone; or, with
+        ``folds_on_host``, on the host. A fit that stops at a tolerance becomes a batched loop
+        that runs to its slowest fold, and pool adjacent violators many times slower batched
+        in a program (``docs/results/sweep_train``).
       folds_on_host: whether, with ``folds_at_once``, the method's ``_fit_folds`` fits the folds
         of concrete arrays outside any program (isotonic calibration's host fits), its batched
-        parameters then applied to the held-out folds in one program.
+        parameters then applied to the held-out folds in one program; such a ``_fit_folds`` is
+        never traced.
     """
 
     params_: Any = None

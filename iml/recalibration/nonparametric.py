@@ -135,10 +135,10 @@ def _isotonic_on_host(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> IsotonicPa
 
 def _isotonic_host_fit(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
     """The knots and values ``[N]`` of :func:`_isotonic_kernel` for host arrays ``[N]`` with some
-    positive weight: the rows of positive weight in score order (already in it, as a
-    cross-fit's rows are, they are not sorted again), pooled by distinct score (float64 sums),
-    their weighted means fitted by SciPy's pool adjacent violators, the knots and values padded
-    as the kernel pads them (the last repeated)."""
+    positive weight: the rows of positive weight in score order (rows already in it, as the
+    report's baselines pass them, are not sorted again), pooled by distinct score (float64
+    sums), their weighted means fitted by SciPy's pool adjacent violators, the knots and values
+    padded as the kernel pads them (the last repeated)."""
     # imported here: only a fit of concrete scores needs scipy.optimize, which loads slowly
     from scipy.optimize import isotonic_regression
 

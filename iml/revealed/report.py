@@ -426,8 +426,8 @@ def _replicates(signals, labels, weight, losses, key, n_signals, n_bootstrap, re
 
     def counted_sums(counts: Array) -> tuple[Array, Array]:
         # Unit weights resampled by int8 Poisson counts, summed with int8 labels: the sums of
-        # weighted_sums(counts), without converting [B, N] floats; an invalid label (NaN in y)
-        # makes the positives NaN, as there.
+        # weighted_sums(counts), without converting [B, N] floats. An invalid label (NaN in y,
+        # which reveal's checks keep out of concrete labels) makes every positives sum NaN.
         y8 = jnp.where(jnp.isnan(y), 0.0, y).astype(jnp.int8)
         count, positives = signal_sums(counts, y8, indicator, n_signals, positive_rows)
         return count, jnp.where(jnp.any(jnp.isnan(y)), jnp.nan, positives)
@@ -453,8 +453,12 @@ def _replicates(signals, labels, weight, losses, key, n_signals, n_bootstrap, re
         _, G_b, info_b = statistics(weighted_sums(w * counts, ind))
         return G_b, info_b
 
+    # Binary labels resampled by Poisson counts of unit weights: the counts made in int8.
+    int8_counts = resampling == "poisson" and weight is None and n_classes is None
+    int8_counts = integer and int8_counts and seed_scores is None
+
     def replicate_chunk(key_chunk: Array):
-        if integer and seed_scores is None and n_classes is None:
+        if int8_counts:
             counts = poisson_counts(key_chunk, n_observations, size, jnp.int8)
             _, G_b, info_b = statistics(counted_sums(counts))
             return G_b, info_b

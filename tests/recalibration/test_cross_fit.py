@@ -106,3 +106,11 @@ def test_cross_fit_refuses_bad_scores_and_labels_naming_them():
         cross_fit(BASELINES["platt"](0.5), np.full(6, 1.5), labels, folds)
     with pytest.raises(ValueError, match="labels must take values in"):
         cross_fit(BASELINES["isotonic"](0.5), scores, labels + 1, folds)
+
+
+def test_a_method_that_fits_its_folds_on_the_host_has_no_program_of_fold_fits():
+    from iml.recalibration import IsotonicCalibration
+    from iml.recalibration.cross_fit import _fold_fits
+
+    with pytest.raises(TypeError, match="on the host"):
+        _fold_fits(IsotonicCalibration())

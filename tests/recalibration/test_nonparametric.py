@@ -80,6 +80,44 @@ def test_isotonic_on_the_host_equals_the_compiled_fit_with_ties_and_padding():
     assert np.all(np.diff(np.asarray(host.y)) >= 0)
 
 
+def _sorted_pooled_isotonic(s, y, w):
+    """A reference host fit: the rows of positive weight sorted (stable), their ties pooled by
+    ``np.unique``, the steps by scikit-learn's ``isotonic_regression``, padded as the kernel
+    pads."""
+    from sklearn.isotonic import isotonic_regression
+
+    valid = w > 0
+    order = np.argsort(s[valid], kind="stable")
+    sv, yv, wv = s[valid][order], y[valid][order], w[valid][order].astype(np.float64)
+    knots, first = np.unique(sv, return_index=True)
+    ws, wy = np.add.reduceat(wv, first), np.add.reduceat(wv * yv, first)
+    fitted = isotonic_regression(wy / ws, sample_weight=ws, increasing=True)
+    x, values = np.full(len(s), knots[-1], s.dtype), np.full(len(s), fitted[-1], s.dtype)
+    x[: len(knots)], values[: len(knots)] = knots, fitted
+    return x, values
+
+
+@pytest.mark.parametrize("in_order", [False, True])
+def test_isotonic_on_the_host_equals_a_sorted_and_pooled_reference(in_order):
+    """Concrete arrays: the knots and values of the reference fit to the last bit, for scores in
+    score order (not sorted again) or not, with ties, signed zeros, fractional weights and rows
+    of weight zero."""
+    rng = np.random.default_rng(9)
+    n = 900
+    s = np.round(rng.uniform(size=n), 2).astype(np.float32)
+    s[:40] = np.where(np.arange(40) % 2, 0.0, -0.0)
+    y = (rng.uniform(size=n) < s).astype(np.float32)
+    w = rng.uniform(0.1, 3.0, size=n).astype(np.float32)
+    w[rng.uniform(size=n) < 0.2] = 0.0
+    if in_order:
+        order = np.argsort(s, kind="stable")
+        s, y, w = s[order], y[order], w[order]
+    fit = isotonic_fit(s, y, w)
+    x, values = _sorted_pooled_isotonic(s, y, w)
+    np.testing.assert_array_equal(np.asarray(fit.x), x)
+    np.testing.assert_array_equal(np.asarray(fit.y), values)
+
+
 def test_isotonic_folds_fitted_at_once_on_the_host_equal_each_fit_alone():
     """``IsotonicCalibration._fit_folds`` (a cross-fit's folds, fitted on the host) gives each
     row of weights the knots and values of fitting with those weights alone, whether the scores
