@@ -454,8 +454,8 @@ def _replicates(signals, labels, weight, losses, key, n_signals, n_bootstrap, re
         return G_b, info_b
 
     # Binary labels resampled by Poisson counts of unit weights: the counts made in int8.
-    int8_counts = resampling == "poisson" and weight is None and n_classes is None
-    int8_counts = integer and int8_counts and seed_scores is None
+    int8_counts = (integer and resampling == "poisson" and weight is None and n_classes is None
+                   and seed_scores is None)  # fmt: skip
 
     def replicate_chunk(key_chunk: Array):
         if int8_counts:
