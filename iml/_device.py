@@ -17,7 +17,13 @@ import jax
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-__all__ = ["ELEMENTAL_EMITTERS", "integer_products", "to_device", "usable_cores"]
+__all__ = [
+    "ELEMENTAL_EMITTERS",
+    "integer_products",
+    "library_products_only",
+    "to_device",
+    "usable_cores",
+]
 
 #: XLA's compiler options for a program that a first run waits on to compile (``jax.jit(...,
 #: compiler_options=ELEMENTAL_EMITTERS)``): on the CPU, the elemental IR emitters in place of
@@ -25,6 +31,26 @@ __all__ = ["ELEMENTAL_EMITTERS", "integer_products", "to_device", "usable_cores"
 #: losses' program more slowly, with their warm calls not separated
 #: (``docs/results/sweep_train``). Other backends ignore it.
 ELEMENTAL_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
+
+
+# XLA's CPU option naming the operations it hands to its kernel library (YNNPACK): the matrix
+# products alone, where its reductions are left to XLA's own loops.
+_PRODUCTS_ONLY = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
+
+
+@functools.cache
+def library_products_only() -> dict[str, str]:
+    """XLA's compiler options that leave its CPU kernel library (YNNPACK) only the matrix
+    products of a program, its sums over an axis made by XLA's own loops, which summed the
+    validation losses' rows faster (``docs/results/sweep_train``, "Validation sums without the
+    library's reductions"); ``{}`` where this jaxlib's XLA has no such option (no YNNPACK
+    fusions to leave out). Decided once a process, by compiling a one-operation program."""
+    try:
+        probe = jax.jit(lambda a: a + 1, compiler_options=_PRODUCTS_ONLY)
+        probe.lower(jax.ShapeDtypeStruct((), np.float32)).compile()
+    except RuntimeError:  # XLA refuses an option it does not know
+        return {}
+    return dict(_PRODUCTS_ONLY)
 
 
 def to_device(a: ArrayLike, dtype: DTypeLike | None = None) -> jax.Array:

@@ -1,6 +1,7 @@
 """iml._device: host arrays reach the device with their values and dtype, and without a program
-compiled for their shape; int8 products are chosen on a CPU with AVX-512 VNNI only; the cores a
-process may use."""
+compiled for their shape; int8 products are chosen on a CPU with AVX-512 VNNI only; the options
+that leave XLA's kernel library only the products, where XLA knows them; the cores a process may
+use."""
 
 import os
 
@@ -66,3 +67,32 @@ def test_usable_cores_are_this_process_affinity_or_the_machine_cores(monkeypatch
     assert usable_cores() == 6
     monkeypatch.setattr(os, "cpu_count", lambda: None)
     assert usable_cores() == 1
+
+
+def test_library_products_only_where_xla_knows_the_option(monkeypatch):
+    from iml import _device
+
+    x = jnp.asarray(np.random.default_rng(1).normal(size=(64, 10, 1024)).astype(np.float32))
+
+    def program(a):
+        return jnp.sum(jnp.exp(a), axis=-1)
+
+    _device.library_products_only.cache_clear()
+    try:
+        options = _device.library_products_only()
+        assert options in ({}, _device._PRODUCTS_ONLY)
+        if options:  # this XLA fuses for YNNPACK: the reduction is left to its own loops
+            default = jax.jit(program).lower(x).compile().as_text()
+            chosen = jax.jit(program, compiler_options=options).lower(x).compile().as_text()
+            assert "__ynn_fusion" in default and "__ynn_fusion" not in chosen
+            np.testing.assert_allclose(
+                np.asarray(jax.jit(program, compiler_options=options)(x)),
+                np.asarray(jax.jit(program)(x)),
+                rtol=1e-6,
+            )
+        # an option this XLA does not know: none is given, the program compiles without it
+        _device.library_products_only.cache_clear()
+        monkeypatch.setattr(_device, "_PRODUCTS_ONLY", {"xla_cpu_no_such_option": "X"})
+        assert _device.library_products_only() == {}
+    finally:
+        _device.library_products_only.cache_clear()

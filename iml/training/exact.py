@@ -155,7 +155,7 @@ def _newton(
     ``max_iter``, or once at most ``until`` members are still active. The members' objectives
     are summed over their rows only with ``objective`` (else the result's are None)."""
     X = design.X
-    X_abs = jnp.abs(X)
+    X_abs = design.X_abs
     K = S.shape[0]
     renew_k = max(1, -(-K // _RENEW_SHARE))
     # A large batch takes its line searches' further trials and third products `chunk` members

@@ -100,12 +100,14 @@ class Pairs(NamedTuple):
 
 
 class Design(NamedTuple):
-    """The features with a last column of ones, and their feature pairs (:class:`Pairs`; None
-    where the table of products would take more than ``_PAIR_BYTES``): what every member of a
-    table shares."""
+    """The features with a last column of ones ``X [N, d1]``, and their feature pairs
+    (:class:`Pairs`; None where the table of products would take more than ``_PAIR_BYTES``):
+    what every member of a table shares. ``X_abs``: ``|X|`` entrywise, which the line searches'
+    bounds on a slope's rounding multiply (made once here, not in every solver call)."""
 
     X: Array
     pairs: Pairs | None
+    X_abs: Array
 
     @classmethod
     def of(cls, x: ArrayLike, shapes_known: Callable[[Design], None] | None = None) -> Design:
@@ -118,7 +120,8 @@ class Design(NamedTuple):
         is made: to start compiling a program on them meanwhile
         (:func:`iml.training.exact.compile_ahead`)."""
         x = np.asarray(x, np.float32)
-        design = to_device(np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1))
+        full = np.concatenate([x, np.ones((x.shape[0], 1), np.float32)], axis=1)
+        design = to_device(full)
         rows, cols, q, cells, values = _pair_layout(x)
         table = design.shape[0] * q * 4 <= _PAIR_BYTES
         if shapes_known is not None:
@@ -129,14 +132,15 @@ class Design(NamedTuple):
             layout = Pairs(shape(rows, np.int32), shape(cols, np.int32),
                            jax.ShapeDtypeStruct((q, design.shape[0]), np.float32),
                            shape(cells, np.int32), shape(values, np.float32))  # fmt: skip
-            shapes_known(cls(shape(design, np.float32), layout if table else None))
+            X = shape(design, np.float32)
+            shapes_known(cls(X, layout if table else None, X))
         pairs = None
         if table:
             products = _pair_products(design, to_device(rows[:q], np.int32),
                                       to_device(cols[:q], np.int32))  # fmt: skip
             rows, cols = to_device(rows, np.int32), to_device(cols, np.int32)
             pairs = Pairs(rows, cols, products, to_device(cells), to_device(values))
-        return cls(design, pairs)
+        return cls(design, pairs, to_device(np.abs(full)))
 
 
 @jax.jit

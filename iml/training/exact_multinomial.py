@@ -90,7 +90,7 @@ def _softmax_newton(
     :func:`iml.training.exact._newton`; here a member's own condition decides, since
     members are solved one after another)."""
     X = design.X
-    X_abs = jnp.abs(X)
+    X_abs = design.X_abs
     k, n = theta.shape
     ridge = jnp.repeat(pen, n)  # theta.ravel() is row-major: feature j's classes together
 

@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 
 from iml import _validation as V
 from iml import losses as L
-from iml._device import ELEMENTAL_EMITTERS, to_device
+from iml._device import ELEMENTAL_EMITTERS, library_products_only, to_device
 from iml.data.folds import FoldSplit
 from iml.grids import LossGrid, loss_grid
 from iml.models.small import LogisticRegression
@@ -421,7 +421,7 @@ def _fit_exactly(
     # The members are solved on the features over their standard deviations (all rows, 1 where
     # constant; zeros stay zeros), where the gradient's tolerance means the same for every
     # feature, and their coefficients are taken back to the features' units.
-    sd = np.std(x.astype(np.float64), axis=0)
+    sd = np.std(x, axis=0, dtype=np.float64)
     unit = np.where(sd > 1e-6 * np.maximum(1.0, np.abs(x).max(axis=0)), sd, 1.0)
     xs = x / unit
     # A ridge on standardised features, (l2 / 2) sum_j w'_j^2, is (l2 / 2) sum_j sigma_j^2 w_j^2
@@ -579,14 +579,22 @@ def _linear_test_logits(
 ) -> np.ndarray:
     """The logistic models' logits ``x @ w + b`` (:class:`iml.models.LogisticRegression`) of
     members ``coef [m, R, d(, n)]``, ``intercept [m, R(, n)]`` on their rotation's (padded) test
-    rows ``idx [R, n_blocks, block]``: ``[m, R, T(, n)]`` float32, computed on the host (a
-    product per rotation, which needs no compiled program)."""
-    m, R = coef.shape[:2]
-    w = np.asarray(coef, np.float32).reshape(m, R, x.shape[1], -1)  # [m, R, d, k]
-    b = np.asarray(intercept, np.float32).reshape(m, R, 1, -1)
+    rows ``idx [R, n_blocks, block]``: ``[m, R, T(, n)]`` float32, computed on the host (one
+    matrix product a rotation, of all its members at once, which needs no compiled program)."""
+    m, R, d = coef.shape[0], coef.shape[1], x.shape[1]
+    w = np.asarray(coef, np.float32).reshape(m, R, d, -1)  # [m, R, d, k]
+    k = w.shape[-1]
     rows = idx.reshape(R, -1)
-    out = np.stack([np.matmul(x[rows[r]], w[:, r]) for r in range(R)], axis=1) + b
-    return out.reshape(*coef.shape[:2], rows.shape[1], *coef.shape[3:]).astype(np.float32)
+    out = np.empty((m, R, rows.shape[1], k), np.float32)
+    for r in range(R):
+        if k == 1:  # [m, d] @ [d, T]
+            np.matmul(w[:, r, :, 0], x[rows[r]].T, out=out[:, r, :, 0])
+            continue
+        # [T, d] @ [d, m k]: the members' columns side by side
+        z = np.matmul(x[rows[r]], w[:, r].transpose(1, 0, 2).reshape(d, m * k))
+        out[:, r] = z.reshape(-1, m, k).transpose(1, 0, 2)
+    out += np.asarray(intercept, np.float32).reshape(m, R, 1, k)
+    return out.reshape(m, R, rows.shape[1], *coef.shape[3:])
 
 
 @functools.partial(jax.jit, static_argnums=(0, 4))
@@ -638,13 +646,28 @@ def _validation_losses_exact(
     return np.asarray(mean), np.asarray(best)
 
 
-@functools.partial(jax.jit, compiler_options=ELEMENTAL_EMITTERS)
 def _exact_penalty_moments(
     spec: LossSpec, x: Array, y: Array, idx: Array, weight: Array, coef: Array, intercept: Array
 ) -> PenaltyMoments:
     """The :class:`PenaltyMoments` ``[G, m, R]`` of every member's fits ``coef [G, m, R, d(,
     n)]`` on its rotation's validation rows ``idx [R, n_blocks, block]`` (``weight``: 1 on a
-    row, 0 on padding), a block at a time."""
+    row, 0 on padding), a block at a time, in one program (:func:`_penalty_moments_program`)."""
+    return _penalty_moments_program()(spec, x, y, idx, weight, coef, intercept)
+
+
+@functools.cache
+def _penalty_moments_program() -> Callable:
+    """:func:`_exact_moments` jitted with XLA's elemental emitters and, where XLA has the
+    option, its kernel library's reductions left out (:func:`iml._device.library_products_only`):
+    options decided once a process, at the first call."""
+    return jax.jit(_exact_moments,
+                   compiler_options={**ELEMENTAL_EMITTERS, **library_products_only()})  # fmt: skip
+
+
+def _exact_moments(
+    spec: LossSpec, x: Array, y: Array, idx: Array, weight: Array, coef: Array, intercept: Array
+) -> PenaltyMoments:
+    """:func:`_exact_penalty_moments`, traced."""
 
     def block(total: PenaltyMoments | None, rows: tuple[Array, Array]):
         i, w = rows  # [R, block]

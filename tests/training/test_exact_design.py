@@ -94,6 +94,10 @@ def test_the_table_holds_each_pairs_products_and_each_row_the_cell_of_its_two_le
     rows, cols = np.asarray(pairs.rows), np.asarray(pairs.cols)
     q = pairs.products.shape[0]
     X = np.column_stack([x, np.ones(x.shape[0], np.float32)])
+    design = exact_design.Design.of(x)
+    np.testing.assert_array_equal(np.asarray(design.X), X)
+    np.testing.assert_array_equal(np.asarray(design.X_abs), np.abs(X))  # negative levels too
+    assert np.any(X < 0)
     # the table's column t is the products of its pair's two design columns, to the bit
     np.testing.assert_array_equal(np.asarray(pairs.products), (X[:, rows[:q]] * X[:, cols[:q]]).T)
     # each row's cell is the pair of its own two levels, whose value is the row's product
