@@ -18,7 +18,9 @@ further (as Levenberg-Marquardt's damping) for a member whose step float32 made 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import jax
@@ -27,7 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from iml import _validation as V
-from iml._device import to_device
+from iml._device import to_device, usable_cores
 
 Array = jax.Array
 
@@ -136,24 +138,39 @@ class Design(NamedTuple):
             shapes_known(cls(X, layout if table else None, X))
         pairs = None
         if table:
-            products = _pair_products(design, to_device(rows[:q], np.int32),
-                                      to_device(cols[:q], np.int32))  # fmt: skip
+            products = to_device(_pair_products(full, rows[:q], cols[:q]))
             rows, cols = to_device(rows, np.int32), to_device(cols, np.int32)
             pairs = Pairs(rows, cols, products, to_device(cells), to_device(values))
         return cls(design, pairs, to_device(np.abs(full)))
 
 
-@jax.jit
-def _pair_products(X: Array, rows: Array, cols: Array) -> Array:
+def _pair_products(X: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """``Z [q, N]`` of the design ``X [N, d1]``: column ``i`` holds the listed entries of ``x_i
     x_i^T``'s upper triangle, so a member's sums over them are one row-vector times ``Z^T`` and a
-    batch's one matrix product. Compiled on its own, apart from the solver, where XLA's CPU
-    backend fills it faster; made a pair at a time (``lax.map``: each row of ``Z`` the product of
-    two rows of ``X^T``), which XLA's CPU backend fills as a loop of row copies, where the
-    gather of whole ``[q, N]`` blocks went element by element. Other backends run the ``q``
-    steps one after another too; only the CPU's time is measured."""
-    Xt = X.T
-    return jax.lax.map(lambda pair: Xt[pair[0]] * Xt[pair[1]], (rows, cols))
+    batch's one matrix product. Made on the host, each row of ``Z`` the product of two rows of
+    ``X^T`` (exact in float32, as any program would make it), with the rows shared among
+    threads, one a core: NumPy releases the interpreter while it multiplies, where XLA's CPU
+    backend filled the rows one after another on one core."""
+    n, q = X.shape[0], len(rows)
+    Xt = np.empty(X.shape[::-1], X.dtype)
+    Z = np.empty((q, n), X.dtype)
+    threads = max(1, min(usable_cores(), q))
+
+    def spans(size: int) -> list[tuple[int, int]]:
+        edges = np.linspace(0, size, threads + 1).astype(int)
+        return list(itertools.pairwise(edges.tolist()))
+
+    def transpose(span: tuple[int, int]) -> None:
+        Xt[:, span[0] : span[1]] = X[span[0] : span[1]].T
+
+    def products(span: tuple[int, int]) -> None:
+        for t in range(*span):
+            np.multiply(Xt[rows[t]], Xt[cols[t]], out=Z[t])
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(transpose, spans(n)))
+        list(pool.map(products, spans(q)))
+    return Z
 
 
 def times_pairs(V: Array, Z: Array) -> Array:
