@@ -105,7 +105,7 @@ class Design(NamedTuple):
     """The features with a last column of ones ``X [N, d1]``, and their feature pairs
     (:class:`Pairs`; None where the table of products would take more than ``_PAIR_BYTES``):
     what every member of a table shares. ``X_abs``: ``|X|`` entrywise, which the line searches'
-    bounds on a slope's rounding multiply (made once here, not in every solver call)."""
+    bounds on a slope's rounding multiply."""
 
     X: Array
     pairs: Pairs | None
@@ -148,9 +148,9 @@ def _pair_products(X: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndar
     """``Z [q, N]`` of the design ``X [N, d1]``: column ``i`` holds the listed entries of ``x_i
     x_i^T``'s upper triangle, so a member's sums over them are one row-vector times ``Z^T`` and a
     batch's one matrix product. Made on the host, each row of ``Z`` the product of two rows of
-    ``X^T`` (exact in float32, as any program would make it), with the rows shared among
-    threads, one a core: NumPy releases the interpreter while it multiplies, where XLA's CPU
-    backend filled the rows one after another on one core."""
+    ``X^T`` (exact in float32), the rows shared among threads, one a usable core (NumPy releases
+    the interpreter while it multiplies); :meth:`Design.of` puts it on the device, which on the
+    CPU reads the host's array in place, and on an accelerator holds a copy."""
     n, q = X.shape[0], len(rows)
     Xt = np.empty(X.shape[::-1], X.dtype)
     Z = np.empty((q, n), X.dtype)

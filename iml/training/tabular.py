@@ -421,7 +421,7 @@ def _fit_exactly(
     # The members are solved on the features over their standard deviations (all rows, 1 where
     # constant; zeros stay zeros), where the gradient's tolerance means the same for every
     # feature, and their coefficients are taken back to the features' units.
-    sd = np.std(x, axis=0, dtype=np.float64)
+    sd = np.std(x.astype(np.float64), axis=0)
     unit = np.where(sd > 1e-6 * np.maximum(1.0, np.abs(x).max(axis=0)), sd, 1.0)
     xs = x / unit
     # A ridge on standardised features, (l2 / 2) sum_j w'_j^2, is (l2 / 2) sum_j sigma_j^2 w_j^2

@@ -485,17 +485,18 @@ def test_intercept_optima_zero_the_gradient_of_an_intercept_alone(rare_class_tab
     assert b[-1] == 0.0  # no positive weight: the intercept starts at 0
 
 
-def test_a_path_of_fits_makes_only_its_newton_and_design_programs():
-    # Starts, weights and scalars reach the device from the host: a fit compiles its Newton
-    # program and its design's pair products, and no program for a conversion, a gather or the
-    # cold start (rows and features of a size no other test uses, so nothing is cached).
+def test_a_path_of_fits_makes_only_its_newton_program():
+    # Starts, weights, scalars and the design's table of pair products reach the device from the
+    # host: a fit compiles its Newton program alone, and no program for a conversion, a gather,
+    # the table or the cold start (rows and features of a size no other test uses, so nothing
+    # is cached).
     x, y, s, path = _small_path(3, 1237)
     with _jax_log() as logged:
         fit = fit_weighted_logistic(x, y, s, l2=1e-3, path=path)
     messages = [message for _, message in logged]
     names = {m.split("jit(")[1].split(")")[0] for m in messages if m.startswith("Compiling jit(")}
     assert "_newton" in names, messages
-    assert names <= {"_newton", "_pair_products"}, names
+    assert names == {"_newton"}, names
     assert np.all(fit.grad_norm <= 1e-6)
 
 

@@ -44,6 +44,20 @@ def test_pairs_of_one_category_are_left_out_of_the_table(monkeypatch):
     np.testing.assert_allclose(pairs.objective, direct.objective, rtol=1e-6)
 
 
+@pytest.mark.parametrize("cores", [1, 3, 500])
+def test_the_table_is_the_same_however_its_rows_are_shared_among_threads(monkeypatch, cores):
+    # 500 threads asked for a table of fewer pairs: one a pair; 3: spans of unequal sizes
+    from iml.training import exact_design
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(1001, 7)).astype(np.float32)
+    rows, cols = np.triu_indices(7)
+    monkeypatch.setattr(exact_design, "usable_cores", lambda: cores)
+    Z = exact_design._pair_products(X, rows, cols)
+    assert Z.shape == (28, 1001) and Z.dtype == np.float32
+    np.testing.assert_array_equal(Z, (X[:, rows] * X[:, cols]).T)
+
+
 def _two_categories(n: int = 3000, seed: int = 5):
     """Rows with a numeric column, two one-hot categories of 8 and 6 levels (48 pairs of levels,
     some rows with no level of the second), each level's column scaled as the tabular sweep
@@ -90,11 +104,11 @@ def test_the_table_holds_each_pairs_products_and_each_row_the_cell_of_its_two_le
     from iml.training import exact_design
 
     x, _, a, b = _two_categories()
-    pairs = exact_design.Design.of(x).pairs
+    design = exact_design.Design.of(x)
+    pairs = design.pairs
     rows, cols = np.asarray(pairs.rows), np.asarray(pairs.cols)
     q = pairs.products.shape[0]
     X = np.column_stack([x, np.ones(x.shape[0], np.float32)])
-    design = exact_design.Design.of(x)
     np.testing.assert_array_equal(np.asarray(design.X), X)
     np.testing.assert_array_equal(np.asarray(design.X_abs), np.abs(X))  # negative levels too
     assert np.any(X < 0)

@@ -502,3 +502,40 @@ def test_exact_members_test_logits_on_the_host_equal_the_models_own(n_outputs):
     # and against float64 by hand: member 1, rotation 1, its third test row (row 52)
     expected = x[52].astype(np.float64) @ coef[1, 1].astype(np.float64) + intercept[1, 1]
     np.testing.assert_allclose(ours[1, 1, 2], expected, rtol=1e-5)
+
+
+def test_the_validation_program_sums_without_the_library_and_gives_the_same_moments():
+    # The exact members' validation moments, compiled with iml._device.library_products_only,
+    # against the same function compiled without those options, on padded blocks of rows.
+    import jax.numpy as jnp
+
+    from iml._device import ELEMENTAL_EMITTERS, library_products_only
+    from iml.grids import loss_grid
+    from iml.training import tabular as T
+    from iml.training.tabular_program import blocked
+
+    rng = np.random.default_rng(7)
+    n, d, G, m, R = 700, 6, 2, 3, 2
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (rng.uniform(size=n) < 0.3).astype(np.float32)
+    spec = loss_grid(np.array([0.2, 0.5, 0.9])).spec
+    idx, weight = blocked([np.arange(0, 250), np.arange(300, 611)], 128)  # padded blocks
+    coef = rng.normal(scale=0.3, size=(G, m, R, d)).astype(np.float32)
+    intercept = rng.normal(scale=0.3, size=(G, m, R)).astype(np.float32)
+    args = (spec, jnp.asarray(x), jnp.asarray(y), jnp.asarray(idx), jnp.asarray(weight),
+            jnp.asarray(coef), jnp.asarray(intercept))  # fmt: skip
+    ours = T._exact_penalty_moments(*args)
+    plain = jax.jit(T._exact_moments, compiler_options=ELEMENTAL_EMITTERS)(*args)
+    np.testing.assert_array_equal(np.asarray(ours.n), [250, 311])
+    for got, want in zip(ours, plain, strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    # the mean loss by hand: level 1, member 2 (beta 0.9), rotation 1
+    z = x[300:611] @ coef[1, 2, 1] + intercept[1, 2, 1]
+    t = y[300:611]
+    by_hand = np.mean(-(0.9 * t * np.log(1 / (1 + np.exp(-z)))
+                        + 0.1 * (1 - t) * np.log(1 / (1 + np.exp(z)))))  # fmt: skip
+    np.testing.assert_allclose(float(ours.total[1, 2, 1]) / 311, by_hand, rtol=1e-5)
+    if library_products_only():  # the library's fusions in its program are products alone
+        text = T._penalty_moments_program().lower(*args).compile().as_text()
+        fused = [line for line in text.splitlines() if "__ynn_fusion" in line and " = " in line]
+        assert not any("reduce" in line.split("metadata=")[-1] for line in fused), fused
